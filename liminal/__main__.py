@@ -1,0 +1,3 @@
+from liminal.cli import main
+
+raise SystemExit(main())

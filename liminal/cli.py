@@ -1,0 +1,69 @@
+"""The ``liminal`` command line: one sub-command per module in ``liminal/commands/``.
+
+A command module provides ``HELP`` (one line), ``add_arguments(parser)``, optionally
+``overrides(args) -> {dotted setting: value}`` for the flags that map to settings, and
+``run(args, settings) -> int``. Command modules import their heavy dependencies inside ``run``
+so that ``liminal --help`` and ``liminal acp`` start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+
+from liminal import __version__, config, log
+
+# Order is the order shown in --help.
+COMMANDS = ("acp", "inspect", "compress", "threads", "history", "search", "swaps")
+
+
+def _command_modules() -> dict[str, ModuleType]:
+    modules: dict[str, ModuleType] = {}
+    for name in COMMANDS:
+        try:
+            modules[name] = importlib.import_module(f"liminal.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"liminal.commands.{name}":
+                raise
+    return modules
+
+
+def build_parser(modules: dict[str, ModuleType]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="liminal",
+        description="A context manager for coding-agent CLIs that speak ACP.",
+    )
+    parser.add_argument("--version", action="version", version=f"liminal {__version__}")
+    parser.add_argument("--log-level", help="debug, info, warning, error (default: info)")
+    parser.add_argument("--home", type=Path, help="liminal's home folder (default: ~/.liminal)")
+    parser.add_argument("--config", type=Path, help="config file (default: HOME/config.toml)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module in modules.items():
+        command = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(command)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    modules = _command_modules()
+    parser = build_parser(modules)
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help(sys.stderr)
+        return 2
+    module = modules[args.command]
+    overrides = {"home": args.home, "log_level": args.log_level}
+    if hasattr(module, "overrides"):
+        overrides.update(module.overrides(args))
+    try:
+        settings = config.load(overrides, config_file=args.config)
+    except config.ConfigError as exc:
+        print(f"liminal: configuration error: {exc}", file=sys.stderr)
+        return 2
+    log.configure(settings.log_level)
+    result: int = module.run(args, settings)
+    return result
