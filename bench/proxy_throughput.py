@@ -47,7 +47,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from liminal.acp.taps import Gap, TapChannel  # noqa: E402
+from liminal.acp.taps import Gap, TapChannel
 
 HERE = Path(__file__).resolve()
 ROOT = HERE.parent.parent
