@@ -146,6 +146,29 @@ def relay(argv: Sequence[str]) -> int:
     return proc.wait()
 
 
+def relay_lines(argv: Sequence[str]) -> int:
+    """The same relay line by line: ``for line in agent.stdout: write(line); flush()``.
+
+    What "a small script that reads lines and writes them" usually looks like; it touches every
+    line, as any proxy that frames must.
+    """
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    agent_in = proc.stdin.fileno()
+
+    def pump_in() -> None:
+        while data := os.read(0, 65536):
+            _write_all(agent_in, data)
+        proc.stdin.close()  # type: ignore[union-attr]
+
+    threading.Thread(target=pump_in, daemon=True).start()
+    out = sys.stdout.buffer
+    for line in proc.stdout:
+        out.write(line)
+        out.flush()
+    return proc.wait()
+
+
 # --------------------------------------------------------------------------- (c) liminal, tapped
 
 
@@ -219,12 +242,17 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[index]
 
 
+PROFILE: list[str] = []  # a command prefix for the liminal cases (--profile)
+
+
 def chain(case: str, agent_argv: list[str]) -> list[str]:
     me = [sys.executable, str(HERE)]
     if case == "pipe":
         return agent_argv
     if case == "relay":
         return [*me, "relay", "--", *agent_argv]
+    if case == "relay-lines":
+        return [*me, "relay-lines", "--", *agent_argv]
     if case == "liminal":
         return [*me, "serve-liminal", "--", *agent_argv]
     if case == "liminal-notap":
@@ -243,6 +271,13 @@ def run_case(case: str, count: int, rate: float, batch: int, timeout: float) -> 
                                 stdout=subprocess.PIPE, stderr=stderr, bufsize=0, env=env,
                                 start_new_session=True)
         assert proc.stdin is not None and proc.stdout is not None
+        if PROFILE and case.startswith("liminal"):
+            # The proxy is the chain's own process; py-spy attaches and stops when it exits.
+            out = Path(PROFILE[0]) / f"{case}-{'paced' if rate else 'flat'}.txt"
+            subprocess.Popen(["py-spy", "record", "--rate", "2000", "--format", "raw", "--nonblocking",
+                              "-o", str(out), "--pid", str(proc.pid)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1.0)  # let it attach before the agent starts
         killer = threading.Timer(timeout, os.killpg, (proc.pid, signal.SIGKILL))
         killer.start()
         try:
@@ -330,7 +365,7 @@ def report(results: list[Result]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("mode", nargs="?", default="bench",
-                        choices=("bench", "agent", "relay", "serve-liminal"))
+                        choices=("bench", "agent", "relay", "relay-lines", "serve-liminal"))
     parser.add_argument("--frames", type=int, default=200_000, help="frames per flat-out run")
     parser.add_argument("--paced-frames", type=int, default=20_000,
                         help="frames per paced run (at 1,000 frames/s, 20,000 take 20 s)")
@@ -341,12 +376,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1, help="flat-out runs per case; the best is kept")
     argv = list(sys.argv[1:] if argv is None else argv)
     cut = argv.index("--") if "--" in argv else len(argv)
+    parser.add_argument("--profile", metavar="DIR",
+                        help="run the liminal cases under py-spy, collapsed stacks into DIR")
     args = parser.parse_args(argv[:cut])
+    if args.profile:
+        Path(args.profile).mkdir(parents=True, exist_ok=True)
+        PROFILE.append(args.profile)
     rest = argv[cut + 1 :]
     if args.mode == "agent":
         return agent(args.frames, args.rate, args.batch)
     if args.mode == "relay":
         return relay(rest)
+    if args.mode == "relay-lines":
+        return relay_lines(rest)
     if args.mode == "serve-liminal":
         return serve_liminal(rest)
 
