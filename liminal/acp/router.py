@@ -38,7 +38,7 @@ from typing import Any
 import orjson
 
 from liminal.acp import jsonrpc
-from liminal.acp.events import Direction, FrameEvent, Kind
+from liminal.acp.events import Direction, FrameEvent, Kind, make_event
 from liminal.acp.framing import LineFramer, Oversized
 
 OWN_ID_PREFIX = "liminal-"
@@ -314,11 +314,15 @@ class Router:
         message = jsonrpc.parse(line)
         kind = jsonrpc.classify(message)
         if kind is Kind.NOTIFICATION:
+            # The hot path (every streamed chunk): no call that is not needed, events made inline.
             assert message is not None
             backing = _session_of(message)
             if backing is None:
                 self._out.to_client.append(line)
-                self._tap(Direction.AGENT_TO_CLIENT, kind, now, line, message, None, None, message["method"], None)
+                if self.tapping:
+                    self._out.events.append(make_event(
+                        Direction.AGENT_TO_CLIENT, kind, now, line, message, self.connection_id,
+                        None, None, message["method"], None, len(line)))
                 return
             thread = self._thread_of.get(backing, backing)
             if backing in self._captured:
@@ -327,7 +331,10 @@ class Router:
                           message["method"], None)
                 return
             self._out.to_client.append(line if thread == backing else _rewrite(line, backing, thread))
-            self._tap(Direction.AGENT_TO_CLIENT, kind, now, line, message, thread, backing, message["method"], None)
+            if self.tapping:
+                self._out.events.append(make_event(
+                    Direction.AGENT_TO_CLIENT, kind, now, line, message, self.connection_id,
+                    thread, backing, message["method"], None, len(line)))
             return
         if kind is Kind.RESPONSE:
             assert message is not None
@@ -437,7 +444,7 @@ class Router:
         size: int | None = None,
     ) -> None:
         if self.tapping:
-            self._out.events.append(FrameEvent(
+            self._out.events.append(make_event(
                 direction, kind, now, raw, message, self.connection_id, thread, backing, method, rpc_id,
                 len(raw) if size is None else size,
             ))
