@@ -225,7 +225,12 @@ class Result:
     frames: int
     seconds: float
     latencies_us: list[float]
+    cpu_seconds: float  # the chain's first process (the proxy; the agent for ``pipe``)
     tap: str = ""
+
+    @property
+    def cpu_us_per_frame(self) -> float:
+        return self.cpu_seconds / self.frames * 1e6
 
     @property
     def rate(self) -> float:
@@ -281,7 +286,7 @@ def run_case(case: str, count: int, rate: float, batch: int, timeout: float) -> 
         killer = threading.Timer(timeout, os.killpg, (proc.pid, signal.SIGKILL))
         killer.start()
         try:
-            chunks, times = _receive(proc.stdin.fileno(), proc.stdout.fileno(), count)
+            chunks, times, cpu = _receive(proc.stdin.fileno(), proc.stdout.fileno(), count, proc.pid)
         finally:
             proc.stdin.close()
             while os.read(proc.stdout.fileno(), 1 << 20):  # anything extra would be a bug below
@@ -304,11 +309,21 @@ def run_case(case: str, count: int, rate: float, batch: int, timeout: float) -> 
         position += lines
     latencies.sort()
     tap = " ".join(re.findall(r"bench-tap (.*)", errors))
-    return Result(case, rate > 0, count, (times[-1] - stamps[0]) / 1e9, latencies, tap)
+    return Result(case, rate > 0, count, (times[-1] - stamps[0]) / 1e9, latencies, cpu, tap)
 
 
-def _receive(stdin_fd: int, stdout_fd: int, count: int) -> tuple[list[bytes], list[int]]:
-    """Read until ``count`` frames have arrived; the time of each read is taken right after it."""
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a live process, from /proc (clock-tick resolution)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _receive(stdin_fd: int, stdout_fd: int, count: int, pid: int) -> tuple[list[bytes], list[int], float]:
+    """Read until ``count`` frames have arrived; the time of each read is taken right after it.
+
+    The CPU time the chain's process spends on the stream is read between the first and the
+    last read, which leaves its start-up out.
+    """
     _write_all(stdin_fd, GO)
     chunks: list[bytes] = []
     times: list[int] = []
@@ -320,10 +335,12 @@ def _receive(stdin_fd: int, stdout_fd: int, count: int) -> tuple[list[bytes], li
         at = clock()
         if not data:
             raise SystemExit(f"the chain closed its stdout after {seen} of {count} frames")
+        if not chunks:
+            cpu_start = cpu_seconds(pid)
         chunks.append(data)
         times.append(at)
         seen += data.count(b"\n")
-    return chunks, times
+    return chunks, times, cpu_seconds(pid) - cpu_start
 
 
 # --------------------------------------------------------------------------- report
@@ -347,7 +364,7 @@ def report(results: list[Result]) -> str:
     relay_rate = {r.paced: r.rate for r in results if r.case == "relay"}
     lines = [
         f"{'case':<14} {'mode':<6} {'frames':>7} {'frames/s':>10} "
-        f"{'lat p50':>9} {'lat p99':>9} {'added p50':>10} {'added p99':>10}  {'vs relay':>8}",
+        f"{'lat p50':>9} {'lat p99':>9} {'added p50':>10} {'added p99':>10}  {'vs relay':>8} {'cpu/frame':>10}",
     ]
     for r in results:
         b = base.get(r.paced)
@@ -356,7 +373,7 @@ def report(results: list[Result]) -> str:
         ratio = r.rate / relay_rate[r.paced] if r.paced in relay_rate else float("nan")
         lines.append(
             f"{r.case:<14} {'paced' if r.paced else 'flat':<6} {r.frames:>7} {r.rate:>10,.0f} "
-            f"{r.pct(50):>7.0f}us {r.pct(99):>7.0f}us {add50:>8.0f}us {add99:>8.0f}us  {ratio:>8.2f}"
+            f"{r.pct(50):>7.0f}us {r.pct(99):>7.0f}us {add50:>8.0f}us {add99:>8.0f}us  {ratio:>8.2f} {r.cpu_us_per_frame:>8.2f}us"
             + (f"  tap: {r.tap}" if r.tap else "")
         )
     return "\n".join(lines)
@@ -406,7 +423,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 spread = ""
             results.append(result)
             print(f"  {case} {mode}: {result.rate:,.0f} frames/s, latency p50 {result.pct(50):.0f} us, "
-                  f"p99 {result.pct(99):.0f} us" + (f" (runs: {spread})" if args.repeat > 1 else "")
+                  f"p99 {result.pct(99):.0f} us, cpu {result.cpu_us_per_frame:.2f} us/frame" + (f" (runs: {spread})" if args.repeat > 1 else "")
                   + (f" [{result.tap}]" if result.tap else ""), flush=True)
     print()
     print(report(results))
