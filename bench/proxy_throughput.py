@@ -204,12 +204,13 @@ def serve_liminal(argv: Sequence[str]) -> int:
     import anyio
 
     from liminal import config, log
-    from liminal.proxy import Proxy
+    from liminal.proxy import Proxy, tune_gc
 
     settings = config.load({})
     log.configure(settings.log_level)
     tap = CountingTap(settings.proxy.tap_queue_frames)
     proxy = Proxy(list(argv), settings.proxy, components=[tap])
+    tune_gc()  # as ``liminal acp`` does
     code = anyio.run(proxy.run, backend="asyncio")
     print(f"bench-tap events={tap.events} lost={tap.lost}", file=sys.stderr, flush=True)
     return code
