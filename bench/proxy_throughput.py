@@ -6,6 +6,8 @@ bytes to a client, which is this script. The same frames travel
   (a) ``pipe``:    through a bare OS pipe (the agent's stdout is the client's pipe);
   (b) ``relay``:   through a minimal Python line relay (``relay`` mode below: read a chunk from
                    the agent, write the whole lines of it to stdout, flush);
+      ``relay-lines``: the same relay line by line, which touches every line as a framing proxy
+                   must (the issue's reference figures look like this kind of relay);
   (c) ``liminal``: through liminal's ``Proxy`` with taps on: one component, a ``TapChannel``
                    drained by a task, the way the indexer will subscribe (``serve-liminal`` mode);
   (d) ``liminal-notap``: through ``python -m liminal acp`` exactly as a client launches it
@@ -25,6 +27,11 @@ Only the CLI's argument parsing is skipped; everything on the frame path is the 
 and case (d) covers the real command.
 
     .venv/bin/python bench/proxy_throughput.py [--frames 200000] [--paced-frames 20000]
+        [--repeat 3] [--cases pipe,relay,...] [--modes flat,paced] [--profile bench/out]
+
+``--profile DIR`` attaches py-spy to the proxy process of the liminal cases and writes collapsed
+stacks there (py-spy takes a core of its own, so the figures of such a run are not the real ones).
+Figures and their machine go to ``docs/benchmarks.md``.
 """
 
 from __future__ import annotations
@@ -34,7 +41,6 @@ import os
 import platform
 import re
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -431,11 +437,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                   + (f" [{result.tap}]" if result.tap else ""), flush=True)
     print()
     print(report(results))
-    relay_flat = next((r for r in results if r.case == "relay" and not r.paced), None)
-    for r in results:
-        if r.case.startswith("liminal") and not r.paced and relay_flat:
-            print(f"{r.case} / relay, flat out: {r.rate / relay_flat.rate:.2f} "
-                  f"(target >= 0.50); median latency {statistics.median(r.latencies_us):.0f} us")
+    flat = {r.case: r for r in results if not r.paced}
+    paced = {r.case: r for r in results if r.paced}
+    for name in ("liminal", "liminal-notap"):
+        for relay_case in ("relay", "relay-lines"):
+            if name in flat and relay_case in flat:
+                print(f"{name} / {relay_case}, flat out: {flat[name].rate / flat[relay_case].rate:.2f} "
+                      f"(target >= 0.50)")
+        if name in paced and "pipe" in paced:
+            added = paced[name].pct(99) - paced["pipe"].pct(99)
+            print(f"{name}, paced: added p99 {added:.0f} us (target < 1000 us)")
     return 0
 
 
