@@ -1,0 +1,297 @@
+"""Planning the gradient: which turns go in which band, and what happens to each record.
+
+Pure: a Conversation (the index, no file access) and budgets in, a Plan out. Bands are by age,
+youngest first, sized by token budgets rather than turn counts, so the result lands near the
+target whatever the length of the session:
+
+- recent: the youngest turns that fit ``recent_tokens`` (at least the last turn), untouched;
+- middle: the next turns that fit ``middle_tokens`` once their tool results and the string
+  leaves of their tool inputs are cut to ``truncate_lines`` lines / ``truncate_chars``
+  characters, each cut followed by a marker with its recall key;
+- old: the next turns that fit what is left of the target once their tool calls and results
+  are removed in pairs and only prose remains;
+- ancient: everything older, consolidated into one preamble (``summary_tokens``) in Claude
+  Code's native compact form.
+
+Thinking blocks outside the recent band are dropped: their signatures cover the history before
+them, which the rewrite changes. The API strips thinking from earlier turns anyway, so the recent
+band keeps its own (the swap happens between turns). Unpaired tool calls and orphan results are
+removed wherever they are, since either makes the API answer 400.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from liminal.config import GradientSettings
+from liminal.gradient.recall import MARKER_PREFIX
+from liminal.gradient.summarize import TurnDigest
+from liminal.harness.claude.conversation import Conversation, Turn
+from liminal.harness.claude.records import Record
+from liminal.harness.claude.tokens import Calibration, calibrate, context_size, total_chars
+
+MARKER_CHARS = 130  # the marker's own length, about
+# Request logs describe calls made with the old history; a previous rewrite's note is replaced.
+ALWAYS_DROP = frozenset(
+    {"api-request", "api-request-shape", "api-request-blob", "liminal-rewrite"}
+)
+RECENT_ONLY = frozenset({"queue-operation", "progress", "file-history-snapshot"})
+LAST_ONLY = frozenset({"cost-state", "atis-latch", "last-prompt", "summary"})
+
+
+class Band(enum.Enum):
+    RECENT = "recent"
+    MIDDLE = "middle"
+    OLD = "old"
+    ANCIENT = "ancient"
+
+
+@dataclass(frozen=True, slots=True)
+class Edit:
+    """What to do to one record's content; the writer applies it to the parsed record."""
+
+    truncate: bool = False  # cut tool results and tool input leaves, with recall markers
+    strip_tools: bool = False  # remove tool_use and tool_result blocks
+    drop_thinking: bool = False
+    drop_ids: frozenset[str] = frozenset()  # tool ids whose blocks go (unpaired)
+
+    @property
+    def changes(self) -> bool:
+        return self.truncate or self.strip_tools or self.drop_thinking or bool(self.drop_ids)
+
+
+KEEP = Edit()
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    record: Record | None  # None: the preamble (boundary and summary records)
+    edit: Edit = KEEP
+    band: Band | None = None  # None for records outside the conversation
+    chain: bool = True  # takes part in the parentUuid chain
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    items: tuple[Item, ...]
+    bands: dict[Band, tuple[int, ...]]  # turn numbers in each band
+    digests: tuple[TurnDigest, ...]  # the ancient band, for the summarizer
+    calibration: Calibration
+    tokens_before: int  # measured from usage when the file has it, else estimated
+    tokens_planned: int  # the estimate of what the new file holds (preamble at its budget)
+    summary_chars: int  # budget for the summarizer
+    consolidate_head: bool  # the old head (a previous preamble) goes into the new one
+    notes: tuple[str, ...] = field(default=())
+
+
+def _leaves_cost(lengths: Sequence[int], cut: int) -> int:
+    return sum(min(n, cut + MARKER_CHARS) + 16 for n in lengths)
+
+
+def _record_cost(rec: Record, mode: Band, cut: int) -> int:
+    """Characters a record costs in a band."""
+    if mode is Band.RECENT:
+        return total_chars(rec)
+    if rec.type == "attachment":
+        return rec.extra_chars if mode is Band.MIDDLE else 0
+    if rec.type not in ("user", "assistant"):
+        return 0
+    cost = 0
+    for block in rec.blocks:
+        if block.kind in ("thinking", "redacted_thinking"):
+            continue
+        if block.kind == "tool_result":
+            cost += min(block.chars, cut + MARKER_CHARS) if mode is Band.MIDDLE else 0
+        elif block.kind == "tool_use":
+            cost += _leaves_cost(block.leaves, cut) if mode is Band.MIDDLE else 0
+        else:
+            cost += block.chars
+    return cost
+
+
+def turn_cost(turn: Turn, mode: Band, cut: int) -> int:
+    return sum(_record_cost(r, mode, cut) for r in turn.records)
+
+
+def assign_bands(
+    costs: Sequence[tuple[int, int, int]],
+    *,
+    budget: int,
+    recent: int,
+    middle: int,
+    reserve: int,
+) -> list[Band]:
+    """Bands for turns given (full, truncated, prose) token costs, oldest first."""
+    bands = [Band.ANCIENT] * len(costs)
+    used = 0
+    i = len(costs) - 1
+    limit = min(recent, budget - reserve)
+    while i >= 0 and (i == len(costs) - 1 or used + costs[i][0] <= limit):
+        bands[i] = Band.RECENT
+        used += costs[i][0]
+        i -= 1
+    limit = used + min(middle, max(0, budget - reserve - used))
+    while i >= 0 and used + costs[i][1] <= limit:
+        bands[i] = Band.MIDDLE
+        used += costs[i][1]
+        i -= 1
+    limit = budget - reserve
+    while i >= 0 and used + costs[i][2] <= limit:
+        bands[i] = Band.OLD
+        used += costs[i][2]
+        i -= 1
+    return bands
+
+
+def _digest(turn: Turn) -> TurnDigest:
+    prompt = " ".join(b.head for b in turn.prompt.blocks if b.kind == "text")
+    replies: list[str] = []
+    tools: list[tuple[str, str]] = []
+    for rec in turn.records[1:]:
+        for block in rec.blocks:
+            if rec.type == "assistant" and block.kind == "text" and block.head.strip():
+                replies.append(block.head)
+            elif block.kind == "tool_use":
+                tools.append((block.name, block.detail))
+    return TurnDigest(turn.number, prompt, tuple(replies), tuple(tools))
+
+
+def make_plan(
+    conversation: Conversation,
+    settings: GradientSettings,
+    target_tokens: int | None = None,
+) -> Plan:
+    target = settings.target_tokens if target_tokens is None else target_tokens
+    cal = calibrate(conversation)
+    cut = settings.truncate_chars
+    turns = conversation.turns
+    costs = [
+        tuple(cal.tokens(turn_cost(t, mode, cut)) for mode in (Band.RECENT, Band.MIDDLE, Band.OLD))
+        for t in turns
+    ]
+    head_tokens = cal.tokens(sum(total_chars(r) for r in conversation.head))
+    budget = target - cal.overhead_tokens
+    # The preamble gets a quarter of a small budget, but never less than a readable minimum.
+    reserve = min(settings.summary_tokens, max(1000, budget // 4))
+    bands = assign_bands(
+        [(a, b, c) for a, b, c in costs],
+        budget=budget,
+        recent=settings.recent_tokens,
+        middle=settings.middle_tokens,
+        reserve=reserve,
+    )
+    has_ancient = Band.ANCIENT in bands
+    if not has_ancient and head_tokens:
+        # No preamble to fold the old head into: it stays, and must fit too.
+        bands = assign_bands(
+            [(a, b, c) for a, b, c in costs],
+            budget=budget - head_tokens,
+            recent=settings.recent_tokens,
+            middle=settings.middle_tokens,
+            reserve=0,
+        )
+        has_ancient = Band.ANCIENT in bands
+    consolidate = has_ancient
+    unpaired = frozenset(conversation.unpaired_uses | conversation.orphan_results)
+
+    items: list[Item] = []
+    if consolidate:
+        items.append(Item(None))
+    else:
+        for rec in conversation.head:
+            items.append(Item(rec, Edit(drop_thinking=True, drop_ids=unpaired), None))
+    recent_floor: int | None = None
+    for turn, band in zip(turns, bands, strict=True):
+        if band is Band.ANCIENT:
+            continue
+        for rec in turn.records:
+            if band is Band.RECENT:
+                recent_floor = rec.index if recent_floor is None else min(recent_floor, rec.index)
+                ids = frozenset(b.tool_id for b in rec.blocks if b.tool_id in unpaired)
+                items.append(Item(rec, Edit(drop_ids=ids), band))
+                continue
+            if rec.type not in ("user", "assistant", "attachment"):
+                continue  # progress, turn_duration and other bookkeeping of cut turns
+            if rec.type == "attachment" and band is Band.OLD:
+                continue
+            edit = Edit(
+                truncate=band is Band.MIDDLE,
+                strip_tools=band is Band.OLD,
+                drop_thinking=True,
+                drop_ids=unpaired,
+            )
+            items.append(Item(rec, edit, band))
+    items = _with_bookkeeping(conversation, items, recent_floor)
+    planned = sum(
+        c[{Band.RECENT: 0, Band.MIDDLE: 1, Band.OLD: 2}[b]]
+        for c, b in zip(costs, bands, strict=True)
+        if b is not Band.ANCIENT
+    )
+    planned += reserve if consolidate else head_tokens
+    notes: list[str] = []
+    if conversation.broken_parent:
+        notes.append(f"parent chain broken at {conversation.broken_parent}: older lines unseen")
+    if unpaired:
+        notes.append(f"{len(unpaired)} unpaired tool blocks removed")
+    return Plan(
+        items=tuple(items),
+        bands={b: tuple(t.number for t, x in zip(turns, bands, strict=True) if x is b) for b in Band},
+        digests=tuple(_digest(t) for t, b in zip(turns, bands, strict=True) if b is Band.ANCIENT),
+        calibration=cal,
+        tokens_before=context_size(conversation)
+        or cal.overhead_tokens + sum(c[0] for c in costs) + head_tokens,
+        tokens_planned=cal.overhead_tokens + planned,
+        summary_chars=int(reserve * cal.chars_per_token),
+        consolidate_head=consolidate,
+        notes=tuple(notes),
+    )
+
+
+def _with_bookkeeping(
+    conversation: Conversation, items: list[Item], recent_floor: int | None
+) -> list[Item]:
+    """Interleave the records outside the conversation that the new file keeps, by file position.
+
+    Kept: records of unknown or metadata types (titles, modes, tools used), wherever they are;
+    per-turn bookkeeping (queue operations, progress, file snapshots) only beside the recent
+    band; the last of each running-state type. Dropped: request logs (``api-request*``),
+    which describe calls made with the old history, and lines off the conversation's branch.
+    """
+    in_conversation = {r.index for r in conversation.records}
+    kept_uuids = {i.record.uuid for i in items if i.record is not None and i.record.uuid}
+    floor = recent_floor if recent_floor is not None else conversation.leaf.index + 1
+    last_of: dict[str, int] = {}
+    for rec in conversation.session.records:
+        if rec.type in LAST_ONLY and (rec.ref is None or rec.ref in kept_uuids):
+            last_of[rec.type] = rec.index
+    extra: list[Record] = []
+    for rec in conversation.session.records:
+        if rec.index in in_conversation or rec.uuid or rec.type in ALWAYS_DROP:
+            continue
+        if rec.type in LAST_ONLY:
+            if last_of.get(rec.type) == rec.index:
+                extra.append(rec)
+        elif rec.type in RECENT_ONLY:
+            if rec.index >= floor and (rec.ref is None or rec.ref in kept_uuids):
+                extra.append(rec)
+        elif rec.type != "summary":
+            extra.append(rec)
+    out: list[Item] = []
+    pending = iter(extra)
+    nxt = next(pending, None)
+    for item in items:
+        if item.record is not None:
+            while nxt is not None and nxt.index < item.record.index:
+                out.append(Item(nxt, KEEP, None, chain=False))
+                nxt = next(pending, None)
+        out.append(item)
+    while nxt is not None:
+        out.append(Item(nxt, KEEP, None, chain=False))
+        nxt = next(pending, None)
+    return out
+
+
+def already_cut(text: str) -> bool:
+    return MARKER_PREFIX in text

@@ -1,0 +1,307 @@
+"""Lossless reading of a Claude Code session file into a light index of records.
+
+Why an index and not the parsed records: a long session is tens of MB, almost all of it tool
+output the rewrite will cut. Each line is parsed once (orjson), the few facts planning needs are
+kept (ids, links, block kinds and sizes, short heads of prose for summaries), and the line's
+bytes stay in the file: ``SessionFile.raw`` reads them back by offset when a record is written
+out unchanged. Memory stays near the size of the index, not of the file, and an unchanged record
+goes back to disk byte for byte.
+
+A torn last line (the CLI crashed mid-write) is reported and left out, never fatal. A line that
+does not parse elsewhere is reported too; Claude Code skips such lines, and so does the model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from liminal.harness.claude.paths import SessionLocation
+
+PROMPT_HEAD_CHARS = 2000  # enough for a user prompt to survive verbatim into a preamble
+TEXT_HEAD_CHARS = 400
+IMAGE_CHARS = 6000  # an image costs about 1.5k tokens whatever its base64 length
+
+CONVERSATION_TYPES = frozenset({"user", "assistant", "system", "attachment", "progress"})
+
+
+class SessionFormatError(ValueError):
+    """The file is not a Claude Code session, or too damaged to rewrite."""
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """One content block as far as planning cares: what it is and what it costs."""
+
+    kind: str  # text, tool_use, tool_result, thinking, redacted_thinking, image, or as found
+    chars: int  # characters the model would read
+    tool_id: str = ""  # tool_use id, or tool_result tool_use_id
+    name: str = ""  # tool name
+    head: str = ""  # first characters of prose (prompts get more, for the preamble)
+    detail: str = ""  # tool_use: the path, command or pattern it was about
+    leaves: tuple[int, ...] = ()  # tool_use: lengths of the string leaves of its input
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    index: int  # line number, from 0
+    offset: int
+    length: int  # bytes of the line including its newline
+    type: str
+    uuid: str | None = None
+    parent: str | None = None
+    session_id: str | None = None
+    subtype: str | None = None
+    sidechain: bool = False
+    meta: bool = False
+    compact_summary: bool = False
+    message_id: str | None = None
+    content_is_str: bool = False
+    blocks: tuple[Block, ...] = ()
+    context_tokens: int | None = None  # input + cache tokens of the API call, on assistant lines
+    timestamp: str = ""
+    ref: str | None = None  # leafUuid / messageId of bookkeeping records
+    extra_chars: int = 0  # attachment text the CLI renders into the conversation
+
+    @property
+    def is_prompt(self) -> bool:
+        """A user line that starts a turn: typed text, not a tool result, meta or summary."""
+        if self.type != "user" or self.meta or self.compact_summary:
+            return False
+        return any(b.kind in ("text", "image") for b in self.blocks) and not any(
+            b.kind == "tool_result" for b in self.blocks
+        )
+
+    @property
+    def tool_uses(self) -> tuple[Block, ...]:
+        return tuple(b for b in self.blocks if b.kind == "tool_use")
+
+    @property
+    def tool_results(self) -> tuple[Block, ...]:
+        return tuple(b for b in self.blocks if b.kind == "tool_result")
+
+
+@dataclass(frozen=True, slots=True)
+class TornTail:
+    offset: int
+    length: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SessionFile:
+    location: SessionLocation
+    records: tuple[Record, ...]
+    size: int
+    torn_tail: TornTail | None
+    corrupt_lines: tuple[int, ...]
+
+    def raw(self, records: Iterable[Record]) -> dict[int, bytes]:
+        """The original bytes of these records (newline included), by record index."""
+        out: dict[int, bytes] = {}
+        fd = os.open(self.location.path, os.O_RDONLY)
+        try:
+            for rec in records:
+                data = os.pread(fd, rec.length, rec.offset)
+                if len(data) != rec.length:
+                    raise SessionFormatError(f"{self.location.path}: changed while reading")
+                out[rec.index] = data
+        finally:
+            os.close(fd)
+        return out
+
+    def parse(self, record: Record) -> dict[str, Any]:
+        """The full parsed record, for the few the rewrite changes."""
+        return loads(self.raw([record])[record.index])
+
+
+def loads(line: bytes) -> dict[str, Any]:
+    try:
+        value = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        # orjson refuses integers past 64 bits and lone surrogates; the stdlib takes both.
+        value = json.loads(line)
+    if not isinstance(value, dict):
+        raise ValueError("not a JSON object")
+    return value
+
+
+def dumps(value: dict[str, Any]) -> bytes:
+    """Compact JSON as Claude Code writes it (JSON.stringify), newline included."""
+    try:
+        return orjson.dumps(value) + b"\n"
+    except TypeError:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=True).encode() + b"\n"
+
+
+def _leaf_lengths(value: Any, out: list[int]) -> None:
+    if isinstance(value, str):
+        out.append(len(value))
+    elif isinstance(value, dict):
+        for item in value.values():
+            _leaf_lengths(item, out)
+    elif isinstance(value, list):
+        for item in value:
+            _leaf_lengths(item, out)
+
+
+def _result_chars(content: Any) -> int:
+    if isinstance(content, str):
+        return len(content)
+    total = 0
+    if isinstance(content, list):
+        for item in content:
+            if isinstance(item, dict):
+                if item.get("type") == "image":
+                    total += IMAGE_CHARS
+                else:
+                    total += len(str(item.get("text", "")))
+    return total
+
+
+_DETAIL_KEYS = ("file_path", "notebook_path", "path", "command", "pattern", "url", "query")
+
+
+def _block(raw: Any, role: str) -> Block:
+    if not isinstance(raw, dict):
+        return Block("text", len(str(raw)))
+    kind = str(raw.get("type", ""))
+    if kind == "text":
+        text = str(raw.get("text", ""))
+        cap = PROMPT_HEAD_CHARS if role == "user" else TEXT_HEAD_CHARS
+        return Block("text", len(text), head=text[:cap])
+    if kind == "tool_use":
+        tool_input = raw.get("input")
+        leaves: list[int] = []
+        _leaf_lengths(tool_input, leaves)
+        detail = ""
+        if isinstance(tool_input, dict):
+            for key in _DETAIL_KEYS:
+                value = tool_input.get(key)
+                if isinstance(value, str) and value:
+                    detail = value[:200]
+                    break
+        chars = sum(leaves) + 16 * len(leaves) + len(str(raw.get("name", "")))
+        return Block(
+            "tool_use",
+            chars,
+            tool_id=str(raw.get("id", "")),
+            name=str(raw.get("name", "")),
+            detail=detail,
+            leaves=tuple(leaves),
+        )
+    if kind == "tool_result":
+        content = raw.get("content")
+        head = content[:TEXT_HEAD_CHARS] if isinstance(content, str) else ""
+        return Block(
+            "tool_result", _result_chars(content), tool_id=str(raw.get("tool_use_id", "")), head=head
+        )
+    if kind == "thinking":
+        return Block("thinking", len(str(raw.get("thinking", ""))))
+    if kind == "redacted_thinking":
+        return Block("redacted_thinking", len(str(raw.get("data", ""))) // 4)
+    if kind == "image":
+        return Block("image", IMAGE_CHARS)
+    return Block(kind or "unknown", len(orjson.dumps(raw)))
+
+
+def index_record(value: dict[str, Any], index: int, offset: int, length: int) -> Record:
+    kind = str(value.get("type", ""))
+    message = value.get("message")
+    blocks: tuple[Block, ...] = ()
+    content_is_str = False
+    message_id = None
+    context = None
+    if isinstance(message, dict) and kind in ("user", "assistant"):
+        role = str(message.get("role", kind))
+        content = message.get("content")
+        if isinstance(content, str):
+            content_is_str = True
+            cap = PROMPT_HEAD_CHARS if role == "user" else TEXT_HEAD_CHARS
+            blocks = (Block("text", len(content), head=content[:cap]),)
+        elif isinstance(content, list):
+            blocks = tuple(_block(b, role) for b in content)
+        mid = message.get("id")
+        message_id = mid if isinstance(mid, str) else None
+        usage = message.get("usage")
+        if kind == "assistant" and isinstance(usage, dict):
+            try:
+                context = int(usage.get("input_tokens") or 0) + int(
+                    usage.get("cache_creation_input_tokens") or 0
+                ) + int(usage.get("cache_read_input_tokens") or 0)
+            except (TypeError, ValueError):
+                context = None
+    extra = 0
+    if kind == "attachment":
+        rendered = value.get("rendered")
+        if isinstance(rendered, list):
+            extra = sum(len(str(r.get("content", ""))) for r in rendered if isinstance(r, dict))
+    ref = value.get("leafUuid") or value.get("messageId")
+    return Record(
+        index=index,
+        offset=offset,
+        length=length,
+        type=kind,
+        uuid=value.get("uuid") if isinstance(value.get("uuid"), str) else None,
+        parent=value.get("parentUuid") if isinstance(value.get("parentUuid"), str) else None,
+        session_id=value.get("sessionId") if isinstance(value.get("sessionId"), str) else None,
+        subtype=value.get("subtype") if isinstance(value.get("subtype"), str) else None,
+        sidechain=value.get("isSidechain") is True,
+        meta=value.get("isMeta") is True,
+        compact_summary=value.get("isCompactSummary") is True,
+        message_id=message_id,
+        content_is_str=content_is_str,
+        blocks=blocks,
+        context_tokens=context,
+        timestamp=str(value.get("timestamp", "")),
+        ref=ref if isinstance(ref, str) else None,
+        extra_chars=extra,
+    )
+
+
+def read_session(
+    location: SessionLocation, progress: Callable[[int, int], None] | None = None
+) -> SessionFile:
+    """Index every line of the file; raise SessionFormatError if it is not a session at all."""
+    path: Path = location.path
+    try:
+        size = path.stat().st_size
+        handle = path.open("rb")
+    except OSError as exc:
+        raise SessionFormatError(f"{path}: cannot read: {exc.strerror}") from exc
+    records: list[Record] = []
+    corrupt: list[int] = []
+    torn: TornTail | None = None
+    offset = 0
+    next_report = 4 << 20
+    with handle:
+        for number, line in enumerate(handle):
+            length = len(line)
+            if line.strip():
+                try:
+                    value = loads(line)
+                except (ValueError, UnicodeDecodeError):
+                    if not line.endswith(b"\n"):
+                        torn = TornTail(offset, length, "last line is incomplete")
+                    else:
+                        corrupt.append(number)
+                else:
+                    # A complete record missing only its newline is kept; the writer adds it.
+                    records.append(index_record(value, number, offset, length))
+            offset += length
+            if progress is not None and offset >= next_report:
+                progress(offset, size)
+                next_report = offset + (4 << 20)
+    if progress is not None:
+        progress(offset, size)
+    if not any(r.type in ("user", "assistant") and r.uuid for r in records):
+        raise SessionFormatError(f"{path}: no conversation records; not a Claude Code session")
+    if len(corrupt) > max(3, len(records) // 10):
+        raise SessionFormatError(f"{path}: {len(corrupt)} lines are not JSON; refusing to rewrite")
+    return SessionFile(location, tuple(records), size, torn, tuple(corrupt))
