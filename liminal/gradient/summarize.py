@@ -57,19 +57,20 @@ class ExtractiveSummarizer:
     max_commands: int = 40
     max_files: int = 80
 
-    def _sections(self, turns: Sequence[TurnDigest], previous: str | None, cap: int) -> str:
+    def _facts(self, turns: Sequence[TurnDigest]) -> list[str]:
+        """Decisions, files, commands: the part that does not depend on the prompt budget."""
         out: list[str] = []
-        if previous:
-            out.append("Earlier summary (carried over):\n" + previous.strip())
-        if turns:
-            out.append(f"What the user asked ({len(turns)} requests, in order):")
-            out.extend(f"- {_clip(t.prompt, cap)}" for t in turns if t.prompt.strip())
-        decisions: list[str] = []
-        for turn in turns:
-            for reply in turn.replies:
-                for sentence in _SENTENCE.split(reply):
-                    if _DECISION.search(sentence) and len(decisions) < self.max_decisions:
+        decisions: list[str] = []  # the latest ones matter most: collected from the end
+        for turn in reversed(turns):
+            for reply in reversed(turn.replies):
+                for sentence in reversed(_SENTENCE.split(reply)):
+                    if _DECISION.search(sentence):
                         decisions.append(f"- {_clip(sentence, 240)}")
+                if len(decisions) >= self.max_decisions:
+                    break
+            if len(decisions) >= self.max_decisions:
+                break
+        decisions.reverse()
         if decisions:
             out.append("Decisions and findings (assistant's words):")
             out.extend(decisions)
@@ -88,6 +89,18 @@ class ExtractiveSummarizer:
         if commands:
             out.append("Commands run:")
             out.extend(f"- `{c}`" for c in list(commands)[: self.max_commands])
+        return out
+
+    def _sections(
+        self, turns: Sequence[TurnDigest], previous: str | None, cap: int, facts: list[str]
+    ) -> str:
+        out: list[str] = []
+        if previous:
+            out.append("Earlier summary (carried over):\n" + previous.strip())
+        if turns:
+            out.append(f"What the user asked ({len(turns)} requests, in order):")
+            out.extend(f"- {_clip(t.prompt, cap)}" for t in turns if t.prompt.strip())
+        out.extend(facts)
         if turns:
             tail = turns[-1]
             where = tail.replies[-1] if tail.replies else ""
@@ -99,8 +112,9 @@ class ExtractiveSummarizer:
 
     def summarize(self, turns: Sequence[TurnDigest], previous: str | None, budget_chars: int) -> str:
         text = ""
+        facts = self._facts(turns)
         for cap in (1000, 400, 160, 80, 40):
-            text = self._sections(turns, previous, cap)
+            text = self._sections(turns, previous, cap, facts)
             if len(text) <= budget_chars:
                 return text
         # Still too long: the oldest requests go first; the carried summary is cut from its start.

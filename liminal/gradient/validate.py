@@ -121,12 +121,10 @@ def _tool_pairs(chain: Sequence[Record]) -> list[str]:
                 problems.extend(f"tool_use {t} unanswered before a prompt" for t in open_calls)
                 open_calls.clear()
             for block in rec.tool_results:
-                mid = open_calls.get(block.tool_id)
-                if mid is not None:
-                    del open_calls[block.tool_id]
-                if mid is None:
+                caller = open_calls.pop(block.tool_id, "")
+                if not caller:
                     problems.append(f"line {rec.index}: tool_result {block.tool_id} answers nothing")
                 else:
-                    answered_messages.add(mid)
+                    answered_messages.add(caller)
     problems.extend(f"tool_use {t} never answered" for t in open_calls)
     return problems
