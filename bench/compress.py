@@ -123,7 +123,7 @@ class Synth:
         r = self.rng
         tid = "toolu_" + uuid.UUID(int=r.getrandbits(128)).hex[:24]
         kind = r.choices(["Read", "Bash", "Grep", "Edit"], [4, 4, 2, 1])[0]
-        size = int(min(60_000, r.lognormvariate(8.6, 1.0)))
+        size = int(min(60_000, r.lognormvariate(8.7, 1.0)))
         output = self._text(max(1, size // 40))
         if kind == "Read":
             path = f"/bench/project/src/{r.choice(WORDS)}/{r.choice(WORDS)}.py"
@@ -252,7 +252,7 @@ def recent_intact(source: Path, new: Path, recent_turns: int) -> bool:
             rec = orjson.loads(line)
             if rec.get("uuid") in wanted:
                 src = wanted[rec["uuid"]]
-                before = norm.sub(b"", original[src.index]).replace(sid, b"X")
+                before = norm.sub(b"", original[src.line]).replace(sid, b"X")
                 after = norm.sub(b"", line).replace(rec["sessionId"].encode(), b"X")
                 if before != after:
                     return False
@@ -304,26 +304,29 @@ def main() -> int:
                                              "--claude-dir", str(claude), "--json",
                                              "-o", str(project / f"{new}.jsonl")],
     }
-    for name, command in runs.items():
-        walls, rss = [], []
-        last: dict[str, Any] = {}
-        new_path = project / "none"
-        for _ in range(a.runs):
+    walls: dict[str, list[float]] = {name: [] for name in runs}
+    rss: dict[str, list[int]] = {name: [] for name in runs}
+    lasts: dict[str, tuple[dict[str, Any], Path]] = {}
+    for n in range(a.runs):  # interleaved, so a noisy neighbour hurts every tool alike
+        for name, command in runs.items():
             new = str(uuid.uuid4())
             new_path = project / f"{new}.jsonl"
             result = measure(command(new), env)
-            walls.append(result["wall"])
-            rss.append(result["maxrss_kb"])
-            last = result
-            if _ < a.runs - 1:
+            walls[name].append(result["wall"])
+            rss[name].append(result["maxrss_kb"])
+            if n == a.runs - 1:
+                lasts[name] = (result, new_path)
+            else:
                 new_path.unlink()
+    for name in runs:
+        last, new_path = lasts[name]
         left = context_left(new_path, cal)
         intact = None
         if name.startswith("liminal"):
             info = json.loads(last["stdout"])
             intact = recent_intact(source, new_path, info["turns"]["recent"])
-        rows[name] = {"wall_s": statistics.median(walls), "wall_min_s": min(walls),
-                      "peak_rss_mb": max(rss) / 1024, **left, "recent_intact": intact}
+        rows[name] = {"wall_s": statistics.median(walls[name]), "wall_min_s": min(walls[name]),
+                      "peak_rss_mb": max(rss[name]) / 1024, **left, "recent_intact": intact}
         new_path.unlink()
 
     size_mb = source.stat().st_size / 1e6
@@ -336,11 +339,11 @@ def main() -> int:
           f"{before['tool_pairs']} tool calls ({before['pairs_on_pure_chain']} on the pure parent "
           f"chain), context {before['tokens']:,} tokens (estimate; file's last usage "
           f"{conv.records[-1].context_tokens or 0:,})\n")
-    print("| tool | wall (median of %d) | peak RSS | context left | turns | tool pairs "
-          "(pure chain) | file | recent band intact |" % a.runs)
+    print(f"| tool | wall, median of {a.runs} (min) | peak RSS | context left | turns | tool pairs "
+          "(pure chain) | file | recent band intact |")
     print("|---|---|---|---|---|---|---|---|")
     for name, row in rows.items():
-        print(f"| {name} | {row['wall_s']:.3f} s | {row['peak_rss_mb']:.0f} MB | "
+        print(f"| {name} | {row['wall_s']:.3f} s ({row['wall_min_s']:.3f}) | {row['peak_rss_mb']:.0f} MB | "
               f"{row['tokens']:,} | {row['turns']} | {row['tool_pairs']} ({row['pairs_on_pure_chain']}) "
               f"| {row['bytes'] / 1e6:.2f} MB | {'yes' if row['recent_intact'] else '-' if row['recent_intact'] is None else 'NO'} |")
     if not a.keep:

@@ -59,7 +59,7 @@ def report(session_ref: str, settings: Settings, largest: int = 10) -> dict[str,
         "target_tokens": settings.gradient.target_tokens,
         "largest": [
             {
-                "line": r.index,
+                "line": r.line,
                 "type": r.type,
                 "uuid": r.uuid,
                 "what": ", ".join(f"{b.kind}:{b.name}" if b.name else b.kind for b in r.blocks),

@@ -33,6 +33,7 @@ from liminal.harness.claude.records import Record
 from liminal.harness.claude.tokens import Calibration, calibrate, context_size, total_chars
 
 MARKER_CHARS = 130  # the marker's own length, about
+PREAMBLE_FRAME_CHARS = 700  # the native intro and our footer around the summary
 # Request logs describe calls made with the old history; a previous rewrite's note is replaced.
 ALWAYS_DROP = frozenset(
     {"api-request", "api-request-shape", "api-request-blob", "liminal-rewrite"}
@@ -145,6 +146,38 @@ def assign_bands(
     return bands
 
 
+def _fit(
+    costs: list[tuple[int, ...]], budget: int, reserve: int, settings: GradientSettings
+) -> list[Band]:
+    """Bands at the configured budgets; when all of it fits without a preamble, widen them.
+
+    The recent and middle budgets say how much fidelity to keep at least. If even then every
+    older turn fits as prose, the remaining room under the target is better spent keeping more
+    turns whole or merely cut, so both budgets grow together until one more step would push a
+    turn into the ancient band.
+    """
+    triples = [(c[0], c[1], c[2]) for c in costs]
+
+    def at(scale: float) -> list[Band]:
+        return assign_bands(
+            triples,
+            budget=budget,
+            recent=int(settings.recent_tokens * scale),
+            middle=int(settings.middle_tokens * scale),
+            reserve=reserve,
+        )
+
+    bands = at(1.0)
+    if Band.ANCIENT in bands:
+        return bands
+    for scale in (1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64):
+        trial = at(scale)
+        if Band.ANCIENT in trial:
+            break
+        bands = trial
+    return bands
+
+
 def _digest(turn: Turn) -> TurnDigest:
     prompt = " ".join(b.head for b in turn.prompt.blocks if b.kind == "text")
     replies: list[str] = []
@@ -175,23 +208,11 @@ def make_plan(
     budget = target - cal.overhead_tokens
     # The preamble gets a quarter of a small budget, but never less than a readable minimum.
     reserve = min(settings.summary_tokens, max(1000, budget // 4))
-    bands = assign_bands(
-        [(a, b, c) for a, b, c in costs],
-        budget=budget,
-        recent=settings.recent_tokens,
-        middle=settings.middle_tokens,
-        reserve=reserve,
-    )
+    bands = _fit(costs, budget, reserve, settings)
     has_ancient = Band.ANCIENT in bands
     if not has_ancient and head_tokens:
         # No preamble to fold the old head into: it stays, and must fit too.
-        bands = assign_bands(
-            [(a, b, c) for a, b, c in costs],
-            budget=budget - head_tokens,
-            recent=settings.recent_tokens,
-            middle=settings.middle_tokens,
-            reserve=0,
-        )
+        bands = _fit(costs, budget - head_tokens, 0, settings)
         has_ancient = Band.ANCIENT in bands
     consolidate = has_ancient
     unpaired = frozenset(conversation.unpaired_uses | conversation.orphan_results)
@@ -208,7 +229,7 @@ def make_plan(
             continue
         for rec in turn.records:
             if band is Band.RECENT:
-                recent_floor = rec.index if recent_floor is None else min(recent_floor, rec.index)
+                recent_floor = rec.line if recent_floor is None else min(recent_floor, rec.line)
                 ids = frozenset(b.tool_id for b in rec.blocks if b.tool_id in unpaired)
                 items.append(Item(rec, Edit(drop_ids=ids), band))
                 continue
@@ -243,7 +264,7 @@ def make_plan(
         tokens_before=context_size(conversation)
         or cal.overhead_tokens + sum(c[0] for c in costs) + head_tokens,
         tokens_planned=cal.overhead_tokens + planned,
-        summary_chars=int(reserve * cal.chars_per_token),
+        summary_chars=int(reserve * cal.chars_per_token) - PREAMBLE_FRAME_CHARS,
         consolidate_head=consolidate,
         notes=tuple(notes),
     )
@@ -259,22 +280,22 @@ def _with_bookkeeping(
     band; the last of each running-state type. Dropped: request logs (``api-request*``),
     which describe calls made with the old history, and lines off the conversation's branch.
     """
-    in_conversation = {r.index for r in conversation.records}
+    in_conversation = {r.line for r in conversation.records}
     kept_uuids = {i.record.uuid for i in items if i.record is not None and i.record.uuid}
-    floor = recent_floor if recent_floor is not None else conversation.leaf.index + 1
+    floor = recent_floor if recent_floor is not None else conversation.leaf.line + 1
     last_of: dict[str, int] = {}
     for rec in conversation.session.records:
         if rec.type in LAST_ONLY and (rec.ref is None or rec.ref in kept_uuids):
-            last_of[rec.type] = rec.index
+            last_of[rec.type] = rec.line
     extra: list[Record] = []
     for rec in conversation.session.records:
-        if rec.index in in_conversation or rec.uuid or rec.type in ALWAYS_DROP:
+        if rec.line in in_conversation or rec.uuid or rec.type in ALWAYS_DROP:
             continue
         if rec.type in LAST_ONLY:
-            if last_of.get(rec.type) == rec.index:
+            if last_of.get(rec.type) == rec.line:
                 extra.append(rec)
         elif rec.type in RECENT_ONLY:
-            if rec.index >= floor and (rec.ref is None or rec.ref in kept_uuids):
+            if rec.line >= floor and (rec.ref is None or rec.ref in kept_uuids):
                 extra.append(rec)
         elif rec.type != "summary":
             extra.append(rec)
@@ -283,7 +304,7 @@ def _with_bookkeeping(
     nxt = next(pending, None)
     for item in items:
         if item.record is not None:
-            while nxt is not None and nxt.index < item.record.index:
+            while nxt is not None and nxt.line < item.record.line:
                 out.append(Item(nxt, KEEP, None, chain=False))
                 nxt = next(pending, None)
         out.append(item)

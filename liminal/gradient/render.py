@@ -203,7 +203,7 @@ def render(
             progress(n, total)
         if item.record is None:
             first = next((i.record for i in plan.items if i.record is not None and i.chain), None)
-            reference = loads(raw[first.index]) if first is not None else {}
+            reference = loads(raw[first.line]) if first is not None else {}
             preamble_text = (summarizer or ExtractiveSummarizer()).summarize(
                 plan.digests, previous_summary, plan.summary_chars
             )
@@ -215,9 +215,9 @@ def render(
         parent = prev_uuid if item.chain and rec.uuid else rec.parent
         line: bytes | None = None
         if not item.edit.changes or not _needs_edit(rec, item.edit, settings.truncate_chars):
-            line = _patch(raw[rec.index], rec, new_id, parent)
+            line = _patch(raw[rec.line], rec, new_id, parent)
         if line is None:
-            value = loads(raw[rec.index])
+            value = loads(raw[rec.line])
             if not apply_edit(value, item.edit, cutter):
                 continue
             if "sessionId" in value:

@@ -57,18 +57,18 @@ class ExtractiveSummarizer:
     max_commands: int = 40
     max_files: int = 80
 
-    def _facts(self, turns: Sequence[TurnDigest]) -> list[str]:
+    def _facts(self, turns: Sequence[TurnDigest], share: float) -> list[str]:
         """Decisions, files, commands: the part that does not depend on the prompt budget."""
         out: list[str] = []
         decisions: list[str] = []  # the latest ones matter most: collected from the end
         for turn in reversed(turns):
             for reply in reversed(turn.replies):
                 for sentence in reversed(_SENTENCE.split(reply)):
-                    if _DECISION.search(sentence):
+                    if _DECISION.search(sentence) and share > 0:
                         decisions.append(f"- {_clip(sentence, 240)}")
-                if len(decisions) >= self.max_decisions:
+                if len(decisions) >= int(self.max_decisions * share):
                     break
-            if len(decisions) >= self.max_decisions:
+            if len(decisions) >= int(self.max_decisions * share):
                 break
         decisions.reverse()
         if decisions:
@@ -84,38 +84,71 @@ class ExtractiveSummarizer:
                     files.setdefault(detail, None)
                 elif name.removeprefix("mcp__acp__") == "Bash":
                     commands.setdefault(_clip(detail.splitlines()[0], 120), None)
-        if files:
-            out.append("Files touched: " + ", ".join(list(files)[: self.max_files]))
-        if commands:
+        if files and share > 0:
+            out.append("Files touched: " + ", ".join(list(files)[: int(self.max_files * share)]))
+        if commands and share > 0:
             out.append("Commands run:")
-            out.extend(f"- `{c}`" for c in list(commands)[: self.max_commands])
+            out.extend(f"- `{c}`" for c in list(commands)[: int(self.max_commands * share)])
         return out
 
     def _sections(
-        self, turns: Sequence[TurnDigest], previous: str | None, cap: int, facts: list[str]
+        self,
+        requests: Sequence[str],
+        carried: str,
+        last: TurnDigest | None,
+        cap: int,
+        facts: list[str],
     ) -> str:
         out: list[str] = []
-        if previous:
-            out.append("Earlier summary (carried over):\n" + previous.strip())
-        if turns:
-            out.append(f"What the user asked ({len(turns)} requests, in order):")
-            out.extend(f"- {_clip(t.prompt, cap)}" for t in turns if t.prompt.strip())
+        if carried:
+            out.append("Earlier summary (carried over):\n" + carried)
+        if requests:
+            out.append(f"What the user asked ({len(requests)} requests, in order):")
+            out.extend(f"- {_clip(r, cap)}" for r in requests)
         out.extend(facts)
-        if turns:
-            tail = turns[-1]
-            where = tail.replies[-1] if tail.replies else ""
+        if last is not None:
+            where = last.replies[-1] if last.replies else ""
             out.append(
-                f"Open thread at the end of this part: the user had asked: {_clip(tail.prompt, cap)}"
-                + (f" The assistant last said: {_clip(where, 400)}" if where else "")
+                f"Open thread at the end of this part: the user had asked: {_clip(last.prompt, cap)}"
+                + (f" The assistant last said: {_clip(where, 200)}" if where else "")
             )
         return "\n".join(out)
 
     def summarize(self, turns: Sequence[TurnDigest], previous: str | None, budget_chars: int) -> str:
+        carried_requests, carried = _split_previous(previous or "")
+        requests = carried_requests + [t.prompt for t in turns if t.prompt.strip()]
+        carried = _clip(carried, max(200, budget_chars // 4)) if carried else ""
+        last = turns[-1] if turns else None
+        # The user's requests matter most: facts shrink first, then the requests get clipped,
+        # and only then do the oldest requests give way.
         text = ""
-        facts = self._facts(turns)
-        for cap in (1000, 400, 160, 80, 40):
-            text = self._sections(turns, previous, cap, facts)
+        for cap, share in ((1000, 1.0), (1000, 0.4), (1000, 0.1), (1000, 0.0), (400, 0.0),
+                           (160, 0.0), (80, 0.0)):
+            text = self._sections(requests, carried, last, cap, self._facts(turns, share))
             if len(text) <= budget_chars:
                 return text
-        # Still too long: the oldest requests go first; the carried summary is cut from its start.
-        return _clip(text[len(text) - budget_chars :], budget_chars)
+        kept = list(requests)
+        while kept and len(text) > budget_chars:
+            drop = max(1, (len(text) - budget_chars) // 60)
+            kept = kept[drop:]
+            note = f"({len(requests) - len(kept)} earlier requests omitted; see the transcript)"
+            text = self._sections([note, *kept], carried, last, 80, [])
+        return text[:budget_chars]
+
+
+_REQUESTS_HEADER = re.compile(r"^What the user asked \(\d+ requests, in order\):$")
+
+
+def _split_previous(previous: str) -> tuple[list[str], str]:
+    """A carried summary of ours gives back its requests; anything else is kept as text."""
+    lines = previous.strip().splitlines()
+    for n, line in enumerate(lines):
+        if _REQUESTS_HEADER.match(line):
+            requests: list[str] = []
+            end = n + 1
+            while end < len(lines) and lines[end].startswith("- "):
+                requests.append(lines[end][2:])
+                end += 1
+            before = "\n".join(lines[:n]).removeprefix("Earlier summary (carried over):").strip()
+            return requests, before
+    return [], previous.strip()

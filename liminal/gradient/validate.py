@@ -69,19 +69,19 @@ def validate(
     previous: str | None = None
     for pos, rec in enumerate(chain):
         if rec.uuid in seen:
-            problems.append(f"line {rec.index}: duplicate uuid {rec.uuid}")
+            problems.append(f"line {rec.line}: duplicate uuid {rec.uuid}")
         seen.add(rec.uuid or "")
         if rec.parent != previous:
-            problems.append(f"line {rec.index}: parentUuid {rec.parent} breaks the chain")
+            problems.append(f"line {rec.line}: parentUuid {rec.parent} breaks the chain")
         previous = rec.uuid
         if rec.sidechain:
-            problems.append(f"line {rec.index}: sidechain record")
+            problems.append(f"line {rec.line}: sidechain record")
         if rec.type == "system" and rec.subtype == "compact_boundary":
             if pos != 0:
-                problems.append(f"line {rec.index}: compact boundary inside the chain")
+                problems.append(f"line {rec.line}: compact boundary inside the chain")
             nxt = chain[pos + 1] if pos + 1 < len(chain) else None
             if nxt is None or not nxt.compact_summary:
-                problems.append(f"line {rec.index}: compact boundary without its summary")
+                problems.append(f"line {rec.line}: compact boundary without its summary")
 
     problems.extend(_tool_pairs(chain))
     if thinking_from is not None or chain:
@@ -89,7 +89,7 @@ def validate(
             if rec.uuid == thinking_from:
                 break
             if any(b.kind in ("thinking", "redacted_thinking") for b in rec.blocks):
-                problems.append(f"line {rec.index}: thinking block before the recent band")
+                problems.append(f"line {rec.line}: thinking block before the recent band")
     if not any(r.type in ("user", "assistant") for r in chain):
         problems.append("no conversation left")
     if problems:
@@ -106,14 +106,14 @@ def _tool_pairs(chain: Sequence[Record]) -> list[str]:
         if rec.type == "assistant":
             mid = rec.message_id or rec.uuid or ""
             if mid in answered_messages:
-                problems.append(f"line {rec.index}: assistant message continues after its results")
+                problems.append(f"line {rec.line}: assistant message continues after its results")
             stale = [t for t, m in open_calls.items() if m != mid]
             for tool_id in stale:
                 problems.append(f"tool_use {tool_id} unanswered before the next message")
                 del open_calls[tool_id]
             for block in rec.tool_uses:
                 if block.tool_id in used:
-                    problems.append(f"line {rec.index}: tool_use id {block.tool_id} repeated")
+                    problems.append(f"line {rec.line}: tool_use id {block.tool_id} repeated")
                 used.add(block.tool_id)
                 open_calls[block.tool_id] = mid
         elif rec.type == "user":
@@ -123,8 +123,15 @@ def _tool_pairs(chain: Sequence[Record]) -> list[str]:
             for block in rec.tool_results:
                 caller = open_calls.pop(block.tool_id, "")
                 if not caller:
-                    problems.append(f"line {rec.index}: tool_result {block.tool_id} answers nothing")
+                    problems.append(f"line {rec.line}: tool_result {block.tool_id} answers nothing")
                 else:
                     answered_messages.add(caller)
     problems.extend(f"tool_use {t} never answered" for t in open_calls)
     return problems
+
+
+def validate_note(line: bytes, new_id: str) -> None:
+    """A bookkeeping line added after the full check: one object, new id, outside the chain."""
+    value = loads(line)
+    if not line.endswith(b"\n") or value.get("sessionId") != new_id or "uuid" in value:
+        raise ValidationError([f"bookkeeping line is malformed: {line[:80]!r}"])

@@ -86,8 +86,8 @@ def build(session: SessionFile) -> Conversation:
     boundary: Record | None = None
     broken: str | None = None
     cursor: Record | None = leaf
-    while cursor is not None and cursor.index not in chosen:
-        chosen[cursor.index] = cursor
+    while cursor is not None and cursor.line not in chosen:
+        chosen[cursor.line] = cursor
         if cursor.type == "system" and cursor.subtype == "compact_boundary":
             boundary = cursor
             break
@@ -98,7 +98,7 @@ def build(session: SessionFile) -> Conversation:
         if cursor is None:
             broken = parent
     walked = len(chosen)
-    floor = boundary.index if boundary is not None else -1
+    floor = boundary.line if boundary is not None else -1
 
     queue = deque(chosen.values())
     while queue:
@@ -111,11 +111,11 @@ def build(session: SessionFile) -> Conversation:
                 c for c in children.get(rec.uuid, ()) if c.type == "user" and c.tool_results
             )
         for other in related:
-            if other.index not in chosen and other.index > floor and not other.sidechain:
-                chosen[other.index] = other
+            if other.line not in chosen and other.line > floor and not other.sidechain:
+                chosen[other.line] = other
                 queue.append(other)
 
-    in_file_order = sorted(chosen.values(), key=lambda r: r.index)
+    in_file_order = sorted(chosen.values(), key=lambda r: r.line)
     tool_uses: dict[str, Record] = {}
     for rec in in_file_order:
         for block in rec.tool_uses:
@@ -151,20 +151,21 @@ def build(session: SessionFile) -> Conversation:
 
 def _linearise(records: list[Record], tool_uses: dict[str, Record]) -> list[Record]:
     """File order, with each tool result moved after the last line of its calling message."""
-    position = {rec.index: n for n, rec in enumerate(records)}
+    position = {rec.line: n for n, rec in enumerate(records)}
     group_last: dict[str, int] = {}
     for n, rec in enumerate(records):
         if rec.type == "assistant" and rec.message_id:
             group_last[rec.message_id] = n
 
-    def key(rec: Record) -> tuple[int, int]:
-        pos = position[rec.index]
+    def key(rec: Record) -> tuple[int, int, int]:
+        pos = position[rec.line]
         latest = pos
         for block in rec.tool_results:
             caller = tool_uses.get(block.tool_id)
             if caller is not None:
-                anchor = group_last.get(caller.message_id or "", position[caller.index])
+                anchor = group_last.get(caller.message_id or "", position[caller.line])
                 latest = max(latest, anchor)
-        return (latest, pos)
+        # A moved result sorts just after the line it waits for, before anything else there.
+        return (latest, 0 if latest == pos else 1, pos)
 
     return sorted(records, key=key)

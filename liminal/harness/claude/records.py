@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 import orjson
 
@@ -52,7 +52,7 @@ class Block(NamedTuple):
 
 
 class Record(NamedTuple):
-    index: int  # line number, from 0
+    line: int  # line number in the file, from 0
     offset: int
     length: int  # bytes of the line including its newline
     type: str
@@ -70,6 +70,7 @@ class Record(NamedTuple):
     timestamp: str = ""
     ref: str | None = None  # leafUuid / messageId of bookkeeping records
     extra_chars: int = 0  # attachment text the CLI renders into the conversation
+    chars: int = 0  # everything the model reads from this record (see tokens.record_chars)
 
     @property
     def is_prompt(self) -> bool:
@@ -113,22 +114,22 @@ class SessionFile:
                 data = os.pread(fd, rec.length, rec.offset)
                 if len(data) != rec.length:
                     raise SessionFormatError(f"{self.location.path}: changed while reading")
-                out[rec.index] = data
+                out[rec.line] = data
         finally:
             os.close(fd)
         return out
 
     def parse(self, record: Record) -> dict[str, Any]:
         """The full parsed record, for the few the rewrite changes."""
-        return loads(self.raw([record])[record.index])
+        return loads(self.raw([record])[record.line])
 
 
-def loads(line: bytes) -> dict[str, Any]:
+def loads(line: bytes | memoryview) -> dict[str, Any]:
     try:
         value = orjson.loads(line)
     except orjson.JSONDecodeError:
         # orjson refuses integers past 64 bits and lone surrogates; the stdlib takes both.
-        value = json.loads(line)
+        value = json.loads(bytes(line))
     if not isinstance(value, dict):
         raise ValueError("not a JSON object")
     return value
@@ -245,8 +246,14 @@ def index_record(value: dict[str, Any], index: int, offset: int, length: int) ->
         if isinstance(rendered, list):
             extra = sum(len(str(r.get("content", ""))) for r in rendered if isinstance(r, dict))
     ref = value.get("leafUuid") or value.get("messageId")
+    if kind == "attachment":
+        chars = extra
+    elif kind in ("user", "assistant"):
+        chars = sum(b.chars for b in blocks)
+    else:
+        chars = 0
     return Record(
-        index=index,
+        line=index,
         offset=offset,
         length=length,
         type=kind,
@@ -264,7 +271,39 @@ def index_record(value: dict[str, Any], index: int, offset: int, length: int) ->
         timestamp=str(value.get("timestamp", "")),
         ref=ref if isinstance(ref, str) else None,
         extra_chars=extra,
+        chars=chars,
     )
+
+
+CHUNK_BYTES = 4 << 20
+
+
+def _lines(handle: BinaryIO) -> Iterator[tuple[int, memoryview]]:
+    """(offset, line) for every line, newline included, without copying: views into big reads.
+
+    Reading by line through the buffered reader costs a quarter of the indexing time on a
+    40 MB file; a view into a 4 MB chunk costs nothing and orjson parses it directly. A line
+    longer than the chunk makes the chunk grow to hold it.
+    """
+    offset = 0
+    rest = b""
+    while True:
+        data = handle.read(CHUNK_BYTES)
+        if not data:
+            break
+        chunk = rest + data if rest else data
+        view = memoryview(chunk)
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            if end < 0:
+                break
+            yield offset, view[start : end + 1]
+            offset += end + 1 - start
+            start = end + 1
+        rest = chunk[start:]
+    if rest:
+        yield offset, memoryview(rest)
 
 
 def read_session(
@@ -280,28 +319,26 @@ def read_session(
     records: list[Record] = []
     corrupt: list[int] = []
     torn: TornTail | None = None
-    offset = 0
-    next_report = 4 << 20
+    number = 0
     with handle:
-        for number, line in enumerate(handle):
+        for offset, line in _lines(handle):
             length = len(line)
-            if line.strip():
+            if length > 1 or (length == 1 and line[0] != 10):
                 try:
                     value = loads(line)
                 except (ValueError, UnicodeDecodeError):
-                    if not line.endswith(b"\n"):
+                    if line[-1] != 10:
                         torn = TornTail(offset, length, "last line is incomplete")
                     else:
                         corrupt.append(number)
                 else:
                     # A complete record missing only its newline is kept; the writer adds it.
                     records.append(index_record(value, number, offset, length))
-            offset += length
-            if progress is not None and offset >= next_report:
+            number += 1
+            if progress is not None and number % 1000 == 0:
                 progress(offset, size)
-                next_report = offset + (4 << 20)
     if progress is not None:
-        progress(offset, size)
+        progress(size, size)
     if not any(r.type in ("user", "assistant") and r.uuid for r in records):
         raise SessionFormatError(f"{path}: no conversation records; not a Claude Code session")
     if len(corrupt) > max(3, len(records) // 10):
