@@ -135,7 +135,7 @@ def setting_names() -> list[str]:
     """Every dotted setting name, for documentation and `liminal config`."""
     names: list[str] = []
     for name, kind in _fields(Settings).items():
-        if dataclasses.is_dataclass(kind):
+        if isinstance(kind, type) and dataclasses.is_dataclass(kind):
             names.extend(f"{name}.{sub}" for sub in _fields(kind))
         else:
             names.append(name)

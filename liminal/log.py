@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any
+from typing import Any, TextIO, cast
 
 import structlog
 
@@ -36,7 +36,7 @@ def configure(level: str = "info", *, json: bool | None = None) -> None:
         ],
         wrapper_class=structlog.make_filtering_bound_logger(number),
         # Looked up at every call, so tests that swap sys.stderr still capture the output.
-        logger_factory=structlog.PrintLoggerFactory(file=_StderrProxy()),
+        logger_factory=structlog.PrintLoggerFactory(file=cast(TextIO, _StderrProxy())),
         cache_logger_on_first_use=False,
     )
     logging.basicConfig(level=number, stream=sys.stderr, format="%(name)s %(levelname)s %(message)s")

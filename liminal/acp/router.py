@@ -1,0 +1,501 @@
+"""The router: liminal's protocol object. Bytes in, lines and events out; no I/O.
+
+Everything that decides where a frame goes lives in this file. The rules:
+
+1. **Forward untouched.** A line reaches the other side with exactly the bytes it arrived with,
+   unless one of the rules below changes it. The router reads a parsed copy; it never
+   re-serialises what it forwards.
+2. **Two kinds of session id.** The client knows a *thread id*; the agent knows the *backing id*
+   of the session that currently carries the thread. They start equal (nothing is stored for an
+   identity pair). Once ``bind`` makes them differ, ``sessionId`` members are rewritten at the
+   byte level: thread -> backing towards the agent, backing -> thread towards the client, in
+   every frame that carries one (params of requests and notifications in both directions, and
+   results such as ``session/new``, ``session/fork`` and ``session/list``).
+3. **liminal's own requests** carry string ids in the ``liminal-`` namespace. Their responses
+   are consumed here and never reach the client.
+4. **Captured sessions.** While a backing id is captured (a swap loading a session whose replay
+   the client must not see), the agent's notifications for it are consumed, not forwarded.
+5. **Held prompts.** While a thread is held, its ``session/prompt`` requests wait here, in order
+   and bounded; ``release`` forwards them, rewritten for the thread's backing id at that moment.
+   A ``session/cancel`` for a held thread answers its held prompts as cancelled.
+6. **Bad input.** A line that is not a JSON-RPC object is forwarded unchanged and reported. A
+   line over the cap is dropped; if it was a request with a recoverable id, its sender gets an
+   error, and if it was the agent's answer to a client request, the client gets an error.
+7. **The agent gone.** Every request the client is still waiting on gets an error.
+
+Every line, whichever way it goes and whether or not it is forwarded, becomes a ``FrameEvent``
+for the taps (``Output.events``) when ``tapping`` is on.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from liminal.acp import jsonrpc
+from liminal.acp.events import Direction, FrameEvent, Kind
+from liminal.acp.framing import LineFramer, Oversized
+
+OWN_ID_PREFIX = "liminal-"
+_CREATES_SESSION = frozenset({"session/new", "session/fork"})
+_DIRECT = {True: Direction.CLIENT_TO_AGENT, False: Direction.AGENT_TO_CLIENT}
+
+
+@dataclass(slots=True)
+class Output:
+    """What the shell must do after feeding the router: write these lines, offer these events."""
+
+    to_client: list[bytes] = field(default_factory=list)  # lines without "\n"
+    to_agent: list[bytes] = field(default_factory=list)
+    events: list[FrameEvent] = field(default_factory=list)
+    # Answers to liminal's own requests: (rpc id, the parsed response).
+    own_responses: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    # Notifications of captured sessions, consumed instead of forwarded.
+    captured: list[dict[str, Any]] = field(default_factory=list)
+    # Human-readable reports of bad input, for the shell to log.
+    problems: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(
+            self.to_client or self.to_agent or self.events or self.own_responses
+            or self.captured or self.problems
+        )
+
+
+@dataclass(slots=True)
+class _Pending:
+    method: str
+    thread_id: str | None
+    id_json: bytes | None  # exact id bytes, kept only when the parsed id cannot be trusted
+
+
+@dataclass(slots=True)
+class _Held:
+    line: bytes
+    message: dict[str, Any]
+
+
+class Router:
+    def __init__(
+        self,
+        *,
+        max_frame_bytes: int,
+        connection_id: str = "",
+        tapping: bool = True,
+        max_held_per_thread: int = 64,
+    ) -> None:
+        self.connection_id = connection_id
+        self.tapping = tapping
+        self.max_held_per_thread = max_held_per_thread
+        self._client_framer = LineFramer(max_frame_bytes)
+        self._agent_framer = LineFramer(max_frame_bytes)
+        self._out = Output()
+        self._backing_of: dict[str, str] = {}  # thread -> backing, only where they differ
+        self._thread_of: dict[str, str] = {}  # backing -> thread, only where they differ
+        self._client_pending: dict[Any, _Pending] = {}  # client requests the agent owes
+        self._agent_pending: dict[Any, str] = {}  # agent requests the client owes -> method
+        self._agent_pending_threads: dict[Any, str | None] = {}  # ... -> the thread they concern
+        self._new_cwd: dict[Any, str | None] = {}  # session/new requests in flight -> their cwd
+        self._own_pending: dict[str, _Pending] = {}
+        self._own_ids = itertools.count(1)
+        self._captured: set[str] = set()
+        self._held: dict[str, deque[_Held]] = {}
+        self.threads: dict[str, str | None] = {}  # every thread seen -> its cwd, when known
+        self.agent_alive = True
+
+    # ----------------------------------------------------------------- feeding
+
+    def receive_from_client(self, data: bytes, now: float) -> None:
+        for line in self._client_framer.feed(data):
+            self._client_line(line, now)
+
+    def receive_from_agent(self, data: bytes, now: float) -> None:
+        for line in self._agent_framer.feed(data):
+            self._agent_line(line, now)
+
+    def client_eof(self, now: float) -> None:
+        for line in self._client_framer.close():
+            self._client_line(line, now)
+
+    def agent_eof(self, now: float) -> None:
+        for line in self._agent_framer.close():
+            self._agent_line(line, now)
+
+    def take(self) -> Output:
+        out, self._out = self._out, Output()
+        return out
+
+    # ----------------------------------------------------------- the thread map
+
+    def backing_of(self, thread_id: str) -> str:
+        return self._backing_of.get(thread_id, thread_id)
+
+    def thread_of(self, backing_id: str) -> str:
+        return self._thread_of.get(backing_id, backing_id)
+
+    def bind(self, thread_id: str, backing_id: str) -> None:
+        """Make ``backing_id`` the session that carries ``thread_id`` from now on.
+
+        Earlier backing ids of the thread keep pointing at it, so late frames of a session the
+        thread has left still reach the client under the thread's id.
+        """
+        self.threads.setdefault(thread_id, None)
+        if backing_id == thread_id:
+            self._backing_of.pop(thread_id, None)
+            self._thread_of.pop(thread_id, None)
+        else:
+            self._backing_of[thread_id] = backing_id
+            self._thread_of[backing_id] = thread_id
+
+    # --------------------------------------------------------- own requests
+
+    def send_request(self, method: str, params: Any, now: float, *, thread_id: str | None = None) -> str:
+        """Queue a request of liminal's own to the agent; its answer comes in ``own_responses``."""
+        rpc_id = f"{OWN_ID_PREFIX}{next(self._own_ids)}"
+        line = jsonrpc.request_frame(rpc_id, method, params)
+        self._own_pending[rpc_id] = _Pending(method, thread_id, None)
+        self._out.to_agent.append(line)
+        backing = params.get("sessionId") if isinstance(params, dict) else None
+        self._tap(Direction.LIMINAL_TO_AGENT, Kind.REQUEST, now, line, None, thread_id, backing, method, rpc_id)
+        return rpc_id
+
+    def send_notification(self, method: str, params: Any, now: float) -> None:
+        line = jsonrpc.notification_frame(method, params)
+        self._out.to_agent.append(line)
+        backing = params.get("sessionId") if isinstance(params, dict) else None
+        self._tap(Direction.LIMINAL_TO_AGENT, Kind.NOTIFICATION, now, line, None,
+                  self.thread_of(backing) if backing else None, backing, method, None)
+
+    def notify_client(self, method: str, params: Any, now: float) -> None:
+        """A notification of liminal's own to the client (``params`` already in thread ids)."""
+        line = jsonrpc.notification_frame(method, params)
+        self._out.to_client.append(line)
+        thread = params.get("sessionId") if isinstance(params, dict) else None
+        self._tap(Direction.LIMINAL_TO_CLIENT, Kind.NOTIFICATION, now, line, None,
+                  thread, self.backing_of(thread) if thread else None, method, None)
+
+    def cancel_own(self, rpc_id: str) -> None:
+        """Forget an own request (its answer, if one ever comes, is then dropped quietly)."""
+        self._own_pending.pop(rpc_id, None)
+
+    # ------------------------------------------------------- captures and holds
+
+    def capture(self, backing_id: str) -> None:
+        self._captured.add(backing_id)
+
+    def uncapture(self, backing_id: str) -> None:
+        self._captured.discard(backing_id)
+
+    def hold(self, thread_id: str) -> None:
+        self._held.setdefault(thread_id, deque())
+
+    def is_held(self, thread_id: str) -> bool:
+        return thread_id in self._held
+
+    def held_count(self, thread_id: str) -> int:
+        return len(self._held.get(thread_id, ()))
+
+    def release(self, thread_id: str) -> int:
+        """Stop holding the thread and forward what waited, for its backing id as of now."""
+        waiting = self._held.pop(thread_id, None)
+        if not waiting:
+            return 0
+        backing = self.backing_of(thread_id)
+        for held in waiting:
+            line = held.line if backing == thread_id else _rewrite(held.line, thread_id, backing)
+            self._out.to_agent.append(line)
+        return len(waiting)
+
+    def prompt_in_flight(self, thread_id: str) -> bool:
+        """A client prompt for the thread is still waiting for the agent's answer."""
+        return any(
+            p.method == "session/prompt" and p.thread_id == thread_id
+            for p in self._client_pending.values()
+        )
+
+    def agent_request_open(self, thread_id: str) -> bool:
+        """The agent asked the client something about the thread that is still unanswered."""
+        return any(t == thread_id for t in self._agent_pending_threads.values())
+
+    # -------------------------------------------------------------- the agent gone
+
+    def agent_gone(self, now: float, reason: str) -> None:
+        """Answer every client request still waiting on the agent with an error."""
+        self.agent_alive = False
+        for key, pending in list(self._client_pending.items()):
+            self._error_to_client(pending.id_json or jsonrpc.encode_id(key), jsonrpc.INTERNAL_ERROR,
+                                  f"the agent exited before answering ({reason})", now, pending.method)
+        self._client_pending.clear()
+        self._held.clear()  # held prompts are pending client requests too: answered above
+
+    @property
+    def pending_client_requests(self) -> int:
+        return len(self._client_pending)
+
+    # ------------------------------------------------------------ client -> agent
+
+    def _client_line(self, line: bytes | Oversized, now: float) -> None:
+        if isinstance(line, Oversized):
+            self._client_oversized(line, now)
+            return
+        message = jsonrpc.parse(line)
+        kind = jsonrpc.classify(message)
+        if kind is Kind.INVALID or message is None:
+            if line.strip():
+                self._out.problems.append(f"client sent a line that is not JSON-RPC: {line[:200]!r}")
+            self._out.to_agent.append(line)
+            self._tap(Direction.CLIENT_TO_AGENT, kind, now, line, message, None, None, None, None)
+            return
+        method: str | None = message.get("method")
+        rpc_id = message.get("id")
+        thread = _session_of(message)
+        backing = self._backing_of.get(thread, thread) if thread is not None else None
+        out_line = line
+        if kind is Kind.RESPONSE:
+            method = self._agent_pending.pop(jsonrpc.id_key(rpc_id), None)
+            thread = self._agent_pending_threads.pop(jsonrpc.id_key(rpc_id), None)
+            backing = self.backing_of(thread) if thread else None
+        else:
+            if thread is not None:
+                if method in ("session/new", "session/load", "session/resume"):
+                    self.threads.setdefault(thread, _cwd_of(message))
+                if backing != thread:
+                    assert backing is not None
+                    out_line = _rewrite(line, thread, backing)
+            if kind is Kind.REQUEST:
+                key = jsonrpc.id_key(rpc_id)
+                self._client_pending[key] = _Pending(
+                    method or "", thread, jsonrpc.encode_id(rpc_id, line) if isinstance(rpc_id, float) else None
+                )
+                if method == "session/new":
+                    self._new_cwd[key] = _cwd_of(message)
+                if thread is not None and thread in self._held and method == "session/prompt":
+                    queue = self._held[thread]
+                    queue.append(_Held(line, message))
+                    if len(queue) > self.max_held_per_thread:
+                        self._out.problems.append(f"too many prompts held for {thread}; releasing them")
+                        self.release(thread)
+                    self._tap(Direction.CLIENT_TO_AGENT, kind, now, line, message, thread, backing, method, rpc_id)
+                    return
+            elif method == "session/cancel" and thread is not None and self._held.get(thread):
+                for held in self._held[thread]:
+                    self._client_pending.pop(jsonrpc.id_key(held.message.get("id")), None)
+                    self._result_to_client(jsonrpc.encode_id(held.message.get("id"), held.line),
+                                           b'{"stopReason":"cancelled"}', now, "session/prompt", thread)
+                self._held[thread].clear()
+        self._out.to_agent.append(out_line)
+        self._tap(Direction.CLIENT_TO_AGENT, kind, now, line, message, thread, backing, method, rpc_id)
+
+    def _client_oversized(self, line: Oversized, now: float) -> None:
+        found = jsonrpc.recover_top_level(line.head, line.tail)
+        id_json = found.get("id")
+        method = _text(found.get("method"))
+        self._out.problems.append(
+            f"client sent a {line.size}-byte line, over the {self._client_framer.max_size}-byte cap; dropped"
+        )
+        self._tap(Direction.CLIENT_TO_AGENT, Kind.OVERSIZED, now, line.head, None, None, None,
+                  method, None, size=line.size)
+        if id_json is not None and method is not None:
+            self._error_to_client(id_json, jsonrpc.INVALID_REQUEST,
+                                  f"request of {line.size} bytes exceeds liminal's limit of "
+                                  f"{self._client_framer.max_size} bytes", now, method)
+
+    # ------------------------------------------------------------ agent -> client
+
+    def _agent_line(self, line: bytes | Oversized, now: float) -> None:
+        if isinstance(line, Oversized):
+            self._agent_oversized(line, now)
+            return
+        message = jsonrpc.parse(line)
+        kind = jsonrpc.classify(message)
+        if kind is Kind.NOTIFICATION:
+            assert message is not None
+            backing = _session_of(message)
+            if backing is None:
+                self._out.to_client.append(line)
+                self._tap(Direction.AGENT_TO_CLIENT, kind, now, line, message, None, None, message["method"], None)
+                return
+            thread = self._thread_of.get(backing, backing)
+            if backing in self._captured:
+                self._out.captured.append(message)
+                self._tap(Direction.AGENT_TO_LIMINAL, kind, now, line, message, thread, backing,
+                          message["method"], None)
+                return
+            self._out.to_client.append(line if thread == backing else _rewrite(line, backing, thread))
+            self._tap(Direction.AGENT_TO_CLIENT, kind, now, line, message, thread, backing, message["method"], None)
+            return
+        if kind is Kind.RESPONSE:
+            assert message is not None
+            self._agent_response(line, message, now)
+            return
+        if kind is Kind.REQUEST:
+            assert message is not None
+            rpc_id = message["id"]
+            asked_backing = _session_of(message)
+            asked_thread = self.thread_of(asked_backing) if asked_backing is not None else None
+            key = jsonrpc.id_key(rpc_id)
+            self._agent_pending[key] = message["method"]
+            self._agent_pending_threads[key] = asked_thread
+            out_line = line
+            if asked_backing is not None and asked_thread != asked_backing:
+                out_line = _rewrite(line, asked_backing, asked_thread or asked_backing)
+            self._out.to_client.append(out_line)
+            self._tap(Direction.AGENT_TO_CLIENT, kind, now, line, message, asked_thread, asked_backing,
+                      message["method"], rpc_id)
+            return
+        if line.strip():
+            self._out.problems.append(f"agent sent a line that is not JSON-RPC: {line[:200]!r}")
+        self._out.to_client.append(line)
+        self._tap(Direction.AGENT_TO_CLIENT, kind, now, line, message, None, None, None, None)
+
+    def _agent_response(self, line: bytes, message: dict[str, Any], now: float) -> None:
+        rpc_id = message["id"]
+        key = jsonrpc.id_key(rpc_id)
+        if isinstance(rpc_id, str) and rpc_id.startswith(OWN_ID_PREFIX):
+            own = self._own_pending.pop(rpc_id, None)
+            if own is not None:
+                self._out.own_responses.append((rpc_id, message))
+                self._tap(Direction.AGENT_TO_LIMINAL, Kind.RESPONSE, now, line, message, own.thread_id,
+                          _result_session(message) or (self.backing_of(own.thread_id) if own.thread_id else None),
+                          own.method, rpc_id)
+                return
+        pending = self._client_pending.pop(key, None)
+        method = pending.method if pending else None
+        thread = pending.thread_id if pending else None
+        backing = self.backing_of(thread) if thread else None
+        out_line = line
+        if method in _CREATES_SESSION:
+            created = _result_session(message)
+            if created is not None:
+                backing = created
+                thread = self._thread_of.get(created, created)
+                cwd = self._new_cwd.pop(key, None)
+                self.threads.setdefault(thread, cwd)
+        elif method == "session/new":
+            self._new_cwd.pop(key, None)
+        if self._thread_of and b'"sessionId"' in line:
+            for old, new in self._thread_of.items():
+                out_line = _rewrite(out_line, old, new)
+        self._out.to_client.append(out_line)
+        self._tap(Direction.AGENT_TO_CLIENT, Kind.RESPONSE, now, line, message, thread, backing, method, rpc_id)
+
+    def _agent_oversized(self, line: Oversized, now: float) -> None:
+        found = jsonrpc.recover_top_level(line.head, line.tail)
+        id_json = found.get("id")
+        method = _text(found.get("method"))
+        cap = self._agent_framer.max_size
+        self._out.problems.append(f"agent sent a {line.size}-byte line, over the {cap}-byte cap; dropped")
+        self._tap(Direction.AGENT_TO_CLIENT, Kind.OVERSIZED, now, line.head, None, None, None,
+                  method, None, size=line.size)
+        if id_json is not None and method is not None:
+            error = jsonrpc.error_frame(id_json, jsonrpc.INVALID_REQUEST,
+                                        f"request of {line.size} bytes exceeds liminal's limit of {cap} bytes")
+            self._out.to_agent.append(error)
+            self._tap(Direction.LIMINAL_TO_AGENT, Kind.RESPONSE, now, error, None, None, None, method, None)
+        elif id_json is not None:
+            try:
+                key = jsonrpc.id_key(orjson.loads(id_json))
+            except orjson.JSONDecodeError:
+                key = None
+            pending = self._client_pending.pop(key, None)
+            if pending is not None:
+                self._error_to_client(id_json, jsonrpc.INTERNAL_ERROR,
+                                      f"the agent's answer of {line.size} bytes exceeds liminal's limit "
+                                      f"of {cap} bytes", now, pending.method)
+
+    # ----------------------------------------------------------------- helpers
+
+    def _error_to_client(self, id_json: bytes, code: int, text: str, now: float, method: str | None) -> None:
+        line = jsonrpc.error_frame(id_json, code, text)
+        self._out.to_client.append(line)
+        self._tap(Direction.LIMINAL_TO_CLIENT, Kind.RESPONSE, now, line, None, None, None, method, None)
+
+    def _result_to_client(self, id_json: bytes, result_json: bytes, now: float, method: str,
+                          thread: str | None) -> None:
+        line = b'{"jsonrpc":"2.0","id":' + id_json + b',"result":' + result_json + b"}"
+        self._out.to_client.append(line)
+        self._tap(Direction.LIMINAL_TO_CLIENT, Kind.RESPONSE, now, line, None, thread,
+                  self.backing_of(thread) if thread else None, method, None)
+
+    def _tap(
+        self,
+        direction: Direction,
+        kind: Kind,
+        now: float,
+        raw: bytes,
+        message: dict[str, Any] | None,
+        thread: str | None,
+        backing: str | None,
+        method: str | None,
+        rpc_id: Any,
+        *,
+        size: int | None = None,
+    ) -> None:
+        if self.tapping:
+            self._out.events.append(FrameEvent(
+                direction, kind, now, raw, message, self.connection_id, thread, backing, method, rpc_id,
+                len(raw) if size is None else size,
+            ))
+
+
+def _session_of(message: dict[str, Any]) -> str | None:
+    params = message.get("params")
+    if isinstance(params, dict):
+        session = params.get("sessionId")
+        if isinstance(session, str):
+            return session
+    return None
+
+
+def _result_session(message: dict[str, Any]) -> str | None:
+    result = message.get("result")
+    if isinstance(result, dict):
+        session = result.get("sessionId")
+        if isinstance(session, str):
+            return session
+    return None
+
+
+def _cwd_of(message: dict[str, Any]) -> str | None:
+    params = message.get("params")
+    if isinstance(params, dict) and isinstance(params.get("cwd"), str):
+        cwd: str = params["cwd"]
+        return cwd
+    return None
+
+
+def _text(raw_json: bytes | None) -> str | None:
+    if raw_json is None:
+        return None
+    try:
+        value = orjson.loads(raw_json)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, str) else None
+
+
+_REWRITE_CACHE: dict[tuple[str, str], tuple[re.Pattern[bytes], bytes]] = {}
+
+
+def _rewrite(line: bytes, old: str, new: str) -> bytes:
+    """Replace ``"sessionId": "<old>"`` by ``"sessionId": "<new>"`` anywhere in the line.
+
+    Byte-level, so the rest of the frame (big integers, key order, whitespace) is untouched.
+    Session ids are UUIDs in practice, so the quoted form is what orjson writes.
+    """
+    if old == new or not old:
+        return line
+    cached = _REWRITE_CACHE.get((old, new))
+    if cached is None:
+        pattern = re.compile(rb'("sessionId"\s*:\s*)' + re.escape(orjson.dumps(old)))
+        cached = (pattern, orjson.dumps(new).replace(b"\\", b"\\\\"))
+        if len(_REWRITE_CACHE) > 1024:
+            _REWRITE_CACHE.clear()
+        _REWRITE_CACHE[(old, new)] = cached
+    pattern, replacement = cached
+    return pattern.sub(rb"\g<1>" + replacement, line)

@@ -1,0 +1,218 @@
+"""The proxy: the router between the two legs, plus the components that hang off it.
+
+This is the only place where the router's output turns into I/O. Each callback feeds the router,
+then ``_flush`` writes what it produced (one write per side per chunk), offers the events to the
+taps, settles liminal's own requests and logs bad input.
+
+Components (the indexer, the swap manager, ...) are objects with an ``offer(event)`` method (see
+``liminal.acp.taps``) and, optionally, ``async run(proxy)``, which runs for the life of the
+proxy, and ``async aclose()``, awaited after the agent has gone so they can flush.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import anyio
+
+from liminal import log
+from liminal.acp.events import FrameEvent
+from liminal.acp.router import Router
+from liminal.config import ProxySettings
+from liminal.transport.legs import AgentLeg, ClientLeg
+
+logger = log.get("liminal.proxy")
+
+
+class Component(Protocol):
+    def offer(self, event: FrameEvent) -> None: ...
+
+
+class OwnRequestError(Exception):
+    """The agent answered one of liminal's own requests with an error."""
+
+    def __init__(self, method: str, error: Any) -> None:
+        super().__init__(f"{method}: {error}")
+        self.method = method
+        self.error = error
+
+
+class Proxy:
+    def __init__(
+        self,
+        agent_argv: Sequence[str],
+        settings: ProxySettings,
+        *,
+        components: Sequence[Component] = (),
+        client: ClientLeg | None = None,
+        agent_env: dict[str, str] | None = None,
+        agent_cwd: str | None = None,
+    ) -> None:
+        self.settings = settings
+        self.connection_id = uuid.uuid4().hex
+        self.components = list(components)
+        self._offers = [c.offer for c in self.components]
+        self.router = Router(
+            max_frame_bytes=settings.max_frame_bytes,
+            connection_id=self.connection_id,
+            tapping=bool(self._offers),
+        )
+        self.client = client or ClientLeg()
+        self.agent = AgentLeg(agent_argv, env=agent_env, cwd=agent_cwd)
+        self._own_waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self.captured_listeners: list[Callable[[dict[str, Any]], None]] = []
+        self._client_eof = asyncio.Event()
+        self._agent_eof = asyncio.Event()
+        self._signalled: int | None = None
+
+    # ------------------------------------------------------------- callbacks
+
+    def _from_client(self, data: bytes) -> None:
+        self.router.receive_from_client(data, time.time())
+        self._flush()
+
+    def _from_agent(self, data: bytes) -> None:
+        self.router.receive_from_agent(data, time.time())
+        self._flush()
+
+    def _on_client_eof(self) -> None:
+        self.router.client_eof(time.time())
+        self._flush()
+        self._client_eof.set()
+
+    def _on_agent_eof(self) -> None:
+        self.router.agent_eof(time.time())
+        self._flush()
+        self._agent_eof.set()
+
+    def flush(self) -> None:
+        """Write out what the router produced outside a callback (own requests, releases)."""
+        self._flush()
+
+    def _flush(self) -> None:
+        out = self.router.take()
+        if out.to_agent:
+            out.to_agent.append(b"")
+            self.agent.write(b"\n".join(out.to_agent))
+        if out.to_client:
+            out.to_client.append(b"")
+            self.client.write(b"\n".join(out.to_client))
+        if out.events:
+            for offer in self._offers:
+                for event in out.events:
+                    try:
+                        offer(event)
+                    except Exception:  # a subscriber's bug must not stop the conversation
+                        logger.exception("tap subscriber failed", subscriber=repr(offer))
+        for rpc_id, message in out.own_responses:
+            waiter = self._own_waiters.pop(rpc_id, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(message)
+        for message in out.captured:
+            for listener in self.captured_listeners:
+                listener(message)
+        for problem in out.problems:
+            logger.warning(problem)
+
+    # ------------------------------------------------------------ own requests
+
+    async def request(self, method: str, params: Any, *, timeout: float,
+                      thread_id: str | None = None) -> Any:
+        """Send a request of liminal's own to the agent and wait for its result."""
+        if not self.router.agent_alive:
+            raise OwnRequestError(method, "the agent is gone")
+        rpc_id = self.router.send_request(method, params, time.time(), thread_id=thread_id)
+        waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._own_waiters[rpc_id] = waiter
+        self._flush()
+        try:
+            with anyio.fail_after(timeout):
+                message = await waiter
+        finally:
+            if self._own_waiters.pop(rpc_id, None) is not None:
+                self.router.cancel_own(rpc_id)
+        if "error" in message:
+            raise OwnRequestError(method, message["error"])
+        return message.get("result")
+
+    # ---------------------------------------------------------------- running
+
+    async def run(self) -> int:
+        """Relay until the client leaves or the agent dies; returns liminal's exit code."""
+        await self.agent.open(self._from_agent, self._on_agent_eof, self.client.pause_reading)
+        await self.client.open(self._from_client, self._on_client_eof, self.agent.pause_reading)
+        logger.info("agent started", pid=self.agent.pid, argv=self.agent.argv, connection=self.connection_id)
+        code = 0
+        async with anyio.create_task_group() as tg:
+            for component in self.components:
+                runner = getattr(component, "run", None)
+                if runner is not None:
+                    tg.start_soon(runner, self)
+            tg.start_soon(self._watch_signals, tg.cancel_scope)
+            client_gone = asyncio.ensure_future(self._client_eof.wait())
+            agent_gone = asyncio.ensure_future(self._agent_exit())
+            try:
+                await asyncio.wait({client_gone, agent_gone}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                client_gone.cancel()
+            if agent_gone.done() and not self._client_eof.is_set():
+                agent_code = agent_gone.result()
+                code = self._agent_died(agent_code)
+            else:
+                agent_gone.cancel()
+                self.agent.close_stdin()
+                agent_code = await self.agent.stop(self.settings.kill_grace_seconds,
+                                                   wait_first=min(2.0, self.settings.kill_grace_seconds))
+                logger.info("client closed; agent stopped", exit_code=agent_code)
+            await self._close_components()
+            tg.cancel_scope.cancel()
+        self.client.close()
+        if self._signalled is not None:
+            return 128 + self._signalled
+        return code
+
+    async def _agent_exit(self) -> int:
+        code = await self.agent.wait()
+        # The exit can be reported before the last bytes of stdout; let them through first.
+        with anyio.move_on_after(2.0):
+            await self._agent_eof.wait()
+        return code
+
+    def _agent_died(self, agent_code: int) -> int:
+        self.router.agent_gone(time.time(), f"exit code {agent_code}")
+        self._flush()
+        for waiter in self._own_waiters.values():
+            if not waiter.done():
+                waiter.set_exception(OwnRequestError("", "the agent is gone"))
+        message = f"liminal: the agent ({self.agent.argv[0]}) exited with code {agent_code}"
+        logger.error("agent exited while the client was connected", exit_code=agent_code)
+        print(message, file=sys.stderr, flush=True)
+        self.agent.signal_group(signal.SIGTERM)
+        if agent_code < 0:
+            return 128 - agent_code
+        return agent_code or 1
+
+    async def _close_components(self) -> None:
+        for component in self.components:
+            closer = getattr(component, "aclose", None)
+            if closer is not None:
+                try:
+                    with anyio.fail_after(30):
+                        await closer()
+                except Exception:
+                    logger.exception("component failed to close", component=repr(component))
+
+    async def _watch_signals(self, scope: anyio.CancelScope) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                logger.warning("signal received; stopping the agent", signal=signum)
+                self._signalled = int(signum)
+                self.client.pause_reading(True)
+                self._client_eof.set()
+                return

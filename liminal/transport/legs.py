@@ -1,0 +1,254 @@
+"""The two legs of the proxy, as thin asyncio shells: the client's stdio and the agent process.
+
+Both are callback-driven (asyncio protocols) rather than read loops: a chunk from one side is
+routed and written to the other inside one callback, with no task switch per chunk, which is
+what keeps liminal near a bare relay's throughput. Flow control is the classic proxy pairing:
+when one side's writer reports its buffer full (``pause_writing``), the other side's reader is
+paused until it drains.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Callable, Sequence
+from typing import IO, Any
+
+OnData = Callable[[bytes], None]
+OnEof = Callable[[], None]
+OnFlow = Callable[[bool], None]  # True: the writer is full, pause the source feeding it
+
+
+class _ReadProtocol(asyncio.Protocol):
+    def __init__(self, on_data: OnData, on_eof: OnEof) -> None:
+        self._on_data = on_data
+        self._on_eof = on_eof
+        self._done = False
+
+    def data_received(self, data: bytes) -> None:
+        self._on_data(data)
+
+    def eof_received(self) -> bool:
+        self._finish()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._finish()
+
+    def _finish(self) -> None:
+        if not self._done:
+            self._done = True
+            self._on_eof()
+
+
+class _WriteProtocol(asyncio.Protocol):
+    def __init__(self, on_flow: OnFlow, on_lost: OnEof) -> None:
+        self._on_flow = on_flow
+        self._on_lost = on_lost
+
+    def pause_writing(self) -> None:
+        self._on_flow(True)
+
+    def resume_writing(self) -> None:
+        self._on_flow(False)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._on_lost()
+
+
+class ClientLeg:
+    """liminal's own stdin (frames from the client) and stdout (frames to the client)."""
+
+    def __init__(self, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
+        self._stdin_fd = stdin_fd
+        self._stdout_fd = stdout_fd
+        self._reader: asyncio.ReadTransport | None = None
+        self._writer: asyncio.WriteTransport | None = None
+        self._thread_reader: threading.Thread | None = None
+        self.closed = False  # stdout is gone: nothing more can reach the client
+
+    async def open(self, on_data: OnData, on_eof: OnEof, on_flow: OnFlow) -> None:
+        loop = asyncio.get_running_loop()
+        stdin: IO[bytes] = os.fdopen(self._stdin_fd, "rb", buffering=0, closefd=False)
+        try:
+            self._reader, _ = await loop.connect_read_pipe(lambda: _ReadProtocol(on_data, on_eof), stdin)
+        except ValueError:
+            # A regular file (``liminal acp < frames.ndjson``) is not a pipe; read it in a thread.
+            self._thread_reader = threading.Thread(
+                target=self._read_blocking, args=(loop, on_data, on_eof), daemon=True
+            )
+            self._thread_reader.start()
+        stdout: IO[bytes] = os.fdopen(self._stdout_fd, "wb", buffering=0, closefd=False)
+        try:
+            self._writer, _ = await loop.connect_write_pipe(
+                lambda: _WriteProtocol(on_flow, self._lost), stdout
+            )
+        except ValueError:
+            self._writer = None  # a regular file: blocking writes are fast and never stall
+
+    def _read_blocking(self, loop: asyncio.AbstractEventLoop, on_data: OnData, on_eof: OnEof) -> None:
+        # No flow control on this path: a file is read as fast as the agent takes it.
+        while True:
+            data = os.read(self._stdin_fd, 1 << 16)
+            if not data:
+                loop.call_soon_threadsafe(on_eof)
+                return
+            loop.call_soon_threadsafe(on_data, data)
+
+    def _lost(self) -> None:
+        self.closed = True
+
+    def write(self, data: bytes) -> None:
+        if self.closed:
+            return
+        if self._writer is not None:
+            if self._writer.is_closing():
+                self.closed = True
+                return
+            self._writer.write(data)
+            return
+        view = memoryview(data)
+        try:
+            while view:
+                written = os.write(self._stdout_fd, view)
+                view = view[written:]
+        except OSError:
+            self.closed = True
+
+    def pause_reading(self, pause: bool) -> None:
+        if self._reader is not None:
+            (self._reader.pause_reading if pause else self._reader.resume_reading)()
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+        if self._writer is not None and not self._writer.is_closing():
+            self._writer.close()
+
+
+class _AgentProtocol(asyncio.SubprocessProtocol):
+    def __init__(self, on_data: OnData, on_eof: OnEof, on_flow: OnFlow, on_exit: Callable[[int], None]) -> None:
+        self._on_data = on_data
+        self._on_eof = on_eof
+        self._on_flow = on_flow
+        self._on_exit = on_exit
+        self.transport: asyncio.SubprocessTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.SubprocessTransport)
+        self.transport = transport
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        if fd == 1:
+            assert isinstance(data, bytes)
+            self._on_data(data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if fd == 1:
+            self._on_eof()
+
+    def pause_writing(self) -> None:
+        self._on_flow(True)
+
+    def resume_writing(self) -> None:
+        self._on_flow(False)
+
+    def process_exited(self) -> None:
+        assert self.transport is not None
+        code = self.transport.get_returncode()
+        self._on_exit(code if code is not None else -1)
+
+
+class AgentLeg:
+    """The agent subprocess, in a process group of its own so it can be signalled whole.
+
+    Its stderr is inherited: the adapter's logs go straight to liminal's stderr, untouched.
+    """
+
+    def __init__(self, argv: Sequence[str], env: dict[str, str] | None = None, cwd: str | None = None) -> None:
+        if not argv:
+            raise ValueError("no agent command")
+        self.argv = list(argv)
+        self.env = env
+        self.cwd = cwd
+        self.pid: int | None = None
+        self._transport: asyncio.SubprocessTransport | None = None
+        # An Event, not a Future: a waiter cancelled mid-wait must not cancel the exit itself.
+        self.exited = asyncio.Event()
+        self.returncode: int | None = None
+
+    def _set_exit(self, code: int) -> None:
+        self.returncode = code
+        self.exited.set()
+
+    async def wait(self) -> int:
+        await self.exited.wait()
+        assert self.returncode is not None
+        return self.returncode
+
+    async def open(self, on_data: OnData, on_eof: OnEof, on_flow: OnFlow) -> None:
+        loop = asyncio.get_running_loop()
+        transport, _ = await loop.subprocess_exec(
+            lambda: _AgentProtocol(on_data, on_eof, on_flow, self._set_exit),
+            *self.argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=None,
+            start_new_session=True,
+            env=self.env,
+            cwd=self.cwd,
+        )
+        self._transport = transport
+        self.pid = transport.get_pid()
+
+    def _stdin(self) -> asyncio.WriteTransport | None:
+        if self._transport is None:
+            return None
+        pipe = self._transport.get_pipe_transport(0)
+        return pipe if isinstance(pipe, asyncio.WriteTransport) and not pipe.is_closing() else None
+
+    def write(self, data: bytes) -> None:
+        pipe = self._stdin()
+        if pipe is not None:
+            pipe.write(data)
+
+    def close_stdin(self) -> None:
+        pipe = self._stdin()
+        if pipe is not None:
+            pipe.close()
+
+    def pause_reading(self, pause: bool) -> None:
+        if self._transport is None:
+            return
+        pipe: Any = self._transport.get_pipe_transport(1)
+        if pipe is not None and not pipe.is_closing():
+            (pipe.pause_reading if pause else pipe.resume_reading)()
+
+    def signal_group(self, sig: int) -> bool:
+        """Signal the agent's whole process group; False when nothing was left to signal."""
+        if self.pid is None:
+            return False
+        try:
+            os.killpg(self.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+
+    async def stop(self, grace: float, *, wait_first: float = 0.0) -> int:
+        """Let the agent exit, then SIGTERM its group, then SIGKILL it after ``grace`` seconds."""
+        for sig, wait in ((None, wait_first), (signal.SIGTERM, grace), (signal.SIGKILL, grace)):
+            if sig is not None:
+                self.signal_group(sig)
+            if self.exited.is_set():
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.exited.wait(), wait)
+        code = await self.wait()
+        # Whatever the adapter spawned and left behind (the CLI it drives) goes with it.
+        self.signal_group(signal.SIGTERM)
+        if self._transport is not None:
+            self._transport.close()
+        return code
