@@ -273,6 +273,9 @@ RESULT = [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}]
         (_lines(_user("a", None, "hi"), _asst("b", "a", {"type": "thinking", "thinking": "t"}),
                 _user("c", "b", "recent")), "thinking block before"),
         (_lines(_user("a", None, "hi"), _user("a", "a", "dup")), "duplicate uuid"),
+        (_lines(_user("a", None, "hi"), _asst("b", "a", {"type": "text", "text": "x"}),
+                _asst("d", "b", {"type": "text", "text": "y"}, mid="m2"), _user("c", "d", "r")),
+         "assistant message follows another"),
         ([b'{"type":"user"'], "not a JSON object"),
     ],
 )

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from liminal.config import GradientSettings
-from liminal.gradient.plan import MARKER_CHARS, Edit, Plan, already_cut
+from liminal.gradient.plan import MARKER_CHARS, Band, Edit, Plan, already_cut
 from liminal.gradient.recall import RecallKey, marker
 from liminal.gradient.summarize import PREAMBLE_INTRO, ExtractiveSummarizer, Summarizer
 from liminal.harness.claude.conversation import Conversation
@@ -195,6 +195,7 @@ def render(
     cutter = _Cutter(session.location.session_id, settings)
     lines: list[bytes] = []
     prev_uuid: str | None = None
+    prev_mid: str | None = None  # message.id of the last line written, when an assistant's
     first_recent: str | None = None
     preamble_text: str | None = None
     total = len(plan.items)
@@ -210,16 +211,31 @@ def render(
             for value in _preamble(conversation, plan, new_id, preamble_text, reference):
                 lines.append(dumps(value))
                 prev_uuid = value["uuid"]
+            prev_mid = None
             continue
         rec = item.record
         parent = prev_uuid if item.chain and rec.uuid else rec.parent
+        # With its tool calls and results gone, an old turn's assistant messages would follow
+        # one another; the API wants roles to alternate, and Claude Code joins the lines of one
+        # message.id into one message, so they take the id of the first.
+        merge_into = (
+            prev_mid
+            if item.band is Band.OLD
+            and rec.type == "assistant"
+            and prev_mid is not None
+            and rec.message_id != prev_mid
+            else None
+        )
         line: bytes | None = None
-        if not item.edit.changes or not _needs_edit(rec, item.edit, settings.truncate_chars):
+        edit_needed = item.edit.changes and _needs_edit(rec, item.edit, settings.truncate_chars)
+        if not edit_needed and merge_into is None:
             line = _patch(raw[rec.line], rec, new_id, parent)
         if line is None:
             value = loads(raw[rec.line])
             if not apply_edit(value, item.edit, cutter):
                 continue
+            if merge_into is not None:
+                value["message"]["id"] = merge_into
             if "sessionId" in value:
                 value["sessionId"] = new_id
             if rec.uuid and item.chain:
@@ -232,7 +248,11 @@ def render(
                 )
         if item.chain and rec.uuid:
             prev_uuid = rec.uuid
-            if first_recent is None and item.band is not None and item.band.value == "recent":
+            if rec.type == "assistant":
+                prev_mid = merge_into or rec.message_id
+            elif rec.type in ("user", "attachment"):
+                prev_mid = None
+            if first_recent is None and item.band is Band.RECENT:
                 first_recent = rec.uuid
         lines.append(line)
     return Rendered(tuple(lines), cutter.keys, first_recent, preamble_text)

@@ -9,7 +9,8 @@ Nothing is written unless all hold. Each one is a way a real resume breaks:
 - a ``compact_boundary`` is the first record of the chain and is followed by its summary;
 - every ``tool_use`` is answered by exactly one ``tool_result`` before the next prompt or the
   next assistant message, and no result answers a call that is not there (the API answers 400);
-- an assistant message does not continue after its own tool results;
+- an assistant message does not continue after its own tool results, and two assistant
+  messages never follow one another (the API wants user and assistant to alternate);
 - no thinking block comes before the first record of the recent band (signatures).
 """
 
@@ -84,6 +85,7 @@ def validate(
                 problems.append(f"line {rec.line}: compact boundary without its summary")
 
     problems.extend(_tool_pairs(chain))
+    problems.extend(_alternation(chain, thinking_from))
     if thinking_from is not None or chain:
         for rec in chain:
             if rec.uuid == thinking_from:
@@ -135,3 +137,24 @@ def validate_note(line: bytes, new_id: str) -> None:
     value = loads(line)
     if not line.endswith(b"\n") or value.get("sessionId") != new_id or "uuid" in value:
         raise ValidationError([f"bookkeeping line is malformed: {line[:80]!r}"])
+
+
+def _alternation(chain: Sequence[Record], recent_from: str | None) -> list[str]:
+    """Assistant lines of different messages with no user line between them.
+
+    Checked up to the recent band only: that band is what Claude Code wrote, untouched, and it
+    loads it as it always did (it may hold such a pair, after an API error and a retry).
+    """
+    problems: list[str] = []
+    last_mid: str | None = None
+    for rec in chain:
+        if rec.uuid == recent_from:
+            break
+        if rec.type == "assistant":
+            mid = rec.message_id or rec.uuid
+            if last_mid is not None and mid != last_mid:
+                problems.append(f"line {rec.line}: assistant message follows another")
+            last_mid = mid
+        elif rec.type in ("user", "attachment"):
+            last_mid = None
+    return problems
