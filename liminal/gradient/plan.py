@@ -205,16 +205,25 @@ def make_plan(
         for t in turns
     ]
     head_tokens = cal.tokens(sum(total_chars(r) for r in conversation.head))
-    budget = target - cal.overhead_tokens
+    # A percent of slack: estimates are rounded record by record, the check sums the file.
+    budget = int((target - cal.overhead_tokens) * 0.99)
     # The preamble gets a quarter of a small budget, but never less than a readable minimum.
     reserve = min(settings.summary_tokens, max(1000, budget // 4))
-    bands = _fit(costs, budget, reserve, settings)
-    has_ancient = Band.ANCIENT in bands
-    if not has_ancient and head_tokens:
-        # No preamble to fold the old head into: it stays, and must fit too.
-        bands = _fit(costs, budget - head_tokens, 0, settings)
-        has_ancient = Band.ANCIENT in bands
-    consolidate = has_ancient
+    # Room for the attachments carried forward: known only once the bands are, so fit again
+    # until the room asked for covers what is carried (it only grows; two rounds in practice).
+    carry = 0
+    for _ in range(4):
+        bands = _fit(costs, budget - carry, reserve, settings)
+        consolidate = Band.ANCIENT in bands
+        if not consolidate and head_tokens:
+            # No preamble to fold the old head into: it stays, and must fit too.
+            bands = _fit(costs, budget - carry - head_tokens, 0, settings)
+            consolidate = Band.ANCIENT in bands
+        carried = _carried_attachments(conversation, turns, bands, consolidate)
+        needed = cal.tokens(sum(i.record.extra_chars for i in carried if i.record is not None))
+        if needed <= carry:
+            break
+        carry = needed
     unpaired = frozenset(conversation.unpaired_uses | conversation.orphan_results)
 
     items: list[Item] = []
@@ -244,13 +253,14 @@ def make_plan(
                 drop_ids=unpaired,
             )
             items.append(Item(rec, edit, band))
+    items = _after_first_user(items, carried)
     items = _with_bookkeeping(conversation, items, recent_floor)
     planned = sum(
         c[{Band.RECENT: 0, Band.MIDDLE: 1, Band.OLD: 2}[b]]
         for c, b in zip(costs, bands, strict=True)
         if b is not Band.ANCIENT
     )
-    planned += reserve if consolidate else head_tokens
+    planned += (reserve if consolidate else head_tokens) + carry
     notes: list[str] = []
     if conversation.broken_parent:
         notes.append(f"parent chain broken at {conversation.broken_parent}: older lines unseen")
@@ -268,6 +278,47 @@ def make_plan(
         consolidate_head=consolidate,
         notes=tuple(notes),
     )
+
+
+def _carried_attachments(
+    conversation: Conversation, turns: Sequence[Turn], bands: Sequence[Band], consolidate: bool
+) -> list[Item]:
+    """The context the CLI announced in turns the rewrite drops, latest of each kind.
+
+    Claude Code 2.1.316 renders ``attachment`` records (environment, model, tool and skill
+    listings, the date) as a ``system`` message after the first user message, and sends that
+    message empty when no such attachment follows it: the API refuses an empty message. Its own
+    ``/compact`` has the same flaw. Carrying the latest of each kind from the cut turns to just
+    after the first user message keeps that message whole, and keeps what the model knew of its
+    environment. Kinds the kept turns announce again are not carried; nor are file attachments,
+    which are large and which the model can read again.
+    """
+    latest: dict[str, Record] = {}
+    dropped = [r for t, b in zip(turns, bands, strict=True) if b in (Band.OLD, Band.ANCIENT)
+               for r in t.records]
+    kept = {r.subtype for t, b in zip(turns, bands, strict=True)
+            if b in (Band.RECENT, Band.MIDDLE) for r in t.records if r.type == "attachment"}
+    if consolidate:
+        dropped = list(conversation.head) + dropped
+    for rec in dropped:
+        if (rec.type == "attachment" and rec.rendered_role == "system"
+                and rec.subtype not in ("file", *kept)):
+            latest[rec.subtype or ""] = rec
+    return [Item(r, KEEP, None) for r in sorted(latest.values(), key=lambda r: r.line)]
+
+
+def _after_first_user(items: list[Item], carried: list[Item]) -> list[Item]:
+    if not carried:
+        return items
+    for n, item in enumerate(items):
+        if item.record is None or (item.record.type == "user" and item.chain):
+            at = n + 1
+            while at < len(items) and items[at].record is not None and (
+                items[at].record.type == "user"  # type: ignore[union-attr]
+            ):
+                at += 1  # after the whole first user message (prompt and its meta lines)
+            return items[:at] + carried + items[at:]
+    return items
 
 
 def _with_bookkeeping(

@@ -59,7 +59,7 @@ class Record(NamedTuple):
     uuid: str | None = None
     parent: str | None = None
     session_id: str | None = None
-    subtype: str | None = None
+    subtype: str | None = None  # system records' subtype; attachment records' attachment.type
     sidechain: bool = False
     meta: bool = False
     compact_summary: bool = False
@@ -71,6 +71,7 @@ class Record(NamedTuple):
     ref: str | None = None  # leafUuid / messageId of bookkeeping records
     extra_chars: int = 0  # attachment text the CLI renders into the conversation
     chars: int = 0  # everything the model reads from this record (see tokens.record_chars)
+    rendered_role: str | None = None  # attachments: "system", "user" or None (not rendered)
 
     @property
     def is_prompt(self) -> bool:
@@ -241,7 +242,13 @@ def index_record(value: dict[str, Any], index: int, offset: int, length: int) ->
             except (TypeError, ValueError):
                 context = None
     extra = 0
+    subtype: Any = value.get("subtype")
+    rendered_role: str | None = None
     if kind == "attachment":
+        attachment = value.get("attachment")
+        subtype = attachment.get("type") if isinstance(attachment, dict) else None
+        shown = value.get("renderedRole")
+        rendered_role = shown if isinstance(shown, str) else None
         rendered = value.get("rendered")
         if isinstance(rendered, list):
             extra = sum(len(str(r.get("content", ""))) for r in rendered if isinstance(r, dict))
@@ -260,7 +267,7 @@ def index_record(value: dict[str, Any], index: int, offset: int, length: int) ->
         uuid=value.get("uuid") if isinstance(value.get("uuid"), str) else None,
         parent=value.get("parentUuid") if isinstance(value.get("parentUuid"), str) else None,
         session_id=value.get("sessionId") if isinstance(value.get("sessionId"), str) else None,
-        subtype=value.get("subtype") if isinstance(value.get("subtype"), str) else None,
+        subtype=subtype if isinstance(subtype, str) else None,
         sidechain=value.get("isSidechain") is True,
         meta=value.get("isMeta") is True,
         compact_summary=value.get("isCompactSummary") is True,
@@ -272,6 +279,7 @@ def index_record(value: dict[str, Any], index: int, offset: int, length: int) ->
         ref=ref if isinstance(ref, str) else None,
         extra_chars=extra,
         chars=chars,
+        rendered_role=rendered_role,
     )
 
 
