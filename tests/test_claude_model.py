@@ -171,3 +171,20 @@ def test_context_size_and_estimate(tmp_path: Path) -> None:
     est = estimate(conv.records, cal)
     assert est.by_category["tool_results"] > est.by_category["assistant_text"] > 0
     assert abs(est.total - size) < size * 0.1
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1 << 20])
+def test_lines_straddling_read_chunks_come_back_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    import liminal.harness.claude.records as records
+
+    monkeypatch.setattr(records, "CHUNK_BYTES", chunk)
+    t = Transcript()
+    for n in range(3):
+        t.turn(n, size=300)
+    s = read_session(locate(t.write(tmp_path, tail=b'{"torn')))
+    assert len(s.records) == len(t.records) and s.torn_tail is not None
+    assert [r.offset for r in s.records][:2] == [0, len(t.lines()[0])]
+    raw = s.raw(s.records)
+    assert b"".join(raw[r.line] for r in s.records) == b"".join(t.lines())

@@ -24,13 +24,14 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 from liminal.config import GradientSettings
 from liminal.gradient.recall import MARKER_PREFIX
 from liminal.gradient.summarize import TurnDigest
 from liminal.harness.claude.conversation import Conversation, Turn
 from liminal.harness.claude.records import Record
-from liminal.harness.claude.tokens import Calibration, calibrate, context_size, total_chars
+from liminal.harness.claude.tokens import Calibration, measure, total_chars
 
 MARKER_CHARS = 130  # the marker's own length, about
 PREAMBLE_FRAME_CHARS = 700  # the native intro and our footer around the summary
@@ -117,7 +118,7 @@ def turn_cost(turn: Turn, mode: Band, cut: int) -> int:
 
 
 def assign_bands(
-    costs: Sequence[tuple[int, int, int]],
+    costs: Sequence[Sequence[int]],
     *,
     budget: int,
     recent: int,
@@ -146,8 +147,44 @@ def assign_bands(
     return bands
 
 
+class _Cost(Sequence[int]):
+    """One turn's token cost in each band, each computed when first asked for."""
+
+    __slots__ = ("_cal", "_cut", "_turn", "_values")
+
+    def __init__(self, turn: Turn, cal: Calibration, cut: int) -> None:
+        self._turn, self._cal, self._cut = turn, cal, cut
+        self._values: list[int | None] = [None, None, None]
+
+    def __len__(self) -> int:
+        return 3
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[int]: ...
+
+    def __getitem__(self, index: int | slice) -> int | Sequence[int]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(3))]
+        value = self._values[index]
+        if value is None:
+            mode = (Band.RECENT, Band.MIDDLE, Band.OLD)[index]
+            value = self._cal.tokens(turn_cost(self._turn, mode, self._cut))
+            self._values[index] = value
+        return value
+
+
+def turn_costs(turns: Sequence[Turn], cal: Calibration, cut: int) -> list[_Cost]:
+    """(full, truncated, prose) tokens of each turn, lazily: band assignment walks from the
+    youngest turn and stops where the ancient band begins, and asks each turn only for the
+    cost of the band it is trying; on a long session most turns are never costed at all."""
+    return [_Cost(t, cal, cut) for t in turns]
+
+
 def _fit(
-    costs: list[tuple[int, ...]], budget: int, reserve: int, settings: GradientSettings
+    costs: Sequence[Sequence[int]], budget: int, reserve: int, settings: GradientSettings
 ) -> list[Band]:
     """Bands at the configured budgets; when all of it fits without a preamble, widen them.
 
@@ -156,11 +193,9 @@ def _fit(
     turns whole or merely cut, so both budgets grow together until one more step would push a
     turn into the ancient band.
     """
-    triples = [(c[0], c[1], c[2]) for c in costs]
-
     def at(scale: float) -> list[Band]:
         return assign_bands(
-            triples,
+            costs,
             budget=budget,
             recent=int(settings.recent_tokens * scale),
             middle=int(settings.middle_tokens * scale),
@@ -197,13 +232,10 @@ def make_plan(
     target_tokens: int | None = None,
 ) -> Plan:
     target = settings.target_tokens if target_tokens is None else target_tokens
-    cal = calibrate(conversation)
+    cal, measured_context = measure(conversation)
     cut = settings.truncate_chars
     turns = conversation.turns
-    costs = [
-        tuple(cal.tokens(turn_cost(t, mode, cut)) for mode in (Band.RECENT, Band.MIDDLE, Band.OLD))
-        for t in turns
-    ]
+    costs = turn_costs(turns, cal, cut)
     head_tokens = cal.tokens(sum(total_chars(r) for r in conversation.head))
     # A percent of slack: estimates are rounded record by record, the check sums the file.
     budget = int((target - cal.overhead_tokens) * 0.99)
@@ -271,8 +303,8 @@ def make_plan(
         bands={b: tuple(t.number for t, x in zip(turns, bands, strict=True) if x is b) for b in Band},
         digests=tuple(_digest(t) for t, b in zip(turns, bands, strict=True) if b is Band.ANCIENT),
         calibration=cal,
-        tokens_before=context_size(conversation)
-        or cal.overhead_tokens + sum(c[0] for c in costs) + head_tokens,
+        tokens_before=measured_context
+        or cal.overhead_tokens + cal.tokens(sum(r.chars for r in conversation.records)),
         tokens_planned=cal.overhead_tokens + planned,
         summary_chars=int(reserve * cal.chars_per_token) - PREAMBLE_FRAME_CHARS,
         consolidate_head=consolidate,

@@ -71,15 +71,17 @@ def _leaf(records: tuple[Record, ...]) -> Record:
 def build(session: SessionFile) -> Conversation:
     records = session.records
     by_uuid: dict[str, Record] = {}
-    children: dict[str, list[Record]] = defaultdict(list)
+    answers: dict[str, list[Record]] = defaultdict(list)  # parent uuid -> tool result lines
     by_message: dict[str, list[Record]] = defaultdict(list)
     for rec in records:
         if rec.uuid:
             by_uuid[rec.uuid] = rec
-        if rec.parent:
-            children[rec.parent].append(rec)
-        if rec.type == "assistant" and rec.message_id and not rec.sidechain:
-            by_message[rec.message_id].append(rec)
+        kind = rec.type
+        if kind == "assistant":
+            if rec.message_id and not rec.sidechain:
+                by_message[rec.message_id].append(rec)
+        elif kind == "user" and rec.parent and any(b.kind == "tool_result" for b in rec.blocks):
+            answers[rec.parent].append(rec)
 
     leaf = _leaf(records)
     chosen: dict[int, Record] = {}
@@ -107,9 +109,7 @@ def build(session: SessionFile) -> Conversation:
         if rec.type == "assistant" and rec.message_id:
             related.extend(by_message.get(rec.message_id, ()))
         if rec.uuid:
-            related.extend(
-                c for c in children.get(rec.uuid, ()) if c.type == "user" and c.tool_results
-            )
+            related.extend(answers.get(rec.uuid, ()))
         for other in related:
             if other.line not in chosen and other.line > floor and not other.sidechain:
                 chosen[other.line] = other
@@ -117,13 +117,13 @@ def build(session: SessionFile) -> Conversation:
 
     in_file_order = sorted(chosen.values(), key=lambda r: r.line)
     tool_uses: dict[str, Record] = {}
-    for rec in in_file_order:
-        for block in rec.tool_uses:
-            tool_uses.setdefault(block.tool_id, rec)
     tool_results: dict[str, Record] = {}
     for rec in in_file_order:
-        for block in rec.tool_results:
-            tool_results.setdefault(block.tool_id, rec)
+        for block in rec.blocks:
+            if block.kind == "tool_use":
+                tool_uses.setdefault(block.tool_id, rec)
+            elif block.kind == "tool_result":
+                tool_results.setdefault(block.tool_id, rec)
     linear = _linearise(in_file_order, tool_uses)
 
     head: list[Record] = []
@@ -156,16 +156,21 @@ def _linearise(records: list[Record], tool_uses: dict[str, Record]) -> list[Reco
     for n, rec in enumerate(records):
         if rec.type == "assistant" and rec.message_id:
             group_last[rec.message_id] = n
-
-    def key(rec: Record) -> tuple[int, int, int]:
-        pos = position[rec.line]
+    keys: list[tuple[int, int, int]] = []
+    moved = False
+    for pos, rec in enumerate(records):
         latest = pos
-        for block in rec.tool_results:
-            caller = tool_uses.get(block.tool_id)
-            if caller is not None:
-                anchor = group_last.get(caller.message_id or "", position[caller.line])
-                latest = max(latest, anchor)
+        if rec.type == "user":
+            for block in rec.blocks:
+                if block.kind != "tool_result":
+                    continue
+                caller = tool_uses.get(block.tool_id)
+                if caller is not None:
+                    anchor = group_last.get(caller.message_id or "", position[caller.line])
+                    latest = max(latest, anchor)
         # A moved result sorts just after the line it waits for, before anything else there.
-        return (latest, 0 if latest == pos else 1, pos)
-
-    return sorted(records, key=key)
+        keys.append((latest, 0 if latest == pos else 1, pos))
+        moved = moved or latest != pos
+    if not moved:
+        return records
+    return [records[k[2]] for k in sorted(keys)]

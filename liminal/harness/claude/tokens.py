@@ -116,7 +116,17 @@ def context_size(conversation: Conversation) -> int | None:
 
 
 def calibrate(conversation: Conversation) -> Calibration:
+    return measure(conversation)[0]
+
+
+def measure(conversation: Conversation) -> tuple[Calibration, int | None]:
+    """The calibration and the context size, from one pass over the usage numbers."""
     usage = _usage(conversation)
+    context = usage.points[-1][1] if usage.points else usage.prior_tokens
+    return _calibrate(usage), context
+
+
+def _calibrate(usage: _Usage) -> Calibration:
     points, prior = usage.points, usage.prior
     ratio = prior.chars_per_token if prior is not None else DEFAULT_CHARS_PER_TOKEN
     if not points:
