@@ -44,18 +44,20 @@ class _Progress:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
+    from pathlib import Path
+
     import orjson
 
     from liminal.gradient.rewrite import RewriteError, rewrite_session
     from liminal.gradient.validate import ValidationError
     from liminal.harness.claude.conversation import ConversationError
-    from liminal.harness.claude.paths import SessionNotFound
+    from liminal.harness.claude.paths import SessionNotFound, locate
     from liminal.harness.claude.records import SessionFormatError
 
     progress = _Progress() if sys.stderr.isatty() else None
     try:
         result = rewrite_session(
-            args.session,
+            locate(args.session, cwd=Path.cwd()),
             settings.gradient.target_tokens,
             args.new_id,
             settings=settings.gradient,

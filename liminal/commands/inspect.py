@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from liminal.config import Settings
@@ -25,7 +26,7 @@ def report(session_ref: str, settings: Settings, largest: int = 10) -> dict[str,
     from liminal.harness.claude.records import read_session
     from liminal.harness.claude.tokens import context_size, estimate, total_chars
 
-    location = locate(session_ref)
+    location = locate(session_ref, cwd=Path.cwd())
     session = read_session(location)
     conversation = build(session)
     plan = make_plan(conversation, settings.gradient)
@@ -67,6 +68,10 @@ def report(session_ref: str, settings: Settings, largest: int = 10) -> dict[str,
             }
             for r in items
         ],
+        "subagent_files": len(location.subagent_files()),
+        "tool_result_files": len(list(location.tool_results_dir.glob("*")))
+        if location.tool_results_dir.is_dir()
+        else 0,
         "torn_tail": session.torn_tail is not None,
         "corrupt_lines": len(session.corrupt_lines),
         "broken_parent": conversation.broken_parent,
@@ -81,6 +86,8 @@ def _table(data: dict[str, Any]) -> str:
         f"chain     {data['conversation_records']:,} records in the conversation "
         f"({data['off_chain_gathered']} off the pure parent chain), {data['turns']} turns, "
         f"{data['tool_calls']} tool calls",
+        f"beside    {data['subagent_files']} subagent transcripts, "
+        f"{data['tool_result_files']} tool-result files",
         f"context   {data['context_tokens'] or 'unknown':} tokens by usage; overhead "
         f"{data['estimate']['overhead']:,}, {data['estimate']['chars_per_token']} chars/token",
         "",
