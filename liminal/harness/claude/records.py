@@ -291,38 +291,41 @@ CHUNK_BYTES = 4 << 20
 
 
 def _lines(handle: BinaryIO) -> Iterator[tuple[int, memoryview]]:
-    """(offset, line) for every line, newline included, without copying: views into big reads.
+    """(offset, line) for every line, newline included, as views into one reused buffer.
 
     Reading by line through the buffered reader costs a quarter of the indexing time on a
-    40 MB file; a view into a 4 MB chunk costs nothing and orjson parses it directly. Only a
-    line that straddles two chunks is copied, to join its two parts.
+    40 MB file. Here the file is read in 4 MB chunks into the same buffer (no fresh memory to
+    fault in for each chunk) and each line is a view that orjson parses in place. Only a line
+    that straddles two chunks is copied, to join its parts. A view is valid until the next
+    line is asked for: callers must not keep it.
     """
+    buffer = bytearray(CHUNK_BYTES)
+    view = memoryview(buffer)
     offset = 0
     rest = b""
     while True:
-        data = handle.read(CHUNK_BYTES)
-        if not data:
+        size = handle.readinto(buffer)
+        if not size:
             break
         start = 0
         if rest:
-            end = data.find(b"\n")
+            end = buffer.find(b"\n", 0, size)
             if end < 0:
-                rest += data
+                rest += bytes(view[:size])
                 continue
-            joined = rest + data[: end + 1]
+            joined = rest + bytes(view[: end + 1])
             yield offset, memoryview(joined)
             offset += len(joined)
             start = end + 1
-        view = memoryview(data)
-        find = data.find
+        find = buffer.find
         while True:
-            end = find(b"\n", start)
+            end = find(b"\n", start, size)
             if end < 0:
                 break
             yield offset, view[start : end + 1]
             offset += end + 1 - start
             start = end + 1
-        rest = data[start:]
+        rest = bytes(view[start:size])
     if rest:
         yield offset, memoryview(rest)
 
