@@ -290,7 +290,8 @@ def test_a_broken_plan_is_never_written(tmp_path: Path, monkeypatch: pytest.Monk
 
     src = long_session(20).write(tmp_path)
     real = render._patch
-    monkeypatch.setattr(render, "_patch", lambda raw, rec, new, parent: real(raw, rec, new, None))
+    monkeypatch.setattr(render, "_patch",
+                        lambda raw, rec, new, parent, old=(): real(raw, rec, new, None, old))
     with pytest.raises(ValidationError):
         rewrite_session(src, new_id=NEW, settings=SMALL)
     assert list(src.parent.iterdir()) == [src]
@@ -329,3 +330,14 @@ def test_any_session_rewrites_into_a_valid_one(tmp_path_factory: pytest.TempPath
     for n in range(len(shapes)):
         assert f"prompt {n}" in text  # verbatim, in a kept turn or in the preamble
     assert out[-1]["uuid"] == t.records[-1]["uuid"]
+
+
+def test_a_copy_with_stale_session_ids_gets_the_new_one_everywhere(tmp_path: Path) -> None:
+    t = long_session(20)
+    t.add({"type": "progress-like", "sessionId": SID, "data": {"message": {"sessionId": SID}}})
+    copied = t.write(tmp_path).rename(tmp_path / "projects" / "-work-project" /
+                                      "11111111-2222-4333-8444-555555555555.jsonl")
+    result = rewrite_session(copied, new_id=NEW, settings=SMALL)
+    text = result.path.read_text()
+    assert all(r.get("sessionId") in (None, NEW) for r in read_lines(result.path))
+    assert f'"sessionId":"{SID}"' not in text

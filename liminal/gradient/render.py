@@ -110,14 +110,25 @@ def apply_edit(value: dict[str, Any], edit: Edit, cutter: _Cutter) -> bool:
     return True
 
 
-def _patch(raw: bytes, rec: Record, new_id: str, parent: str | None) -> bytes | None:
+def _renamed(line: bytes, old_ids: tuple[bytes, ...], new_id: str) -> bytes:
+    """Every ``"sessionId":"<old>"`` in the line, nested ones too, naming the new session.
+
+    Inside a JSON string a quote is escaped, so the pattern only ever matches a real key.
+    """
+    new = b'"sessionId":"' + new_id.encode() + b'"'
+    for old in old_ids:
+        if old in line:
+            line = line.replace(old, new)
+    return line
+
+
+def _patch(
+    raw: bytes, rec: Record, new_id: str, parent: str | None, old_ids: tuple[bytes, ...] = ()
+) -> bytes | None:
     """The original line with sessionId and parentUuid replaced, or None if it must be re-dumped."""
     if not raw.endswith(b"\n"):
         raw += b"\n"
-    if rec.session_id:
-        raw = raw.replace(
-            b'"sessionId":"' + rec.session_id.encode() + b'"', b'"sessionId":"' + new_id.encode() + b'"'
-        )
+    raw = _renamed(raw, old_ids, new_id)
     if rec.uuid is None or parent == rec.parent:
         return raw
     if raw.count(b'"parentUuid":') != 1:
@@ -193,6 +204,11 @@ def render(
     wanted = [i.record for i in plan.items if i.record is not None]
     raw = session.raw(wanted)
     cutter = _Cutter(session.location.session_id, settings)
+    # Every session id the file's lines carry (a copy made without rewriting them has two).
+    found = {r.session_id for r in session.records if r.session_id} | {
+        session.location.session_id
+    }
+    old_ids = tuple(b'"sessionId":"' + i.encode() + b'"' for i in sorted(found) if i != new_id)
     lines: list[bytes] = []
     prev_uuid: str | None = None
     prev_mid: str | None = None  # message.id of the last line written, when an assistant's
@@ -229,7 +245,7 @@ def render(
         line: bytes | None = None
         edit_needed = item.edit.changes and _needs_edit(rec, item.edit, settings.truncate_chars)
         if not edit_needed and merge_into is None:
-            line = _patch(raw[rec.line], rec, new_id, parent)
+            line = _patch(raw[rec.line], rec, new_id, parent, old_ids)
         if line is None:
             value = loads(raw[rec.line])
             if not apply_edit(value, item.edit, cutter):
@@ -240,12 +256,7 @@ def render(
                 value["sessionId"] = new_id
             if rec.uuid and item.chain:
                 value["parentUuid"] = parent
-            line = dumps(value)
-            if rec.session_id:
-                line = line.replace(
-                    b'"sessionId":"' + rec.session_id.encode() + b'"',
-                    b'"sessionId":"' + new_id.encode() + b'"',
-                )
+            line = _renamed(dumps(value), old_ids, new_id)
         if item.chain and rec.uuid:
             prev_uuid = rec.uuid
             if rec.type == "assistant":
