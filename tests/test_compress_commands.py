@@ -98,3 +98,18 @@ def test_real_sessions(name: str, tmp_path: Path) -> None:
     second = rewrite_session(first.path, 18_000)
     assert second.tokens_after <= max(18_000, second.tokens_before)
     assert src.read_bytes() == (FIXTURES / name).read_bytes()
+
+
+def test_progress_shows_only_for_long_files(capsys: pytest.CaptureFixture[str]) -> None:
+    from liminal.commands.compress import _Progress
+
+    small = _Progress()
+    small("read", 10, 1000)
+    small.close()
+    assert capsys.readouterr().err == ""
+    big = _Progress()
+    big("read", 20 << 20, 40 << 20)
+    big("write", 40 << 20, 40 << 20)
+    big.close()
+    err = capsys.readouterr().err
+    assert "read:  50%" in err and "write: 100%" in err and err.endswith("\x1b[K")
