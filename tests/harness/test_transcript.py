@@ -1,0 +1,34 @@
+"""Normalising transcripts: ids, timestamps and paths vary; everything else must match."""
+
+from __future__ import annotations
+
+from fixtures.harness import first_difference, normalize
+
+A = "3f2b8a4e-1c2d-4e5f-8a9b-0c1d2e3f4a5b"
+B = "01a20176-408b-7662-8a56-0be38a908b46"
+
+
+def test_ids_are_numbered_by_first_appearance_and_stay_consistent() -> None:
+    left = normalize([f'{{"sessionId":"{A}"}}'.encode(), f'{{"id":"{A}","x":"{B}"}}'.encode()])
+    right = normalize([f'{{"sessionId":"{B}"}}'.encode(), f'{{"id":"{B}","x":"{A}"}}'.encode()])
+    assert left == right == [b'{"sessionId":"<uuid-1>"}', b'{"id":"<uuid-1>","x":"<uuid-2>"}']
+
+
+def test_inconsistent_ids_still_differ() -> None:
+    left = normalize([f'"{A}"'.encode(), f'"{A}"'.encode()])
+    right = normalize([f'"{A}"'.encode(), f'"{B}"'.encode()])
+    assert left != right
+
+
+def test_timestamps_and_paths() -> None:
+    frames = [b'{"t":"2026-11-22T04:14:11.697Z","cwd":"/tmp/run-a/project"}']
+    other = [b'{"t":"2025-01-01T00:00:00Z","cwd":"/tmp/run-b/project"}']
+    assert normalize(frames, ["/tmp/run-a"]) == normalize(other, ["/tmp/run-b"])
+
+
+def test_byte_differences_survive_normalisation() -> None:
+    assert normalize([b'{"a":1}']) != normalize([b'{"a": 1}'])
+    report = first_difference([b'{"a":1}'], [b'{"a": 1}'])
+    assert report is not None and "frame 0 differs at byte 5" in report
+    assert first_difference([b"x"], [b"x", b"y"]) is not None
+    assert first_difference([b"x"], [b"x"]) is None
