@@ -241,10 +241,11 @@ class SwapManager:
         path = self.harness.locate(old_backing, state.cwd)
         tokens = state.context_tokens
         if path is None:
-            if decided:
-                self._journal(state, old_backing, None, "failed", "session file not found", started, t0, tokens, None)
-                return False
-            return None
+            # Not a session this harness can rewrite (another CLI, or a file not written yet):
+            # not a swap attempt worth journaling, but back off like a failure.
+            logger.info("no session file to rewrite", thread=thread_id, backing=old_backing,
+                        harness=self.harness.name)
+            return False
         if not decided:
             tokens = await anyio.to_thread.run_sync(self.harness.context_tokens, path)
             if swap_reason(state, tokens, self.settings) is None:
