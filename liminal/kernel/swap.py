@@ -22,6 +22,7 @@ prompts to the old session, which keeps working; the journal records why.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 import anyio.to_thread
 
-from liminal import log
+from liminal import faults, log
 from liminal.acp.events import Direction, FrameEvent, Kind
 from liminal.config import SwapSettings
 from liminal.kernel.journal import SwapJournal, SwapRecord
@@ -296,6 +297,9 @@ class SwapManager:
         caps = self.capabilities.get("sessionCapabilities") or {}
         base = {"sessionId": new_id, "cwd": state.cwd or ".", "mcpServers": state.mcp_servers}
         timeout = self.settings.hold_timeout_seconds
+        await faults.hit("swap.move")
+        if faults.value("swap.resume") == "wrong-id":
+            base = dict(base, sessionId=str(uuid.uuid4()))  # a session the agent cannot have
         router.capture(new_id)
         try:
             if "resume" in caps:

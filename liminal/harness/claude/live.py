@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from liminal import faults
 from liminal.config import GradientSettings
-from liminal.gradient import rewrite_session
+from liminal.gradient import RewriteError, prepare, rewrite_session
+from liminal.gradient.validate import validate
 from liminal.harness.claude import tail
 from liminal.harness.claude.paths import SessionNotFound, locate
 from liminal.kernel.swap import Rewritten
@@ -37,5 +39,18 @@ class ClaudeSessions:
         return self._settle.settled(path)
 
     def rewrite(self, path: Path, target_tokens: int) -> Rewritten:
+        if faults.value("swap.corrupt_rewrite"):
+            self._corrupt_rewrite(path, target_tokens)
         result = rewrite_session(path, target_tokens, settings=self.settings, env=self.env)
         return Rewritten(result.new_session_id, result.path, result.tokens_before, result.tokens_after)
+
+    def _corrupt_rewrite(self, path: Path, target_tokens: int) -> None:
+        """Failpoint: a real rewrite with one tool result lost, put through the real validator."""
+        prepared = prepare(path, target_tokens, settings=self.settings, env=self.env)
+        lines = list(prepared.rendered.lines)
+        for n, line in enumerate(lines):
+            if b'"tool_result"' in line:
+                del lines[n]
+                break
+        validate(lines, prepared.result.new_session_id)  # raises ValidationError
+        raise RewriteError("the validator accepted a rewrite with a tool result missing")
