@@ -35,14 +35,17 @@ class ClaudeSessions:
     def context_tokens(self, path: Path) -> int | None:
         return tail.context_tokens(path)
 
-    def turn_settled(self, path: Path) -> bool:
-        return self._settle.settled(path)
+    def turn_settled(self, path: Path, prompt: str | None) -> bool:
+        return self._settle.settled(path, prompt)
 
     def rewrite(self, path: Path, target_tokens: int) -> Rewritten:
         if faults.value("swap.corrupt_rewrite"):
             self._corrupt_rewrite(path, target_tokens)
         result = rewrite_session(path, target_tokens, settings=self.settings, env=self.env)
         return Rewritten(result.new_session_id, result.path, result.tokens_before, result.tokens_after)
+
+    def discard(self, rewritten: Rewritten) -> None:
+        rewritten.path.unlink(missing_ok=True)
 
     def _corrupt_rewrite(self, path: Path, target_tokens: int) -> None:
         """Failpoint: a real rewrite with one tool result lost, put through the real validator."""
