@@ -158,7 +158,7 @@ def test_a_failed_swap_leaves_the_thread_working_on_its_session(
     with client:
         client.initialize()
         thread = client.new_session(rig.home.project)["sessionId"]
-        run_conversation(rig, client, thread, PROMPTS[:12], [])
+        run_conversation(rig, client, thread, PROMPTS[:16], [])
     swaps = journal(rig)
     assert swaps and all(s.outcome == "failed" for s in swaps), swaps
     expected = "ValidationError" if "corrupt" in failpoint else "OwnRequestError"
@@ -166,7 +166,7 @@ def test_a_failed_swap_leaves_the_thread_working_on_its_session(
     assert session_ids_seen(client) == {thread}
     # The model still sees the original, uncompressed session: every turn, every tool output.
     last = json.dumps(rig.server.messages_requests()[-1].json["messages"])
-    for prompt in PROMPTS[:12]:
+    for prompt in PROMPTS[:16]:
         assert prompt in last
     assert json.dumps(BIG_OUTPUT)[1:-1] in last
 
