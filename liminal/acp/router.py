@@ -456,22 +456,22 @@ class Router:
             ))
 
 
-def _session_of(message: dict[str, Any]) -> str | None:
-    params = message.get("params")
-    if isinstance(params, dict):
-        session = params.get("sessionId")
+def _session_in(message: dict[str, Any], member: str) -> str | None:
+    """``message[member].sessionId`` when it is a string (``params`` or ``result``)."""
+    part = message.get(member)
+    if isinstance(part, dict):
+        session = part.get("sessionId")
         if isinstance(session, str):
             return session
     return None
+
+
+def _session_of(message: dict[str, Any]) -> str | None:
+    return _session_in(message, "params")
 
 
 def _result_session(message: dict[str, Any]) -> str | None:
-    result = message.get("result")
-    if isinstance(result, dict):
-        session = result.get("sessionId")
-        if isinstance(session, str):
-            return session
-    return None
+    return _session_in(message, "result")
 
 
 def _cwd_of(message: dict[str, Any]) -> str | None:
