@@ -5,7 +5,10 @@ test can compare both sides of the proxy exactly. Behaviour by method:
 
 - ``initialize``, ``session/new``, ``session/load``: plausible results.
 - ``session/prompt``: the prompt text ``chunks:N`` streams N ``agent_message_chunk`` updates;
-  ``ask`` first sends ``session/request_permission`` and waits for the answer; then end_turn.
+  ``ask`` first sends ``session/request_permission`` and waits for the answer; ``used:N`` sends a
+  ``usage_update`` with ``used`` N; then end_turn.
+- ``session/set_mode``, ``session/set_config_option``, ``session/close``: empty results.
+- ``$AGENT_FAIL`` names one method that answers with an error instead.
 - ``_echo``: answers with the request's params (plus ``padding`` of ``pad`` bytes if asked).
 - ``_say``: writes ``params.raw`` (a string) to stdout verbatim as one line.
 - ``_stderr``: writes ``params.text`` to stderr.
@@ -65,12 +68,16 @@ def handle(message: dict) -> None:
     if method == "initialize":
         send({"jsonrpc": "2.0", "id": rpc_id, "result": {
             "protocolVersion": 1,
-            "agentCapabilities": {"loadSession": True, "sessionCapabilities": {"resume": {}, "close": {}}},
+            "agentCapabilities": {"loadSession": True, "sessionCapabilities": (
+                {} if os.environ.get("AGENT_NO_RESUME") else {"resume": {}, "close": {}})},
             "authMethods": []}})
     elif method == "session/new":
         send({"jsonrpc": "2.0", "id": rpc_id, "result": {"sessionId": str(uuid.uuid4())}})
     elif method in ("session/load", "session/resume"):
         sid = params.get("sessionId")
+        if os.environ.get("AGENT_FAIL") == method:
+            send({"jsonrpc": "2.0", "id": rpc_id, "error": {"code": -32002, "message": "scripted failure"}})
+            return
         if method == "session/load":
             send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": {
                 "sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "replayed"}}}})
@@ -96,7 +103,16 @@ def handle(message: dict) -> None:
         for i in range(n):
             send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": {
                 "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": f"chunk {i} é中"}}}})
+        for word in text.split():
+            if word.startswith("used:"):
+                send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": {
+                    "sessionUpdate": "usage_update", "used": int(word.split(":", 1)[1]), "size": 200000}}})
         send({"jsonrpc": "2.0", "id": rpc_id, "result": {"stopReason": "end_turn"}})
+    elif method in ("session/set_mode", "session/set_config_option", "session/close"):
+        if os.environ.get("AGENT_FAIL") == method:
+            send({"jsonrpc": "2.0", "id": rpc_id, "error": {"code": -32603, "message": "scripted failure"}})
+        else:
+            send({"jsonrpc": "2.0", "id": rpc_id, "result": {}})
     elif method == "_echo":
         if "pad" in params:  # a larger answer than the request, for the frame cap
             params = dict(params, padding="p" * int(params["pad"]))
