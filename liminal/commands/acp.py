@@ -31,7 +31,7 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     import anyio
 
-    from liminal.proxy import Proxy
+    from liminal.proxy import Proxy, tune_gc
 
     argv = list(args.agent)
     if argv and argv[0] == "--":
@@ -41,6 +41,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
               "liminal acp -- npx @agentclientprotocol/claude-agent-acp", file=sys.stderr)
         return 2
     proxy = Proxy(argv, settings.proxy)
+    tune_gc()
     try:
         return anyio.run(proxy.run, backend="asyncio")
     except FileNotFoundError as exc:
