@@ -22,6 +22,7 @@ prompts to the old session, which keeps working; the journal records why.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 import anyio.to_thread
 
-from liminal import log
+from liminal import faults, log
 from liminal.acp.events import Direction, FrameEvent, Kind
 from liminal.config import SwapSettings
 from liminal.kernel.journal import SwapJournal, SwapRecord
@@ -241,10 +242,11 @@ class SwapManager:
         path = self.harness.locate(old_backing, state.cwd)
         tokens = state.context_tokens
         if path is None:
-            if decided:
-                self._journal(state, old_backing, None, "failed", "session file not found", started, t0, tokens, None)
-                return False
-            return None
+            # Not a session this harness can rewrite (another CLI, or a file not written yet):
+            # not a swap attempt worth journaling, but back off like a failure.
+            logger.info("no session file to rewrite", thread=thread_id, backing=old_backing,
+                        harness=self.harness.name)
+            return False
         if not decided:
             tokens = await anyio.to_thread.run_sync(self.harness.context_tokens, path)
             if swap_reason(state, tokens, self.settings) is None:
@@ -295,6 +297,9 @@ class SwapManager:
         caps = self.capabilities.get("sessionCapabilities") or {}
         base = {"sessionId": new_id, "cwd": state.cwd or ".", "mcpServers": state.mcp_servers}
         timeout = self.settings.hold_timeout_seconds
+        await faults.hit("swap.move")
+        if faults.value("swap.resume") == "wrong-id":
+            base = dict(base, sessionId=str(uuid.uuid4()))  # a session the agent cannot have
         router.capture(new_id)
         try:
             if "resume" in caps:

@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from liminal.kernel.claude_tail import SettleWatch, context_tokens, ends_a_turn
+from liminal.harness.claude.tail import SettleWatch, context_tokens, ends_a_turn
 
 
 def write(path: Path, *records: dict[str, Any], torn: bytes = b"") -> Path:
