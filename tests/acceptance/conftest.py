@@ -2,15 +2,16 @@
 
 - ``adapter``: each pinned adapter in turn (``fixtures/harness/pins.toml``); skips with the reason
   when it is not installed (run ``scripts/install-harness``) or node is missing.
-- ``rig``: a started ``Rig`` for that adapter in a fresh temporary world, stopped afterwards; set
+- ``rig``: a started ``Rig`` for that adapter in a fresh hermetic world; set
   ``rig.server.script`` to script the model. Fails the test if the fake model refused a request.
+  (``make_rig``, ``fake_anthropic`` and ``fake_responses`` come from fixtures/harness/pytest_plugin.)
 
-Every test here is marked ``acceptance``: ``pytest -m "not acceptance"`` leaves them out.
+Every test in this folder is marked ``acceptance``: ``pytest -m "not acceptance"`` leaves them out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -40,11 +41,5 @@ def adapter(request: pytest.FixtureRequest) -> Adapter:
 
 
 @pytest.fixture
-def rig(adapter: Adapter, tmp_path: Path) -> Iterator[Rig]:
-    started = Rig.start(adapter, tmp_path / "world")
-    try:
-        yield started
-    finally:
-        started.stop()
-    refused = [r.error for r in started.server.errors]
-    assert not refused, f"the fake model refused requests: {refused}"
+def rig(adapter: Adapter, make_rig: Callable[..., Rig]) -> Rig:
+    return make_rig(adapter.name)

@@ -60,6 +60,7 @@ def run_scenario(rig: Rig, *, via_liminal: bool) -> Run:
         run.text = client.prompt(run.session_id, "hello")
         run.tool = client.prompt(run.session_id, "USE_TOOL please run echo")
         run.permission = client.prompt(run.session_id, "USE_PERMISSION please create a file")
+        client.settle()
         run.permission_requests = sum(
             1 for r in client.agent_requests if r["method"] == "session/request_permission")
     finally:
@@ -69,6 +70,7 @@ def run_scenario(rig: Rig, *, via_liminal: bool) -> Run:
     try:
         loader.initialize()
         run.replay = loader.load_session(run.session_id, project)
+        loader.settle()
     finally:
         loader.close()
         run.frames.append([f.raw for f in loader.received])

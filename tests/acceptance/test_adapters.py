@@ -90,10 +90,12 @@ def test_the_fake_model_refused_nothing(pair: Pair) -> None:
 
 def test_frames_through_liminal_equal_frames_direct(pair: Pair) -> None:
     direct, through = pair.direct.normalized(), pair.liminal.normalized()
+    worlds = f"(worlds: {pair.direct.rig.home.root} and {pair.liminal.rig.home.root})"
     for process, (left, right) in enumerate(zip(direct, through, strict=True)):
         (left_ordered, left_floating), (right_ordered, right_floating) = (
             split_floating(left), split_floating(right))
         difference = first_difference(left_ordered, right_ordered)
-        assert difference is None, f"process {process}: {difference}"
+        assert difference is None, f"process {process}: {difference}\n{worlds}"
         difference = first_difference(left_floating, right_floating)
-        assert difference is None, f"process {process}, floating notifications: {difference}"
+        assert difference is None, (
+            f"process {process}, floating notifications: {difference}\n{worlds}")

@@ -6,7 +6,6 @@ import json
 import re
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -30,15 +29,15 @@ TOOLS = [{"name": "Bash"}, {"name": "Read"}]
 
 
 @pytest.fixture
-def anthropic() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        yield server  # type: ignore[misc]
+def anthropic(fake_anthropic: FakeAnthropic) -> FakeAnthropic:
+    fake_anthropic.allow_refusals = True  # some tests here are about refusals
+    return fake_anthropic
 
 
 @pytest.fixture
-def responses() -> Iterator[FakeResponses]:
-    with FakeResponses() as server:
-        yield server  # type: ignore[misc]
+def responses(fake_responses: FakeResponses) -> FakeResponses:
+    fake_responses.allow_refusals = True
+    return fake_responses
 
 
 def post(url: str, body: dict[str, Any]) -> tuple[int, bytes]:

@@ -32,3 +32,18 @@ def test_byte_differences_survive_normalisation() -> None:
     assert report is not None and "frame 0 differs at byte 5" in report
     assert first_difference([b"x"], [b"x", b"y"]) is not None
     assert first_difference([b"x"], [b"x"]) is None
+
+
+def test_float_sums_in_different_orders_are_equal() -> None:
+    left = normalize([b'{"cost":{"amount":0.144676,"currency":"USD"}}'])
+    right = normalize([b'{"cost":{"amount":0.14467599999999997,"currency":"USD"}}'])
+    assert left == right
+    assert normalize([b'{"amount":0.1447}']) != normalize([b'{"amount":0.1448}'])
+
+
+def test_volatile_fields_and_codex_output_headers() -> None:
+    one = normalize([b'{"process_id":"31658","duration":{"secs":0,"nanos":14934},'
+                     b'"text":"Chunk ID: 6acb0a\nWall time: 0.0001 seconds"}'])
+    two = normalize([b'{"process_id":"39911","duration":{"secs":0,"nanos":18483},'
+                     b'"text":"Chunk ID: 94f329\nWall time: 0.0000 seconds"}'])
+    assert one == two
