@@ -276,6 +276,7 @@ class SwapManager:
                 return False
             logger.debug("turn not on disk in time; no check", thread=thread_id)
             return None
+        t_settled = time.monotonic()
         if not decided:
             tokens = await anyio.to_thread.run_sync(self.harness.context_tokens, path)
             logger.debug("context read from the session file", thread=thread_id, tokens=tokens)
@@ -284,9 +285,11 @@ class SwapManager:
         rewritten: Rewritten | None = None
         try:
             with anyio.fail_after(self.settings.hold_timeout_seconds):
+                t_rewrite = time.monotonic()
                 rewritten = await anyio.to_thread.run_sync(
                     self.harness.rewrite, path, self.settings.target_tokens
                 )
+                t_rewritten = time.monotonic()
                 if rewritten.tokens_after >= self.settings.high_tokens:
                     # The recent band alone is past the trigger: swapping would buy one turn
                     # at the price of a full prompt-cache rebuild, then trigger again.
@@ -296,7 +299,8 @@ class SwapManager:
                                   f"{self.settings.high_tokens}", started, t0, rewritten.tokens_before,
                                   rewritten.tokens_after)
                     return False
-                await self._move(proxy, state, old_backing, rewritten.new_id)
+                moved_by = await self._move(proxy, state, old_backing, rewritten.new_id)
+                t_moved = time.monotonic()
         except TimeoutError:
             self._journal(state, old_backing, rewritten.new_id if rewritten else None, "abandoned",
                           f"overran {self.settings.hold_timeout_seconds}s", started, t0, tokens,
@@ -309,6 +313,11 @@ class SwapManager:
                           rewritten.tokens_after if rewritten else None)
             return False
         router.bind(thread_id, rewritten.new_id)
+        # Where the hold went (bench/swap.py reads these): waiting for the file, reading the
+        # context size when the agent sent none, the gradient rewrite, the resume or load.
+        timing = {"settle_s": round(t_settled - t0, 4), "decide_s": round(t_rewrite - t_settled, 4),
+                  "rewrite_s": round(t_rewritten - t_rewrite, 4),
+                  "move_s": round(t_moved - t_rewritten, 4), "moved_by": moved_by}
         state.turns_since_swap = 0
         state.context_tokens = None  # the next usage_update tells the new size
         self._journal(state, old_backing, rewritten.new_id, "committed", "", started, t0,
@@ -316,7 +325,7 @@ class SwapManager:
         self._notice(proxy, thread_id, rewritten)
         logger.info("swap committed", thread=thread_id, old=old_backing, new=rewritten.new_id,
                     tokens_before=rewritten.tokens_before, tokens_after=rewritten.tokens_after,
-                    seconds=round(time.monotonic() - t0, 3))
+                    seconds=round(time.monotonic() - t0, 3), **timing)
         return True
 
     async def _settle(self, path: Path, prompt: str | None, timeout: float) -> bool:
@@ -329,7 +338,8 @@ class SwapManager:
             return True
         return False
 
-    async def _move(self, proxy: Proxy, state: ThreadState, old_backing: str, new_id: str) -> None:
+    async def _move(self, proxy: Proxy, state: ThreadState, old_backing: str, new_id: str) -> str:
+        """Open ``new_id`` for the thread; returns the method that did it."""
         router = proxy.router
         caps = self.capabilities.get("sessionCapabilities") or {}
         base = {"sessionId": new_id, "cwd": state.cwd or ".", "mcpServers": state.mcp_servers}
@@ -342,11 +352,15 @@ class SwapManager:
         router.capture(new_id)
         try:
             if "resume" in caps:
-                await proxy.request("session/resume", base, timeout=timeout, thread_id=state.thread_id)
+                method = "session/resume"
             elif self.capabilities.get("loadSession"):
-                await proxy.request("session/load", base, timeout=timeout, thread_id=state.thread_id)
+                method = "session/load"
             else:
                 raise SwapError("the agent can neither resume nor load sessions")
+            t = time.monotonic()
+            await proxy.request(method, base, timeout=timeout, thread_id=state.thread_id)
+            logger.debug("swap step", step=method, seconds=round(time.monotonic() - t, 4))
+            t = time.monotonic()
             if state.mode_id:
                 await proxy.request("session/set_mode", {"sessionId": new_id, "modeId": state.mode_id},
                                     timeout=timeout, thread_id=state.thread_id)
@@ -354,13 +368,18 @@ class SwapManager:
                 await proxy.request("session/set_config_option",
                                     {"sessionId": new_id, "configId": config_id, "value": value},
                                     timeout=timeout, thread_id=state.thread_id)
+            logger.debug("swap step", step="mode and options", seconds=round(time.monotonic() - t, 4),
+                         mode=state.mode_id, options=len(state.config_options))
         finally:
             router.uncapture(new_id)
         if "close" in caps:
+            t = time.monotonic()
             try:
                 await proxy.request("session/close", {"sessionId": old_backing}, timeout=timeout)
             except Exception as exc:  # the old session lingering costs memory, not correctness
                 logger.info("old session not closed", session=old_backing, error=str(exc))
+            logger.debug("swap step", step="session/close", seconds=round(time.monotonic() - t, 4))
+        return method
 
     def _notice(self, proxy: Proxy, thread_id: str, rewritten: Rewritten) -> None:
         if self.settings.notice == "silent":
