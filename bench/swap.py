@@ -315,10 +315,10 @@ def main() -> int:
     print("|---|---:|---:|---:|---:|---:|")
     for name in names:
         for session in sessions:
-            got = probes[name, session.wanted]
-            print(f"| {name} | {session.tokens:,} | {fmt_s([g.new_s for g in got])} "
-                  f"| {fmt_s([g.resume_s for g in got])} | {fmt_s([g.first_s for g in got])} "
-                  f"| {fmt_s([g.second_s for g in got])} |")
+            probed = probes[name, session.wanted]
+            print(f"| {name} | {session.tokens:,} | {fmt_s([g.new_s for g in probed])} "
+                  f"| {fmt_s([g.resume_s for g in probed])} | {fmt_s([g.first_s for g in probed])} "
+                  f"| {fmt_s([g.second_s for g in probed])} |")
     print("\ngrowth (least squares over the sizes, p50s): seconds per 100k tokens of history")
     for name in names:
         xs, pause, hold = [], [], []
