@@ -12,8 +12,8 @@ project's acceptance rig: the real adapter and CLI, a fake Anthropic server on l
    ``target_tokens`` about 0.6 of it, so the end of the first turn after loading triggers a swap
    whose rewrite is worth committing;
 3. the client sends ``initialize``, ``session/load`` of the session, prompt 1 (its end triggers the
-   swap and the hold), then at once prompt 2 (held until the swap is over), then prompt 3 (no
-   swap: the baseline);
+   swap and the hold), then at once prompt 2 (held until the swap is over), then, a second
+   later, prompt 3 (no swap, no hold: the baseline);
 4. the pause the user sees is prompt 2's latency minus prompt 3's. The journal gives the hold's
    ``duration_s`` and outcome (must be ``committed``), liminal's debug log the split of the hold:
    settle (the turn reaching the file), decide (reading the context size from the file when the
@@ -213,6 +213,9 @@ def one_run(adapter_name: str, session: Session, reported: int, root: Path) -> R
             run.load_s = time.monotonic() - t
             run.p1_s = timed_prompt(client, session.sid, "bench: first question after loading")
             run.p2_s = timed_prompt(client, session.sid, "bench: the prompt that waits for the swap")
+            # Not at once: with the older adapter every turn end holds the thread while liminal
+            # reads the context size from the file, and the baseline must not wait for that.
+            time.sleep(1.0)
             run.p3_s = timed_prompt(client, session.sid, "bench: a prompt with no swap")
         records = SwapJournal(rig.home.liminal_home / "swaps.jsonl").records()
         if records:

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from liminal.proxy import Proxy
 
 logger = log.get("liminal.swap")
+SETTLE_POLL_MAX = 0.02  # seconds between looks at the session file while the turn settles
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,11 +331,16 @@ class SwapManager:
 
     async def _settle(self, path: Path, prompt: str | None, timeout: float) -> bool:
         """Until the CLI has written the finished turn; False if it has not within ``timeout``."""
+        # Claude Code 2.1.44 writes the turn 75-90 ms after answering the prompt, and "settled"
+        # takes two looks at the same size: polls capped at 20 ms see it about 100 ms after the
+        # answer (capped at 100 ms they saw it at 255 ms). The thread is held meanwhile, at every
+        # turn end when the agent sends no usage. A look is a stat, and a read of the tail only
+        # when the size held still.
         with anyio.move_on_after(timeout):
             delay = 0.005
             while not await anyio.to_thread.run_sync(self.harness.turn_settled, path, prompt):
                 await anyio.sleep(delay)
-                delay = min(delay * 2, 0.1)
+                delay = min(delay * 2, SETTLE_POLL_MAX)
             return True
         return False
 
