@@ -11,9 +11,10 @@ past ``swap.high_tokens`` it runs one swap:
    is never modified).
 4. **Move**: ``session/resume`` the new id when the agent advertises it, else ``session/load``;
    either way the new session's notifications are captured, so the UI sees no replay. Then
-   re-apply the thread's mode and config options, and close the old session if supported.
+   re-apply the thread's mode and config options.
 5. **Commit**: bind the thread to the new backing id, journal it, release the held prompts, and
-   tell the UI briefly (``swap.notice``).
+   tell the UI briefly (``swap.notice``); then, outside the hold, close the old session if the
+   agent supports ``session/close``.
 
 Any failure, or the whole swap overrunning ``swap.hold_timeout_seconds``, releases the held
 prompts to the old session, which keeps working; the journal records why.
@@ -125,6 +126,7 @@ class SwapManager:
         # read the session file to decide. Either way the thread is held from the turn's end.
         self._send, self._receive = anyio.create_memory_object_stream[tuple[str, bool]](64)
         self.completed = 0  # swaps finished, committed or not (tests wait on it)
+        self._left_behind = ""  # the backing id the last committed swap moved away from
         self._progress = anyio.Event()
 
     # ------------------------------------------------------------ observation
@@ -232,6 +234,7 @@ class SwapManager:
         async with self._receive:
             async for thread_id, decided in self._receive:
                 state = self.threads[thread_id]
+                committed: bool | None = None
                 try:
                     committed = await self._maybe_swap(proxy, state, decided)
                     if committed is False:
@@ -244,6 +247,9 @@ class SwapManager:
                     if proxy.router.is_held(thread_id):
                         proxy.router.release(thread_id)
                         proxy.flush()
+                    if committed:
+                        # After the release: the held prompts need only the new session.
+                        await self._close(proxy, self._left_behind)
                     self.completed += 1
                     self._progress.set()
                     self._progress = anyio.Event()
@@ -314,6 +320,7 @@ class SwapManager:
                           rewritten.tokens_after if rewritten else None)
             return False
         router.bind(thread_id, rewritten.new_id)
+        self._left_behind = old_backing
         # Where the hold went (bench/swap.py reads these): waiting for the file, reading the
         # context size when the agent sent none, the gradient rewrite, the resume or load.
         timing = {"settle_s": round(t_settled - t0, 4), "decide_s": round(t_rewrite - t_settled, 4),
@@ -378,14 +385,19 @@ class SwapManager:
                          mode=state.mode_id, options=len(state.config_options))
         finally:
             router.uncapture(new_id)
-        if "close" in caps:
-            t = time.monotonic()
-            try:
-                await proxy.request("session/close", {"sessionId": old_backing}, timeout=timeout)
-            except Exception as exc:  # the old session lingering costs memory, not correctness
-                logger.info("old session not closed", session=old_backing, error=str(exc))
-            logger.debug("swap step", step="session/close", seconds=round(time.monotonic() - t, 4))
         return method
+
+    async def _close(self, proxy: Proxy, old_backing: str) -> None:
+        """Close the session a committed swap left, if the agent supports it."""
+        if "close" not in (self.capabilities.get("sessionCapabilities") or {}):
+            return
+        t = time.monotonic()
+        try:
+            await proxy.request("session/close", {"sessionId": old_backing},
+                                timeout=self.settings.hold_timeout_seconds)
+        except Exception as exc:  # the old session lingering costs memory, not correctness
+            logger.info("old session not closed", session=old_backing, error=str(exc))
+        logger.debug("swap step", step="session/close", seconds=round(time.monotonic() - t, 4))
 
     def _notice(self, proxy: Proxy, thread_id: str, rewritten: Rewritten) -> None:
         if self.settings.notice == "silent":
