@@ -8,9 +8,10 @@ with ``bench/compress.py``'s generator. For each adapter, size and repeat, in a 
 project's acceptance rig: the real adapter and CLI, a fake Anthropic server on loopback):
 
 1. a fresh copy of the session goes into the rig's Claude project folder;
-2. ``liminal acp`` starts with ``[swap] high_tokens`` below the session's size and
-   ``target_tokens`` about 0.6 of it, so the end of the first turn after loading triggers a swap
-   whose rewrite is worth committing;
+2. ``liminal acp`` starts with ``[swap] high_tokens`` at 0.9 and ``target_tokens`` at 0.6 of the
+   context the agent reports for the session (measured beforehand on the adapter alone, see
+   ``probe``), so the end of the first turn after loading triggers a swap whose rewrite is worth
+   committing;
 3. the client sends ``initialize``, ``session/load`` of the session, prompt 1 (its end triggers the
    swap and the hold), then at once prompt 2 (held until the swap is over), then, a second
    later, prompt 3 (no swap, no hold: the baseline);
@@ -22,7 +23,9 @@ project's acceptance rig: the real adapter and CLI, a fake Anthropic server on l
 
 The synthetic thinking signatures do not match the fake server's key, so the server runs with
 ``strict = False`` (it answers every request; it does not check the history).
-Prints one line per run and Markdown tables for ``docs/benchmarks.md``.
+The probe also times ``session/new``, ``session/resume`` and the prompts after it on the adapter
+alone, to tell the CLI's share of the move from liminal's. Prints one line per run and Markdown
+tables for ``docs/benchmarks.md``.
 """
 
 from __future__ import annotations
