@@ -11,9 +11,10 @@ past ``swap.high_tokens`` it runs one swap:
    is never modified).
 4. **Move**: ``session/resume`` the new id when the agent advertises it, else ``session/load``;
    either way the new session's notifications are captured, so the UI sees no replay. Then
-   re-apply the thread's mode and config options, and close the old session if supported.
+   re-apply the thread's mode and config options.
 5. **Commit**: bind the thread to the new backing id, journal it, release the held prompts, and
-   tell the UI briefly (``swap.notice``).
+   tell the UI briefly (``swap.notice``); then, outside the hold, close the old session if the
+   agent supports ``session/close``.
 
 Any failure, or the whole swap overrunning ``swap.hold_timeout_seconds``, releases the held
 prompts to the old session, which keeps working; the journal records why.
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from liminal.proxy import Proxy
 
 logger = log.get("liminal.swap")
+SETTLE_POLL_MAX = 0.02  # seconds between looks at the session file while the turn settles
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +126,7 @@ class SwapManager:
         # read the session file to decide. Either way the thread is held from the turn's end.
         self._send, self._receive = anyio.create_memory_object_stream[tuple[str, bool]](64)
         self.completed = 0  # swaps finished, committed or not (tests wait on it)
+        self._left_behind = ""  # the backing id the last committed swap moved away from
         self._progress = anyio.Event()
 
     # ------------------------------------------------------------ observation
@@ -236,6 +239,7 @@ class SwapManager:
         async with self._receive:
             async for thread_id, decided in self._receive:
                 state = self.threads[thread_id]
+                committed: bool | None = None
                 try:
                     committed = await self._maybe_swap(proxy, state, decided)
                     if committed is False:
@@ -248,6 +252,9 @@ class SwapManager:
                     if proxy.router.is_held(thread_id):
                         proxy.router.release(thread_id)
                         proxy.flush()
+                    if committed:
+                        # After the release: the held prompts need only the new session.
+                        await self._close(proxy, self._left_behind)
                     self.completed += 1
                     self._progress.set()
                     self._progress = anyio.Event()
@@ -281,6 +288,7 @@ class SwapManager:
                 return False
             logger.debug("turn not on disk in time; no check", thread=thread_id)
             return None
+        t_settled = time.monotonic()
         if not decided:
             tokens = await anyio.to_thread.run_sync(self.harness.context_tokens, path)
             logger.debug("context read from the session file", thread=thread_id, tokens=tokens)
@@ -289,9 +297,11 @@ class SwapManager:
         rewritten: Rewritten | None = None
         try:
             with anyio.fail_after(self.settings.hold_timeout_seconds):
+                t_rewrite = time.monotonic()
                 rewritten = await anyio.to_thread.run_sync(
                     self.harness.rewrite, path, self.settings.target_tokens
                 )
+                t_rewritten = time.monotonic()
                 if rewritten.tokens_after >= self.settings.high_tokens:
                     # The recent band alone is past the trigger: swapping would buy one turn
                     # at the price of a full prompt-cache rebuild, then trigger again.
@@ -301,7 +311,8 @@ class SwapManager:
                                   f"{self.settings.high_tokens}", started, t0, rewritten.tokens_before,
                                   rewritten.tokens_after)
                     return False
-                await self._move(proxy, state, old_backing, rewritten.new_id)
+                moved_by = await self._move(proxy, state, old_backing, rewritten.new_id)
+                t_moved = time.monotonic()
         except TimeoutError:
             self._journal(state, old_backing, rewritten.new_id if rewritten else None, "abandoned",
                           f"overran {self.settings.hold_timeout_seconds}s", started, t0, tokens,
@@ -314,6 +325,12 @@ class SwapManager:
                           rewritten.tokens_after if rewritten else None)
             return False
         router.bind(thread_id, rewritten.new_id)
+        self._left_behind = old_backing
+        # Where the hold went (bench/swap.py reads these): waiting for the file, reading the
+        # context size when the agent sent none, the gradient rewrite, the resume or load.
+        timing = {"settle_s": round(t_settled - t0, 4), "decide_s": round(t_rewrite - t_settled, 4),
+                  "rewrite_s": round(t_rewritten - t_rewrite, 4),
+                  "move_s": round(t_moved - t_rewritten, 4), "moved_by": moved_by}
         state.turns_since_swap = 0
         state.context_tokens = None  # the next usage_update tells the new size
         self._journal(state, old_backing, rewritten.new_id, "committed", "", started, t0,
@@ -321,20 +338,26 @@ class SwapManager:
         self._notice(proxy, thread_id, rewritten)
         logger.info("swap committed", thread=thread_id, old=old_backing, new=rewritten.new_id,
                     tokens_before=rewritten.tokens_before, tokens_after=rewritten.tokens_after,
-                    seconds=round(time.monotonic() - t0, 3))
+                    seconds=round(time.monotonic() - t0, 3), **timing)
         return True
 
     async def _settle(self, path: Path, prompt: str | None, timeout: float) -> bool:
         """Until the CLI has written the finished turn; False if it has not within ``timeout``."""
+        # Claude Code 2.1.44 writes the turn 75-90 ms after answering the prompt, and "settled"
+        # takes two looks at the same size: polls capped at 20 ms see it about 100 ms after the
+        # answer (capped at 100 ms they saw it at 255 ms). The thread is held meanwhile, at every
+        # turn end when the agent sends no usage. A look is a stat, and a read of the tail only
+        # when the size held still.
         with anyio.move_on_after(timeout):
             delay = 0.005
             while not await anyio.to_thread.run_sync(self.harness.turn_settled, path, prompt):
                 await anyio.sleep(delay)
-                delay = min(delay * 2, 0.1)
+                delay = min(delay * 2, SETTLE_POLL_MAX)
             return True
         return False
 
-    async def _move(self, proxy: Proxy, state: ThreadState, old_backing: str, new_id: str) -> None:
+    async def _move(self, proxy: Proxy, state: ThreadState, old_backing: str, new_id: str) -> str:
+        """Open ``new_id`` for the thread; returns the method that did it."""
         router = proxy.router
         caps = self.capabilities.get("sessionCapabilities") or {}
         base = {"sessionId": new_id, "cwd": state.cwd or ".", "mcpServers": state.mcp_servers}
@@ -347,11 +370,15 @@ class SwapManager:
         router.capture(new_id)
         try:
             if "resume" in caps:
-                await proxy.request("session/resume", base, timeout=timeout, thread_id=state.thread_id)
+                method = "session/resume"
             elif self.capabilities.get("loadSession"):
-                await proxy.request("session/load", base, timeout=timeout, thread_id=state.thread_id)
+                method = "session/load"
             else:
                 raise SwapError("the agent can neither resume nor load sessions")
+            t = time.monotonic()
+            await proxy.request(method, base, timeout=timeout, thread_id=state.thread_id)
+            logger.debug("swap step", step=method, seconds=round(time.monotonic() - t, 4))
+            t = time.monotonic()
             if state.mode_id:
                 await proxy.request("session/set_mode", {"sessionId": new_id, "modeId": state.mode_id},
                                     timeout=timeout, thread_id=state.thread_id)
@@ -359,13 +386,23 @@ class SwapManager:
                 await proxy.request("session/set_config_option",
                                     {"sessionId": new_id, "configId": config_id, "value": value},
                                     timeout=timeout, thread_id=state.thread_id)
+            logger.debug("swap step", step="mode and options", seconds=round(time.monotonic() - t, 4),
+                         mode=state.mode_id, options=len(state.config_options))
         finally:
             router.uncapture(new_id)
-        if "close" in caps:
-            try:
-                await proxy.request("session/close", {"sessionId": old_backing}, timeout=timeout)
-            except Exception as exc:  # the old session lingering costs memory, not correctness
-                logger.info("old session not closed", session=old_backing, error=str(exc))
+        return method
+
+    async def _close(self, proxy: Proxy, old_backing: str) -> None:
+        """Close the session a committed swap left, if the agent supports it."""
+        if "close" not in (self.capabilities.get("sessionCapabilities") or {}):
+            return
+        t = time.monotonic()
+        try:
+            await proxy.request("session/close", {"sessionId": old_backing},
+                                timeout=self.settings.hold_timeout_seconds)
+        except Exception as exc:  # the old session lingering costs memory, not correctness
+            logger.info("old session not closed", session=old_backing, error=str(exc))
+        logger.debug("swap step", step="session/close", seconds=round(time.monotonic() - t, 4))
 
     def _notice(self, proxy: Proxy, thread_id: str, rewritten: Rewritten) -> None:
         if self.settings.notice == "silent":

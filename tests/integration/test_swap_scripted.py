@@ -130,8 +130,12 @@ async def test_a_prompt_sent_during_the_swap_waits_and_goes_to_the_new_session(t
             gate.set()
         assert answers[0]["result"]["stopReason"] == "end_turn"
         new_backing = proxy.router.backing_of(thread)
-    prompts = [m for m in agent_received(tmp_path) if m.get("method") == "session/prompt"]
+    received = agent_received(tmp_path)
+    prompts = [m for m in received if m.get("method") == "session/prompt"]
     assert prompts[-1]["params"]["sessionId"] == new_backing != thread
+    # The old session is closed after the held prompt was let through, outside the hold.
+    methods = [m.get("method") for m in received]
+    assert methods.index("session/close") > received.index(prompts[-1])
 
 
 @pytest.mark.parametrize("failure", ["rewrite", "session/resume", "session/set_mode"])
