@@ -1,0 +1,376 @@
+"""The indexer: every frame the router taps, into the store, without ever slowing forwarding.
+
+The path of a frame:
+
+1. ``offer(event)`` (on the forwarding path, synchronous) gives it the next sequence number of
+   its connection, so its id is ``<connection id>:<seq>`` whatever happens next, and appends it to
+   a bounded in-memory queue. If the queue is full, or the indexer is already spilling, it
+   appends the frame to the spool instead (one ``writev``). Either way it returns at once.
+2. ``run()`` takes frames in order (the queue first, then the spool's segments), derives messages
+   and thread updates (``liminal.store.derive``), and writes one ``Batch`` per round.
+3. When a write fails, the frames it held and everything still queued go to the spool, and the
+   indexer keeps spilling until the spool has been replayed. When a write stalls past
+   ``stall_seconds``, the same happens without waiting for it to fail; if it then succeeds, the
+   replay finds those frames already stored (deterministic ids) and skips them.
+4. On start, spools left by processes that died are replayed, and their connections' messages
+   are derived again from the frames table.
+
+The crash guarantee (see docs/operations.md): what reached the spool survives SIGKILL and is in
+the store after the next start; what was still only in memory (at most ``queue_frames`` frames,
+in practice the last few milliseconds of traffic when the store keeps up) may be lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+
+from liminal import log
+from liminal.acp.events import FrameEvent
+from liminal.config import Settings
+from liminal.store.base import Store, open_store
+from liminal.store.derive import Deriver
+from liminal.store.records import Batch, FrameRecord, MessageRecord, ThreadUpdate, frame_id
+from liminal.store.spool import SpoolDir, orphans
+
+logger = log.get("liminal.store.indexer")
+_PARSED_KINDS = {"request", "notification", "response"}
+
+
+@dataclass(slots=True)
+class IndexerStats:
+    offered: int = 0
+    spooled: int = 0  # frames written to the spool (by offer or by a failed/stalled write)
+    written: int = 0  # frames committed to the store (replays of already stored ones included)
+    lost: int = 0  # frames that could be neither queued nor spooled (disk full)
+    store_failures: int = 0
+    recovered: int = 0  # frames replayed from dead processes' spools
+
+
+def to_record(seq: int, event: FrameEvent) -> FrameRecord:
+    rpc = None
+    if event.rpc_id is not None:
+        try:
+            rpc = orjson.dumps(event.rpc_id).decode()
+        except TypeError:
+            rpc = orjson.dumps(str(event.rpc_id)).decode()
+    return FrameRecord(
+        frame_id(event.connection_id, seq), event.connection_id, seq, event.time,
+        event.direction.value, event.kind.value, event.thread_id, event.backing_id, event.method,
+        rpc, event.size, event.raw)
+
+
+def parse(frame: FrameRecord) -> dict[str, Any] | None:
+    if frame.kind not in _PARSED_KINDS:
+        return None
+    try:
+        value = orjson.loads(frame.raw)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+class Indexer:
+    def __init__(self, store: Store, spool_root: Path, *, spool_name: str | None = None,
+                 queue_frames: int = 100_000, batch_frames: int = 2000,
+                 stall_seconds: float = 2.0, retry_seconds: float = 0.5,
+                 close_timeout: float = 20.0, recover: bool = True) -> None:
+        self.store = store
+        self.spool_root = spool_root
+        self.spool = SpoolDir(spool_root / (spool_name or uuid.uuid4().hex))
+        self.stats = IndexerStats()
+        self._max = max(1, queue_frames)
+        self._batch = max(1, batch_frames)
+        self._stall = stall_seconds
+        self._retry = retry_seconds
+        self._close_timeout = close_timeout
+        self._recover = recover
+        self._queue: deque[tuple[int, FrameEvent]] = deque()
+        self._seq: dict[str, int] = {}
+        self._spilling = False
+        self._deriver = Deriver()
+        self._pending_messages: dict[str, MessageRecord] = {}
+        self._pending_threads: list[ThreadUpdate] = []
+        self._inflight: list[FrameRecord] | None = None  # frames of a write under way
+        self._inflight_from_memory = False
+        self._inflight_started = 0.0
+        self._wakeup = anyio.Event()
+        self._idle = False
+        self._closing = False
+        self._running = False
+        self._done = anyio.Event()
+        self._store_down = False
+
+    # -- the forwarding path ------------------------------------------------------------------
+
+    def offer(self, event: FrameEvent) -> None:
+        """Take the frame: queue it, or spool it when the queue is full. Never blocks, never
+        raises."""
+        try:
+            seq = self._seq.get(event.connection_id, -1) + 1
+            self._seq[event.connection_id] = seq
+            self.stats.offered += 1
+            if self._spilling or self._closing or len(self._queue) >= self._max:
+                self._spill(to_record(seq, event))
+                return
+            self._queue.append((seq, event))
+            if self._idle:
+                self._idle = False
+                self._wakeup.set()
+        except Exception:  # pragma: no cover - a bug here must not reach the router
+            self.stats.lost += 1
+            logger.exception("indexer: frame dropped")
+
+    def _spill(self, frame: FrameRecord) -> None:
+        try:
+            if not self.spool.owned:
+                self.spool.acquire()
+            self._spilling = True
+            self.spool.append(frame)
+            self.stats.spooled += 1
+        except OSError as exc:
+            self.stats.lost += 1
+            if self.stats.lost == 1 or self.stats.lost % 10_000 == 0:
+                logger.error("indexer: spool write failed; frame lost", error=str(exc),
+                             lost=self.stats.lost)
+
+    def _spill_memory(self) -> None:
+        """Move the frames of the write under way and everything queued into the spool."""
+        frames = list(self._inflight or []) if self._inflight_from_memory else []
+        frames.extend(to_record(seq, event) for seq, event in self._queue)
+        self._queue.clear()
+        self._inflight_from_memory = False
+        self._spilling = True
+        if not frames:
+            return
+        try:
+            if not self.spool.owned:
+                self.spool.acquire()
+            self.spool.prepend(frames)
+            self.stats.spooled += len(frames)
+        except OSError as exc:
+            self.stats.lost += len(frames)
+            logger.error("indexer: spool write failed; frames lost", error=str(exc),
+                         lost=len(frames))
+
+    # -- the consumer -------------------------------------------------------------------------
+
+    async def run(self, _proxy: object = None) -> None:
+        """Consume until ``aclose``. Safe to call from the proxy's component runner as well as
+        from ``open_indexer``: a second call returns at once."""
+        if self._running:
+            return
+        self._running = True
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._watchdog)
+                if self._recover:
+                    tg.start_soon(self._recover_orphans)
+                await self._consume()
+                tg.cancel_scope.cancel()
+        finally:
+            self._done.set()
+
+    async def _consume(self) -> None:
+        backoff = self._retry
+        while True:
+            source_pos: int | None = None
+            if self._queue:
+                items = []
+                for _ in range(min(self._batch, len(self._queue))):
+                    seq, event = self._queue.popleft()
+                    items.append((to_record(seq, event), event.message))
+                from_memory = True
+            elif not self.spool.empty:
+                frames, source_pos = self.spool.read(self._batch)
+                if not frames:
+                    self.spool.consumed(source_pos)
+                    continue
+                items = [(f, None if self._deriver.seen(f) else parse(f)) for f in frames]
+                from_memory = False
+            else:
+                self._spilling = False
+                if self._closing:
+                    return
+                self._idle = True
+                self._wakeup = anyio.Event()
+                with anyio.move_on_after(1.0):
+                    await self._wakeup.wait()
+                self._idle = False
+                continue
+            if await self._commit(items, from_memory):
+                backoff = self._retry
+                if source_pos is not None:
+                    self.spool.consumed(source_pos)
+                continue
+            if from_memory:
+                self._spill_memory()
+            await anyio.sleep(backoff)
+            backoff = min(backoff * 2, 5.0)
+
+    async def _commit(self, items: list[tuple[FrameRecord, dict[str, Any] | None]],
+                      from_memory: bool) -> bool:
+        frames = []
+        for frame, message in items:
+            frames.append(frame)
+            derived = self._deriver.feed(frame, message)
+            for m in derived.messages:
+                self._pending_messages[m.id] = m
+            self._pending_threads.extend(derived.threads)
+        batch = Batch(frames, list(self._pending_messages.values()), list(self._pending_threads))
+        self._inflight, self._inflight_from_memory = frames, from_memory
+        self._inflight_started = time.monotonic()
+        try:
+            await self.store.write(batch)
+        except Exception as exc:
+            self.stats.store_failures += 1
+            if not self._store_down:
+                logger.warning("indexer: store write failed; spooling", error=str(exc))
+            self._store_down = True
+            return False
+        finally:
+            self._inflight = None
+            self._inflight_from_memory = False
+        if self._store_down:
+            logger.info("indexer: store is back; replaying the spool")
+            self._store_down = False
+        self._pending_messages.clear()
+        self._pending_threads.clear()
+        self.stats.written += len(frames)
+        return True
+
+    async def _watchdog(self) -> None:
+        """Spill memory to the spool when a write stalls, and sync the spool now and then."""
+        tick = max(0.05, min(0.5, self._stall / 4))
+        last_sync = time.monotonic()
+        while True:
+            await anyio.sleep(tick)
+            now = time.monotonic()
+            if (self._inflight is not None and self._inflight_from_memory
+                    and now - self._inflight_started > self._stall):
+                logger.warning("indexer: store write stalled; spooling",
+                               seconds=round(now - self._inflight_started, 1))
+                self._spill_memory()
+            if self._spilling and now - last_sync >= 1.0:
+                last_sync = now
+                await self._sync_spool()
+
+    async def _sync_spool(self) -> None:
+        fd = self.spool.dup_tail()
+        if fd is None:
+            return
+
+        def sync() -> None:
+            try:
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
+
+        with contextlib.suppress(OSError):
+            await anyio.to_thread.run_sync(sync)
+
+    # -- recovery -----------------------------------------------------------------------------
+
+    async def _recover_orphans(self) -> None:
+        for spool in orphans(self.spool_root, self.spool.path):
+            try:
+                await self._replay_orphan(spool)
+            finally:
+                spool.release()
+
+    async def _replay_orphan(self, spool: SpoolDir) -> None:
+        connections: set[str] = set()
+        backoff = self._retry
+        while not spool.empty:
+            frames, pos = spool.read(self._batch)
+            if frames:
+                try:
+                    await self.store.write(Batch(frames))
+                except Exception as exc:
+                    logger.warning("indexer: orphan spool replay failed", error=str(exc))
+                    await anyio.sleep(backoff)
+                    backoff = min(backoff * 2, 5.0)
+                    continue
+                connections.update(f.connection_id for f in frames)
+                self.stats.recovered += len(frames)
+            spool.consumed(pos)
+        for connection_id in sorted(connections):
+            await rederive(self.store, connection_id)
+        if connections:
+            logger.info("indexer: replayed a spool left by a stopped process",
+                        spool=str(spool.path), frames=self.stats.recovered)
+
+    # -- closing ------------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Flush: wait (up to ``close_timeout``) for everything to reach the store; whatever
+        cannot goes to the spool for the next start."""
+        if self._closing and self._done.is_set():
+            return
+        self._closing = True
+        self._wakeup.set()
+        if self._running:
+            with anyio.move_on_after(self._close_timeout):
+                await self._done.wait()
+        if self._queue or (self._inflight is not None and self._inflight_from_memory):
+            self._spill_memory()
+        keep = not self.spool.empty
+        self.spool.release(remove_if_empty=not keep)
+        if keep:
+            logger.warning("indexer: closed with frames still spooled; replayed at next start",
+                           spool=str(self.spool.path))
+
+
+async def rederive(store: Store, connection_id: str, page: int = 5000) -> None:
+    """Derive a connection's messages and thread updates again from the frames table."""
+    deriver = Deriver()
+    messages: dict[str, MessageRecord] = {}
+    threads: list[ThreadUpdate] = []
+    after = -1
+    while True:
+        frames = await store.frames(connection_id=connection_id, after_seq=after, limit=page)
+        if not frames:
+            break
+        for frame in frames:
+            derived = deriver.feed(frame, parse(frame))
+            for m in derived.messages:
+                messages[m.id] = m
+            threads.extend(derived.threads)
+        after = frames[-1].seq
+    await store.write(Batch((), list(messages.values()), threads))
+
+
+@asynccontextmanager
+async def open_indexer(settings: Settings, connection_id: str | None = None, *,
+                       run: bool = True, store: Store | None = None) -> AsyncIterator[Indexer]:
+    """Open the configured store and an indexer on it, running for the block's duration.
+
+    The indexer is a tap subscriber: give it to the proxy as a component. With ``run=True``
+    (default) it consumes in a task of its own; a proxy that also calls ``run`` is harmless.
+    """
+    spool_root = settings.home / "spool"
+    async with contextlib.AsyncExitStack() as stack:
+        if store is None:
+            store = await stack.enter_async_context(open_store(settings))
+        indexer = Indexer(store, spool_root, spool_name=connection_id,
+                          queue_frames=settings.store.queue_frames)
+        async with anyio.create_task_group() as tg:
+            if run:
+                tg.start_soon(indexer.run)
+            try:
+                yield indexer
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await indexer.aclose()
+                tg.cancel_scope.cancel()
