@@ -17,8 +17,8 @@ Rules, all in this file:
 * Each frame is taken once: a frame whose sequence number is not past the last one seen on its
   connection is ignored, so replays of the spool never derive twice.
 
-Every ``feed`` returns the messages it created or changed, in their latest version; the
-indexer coalesces them by id before writing.
+``feed`` takes frames; ``take`` returns the messages created or changed since the last call, each
+once, in its latest version, and the thread updates.
 """
 
 from __future__ import annotations
@@ -42,11 +42,18 @@ TITLE_CHARS = 80
 
 @dataclass(slots=True)
 class _Open:
-    """The text message being joined from chunks."""
+    """The text message being joined from chunks (joined lazily: once per ``take``, not once
+    per chunk, which would be quadratic in a long answer)."""
 
     message: MessageRecord
     parts: list[str]
     message_id: str | None  # ACP messageId, when the agent sends one
+
+    def record(self) -> MessageRecord:
+        if self.parts:
+            self.message = replace(self.message, text=self.message.text + "".join(self.parts))
+            self.parts = []
+        return self.message
 
 
 @dataclass(slots=True)
@@ -115,18 +122,21 @@ class Deriver:
         self._requests: dict[tuple[str, str, str], tuple[str, dict[str, Any], str]] = {}
         self._harness: dict[str, str] = {}
         self._last_seq: dict[str, int] = {}
+        self._out = Derived([], [])  # scratch for the frame being fed
+        self._changed: dict[str, MessageRecord | _Open] = {}
 
     def seen(self, frame: FrameRecord) -> bool:
         """Whether this frame (or a later one of its connection) was already taken."""
         return frame.seq <= self._last_seq.get(frame.connection_id, -1)
 
-    def feed(self, frame: FrameRecord, message: dict[str, Any] | None) -> Derived:
-        out = Derived([], [])
+    def feed(self, frame: FrameRecord, message: dict[str, Any] | None) -> None:
+        """Take one frame (in sequence order); ``take`` returns what it changed."""
         if self.seen(frame):
-            return out
+            return
         self._last_seq[frame.connection_id] = frame.seq
         if message is None or frame.kind in {"invalid", "oversized"}:
-            return out
+            return
+        out = self._out
         if frame.kind == "request":
             self._request(frame, message, out)
         elif frame.kind == "notification":
@@ -134,7 +144,18 @@ class Deriver:
                 self._update(frame, message, out)
         elif frame.kind == "response":
             self._response(frame, message, out)
-        return out
+        for m in out.messages:
+            self._changed[m.id] = m
+        out.messages.clear()
+
+    def take(self) -> Derived:
+        """The latest version of every message changed since the last ``take``, and the thread
+        updates, in order."""
+        messages = [v.record() if isinstance(v, _Open) else v for v in self._changed.values()]
+        threads = list(self._out.threads)
+        self._changed.clear()
+        self._out.threads.clear()
+        return Derived(messages, threads)
 
     # -- requests -----------------------------------------------------------------------------
 
@@ -189,16 +210,16 @@ class Deriver:
             message_id = _str(update.get("messageId")) or None
             current = state.open
             if (current is not None and current.message.kind == msg_kind
-                    and current.message_id == message_id):
+                    and current.message_id == message_id
+                    and current.message.replayed == state.loading):
                 current.parts.append(text)
-                current.message = replace(current.message, text="".join(current.parts))
             else:
                 self._close_text(state)
                 data = {"messageId": message_id} if message_id else {}
-                current = _Open(replace(base, kind=msg_kind, text=text, data=data), [text],
+                current = _Open(replace(base, kind=msg_kind, text="", data=data), [text],
                                 message_id)
                 state.open = current
-            out.messages.append(current.message)
+            self._changed[current.message.id] = current
             return
         self._close_text(state)
         if kind in {"tool_call", "tool_call_update"}:
@@ -277,7 +298,9 @@ class Deriver:
         if not thread_id:
             return
         backing = frame.backing_id or session_id or thread_id
-        self._state(thread_id).loading = False
+        state = self._state(thread_id)
+        state.loading = False
+        self._close_text(state)
         out.threads.append(ThreadUpdate(
             thread_id, frame.time, cwd=_str(params.get("cwd")),
             harness=self._harness.get(frame.connection_id, ""), state="active",

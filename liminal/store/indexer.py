@@ -42,7 +42,7 @@ from liminal.config import Settings
 from liminal.store.base import Store, open_store
 from liminal.store.derive import Deriver
 from liminal.store.records import Batch, FrameRecord, MessageRecord, ThreadUpdate, frame_id
-from liminal.store.spool import SpoolDir, orphans
+from liminal.store.spool import SpoolDir, orphans, read_segment
 
 logger = log.get("liminal.store.indexer")
 _PARSED_KINDS = {"request", "notification", "response"}
@@ -111,6 +111,7 @@ class Indexer:
         self._running = False
         self._done = anyio.Event()
         self._store_down = False
+        self.recovered_all = anyio.Event()  # set once spools of stopped processes are replayed
 
     # -- the forwarding path ------------------------------------------------------------------
 
@@ -145,12 +146,12 @@ class Indexer:
                 logger.error("indexer: spool write failed; frame lost", error=str(exc),
                              lost=self.stats.lost)
 
-    def _spill_memory(self) -> None:
-        """Move the frames of the write under way and everything queued into the spool."""
-        frames = list(self._inflight or []) if self._inflight_from_memory else []
+    def _spill_memory(self, taken: list[FrameRecord] | None = None) -> None:
+        """Move frames already taken from the queue (``taken``: a write under way or one that
+        failed) and everything still queued into the spool, ahead of what is spooled."""
+        frames = list(taken or [])
         frames.extend(to_record(seq, event) for seq, event in self._queue)
         self._queue.clear()
-        self._inflight_from_memory = False
         self._spilling = True
         if not frames:
             return
@@ -175,9 +176,12 @@ class Indexer:
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._watchdog)
-                if self._recover:
-                    tg.start_soon(self._recover_orphans)
-                await self._consume()
+                async with anyio.create_task_group() as work:  # recovery is finished, not cut
+                    if self._recover:
+                        work.start_soon(self._recover_orphans)
+                    else:
+                        self.recovered_all.set()
+                    await self._consume()
                 tg.cancel_scope.cancel()
         finally:
             self._done.set()
@@ -215,7 +219,7 @@ class Indexer:
                     self.spool.consumed(source_pos)
                 continue
             if from_memory:
-                self._spill_memory()
+                self._spill_memory([frame for frame, _ in items])
             await anyio.sleep(backoff)
             backoff = min(backoff * 2, 5.0)
 
@@ -224,10 +228,11 @@ class Indexer:
         frames = []
         for frame, message in items:
             frames.append(frame)
-            derived = self._deriver.feed(frame, message)
-            for m in derived.messages:
-                self._pending_messages[m.id] = m
-            self._pending_threads.extend(derived.threads)
+            self._deriver.feed(frame, message)
+        derived = self._deriver.take()
+        for m in derived.messages:
+            self._pending_messages[m.id] = m
+        self._pending_threads.extend(derived.threads)
         batch = Batch(frames, list(self._pending_messages.values()), list(self._pending_threads))
         self._inflight, self._inflight_from_memory = frames, from_memory
         self._inflight_started = time.monotonic()
@@ -261,7 +266,8 @@ class Indexer:
                     and now - self._inflight_started > self._stall):
                 logger.warning("indexer: store write stalled; spooling",
                                seconds=round(now - self._inflight_started, 1))
-                self._spill_memory()
+                self._spill_memory(self._inflight)
+                self._inflight_from_memory = False
             if self._spilling and now - last_sync >= 1.0:
                 last_sync = now
                 await self._sync_spool()
@@ -287,29 +293,42 @@ class Indexer:
             try:
                 await self._replay_orphan(spool)
             finally:
-                spool.release()
+                spool.release(remove_if_empty=True)
+        self.recovered_all.set()
 
     async def _replay_orphan(self, spool: SpoolDir) -> None:
+        """Frames first, then the connections' messages derived again from the frames table;
+        only then is the spool removed, so a crash during recovery just recovers again."""
         connections: set[str] = set()
-        backoff = self._retry
-        while not spool.empty:
-            frames, pos = spool.read(self._batch)
-            if frames:
-                try:
-                    await self.store.write(Batch(frames))
-                except Exception as exc:
-                    logger.warning("indexer: orphan spool replay failed", error=str(exc))
-                    await anyio.sleep(backoff)
-                    backoff = min(backoff * 2, 5.0)
-                    continue
+        for seg in spool.segments:
+            pos = 0
+            while True:
+                frames, pos = read_segment(seg.path, pos, seg.written, self._batch)
+                if not frames:
+                    break
+                await self._retrying(Batch(frames))
                 connections.update(f.connection_id for f in frames)
                 self.stats.recovered += len(frames)
-            spool.consumed(pos)
         for connection_id in sorted(connections):
-            await rederive(self.store, connection_id)
+            await self._retrying(None, connection_id)
+        spool.discard()
         if connections:
             logger.info("indexer: replayed a spool left by a stopped process",
                         spool=str(spool.path), frames=self.stats.recovered)
+
+    async def _retrying(self, batch: Batch | None, rederive_id: str = "") -> None:
+        backoff = self._retry
+        while True:
+            try:
+                if batch is not None:
+                    await self.store.write(batch)
+                else:
+                    await rederive(self.store, rederive_id)
+                return
+            except Exception as exc:
+                logger.warning("indexer: recovery write failed; retrying", error=str(exc))
+                await anyio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
 
     # -- closing ------------------------------------------------------------------------------
 
@@ -320,11 +339,13 @@ class Indexer:
             return
         self._closing = True
         self._wakeup.set()
-        if self._running:
-            with anyio.move_on_after(self._close_timeout):
+        with anyio.move_on_after(self._close_timeout):
+            if self._running:
                 await self._done.wait()
+            else:  # never started (or not yet): drain here
+                await self.run()
         if self._queue or (self._inflight is not None and self._inflight_from_memory):
-            self._spill_memory()
+            self._spill_memory(self._inflight if self._inflight_from_memory else None)
         keep = not self.spool.empty
         self.spool.release(remove_if_empty=not keep)
         if keep:
@@ -343,10 +364,11 @@ async def rederive(store: Store, connection_id: str, page: int = 5000) -> None:
         if not frames:
             break
         for frame in frames:
-            derived = deriver.feed(frame, parse(frame))
-            for m in derived.messages:
-                messages[m.id] = m
-            threads.extend(derived.threads)
+            deriver.feed(frame, parse(frame))
+        derived = deriver.take()
+        for m in derived.messages:
+            messages[m.id] = m
+        threads.extend(derived.threads)
         after = frames[-1].seq
     await store.write(Batch((), list(messages.values()), threads))
 

@@ -131,29 +131,17 @@ class SpoolDir:
         if not self.segments:
             return [], 0
         seg = self.segments[0]
-        frames: list[FrameRecord] = []
-        pos = seg.read
-        with open(seg.path, "rb") as f:
-            f.seek(pos)
-            while len(frames) < max_frames and pos < seg.written:
-                header = f.readline(MAX_HEADER)
-                if not header.endswith(b"\n"):
-                    break
-                try:
-                    h = orjson.loads(header)
-                    n = int(h["n"])
-                except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-                    break
-                raw = f.read(n)
-                if len(raw) != n or f.read(1) != b"\n":
-                    break  # torn record: the end of what was written whole
-                frames.append(FrameRecord(
-                    h["id"], h["c"], h["s"], h["t"], h["d"], h["k"], h["th"], h["b"], h["m"],
-                    h["i"], h["z"], raw))
-                pos += len(header) + n + 1
+        frames, pos = read_segment(seg.path, seg.read, seg.written, max_frames)
         if not frames and pos < seg.written:
             seg.written = pos  # a torn tail: nothing more can be read from this segment
         return frames, pos
+
+    def discard(self) -> None:
+        """Remove every segment (an orphan spool, once all of it is in the store)."""
+        for seg in self.segments:
+            with contextlib.suppress(FileNotFoundError):
+                seg.path.unlink()
+        self.segments = []
 
     def consumed(self, pos: int) -> None:
         """The head segment's frames up to ``pos`` are in the store; drop finished segments."""
@@ -171,6 +159,32 @@ class SpoolDir:
         if self._tail_fd is not None:
             os.close(self._tail_fd)
             self._tail_fd = None
+
+
+def read_segment(path: Path, start: int, end: int,
+                 max_frames: int) -> tuple[list[FrameRecord], int]:
+    """Whole records from ``start`` (not past ``end``): the frames and the offset after them."""
+    frames: list[FrameRecord] = []
+    pos = start
+    with open(path, "rb") as f:
+        f.seek(pos)
+        while len(frames) < max_frames and pos < end:
+            header = f.readline(MAX_HEADER)
+            if not header.endswith(b"\n"):
+                break
+            try:
+                h = orjson.loads(header)
+                n = int(h["n"])
+            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+                break
+            raw = f.read(n)
+            if len(raw) != n or f.read(1) != b"\n":
+                break  # torn record: the end of what was written whole
+            frames.append(FrameRecord(
+                h["id"], h["c"], h["s"], h["t"], h["d"], h["k"], h["th"], h["b"], h["m"],
+                h["i"], h["z"], raw))
+            pos += len(header) + n + 1
+    return frames, pos
 
 
 def _write_all(fd: int, parts: list[bytes]) -> int:
