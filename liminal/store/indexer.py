@@ -27,7 +27,7 @@ import os
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +42,7 @@ from liminal.config import Settings
 from liminal.store.base import Store, open_store
 from liminal.store.derive import Deriver
 from liminal.store.records import Batch, FrameRecord, MessageRecord, ThreadUpdate, frame_id
+from liminal.store.sessionfile import SessionFileIndexer, find_claude_session
 from liminal.store.spool import SpoolDir, orphans, read_segment
 
 logger = log.get("liminal.store.indexer")
@@ -85,7 +86,10 @@ class Indexer:
     def __init__(self, store: Store, spool_root: Path, *, spool_name: str | None = None,
                  queue_frames: int = 100_000, batch_frames: int = 2000,
                  stall_seconds: float = 2.0, retry_seconds: float = 0.5,
-                 close_timeout: float = 20.0, recover: bool = True) -> None:
+                 close_timeout: float = 20.0, recover: bool = True,
+                 session_files: Callable[[str, str], Path | None] | None = None) -> None:
+        """``session_files(backing_id, cwd)`` locates a CLI session file to index as it grows
+        (``find_claude_session`` for Claude Code); None: frames only."""
         self.store = store
         self.spool_root = spool_root
         self.spool = SpoolDir(spool_root / (spool_name or uuid.uuid4().hex))
@@ -112,6 +116,12 @@ class Indexer:
         self._done = anyio.Event()
         self._store_down = False
         self.recovered_all = anyio.Event()  # set once spools of stopped processes are replayed
+        self._session_files = session_files
+        self._watch_requests: deque[tuple[str, str, str]] = deque()  # thread, backing, cwd
+        self._watched: set[str] = set()
+        self._watch_wakeup = anyio.Event()
+        self._stop_watching = anyio.Event()
+        self.session_indexers: dict[str, SessionFileIndexer] = {}
 
     # -- the forwarding path ------------------------------------------------------------------
 
@@ -176,6 +186,8 @@ class Indexer:
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._watchdog)
+                if self._session_files is not None:
+                    tg.start_soon(self._watch_sessions)
                 async with anyio.create_task_group() as work:  # recovery is finished, not cut
                     if self._recover:
                         work.start_soon(self._recover_orphans)
@@ -250,6 +262,13 @@ class Indexer:
         if self._store_down:
             logger.info("indexer: store is back; replaying the spool")
             self._store_down = False
+        if self._session_files is not None:
+            for update in self._pending_threads:
+                for backing in update.backing_ids:
+                    if backing not in self._watched:
+                        self._watched.add(backing)
+                        self._watch_requests.append((update.id, backing, update.cwd))
+                        self._watch_wakeup.set()
         self._pending_messages.clear()
         self._pending_threads.clear()
         self.stats.written += len(frames)
@@ -271,6 +290,27 @@ class Indexer:
             if self._spilling and now - last_sync >= 1.0:
                 last_sync = now
                 await self._sync_spool()
+
+    async def _watch_sessions(self) -> None:
+        """One watcher per backing session file, started when its thread is first seen."""
+        async with anyio.create_task_group() as tg:
+            while True:
+                while self._watch_requests:
+                    tg.start_soon(self._watch_one, *self._watch_requests.popleft())
+                self._watch_wakeup = anyio.Event()
+                await self._watch_wakeup.wait()
+
+    async def _watch_one(self, thread_id: str, backing_id: str, cwd: str) -> None:
+        assert self._session_files is not None
+        path = None
+        while path is None:  # the CLI creates the file at the first prompt, not at session/new
+            path = await anyio.to_thread.run_sync(self._session_files, backing_id, cwd)
+            if path is None:
+                await anyio.sleep(1.0)
+        watcher = SessionFileIndexer(self.store, path, backing_id, thread_id)
+        self.session_indexers[backing_id] = watcher
+        logger.info("indexing session file", path=str(path), thread=thread_id)
+        await watcher.run(self._stop_watching)
 
     async def _sync_spool(self) -> None:
         fd = self.spool.dup_tail()
@@ -346,6 +386,10 @@ class Indexer:
                 await self.run()
         if self._queue or (self._inflight is not None and self._inflight_from_memory):
             self._spill_memory(self._inflight if self._inflight_from_memory else None)
+        for watcher in list(self.session_indexers.values()):  # what the CLI wrote last
+            with anyio.move_on_after(5), contextlib.suppress(Exception):
+                await watcher.catch_up()
+        self._stop_watching.set()
         keep = not self.spool.empty
         self.spool.release(remove_if_empty=not keep)
         if keep:
@@ -375,7 +419,8 @@ async def rederive(store: Store, connection_id: str, page: int = 5000) -> None:
 
 @asynccontextmanager
 async def open_indexer(settings: Settings, connection_id: str | None = None, *,
-                       run: bool = True, store: Store | None = None) -> AsyncIterator[Indexer]:
+                       run: bool = True, store: Store | None = None,
+                       watch_sessions: bool = True) -> AsyncIterator[Indexer]:
     """Open the configured store and an indexer on it, running for the block's duration.
 
     The indexer is a tap subscriber: give it to the proxy as a component. With ``run=True``
@@ -386,7 +431,8 @@ async def open_indexer(settings: Settings, connection_id: str | None = None, *,
         if store is None:
             store = await stack.enter_async_context(open_store(settings))
         indexer = Indexer(store, spool_root, spool_name=connection_id,
-                          queue_frames=settings.store.queue_frames)
+                          queue_frames=settings.store.queue_frames,
+                          session_files=find_claude_session if watch_sessions else None)
         async with anyio.create_task_group() as tg:
             if run:
                 tg.start_soon(indexer.run)
