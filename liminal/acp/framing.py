@@ -80,6 +80,8 @@ class LineFramer:
     def _add(self, piece: bytes) -> None:
         if self._discarding:
             self._size += len(piece)
+            if len(self._head) < HEAD_BYTES:
+                self._head += piece[: HEAD_BYTES - len(self._head)]
             self._tail = (self._tail + piece)[-TAIL_BYTES:]
             return
         self._parts.append(piece)

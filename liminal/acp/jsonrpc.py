@@ -30,12 +30,17 @@ def parse(raw: bytes) -> dict[str, Any] | None:
         # orjson refuses a few things the stdlib reads (NaN, lone surrogates in escapes);
         # those frames are still forwarded untouched, so a slower second reading is fine.
         try:
-            value = json.loads(raw)
+            value = json.loads(raw, parse_int=_int)
         except (ValueError, RecursionError):
             return None
     except RecursionError:
         return None
     return value if isinstance(value, dict) else None
+
+
+def _int(digits: str) -> int | str:
+    # Python refuses to convert more than 4300 digits; the parsed copy keeps such a number as text.
+    return int(digits) if len(digits) <= 4000 else digits
 
 
 def classify(message: dict[str, Any] | None) -> Kind:

@@ -231,12 +231,7 @@ class Router:
             self._error_to_client(pending.id_json or jsonrpc.encode_id(key), jsonrpc.INTERNAL_ERROR,
                                   f"the agent exited before answering ({reason})", now, pending.method)
         self._client_pending.clear()
-        for thread_id in list(self._held):
-            for held in self._held.pop(thread_id):
-                rpc_id = held.message.get("id")
-                self._error_to_client(jsonrpc.encode_id(rpc_id, held.line), jsonrpc.INTERNAL_ERROR,
-                                      f"the agent exited before answering ({reason})", now,
-                                      "session/prompt")
+        self._held.clear()  # held prompts are pending client requests too: answered above
 
     @property
     def pending_client_requests(self) -> int:
@@ -303,12 +298,12 @@ class Router:
         self._out.problems.append(
             f"client sent a {line.size}-byte line, over the {self._client_framer.max_size}-byte cap; dropped"
         )
+        self._tap(Direction.CLIENT_TO_AGENT, Kind.OVERSIZED, now, line.head, None, None, None,
+                  method, None, size=line.size)
         if id_json is not None and method is not None:
             self._error_to_client(id_json, jsonrpc.INVALID_REQUEST,
                                   f"request of {line.size} bytes exceeds liminal's limit of "
                                   f"{self._client_framer.max_size} bytes", now, method)
-        self._tap(Direction.CLIENT_TO_AGENT, Kind.OVERSIZED, now, line.head, None, None, None,
-                  method, None, size=line.size)
 
     # ------------------------------------------------------------ agent -> client
 
@@ -395,6 +390,8 @@ class Router:
         method = _text(found.get("method"))
         cap = self._agent_framer.max_size
         self._out.problems.append(f"agent sent a {line.size}-byte line, over the {cap}-byte cap; dropped")
+        self._tap(Direction.AGENT_TO_CLIENT, Kind.OVERSIZED, now, line.head, None, None, None,
+                  method, None, size=line.size)
         if id_json is not None and method is not None:
             error = jsonrpc.error_frame(id_json, jsonrpc.INVALID_REQUEST,
                                         f"request of {line.size} bytes exceeds liminal's limit of {cap} bytes")
@@ -410,8 +407,6 @@ class Router:
                 self._error_to_client(id_json, jsonrpc.INTERNAL_ERROR,
                                       f"the agent's answer of {line.size} bytes exceeds liminal's limit "
                                       f"of {cap} bytes", now, pending.method)
-        self._tap(Direction.AGENT_TO_CLIENT, Kind.OVERSIZED, now, line.head, None, None, None,
-                  method, None, size=line.size)
 
     # ----------------------------------------------------------------- helpers
 

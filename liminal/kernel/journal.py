@@ -1,0 +1,79 @@
+"""The swap journal: every swap attempt, and which backing session each thread is on.
+
+An append-only JSONL file (``$LIMINAL_HOME/swaps.jsonl``), fsynced per record. It is the
+authority for "which backing id carries this thread" across restarts, so it is deliberately
+independent of the document store: a thread must come back on its last committed backing
+session even when the store is down or being replayed from the spool.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+
+@dataclass(frozen=True, slots=True)
+class SwapRecord:
+    thread_id: str
+    old_backing_id: str
+    new_backing_id: str | None  # None when the swap failed before a new session existed
+    outcome: str  # "committed", "failed", "abandoned"
+    reason: str  # why it started ("tokens 131200 >= 120000") or why it failed
+    started_at: float  # wall clock
+    duration_s: float  # from the hold to the release
+    tokens_before: int | None
+    tokens_after: int | None
+    harness: str = "claude"
+    cwd: str | None = None
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SwapRecord:
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+class SwapJournal:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def append(self, record: SwapRecord) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        line = record.to_json() + b"\n"
+        with self._lock:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, line)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def records(self, thread_id: str | None = None) -> list[SwapRecord]:
+        if not self.path.exists():
+            return []
+        found = []
+        with self.path.open("rb") as f:
+            for line in f:
+                try:
+                    record = SwapRecord.from_json(orjson.loads(line))
+                except (orjson.JSONDecodeError, TypeError):
+                    continue  # a torn last line after a crash: the swap it described never committed
+                if thread_id is None or record.thread_id == thread_id:
+                    found.append(record)
+        return found
+
+    def current_backing(self) -> dict[str, str]:
+        """Thread id -> the backing id of its last committed swap."""
+        current: dict[str, str] = {}
+        for record in self.records():
+            if record.outcome == "committed" and record.new_backing_id:
+                current[record.thread_id] = record.new_backing_id
+        return current

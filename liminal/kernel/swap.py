@@ -1,0 +1,342 @@
+"""The swap manager: compress a thread's backing session and move the thread onto it, between turns.
+
+A proxy component. It watches the taps for what it must know about each thread (cwd, MCP
+servers, mode, config options, context size, turn ends), and when a turn ends with the context
+past ``swap.high_tokens`` it runs one swap:
+
+1. **Hold** the thread's next prompts in the router (synchronously, inside ``offer``, so no
+   prompt can slip through between the decision and the hold).
+2. **Settle**: wait until the CLI has finished writing the turn to its session file.
+3. **Rewrite** the file with the gradient under a new id (in a worker thread; the original file
+   is never modified).
+4. **Move**: ``session/resume`` the new id when the agent advertises it, else ``session/load``;
+   either way the new session's notifications are captured, so the UI sees no replay. Then
+   re-apply the thread's mode and config options, and close the old session if supported.
+5. **Commit**: bind the thread to the new backing id, journal it, release the held prompts, and
+   tell the UI briefly (``swap.notice``).
+
+Any failure, or the whole swap overrunning ``swap.hold_timeout_seconds``, releases the held
+prompts to the old session, which keeps working; the journal records why.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import anyio
+import anyio.to_thread
+
+from liminal import log
+from liminal.acp.events import Direction, FrameEvent, Kind
+from liminal.config import SwapSettings
+from liminal.kernel.journal import SwapJournal, SwapRecord
+
+if TYPE_CHECKING:
+    from liminal.proxy import Proxy
+
+logger = log.get("liminal.swap")
+
+
+@dataclass(frozen=True, slots=True)
+class Rewritten:
+    new_id: str
+    path: Path
+    tokens_before: int
+    tokens_after: int
+
+
+class SessionHarness(Protocol):
+    """What the swap needs from a CLI's session files (see ``liminal.harness``)."""
+
+    name: str
+
+    def locate(self, backing_id: str, cwd: str | None) -> Path | None: ...
+
+    def context_tokens(self, path: Path) -> int | None: ...
+
+    def turn_settled(self, path: Path) -> bool: ...
+
+    def rewrite(self, path: Path, target_tokens: int) -> Rewritten: ...
+
+
+@dataclass(slots=True)
+class ThreadState:
+    thread_id: str
+    cwd: str | None = None
+    mcp_servers: list[Any] = field(default_factory=list)
+    mode_id: str | None = None
+    config_options: dict[str, Any] = field(default_factory=dict)
+    context_tokens: int | None = None  # from usage_update
+    turns_since_swap: int = 0
+    swapping: bool = False
+    # After a failed swap, skip this many turn ends before trying again (doubling per failure),
+    # so a session that cannot be rewritten does not pay for a rewrite at every turn.
+    skip_turns: int = 0
+    failures: int = 0
+
+
+def swap_reason(state: ThreadState, tokens: int | None, settings: SwapSettings) -> str | None:
+    """Why this thread should swap now, or None. Pure, so the policy is testable alone."""
+    if not settings.enabled:
+        return None
+    if tokens is not None and tokens >= settings.high_tokens:
+        return f"context {tokens} tokens >= {settings.high_tokens}"
+    if settings.every_turns and state.turns_since_swap >= settings.every_turns:
+        return f"{state.turns_since_swap} turns since the last swap"
+    return None
+
+
+class SwapError(Exception):
+    pass
+
+
+class SwapManager:
+    def __init__(
+        self,
+        settings: SwapSettings,
+        journal: SwapJournal,
+        harness: SessionHarness,
+        *,
+        clock: Callable[[], float] = time.time,
+        settle_timeout: float = 10.0,
+    ) -> None:
+        self.settings = settings
+        self.journal = journal
+        self.harness = harness
+        self.clock = clock
+        self.settle_timeout = settle_timeout
+        self.threads: dict[str, ThreadState] = {}
+        self.capabilities: dict[str, Any] = {}
+        self._requests: dict[Any, dict[str, Any]] = {}  # session/new and fork in flight -> params
+        self._proxy: Proxy | None = None
+        # (thread id, decided): decided means the hold is already on; otherwise the agent sent no
+        # usage and the swap task must read the session file to decide.
+        self._send, self._receive = anyio.create_memory_object_stream[tuple[str, bool]](64)
+        self.completed = 0  # swaps finished, committed or not (tests wait on it)
+        self._progress = anyio.Event()
+
+    # ------------------------------------------------------------ observation
+
+    def offer(self, event: FrameEvent) -> None:
+        message = event.message
+        if message is None:
+            return
+        if event.direction is Direction.CLIENT_TO_AGENT:
+            if event.kind is Kind.REQUEST:
+                params = message.get("params")
+                if isinstance(params, dict):
+                    if event.method in ("session/new", "session/fork"):
+                        self._requests[event.rpc_id] = params  # its answer names the thread
+                    self._client_request(event.method or "", params)
+            return
+        if event.direction is not Direction.AGENT_TO_CLIENT:
+            return
+        if event.kind is Kind.NOTIFICATION and event.method == "session/update" and event.thread_id:
+            update = (message.get("params") or {}).get("update") or {}
+            kind = update.get("sessionUpdate")
+            state = self.threads.get(event.thread_id)
+            if state is None:
+                return
+            if kind == "usage_update" and isinstance(update.get("used"), int):
+                state.context_tokens = update["used"]
+            elif kind == "current_mode_update" and isinstance(update.get("currentModeId"), str):
+                state.mode_id = update["currentModeId"]
+        elif event.kind is Kind.RESPONSE:
+            params = self._requests.pop(event.rpc_id, {}) if event.rpc_id is not None else {}
+            result = message.get("result")
+            if not isinstance(result, dict):
+                return
+            if event.method == "initialize":
+                caps = result.get("agentCapabilities")
+                self.capabilities = caps if isinstance(caps, dict) else {}
+            elif event.method in ("session/new", "session/fork") and event.thread_id:
+                state = self.threads.setdefault(event.thread_id, ThreadState(event.thread_id))
+                state.cwd = params.get("cwd") if isinstance(params.get("cwd"), str) else state.cwd
+                state.mcp_servers = list(params.get("mcpServers") or [])
+                modes = result.get("modes")
+                if isinstance(modes, dict) and isinstance(modes.get("currentModeId"), str):
+                    state.mode_id = modes["currentModeId"]
+            elif event.method == "session/prompt" and event.thread_id:
+                self._turn_ended(event.thread_id)
+
+    def _client_request(self, method: str, params: dict[str, Any]) -> None:
+        thread = params.get("sessionId")
+        if not isinstance(thread, str):
+            return
+        if method in ("session/load", "session/resume"):
+            state = self.threads.setdefault(thread, ThreadState(thread))
+            state.cwd = params.get("cwd") if isinstance(params.get("cwd"), str) else state.cwd
+            state.mcp_servers = list(params.get("mcpServers") or [])
+        elif method == "session/set_mode" and thread in self.threads and isinstance(params.get("modeId"), str):
+            self.threads[thread].mode_id = params["modeId"]
+        elif (method == "session/set_config_option" and thread in self.threads
+              and isinstance(params.get("configId"), str)):
+            self.threads[thread].config_options[params["configId"]] = params.get("value")
+
+    def _turn_ended(self, thread_id: str) -> None:
+        state = self.threads.get(thread_id)
+        if state is None or self._proxy is None or state.swapping or not self.settings.enabled:
+            return
+        state.turns_since_swap += 1
+        if state.skip_turns:
+            state.skip_turns -= 1
+            return
+        router = self._proxy.router
+        if router.prompt_in_flight(thread_id) or router.agent_request_open(thread_id):
+            return
+        decided = swap_reason(state, state.context_tokens, self.settings) is not None
+        if not decided and state.context_tokens is not None:
+            return
+        try:
+            self._send.send_nowait((thread_id, decided))
+        except anyio.WouldBlock:
+            return
+        state.swapping = True
+        if decided:
+            # Here, inside the flush that delivered the turn's end: the client's next prompt
+            # cannot have been read yet, so it is certain to wait.
+            router.hold(thread_id)
+
+    # ----------------------------------------------------------------- running
+
+    async def run(self, proxy: Proxy) -> None:
+        self._proxy = proxy
+        for thread_id, backing_id in self.journal.current_backing().items():
+            proxy.router.bind(thread_id, backing_id)
+        async with self._receive:
+            async for thread_id, decided in self._receive:
+                state = self.threads[thread_id]
+                try:
+                    committed = await self._maybe_swap(proxy, state, decided)
+                    if committed is False:
+                        state.failures += 1
+                        state.skip_turns = min(2 ** state.failures, 32)
+                    elif committed:
+                        state.failures = 0
+                finally:
+                    state.swapping = False
+                    if proxy.router.is_held(thread_id):
+                        proxy.router.release(thread_id)
+                        proxy.flush()
+                    self.completed += 1
+                    self._progress.set()
+                    self._progress = anyio.Event()
+
+    async def wait_for_swaps(self, count: int) -> None:
+        """For tests: until ``count`` swaps have finished (committed or not)."""
+        while self.completed < count:
+            await self._progress.wait()
+
+    async def _maybe_swap(self, proxy: Proxy, state: ThreadState, decided: bool) -> bool | None:
+        """True: committed; False: tried and failed; None: no swap was needed after all."""
+        router = proxy.router
+        thread_id = state.thread_id
+        old_backing = router.backing_of(thread_id)
+        started = self.clock()
+        t0 = time.monotonic()
+        path = self.harness.locate(old_backing, state.cwd)
+        tokens = state.context_tokens
+        if path is None:
+            if decided:
+                self._journal(state, old_backing, None, "failed", "session file not found", started, t0, tokens, None)
+                return False
+            return None
+        if not decided:
+            tokens = await anyio.to_thread.run_sync(self.harness.context_tokens, path)
+            if swap_reason(state, tokens, self.settings) is None:
+                return None
+            if router.prompt_in_flight(thread_id):
+                return None  # the user was quicker than the file read: try at the next turn end
+            router.hold(thread_id)
+        rewritten: Rewritten | None = None
+        try:
+            with anyio.fail_after(self.settings.hold_timeout_seconds):
+                await self._settle(path)
+                rewritten = await anyio.to_thread.run_sync(
+                    self.harness.rewrite, path, self.settings.target_tokens
+                )
+                await self._move(proxy, state, old_backing, rewritten.new_id)
+        except TimeoutError:
+            self._journal(state, old_backing, rewritten.new_id if rewritten else None, "abandoned",
+                          f"overran {self.settings.hold_timeout_seconds}s", started, t0, tokens,
+                          rewritten.tokens_after if rewritten else None)
+            return False
+        except Exception as exc:
+            logger.warning("swap failed; the thread stays on its session", thread=thread_id, error=str(exc))
+            self._journal(state, old_backing, rewritten.new_id if rewritten else None, "failed",
+                          f"{type(exc).__name__}: {exc}", started, t0, tokens,
+                          rewritten.tokens_after if rewritten else None)
+            return False
+        router.bind(thread_id, rewritten.new_id)
+        state.turns_since_swap = 0
+        state.context_tokens = None  # the next usage_update tells the new size
+        self._journal(state, old_backing, rewritten.new_id, "committed", "", started, t0,
+                      rewritten.tokens_before, rewritten.tokens_after)
+        self._notice(proxy, thread_id, rewritten)
+        logger.info("swap committed", thread=thread_id, old=old_backing, new=rewritten.new_id,
+                    tokens_before=rewritten.tokens_before, tokens_after=rewritten.tokens_after,
+                    seconds=round(time.monotonic() - t0, 3))
+        return True
+
+    async def _settle(self, path: Path) -> None:
+        """Until the CLI has written the finished turn (bounded by ``settle_timeout``)."""
+        with anyio.move_on_after(self.settle_timeout):
+            delay = 0.01
+            while not await anyio.to_thread.run_sync(self.harness.turn_settled, path):
+                await anyio.sleep(delay)
+                delay = min(delay * 2, 0.2)
+
+    async def _move(self, proxy: Proxy, state: ThreadState, old_backing: str, new_id: str) -> None:
+        router = proxy.router
+        caps = self.capabilities.get("sessionCapabilities") or {}
+        base = {"sessionId": new_id, "cwd": state.cwd or ".", "mcpServers": state.mcp_servers}
+        timeout = self.settings.hold_timeout_seconds
+        router.capture(new_id)
+        try:
+            if "resume" in caps:
+                await proxy.request("session/resume", base, timeout=timeout, thread_id=state.thread_id)
+            elif self.capabilities.get("loadSession"):
+                await proxy.request("session/load", base, timeout=timeout, thread_id=state.thread_id)
+            else:
+                raise SwapError("the agent can neither resume nor load sessions")
+            if state.mode_id:
+                await proxy.request("session/set_mode", {"sessionId": new_id, "modeId": state.mode_id},
+                                    timeout=timeout, thread_id=state.thread_id)
+            for config_id, value in state.config_options.items():
+                await proxy.request("session/set_config_option",
+                                    {"sessionId": new_id, "configId": config_id, "value": value},
+                                    timeout=timeout, thread_id=state.thread_id)
+        finally:
+            router.uncapture(new_id)
+        if "close" in caps:
+            try:
+                await proxy.request("session/close", {"sessionId": old_backing}, timeout=timeout)
+            except Exception as exc:  # the old session lingering costs memory, not correctness
+                logger.info("old session not closed", session=old_backing, error=str(exc))
+
+    def _notice(self, proxy: Proxy, thread_id: str, rewritten: Rewritten) -> None:
+        if self.settings.notice == "silent":
+            return
+        text = (f"Context optimised by liminal: {rewritten.tokens_before // 1000}k -> "
+                f"{rewritten.tokens_after // 1000}k tokens.")
+        meta = {"liminal": {"swap": {"tokensBefore": rewritten.tokens_before,
+                                     "tokensAfter": rewritten.tokens_after}}}
+        if self.settings.notice == "thought":
+            update: dict[str, Any] = {"sessionUpdate": "agent_thought_chunk",
+                                      "content": {"type": "text", "text": text}, "_meta": meta}
+        else:
+            update = {"sessionUpdate": "session_info_update", "_meta": meta}
+        proxy.router.notify_client("session/update", {"sessionId": thread_id, "update": update}, self.clock())
+        proxy.flush()
+
+    def _journal(self, state: ThreadState, old: str, new: str | None, outcome: str, reason: str,
+                 started: float, t0: float, before: int | None, after: int | None) -> None:
+        self.journal.append(SwapRecord(
+            thread_id=state.thread_id, old_backing_id=old, new_backing_id=new, outcome=outcome,
+            reason=reason, started_at=started, duration_s=round(time.monotonic() - t0, 4),
+            tokens_before=before, tokens_after=after, harness=self.harness.name, cwd=state.cwd,
+        ))

@@ -1,0 +1,150 @@
+"""``liminal acp`` as a real process between a raw client and a scripted agent subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.support.proxy_process import ProxyProcess, child_env, liminal_argv, scripted_agent_argv
+
+pytestmark = pytest.mark.anyio
+
+
+@asynccontextmanager
+async def running(tmp_path: Path, agent: Sequence[str], *options: str, **env: str) -> AsyncIterator[ProxyProcess]:
+    process = await anyio.open_process(
+        liminal_argv(agent, *options), env=child_env(tmp_path, **env), start_new_session=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    proxy = ProxyProcess(process)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(proxy.pump)
+            tg.start_soon(proxy.pump_stderr)
+            yield proxy
+            with anyio.move_on_after(30):
+                await process.wait()
+            tg.cancel_scope.cancel()
+    finally:
+        proxy.kill()
+
+
+def odd_params(i: int) -> str:
+    return json.dumps({"i": i, "text": "é中\U0001f600 \\ \"quoted\"", "big": 10**30 + i,
+                       "_meta": {"nested": [1, {"x": None}]}}, ensure_ascii=i % 2 == 0)
+
+
+async def test_a_long_exchange_is_byte_exact_both_ways(tmp_path: Path) -> None:
+    async with running(tmp_path, scripted_agent_argv()) as proxy:
+        sent = bytearray()
+
+        async def send(line: bytes) -> None:
+            sent.extend(line)
+            await proxy.send(line)
+
+        await send(b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}\n')
+        await proxy.wait_for(lambda m: m.get("id") == 0)
+        await send(b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}\n')
+        session = (await proxy.wait_for(lambda m: m.get("id") == 1))["result"]["sessionId"]
+        for i in range(2, 202):
+            if i % 3 == 0:
+                line = (f'{{"jsonrpc":"2.0","id":{i},"method":"session/prompt","params":{{"sessionId":"{session}",'
+                        '"prompt":[{"type":"text","text":"chunks:20 go"}]}}\n').encode()
+            elif i % 3 == 1:
+                line = f'{{ "jsonrpc" : "2.0", "id" : {i}, "method":"_echo", "params" : {odd_params(i)} }}\r\n'.encode()
+            else:
+                line = b'{"jsonrpc":"2.0","method":"_unknown/notification","params":{"n":%d}}\n' % i
+            await send(line)
+        await send(b"not json at all\n")
+        await send(b'{"jsonrpc":"2.0","id":999,"method":"_say","params":{"raw":"  {\\"jsonrpc\\":\\"2.0\\",\\"method\\":\\"_auth/status_update\\"}  "}}\n')
+        await proxy.wait_for(lambda m: m.get("id") == 999, timeout=60)
+        await proxy.close_stdin()
+        assert await proxy.wait_exit() == 0
+    agent_in = (tmp_path / "agent_in.bin").read_bytes()
+    agent_out = (tmp_path / "agent_out.bin").read_bytes()
+    assert agent_in == bytes(sent)
+    assert bytes(proxy.received) == agent_out
+    assert agent_out.count(b"agent_message_chunk") == 67 * 20
+
+
+async def test_a_line_over_the_cap_gets_an_error_and_the_connection_stays_up(tmp_path: Path) -> None:
+    async with running(tmp_path, scripted_agent_argv(), "--max-frame-bytes", "1000") as proxy:
+        big = json.dumps({"jsonrpc": "2.0", "id": 5, "method": "_echo", "params": {"x": "y" * 5000}}).encode()
+        await proxy.send(big + b"\n")
+        error = await proxy.wait_for(lambda m: m.get("id") == 5)
+        assert error["error"]["code"] == -32600
+        reply = await proxy.request(6, "_echo", {"still": "alive"})
+        assert reply["result"] == {"still": "alive"}
+        # the agent's own oversized answer: the client's request fails instead of hanging
+        reply = await proxy.request(7, "_echo", {"pad": 2000})
+        assert reply["error"]["code"] == -32603
+        await proxy.close_stdin()
+        assert await proxy.wait_exit() == 0
+    assert b"over the 1000-byte cap" in proxy.stderr
+    assert b"y" * 5000 not in (tmp_path / "agent_in.bin").read_bytes()
+
+
+async def test_agent_death_fails_pending_requests_and_exits_non_zero(tmp_path: Path) -> None:
+    async with running(tmp_path, scripted_agent_argv()) as proxy:
+        await proxy.send(b'{"jsonrpc":"2.0","id":1,"method":"_hang","params":{}}\n')
+        await proxy.send(b'{"jsonrpc":"2.0","id":2,"method":"_die","params":{"code":7}}\n')
+        error = await proxy.wait_for(lambda m: m.get("id") == 1)
+        assert error["error"]["code"] == -32603
+        assert "exited" in error["error"]["message"]
+        assert await proxy.wait_exit() == 7
+    assert b"exited with code 7" in proxy.stderr
+
+
+async def test_agent_stderr_reaches_liminals_stderr(tmp_path: Path) -> None:
+    async with running(tmp_path, scripted_agent_argv()) as proxy:
+        await proxy.request(1, "_stderr", {"text": "adapter says hello"})
+        await proxy.close_stdin()
+        await proxy.wait_exit()
+    assert b"adapter says hello" in proxy.stderr
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def agent_pid(proxy: ProxyProcess) -> int:
+    """The agent's pid, from liminal's own log line (stderr is JSON when it is not a terminal)."""
+    with anyio.fail_after(10):
+        while True:
+            for line in bytes(proxy.stderr).splitlines():
+                if b'"agent started"' in line:
+                    return int(json.loads(line)["pid"])
+            await anyio.sleep(0.05)
+
+
+@pytest.mark.parametrize("flags", [("--ignore-eof",), ("--ignore-eof", "--ignore-term")])
+async def test_client_leaving_stops_an_agent_that_ignores_eof(tmp_path: Path, flags: tuple[str, ...]) -> None:
+    async with running(tmp_path, scripted_agent_argv(*flags), "--kill-grace", "1") as proxy:
+        await proxy.request(1, "initialize", {"protocolVersion": 1})
+        pid = await agent_pid(proxy)
+        await proxy.close_stdin()
+        assert await proxy.wait_exit(timeout=30) == 0
+    with anyio.fail_after(10):
+        while alive(pid):  # noqa: ASYNC110 - the agent is not our child: no event to wait on
+            await anyio.sleep(0.05)
+
+
+async def test_sigterm_to_liminal_stops_the_agent(tmp_path: Path) -> None:
+    async with running(tmp_path, scripted_agent_argv("--ignore-eof"), "--kill-grace", "1") as proxy:
+        await proxy.request(1, "initialize", {"protocolVersion": 1})
+        pid = await agent_pid(proxy)
+        proxy.process.send_signal(signal.SIGTERM)
+        assert await proxy.wait_exit() == 128 + signal.SIGTERM
+    assert not alive(pid)

@@ -1,0 +1,192 @@
+"""The swap manager on a real proxy, with the scripted agent and a fake session harness.
+
+What the real Claude Code adds (files, rewrite, resume of a rewritten session) is covered by the
+acceptance tests; these pin down the choreography: hold, move, re-apply, commit, release, and
+every failure leaving the thread on its old session.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from liminal.config import SwapSettings
+from liminal.kernel.journal import SwapJournal
+from liminal.kernel.swap import Rewritten, SwapManager
+from tests.support.inproc import PipeClient, proxy_in_process
+from tests.support.proxy_process import scripted_agent_argv
+
+pytestmark = pytest.mark.anyio
+
+
+class FakeHarness:
+    name = "fake"
+
+    def __init__(self, tmp: Path, *, fail: bool = False, delay: threading.Event | None = None) -> None:
+        self.tmp = tmp
+        self.fail = fail
+        self.gate = delay
+        self.rewrites: list[Path] = []
+        self.tokens = 150_000
+
+    def locate(self, backing_id: str, cwd: str | None) -> Path | None:
+        path = self.tmp / f"{backing_id}.jsonl"
+        path.write_text("{}\n")
+        return path
+
+    def context_tokens(self, path: Path) -> int | None:
+        return self.tokens
+
+    def turn_settled(self, path: Path) -> bool:
+        return True
+
+    def rewrite(self, path: Path, target_tokens: int) -> Rewritten:
+        if self.gate is not None:
+            self.gate.wait(10)
+        if self.fail:
+            raise ValueError("validation refused the output")
+        self.rewrites.append(path)
+        self.tokens = 90_000  # what the rewritten file reports once the next turn is written
+        new_id = str(uuid.uuid4())
+        return Rewritten(new_id, path.with_name(f"{new_id}.jsonl"), 150_000, 90_000)
+
+
+def agent_received(tmp_path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (tmp_path / "agent_in.bin").read_bytes().splitlines()]
+
+
+def settings(**kw: Any) -> SwapSettings:
+    return SwapSettings(high_tokens=100_000, target_tokens=80_000, hold_timeout_seconds=10, **kw)
+
+
+async def start(client: PipeClient) -> str:
+    await client.request("initialize", {"protocolVersion": 1})
+    result = (await client.request("session/new", {"cwd": "/work", "mcpServers": []}))["result"]
+    return str(result["sessionId"])
+
+
+async def test_a_turn_past_the_threshold_swaps_and_the_client_never_sees_it(tmp_path: Path) -> None:
+    harness = FakeHarness(tmp_path)
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    manager = SwapManager(settings(), journal, harness)
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
+        thread = await start(client)
+        await client.request("session/set_mode", {"sessionId": thread, "modeId": "plan"})
+        await client.prompt(thread, "used:50000 chunks:1")
+        assert manager.completed == 0
+        await client.prompt(thread, "used:130000 chunks:1")
+        await manager.wait_for_swaps(1)
+        new_backing = proxy.router.backing_of(thread)
+        assert new_backing != thread
+        answer = await client.prompt(thread, "chunks:3")
+        assert answer["result"]["stopReason"] == "end_turn"
+    received = agent_received(tmp_path)
+    methods = [(m.get("method"), (m.get("params") or {}).get("sessionId")) for m in received]
+    assert ("session/resume", new_backing) in methods
+    assert ("session/set_mode", new_backing) in methods
+    assert ("session/close", thread) in methods
+    assert methods[-1] == ("session/prompt", new_backing)
+    # the client saw only its thread id, and one short notice
+    everything = b"\n".join(client.lines)
+    assert new_backing.encode() not in everything
+    thoughts = [m for m in client.messages() if (m.get("params") or {}).get("update", {}).get("sessionUpdate")
+                == "agent_thought_chunk"]
+    assert len(thoughts) == 1 and "150k -> 90k" in thoughts[0]["params"]["update"]["content"]["text"]
+    chunks = [m for m in client.messages() if m.get("method") == "session/update"]
+    assert {m["params"]["sessionId"] for m in chunks} == {thread}
+    [record] = journal.records()
+    assert record.outcome == "committed" and record.new_backing_id == new_backing
+    assert record.tokens_before == 150_000 and record.tokens_after == 90_000
+
+
+async def test_a_prompt_sent_during_the_swap_waits_and_goes_to_the_new_session(tmp_path: Path) -> None:
+    gate = threading.Event()
+    harness = FakeHarness(tmp_path, delay=gate)
+    manager = SwapManager(settings(), SwapJournal(tmp_path / "swaps.jsonl"), harness)
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
+        thread = await start(client)
+        await client.prompt(thread, "used:130000")
+        async with anyio.create_task_group() as tg:
+            answers: list[dict[str, Any]] = []
+
+            async def prompt() -> None:
+                answers.append(await client.prompt(thread, "chunks:2"))
+
+            tg.start_soon(prompt)
+            with anyio.fail_after(10):
+                while proxy.router.held_count(thread) == 0:  # noqa: ASYNC110 - router state, no event
+                    await anyio.sleep(0.01)
+            gate.set()
+        assert answers[0]["result"]["stopReason"] == "end_turn"
+        new_backing = proxy.router.backing_of(thread)
+    prompts = [m for m in agent_received(tmp_path) if m.get("method") == "session/prompt"]
+    assert prompts[-1]["params"]["sessionId"] == new_backing != thread
+
+
+@pytest.mark.parametrize("failure", ["rewrite", "session/resume", "session/set_mode"])
+async def test_any_failure_leaves_the_thread_on_its_old_session(tmp_path: Path, failure: str) -> None:
+    harness = FakeHarness(tmp_path, fail=failure == "rewrite")
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    manager = SwapManager(settings(), journal, harness)
+    env = {} if failure == "rewrite" else {"AGENT_FAIL": failure}
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager], **env) as (proxy, client):
+        thread = await start(client)
+        await client.request("session/set_mode", {"sessionId": thread, "modeId": "plan"})
+        await client.prompt(thread, "used:130000")
+        await manager.wait_for_swaps(1)
+        assert proxy.router.backing_of(thread) == thread
+        answer = await client.prompt(thread, "chunks:1")
+        assert answer["result"]["stopReason"] == "end_turn"
+    [record] = journal.records()
+    assert record.outcome == "failed"
+    prompts = [m for m in agent_received(tmp_path) if m.get("method") == "session/prompt"]
+    assert prompts[-1]["params"]["sessionId"] == thread
+
+
+async def test_without_resume_the_load_replay_is_swallowed(tmp_path: Path) -> None:
+    manager = SwapManager(settings(), SwapJournal(tmp_path / "swaps.jsonl"), FakeHarness(tmp_path))
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager], AGENT_NO_RESUME="1") as (proxy, client):
+        thread = await start(client)
+        await client.prompt(thread, "used:130000")
+        await manager.wait_for_swaps(1)
+        assert proxy.router.backing_of(thread) != thread
+        await client.prompt(thread, "chunks:1")
+    assert not [m for m in client.messages()
+                if (m.get("params") or {}).get("update", {}).get("sessionUpdate") == "user_message_chunk"]
+    assert any(m.get("method") == "session/load" for m in agent_received(tmp_path))
+
+
+async def test_after_a_restart_the_thread_resumes_on_its_last_committed_session(tmp_path: Path) -> None:
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    manager = SwapManager(settings(), journal, FakeHarness(tmp_path))
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
+        thread = await start(client)
+        await client.prompt(thread, "used:130000")
+        await manager.wait_for_swaps(1)
+        backing = proxy.router.backing_of(thread)
+    (tmp_path / "agent_in.bin").unlink()
+    manager = SwapManager(settings(), journal, FakeHarness(tmp_path))
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
+        await client.request("initialize", {"protocolVersion": 1})
+        await client.request("session/load", {"sessionId": thread, "cwd": "/work", "mcpServers": []})
+        replay = await client.wait_for(lambda m: m.get("method") == "session/update")
+        assert replay["params"]["sessionId"] == thread
+        await client.prompt(thread, "chunks:1")
+    loads = [m for m in agent_received(tmp_path) if m.get("method") in ("session/load", "session/prompt")]
+    assert {m["params"]["sessionId"] for m in loads} == {backing}
+
+
+async def test_below_the_threshold_nothing_happens(tmp_path: Path) -> None:
+    manager = SwapManager(settings(), SwapJournal(tmp_path / "swaps.jsonl"), FakeHarness(tmp_path))
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
+        thread = await start(client)
+        for _ in range(3):
+            await client.prompt(thread, "used:1000")
+        assert proxy.router.backing_of(thread) == thread
+    assert manager.completed == 0

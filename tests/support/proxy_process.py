@@ -1,0 +1,104 @@
+"""Run ``liminal acp -- AGENT...`` as a real subprocess and talk raw NDJSON to it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import Process
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPTED_AGENT = Path(__file__).with_name("scripted_agent.py")
+
+
+def liminal_argv(agent: Sequence[str], *options: str) -> list[str]:
+    return [sys.executable, "-m", "liminal", "acp", *options, "--", *agent]
+
+
+def scripted_agent_argv(*flags: str) -> list[str]:
+    return [sys.executable, str(SCRIPTED_AGENT), *flags]
+
+
+def child_env(tmp: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env["LIMINAL_HOME"] = str(tmp / "liminal-home")
+    env["AGENT_LOG_IN"] = str(tmp / "agent_in.bin")
+    env["AGENT_LOG_OUT"] = str(tmp / "agent_out.bin")
+    env.update(extra)
+    return env
+
+
+class ProxyProcess:
+    """The client side: bytes in, lines out, stderr collected."""
+
+    def __init__(self, process: Process) -> None:
+        self.process = process
+        self.received = bytearray()
+        self.lines: list[bytes] = []
+        self.stderr = bytearray()
+        self._changed = anyio.Event()
+
+    async def pump(self) -> None:
+        assert self.process.stdout is not None
+        buffer = b""
+        async for chunk in self.process.stdout:
+            self.received += chunk
+            buffer += chunk
+            *complete, buffer = buffer.split(b"\n")
+            self.lines.extend(complete)
+            self._changed.set()
+        self._changed.set()
+
+    async def pump_stderr(self) -> None:
+        assert self.process.stderr is not None
+        async for chunk in self.process.stderr:
+            self.stderr += chunk
+
+    async def send(self, data: bytes) -> None:
+        assert self.process.stdin is not None
+        await self.process.stdin.send(data)
+
+    async def request(self, rpc_id: Any, method: str, params: Any, timeout: float = 30) -> dict[str, Any]:
+        await self.send(json.dumps({"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params}).encode() + b"\n")
+        return await self.wait_for(lambda m: m.get("id") == rpc_id and "method" not in m, timeout)
+
+    def messages(self) -> list[dict[str, Any]]:
+        found = []
+        for line in self.lines:
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                found.append(value)
+        return found
+
+    async def wait_for(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 30) -> dict[str, Any]:
+        with anyio.fail_after(timeout):
+            while True:
+                for message in self.messages():
+                    if predicate(message):
+                        return message
+                self._changed = anyio.Event()
+                await self._changed.wait()
+
+    async def close_stdin(self) -> None:
+        assert self.process.stdin is not None
+        await self.process.stdin.aclose()
+
+    async def wait_exit(self, timeout: float = 30) -> int:
+        with anyio.fail_after(timeout):
+            return await self.process.wait()
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

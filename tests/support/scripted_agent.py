@@ -1,0 +1,153 @@
+"""A small ACP agent for integration tests, driven by what the client sends.
+
+Every byte it reads is appended to $AGENT_LOG_IN and every byte it writes to $AGENT_LOG_OUT, so a
+test can compare both sides of the proxy exactly. Behaviour by method:
+
+- ``initialize``, ``session/new``, ``session/load``: plausible results.
+- ``session/prompt``: the prompt text ``chunks:N`` streams N ``agent_message_chunk`` updates;
+  ``ask`` first sends ``session/request_permission`` and waits for the answer; ``used:N`` sends a
+  ``usage_update`` with ``used`` N; then end_turn.
+- ``session/set_mode``, ``session/set_config_option``, ``session/close``: empty results.
+- ``$AGENT_FAIL`` names one method that answers with an error instead.
+- ``_echo``: answers with the request's params (plus ``padding`` of ``pad`` bytes if asked).
+- ``_say``: writes ``params.raw`` (a string) to stdout verbatim as one line.
+- ``_stderr``: writes ``params.text`` to stderr.
+- ``_die``: exits at once with ``params.code``.
+- anything else with an id: a -32601 error. Notifications are ignored.
+
+Flags: ``--ignore-eof`` keeps running after stdin closes (like the older Claude adapter);
+``--ignore-term`` also ignores SIGTERM (so only SIGKILL stops it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+import uuid
+
+IGNORE_EOF = "--ignore-eof" in sys.argv
+if "--ignore-term" in sys.argv:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+# Open for the life of the process, on purpose.
+log_in = open(os.environ["AGENT_LOG_IN"], "ab") if os.environ.get("AGENT_LOG_IN") else None  # noqa: SIM115
+log_out = open(os.environ["AGENT_LOG_OUT"], "ab") if os.environ.get("AGENT_LOG_OUT") else None  # noqa: SIM115
+out = sys.stdout.buffer
+stdin = sys.stdin.buffer
+
+
+def send_raw(line: bytes) -> None:
+    out.write(line + b"\n")
+    out.flush()
+    if log_out:
+        log_out.write(line + b"\n")
+        log_out.flush()
+
+
+def send(message: dict) -> None:
+    send_raw(json.dumps(message, separators=(",", ":")).encode())
+
+
+def read_line() -> bytes | None:
+    line = stdin.readline()
+    if not line:
+        return None
+    if log_in:
+        log_in.write(line)
+        log_in.flush()
+    return line
+
+
+def handle(message: dict) -> None:
+    method = message.get("method")
+    rpc_id = message.get("id")
+    params = message.get("params") or {}
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": rpc_id, "result": {
+            "protocolVersion": 1,
+            "agentCapabilities": {"loadSession": True, "sessionCapabilities": (
+                {} if os.environ.get("AGENT_NO_RESUME") else {"resume": {}, "close": {}})},
+            "authMethods": []}})
+    elif method == "session/new":
+        send({"jsonrpc": "2.0", "id": rpc_id, "result": {"sessionId": str(uuid.uuid4())}})
+    elif method in ("session/load", "session/resume"):
+        sid = params.get("sessionId")
+        if os.environ.get("AGENT_FAIL") == method:
+            send({"jsonrpc": "2.0", "id": rpc_id, "error": {"code": -32002, "message": "scripted failure"}})
+            return
+        if method == "session/load":
+            send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": {
+                "sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "replayed"}}}})
+        send({"jsonrpc": "2.0", "id": rpc_id, "result": {}})
+    elif method == "session/prompt":
+        sid = params["sessionId"]
+        text = " ".join(b.get("text", "") for b in params.get("prompt", []) if isinstance(b, dict))
+        if "ask" in text.split():
+            send({"jsonrpc": "2.0", "id": 900, "method": "session/request_permission", "params": {
+                "sessionId": sid, "toolCall": {"toolCallId": "t1", "title": "touch"},
+                "options": [{"optionId": "ok", "name": "Allow", "kind": "allow_once"}]}})
+            while True:
+                line = read_line()
+                if line is None:
+                    return
+                answer = json.loads(line)
+                if answer.get("id") == 900:
+                    break
+        n = 0
+        for word in text.split():
+            if word.startswith("chunks:"):
+                n = int(word.split(":", 1)[1])
+        for i in range(n):
+            send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": {
+                "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": f"chunk {i} é中"}}}})
+        for word in text.split():
+            if word.startswith("used:"):
+                send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": {
+                    "sessionUpdate": "usage_update", "used": int(word.split(":", 1)[1]), "size": 200000}}})
+        send({"jsonrpc": "2.0", "id": rpc_id, "result": {"stopReason": "end_turn"}})
+    elif method in ("session/set_mode", "session/set_config_option", "session/close"):
+        if os.environ.get("AGENT_FAIL") == method:
+            send({"jsonrpc": "2.0", "id": rpc_id, "error": {"code": -32603, "message": "scripted failure"}})
+        else:
+            send({"jsonrpc": "2.0", "id": rpc_id, "result": {}})
+    elif method == "_echo":
+        if "pad" in params:  # a larger answer than the request, for the frame cap
+            params = dict(params, padding="p" * int(params["pad"]))
+        raw = json.dumps(params, separators=(",", ":"))
+        send_raw(b'{"jsonrpc":"2.0","id":' + json.dumps(rpc_id).encode() + b',"result":' + raw.encode() + b"}")
+    elif method == "_say":
+        send_raw(params["raw"].encode())
+        if rpc_id is not None:
+            send({"jsonrpc": "2.0", "id": rpc_id, "result": {}})
+    elif method == "_stderr":
+        sys.stderr.write(params["text"] + "\n")
+        sys.stderr.flush()
+        send({"jsonrpc": "2.0", "id": rpc_id, "result": {}})
+    elif method == "_die":
+        os._exit(int(params.get("code", 3)))
+    elif method == "_hang":
+        pass  # never answers
+    elif rpc_id is not None and method is not None:
+        send({"jsonrpc": "2.0", "id": rpc_id, "error": {"code": -32601, "message": f"no {method}"}})
+
+
+def main() -> None:
+    while True:
+        line = read_line()
+        if line is None:
+            break
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(message, dict):
+            handle(message)
+    while IGNORE_EOF:
+        time.sleep(3600)
+
+
+if __name__ == "__main__":
+    main()

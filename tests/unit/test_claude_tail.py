@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from liminal.kernel.claude_tail import SettleWatch, context_tokens, ends_a_turn
+
+
+def write(path: Path, *records: dict[str, Any], torn: bytes = b"") -> Path:
+    path.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in records) + torn)
+    return path
+
+
+def assistant(blocks: list[str], usage: tuple[int, int, int] | None = (10, 20, 30), **extra: Any) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": [{"type": b} for b in blocks], "stop_reason": None}
+    if usage:
+        message["usage"] = {"input_tokens": usage[0], "cache_creation_input_tokens": usage[1],
+                            "cache_read_input_tokens": usage[2], "output_tokens": 5}
+    return {"type": "assistant", "message": message, **extra}
+
+
+USER = {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": "hi"}]}}
+
+
+def test_context_tokens_from_the_last_main_chain_usage(tmp_path: Path) -> None:
+    path = write(tmp_path / "s.jsonl", USER, assistant(["text"], (1, 2, 3)), USER,
+                 assistant(["text"], (100, 200, 300)), assistant(["text"], (9, 9, 9), isSidechain=True),
+                 {"type": "cost-state"})
+    assert context_tokens(path) == 600
+
+
+def test_context_tokens_ignores_usage_before_a_compact_boundary(tmp_path: Path) -> None:
+    path = write(tmp_path / "s.jsonl", assistant(["text"]), {"type": "system", "subtype": "compact_boundary"}, USER)
+    assert context_tokens(path) is None
+
+
+def test_a_turn_ends_on_an_answer_not_on_a_tool_call_or_a_torn_line(tmp_path: Path) -> None:
+    assert ends_a_turn(write(tmp_path / "a.jsonl", USER, assistant(["text"]), {"type": "last-prompt"}))
+    assert not ends_a_turn(write(tmp_path / "b.jsonl", USER, assistant(["tool_use"])))
+    assert not ends_a_turn(write(tmp_path / "c.jsonl", USER, assistant(["text"]), USER))
+    assert not ends_a_turn(write(tmp_path / "d.jsonl", USER, assistant(["text"]), torn=b'{"type":"assi'))
+
+
+def test_settled_needs_the_size_to_hold_still(tmp_path: Path) -> None:
+    path = write(tmp_path / "s.jsonl", USER, assistant(["text"]))
+    watch = SettleWatch()
+    assert not watch.settled(path)
+    assert watch.settled(path)
+    with path.open("ab") as f:
+        f.write(b'{"type":"cost-state"}\n')
+    assert not watch.settled(path)
+    assert watch.settled(path)
