@@ -45,6 +45,8 @@ class StoreSettings:
     url: str = ""
     # Frames the indexer may queue in memory before it spills to the local spool.
     queue_frames: int = 100_000
+    # Record every frame (``liminal acp``). Off: a pure proxy, nothing written anywhere.
+    index: bool = True
 
 
 @dataclass(frozen=True, slots=True)

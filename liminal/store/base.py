@@ -72,6 +72,49 @@ class Store(Protocol):
     async def aclose(self) -> None: ...
 
 
+class UnavailableStore:
+    """Stands in for a store that could not be opened, so the conversation goes on: every
+    write fails, the indexer spools, and the next start replays the spool."""
+
+    backend = "unavailable"
+    search_mode = "none"
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    async def write(self, batch: Batch) -> None:
+        raise StoreError(self.reason)
+
+    async def frames(self, *, connection_id: str | None = None, thread_id: str | None = None,
+                     after_seq: int = -1, limit: int = 10_000) -> list[FrameRecord]:
+        raise StoreError(self.reason)
+
+    async def frame_count(self) -> int:
+        raise StoreError(self.reason)
+
+    async def messages(self, thread_id: str) -> list[MessageRecord]:
+        raise StoreError(self.reason)
+
+    async def thread(self, thread_id: str) -> Thread | None:
+        raise StoreError(self.reason)
+
+    async def threads(self, limit: int = 1000) -> list[ThreadSummary]:
+        raise StoreError(self.reason)
+
+    async def session_records(self, backing_id: str) -> list[SessionRecord]:
+        raise StoreError(self.reason)
+
+    async def session_file_end(self, backing_id: str) -> int:
+        raise StoreError(self.reason)
+
+    async def search(self, query: str, *, thread_id: str | None = None,
+                     limit: int = 20) -> list[SearchHit]:
+        raise StoreError(self.reason)
+
+    async def aclose(self) -> None:
+        return None
+
+
 def sqlite_path(settings: Settings) -> Path:
     """The SQLite file in use: ``store.url`` as ``sqlite:///PATH``, else ``$LIMINAL_HOME/liminal.db``."""
     url = settings.store.url

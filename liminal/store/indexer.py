@@ -39,7 +39,7 @@ import orjson
 from liminal import log
 from liminal.acp.events import FrameEvent
 from liminal.config import Settings
-from liminal.store.base import Store, open_store
+from liminal.store.base import Store, StoreError, UnavailableStore, describe, open_store
 from liminal.store.derive import Deriver
 from liminal.store.records import Batch, FrameRecord, MessageRecord, ThreadUpdate, frame_id
 from liminal.store.sessionfile import SessionFileIndexer, find_claude_session
@@ -429,7 +429,13 @@ async def open_indexer(settings: Settings, connection_id: str | None = None, *,
     spool_root = settings.home / "spool"
     async with contextlib.AsyncExitStack() as stack:
         if store is None:
-            store = await stack.enter_async_context(open_store(settings))
+            try:
+                store = await stack.enter_async_context(open_store(settings))
+            except StoreError as exc:
+                # Never in the way: proxy anyway, spool everything for the next start.
+                logger.error("store unavailable; frames are spooled until the next start",
+                             store=describe(settings), error=str(exc))
+                store = UnavailableStore(str(exc))
         indexer = Indexer(store, spool_root, spool_name=connection_id,
                           queue_frames=settings.store.queue_frames,
                           session_files=find_claude_session if watch_sessions else None)

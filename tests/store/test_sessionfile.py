@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,13 @@ RECORDS: list[dict[str, Any]] = [
      "toolUseResult": {"file": {"filePath": "flux.py",
                                 "content": "def gigawatts():\n    return 1.21  # full output"}}},
 ]
+
+
+async def eventually(predicate: Callable[[], bool]) -> None:
+    while True:
+        if predicate():
+            return
+        await anyio.sleep(0.05)
 
 
 def line(record: dict[str, Any]) -> bytes:
@@ -81,12 +89,10 @@ async def test_the_file_is_indexed_as_it_grows(tmp_path: Path) -> None:
     async with anyio.create_task_group() as tg:
         tg.start_soon(watcher.run, stop)
         with anyio.fail_after(10):
-            while watcher.indexed < 1:
-                await anyio.sleep(0.05)
+            await eventually(lambda: watcher.indexed >= 1)
             with path.open("ab") as f:
                 f.write(line(RECORDS[1])[20:] + line(RECORDS[2]))
-            while watcher.indexed < 3:
-                await anyio.sleep(0.05)
+            await eventually(lambda: watcher.indexed >= 3)
         stop.set()
     records = await store.session_records(SID)
     assert [r.uuid for r in records] == ["u1", "a1", "u2"]
@@ -116,7 +122,9 @@ async def test_the_indexer_watches_the_threads_session_file(tmp_path: Path) -> N
         await anyio.sleep(0.3)
         path.write_bytes(b"".join(line(r) for r in RECORDS))  # appears after session/new
         with anyio.fail_after(10):
-            while len(await store.session_records(SID)) < 3:
+            while True:
+                if len(await store.session_records(SID)) >= 3:
+                    break
                 await anyio.sleep(0.1)
         await indexer.aclose()
     records = await store.session_records(SID)
