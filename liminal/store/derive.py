@@ -48,6 +48,7 @@ class _Open:
     message: MessageRecord
     parts: list[str]
     message_id: str | None  # ACP messageId, when the agent sends one
+    closed: bool = False
 
     def record(self) -> MessageRecord:
         if self.parts:
@@ -77,7 +78,8 @@ def content_text(block: Any) -> str:
         return ""
     kind = block.get("type")
     if kind == "text":
-        return str(block.get("text", ""))
+        text = block.get("text", "")
+        return text if isinstance(text, str) else str(text)
     if kind == "resource_link":
         return f"[{block.get('name') or block.get('uri', '')}]"
     if kind == "resource":
@@ -148,12 +150,28 @@ class Deriver:
             self._changed[m.id] = m
         out.messages.clear()
 
-    def take(self) -> Derived:
+    @property
+    def holding(self) -> bool:
+        """Whether ``take(include_open=False)`` held back text that is not written yet."""
+        return bool(self._changed)
+
+    def take(self, *, include_open: bool = True) -> Derived:
         """The latest version of every message changed since the last ``take``, and the thread
-        updates, in order."""
-        messages = [v.record() if isinstance(v, _Open) else v for v in self._changed.values()]
+        updates, in order. ``include_open=False`` holds back text still growing (its next
+        version would replace it anyway): re-indexing a long answer's whole text for full-text
+        search at every batch is the one quadratic cost in indexing."""
+        messages: list[MessageRecord] = []
+        held: dict[str, MessageRecord | _Open] = {}
+        for key, value in self._changed.items():
+            if isinstance(value, _Open):
+                if not include_open and not value.closed:
+                    held[key] = value
+                    continue
+                messages.append(value.record())
+            else:
+                messages.append(value)
         threads = list(self._out.threads)
-        self._changed.clear()
+        self._changed = held
         self._out.threads.clear()
         return Derived(messages, threads)
 
@@ -200,14 +218,10 @@ class Deriver:
             return
         state = self._state(thread_id)
         kind = update.get("sessionUpdate")
-        base = MessageRecord(
-            id=frame.id, thread_id=thread_id, turn_id=state.turn_id, time=frame.time,
-            order=_order(frame), kind="", replayed=state.loading,
-            backing_id=frame.backing_id or thread_id)
-        if kind in _CHUNK_KINDS:
+        if kind in _CHUNK_KINDS:  # the hot path: most frames are chunks
             text = content_text(update.get("content"))
-            msg_kind = _CHUNK_KINDS[str(kind)]
-            message_id = _str(update.get("messageId")) or None
+            msg_kind = _CHUNK_KINDS[kind]
+            message_id = update.get("messageId") or None
             current = state.open
             if (current is not None and current.message.kind == msg_kind
                     and current.message_id == message_id
@@ -216,12 +230,18 @@ class Deriver:
             else:
                 self._close_text(state)
                 data = {"messageId": message_id} if message_id else {}
-                current = _Open(replace(base, kind=msg_kind, text="", data=data), [text],
-                                message_id)
+                current = _Open(MessageRecord(
+                    id=frame.id, thread_id=thread_id, turn_id=state.turn_id, time=frame.time,
+                    order=_order(frame), kind=msg_kind, data=data, replayed=state.loading,
+                    backing_id=frame.backing_id or thread_id), [text], _str(message_id) or None)
                 state.open = current
             self._changed[current.message.id] = current
             return
         self._close_text(state)
+        base = MessageRecord(
+            id=frame.id, thread_id=thread_id, turn_id=state.turn_id, time=frame.time,
+            order=_order(frame), kind="", replayed=state.loading,
+            backing_id=frame.backing_id or thread_id)
         if kind in {"tool_call", "tool_call_update"}:
             tool_id = _str(update.get("toolCallId"))
             previous = state.tools.get(tool_id)
@@ -316,7 +336,9 @@ class Deriver:
 
     @staticmethod
     def _close_text(state: _ThreadState) -> None:
-        state.open = None
+        if state.open is not None:
+            state.open.closed = True
+            state.open = None
 
 
 def _order(frame: FrameRecord) -> str:

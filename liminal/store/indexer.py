@@ -47,6 +47,10 @@ from liminal.store.spool import SpoolDir, orphans, read_segment
 
 logger = log.get("liminal.store.indexer")
 _PARSED_KINDS = {"request", "notification", "response"}
+# A message still growing (a long answer streaming in) is written at most this often; it is
+# complete in the store once it ends. The frames, always written at once, hold it meanwhile.
+OPEN_MESSAGE_SECONDS = 1.0
+TAIL_POLL_SECONDS = 0.1  # a worker looks at its spool this often when not woken
 
 
 @dataclass(slots=True)
@@ -87,12 +91,16 @@ class Indexer:
                  queue_frames: int = 100_000, batch_frames: int = 2000,
                  stall_seconds: float = 2.0, retry_seconds: float = 0.5,
                  close_timeout: float = 20.0, recover: bool = True,
-                 session_files: Callable[[str, str], Path | None] | None = None) -> None:
+                 session_files: Callable[[str, str], Path | None] | None = None,
+                 tail: Path | None = None) -> None:
         """``session_files(backing_id, cwd)`` locates a CLI session file to index as it grows
-        (``find_claude_session`` for Claude Code); None: frames only."""
+        (``find_claude_session`` for Claude Code); None: frames only. ``tail``: consume the
+        spool another process writes there (the worker, see ``liminal.store.worker``) instead of
+        taking offers."""
         self.store = store
         self.spool_root = spool_root
-        self.spool = SpoolDir(spool_root / (spool_name or uuid.uuid4().hex))
+        self.spool = SpoolDir(tail or spool_root / (spool_name or uuid.uuid4().hex))
+        self._tailing = tail is not None
         self.stats = IndexerStats()
         self._max = max(1, queue_frames)
         self._batch = max(1, batch_frames)
@@ -100,13 +108,15 @@ class Indexer:
         self._retry = retry_seconds
         self._close_timeout = close_timeout
         self._recover = recover
-        self._queue: deque[tuple[int, FrameEvent]] = deque()
+        self._queue: deque[tuple[int, int, FrameEvent]] = deque()  # (n, seq, event)
         self._seq: dict[str, int] = {}
+        self._n = 0  # frames offered so far, all connections: orders the spool's segments
         self._spilling = False
         self._deriver = Deriver()
         self._pending_messages: dict[str, MessageRecord] = {}
         self._pending_threads: list[ThreadUpdate] = []
         self._inflight: list[FrameRecord] | None = None  # frames of a write under way
+        self._inflight_n = 0  # their first frame's n
         self._inflight_from_memory = False
         self._inflight_started = 0.0
         self._wakeup = anyio.Event()
@@ -115,6 +125,7 @@ class Indexer:
         self._running = False
         self._done = anyio.Event()
         self._store_down = False
+        self._open_written = 0.0
         self.recovered_all = anyio.Event()  # set once spools of stopped processes are replayed
         self._session_files = session_files
         self._watch_requests: deque[tuple[str, str, str]] = deque()  # thread, backing, cwd
@@ -131,11 +142,13 @@ class Indexer:
         try:
             seq = self._seq.get(event.connection_id, -1) + 1
             self._seq[event.connection_id] = seq
+            n = self._n
+            self._n = n + 1
             self.stats.offered += 1
             if self._spilling or self._closing or len(self._queue) >= self._max:
-                self._spill(to_record(seq, event))
+                self._spill(n, to_record(seq, event))
                 return
-            self._queue.append((seq, event))
+            self._queue.append((n, seq, event))
             if self._idle:
                 self._idle = False
                 self._wakeup.set()
@@ -143,12 +156,12 @@ class Indexer:
             self.stats.lost += 1
             logger.exception("indexer: frame dropped")
 
-    def _spill(self, frame: FrameRecord) -> None:
+    def _spill(self, n: int, frame: FrameRecord) -> None:
         try:
             if not self.spool.owned:
                 self.spool.acquire()
             self._spilling = True
-            self.spool.append(frame)
+            self.spool.append(n, frame)
             self.stats.spooled += 1
         except OSError as exc:
             self.stats.lost += 1
@@ -156,11 +169,13 @@ class Indexer:
                 logger.error("indexer: spool write failed; frame lost", error=str(exc),
                              lost=self.stats.lost)
 
-    def _spill_memory(self, taken: list[FrameRecord] | None = None) -> None:
-        """Move frames already taken from the queue (``taken``: a write under way or one that
-        failed) and everything still queued into the spool, ahead of what is spooled."""
+    def _spill_memory(self, taken: list[FrameRecord] | None = None, taken_n: int = 0) -> None:
+        """Move frames already taken from the queue (``taken``, the first being the
+        ``taken_n``-th offered: a write under way or one that failed) and everything still
+        queued into the spool, ahead of what is spooled."""
         frames = list(taken or [])
-        frames.extend(to_record(seq, event) for seq, event in self._queue)
+        first_n = taken_n if frames else (self._queue[0][0] if self._queue else 0)
+        frames.extend(to_record(seq, event) for _, seq, event in self._queue)
         self._queue.clear()
         self._spilling = True
         if not frames:
@@ -168,7 +183,7 @@ class Indexer:
         try:
             if not self.spool.owned:
                 self.spool.acquire()
-            self.spool.prepend(frames)
+            self.spool.prepend(first_n, frames)
             self.stats.spooled += len(frames)
         except OSError as exc:
             self.stats.lost += len(frames)
@@ -202,46 +217,82 @@ class Indexer:
         backoff = self._retry
         while True:
             source_pos: int | None = None
+            if self._tailing:
+                self.spool.refresh()
             if self._queue:
                 items = []
+                self._inflight_n = self._queue[0][0]
                 for _ in range(min(self._batch, len(self._queue))):
-                    seq, event = self._queue.popleft()
+                    _, seq, event = self._queue.popleft()
                     items.append((to_record(seq, event), event.message))
                 from_memory = True
-            elif not self.spool.empty:
+            elif self._spool_readable():
                 frames, source_pos = self.spool.read(self._batch)
                 if not frames:
-                    self.spool.consumed(source_pos)
+                    # Nothing whole past the read offset: drop the exhausted (or torn) segment,
+                    # unless it is the tail another process may still be appending to.
+                    before = len(self.spool.segments)
+                    self.spool.consumed(source_pos, writer_done=self._writer_done)
+                    if len(self.spool.segments) == before:
+                        await self._idle_wait(TAIL_POLL_SECONDS)
                     continue
                 items = [(f, None if self._deriver.seen(f) else parse(f)) for f in frames]
                 from_memory = False
             else:
                 self._spilling = False
+                # Quiet now: write the text still held back (a pause mid-answer).
+                if (self._deriver.holding and time.monotonic() - self._open_written >= 0.2
+                        and await self._commit([], False, include_open=True)):
+                    continue
                 if self._closing:
                     return
-                self._idle = True
-                self._wakeup = anyio.Event()
-                with anyio.move_on_after(1.0):
-                    await self._wakeup.wait()
-                self._idle = False
+                await self._idle_wait(TAIL_POLL_SECONDS if self._tailing else 1.0)
                 continue
             if await self._commit(items, from_memory):
                 backoff = self._retry
                 if source_pos is not None:
-                    self.spool.consumed(source_pos)
+                    self.spool.consumed(source_pos, writer_done=self._writer_done)
                 continue
             if from_memory:
-                self._spill_memory([frame for frame, _ in items])
+                self._spill_memory([frame for frame, _ in items], self._inflight_n)
             await anyio.sleep(backoff)
             backoff = min(backoff * 2, 5.0)
 
+    def _spool_readable(self) -> bool:
+        segments = self.spool.segments
+        if not segments:
+            return False
+        if not self._tailing or len(segments) > 1 or self._closing:
+            return True
+        return segments[0].read < segments[0].written
+
+    async def _idle_wait(self, seconds: float) -> None:
+        self._idle = True
+        self._wakeup = anyio.Event()
+        with anyio.move_on_after(seconds):
+            await self._wakeup.wait()
+        self._idle = False
+
+    def wake(self) -> None:
+        """More frames are in the spool (the worker's parent says so)."""
+        self._wakeup.set()
+
+    @property
+    def _writer_done(self) -> bool:
+        return not self._tailing or self._closing
+
     async def _commit(self, items: list[tuple[FrameRecord, dict[str, Any] | None]],
-                      from_memory: bool) -> bool:
+                      from_memory: bool, *, include_open: bool = False) -> bool:
         frames = []
         for frame, message in items:
             frames.append(frame)
             self._deriver.feed(frame, message)
-        derived = self._deriver.take()
+        now = time.monotonic()
+        include_open = (include_open or self._closing
+                        or now - self._open_written >= OPEN_MESSAGE_SECONDS)
+        if include_open:
+            self._open_written = now
+        derived = self._deriver.take(include_open=include_open)
         for m in derived.messages:
             self._pending_messages[m.id] = m
         self._pending_threads.extend(derived.threads)
@@ -285,7 +336,7 @@ class Indexer:
                     and now - self._inflight_started > self._stall):
                 logger.warning("indexer: store write stalled; spooling",
                                seconds=round(now - self._inflight_started, 1))
-                self._spill_memory(self._inflight)
+                self._spill_memory(self._inflight, self._inflight_n)
                 self._inflight_from_memory = False
             if self._spilling and now - last_sync >= 1.0:
                 last_sync = now
@@ -385,7 +436,8 @@ class Indexer:
             else:  # never started (or not yet): drain here
                 await self.run()
         if self._queue or (self._inflight is not None and self._inflight_from_memory):
-            self._spill_memory(self._inflight if self._inflight_from_memory else None)
+            self._spill_memory(self._inflight if self._inflight_from_memory else None,
+                               self._inflight_n)
         for watcher in list(self.session_indexers.values()):  # what the CLI wrote last
             with anyio.move_on_after(5), contextlib.suppress(Exception):
                 await watcher.catch_up()

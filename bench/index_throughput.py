@@ -1,0 +1,128 @@
+"""How fast the indexer takes frames into SQLite, and what indexing costs the proxy.
+
+    python bench/index_throughput.py [--frames N] [--proxy-frames N] [--runs R]
+
+1. ``indexer``: N frames (a long streamed answer: a prompt, chunk notifications, the response)
+   offered to an ``Indexer`` on a fresh SQLite store as fast as the loop allows; frames/s from
+   the first offer until the last frame is committed (messages derived and written too).
+2. ``proxy``: ``liminal acp -- bench/fast_agent.py`` streams N chunk notifications through the
+   proxy to a client reading as fast as it can, with indexing on (``LIMINAL_STORE_INDEX=1``) and
+   off; frames/s as the client sees them, best of R runs each.
+
+Targets (docs/benchmarks.md, "index"): >= 20,000 frames/s indexed; proxy with indexing >= 90% of
+the proxy without.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import orjson
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from liminal.store.indexer import Indexer  # noqa: E402
+from liminal.store.sqlite import SqliteStore  # noqa: E402
+from tests.store.streams import stream  # noqa: E402
+
+
+async def indexer_rate(n: int, home: Path) -> tuple[float, float]:
+    store = await SqliteStore.open(home / "liminal.db")
+    events = list(stream(n, pad=100))
+    size = sum(len(e.raw) for e in events)
+    indexer = Indexer(store, home / "spool", queue_frames=n + 1)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(indexer.run)
+        start = time.perf_counter()
+        for i, event in enumerate(events):
+            indexer.offer(event)
+            if i % 1000 == 999:
+                await anyio.sleep(0)  # the router yields between reads, too
+        await indexer.aclose()
+        elapsed = time.perf_counter() - start
+    assert await store.frame_count() == n, "frames missing"
+    await store.aclose()
+    return n / elapsed, size / elapsed / 1e6
+
+
+def proxy_rate(n: int, home: Path, index: bool) -> float:
+    env = dict(os.environ, LIMINAL_HOME=str(home), LIMINAL_STORE_INDEX="1" if index else "0",
+               LIMINAL_LOG_LEVEL="warning", PYTHONPATH=str(ROOT))
+    env.pop("LIMINAL_STORE_URL", None)
+    argv = [sys.executable, "-m", "liminal", "acp", "--", sys.executable,
+            str(ROOT / "bench" / "fast_agent.py")]
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=env)
+    assert proc.stdin is not None and proc.stdout is not None
+    fd = proc.stdout.fileno()
+
+    def send(message: dict[str, object]) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(orjson.dumps(message) + b"\n")
+        proc.stdin.flush()
+
+    def read_until(marker: bytes) -> int:
+        lines, tail = 0, b""
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                raise RuntimeError("liminal exited")
+            lines += chunk.count(b"\n")
+            tail = (tail + chunk)[-256:]
+            if marker in tail:
+                return lines
+
+    send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}})
+    read_until(b'"id":0')
+    send({"jsonrpc": "2.0", "id": 1, "method": "session/new",
+          "params": {"cwd": str(home), "mcpServers": []}})
+    read_until(b'"id":1')
+    start = time.perf_counter()
+    send({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {
+        "sessionId": "bench-session", "prompt": [{"type": "text", "text": f"chunks:{n}"}]}})
+    lines = read_until(b'"stopReason":"end_turn"')
+    elapsed = time.perf_counter() - start
+    proc.stdin.close()
+    proc.wait(60)
+    return lines / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--frames", type=int, default=200_000)
+    parser.add_argument("--proxy-frames", type=int, default=200_000)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    print(f"# {time.strftime('%Y-%m-%d')} · {platform.node()} · {os.cpu_count()} CPUs · "
+          f"Python {platform.python_version()} · {platform.platform()}")
+    with tempfile.TemporaryDirectory() as tmp:
+        rates = []
+        for run in range(args.runs):
+            home = Path(tmp) / f"indexer-{run}"
+            rates.append(anyio.run(indexer_rate, args.frames, home))
+        best = max(rates)
+        print(f"indexer: {best[0]:,.0f} frames/s ({best[1]:.1f} MB/s) into SQLite, "
+              f"{args.frames:,} frames, best of {args.runs} "
+              f"(all: {', '.join(f'{r[0]:,.0f}' for r in rates)})")
+        results = {}
+        for index in (False, True, False, True):  # interleaved: fair to both
+            for run in range(max(1, args.runs // 2 + 1)):
+                home = Path(tmp) / f"proxy-{index}-{run}-{time.monotonic_ns()}"
+                rate = proxy_rate(args.proxy_frames, home, index)
+                results.setdefault(index, []).append(rate)
+        off, on = max(results[False]), max(results[True])
+        print(f"proxy, indexing off: {off:,.0f} frames/s; on: {on:,.0f} frames/s; "
+              f"on/off = {on / off:.1%} ({args.proxy_frames:,} chunk frames, best runs)")
+
+
+if __name__ == "__main__":
+    main()
