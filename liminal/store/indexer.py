@@ -31,7 +31,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import orjson
@@ -44,6 +44,9 @@ from liminal.store.derive import Deriver
 from liminal.store.records import Batch, FrameRecord, MessageRecord, ThreadUpdate, frame_id
 from liminal.store.sessionfile import SessionFileIndexer, find_claude_session
 from liminal.store.spool import SpoolDir, orphans, read_segment
+
+if TYPE_CHECKING:
+    from liminal.store.worker import SpoolWriter
 
 logger = log.get("liminal.store.indexer")
 _PARSED_KINDS = {"request", "notification", "response"}
@@ -240,9 +243,12 @@ class Indexer:
                 from_memory = False
             else:
                 self._spilling = False
-                # Quiet now: write the text still held back (a pause mid-answer).
-                if (self._deriver.holding and time.monotonic() - self._open_written >= 0.2
-                        and await self._commit([], False, include_open=True)):
+                # Quiet now (or closing): write the text still held back.
+                if self._deriver.holding and (
+                        self._closing or time.monotonic() - self._open_written >= 0.2):
+                    if not await self._commit([], False, include_open=True):
+                        await anyio.sleep(backoff)
+                        backoff = min(backoff * 2, 5.0)
                     continue
                 if self._closing:
                     return
@@ -288,8 +294,7 @@ class Indexer:
             frames.append(frame)
             self._deriver.feed(frame, message)
         now = time.monotonic()
-        include_open = (include_open or self._closing
-                        or now - self._open_written >= OPEN_MESSAGE_SECONDS)
+        include_open = include_open or now - self._open_written >= OPEN_MESSAGE_SECONDS
         if include_open:
             self._open_written = now
         derived = self._deriver.take(include_open=include_open)
@@ -423,6 +428,10 @@ class Indexer:
 
     # -- closing ------------------------------------------------------------------------------
 
+    async def stopped(self) -> None:
+        """Until ``run`` has returned."""
+        await self._done.wait()
+
     async def aclose(self) -> None:
         """Flush: wait (up to ``close_timeout``) for everything to reach the store; whatever
         cannot goes to the spool for the next start."""
@@ -472,25 +481,32 @@ async def rederive(store: Store, connection_id: str, page: int = 5000) -> None:
 @asynccontextmanager
 async def open_indexer(settings: Settings, connection_id: str | None = None, *,
                        run: bool = True, store: Store | None = None,
-                       watch_sessions: bool = True) -> AsyncIterator[Indexer]:
-    """Open the configured store and an indexer on it, running for the block's duration.
+                       watch_sessions: bool = True) -> AsyncIterator[Indexer | SpoolWriter]:
+    """The configured indexer, running for the block's duration: a tap subscriber to give the
+    proxy as a component (a proxy that also calls ``run`` is harmless).
 
-    The indexer is a tap subscriber: give it to the proxy as a component. With ``run=True``
-    (default) it consumes in a task of its own; a proxy that also calls ``run`` is harmless.
+    ``store.indexer = "worker"`` (default): a ``SpoolWriter``, indexing in a process of its own.
+    ``"inline"`` (or a ``store`` given): an ``Indexer`` on the configured store, in this process.
     """
     spool_root = settings.home / "spool"
     async with contextlib.AsyncExitStack() as stack:
-        if store is None:
-            try:
-                store = await stack.enter_async_context(open_store(settings))
-            except StoreError as exc:
-                # Never in the way: proxy anyway, spool everything for the next start.
-                logger.error("store unavailable; frames are spooled until the next start",
-                             store=describe(settings), error=str(exc))
-                store = UnavailableStore(str(exc))
-        indexer = Indexer(store, spool_root, spool_name=connection_id,
-                          queue_frames=settings.store.queue_frames,
-                          session_files=find_claude_session if watch_sessions else None)
+        indexer: Indexer | SpoolWriter
+        if settings.store.indexer == "worker" and store is None:
+            from liminal.store.worker import SpoolWriter
+
+            indexer = SpoolWriter(settings, spool_name=connection_id)
+        else:
+            if store is None:
+                try:
+                    store = await stack.enter_async_context(open_store(settings))
+                except StoreError as exc:
+                    # Never in the way: proxy anyway, spool everything for the next start.
+                    logger.error("store unavailable; frames are spooled until the next start",
+                                 store=describe(settings), error=str(exc))
+                    store = UnavailableStore(str(exc))
+            indexer = Indexer(store, spool_root, spool_name=connection_id,
+                              queue_frames=settings.store.queue_frames,
+                              session_files=find_claude_session if watch_sessions else None)
         async with anyio.create_task_group() as tg:
             if run:
                 tg.start_soon(indexer.run)

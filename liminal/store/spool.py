@@ -32,6 +32,7 @@ from liminal.store.records import FrameRecord, frame_id
 
 MAX_HEADER = 64 * 1024 * 1024  # a block's header: ~100 bytes a frame
 SEGMENT_BYTES = 64 * 1024 * 1024  # a new tail segment after this much
+IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024  # writev's limit
 _SUFFIX = ".spool"
 
 
@@ -235,7 +236,10 @@ def read_segment(path: Path, start: int, end: int,
 
 
 def _write_all(fd: int, parts: list[bytes]) -> int:
+    """One system call for the whole block (so SIGKILL cannot cut it), finishing a short one."""
     total = sum(len(p) for p in parts)
+    if len(parts) > IOV_MAX:
+        parts = [b"".join(parts)]
     done = os.writev(fd, parts)
     while done < total:  # a short write (rare: signals, quotas); finish it
         flat = b"".join(parts)[done:]

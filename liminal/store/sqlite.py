@@ -102,6 +102,16 @@ def fts5_available() -> bool:
         return False
 
 
+def _ready(conn: sqlite3.Connection, fts: bool) -> bool:
+    """Whether the schema is already there (checked by reading, so a busy writer elsewhere
+    does not make opening wait)."""
+    names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    if "meta" not in names or (fts and "messages_fts" not in names):
+        return False
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return row is not None and row[0] == str(SCHEMA_VERSION)
+
+
 def _connect(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
     conn.execute("PRAGMA journal_mode=WAL")
@@ -136,14 +146,15 @@ class SqliteStore:
                 raise StoreError(f"no store at {path}")
             path.parent.mkdir(parents=True, exist_ok=True)
             writer = _connect(path)
-            writer.executescript(_SCHEMA)
             use_fts = fts5_available() if fts is None else fts
-            if use_fts:
-                writer.executescript(_FTS)
-            writer.execute(
-                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
-                (str(SCHEMA_VERSION),),
-            )
+            if not _ready(writer, use_fts):  # only a new database is written to on open
+                writer.executescript(_SCHEMA)
+                if use_fts:
+                    writer.executescript(_FTS)
+                writer.execute(
+                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
+                    (str(SCHEMA_VERSION),),
+                )
             return cls(path, writer, _connect(path), use_fts)
 
         try:
