@@ -69,6 +69,8 @@ class GradientSettings:
     # Tool output in the middle band is cut to this many characters (and a few first lines).
     truncate_chars: int = 120
     truncate_lines: int = 2
+    # The preamble that consolidates the ancient band is written to fit this budget.
+    summary_tokens: int = 6_000
 
 
 @dataclass(frozen=True, slots=True)

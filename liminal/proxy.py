@@ -12,6 +12,7 @@ proxy, and ``async aclose()``, awaited after the agent has gone so they can flus
 from __future__ import annotations
 
 import asyncio
+import gc
 import signal
 import sys
 import time
@@ -28,6 +29,23 @@ from liminal.config import ProxySettings
 from liminal.transport.legs import AgentLeg, ClientLeg
 
 logger = log.get("liminal.proxy")
+
+
+def tune_gc() -> None:
+    """Make the cyclic collector cheap for a process that relays frames all day.
+
+    Every frame allocates a parsed copy (a handful of dicts) and, with taps on, an event that
+    lives until its subscriber drains it. With the default thresholds that churn runs a
+    young-generation collection every few hundred frames and, now and then, a full one that walks
+    every object alive since start-up: together about a sixth of the proxy's CPU time and pauses
+    of milliseconds in the middle of a stream. Freezing what start-up left behind takes those
+    objects out of every later collection; a larger first threshold makes collections rarer.
+    Nothing is kept alive longer than before except garbage cycles, which wait a little longer.
+    For the process that runs the proxy (``liminal acp``), called once before it starts.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, 10, 10)
 
 
 class Component(Protocol):

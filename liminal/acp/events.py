@@ -8,9 +8,10 @@ parsed copy. Subscribers must treat both as read-only: the router shares them.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 
 class Direction(enum.Enum):
@@ -48,3 +49,33 @@ class FrameEvent:
     rpc_id: Any  # JSON-RPC id, None for notifications
     # How long the frame actually was (raw may be just the head for OVERSIZED).
     size: int
+
+
+# The same slots as FrameEvent, without the frozen ``__setattr__``. The router makes one event per
+# frame, and a frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``,
+# which costs about 1.2 us for these eleven fields: more than parsing the frame. Filling this twin
+# with plain slot stores and then giving the object FrameEvent's class (allowed because the two
+# layouts are identical) takes about 0.4 us and yields an ordinary, frozen FrameEvent.
+_Unfrozen = dataclasses.make_dataclass(
+    "_Unfrozen", [(f.name, f.type) for f in dataclasses.fields(FrameEvent)], slots=True
+)
+
+
+def make_event(
+    direction: Direction,
+    kind: Kind,
+    time: float,
+    raw: bytes,
+    message: dict[str, Any] | None,
+    connection_id: str,
+    thread_id: str | None,
+    backing_id: str | None,
+    method: str | None,
+    rpc_id: Any,
+    size: int,
+) -> FrameEvent:
+    """``FrameEvent(...)`` with the same arguments and result, for the per-frame path."""
+    event: Any = _Unfrozen(direction, kind, time, raw, message, connection_id, thread_id,
+                           backing_id, method, rpc_id, size)
+    event.__class__ = FrameEvent
+    return cast(FrameEvent, event)

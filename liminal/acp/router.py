@@ -38,7 +38,7 @@ from typing import Any
 import orjson
 
 from liminal.acp import jsonrpc
-from liminal.acp.events import Direction, FrameEvent, Kind
+from liminal.acp.events import Direction, FrameEvent, Kind, make_event
 from liminal.acp.framing import LineFramer, Oversized
 
 OWN_ID_PREFIX = "liminal-"
@@ -312,13 +312,22 @@ class Router:
             self._agent_oversized(line, now)
             return
         message = jsonrpc.parse(line)
-        kind = jsonrpc.classify(message)
-        if kind is Kind.NOTIFICATION:
+        # The hot path (every streamed chunk is a notification): ``jsonrpc.classify`` and
+        # ``_session_of`` inlined, events made inline. Same rules: a string method and no id.
+        method = message.get("method") if message is not None else None
+        if method.__class__ is str and "id" not in message:  # type: ignore[operator]
             assert message is not None
-            backing = _session_of(message)
+            kind = Kind.NOTIFICATION
+            params = message.get("params")
+            backing = params.get("sessionId") if params.__class__ is dict else None
+            if backing.__class__ is not str:
+                backing = None
             if backing is None:
                 self._out.to_client.append(line)
-                self._tap(Direction.AGENT_TO_CLIENT, kind, now, line, message, None, None, message["method"], None)
+                if self.tapping:
+                    self._out.events.append(make_event(
+                        Direction.AGENT_TO_CLIENT, kind, now, line, message, self.connection_id,
+                        None, None, method, None, len(line)))
                 return
             thread = self._thread_of.get(backing, backing)
             if backing in self._captured:
@@ -327,8 +336,12 @@ class Router:
                           message["method"], None)
                 return
             self._out.to_client.append(line if thread == backing else _rewrite(line, backing, thread))
-            self._tap(Direction.AGENT_TO_CLIENT, kind, now, line, message, thread, backing, message["method"], None)
+            if self.tapping:
+                self._out.events.append(make_event(
+                    Direction.AGENT_TO_CLIENT, kind, now, line, message, self.connection_id,
+                    thread, backing, method, None, len(line)))
             return
+        kind = jsonrpc.classify(message)
         if kind is Kind.RESPONSE:
             assert message is not None
             self._agent_response(line, message, now)
@@ -437,28 +450,28 @@ class Router:
         size: int | None = None,
     ) -> None:
         if self.tapping:
-            self._out.events.append(FrameEvent(
+            self._out.events.append(make_event(
                 direction, kind, now, raw, message, self.connection_id, thread, backing, method, rpc_id,
                 len(raw) if size is None else size,
             ))
 
 
-def _session_of(message: dict[str, Any]) -> str | None:
-    params = message.get("params")
-    if isinstance(params, dict):
-        session = params.get("sessionId")
+def _session_in(message: dict[str, Any], member: str) -> str | None:
+    """``message[member].sessionId`` when it is a string (``params`` or ``result``)."""
+    part = message.get(member)
+    if isinstance(part, dict):
+        session = part.get("sessionId")
         if isinstance(session, str):
             return session
     return None
+
+
+def _session_of(message: dict[str, Any]) -> str | None:
+    return _session_in(message, "params")
 
 
 def _result_session(message: dict[str, Any]) -> str | None:
-    result = message.get("result")
-    if isinstance(result, dict):
-        session = result.get("sessionId")
-        if isinstance(session, str):
-            return session
-    return None
+    return _session_in(message, "result")
 
 
 def _cwd_of(message: dict[str, Any]) -> str | None:

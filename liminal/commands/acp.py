@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from liminal.config import Settings
+
+if TYPE_CHECKING:
+    from liminal.proxy import Component
 
 HELP = "run as an ACP agent: spawn AGENT_COMMAND and proxy every frame"
 
@@ -18,6 +21,14 @@ HELP = "run as an ACP agent: spawn AGENT_COMMAND and proxy every frame"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-frame-bytes", type=int, help="longest line accepted (bytes)")
     parser.add_argument("--kill-grace", type=float, help="seconds from SIGTERM to SIGKILL")
+    swap = parser.add_argument_group("swap", "when and how liminal compresses a live conversation")
+    swap.add_argument("--no-swap", dest="swap_enabled", action="store_const", const=False,
+                      help="never swap (record only)")
+    swap.add_argument("--swap-high-tokens", type=int, help="swap once the context passes this")
+    swap.add_argument("--swap-target-tokens", type=int, help="rewrite down to about this")
+    swap.add_argument("--swap-every-turns", type=int, help="also swap every N turns (0: never)")
+    swap.add_argument("--swap-notice", choices=("silent", "thought", "info"),
+                      help="how the UI hears of a swap")
     parser.add_argument("agent", nargs=argparse.REMAINDER, help="-- AGENT_COMMAND [ARGS...]")
 
 
@@ -25,13 +36,31 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "proxy.max_frame_bytes": args.max_frame_bytes,
         "proxy.kill_grace_seconds": args.kill_grace,
+        "swap.enabled": args.swap_enabled,
+        "swap.high_tokens": args.swap_high_tokens,
+        "swap.target_tokens": args.swap_target_tokens,
+        "swap.every_turns": args.swap_every_turns,
+        "swap.notice": args.swap_notice,
     }
+
+
+def components(settings: Settings) -> list[Component]:
+    """The components that hang off the proxy, as the settings ask."""
+    found: list[Component] = []
+    if settings.swap.enabled:
+        from liminal.harness.claude.live import ClaudeSessions
+        from liminal.kernel.journal import SwapJournal
+        from liminal.kernel.swap import SwapManager
+
+        journal = SwapJournal(settings.home / "swaps.jsonl")
+        found.append(SwapManager(settings.swap, journal, ClaudeSessions(settings.gradient)))
+    return found
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     import anyio
 
-    from liminal.proxy import Proxy
+    from liminal.proxy import Proxy, tune_gc
 
     argv = list(args.agent)
     if argv and argv[0] == "--":
@@ -40,14 +69,18 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print("liminal acp: give the agent command after --, e.g. "
               "liminal acp -- npx @agentclientprotocol/claude-agent-acp", file=sys.stderr)
         return 2
+    extra = components(settings)
+    tune_gc()
+
     async def main() -> int:
         if not settings.store.index:
-            return await Proxy(argv, settings.proxy).run()
+            return await Proxy(argv, settings.proxy, components=extra).run()
         from liminal.store.indexer import open_indexer
 
-        # The indexer is a component: the proxy runs it, offers it every frame, closes it.
+        # The indexer is a component like the others: the proxy runs it, offers it every
+        # frame and closes it (which flushes it).
         async with open_indexer(settings, run=False) as indexer:
-            return await Proxy(argv, settings.proxy, components=[indexer]).run()
+            return await Proxy(argv, settings.proxy, components=[indexer, *extra]).run()
 
     try:
         return anyio.run(main, backend="asyncio")

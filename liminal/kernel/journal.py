@@ -22,7 +22,7 @@ class SwapRecord:
     thread_id: str
     old_backing_id: str
     new_backing_id: str | None  # None when the swap failed before a new session existed
-    outcome: str  # "committed", "failed", "abandoned"
+    outcome: str  # "committed", "failed", "abandoned", "skipped" (not worth a swap)
     reason: str  # why it started ("tokens 131200 >= 120000") or why it failed
     started_at: float  # wall clock
     duration_s: float  # from the hold to the release

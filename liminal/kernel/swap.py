@@ -21,7 +21,9 @@ prompts to the old session, which keeps working; the journal records why.
 
 from __future__ import annotations
 
+import signal
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 import anyio.to_thread
 
-from liminal import log
+from liminal import faults, log
 from liminal.acp.events import Direction, FrameEvent, Kind
 from liminal.config import SwapSettings
 from liminal.kernel.journal import SwapJournal, SwapRecord
@@ -58,9 +60,13 @@ class SessionHarness(Protocol):
 
     def context_tokens(self, path: Path) -> int | None: ...
 
-    def turn_settled(self, path: Path) -> bool: ...
+    def turn_settled(self, path: Path, prompt: str | None) -> bool:
+        """The turn whose prompt was ``prompt`` is completely written to the file."""
 
     def rewrite(self, path: Path, target_tokens: int) -> Rewritten: ...
+
+    def discard(self, rewritten: Rewritten) -> None:
+        """Remove a rewritten session that will not be used (it was never loaded)."""
 
 
 @dataclass(slots=True)
@@ -71,6 +77,7 @@ class ThreadState:
     mode_id: str | None = None
     config_options: dict[str, Any] = field(default_factory=dict)
     context_tokens: int | None = None  # from usage_update
+    last_prompt: str | None = None  # the text of the newest session/prompt, to find it on disk
     turns_since_swap: int = 0
     swapping: bool = False
     # After a failed swap, skip this many turn ends before trying again (doubling per failure),
@@ -113,8 +120,8 @@ class SwapManager:
         self.capabilities: dict[str, Any] = {}
         self._requests: dict[Any, dict[str, Any]] = {}  # session/new and fork in flight -> params
         self._proxy: Proxy | None = None
-        # (thread id, decided): decided means the hold is already on; otherwise the agent sent no
-        # usage and the swap task must read the session file to decide.
+        # (thread id, decided): undecided means the agent sent no usage, and the swap task must
+        # read the session file to decide. Either way the thread is held from the turn's end.
         self._send, self._receive = anyio.create_memory_object_stream[tuple[str, bool]](64)
         self.completed = 0  # swaps finished, committed or not (tests wait on it)
         self._progress = anyio.Event()
@@ -171,6 +178,13 @@ class SwapManager:
             state = self.threads.setdefault(thread, ThreadState(thread))
             state.cwd = params.get("cwd") if isinstance(params.get("cwd"), str) else state.cwd
             state.mcp_servers = list(params.get("mcpServers") or [])
+        elif method == "session/prompt" and thread in self.threads:
+            blocks = params.get("prompt")
+            texts = [b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text"] \
+                if isinstance(blocks, list) else []
+            text = "\n".join(t for t in texts if isinstance(t, str))
+            # Slash commands are rewritten by the CLI before they reach the file.
+            self.threads[thread].last_prompt = text if text and not text.startswith("/") else None
         elif method == "session/set_mode" and thread in self.threads and isinstance(params.get("modeId"), str):
             self.threads[thread].mode_id = params["modeId"]
         elif (method == "session/set_config_option" and thread in self.threads
@@ -180,6 +194,8 @@ class SwapManager:
     def _turn_ended(self, thread_id: str) -> None:
         state = self.threads.get(thread_id)
         if state is None or self._proxy is None or state.swapping or not self.settings.enabled:
+            logger.debug("turn ended; not considered", thread=thread_id,
+                         swapping=state.swapping if state else None)
             return
         state.turns_since_swap += 1
         if state.skip_turns:
@@ -187,8 +203,12 @@ class SwapManager:
             return
         router = self._proxy.router
         if router.prompt_in_flight(thread_id) or router.agent_request_open(thread_id):
+            logger.debug("turn ended with work in flight; no swap now", thread=thread_id,
+                         prompt=router.prompt_in_flight(thread_id),
+                         agent_request=router.agent_request_open(thread_id))
             return
         decided = swap_reason(state, state.context_tokens, self.settings) is not None
+        logger.debug("turn ended", thread=thread_id, tokens=state.context_tokens, decided=decided)
         if not decided and state.context_tokens is not None:
             return
         try:
@@ -196,10 +216,11 @@ class SwapManager:
         except anyio.WouldBlock:
             return
         state.swapping = True
-        if decided:
-            # Here, inside the flush that delivered the turn's end: the client's next prompt
-            # cannot have been read yet, so it is certain to wait.
-            router.hold(thread_id)
+        # Here, inside the flush that delivered the turn's end: the client's next prompt cannot
+        # have been read yet, so it is certain to wait. Without usage from the agent the hold
+        # covers the file read that decides (a few milliseconds), and is released at once when
+        # no swap is due; otherwise a client that answers quickly would never let a swap start.
+        router.hold(thread_id)
 
     # ----------------------------------------------------------------- running
 
@@ -241,24 +262,40 @@ class SwapManager:
         path = self.harness.locate(old_backing, state.cwd)
         tokens = state.context_tokens
         if path is None:
+            # Not a session this harness can rewrite (another CLI, or a file not written yet):
+            # not a swap attempt worth journaling, but back off like a failure.
+            logger.info("no session file to rewrite", thread=thread_id, backing=old_backing,
+                        harness=self.harness.name)
+            return False
+        # The CLI may write the turn after answering the prompt: wait for it to be on disk before
+        # reading its size, and never rewrite a file that lacks it (the turn would be lost).
+        if not await self._settle(path, state.last_prompt, self.settle_timeout if decided else 2.0):
             if decided:
-                self._journal(state, old_backing, None, "failed", "session file not found", started, t0, tokens, None)
+                self._journal(state, old_backing, None, "abandoned", "the turn did not reach the session file",
+                              started, t0, tokens, None)
                 return False
+            logger.debug("turn not on disk in time; no check", thread=thread_id)
             return None
         if not decided:
             tokens = await anyio.to_thread.run_sync(self.harness.context_tokens, path)
+            logger.debug("context read from the session file", thread=thread_id, tokens=tokens)
             if swap_reason(state, tokens, self.settings) is None:
                 return None
-            if router.prompt_in_flight(thread_id):
-                return None  # the user was quicker than the file read: try at the next turn end
-            router.hold(thread_id)
         rewritten: Rewritten | None = None
         try:
             with anyio.fail_after(self.settings.hold_timeout_seconds):
-                await self._settle(path)
                 rewritten = await anyio.to_thread.run_sync(
                     self.harness.rewrite, path, self.settings.target_tokens
                 )
+                if rewritten.tokens_after >= self.settings.high_tokens:
+                    # The recent band alone is past the trigger: swapping would buy one turn
+                    # at the price of a full prompt-cache rebuild, then trigger again.
+                    await anyio.to_thread.run_sync(self.harness.discard, rewritten)
+                    self._journal(state, old_backing, None, "skipped",
+                                  f"the rewrite leaves {rewritten.tokens_after} tokens, not below "
+                                  f"{self.settings.high_tokens}", started, t0, rewritten.tokens_before,
+                                  rewritten.tokens_after)
+                    return False
                 await self._move(proxy, state, old_backing, rewritten.new_id)
         except TimeoutError:
             self._journal(state, old_backing, rewritten.new_id if rewritten else None, "abandoned",
@@ -282,19 +319,26 @@ class SwapManager:
                     seconds=round(time.monotonic() - t0, 3))
         return True
 
-    async def _settle(self, path: Path) -> None:
-        """Until the CLI has written the finished turn (bounded by ``settle_timeout``)."""
-        with anyio.move_on_after(self.settle_timeout):
-            delay = 0.01
-            while not await anyio.to_thread.run_sync(self.harness.turn_settled, path):
+    async def _settle(self, path: Path, prompt: str | None, timeout: float) -> bool:
+        """Until the CLI has written the finished turn; False if it has not within ``timeout``."""
+        with anyio.move_on_after(timeout):
+            delay = 0.005
+            while not await anyio.to_thread.run_sync(self.harness.turn_settled, path, prompt):
                 await anyio.sleep(delay)
-                delay = min(delay * 2, 0.2)
+                delay = min(delay * 2, 0.1)
+            return True
+        return False
 
     async def _move(self, proxy: Proxy, state: ThreadState, old_backing: str, new_id: str) -> None:
         router = proxy.router
         caps = self.capabilities.get("sessionCapabilities") or {}
         base = {"sessionId": new_id, "cwd": state.cwd or ".", "mcpServers": state.mcp_servers}
         timeout = self.settings.hold_timeout_seconds
+        if faults.value("swap.move") == "kill-agent":
+            proxy.agent.signal_group(signal.SIGKILL)  # the adapter dying in the middle of a swap
+        await faults.hit("swap.move")
+        if faults.value("swap.resume") == "wrong-id":
+            base = dict(base, sessionId=str(uuid.uuid4()))  # a session the agent cannot have
         router.capture(new_id)
         try:
             if "resume" in caps:

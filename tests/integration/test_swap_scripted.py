@@ -34,6 +34,8 @@ class FakeHarness:
         self.gate = delay
         self.rewrites: list[Path] = []
         self.tokens = 150_000
+        self.after = 90_000
+        self.discarded: list[str] = []
 
     def locate(self, backing_id: str, cwd: str | None) -> Path | None:
         path = self.tmp / f"{backing_id}.jsonl"
@@ -43,8 +45,11 @@ class FakeHarness:
     def context_tokens(self, path: Path) -> int | None:
         return self.tokens
 
-    def turn_settled(self, path: Path) -> bool:
+    def turn_settled(self, path: Path, prompt: str | None) -> bool:
         return True
+
+    def discard(self, rewritten: Rewritten) -> None:
+        self.discarded.append(rewritten.new_id)
 
     def rewrite(self, path: Path, target_tokens: int) -> Rewritten:
         if self.gate is not None:
@@ -54,7 +59,7 @@ class FakeHarness:
         self.rewrites.append(path)
         self.tokens = 90_000  # what the rewritten file reports once the next turn is written
         new_id = str(uuid.uuid4())
-        return Rewritten(new_id, path.with_name(f"{new_id}.jsonl"), 150_000, 90_000)
+        return Rewritten(new_id, path.with_name(f"{new_id}.jsonl"), 150_000, self.after)
 
 
 def agent_received(tmp_path: Path) -> list[dict[str, Any]]:
@@ -190,3 +195,20 @@ async def test_below_the_threshold_nothing_happens(tmp_path: Path) -> None:
             await client.prompt(thread, "used:1000")
         assert proxy.router.backing_of(thread) == thread
     assert manager.completed == 0
+
+
+async def test_a_rewrite_that_stays_above_the_trigger_is_not_worth_a_swap(tmp_path: Path) -> None:
+    harness = FakeHarness(tmp_path)
+    harness.after = 120_000  # the recent band alone is past high_tokens
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    manager = SwapManager(settings(), journal, harness)
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
+        thread = await start(client)
+        await client.prompt(thread, "used:130000")
+        await manager.wait_for_swaps(1)
+        for _ in range(2):  # backed off: the next turn ends do not try again
+            await client.prompt(thread, "used:130000")
+        assert proxy.router.backing_of(thread) == thread
+    [record] = journal.records()
+    assert record.outcome == "skipped" and record.tokens_after == 120_000
+    assert len(harness.discarded) == 1

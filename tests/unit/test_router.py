@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import orjson
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from liminal.acp.events import Direction, Kind
@@ -337,7 +337,7 @@ frames = st.one_of(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(frames, max_size=30), st.lists(st.booleans(), max_size=30))
 def test_without_a_mapping_the_router_is_a_perfect_relay(lines: list[bytes], directions: list[bool]) -> None:
     router = make()
@@ -349,7 +349,7 @@ def test_without_a_mapping_the_router_is_a_perfect_relay(lines: list[bytes], dir
         assert line in forwarded or not forwarded
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(frames, max_size=30), st.lists(st.booleans(), max_size=30))
 def test_with_a_mapping_the_client_never_sees_the_backing_id(lines: list[bytes], directions: list[bool]) -> None:
     router = make()

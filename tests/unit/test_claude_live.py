@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from liminal.kernel.claude_tail import SettleWatch, context_tokens, ends_a_turn
+from liminal.harness.claude.tail import SettleWatch, context_tokens, ends_a_turn
 
 
 def write(path: Path, *records: dict[str, Any], torn: bytes = b"") -> Path:
@@ -51,3 +51,22 @@ def test_settled_needs_the_size_to_hold_still(tmp_path: Path) -> None:
         f.write(b'{"type":"cost-state"}\n')
     assert not watch.settled(path)
     assert watch.settled(path)
+
+
+def prompt(text: str) -> dict[str, Any]:
+    return {"type": "user", "message": {"role": "user", "content": [
+        {"type": "text", "text": "<system-reminder>ctx</system-reminder>"}, {"type": "text", "text": text}]}}
+
+
+def test_the_turn_that_just_ended_must_be_on_disk(tmp_path: Path) -> None:
+    # Claude Code 2.1.44 answers the ACP prompt before it writes the turn: the file still ends,
+    # cleanly, with the previous turn, and must not count as settled for the new prompt.
+    path = write(tmp_path / "s.jsonl", prompt("turn 1"), assistant(["text"]))
+    assert ends_a_turn(path)
+    assert ends_a_turn(path, "turn 1")
+    assert not ends_a_turn(path, "turn 2")
+    write(tmp_path / "s.jsonl", prompt("turn 1"), assistant(["text"]), prompt("turn  2\nmore"),
+          assistant(["tool_use"]), {"type": "user", "message": {"content": [{"type": "tool_result"}]}},
+          assistant(["text"]), {"type": "last-prompt"})
+    assert ends_a_turn(path, "turn 2 more")
+    assert not ends_a_turn(write(tmp_path / "t.jsonl", prompt("turn 2")), "turn 2")

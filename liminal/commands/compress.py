@@ -1,0 +1,93 @@
+"""``liminal compress SESSION``: write a compressed copy of a Claude Code session."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from liminal.config import Settings
+
+HELP = "write a compressed copy of a Claude Code session under a new id"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("session", help="session id or path to its .jsonl file")
+    parser.add_argument("--target-tokens", type=int, help="context to aim for (gradient.target_tokens)")
+    parser.add_argument("--dry-run", action="store_true", help="plan and validate, write nothing")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--new-id", help=argparse.SUPPRESS)
+
+
+def overrides(args: argparse.Namespace) -> dict[str, Any]:
+    return {"gradient.target_tokens": args.target_tokens}
+
+
+class _Progress:
+    """One line on stderr, redrawn, only on a terminal and only for files worth waiting on."""
+
+    def __init__(self) -> None:
+        self.shown = False
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        if total < (8 << 20) and not self.shown:
+            return
+        self.shown = True
+        pct = 100 * done // max(total, 1)
+        sys.stderr.write(f"\r{phase}: {pct:3d}%")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    from pathlib import Path
+
+    import orjson
+
+    from liminal.gradient.rewrite import RewriteError, rewrite_session
+    from liminal.gradient.validate import ValidationError
+    from liminal.harness.claude.conversation import ConversationError
+    from liminal.harness.claude.paths import SessionNotFound, locate
+    from liminal.harness.claude.records import SessionFormatError
+
+    progress = _Progress() if sys.stderr.isatty() else None
+    try:
+        result = rewrite_session(
+            locate(args.session, cwd=Path.cwd()),
+            settings.gradient.target_tokens,
+            args.new_id,
+            settings=settings.gradient,
+            dry_run=args.dry_run,
+            progress=progress,
+        )
+    except (SessionNotFound, SessionFormatError, ConversationError) as exc:
+        print(f"liminal compress: {exc}", file=sys.stderr)
+        return 1
+    except (ValidationError, RewriteError) as exc:
+        print(f"liminal compress: {exc}; nothing written", file=sys.stderr)
+        return 1
+    finally:
+        if progress is not None:
+            progress.close()
+    if args.json:
+        sys.stdout.write(orjson.dumps(result.as_json()).decode() + "\n")
+        return 0
+    turns = ", ".join(f"{n} {band}" for band, n in result.turns.items())
+    print(f"session   {result.source_session_id}  ({result.bytes_before:,} bytes)")
+    print(f"context   {result.tokens_before:,} -> {result.tokens_after:,} tokens "
+          f"(target {result.target_tokens:,})")
+    print(f"turns     {turns}")
+    print(f"records   {result.records_before:,} -> {result.records_after:,}; "
+          f"{result.recall_keys} recall keys; {result.seconds:.2f} s")
+    for note in result.notes:
+        print(f"note      {note}")
+    if result.written:
+        print(f"wrote     {result.path}")
+        print(f"resume    cd {result.cwd} && claude --resume {result.new_session_id}")
+    else:
+        print(f"dry run: would write {result.path}")
+    return 0

@@ -1,0 +1,55 @@
+"""Failpoints: named places where a test can make liminal fail or pause, in a real process.
+
+The swap's failure paths must be shown against the real CLIs, in a separate liminal process,
+deterministically. A failpoint is off unless ``LIMINAL_FAILPOINTS`` names it::
+
+    LIMINAL_FAILPOINTS="swap.rewrite=error,swap.move=pause"
+
+- ``error``: raise ``InjectedFault`` there.
+- ``pause``: write ``<name>.reached`` into ``$LIMINAL_FAILPOINTS_DIR`` (default: the current
+  directory) and wait there until cancelled (the swap's own timeout ends the wait), so a test
+  can act at a known point, e.g. kill the adapter in the middle of a swap.
+- anything else is passed to the caller as the failpoint's value (``swap.resume=wrong-id``).
+
+Unset, a failpoint costs one dictionary lookup.
+"""
+
+from __future__ import annotations
+
+import os
+
+import anyio
+
+
+class InjectedFault(RuntimeError):
+    pass
+
+
+def _parse(text: str) -> dict[str, str]:
+    points: dict[str, str] = {}
+    for item in text.split(","):
+        name, _, value = item.strip().partition("=")
+        if name:
+            points[name] = value or "error"
+    return points
+
+
+_POINTS = _parse(os.environ.get("LIMINAL_FAILPOINTS", ""))
+
+
+def value(name: str) -> str | None:
+    return _POINTS.get(name)
+
+
+async def hit(name: str) -> None:
+    """Act on the failpoint ``name`` if it is set to ``error`` or ``pause``."""
+    mode = _POINTS.get(name)
+    if mode is None:
+        return
+    if mode == "error":
+        raise InjectedFault(f"failpoint {name}")
+    if mode == "pause":
+        folder = anyio.Path(os.environ.get("LIMINAL_FAILPOINTS_DIR", "."))
+        await folder.mkdir(parents=True, exist_ok=True)
+        await (folder / f"{name}.reached").write_text(str(os.getpid()))
+        await anyio.sleep_forever()

@@ -1,0 +1,401 @@
+"""Planning the gradient: which turns go in which band, and what happens to each record.
+
+Pure: a Conversation (the index, no file access) and budgets in, a Plan out. Bands are by age,
+youngest first, sized by token budgets rather than turn counts, so the result lands near the
+target whatever the length of the session:
+
+- recent: the youngest turns that fit ``recent_tokens`` (at least the last turn), untouched;
+- middle: the next turns that fit ``middle_tokens`` once their tool results and the string
+  leaves of their tool inputs are cut to ``truncate_lines`` lines / ``truncate_chars``
+  characters, each cut followed by a marker with its recall key;
+- old: the next turns that fit what is left of the target once their tool calls and results
+  are removed in pairs and only prose remains;
+- ancient: everything older, consolidated into one preamble (``summary_tokens``) in Claude
+  Code's native compact form.
+
+Thinking blocks outside the recent band are dropped: their signatures cover the history before
+them, which the rewrite changes. The API strips thinking from earlier turns anyway, so the recent
+band keeps its own (the swap happens between turns). Unpaired tool calls and orphan results are
+removed wherever they are, since either makes the API answer 400.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import overload
+
+from liminal.config import GradientSettings
+from liminal.gradient.recall import MARKER_PREFIX
+from liminal.gradient.summarize import TurnDigest
+from liminal.harness.claude.conversation import Conversation, Turn
+from liminal.harness.claude.records import Record
+from liminal.harness.claude.tokens import Calibration, measure, total_chars
+
+MARKER_CHARS = 130  # the marker's own length, about
+PREAMBLE_FRAME_CHARS = 700  # the native intro and our footer around the summary
+# Request logs describe calls made with the old history; a previous rewrite's note is replaced.
+ALWAYS_DROP = frozenset(
+    {"api-request", "api-request-shape", "api-request-blob", "liminal-rewrite"}
+)
+RECENT_ONLY = frozenset({"queue-operation", "progress", "file-history-snapshot"})
+LAST_ONLY = frozenset({"cost-state", "atis-latch", "last-prompt", "summary"})
+
+
+class Band(enum.Enum):
+    RECENT = "recent"
+    MIDDLE = "middle"
+    OLD = "old"
+    ANCIENT = "ancient"
+
+
+@dataclass(frozen=True, slots=True)
+class Edit:
+    """What to do to one record's content; the writer applies it to the parsed record."""
+
+    truncate: bool = False  # cut tool results and tool input leaves, with recall markers
+    strip_tools: bool = False  # remove tool_use and tool_result blocks
+    drop_thinking: bool = False
+    drop_ids: frozenset[str] = frozenset()  # tool ids whose blocks go (unpaired)
+
+    @property
+    def changes(self) -> bool:
+        return self.truncate or self.strip_tools or self.drop_thinking or bool(self.drop_ids)
+
+
+KEEP = Edit()
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    record: Record | None  # None: the preamble (boundary and summary records)
+    edit: Edit = KEEP
+    band: Band | None = None  # None for records outside the conversation
+    chain: bool = True  # takes part in the parentUuid chain
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    items: tuple[Item, ...]
+    bands: dict[Band, tuple[int, ...]]  # turn numbers in each band
+    digests: tuple[TurnDigest, ...]  # the ancient band, for the summarizer
+    calibration: Calibration
+    tokens_before: int  # measured from usage when the file has it, else estimated
+    tokens_planned: int  # the estimate of what the new file holds (preamble at its budget)
+    summary_chars: int  # budget for the summarizer
+    consolidate_head: bool  # the old head (a previous preamble) goes into the new one
+    notes: tuple[str, ...] = field(default=())
+
+
+def _leaves_cost(lengths: Sequence[int], cut: int) -> int:
+    return sum(min(n, cut + MARKER_CHARS) + 16 for n in lengths)
+
+
+def _record_cost(rec: Record, mode: Band, cut: int) -> int:
+    """Characters a record costs in a band."""
+    if mode is Band.RECENT:
+        return total_chars(rec)
+    if rec.type == "attachment":
+        return rec.extra_chars if mode is Band.MIDDLE else 0
+    if rec.type not in ("user", "assistant"):
+        return 0
+    cost = 0
+    for block in rec.blocks:
+        if block.kind in ("thinking", "redacted_thinking"):
+            continue
+        if block.kind == "tool_result":
+            cost += min(block.chars, cut + MARKER_CHARS) if mode is Band.MIDDLE else 0
+        elif block.kind == "tool_use":
+            cost += _leaves_cost(block.leaves, cut) if mode is Band.MIDDLE else 0
+        else:
+            cost += block.chars
+    return cost
+
+
+def turn_cost(turn: Turn, mode: Band, cut: int) -> int:
+    return sum(_record_cost(r, mode, cut) for r in turn.records)
+
+
+def assign_bands(
+    costs: Sequence[Sequence[int]],
+    *,
+    budget: int,
+    recent: int,
+    middle: int,
+    reserve: int,
+) -> list[Band]:
+    """Bands for turns given (full, truncated, prose) token costs, oldest first."""
+    bands = [Band.ANCIENT] * len(costs)
+    used = 0
+    i = len(costs) - 1
+    limit = min(recent, budget - reserve)
+    while i >= 0 and (i == len(costs) - 1 or used + costs[i][0] <= limit):
+        bands[i] = Band.RECENT
+        used += costs[i][0]
+        i -= 1
+    limit = used + min(middle, max(0, budget - reserve - used))
+    while i >= 0 and used + costs[i][1] <= limit:
+        bands[i] = Band.MIDDLE
+        used += costs[i][1]
+        i -= 1
+    limit = budget - reserve
+    while i >= 0 and used + costs[i][2] <= limit:
+        bands[i] = Band.OLD
+        used += costs[i][2]
+        i -= 1
+    return bands
+
+
+class _Cost(Sequence[int]):
+    """One turn's token cost in each band, each computed when first asked for."""
+
+    __slots__ = ("_cal", "_cut", "_turn", "_values")
+
+    def __init__(self, turn: Turn, cal: Calibration, cut: int) -> None:
+        self._turn, self._cal, self._cut = turn, cal, cut
+        self._values: list[int | None] = [None, None, None]
+
+    def __len__(self) -> int:
+        return 3
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[int]: ...
+
+    def __getitem__(self, index: int | slice) -> int | Sequence[int]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(3))]
+        value = self._values[index]
+        if value is None:
+            mode = (Band.RECENT, Band.MIDDLE, Band.OLD)[index]
+            value = self._cal.tokens(turn_cost(self._turn, mode, self._cut))
+            self._values[index] = value
+        return value
+
+
+def turn_costs(turns: Sequence[Turn], cal: Calibration, cut: int) -> list[_Cost]:
+    """(full, truncated, prose) tokens of each turn, lazily: band assignment walks from the
+    youngest turn and stops where the ancient band begins, and asks each turn only for the
+    cost of the band it is trying; on a long session most turns are never costed at all."""
+    return [_Cost(t, cal, cut) for t in turns]
+
+
+def _fit(
+    costs: Sequence[Sequence[int]], budget: int, reserve: int, settings: GradientSettings
+) -> list[Band]:
+    """Bands at the configured budgets; when all of it fits without a preamble, widen them.
+
+    The recent and middle budgets say how much fidelity to keep at least. If even then every
+    older turn fits as prose, the remaining room under the target is better spent keeping more
+    turns whole or merely cut, so both budgets grow together until one more step would push a
+    turn into the ancient band.
+    """
+    def at(scale: float) -> list[Band]:
+        return assign_bands(
+            costs,
+            budget=budget,
+            recent=int(settings.recent_tokens * scale),
+            middle=int(settings.middle_tokens * scale),
+            reserve=reserve,
+        )
+
+    bands = at(1.0)
+    if Band.ANCIENT in bands:
+        return bands
+    for scale in (1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64):
+        trial = at(scale)
+        if Band.ANCIENT in trial:
+            break
+        bands = trial
+    return bands
+
+
+def _digest(turn: Turn) -> TurnDigest:
+    prompt = " ".join(b.head for b in turn.prompt.blocks if b.kind == "text")
+    replies: list[str] = []
+    tools: list[tuple[str, str]] = []
+    for rec in turn.records[1:]:
+        for block in rec.blocks:
+            if rec.type == "assistant" and block.kind == "text" and block.head.strip():
+                replies.append(block.head)
+            elif block.kind == "tool_use":
+                tools.append((block.name, block.detail))
+    return TurnDigest(turn.number, prompt, tuple(replies), tuple(tools))
+
+
+def make_plan(
+    conversation: Conversation,
+    settings: GradientSettings,
+    target_tokens: int | None = None,
+) -> Plan:
+    target = settings.target_tokens if target_tokens is None else target_tokens
+    cal, measured_context = measure(conversation)
+    cut = settings.truncate_chars
+    turns = conversation.turns
+    costs = turn_costs(turns, cal, cut)
+    head_tokens = cal.tokens(sum(total_chars(r) for r in conversation.head))
+    # A percent of slack: estimates are rounded record by record, the check sums the file.
+    budget = int((target - cal.overhead_tokens) * 0.99)
+    # The preamble gets a quarter of a small budget, but never less than a readable minimum.
+    reserve = min(settings.summary_tokens, max(1000, budget // 4))
+    # Room for the attachments carried forward: known only once the bands are, so fit again
+    # until the room asked for covers what is carried (it only grows; two rounds in practice).
+    carry = 0
+    for _ in range(4):
+        bands = _fit(costs, budget - carry, reserve, settings)
+        consolidate = Band.ANCIENT in bands
+        if not consolidate and head_tokens:
+            # No preamble to fold the old head into: it stays, and must fit too.
+            bands = _fit(costs, budget - carry - head_tokens, 0, settings)
+            consolidate = Band.ANCIENT in bands
+        carried = _carried_attachments(conversation, turns, bands, consolidate)
+        needed = cal.tokens(sum(i.record.extra_chars for i in carried if i.record is not None))
+        if needed <= carry:
+            break
+        carry = needed
+    unpaired = frozenset(conversation.unpaired_uses | conversation.orphan_results)
+
+    items: list[Item] = []
+    if consolidate:
+        items.append(Item(None))
+    else:
+        for rec in conversation.head:
+            items.append(Item(rec, Edit(drop_thinking=True, drop_ids=unpaired), None))
+    recent_floor: int | None = None
+    for turn, band in zip(turns, bands, strict=True):
+        if band is Band.ANCIENT:
+            continue
+        for rec in turn.records:
+            if band is Band.RECENT:
+                recent_floor = rec.line if recent_floor is None else min(recent_floor, rec.line)
+                ids = frozenset(b.tool_id for b in rec.blocks if b.tool_id in unpaired)
+                items.append(Item(rec, Edit(drop_ids=ids), band))
+                continue
+            if rec.type not in ("user", "assistant", "attachment"):
+                continue  # progress, turn_duration and other bookkeeping of cut turns
+            if rec.type == "attachment" and band is Band.OLD:
+                continue
+            edit = Edit(
+                truncate=band is Band.MIDDLE,
+                strip_tools=band is Band.OLD,
+                drop_thinking=True,
+                drop_ids=unpaired,
+            )
+            items.append(Item(rec, edit, band))
+    items = _after_first_user(items, carried)
+    items = _with_bookkeeping(conversation, items, recent_floor)
+    planned = sum(
+        c[{Band.RECENT: 0, Band.MIDDLE: 1, Band.OLD: 2}[b]]
+        for c, b in zip(costs, bands, strict=True)
+        if b is not Band.ANCIENT
+    )
+    planned += (reserve if consolidate else head_tokens) + carry
+    notes: list[str] = []
+    if conversation.broken_parent:
+        notes.append(f"parent chain broken at {conversation.broken_parent}: older lines unseen")
+    if unpaired:
+        notes.append(f"{len(unpaired)} unpaired tool blocks removed")
+    return Plan(
+        items=tuple(items),
+        bands={b: tuple(t.number for t, x in zip(turns, bands, strict=True) if x is b) for b in Band},
+        digests=tuple(_digest(t) for t, b in zip(turns, bands, strict=True) if b is Band.ANCIENT),
+        calibration=cal,
+        tokens_before=measured_context
+        or cal.overhead_tokens + cal.tokens(sum(r.chars for r in conversation.records)),
+        tokens_planned=cal.overhead_tokens + planned,
+        summary_chars=int(reserve * cal.chars_per_token) - PREAMBLE_FRAME_CHARS,
+        consolidate_head=consolidate,
+        notes=tuple(notes),
+    )
+
+
+def _carried_attachments(
+    conversation: Conversation, turns: Sequence[Turn], bands: Sequence[Band], consolidate: bool
+) -> list[Item]:
+    """The context the CLI announced in turns the rewrite drops, latest of each kind.
+
+    Claude Code 2.1.316 renders ``attachment`` records (environment, model, tool and skill
+    listings, the date) as a ``system`` message after the first user message, and sends that
+    message empty when no such attachment follows it: the API refuses an empty message. Its own
+    ``/compact`` has the same flaw. Carrying the latest of each kind from the cut turns to just
+    after the first user message keeps that message whole, and keeps what the model knew of its
+    environment. Kinds the kept turns announce again are not carried; nor are file attachments,
+    which are large and which the model can read again.
+    """
+    latest: dict[str, Record] = {}
+    dropped = [r for t, b in zip(turns, bands, strict=True) if b in (Band.OLD, Band.ANCIENT)
+               for r in t.records]
+    kept = {r.subtype for t, b in zip(turns, bands, strict=True)
+            if b in (Band.RECENT, Band.MIDDLE) for r in t.records if r.type == "attachment"}
+    if consolidate:
+        dropped = list(conversation.head) + dropped
+    for rec in dropped:
+        if (rec.type == "attachment" and rec.rendered_role == "system"
+                and rec.subtype not in ("file", *kept)):
+            latest[rec.subtype or ""] = rec
+    return [Item(r, KEEP, None) for r in sorted(latest.values(), key=lambda r: r.line)]
+
+
+def _after_first_user(items: list[Item], carried: list[Item]) -> list[Item]:
+    if not carried:
+        return items
+    for n, item in enumerate(items):
+        if item.record is None or (item.record.type == "user" and item.chain):
+            at = n + 1
+            while at < len(items) and items[at].record is not None and (
+                items[at].record.type == "user"  # type: ignore[union-attr]
+            ):
+                at += 1  # after the whole first user message (prompt and its meta lines)
+            return items[:at] + carried + items[at:]
+    return items
+
+
+def _with_bookkeeping(
+    conversation: Conversation, items: list[Item], recent_floor: int | None
+) -> list[Item]:
+    """Interleave the records outside the conversation that the new file keeps, by file position.
+
+    Kept: records of unknown or metadata types (titles, modes, tools used), wherever they are;
+    per-turn bookkeeping (queue operations, progress, file snapshots) only beside the recent
+    band; the last of each running-state type. Dropped: request logs (``api-request*``),
+    which describe calls made with the old history, and lines off the conversation's branch.
+    """
+    in_conversation = {r.line for r in conversation.records}
+    kept_uuids = {i.record.uuid for i in items if i.record is not None and i.record.uuid}
+    floor = recent_floor if recent_floor is not None else conversation.leaf.line + 1
+    last_of: dict[str, int] = {}
+    for rec in conversation.session.records:
+        if rec.type in LAST_ONLY and (rec.ref is None or rec.ref in kept_uuids):
+            last_of[rec.type] = rec.line
+    extra: list[Record] = []
+    for rec in conversation.session.records:
+        if rec.line in in_conversation or rec.uuid or rec.type in ALWAYS_DROP:
+            continue
+        if rec.type in LAST_ONLY:
+            if last_of.get(rec.type) == rec.line:
+                extra.append(rec)
+        elif rec.type in RECENT_ONLY:
+            if rec.line >= floor and (rec.ref is None or rec.ref in kept_uuids):
+                extra.append(rec)
+        elif rec.type != "summary":
+            extra.append(rec)
+    out: list[Item] = []
+    pending = iter(extra)
+    nxt = next(pending, None)
+    for item in items:
+        if item.record is not None:
+            while nxt is not None and nxt.line < item.record.line:
+                out.append(Item(nxt, KEEP, None, chain=False))
+                nxt = next(pending, None)
+        out.append(item)
+    while nxt is not None:
+        out.append(Item(nxt, KEEP, None, chain=False))
+        nxt = next(pending, None)
+    return out
+
+
+def already_cut(text: str) -> bool:
+    return MARKER_PREFIX in text

@@ -1,0 +1,92 @@
+"""Recall keys: how the model (or a person) gets back what the gradient cut.
+
+A key names the original bytes: ``<session id>:<record uuid>:<block index>[:<path>]``, where the
+path (dotted, list indices as numbers) leads to a string leaf inside a ``tool_use`` input. The
+original session file is never modified, so the key resolves for as long as that file exists
+(and later through the store, which indexes the same records). Keys survive a second rewrite:
+a record already cut carries the key to its first original.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from liminal.harness.claude.paths import SessionLocation, is_session_id, locate
+from liminal.harness.claude.records import loads
+
+MARKER_PREFIX = "[liminal: "
+
+
+class RecallError(LookupError):
+    """The key is malformed, or what it names is gone."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecallKey:
+    session_id: str
+    uuid: str
+    block: int
+    path: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        tail = f":{'.'.join(self.path)}" if self.path else ""
+        return f"{self.session_id}:{self.uuid}:{self.block}{tail}"
+
+    @classmethod
+    def parse(cls, text: str) -> RecallKey:
+        parts = text.strip().split(":")
+        if len(parts) not in (3, 4) or not is_session_id(parts[0]) or not parts[2].isdigit():
+            raise RecallError(f"not a recall key: {text!r}")
+        path = tuple(parts[3].split(".")) if len(parts) == 4 and parts[3] else ()
+        return cls(parts[0], parts[1], int(parts[2]), path)
+
+
+def marker(cut_chars: int, key: RecallKey) -> str:
+    return f"\n{MARKER_PREFIX}{cut_chars} more characters cut; recall key {key}]"
+
+
+def _as_bytes(value: Any) -> bytes:
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogatepass")
+    return orjson.dumps(value)
+
+
+def resolve_in(location: SessionLocation, key: RecallKey) -> bytes:
+    """What the key names, from the session file: a string's UTF-8, anything else as JSON."""
+    needle = f'"uuid":"{key.uuid}"'.encode()
+    with location.path.open("rb") as handle:
+        for line in handle:
+            if needle not in line:
+                continue
+            try:
+                record = loads(line)
+            except ValueError:
+                continue
+            if record.get("uuid") != key.uuid:
+                continue
+            content = (record.get("message") or {}).get("content")
+            if not isinstance(content, list) or key.block >= len(content):
+                raise RecallError(f"{key}: record has no block {key.block}")
+            block = content[key.block]
+            if not key.path:
+                value = block.get("content") if block.get("type") == "tool_result" else block
+                return _as_bytes(value)
+            value = block
+            for step in key.path:
+                if isinstance(value, list) and step.isdigit() and int(step) < len(value):
+                    value = value[int(step)]
+                elif isinstance(value, dict) and step in value:
+                    value = value[step]
+                else:
+                    raise RecallError(f"{key}: no {step!r} in the block")
+            return _as_bytes(value)
+    raise RecallError(f"{key}: no record {key.uuid} in {location.path}")
+
+
+def resolve(text: str, *, env: Mapping[str, str] | None = None) -> bytes:
+    key = RecallKey.parse(text)
+    return resolve_in(locate(key.session_id, env=env), key)

@@ -1,0 +1,285 @@
+"""Turning a Plan into the lines of the new session file.
+
+A record the plan keeps unchanged is written from its original bytes: only its ``sessionId``
+(every ``"sessionId":"<old>"``, nested ones included) and, where the chain is re-pointed, its
+``parentUuid`` are patched in place. Everything else in the line stays byte for byte, and the
+patch costs no parse. A record the plan edits is parsed, edited and serialised compactly, as
+Claude Code writes it. The chain is laid at the end: every kept record with a uuid, in output
+order, hangs off the one before it, so the pure parent walk from the leaf sees all of them.
+"""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from liminal.config import GradientSettings
+from liminal.gradient.plan import MARKER_CHARS, Band, Edit, Plan, already_cut
+from liminal.gradient.recall import RecallKey, marker
+from liminal.gradient.summarize import PREAMBLE_INTRO, ExtractiveSummarizer, Summarizer
+from liminal.harness.claude.conversation import Conversation
+from liminal.harness.claude.records import Record, dumps, loads
+
+_LIMINAL_NS = uuidlib.UUID("5f0c8a52-2d0e-4b8e-9d35-6c1b8a0f7e11")
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    lines: tuple[bytes, ...]
+    recall_keys: int
+    first_recent_uuid: str | None
+    preamble: str | None
+
+
+class _Cutter:
+    def __init__(self, session_id: str, settings: GradientSettings) -> None:
+        self.session_id = session_id
+        self.chars = settings.truncate_chars
+        self.lines = settings.truncate_lines
+        self.keys = 0
+
+    def cut(self, text: str, key: RecallKey) -> str | None:
+        if len(text) <= self.chars + MARKER_CHARS or already_cut(text):
+            return None
+        head = "\n".join(text.split("\n", self.lines)[: self.lines])[: self.chars]
+        self.keys += 1
+        return head + marker(len(text) - len(head), key)
+
+    def leaves(self, value: Any, uuid: str, block: int, path: tuple[str, ...]) -> Any:
+        if isinstance(value, str):
+            cut = self.cut(value, RecallKey(self.session_id, uuid, block, path))
+            return value if cut is None else cut
+        if isinstance(value, dict):
+            return {k: self.leaves(v, uuid, block, (*path, str(k))) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.leaves(v, uuid, block, (*path, str(n))) for n, v in enumerate(value)]
+        return value
+
+    def result(self, block: dict[str, Any], uuid: str, index: int) -> dict[str, Any]:
+        content = block.get("content")
+        key = RecallKey(self.session_id, uuid, index)
+        if isinstance(content, str):
+            cut = self.cut(content, key)
+            return block if cut is None else {**block, "content": cut}
+        if isinstance(content, list):
+            texts = [str(c.get("text", "")) for c in content if isinstance(c, dict)]
+            images = sum(1 for c in content if isinstance(c, dict) and c.get("type") == "image")
+            joined = "\n".join(t for t in texts if t)
+            cut = self.cut(joined, key) if not images else None
+            if images:
+                self.keys += 1
+                cut = joined[: self.chars] + marker(len(joined), key).replace(
+                    "characters cut", f"characters and {images} image(s) cut"
+                )
+            return block if cut is None else {**block, "content": [{"type": "text", "text": cut}]}
+        return block
+
+
+def apply_edit(value: dict[str, Any], edit: Edit, cutter: _Cutter) -> bool:
+    """Edit a parsed record in place; False when nothing of it is left to keep."""
+    message = value.get("message")
+    if not isinstance(message, dict) or not isinstance(message.get("content"), list):
+        return True
+    uuid = str(value.get("uuid", ""))
+    kept: list[Any] = []
+    touched_results = False
+    for index, block in enumerate(message["content"]):
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind in ("thinking", "redacted_thinking") and edit.drop_thinking:
+            continue
+        if kind in ("tool_use", "tool_result"):
+            tool_id = block.get("id") if kind == "tool_use" else block.get("tool_use_id")
+            if edit.strip_tools or tool_id in edit.drop_ids:
+                touched_results = True
+                continue
+            if edit.truncate and kind == "tool_result":
+                new = cutter.result(block, uuid, index)
+                touched_results |= new is not block
+                block = new
+            elif edit.truncate and kind == "tool_use" and "input" in block:
+                block = {**block, "input": cutter.leaves(block["input"], uuid, index, ("input",))}
+        kept.append(block)
+    if not kept:
+        return False
+    message["content"] = kept
+    if touched_results:
+        # The structured copy of the output the UI renders; the model never reads it.
+        value.pop("toolUseResult", None)
+    return True
+
+
+def _renamed(line: bytes, old_ids: tuple[bytes, ...], new_id: str) -> bytes:
+    """Every ``"sessionId":"<old>"`` in the line, nested ones too, naming the new session.
+
+    Inside a JSON string a quote is escaped, so the pattern only ever matches a real key.
+    """
+    new = b'"sessionId":"' + new_id.encode() + b'"'
+    for old in old_ids:
+        if old in line:
+            line = line.replace(old, new)
+    return line
+
+
+def _patch(
+    raw: bytes, rec: Record, new_id: str, parent: str | None, old_ids: tuple[bytes, ...] = ()
+) -> bytes | None:
+    """The original line with sessionId and parentUuid replaced, or None if it must be re-dumped."""
+    if not raw.endswith(b"\n"):
+        raw += b"\n"
+    raw = _renamed(raw, old_ids, new_id)
+    if rec.uuid is None or parent == rec.parent:
+        return raw
+    if raw.count(b'"parentUuid":') != 1:
+        return None
+    old = b"null" if rec.parent is None else b'"' + rec.parent.encode() + b'"'
+    new = b"null" if parent is None else b'"' + parent.encode() + b'"'
+    needle = b'"parentUuid":' + old
+    if raw.count(needle) != 1:
+        return None
+    return raw.replace(needle, b'"parentUuid":' + new)
+
+
+def _preamble(
+    conversation: Conversation,
+    plan: Plan,
+    new_id: str,
+    text: str,
+    reference: dict[str, Any],
+) -> list[dict[str, Any]]:
+    boundary_uuid = str(uuidlib.uuid5(_LIMINAL_NS, f"{new_id}:boundary"))
+    summary_uuid = str(uuidlib.uuid5(_LIMINAL_NS, f"{new_id}:summary"))
+    common = {
+        "isSidechain": False,
+        "userType": reference.get("userType", "external"),
+        "cwd": reference.get("cwd", ""),
+        "sessionId": new_id,
+        "version": reference.get("version", ""),
+        "gitBranch": reference.get("gitBranch", ""),
+    }
+    stamp = str(reference.get("timestamp", ""))
+    boundary = {
+        "parentUuid": None,
+        "logicalParentUuid": None,
+        **common,
+        "type": "system",
+        "subtype": "compact_boundary",
+        "content": "Conversation compacted",
+        "isMeta": False,
+        "timestamp": stamp,
+        "uuid": boundary_uuid,
+        "level": "info",
+        "compactMetadata": {"trigger": "manual", "preTokens": plan.tokens_before},
+    }
+    source = conversation.session.location
+    footer = (
+        f"\n\nThe full earlier transcript is in {source.path} (session {source.session_id}). "
+        "Tool output cut from the conversation below is marked with a recall key."
+    )
+    summary = {
+        "parentUuid": boundary_uuid,
+        **common,
+        "type": "user",
+        "message": {"role": "user", "content": PREAMBLE_INTRO + text + footer},
+        "isVisibleInTranscriptOnly": True,
+        "isCompactSummary": True,
+        "uuid": summary_uuid,
+        "timestamp": stamp,
+    }
+    return [boundary, summary]
+
+
+def render(
+    conversation: Conversation,
+    plan: Plan,
+    new_id: str,
+    settings: GradientSettings,
+    *,
+    summarizer: Summarizer | None = None,
+    previous_summary: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Rendered:
+    session = conversation.session
+    wanted = [i.record for i in plan.items if i.record is not None]
+    raw = session.raw(wanted)
+    cutter = _Cutter(session.location.session_id, settings)
+    # Every session id the file's lines carry (a copy made without rewriting them has two).
+    found = {r.session_id for r in session.records if r.session_id} | {
+        session.location.session_id
+    }
+    old_ids = tuple(b'"sessionId":"' + i.encode() + b'"' for i in sorted(found) if i != new_id)
+    lines: list[bytes] = []
+    prev_uuid: str | None = None
+    prev_mid: str | None = None  # message.id of the last line written, when an assistant's
+    first_recent: str | None = None
+    preamble_text: str | None = None
+    total = len(plan.items)
+    for n, item in enumerate(plan.items):
+        if progress is not None and n % 2000 == 0:
+            progress(n, total)
+        if item.record is None:
+            first = next((i.record for i in plan.items if i.record is not None and i.chain), None)
+            reference = loads(raw[first.line]) if first is not None else {}
+            preamble_text = (summarizer or ExtractiveSummarizer()).summarize(
+                plan.digests, previous_summary, plan.summary_chars
+            )
+            for value in _preamble(conversation, plan, new_id, preamble_text, reference):
+                lines.append(dumps(value))
+                prev_uuid = value["uuid"]
+            prev_mid = None
+            continue
+        rec = item.record
+        parent = prev_uuid if item.chain and rec.uuid else rec.parent
+        # With its tool calls and results gone, an old turn's assistant messages would follow
+        # one another; the API wants roles to alternate, and Claude Code joins the lines of one
+        # message.id into one message, so they take the id of the first.
+        merge_into = (
+            prev_mid
+            if item.band is Band.OLD
+            and rec.type == "assistant"
+            and prev_mid is not None
+            and rec.message_id != prev_mid
+            else None
+        )
+        line: bytes | None = None
+        edit_needed = item.edit.changes and _needs_edit(rec, item.edit, settings.truncate_chars)
+        if not edit_needed and merge_into is None:
+            line = _patch(raw[rec.line], rec, new_id, parent, old_ids)
+        if line is None:
+            value = loads(raw[rec.line])
+            if not apply_edit(value, item.edit, cutter):
+                continue
+            if merge_into is not None:
+                value["message"]["id"] = merge_into
+            if "sessionId" in value:
+                value["sessionId"] = new_id
+            if rec.uuid and item.chain:
+                value["parentUuid"] = parent
+            line = _renamed(dumps(value), old_ids, new_id)
+        if item.chain and rec.uuid:
+            prev_uuid = rec.uuid
+            if rec.type == "assistant":
+                prev_mid = merge_into or rec.message_id
+            elif rec.type in ("user", "attachment"):
+                prev_mid = None
+            if first_recent is None and item.band is Band.RECENT:
+                first_recent = rec.uuid
+        lines.append(line)
+    return Rendered(tuple(lines), cutter.keys, first_recent, preamble_text)
+
+
+def _needs_edit(rec: Record, edit: Edit, cut: int) -> bool:
+    """Whether the edit would change this record at all (most middle-band prose would not)."""
+    limit = cut + MARKER_CHARS
+    for block in rec.blocks:
+        if block.kind in ("thinking", "redacted_thinking") and edit.drop_thinking:
+            return True
+        if block.kind in ("tool_use", "tool_result"):
+            if edit.strip_tools or block.tool_id in edit.drop_ids:
+                return True
+            if edit.truncate and block.kind == "tool_result" and block.chars > limit:
+                return True
+            if edit.truncate and block.kind == "tool_use" and any(n > limit for n in block.leaves):
+                return True
+    return False

@@ -1,0 +1,59 @@
+"""Claude Code sessions as the swap manager sees them (``liminal.kernel.swap.SessionHarness``).
+
+Finding the file, reading its context size, knowing when a turn is on disk, and rewriting it
+with the gradient: each the thin end of a module that does the real work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from liminal import faults
+from liminal.config import GradientSettings
+from liminal.gradient import RewriteError, prepare, rewrite_session
+from liminal.gradient.validate import validate
+from liminal.harness.claude import tail
+from liminal.harness.claude.paths import SessionNotFound, locate
+from liminal.kernel.swap import Rewritten
+
+
+class ClaudeSessions:
+    name = "claude"
+
+    def __init__(self, settings: GradientSettings, env: Mapping[str, str] | None = None) -> None:
+        self.settings = settings
+        self.env = env
+        self._settle = tail.SettleWatch()
+
+    def locate(self, backing_id: str, cwd: str | None) -> Path | None:
+        try:
+            return locate(backing_id, cwd=cwd, env=self.env).path
+        except SessionNotFound:
+            return None
+
+    def context_tokens(self, path: Path) -> int | None:
+        return tail.context_tokens(path)
+
+    def turn_settled(self, path: Path, prompt: str | None) -> bool:
+        return self._settle.settled(path, prompt)
+
+    def rewrite(self, path: Path, target_tokens: int) -> Rewritten:
+        if faults.value("swap.corrupt_rewrite"):
+            self._corrupt_rewrite(path, target_tokens)
+        result = rewrite_session(path, target_tokens, settings=self.settings, env=self.env)
+        return Rewritten(result.new_session_id, result.path, result.tokens_before, result.tokens_after)
+
+    def discard(self, rewritten: Rewritten) -> None:
+        rewritten.path.unlink(missing_ok=True)
+
+    def _corrupt_rewrite(self, path: Path, target_tokens: int) -> None:
+        """Failpoint: a real rewrite with one tool result lost, put through the real validator."""
+        prepared = prepare(path, target_tokens, settings=self.settings, env=self.env)
+        lines = list(prepared.rendered.lines)
+        for n, line in enumerate(lines):
+            if b'"tool_result"' in line:
+                del lines[n]
+                break
+        validate(lines, prepared.result.new_session_id)  # raises ValidationError
+        raise RewriteError("the validator accepted a rewrite with a tool result missing")

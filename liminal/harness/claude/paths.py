@@ -1,0 +1,118 @@
+"""Where Claude Code keeps a session: ``$CLAUDE_CONFIG_DIR/projects/<encoded cwd>/<id>.jsonl``.
+
+The folder name replaces every character of the cwd outside ``[A-Za-z0-9]`` with ``-`` (no
+collapsing). Names past 200 characters are cut and get a hash suffix that differs between
+builds, so when the simple rule misses we scan ``projects/*/`` for ``<id>.jsonl``: the file name
+is the one thing every build agrees on. Beside a session live ``<id>/subagents/agent-*.jsonl``
+(older builds: ``agent-*.jsonl`` next to the session) and ``<id>/tool-results/<toolu_id>.txt``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9]")
+MAX_FOLDER_CHARS = 200
+
+
+class SessionNotFound(LookupError):
+    """No session file matches the reference given."""
+
+
+def config_dir(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    raw = env.get("CLAUDE_CONFIG_DIR")
+    return Path(raw).expanduser() if raw else Path("~/.claude").expanduser()
+
+
+def encode_cwd(cwd: str | Path) -> str:
+    """The project folder name for a cwd, by the simple rule (long names need the scan)."""
+    return _UNSAFE.sub("-", str(cwd))
+
+
+def is_session_id(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return len(text) == 36
+
+
+@dataclass(frozen=True, slots=True)
+class SessionLocation:
+    path: Path
+    session_id: str
+
+    @property
+    def project_dir(self) -> Path:
+        return self.path.parent
+
+    @property
+    def sidecar_dir(self) -> Path:
+        """``<id>/`` beside the file: subagent transcripts and large tool results."""
+        return self.path.parent / self.session_id
+
+    @property
+    def tool_results_dir(self) -> Path:
+        return self.sidecar_dir / "tool-results"
+
+    def subagent_files(self) -> list[Path]:
+        found = sorted((self.sidecar_dir / "subagents").glob("agent-*.jsonl"))
+        # Older builds put agent transcripts beside the session; they name their parent inside,
+        # so only the new layout can be attributed without reading them.
+        return found
+
+    def sibling(self, session_id: str) -> SessionLocation:
+        return SessionLocation(self.path.with_name(f"{session_id}.jsonl"), session_id)
+
+
+def _session_id_inside(path: Path) -> str | None:
+    """The sessionId the records carry, for a file not named after it (a copy, a fixture)."""
+    needle = b'"sessionId":"'
+    try:
+        with path.open("rb") as handle:
+            for _, line in zip(range(200), handle, strict=False):
+                at = line.find(needle)
+                if at >= 0:
+                    value = line[at + len(needle) : at + len(needle) + 36].decode("ascii", "replace")
+                    if is_session_id(value):
+                        return value
+    except OSError:
+        return None
+    return None
+
+
+def locate(
+    ref: str | Path,
+    *,
+    cwd: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> SessionLocation:
+    """Find a session by file path or by id (in ``cwd``'s project folder first, then anywhere)."""
+    text = str(ref)
+    candidate = Path(text).expanduser()
+    if text.endswith(".jsonl") or os.sep in text or candidate.exists():
+        if not candidate.is_file():
+            raise SessionNotFound(f"{text}: no such file")
+        stem = candidate.name.removesuffix(".jsonl")
+        if not is_session_id(stem):
+            stem = _session_id_inside(candidate) or stem
+        return SessionLocation(candidate, stem)
+    if not is_session_id(text):
+        raise SessionNotFound(f"{text}: neither a session file nor a session id")
+    projects = config_dir(env) / "projects"
+    if cwd is not None:
+        folder = encode_cwd(cwd)
+        if len(folder) <= MAX_FOLDER_CHARS:
+            direct = projects / folder / f"{text}.jsonl"
+            if direct.is_file():
+                return SessionLocation(direct, text)
+    if projects.is_dir():
+        for found in sorted(projects.glob(f"*/{text}.jsonl")):
+            return SessionLocation(found, text)
+    raise SessionNotFound(f"session {text} not found under {projects}")

@@ -1,0 +1,140 @@
+"""Cheap questions about a live Claude Code session file, answered from its tail.
+
+The swap manager asks them at every turn end, so they must not parse a 40 MB file: they read
+the last few hundred KiB backwards and stop at the first record that answers.
+
+Seen on loopback (see docs/facts.md): Claude Code 2.1.44 writes ``stop_reason: null`` on every
+assistant line, so "the turn is finished" cannot be read from ``stop_reason``; and it writes a
+turn's records *after* the adapter has answered the ACP prompt, so at the turn's end the file
+may still end, cleanly, with the previous turn. "This turn is on disk" is therefore read from
+the shape and the content: the last prompt record is the prompt the client sent, an assistant
+line without a ``tool_use`` follows it (a turn never ends on a tool call), every line is
+complete, and the size has held still since the previous look. 2.1.316 appends bookkeeping
+records (``last-prompt``, ``cost-state``, ``mode``) after the answer; the stillness check
+waits for those.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+TAIL_BYTES = 512 * 1024
+
+
+def _tail_records(path: Path, limit: int = TAIL_BYTES) -> Iterator[dict[str, Any]]:
+    """Complete records from the end of the file backwards (a torn last line is skipped)."""
+    with path.open("rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        start = max(0, size - limit)
+        f.seek(start)
+        data = f.read()
+    lines = data.split(b"\n")
+    if start > 0:
+        lines = lines[1:]  # the first piece is probably the end of a longer line
+    for line in reversed(lines):
+        if not line.strip():
+            continue
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            yield value
+
+
+def context_tokens(path: Path) -> int | None:
+    """The context the model last saw: the newest main-chain assistant usage (see FACTS.md)."""
+    for limit in (TAIL_BYTES, 8 * TAIL_BYTES):
+        for record in _tail_records(path, limit):
+            if record.get("type") == "system" and record.get("subtype") == "compact_boundary":
+                return None
+            if record.get("type") != "assistant" or record.get("isSidechain"):
+                continue
+            usage = (record.get("message") or {}).get("usage")
+            if isinstance(usage, dict):
+                total = 0
+                for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
+                    value = usage.get(key)
+                    if isinstance(value, int):
+                        total += value
+                return total
+    return None
+
+
+def _prompt_text(record: dict[str, Any]) -> str | None:
+    """The text a person typed, if this is a prompt record (not a tool result or a reminder)."""
+    if record.get("type") != "user" or record.get("isSidechain") or record.get("isMeta") \
+            or record.get("isCompactSummary"):
+        return None
+    content = (record.get("message") or {}).get("content")
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return None
+    texts = [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
+             and not str(b.get("text", "")).startswith("<system-reminder>")]
+    if not texts or any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
+        return None
+    return "\n".join(texts)
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+def ends_a_turn(path: Path, prompt: str | None = None) -> bool:
+    """Every line is complete and the last conversational record is a finished answer.
+
+    With ``prompt``, also that answer follows the last prompt record, and that record is this
+    prompt: the turn that just ended is on disk, not only the one before it.
+    """
+    with path.open("rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size == 0:
+            return False
+        f.seek(size - 1)
+        if f.read(1) != b"\n":
+            return False
+    answered = False
+    for record in _tail_records(path):
+        kind = record.get("type")
+        if kind not in ("user", "assistant") or record.get("isSidechain"):
+            continue
+        if not answered:
+            if kind == "user":
+                return False
+            content = (record.get("message") or {}).get("content")
+            if isinstance(content, list) and any(
+                isinstance(b, dict) and b.get("type") == "tool_use" for b in content
+            ):
+                return False
+            answered = True
+            if not prompt:
+                return True
+            continue
+        typed = _prompt_text(record)
+        if typed is not None:
+            assert prompt is not None
+            return _squash(prompt)[:200] in _squash(typed)
+    return answered and not prompt
+
+
+class SettleWatch:
+    """``settled(path, prompt)``: the file ends with this turn and has not grown since the last look."""
+
+    def __init__(self) -> None:
+        self._sizes: dict[Path, int] = {}
+
+    def settled(self, path: Path, prompt: str | None = None) -> bool:
+        try:
+            size = path.stat().st_size
+        except OSError:
+            return False
+        previous = self._sizes.get(path)
+        self._sizes[path] = size
+        return previous == size and ends_a_turn(path, prompt)

@@ -1,0 +1,45 @@
+"""Fixtures for tests that drive the real adapters (see docs/testing.md).
+
+- ``adapter``: each pinned adapter in turn (``fixtures/harness/pins.toml``); skips with the reason
+  when it is not installed (run ``scripts/install-harness``) or node is missing.
+- ``rig``: a started ``Rig`` for that adapter in a fresh hermetic world; set
+  ``rig.server.script`` to script the model. Fails the test if the fake model refused a request.
+  (``make_rig``, ``fake_anthropic`` and ``fake_responses`` come from fixtures/harness/pytest_plugin.)
+
+Every test in this folder is marked ``acceptance``: ``pytest -m "not acceptance"`` leaves them out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from fixtures.harness import Adapter, Rig, adapters
+
+ADAPTER_NAMES = sorted(adapters())
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.acceptance)
+
+
+def require(adapter: Adapter) -> Adapter:
+    reason = adapter.missing_reason()
+    if reason is not None:
+        pytest.skip(f"{adapter.name}: {reason}")
+    return adapter
+
+
+@pytest.fixture(params=ADAPTER_NAMES)
+def adapter(request: pytest.FixtureRequest) -> Adapter:
+    return require(adapters()[request.param])
+
+
+@pytest.fixture
+def rig(adapter: Adapter, make_rig: Callable[..., Rig]) -> Rig:
+    return make_rig(adapter.name)

@@ -1,0 +1,77 @@
+"""The acceptance scenario every adapter runs, directly and through ``liminal acp``.
+
+One process: initialize, session/new, a text prompt, a prompt that runs a tool, a prompt whose
+tool needs the client's permission (approved). A second, fresh process: initialize and
+``session/load`` of that session (the history is replayed). Each step asserts what the client
+must see; the frames received are kept so that two runs can be compared byte for byte.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fixtures.harness import Adapter, PromptResult, Rig, Scenario, Shell, normalize
+
+PERMITTED_FILE = "permitted.txt"
+
+
+def model_script(adapter: Adapter) -> Scenario:
+    # The fixed follow-up texts (not an echo of the tool output) keep the agent's replies
+    # identical between runs: Codex's tool output carries a random chunk id.
+    return (
+        Scenario()
+        .add("USE_TOOL", Shell("echo hi", "Print hi"), "the tool ran")
+        .add("USE_PERMISSION",
+             # The TypeScript Codex adapter only asks the client when the call asks to leave the
+             # sandbox; the Rust one (approval_policy = "untrusted") asks for any write.
+             Shell(f"touch {PERMITTED_FILE}", "Create a file", escalate=adapter.name == "codex-agent"),
+             "the file exists")
+    )
+
+
+@dataclass
+class Run:
+    """What one run of the scenario produced."""
+
+    rig: Rig
+    via_liminal: bool
+    initialize: dict[str, object] = field(default_factory=dict)
+    session_id: str = ""
+    text: PromptResult | None = None
+    tool: PromptResult | None = None
+    permission: PromptResult | None = None
+    permission_requests: int = 0
+    replay: list[dict[str, object]] = field(default_factory=list)
+    # Frames received by the client, per process, raw bytes as they came.
+    frames: list[list[bytes]] = field(default_factory=list)
+
+    def normalized(self) -> list[list[bytes]]:
+        paths = [str(self.rig.home.root)]
+        return [normalize(frames, paths) for frames in self.frames]
+
+
+def run_scenario(rig: Rig, *, via_liminal: bool) -> Run:
+    run = Run(rig, via_liminal)
+    project = rig.home.project
+    client = rig.client(via_liminal=via_liminal)
+    try:
+        run.initialize = client.initialize()
+        run.session_id = client.new_session(project)["sessionId"]
+        run.text = client.prompt(run.session_id, "hello")
+        run.tool = client.prompt(run.session_id, "USE_TOOL please run echo")
+        run.permission = client.prompt(run.session_id, "USE_PERMISSION please create a file")
+        client.settle()
+        run.permission_requests = sum(
+            1 for r in client.agent_requests if r["method"] == "session/request_permission")
+    finally:
+        client.close()
+        run.frames.append([f.raw for f in client.received])
+    loader = rig.client(via_liminal=via_liminal)
+    try:
+        loader.initialize()
+        run.replay = loader.load_session(run.session_id, project)
+        loader.settle()
+    finally:
+        loader.close()
+        run.frames.append([f.raw for f in loader.received])
+    return run

@@ -1,0 +1,203 @@
+"""The invisible swap with the real Claude Code, both adapter generations.
+
+A scripted conversation of 22 turns with tool calls (single, parallel, long output) runs through
+``liminal acp`` with a low threshold, so the context crosses it several times. The client must
+see one thread id throughout and no replayed history, every turn must be answered, the strict
+fake model must accept every request and see a context that stays in the configured band with
+the recent turns intact, and the CLI's own files must only ever have been appended to by the
+CLI. Then the failure paths, each through a failpoint in a real liminal process: a rewrite the
+validator refuses, a resume the adapter refuses, the adapter dying mid-swap.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fixtures.harness import AcpClient, Adapter, Reply, Rig, Scenario, Shell, Text, adapters
+from fixtures.harness.anthropic import tokens
+from liminal.kernel.journal import SwapJournal, SwapRecord
+from tests.acceptance.conftest import require
+
+CLAUDE = sorted(n for n, a in adapters().items() if a.model_api == "anthropic")
+KINDS = ["plain question", "BASH list", "PAR count", "BIG read", "plain follow-up"]
+PROMPTS = [f"turn {n}: {KINDS[n % len(KINDS)]} please" for n in range(22)]
+BIG_OUTPUT = "\n".join(str(n) for n in range(10000, 12001))  # ~12 KB, ~3k tokens
+
+
+@pytest.fixture(params=CLAUDE)
+def adapter(request: pytest.FixtureRequest) -> Adapter:
+    return require(adapters()[request.param])
+
+
+def scenario() -> Scenario:
+    return (
+        Scenario()
+        .add("BASH", Shell("ls /usr/bin | head -60", "List"), "listed them")
+        .add("PAR", Reply((Text("Three at once."), Shell("seq 1 40", "a"), Shell("seq 1 60", "b"),
+                           Shell("seq 1 80", "c"))), "counted all three")
+        .add("BIG", Shell("seq 10000 12000", "Read a lot"), "read it")
+    )
+
+
+def overhead(rig: Rig) -> int:
+    """What one short turn costs (system prompt and tools), measured on the adapter directly."""
+    with rig.client(via_liminal=False) as client:
+        client.initialize()
+        session = client.new_session(rig.home.project)["sessionId"]
+        client.prompt(session, "hello")
+    return tokens(len(rig.server.messages_requests()[-1].raw))
+
+
+def configure(rig: Rig, base: int) -> tuple[int, int]:
+    # The leeway (high - target) must exceed the biggest turn (BIG: ~5k tokens), or every
+    # turn would trigger a swap; the same holds at the real 120k/100k defaults.
+    high, target = base + 9_000, base + 4_000
+    rig.home.liminal_home.mkdir(parents=True, exist_ok=True)
+    (rig.home.liminal_home / "config.toml").write_text(
+        f"[swap]\nhigh_tokens = {high}\ntarget_tokens = {target}\nhold_timeout_seconds = 60\n"
+        "[gradient]\nrecent_tokens = 600\nmiddle_tokens = 600\nsummary_tokens = 600\n"
+    )
+    return high, target
+
+
+def liminal_client(rig: Rig, **env: str) -> AcpClient:
+    n = len(rig.clients)
+    client = AcpClient(rig.home.liminal_argv(), {**rig.home.env(), **env}, rig.home.project,
+                       rig.home.logs / f"stderr-{n}-liminal.log")
+    rig.clients.append(client)
+    return client
+
+
+def journal(rig: Rig) -> list[SwapRecord]:
+    return SwapJournal(rig.home.liminal_home / "swaps.jsonl").records()
+
+
+def session_files(rig: Rig) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in rig.home.claude_config.glob("projects/*/*.jsonl")}
+
+
+def session_ids_seen(client: AcpClient) -> set[str]:
+    found: set[str] = set()
+    for frame in client.received:
+        msg = frame.msg
+        for part in (msg.get("params"), msg.get("result")):
+            if isinstance(part, dict) and isinstance(part.get("sessionId"), str):
+                found.add(part["sessionId"])
+    return found
+
+
+def run_conversation(rig: Rig, client: AcpClient, thread: str, prompts: list[str],
+                     snapshots: list[dict[Path, bytes]]) -> None:
+    for text in prompts:
+        result = client.prompt(thread, text, timeout=180)
+        assert result.stop_reason == "end_turn", rig.stderr_tail()
+        assert result.text, f"no answer to {text!r}"
+        snapshots.append(session_files(rig))
+
+
+def test_the_conversation_goes_on_across_several_swaps(adapter: Adapter, rig: Rig) -> None:
+    rig.server.script = scenario()
+    high, _ = configure(rig, overhead(rig))
+    first_request = len(rig.server.messages_requests())
+    snapshots: list[dict[Path, bytes]] = []
+    client = liminal_client(rig)
+    with client:
+        client.initialize()
+        thread = client.new_session(rig.home.project)["sessionId"]
+        run_conversation(rig, client, thread, PROMPTS, snapshots)
+    swaps = journal(rig)
+    committed = [s for s in swaps if s.outcome == "committed"]
+    assert len(committed) >= 2, (swaps, rig.stderr_tail())
+    assert all(s.thread_id == thread for s in swaps)
+
+    # The client saw one thread id, and no history replayed at it.
+    assert session_ids_seen(client) == {thread}
+    everything = b"\n".join(f.raw for f in client.received)
+    for swap in committed:
+        assert swap.new_backing_id is not None
+        assert swap.new_backing_id.encode() not in everything
+    assert not [f for f in client.received if b'"user_message_chunk"' in f.raw]
+
+    # The model saw a context inside the band after the first swap, with the recent turns intact.
+    requests = rig.server.messages_requests()[first_request:]
+    assert len(requests) >= len(PROMPTS)
+    first_swap_at = committed[0].started_at + committed[0].duration_s
+    after = [r for r in requests if r.t > first_swap_at]
+    assert after
+    biggest_turn = 6_000  # the BIG turn's output and its answer, with room
+    for request in after:
+        assert tokens(len(request.raw)) <= high + biggest_turn, "context escaped the band"
+    last = json.dumps(requests[-1].json["messages"])
+    assert PROMPTS[-1] in last and PROMPTS[-2] in last
+    for prompt in PROMPTS:  # verbatim in a kept turn, or in the consolidated preamble
+        assert prompt in last, prompt
+    assert BIG_OUTPUT not in last  # the first BIG turn's full output is long gone
+
+    # The CLI's files were only ever appended to, and only by the CLI, under their own ids.
+    final = session_files(rig)
+    for snapshot in snapshots:
+        for path, content in snapshot.items():
+            assert final[path].startswith(content), f"{path.name} was rewritten in place"
+    for swap in committed:
+        old = next(p for p in final if p.stem == swap.old_backing_id)
+        ids = {json.loads(line).get("sessionId") for line in final[old].splitlines() if line.strip()}
+        assert ids <= {swap.old_backing_id, None}
+
+
+@pytest.mark.parametrize("failpoint", ["swap.corrupt_rewrite=1", "swap.resume=wrong-id"])
+def test_a_failed_swap_leaves_the_thread_working_on_its_session(
+    adapter: Adapter, rig: Rig, failpoint: str
+) -> None:
+    rig.server.script = scenario()
+    configure(rig, overhead(rig))
+    client = liminal_client(rig, LIMINAL_FAILPOINTS=failpoint)
+    with client:
+        client.initialize()
+        thread = client.new_session(rig.home.project)["sessionId"]
+        run_conversation(rig, client, thread, PROMPTS[:16], [])
+    swaps = journal(rig)
+    assert swaps and all(s.outcome == "failed" for s in swaps), swaps
+    expected = "ValidationError" if "corrupt" in failpoint else "OwnRequestError"
+    assert expected in swaps[0].reason
+    assert session_ids_seen(client) == {thread}
+    # The model still sees the original, uncompressed session: every turn, every tool output.
+    last = json.dumps(rig.server.messages_requests()[-1].json["messages"])
+    for prompt in PROMPTS[:16]:
+        assert prompt in last
+    assert json.dumps(BIG_OUTPUT)[1:-1] in last
+
+
+def test_the_adapter_dying_mid_swap_loses_nothing(adapter: Adapter, rig: Rig) -> None:
+    rig.server.script = scenario()
+    configure(rig, overhead(rig))
+    client = liminal_client(rig, LIMINAL_FAILPOINTS="swap.move=kill-agent")
+    answered: list[str] = []
+    with client:
+        client.initialize()
+        thread = client.new_session(rig.home.project)["sessionId"]
+        try:
+            for text in PROMPTS:
+                client.prompt(thread, text, timeout=180)
+                answered.append(text)
+        except Exception:
+            pass
+        code = client.proc.wait(60)
+    assert code != 0  # liminal says the agent died, and exits
+    assert 0 < len(answered) < len(PROMPTS)
+    [swap] = journal(rig)
+    assert swap.outcome == "failed"
+    # A new liminal: the thread loads on its original session and answers the next turn.
+    again = liminal_client(rig)
+    with again:
+        again.initialize()
+        replay: list[dict[str, Any]] = again.load_session(thread, rig.home.project)
+        assert replay
+        result = again.prompt(thread, "after the crash: plain question please", timeout=180)
+        assert result.stop_reason == "end_turn" and result.text
+    assert session_ids_seen(again) == {thread}
+    last = json.dumps(rig.server.messages_requests()[-1].json["messages"])
+    assert answered[-1] in last

@@ -1,0 +1,343 @@
+"""The gradient on literal transcripts: one test per rule, then the invariants under fuzzing."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from liminal.config import GradientSettings
+from liminal.gradient.plan import Band, assign_bands
+from liminal.gradient.recall import RecallKey, resolve, resolve_in
+from liminal.gradient.rewrite import RewriteError, prepare, rewrite_session
+from liminal.gradient.validate import ValidationError, validate
+from liminal.harness.claude.paths import locate
+from tests.transcript import SID, Transcript, read_lines
+
+NEW = "7e57a11d-0000-4000-8000-000000000001"
+SMALL = GradientSettings(target_tokens=12_000, recent_tokens=3_000, middle_tokens=3_000,
+                         summary_tokens=1_500)
+ROOMY = GradientSettings(target_tokens=20_000, recent_tokens=3_000, middle_tokens=3_000,
+                         summary_tokens=4_000)
+
+
+def long_session(turns: int = 40, prose: int = 30, **kw: Any) -> Transcript:
+    t = Transcript()
+    for n in range(turns):
+        t.turn(n, parallel=1 + n % 3, think=n % 4 == 0, prose=prose, **kw)
+    return t
+
+
+def chain_ok(records: list[dict[str, Any]]) -> None:
+    previous = None
+    for rec in records:
+        if "uuid" in rec:
+            assert rec["parentUuid"] == previous
+            previous = rec["uuid"]
+
+
+def test_bands_are_assigned_youngest_first_by_budget() -> None:
+    costs = [(100, 10, 30)] * 10
+    bands = assign_bands(costs, budget=400, recent=250, middle=30, reserve=50)
+    assert bands[-2:] == [Band.RECENT] * 2
+    assert bands[-5:-2] == [Band.MIDDLE] * 3
+    assert bands.count(Band.OLD) == 4 and bands[0] is Band.ANCIENT
+    # The youngest turn stays whole even when it alone is over every budget.
+    assert assign_bands([(10_000, 1, 1)], budget=100, recent=10, middle=10, reserve=0) == [
+        Band.RECENT]
+
+
+def test_rewrite_reaches_the_target_and_keeps_every_invariant(tmp_path: Path) -> None:
+    t = long_session(150)
+    src = t.write(tmp_path)
+    result = rewrite_session(src, new_id=NEW, settings=SMALL)
+    assert result.written and result.path == src.with_name(f"{NEW}.jsonl")
+    assert result.tokens_after <= SMALL.target_tokens < result.tokens_before
+    assert all(result.turns[b.value] for b in Band)
+    out = read_lines(result.path)
+    assert {r["sessionId"] for r in out if "sessionId" in r} == {NEW}
+    chain_ok(out)
+    assert out[0]["type"] == "liminal-rewrite" and out[0]["sourceSessionId"] == SID
+    boundary, summary = out[1], out[2]
+    assert boundary["subtype"] == "compact_boundary" and boundary["parentUuid"] is None
+    assert summary["isCompactSummary"] is True and summary["parentUuid"] == boundary["uuid"]
+    assert src.read_bytes() == b"".join(t.lines())  # the original is untouched
+
+
+def test_recent_band_is_byte_for_byte(tmp_path: Path) -> None:
+    t = long_session()
+    src = t.write(tmp_path)
+    result = rewrite_session(src, new_id=NEW, settings=SMALL)
+    original = {json.loads(line)["uuid"]: line for line in t.lines() if b'"uuid"' in line}
+    new_lines = result.path.read_bytes().splitlines(keepends=True)
+    strip = re.compile(rb'"parentUuid":(null|"[^"]*")')
+    recent = new_lines[-(sum(1 for _ in range(0)) or 1):]
+    n_recent_records = 0
+    for line in new_lines:
+        rec = json.loads(line)
+        if rec.get("uuid") in original and b"[liminal: " not in line:
+            before = strip.sub(b"", original[rec["uuid"]]).replace(SID.encode(), NEW.encode())
+            if strip.sub(b"", line) == before:
+                n_recent_records += 1
+    # The youngest turn's records come back identical apart from sessionId and parentUuid.
+    assert recent and n_recent_records >= 5
+    assert new_lines[-1] == original[t.records[-1]["uuid"]].replace(SID.encode(), NEW.encode())
+
+
+def test_middle_band_cuts_with_recall_keys_that_resolve(tmp_path: Path) -> None:
+    t = long_session(size=3000)
+    src = t.write(tmp_path)
+    result = rewrite_session(src, new_id=NEW, settings=SMALL)
+    assert result.recall_keys > 0
+    keys = re.findall(r"recall key ([0-9a-f-]{36}:[0-9a-f-]{36}:\d+(?::[\w.]+)?)\]",
+                      result.path.read_text())
+    assert len(keys) == result.recall_keys
+    originals = {r["uuid"]: r for r in t.records if "uuid" in r}
+    for text in keys:
+        key = RecallKey.parse(text)
+        block = originals[key.uuid]["message"]["content"][key.block]
+        expected = block["content"] if not key.path else block["input"][key.path[-1]]
+        assert resolve(text, env={"CLAUDE_CONFIG_DIR": str(tmp_path)}) == expected.encode()
+    for rec in read_lines(result.path):
+        content = (rec.get("message") or {}).get("content")
+        if isinstance(content, list) and any("[liminal: " in str(b.get("content")) for b in content):
+            assert "toolUseResult" not in rec
+            cut = content[0]["content"]
+            assert len(cut.split("\n[liminal: ")[0]) <= SMALL.truncate_chars
+
+
+def test_tool_input_leaves_are_cut_in_the_middle_band(tmp_path: Path) -> None:
+    t = Transcript()
+    big = "x = 1\n" * 400
+    for n in range(30):
+        t.prompt(f"edit {n}")
+        t.tools([("Edit", {"file_path": f"/f{n}.py", "old_string": big, "new_string": big},
+                  "updated")])
+        t.say("edited")
+    result = rewrite_session(t.write(tmp_path), new_id=NEW, settings=SMALL)
+    text = result.path.read_text()
+    assert ":input.old_string]" in text and '"file_path":"/f' in text
+    key = re.search(r"recall key (\S+:input\.new_string)\]", text)
+    assert key is not None
+    assert resolve_in(locate(tmp_path / "projects" / "-work-project" / f"{SID}.jsonl"),
+                      RecallKey.parse(key.group(1))) == big.encode()
+
+
+def test_old_band_removes_tool_pairs_and_keeps_prose(tmp_path: Path) -> None:
+    t = long_session(150, size=400)
+    result = rewrite_session(t.write(tmp_path), new_id=NEW, settings=SMALL)
+    assert result.turns["old"] > 0
+    out = read_lines(result.path)
+    uses = [b["id"] for r in out for b in (r.get("message") or {}).get("content") or []
+            if isinstance(b, dict) and b.get("type") == "tool_use"]
+    results = [b["tool_use_id"] for r in out for b in (r.get("message") or {}).get("content") or []
+               if isinstance(b, dict) and b.get("type") == "tool_result"]
+    assert sorted(uses) == sorted(results)
+    prose = [b["text"] for r in out if r.get("type") == "assistant"
+             for b in r["message"]["content"] if b.get("type") == "text"]
+    kept_turns = result.turns["recent"] + result.turns["middle"] + result.turns["old"]
+    assert sum(p.startswith("Module m") for p in prose) == kept_turns
+
+
+def test_preamble_holds_every_consolidated_prompt(tmp_path: Path) -> None:
+    t = long_session(150)
+    prepared = prepare(t.write(tmp_path), new_id=NEW, settings=ROOMY)
+    preamble = prepared.rendered.preamble or ""
+    out = b"".join(prepared.rendered.lines).decode()
+    for rec in t.records:
+        if rec["type"] == "user" and rec["message"]["content"][0].get("type") == "text":
+            text = rec["message"]["content"][0]["text"]
+            assert text in preamble or json.dumps(text)[1:-1] in out
+    assert "Files touched" not in preamble  # Bash only in this session
+    assert "Commands run:" in preamble and "`cat m0_0.py`" in preamble
+    assert "We decided to keep m" in preamble
+
+
+def test_thinking_is_dropped_before_the_recent_band_only(tmp_path: Path) -> None:
+    t = long_session()
+    t.prompt("last")
+    t.tools([("Bash", {"command": "ls"}, "a\nb")], thinking="recent thought")
+    t.say("end")
+    result = rewrite_session(t.write(tmp_path), new_id=NEW, settings=SMALL)
+    thinking = [r for r in read_lines(result.path) if r.get("type") == "assistant"
+                and r["message"]["content"][0].get("type") == "thinking"]
+    kept = [r["message"]["content"][0]["thinking"] for r in thinking]
+    assert kept[-1] == "recent thought" and 0 < len(kept) < 11
+    assert result.turns["recent"] >= len(kept)
+
+
+def test_unknown_and_bookkeeping_records(tmp_path: Path) -> None:
+    t = long_session()
+    t.add({"type": "custom-title", "customTitle": "my work", "sessionId": SID})
+    t.add({"type": "api-request", "sessionId": SID, "params": {"model": "x"}})
+    t.add({"type": "from-the-future", "sessionId": SID, "nested": {"sessionId": SID}})
+    result = rewrite_session(t.write(tmp_path), new_id=NEW, settings=SMALL)
+    out = read_lines(result.path)
+    types = [r["type"] for r in out]
+    assert "custom-title" in types and "from-the-future" in types and "api-request" not in types
+    assert out[types.index("from-the-future")]["nested"]["sessionId"] == NEW
+
+
+def test_unpaired_tool_use_is_removed(tmp_path: Path) -> None:
+    t = long_session(10)
+    t.prompt("interrupted")
+    t.assistant({"type": "text", "text": "trying"},
+                {"type": "tool_use", "id": "toolu_lost", "name": "Bash", "input": {}})
+    t.prompt("again")
+    t.say("fine")
+    result = rewrite_session(t.write(tmp_path), new_id=NEW, settings=SMALL)
+    assert "toolu_lost" not in result.path.read_text()
+    assert any("unpaired" in note for note in result.notes)
+
+
+def test_compress_twice_in_a_row(tmp_path: Path) -> None:
+    t = long_session(150)
+    first = rewrite_session(t.write(tmp_path), new_id=NEW, settings=ROOMY)
+    second = rewrite_session(first.path, 16_000, settings=ROOMY)
+    assert second.tokens_after <= 16_000 and second.turns["ancient"] > 0
+    out = read_lines(second.path)
+    chain_ok(out)
+    assert [r["type"] for r in out[:3]] == ["liminal-rewrite", "system", "user"]
+    summary = out[2]["message"]["content"]
+    assert summary.count("What the user asked") == 1
+    for n in range(first.turns["ancient"]):  # consolidated by the first pass, still there
+        assert f"request number {n}: please check module m{n}" in summary
+    assert sum(r.get("subtype") == "compact_boundary" for r in out) == 1
+    # Keys written by the first pass still point at the original file.
+    assert re.findall(r"recall key ([0-9a-f-]{36}):", second.path.read_text())[0] in (SID, NEW)
+
+
+def test_torn_tail_is_survivable(tmp_path: Path) -> None:
+    t = long_session(10)
+    result = rewrite_session(t.write(tmp_path, tail=b'{"type":"assistant","uu'), new_id=NEW,
+                             settings=SMALL)
+    assert any("torn" in n for n in result.notes)
+    assert b'"uu\n' not in result.path.read_bytes()
+
+
+def test_existing_target_is_refused_and_nothing_is_left(tmp_path: Path) -> None:
+    t = long_session(10)
+    src = t.write(tmp_path)
+    src.with_name(f"{NEW}.jsonl").write_text("occupied")
+    with pytest.raises(RewriteError):
+        rewrite_session(src, new_id=NEW, settings=SMALL)
+    assert sorted(p.name for p in src.parent.iterdir()) == sorted([src.name, f"{NEW}.jsonl"])
+    with pytest.raises(RewriteError):
+        rewrite_session(src, new_id=SID)
+
+
+def test_dry_run_writes_nothing(tmp_path: Path) -> None:
+    src = long_session(10).write(tmp_path)
+    result = rewrite_session(src, dry_run=True, settings=SMALL)
+    assert not result.written and not result.path.exists()
+    assert list(src.parent.iterdir()) == [src]
+
+
+def _lines(*records: dict[str, Any]) -> list[bytes]:
+    return [json.dumps(r).encode() + b"\n" for r in records]
+
+
+def _user(u: str, parent: str | None, content: Any, **kw: Any) -> dict[str, Any]:
+    return {"type": "user", "uuid": u, "parentUuid": parent, "sessionId": NEW,
+            "message": {"role": "user", "content": content}, **kw}
+
+
+def _asst(u: str, parent: str | None, block: dict[str, Any], mid: str = "m1") -> dict[str, Any]:
+    return {"type": "assistant", "uuid": u, "parentUuid": parent, "sessionId": NEW,
+            "message": {"id": mid, "role": "assistant", "content": [block]}}
+
+
+USE = {"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}
+RESULT = [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}]
+
+
+@pytest.mark.parametrize(
+    ("lines", "problem"),
+    [
+        (_lines(_user("a", None, "hi"), _asst("b", "zzz", {"type": "text", "text": "x"})),
+         "breaks the chain"),
+        (_lines(_user("a", None, "hi"), {**_asst("b", "a", USE), "sessionId": "other"}),
+         "sessionId other"),
+        (_lines(_user("a", None, "hi"), _asst("b", "a", USE)), "never answered"),
+        (_lines(_user("a", None, "hi"), _asst("b", "a", USE), _user("c", "b", "next")),
+         "unanswered before a prompt"),
+        (_lines(_user("a", None, "hi"), _user("c", "a", RESULT)), "answers nothing"),
+        (_lines(_user("a", None, "hi"), _asst("b", "a", USE), _user("c", "b", RESULT),
+                _asst("d", "c", {"type": "text", "text": "more"})),
+         "continues after its results"),
+        (_lines(_user("a", None, "hi"), _asst("b", "a", {"type": "thinking", "thinking": "t"}),
+                _user("c", "b", "recent")), "thinking block before"),
+        (_lines(_user("a", None, "hi"), _user("a", "a", "dup")), "duplicate uuid"),
+        (_lines(_user("a", None, "hi"), _asst("b", "a", {"type": "text", "text": "x"}),
+                _asst("d", "b", {"type": "text", "text": "y"}, mid="m2"), _user("c", "d", "r")),
+         "assistant message follows another"),
+        ([b'{"type":"user"'], "not a JSON object"),
+    ],
+)
+def test_validator_refuses_broken_output(lines: list[bytes], problem: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        validate(lines, NEW, thinking_from="c")
+    assert any(problem in p for p in caught.value.problems), caught.value.problems
+
+
+def test_a_broken_plan_is_never_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import liminal.gradient.render as render
+
+    src = long_session(20).write(tmp_path)
+    real = render._patch
+    monkeypatch.setattr(render, "_patch",
+                        lambda raw, rec, new, parent, old=(): real(raw, rec, new, None, old))
+    with pytest.raises(ValidationError):
+        rewrite_session(src, new_id=NEW, settings=SMALL)
+    assert list(src.parent.iterdir()) == [src]
+
+
+turn_shapes = st.lists(
+    st.tuples(
+        st.integers(0, 3),  # parallel calls (0: prose only)
+        st.integers(10, 5000),  # output size
+        st.booleans(),  # thinking
+        st.randoms(use_true_random=False),
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(shapes=turn_shapes, target=st.integers(2_000, 30_000))
+def test_any_session_rewrites_into_a_valid_one(tmp_path_factory: pytest.TempPathFactory,
+                                               shapes: list[Any], target: int) -> None:
+    folder = tmp_path_factory.mktemp("fuzz")
+    t = Transcript()
+    for n, (parallel, size, think, rnd) in enumerate(shapes):
+        t.prompt(f"prompt {n}")
+        if parallel:
+            order = list(range(parallel))
+            rnd.shuffle(order)
+            t.tools([("Read", {"file_path": f"/p{n}_{i}"}, "y" * size) for i in range(parallel)],
+                    order=order, thinking="th" if think else None, text="calling")
+        t.say(f"reply {n}")
+    prepared = prepare(t.write(folder), target, new_id=NEW, settings=SMALL)
+    out = [json.loads(line) for line in prepared.rendered.lines]
+    chain_ok(out)
+    text = b"".join(prepared.rendered.lines).decode()
+    for n in range(len(shapes)):
+        assert f"prompt {n}" in text  # verbatim, in a kept turn or in the preamble
+    assert out[-1]["uuid"] == t.records[-1]["uuid"]
+
+
+def test_a_copy_with_stale_session_ids_gets_the_new_one_everywhere(tmp_path: Path) -> None:
+    t = long_session(20)
+    t.add({"type": "progress-like", "sessionId": SID, "data": {"message": {"sessionId": SID}}})
+    copied = t.write(tmp_path).rename(tmp_path / "projects" / "-work-project" /
+                                      "11111111-2222-4333-8444-555555555555.jsonl")
+    result = rewrite_session(copied, new_id=NEW, settings=SMALL)
+    text = result.path.read_text()
+    assert all(r.get("sessionId") in (None, NEW) for r in read_lines(result.path))
+    assert f'"sessionId":"{SID}"' not in text
