@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -259,8 +260,16 @@ async def _worker(spool_dir: Path, settings: Settings) -> None:
                 indexer.wake()
             await indexer.aclose()  # the proxy is done (or gone): drain, then stop
 
+        async def watch_signals() -> None:
+            # An editor stopping liminal signals its whole process group: drain, then stop.
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for _ in signals:
+                    await indexer.aclose()
+                    return
+
         tg.start_soon(indexer.run)
         tg.start_soon(watch_stdin)
+        tg.start_soon(watch_signals)
         await indexer.stopped()
         tg.cancel_scope.cancel()
     if store_cm is not None:
