@@ -27,7 +27,7 @@ import os
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +46,7 @@ from liminal.store.sessionfile import SessionFileIndexer, find_claude_session
 from liminal.store.spool import SpoolDir, orphans, read_segment
 
 if TYPE_CHECKING:
+    from liminal.store.cache import Cache
     from liminal.store.worker import SpoolWriter
 
 logger = log.get("liminal.store.indexer")
@@ -53,7 +54,8 @@ _PARSED_KINDS = {"request", "notification", "response"}
 # A message still growing (a long answer streaming in) is written at most this often; it is
 # complete in the store once it ends. The frames, always written at once, hold it meanwhile.
 OPEN_MESSAGE_SECONDS = 1.0
-TAIL_POLL_SECONDS = 0.1  # a worker looks at its spool this often when not woken
+TAIL_POLL_SECONDS = 0.1
+CACHE_OUTPUT_CHARS = 64 * 1024  # tool outputs this large also go to the blob cache  # a worker looks at its spool this often when not woken
 
 
 @dataclass(slots=True)
@@ -95,15 +97,17 @@ class Indexer:
                  stall_seconds: float = 2.0, retry_seconds: float = 0.5,
                  close_timeout: float = 20.0, recover: bool = True,
                  session_files: Callable[[str, str], Path | None] | None = None,
-                 tail: Path | None = None) -> None:
+                 tail: Path | None = None, cache: Cache | None = None) -> None:
         """``session_files(backing_id, cwd)`` locates a CLI session file to index as it grows
         (``find_claude_session`` for Claude Code); None: frames only. ``tail``: consume the
         spool another process writes there (the worker, see ``liminal.store.worker``) instead of
-        taking offers."""
+        taking offers. ``cache``: where large finished tool outputs are also put, for fast
+        recall (``recall:<tool call id>``, with the cache's TTL)."""
         self.store = store
         self.spool_root = spool_root
         self.spool = SpoolDir(tail or spool_root / (spool_name or uuid.uuid4().hex))
         self._tailing = tail is not None
+        self._cache = cache
         self.stats = IndexerStats()
         self._max = max(1, queue_frames)
         self._batch = max(1, batch_frames)
@@ -325,10 +329,19 @@ class Indexer:
                         self._watched.add(backing)
                         self._watch_requests.append((update.id, backing, update.cwd))
                         self._watch_wakeup.set()
+        if self._cache is not None:
+            await self._cache_outputs(self._pending_messages.values())
         self._pending_messages.clear()
         self._pending_threads.clear()
         self.stats.written += len(frames)
         return True
+
+    async def _cache_outputs(self, messages: Iterable[MessageRecord]) -> None:
+        assert self._cache is not None
+        for m in messages:
+            if (m.kind == "tool_call" and m.tool_call_id and m.status in {"completed", "failed"}
+                    and len(m.text) >= CACHE_OUTPUT_CHARS):
+                await self._cache.set(f"recall:{m.tool_call_id}", m.text.encode())
 
     async def _watchdog(self) -> None:
         """Spill memory to the spool when a write stalls, and sync the spool now and then."""

@@ -234,7 +234,7 @@ async def _worker(spool_dir: Path, settings: Settings) -> None:
     from liminal.store.indexer import Indexer
     from liminal.store.sessionfile import find_claude_session
 
-    async with anyio.create_task_group() as tg:
+    async with contextlib.AsyncExitStack() as stack, anyio.create_task_group() as tg:
         try:
             store_cm = open_store(settings)
             store = await store_cm.__aenter__()
@@ -242,9 +242,12 @@ async def _worker(spool_dir: Path, settings: Settings) -> None:
             logger.error("store unavailable; the spool waits for the next start",
                          store=describe(settings), error=str(exc))
             store_cm, store = None, UnavailableStore(str(exc))
+        from liminal.store.cache import open_cache
+
+        cache = await stack.enter_async_context(open_cache(settings))
         # No deadline of the proxy's here: an orphaned worker drains for up to five minutes.
         indexer = Indexer(store, spool_dir.parent, tail=spool_dir, close_timeout=300,
-                          session_files=find_claude_session)
+                          session_files=find_claude_session, cache=cache)
 
         async def watch_stdin() -> None:
             fd = sys.stdin.fileno()
