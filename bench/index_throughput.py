@@ -85,12 +85,34 @@ async def worker_rate(n: int, home: Path) -> tuple[float, float]:
     return n / elapsed, size / elapsed / 1e6
 
 
-def proxy_rate(n: int, home: Path, index: bool) -> float:
+class NoOpTap:
+    """A subscriber that takes nothing: what the router's tapping costs by itself."""
+
+    def offer(self, event: object) -> None:
+        return None
+
+
+def serve_noop(agent: list[str]) -> int:
+    """``liminal acp`` with one no-op component (the public ``Proxy`` API, as acp.py builds it)."""
+    from liminal import config, log
+    from liminal.proxy import Proxy, tune_gc
+
+    settings = config.load()
+    log.configure(settings.log_level)
+    tune_gc()
+    proxy = Proxy(agent, settings.proxy, components=[NoOpTap()])
+    return anyio.run(proxy.run, backend="asyncio")
+
+
+def proxy_rate(n: int, home: Path, index: bool | None) -> float:
+    """Frames/s through ``liminal acp``: index True (the worker), False (no components),
+    None (taps on, one no-op subscriber)."""
     env = dict(os.environ, LIMINAL_HOME=str(home), LIMINAL_STORE_INDEX="1" if index else "0",
                LIMINAL_LOG_LEVEL="warning", PYTHONPATH=str(ROOT))
     env.pop("LIMINAL_STORE_URL", None)
-    argv = [sys.executable, "-m", "liminal", "acp", "--", sys.executable,
-            str(ROOT / "bench" / "fast_agent.py")]
+    agent = [sys.executable, str(ROOT / "bench" / "fast_agent.py")]
+    argv = ([sys.executable, "-m", "liminal", "acp", "--", *agent] if index is not None else
+            [sys.executable, str(Path(__file__).resolve()), "--serve-noop", "--", *agent])
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, env=env)
     assert proc.stdin is not None and proc.stdout is not None
@@ -132,7 +154,11 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=200_000)
     parser.add_argument("--proxy-frames", type=int, default=200_000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--serve-noop", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("agent", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve_noop:
+        sys.exit(serve_noop(args.agent))
     load = os.getloadavg()[0]
     print(f"# {time.strftime('%Y-%m-%d %H:%M')} · {platform.node()} · {os.cpu_count()} CPUs · "
           f"load {load:.2f} · Python {platform.python_version()} · {platform.platform()}")
@@ -144,16 +170,22 @@ def main() -> None:
             median = sorted(r[0] for r in rates)[len(rates) // 2]
             print(f"{name} indexer: {best[0]:,.0f} frames/s best ({best[1]:.1f} MB/s), "
                   f"{median:,.0f} median, into SQLite, {args.frames:,} frames, {args.runs} runs")
-        results: dict[bool, list[float]] = {False: [], True: []}
-        for run in range(args.runs):  # interleaved, so load changes hit both alike
-            for index in (False, True):
+        results: dict[bool | None, list[float]] = {False: [], None: [], True: []}
+        for run in range(args.runs):  # interleaved, so load changes hit all alike
+            for index in results:
                 home = Path(tmp) / f"proxy-{index}-{run}"
                 results[index].append(proxy_rate(args.proxy_frames, home, index))
-        off, on = sorted(results[False]), sorted(results[True])
-        print(f"proxy, indexing off: {off[-1]:,.0f} frames/s best, {off[len(off) // 2]:,.0f} "
-              f"median; on (worker): {on[-1]:,.0f} best, {on[len(on) // 2]:,.0f} median; "
-              f"on/off = {on[-1] / off[-1]:.0%} best, {on[len(on) // 2] / off[len(off) // 2]:.0%}"
-              f" median ({args.proxy_frames:,} chunk frames, {args.runs} runs each)")
+        best = {k: max(v) for k, v in results.items()}
+        median = {k: sorted(v)[len(v) // 2] for k, v in results.items()}
+        print(f"proxy ({args.proxy_frames:,} chunk frames, {args.runs} runs each), frames/s "
+              "best / median:")
+        for key, name in ((False, "indexing off (no components)"),
+                          (None, "taps on, one no-op subscriber"),
+                          (True, "indexing on (spool writer + worker)")):
+            print(f"  {name}: {best[key]:,.0f} / {median[key]:,.0f}"
+                  f"  = {best[key] / best[False]:.0%} / {median[key] / median[False]:.0%} of off")
+        print(f"  indexing on vs the no-op subscriber: {best[True] / best[None]:.0%} best, "
+              f"{median[True] / median[None]:.0%} median")
 
 
 if __name__ == "__main__":

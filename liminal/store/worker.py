@@ -79,6 +79,8 @@ class SpoolWriter:
 
     def offer(self, event: FrameEvent) -> None:
         """Queue the frame for the next flush. Never blocks, never raises."""
+        if self._closing:
+            return
         queue = self._queue
         queue.append(event)
         if self._waiting:
@@ -139,8 +141,16 @@ class SpoolWriter:
         if self._running:
             return
         self._running = True
-        if not self.spool.owned:
-            self.spool.acquire()
+        try:
+            if not self.spool.owned:
+                self.spool.acquire()
+        except OSError as exc:  # never in the way: forward without recording
+            logger.error("cannot create the spool; this conversation is not recorded",
+                         spool=str(self.spool.path), error=str(exc))
+            self._closing = True
+            self._queue.clear()
+            self._done.set()
+            return
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._supervise)
@@ -165,7 +175,13 @@ class SpoolWriter:
         """Keep a worker running; a crashed one is replaced (the spool holds what it had)."""
         while not self._closing:
             started = time.monotonic()
-            await self._start_worker()
+            try:
+                await self._start_worker()
+            except OSError as exc:
+                logger.error("cannot start the index worker; frames wait in the spool",
+                             error=str(exc))
+                await anyio.sleep(5.0)
+                continue
             assert self._worker is not None
             code = await self._worker.wait()
             self._close_pipe()
