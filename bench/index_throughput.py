@@ -59,7 +59,7 @@ async def worker_rate(n: int, home: Path) -> tuple[float, float]:
     """What the index worker sustains: a spool of n frames (as ``liminal acp`` writes it, in
     blocks of 500) consumed into a fresh SQLite store, messages derived and written."""
     from liminal.store.spool import SpoolDir
-    from liminal.store.worker import _DIRECTION, _KIND
+    from liminal.store.worker import _FIELDS, _RAW
 
     events = list(stream(n, pad=100))
     size = sum(len(e.raw) for e in events)
@@ -67,10 +67,8 @@ async def worker_rate(n: int, home: Path) -> tuple[float, float]:
     spool.acquire()
     for start in range(0, n, 500):
         part = events[start:start + 500]
-        rows = [[e.connection_id, start + i, e.time, _DIRECTION[e.direction], _KIND[e.kind],
-                 e.thread_id, e.backing_id, e.method, None if e.rpc_id is None else
-                 str(e.rpc_id), e.size] for i, e in enumerate(part)]
-        spool.append_block(start, rows, [e.raw for e in part])
+        spool.append_block(start, {part[0].connection_id: start}, list(map(_FIELDS, part)),
+                           list(map(_RAW, part)))
     spool.seal()
     spool.release(remove_if_empty=False)
     store = await SqliteStore.open(home / "liminal.db")

@@ -136,7 +136,7 @@ class Indexer:
         self.recovered_all = anyio.Event()  # set once spools of stopped processes are replayed
         self._session_files = session_files
         self._watch_requests: deque[tuple[str, str, str]] = deque()  # thread, backing, cwd
-        self._watched: set[str] = set()
+        self._watched: dict[str, tuple[str, str]] = {}  # backing id -> thread, cwd
         self._watch_wakeup = anyio.Event()
         self._stop_watching = anyio.Event()
         self.session_indexers: dict[str, SessionFileIndexer] = {}
@@ -326,7 +326,7 @@ class Indexer:
             for update in self._pending_threads:
                 for backing in update.backing_ids:
                     if backing not in self._watched:
-                        self._watched.add(backing)
+                        self._watched[backing] = (update.id, update.cwd)
                         self._watch_requests.append((update.id, backing, update.cwd))
                         self._watch_wakeup.set()
         if self._cache is not None:
@@ -375,11 +375,25 @@ class Indexer:
         while path is None:  # the CLI creates the file at the first prompt, not at session/new
             path = await anyio.to_thread.run_sync(self._session_files, backing_id, cwd)
             if path is None:
-                await anyio.sleep(1.0)
+                await anyio.sleep(0.5)
         watcher = SessionFileIndexer(self.store, path, backing_id, thread_id)
         self.session_indexers[backing_id] = watcher
         logger.info("indexing session file", path=str(path), thread=thread_id)
         await watcher.run(self._stop_watching)
+
+    async def _final_session_catch_up(self) -> None:
+        """What the CLI wrote last, including files that appeared after the last look."""
+        if self._session_files is None:
+            return
+        for backing, (thread, cwd) in list(self._watched.items()):
+            watcher = self.session_indexers.get(backing)
+            with anyio.move_on_after(5), contextlib.suppress(Exception):
+                if watcher is None:
+                    path = await anyio.to_thread.run_sync(self._session_files, backing, cwd)
+                    if path is None:
+                        continue
+                    watcher = SessionFileIndexer(self.store, path, backing, thread)
+                await watcher.catch_up()
 
     async def _sync_spool(self) -> None:
         fd = self.spool.dup_tail()
@@ -460,9 +474,7 @@ class Indexer:
         if self._queue or (self._inflight is not None and self._inflight_from_memory):
             self._spill_memory(self._inflight if self._inflight_from_memory else None,
                                self._inflight_n)
-        for watcher in list(self.session_indexers.values()):  # what the CLI wrote last
-            with anyio.move_on_after(5), contextlib.suppress(Exception):
-                await watcher.catch_up()
+        await self._final_session_catch_up()
         self._stop_watching.set()
         keep = not self.spool.empty
         self.spool.release(remove_if_empty=not keep)
