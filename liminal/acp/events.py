@@ -13,6 +13,8 @@ import enum
 from dataclasses import dataclass
 from typing import Any, cast
 
+import orjson
+
 
 class Direction(enum.Enum):
     CLIENT_TO_AGENT = "c2a"
@@ -78,4 +80,60 @@ def make_event(
     event: Any = _Unfrozen(direction, kind, time, raw, message, connection_id, thread_id,
                            backing_id, method, rpc_id, size)
     event.__class__ = FrameEvent
+    return cast(FrameEvent, event)
+
+
+_UNPARSED: Any = object()
+
+
+class LazyFrameEvent(FrameEvent):
+    """A ``FrameEvent`` whose parsed copy is made when first asked for.
+
+    The router's fast path (a streamed ``session/update`` recognised from its canonical first
+    bytes) routes without parsing; a subscriber that reads ``message`` pays for the parse, one
+    that does not (most of them, for most chunks) never does. Its fields, once read, are those
+    of the eager event for the same line.
+    """
+
+    __slots__ = ()
+
+    @property
+    def message(self) -> dict[str, Any] | None:
+        value = _SLOT_MESSAGE.__get__(self, FrameEvent)
+        if value is _UNPARSED:
+            value = _parse_object(self.raw)
+            _SLOT_MESSAGE.__set__(self, value)
+        return cast("dict[str, Any] | None", value)
+
+    @message.setter
+    def message(self, value: dict[str, Any] | None) -> None:  # only reached from __init__
+        _SLOT_MESSAGE.__set__(self, value)
+
+
+_SLOT_MESSAGE: Any = FrameEvent.__dict__["message"]
+
+
+def _parse_object(raw: bytes) -> dict[str, Any] | None:
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def make_lazy_event(
+    direction: Direction,
+    kind: Kind,
+    time: float,
+    raw: bytes,
+    connection_id: str,
+    thread_id: str | None,
+    backing_id: str | None,
+    method: str | None,
+    size: int,
+) -> FrameEvent:
+    """Like ``make_event`` for a notification whose parsed copy is made on demand."""
+    event: Any = _Unfrozen(direction, kind, time, raw, _UNPARSED, connection_id, thread_id,
+                           backing_id, method, None, size)
+    event.__class__ = LazyFrameEvent
     return cast(FrameEvent, event)

@@ -38,10 +38,12 @@ from typing import Any
 import orjson
 
 from liminal.acp import jsonrpc
-from liminal.acp.events import Direction, FrameEvent, Kind, make_event
+from liminal.acp.events import Direction, FrameEvent, Kind, make_event, make_lazy_event
 from liminal.acp.framing import LineFramer, Oversized
 
 OWN_ID_PREFIX = "liminal-"
+_UPDATE_PREFIX = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"'
+_UPDATE_PREFIX_LEN = len(_UPDATE_PREFIX)
 _CREATES_SESSION = frozenset({"session/new", "session/fork"})
 _DIRECT = {True: Direction.CLIENT_TO_AGENT, False: Direction.AGENT_TO_CLIENT}
 
@@ -311,6 +313,25 @@ class Router:
         if isinstance(line, Oversized):
             self._agent_oversized(line, now)
             return
+        if line.startswith(_UPDATE_PREFIX):
+            # The hottest path: a streamed session/update in the canonical form all four pinned
+            # adapters write. The session id is read from the bytes (it is the first member of
+            # the top-level params, so there is no ambiguity) and the parse is left to whoever
+            # asks for the event's message. A line that only looks canonical but is cut short is
+            # still forwarded untouched, as any unparsable line is; its message reads as None.
+            end = line.find(b'"', _UPDATE_PREFIX_LEN)
+            raw_id = line[_UPDATE_PREFIX_LEN:end]
+            if end > 0 and b"\\" not in raw_id and raw_id.isascii():
+                fast_backing = raw_id.decode()
+                if fast_backing not in self._captured:
+                    fast_thread = self._thread_of.get(fast_backing, fast_backing)
+                    self._out.to_client.append(
+                        line if fast_thread == fast_backing else _rewrite(line, fast_backing, fast_thread))
+                    if self.tapping:
+                        self._out.events.append(make_lazy_event(
+                            Direction.AGENT_TO_CLIENT, Kind.NOTIFICATION, now, line, self.connection_id,
+                            fast_thread, fast_backing, "session/update", len(line)))
+                    return
         message = jsonrpc.parse(line)
         # The hot path (every streamed chunk is a notification): ``jsonrpc.classify`` and
         # ``_session_of`` inlined, events made inline. Same rules: a string method and no id.

@@ -129,6 +129,11 @@ class SwapManager:
     # ------------------------------------------------------------ observation
 
     def offer(self, event: FrameEvent) -> None:
+        if event.kind is Kind.NOTIFICATION and event.direction is Direction.AGENT_TO_CLIENT:
+            # Nearly every frame is a streamed chunk: decide from the bytes before parsing.
+            raw = event.raw
+            if b'"usage_update"' not in raw and b'"current_mode_update"' not in raw:
+                return
         message = event.message
         if message is None:
             return

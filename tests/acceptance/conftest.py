@@ -19,6 +19,7 @@ import pytest
 from fixtures.harness import Adapter, Rig, adapters
 
 ADAPTER_NAMES = sorted(adapters())
+CLAUDE_NAMES = sorted(n for n, a in adapters().items() if a.model_api == "anthropic")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -35,9 +36,17 @@ def require(adapter: Adapter) -> Adapter:
     return adapter
 
 
-@pytest.fixture(params=ADAPTER_NAMES)
-def adapter(request: pytest.FixtureRequest) -> Adapter:
-    return require(adapters()[request.param])
+def adapter_fixture(names: list[str]) -> Callable[[pytest.FixtureRequest], Adapter]:
+    """An ``adapter`` fixture over these adapters; a module assigns it to narrow its tests."""
+
+    @pytest.fixture(params=names)
+    def adapter(request: pytest.FixtureRequest) -> Adapter:
+        return require(adapters()[request.param])
+
+    return adapter
+
+
+adapter = adapter_fixture(ADAPTER_NAMES)
 
 
 @pytest.fixture

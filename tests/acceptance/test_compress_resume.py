@@ -16,16 +16,16 @@ from typing import Any
 
 import pytest
 
-from fixtures.harness import Adapter, Reply, Rig, Scenario, Shell, Text, Thinking, adapters
+from fixtures.harness import Reply, Rig, Scenario, Shell, Text, Thinking
 from liminal.config import GradientSettings
 from liminal.gradient.plan import MARKER_CHARS
 from liminal.gradient.rewrite import RewriteResult, prepare, rewrite_session
 from liminal.harness.claude.conversation import build
 from liminal.harness.claude.paths import locate
 from liminal.harness.claude.records import read_session
-from tests.acceptance.conftest import require
+from tests.acceptance.conftest import CLAUDE_NAMES as CLAUDE
+from tests.acceptance.conftest import adapter_fixture
 
-CLAUDE = sorted(n for n, a in adapters().items() if a.model_api == "anthropic")
 KINDS = ["plain question", "BASH list", "PAR count", "BIG read", "THINK design", "plain follow-up"]
 PROMPTS = [f"turn {n}: {KINDS[n % len(KINDS)]} please" for n in range(32)]
 # Small bands, so that a 32-turn session has all four; the target is set per session from its
@@ -46,9 +46,7 @@ def target(source: Path, first: bool = True) -> int:
     pytest.fail(f"no target gives every band for {source}")
 
 
-@pytest.fixture(params=CLAUDE)
-def adapter(request: pytest.FixtureRequest) -> Adapter:
-    return require(adapters()[request.param])
+adapter = adapter_fixture(CLAUDE)
 
 
 def scenario() -> Scenario:

@@ -17,20 +17,18 @@ from typing import Any
 
 import pytest
 
-from fixtures.harness import AcpClient, Adapter, Reply, Rig, Scenario, Shell, Text, adapters
+from fixtures.harness import AcpClient, Adapter, Reply, Rig, Scenario, Shell, Text
 from fixtures.harness.anthropic import tokens
 from liminal.kernel.journal import SwapJournal, SwapRecord
-from tests.acceptance.conftest import require
+from tests.acceptance.conftest import CLAUDE_NAMES as CLAUDE
+from tests.acceptance.conftest import adapter_fixture
 
-CLAUDE = sorted(n for n, a in adapters().items() if a.model_api == "anthropic")
 KINDS = ["plain question", "BASH list", "PAR count", "BIG read", "plain follow-up"]
 PROMPTS = [f"turn {n}: {KINDS[n % len(KINDS)]} please" for n in range(22)]
 BIG_OUTPUT = "\n".join(str(n) for n in range(10000, 12001))  # ~12 KB, ~3k tokens
 
 
-@pytest.fixture(params=CLAUDE)
-def adapter(request: pytest.FixtureRequest) -> Adapter:
-    return require(adapters()[request.param])
+adapter = adapter_fixture(CLAUDE)
 
 
 def scenario() -> Scenario:

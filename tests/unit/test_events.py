@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import orjson
 import pytest
 
 from liminal.acp.events import Direction, FrameEvent, Kind, make_event
@@ -19,3 +20,23 @@ def test_make_event_builds_the_same_frozen_event_as_the_constructor() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         fast.kind = Kind.REQUEST  # type: ignore[misc]
     assert dataclasses.replace(fast, size=8).size == 8
+
+
+def test_a_lazy_event_parses_on_demand_and_equals_the_eager_one() -> None:
+    from liminal.acp.events import LazyFrameEvent, make_lazy_event
+
+    raw = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","n":123456789012345678901}}'
+    eager = make_event(Direction.AGENT_TO_CLIENT, Kind.NOTIFICATION, 1.0, raw, orjson.loads(raw), "c", "t", "s",
+                       "session/update", None, len(raw))
+    lazy = make_lazy_event(Direction.AGENT_TO_CLIENT, Kind.NOTIFICATION, 1.0, raw, "c", "t", "s",
+                           "session/update", len(raw))
+    assert isinstance(lazy, FrameEvent) and type(lazy) is LazyFrameEvent
+    assert lazy.message is not None and lazy.message["params"]["sessionId"] == "s"
+    assert lazy.message is lazy.message  # parsed once
+    assert dataclasses.astuple(lazy) == dataclasses.astuple(eager)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        lazy.message = None  # type: ignore[misc]
+    assert dataclasses.replace(lazy, size=1).message == lazy.message
+    broken = make_lazy_event(Direction.AGENT_TO_CLIENT, Kind.NOTIFICATION, 1.0, raw[:-5], "c", "t", "s",
+                             "session/update", 5)
+    assert broken.message is None

@@ -364,3 +364,32 @@ def test_with_a_mapping_the_client_never_sees_the_backing_id(lines: list[bytes],
             out = from_agent(router, line)
             for sent in out.to_client:
                 assert b'"sessionId":"' + BACKING.encode() not in sent
+
+
+def test_canonical_session_updates_are_routed_from_their_bytes() -> None:
+    router = make()
+    router.bind(THREAD, BACKING)
+    line = (b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"' + BACKING.encode()
+            + b'","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"}}}}')
+    out = from_agent(router, line)
+    assert out.to_client == [line.replace(BACKING.encode(), THREAD.encode())]
+    [event] = out.events
+    assert (event.kind, event.method, event.thread_id, event.backing_id) == (
+        Kind.NOTIFICATION, "session/update", THREAD, BACKING)
+    assert event.message == orjson.loads(line)
+    # cut short: forwarded untouched like any unparsable line; its parsed copy is None
+    out = from_agent(router, line[:-3])
+    assert out.to_client == [line[:-3].replace(BACKING.encode(), THREAD.encode())]
+    assert out.events[0].message is None
+    # captured sessions still go the parsed way, and are swallowed
+    router.capture(BACKING)
+    out = from_agent(router, line)
+    assert out.to_client == [] and out.captured == [orjson.loads(line)]
+
+
+def test_an_escaped_session_id_takes_the_parsed_path() -> None:
+    router = make()
+    line = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"a\\u0062c","update":{}}}'
+    out = from_agent(router, line)
+    assert out.to_client == [line]
+    assert out.events[0].backing_id == "abc"
