@@ -187,9 +187,14 @@ class SpoolWriter:
         argv = [*argv, str(self.spool.path), "--home", str(self.settings.home),
                 "--log-level", self.settings.log_level]
         # Its stdin is a pipe of ours: a byte is a poke, end of file means "drain and stop".
+        # The settings this process resolved (flags, --config file) reach the worker as
+        # environment variables, which take precedence over any config file it would read.
+        store, cache = self.settings.store, self.settings.cache
+        env = dict(os.environ, LIMINAL_STORE_URL=store.url, LIMINAL_CACHE_URL=cache.url,
+                   LIMINAL_CACHE_TTL_SECONDS=str(cache.ttl_seconds))
         read_end, write_end = os.pipe()
         try:
-            self._worker = await anyio.open_process(argv, stdin=read_end,
+            self._worker = await anyio.open_process(argv, stdin=read_end, env=env,
                                                     stdout=subprocess.DEVNULL, stderr=None)
         finally:
             os.close(read_end)
