@@ -45,6 +45,11 @@ class StoreSettings:
     url: str = ""
     # Frames the indexer may queue in memory before it spills to the local spool.
     queue_frames: int = 100_000
+    # Record every frame (``liminal acp``). Off: a pure proxy, nothing written anywhere.
+    index: bool = True
+    # "worker": a separate process indexes what the proxy spools (the default: forwarding keeps
+    # its speed); "inline": the indexer runs in the proxy's own process.
+    indexer: str = "worker"
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +206,8 @@ def load(
         elif name in merged.get("", {}):
             top[name] = _coerce(name, kind, merged[""][name])
     settings = Settings(**top)
+    if settings.store.indexer not in {"worker", "inline"}:
+        raise ConfigError("store.indexer must be worker or inline")
     if settings.swap.notice not in {"silent", "thought", "info"}:
         raise ConfigError("swap.notice must be silent, thought or info")
     return settings

@@ -69,10 +69,21 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print("liminal acp: give the agent command after --, e.g. "
               "liminal acp -- npx @agentclientprotocol/claude-agent-acp", file=sys.stderr)
         return 2
-    proxy = Proxy(argv, settings.proxy, components=components(settings))
+    extra = components(settings)
     tune_gc()
+
+    async def main() -> int:
+        if not settings.store.index:
+            return await Proxy(argv, settings.proxy, components=extra).run()
+        from liminal.store.indexer import open_indexer
+
+        # The indexer is a component like the others: the proxy runs it, offers it every
+        # frame and closes it (which flushes it).
+        async with open_indexer(settings, run=False) as indexer:
+            return await Proxy(argv, settings.proxy, components=[indexer, *extra]).run()
+
     try:
-        return anyio.run(proxy.run, backend="asyncio")
+        return anyio.run(main, backend="asyncio")
     except FileNotFoundError as exc:
         print(f"liminal acp: cannot start the agent: {exc}", file=sys.stderr)
         return 127

@@ -1,0 +1,350 @@
+"""From frames to the conversation a person reads: a pure state machine, no I/O.
+
+Rules, all in this file:
+
+* A ``session/prompt`` request opens a turn; its frame id is the turn id and it yields a ``user``
+  message. Its response yields a ``turn_end`` message (stop reason, usage) and closes the turn.
+* Consecutive ``agent_message_chunk`` (or ``agent_thought_chunk``, ``user_message_chunk``) updates
+  of one thread are joined into one message; any other update, a new prompt, or a different
+  ``messageId`` starts a new one. A message's id is the id of the frame that started it, so
+  deriving the same frames again (after a crash, or from the frames table) gives the same ids.
+* ``tool_call`` starts a tool call message; ``tool_call_update`` merges into it (ACP: fields
+  present replace, ``content`` replaces the whole list). The latest version is re-emitted.
+* ``plan`` replaces the turn's plan; ``usage_update`` is one usage point each.
+* ``session/new``, ``session/load``, ``session/resume``, ``session/fork`` results, and
+  ``session_info_update`` titles, yield thread updates. Updates that arrive while a
+  ``session/load`` is pending are the agent's replay: they are kept, marked ``replayed``.
+* Each frame is taken once: a frame whose sequence number is not past the last one seen on its
+  connection is ignored, so replays of the spool never derive twice.
+
+``feed`` takes frames; ``take`` returns the messages created or changed since the last call, each
+once, in its latest version, and the thread updates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from liminal.store.records import FrameRecord, MessageRecord, ThreadUpdate
+
+_CHUNK_KINDS = {
+    "user_message_chunk": "user",
+    "agent_message_chunk": "agent",
+    "agent_thought_chunk": "thought",
+}
+# Requests whose parameters the deriver needs when their response arrives.
+_REMEMBERED = {"initialize", "session/new", "session/load", "session/resume", "session/fork",
+               "session/prompt"}
+_RESPONSE_TO_REQUEST = {"a2c": "c2a", "a2l": "l2a"}
+TITLE_CHARS = 80
+
+
+@dataclass(slots=True)
+class _Open:
+    """The text message being joined from chunks (joined lazily: once per ``take``, not once
+    per chunk, which would be quadratic in a long answer)."""
+
+    message: MessageRecord
+    parts: list[str]
+    message_id: str | None  # ACP messageId, when the agent sends one
+    closed: bool = False
+
+    def record(self) -> MessageRecord:
+        if self.parts:
+            self.message = replace(self.message, text=self.message.text + "".join(self.parts))
+            self.parts = []
+        return self.message
+
+
+@dataclass(slots=True)
+class _ThreadState:
+    turn_id: str | None = None
+    open: _Open | None = None
+    tools: dict[str, MessageRecord] = field(default_factory=dict)
+    plan_id: str | None = None
+    loading: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Derived:
+    messages: list[MessageRecord]
+    threads: list[ThreadUpdate]
+
+
+def content_text(block: Any) -> str:
+    """The readable text of an ACP ContentBlock (text, resource link, embedded resource)."""
+    if not isinstance(block, dict):
+        return ""
+    kind = block.get("type")
+    if kind == "text":
+        text = block.get("text", "")
+        return text if isinstance(text, str) else str(text)
+    if kind == "resource_link":
+        return f"[{block.get('name') or block.get('uri', '')}]"
+    if kind == "resource":
+        res = block.get("resource") or {}
+        return str(res.get("text") or f"[{res.get('uri', '')}]")
+    if kind in {"image", "audio"}:
+        return f"[{kind}]"
+    return ""
+
+
+def tool_text(data: dict[str, Any]) -> str:
+    """What search should find in a tool call: title, input, every text output, raw output."""
+    parts = [str(data.get("title") or "")]
+    if data.get("rawInput") is not None:
+        parts.append(_compact(data["rawInput"]))
+    for item in data.get("content") or []:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "content":
+            parts.append(content_text(item.get("content")))
+        elif item.get("type") == "diff":
+            parts.append(f"{item.get('path', '')}\n{item.get('newText', '')}")
+    if data.get("rawOutput") is not None:
+        parts.append(_compact(data["rawOutput"]))
+    return "\n".join(p for p in parts if p)
+
+
+def _compact(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    import orjson
+
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return str(value)
+
+
+class Deriver:
+    def __init__(self) -> None:
+        self._threads: dict[str, _ThreadState] = {}
+        self._requests: dict[tuple[str, str, str], tuple[str, dict[str, Any], str]] = {}
+        self._harness: dict[str, str] = {}
+        self._last_seq: dict[str, int] = {}
+        self._out = Derived([], [])  # scratch for the frame being fed
+        self._changed: dict[str, MessageRecord | _Open] = {}
+
+    def seen(self, frame: FrameRecord) -> bool:
+        """Whether this frame (or a later one of its connection) was already taken."""
+        return frame.seq <= self._last_seq.get(frame.connection_id, -1)
+
+    def feed(self, frame: FrameRecord, message: dict[str, Any] | None) -> None:
+        """Take one frame (in sequence order); ``take`` returns what it changed."""
+        if self.seen(frame):
+            return
+        self._last_seq[frame.connection_id] = frame.seq
+        if message is None or frame.kind in {"invalid", "oversized"}:
+            return
+        out = self._out
+        if frame.kind == "request":
+            self._request(frame, message, out)
+        elif frame.kind == "notification":
+            if frame.method == "session/update":
+                self._update(frame, message, out)
+        elif frame.kind == "response":
+            self._response(frame, message, out)
+        for m in out.messages:
+            self._changed[m.id] = m
+        out.messages.clear()
+
+    @property
+    def holding(self) -> bool:
+        """Whether ``take(include_open=False)`` held back text that is not written yet."""
+        return bool(self._changed)
+
+    def take(self, *, include_open: bool = True) -> Derived:
+        """The latest version of every message changed since the last ``take``, and the thread
+        updates, in order. ``include_open=False`` holds back text still growing (its next
+        version would replace it anyway): re-indexing a long answer's whole text for full-text
+        search at every batch is the one quadratic cost in indexing."""
+        messages: list[MessageRecord] = []
+        held: dict[str, MessageRecord | _Open] = {}
+        for key, value in self._changed.items():
+            if isinstance(value, _Open):
+                if not include_open and not value.closed:
+                    held[key] = value
+                    continue
+                messages.append(value.record())
+            else:
+                messages.append(value)
+        threads = list(self._out.threads)
+        self._changed = held
+        self._out.threads.clear()
+        return Derived(messages, threads)
+
+    # -- requests -----------------------------------------------------------------------------
+
+    def _request(self, frame: FrameRecord, message: dict[str, Any], out: Derived) -> None:
+        method = frame.method or ""
+        params = message.get("params")
+        params = params if isinstance(params, dict) else {}
+        if method in _REMEMBERED and frame.rpc_id is not None:
+            self._requests[(frame.connection_id, frame.direction, frame.rpc_id)] = (
+                method, params, frame.id)
+        thread_id = frame.thread_id or _str(params.get("sessionId"))
+        if not thread_id:
+            return
+        state = self._state(thread_id)
+        if method == "session/load":
+            state.loading = True
+        elif method == "session/close":
+            out.threads.append(ThreadUpdate(thread_id, frame.time, state="closed"))
+        elif method == "session/prompt":
+            self._close_text(state)
+            state.turn_id = frame.id
+            state.plan_id = None
+            blocks = params.get("prompt") or []
+            text = "\n".join(t for t in (content_text(b) for b in blocks) if t)
+            out.messages.append(MessageRecord(
+                id=frame.id, thread_id=thread_id, turn_id=frame.id, time=frame.time,
+                order=_order(frame), kind="user", text=text, data={"prompt": blocks},
+                backing_id=frame.backing_id or thread_id))
+            first_line = text.strip().splitlines()[0] if text.strip() else ""
+            out.threads.append(ThreadUpdate(thread_id, frame.time,
+                                            fallback_title=first_line[:TITLE_CHARS]))
+
+    # -- session/update -----------------------------------------------------------------------
+
+    def _update(self, frame: FrameRecord, message: dict[str, Any], out: Derived) -> None:
+        params = message.get("params")
+        if not isinstance(params, dict):
+            return
+        update = params.get("update")
+        thread_id = frame.thread_id or _str(params.get("sessionId"))
+        if not thread_id or not isinstance(update, dict):
+            return
+        state = self._state(thread_id)
+        kind = update.get("sessionUpdate")
+        if kind in _CHUNK_KINDS:  # the hot path: most frames are chunks
+            text = content_text(update.get("content"))
+            msg_kind = _CHUNK_KINDS[kind]
+            message_id = update.get("messageId") or None
+            current = state.open
+            if (current is not None and current.message.kind == msg_kind
+                    and current.message_id == message_id
+                    and current.message.replayed == state.loading):
+                current.parts.append(text)
+            else:
+                self._close_text(state)
+                data = {"messageId": message_id} if message_id else {}
+                current = _Open(MessageRecord(
+                    id=frame.id, thread_id=thread_id, turn_id=state.turn_id, time=frame.time,
+                    order=_order(frame), kind=msg_kind, data=data, replayed=state.loading,
+                    backing_id=frame.backing_id or thread_id), [text], _str(message_id) or None)
+                state.open = current
+            self._changed[current.message.id] = current
+            return
+        self._close_text(state)
+        base = MessageRecord(
+            id=frame.id, thread_id=thread_id, turn_id=state.turn_id, time=frame.time,
+            order=_order(frame), kind="", replayed=state.loading,
+            backing_id=frame.backing_id or thread_id)
+        if kind in {"tool_call", "tool_call_update"}:
+            tool_id = _str(update.get("toolCallId"))
+            previous = state.tools.get(tool_id)
+            data = dict(previous.data) if previous else {}
+            data.update({k: v for k, v in update.items() if k != "sessionUpdate"})
+            start = previous or replace(base, kind="tool_call", tool_call_id=tool_id)
+            msg = replace(start, text=tool_text(data), status=_str(data.get("status")) or None,
+                          data=data)
+            state.tools[tool_id] = msg
+            out.messages.append(msg)
+        elif kind == "plan":
+            plan_id = state.plan_id or frame.id
+            state.plan_id = plan_id
+            entries = update.get("entries") or []
+            text = "\n".join(str(e.get("content", "")) for e in entries if isinstance(e, dict))
+            out.messages.append(replace(base, id=plan_id, kind="plan", text=text,
+                                        data={"entries": entries}))
+        elif kind == "usage_update":
+            data = {k: v for k, v in update.items() if k != "sessionUpdate"}
+            out.messages.append(replace(base, kind="usage", data=data))
+        elif kind == "session_info_update":
+            title = _str(update.get("title"))
+            if title:
+                out.threads.append(ThreadUpdate(thread_id, frame.time, title=title))
+
+    # -- responses ----------------------------------------------------------------------------
+
+    def _response(self, frame: FrameRecord, message: dict[str, Any], out: Derived) -> None:
+        request_dir = _RESPONSE_TO_REQUEST.get(frame.direction)
+        if request_dir is None or frame.rpc_id is None:
+            return
+        key = (frame.connection_id, request_dir, frame.rpc_id)
+        remembered = self._requests.pop(key, None)
+        if remembered is None:
+            return
+        method, params, request_frame = remembered
+        result = message.get("result")
+        result = result if isinstance(result, dict) else {}
+        if method == "initialize":
+            info = result.get("agentInfo")
+            if isinstance(info, dict) and info.get("name"):
+                self._harness[frame.connection_id] = str(info["name"])
+            return
+        if method == "session/prompt":
+            thread_id = frame.thread_id or _str(params.get("sessionId"))
+            if not thread_id:
+                return
+            state = self._state(thread_id)
+            self._close_text(state)
+            data: dict[str, Any] = dict(result)
+            if "error" in message:
+                data = {"error": message["error"]}
+            out.messages.append(MessageRecord(
+                id=frame.id, thread_id=thread_id, turn_id=request_frame, time=frame.time,
+                order=_order(frame), kind="turn_end", text="",
+                status=_str(result.get("stopReason")) or ("error" if "error" in message else None),
+                data=data, backing_id=frame.backing_id or thread_id))
+            state.turn_id = None
+            state.tools.clear()
+            out.threads.append(ThreadUpdate(thread_id, frame.time))
+            return
+        if "error" in message:
+            if method == "session/load":
+                sid = frame.thread_id or _str(params.get("sessionId"))
+                if sid:
+                    self._state(sid).loading = False
+            return
+        session_id = _str(result.get("sessionId")) or _str(params.get("sessionId"))
+        if method == "session/fork":
+            session_id = _str(result.get("sessionId"))
+            thread_id = session_id
+        else:
+            thread_id = frame.thread_id or session_id
+        if not thread_id:
+            return
+        backing = frame.backing_id or session_id or thread_id
+        state = self._state(thread_id)
+        state.loading = False
+        self._close_text(state)
+        out.threads.append(ThreadUpdate(
+            thread_id, frame.time, cwd=_str(params.get("cwd")),
+            harness=self._harness.get(frame.connection_id, ""), state="active",
+            backing_ids=(backing,)))
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _state(self, thread_id: str) -> _ThreadState:
+        state = self._threads.get(thread_id)
+        if state is None:
+            state = self._threads[thread_id] = _ThreadState()
+        return state
+
+    @staticmethod
+    def _close_text(state: _ThreadState) -> None:
+        if state.open is not None:
+            state.open.closed = True
+            state.open = None
+
+
+def _order(frame: FrameRecord) -> str:
+    """Sort key within a thread: wall time first (threads span connections), then the frame."""
+    return f"{frame.time:017.6f}|{frame.id}"
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""

@@ -1,0 +1,543 @@
+"""The indexer: every frame the router taps, into the store, without ever slowing forwarding.
+
+The path of a frame:
+
+1. ``offer(event)`` (on the forwarding path, synchronous) gives it the next sequence number of
+   its connection, so its id is ``<connection id>:<seq>`` whatever happens next, and appends it to
+   a bounded in-memory queue. If the queue is full, or the indexer is already spilling, it
+   appends the frame to the spool instead (one ``writev``). Either way it returns at once.
+2. ``run()`` takes frames in order (the queue first, then the spool's segments), derives messages
+   and thread updates (``liminal.store.derive``), and writes one ``Batch`` per round.
+3. When a write fails, the frames it held and everything still queued go to the spool, and the
+   indexer keeps spilling until the spool has been replayed. When a write stalls past
+   ``stall_seconds``, the same happens without waiting for it to fail; if it then succeeds, the
+   replay finds those frames already stored (deterministic ids) and skips them.
+4. On start, spools left by processes that died are replayed, and their connections' messages
+   are derived again from the frames table.
+
+The crash guarantee (see docs/operations.md): what reached the spool survives SIGKILL and is in
+the store after the next start; what was still only in memory (at most ``queue_frames`` frames,
+in practice the last few milliseconds of traffic when the store keeps up) may be lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import orjson
+
+from liminal import log
+from liminal.acp.events import FrameEvent
+from liminal.config import Settings
+from liminal.store.base import Store, StoreError, UnavailableStore, describe, open_store
+from liminal.store.derive import Deriver
+from liminal.store.records import Batch, FrameRecord, MessageRecord, ThreadUpdate, frame_id
+from liminal.store.sessionfile import SessionFileIndexer, find_claude_session
+from liminal.store.spool import SpoolDir, orphans, read_segment
+
+if TYPE_CHECKING:
+    from liminal.store.cache import Cache
+    from liminal.store.worker import SpoolWriter
+
+logger = log.get("liminal.store.indexer")
+_PARSED_KINDS = {"request", "notification", "response"}
+# A message still growing (a long answer streaming in) is written at most this often; it is
+# complete in the store once it ends. The frames, always written at once, hold it meanwhile.
+OPEN_MESSAGE_SECONDS = 1.0
+TAIL_POLL_SECONDS = 0.1
+CACHE_OUTPUT_CHARS = 64 * 1024  # tool outputs this large also go to the blob cache  # a worker looks at its spool this often when not woken
+
+
+@dataclass(slots=True)
+class IndexerStats:
+    offered: int = 0
+    spooled: int = 0  # frames written to the spool (by offer or by a failed/stalled write)
+    written: int = 0  # frames committed to the store (replays of already stored ones included)
+    lost: int = 0  # frames that could be neither queued nor spooled (disk full)
+    store_failures: int = 0
+    recovered: int = 0  # frames replayed from dead processes' spools
+
+
+def to_record(seq: int, event: FrameEvent) -> FrameRecord:
+    rpc = None
+    if event.rpc_id is not None:
+        try:
+            rpc = orjson.dumps(event.rpc_id).decode()
+        except TypeError:
+            rpc = orjson.dumps(str(event.rpc_id)).decode()
+    return FrameRecord(
+        frame_id(event.connection_id, seq), event.connection_id, seq, event.time,
+        event.direction.value, event.kind.value, event.thread_id, event.backing_id, event.method,
+        rpc, event.size, event.raw)
+
+
+def parse(frame: FrameRecord) -> dict[str, Any] | None:
+    if frame.kind not in _PARSED_KINDS:
+        return None
+    try:
+        value = orjson.loads(frame.raw)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+class Indexer:
+    def __init__(self, store: Store, spool_root: Path, *, spool_name: str | None = None,
+                 queue_frames: int = 100_000, batch_frames: int = 2000,
+                 stall_seconds: float = 2.0, retry_seconds: float = 0.5,
+                 close_timeout: float = 20.0, recover: bool = True,
+                 session_files: Callable[[str, str], Path | None] | None = None,
+                 tail: Path | None = None, cache: Cache | None = None) -> None:
+        """``session_files(backing_id, cwd)`` locates a CLI session file to index as it grows
+        (``find_claude_session`` for Claude Code); None: frames only. ``tail``: consume the
+        spool another process writes there (the worker, see ``liminal.store.worker``) instead of
+        taking offers. ``cache``: where large finished tool outputs are also put, for fast
+        recall (``recall:<tool call id>``, with the cache's TTL)."""
+        self.store = store
+        self.spool_root = spool_root
+        self.spool = SpoolDir(tail or spool_root / (spool_name or uuid.uuid4().hex))
+        self._tailing = tail is not None
+        self._cache = cache
+        self.stats = IndexerStats()
+        self._max = max(1, queue_frames)
+        self._batch = max(1, batch_frames)
+        self._stall = stall_seconds
+        self._retry = retry_seconds
+        self._close_timeout = close_timeout
+        self._recover = recover
+        self._queue: deque[tuple[int, int, FrameEvent]] = deque()  # (n, seq, event)
+        self._seq: dict[str, int] = {}
+        self._n = 0  # frames offered so far, all connections: orders the spool's segments
+        self._spilling = False
+        self._deriver = Deriver()
+        self._pending_messages: dict[str, MessageRecord] = {}
+        self._pending_threads: list[ThreadUpdate] = []
+        self._inflight: list[FrameRecord] | None = None  # frames of a write under way
+        self._inflight_n = 0  # their first frame's n
+        self._inflight_from_memory = False
+        self._inflight_started = 0.0
+        self._wakeup = anyio.Event()
+        self._idle = False
+        self._closing = False
+        self._running = False
+        self._done = anyio.Event()
+        self._store_down = False
+        self._open_written = 0.0
+        self.recovered_all = anyio.Event()  # set once spools of stopped processes are replayed
+        self._session_files = session_files
+        self._watch_requests: deque[tuple[str, str, str]] = deque()  # thread, backing, cwd
+        self._watched: dict[str, tuple[str, str]] = {}  # backing id -> thread, cwd
+        self._watch_wakeup = anyio.Event()
+        self._stop_watching = anyio.Event()
+        self.session_indexers: dict[str, SessionFileIndexer] = {}
+
+    # -- the forwarding path ------------------------------------------------------------------
+
+    def offer(self, event: FrameEvent) -> None:
+        """Take the frame: queue it, or spool it when the queue is full. Never blocks, never
+        raises."""
+        try:
+            seq = self._seq.get(event.connection_id, -1) + 1
+            self._seq[event.connection_id] = seq
+            n = self._n
+            self._n = n + 1
+            self.stats.offered += 1
+            if self._spilling or self._closing or len(self._queue) >= self._max:
+                self._spill(n, to_record(seq, event))
+                return
+            self._queue.append((n, seq, event))
+            if self._idle:
+                self._idle = False
+                self._wakeup.set()
+        except Exception:  # pragma: no cover - a bug here must not reach the router
+            self.stats.lost += 1
+            logger.exception("indexer: frame dropped")
+
+    def _spill(self, n: int, frame: FrameRecord) -> None:
+        try:
+            if not self.spool.owned:
+                self.spool.acquire()
+            self._spilling = True
+            self.spool.append(n, frame)
+            self.stats.spooled += 1
+        except OSError as exc:
+            self.stats.lost += 1
+            if self.stats.lost == 1 or self.stats.lost % 10_000 == 0:
+                logger.error("indexer: spool write failed; frame lost", error=str(exc),
+                             lost=self.stats.lost)
+
+    def _spill_memory(self, taken: list[FrameRecord] | None = None, taken_n: int = 0) -> None:
+        """Move frames already taken from the queue (``taken``, the first being the
+        ``taken_n``-th offered: a write under way or one that failed) and everything still
+        queued into the spool, ahead of what is spooled."""
+        frames = list(taken or [])
+        first_n = taken_n if frames else (self._queue[0][0] if self._queue else 0)
+        frames.extend(to_record(seq, event) for _, seq, event in self._queue)
+        self._queue.clear()
+        self._spilling = True
+        if not frames:
+            return
+        try:
+            if not self.spool.owned:
+                self.spool.acquire()
+            self.spool.prepend(first_n, frames)
+            self.stats.spooled += len(frames)
+        except OSError as exc:
+            self.stats.lost += len(frames)
+            logger.error("indexer: spool write failed; frames lost", error=str(exc),
+                         lost=len(frames))
+
+    # -- the consumer -------------------------------------------------------------------------
+
+    async def run(self, _proxy: object = None) -> None:
+        """Consume until ``aclose``. Safe to call from the proxy's component runner as well as
+        from ``open_indexer``: a second call returns at once."""
+        if self._running:
+            return
+        self._running = True
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._watchdog)
+                if self._session_files is not None:
+                    tg.start_soon(self._watch_sessions)
+                async with anyio.create_task_group() as work:  # recovery is finished, not cut
+                    if self._recover:
+                        work.start_soon(self._recover_orphans)
+                    else:
+                        self.recovered_all.set()
+                    await self._consume()
+                tg.cancel_scope.cancel()
+        finally:
+            self._done.set()
+
+    async def _consume(self) -> None:
+        backoff = self._retry
+        while True:
+            source_pos: int | None = None
+            if self._tailing:
+                self.spool.refresh()
+            if self._queue:
+                items = []
+                self._inflight_n = self._queue[0][0]
+                for _ in range(min(self._batch, len(self._queue))):
+                    _, seq, event = self._queue.popleft()
+                    items.append((to_record(seq, event), event.message))
+                from_memory = True
+            elif self._spool_readable():
+                frames, source_pos = self.spool.read(self._batch)
+                if not frames:
+                    # Nothing whole past the read offset: drop the exhausted (or torn) segment,
+                    # unless it is the tail another process may still be appending to.
+                    before = len(self.spool.segments)
+                    self.spool.consumed(source_pos, writer_done=self._writer_done)
+                    if len(self.spool.segments) == before:
+                        await self._idle_wait(TAIL_POLL_SECONDS)
+                    continue
+                items = [(f, None if self._deriver.seen(f) else parse(f)) for f in frames]
+                from_memory = False
+            else:
+                self._spilling = False
+                # Quiet now (or closing): write the text still held back.
+                if self._deriver.holding and (
+                        self._closing or time.monotonic() - self._open_written >= 0.2):
+                    if not await self._commit([], False, include_open=True):
+                        await anyio.sleep(backoff)
+                        backoff = min(backoff * 2, 5.0)
+                    continue
+                if self._closing:
+                    return
+                await self._idle_wait(TAIL_POLL_SECONDS if self._tailing else 1.0)
+                continue
+            if await self._commit(items, from_memory):
+                backoff = self._retry
+                if source_pos is not None:
+                    self.spool.consumed(source_pos, writer_done=self._writer_done)
+                continue
+            if from_memory:
+                self._spill_memory([frame for frame, _ in items], self._inflight_n)
+            await anyio.sleep(backoff)
+            backoff = min(backoff * 2, 5.0)
+
+    def _spool_readable(self) -> bool:
+        segments = self.spool.segments
+        if not segments:
+            return False
+        if not self._tailing or len(segments) > 1 or self._closing:
+            return True
+        return segments[0].read < segments[0].written
+
+    async def _idle_wait(self, seconds: float) -> None:
+        self._idle = True
+        self._wakeup = anyio.Event()
+        with anyio.move_on_after(seconds):
+            await self._wakeup.wait()
+        self._idle = False
+
+    def wake(self) -> None:
+        """More frames are in the spool (the worker's parent says so)."""
+        self._wakeup.set()
+
+    @property
+    def _writer_done(self) -> bool:
+        return not self._tailing or self._closing
+
+    async def _commit(self, items: list[tuple[FrameRecord, dict[str, Any] | None]],
+                      from_memory: bool, *, include_open: bool = False) -> bool:
+        frames = []
+        for frame, message in items:
+            frames.append(frame)
+            self._deriver.feed(frame, message)
+        now = time.monotonic()
+        include_open = include_open or now - self._open_written >= OPEN_MESSAGE_SECONDS
+        if include_open:
+            self._open_written = now
+        derived = self._deriver.take(include_open=include_open)
+        for m in derived.messages:
+            self._pending_messages[m.id] = m
+        self._pending_threads.extend(derived.threads)
+        batch = Batch(frames, list(self._pending_messages.values()), list(self._pending_threads))
+        self._inflight, self._inflight_from_memory = frames, from_memory
+        self._inflight_started = time.monotonic()
+        try:
+            await self.store.write(batch)
+        except Exception as exc:
+            self.stats.store_failures += 1
+            if not self._store_down:
+                logger.warning("indexer: store write failed; spooling", error=str(exc))
+            self._store_down = True
+            return False
+        finally:
+            self._inflight = None
+            self._inflight_from_memory = False
+        if self._store_down:
+            logger.info("indexer: store is back; replaying the spool")
+            self._store_down = False
+        if self._session_files is not None:
+            for update in self._pending_threads:
+                for backing in update.backing_ids:
+                    if backing not in self._watched:
+                        self._watched[backing] = (update.id, update.cwd)
+                        self._watch_requests.append((update.id, backing, update.cwd))
+                        self._watch_wakeup.set()
+        if self._cache is not None:
+            await self._cache_outputs(self._pending_messages.values())
+        self._pending_messages.clear()
+        self._pending_threads.clear()
+        self.stats.written += len(frames)
+        return True
+
+    async def _cache_outputs(self, messages: Iterable[MessageRecord]) -> None:
+        assert self._cache is not None
+        for m in messages:
+            if (m.kind == "tool_call" and m.tool_call_id and m.status in {"completed", "failed"}
+                    and len(m.text) >= CACHE_OUTPUT_CHARS):
+                await self._cache.set(f"recall:{m.tool_call_id}", m.text.encode())
+
+    async def _watchdog(self) -> None:
+        """Spill memory to the spool when a write stalls, and sync the spool now and then."""
+        tick = max(0.05, min(0.5, self._stall / 4))
+        last_sync = time.monotonic()
+        while True:
+            await anyio.sleep(tick)
+            now = time.monotonic()
+            if (self._inflight is not None and self._inflight_from_memory
+                    and now - self._inflight_started > self._stall):
+                logger.warning("indexer: store write stalled; spooling",
+                               seconds=round(now - self._inflight_started, 1))
+                self._spill_memory(self._inflight, self._inflight_n)
+                self._inflight_from_memory = False
+            if self._spilling and now - last_sync >= 1.0:
+                last_sync = now
+                await self._sync_spool()
+
+    async def _watch_sessions(self) -> None:
+        """One watcher per backing session file, started when its thread is first seen."""
+        async with anyio.create_task_group() as tg:
+            while True:
+                while self._watch_requests:
+                    tg.start_soon(self._watch_one, *self._watch_requests.popleft())
+                self._watch_wakeup = anyio.Event()
+                await self._watch_wakeup.wait()
+
+    async def _watch_one(self, thread_id: str, backing_id: str, cwd: str) -> None:
+        assert self._session_files is not None
+        path = None
+        while path is None:  # the CLI creates the file at the first prompt, not at session/new
+            path = await anyio.to_thread.run_sync(self._session_files, backing_id, cwd)
+            if path is None:
+                await anyio.sleep(0.5)
+        watcher = SessionFileIndexer(self.store, path, backing_id, thread_id)
+        self.session_indexers[backing_id] = watcher
+        logger.info("indexing session file", path=str(path), thread=thread_id)
+        await watcher.run(self._stop_watching)
+
+    async def _final_session_catch_up(self) -> None:
+        """What the CLI wrote last, including files that appeared after the last look."""
+        if self._session_files is None:
+            return
+        for backing, (thread, cwd) in list(self._watched.items()):
+            watcher = self.session_indexers.get(backing)
+            with anyio.move_on_after(5), contextlib.suppress(Exception):
+                if watcher is None:
+                    path = await anyio.to_thread.run_sync(self._session_files, backing, cwd)
+                    if path is None:
+                        continue
+                    watcher = SessionFileIndexer(self.store, path, backing, thread)
+                await watcher.catch_up()
+
+    async def _sync_spool(self) -> None:
+        fd = self.spool.dup_tail()
+        if fd is None:
+            return
+
+        def sync() -> None:
+            try:
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
+
+        with contextlib.suppress(OSError):
+            await anyio.to_thread.run_sync(sync)
+
+    # -- recovery -----------------------------------------------------------------------------
+
+    async def _recover_orphans(self) -> None:
+        for spool in orphans(self.spool_root, self.spool.path):
+            try:
+                await self._replay_orphan(spool)
+            finally:
+                spool.release(remove_if_empty=True)
+        self.recovered_all.set()
+
+    async def _replay_orphan(self, spool: SpoolDir) -> None:
+        """Frames first, then the connections' messages derived again from the frames table;
+        only then is the spool removed, so a crash during recovery just recovers again."""
+        connections: set[str] = set()
+        for seg in spool.segments:
+            pos = 0
+            while True:
+                frames, pos = read_segment(seg.path, pos, seg.written, self._batch)
+                if not frames:
+                    break
+                await self._retrying(Batch(frames))
+                connections.update(f.connection_id for f in frames)
+                self.stats.recovered += len(frames)
+        for connection_id in sorted(connections):
+            await self._retrying(None, connection_id)
+        spool.discard()
+        if connections:
+            logger.info("indexer: replayed a spool left by a stopped process",
+                        spool=str(spool.path), frames=self.stats.recovered)
+
+    async def _retrying(self, batch: Batch | None, rederive_id: str = "") -> None:
+        backoff = self._retry
+        while True:
+            try:
+                if batch is not None:
+                    await self.store.write(batch)
+                else:
+                    await rederive(self.store, rederive_id)
+                return
+            except Exception as exc:
+                logger.warning("indexer: recovery write failed; retrying", error=str(exc))
+                await anyio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    # -- closing ------------------------------------------------------------------------------
+
+    async def stopped(self) -> None:
+        """Until ``run`` has returned."""
+        await self._done.wait()
+
+    async def aclose(self) -> None:
+        """Flush: wait (up to ``close_timeout``) for everything to reach the store; whatever
+        cannot goes to the spool for the next start."""
+        if self._closing and self._done.is_set():
+            return
+        self._closing = True
+        self._wakeup.set()
+        with anyio.move_on_after(self._close_timeout):
+            if self._running:
+                await self._done.wait()
+            else:  # never started (or not yet): drain here
+                await self.run()
+        if self._queue or (self._inflight is not None and self._inflight_from_memory):
+            self._spill_memory(self._inflight if self._inflight_from_memory else None,
+                               self._inflight_n)
+        await self._final_session_catch_up()
+        self._stop_watching.set()
+        keep = not self.spool.empty
+        self.spool.release(remove_if_empty=not keep)
+        if keep:
+            logger.warning("indexer: closed with frames still spooled; replayed at next start",
+                           spool=str(self.spool.path))
+
+
+async def rederive(store: Store, connection_id: str, page: int = 5000) -> None:
+    """Derive a connection's messages and thread updates again from the frames table."""
+    deriver = Deriver()
+    messages: dict[str, MessageRecord] = {}
+    threads: list[ThreadUpdate] = []
+    after = -1
+    while True:
+        frames = await store.frames(connection_id=connection_id, after_seq=after, limit=page)
+        if not frames:
+            break
+        for frame in frames:
+            deriver.feed(frame, parse(frame))
+        derived = deriver.take()
+        for m in derived.messages:
+            messages[m.id] = m
+        threads.extend(derived.threads)
+        after = frames[-1].seq
+    await store.write(Batch((), list(messages.values()), threads))
+
+
+@asynccontextmanager
+async def open_indexer(settings: Settings, connection_id: str | None = None, *,
+                       run: bool = True, store: Store | None = None,
+                       watch_sessions: bool = True) -> AsyncIterator[Indexer | SpoolWriter]:
+    """The configured indexer, running for the block's duration: a tap subscriber to give the
+    proxy as a component (a proxy that also calls ``run`` is harmless).
+
+    ``store.indexer = "worker"`` (default): a ``SpoolWriter``, indexing in a process of its own.
+    ``"inline"`` (or a ``store`` given): an ``Indexer`` on the configured store, in this process.
+    """
+    spool_root = settings.home / "spool"
+    async with contextlib.AsyncExitStack() as stack:
+        indexer: Indexer | SpoolWriter
+        if settings.store.indexer == "worker" and store is None:
+            from liminal.store.worker import SpoolWriter
+
+            indexer = SpoolWriter(settings, spool_name=connection_id)
+        else:
+            if store is None:
+                try:
+                    store = await stack.enter_async_context(open_store(settings))
+                except StoreError as exc:
+                    # Never in the way: proxy anyway, spool everything for the next start.
+                    logger.error("store unavailable; frames are spooled until the next start",
+                                 store=describe(settings), error=str(exc))
+                    store = UnavailableStore(str(exc))
+            indexer = Indexer(store, spool_root, spool_name=connection_id,
+                              queue_frames=settings.store.queue_frames,
+                              session_files=find_claude_session if watch_sessions else None)
+        async with anyio.create_task_group() as tg:
+            if run:
+                tg.start_soon(indexer.run)
+            try:
+                yield indexer
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await indexer.aclose()
+                tg.cancel_scope.cancel()

@@ -1,0 +1,277 @@
+"""MongoDB backend, through pymongo's native asyncio client (``pymongo.AsyncMongoClient``).
+
+Written for MongoDB server 6.0-8.0 and pymongo 4.10+ (AsyncMongoClient became GA in 4.13; it
+exists since 4.10). A standalone server is enough: no transactions are used. Instead every write
+is idempotent (deterministic ``_id``s; frames inserted only if absent, messages and session
+records replaced, thread updates merged), so a batch that failed half way is simply written
+again by the indexer.
+
+Documents stay far below the 16 MB limit: a frame's raw bytes, a session line, or a message whose
+text and data together pass ``INLINE_BYTES`` are stored in the ``blobs`` collection in chunks of
+``CHUNK_BYTES`` (ids ``<owner>#<n>``), and the owner keeps a reference. A message moved out keeps
+the first ``SEARCH_CHARS`` of its text inline so the text index still finds it.
+
+Message ``data`` is kept as JSON text (``data_json``): ACP payloads may hold integers BSON cannot
+represent, and the store must never refuse a frame for that.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from bson.binary import Binary
+from pymongo import ASCENDING, DESCENDING, TEXT, AsyncMongoClient, ReplaceOne, UpdateOne
+from pymongo.errors import PyMongoError
+
+from liminal.store.base import StoreError, fts_terms, snippet
+from liminal.store.records import (
+    Batch,
+    FrameRecord,
+    MessageRecord,
+    SearchHit,
+    SessionRecord,
+    Thread,
+    ThreadSummary,
+    merge_thread,
+)
+
+INLINE_BYTES = 1024 * 1024
+CHUNK_BYTES = 4 * 1024 * 1024
+SEARCH_CHARS = 256 * 1024
+
+
+class MongoStore:
+    backend = "mongodb"
+    search_mode = "text-index"
+
+    def __init__(self, client: AsyncMongoClient[dict[str, Any]], database: str) -> None:
+        self._client = client
+        db = client[database]
+        self._frames = db["frames"]
+        self._messages = db["messages"]
+        self._threads = db["threads"]
+        self._sessions = db["session_records"]
+        self._blobs = db["blobs"]
+
+    @classmethod
+    async def open(cls, url: str, *, timeout_ms: int = 5000) -> MongoStore:
+        client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
+            url, serverSelectionTimeoutMS=timeout_ms, connectTimeoutMS=timeout_ms)
+        name = client.get_default_database(default="liminal").name
+        store = cls(client, name)
+        try:
+            await client[name].command("ping")
+            await store._frames.create_index([("connection_id", ASCENDING), ("seq", ASCENDING)])
+            await store._frames.create_index([("thread_id", ASCENDING), ("time", ASCENDING)])
+            await store._messages.create_index([("thread_id", ASCENDING), ("ord", ASCENDING)])
+            await store._messages.create_index([("text", TEXT)], default_language="none")
+            await store._sessions.create_index([("backing_id", ASCENDING), ("offset", ASCENDING)])
+            await store._sessions.create_index([("text", TEXT)], default_language="none")
+        except PyMongoError as exc:
+            await client.close()
+            raise StoreError(f"cannot open MongoDB store: {exc}") from exc
+        return store
+
+    # -- blobs --------------------------------------------------------------------------------
+
+    def _blob_ops(self, owner: str, data: bytes) -> tuple[dict[str, Any], list[ReplaceOne[dict[str, Any]]]]:
+        ops = []
+        for n, start in enumerate(range(0, len(data), CHUNK_BYTES)):
+            key = f"{owner}#{n}"
+            ops.append(ReplaceOne({"_id": key}, {"_id": key, "owner": owner, "n": n,
+                                                 "data": Binary(data[start:start + CHUNK_BYTES])},
+                                  upsert=True))
+        return {"owner": owner, "chunks": len(ops), "size": len(data)}, ops
+
+    async def _blob(self, ref: dict[str, Any]) -> bytes:
+        docs = await self._blobs.find({"owner": ref["owner"]}).sort("n", ASCENDING).to_list(None)
+        data = b"".join(bytes(d["data"]) for d in docs)
+        if len(data) != ref["size"]:
+            raise StoreError(f"blob {ref['owner']} is incomplete")
+        return data
+
+    async def _raw(self, doc: dict[str, Any]) -> bytes:
+        if doc.get("raw_blob"):
+            return await self._blob(doc["raw_blob"])
+        return bytes(doc["raw"])
+
+    # -- writing ------------------------------------------------------------------------------
+
+    async def write(self, batch: Batch) -> None:
+        if not batch:
+            return
+        try:
+            await self._write(batch)
+        except PyMongoError as exc:
+            raise StoreError(str(exc)) from exc
+
+    async def _write(self, batch: Batch) -> None:
+        blobs: list[ReplaceOne[dict[str, Any]]] = []
+        frame_ops = []
+        for f in batch.frames:
+            doc: dict[str, Any] = {
+                "_id": f.id, "connection_id": f.connection_id, "seq": f.seq, "time": f.time,
+                "direction": f.direction, "kind": f.kind, "thread_id": f.thread_id,
+                "backing_id": f.backing_id, "method": f.method, "rpc_id": f.rpc_id,
+                "size": f.size}
+            if len(f.raw) > INLINE_BYTES:
+                doc["raw_blob"], ops = self._blob_ops(f.id, f.raw)
+                blobs.extend(ops)
+            else:
+                doc["raw"] = Binary(f.raw)
+            frame_ops.append(UpdateOne({"_id": f.id}, {"$setOnInsert": doc}, upsert=True))
+        message_ops = []
+        for m in batch.messages:
+            data_json = orjson.dumps(m.data).decode()
+            doc = {"_id": m.id, "thread_id": m.thread_id, "turn_id": m.turn_id, "time": m.time,
+                   "ord": m.order, "kind": m.kind, "text": m.text, "tool_call_id": m.tool_call_id,
+                   "status": m.status, "data_json": data_json, "replayed": m.replayed,
+                   "backing_id": m.backing_id}
+            if len(m.text) + len(data_json) > INLINE_BYTES:
+                body = orjson.dumps({"text": m.text, "data_json": data_json})
+                doc["body_blob"], ops = self._blob_ops(f"message:{m.id}", body)
+                blobs.extend(ops)
+                doc["text"], doc["data_json"] = m.text[:SEARCH_CHARS], "{}"
+            message_ops.append(ReplaceOne({"_id": m.id}, doc, upsert=True))
+        session_ops = []
+        for r in batch.session_records:
+            doc = {"_id": r.id, "backing_id": r.backing_id, "thread_id": r.thread_id,
+                   "offset": r.offset, "end": r.offset + len(r.raw) + 1, "uuid": r.uuid,
+                   "type": r.type, "time": r.time,
+                   "usage_json": orjson.dumps(r.usage).decode() if r.usage is not None else None,
+                   "tool_ids": list(r.tool_ids), "text": r.text[:SEARCH_CHARS]}
+            if len(r.raw) > INLINE_BYTES:
+                doc["raw_blob"], ops = self._blob_ops(f"session:{r.id}", r.raw)
+                blobs.extend(ops)
+            else:
+                doc["raw"] = Binary(r.raw)
+            session_ops.append(ReplaceOne({"_id": r.id}, doc, upsert=True))
+        # Blobs first: a reference is never written before what it points to.
+        if blobs:
+            await self._blobs.bulk_write(blobs, ordered=False)
+        if frame_ops:
+            await self._frames.bulk_write(frame_ops, ordered=False)
+        if message_ops:
+            await self._messages.bulk_write(message_ops, ordered=False)
+        if session_ops:
+            await self._sessions.bulk_write(session_ops, ordered=False)
+        for update in batch.threads:
+            old = await self.thread(update.id)
+            t = merge_thread(old, update)
+            await self._threads.replace_one({"_id": t.id}, {
+                "_id": t.id, "title": t.title, "cwd": t.cwd, "harness": t.harness,
+                "state": t.state, "backing_ids": list(t.backing_ids), "created": t.created,
+                "updated": t.updated}, upsert=True)
+
+    # -- reading ------------------------------------------------------------------------------
+
+    async def frames(self, *, connection_id: str | None = None, thread_id: str | None = None,
+                     after_seq: int = -1, limit: int = 10_000) -> list[FrameRecord]:
+        query: dict[str, Any] = {"seq": {"$gt": after_seq}}
+        if connection_id is not None:
+            query["connection_id"] = connection_id
+        if thread_id is not None:
+            query["thread_id"] = thread_id
+        order = ([("seq", ASCENDING)] if connection_id is not None else
+                 [("time", ASCENDING), ("connection_id", ASCENDING), ("seq", ASCENDING)])
+        try:
+            docs = await self._frames.find(query).sort(order).limit(limit).to_list(None)
+            return [FrameRecord(
+                d["_id"], d["connection_id"], d["seq"], d["time"], d["direction"], d["kind"],
+                d["thread_id"], d["backing_id"], d["method"], d["rpc_id"], d["size"],
+                await self._raw(d)) for d in docs]
+        except PyMongoError as exc:
+            raise StoreError(str(exc)) from exc
+
+    async def frame_count(self) -> int:
+        return int(await self._frames.count_documents({}))
+
+    async def _message(self, d: dict[str, Any]) -> MessageRecord:
+        text, data_json = d["text"], d["data_json"]
+        if d.get("body_blob"):
+            body = orjson.loads(await self._blob(d["body_blob"]))
+            text, data_json = body["text"], body["data_json"]
+        return MessageRecord(
+            id=d["_id"], thread_id=d["thread_id"], turn_id=d["turn_id"], time=d["time"],
+            order=d["ord"], kind=d["kind"], text=text, tool_call_id=d["tool_call_id"],
+            status=d["status"], data=orjson.loads(data_json), replayed=d["replayed"],
+            backing_id=d["backing_id"])
+
+    async def messages(self, thread_id: str) -> list[MessageRecord]:
+        docs = await self._messages.find({"thread_id": thread_id}).sort("ord", ASCENDING) \
+            .to_list(None)
+        return [await self._message(d) for d in docs]
+
+    async def thread(self, thread_id: str) -> Thread | None:
+        d = await self._threads.find_one({"_id": thread_id})
+        if d is None:
+            return None
+        return Thread(d["_id"], d["title"], d["cwd"], d["harness"], d["state"],
+                      tuple(d["backing_ids"]), d["created"], d["updated"])
+
+    async def threads(self, limit: int = 1000) -> list[ThreadSummary]:
+        out = []
+        async for d in self._threads.find({}):
+            t = Thread(d["_id"], d["title"], d["cwd"], d["harness"], d["state"],
+                       tuple(d["backing_ids"]), d["created"], d["updated"])
+            turns = [x for x in await self._messages.distinct(
+                "turn_id", {"thread_id": t.id, "replayed": False}) if x is not None]
+            usage_doc = await self._messages.find_one(
+                {"thread_id": t.id, "kind": "usage"}, sort=[("ord", DESCENDING)])
+            usage = orjson.loads(usage_doc["data_json"]) if usage_doc else {}
+            last_doc = await self._messages.find_one(
+                {"thread_id": t.id}, sort=[("time", DESCENDING)])
+            last = max(t.updated, last_doc["time"] if last_doc else 0.0)
+            out.append(ThreadSummary(t, len(turns), usage.get("used"), usage.get("size"), last))
+        out.sort(key=lambda s: s.last_activity, reverse=True)
+        return out[:limit]
+
+    async def session_records(self, backing_id: str) -> list[SessionRecord]:
+        docs = await self._sessions.find({"backing_id": backing_id}) \
+            .sort("offset", ASCENDING).to_list(None)
+        out = []
+        for d in docs:
+            raw = await self._raw(d)
+            text = d["text"]
+            out.append(SessionRecord(
+                id=d["_id"], backing_id=d["backing_id"], thread_id=d["thread_id"],
+                offset=d["offset"], uuid=d["uuid"], type=d["type"], time=d["time"],
+                usage=orjson.loads(d["usage_json"]) if d["usage_json"] else None,
+                tool_ids=tuple(d["tool_ids"]), text=text, raw=raw))
+        return out
+
+    async def session_file_end(self, backing_id: str) -> int:
+        d = await self._sessions.find_one({"backing_id": backing_id},
+                                          sort=[("offset", DESCENDING)])
+        return int(d["end"]) if d else 0
+
+    async def search(self, query: str, *, thread_id: str | None = None,
+                     limit: int = 20) -> list[SearchHit]:
+        terms = fts_terms(query)
+        if not terms:
+            return []
+        # Each term quoted: every one must appear, as with the SQLite backend.
+        text_query: dict[str, Any] = {"$text": {"$search": " ".join(
+            '"' + t.replace('"', "") + '"' for t in terms)}}
+        if thread_id:
+            text_query["thread_id"] = thread_id
+        projection = {"score": {"$meta": "textScore"}, "text": 1, "thread_id": 1, "kind": 1,
+                      "time": 1, "type": 1}
+        order = [("score", {"$meta": "textScore"})]
+        hits: list[SearchHit] = []
+        try:
+            async for d in self._messages.find({**text_query, "replayed": False}, projection) \
+                    .sort(order).limit(limit):
+                hits.append(SearchHit("message", d["_id"], d["thread_id"], d["kind"], d["time"],
+                                      snippet(d["text"], terms), float(d["score"])))
+            async for d in self._sessions.find(text_query, projection).sort(order).limit(limit):
+                hits.append(SearchHit("session", d["_id"], d["thread_id"], d.get("type") or "",
+                                      None, snippet(d["text"], terms), float(d["score"])))
+        except PyMongoError as exc:
+            raise StoreError(str(exc)) from exc
+        hits.sort(key=lambda h: h.score, reverse=True)
+        return hits[:limit]
+
+    async def aclose(self) -> None:
+        await self._client.close()

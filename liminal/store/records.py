@@ -1,0 +1,168 @@
+"""What the store holds, as plain frozen values every backend reads and writes.
+
+Every record has a deterministic id derived from where it came from (a frame's connection and
+sequence number, a tool call's id, a session file's byte offset), so writing the same thing twice
+is a no-op. That is what lets the indexer replay its spool, and re-index a session file, without
+ever creating duplicates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def frame_id(connection_id: str, seq: int) -> str:
+    """The id of the ``seq``-th frame liminal saw on a connection (zero-padded: sorts as text)."""
+    return f"{connection_id}:{seq:010d}"
+
+
+@dataclass(frozen=True, slots=True)
+class FrameRecord:
+    """One frame of the immutable log, byte-exact."""
+
+    id: str
+    connection_id: str
+    seq: int
+    time: float
+    direction: str  # Direction.value: c2a, a2c, l2a, a2l, l2c
+    kind: str  # Kind.value
+    thread_id: str | None
+    backing_id: str | None
+    method: str | None
+    rpc_id: str | None  # the JSON-RPC id as JSON text (ids may be numbers or strings)
+    size: int
+    raw: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRecord:
+    """One entry of a thread's conversation as a person reads it.
+
+    ``kind`` is one of ``user``, ``agent``, ``thought``, ``tool_call``, ``plan``, ``usage``,
+    ``turn_end``. Agent text and thoughts are their chunks joined; a tool call carries its final
+    status and output in ``data``. The same id is written again as a message grows: the latest
+    version wins.
+    """
+
+    id: str
+    thread_id: str
+    turn_id: str | None  # the frame id of the session/prompt request that opened the turn
+    time: float  # when the message started
+    order: str  # sort key within the thread: the frame id that started it
+    kind: str
+    text: str = ""
+    tool_call_id: str | None = None
+    status: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+    # True for messages an agent replayed during session/load: history shows them only when the
+    # thread has nothing recorded live, and search leaves them out (they repeat earlier ones).
+    replayed: bool = False
+    backing_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadUpdate:
+    """What one observation says about a thread; the store merges updates.
+
+    Merge rules (every backend): ``fallback_title`` fills an empty title; non-empty ``title``, ``cwd``, ``harness``, ``state`` replace the
+    stored ones; ``backing_ids`` are appended in order when new; ``created`` keeps the earliest and
+    ``updated`` the latest. Merging the same update twice changes nothing.
+    """
+
+    id: str
+    time: float
+    title: str = ""
+    # Used only while the thread has no title yet (the first prompt's opening words).
+    fallback_title: str = ""
+    cwd: str = ""
+    harness: str = ""
+    state: str = ""
+    backing_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Thread:
+    id: str
+    title: str
+    cwd: str
+    harness: str
+    state: str
+    backing_ids: tuple[str, ...]
+    created: float
+    updated: float
+
+
+def merge_thread(old: Thread | None, update: ThreadUpdate) -> Thread:
+    """The merge rules of ``ThreadUpdate``, shared by backends that merge in Python."""
+    if old is None:
+        return Thread(update.id, update.title or update.fallback_title, update.cwd, update.harness,
+                      update.state or "active", tuple(dict.fromkeys(update.backing_ids)),
+                      update.time, update.time)
+    lineage = old.backing_ids + tuple(b for b in update.backing_ids if b not in old.backing_ids)
+    return Thread(
+        old.id, update.title or old.title or update.fallback_title, update.cwd or old.cwd,
+        update.harness or old.harness, update.state or old.state,
+        tuple(dict.fromkeys(lineage)),
+        min(old.created, update.time), max(old.updated, update.time))
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadSummary:
+    """A thread with what ``liminal threads`` shows, computed from its messages."""
+
+    thread: Thread
+    turns: int
+    context_used: int | None  # the last usage point's ``used`` tokens
+    context_size: int | None
+    last_activity: float
+
+    @property
+    def swaps(self) -> int:
+        return max(0, len(self.thread.backing_ids) - 1)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    """One line of a CLI's session file (Claude Code JSONL), kept whole for recall."""
+
+    id: str  # f"{backing_id}@{offset:012d}": re-indexing the same line is a no-op
+    backing_id: str
+    thread_id: str | None
+    offset: int  # byte offset of the line in the file
+    uuid: str | None
+    type: str | None
+    time: str | None  # the record's own timestamp, as written
+    usage: dict[str, Any] | None
+    tool_ids: tuple[str, ...]
+    text: str  # the searchable text: message text, tool inputs and full tool outputs
+    raw: bytes  # the line without its newline
+
+    @staticmethod
+    def make_id(backing_id: str, offset: int) -> str:
+        return f"{backing_id}@{offset:012d}"
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    source: str  # "message" or "session"
+    id: str
+    thread_id: str | None
+    kind: str
+    time: float | None
+    snippet: str
+    score: float  # higher is better
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """One write: everything in it is committed together (one transaction on SQLite)."""
+
+    frames: Sequence[FrameRecord] = ()
+    messages: Sequence[MessageRecord] = ()
+    threads: Sequence[ThreadUpdate] = ()
+    session_records: Sequence[SessionRecord] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.frames or self.messages or self.threads or self.session_records)

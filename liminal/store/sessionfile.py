@@ -1,0 +1,197 @@
+"""Indexing a Claude Code session file (JSONL) as the CLI writes it.
+
+The session file holds what frames do not: exact usage per API call and the full tool outputs
+(``toolUseResult``), which recall needs. The watcher reads only complete lines (a line without
+its newline is still being written), from a remembered offset: where the store says indexing of
+that file stopped, so a restart picks up where it left off and re-reading a line is a no-op (a
+record's id is its file and byte offset). ``watchfiles`` wakes it when the file changes.
+
+liminal's own writes (a swap writes the new file before the CLI appends to it) are skipped by
+starting at ``start_offset``, the size of what liminal wrote.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+
+from liminal import log
+from liminal.store.base import Store
+from liminal.store.records import Batch, SessionRecord
+
+logger = log.get("liminal.store.sessionfile")
+MAX_LINE = 64 * 1024 * 1024
+READ_BYTES = 8 * 1024 * 1024
+
+
+def claude_config_dir() -> Path:
+    return Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude")
+
+
+def encode_cwd(cwd: str) -> str:
+    """Claude Code's folder name for a cwd: every character outside [A-Za-z0-9] becomes '-'."""
+    return "".join(c if c.isascii() and c.isalnum() else "-" for c in cwd)
+
+
+def find_claude_session(backing_id: str, cwd: str = "",
+                        config_dir: Path | None = None) -> Path | None:
+    """The session file of ``backing_id``: the folder rule first, else a scan (long cwds get a
+    build-dependent hash suffix, so the rule can miss)."""
+    projects = (config_dir or claude_config_dir()) / "projects"
+    if cwd:
+        direct = projects / encode_cwd(cwd) / f"{backing_id}.jsonl"
+        if direct.is_file():
+            return direct
+    if not projects.is_dir():
+        return None
+    for path in projects.glob(f"*/{backing_id}.jsonl"):
+        return path
+    return None
+
+
+def _text_of(content: Any, tool_ids: list[str]) -> Iterable[str]:
+    if isinstance(content, str):
+        yield content
+        return
+    if not isinstance(content, list):
+        return
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            yield str(block.get("text", ""))
+        elif kind == "thinking":
+            yield str(block.get("thinking", ""))
+        elif kind == "tool_use":
+            tool_ids.append(str(block.get("id", "")))
+            yield f"{block.get('name', '')} {orjson.dumps(block.get('input')).decode()}"
+        elif kind == "tool_result":
+            tool_ids.append(str(block.get("tool_use_id", "")))
+            yield from _text_of(block.get("content"), [])
+
+
+def parse_line(raw: bytes, backing_id: str, thread_id: str | None, offset: int) -> SessionRecord:
+    """One JSONL line as a record; a line that is not a JSON object is kept with no fields."""
+    rid = SessionRecord.make_id(backing_id, offset)
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        obj = None
+    if not isinstance(obj, dict):
+        return SessionRecord(rid, backing_id, thread_id, offset, None, None, None, None, (), "",
+                             raw)
+    tool_ids: list[str] = []
+    parts: list[str] = []
+    message = obj.get("message")
+    usage = None
+    if isinstance(message, dict):
+        parts.extend(_text_of(message.get("content"), tool_ids))
+        if isinstance(message.get("usage"), dict):
+            usage = message["usage"]
+    result = obj.get("toolUseResult")
+    if result is not None:  # the structured, often larger, copy of a tool's output
+        if isinstance(result, dict):
+            for key in ("stdout", "stderr", "content", "output"):
+                value = result.get(key)
+                if isinstance(value, str) and value not in parts:
+                    parts.append(value)
+            file = result.get("file")
+            if isinstance(file, dict) and isinstance(file.get("content"), str):
+                parts.append(file["content"])
+        elif isinstance(result, str) and result not in parts:
+            parts.append(result)
+    for key in ("summary", "title", "customTitle", "aiTitle", "content"):
+        value = obj.get(key)
+        if isinstance(value, str):
+            parts.append(value)
+    return SessionRecord(
+        rid, backing_id, thread_id, offset, _opt_str(obj.get("uuid")), _opt_str(obj.get("type")),
+        _opt_str(obj.get("timestamp")), usage, tuple(t for t in tool_ids if t),
+        "\n".join(p for p in parts if p), raw)
+
+
+def _opt_str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def read_complete_lines(path: Path, offset: int,
+                        max_bytes: int = READ_BYTES) -> tuple[list[tuple[int, bytes]], int]:
+    """Complete lines from ``offset`` (about ``max_bytes`` at most) and the offset after them.
+
+    A line longer than ``MAX_LINE`` is cut to its head and skipped past, so one runaway line
+    cannot hold the indexer's memory hostage."""
+    lines: list[tuple[int, bytes]] = []
+    pos = offset
+    with open(path, "rb") as f:
+        f.seek(pos)
+        while pos - offset < max_bytes:
+            line = f.readline(MAX_LINE)
+            if not line.endswith(b"\n"):
+                if len(line) < MAX_LINE:
+                    break  # still being written
+                head, skipped = line, len(line)
+                while not line.endswith(b"\n"):
+                    line = f.readline(MAX_LINE)
+                    if not line:
+                        return lines, pos  # the runaway line is not finished yet
+                    skipped += len(line)
+                lines.append((pos, head))
+                pos += skipped
+                continue
+            lines.append((pos, line[:-1]))
+            pos += len(line)
+    return lines, pos
+
+
+class SessionFileIndexer:
+    def __init__(self, store: Store, path: Path, backing_id: str, thread_id: str | None = None,
+                 *, start_offset: int | None = None) -> None:
+        self.store = store
+        self.path = path
+        self.backing_id = backing_id
+        self.thread_id = thread_id
+        self.offset = start_offset
+        self.indexed = 0
+
+    async def catch_up(self) -> int:
+        """Index every complete line not indexed yet; returns how many were."""
+        if self.offset is None:
+            self.offset = await self.store.session_file_end(self.backing_id)
+        total = 0
+        while True:
+            try:
+                size = self.path.stat().st_size
+            except FileNotFoundError:
+                return total
+            if size < self.offset:
+                logger.warning("session file shrank; indexing it again", path=str(self.path))
+                self.offset = 0
+            lines, end = await anyio.to_thread.run_sync(read_complete_lines, self.path,
+                                                        self.offset)
+            if not lines:
+                return total
+            records = [parse_line(raw, self.backing_id, self.thread_id, at) for at, raw in lines]
+            await self.store.write(Batch(session_records=records))
+            self.offset = end
+            total += len(records)
+            self.indexed += len(records)
+
+    async def run(self, stop: anyio.Event | None = None) -> None:
+        """Catch up, then again every time the file changes, until ``stop`` is set."""
+        import watchfiles
+
+        await self.catch_up()
+        async for changes in watchfiles.awatch(self.path.parent, stop_event=stop,
+                                               debounce=100, step=50, recursive=False):
+            if any(Path(p) == self.path for _, p in changes):
+                try:
+                    await self.catch_up()
+                except Exception as exc:
+                    logger.warning("session file indexing failed; will retry on next change",
+                                   path=str(self.path), error=str(exc))

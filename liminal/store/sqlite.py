@@ -1,0 +1,395 @@
+"""The embedded default store: one SQLite file in WAL mode, FTS5 for search.
+
+Why it is shaped this way:
+
+* Blocking calls never run on the event loop: every call goes through ``anyio.to_thread``.
+  There is exactly one writer (a lock around the write connection) and each ``Batch`` is one
+  transaction, which is what makes tens of thousands of frames a second cheap. Readers use their
+  own connection; WAL lets them read while the writer writes.
+* FTS5 is probed when the store opens. Where the platform's SQLite lacks it, search falls back
+  to ``LIKE`` over the same text (slower, unranked) and says so once in the log and in
+  ``search_mode``; nothing else changes.
+* The full-text tables are external-content FTS5 tables kept in step by triggers, so a message
+  that grows (agent text arriving in chunks) is re-indexed in the same transaction that grows it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import orjson
+
+from liminal import log
+from liminal.store.base import StoreError, fts_terms, snippet
+from liminal.store.records import (
+    Batch,
+    FrameRecord,
+    MessageRecord,
+    SearchHit,
+    SessionRecord,
+    Thread,
+    ThreadSummary,
+    ThreadUpdate,
+    merge_thread,
+)
+
+T = TypeVar("T")
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS frames (
+    id TEXT NOT NULL UNIQUE, connection_id TEXT NOT NULL, seq INTEGER NOT NULL,
+    time REAL NOT NULL, direction TEXT NOT NULL, kind TEXT NOT NULL,
+    thread_id TEXT, backing_id TEXT, method TEXT, rpc_id TEXT, size INTEGER NOT NULL,
+    raw BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS frames_thread ON frames (thread_id, time);
+CREATE TABLE IF NOT EXISTS messages (
+    id TEXT NOT NULL UNIQUE, thread_id TEXT NOT NULL, turn_id TEXT, time REAL NOT NULL,
+    ord TEXT NOT NULL, kind TEXT NOT NULL, text TEXT NOT NULL, tool_call_id TEXT, status TEXT,
+    data TEXT NOT NULL, replayed INTEGER NOT NULL, backing_id TEXT);
+CREATE INDEX IF NOT EXISTS messages_thread ON messages (thread_id, ord);
+CREATE TABLE IF NOT EXISTS threads (
+    id TEXT PRIMARY KEY, title TEXT NOT NULL, cwd TEXT NOT NULL, harness TEXT NOT NULL,
+    state TEXT NOT NULL, backing_ids TEXT NOT NULL, created REAL NOT NULL, updated REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS session_records (
+    id TEXT NOT NULL UNIQUE, backing_id TEXT NOT NULL, thread_id TEXT, offset INTEGER NOT NULL,
+    uuid TEXT, type TEXT, time TEXT, usage TEXT, tool_ids TEXT NOT NULL, text TEXT NOT NULL,
+    raw BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS session_records_file ON session_records (backing_id, offset);
+"""
+
+_FTS = """
+CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(
+    text, content='messages', content_rowid='rowid');
+CREATE TRIGGER IF NOT EXISTS messages_ai AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts (rowid, text) VALUES (new.rowid, new.text); END;
+CREATE TRIGGER IF NOT EXISTS messages_ad AFTER DELETE ON messages BEGIN
+    INSERT INTO messages_fts (messages_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
+    END;
+CREATE TRIGGER IF NOT EXISTS messages_au AFTER UPDATE OF text ON messages BEGIN
+    INSERT INTO messages_fts (messages_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
+    INSERT INTO messages_fts (rowid, text) VALUES (new.rowid, new.text); END;
+CREATE VIRTUAL TABLE IF NOT EXISTS session_fts USING fts5(
+    text, content='session_records', content_rowid='rowid');
+CREATE TRIGGER IF NOT EXISTS session_ai AFTER INSERT ON session_records BEGIN
+    INSERT INTO session_fts (rowid, text) VALUES (new.rowid, new.text); END;
+CREATE TRIGGER IF NOT EXISTS session_ad AFTER DELETE ON session_records BEGIN
+    INSERT INTO session_fts (session_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
+    END;
+CREATE TRIGGER IF NOT EXISTS session_au AFTER UPDATE OF text ON session_records BEGIN
+    INSERT INTO session_fts (session_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
+    INSERT INTO session_fts (rowid, text) VALUES (new.rowid, new.text); END;
+"""
+
+_FRAME_COLS = "id, connection_id, seq, time, direction, kind, thread_id, backing_id, method, rpc_id, size, raw"
+_MESSAGE_COLS = "id, thread_id, turn_id, time, ord, kind, text, tool_call_id, status, data, replayed, backing_id"
+_SESSION_COLS = "id, backing_id, thread_id, offset, uuid, type, time, usage, tool_ids, text, raw"
+_THREAD_COLS = "id, title, cwd, harness, state, backing_ids, created, updated"
+
+
+def fts5_available() -> bool:
+    try:
+        with sqlite3.connect(":memory:") as probe:
+            probe.execute("CREATE VIRTUAL TABLE probe USING fts5(x)")
+        return True
+    except sqlite3.OperationalError:
+        return False
+
+
+def _ready(conn: sqlite3.Connection, fts: bool) -> bool:
+    """Whether the schema is already there (checked by reading, so a busy writer elsewhere
+    does not make opening wait)."""
+    names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    if "meta" not in names or (fts and "messages_fts" not in names):
+        return False
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return row is not None and row[0] == str(SCHEMA_VERSION)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+    conn.execute("PRAGMA journal_mode=WAL")
+    # NORMAL in WAL: a commit survives a crash of liminal; an OS crash may lose the last
+    # commits but never corrupts the database.
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA foreign_keys=OFF")
+    return conn
+
+
+class SqliteStore:
+    backend = "sqlite"
+
+    def __init__(self, path: Path, writer: sqlite3.Connection, reader: sqlite3.Connection,
+                 fts: bool) -> None:
+        self.path = path
+        self._writer = writer
+        self._reader = reader
+        self._write_lock = threading.Lock()
+        self._read_lock = threading.Lock()
+        self.fts = fts
+        self.search_mode = "fts5" if fts else "like"
+        self._closed = False
+
+    @classmethod
+    async def open(cls, path: Path, *, create: bool = True,
+                   fts: bool | None = None) -> SqliteStore:
+        """Open (creating if allowed) the database; ``fts=False`` forces the LIKE fallback."""
+
+        def _open() -> SqliteStore:
+            if not path.exists() and not create:
+                raise StoreError(f"no store at {path}")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            writer = _connect(path)
+            use_fts = fts5_available() if fts is None else fts
+            if not _ready(writer, use_fts):  # only a new database is written to on open
+                writer.executescript(_SCHEMA)
+                if use_fts:
+                    writer.executescript(_FTS)
+                writer.execute(
+                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
+                    (str(SCHEMA_VERSION),),
+                )
+            return cls(path, writer, _connect(path), use_fts)
+
+        try:
+            store = await anyio.to_thread.run_sync(_open)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open {path}: {exc}") from exc
+        if not store.fts:
+            log.get("liminal.store").warning(
+                "search degraded: this SQLite has no FTS5; using LIKE", path=str(path)
+            )
+        return store
+
+    async def _run(self, lock: threading.Lock, conn: sqlite3.Connection,
+                   fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._closed:
+            raise StoreError("store is closed")
+
+        def call() -> T:
+            with lock:
+                return fn(conn)
+
+        try:
+            return await anyio.to_thread.run_sync(call)
+        except sqlite3.Error as exc:
+            raise StoreError(str(exc)) from exc
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return await self._run(self._read_lock, self._reader, fn)
+
+    # -- writing ------------------------------------------------------------------------------
+
+    async def write(self, batch: Batch) -> None:
+        if batch:
+            await self._run(self._write_lock, self._writer, lambda c: _write(c, batch))
+
+    # -- reading ------------------------------------------------------------------------------
+
+    async def frames(self, *, connection_id: str | None = None, thread_id: str | None = None,
+                     after_seq: int = -1, limit: int = 10_000) -> list[FrameRecord]:
+        where, args = ["seq > ?"], [after_seq]
+        if connection_id is not None:
+            where.append("connection_id = ?")
+            args.append(connection_id)  # type: ignore[arg-type]
+        if thread_id is not None:
+            where.append("thread_id = ?")
+            args.append(thread_id)  # type: ignore[arg-type]
+        sql = (f"SELECT {_FRAME_COLS} FROM frames WHERE {' AND '.join(where)} "
+               "ORDER BY time, connection_id, seq LIMIT ?")
+        if connection_id is not None:
+            sql = sql.replace("ORDER BY time, connection_id, seq", "ORDER BY seq")
+        rows = await self._read(lambda c: c.execute(sql, (*args, limit)).fetchall())
+        return [FrameRecord(*row) for row in rows]
+
+    async def frame_count(self) -> int:
+        row = await self._read(lambda c: c.execute("SELECT COUNT(*) FROM frames").fetchone())
+        return int(row[0])
+
+    async def messages(self, thread_id: str) -> list[MessageRecord]:
+        rows = await self._read(lambda c: c.execute(
+            f"SELECT {_MESSAGE_COLS} FROM messages WHERE thread_id = ? ORDER BY ord",
+            (thread_id,)).fetchall())
+        return [_message(row) for row in rows]
+
+    async def thread(self, thread_id: str) -> Thread | None:
+        row = await self._read(lambda c: c.execute(
+            f"SELECT {_THREAD_COLS} FROM threads WHERE id = ?", (thread_id,)).fetchone())
+        return _thread(row) if row else None
+
+    async def threads(self, limit: int = 1000) -> list[ThreadSummary]:
+        sql = f"""
+            SELECT {_THREAD_COLS},
+              (SELECT COUNT(DISTINCT turn_id) FROM messages m WHERE m.thread_id = t.id
+                 AND m.replayed = 0),
+              (SELECT data FROM messages m WHERE m.thread_id = t.id AND m.kind = 'usage'
+                 ORDER BY ord DESC LIMIT 1),
+              (SELECT MAX(time) FROM messages m WHERE m.thread_id = t.id)
+            FROM threads t"""
+        rows = await self._read(lambda c: c.execute(sql).fetchall())
+        out = []
+        for row in rows:
+            thread = _thread(row[:8])
+            usage = orjson.loads(row[9]) if row[9] else {}
+            last = max(thread.updated, row[10] or 0.0)
+            out.append(ThreadSummary(thread, int(row[8]), usage.get("used"), usage.get("size"),
+                                     last))
+        out.sort(key=lambda s: s.last_activity, reverse=True)
+        return out[:limit]
+
+    async def session_records(self, backing_id: str) -> list[SessionRecord]:
+        rows = await self._read(lambda c: c.execute(
+            f"SELECT {_SESSION_COLS} FROM session_records WHERE backing_id = ? ORDER BY offset",
+            (backing_id,)).fetchall())
+        return [_session(row) for row in rows]
+
+    async def session_file_end(self, backing_id: str) -> int:
+        row = await self._read(lambda c: c.execute(
+            "SELECT offset + length(raw) + 1 FROM session_records WHERE backing_id = ? "
+            "ORDER BY offset DESC LIMIT 1", (backing_id,)).fetchone())
+        return int(row[0]) if row else 0
+
+    async def search(self, query: str, *, thread_id: str | None = None,
+                     limit: int = 20) -> list[SearchHit]:
+        terms = fts_terms(query)
+        if not terms:
+            return []
+        fn = _search_fts if self.fts else _search_like
+        return await self._read(lambda c: fn(c, terms, thread_id, limit))
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+
+        def close() -> None:
+            with self._write_lock, self._read_lock:
+                self._writer.close()
+                self._reader.close()
+
+        await anyio.to_thread.run_sync(close)
+        self._closed = True
+
+
+def _write(c: sqlite3.Connection, batch: Batch) -> None:
+    c.execute("BEGIN IMMEDIATE")
+    try:
+        if batch.frames:
+            c.executemany(
+                f"INSERT OR IGNORE INTO frames ({_FRAME_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                [(f.id, f.connection_id, f.seq, f.time, f.direction, f.kind, f.thread_id,
+                  f.backing_id, f.method, f.rpc_id, f.size, f.raw) for f in batch.frames])
+        if batch.messages:
+            c.executemany(
+                f"INSERT INTO messages ({_MESSAGE_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) "
+                "ON CONFLICT (id) DO UPDATE SET thread_id = excluded.thread_id, "
+                "turn_id = excluded.turn_id, time = excluded.time, ord = excluded.ord, "
+                "kind = excluded.kind, text = excluded.text, tool_call_id = excluded.tool_call_id,"
+                " status = excluded.status, data = excluded.data, replayed = excluded.replayed, "
+                "backing_id = excluded.backing_id",
+                [(m.id, m.thread_id, m.turn_id, m.time, m.order, m.kind, m.text, m.tool_call_id,
+                  m.status, orjson.dumps(m.data).decode(), int(m.replayed), m.backing_id)
+                 for m in batch.messages])
+        for update in batch.threads:
+            _merge_thread(c, update)
+        if batch.session_records:
+            c.executemany(
+                f"INSERT INTO session_records ({_SESSION_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?) "
+                "ON CONFLICT (id) DO UPDATE SET thread_id = excluded.thread_id, "
+                "uuid = excluded.uuid, type = excluded.type, time = excluded.time, "
+                "usage = excluded.usage, tool_ids = excluded.tool_ids, text = excluded.text, "
+                "raw = excluded.raw",
+                [(r.id, r.backing_id, r.thread_id, r.offset, r.uuid, r.type, r.time,
+                  orjson.dumps(r.usage).decode() if r.usage is not None else None,
+                  orjson.dumps(list(r.tool_ids)).decode(), r.text, r.raw)
+                 for r in batch.session_records])
+        c.execute("COMMIT")
+    except BaseException:
+        c.execute("ROLLBACK")
+        raise
+
+
+def _merge_thread(c: sqlite3.Connection, update: ThreadUpdate) -> None:
+    row = c.execute(f"SELECT {_THREAD_COLS} FROM threads WHERE id = ?", (update.id,)).fetchone()
+    t = merge_thread(_thread(row) if row else None, update)
+    c.execute(
+        f"INSERT OR REPLACE INTO threads ({_THREAD_COLS}) VALUES (?,?,?,?,?,?,?,?)",
+        (t.id, t.title, t.cwd, t.harness, t.state, orjson.dumps(list(t.backing_ids)).decode(),
+         t.created, t.updated))
+
+
+def _thread(row: Sequence[Any]) -> Thread:
+    return Thread(row[0], row[1], row[2], row[3], row[4], tuple(orjson.loads(row[5])),
+                  row[6], row[7])
+
+
+def _message(row: Sequence[Any]) -> MessageRecord:
+    return MessageRecord(
+        id=row[0], thread_id=row[1], turn_id=row[2], time=row[3], order=row[4], kind=row[5],
+        text=row[6], tool_call_id=row[7], status=row[8], data=orjson.loads(row[9]),
+        replayed=bool(row[10]), backing_id=row[11])
+
+
+def _session(row: Sequence[Any]) -> SessionRecord:
+    return SessionRecord(
+        id=row[0], backing_id=row[1], thread_id=row[2], offset=row[3], uuid=row[4], type=row[5],
+        time=row[6], usage=orjson.loads(row[7]) if row[7] else None,
+        tool_ids=tuple(orjson.loads(row[8])), text=row[9], raw=row[10])
+
+
+def _match(terms: Sequence[str]) -> str:
+    # Every term quoted: the user's words are words, never FTS5 operators.
+    return " ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+def _search_fts(c: sqlite3.Connection, terms: Sequence[str], thread_id: str | None,
+                limit: int) -> list[SearchHit]:
+    match = _match(terms)
+    hits: list[SearchHit] = []
+    thread_sql = " AND m.thread_id = ?" if thread_id else ""
+    args: tuple[Any, ...] = (match, thread_id, limit) if thread_id else (match, limit)
+    for row in c.execute(
+        "SELECT m.id, m.thread_id, m.kind, m.time, m.text, bm25(messages_fts) FROM messages_fts "
+        "JOIN messages m ON m.rowid = messages_fts.rowid "
+        f"WHERE messages_fts MATCH ? AND m.replayed = 0{thread_sql} "
+        "ORDER BY bm25(messages_fts) LIMIT ?", args):
+        hits.append(SearchHit("message", row[0], row[1], row[2], row[3],
+                              snippet(row[4], terms), -row[5]))
+    thread_sql = " AND s.thread_id = ?" if thread_id else ""
+    for row in c.execute(
+        "SELECT s.id, s.thread_id, s.type, s.text, bm25(session_fts) FROM session_fts "
+        "JOIN session_records s ON s.rowid = session_fts.rowid "
+        f"WHERE session_fts MATCH ?{thread_sql} ORDER BY bm25(session_fts) LIMIT ?", args):
+        hits.append(SearchHit("session", row[0], row[1], row[2] or "", None,
+                              snippet(row[3], terms), -row[4]))
+    hits.sort(key=lambda h: h.score, reverse=True)
+    return hits[:limit]
+
+
+def _search_like(c: sqlite3.Connection, terms: Sequence[str], thread_id: str | None,
+                 limit: int) -> list[SearchHit]:
+    """Without FTS5: every term must appear (case-insensitive); scored by occurrences."""
+    like = " AND ".join("text LIKE ?" for _ in terms)
+    pats = [f"%{t}%" for t in terms]
+    thread_sql = " AND thread_id = ?" if thread_id else ""
+    extra = [thread_id] if thread_id else []
+    hits: list[SearchHit] = []
+    for row in c.execute(
+        f"SELECT id, thread_id, kind, time, text FROM messages WHERE replayed = 0 AND {like}"
+        f"{thread_sql} LIMIT ?", (*pats, *extra, limit * 5)):
+        score = sum(row[4].lower().count(t.lower()) for t in terms)
+        hits.append(SearchHit("message", row[0], row[1], row[2], row[3],
+                              snippet(row[4], terms), float(score)))
+    for row in c.execute(
+        f"SELECT id, thread_id, type, text FROM session_records WHERE {like}{thread_sql} "
+        "LIMIT ?", (*pats, *extra, limit * 5)):
+        score = sum(row[3].lower().count(t.lower()) for t in terms)
+        hits.append(SearchHit("session", row[0], row[1], row[2] or "", None,
+                              snippet(row[3], terms), float(score)))
+    hits.sort(key=lambda h: h.score, reverse=True)
+    return hits[:limit]

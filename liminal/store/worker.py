@@ -1,0 +1,310 @@
+"""Indexing in a process of its own: the proxy only spools, a worker process does the rest.
+
+Why: everything the indexer does per frame (records, derivation, SQLite parameter binding) is
+Python, and in the proxy's process it competes with forwarding for the one interpreter lock;
+measured on a 2-core machine, in-process indexing cost the proxy about two thirds of its peak
+frame rate (docs/benchmarks.md, "index"). Split in two:
+
+* ``SpoolWriter`` (in ``liminal acp``, a tap subscriber): ``offer`` appends the event to a deque;
+  every few milliseconds a flush encodes what accumulated as one block and appends it to the
+  spool with one ``writev``, then pokes the worker through its stdin. That is the whole cost on
+  the forwarding side, about a microsecond a frame.
+* the worker (``python -m liminal.store.worker SPOOL_DIR``): an ``Indexer`` tailing that spool
+  folder: it derives messages, writes batches to the store, removes what it has stored, watches
+  the session files, and replays spools left by processes that died. When its stdin closes (the
+  proxy is done, or was killed) it drains the spool and exits.
+
+Crash guarantee: a frame is on disk within ``flush_seconds`` (5 ms) of being offered. SIGKILL of
+``liminal acp`` loses at most those; the worker, if alive, keeps going, and otherwise the next
+start replays the spool. A SIGKILL of the worker loses nothing (the spool is only trimmed after
+the store has committed); the proxy starts a new one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter, deque
+from operator import attrgetter
+from pathlib import Path
+
+import anyio
+from anyio.abc import Process
+
+from liminal import log
+from liminal.acp.events import FrameEvent
+from liminal.config import Settings
+from liminal.store.spool import SpoolDir
+
+logger = log.get("liminal.store.worker")
+WORKER_NICE = 10
+# What a spool row holds (orjson writes the enums as their values), in spool.py's order.
+_FIELDS = attrgetter("connection_id", "time", "direction", "kind", "thread_id", "backing_id",
+                     "method", "rpc_id", "size")
+_RAW = attrgetter("raw")
+_CONNECTION = attrgetter("connection_id")
+
+
+class SpoolWriter:
+    """The proxy's side: frames to the spool, the worker started and supervised."""
+
+    def __init__(self, settings: Settings, *, spool_name: str | None = None,
+                 flush_seconds: float = 0.005, queue_frames: int | None = None,
+                 close_timeout: float = 20.0, worker_argv: list[str] | None = None) -> None:
+        self.settings = settings
+        self.spool = SpoolDir(settings.home / "spool" / (spool_name or uuid.uuid4().hex))
+        self._flush_seconds = flush_seconds
+        self._max = queue_frames or settings.store.queue_frames
+        self._close_timeout = close_timeout
+        self._worker_argv = worker_argv
+        self._queue: deque[FrameEvent] = deque()
+        self._seq: dict[str, int] = {}
+        self._n = 0
+        self._wakeup = anyio.Event()
+        self._waiting = False
+        self._closing = False
+        self._running = False
+        self._done = anyio.Event()
+        self._worker: Process | None = None
+        self._pipe: int | None = None  # the write end of the worker's stdin
+        self.offered = 0
+        self.spooled = 0
+        self.lost = 0
+        self.workers_started = 0
+
+    # -- the forwarding path ------------------------------------------------------------------
+
+    def offer(self, event: FrameEvent) -> None:
+        """Queue the frame for the next flush. Never blocks, never raises."""
+        if self._closing:
+            return
+        queue = self._queue
+        queue.append(event)
+        if self._waiting:
+            self._waiting = False
+            self._wakeup.set()
+        elif len(queue) >= self._max:
+            self.flush()  # the flusher fell behind (slow disk): write now rather than grow
+
+    def flush(self) -> None:
+        """Encode everything queued as one block and append it to the spool."""
+        queue = self._queue
+        if not queue:
+            return
+        events = list(queue)
+        queue.clear()
+        # The forwarding side's whole per-frame cost: C-level field extraction, no Python loop.
+        rows = list(map(_FIELDS, events))
+        raws = list(map(_RAW, events))
+        seqs = self._seq
+        starts: dict[str, int] = {}
+        for conn, count in Counter(map(_CONNECTION, events)).items():
+            starts[conn] = seqs.get(conn, 0)
+            seqs[conn] = starts[conn] + count
+        n = self._n
+        self._n += len(events)
+        try:
+            self.spool.append_block(n, starts, rows, raws)
+            self.spooled += len(events)
+        except OSError as exc:
+            self.lost += len(events)
+            logger.error("spool write failed; frames lost", error=str(exc), lost=len(events))
+            return
+        self._poke()
+
+    def _poke(self) -> None:
+        """Tell the worker there is more (best effort: it also looks every 100 ms)."""
+        if self._pipe is None:
+            return
+        try:
+            os.write(self._pipe, b".")
+        except OSError:  # full (the worker is busy anyway) or gone (the supervisor sees it)
+            pass
+
+    # -- running ------------------------------------------------------------------------------
+
+    async def run(self, _proxy: object = None) -> None:
+        if self._running:
+            return
+        self._running = True
+        try:
+            if not self.spool.owned:
+                self.spool.acquire()
+        except OSError as exc:  # never in the way: forward without recording
+            logger.error("cannot create the spool; this conversation is not recorded",
+                         spool=str(self.spool.path), error=str(exc))
+            self._closing = True
+            self._queue.clear()
+            self._done.set()
+            return
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._supervise)
+                await self._flusher()
+                tg.cancel_scope.cancel()
+        finally:
+            self._done.set()
+
+    async def _flusher(self) -> None:
+        while not self._closing:
+            if not self._queue:
+                self._waiting = True
+                self._wakeup = anyio.Event()
+                with anyio.move_on_after(1.0):
+                    await self._wakeup.wait()
+                self._waiting = False
+                continue
+            await anyio.sleep(self._flush_seconds)  # let a burst accumulate into one block
+            self.flush()
+
+    async def _supervise(self) -> None:
+        """Keep a worker running; a crashed one is replaced (the spool holds what it had)."""
+        while not self._closing:
+            started = time.monotonic()
+            try:
+                await self._start_worker()
+            except OSError as exc:
+                logger.error("cannot start the index worker; frames wait in the spool",
+                             error=str(exc))
+                await anyio.sleep(5.0)
+                continue
+            assert self._worker is not None
+            code = await self._worker.wait()
+            self._close_pipe()
+            if self._closing:
+                return
+            logger.error("index worker exited; starting another", exit_code=code)
+            await anyio.sleep(max(0.0, 1.0 - (time.monotonic() - started)))
+
+    async def _start_worker(self) -> None:
+        argv = self._worker_argv or [sys.executable, "-m", "liminal.store.worker"]
+        argv = [*argv, str(self.spool.path), "--home", str(self.settings.home),
+                "--log-level", self.settings.log_level]
+        # Its stdin is a pipe of ours: a byte is a poke, end of file means "drain and stop".
+        # The settings this process resolved (flags, --config file) reach the worker as
+        # environment variables, which take precedence over any config file it would read.
+        store, cache = self.settings.store, self.settings.cache
+        env = dict(os.environ, LIMINAL_STORE_URL=store.url, LIMINAL_CACHE_URL=cache.url,
+                   LIMINAL_CACHE_TTL_SECONDS=str(cache.ttl_seconds))
+        read_end, write_end = os.pipe()
+        try:
+            self._worker = await anyio.open_process(argv, stdin=read_end, env=env,
+                                                    stdout=subprocess.DEVNULL, stderr=None)
+        finally:
+            os.close(read_end)
+        os.set_blocking(write_end, False)
+        self._pipe = write_end
+        self.workers_started += 1
+
+    def _close_pipe(self) -> None:
+        if self._pipe is not None:
+            os.close(self._pipe)
+            self._pipe = None
+
+    async def aclose(self) -> None:
+        """Flush, seal the spool, let the worker drain it (up to ``close_timeout``)."""
+        if self._closing:
+            return
+        self._closing = True
+        self._wakeup.set()
+        self.flush()
+        self.spool.seal()
+        worker = self._worker
+        self._close_pipe()
+        if worker is not None and worker.returncode is None:
+            with anyio.move_on_after(self._close_timeout) as scope:
+                await worker.wait()
+            if scope.cancelled_caught:
+                logger.warning("index worker still busy at exit; the spool is replayed at the "
+                               "next start", spool=str(self.spool.path))
+                worker.terminate()
+        self.spool.refresh()
+        self.spool.release(remove_if_empty=not self.spool.segments)
+
+
+# -- the worker process ------------------------------------------------------------------------
+
+
+async def _worker(spool_dir: Path, settings: Settings) -> None:
+    from liminal.store.base import StoreError, UnavailableStore, describe, open_store
+    from liminal.store.indexer import Indexer
+    from liminal.store.sessionfile import find_claude_session
+
+    async with contextlib.AsyncExitStack() as stack, anyio.create_task_group() as tg:
+        try:
+            store_cm = open_store(settings)
+            store = await store_cm.__aenter__()
+        except StoreError as exc:
+            logger.error("store unavailable; the spool waits for the next start",
+                         store=describe(settings), error=str(exc))
+            store_cm, store = None, UnavailableStore(str(exc))
+        from liminal.store.cache import open_cache
+
+        cache = await stack.enter_async_context(open_cache(settings))
+        # No deadline of the proxy's here: an orphaned worker drains for up to five minutes.
+        indexer = Indexer(store, spool_dir.parent, tail=spool_dir, close_timeout=300,
+                          session_files=find_claude_session, cache=cache)
+
+        async def watch_stdin() -> None:
+            fd = sys.stdin.fileno()
+            os.set_blocking(fd, False)
+            while True:
+                await anyio.wait_readable(fd)
+                try:
+                    chunk = os.read(fd, 4096)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    break
+                indexer.wake()
+            await indexer.aclose()  # the proxy is done (or gone): drain, then stop
+
+        async def watch_signals() -> None:
+            # An editor stopping liminal signals its whole process group: drain, then stop.
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for _ in signals:
+                    await indexer.aclose()
+                    return
+
+        tg.start_soon(indexer.run)
+        tg.start_soon(watch_stdin)
+        tg.start_soon(watch_signals)
+        await indexer.stopped()
+        tg.cancel_scope.cancel()
+    if store_cm is not None:
+        await store_cm.__aexit__(None, None, None)
+    _tidy(spool_dir)
+
+
+def _tidy(spool_dir: Path) -> None:
+    """The writer is gone: remove its folder if nothing is left in it."""
+    leftover = SpoolDir(spool_dir)
+    if spool_dir.is_dir() and leftover.acquire():
+        leftover.release(remove_if_empty=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from liminal import config
+
+    parser = argparse.ArgumentParser(prog="liminal-index-worker")
+    parser.add_argument("spool_dir", type=Path)
+    parser.add_argument("--home", type=Path)
+    parser.add_argument("--log-level")
+    args = parser.parse_args(argv)
+    settings = config.load({"home": args.home, "log_level": args.log_level})
+    # Background work: on a busy machine forwarding comes first, indexing catches up after.
+    with contextlib.suppress(OSError):
+        os.nice(WORKER_NICE)
+    log.configure(settings.log_level)
+    anyio.run(_worker, args.spool_dir, settings, backend="asyncio")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

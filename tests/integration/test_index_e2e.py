@@ -1,0 +1,83 @@
+"""``liminal acp`` with a scripted agent: the conversation lands in the store, byte-exact."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import anyio
+import orjson
+import pytest
+
+from liminal import cli
+from liminal.store.sqlite import SqliteStore
+from tests.support.proxy_process import ProxyProcess, child_env, liminal_argv, scripted_agent_argv
+
+pytestmark = pytest.mark.anyio
+
+
+def lines(data: bytes) -> list[bytes]:
+    return [line for line in data.split(b"\n") if line]
+
+
+async def test_a_conversation_through_liminal_acp_is_recorded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    env = child_env(tmp_path)
+    env.pop("LIMINAL_STORE_URL", None)
+    home = Path(env["LIMINAL_HOME"])
+    process = await anyio.open_process(
+        liminal_argv(scripted_agent_argv()), env=env, start_new_session=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proxy = ProxyProcess(process)
+    sent = bytearray()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(proxy.pump)
+            tg.start_soon(proxy.pump_stderr)
+
+            async def request(rpc_id: int, method: str, params: object) -> dict[str, object]:
+                line = orjson.dumps({"jsonrpc": "2.0", "id": rpc_id, "method": method,
+                                     "params": params}) + b"\n"
+                sent.extend(line)
+                await proxy.send(line)
+                return await proxy.wait_for(lambda m: m.get("id") == rpc_id and "method" not in m)
+
+            await request(0, "initialize", {"protocolVersion": 1})
+            new = await request(1, "session/new", {"cwd": str(tmp_path), "mcpServers": []})
+            session = new["result"]["sessionId"]  # type: ignore[index]
+            await request(2, "session/prompt", {"sessionId": session, "prompt": [
+                {"type": "text", "text": "Explain the quasar ledger chunks:5"}]})
+            await request(3, "session/prompt", {"sessionId": session, "prompt": [
+                {"type": "text", "text": "and once more used:4321"}]})
+            await proxy.close_stdin()
+            assert await proxy.wait_exit() == 0
+            tg.cancel_scope.cancel()
+    finally:
+        proxy.kill()
+
+    store = await SqliteStore.open(home / "liminal.db", create=False)
+    frames = await store.frames(limit=100_000)
+    await store.aclose()
+    # Every frame, both directions, byte-exact and in order.
+    assert [f.raw for f in frames if f.direction == "c2a"] == lines(bytes(sent))
+    agent_out = lines((tmp_path / "agent_out.bin").read_bytes())
+    assert [f.raw for f in frames if f.direction == "a2c"] == agent_out
+    assert b"".join(f.raw + b"\n" for f in frames if f.direction == "a2c") == bytes(
+        proxy.received)
+
+    monkeypatch.setenv("LIMINAL_HOME", str(home))
+    monkeypatch.delenv("LIMINAL_STORE_URL", raising=False)
+    assert await anyio.to_thread.run_sync(cli.main, ["threads", "--json"]) == 0
+    [thread] = orjson.loads(capsys.readouterr().out)
+    assert (thread["id"], thread["turns"], thread["context_used"]) == (session, 2, 4321)
+    assert thread["title"] == "Explain the quasar ledger chunks:5"
+    assert await anyio.to_thread.run_sync(cli.main, ["history", session]) == 0
+    out = capsys.readouterr().out
+    assert "> Explain the quasar ledger chunks:5" in out
+    assert "".join(f"chunk {i} é中" for i in range(5)) in out
+    assert "[usage] 4,321 / 200,000 tokens" in out
+    assert await anyio.to_thread.run_sync(cli.main, ["search", "quasar", "--json"]) == 0
+    hits = orjson.loads(capsys.readouterr().out)
+    assert hits and hits[0]["thread_id"] == session
+    assert not list((home / "spool").glob("*/*.spool"))

@@ -1,0 +1,201 @@
+"""Faults with the real pieces: ``liminal acp`` (its spool writer and index worker process)
+between a raw client and the scripted agent, the SQLite store on disk."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import orjson
+import pytest
+
+from liminal.store.sqlite import SqliteStore
+from tests.support.proxy_process import ProxyProcess, child_env, liminal_argv, scripted_agent_argv
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+
+@asynccontextmanager
+async def liminal(tmp_path: Path) -> AsyncIterator[tuple[ProxyProcess, str]]:
+    env = child_env(tmp_path, LIMINAL_LOG_LEVEL="warning")
+    env.pop("LIMINAL_STORE_URL", None)
+    process = await anyio.open_process(
+        liminal_argv(scripted_agent_argv()), env=env, start_new_session=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proxy = ProxyProcess(process)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(proxy.pump)
+            tg.start_soon(proxy.pump_stderr)
+            await proxy.request(0, "initialize", {"protocolVersion": 1})
+            new = await proxy.request(1, "session/new", {"cwd": str(tmp_path), "mcpServers": []})
+            yield proxy, new["result"]["sessionId"]
+            tg.cancel_scope.cancel()
+    finally:
+        proxy.kill()
+
+
+async def prompt(proxy: ProxyProcess, rpc_id: int, session: str, text: str) -> None:
+    await proxy.send(orjson.dumps({"jsonrpc": "2.0", "id": rpc_id, "method": "session/prompt",
+                                   "params": {"sessionId": session,
+                                              "prompt": [{"type": "text", "text": text}]}})
+                     + b"\n")
+
+
+async def answered(proxy: ProxyProcess, rpc_id: int, timeout: float = 60) -> None:
+    """Until the response to ``rpc_id`` arrives, looking only at lines not seen before (the
+    shared helper re-parses every line at each wake-up: quadratic over a long stream)."""
+    seen = 0
+    marker = f'"id":{rpc_id},"result"'.encode()
+    with anyio.fail_after(timeout):
+        while True:
+            lines = proxy.lines
+            for line in lines[seen:]:
+                if marker in line:
+                    return
+            seen = len(lines)
+            await anyio.sleep(0.01)
+
+
+def children(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True,
+                         text=True, check=False).stdout
+    return [int(p) for p in out.split()]
+
+
+def worker_of(pid: int) -> int | None:
+    for child in children(pid):
+        try:
+            with open(f"/proc/{child}/cmdline", "rb") as f:
+                if b"liminal.store.worker" in f.read():
+                    return child
+        except FileNotFoundError:
+            continue
+    return None
+
+
+async def stored_seqs(db: Path) -> list[int]:
+    store = await SqliteStore.open(db, create=False)
+    try:
+        frames = await store.frames(limit=1_000_000)
+    finally:
+        await store.aclose()
+    return sorted(f.seq for f in frames)
+
+
+async def until(predicate: Callable[[], bool], timeout: float = 60,
+                interval: float = 0.01) -> None:
+    with anyio.fail_after(timeout):
+        while True:
+            if predicate():
+                return
+            await anyio.sleep(interval)
+
+
+def spool_files(home: Path) -> list[Path]:
+    return list(home.glob("spool/*/*.spool"))
+
+
+async def frame_count(db: Path) -> int:
+    from liminal.store.base import StoreError
+
+    try:
+        store = await SqliteStore.open(db, create=False)
+    except StoreError:  # the worker has not created it yet
+        return 0
+    try:
+        return await store.frame_count()
+    finally:
+        await store.aclose()
+
+
+async def wait_stored(db: Path, n: int, timeout: float = 60) -> None:
+    with anyio.fail_after(timeout):
+        while True:
+            if await frame_count(db) >= n:
+                return
+            await anyio.sleep(0.1)
+
+
+def spooled_bytes(home: Path) -> int:
+    return sum(p.stat().st_size for p in home.glob("spool/*/*.spool"))
+
+
+async def wait_drained(home: Path, timeout: float = 60) -> None:
+    await until(lambda: not spool_files(home), timeout, 0.1)
+
+
+async def test_sigkill_of_liminal_mid_stream_keeps_what_the_client_had(tmp_path: Path) -> None:
+    home = tmp_path / "liminal-home"
+    async with liminal(tmp_path) as (proxy, session):
+        await prompt(proxy, 2, session, "chunks:200000")
+        await until(lambda: len(proxy.lines) >= 20_000)
+        had = len(proxy.lines)
+        await anyio.sleep(0.2)  # what the client had 200 ms ago is on disk by now
+        os.kill(proxy.process.pid, signal.SIGKILL)  # liminal only, not its process group
+        await proxy.process.wait()
+        # The orphaned worker drains the spool on its own (its stdin closed with its parent).
+        await wait_drained(home)
+    seqs = await stored_seqs(home / "liminal.db")
+    missing = sorted(set(range(seqs[-1] + 1)) - set(seqs))
+    assert seqs == list(range(len(seqs))), (len(seqs), missing[:10], len(missing))  # no hole, no dup
+    assert len(seqs) >= had
+
+
+async def test_a_killed_worker_is_replaced_and_nothing_is_lost(tmp_path: Path) -> None:
+    home = tmp_path / "liminal-home"
+    async with liminal(tmp_path) as (proxy, session):
+        await until(lambda: worker_of(proxy.process.pid) is not None, 10)
+        worker = worker_of(proxy.process.pid)
+        await prompt(proxy, 2, session, "chunks:30000")
+        await until(lambda: len(proxy.lines) >= 5_000)
+        os.kill(worker, signal.SIGKILL)
+        await answered(proxy, 2)
+        await prompt(proxy, 3, session, "chunks:100 used:777")
+        await answered(proxy, 3)
+        await until(lambda: worker_of(proxy.process.pid) not in (None, worker), 10, 0.1)
+        await proxy.close_stdin()
+        assert await proxy.wait_exit() == 0
+    seqs = await stored_seqs(home / "liminal.db")
+    assert seqs == list(range(len(seqs)))
+    assert len(seqs) == 2 + 2 + 30_002 + 103  # initialize, session/new, two prompts
+    assert not spool_files(home)
+
+
+async def test_a_store_locked_for_ten_seconds_does_not_slow_forwarding(tmp_path: Path) -> None:
+    home = tmp_path / "liminal-home"
+    async with liminal(tmp_path) as (proxy, session):
+        await prompt(proxy, 2, session, "chunks:2000")
+        await answered(proxy, 2)
+        await wait_stored(home / "liminal.db", 2 + 2 + 2002)
+        # Measure a turn with the store working, then one while another writer holds it.
+        start = time.monotonic()
+        await prompt(proxy, 3, session, "chunks:20000")
+        await answered(proxy, 3)
+        free = time.monotonic() - start
+        lock = sqlite3.connect(home / "liminal.db", isolation_level=None)
+        lock.execute("BEGIN IMMEDIATE")
+        try:
+            start = time.monotonic()
+            await prompt(proxy, 4, session, "chunks:20000")
+            await answered(proxy, 4)
+            stalled = time.monotonic() - start
+            # The turn waits on disk, not in memory.
+            assert spooled_bytes(home) > 20_000 * 100
+            assert await frame_count(home / "liminal.db") < 2 + 2 + 2002 + 20_002 * 2
+            await anyio.sleep(max(0.0, 10 - stalled))
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+        assert stalled < max(2.0, free * 2), (free, stalled)
+        await proxy.close_stdin()
+        assert await proxy.wait_exit() == 0
+    seqs = await stored_seqs(home / "liminal.db")
+    assert seqs == list(range(2 + 2 + 3 * 2 + 2000 + 20_000 * 2))

@@ -1,0 +1,132 @@
+"""Fixtures shared by the store tests: every available backend, and literal frames."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from liminal.acp.events import Direction, FrameEvent, Kind
+from liminal.store.base import Store
+from liminal.store.sqlite import SqliteStore
+
+MONGO_URL = os.environ.get("LIMINAL_TEST_MONGO_URL", "")
+REDIS_URL = os.environ.get("LIMINAL_TEST_REDIS_URL", "")
+
+BACKENDS = [
+    "sqlite",
+    "sqlite-like",
+    pytest.param("mongodb", marks=pytest.mark.skipif(
+        not MONGO_URL, reason="LIMINAL_TEST_MONGO_URL is not set")),
+]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def mongo_test_url(base: str, database: str) -> str:
+    """``base`` with its database replaced (query string kept)."""
+    head, _, query = base.partition("?")
+    scheme, _, rest = head.partition("://")
+    hosts = rest.split("/", 1)[0]
+    return f"{scheme}://{hosts}/{database}" + (f"?{query}" if query else "")
+
+
+@pytest.fixture(params=BACKENDS)
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    backend = request.param
+    if backend == "mongodb":
+        from pymongo import AsyncMongoClient
+
+        from liminal.store.mongo import MongoStore
+
+        name = f"liminal_test_{uuid.uuid4().hex[:12]}"
+        mongo = await MongoStore.open(mongo_test_url(MONGO_URL, name))
+        try:
+            yield mongo
+        finally:
+            await mongo.aclose()
+            client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(MONGO_URL)
+            await client.drop_database(name)
+            await client.close()
+        return
+    sqlite = await SqliteStore.open(tmp_path / "liminal.db", fts=backend == "sqlite")
+    try:
+        yield sqlite
+    finally:
+        await sqlite.aclose()
+
+
+def event(direction: str, message: dict[str, Any] | bytes, *, connection: str = "conn1",
+          thread: str | None = None, backing: str | None = None, method: str | None = None,
+          time: float = 1000.0) -> FrameEvent:
+    """A FrameEvent as the router would offer it, from a literal message."""
+    if isinstance(message, bytes):
+        return FrameEvent(Direction(direction), Kind.INVALID, time, message, None, connection,
+                          thread, backing, method, None, len(message))
+    raw = orjson.dumps(message)
+    if "method" in message and "id" in message:
+        kind = Kind.REQUEST
+    elif "method" in message:
+        kind = Kind.NOTIFICATION
+    else:
+        kind = Kind.RESPONSE
+    params = message.get("params")
+    sid = params.get("sessionId") if isinstance(params, dict) else None
+    return FrameEvent(Direction(direction), kind, time, raw, message, connection,
+                      thread or sid, backing or sid, method or message.get("method"),
+                      message.get("id"), len(raw))
+
+
+def conversation(session: str = "sess-1", *, connection: str = "conn1",
+                 t0: float = 1000.0) -> list[FrameEvent]:
+    """initialize, session/new, one prompt with thought, text chunks, a tool call, plan, usage."""
+    frames: list[tuple[str, dict[str, Any], str | None, str | None]] = [
+        ("c2a", {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                 "params": {"protocolVersion": 1}}, None, None),
+        ("a2c", {"jsonrpc": "2.0", "id": 0, "result": {
+            "protocolVersion": 1, "agentInfo": {"name": "claude-agent-acp", "version": "0.1"}}},
+         None, "initialize"),
+        ("c2a", {"jsonrpc": "2.0", "id": 1, "method": "session/new",
+                 "params": {"cwd": "/work/demo", "mcpServers": []}}, None, None),
+        ("a2c", {"jsonrpc": "2.0", "id": 1, "result": {"sessionId": session}}, session,
+         "session/new"),
+        ("c2a", {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {
+            "sessionId": session,
+            "prompt": [{"type": "text", "text": "Refactor the flux capacitor module"}]}},
+         None, None),
+    ]
+    updates: list[dict[str, Any]] = [
+        {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "Let me "}},
+        {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "think."}},
+        {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "I will "}},
+        {"sessionUpdate": "agent_message_chunk",
+         "content": {"type": "text", "text": "read the file."}},
+        {"sessionUpdate": "tool_call", "toolCallId": "toolu_01", "title": "Read flux.py",
+         "kind": "read", "status": "pending", "rawInput": {"path": "flux.py"}},
+        {"sessionUpdate": "tool_call_update", "toolCallId": "toolu_01", "status": "completed",
+         "content": [{"type": "content", "content": {
+             "type": "text", "text": "def gigawatts(): return 1.21"}}]},
+        {"sessionUpdate": "plan", "entries": [
+            {"content": "Rename gigawatts", "priority": "high", "status": "pending"}]},
+        {"sessionUpdate": "agent_message_chunk",
+         "content": {"type": "text", "text": "Done: renamed."}},
+        {"sessionUpdate": "usage_update", "used": 12345, "size": 200000},
+    ]
+    for update in updates:
+        frames.append(("a2c", {"jsonrpc": "2.0", "method": "session/update",
+                               "params": {"sessionId": session, "update": update}}, None, None))
+    frames.append(("a2c", {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}},
+                   session, "session/prompt"))
+    out = []
+    for i, (direction, message, thread, method) in enumerate(frames):
+        out.append(event(direction, message, connection=connection, thread=thread,
+                         backing=thread, method=method, time=t0 + i))
+    return out

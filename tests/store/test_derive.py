@@ -1,0 +1,148 @@
+"""Message derivation, driven by literal ACP frames."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from liminal.acp.events import FrameEvent
+from liminal.store.derive import Derived, Deriver
+from liminal.store.indexer import to_record
+from liminal.store.records import MessageRecord, ThreadUpdate
+from tests.store.conftest import conversation, event
+
+
+def derive(events: list[FrameEvent]) -> tuple[dict[str, MessageRecord], list[ThreadUpdate]]:
+    deriver = Deriver()
+    messages: dict[str, MessageRecord] = {}
+    threads: list[ThreadUpdate] = []
+    for seq, e in enumerate(events):
+        deriver.feed(to_record(seq, e), e.message)
+        if seq % 3 == 0:  # taking part way must not change the result
+            out: Derived = deriver.take()
+            for m in out.messages:
+                messages[m.id] = m
+            threads.extend(out.threads)
+    out = deriver.take()
+    for m in out.messages:
+        messages[m.id] = m
+    threads.extend(out.threads)
+    return messages, threads
+
+
+def by_kind(messages: dict[str, MessageRecord]) -> list[tuple[str, str]]:
+    return [(m.kind, m.text) for m in sorted(messages.values(), key=lambda m: m.order)]
+
+
+def test_a_turn_becomes_a_readable_conversation() -> None:
+    messages, threads = derive(conversation())
+    assert by_kind(messages) == [
+        ("user", "Refactor the flux capacitor module"),
+        ("thought", "Let me think."),
+        ("agent", "I will read the file."),
+        ("tool_call", 'Read flux.py\n{"path":"flux.py"}\ndef gigawatts(): return 1.21'),
+        ("plan", "Rename gigawatts"),
+        ("agent", "Done: renamed."),
+        ("usage", ""),
+        ("turn_end", ""),
+    ]
+    ordered = sorted(messages.values(), key=lambda m: m.order)
+    user, tool, usage, end = ordered[0], ordered[3], ordered[6], ordered[7]
+    assert {m.turn_id for m in ordered} == {user.id}
+    assert all(m.thread_id == "sess-1" for m in ordered)
+    assert (tool.tool_call_id, tool.status, tool.data["kind"]) == ("toolu_01", "completed", "read")
+    assert usage.data == {"used": 12345, "size": 200000}
+    assert (end.status, end.data) == ("end_turn", {"stopReason": "end_turn"})
+    new = next(t for t in threads if t.backing_ids)
+    assert (new.id, new.cwd, new.harness, new.state, new.backing_ids) == (
+        "sess-1", "/work/demo", "claude-agent-acp", "active", ("sess-1",))
+    assert any(t.fallback_title == "Refactor the flux capacitor module" for t in threads)
+
+
+def test_ids_are_deterministic_and_frames_are_taken_once() -> None:
+    events = conversation()
+    first, _ = derive(events)
+    again, _ = derive(events)
+    assert first == again
+    deriver = Deriver()
+    records = [(to_record(i, e), e.message) for i, e in enumerate(events)]
+    for r, m in records:
+        deriver.feed(r, m)
+    assert deriver.take().messages
+    for r, m in records:
+        deriver.feed(r, m)
+    assert deriver.take() == Derived([], [])
+
+
+def update(session: str, body: dict[str, Any], t: float = 1000.0) -> FrameEvent:
+    return event("a2c", {"jsonrpc": "2.0", "method": "session/update",
+                         "params": {"sessionId": session, "update": body}}, time=t)
+
+
+def chunk(text: str, message_id: str | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"sessionUpdate": "agent_message_chunk",
+                            "content": {"type": "text", "text": text}}
+    if message_id:
+        body["messageId"] = message_id
+    return body
+
+
+def test_message_ids_split_agent_text() -> None:
+    messages, _ = derive([update("s", chunk("a", "m1")), update("s", chunk("b", "m1")),
+                          update("s", chunk("c", "m2"))])
+    assert by_kind(messages) == [("agent", "ab"), ("agent", "c")]
+
+
+def test_session_load_replay_is_marked() -> None:
+    events = [
+        event("c2a", {"jsonrpc": "2.0", "id": 5, "method": "session/load",
+                      "params": {"sessionId": "s", "cwd": "/w", "mcpServers": []}}),
+        update("s", {"sessionUpdate": "user_message_chunk",
+                     "content": {"type": "text", "text": "old prompt"}}),
+        update("s", chunk("old answer")),
+        event("a2c", {"jsonrpc": "2.0", "id": 5, "result": {}}, thread="s",
+              method="session/load"),
+        update("s", chunk("live")),
+    ]
+    messages, threads = derive(events)
+    assert [(m.kind, m.text, m.replayed) for m in messages.values()] == [
+        ("user", "old prompt", True), ("agent", "old answer", True), ("agent", "live", False)]
+    assert threads[-1].cwd == "/w" and threads[-1].backing_ids == ("s",)
+
+
+def test_errors_titles_close_and_junk() -> None:
+    events = [
+        event("c2a", {"jsonrpc": "2.0", "id": "p", "method": "session/prompt",
+                      "params": {"sessionId": "s", "prompt": [
+                          {"type": "resource_link", "uri": "file:///a.py", "name": "a.py"},
+                          {"type": "text", "text": "explain"}]}}),
+        update("s", {"sessionUpdate": "session_info_update", "title": "Explaining a.py"}),
+        update("s", {"sessionUpdate": "tool_call_update", "toolCallId": "unknown",
+                     "status": "failed"}),
+        event("a2c", {"jsonrpc": "2.0", "id": "p", "error": {"code": -32800,
+                                                             "message": "cancelled"}},
+              thread="s", method="session/prompt"),
+        event("c2a", {"jsonrpc": "2.0", "id": 9, "method": "session/close",
+                      "params": {"sessionId": "s"}}),
+        event("a2c", b"not json at all"),
+        event("a2c", {"jsonrpc": "2.0", "method": "session/update", "params": "weird"}),
+        event("a2c", {"jsonrpc": "2.0", "method": "_auth/status_update", "params": {}}),
+    ]
+    messages, threads = derive(events)
+    kinds = by_kind(messages)
+    assert kinds[0] == ("user", "[a.py]\nexplain")
+    assert kinds[1][0] == "tool_call"
+    end = next(m for m in messages.values() if m.kind == "turn_end")
+    assert end.status == "error" and end.data["error"]["code"] == -32800
+    assert [t.title for t in threads if t.title] == ["Explaining a.py"]
+    assert threads[-1].state == "closed"
+
+
+def test_fork_creates_a_new_thread() -> None:
+    events = [
+        event("c2a", {"jsonrpc": "2.0", "id": 3, "method": "session/fork",
+                      "params": {"sessionId": "s", "cwd": "/w"}}),
+        event("a2c", {"jsonrpc": "2.0", "id": 3, "result": {"sessionId": "s2"}},
+              method="session/fork", thread="s"),
+    ]
+    _, threads = derive(events)
+    assert (threads[-1].id, threads[-1].backing_ids) == ("s2", ("s2",))

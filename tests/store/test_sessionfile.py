@@ -1,0 +1,133 @@
+"""Claude Code session files indexed as they grow."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+
+from liminal.store.indexer import Indexer
+from liminal.store.sessionfile import (
+    SessionFileIndexer,
+    encode_cwd,
+    find_claude_session,
+    parse_line,
+    read_complete_lines,
+)
+from liminal.store.sqlite import SqliteStore
+from tests.store.conftest import conversation
+
+pytestmark = pytest.mark.anyio
+SID = "sess-1"
+
+RECORDS: list[dict[str, Any]] = [
+    {"type": "user", "uuid": "u1", "parentUuid": None, "sessionId": SID,
+     "timestamp": "2026-11-22T04:00:00.000Z",
+     "message": {"role": "user", "content": "Refactor the flux capacitor module"}},
+    {"type": "assistant", "uuid": "a1", "parentUuid": "u1", "sessionId": SID,
+     "message": {"id": "msg_1", "role": "assistant", "content": [
+         {"type": "tool_use", "id": "toolu_01", "name": "Read", "input": {"path": "flux.py"}}],
+         "usage": {"input_tokens": 10, "cache_read_input_tokens": 12000, "output_tokens": 5}}},
+    {"type": "user", "uuid": "u2", "parentUuid": "a1", "sessionId": SID,
+     "message": {"role": "user", "content": [
+         {"type": "tool_result", "tool_use_id": "toolu_01", "content": "def gigawatts(): ..."}]},
+     "toolUseResult": {"file": {"filePath": "flux.py",
+                                "content": "def gigawatts():\n    return 1.21  # full output"}}},
+]
+
+
+async def eventually(predicate: Callable[[], bool]) -> None:
+    while True:
+        if predicate():
+            return
+        await anyio.sleep(0.05)
+
+
+def line(record: dict[str, Any]) -> bytes:
+    return orjson.dumps(record) + b"\n"
+
+
+def test_parse_line_keeps_usage_tool_ids_and_full_outputs() -> None:
+    r = parse_line(line(RECORDS[1])[:-1], SID, "t", 0)
+    assert (r.uuid, r.type, r.tool_ids) == ("a1", "assistant", ("toolu_01",))
+    assert r.usage == {"input_tokens": 10, "cache_read_input_tokens": 12000, "output_tokens": 5}
+    r = parse_line(line(RECORDS[2])[:-1], SID, "t", 100)
+    assert r.tool_ids == ("toolu_01",) and "return 1.21  # full output" in r.text
+    junk = parse_line(b"{torn", SID, None, 7)
+    assert (junk.type, junk.raw, junk.id) == (None, b"{torn", f"{SID}@000000000007")
+
+
+def test_only_complete_lines_are_read(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b'{"a":1}\n{"b":2}\n{"c":')
+    lines, end = read_complete_lines(path, 0)
+    assert lines == [(0, b'{"a":1}'), (8, b'{"b":2}')] and end == 16
+    assert read_complete_lines(path, end) == ([], 16)
+
+
+def test_finding_the_file(tmp_path: Path) -> None:
+    cwd = "/work/my project.v2"
+    assert encode_cwd(cwd) == "-work-my-project-v2"
+    folder = tmp_path / "projects" / encode_cwd(cwd)
+    folder.mkdir(parents=True)
+    (folder / f"{SID}.jsonl").write_bytes(b"")
+    assert find_claude_session(SID, cwd, tmp_path) == folder / f"{SID}.jsonl"
+    assert find_claude_session(SID, "/elsewhere", tmp_path) == folder / f"{SID}.jsonl"
+    assert find_claude_session("other", cwd, tmp_path) is None
+
+
+async def test_the_file_is_indexed_as_it_grows(tmp_path: Path) -> None:
+    store = await SqliteStore.open(tmp_path / "liminal.db")
+    path = tmp_path / f"{SID}.jsonl"
+    path.write_bytes(line(RECORDS[0]) + line(RECORDS[1])[:20])  # the second line half written
+    watcher = SessionFileIndexer(store, path, SID, "t")
+    stop = anyio.Event()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watcher.run, stop)
+        with anyio.fail_after(10):
+            await eventually(lambda: watcher.indexed >= 1)
+            with path.open("ab") as f:
+                f.write(line(RECORDS[1])[20:] + line(RECORDS[2]))
+            await eventually(lambda: watcher.indexed >= 3)
+        stop.set()
+    records = await store.session_records(SID)
+    assert [r.uuid for r in records] == ["u1", "a1", "u2"]
+    assert b"".join(r.raw + b"\n" for r in records) == path.read_bytes()
+    # A restart resumes where the store says indexing stopped; nothing is read twice.
+    again = SessionFileIndexer(store, path, SID, "t")
+    assert await again.catch_up() == 0
+    hits = await store.search("full output")
+    assert [h.id for h in hits] == [records[2].id]
+    await store.aclose()
+
+
+async def test_the_indexer_watches_the_threads_session_file(tmp_path: Path) -> None:
+    store = await SqliteStore.open(tmp_path / "liminal.db")
+    folder = tmp_path / "claude" / "projects" / encode_cwd("/work/demo")
+    folder.mkdir(parents=True)
+    path = folder / f"{SID}.jsonl"
+
+    def locate(backing_id: str, cwd: str) -> Path | None:
+        return find_claude_session(backing_id, cwd, tmp_path / "claude")
+
+    indexer = Indexer(store, tmp_path / "spool", session_files=locate)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(indexer.run)
+        for e in conversation():
+            indexer.offer(e)
+        await anyio.sleep(0.3)
+        path.write_bytes(b"".join(line(r) for r in RECORDS))  # appears after session/new
+        with anyio.fail_after(10):
+            while True:
+                if len(await store.session_records(SID)) >= 3:
+                    break
+                await anyio.sleep(0.1)
+        await indexer.aclose()
+    records = await store.session_records(SID)
+    assert records[1].usage is not None and records[1].usage["cache_read_input_tokens"] == 12000
+    assert {r.thread_id for r in records} == {SID}
+    await store.aclose()

@@ -1,0 +1,98 @@
+"""The spool's on-disk format: whole blocks only, in order, torn tails ignored."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from liminal.store.records import FrameRecord, frame_id
+from liminal.store.spool import SpoolDir, frame_rows, orphans, read_segment
+
+
+def frames(n: int, start: int = 0) -> list[FrameRecord]:
+    return [FrameRecord(frame_id("c", i), "c", i, 1.0 + i, "a2c", "notification", "t", "t",
+                        "session/update", None, 3, b"f" + str(i).encode() + b"\x00\n")
+            for i in range(start, start + n)]
+
+
+def test_blocks_larger_than_iov_max_round_trip(tmp_path: Path) -> None:
+    spool = SpoolDir(tmp_path / "s")
+    assert spool.acquire()
+    batch = frames(5000)
+    spool.append_block(0, *frame_rows(batch), [f.raw for f in batch], rpc_text=True)
+    got, pos = spool.read(10_000)
+    assert got == batch and pos == spool.segments[0].written
+
+
+def test_a_torn_block_ends_the_segment(tmp_path: Path) -> None:
+    spool = SpoolDir(tmp_path / "s")
+    assert spool.acquire()
+    for f in frames(3):
+        spool.append(f.seq, f)
+    seg = spool.segments[0]
+    with open(seg.path, "ab") as out:
+        out.write(b'{"s":{"c":3},"f":[["c",1.0,"a2c","notification",null,null,null,null,3]],'
+                  b'"n":[10]}\nabc')
+    got, pos = read_segment(seg.path, 0, seg.path.stat().st_size, 100)
+    assert [f.seq for f in got] == [0, 1, 2] and pos == seg.written
+
+
+def test_prepended_segments_sort_first_and_orphans_are_found(tmp_path: Path) -> None:
+    spool = SpoolDir(tmp_path / "spool" / "a")
+    assert spool.acquire()
+    for f in frames(2, start=10):
+        spool.append(f.seq, f)
+    spool.prepend(0, frames(10))
+    assert [s.first_seq for s in spool.segments] == [0, 10]
+    assert orphans(tmp_path / "spool", None) == []  # locked by its live owner
+    spool.release(remove_if_empty=False)
+    [orphan] = orphans(tmp_path / "spool", None)
+    seqs = []
+    while orphan.segments:
+        got, pos = orphan.read(100)
+        seqs += [f.seq for f in got]
+        orphan.consumed(pos)
+    assert seqs == list(range(12))
+    orphan.release()
+    assert not (tmp_path / "spool" / "a").exists()
+
+
+def test_a_reader_tails_a_live_writer(tmp_path: Path) -> None:
+    writer = SpoolDir(tmp_path / "s")
+    assert writer.acquire()
+    reader = SpoolDir(tmp_path / "s")
+    reader.refresh()
+    assert reader.segments == []
+    batch = frames(4)
+    writer.append_block(0, *frame_rows(batch[:2]), [f.raw for f in batch[:2]])
+    reader.refresh()
+    got, pos = reader.read(100)
+    reader.consumed(pos, writer_done=False)
+    assert len(got) == 2 and len(reader.segments) == 1  # kept: the writer may append
+    writer.append_block(2, *frame_rows(batch[2:]), [f.raw for f in batch[2:]])
+    reader.refresh()
+    got, pos = reader.read(100)
+    assert [f.seq for f in got] == [2, 3]
+    reader.consumed(pos, writer_done=True)
+    assert reader.segments == []
+
+
+def test_rpc_ids_round_trip_as_json_text(tmp_path: Path) -> None:
+    spool = SpoolDir(tmp_path / "s")
+    assert spool.acquire()
+    ids = ['7', '"abc"', "null", str(2**70), '{"x":1}']
+    batch = [FrameRecord(frame_id("c", i), "c", i, 1.0, "a2c", "response", None, None, "m",
+                         None if rpc == "null" else rpc, 2, b"{}") for i, rpc in enumerate(ids)]
+    for f in batch:
+        spool.append(f.seq, f)
+    got, _ = spool.read(100)
+    assert [f.rpc_id for f in got] == [None if r == "null" else r for r in ids]
+
+
+def test_a_writer_block_with_an_rpc_id_orjson_cannot_write(tmp_path: Path) -> None:
+    spool = SpoolDir(tmp_path / "s")
+    assert spool.acquire()
+    rows = [("c", 1.0, "a2c", "response", None, None, "m", 2**70, 2),
+            ("c", 1.0, "a2c", "response", None, None, "m", "x", 2)]
+    spool.append_block(0, {"c": 0}, rows, [b"{}", b"{}"])
+    got, _ = spool.read(10)
+    assert [f.rpc_id for f in got] == [str(2**70), '"x"']

@@ -1,0 +1,159 @@
+"""The contract every store backend passes (SQLite always; MongoDB when its URL is set)."""
+
+from __future__ import annotations
+
+import pytest
+
+from liminal.store.base import Store
+from liminal.store.records import (
+    Batch,
+    FrameRecord,
+    MessageRecord,
+    SessionRecord,
+    ThreadUpdate,
+    frame_id,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+def frame(seq: int, raw: bytes, *, conn: str = "c1", thread: str | None = "t1",
+          time: float | None = None, method: str | None = "session/update") -> FrameRecord:
+    return FrameRecord(frame_id(conn, seq), conn, seq, 100.0 + seq if time is None else time,
+                       "a2c", "notification", thread, thread, method, None, len(raw), raw)
+
+
+def message(mid: str, text: str, *, thread: str = "t1", kind: str = "agent", turn: str = "p1",
+            order: str | None = None, replayed: bool = False, time: float = 100.0,
+            data: dict[str, object] | None = None) -> MessageRecord:
+    return MessageRecord(id=mid, thread_id=thread, turn_id=turn, time=time,
+                         order=order or f"{time:017.6f}|{mid}", kind=kind, text=text,
+                         data=data or {}, replayed=replayed)
+
+
+async def test_frames_are_stored_byte_exact_and_only_once(store: Store) -> None:
+    raws = [b'{"jsonrpc":"2.0","method":"x"}', b"\xff\xfe not json \x00", "é✓".encode(), b""]
+    frames = [frame(i, raw) for i, raw in enumerate(raws)]
+    await store.write(Batch(frames))
+    await store.write(Batch(frames))  # a replay
+    changed = [frame(0, b"something else")]
+    await store.write(Batch(changed))  # frames are immutable: the first write wins
+    assert await store.frame_count() == 4
+    back = await store.frames(connection_id="c1")
+    assert [f.raw for f in back] == raws
+    assert back == frames
+
+
+async def test_frames_filter_and_page(store: Store) -> None:
+    await store.write(Batch([frame(i, b"a", thread="t1" if i % 2 else "t2") for i in range(10)]
+                            + [frame(0, b"b", conn="c2", thread="t1", time=50.0)]))
+    page = await store.frames(connection_id="c1", after_seq=3, limit=4)
+    assert [f.seq for f in page] == [4, 5, 6, 7]
+    by_thread = await store.frames(thread_id="t1")
+    assert [(f.connection_id, f.seq) for f in by_thread] == [
+        ("c2", 0), ("c1", 1), ("c1", 3), ("c1", 5), ("c1", 7), ("c1", 9)]
+
+
+async def test_large_frames_and_messages_round_trip(store: Store) -> None:
+    big = bytes(range(256)) * (5 * 4096 + 7)  # ~5 MB, every byte value
+    text = "x" * (3 * 1024 * 1024) + " needle"
+    await store.write(Batch([frame(0, big)], [message("m1", text, data={"big": text[:1000]})]))
+    assert (await store.frames(connection_id="c1"))[0].raw == big
+    [m] = await store.messages("t1")
+    assert m.text == text and m.data == {"big": text[:1000]}
+
+
+async def test_messages_replace_by_id_and_keep_order(store: Store) -> None:
+    await store.write(Batch(messages=[message("m2", "second", time=2), message("m1", "fir", time=1)]))
+    await store.write(Batch(messages=[message("m1", "first", time=1)]))
+    got = await store.messages("t1")
+    assert [(m.id, m.text) for m in got] == [("m1", "first"), ("m2", "second")]
+    assert await store.messages("nope") == []
+
+
+async def test_thread_updates_merge(store: Store) -> None:
+    await store.write(Batch(threads=[
+        ThreadUpdate("t1", 10.0, cwd="/a", harness="claude", backing_ids=("b1",), state="active"),
+        ThreadUpdate("t1", 12.0, fallback_title="first prompt"),
+        ThreadUpdate("t1", 11.0, fallback_title="second prompt"),
+    ]))
+    t = await store.thread("t1")
+    assert t is not None
+    assert (t.title, t.cwd, t.harness, t.state, t.backing_ids) == (
+        "first prompt", "/a", "claude", "active", ("b1",))
+    assert (t.created, t.updated) == (10.0, 12.0)
+    again = [ThreadUpdate("t1", 5.0, title="Named", backing_ids=("b1", "b2")),
+             ThreadUpdate("t1", 13.0, state="closed")]
+    await store.write(Batch(threads=again))
+    await store.write(Batch(threads=again))  # merging twice changes nothing
+    t = await store.thread("t1")
+    assert t is not None
+    assert (t.title, t.state, t.backing_ids, t.created, t.updated) == (
+        "Named", "closed", ("b1", "b2"), 5.0, 13.0)
+    assert await store.thread("missing") is None
+
+
+async def test_thread_summaries(store: Store) -> None:
+    await store.write(Batch(
+        threads=[ThreadUpdate("t1", 1.0, backing_ids=("t1", "t1b")), ThreadUpdate("t2", 2.0)],
+        messages=[
+            message("u1", "hello", kind="user", turn="p1", time=3.0),
+            message("u2", "again", kind="user", turn="p2", time=4.0),
+            message("use1", "", kind="usage", turn="p2", time=5.0,
+                    data={"used": 900, "size": 1000}),
+            message("r1", "replayed", kind="user", turn="old", time=0.5, replayed=True),
+            message("x", "other", thread="t2", turn="q1", time=1.5),
+        ]))
+    summaries = await store.threads()
+    assert [s.thread.id for s in summaries] == ["t1", "t2"]
+    t1 = summaries[0]
+    assert (t1.turns, t1.context_used, t1.context_size, t1.swaps, t1.last_activity) == (
+        2, 900, 1000, 1, 5.0)
+    assert (summaries[1].turns, summaries[1].context_used) == (1, None)
+
+
+async def test_session_records(store: Store) -> None:
+    lines = [b'{"type":"user","uuid":"u1"}', b'{"type":"assistant","uuid":"a1"}']
+    records, offset = [], 0
+    for i, raw in enumerate(lines):
+        records.append(SessionRecord(
+            SessionRecord.make_id("b1", offset), "b1", "t1", offset, f"u{i}", "user", None,
+            {"input_tokens": 5} if i else None, ("toolu_1",) if i else (),
+            f"line {i} zebra", raw))
+        offset += len(raw) + 1
+    assert await store.session_file_end("b1") == 0
+    await store.write(Batch(session_records=records))
+    await store.write(Batch(session_records=records))
+    got = await store.session_records("b1")
+    assert got == records
+    assert await store.session_file_end("b1") == offset
+
+
+async def test_search_best_first_with_thread_filter(store: Store) -> None:
+    await store.write(Batch(messages=[
+        message("m1", "the flux capacitor needs plutonium", time=1),
+        message("m2", "flux flux flux capacitor capacitor", time=2),
+        message("m3", "nothing to see here", time=3),
+        message("m4", "flux capacitor in another thread", thread="t2", time=4),
+        message("m5", "flux capacitor replayed", replayed=True, time=5),
+    ], session_records=[SessionRecord(
+        "b1@000000000000", "b1", "t1", 0, "u1", "user", None, None, (),
+        "tool output: flux capacitor at 1.21 gigawatts", b"{}")]))
+    hits = await store.search("flux capacitor")
+    ids = [h.id for h in hits]
+    assert set(ids) == {"m1", "m2", "m4", "b1@000000000000"}
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    if store.search_mode != "like":
+        assert ids[0] == "m2"  # the most relevant first
+    t1 = await store.search("capacitor", thread_id="t1")
+    assert {h.id for h in t1} == {"m1", "m2", "b1@000000000000"}
+    assert all("capacitor" in h.snippet.lower() for h in t1)
+    assert await store.search("gigawatts", thread_id="t1") == [
+        h for h in await store.search("gigawatts") if h.thread_id == "t1"]
+    assert await store.search("") == []
+
+
+@pytest.mark.parametrize("query", ['"', "AND", "flux OR", "cap*", "NEAR(", "a:b", "'"])
+async def test_search_queries_are_words_not_syntax(store: Store, query: str) -> None:
+    await store.write(Batch(messages=[message("m1", "flux capacitor")]))
+    await store.search(query)  # must not raise
