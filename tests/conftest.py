@@ -1,6 +1,19 @@
 from __future__ import annotations
 
+import os
+
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests must not fail on a loaded 2-core machine for want of time, and in CI they run
+# the same examples every time (a flaky test blocks everyone's submissions).
+settings.register_profile(
+    "liminal",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=bool(os.environ.get("CI")),
+)
+settings.load_profile("liminal")
 
 
 @pytest.fixture

@@ -15,9 +15,10 @@ Everything that decides where a frame goes lives in this file. The rules:
    are consumed here and never reach the client.
 4. **Captured sessions.** While a backing id is captured (a swap loading a session whose replay
    the client must not see), the agent's notifications for it are consumed, not forwarded.
-5. **Held prompts.** While a thread is held, its ``session/prompt`` requests wait here, in order
-   and bounded; ``release`` forwards them, rewritten for the thread's backing id at that moment.
-   A ``session/cancel`` for a held thread answers its held prompts as cancelled.
+5. **Held threads.** While a thread is held, every request and notification the client sends
+   about it waits here, in order and bounded; ``release`` forwards them, rewritten for the
+   thread's backing id at that moment. A ``session/cancel`` for a held thread answers its held
+   prompts as cancelled (they never reached the agent); anything else held stays queued.
 6. **Bad input.** A line that is not a JSON-RPC object is forwarded unchanged and reported. A
    line over the cap is dropped; if it was a request with a recoverable id, its sender gets an
    error, and if it was the agent's answer to a client request, the client gets an error.
@@ -276,22 +277,30 @@ class Router:
                 )
                 if method == "session/new":
                     self._new_cwd[key] = _cwd_of(message)
-                if thread is not None and thread in self._held and method == "session/prompt":
+            if thread is not None and thread in self._held:
+                if method == "session/cancel":
+                    self._cancel_held(thread, now)
+                else:
+                    # Everything the client sends about a held thread waits, in order: a
+                    # set_mode sent after a prompt must still reach the agent after it.
                     queue = self._held[thread]
                     queue.append(_Held(line, message))
                     if len(queue) > self.max_held_per_thread:
-                        self._out.problems.append(f"too many prompts held for {thread}; releasing them")
+                        self._out.problems.append(f"too many frames held for {thread}; releasing them")
                         self.release(thread)
                     self._tap(Direction.CLIENT_TO_AGENT, kind, now, line, message, thread, backing, method, rpc_id)
                     return
-            elif method == "session/cancel" and thread is not None and self._held.get(thread):
-                for held in self._held[thread]:
-                    self._client_pending.pop(jsonrpc.id_key(held.message.get("id")), None)
-                    self._result_to_client(jsonrpc.encode_id(held.message.get("id"), held.line),
-                                           b'{"stopReason":"cancelled"}', now, "session/prompt", thread)
-                self._held[thread].clear()
         self._out.to_agent.append(out_line)
         self._tap(Direction.CLIENT_TO_AGENT, kind, now, line, message, thread, backing, method, rpc_id)
+
+    def _cancel_held(self, thread: str, now: float) -> None:
+        """A cancel for a held thread: its held prompts never reached the agent; answer them."""
+        queue = self._held[thread]
+        for held in [h for h in queue if h.message.get("method") == "session/prompt"]:
+            queue.remove(held)
+            self._client_pending.pop(jsonrpc.id_key(held.message.get("id")), None)
+            self._result_to_client(jsonrpc.encode_id(held.message.get("id"), held.line),
+                                   b'{"stopReason":"cancelled"}', now, "session/prompt", thread)
 
     def _client_oversized(self, line: Oversized, now: float) -> None:
         found = jsonrpc.recover_top_level(line.head, line.tail)

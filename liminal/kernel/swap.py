@@ -80,6 +80,7 @@ class ThreadState:
     config_options: dict[str, Any] = field(default_factory=dict)
     context_tokens: int | None = None  # from usage_update
     last_prompt: str | None = None  # the text of the newest session/prompt, to find it on disk
+    file_tokens: int | None = None  # the context last read from the session file (no usage_update)
     turns_since_swap: int = 0
     swapping: bool = False
     # After a failed swap, skip this many turn ends before trying again (doubling per failure),
@@ -124,8 +125,8 @@ class SwapManager:
         self._proxy: Proxy | None = None
         # (thread id, decided): undecided means the agent sent no usage, and the swap task must
         # read the session file to decide. Either way the thread is held from the turn's end.
-        self._send, self._receive = anyio.create_memory_object_stream[tuple[str, bool]](64)
-        self.completed = 0  # swaps finished, committed or not (tests wait on it)
+        self._send, self._receive = anyio.create_memory_object_stream[tuple[str, bool, bool]](64)
+        self.completed = 0  # swap attempts finished, committed or not (tests wait on it)
         self._left_behind = ""  # the backing id the last committed swap moved away from
         self._progress = anyio.Event()
 
@@ -219,16 +220,20 @@ class SwapManager:
         logger.debug("turn ended", thread=thread_id, tokens=state.context_tokens, decided=decided)
         if not decided and state.context_tokens is not None:
             return
+        # Without usage from the agent the session file decides, once the turn is on disk (about
+        # 0.1 s after the answer with Claude Code 2.1.44). Near the trigger the thread is held for
+        # that check, or a client that answers quickly would never let a swap start; far below
+        # it the check runs unheld, and a turn that jumps the whole leeway is caught one turn late.
+        held = decided or state.file_tokens is None or state.file_tokens >= self.settings.target_tokens
         try:
-            self._send.send_nowait((thread_id, decided))
+            self._send.send_nowait((thread_id, decided, held))
         except anyio.WouldBlock:
             return
         state.swapping = True
-        # Here, inside the flush that delivered the turn's end: the client's next prompt cannot
-        # have been read yet, so it is certain to wait. Without usage from the agent the hold
-        # covers the file read that decides (a few milliseconds), and is released at once when
-        # no swap is due; otherwise a client that answers quickly would never let a swap start.
-        router.hold(thread_id)
+        if held:
+            # Inside the flush that delivered the turn's end: the client's next prompt cannot
+            # have been read yet, so it is certain to wait.
+            router.hold(thread_id)
 
     # ----------------------------------------------------------------- running
 
@@ -237,11 +242,11 @@ class SwapManager:
         for thread_id, backing_id in self.journal.current_backing().items():
             proxy.router.bind(thread_id, backing_id)
         async with self._receive:
-            async for thread_id, decided in self._receive:
+            async for thread_id, decided, held in self._receive:
                 state = self.threads[thread_id]
                 committed: bool | None = None
                 try:
-                    committed = await self._maybe_swap(proxy, state, decided)
+                    committed = await self._maybe_swap(proxy, state, decided, held)
                     if committed is False:
                         state.failures += 1
                         state.skip_turns = min(2 ** state.failures, 32)
@@ -255,7 +260,8 @@ class SwapManager:
                     if committed:
                         # After the release: the held prompts need only the new session.
                         await self._close(proxy, self._left_behind)
-                    self.completed += 1
+                    if committed is not None:
+                        self.completed += 1
                     self._progress.set()
                     self._progress = anyio.Event()
 
@@ -264,7 +270,7 @@ class SwapManager:
         while self.completed < count:
             await self._progress.wait()
 
-    async def _maybe_swap(self, proxy: Proxy, state: ThreadState, decided: bool) -> bool | None:
+    async def _maybe_swap(self, proxy: Proxy, state: ThreadState, decided: bool, held: bool) -> bool | None:
         """True: committed; False: tried and failed; None: no swap was needed after all."""
         router = proxy.router
         thread_id = state.thread_id
@@ -291,9 +297,14 @@ class SwapManager:
         t_settled = time.monotonic()
         if not decided:
             tokens = await anyio.to_thread.run_sync(self.harness.context_tokens, path)
+            state.file_tokens = tokens
             logger.debug("context read from the session file", thread=thread_id, tokens=tokens)
             if swap_reason(state, tokens, self.settings) is None:
                 return None
+            if not held:
+                if router.prompt_in_flight(thread_id):
+                    return None  # the next turn end is held (file_tokens is now past target)
+                router.hold(thread_id)
         rewritten: Rewritten | None = None
         try:
             with anyio.fail_after(self.settings.hold_timeout_seconds):
@@ -333,6 +344,7 @@ class SwapManager:
                   "move_s": round(t_moved - t_rewritten, 4), "moved_by": moved_by}
         state.turns_since_swap = 0
         state.context_tokens = None  # the next usage_update tells the new size
+        state.file_tokens = rewritten.tokens_after  # until the file says otherwise
         self._journal(state, old_backing, rewritten.new_id, "committed", "", started, t0,
                       rewritten.tokens_before, rewritten.tokens_after)
         self._notice(proxy, thread_id, rewritten)

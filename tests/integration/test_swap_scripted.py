@@ -36,6 +36,8 @@ class FakeHarness:
         self.tokens = 150_000
         self.after = 90_000
         self.discarded: list[str] = []
+        self.readings: list[int] = []  # what the file says at each read, before falling back to tokens
+        self.reads = 0
 
     def locate(self, backing_id: str, cwd: str | None) -> Path | None:
         path = self.tmp / f"{backing_id}.jsonl"
@@ -43,7 +45,8 @@ class FakeHarness:
         return path
 
     def context_tokens(self, path: Path) -> int | None:
-        return self.tokens
+        self.reads += 1
+        return self.readings.pop(0) if self.readings else self.tokens
 
     def turn_settled(self, path: Path, prompt: str | None) -> bool:
         return True
@@ -216,3 +219,23 @@ async def test_a_rewrite_that_stays_above_the_trigger_is_not_worth_a_swap(tmp_pa
     [record] = journal.records()
     assert record.outcome == "skipped" and record.tokens_after == 120_000
     assert len(harness.discarded) == 1
+
+
+async def test_without_usage_the_session_file_decides(tmp_path: Path) -> None:
+    # The older Claude adapter sends no usage_update: the context comes from the file. Far below
+    # the trigger the check runs unheld; once near it, turn ends are held for the check.
+    harness = FakeHarness(tmp_path)
+    harness.readings = [20_000, 150_000]
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    manager = SwapManager(settings(), journal, harness)
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
+        thread = await start(client)
+        for n in range(3):
+            await client.prompt(thread, f"turn {n}")
+            if manager.completed:
+                break
+        await manager.wait_for_swaps(1)
+        assert proxy.router.backing_of(thread) != thread
+        await client.prompt(thread, "after")
+    assert [r.outcome for r in journal.records()] == ["committed"]
+    assert manager.threads[thread].file_tokens is not None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import orjson
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from liminal.acp.events import Direction, Kind
@@ -337,7 +337,7 @@ frames = st.one_of(
 )
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300)
 @given(st.lists(frames, max_size=30), st.lists(st.booleans(), max_size=30))
 def test_without_a_mapping_the_router_is_a_perfect_relay(lines: list[bytes], directions: list[bool]) -> None:
     router = make()
@@ -349,7 +349,7 @@ def test_without_a_mapping_the_router_is_a_perfect_relay(lines: list[bytes], dir
         assert line in forwarded or not forwarded
 
 
-@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200)
 @given(st.lists(frames, max_size=30), st.lists(st.booleans(), max_size=30))
 def test_with_a_mapping_the_client_never_sees_the_backing_id(lines: list[bytes], directions: list[bool]) -> None:
     router = make()
@@ -393,3 +393,19 @@ def test_an_escaped_session_id_takes_the_parsed_path() -> None:
     out = from_agent(router, line)
     assert out.to_client == [line]
     assert out.events[0].backing_id == "abc"
+
+
+def test_everything_about_a_held_thread_waits_in_order() -> None:
+    router = make()
+    new_session(router)
+    router.hold(THREAD)
+    mode = b'{"jsonrpc":"2.0","id":7,"method":"session/set_mode","params":{"sessionId":"' + THREAD.encode() + b'","modeId":"plan"}}'
+    other = b'{"jsonrpc":"2.0","id":8,"method":"session/prompt","params":{"sessionId":"other","prompt":[]}}'
+    out = from_client(router, prompt_frame(2), mode, other)
+    assert out.to_agent == [other]  # another thread is not held
+    out = from_client(router, b'{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"' + THREAD.encode() + b'"}}')
+    assert out.to_client == [b'{"jsonrpc":"2.0","id":2,"result":{"stopReason":"cancelled"}}']
+    assert len(out.to_agent) == 1  # the cancel itself still goes to the agent
+    router.bind(THREAD, BACKING)
+    router.release(THREAD)
+    assert router.take().to_agent == [mode.replace(THREAD.encode(), BACKING.encode())]
