@@ -125,7 +125,7 @@ class SwapManager:
         self._proxy: Proxy | None = None
         # (thread id, decided): undecided means the agent sent no usage, and the swap task must
         # read the session file to decide. Either way the thread is held from the turn's end.
-        self._send, self._receive = anyio.create_memory_object_stream[tuple[str, bool, bool]](64)
+        self._send, self._receive = anyio.create_memory_object_stream[tuple[str, bool, bool, str | None]](64)
         self.completed = 0  # swap attempts finished, committed or not (tests wait on it)
         self._left_behind = ""  # the backing id the last committed swap moved away from
         self._progress = anyio.Event()
@@ -221,12 +221,15 @@ class SwapManager:
         if not decided and state.context_tokens is not None:
             return
         # Without usage from the agent the session file decides, once the turn is on disk (about
-        # 0.1 s after the answer with Claude Code 2.1.44). Near the trigger the thread is held for
-        # that check, or a client that answers quickly would never let a swap start; far below
-        # it the check runs unheld, and a turn that jumps the whole leeway is caught one turn late.
+        # 0.1 s after the answer with Claude Code 2.1.44). Near the trigger (within the leeway)
+        # the thread is held for that check, or a client that answers quickly would never let a
+        # swap start; far below it an unheld read only updates the size, and a turn that jumps
+        # the whole leeway is caught one turn late.
         held = decided or state.file_tokens is None or state.file_tokens >= self.settings.target_tokens
         try:
-            self._send.send_nowait((thread_id, decided, held))
+            # The prompt of the turn that just ended, taken now: by the time the task runs, an
+            # unheld client may already have sent the next one.
+            self._send.send_nowait((thread_id, decided, held, state.last_prompt))
         except anyio.WouldBlock:
             return
         state.swapping = True
@@ -242,11 +245,11 @@ class SwapManager:
         for thread_id, backing_id in self.journal.current_backing().items():
             proxy.router.bind(thread_id, backing_id)
         async with self._receive:
-            async for thread_id, decided, held in self._receive:
+            async for thread_id, decided, held, prompt in self._receive:
                 state = self.threads[thread_id]
                 committed: bool | None = None
                 try:
-                    committed = await self._maybe_swap(proxy, state, decided, held)
+                    committed = await self._maybe_swap(proxy, state, decided, held, prompt)
                     if committed is False:
                         state.failures += 1
                         state.skip_turns = min(2 ** state.failures, 32)
@@ -270,7 +273,8 @@ class SwapManager:
         while self.completed < count:
             await self._progress.wait()
 
-    async def _maybe_swap(self, proxy: Proxy, state: ThreadState, decided: bool, held: bool) -> bool | None:
+    async def _maybe_swap(self, proxy: Proxy, state: ThreadState, decided: bool, held: bool,
+                          prompt: str | None) -> bool | None:
         """True: committed; False: tried and failed; None: no swap was needed after all."""
         router = proxy.router
         thread_id = state.thread_id
@@ -285,9 +289,16 @@ class SwapManager:
             logger.info("no session file to rewrite", thread=thread_id, backing=old_backing,
                         harness=self.harness.name)
             return False
+        if not held:
+            # Far below the trigger: only refresh the size that decides whether the next turn end
+            # is held. No settling (an unheld client keeps the CLI writing newer turns), no swap.
+            state.file_tokens = await anyio.to_thread.run_sync(self.harness.context_tokens, path)
+            logger.debug("context read from the session file", thread=thread_id, tokens=state.file_tokens,
+                         held=False)
+            return None
         # The CLI may write the turn after answering the prompt: wait for it to be on disk before
         # reading its size, and never rewrite a file that lacks it (the turn would be lost).
-        if not await self._settle(path, state.last_prompt, self.settle_timeout if decided else 2.0):
+        if not await self._settle(path, prompt, self.settle_timeout if decided else 2.0):
             if decided:
                 self._journal(state, old_backing, None, "abandoned", "the turn did not reach the session file",
                               started, t0, tokens, None)
@@ -301,10 +312,6 @@ class SwapManager:
             logger.debug("context read from the session file", thread=thread_id, tokens=tokens)
             if swap_reason(state, tokens, self.settings) is None:
                 return None
-            if not held:
-                if router.prompt_in_flight(thread_id):
-                    return None  # the next turn end is held (file_tokens is now past target)
-                router.hold(thread_id)
         rewritten: Rewritten | None = None
         try:
             with anyio.fail_after(self.settings.hold_timeout_seconds):
