@@ -16,8 +16,9 @@ Everything that decides where a frame goes lives in this file. The rules:
 4. **Captured sessions.** While a backing id is captured (a swap loading a session whose replay
    the client must not see), the agent's notifications for it are consumed, not forwarded.
 5. **Held threads.** While a thread is held, every request and notification the client sends
-   about it waits here, in order and bounded; ``release`` forwards them, rewritten for the
-   thread's backing id at that moment. A ``session/cancel`` for a held thread answers its held
+   about it, or about no session at all, waits here, in order and bounded; ``release`` forwards
+   them, rewritten for the thread's backing id at that moment. Responses and other threads'
+   frames are never held. A ``session/cancel`` for a held thread answers its held
    prompts as cancelled (they never reached the agent); anything else held stays queued.
 6. **Bad input.** A line that is not a JSON-RPC object is forwarded unchanged and reported. A
    line over the cap is dropped; if it was a request with a recoverable id, its sender gets an
@@ -277,17 +278,19 @@ class Router:
                 )
                 if method == "session/new":
                     self._new_cwd[key] = _cwd_of(message)
-            if thread is not None and thread in self._held:
+            # While a thread is held, what the client sends about it, and what it sends about
+            # no session at all, waits in the thread's queue: the agent sees the client's order
+            # (a set_mode sent after a prompt still arrives after it). Other threads pass.
+            holder = thread if thread is not None else next(iter(self._held), None)
+            if holder is not None and holder in self._held:
                 if method == "session/cancel":
-                    self._cancel_held(thread, now)
+                    self._cancel_held(holder, now)
                 else:
-                    # Everything the client sends about a held thread waits, in order: a
-                    # set_mode sent after a prompt must still reach the agent after it.
-                    queue = self._held[thread]
+                    queue = self._held[holder]
                     queue.append(_Held(line, message))
                     if len(queue) > self.max_held_per_thread:
-                        self._out.problems.append(f"too many frames held for {thread}; releasing them")
-                        self.release(thread)
+                        self._out.problems.append(f"too many frames held for {holder}; releasing them")
+                        self.release(holder)
                     self._tap(Direction.CLIENT_TO_AGENT, kind, now, line, message, thread, backing, method, rpc_id)
                     return
         self._out.to_agent.append(out_line)

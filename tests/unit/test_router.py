@@ -230,14 +230,15 @@ def test_held_prompts_wait_and_are_released_to_the_new_backing_session() -> None
     router = make()
     new_session(router)
     router.hold(THREAD)
-    out = from_client(router, prompt_frame(2), b'{"jsonrpc":"2.0","method":"_x","params":{}}')
-    assert out.to_agent == [b'{"jsonrpc":"2.0","method":"_x","params":{}}']
-    assert router.held_count(THREAD) == 1
+    answer = b'{"jsonrpc":"2.0","id":0,"result":{}}'
+    out = from_client(router, prompt_frame(2), b'{"jsonrpc":"2.0","method":"_x","params":{}}', answer)
+    assert out.to_agent == [answer]  # answers to the agent are never held
+    assert router.held_count(THREAD) == 2  # the sessionless notification waits in order
     assert out.events[0].method == "session/prompt"  # tapped on arrival
     router.bind(THREAD, BACKING)
-    assert router.release(THREAD) == 1
+    assert router.release(THREAD) == 2
     out = router.take()
-    assert out.to_agent == [prompt_frame(2, BACKING)]
+    assert out.to_agent == [prompt_frame(2, BACKING), b'{"jsonrpc":"2.0","method":"_x","params":{}}']
     assert not router.is_held(THREAD)
 
 
