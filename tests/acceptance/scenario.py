@@ -44,6 +44,8 @@ class Run:
     replay: list[dict[str, object]] = field(default_factory=list)
     # Frames received by the client, per process, raw bytes as they came.
     frames: list[list[bytes]] = field(default_factory=list)
+    # Through liminal only: the load's frames from the adapter alone, on the same session file.
+    same_file_direct_load: list[bytes] = field(default_factory=list)
 
     def normalized(self) -> list[list[bytes]]:
         paths = [str(self.rig.home.root)]
@@ -66,12 +68,23 @@ def run_scenario(rig: Rig, *, via_liminal: bool) -> Run:
     finally:
         client.close()
         run.frames.append([f.raw for f in client.received])
+    run.replay, frames = load(rig, run.session_id, via_liminal=via_liminal)
+    run.frames.append(frames)
+    if via_liminal:
+        # The same session file loaded by the adapter alone: what liminal's replay must equal.
+        # (Two worlds' files can differ: Claude Code 2.1.44 has been seen, once in many runs,
+        # to order a replay differently, a race of the CLI's own, not of liminal's.)
+        _, run.same_file_direct_load = load(rig, run.session_id, via_liminal=False)
+    return run
+
+
+def load(rig: Rig, session_id: str, *, via_liminal: bool) -> tuple[list[dict[str, object]], list[bytes]]:
+    """``session/load`` in a fresh process: the replayed updates, and every frame received."""
     loader = rig.client(via_liminal=via_liminal)
     try:
         loader.initialize()
-        run.replay = loader.load_session(run.session_id, project)
+        replay = loader.load_session(session_id, rig.home.project)
         loader.settle()
     finally:
         loader.close()
-        run.frames.append([f.raw for f in loader.received])
-    return run
+    return replay, [f.raw for f in loader.received]

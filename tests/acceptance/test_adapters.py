@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from fixtures.harness import Rig, adapters, first_difference
+from fixtures.harness import Rig, adapters, first_difference, normalize
 from fixtures.harness.transcript import split_floating
 from tests.acceptance.conftest import ADAPTER_NAMES, require
 from tests.acceptance.scenario import PERMITTED_FILE, Run, model_script, run_scenario
@@ -89,7 +89,10 @@ def test_the_fake_model_refused_nothing(pair: Pair) -> None:
 
 
 def test_frames_through_liminal_equal_frames_direct(pair: Pair) -> None:
+    """The live session compared across the two worlds; the load on one and the same file."""
     direct, through = pair.direct.normalized(), pair.liminal.normalized()
+    paths = [str(pair.liminal.rig.home.root)]
+    direct[1] = normalize(pair.liminal.same_file_direct_load, paths)
     worlds = f"(worlds: {pair.direct.rig.home.root} and {pair.liminal.rig.home.root})"
     for process, (left, right) in enumerate(zip(direct, through, strict=True)):
         (left_ordered, left_floating), (right_ordered, right_floating) = (
