@@ -34,8 +34,8 @@ async def liminal(tmp_path: Path) -> AsyncIterator[tuple[ProxyProcess, str]]:
         async with anyio.create_task_group() as tg:
             tg.start_soon(proxy.pump)
             tg.start_soon(proxy.pump_stderr)
-            await proxy.request(0, "initialize", {"protocolVersion": 1})
-            new = await proxy.request(1, "session/new", {"cwd": str(tmp_path), "mcpServers": []})
+            await proxy.request("initialize", {"protocolVersion": 1}, rpc_id=0)
+            new = await proxy.request("session/new", {"cwd": str(tmp_path), "mcpServers": []}, rpc_id=1)
             yield proxy, new["result"]["sessionId"]
             tg.cancel_scope.cancel()
     finally:

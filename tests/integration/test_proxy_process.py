@@ -81,10 +81,10 @@ async def test_a_line_over_the_cap_gets_an_error_and_the_connection_stays_up(tmp
         await proxy.send(big + b"\n")
         error = await proxy.wait_for(lambda m: m.get("id") == 5)
         assert error["error"]["code"] == -32600
-        reply = await proxy.request(6, "_echo", {"still": "alive"})
+        reply = await proxy.request("_echo", {"still": "alive"}, rpc_id=6)
         assert reply["result"] == {"still": "alive"}
         # the agent's own oversized answer: the client's request fails instead of hanging
-        reply = await proxy.request(7, "_echo", {"pad": 2000})
+        reply = await proxy.request("_echo", {"pad": 2000}, rpc_id=7)
         assert reply["error"]["code"] == -32603
         await proxy.close_stdin()
         assert await proxy.wait_exit() == 0
@@ -105,7 +105,7 @@ async def test_agent_death_fails_pending_requests_and_exits_non_zero(tmp_path: P
 
 async def test_agent_stderr_reaches_liminals_stderr(tmp_path: Path) -> None:
     async with running(tmp_path, scripted_agent_argv()) as proxy:
-        await proxy.request(1, "_stderr", {"text": "adapter says hello"})
+        await proxy.request("_stderr", {"text": "adapter says hello"}, rpc_id=1)
         await proxy.close_stdin()
         await proxy.wait_exit()
     assert b"adapter says hello" in proxy.stderr
@@ -132,7 +132,7 @@ async def agent_pid(proxy: ProxyProcess) -> int:
 @pytest.mark.parametrize("flags", [("--ignore-eof",), ("--ignore-eof", "--ignore-term")])
 async def test_client_leaving_stops_an_agent_that_ignores_eof(tmp_path: Path, flags: tuple[str, ...]) -> None:
     async with running(tmp_path, scripted_agent_argv(*flags), "--kill-grace", "1") as proxy:
-        await proxy.request(1, "initialize", {"protocolVersion": 1})
+        await proxy.request("initialize", {"protocolVersion": 1}, rpc_id=1)
         pid = await agent_pid(proxy)
         await proxy.close_stdin()
         assert await proxy.wait_exit(timeout=30) == 0
@@ -143,7 +143,7 @@ async def test_client_leaving_stops_an_agent_that_ignores_eof(tmp_path: Path, fl
 
 async def test_sigterm_to_liminal_stops_the_agent(tmp_path: Path) -> None:
     async with running(tmp_path, scripted_agent_argv("--ignore-eof"), "--kill-grace", "1") as proxy:
-        await proxy.request(1, "initialize", {"protocolVersion": 1})
+        await proxy.request("initialize", {"protocolVersion": 1}, rpc_id=1)
         pid = await agent_pid(proxy)
         proxy.process.send_signal(signal.SIGTERM)
         assert await proxy.wait_exit() == 128 + signal.SIGTERM

@@ -7,60 +7,34 @@ subprocess runs behind a real proxy.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import anyio
 
 from liminal.config import ProxySettings
 from liminal.proxy import Component, Proxy
 from liminal.transport.legs import ClientLeg
-from tests.support.proxy_process import child_env
+from tests.support.proxy_process import LineClient, child_env
 
 
-class PipeClient:
+class PipeClient(LineClient):
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.WriteTransport) -> None:
+        super().__init__()
         self._reader = reader
         self._writer = writer
-        self.lines: list[bytes] = []
-        self._changed = anyio.Event()
-        self._ids = iter(range(1, 1 << 30))
 
     async def pump(self) -> None:
         while True:
             line = await self._reader.readline()
             if not line:
                 break
-            self.lines.append(line.rstrip(b"\n"))
-            self._changed.set()
+            self._received([line.rstrip(b"\n")])
 
-    def send(self, message: dict[str, Any]) -> None:
-        self._writer.write(json.dumps(message).encode() + b"\n")
-
-    def messages(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.lines]
-
-    async def wait_for(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 30) -> dict[str, Any]:
-        with anyio.fail_after(timeout):
-            while True:
-                for message in self.messages():
-                    if predicate(message):
-                        return message
-                self._changed = anyio.Event()
-                await self._changed.wait()
-
-    async def request(self, method: str, params: Any, timeout: float = 30) -> dict[str, Any]:
-        rpc_id = next(self._ids)
-        self.send({"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params})
-        return await self.wait_for(lambda m: m.get("id") == rpc_id and "method" not in m, timeout)
-
-    async def prompt(self, session: str, text: str, timeout: float = 30) -> dict[str, Any]:
-        return await self.request("session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": text}]},
-                                  timeout)
+    async def send(self, data: bytes) -> None:
+        self._writer.write(data)
 
     def close(self) -> None:
         self._writer.close()

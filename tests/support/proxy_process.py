@@ -35,39 +35,20 @@ def child_env(tmp: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-class ProxyProcess:
-    """The client side: bytes in, lines out, stderr collected."""
+class LineClient:
+    """The client's side of an NDJSON connection: lines in, JSON-RPC waits and requests."""
 
-    def __init__(self, process: Process) -> None:
-        self.process = process
-        self.received = bytearray()
+    def __init__(self) -> None:
         self.lines: list[bytes] = []
-        self.stderr = bytearray()
         self._changed = anyio.Event()
+        self._ids = iter(range(1, 1 << 30))
 
-    async def pump(self) -> None:
-        assert self.process.stdout is not None
-        buffer = b""
-        async for chunk in self.process.stdout:
-            self.received += chunk
-            buffer += chunk
-            *complete, buffer = buffer.split(b"\n")
-            self.lines.extend(complete)
-            self._changed.set()
+    def _received(self, lines: list[bytes]) -> None:
+        self.lines.extend(lines)
         self._changed.set()
 
-    async def pump_stderr(self) -> None:
-        assert self.process.stderr is not None
-        async for chunk in self.process.stderr:
-            self.stderr += chunk
-
     async def send(self, data: bytes) -> None:
-        assert self.process.stdin is not None
-        await self.process.stdin.send(data)
-
-    async def request(self, rpc_id: Any, method: str, params: Any, timeout: float = 30) -> dict[str, Any]:
-        await self.send(json.dumps({"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params}).encode() + b"\n")
-        return await self.wait_for(lambda m: m.get("id") == rpc_id and "method" not in m, timeout)
+        raise NotImplementedError
 
     def messages(self) -> list[dict[str, Any]]:
         found = []
@@ -88,6 +69,45 @@ class ProxyProcess:
                         return message
                 self._changed = anyio.Event()
                 await self._changed.wait()
+
+    async def request(self, method: str, params: Any, timeout: float = 30, *,
+                      rpc_id: Any = None) -> dict[str, Any]:
+        rpc_id = next(self._ids) if rpc_id is None else rpc_id
+        await self.send(json.dumps({"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params}).encode() + b"\n")
+        return await self.wait_for(lambda m: m.get("id") == rpc_id and "method" not in m, timeout)
+
+    async def prompt(self, session: str, text: str, timeout: float = 30) -> dict[str, Any]:
+        return await self.request("session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": text}]},
+                                  timeout)
+
+
+class ProxyProcess(LineClient):
+    """``liminal acp`` as a subprocess: bytes in, lines out, stderr collected."""
+
+    def __init__(self, process: Process) -> None:
+        super().__init__()
+        self.process = process
+        self.received = bytearray()
+        self.stderr = bytearray()
+
+    async def pump(self) -> None:
+        assert self.process.stdout is not None
+        buffer = b""
+        async for chunk in self.process.stdout:
+            self.received += chunk
+            buffer += chunk
+            *complete, buffer = buffer.split(b"\n")
+            self._received(complete)
+        self._changed.set()
+
+    async def pump_stderr(self) -> None:
+        assert self.process.stderr is not None
+        async for chunk in self.process.stderr:
+            self.stderr += chunk
+
+    async def send(self, data: bytes) -> None:
+        assert self.process.stdin is not None
+        await self.process.stdin.send(data)
 
     async def close_stdin(self) -> None:
         assert self.process.stdin is not None
