@@ -17,7 +17,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import anyio
@@ -84,7 +84,6 @@ class Proxy:
         self.client = client or ClientLeg()
         self.agent = AgentLeg(agent_argv, env=agent_env, cwd=agent_cwd)
         self._own_waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
-        self.captured_listeners: list[Callable[[dict[str, Any]], None]] = []
         self._client_eof = asyncio.Event()
         self._agent_eof = asyncio.Event()
         self._signalled: int | None = None
@@ -132,9 +131,6 @@ class Proxy:
             waiter = self._own_waiters.pop(rpc_id, None)
             if waiter is not None and not waiter.done():
                 waiter.set_result(message)
-        for message in out.captured:
-            for listener in self.captured_listeners:
-                listener(message)
         for problem in out.problems:
             logger.warning(problem)
 

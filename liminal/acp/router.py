@@ -14,7 +14,8 @@ Everything that decides where a frame goes lives in this file. The rules:
 3. **liminal's own requests** carry string ids in the ``liminal-`` namespace. Their responses
    are consumed here and never reach the client.
 4. **Captured sessions.** While a backing id is captured (a swap loading a session whose replay
-   the client must not see), the agent's notifications for it are consumed, not forwarded.
+   the client must not see), the agent's notifications for it are not forwarded; they reach the
+   taps as ``AGENT_TO_LIMINAL``.
 5. **Held threads.** While a thread is held, every request and notification the client sends
    about it, or about no session at all, waits here, in order and bounded; ``release`` forwards
    them, rewritten for the thread's backing id at that moment. Responses and other threads'
@@ -59,16 +60,9 @@ class Output:
     events: list[FrameEvent] = field(default_factory=list)
     # Answers to liminal's own requests: (rpc id, the parsed response).
     own_responses: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    # Notifications of captured sessions, consumed instead of forwarded.
-    captured: list[dict[str, Any]] = field(default_factory=list)
     # Human-readable reports of bad input, for the shell to log.
     problems: list[str] = field(default_factory=list)
 
-    def __bool__(self) -> bool:
-        return bool(
-            self.to_client or self.to_agent or self.events or self.own_responses
-            or self.captured or self.problems
-        )
 
 
 @dataclass(slots=True)
@@ -104,12 +98,10 @@ class Router:
         self._client_pending: dict[Any, _Pending] = {}  # client requests the agent owes
         self._agent_pending: dict[Any, str] = {}  # agent requests the client owes -> method
         self._agent_pending_threads: dict[Any, str | None] = {}  # ... -> the thread they concern
-        self._new_cwd: dict[Any, str | None] = {}  # session/new requests in flight -> their cwd
         self._own_pending: dict[str, _Pending] = {}
         self._own_ids = itertools.count(1)
         self._captured: set[str] = set()
         self._held: dict[str, deque[_Held]] = {}
-        self.threads: dict[str, str | None] = {}  # every thread seen -> its cwd, when known
         self.agent_alive = True
 
     # ----------------------------------------------------------------- feeding
@@ -148,7 +140,6 @@ class Router:
         Earlier backing ids of the thread keep pointing at it, so late frames of a session the
         thread has left still reach the client under the thread's id.
         """
-        self.threads.setdefault(thread_id, None)
         if backing_id == thread_id:
             self._backing_of.pop(thread_id, None)
             self._thread_of.pop(thread_id, None)
@@ -265,19 +256,14 @@ class Router:
             thread = self._agent_pending_threads.pop(jsonrpc.id_key(rpc_id), None)
             backing = self.backing_of(thread) if thread else None
         else:
-            if thread is not None:
-                if method in ("session/new", "session/load", "session/resume"):
-                    self.threads.setdefault(thread, _cwd_of(message))
-                if backing != thread:
-                    assert backing is not None
-                    out_line = _rewrite(line, thread, backing)
+            if thread is not None and backing != thread:
+                assert backing is not None
+                out_line = _rewrite(line, thread, backing)
             if kind is Kind.REQUEST:
                 key = jsonrpc.id_key(rpc_id)
                 self._client_pending[key] = _Pending(
                     method or "", thread, jsonrpc.encode_id(rpc_id, line) if isinstance(rpc_id, float) else None
                 )
-                if method == "session/new":
-                    self._new_cwd[key] = _cwd_of(message)
             # While a thread is held, what the client sends about it, and what it sends about
             # no session at all, waits in the thread's queue: the agent sees the client's order
             # (a set_mode sent after a prompt still arrives after it). Other threads pass.
@@ -335,15 +321,18 @@ class Router:
             raw_id = line[_UPDATE_PREFIX_LEN:end]
             if end > 0 and b"\\" not in raw_id and raw_id.isascii():
                 fast_backing = raw_id.decode()
-                if fast_backing not in self._captured:
-                    fast_thread = self._thread_of.get(fast_backing, fast_backing)
+                fast_thread = self._thread_of.get(fast_backing, fast_backing)
+                direction = Direction.AGENT_TO_CLIENT
+                if fast_backing in self._captured:
+                    direction = Direction.AGENT_TO_LIMINAL  # a replay the client must not see
+                else:
                     self._out.to_client.append(
                         line if fast_thread == fast_backing else _rewrite(line, fast_backing, fast_thread))
-                    if self.tapping:
-                        self._out.events.append(make_lazy_event(
-                            Direction.AGENT_TO_CLIENT, Kind.NOTIFICATION, now, line, self.connection_id,
-                            fast_thread, fast_backing, "session/update", len(line)))
-                    return
+                if self.tapping:
+                    self._out.events.append(make_lazy_event(
+                        direction, Kind.NOTIFICATION, now, line, self.connection_id,
+                        fast_thread, fast_backing, "session/update", len(line)))
+                return
         message = jsonrpc.parse(line)
         # The hot path (every streamed chunk is a notification): ``jsonrpc.classify`` and
         # ``_session_of`` inlined, events made inline. Same rules: a string method and no id.
@@ -364,7 +353,6 @@ class Router:
                 return
             thread = self._thread_of.get(backing, backing)
             if backing in self._captured:
-                self._out.captured.append(message)
                 self._tap(Direction.AGENT_TO_LIMINAL, kind, now, line, message, thread, backing,
                           message["method"], None)
                 return
@@ -420,10 +408,6 @@ class Router:
             if created is not None:
                 backing = created
                 thread = self._thread_of.get(created, created)
-                cwd = self._new_cwd.pop(key, None)
-                self.threads.setdefault(thread, cwd)
-        elif method == "session/new":
-            self._new_cwd.pop(key, None)
         if self._thread_of and b'"sessionId"' in line:
             for old, new in self._thread_of.items():
                 out_line = _rewrite(out_line, old, new)
@@ -505,14 +489,6 @@ def _session_of(message: dict[str, Any]) -> str | None:
 
 def _result_session(message: dict[str, Any]) -> str | None:
     return _session_in(message, "result")
-
-
-def _cwd_of(message: dict[str, Any]) -> str | None:
-    params = message.get("params")
-    if isinstance(params, dict) and isinstance(params.get("cwd"), str):
-        cwd: str = params["cwd"]
-        return cwd
-    return None
 
 
 def _text(raw_json: bytes | None) -> str | None:

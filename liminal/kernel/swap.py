@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import anyio
 import anyio.to_thread
@@ -100,6 +100,15 @@ def swap_reason(state: ThreadState, tokens: int | None, settings: SwapSettings) 
     return None
 
 
+class _TurnEnd(NamedTuple):
+    """What the swap task is asked to look at when a thread's turn has ended."""
+
+    thread_id: str
+    decided: bool  # the agent's usage already says swap; else the session file decides
+    held: bool  # the thread's next frames wait (set in ``offer``, before the client's next bytes)
+    prompt: str | None  # the prompt of the turn that ended, to find that turn on disk
+
+
 class SwapError(Exception):
     pass
 
@@ -123,9 +132,7 @@ class SwapManager:
         self.capabilities: dict[str, Any] = {}
         self._requests: dict[Any, dict[str, Any]] = {}  # session/new and fork in flight -> params
         self._proxy: Proxy | None = None
-        # (thread id, decided): undecided means the agent sent no usage, and the swap task must
-        # read the session file to decide. Either way the thread is held from the turn's end.
-        self._send, self._receive = anyio.create_memory_object_stream[tuple[str, bool, bool, str | None]](64)
+        self._send, self._receive = anyio.create_memory_object_stream[_TurnEnd](64)
         self.completed = 0  # swap attempts finished, committed or not (tests wait on it)
         self._left_behind = ""  # the backing id the last committed swap moved away from
         self._progress = anyio.Event()
@@ -229,7 +236,7 @@ class SwapManager:
         try:
             # The prompt of the turn that just ended, taken now: by the time the task runs, an
             # unheld client may already have sent the next one.
-            self._send.send_nowait((thread_id, decided, held, state.last_prompt))
+            self._send.send_nowait(_TurnEnd(thread_id, decided, held, state.last_prompt))
         except anyio.WouldBlock:
             return
         state.swapping = True
@@ -245,11 +252,12 @@ class SwapManager:
         for thread_id, backing_id in self.journal.current_backing().items():
             proxy.router.bind(thread_id, backing_id)
         async with self._receive:
-            async for thread_id, decided, held, prompt in self._receive:
+            async for turn_end in self._receive:
+                thread_id = turn_end.thread_id
                 state = self.threads[thread_id]
                 committed: bool | None = None
                 try:
-                    committed = await self._maybe_swap(proxy, state, decided, held, prompt)
+                    committed = await self._maybe_swap(proxy, state, turn_end)
                     if committed is False:
                         state.failures += 1
                         state.skip_turns = min(2 ** state.failures, 32)
@@ -273,9 +281,9 @@ class SwapManager:
         while self.completed < count:
             await self._progress.wait()
 
-    async def _maybe_swap(self, proxy: Proxy, state: ThreadState, decided: bool, held: bool,
-                          prompt: str | None) -> bool | None:
+    async def _maybe_swap(self, proxy: Proxy, state: ThreadState, turn_end: _TurnEnd) -> bool | None:
         """True: committed; False: tried and failed; None: no swap was needed after all."""
+        decided, held = turn_end.decided, turn_end.held
         router = proxy.router
         thread_id = state.thread_id
         old_backing = router.backing_of(thread_id)
@@ -298,7 +306,7 @@ class SwapManager:
             return None
         # The CLI may write the turn after answering the prompt: wait for it to be on disk before
         # reading its size, and never rewrite a file that lacks it (the turn would be lost).
-        if not await self._settle(path, prompt, self.settle_timeout if decided else 2.0):
+        if not await self._settle(path, turn_end.prompt, self.settle_timeout if decided else 2.0):
             if decided:
                 self._journal(state, old_backing, None, "abandoned", "the turn did not reach the session file",
                               started, t0, tokens, None)

@@ -85,10 +85,12 @@ def test_not_json_is_reported_but_forwarded() -> None:
 
 # ------------------------------------------------------------- session-id mapping
 
-def test_identity_threads_are_learnt_from_session_new() -> None:
+def test_a_new_session_is_its_own_thread() -> None:
     router = make()
-    new_session(router)
-    assert router.threads == {THREAD: "/w"}
+    from_client(router, b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}')
+    out = from_agent(router, b'{"jsonrpc":"2.0","id":1,"result":{"sessionId":"' + THREAD.encode() + b'"}}')
+    assert out.events[0].method == "session/new"
+    assert out.events[0].thread_id == out.events[0].backing_id == THREAD
     assert router.backing_of(THREAD) == THREAD
 
 
@@ -141,7 +143,6 @@ def test_fork_result_registers_a_new_thread() -> None:
     from_client(router, b'{"jsonrpc":"2.0","id":9,"method":"session/fork","params":{"sessionId":"' + THREAD.encode() + b'","cwd":"/w"}}')
     out = from_agent(router, b'{"jsonrpc":"2.0","id":9,"result":{"sessionId":"forked"}}')
     assert out.to_client == [b'{"jsonrpc":"2.0","id":9,"result":{"sessionId":"forked"}}']
-    assert "forked" in router.threads
     assert out.events[0].method == "session/fork" and out.events[0].thread_id == "forked"
 
 
@@ -205,8 +206,9 @@ def test_captured_sessions_are_swallowed_until_released() -> None:
     replay = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"' + BACKING.encode() + b'","update":{"sessionUpdate":"user_message_chunk"}}}'
     out = from_agent(router, replay)
     assert out.to_client == []
-    assert out.captured[0]["params"]["update"]["sessionUpdate"] == "user_message_chunk"
-    assert out.events[0].direction is Direction.AGENT_TO_LIMINAL
+    [event] = out.events
+    assert event.direction is Direction.AGENT_TO_LIMINAL
+    assert event.message is not None and event.message["params"]["update"]["sessionUpdate"] == "user_message_chunk"
     router.uncapture(BACKING)
     assert from_agent(router, replay).to_client == [replay]
 
@@ -382,10 +384,11 @@ def test_canonical_session_updates_are_routed_from_their_bytes() -> None:
     out = from_agent(router, line[:-3])
     assert out.to_client == [line[:-3].replace(BACKING.encode(), THREAD.encode())]
     assert out.events[0].message is None
-    # captured sessions still go the parsed way, and are swallowed
+    # a captured session's updates are swallowed, and tapped as liminal's own
     router.capture(BACKING)
     out = from_agent(router, line)
-    assert out.to_client == [] and out.captured == [orjson.loads(line)]
+    assert out.to_client == []
+    assert out.events[0].direction is Direction.AGENT_TO_LIMINAL and out.events[0].thread_id == THREAD
 
 
 def test_an_escaped_session_id_takes_the_parsed_path() -> None:
