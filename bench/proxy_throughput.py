@@ -121,21 +121,28 @@ def agent(count: int, rate: float, batch: int) -> int:
 # --------------------------------------------------------------------------- (b) the relay
 
 
+def _spawn_pumped(argv: Sequence[str], *, bufsize: int) -> subprocess.Popen[bytes]:
+    """Start the agent, with our stdin pumped to its stdin by a thread (both directions carried)."""
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=bufsize)
+    assert proc.stdin is not None
+    stdin = proc.stdin
+
+    def pump_in() -> None:
+        while data := os.read(0, 65536):
+            _write_all(stdin.fileno(), data)
+        stdin.close()
+
+    threading.Thread(target=pump_in, daemon=True).start()
+    return proc
+
+
 def relay(argv: Sequence[str]) -> int:
     """A minimal line relay: the agent's stdout to ours, whole lines per chunk, flushed per chunk.
 
     Stdin is pumped to the agent by a thread, so the relay carries both directions like a proxy.
     """
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
-    assert proc.stdin is not None and proc.stdout is not None
-    agent_in = proc.stdin.fileno()
-
-    def pump_in() -> None:
-        while data := os.read(0, 65536):
-            _write_all(agent_in, data)
-        proc.stdin.close()  # type: ignore[union-attr]
-
-    threading.Thread(target=pump_in, daemon=True).start()
+    proc = _spawn_pumped(argv, bufsize=0)
+    assert proc.stdout is not None
     out = sys.stdout.buffer
     agent_out = proc.stdout.fileno()
     rest = b""
@@ -158,16 +165,8 @@ def relay_lines(argv: Sequence[str]) -> int:
     What "a small script that reads lines and writes them" usually looks like; it touches every
     line, as any proxy that frames must.
     """
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    assert proc.stdin is not None and proc.stdout is not None
-    agent_in = proc.stdin.fileno()
-
-    def pump_in() -> None:
-        while data := os.read(0, 65536):
-            _write_all(agent_in, data)
-        proc.stdin.close()  # type: ignore[union-attr]
-
-    threading.Thread(target=pump_in, daemon=True).start()
+    proc = _spawn_pumped(argv, bufsize=-1)
+    assert proc.stdout is not None
     out = sys.stdout.buffer
     for line in proc.stdout:
         out.write(line)

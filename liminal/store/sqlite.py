@@ -64,28 +64,21 @@ CREATE TABLE IF NOT EXISTS session_records (
 CREATE INDEX IF NOT EXISTS session_records_file ON session_records (backing_id, offset);
 """
 
-_FTS = """
-CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(
-    text, content='messages', content_rowid='rowid');
-CREATE TRIGGER IF NOT EXISTS messages_ai AFTER INSERT ON messages BEGIN
-    INSERT INTO messages_fts (rowid, text) VALUES (new.rowid, new.text); END;
-CREATE TRIGGER IF NOT EXISTS messages_ad AFTER DELETE ON messages BEGIN
-    INSERT INTO messages_fts (messages_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
-    END;
-CREATE TRIGGER IF NOT EXISTS messages_au AFTER UPDATE OF text ON messages BEGIN
-    INSERT INTO messages_fts (messages_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
-    INSERT INTO messages_fts (rowid, text) VALUES (new.rowid, new.text); END;
-CREATE VIRTUAL TABLE IF NOT EXISTS session_fts USING fts5(
-    text, content='session_records', content_rowid='rowid');
-CREATE TRIGGER IF NOT EXISTS session_ai AFTER INSERT ON session_records BEGIN
-    INSERT INTO session_fts (rowid, text) VALUES (new.rowid, new.text); END;
-CREATE TRIGGER IF NOT EXISTS session_ad AFTER DELETE ON session_records BEGIN
-    INSERT INTO session_fts (session_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
-    END;
-CREATE TRIGGER IF NOT EXISTS session_au AFTER UPDATE OF text ON session_records BEGIN
-    INSERT INTO session_fts (session_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
-    INSERT INTO session_fts (rowid, text) VALUES (new.rowid, new.text); END;
+def _fts(index: str, table: str, prefix: str) -> str:
+    """An external-content FTS5 index over ``table.text``, kept in step by triggers."""
+    return f"""
+CREATE VIRTUAL TABLE IF NOT EXISTS {index} USING fts5(text, content='{table}', content_rowid='rowid');
+CREATE TRIGGER IF NOT EXISTS {prefix}_ai AFTER INSERT ON {table} BEGIN
+    INSERT INTO {index} (rowid, text) VALUES (new.rowid, new.text); END;
+CREATE TRIGGER IF NOT EXISTS {prefix}_ad AFTER DELETE ON {table} BEGIN
+    INSERT INTO {index} ({index}, rowid, text) VALUES ('delete', old.rowid, old.text); END;
+CREATE TRIGGER IF NOT EXISTS {prefix}_au AFTER UPDATE OF text ON {table} BEGIN
+    INSERT INTO {index} ({index}, rowid, text) VALUES ('delete', old.rowid, old.text);
+    INSERT INTO {index} (rowid, text) VALUES (new.rowid, new.text); END;
 """
+
+
+_FTS = _fts("messages_fts", "messages", "messages") + _fts("session_fts", "session_records", "session")
 
 _FRAME_COLS = "id, connection_id, seq, time, direction, kind, thread_id, backing_id, method, rpc_id, size, raw"
 _MESSAGE_COLS = "id, thread_id, turn_id, time, ord, kind, text, tool_call_id, status, data, replayed, backing_id"
