@@ -54,8 +54,17 @@ _PARSED_KINDS = {"request", "notification", "response"}
 # A message still growing (a long answer streaming in) is written at most this often; it is
 # complete in the store once it ends. The frames, always written at once, hold it meanwhile.
 OPEN_MESSAGE_SECONDS = 1.0
-TAIL_POLL_SECONDS = 0.1
-CACHE_OUTPUT_CHARS = 64 * 1024  # tool outputs this large also go to the blob cache  # a worker looks at its spool this often when not woken
+TAIL_POLL_SECONDS = 0.1  # a worker looks at its spool this often when not woken
+CACHE_OUTPUT_CHARS = 64 * 1024  # tool outputs this large also go to the blob cache
+# A worker yields to the proxy while the proxy writes the spool faster than this. Measured on the
+# 2-core machines (docs/benchmarks.md, "index"): a worker indexing during a flat-out stream cost
+# the proxy a fifth of its frame rate even at nice 10 (the two compete for the cores and the
+# caches), against 2-6% for the spool writer alone. A conversation streams tens of kB/s; only a
+# burst (a large tool output, a replayed history, a benchmark) passes this, and for at most
+# ``YIELD_MAX_SECONDS`` at a time, after which the worker indexes regardless.
+YIELD_BYTES_PER_SECOND = 1_000_000
+YIELD_WINDOW_SECONDS = 0.1
+YIELD_MAX_SECONDS = 10.0
 
 
 @dataclass(slots=True)
@@ -97,12 +106,16 @@ class Indexer:
                  stall_seconds: float = 2.0, retry_seconds: float = 0.5,
                  close_timeout: float = 20.0, recover: bool = True,
                  session_files: Callable[[str, str], Path | None] | None = None,
-                 tail: Path | None = None, cache: Cache | None = None) -> None:
+                 tail: Path | None = None, cache: Cache | None = None,
+                 yield_bytes_per_second: float | None = YIELD_BYTES_PER_SECOND,
+                 yield_max_seconds: float = YIELD_MAX_SECONDS) -> None:
         """``session_files(backing_id, cwd)`` locates a CLI session file to index as it grows
         (``find_claude_session`` for Claude Code); None: frames only. ``tail``: consume the
         spool another process writes there (the worker, see ``liminal.store.worker``) instead of
         taking offers. ``cache``: where large finished tool outputs are also put, for fast
-        recall (``recall:<tool call id>``, with the cache's TTL)."""
+        recall (``recall:<tool call id>``, with the cache's TTL). ``yield_bytes_per_second``:
+        in tail mode, pause while the writer appends faster than this (None: never pause), for up
+        to ``yield_max_seconds`` at a stretch."""
         self.store = store
         self.spool_root = spool_root
         self.spool = SpoolDir(tail or spool_root / (spool_name or uuid.uuid4().hex))
@@ -134,6 +147,12 @@ class Indexer:
         self._store_down = False
         self._open_written = 0.0
         self.recovered_all = anyio.Event()  # set once spools of stopped processes are replayed
+        self._yield_rate = yield_bytes_per_second if self._tailing else None
+        self._yield_max = yield_max_seconds
+        self._rate_mark: tuple[float, int] | None = None  # (when, spool.appended then)
+        self._writer_busy = False
+        self._yielding_since: float | None = None
+        self.yielded_seconds = 0.0  # how long this worker has paused for the writer
         self._session_files = session_files
         self._watch_requests: deque[tuple[str, str, str]] = deque()  # thread, backing, cwd
         self._watched: dict[str, tuple[str, str]] = {}  # backing id -> thread, cwd
@@ -226,6 +245,10 @@ class Indexer:
             source_pos: int | None = None
             if self._tailing:
                 self.spool.refresh()
+                if self._yield_to_writer():
+                    await anyio.sleep(YIELD_WINDOW_SECONDS)
+                    self.yielded_seconds += YIELD_WINDOW_SECONDS
+                    continue
             if self._queue:
                 items = []
                 self._inflight_n = self._queue[0][0]
@@ -267,6 +290,28 @@ class Indexer:
                 self._spill_memory([frame for frame, _ in items], self._inflight_n)
             await anyio.sleep(backoff)
             backoff = min(backoff * 2, 5.0)
+
+    def _yield_to_writer(self) -> bool:
+        """Whether to leave the CPU to the proxy for a moment: it is appending to the spool
+        faster than ``yield_bytes_per_second`` (a burst), and the worker has not yet paused
+        ``yield_max_seconds`` in a row. Never while closing."""
+        if self._yield_rate is None or self._closing:
+            return False
+        now = time.monotonic()
+        if self._rate_mark is None:  # the first look: what is there already is a backlog
+            self._rate_mark = (now, self.spool.appended)
+            return False
+        since, appended = self._rate_mark
+        if now - since >= YIELD_WINDOW_SECONDS:
+            rate = (self.spool.appended - appended) / (now - since)
+            self._rate_mark = (now, self.spool.appended)
+            self._writer_busy = rate > self._yield_rate
+        if not self._writer_busy:
+            self._yielding_since = None
+            return False
+        if self._yielding_since is None:
+            self._yielding_since = now
+        return now - self._yielding_since < self._yield_max
 
     def _spool_readable(self) -> bool:
         segments = self.spool.segments

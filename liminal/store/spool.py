@@ -87,6 +87,7 @@ class SpoolDir:
         self._lock_fd: int | None = None
         self.segments: list[Segment] = []
         self._tail_fd: int | None = None
+        self.appended = 0  # bytes seen appended by another process (``refresh``), ever
 
     # -- ownership ----------------------------------------------------------------------------
 
@@ -180,7 +181,9 @@ class SpoolDir:
             seg = known.get(path)
             if seg is None:
                 seg = Segment(path, _first_seq(path), size)
+                self.appended += size
             elif seg.written != size and seg.read <= size:
+                self.appended += max(0, size - seg.written)
                 seg.written = size
             found.append(seg)
         found.sort(key=lambda s: s.first_seq)

@@ -1,0 +1,85 @@
+"""The index worker leaves the CPU to the proxy while the proxy streams a burst into the spool."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from liminal.acp.events import FrameEvent
+from liminal.store.indexer import Indexer
+from liminal.store.spool import SpoolDir
+from liminal.store.sqlite import SqliteStore
+from liminal.store.worker import _FIELDS, _RAW
+from tests.store.streams import stream
+
+pytestmark = pytest.mark.anyio
+BLOCK = 50  # frames a block, written every 10 ms: about 0.5 MB/s with this padding
+
+
+async def write_burst(spool: SpoolDir, events: list[FrameEvent], start: int,
+                      seconds: float) -> int:
+    """Append ``events[start:]`` in blocks every 10 ms for ``seconds``; returns how many frames
+    were written."""
+    at = start
+    with anyio.move_on_after(seconds):
+        while at < len(events):
+            part = events[at:at + BLOCK]
+            spool.append_block(at, {part[0].connection_id: at}, list(map(_FIELDS, part)),
+                               list(map(_RAW, part)))
+            at += len(part)
+            await anyio.sleep(0.01)
+    return at - start
+
+
+async def stored(worker: Indexer, count: int) -> None:
+    with anyio.fail_after(30):
+        while True:
+            if worker.stats.written >= count:
+                return
+            await anyio.sleep(0.02)
+
+
+async def test_the_worker_waits_out_a_burst_then_catches_up(tmp_path: Path) -> None:
+    store = await SqliteStore.open(tmp_path / "liminal.db")
+    events = list(stream(20_000, pad=100))
+    spool = SpoolDir(tmp_path / "spool" / "live")
+    assert spool.acquire()
+    worker = Indexer(store, tmp_path / "spool", tail=spool.path, recover=False,
+                     yield_bytes_per_second=10_000, yield_max_seconds=60)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.run)
+        first = await write_burst(spool, events, 0, 0.2)  # the worker's first look sees a backlog
+        await stored(worker, first)  # the backlog is in; the next look finds a quiet writer
+        stored_before = first
+        burst = await write_burst(spool, events, first, 1.5)
+        # Before its rate window sees the burst, the worker may take a block or two of it.
+        assert await store.frame_count() <= stored_before + 2 * BLOCK < first + burst
+        assert worker.yielded_seconds > 0
+        spool.seal()
+        await worker.aclose()  # the burst is over: everything goes in
+    assert await store.frame_count() == first + burst
+    spool.release(remove_if_empty=False)
+    await store.aclose()
+
+
+async def test_a_worker_yields_for_a_bounded_time(tmp_path: Path) -> None:
+    store = await SqliteStore.open(tmp_path / "liminal.db")
+    events = list(stream(20_000, pad=100))
+    spool = SpoolDir(tmp_path / "spool" / "live")
+    assert spool.acquire()
+    worker = Indexer(store, tmp_path / "spool", tail=spool.path, recover=False,
+                     yield_bytes_per_second=10_000, yield_max_seconds=0.3)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.run)
+        first = await write_burst(spool, events, 0, 0.2)
+        await stored(worker, first)  # the backlog is in; the next look finds a quiet writer
+        stored_before = first
+        burst = await write_burst(spool, events, first, 2.0)
+        assert await store.frame_count() > stored_before  # indexed while the burst went on
+        spool.seal()
+        await worker.aclose()
+    assert await store.frame_count() == first + burst
+    spool.release(remove_if_empty=False)
+    await store.aclose()
