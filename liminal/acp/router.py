@@ -147,6 +147,13 @@ class Router:
             self._backing_of[thread_id] = backing_id
             self._thread_of[backing_id] = thread_id
 
+    def adopt(self, backing_id: str, thread_id: str) -> None:
+        """``backing_id`` carried ``thread_id`` before (the swap journal remembers it across
+        restarts): frames and listings that name it reach the client under the thread's id. The
+        thread's current backing id is unchanged."""
+        if backing_id != thread_id:
+            self._thread_of.setdefault(backing_id, thread_id)
+
     # --------------------------------------------------------- own requests
 
     def send_request(self, method: str, params: Any, now: float, *, thread_id: str | None = None) -> str:
@@ -411,6 +418,8 @@ class Router:
         if self._thread_of and b'"sessionId"' in line:
             for old, new in self._thread_of.items():
                 out_line = _rewrite(out_line, old, new)
+            if method == "session/list":
+                out_line = self._one_entry_per_thread(line, message, out_line)
         self._out.to_client.append(out_line)
         self._tap(Direction.AGENT_TO_CLIENT, Kind.RESPONSE, now, line, message, thread, backing, method, rpc_id)
 
@@ -437,6 +446,52 @@ class Router:
                 self._error_to_client(id_json, jsonrpc.INTERNAL_ERROR,
                                       f"the agent's answer of {line.size} bytes exceeds liminal's limit "
                                       f"of {cap} bytes", now, pending.method)
+
+    def _one_entry_per_thread(self, line: bytes, message: dict[str, Any], rewritten: bytes) -> bytes:
+        """A ``session/list`` result in which a thread appears once, under its own id.
+
+        The agent lists every session file it has, and a thread that liminal moved has several:
+        its original and each rewrite. Listed as they are, the user would see the thread once per
+        swap. So the entries of one thread become one: the current backing session's (newest
+        content and time) under the thread's id, with the original session's title when it has
+        one (a rewrite's first prompt can be a summary). Only then is the frame re-encoded;
+        a listing without such duplicates is forwarded as rewritten byte for byte.
+        """
+        result = message.get("result")
+        sessions = result.get("sessions") if isinstance(result, dict) else None
+        if not isinstance(sessions, list):
+            return rewritten
+        groups: dict[str, list[dict[str, Any]]] = {}
+        order: list[dict[str, Any] | str] = []  # entries, or a thread id at its first entry
+        for entry in sessions:
+            backing = entry.get("sessionId") if isinstance(entry, dict) else None
+            if not isinstance(backing, str):
+                order.append(entry)
+                continue
+            thread = self._thread_of.get(backing, backing)
+            if thread not in groups:
+                groups[thread] = []
+                order.append(thread)
+            groups[thread].append(entry)
+        if all(len(group) == 1 for group in groups.values()):
+            return rewritten
+        merged: list[Any] = []
+        for item in order:
+            if not isinstance(item, str):
+                merged.append(item)
+                continue
+            group = groups[item]
+            current = self.backing_of(item)
+            chosen = next((e for e in group if e["sessionId"] == current), group[0])
+            entry = dict(chosen, sessionId=item)
+            original = next((e for e in group if e["sessionId"] == item), None)
+            if original is not None and original.get("title"):
+                entry["title"] = original["title"]
+            merged.append(entry)
+        assert isinstance(result, dict)
+        id_json = jsonrpc.encode_id(message.get("id"), line)
+        return (b'{"jsonrpc":"2.0","id":' + id_json + b',"result":'
+                + orjson.dumps(dict(result, sessions=merged)) + b"}")
 
     # ----------------------------------------------------------------- helpers
 

@@ -70,10 +70,11 @@ class SwapJournal:
                     found.append(record)
         return found
 
+    def lineage(self) -> list[tuple[str, str]]:
+        """(thread id, backing id) of every committed swap, oldest first."""
+        return [(r.thread_id, r.new_backing_id) for r in self.records()
+                if r.outcome == "committed" and r.new_backing_id]
+
     def current_backing(self) -> dict[str, str]:
         """Thread id -> the backing id of its last committed swap."""
-        current: dict[str, str] = {}
-        for record in self.records():
-            if record.outcome == "committed" and record.new_backing_id:
-                current[record.thread_id] = record.new_backing_id
-        return current
+        return dict(self.lineage())

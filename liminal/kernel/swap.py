@@ -249,6 +249,10 @@ class SwapManager:
 
     async def run(self, proxy: Proxy) -> None:
         self._proxy = proxy
+        # Every session a thread has been on names the thread towards the client (a listing
+        # shows the thread once); new frames go to the last one.
+        for thread_id, backing_id in self.journal.lineage():
+            proxy.router.adopt(backing_id, thread_id)
         for thread_id, backing_id in self.journal.current_backing().items():
             proxy.router.bind(thread_id, backing_id)
         async with self._receive:

@@ -88,6 +88,16 @@ def session_ids_seen(client: AcpClient) -> set[str]:
     return found
 
 
+def listing_supported(initialized: dict[str, Any]) -> bool:
+    capabilities = initialized.get("agentCapabilities") or {}
+    return "list" in (capabilities.get("sessionCapabilities") or {})
+
+
+def listed(client: AcpClient, rig: Rig) -> list[str]:
+    result = client.request("session/list", {"cwd": str(rig.home.project)})
+    return [entry["sessionId"] for entry in result["sessions"]]
+
+
 def run_conversation(rig: Rig, client: AcpClient, thread: str, prompts: list[str],
                      snapshots: list[dict[Path, bytes]]) -> None:
     for text in prompts:
@@ -104,13 +114,23 @@ def test_the_conversation_goes_on_across_several_swaps(adapter: Adapter, rig: Ri
     snapshots: list[dict[Path, bytes]] = []
     client = liminal_client(rig)
     with client:
-        client.initialize()
+        lists = listing_supported(client.initialize())
         thread = client.new_session(rig.home.project)["sessionId"]
         run_conversation(rig, client, thread, PROMPTS, snapshots)
+        listing = listed(client, rig) if lists else []
     swaps = journal(rig)
     committed = [s for s in swaps if s.outcome == "committed"]
     assert len(committed) >= 2, (swaps, rig.stderr_tail())
     assert all(s.thread_id == thread for s in swaps)
+    if lists:
+        # The agent lists every rewrite as a session of its own; the client sees the thread
+        # once, and so does the next liminal, which learns the lineage from the journal.
+        with liminal_client(rig) as again:
+            again.initialize()
+            relisted = listed(again, rig)
+        backings = {s.new_backing_id for s in committed}
+        for ids in (listing, relisted):
+            assert ids.count(thread) == 1 and not backings & set(ids), (ids, backings)
 
     # The client saw one thread id, and no history replayed at it.
     assert session_ids_seen(client) == {thread}

@@ -190,6 +190,9 @@ async def test_after_a_restart_the_thread_resumes_on_its_last_committed_session(
         replay = await client.wait_for(lambda m: m.get("method") == "session/update")
         assert replay["params"]["sessionId"] == thread
         await client.prompt(thread, "chunks:1")
+        # The agent lists the original session and its rewrite; the client sees the thread once.
+        listed = await client.request("session/list", {})
+        assert listed["result"]["sessions"] == [{"sessionId": thread, "cwd": "/work", "title": f"title of {thread}"}]
     loads = [m for m in agent_received(tmp_path) if m.get("method") in ("session/load", "session/prompt")]
     assert {m["params"]["sessionId"] for m in loads} == {backing}
 

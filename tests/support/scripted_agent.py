@@ -8,6 +8,8 @@ test can compare both sides of the proxy exactly. Behaviour by method:
   ``ask`` first sends ``session/request_permission`` and waits for the answer; ``used:N`` sends a
   ``usage_update`` with ``used`` N; then end_turn.
 - ``session/set_mode``, ``session/set_config_option``, ``session/close``: empty results.
+- ``session/list``: every session it created, loaded or resumed (remembered beside
+  $AGENT_LOG_IN, so across restarts too), newest first, titled ``title of <id>``.
 - ``$AGENT_FAIL`` names one method that answers with an error instead.
 - ``_echo``: answers with the request's params (plus ``padding`` of ``pad`` bytes if asked).
 - ``_say``: writes ``params.raw`` (a string) to stdout verbatim as one line.
@@ -61,6 +63,22 @@ def read_line() -> bytes | None:
     return line
 
 
+def remember(sid: str) -> None:
+    if not os.environ.get("AGENT_LOG_IN"):
+        return
+    with open(os.environ["AGENT_LOG_IN"] + ".sessions", "a") as known:
+        known.write(sid + "\n")
+
+
+def known_sessions() -> list[str]:
+    try:
+        with open(os.environ["AGENT_LOG_IN"] + ".sessions") as known:
+            ids = known.read().split()
+    except (KeyError, FileNotFoundError):
+        return []
+    return list(reversed(dict.fromkeys(ids)))
+
+
 def handle(message: dict) -> None:
     method = message.get("method")
     rpc_id = message.get("id")
@@ -72,12 +90,18 @@ def handle(message: dict) -> None:
                 {} if os.environ.get("AGENT_NO_RESUME") else {"resume": {}, "close": {}})},
             "authMethods": []}})
     elif method == "session/new":
-        send({"jsonrpc": "2.0", "id": rpc_id, "result": {"sessionId": str(uuid.uuid4())}})
+        sid = str(uuid.uuid4())
+        remember(sid)
+        send({"jsonrpc": "2.0", "id": rpc_id, "result": {"sessionId": sid}})
+    elif method == "session/list":
+        send({"jsonrpc": "2.0", "id": rpc_id, "result": {"sessions": [
+            {"sessionId": sid, "cwd": "/work", "title": f"title of {sid}"} for sid in known_sessions()]}})
     elif method in ("session/load", "session/resume"):
         sid = params.get("sessionId")
         if os.environ.get("AGENT_FAIL") == method:
             send({"jsonrpc": "2.0", "id": rpc_id, "error": {"code": -32002, "message": "scripted failure"}})
             return
+        remember(sid)
         if method == "session/load":
             send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": {
                 "sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "replayed"}}}})

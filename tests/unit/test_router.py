@@ -137,6 +137,55 @@ def test_results_carrying_backing_ids_are_rewritten() -> None:
     assert out.to_client == [listing.replace(BACKING.encode(), THREAD.encode())]
 
 
+SWAPPED = "33333333-3333-4333-8333-333333333333"
+
+
+def listing(*entries: dict[str, object], rpc_id: bytes = b"5") -> bytes:
+    return (b'{"jsonrpc":"2.0","id":' + rpc_id + b',"result":{"sessions":'
+            + orjson.dumps(list(entries)) + b',"nextCursor":"c2"}}')
+
+
+def test_a_moved_thread_is_listed_once_with_its_original_title() -> None:
+    router = make()
+    new_session(router)
+    router.adopt(SWAPPED, THREAD)  # an earlier rewrite, remembered from the journal
+    router.bind(THREAD, BACKING)  # the current one
+    other = {"sessionId": "other", "cwd": "/w", "title": "elsewhere"}
+    from_client(router, b'{"jsonrpc":"2.0","id":123456789012345678901,"method":"session/list","params":{}}')
+    out = from_agent(router, listing(
+        {"sessionId": BACKING, "cwd": "/w", "title": "[summary] ...", "updatedAt": "2026-11-22T10:00:00Z"},
+        other,
+        {"sessionId": THREAD, "cwd": "/w", "title": "fix the flux capacitor", "updatedAt": "2026-11-21T09:00:00Z"},
+        {"sessionId": SWAPPED, "cwd": "/w", "title": "[summary] ..", "updatedAt": "2026-11-21T12:00:00Z"},
+        rpc_id=b"123456789012345678901"))
+    [line] = out.to_client
+    assert line.startswith(b'{"jsonrpc":"2.0","id":123456789012345678901,')
+    result = orjson.loads(line)["result"]
+    assert result == {"nextCursor": "c2", "sessions": [
+        {"sessionId": THREAD, "cwd": "/w", "title": "fix the flux capacitor",
+         "updatedAt": "2026-11-22T10:00:00Z"},
+        other]}
+    assert out.events[0].raw.count(b"sessionId") == 4  # the store keeps what the agent sent
+
+
+def test_a_listing_without_duplicates_is_only_rewritten() -> None:
+    router = make()
+    new_session(router)
+    router.bind(THREAD, BACKING)
+    from_client(router, b'{"jsonrpc":"2.0","id":5,"method":"session/list","params":{}}')
+    sent = listing({"sessionId": BACKING, "cwd": "/w"}, {"sessionId": "other", "cwd": "/w"})
+    assert from_agent(router, sent).to_client == [sent.replace(BACKING.encode(), THREAD.encode())]
+
+
+def test_an_adopted_backing_id_reaches_the_client_as_its_thread() -> None:
+    router = make()
+    router.adopt(SWAPPED, THREAD)
+    late = (b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"' + SWAPPED.encode()
+            + b'","update":{"sessionUpdate":"agent_message_chunk"}}}')
+    assert from_agent(router, late).to_client == [late.replace(SWAPPED.encode(), THREAD.encode())]
+    assert router.backing_of(THREAD) == THREAD  # adopting does not move the thread
+
+
 def test_fork_result_registers_a_new_thread() -> None:
     router = make()
     new_session(router)
