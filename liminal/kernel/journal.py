@@ -46,13 +46,16 @@ class SwapJournal:
         self._lock = threading.Lock()
 
     def append(self, record: SwapRecord) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = record.to_json() + b"\n"
+        self._append(self.path, record.to_json() + b"\n")
+
+    def _append(self, path: Path, line: bytes, *, sync: bool = True) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
                 os.write(fd, line)
-                os.fsync(fd)
+                if sync:
+                    os.fsync(fd)
             finally:
                 os.close(fd)
 
@@ -69,6 +72,32 @@ class SwapJournal:
                 if thread_id is None or record.thread_id == thread_id:
                     found.append(record)
         return found
+
+    def note_rewrite(self, backing_id: str, size: int) -> None:
+        """liminal wrote ``size`` bytes as the session file of ``backing_id``. Noted before the
+        move (in ``rewrites.jsonl`` beside the journal), so the index worker, which learns of
+        the new session from the move's own frames, knows to skip them."""
+        # Not fsynced (it is inside the hold): a note lost to a power cut only means the
+        # rewrite's records are indexed a second time, under the new session.
+        self._append(self.path.with_name("rewrites.jsonl"),
+                     orjson.dumps({"backing_id": backing_id, "bytes": size}) + b"\n", sync=False)
+
+    def own_bytes(self, backing_id: str) -> int:
+        """How much of ``backing_id``'s session file liminal wrote; 0 for a session the CLI
+        wrote from the start. The indexer skips that much: it is a compressed copy of records
+        already indexed from the older file."""
+        try:
+            with self.path.with_name("rewrites.jsonl").open("rb") as f:
+                for line in f:
+                    try:
+                        note = orjson.loads(line)
+                    except orjson.JSONDecodeError:
+                        continue
+                    if isinstance(note, dict) and note.get("backing_id") == backing_id:
+                        return int(note.get("bytes") or 0)
+        except FileNotFoundError:
+            pass
+        return 0
 
     def lineage(self) -> list[tuple[str, str]]:
         """(thread id, backing id) of every committed swap, oldest first."""

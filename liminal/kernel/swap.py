@@ -51,6 +51,7 @@ class Rewritten:
     path: Path
     tokens_before: int
     tokens_after: int
+    size: int = 0  # bytes liminal wrote; the CLI appends after them
 
 
 class SessionHarness(Protocol):
@@ -341,6 +342,7 @@ class SwapManager:
                                   f"{self.settings.high_tokens}", started, t0, rewritten.tokens_before,
                                   rewritten.tokens_after)
                     return False
+                await anyio.to_thread.run_sync(self.journal.note_rewrite, rewritten.new_id, rewritten.size)
                 moved_by = await self._move(proxy, state, old_backing, rewritten.new_id)
                 t_moved = time.monotonic()
         except TimeoutError:

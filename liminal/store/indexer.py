@@ -106,11 +106,13 @@ class Indexer:
                  stall_seconds: float = 2.0, retry_seconds: float = 0.5,
                  close_timeout: float = 20.0, recover: bool = True,
                  session_files: Callable[[str, str], Path | None] | None = None,
+                 own_bytes: Callable[[str], int] | None = None,
                  tail: Path | None = None, cache: Cache | None = None,
                  yield_bytes_per_second: float | None = YIELD_BYTES_PER_SECOND,
                  yield_max_seconds: float = YIELD_MAX_SECONDS) -> None:
         """``session_files(backing_id, cwd)`` locates a CLI session file to index as it grows
-        (``find_claude_session`` for Claude Code); None: frames only. ``tail``: consume the
+        (``find_claude_session`` for Claude Code); None: frames only. ``own_bytes(backing_id)``:
+        how much of that file liminal wrote itself (a swap's rewrite), skipped when indexing. ``tail``: consume the
         spool another process writes there (the worker, see ``liminal.store.worker``) instead of
         taking offers. ``cache``: where large finished tool outputs are also put, for fast
         recall (``recall:<tool call id>``, with the cache's TTL). ``yield_bytes_per_second``:
@@ -154,6 +156,7 @@ class Indexer:
         self._yielding_since: float | None = None
         self.yielded_seconds = 0.0  # how long this worker has paused for the writer
         self._session_files = session_files
+        self._own_bytes = own_bytes
         self._watch_requests: deque[tuple[str, str, str]] = deque()  # thread, backing, cwd
         self._watched: dict[str, tuple[str, str]] = {}  # backing id -> thread, cwd
         self._watch_wakeup = anyio.Event()
@@ -421,7 +424,7 @@ class Indexer:
             path = await anyio.to_thread.run_sync(self._session_files, backing_id, cwd)
             if path is None:
                 await anyio.sleep(0.5)
-        watcher = SessionFileIndexer(self.store, path, backing_id, thread_id)
+        watcher = await self._session_indexer(path, backing_id, thread_id)
         self.session_indexers[backing_id] = watcher
         logger.info("indexing session file", path=str(path), thread=thread_id)
         await watcher.run(self._stop_watching)
@@ -437,8 +440,15 @@ class Indexer:
                     path = await anyio.to_thread.run_sync(self._session_files, backing, cwd)
                     if path is None:
                         continue
-                    watcher = SessionFileIndexer(self.store, path, backing, thread)
+                    watcher = await self._session_indexer(path, backing, thread)
                 await watcher.catch_up()
+
+    async def _session_indexer(self, path: Path, backing_id: str,
+                               thread_id: str) -> SessionFileIndexer:
+        skip = 0
+        if self._own_bytes is not None:
+            skip = await anyio.to_thread.run_sync(self._own_bytes, backing_id)
+        return SessionFileIndexer(self.store, path, backing_id, thread_id, skip_bytes=skip)
 
     async def _sync_spool(self) -> None:
         fd = self.spool.dup_tail()
@@ -574,9 +584,12 @@ async def open_indexer(settings: Settings, connection_id: str | None = None, *,
                     logger.error("store unavailable; frames are spooled until the next start",
                                  store=describe(settings), error=str(exc))
                     store = UnavailableStore(str(exc))
+            from liminal.kernel.journal import SwapJournal
+
             indexer = Indexer(store, spool_root, spool_name=connection_id,
                               queue_frames=settings.store.queue_frames,
-                              session_files=find_claude_session if watch_sessions else None)
+                              session_files=find_claude_session if watch_sessions else None,
+                              own_bytes=SwapJournal(settings.home / "swaps.jsonl").own_bytes)
         async with anyio.create_task_group() as tg:
             if run:
                 tg.start_soon(indexer.run)

@@ -6,8 +6,9 @@ its newline is still being written), from a remembered offset: where the store s
 that file stopped, so a restart picks up where it left off and re-reading a line is a no-op (a
 record's id is its file and byte offset). ``watchfiles`` wakes it when the file changes.
 
-liminal's own writes (a swap writes the new file before the CLI appends to it) are skipped by
-starting at ``start_offset``, the size of what liminal wrote.
+liminal's own writes (a swap writes the new file before the CLI appends to it) are skipped:
+indexing starts at ``skip_bytes`` at least, the size of what liminal wrote (the swap journal
+keeps it, ``SwapJournal.own_bytes``).
 """
 
 from __future__ import annotations
@@ -151,18 +152,19 @@ def read_complete_lines(path: Path, offset: int,
 
 class SessionFileIndexer:
     def __init__(self, store: Store, path: Path, backing_id: str, thread_id: str | None = None,
-                 *, start_offset: int | None = None) -> None:
+                 *, skip_bytes: int = 0) -> None:
         self.store = store
         self.path = path
         self.backing_id = backing_id
         self.thread_id = thread_id
-        self.offset = start_offset
+        self.skip_bytes = skip_bytes
+        self.offset: int | None = None
         self.indexed = 0
 
     async def catch_up(self) -> int:
         """Index every complete line not indexed yet; returns how many were."""
         if self.offset is None:
-            self.offset = await self.store.session_file_end(self.backing_id)
+            self.offset = max(await self.store.session_file_end(self.backing_id), self.skip_bytes)
         total = 0
         while True:
             try:
@@ -171,7 +173,7 @@ class SessionFileIndexer:
                 return total
             if size < self.offset:
                 logger.warning("session file shrank; indexing it again", path=str(self.path))
-                self.offset = 0
+                self.offset = min(self.skip_bytes, size)
             lines, end = await anyio.to_thread.run_sync(read_complete_lines, self.path,
                                                         self.offset)
             if not lines:

@@ -232,6 +232,7 @@ class SpoolWriter:
 
 
 async def _worker(spool_dir: Path, settings: Settings) -> None:
+    from liminal.kernel.journal import SwapJournal
     from liminal.store.base import StoreError, UnavailableStore, describe, open_store
     from liminal.store.indexer import Indexer
     from liminal.store.sessionfile import find_claude_session
@@ -248,8 +249,10 @@ async def _worker(spool_dir: Path, settings: Settings) -> None:
 
         cache = await stack.enter_async_context(open_cache(settings))
         # No deadline of the proxy's here: an orphaned worker drains for up to five minutes.
+        journal = SwapJournal(settings.home / "swaps.jsonl")
         indexer = Indexer(store, spool_dir.parent, tail=spool_dir, close_timeout=300,
-                          session_files=find_claude_session, cache=cache)
+                          session_files=find_claude_session, own_bytes=journal.own_bytes,
+                          cache=cache)
 
         async def watch_stdin() -> None:
             fd = sys.stdin.fileno()

@@ -15,11 +15,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from fixtures.harness import AcpClient, Adapter, Reply, Rig, Scenario, Shell, Text
 from fixtures.harness.anthropic import tokens
 from liminal.kernel.journal import SwapJournal, SwapRecord
+from liminal.store.sqlite import SqliteStore
 from tests.acceptance.conftest import CLAUDE_NAMES as CLAUDE
 from tests.acceptance.conftest import adapter_fixture
 
@@ -154,6 +156,23 @@ def test_the_conversation_goes_on_across_several_swaps(adapter: Adapter, rig: Ri
     for prompt in PROMPTS:  # verbatim in a kept turn, or in the consolidated preamble
         assert prompt in last, prompt
     assert BIG_OUTPUT not in last  # the first BIG turn's full output is long gone
+
+    # The store indexed each new session file from where liminal's rewrite ended: the records
+    # liminal wrote are copies of ones already indexed from the older file.
+    async def own_writes_skipped() -> None:
+        store = await SqliteStore.open(rig.home.liminal_home / "liminal.db", create=False)
+        try:
+            notes = SwapJournal(rig.home.liminal_home / "swaps.jsonl")
+            for swap in committed:
+                assert swap.new_backing_id is not None
+                skipped = notes.own_bytes(swap.new_backing_id)
+                records = await store.session_records(swap.new_backing_id)
+                assert skipped and all(r.offset >= skipped for r in records), swap
+            assert await store.session_records(committed[0].new_backing_id or "")  # turns after it
+        finally:
+            await store.aclose()
+
+    anyio.run(own_writes_skipped)
 
     # The CLI's files were only ever appended to, and only by the CLI, under their own ids.
     final = session_files(rig)

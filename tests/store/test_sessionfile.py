@@ -10,6 +10,7 @@ import anyio
 import orjson
 import pytest
 
+from liminal.kernel.journal import SwapJournal
 from liminal.store.indexer import Indexer
 from liminal.store.sessionfile import (
     SessionFileIndexer,
@@ -103,6 +104,27 @@ async def test_the_file_is_indexed_as_it_grows(tmp_path: Path) -> None:
     hits = await store.search("full output")
     assert [h.id for h in hits] == [records[2].id]
     await store.aclose()
+
+
+async def test_what_liminal_wrote_is_skipped(tmp_path: Path) -> None:
+    """A swap's rewrite is a compressed copy of records indexed from the older file: only what
+    the CLI appends after it is indexed under the new session."""
+    store = await SqliteStore.open(tmp_path / "liminal.db")
+    path = tmp_path / f"{SID}.jsonl"
+    rewrite = line(RECORDS[0]) + line(RECORDS[1])
+    path.write_bytes(rewrite + line(RECORDS[2]))
+    watcher = SessionFileIndexer(store, path, SID, "t", skip_bytes=len(rewrite))
+    assert await watcher.catch_up() == 1
+    [record] = await store.session_records(SID)
+    assert record.uuid == "u2" and record.offset == len(rewrite)
+    await store.aclose()
+
+
+def test_the_journal_knows_how_much_liminal_wrote(tmp_path: Path) -> None:
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    journal.note_rewrite("n1", 10)
+    journal.note_rewrite("n2", 4096)
+    assert [journal.own_bytes(b) for b in ("n1", "n2", "old")] == [10, 4096, 0]
 
 
 async def test_the_indexer_watches_the_threads_session_file(tmp_path: Path) -> None:

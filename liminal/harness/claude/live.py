@@ -42,7 +42,8 @@ class ClaudeSessions:
         if faults.value("swap.corrupt_rewrite"):
             self._corrupt_rewrite(path, target_tokens)
         result = rewrite_session(path, target_tokens, settings=self.settings, env=self.env)
-        return Rewritten(result.new_session_id, result.path, result.tokens_before, result.tokens_after)
+        return Rewritten(result.new_session_id, result.path, result.tokens_before, result.tokens_after,
+                         result.path.stat().st_size)
 
     def discard(self, rewritten: Rewritten) -> None:
         rewritten.path.unlink(missing_ok=True)
