@@ -186,6 +186,22 @@ def test_an_adopted_backing_id_reaches_the_client_as_its_thread() -> None:
     assert router.backing_of(THREAD) == THREAD  # adopting does not move the thread
 
 
+@settings(max_examples=200)
+@given(st.lists(st.fixed_dictionaries(
+    {"sessionId": st.sampled_from([THREAD, BACKING, SWAPPED, "other", "more"])},
+    optional={"title": st.text(max_size=5), "updatedAt": st.text(max_size=5)}), max_size=8))
+def test_any_listing_names_each_thread_once_and_no_backing_id(entries: list[dict[str, str]]) -> None:
+    router = make()
+    router.adopt(SWAPPED, THREAD)
+    router.bind(THREAD, BACKING)
+    from_client(router, b'{"jsonrpc":"2.0","id":5,"method":"session/list","params":{}}')
+    [line] = from_agent(router, listing(*entries)).to_client
+    ids = [e["sessionId"] for e in orjson.loads(line)["result"]["sessions"]]
+    as_threads = {THREAD if e["sessionId"] in (BACKING, SWAPPED) else e["sessionId"] for e in entries}
+    assert set(ids) == as_threads and BACKING not in ids and SWAPPED not in ids
+    assert ids.count(THREAD) <= 1
+
+
 def test_fork_result_registers_a_new_thread() -> None:
     router = make()
     new_session(router)
