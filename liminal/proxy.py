@@ -6,7 +6,9 @@ taps, settles liminal's own requests and logs bad input.
 
 Components (the indexer, the swap manager, ...) are objects with an ``offer(event)`` method (see
 ``liminal.acp.taps``) and, optionally, ``async run(proxy)``, which runs for the life of the
-proxy, and ``async aclose()``, awaited after the agent has gone so they can flush.
+proxy, and ``async aclose()``, awaited after the agent has gone so they can flush. A component
+with ``replay_requested(request)`` answers the router's replay requests (rule 8, see
+``liminal.kernel.replay``); without one, loads of moved threads are forwarded as they are.
 """
 
 from __future__ import annotations
@@ -76,10 +78,13 @@ class Proxy:
         self.connection_id = uuid.uuid4().hex
         self.components = list(components)
         self._offers = [c.offer for c in self.components]
+        self._replayers = [r for r in (getattr(c, "replay_requested", None) for c in self.components)
+                           if r is not None]
         self.router = Router(
             max_frame_bytes=settings.max_frame_bytes,
             connection_id=self.connection_id,
             tapping=bool(self._offers),
+            replay_from_store=bool(self._replayers),
         )
         self.client = client or ClientLeg()
         self.agent = AgentLeg(agent_argv, env=agent_env, cwd=agent_cwd)
@@ -133,6 +138,8 @@ class Proxy:
                 waiter.set_result(message)
         for problem in out.problems:
             logger.warning(problem)
+        for request in out.replays:
+            self._replayers[0](request)
 
     # ------------------------------------------------------------ own requests
 

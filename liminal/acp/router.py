@@ -25,6 +25,16 @@ Everything that decides where a frame goes lives in this file. The rules:
    line over the cap is dropped; if it was a request with a recoverable id, its sender gets an
    error, and if it was the agent's answer to a client request, the client gets an error.
 7. **The agent gone.** Every request the client is still waiting on gets an error.
+8. **Loading a moved thread.** With ``replay_from_store`` on, a client's ``session/load`` of a
+   thread whose backing id differs from it (liminal moved it) captures the backing id until the
+   agent answers: the agent's replay is the *compressed* history, so the client must not see it.
+   Those lines are kept. A successful answer is parked and reported in ``Output.replays``;
+   ``finish_replay`` then sends the client the history it is given (``session/update``
+   notifications under the thread id), the agent's replayed notifications that are not history
+   (commands, mode, usage), then the parked answer. Given no history, it sends the agent's own
+   replay instead, rewritten to the thread id. An error answer is forwarded at once, and the
+   captured lines dropped. Notifications after the answer are not held back. A load that waited
+   in a hold gets the same treatment when it is released.
 
 Every line, whichever way it goes and whether or not it is forwarded, becomes a ``FrameEvent``
 for the taps (``Output.events``) when ``tapping`` is on.
@@ -62,6 +72,39 @@ class Output:
     own_responses: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     # Human-readable reports of bad input, for the shell to log.
     problems: list[str] = field(default_factory=list)
+    # Loads of moved threads the agent has answered, waiting for ``Router.finish_replay``.
+    replays: list[ReplayRequest] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayRequest:
+    """The client loaded a moved thread and the agent has answered: its history is wanted."""
+
+    token: int  # for ``Router.finish_replay``
+    thread_id: str
+    backing_id: str
+    # The agent's own replay as it sent it (backing ids), for whoever wants to compare.
+    agent_lines: tuple[bytes, ...]
+
+
+# What a history replay is made of; anything else an agent sends during a load (available
+# commands, mode, config options, usage, title) describes the session now and is passed on.
+HISTORY_UPDATES = frozenset({"user_message_chunk", "agent_message_chunk", "agent_thought_chunk",
+                             "tool_call", "tool_call_update", "plan"})
+
+
+@dataclass(slots=True)
+class _Replay:
+    token: int
+    key: Any  # the client's load request, as ``jsonrpc.id_key``
+    thread: str
+    backing: str
+    captured: list[bytes] = field(default_factory=list)
+    # The agent's answer, once it came: the line for the client, and what the taps get.
+    answer: bytes = b""
+    raw: bytes = b""
+    message: dict[str, Any] | None = None
+    rpc_id: Any = None
 
 
 
@@ -86,8 +129,11 @@ class Router:
         connection_id: str = "",
         tapping: bool = True,
         max_held_per_thread: int = 64,
+        replay_from_store: bool = False,
     ) -> None:
         self.connection_id = connection_id
+        # Rule 8: someone (``liminal.kernel.replay``) answers ``Output.replays``.
+        self.replay_from_store = replay_from_store
         self.tapping = tapping
         self.max_held_per_thread = max_held_per_thread
         self._client_framer = LineFramer(max_frame_bytes)
@@ -102,6 +148,10 @@ class Router:
         self._own_ids = itertools.count(1)
         self._captured: set[str] = set()
         self._held: dict[str, deque[_Held]] = {}
+        self._loading: dict[Any, _Replay] = {}  # client request key -> its replay, until answered
+        self._loading_backing: dict[str, deque[_Replay]] = {}  # backing -> its loads, in order
+        self._parked: dict[int, _Replay] = {}  # answered, waiting for ``finish_replay``
+        self._replay_tokens = itertools.count(1)
         self.agent_alive = True
 
     # ----------------------------------------------------------------- feeding
@@ -210,6 +260,8 @@ class Router:
         backing = self.backing_of(thread_id)
         for held in waiting:
             line = held.line if backing == thread_id else _rewrite(held.line, thread_id, backing)
+            if held.message.get("method") == "session/load" and "id" in held.message:
+                self._maybe_replay(held.message["id"], thread_id, backing)
             self._out.to_agent.append(line)
         return len(waiting)
 
@@ -224,6 +276,61 @@ class Router:
         """The agent asked the client something about the thread that is still unanswered."""
         return any(t == thread_id for t in self._agent_pending_threads.values())
 
+    # ------------------------------------------------------- loads of moved threads
+
+    def _maybe_replay(self, rpc_id: Any, thread: str, backing: str) -> None:
+        """Rule 8: a client's load of ``thread``, on its way to ``backing``."""
+        if not self.replay_from_store or backing == thread:
+            return
+        replay = _Replay(next(self._replay_tokens), jsonrpc.id_key(rpc_id), thread, backing)
+        self._loading[replay.key] = replay
+        self._loading_backing.setdefault(backing, deque()).append(replay)
+        self._captured.add(backing)
+
+    def _keep_replayed(self, backing: str, line: bytes) -> None:
+        loads = self._loading_backing.get(backing)
+        if loads:  # an agent answers one load at a time: the replay is the oldest one's
+            loads[0].captured.append(line)
+
+    def _end_loading(self, replay: _Replay) -> None:
+        self._loading.pop(replay.key, None)
+        loads = self._loading_backing.get(replay.backing)
+        if loads is not None:
+            if replay in loads:
+                loads.remove(replay)
+            if not loads:
+                del self._loading_backing[replay.backing]
+                self._captured.discard(replay.backing)
+
+    @property
+    def replays_waiting(self) -> int:
+        """Loads of moved threads that the agent has answered and ``finish_replay`` has not."""
+        return len(self._parked)
+
+    def finish_replay(self, token: int, history: list[dict[str, Any]] | None, now: float) -> bool:
+        """Answer a parked load (``Output.replays``): ``history`` (``session/update`` updates,
+        oldest first) goes to the client as the thread's, then the agent's replayed lines that
+        are not history, then the agent's answer. ``None``: the agent's own replay instead.
+        False if the token is unknown (already finished)."""
+        replay = self._parked.pop(token, None)
+        if replay is None:
+            return False
+        thread, backing = replay.thread, replay.backing
+        if history is not None:
+            for update in history:
+                self.notify_client("session/update", {"sessionId": thread, "update": update}, now)
+        for line in replay.captured:
+            if history is not None and _update_kind(line) in HISTORY_UPDATES:
+                continue
+            out_line = _rewrite(line, backing, thread)
+            self._out.to_client.append(out_line)
+            self._tap(Direction.LIMINAL_TO_CLIENT, Kind.NOTIFICATION, now, out_line, None, thread, backing,
+                      "session/update", None)
+        self._out.to_client.append(replay.answer)
+        self._tap(Direction.AGENT_TO_CLIENT, Kind.RESPONSE, now, replay.raw, replay.message, thread, backing,
+                  "session/load", replay.rpc_id)
+        return True
+
     # -------------------------------------------------------------- the agent gone
 
     def agent_gone(self, now: float, reason: str) -> None:
@@ -234,6 +341,10 @@ class Router:
                                   f"the agent exited before answering ({reason})", now, pending.method)
         self._client_pending.clear()
         self._held.clear()  # held prompts are pending client requests too: answered above
+        for replay in list(self._loading.values()):  # answered above
+            self._end_loading(replay)
+        for token in list(self._parked):  # the agent did answer these: let them through
+            self.finish_replay(token, None, now)
 
     @property
     def pending_client_requests(self) -> int:
@@ -286,6 +397,9 @@ class Router:
                         self.release(holder)
                     self._tap(Direction.CLIENT_TO_AGENT, kind, now, line, message, thread, backing, method, rpc_id)
                     return
+            if method == "session/load" and kind is Kind.REQUEST and thread is not None:
+                assert backing is not None
+                self._maybe_replay(rpc_id, thread, backing)
         self._out.to_agent.append(out_line)
         self._tap(Direction.CLIENT_TO_AGENT, kind, now, line, message, thread, backing, method, rpc_id)
 
@@ -332,6 +446,8 @@ class Router:
                 direction = Direction.AGENT_TO_CLIENT
                 if fast_backing in self._captured:
                     direction = Direction.AGENT_TO_LIMINAL  # a replay the client must not see
+                    if self._loading_backing:
+                        self._keep_replayed(fast_backing, line)
                 else:
                     self._out.to_client.append(
                         line if fast_thread == fast_backing else _rewrite(line, fast_backing, fast_thread))
@@ -360,6 +476,8 @@ class Router:
                 return
             thread = self._thread_of.get(backing, backing)
             if backing in self._captured:
+                if self._loading_backing:
+                    self._keep_replayed(backing, line)
                 self._tap(Direction.AGENT_TO_LIMINAL, kind, now, line, message, thread, backing,
                           message["method"], None)
                 return
@@ -406,6 +524,9 @@ class Router:
                           own.method, rpc_id)
                 return
         pending = self._client_pending.pop(key, None)
+        replay = self._loading.get(key) if self._loading and pending is not None else None
+        if replay is not None:
+            self._end_loading(replay)
         method = pending.method if pending else None
         thread = pending.thread_id if pending else None
         backing = self.backing_of(thread) if thread else None
@@ -420,6 +541,12 @@ class Router:
                 out_line = _rewrite(out_line, old, new)
             if method == "session/list":
                 out_line = self._one_entry_per_thread(line, message, out_line)
+        if replay is not None and "error" not in message:
+            replay.answer, replay.raw, replay.message, replay.rpc_id = out_line, line, message, rpc_id
+            self._parked[replay.token] = replay
+            self._out.replays.append(ReplayRequest(replay.token, replay.thread, replay.backing,
+                                                   tuple(replay.captured)))
+            return  # tapped when it reaches the client, after the history
         self._out.to_client.append(out_line)
         self._tap(Direction.AGENT_TO_CLIENT, Kind.RESPONSE, now, line, message, thread, backing, method, rpc_id)
 
@@ -442,6 +569,8 @@ class Router:
             except orjson.JSONDecodeError:
                 key = None
             pending = self._client_pending.pop(key, None)
+            if pending is not None and key in self._loading:
+                self._end_loading(self._loading[key])
             if pending is not None:
                 self._error_to_client(id_json, jsonrpc.INTERNAL_ERROR,
                                       f"the agent's answer of {line.size} bytes exceeds liminal's limit "
@@ -544,6 +673,15 @@ def _session_of(message: dict[str, Any]) -> str | None:
 
 def _result_session(message: dict[str, Any]) -> str | None:
     return _session_in(message, "result")
+
+
+def _update_kind(line: bytes) -> str | None:
+    """``params.update.sessionUpdate`` of a notification line, if it has one."""
+    message = jsonrpc.parse(line)
+    params = message.get("params") if message is not None else None
+    update = params.get("update") if isinstance(params, dict) else None
+    kind = update.get("sessionUpdate") if isinstance(update, dict) else None
+    return kind if isinstance(kind, str) else None
 
 
 def _text(raw_json: bytes | None) -> str | None:

@@ -54,6 +54,12 @@ def components(settings: Settings) -> list[Component]:
 
         journal = SwapJournal(settings.home / "swaps.jsonl")
         found.append(SwapManager(settings.swap, journal, ClaudeSessions(settings.gradient)))
+        if settings.store.index:
+            # A moved thread's load replays its history from the store, not the compressed one.
+            from liminal.kernel.replay import ReplayManager
+            from liminal.store.base import open_store
+
+            found.append(ReplayManager(lambda: open_store(settings, create=False)))
     return found
 
 

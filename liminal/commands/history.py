@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from liminal.config import Settings
-from liminal.store.records import MessageRecord
+from liminal.store.records import MessageRecord, conversation
 
 HELP = "show a thread as a readable transcript (THREAD may be a unique prefix of its id)"
 OUTPUT_LINES = 8
@@ -48,8 +48,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print(f"liminal history: no single thread {args.thread!r}{hint}", file=sys.stderr)
         return 1
     thread, messages = result
-    live = [m for m in messages if not m.replayed]
-    shown = live or messages  # a thread seen only through a load's replay: show the replay
+    shown = conversation(messages)  # with the history from before liminal, if it was loaded
     if args.json:
         print_json({
             "thread": None if thread is None else {

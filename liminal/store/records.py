@@ -56,10 +56,34 @@ class MessageRecord:
     tool_call_id: str | None = None
     status: str | None = None
     data: dict[str, Any] = field(default_factory=dict)
-    # True for messages an agent replayed during session/load: history shows them only when the
-    # thread has nothing recorded live, and search leaves them out (they repeat earlier ones).
+    # True for messages an agent replayed during session/load: history shows only those of the
+    # first load before anything recorded live (``conversation``), and search leaves them out.
     replayed: bool = False
     backing_id: str | None = None
+
+
+def conversation(messages: Sequence[MessageRecord]) -> list[MessageRecord]:
+    """A thread's history as its user knows it, from all its messages in order.
+
+    What liminal recorded live, preceded by what came before liminal: a thread first seen
+    through a ``session/load`` had a past, which the agent replayed then. Every later load
+    replays it again (and a load of a moved thread replays the compressed session), so only
+    replayed messages from before the first live one count, and of those only the first
+    load's (its connection's). ``liminal history`` shows this; a load of a moved thread
+    replays it (``liminal.kernel.replay``).
+    """
+    live = [m for m in messages if not m.replayed]
+    first_live = live[0].order if live else None
+    earlier = [m for m in messages if m.replayed and (first_live is None or m.order < first_live)]
+    if earlier:
+        first_load = _connection(earlier[0].id)
+        earlier = [m for m in earlier if _connection(m.id) == first_load]
+    return earlier + live
+
+
+def _connection(message_id: str) -> str:
+    """A message's id is the id of the frame that started it: ``<connection>:<seq>``."""
+    return message_id.rpartition(":")[0]
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ import pytest
 
 from fixtures.harness import AcpClient, Adapter, Reply, Rig, Scenario, Shell, Text
 from fixtures.harness.anthropic import tokens
+from liminal.gradient.summarize import PREAMBLE_INTRO
 from liminal.kernel.journal import SwapJournal, SwapRecord
 from liminal.store.sqlite import SqliteStore
 from tests.acceptance.conftest import CLAUDE_NAMES as CLAUDE
@@ -133,6 +134,22 @@ def test_the_conversation_goes_on_across_several_swaps(adapter: Adapter, rig: Ri
         backings = {s.new_backing_id for s in committed}
         for ids in (listing, relisted):
             assert ids.count(thread) == 1 and not backings & set(ids), (ids, backings)
+
+    # A new liminal client (an editor restarted) loads the thread: it lives on a compressed
+    # session now, but the history replayed is the conversation as it happened, from the store.
+    with liminal_client(rig) as reloaded:
+        reloaded.initialize()
+        replay = reloaded.load_session(thread, rig.home.project, timeout=120)
+    user_texts = [u["update"]["content"].get("text", "") for u in replay
+                  if u["update"].get("sessionUpdate") == "user_message_chunk"]
+    assert user_texts == PROMPTS, (user_texts, rig.stderr_tail())
+    assert not [t for t in user_texts if PREAMBLE_INTRO.strip()[:40] in t]
+    answers = "".join(u["update"]["content"].get("text", "") for u in replay
+                      if u["update"].get("sessionUpdate") == "agent_message_chunk")
+    assert "listed them" in answers and "read it" in answers
+    assert [u for u in replay if u["update"].get("sessionUpdate") == "tool_call"
+            and json.dumps(BIG_OUTPUT)[1:-1] in json.dumps(u)], "the first BIG output, uncut"
+    assert session_ids_seen(reloaded) == {thread}
 
     # The client saw one thread id, and no history replayed at it.
     assert session_ids_seen(client) == {thread}

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import threading
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,11 @@ import pytest
 
 from liminal.config import SwapSettings
 from liminal.kernel.journal import SwapJournal
+from liminal.kernel.replay import ReplayManager
 from liminal.kernel.swap import Rewritten, SwapManager
+from liminal.store.base import Store, StoreError
+from liminal.store.indexer import Indexer
+from liminal.store.sqlite import SqliteStore
 from tests.support.inproc import PipeClient, proxy_in_process
 from tests.support.proxy_process import scripted_agent_argv
 
@@ -174,27 +180,90 @@ async def test_without_resume_the_load_replay_is_swallowed(tmp_path: Path) -> No
     assert any(m.get("method") == "session/load" for m in agent_received(tmp_path))
 
 
+def updates(client: PipeClient, kind: str) -> list[dict[str, Any]]:
+    return [m["params"] for m in client.messages() if m.get("method") == "session/update"
+            and m["params"]["update"].get("sessionUpdate") == kind]
+
+
+def texts(client: PipeClient, kind: str) -> list[str]:
+    return [u["update"]["content"].get("text", "") for u in updates(client, kind)]
+
+
+def shared(store: Store) -> Any:
+    """An opener for the replay manager that lends it the test's store (not closed after)."""
+
+    @asynccontextmanager
+    async def lend() -> AsyncIterator[Store]:
+        yield store
+
+    return lend
+
+
 async def test_after_a_restart_the_thread_resumes_on_its_last_committed_session(tmp_path: Path) -> None:
+    store = await SqliteStore.open(tmp_path / "liminal.db")
     journal = SwapJournal(tmp_path / "swaps.jsonl")
     manager = SwapManager(settings(), journal, FakeHarness(tmp_path))
-    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
+    indexer = Indexer(store, tmp_path / "spool")
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [indexer, manager]) as (proxy, client):
         thread = await start(client)
+        await client.prompt(thread, "fix the flux capacitor chunks:2 used:1000")
         await client.prompt(thread, "used:130000")
         await manager.wait_for_swaps(1)
         backing = proxy.router.backing_of(thread)
+        await client.prompt(thread, "after the swap chunks:1 used:1000")
     (tmp_path / "agent_in.bin").unlink()
     manager = SwapManager(settings(), journal, FakeHarness(tmp_path))
-    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
+    replays = ReplayManager(shared(store))
+    indexer = Indexer(store, tmp_path / "spool")
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [indexer, manager, replays]) as (proxy, client):
         await client.request("initialize", {"protocolVersion": 1})
-        await client.request("session/load", {"sessionId": thread, "cwd": "/work", "mcpServers": []})
-        replay = await client.wait_for(lambda m: m.get("method") == "session/update")
-        assert replay["params"]["sessionId"] == thread
-        await client.prompt(thread, "chunks:1")
+        loaded = await client.request("session/load", {"sessionId": thread, "cwd": "/work", "mcpServers": []})
+        assert loaded["result"] == {}
+        # The history comes from the store: every turn as the user typed and saw it, before the
+        # answer to the load; nothing of the compressed session's replay but its current state.
+        assert texts(client, "user_message_chunk") == [
+            "fix the flux capacitor chunks:2 used:1000", "used:130000", "after the swap chunks:1 used:1000"]
+        assert texts(client, "agent_message_chunk") == ["chunk 0 é中chunk 1 é中", "chunk 0 é中"]
+        assert updates(client, "available_commands_update")
+        assert b"[compressed]" not in b"\n".join(client.lines)
+        assert replays.finished == [(thread, "store")]
+        await client.prompt(thread, "chunks:1 used:1000")
         # The agent lists the original session and its rewrite; the client sees the thread once.
         listed = await client.request("session/list", {})
         assert listed["result"]["sessions"] == [{"sessionId": thread, "cwd": "/work", "title": f"title of {thread}"}]
+    assert {m["params"]["sessionId"] for m in client.messages() if "params" in m} == {thread}
     loads = [m for m in agent_received(tmp_path) if m.get("method") in ("session/load", "session/prompt")]
     assert {m["params"]["sessionId"] for m in loads} == {backing}
+    # The store keeps both replays, marked as such; the thread's history is unchanged by the load.
+    messages = await store.messages(thread)
+    assert [m.text for m in messages if m.kind == "user" and not m.replayed] == [
+        "fix the flux capacitor chunks:2 used:1000", "used:130000", "after the swap chunks:1 used:1000", "chunks:1 used:1000"]
+    await store.aclose()
+
+
+async def test_a_moved_thread_loads_with_the_agents_replay_when_the_store_cannot_help(tmp_path: Path) -> None:
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    manager = SwapManager(settings(), journal, FakeHarness(tmp_path))
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (_proxy, client):
+        thread = await start(client)
+        await client.prompt(thread, "used:130000")
+        await manager.wait_for_swaps(1)
+
+    @asynccontextmanager
+    async def unavailable() -> AsyncIterator[Store]:
+        raise StoreError("no store here")
+        yield  # pragma: no cover
+
+    manager = SwapManager(settings(), journal, FakeHarness(tmp_path))
+    replays = ReplayManager(unavailable)
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager, replays]) as (_proxy, client):
+        await client.request("initialize", {"protocolVersion": 1})
+        loaded = await client.request("session/load", {"sessionId": thread, "cwd": "/work", "mcpServers": []})
+        assert loaded["result"] == {}
+        assert texts(client, "user_message_chunk") == ["[compressed] replayed preamble", "used:130000"]
+        assert replays.finished == [(thread, "agent")]
+        await client.prompt(thread, "chunks:1")
+    assert {m["params"]["sessionId"] for m in client.messages() if "params" in m} == {thread}
 
 
 async def test_below_the_threshold_nothing_happens(tmp_path: Path) -> None:

@@ -3,7 +3,10 @@
 Every byte it reads is appended to $AGENT_LOG_IN and every byte it writes to $AGENT_LOG_OUT, so a
 test can compare both sides of the proxy exactly. Behaviour by method:
 
-- ``initialize``, ``session/new``, ``session/load``: plausible results.
+- ``initialize``, ``session/new``, ``session/load``: plausible results. A load replays what a
+  compressed session would: a ``[compressed]`` preamble, then the last prompt this agent was
+  given (remembered beside $AGENT_LOG_IN, so across restarts too) and a short answer, and
+  an ``available_commands_update``.
 - ``session/prompt``: the prompt text ``chunks:N`` streams N ``agent_message_chunk`` updates;
   ``ask`` first sends ``session/request_permission`` and waits for the answer; ``used:N`` sends a
   ``usage_update`` with ``used`` N; then end_turn.
@@ -79,6 +82,24 @@ def known_sessions() -> list[str]:
     return list(reversed(dict.fromkeys(ids)))
 
 
+def remember_prompt(text: str) -> None:
+    if os.environ.get("AGENT_LOG_IN"):
+        with open(os.environ["AGENT_LOG_IN"] + ".prompt", "w") as last:
+            last.write(text)
+
+
+def last_prompt() -> str:
+    try:
+        with open(os.environ["AGENT_LOG_IN"] + ".prompt") as last:
+            return last.read()
+    except (KeyError, FileNotFoundError):
+        return ""
+
+
+def update(sid: str, body: dict) -> None:
+    send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": body}})
+
+
 def handle(message: dict) -> None:
     method = message.get("method")
     rpc_id = message.get("id")
@@ -103,12 +124,19 @@ def handle(message: dict) -> None:
             return
         remember(sid)
         if method == "session/load":
-            send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": {
-                "sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "replayed"}}}})
+            update(sid, {"sessionUpdate": "user_message_chunk",
+                         "content": {"type": "text", "text": "[compressed] replayed preamble"}})
+            if last_prompt():
+                update(sid, {"sessionUpdate": "user_message_chunk",
+                             "content": {"type": "text", "text": last_prompt()}})
+                update(sid, {"sessionUpdate": "agent_message_chunk",
+                             "content": {"type": "text", "text": "[compressed] replayed answer"}})
+            update(sid, {"sessionUpdate": "available_commands_update", "availableCommands": []})
         send({"jsonrpc": "2.0", "id": rpc_id, "result": {}})
     elif method == "session/prompt":
         sid = params["sessionId"]
         text = " ".join(b.get("text", "") for b in params.get("prompt", []) if isinstance(b, dict))
+        remember_prompt(text)
         if "ask" in text.split():
             send({"jsonrpc": "2.0", "id": 900, "method": "session/request_permission", "params": {
                 "sessionId": sid, "toolCall": {"toolCallId": "t1", "title": "touch"},

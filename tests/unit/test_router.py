@@ -478,3 +478,176 @@ def test_everything_about_a_held_thread_waits_in_order() -> None:
     router.bind(THREAD, BACKING)
     router.release(THREAD)
     assert router.take().to_agent == [mode.replace(THREAD.encode(), BACKING.encode())]
+
+
+# ------------------------------------------------------- loads of moved threads (rule 8)
+
+def load_frame(rpc_id: int, session: str = THREAD) -> bytes:
+    return (b'{"jsonrpc":"2.0","id":' + str(rpc_id).encode() + b',"method":"session/load","params":{"sessionId":"'
+            + session.encode() + b'","cwd":"/w","mcpServers":[]}}')
+
+
+def update_frame(session: str, kind: str, text: str = "") -> bytes:
+    body: dict[str, object] = {"sessionUpdate": kind}
+    if kind.endswith("_chunk"):
+        body["content"] = {"type": "text", "text": text}
+    return orjson.dumps({"jsonrpc": "2.0", "method": "session/update",
+                         "params": {"sessionId": session, "update": body}})
+
+
+HISTORY = [{"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "the first prompt"}},
+           {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "its answer"}}]
+
+
+def moved(**kwargs: object) -> Router:
+    router = make(replay_from_store=True, **kwargs)
+    router.bind(THREAD, BACKING)
+    return router
+
+
+def test_loading_a_moved_thread_parks_the_answer_and_replays_the_given_history() -> None:
+    router = moved()
+    out = from_client(router, load_frame(7))
+    assert out.to_agent == [load_frame(7, BACKING)]
+    compressed = update_frame(BACKING, "user_message_chunk", "[summary] of everything")
+    commands = update_frame(BACKING, "available_commands_update")
+    out = from_agent(router, compressed, commands)
+    assert out.to_client == []  # the compressed replay is captured
+    assert [e.direction for e in out.events] == [Direction.AGENT_TO_LIMINAL] * 2
+    answer = b'{"jsonrpc":"2.0","id":7,"result":{"modes":{"currentModeId":"default"}}}'
+    out = from_agent(router, answer)
+    assert out.to_client == [] and out.events == []  # parked, tapped when it is sent
+    [request] = out.replays
+    assert (request.thread_id, request.backing_id, request.agent_lines) == (THREAD, BACKING, (compressed, commands))
+    assert router.replays_waiting == 1
+    assert router.finish_replay(request.token, HISTORY, NOW + 1)
+    out = router.take()
+    sent = [orjson.loads(line) for line in out.to_client]
+    assert [m["params"]["update"] for m in sent[:2]] == HISTORY
+    assert all(m["params"]["sessionId"] == THREAD for m in sent[:3])
+    assert sent[2]["params"]["update"]["sessionUpdate"] == "available_commands_update"  # current state, kept
+    assert out.to_client[3] == answer
+    assert [(e.direction, e.kind) for e in out.events] == [
+        (Direction.LIMINAL_TO_CLIENT, Kind.NOTIFICATION)] * 3 + [(Direction.AGENT_TO_CLIENT, Kind.RESPONSE)]
+    assert out.events[3].raw == answer and out.events[3].method == "session/load"
+    assert out.events[3].thread_id == THREAD and out.events[3].backing_id == BACKING
+    assert not router.finish_replay(request.token, HISTORY, NOW)  # once only
+    assert router.pending_client_requests == 0 and router.replays_waiting == 0
+    # no longer captured: the session's next notifications reach the client
+    live = update_frame(BACKING, "agent_message_chunk", "live")
+    assert from_agent(router, live).to_client == [live.replace(BACKING.encode(), THREAD.encode())]
+
+
+def test_without_history_the_agents_own_replay_reaches_the_client() -> None:
+    router = moved()
+    from_client(router, load_frame(7))
+    replayed = [update_frame(BACKING, "user_message_chunk", "[summary]"), update_frame(BACKING, "usage_update")]
+    from_agent(router, *replayed)
+    [request] = from_agent(router, b'{"jsonrpc":"2.0","id":7,"result":{}}').replays
+    router.finish_replay(request.token, None, NOW)
+    out = router.take()
+    assert out.to_client == [*(r.replace(BACKING.encode(), THREAD.encode()) for r in replayed),
+                             b'{"jsonrpc":"2.0","id":7,"result":{}}']
+
+
+def test_a_failed_load_is_answered_at_once() -> None:
+    router = moved()
+    from_client(router, load_frame(7))
+    from_agent(router, update_frame(BACKING, "user_message_chunk", "partial"))
+    error = b'{"jsonrpc":"2.0","id":7,"error":{"code":-32002,"message":"no such session"}}'
+    out = from_agent(router, error)
+    assert out.to_client == [error] and out.replays == []
+    assert router.replays_waiting == 0
+    late = update_frame(BACKING, "agent_message_chunk", "late")
+    assert from_agent(router, late).to_client == [late.replace(BACKING.encode(), THREAD.encode())]
+
+
+def test_a_thread_that_never_moved_loads_as_before() -> None:
+    router = make(replay_from_store=True)
+    from_client(router, load_frame(7))
+    replay = update_frame(THREAD, "user_message_chunk", "hello")
+    assert from_agent(router, replay).to_client == [replay]
+    out = from_agent(router, b'{"jsonrpc":"2.0","id":7,"result":{}}')
+    assert out.to_client == [b'{"jsonrpc":"2.0","id":7,"result":{}}'] and out.replays == []
+
+
+def test_without_a_replayer_the_compressed_replay_passes() -> None:
+    router = make()  # replay_from_store off: nobody would answer
+    router.bind(THREAD, BACKING)
+    from_client(router, load_frame(7))
+    replay = update_frame(BACKING, "user_message_chunk", "[summary]")
+    assert from_agent(router, replay).to_client == [replay.replace(BACKING.encode(), THREAD.encode())]
+    assert from_agent(router, b'{"jsonrpc":"2.0","id":7,"result":{}}').replays == []
+
+
+def test_other_traffic_flows_while_a_load_is_parked() -> None:
+    router = moved()
+    from_client(router, load_frame(7))
+    [request] = from_agent(router, b'{"jsonrpc":"2.0","id":7,"result":{}}').replays
+    other = prompt_frame(8, "other")
+    assert from_client(router, other).to_agent == [other]
+    answer = b'{"jsonrpc":"2.0","id":8,"result":{"stopReason":"end_turn"}}'
+    assert from_agent(router, answer).to_client == [answer]
+    # after the agent's answer the session is live again: its notifications are not held back
+    commands = update_frame(BACKING, "available_commands_update")
+    assert from_agent(router, commands).to_client == [commands.replace(BACKING.encode(), THREAD.encode())]
+    router.finish_replay(request.token, HISTORY, NOW)
+    assert router.take().to_client[-1] == b'{"jsonrpc":"2.0","id":7,"result":{}}'
+
+
+def test_a_load_held_during_a_swap_replays_from_the_new_session() -> None:
+    router = make(replay_from_store=True)
+    router.hold(THREAD)
+    assert from_client(router, load_frame(7)).to_agent == []
+    router.bind(THREAD, BACKING)  # the swap commits
+    router.release(THREAD)
+    assert router.take().to_agent == [load_frame(7, BACKING)]
+    assert from_agent(router, update_frame(BACKING, "user_message_chunk", "[summary]")).to_client == []
+    [request] = from_agent(router, b'{"jsonrpc":"2.0","id":7,"result":{}}').replays
+    assert request.backing_id == BACKING
+
+
+def test_the_agent_gone_answers_loading_and_parked_loads() -> None:
+    router = moved()
+    router.bind("t2", "b2")
+    from_client(router, load_frame(7), load_frame(8, "t2"))
+    from_agent(router, update_frame(BACKING, "user_message_chunk", "[summary]"))
+    from_agent(router, b'{"jsonrpc":"2.0","id":7,"result":{}}')  # parked
+    router.agent_gone(NOW, "exit code 1")
+    out = router.take()
+    error, replayed, answer = out.to_client
+    assert orjson.loads(error)["id"] == 8 and b"-32603" in error  # still loading: failed
+    assert b"[summary]" in replayed and THREAD.encode() in replayed  # answered: the agent's replay
+    assert answer == b'{"jsonrpc":"2.0","id":7,"result":{}}'
+    assert router.replays_waiting == 0
+
+
+agent_updates = st.lists(st.tuples(
+    st.sampled_from(["user_message_chunk", "agent_message_chunk", "tool_call", "plan",
+                     "available_commands_update", "usage_update", "current_mode_update"]),
+    st.sampled_from([BACKING, "other"]),
+), max_size=20)
+
+
+@settings(max_examples=200)
+@given(agent_updates, st.booleans(), st.sampled_from([1, 7, 123456789012345678901234567890]))
+def test_a_moved_threads_load_shows_the_given_history_and_the_agents_state_only(
+        updates: list[tuple[str, str]], fallback: bool, rpc_id: int) -> None:
+    router = moved()
+    from_client(router, load_frame(rpc_id))
+    lines = [update_frame(session, kind, f"text {n}") for n, (kind, session) in enumerate(updates)]
+    seen_early = from_agent(router, *lines).to_client if lines else []
+    # the other session's frames pass at once; none of the captured backing's do
+    assert seen_early == [line for line, (_, session) in zip(lines, updates, strict=True) if session == "other"]
+    answer = b'{"jsonrpc":"2.0","id":' + str(rpc_id).encode() + b',"result":{}}'
+    [request] = from_agent(router, answer).replays
+    router.finish_replay(request.token, None if fallback else HISTORY, NOW)
+    sent = router.take().to_client
+    assert sent[-1] == answer
+    captured = [line.replace(BACKING.encode(), THREAD.encode())
+                for line, (kind, session) in zip(lines, updates, strict=True) if session == BACKING
+                and (fallback or kind not in {"user_message_chunk", "agent_message_chunk", "tool_call", "plan"})]
+    history = [] if fallback else [orjson.dumps({"jsonrpc": "2.0", "method": "session/update",
+                                                 "params": {"sessionId": THREAD, "update": u}}) for u in HISTORY]
+    assert sent[:-1] == history + captured
+    assert all(BACKING.encode() not in line for line in sent)

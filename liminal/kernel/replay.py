@@ -1,0 +1,187 @@
+"""History for a moved thread's ``session/load``, from the store rather than from the agent.
+
+A thread liminal has swapped lives on a compressed session: loading it makes the agent replay
+the compressed history (a consolidated preamble, cut tool outputs). The router captures that
+replay and parks the agent's answer (its rule 8); this component, a proxy component like the
+swap manager, answers each ``Output.replays`` request with the thread's history as the store
+has it (``conversation``: what liminal recorded live, after what came before it), turned back
+into the ``session/update`` notifications an agent would have sent, and calls
+``Router.finish_replay``. If it cannot (no store, nothing stored for the thread, the store
+lagging behind the agent, or ``timeout`` passed), it hands back ``None`` and the client gets
+the agent's own replay, as it did before: the load must answer, whatever the store does.
+
+The store is opened only when a first such load arrives, read-only (SQLite reads run in a
+worker thread, so the event loop never waits on the disk).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import orjson
+
+from liminal import log
+from liminal.acp.events import FrameEvent
+from liminal.acp.router import ReplayRequest
+from liminal.store.derive import content_text
+from liminal.store.records import MessageRecord, conversation
+
+if TYPE_CHECKING:
+    from liminal.proxy import Proxy
+    from liminal.store.base import Store
+
+logger = log.get("liminal.replay")
+# How long the store may take to show the turn the agent replayed last (the index worker runs a
+# few milliseconds behind the proxy), within the overall timeout.
+FRESH_POLL_SECONDS = 0.05
+
+StoreOpener = Callable[[], AbstractAsyncContextManager["Store"]]
+
+
+class ReplayManager:
+    def __init__(self, open_store: StoreOpener, *, timeout: float = 3.0) -> None:
+        self._open_store = open_store
+        self.timeout = timeout
+        self._store: Store | None = None
+        self._stack = contextlib.AsyncExitStack()
+        self._lock = anyio.Lock()
+        self._send, self._receive = anyio.create_memory_object_stream[ReplayRequest](1024)
+        self.finished: list[tuple[str, str]] = []  # (thread, "store" or "agent"), for tests
+        self._progress = anyio.Event()
+
+    def offer(self, event: FrameEvent) -> None:
+        """Nothing to learn from the taps: the router says when a history is wanted."""
+
+    def replay_requested(self, request: ReplayRequest) -> None:
+        """Called by the proxy (inside a flush) for each ``Output.replays`` entry."""
+        try:
+            self._send.send_nowait(request)
+        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            logger.warning("replay queue full; the agent's replay is used", thread=request.thread_id)
+
+    async def run(self, proxy: Proxy) -> None:
+        async with anyio.create_task_group() as tg, self._receive:
+            async for request in self._receive:
+                tg.start_soon(self._answer, proxy, request)
+
+    async def _answer(self, proxy: Proxy, request: ReplayRequest) -> None:
+        history: list[dict[str, Any]] | None = None
+        t0 = time.monotonic()
+        with anyio.move_on_after(self.timeout) as scope:
+            try:
+                history = await self.history(request)
+            except Exception as exc:  # the store is never in the way of a load
+                logger.warning("history not read from the store; the agent's replay is used",
+                               thread=request.thread_id, error=f"{type(exc).__name__}: {exc}")
+        if scope.cancelled_caught:
+            logger.warning("history not read from the store in time; the agent's replay is used",
+                           thread=request.thread_id, timeout=self.timeout)
+        proxy.router.finish_replay(request.token, history, time.time())
+        proxy.flush()
+        source = "agent" if history is None else "store"
+        logger.info("moved thread loaded", thread=request.thread_id, backing=request.backing_id,
+                    history_from=source, updates=len(history or ()),
+                    seconds=round(time.monotonic() - t0, 4))
+        self.finished.append((request.thread_id, source))
+        self._progress.set()
+        self._progress = anyio.Event()
+
+    async def wait_for_replays(self, count: int) -> None:
+        """For tests: until ``count`` loads have been answered."""
+        while len(self.finished) < count:
+            await self._progress.wait()
+
+    async def history(self, request: ReplayRequest) -> list[dict[str, Any]] | None:
+        """The thread's history as ``session/update`` updates, or None to use the agent's."""
+        store = await self._opened()
+        last_prompt = agent_last_prompt(request.agent_lines)
+        while True:
+            shown = conversation(await store.messages(request.thread_id))
+            if last_prompt is None or any(_same_prompt(m.text, last_prompt)
+                                          for m in shown if m.kind == "user"):
+                break
+            # The agent replayed a turn the store does not show yet: the index worker is behind
+            # (or still replaying a spool after a restart). Give it until the timeout.
+            await anyio.sleep(FRESH_POLL_SECONDS)
+        updates = history_updates(shown)
+        return updates or None
+
+    async def _opened(self) -> Store:
+        async with self._lock:
+            if self._store is None:
+                self._store = await self._stack.enter_async_context(self._open_store())
+            return self._store
+
+    async def aclose(self) -> None:
+        self._send.close()
+        with anyio.CancelScope(shield=True):
+            await self._stack.aclose()
+
+
+def history_updates(messages: Sequence[MessageRecord]) -> list[dict[str, Any]]:
+    """Messages as the ``session/update`` updates that replay them (ACP: ``user_message_chunk``,
+    ``agent_message_chunk``, ``agent_thought_chunk``, ``tool_call`` in its final state, ``plan``).
+    Usage points and turn ends have no update of their own; the agent's answer to the load
+    brings the session's current state."""
+    updates: list[dict[str, Any]] = []
+    for m in messages:
+        if m.kind == "user":
+            prompt = m.data.get("prompt")
+            blocks = [b for b in prompt if isinstance(b, dict) and isinstance(b.get("type"), str)] \
+                if isinstance(prompt, list) else []
+            if not blocks and m.text:
+                blocks = [{"type": "text", "text": m.text}]
+            updates.extend({"sessionUpdate": "user_message_chunk", "content": b} for b in blocks)
+        elif m.kind in ("agent", "thought"):
+            if m.text:
+                kind = "agent_message_chunk" if m.kind == "agent" else "agent_thought_chunk"
+                update: dict[str, Any] = {"sessionUpdate": kind, "content": {"type": "text", "text": m.text}}
+                if isinstance(m.data.get("messageId"), str):
+                    update["messageId"] = m.data["messageId"]
+                updates.append(update)
+        elif m.kind == "tool_call":
+            data = {k: v for k, v in m.data.items() if k != "sessionUpdate"}
+            content = data.get("content")
+            if isinstance(content, list):
+                # A terminal is gone once its turn is over: keep what can be shown without it.
+                data["content"] = [c for c in content if not (isinstance(c, dict) and c.get("type") == "terminal")]
+            updates.append({**data, "sessionUpdate": "tool_call",
+                            "toolCallId": m.tool_call_id or str(data.get("toolCallId") or m.id),
+                            "title": str(data.get("title") or "")})
+        elif m.kind == "plan":
+            updates.append({"sessionUpdate": "plan", "entries": list(m.data.get("entries") or [])})
+    return updates
+
+
+def agent_last_prompt(lines: Sequence[bytes]) -> str | None:
+    """The text of the last user message in an agent's replay (its chunks joined)."""
+    last: list[str] = []
+    in_user = False
+    for line in lines:
+        try:
+            message = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        update = ((message.get("params") or {}).get("update") or {}) if isinstance(message, dict) else {}
+        if not isinstance(update, dict):
+            continue
+        if update.get("sessionUpdate") == "user_message_chunk":
+            if not in_user:
+                last, in_user = [], True
+            last.append(content_text(update.get("content")))
+        else:
+            in_user = False
+    text = "".join(last).strip()
+    return text or None
+
+
+def _same_prompt(stored: str, replayed: str) -> bool:
+    """The stored prompt and the agent's replay of it (the CLI may add or drop a little around
+    it, such as attached context): one contains the other, whitespace aside."""
+    a, b = " ".join(stored.split()), " ".join(replayed.split())
+    return bool(a and b) and (a in b or b in a)
