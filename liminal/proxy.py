@@ -4,11 +4,12 @@ This is the only place where the router's output turns into I/O. Each callback f
 then ``_flush`` writes what it produced (one write per side per chunk), offers the events to the
 taps, settles liminal's own requests and logs bad input.
 
-Components (the indexer, the swap manager, ...) are objects with an ``offer(event)`` method (see
-``liminal.acp.taps``) and, optionally, ``async run(proxy)``, which runs for the life of the
-proxy, and ``async aclose()``, awaited after the agent has gone so they can flush. A component
-with ``replay_requested(request)`` answers the router's replay requests (rule 8, see
-``liminal.kernel.replay``); without one, loads of moved threads are forwarded as they are.
+Components (the indexer, the swap manager, ...) are objects with any of: ``offer(event)``, a tap
+subscriber called for every frame (see ``liminal.acp.taps``; a component that needs no frames
+has none, and costs the forwarding path nothing); ``async run(proxy)``, which runs for the life
+of the proxy; ``async aclose()``, awaited after the agent has gone so they can flush; and
+``replay_requested(request)``, which answers the router's replay requests (rule 8, see
+``liminal.kernel.replay``; without one, loads of moved threads are forwarded as they are).
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from typing import Any, Protocol
 import anyio
 
 from liminal import log
-from liminal.acp.events import FrameEvent
 from liminal.acp.router import Router
 from liminal.config import ProxySettings
 from liminal.transport.legs import AgentLeg, ClientLeg
@@ -51,7 +51,7 @@ def tune_gc() -> None:
 
 
 class Component(Protocol):
-    def offer(self, event: FrameEvent) -> None: ...
+    """Duck-typed: ``offer``, ``run``, ``aclose`` and ``replay_requested`` are each optional."""
 
 
 class OwnRequestError(Exception):
@@ -77,7 +77,8 @@ class Proxy:
         self.settings = settings
         self.connection_id = uuid.uuid4().hex
         self.components = list(components)
-        self._offers = [c.offer for c in self.components]
+        self._offers = [o for o in (getattr(c, "offer", None) for c in self.components)
+                        if o is not None]
         self._replayers = [r for r in (getattr(c, "replay_requested", None) for c in self.components)
                            if r is not None]
         self.router = Router(

@@ -26,7 +26,6 @@ import anyio
 import orjson
 
 from liminal import log
-from liminal.acp.events import FrameEvent
 from liminal.acp.router import ReplayRequest
 from liminal.store.derive import content_text
 from liminal.store.records import MessageRecord, conversation
@@ -53,9 +52,6 @@ class ReplayManager:
         self._send, self._receive = anyio.create_memory_object_stream[ReplayRequest](1024)
         self.finished: list[tuple[str, str]] = []  # (thread, "store" or "agent"), for tests
         self._progress = anyio.Event()
-
-    def offer(self, event: FrameEvent) -> None:
-        """Nothing to learn from the taps: the router says when a history is wanted."""
 
     def replay_requested(self, request: ReplayRequest) -> None:
         """Called by the proxy (inside a flush) for each ``Output.replays`` entry."""
