@@ -537,8 +537,7 @@ class Router:
                 backing = created
                 thread = self._thread_of.get(created, created)
         if self._thread_of and b'"sessionId"' in line:
-            for old, new in self._thread_of.items():
-                out_line = _rewrite(out_line, old, new)
+            out_line = _map_session_ids(line, self._thread_of)
             if method == "session/list":
                 out_line = self._one_entry_per_thread(line, message, out_line)
         if replay is not None and "error" not in message:
@@ -692,6 +691,25 @@ def _text(raw_json: bytes | None) -> str | None:
     except orjson.JSONDecodeError:
         return None
     return value if isinstance(value, str) else None
+
+
+_SESSION_ID_MEMBER = re.compile(rb'("sessionId"\s*:\s*)("(?:[^"\\]|\\.)*")')
+
+
+def _map_session_ids(line: bytes, mapping: dict[str, str]) -> bytes:
+    """Every ``"sessionId": "<id>"`` whose id ``mapping`` knows, rewritten to its value, in one
+    pass over the line, whatever the number of mappings (a journal of many swaps adopts every
+    backing id it ever committed). The rest of the line is untouched, as in ``_rewrite``."""
+
+    def swap(found: re.Match[bytes]) -> bytes:
+        try:
+            old = orjson.loads(found.group(2))
+        except orjson.JSONDecodeError:
+            return found.group(0)
+        new = mapping.get(old) if isinstance(old, str) else None
+        return found.group(0) if new is None else found.group(1) + orjson.dumps(new)
+
+    return _SESSION_ID_MEMBER.sub(swap, line)
 
 
 _REWRITE_CACHE: dict[tuple[str, str], tuple[re.Pattern[bytes], bytes]] = {}

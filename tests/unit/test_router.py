@@ -202,6 +202,18 @@ def test_any_listing_names_each_thread_once_and_no_backing_id(entries: list[dict
     assert ids.count(THREAD) <= 1
 
 
+def test_results_are_rewritten_in_one_pass_whatever_the_lineage() -> None:
+    router = make()
+    for n in range(5000):  # months of swaps, adopted from the journal at start
+        router.adopt(f"old-{n}", f"thread-{n % 7}")
+    from_client(router, b'{"jsonrpc":"2.0","id":5,"method":"_x/sessions","params":{}}')
+    answer = (b'{"jsonrpc":"2.0","id":5,"result":{"a":{"sessionId":"old-12"},"b":{"sessionId" : "old-4999"},'
+              b'"c":{"sessionId":"unknown"},"d":{"sessionId":"old\\u002d7"},"text":"sessionId old-12"}}')
+    [line] = from_agent(router, answer).to_client
+    assert line == (b'{"jsonrpc":"2.0","id":5,"result":{"a":{"sessionId":"thread-5"},"b":{"sessionId" : "thread-1"},'
+                    b'"c":{"sessionId":"unknown"},"d":{"sessionId":"thread-0"},"text":"sessionId old-12"}}')
+
+
 def test_fork_result_registers_a_new_thread() -> None:
     router = make()
     new_session(router)
