@@ -617,9 +617,12 @@ class Router:
                 entry["title"] = original["title"]
             merged.append(entry)
         assert isinstance(result, dict)
+        try:
+            result_json = orjson.dumps(dict(result, sessions=merged))
+        except TypeError:  # a value orjson cannot write: better duplicates than a broken frame
+            return rewritten
         id_json = jsonrpc.encode_id(message.get("id"), line)
-        return (b'{"jsonrpc":"2.0","id":' + id_json + b',"result":'
-                + orjson.dumps(dict(result, sessions=merged)) + b"}")
+        return b'{"jsonrpc":"2.0","id":' + id_json + b',"result":' + result_json + b"}"
 
     # ----------------------------------------------------------------- helpers
 
