@@ -25,6 +25,8 @@ class Direction(enum.Enum):
     AGENT_TO_LIMINAL = "a2l"
     # Frames liminal itself writes to the client (errors for refused or orphaned requests).
     LIMINAL_TO_CLIENT = "l2c"
+    # Notes liminal records about what it did (a swap), for the store; never on a wire.
+    LIMINAL_NOTE = "note"
 
 
 class Kind(enum.Enum):

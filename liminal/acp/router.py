@@ -231,6 +231,13 @@ class Router:
         self._tap(Direction.LIMINAL_TO_CLIENT, Kind.NOTIFICATION, now, line, None,
                   thread, self.backing_of(thread) if thread else None, method, None)
 
+    def note(self, method: str, params: dict[str, Any], now: float, *, thread_id: str) -> None:
+        """Record what liminal did (``liminal/swap``) as a notification frame that only the taps
+        see: the store keeps it with the conversation's frames, in order."""
+        line = jsonrpc.notification_frame(method, params)
+        self._tap(Direction.LIMINAL_NOTE, Kind.NOTIFICATION, now, line, {"jsonrpc": "2.0", "method": method,
+                  "params": params}, thread_id, self.backing_of(thread_id), method, None)
+
     def cancel_own(self, rpc_id: str) -> None:
         """Forget an own request (its answer, if one ever comes, is then dropped quietly)."""
         self._own_pending.pop(rpc_id, None)

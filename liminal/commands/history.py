@@ -100,4 +100,8 @@ def render(m: MessageRecord, *, full: bool = False) -> str:
             size, int) else f"[usage] {m.data}"
     if m.kind == "turn_end":
         return f"[end: {m.status or '?'}]"
+    if m.kind == "swap":
+        seconds = m.data.get("duration_s")
+        took = f" in {seconds:.2f} s" if isinstance(seconds, (int, float)) else ""
+        return f"[liminal: {m.text}{took}]"
     return f"[{m.kind}] {m.text}"

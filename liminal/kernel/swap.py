@@ -26,7 +26,7 @@ import signal
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -454,8 +454,12 @@ class SwapManager:
 
     def _journal(self, state: ThreadState, old: str, new: str | None, outcome: str, reason: str,
                  started: float, t0: float, before: int | None, after: int | None) -> None:
-        self.journal.append(SwapRecord(
+        record = SwapRecord(
             thread_id=state.thread_id, old_backing_id=old, new_backing_id=new, outcome=outcome,
             reason=reason, started_at=started, duration_s=round(time.monotonic() - t0, 4),
             tokens_before=before, tokens_after=after, harness=self.harness.name, cwd=state.cwd,
-        ))
+        )
+        self.journal.append(record)  # the authority (see journal.py)
+        if self._proxy is not None:  # and a note in the store, with the conversation
+            self._proxy.router.note("liminal/swap", asdict(record), self.clock(), thread_id=state.thread_id)
+            self._proxy.flush()

@@ -144,6 +144,8 @@ class Deriver:
         elif frame.kind == "notification":
             if frame.method == "session/update":
                 self._update(frame, message, out)
+            elif frame.method == "liminal/swap" and frame.direction == "note":
+                self._swap(frame, message, out)
         elif frame.kind == "response":
             self._response(frame, message, out)
         for m in out.messages:
@@ -205,6 +207,27 @@ class Deriver:
             first_line = text.strip().splitlines()[0] if text.strip() else ""
             out.threads.append(ThreadUpdate(thread_id, frame.time,
                                             fallback_title=first_line[:TITLE_CHARS]))
+
+    # -- liminal's own notes ------------------------------------------------------------------
+
+    def _swap(self, frame: FrameRecord, message: dict[str, Any], out: Derived) -> None:
+        """A swap liminal attempted (its journal record): one ``swap`` message, between turns."""
+        record = message.get("params")
+        thread_id = frame.thread_id or (_str(record.get("thread_id")) if isinstance(record, dict) else None)
+        if not isinstance(record, dict) or not thread_id:
+            return
+        state = self._state(thread_id)
+        self._close_text(state)
+        before, after = record.get("tokens_before"), record.get("tokens_after")
+        tokens = (f"{before:,} -> {after:,} tokens" if isinstance(before, int) and isinstance(after, int)
+                  else "")
+        outcome = _str(record.get("outcome")) or "?"
+        text = " ".join(p for p in (f"context swap {outcome}", tokens,
+                                    _str(record.get("reason")) if outcome != "committed" else "") if p)
+        out.messages.append(MessageRecord(
+            id=frame.id, thread_id=thread_id, turn_id=state.turn_id, time=frame.time,
+            order=_order(frame), kind="swap", text=text, status=outcome, data=record,
+            backing_id=frame.backing_id or thread_id))
 
     # -- session/update -----------------------------------------------------------------------
 

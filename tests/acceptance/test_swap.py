@@ -186,6 +186,10 @@ def test_the_conversation_goes_on_across_several_swaps(adapter: Adapter, rig: Ri
                 records = await store.session_records(swap.new_backing_id)
                 assert skipped and all(r.offset >= skipped for r in records), swap
             assert await store.session_records(committed[0].new_backing_id or "")  # turns after it
+            # Each swap is in the store too, with the conversation, between its turns.
+            noted = [m for m in await store.messages(thread) if m.kind == "swap"]
+            assert [(m.data["new_backing_id"], m.status) for m in noted] == [
+                (s.new_backing_id, s.outcome) for s in swaps]
         finally:
             await store.aclose()
 

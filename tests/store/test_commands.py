@@ -11,7 +11,7 @@ import pytest
 from liminal import cli
 from liminal.store.indexer import Indexer
 from liminal.store.sqlite import SqliteStore
-from tests.store.conftest import conversation
+from tests.store.conftest import conversation, event
 
 
 @pytest.fixture
@@ -25,6 +25,9 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         indexer = Indexer(store, tmp_path / "spool")
         for e in conversation():
             indexer.offer(e)
+        indexer.offer(event("note", {"jsonrpc": "2.0", "method": "liminal/swap", "params": {
+            "outcome": "committed", "tokens_before": 130000, "tokens_after": 80000,
+            "duration_s": 0.4}}, thread="sess-1", backing="sess-2", time=1010.0))
         await indexer.aclose()
         await store.aclose()
 
@@ -49,11 +52,11 @@ def test_history(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
                  "  ~ Let me think.", "I will read the file.",
                  "[tool read · completed] Read flux.py", "    def gigawatts(): return 1.21",
                  "[plan] [ ] Rename gigawatts", "[usage] 12,345 / 200,000 tokens",
-                 "[end: end_turn]"):
+                 "[end: end_turn]", "[liminal: context swap committed 130,000 -> 80,000 tokens in 0.40 s]"):
         assert line in out
     assert cli.main(["history", "sess-1", "--json"]) == 0
     data = orjson.loads(capsys.readouterr().out)
-    assert len(data["messages"]) == 8
+    assert len(data["messages"]) == 9
     assert cli.main(["history", "nope"]) == 1
 
 

@@ -146,3 +146,23 @@ def test_fork_creates_a_new_thread() -> None:
     ]
     _, threads = derive(events)
     assert (threads[-1].id, threads[-1].backing_ids) == ("s2", ("s2",))
+
+
+def test_a_swap_note_becomes_a_swap_message_between_turns() -> None:
+    record = {"thread_id": "sess-1", "old_backing_id": "sess-1", "new_backing_id": "b2",
+              "outcome": "committed", "reason": "context 130000 tokens >= 120000",
+              "started_at": 1001.0, "duration_s": 0.4, "tokens_before": 130000,
+              "tokens_after": 80000, "harness": "claude", "cwd": "/work/demo"}
+    failed = dict(record, outcome="failed", new_backing_id=None, tokens_after=None,
+                  reason="OwnRequestError: session/resume: boom")
+    notes = [event("note", {"jsonrpc": "2.0", "method": "liminal/swap", "params": r},
+                   thread="sess-1", backing="b2", time=1001.5) for r in (record, failed)]
+    messages, _ = derive([*conversation(), *notes])
+    swaps = [m for m in sorted(messages.values(), key=lambda m: m.order) if m.kind == "swap"]
+    assert [(m.status, m.text) for m in swaps] == [
+        ("committed", "context swap committed 130,000 -> 80,000 tokens"),
+        ("failed", "context swap failed OwnRequestError: session/resume: boom")]
+    assert all(m.turn_id is None and m.data["duration_s"] == 0.4 for m in swaps)  # between turns
+    # The same notification from the agent or the client is not liminal's: no swap message.
+    forged = event("a2c", {"jsonrpc": "2.0", "method": "liminal/swap", "params": record})
+    assert not [m for m in derive([forged])[0].values() if m.kind == "swap"]

@@ -214,6 +214,18 @@ def test_results_are_rewritten_in_one_pass_whatever_the_lineage() -> None:
                     b'"c":{"sessionId":"unknown"},"d":{"sessionId":"thread-0"},"text":"sessionId old-12"}}')
 
 
+def test_a_note_reaches_only_the_taps() -> None:
+    router = make()
+    router.bind(THREAD, BACKING)
+    router.note("liminal/swap", {"outcome": "committed"}, NOW, thread_id=THREAD)
+    out = router.take()
+    assert not out.to_client and not out.to_agent
+    [event] = out.events
+    assert (event.direction, event.kind, event.method, event.thread_id, event.backing_id) == (
+        Direction.LIMINAL_NOTE, Kind.NOTIFICATION, "liminal/swap", THREAD, BACKING)
+    assert orjson.loads(event.raw)["params"] == {"outcome": "committed"} == event.message["params"]  # type: ignore[index]
+
+
 def test_fork_result_registers_a_new_thread() -> None:
     router = make()
     new_session(router)
