@@ -57,11 +57,12 @@ async def test_the_worker_waits_out_a_burst_for_a_bounded_time(tmp_path: Path,
         burst = await write_burst(spool, events, first, 1.5)
         during = await store.frame_count()
         if max_seconds > 1.5:
-            # Before its rate window sees the burst, the worker may take a block or two of it.
-            assert during <= first + 2 * BLOCK < first + burst
+            # Before its rate window sees the burst (up to one window, 100 ms, or longer on a
+            # loaded machine), the worker may take a few blocks of it, but not the burst.
+            assert during <= first + 10 * BLOCK and during < first + burst // 2
             assert worker.yielded_seconds > 0
         else:  # it waited 0.3 s, then indexed while the burst went on
-            assert during > first + 2 * BLOCK
+            assert during > first + 10 * BLOCK
         spool.seal()
         await worker.aclose()  # the burst is over: everything goes in
     assert await store.frame_count() == first + burst
