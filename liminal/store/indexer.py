@@ -29,7 +29,7 @@ import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -75,6 +75,7 @@ class IndexerStats:
     lost: int = 0  # frames that could be neither queued nor spooled (disk full)
     store_failures: int = 0
     recovered: int = 0  # frames replayed from dead processes' spools
+    invalid: int = 0  # lines taken as notifications by their first bytes that were not JSON
 
 
 def to_record(seq: int, event: FrameEvent) -> FrameRecord:
@@ -343,6 +344,11 @@ class Indexer:
                       from_memory: bool, *, include_open: bool = False) -> bool:
         frames = []
         for frame, message in items:
+            if message is None and frame.kind in _PARSED_KINDS and not self._deriver.seen(frame):
+                # The router forwards a line that starts like a canonical session/update from
+                # its bytes, unparsed; if the rest is not JSON, the log says what it was.
+                frame = replace(frame, kind="invalid")
+                self.stats.invalid += 1
             frames.append(frame)
             self._deriver.feed(frame, message)
         now = time.monotonic()

@@ -177,3 +177,35 @@ async def test_large_tool_outputs_also_go_to_the_cache(tmp_path: Path) -> None:
     cached = await cache.get("recall:toolu_big")
     assert cached is not None and big in cached.decode()
     await store.aclose()
+
+
+async def test_a_line_routed_by_its_first_bytes_that_is_not_json_is_stored_as_invalid(
+        tmp_path: Path) -> None:
+    from liminal.acp.events import Direction, Kind, make_lazy_event
+    from liminal.store.spool import SpoolDir
+    from liminal.store.worker import _FIELDS, _RAW
+
+    raw = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{oops'
+    event = make_lazy_event(Direction.AGENT_TO_CLIENT, Kind.NOTIFICATION, 1000.0, raw, "c9",
+                            "s1", "s1", "session/update", len(raw))
+    assert event.message is None
+    store = await SqliteStore.open(tmp_path / "liminal.db")
+    inline = Indexer(store, tmp_path / "spool")  # offered in memory
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(inline.run)
+        inline.offer(event)
+        await inline.aclose()
+    spool = SpoolDir(tmp_path / "spool" / "live")  # and through the spool, as the worker reads it
+    assert spool.acquire()
+    spool.append_block(0, {"c8": 0}, [("c8", *_FIELDS(event)[1:])],
+                       [_RAW(event)])
+    spool.seal()
+    spool.release(remove_if_empty=False)
+    worker = Indexer(store, tmp_path / "spool", tail=spool.path, recover=False)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.run)
+        await worker.aclose()
+    frames = [*await store.frames(connection_id="c9"), *await store.frames(connection_id="c8")]
+    assert [(f.kind, f.raw) for f in frames] == [("invalid", raw), ("invalid", raw)]
+    assert inline.stats.invalid == worker.stats.invalid == 1
+    await store.aclose()
