@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from liminal.store.records import FrameRecord, frame_id
 from liminal.store.spool import SpoolDir, frame_rows, orphans, read_segment
 
@@ -96,3 +100,37 @@ def test_a_writer_block_with_an_rpc_id_orjson_cannot_write(tmp_path: Path) -> No
     spool.append_block(0, {"c": 0}, rows, [b"{}", b"{}"])
     got, _ = spool.read(10)
     assert [f.rpc_id for f in got] == [str(2**70), '"x"']
+
+
+raw_lines = st.binary(max_size=64).map(lambda b: b.replace(b"\n", b"\\n"))  # as framed: no "\n"
+
+
+@settings(max_examples=150)
+@given(st.lists(st.lists(raw_lines, min_size=1, max_size=5), min_size=1, max_size=6),
+       st.floats(min_value=0, max_value=1))
+def test_a_spool_cut_anywhere_gives_back_exactly_its_whole_blocks(
+        tmp_path_factory: pytest.TempPathFactory, blocks: list[list[bytes]], cut: float) -> None:
+    """Whatever the frames' bytes, and wherever a crash or a full disk cut the file, reading gives
+    every frame of every block written whole, in order, byte for byte, and nothing else."""
+    spool = SpoolDir(tmp_path_factory.mktemp("spool") / "s")
+    assert spool.acquire()
+    written: list[list[FrameRecord]] = []
+    seq = 0
+    for raws in blocks:
+        batch = [FrameRecord(frame_id("c", seq + i), "c", seq + i, 1.5, "a2c", "notification", "t",
+                             "b", "session/update", None, len(raw), raw) for i, raw in enumerate(raws)]
+        spool.append_block(seq, *frame_rows(batch), raws, rpc_text=True)
+        written.append(batch)
+        seq += len(raws)
+    seg = spool.segments[0]
+    data = seg.path.read_bytes()
+    at = int(len(data) * cut)
+    seg.path.write_bytes(data[:at])
+    got, pos = read_segment(seg.path, 0, at, 10_000)
+    ends, total = [], 0
+    for batch in written:  # where each block ends in the file
+        total = data.index(b"\n", total) + 1 + sum(f.size for f in batch) + 1
+        ends.append(total)
+    whole = [f for batch, end in zip(written, ends, strict=True) if end <= at for f in batch]
+    assert got == whole
+    assert pos == max([e for e in ends if e <= at], default=0)
