@@ -9,6 +9,8 @@ from typing import Any
 import anyio
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from liminal.kernel.journal import SwapJournal
 from liminal.store.indexer import Indexer
@@ -153,3 +155,23 @@ async def test_the_indexer_watches_the_threads_session_file(tmp_path: Path) -> N
     assert records[1].usage is not None and records[1].usage["cache_read_input_tokens"] == 12000
     assert {r.thread_id for r in records} == {SID}
     await store.aclose()
+
+
+@settings(max_examples=150)
+@given(st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), max_size=8),
+       st.binary(max_size=20).map(lambda b: b.replace(b"\n", b"")), st.integers(0, 64))
+def test_only_complete_lines_are_read_from_where_indexing_stopped(
+        tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], tail: bytes,
+        start_line: int) -> None:
+    """A line without its newline is still being written: it is never read, and the offset
+    returned is where the next read must start."""
+    path = tmp_path_factory.mktemp("session") / "s.jsonl"
+    path.write_bytes(b"".join(line + b"\n" for line in lines) + tail)
+    first = min(start_line, len(lines))
+    offset = sum(len(line) + 1 for line in lines[:first])
+    got, end = read_complete_lines(path, offset, max_bytes=1 << 20)
+    expected, at = [], offset
+    for line in lines[first:]:
+        expected.append((at, line))
+        at += len(line) + 1
+    assert got == expected and end == at
