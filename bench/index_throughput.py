@@ -61,17 +61,18 @@ async def indexer_rate(n: int, home: Path) -> tuple[float, float]:
 async def worker_rate(n: int, home: Path) -> tuple[float, float]:
     """What the index worker sustains: a spool of n frames (as ``liminal acp`` writes it, in
     blocks of 500) consumed into a fresh SQLite store, messages derived and written."""
-    from liminal.store.spool import SpoolDir
-    from liminal.store.worker import _FIELDS, _RAW
+    from liminal import config
+    from liminal.store.worker import SpoolWriter
 
     events = list(stream(n, pad=100))
     size = sum(len(e.raw) for e in events)
-    spool = SpoolDir(home / "spool" / "bench")
+    writer = SpoolWriter(config.load({"home": home}), spool_name="bench")
+    spool = writer.spool
     spool.acquire()
     for start in range(0, n, 500):
-        part = events[start:start + 500]
-        spool.append_block(start, {part[0].connection_id: start}, list(map(_FIELDS, part)),
-                           list(map(_RAW, part)))
+        for event in events[start:start + 500]:
+            writer.offer(event)
+        writer.flush()
     spool.seal()
     spool.release(remove_if_empty=False)
     store = await SqliteStore.open(home / "liminal.db")

@@ -17,6 +17,14 @@ started. A torn block (disk full, power loss) ends the segment and is ignored on
 Encoding many frames per block is what keeps the cost per frame on the forwarding path well under
 a microsecond: the rows are tuples taken by ``attrgetter`` (C), one ``orjson.dumps`` and one
 system call per block; sequence numbers and the rpc id's JSON text are worked out by the reader.
+
+``liminal acp``'s spool writer, whose frames all belong to one connection, writes the same
+fields as columns (``encode_columns``: ``{"v": 2, "c": connection, "s": seq of the first frame,
+"t": [time...], "d": [direction...], "k": [kind...], "h": [thread...], "b": [backing...],
+"m": [method...], "i": [rpc id...], "z": [size...], "n": [raw length...]}``), where a column
+whose values are all the same holds just one: a stream of chunks repeats everything but the
+time and the size, so the header is about a third smaller and a third cheaper to encode. The
+reader takes both forms.
 """
 
 from __future__ import annotations
@@ -56,6 +64,30 @@ def encode_block(starts: dict[str, int], rows: Sequence[Sequence[Any]], raws: li
                       for row in rows]
         block["t"] = 1
         header = orjson.dumps(block)
+    return [header, b"\n", *raws, b"\n"]
+
+
+_COLUMNS = ("t", "d", "k", "h", "b", "m", "i", "z")
+
+
+def encode_columns(connection: str, seq: int, columns: Sequence[list[Any]],
+                   raws: list[bytes]) -> list[bytes] | None:
+    """A block in the column form for ``writev``, or None when it cannot be (an rpc id orjson
+    cannot write: use ``encode_block``). ``columns``: time, direction, kind, thread, backing,
+    method, rpc id (the JSON value), size, one value per frame, in ``_COLUMNS`` order."""
+    n = len(raws)
+    block: dict[str, Any] = {"v": 2, "c": connection, "s": seq, "n": list(map(len, raws))}
+    for key, column in zip(_COLUMNS, columns, strict=True):
+        first = column[0]
+        # A column all of one value keeps one. ``count`` compares with ==, so rpc ids (where
+        # 1 == 1.0 == True) are folded only when all None; the others hold one type each.
+        if n > 1 and (first is None or key != "i") and column.count(first) == n:
+            column = column[:1]
+        block[key] = column
+    try:
+        header = orjson.dumps(block)
+    except TypeError:
+        return None
     return [header, b"\n", *raws, b"\n"]
 
 
@@ -134,12 +166,17 @@ class SpoolDir:
     def append_block(self, n: int, starts: dict[str, int], rows: Sequence[Sequence[Any]],
                      raws: list[bytes], *, rpc_text: bool = False) -> int:
         """Append a block whose first frame is the writer's ``n``-th; returns its size."""
+        return self.append_encoded(n, encode_block(starts, rows, raws, rpc_text=rpc_text))
+
+    def append_encoded(self, n: int, parts: list[bytes]) -> int:
+        """Append an encoded block (``encode_block``, ``encode_columns``) whose first frame is
+        the writer's ``n``-th; returns its size."""
         if self._tail_fd is None or self.segments[-1].written >= SEGMENT_BYTES:
             self._close_tail()
             seg = Segment(self.path / f"{n:012d}{_SUFFIX}", n, 0)
             self._tail_fd = os.open(seg.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             self.segments.append(seg)
-        size = _write_all(self._tail_fd, encode_block(starts, rows, raws, rpc_text=rpc_text))
+        size = _write_all(self._tail_fd, parts)
         self.segments[-1].written += size
         return size
 
@@ -247,24 +284,42 @@ def read_segment(path: Path, start: int, end: int,
                 break
             try:
                 block = orjson.loads(header)
-                seqs, rows, lengths = dict(block["s"]), block["f"], block["n"]
-                as_text = bool(block.get("t"))
+                lengths = block["n"]
                 total = sum(lengths)
-            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+                rows = _rows(block, len(lengths))
+            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, IndexError):
                 break
             body = f.read(total + 1)
             if len(body) != total + 1 or body[-1:] != b"\n":
                 break  # torn block: the end of what was written whole
             at = 0
-            for (c, t, d, k, th, b, m, i, z), n in zip(rows, lengths, strict=True):
-                seq = seqs[c]
-                seqs[c] = seq + 1
-                rpc = i if i is None or as_text else orjson.dumps(i).decode()
+            for (c, seq, t, d, k, th, b, m, rpc, z), n in zip(rows, lengths, strict=True):
                 frames.append(FrameRecord(frame_id(c, seq), c, seq, t, d, k, th, b, m, rpc, z,
                                           body[at:at + n]))
                 at += n
             pos += len(header) + total + 1
     return frames, pos
+
+
+def _rows(block: dict[str, Any], count: int) -> list[tuple[Any, ...]]:
+    """A block header's frames as (connection, seq, time, direction, kind, thread, backing,
+    method, rpc id as JSON text, size), from either form."""
+    out: list[tuple[Any, ...]] = []
+    if block.get("v") == 2:
+        connection, seq = block["c"], block["s"]
+        columns = [block[key] if len(block[key]) == count else block[key] * count
+                   for key in _COLUMNS]
+        for j, (t, d, k, th, b, m, i, z) in enumerate(zip(*columns, strict=True)):
+            rpc = None if i is None else orjson.dumps(i).decode()
+            out.append((connection, seq + j, t, d, k, th, b, m, rpc, z))
+        return out
+    seqs, as_text = dict(block["s"]), bool(block.get("t"))
+    for c, t, d, k, th, b, m, i, z in block["f"]:
+        seq = seqs[c]
+        seqs[c] = seq + 1
+        rpc = i if i is None or as_text else orjson.dumps(i).decode()
+        out.append((c, seq, t, d, k, th, b, m, rpc, z))
+    return out
 
 
 def _write_all(fd: int, parts: list[bytes]) -> int:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from liminal.store.records import FrameRecord, frame_id
-from liminal.store.spool import SpoolDir, frame_rows, orphans, read_segment
+from liminal.store.spool import SpoolDir, encode_columns, frame_rows, orphans, read_segment
 
 
 def frames(n: int, start: int = 0) -> list[FrameRecord]:
@@ -134,3 +135,47 @@ def test_a_spool_cut_anywhere_gives_back_exactly_its_whole_blocks(
     whole = [f for batch, end in zip(written, ends, strict=True) if end <= at for f in batch]
     assert got == whole
     assert pos == max([e for e in ends if e <= at], default=0)
+
+
+def test_the_column_form_round_trips_and_folds_repeated_values(tmp_path: Path) -> None:
+    spool = SpoolDir(tmp_path / "s")
+    assert spool.acquire()
+    columns: list[list[object]] = [
+        [1.5, 1.5, 2.5],  # time
+        ["a2c"] * 3, ["notification", "notification", "response"],
+        ["t"] * 3, ["b"] * 3, ["session/update"] * 3,
+        [1, True, None],  # rpc ids: 1 == True, so never folded unless all None
+        [3, 3, 3]]
+    raws = [b"one", b"two", b"{3}"]
+    parts = encode_columns("c", 7, columns, raws)
+    assert parts is not None
+    header = orjson.loads(parts[0])
+    assert header["d"] == ["a2c"] and header["z"] == [3] and header["t"] == [1.5, 1.5, 2.5]
+    assert header["i"] == [1, True, None]
+    spool.append_encoded(0, parts)
+    assert encode_columns("c", 10, [[0.0], ["a2c"], ["response"], [None], [None], [None],
+                                    [2**70], [2]], [b"{}"]) is None  # rows will hold it as text
+    got, _ = spool.read(10)
+    assert [(f.id, f.seq, f.time, f.kind, f.rpc_id, f.raw) for f in got] == [
+        ("c:0000000007", 7, 1.5, "notification", "1", b"one"),
+        ("c:0000000008", 8, 1.5, "notification", "true", b"two"),
+        ("c:0000000009", 9, 2.5, "response", None, b"{3}")]
+
+
+def test_the_spool_writer_stores_what_it_was_offered(tmp_path: Path) -> None:
+    from liminal import config
+    from liminal.store.indexer import to_record
+    from liminal.store.worker import SpoolWriter
+    from tests.store.streams import stream
+
+    events = list(stream(1200, pad=10))
+    writer = SpoolWriter(config.load({"home": tmp_path}))
+    assert writer.spool.acquire()
+    for event in events[:700]:
+        writer.offer(event)
+    writer.flush()
+    for event in events[700:]:
+        writer.offer(event)
+    writer.flush()
+    got, _ = writer.spool.read(10_000)
+    assert got == [to_record(seq, e) for seq, e in enumerate(events)]
