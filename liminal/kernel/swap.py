@@ -136,6 +136,7 @@ class SwapManager:
         self._send, self._receive = anyio.create_memory_object_stream[_TurnEnd](64)
         self.completed = 0  # swap attempts finished, committed or not (tests wait on it)
         self._left_behind = ""  # the backing id the last committed swap moved away from
+        self._warned_no_close = False
         self._progress = anyio.Event()
 
     # ------------------------------------------------------------ observation
@@ -428,6 +429,11 @@ class SwapManager:
     async def _close(self, proxy: Proxy, old_backing: str) -> None:
         """Close the session a committed swap left, if the agent supports it."""
         if "close" not in (self.capabilities.get("sessionCapabilities") or {}):
+            if not self._warned_no_close:
+                self._warned_no_close = True
+                logger.warning("the agent cannot close sessions: the process of each session a "
+                               "swap leaves keeps running until the agent exits",
+                               session=old_backing)
             return
         t = time.monotonic()
         try:
