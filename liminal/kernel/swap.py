@@ -357,6 +357,14 @@ class SwapManager:
                           f"{type(exc).__name__}: {exc}", started, t0, tokens,
                           rewritten.tokens_after if rewritten else None)
             return False
+        if not router.is_held(thread_id):
+            # The hold overflowed (the client sent more than the router keeps) and let the
+            # thread's frames through to the old session: the new one lacks what they did.
+            self._journal(state, old_backing, rewritten.new_id, "abandoned",
+                          "the hold overflowed; the thread went on on its old session", started,
+                          t0, tokens, rewritten.tokens_after)
+            await self._close(proxy, rewritten.new_id)
+            return False
         router.bind(thread_id, rewritten.new_id)
         self._left_behind = old_backing
         # Where the hold went (bench/swap.py reads these): waiting for the file, reading the

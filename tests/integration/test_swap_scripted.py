@@ -147,6 +147,30 @@ async def test_a_prompt_sent_during_the_swap_waits_and_goes_to_the_new_session(t
     assert methods.index("session/close") > received.index(prompts[-1])
 
 
+async def test_a_hold_that_overflows_abandons_the_swap(tmp_path: Path) -> None:
+    gate = threading.Event()
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    manager = SwapManager(settings(), journal, FakeHarness(tmp_path, delay=gate))
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
+        thread = await start(client)
+        await client.prompt(thread, "used:130000")
+        note = json.dumps({"jsonrpc": "2.0", "method": "_x/note", "params": {"sessionId": thread}})
+        with anyio.fail_after(10):
+            while not proxy.router.is_held(thread):  # noqa: ASYNC110 - router state, no event
+                await anyio.sleep(0.01)
+        # More than the router keeps for a held thread: it lets them all through, unswapped.
+        await client.send((note + "\n").encode() * (proxy.router.max_held_per_thread + 1))
+        answer = await client.prompt(thread, "chunks:1")
+        assert answer["result"]["stopReason"] == "end_turn"
+        gate.set()
+        await manager.wait_for_swaps(1)
+        assert proxy.router.backing_of(thread) == thread
+    [record] = journal.records()
+    assert record.outcome == "abandoned" and "overflowed" in record.reason
+    prompts = [m for m in agent_received(tmp_path) if m.get("method") == "session/prompt"]
+    assert {m["params"]["sessionId"] for m in prompts} == {thread}
+
+
 @pytest.mark.parametrize("failure", ["rewrite", "session/resume", "session/set_mode"])
 async def test_any_failure_leaves_the_thread_on_its_old_session(tmp_path: Path, failure: str) -> None:
     harness = FakeHarness(tmp_path, fail=failure == "rewrite")
