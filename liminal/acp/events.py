@@ -13,8 +13,6 @@ import enum
 from dataclasses import dataclass
 from typing import Any, cast
 
-import orjson
-
 
 class Direction(enum.Enum):
     CLIENT_TO_AGENT = "c2a"
@@ -94,7 +92,7 @@ class LazyFrameEvent(FrameEvent):
     The router's fast path (a streamed ``session/update`` recognised from its canonical first
     bytes) routes without parsing; a subscriber that reads ``message`` pays for the parse, one
     that does not (most of them, for most chunks) never does. Its fields, once read, are those
-    of the eager event for the same line.
+    of the eager event for the same line (both parse with ``jsonrpc.parse``).
     """
 
     __slots__ = ()
@@ -103,7 +101,7 @@ class LazyFrameEvent(FrameEvent):
     def message(self) -> dict[str, Any] | None:
         value = _SLOT_MESSAGE.__get__(self, FrameEvent)
         if value is _UNPARSED:
-            value = _parse_object(self.raw)
+            value = _parse(self.raw)
             _SLOT_MESSAGE.__set__(self, value)
         return cast("dict[str, Any] | None", value)
 
@@ -113,14 +111,6 @@ class LazyFrameEvent(FrameEvent):
 
 
 _SLOT_MESSAGE: Any = FrameEvent.__dict__["message"]
-
-
-def _parse_object(raw: bytes) -> dict[str, Any] | None:
-    try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def make_lazy_event(
@@ -139,3 +129,7 @@ def make_lazy_event(
                            backing_id, method, None, size)
     event.__class__ = LazyFrameEvent
     return cast(FrameEvent, event)
+
+
+# At the end: jsonrpc imports this module's Kind.
+from liminal.acp.jsonrpc import parse as _parse  # noqa: E402

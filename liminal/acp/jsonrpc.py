@@ -23,7 +23,9 @@ REQUEST_CANCELLED = -32800
 
 
 def parse(raw: bytes) -> dict[str, Any] | None:
-    """The parsed copy of a line, or None when it is not a JSON object."""
+    """The parsed copy of a line, or None when it is not a JSON object. Every reader of frames
+    (the router, a lazy event, the index worker) parses with this, so they agree on what a line
+    is; and the copy can always be written again with orjson (the store does)."""
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -31,6 +33,9 @@ def parse(raw: bytes) -> dict[str, Any] | None:
         # those frames are still forwarded untouched, so a slower second reading is fine.
         try:
             value = json.loads(raw, parse_int=_int)
+            # Lone surrogates cannot be encoded as UTF-8: in the copy they become "?".
+            value = json.loads(json.dumps(value, ensure_ascii=False).encode("utf-8", "replace"),
+                               parse_int=_int)
         except (ValueError, RecursionError):
             return None
     except RecursionError:

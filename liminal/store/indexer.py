@@ -37,6 +37,7 @@ import anyio
 import orjson
 
 from liminal import log
+from liminal.acp import jsonrpc
 from liminal.acp.events import FrameEvent
 from liminal.config import Settings
 from liminal.store.base import Store, StoreError, UnavailableStore, describe, open_store
@@ -92,13 +93,8 @@ def to_record(seq: int, event: FrameEvent) -> FrameRecord:
 
 
 def parse(frame: FrameRecord) -> dict[str, Any] | None:
-    if frame.kind not in _PARSED_KINDS:
-        return None
-    try:
-        value = orjson.loads(frame.raw)
-    except orjson.JSONDecodeError:
-        return None
-    return value if isinstance(value, dict) else None
+    """The frame's parsed copy, as the router made it (``jsonrpc.parse``)."""
+    return jsonrpc.parse(frame.raw) if frame.kind in _PARSED_KINDS else None
 
 
 class Indexer:

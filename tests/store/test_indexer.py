@@ -209,3 +209,28 @@ async def test_a_line_routed_by_its_first_bytes_that_is_not_json_is_stored_as_in
     assert [(f.kind, f.raw) for f in frames] == [("invalid", raw), ("invalid", raw)]
     assert inline.stats.invalid == worker.stats.invalid == 1
     await store.aclose()
+
+
+@pytest.mark.parametrize("oddity", [b'"hi \\ud83d"', b'"hi", "n": NaN'])
+async def test_a_frame_only_the_stdlib_reads_is_parsed_alike_everywhere_and_stored(
+        tmp_path: Path, oddity: bytes) -> None:
+    """orjson refuses lone surrogates and NaN; the router falls back to the stdlib. The lazy
+    event, the index worker and the store must read such a line as the router did."""
+    from liminal.acp import jsonrpc
+    from liminal.acp.events import Direction, Kind, make_lazy_event
+
+    raw = (b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":'
+           b'{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":' + oddity + b'}}}}')
+    lazy = make_lazy_event(Direction.AGENT_TO_CLIENT, Kind.NOTIFICATION, 1000.0, raw, "c7", "s1",
+                           "s1", "session/update", len(raw))
+    assert lazy.message == jsonrpc.parse(raw) is not None
+    store = await SqliteStore.open(tmp_path / "liminal.db")
+    indexer = Indexer(store, tmp_path / "spool")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(indexer.run)
+        indexer.offer(lazy)
+        await indexer.aclose()
+    [frame] = await store.frames(connection_id="c7")
+    assert (frame.kind, frame.raw) == ("notification", raw)
+    assert [m.text for m in await store.messages("s1")] == ["hi ?" if b"ud83d" in oddity else "hi"]
+    await store.aclose()
