@@ -101,7 +101,9 @@ class LazyFrameEvent(FrameEvent):
     def message(self) -> dict[str, Any] | None:
         value = _SLOT_MESSAGE.__get__(self, FrameEvent)
         if value is _UNPARSED:
-            value = _parse(self.raw)
+            from liminal.acp.jsonrpc import parse  # here: jsonrpc imports this module
+
+            value = parse(self.raw)
             _SLOT_MESSAGE.__set__(self, value)
         return cast("dict[str, Any] | None", value)
 
@@ -129,7 +131,3 @@ def make_lazy_event(
                            backing_id, method, None, size)
     event.__class__ = LazyFrameEvent
     return cast(FrameEvent, event)
-
-
-# At the end: jsonrpc imports this module's Kind.
-from liminal.acp.jsonrpc import parse as _parse  # noqa: E402
