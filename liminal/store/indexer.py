@@ -43,7 +43,7 @@ from liminal.config import Settings
 from liminal.store.base import Store, StoreError, UnavailableStore, describe, open_store
 from liminal.store.derive import Deriver
 from liminal.store.records import Batch, FrameRecord, MessageRecord, ThreadUpdate, frame_id
-from liminal.store.sessionfile import SessionFileIndexer, find_claude_session
+from liminal.store.sessionfile import SessionFileIndexer
 from liminal.store.spool import SpoolDir, orphans, read_segment
 
 if TYPE_CHECKING:
@@ -108,7 +108,7 @@ class Indexer:
                  yield_bytes_per_second: float | None = YIELD_BYTES_PER_SECOND,
                  yield_max_seconds: float = YIELD_MAX_SECONDS) -> None:
         """``session_files(backing_id, cwd)`` locates a CLI session file to index as it grows
-        (``find_claude_session`` for Claude Code); None: frames only. ``own_bytes(backing_id)``:
+        (``liminal.harness.claude.paths.find`` for Claude Code); None: frames only. ``own_bytes(backing_id)``:
         how much of that file liminal wrote itself (a swap's rewrite), skipped when indexing. ``tail``: consume the
         spool another process writes there (the worker, see ``liminal.store.worker``) instead of
         taking offers. ``cache``: where large finished tool outputs are also put, for fast
@@ -586,6 +586,7 @@ async def open_indexer(settings: Settings, connection_id: str | None = None, *,
                     logger.error("store unavailable; frames are spooled until the next start",
                                  store=describe(settings), error=str(exc))
                     store = UnavailableStore(str(exc))
+            from liminal.harness.claude.paths import find as find_claude_session
             from liminal.kernel.journal import SwapJournal
 
             indexer = Indexer(store, spool_root, spool_name=connection_id,

@@ -13,7 +13,6 @@ keeps it, ``SwapJournal.own_bytes``).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -28,31 +27,6 @@ from liminal.store.records import Batch, SessionRecord
 logger = log.get("liminal.store.sessionfile")
 MAX_LINE = 64 * 1024 * 1024
 READ_BYTES = 8 * 1024 * 1024
-
-
-def claude_config_dir() -> Path:
-    return Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude")
-
-
-def encode_cwd(cwd: str) -> str:
-    """Claude Code's folder name for a cwd: every character outside [A-Za-z0-9] becomes '-'."""
-    return "".join(c if c.isascii() and c.isalnum() else "-" for c in cwd)
-
-
-def find_claude_session(backing_id: str, cwd: str = "",
-                        config_dir: Path | None = None) -> Path | None:
-    """The session file of ``backing_id``: the folder rule first, else a scan (long cwds get a
-    build-dependent hash suffix, so the rule can miss)."""
-    projects = (config_dir or claude_config_dir()) / "projects"
-    if cwd:
-        direct = projects / encode_cwd(cwd) / f"{backing_id}.jsonl"
-        if direct.is_file():
-            return direct
-    if not projects.is_dir():
-        return None
-    for path in projects.glob(f"*/{backing_id}.jsonl"):
-        return path
-    return None
 
 
 def _text_of(content: Any, tool_ids: list[str]) -> Iterable[str]:

@@ -245,10 +245,10 @@ class SpoolWriter:
 
 
 async def _worker(spool_dir: Path, settings: Settings) -> None:
+    from liminal.harness.claude.paths import find as find_claude_session
     from liminal.kernel.journal import SwapJournal
     from liminal.store.base import StoreError, UnavailableStore, describe, open_store
     from liminal.store.indexer import Indexer
-    from liminal.store.sessionfile import find_claude_session
 
     async with contextlib.AsyncExitStack() as stack, anyio.create_task_group() as tg:
         try:

@@ -12,12 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from liminal.harness.claude.paths import encode_cwd, find
 from liminal.kernel.journal import SwapJournal
 from liminal.store.indexer import Indexer
 from liminal.store.sessionfile import (
     SessionFileIndexer,
-    encode_cwd,
-    find_claude_session,
     parse_line,
     read_complete_lines,
 )
@@ -72,15 +71,11 @@ def test_only_complete_lines_are_read(tmp_path: Path) -> None:
     assert read_complete_lines(path, end) == ([], 16)
 
 
-def test_finding_the_file(tmp_path: Path) -> None:
-    cwd = "/work/my project.v2"
-    assert encode_cwd(cwd) == "-work-my-project-v2"
-    folder = tmp_path / "projects" / encode_cwd(cwd)
-    folder.mkdir(parents=True)
-    (folder / f"{SID}.jsonl").write_bytes(b"")
-    assert find_claude_session(SID, cwd, tmp_path) == folder / f"{SID}.jsonl"
-    assert find_claude_session(SID, "/elsewhere", tmp_path) == folder / f"{SID}.jsonl"
-    assert find_claude_session("other", cwd, tmp_path) is None
+def test_a_session_file_not_there_yet_is_none() -> None:
+    """The indexer waits for the file (the CLI writes it at the first prompt): ``find`` is
+    ``locate`` without the exception."""
+    env = {"CLAUDE_CONFIG_DIR": "/nonexistent"}
+    assert find("00000000-0000-4000-8000-000000000000", "/work", env) is None
 
 
 async def test_the_file_is_indexed_as_it_grows(tmp_path: Path) -> None:
@@ -135,8 +130,9 @@ async def test_the_indexer_watches_the_threads_session_file(tmp_path: Path) -> N
     folder.mkdir(parents=True)
     path = folder / f"{SID}.jsonl"
 
-    def locate(backing_id: str, cwd: str) -> Path | None:
-        return find_claude_session(backing_id, cwd, tmp_path / "claude")
+    def locate(backing_id: str, cwd: str) -> Path | None:  # SID is not a UUID: a stand-in
+        found = folder / f"{backing_id}.jsonl"
+        return found if encode_cwd(cwd) == folder.name and found.is_file() else None
 
     indexer = Indexer(store, tmp_path / "spool", session_files=locate)
     async with anyio.create_task_group() as tg:

@@ -14,7 +14,7 @@ from liminal.config import GradientSettings
 from liminal.gradient import RewriteError, prepare, rewrite_session
 from liminal.gradient.validate import validate
 from liminal.harness.claude import tail
-from liminal.harness.claude.paths import SessionNotFound, locate
+from liminal.harness.claude.paths import find
 from liminal.kernel.swap import Rewritten
 
 
@@ -27,10 +27,7 @@ class ClaudeSessions:
         self._settle = tail.SettleWatch()
 
     def locate(self, backing_id: str, cwd: str | None) -> Path | None:
-        try:
-            return locate(backing_id, cwd=cwd, env=self.env).path
-        except SessionNotFound:
-            return None
+        return find(backing_id, cwd, self.env)
 
     def context_tokens(self, path: Path) -> int | None:
         return tail.context_tokens(path)

@@ -116,3 +116,12 @@ def locate(
         for found in sorted(projects.glob(f"*/{text}.jsonl")):
             return SessionLocation(found, text)
     raise SessionNotFound(f"session {text} not found under {projects}")
+
+
+def find(session_id: str, cwd: str | Path | None = None,
+         env: Mapping[str, str] | None = None) -> Path | None:
+    """``locate``'s file for a session id, or None (for callers that wait for it to appear)."""
+    try:
+        return locate(session_id, cwd=cwd or None, env=env).path
+    except SessionNotFound:
+        return None
