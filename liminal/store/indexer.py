@@ -56,6 +56,7 @@ _PARSED_KINDS = {"request", "notification", "response"}
 # complete in the store once it ends. The frames, always written at once, hold it meanwhile.
 OPEN_MESSAGE_SECONDS = 1.0
 TAIL_POLL_SECONDS = 0.1  # a worker looks at its spool this often when not woken
+WATCH_POLL_MAX_SECONDS = 30.0  # a session file that has not appeared is looked for this often
 CACHE_OUTPUT_CHARS = 64 * 1024  # tool outputs this large also go to the blob cache
 # A worker yields to the proxy while the proxy writes the spool faster than this. Measured on the
 # 2-core machines (docs/benchmarks.md, "index"): a worker indexing during a flat-out stream cost
@@ -422,10 +423,13 @@ class Indexer:
     async def _watch_one(self, thread_id: str, backing_id: str, cwd: str) -> None:
         assert self._session_files is not None
         path = None
+        wait = 0.5
         while path is None:  # the CLI creates the file at the first prompt, not at session/new
             path = await anyio.to_thread.run_sync(self._session_files, backing_id, cwd)
             if path is None:
-                await anyio.sleep(0.5)
+                # Not a Claude Code session (Codex), or no prompt yet: look less and less often.
+                await anyio.sleep(wait)
+                wait = min(wait * 2, WATCH_POLL_MAX_SECONDS)
         watcher = await self._session_indexer(path, backing_id, thread_id)
         self.session_indexers[backing_id] = watcher
         logger.info("indexing session file", path=str(path), thread=thread_id)

@@ -162,12 +162,17 @@ class SessionFileIndexer:
         """Catch up, then again every time the file changes, until ``stop`` is set."""
         import watchfiles
 
-        await self.catch_up()
+        await self._catch_up_or_log()
         async for changes in watchfiles.awatch(self.path.parent, stop_event=stop,
                                                debounce=100, step=50, recursive=False):
             if any(Path(p) == self.path for _, p in changes):
-                try:
-                    await self.catch_up()
-                except Exception as exc:
-                    logger.warning("session file indexing failed; will retry on next change",
-                                   path=str(self.path), error=str(exc))
+                await self._catch_up_or_log()
+
+    async def _catch_up_or_log(self) -> None:
+        """A failure (the store down, the file unreadable) waits for the next change: it must
+        not take the watcher, and with it the index worker, down."""
+        try:
+            await self.catch_up()
+        except Exception as exc:
+            logger.warning("session file indexing failed; will retry on next change",
+                           path=str(self.path), error=str(exc))

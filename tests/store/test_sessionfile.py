@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from liminal.harness.claude.paths import encode_cwd, find
 from liminal.kernel.journal import SwapJournal
+from liminal.store.base import StoreError
 from liminal.store.indexer import Indexer
 from liminal.store.sessionfile import (
     SessionFileIndexer,
@@ -171,3 +172,19 @@ def test_only_complete_lines_are_read_from_where_indexing_stopped(
         expected.append((at, line))
         at += len(line) + 1
     assert got == expected and end == at
+
+
+async def test_a_store_failure_at_the_first_catch_up_does_not_stop_the_watcher(
+        tmp_path: Path) -> None:
+    class Down:
+        async def session_file_end(self, backing_id: str) -> int:
+            raise StoreError("store is down (test)")
+
+    path = tmp_path / f"{SID}.jsonl"
+    path.write_bytes(line(RECORDS[0]))
+    watcher = SessionFileIndexer(Down(), path, SID, "t")  # type: ignore[arg-type]
+    stop = anyio.Event()
+    stop.set()
+    with anyio.fail_after(10):
+        await watcher.run(stop)  # returns at the stop, having logged the failure
+    assert watcher.indexed == 0
