@@ -6,7 +6,7 @@ line, so writing ``line + b"\\n"`` reproduces the stream byte for byte).
 
 A line longer than ``max_size`` is never buffered whole: once it passes the cap the framer keeps
 only its head and tail, skips to the next newline, and returns an ``Oversized`` in its place so
-the router can still answer the request it carried (see ``jsonrpc.recover_id``).
+the router can still answer the request it carried (see ``jsonrpc.recover_top_level``).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from liminal.acp.events import Kind
+from liminal.acp.framing import HEAD_BYTES, TAIL_BYTES
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -70,7 +71,9 @@ def id_key(rpc_id: Any) -> Any:
 def encode_id(rpc_id: Any, raw: bytes | None = None) -> bytes:
     """The id as JSON bytes. A float may be a big integer orjson rounded: then read the raw frame."""
     if isinstance(rpc_id, float) and raw is not None:
-        found = recover_top_level(raw).get("id")
+        # Only the ends, as for an oversized frame: the walk is a Python loop per byte, and a
+        # top-level id is near the start (or, after a huge value, at the very end).
+        found = recover_top_level(raw[:HEAD_BYTES], raw[-TAIL_BYTES:]).get("id")
         if found is not None:
             return found
     try:

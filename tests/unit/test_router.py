@@ -675,3 +675,14 @@ def test_a_moved_threads_load_shows_the_given_history_and_the_agents_state_only(
                                                  "params": {"sessionId": THREAD, "update": u}}) for u in HISTORY]
     assert sent[:-1] == history + captured
     assert all(BACKING.encode() not in line for line in sent)
+
+
+def test_a_big_integer_id_after_a_huge_value_is_echoed_exactly() -> None:
+    """The id's exact bytes come from the ends of the line (the walk over it is per byte)."""
+    router = make(max_frame_bytes=1 << 24)
+    big = b"123456789012345678901234567890"
+    from_client(router, b'{"jsonrpc":"2.0","method":"_x/y","params":{"pad":"' + b"p" * 3_000_000
+                + b'"},"id":' + big + b"}")
+    router.agent_gone(NOW, "exit code 1")
+    [error] = router.take().to_client
+    assert error.startswith(b'{"jsonrpc":"2.0","id":' + big + b",")
