@@ -108,9 +108,10 @@ raw_lines = st.binary(max_size=64).map(lambda b: b.replace(b"\n", b"\\n"))  # as
 
 @settings(max_examples=150)
 @given(st.lists(st.lists(raw_lines, min_size=1, max_size=5), min_size=1, max_size=6),
-       st.floats(min_value=0, max_value=1))
+       st.floats(min_value=0, max_value=1), st.booleans())
 def test_a_spool_cut_anywhere_gives_back_exactly_its_whole_blocks(
-        tmp_path_factory: pytest.TempPathFactory, blocks: list[list[bytes]], cut: float) -> None:
+        tmp_path_factory: pytest.TempPathFactory, blocks: list[list[bytes]], cut: float,
+        columns: bool) -> None:
     """Whatever the frames' bytes, and wherever a crash or a full disk cut the file, reading gives
     every frame of every block written whole, in order, byte for byte, and nothing else."""
     spool = SpoolDir(tmp_path_factory.mktemp("spool") / "s")
@@ -120,7 +121,14 @@ def test_a_spool_cut_anywhere_gives_back_exactly_its_whole_blocks(
     for raws in blocks:
         batch = [FrameRecord(frame_id("c", seq + i), "c", seq + i, 1.5, "a2c", "notification", "t",
                              "b", "session/update", None, len(raw), raw) for i, raw in enumerate(raws)]
-        spool.append_block(seq, *frame_rows(batch), raws, rpc_text=True)
+        if columns:  # the form liminal acp writes
+            fields = [[f.time, f.direction, f.kind, f.thread_id, f.backing_id, f.method, None,
+                       f.size] for f in batch]
+            parts = encode_columns("c", seq, [list(col) for col in zip(*fields, strict=True)], raws)
+            assert parts is not None
+            spool.append_encoded(seq, parts)
+        else:
+            spool.append_block(seq, *frame_rows(batch), raws, rpc_text=True)
         written.append(batch)
         seq += len(raws)
     seg = spool.segments[0]
