@@ -213,7 +213,7 @@ def serve_liminal(argv: Sequence[str]) -> int:
 
     settings = config.load({})
     log.configure(settings.log_level)
-    tap = CountingTap(settings.proxy.tap_queue_frames)
+    tap = CountingTap(65536)  # TapChannel's default
     proxy = Proxy(list(argv), settings.proxy, components=[tap])
     tune_gc()  # as ``liminal acp`` does
     code = anyio.run(proxy.run, backend="asyncio")

@@ -36,7 +36,6 @@ class ProxySettings:
     # The older Claude adapter ignores stdin EOF, so after the client leaves we signal its group.
     kill_grace_seconds: float = 5.0
     # Frames a tap subscriber may fall behind before it starts losing them (see docs/architecture).
-    tap_queue_frames: int = 65536
 
 
 @dataclass(frozen=True, slots=True)

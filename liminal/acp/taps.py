@@ -4,7 +4,8 @@ The proxy calls ``offer(event)`` on each subscriber for every frame, synchronous
 forwarding path. ``offer`` must therefore return at once and never raise: it may append to a
 buffer, nothing more. The policy, per subscriber:
 
-* ``TapChannel`` (the default for async consumers) holds up to ``maxsize`` events. A subscriber
+* ``TapChannel``, for a component that wants events as an async stream (none of liminal's own
+  do: each implements ``offer``), holds up to ``maxsize`` events. A subscriber
   that keeps up loses nothing. One that falls ``maxsize`` events behind loses the newest events
   beyond that, and the next event it receives is preceded by a ``Gap`` saying how many it lost,
   so it never mistakes a hole for a complete record.
