@@ -23,7 +23,7 @@ class SwapRecord:
     old_backing_id: str
     new_backing_id: str | None  # None when the swap failed before a new session existed
     outcome: str  # "committed", "failed", "abandoned", "skipped" (not worth a swap)
-    reason: str  # why it started ("tokens 131200 >= 120000") or why it failed
+    reason: str  # committed: why it started ("context 131200 tokens >= 120000"); else why not
     started_at: float  # wall clock
     duration_s: float  # from the hold to the release
     tokens_before: int | None

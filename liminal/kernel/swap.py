@@ -105,7 +105,7 @@ class _TurnEnd(NamedTuple):
     """What the swap task is asked to look at when a thread's turn has ended."""
 
     thread_id: str
-    decided: bool  # the agent's usage already says swap; else the session file decides
+    reason: str | None  # why the agent's usage says swap; None: the session file decides
     held: bool  # the thread's next frames wait (set in ``offer``, before the client's next bytes)
     prompt: str | None  # the prompt of the turn that ended, to find that turn on disk
 
@@ -225,7 +225,8 @@ class SwapManager:
                          prompt=router.prompt_in_flight(thread_id),
                          agent_request=router.agent_request_open(thread_id))
             return
-        decided = swap_reason(state, state.context_tokens, self.settings) is not None
+        reason = swap_reason(state, state.context_tokens, self.settings)
+        decided = reason is not None
         logger.debug("turn ended", thread=thread_id, tokens=state.context_tokens, decided=decided)
         if not decided and state.context_tokens is not None:
             return
@@ -238,7 +239,7 @@ class SwapManager:
         try:
             # The prompt of the turn that just ended, taken now: by the time the task runs, an
             # unheld client may already have sent the next one.
-            self._send.send_nowait(_TurnEnd(thread_id, decided, held, state.last_prompt))
+            self._send.send_nowait(_TurnEnd(thread_id, reason, held, state.last_prompt))
         except anyio.WouldBlock:
             return
         state.swapping = True
@@ -289,7 +290,8 @@ class SwapManager:
 
     async def _maybe_swap(self, proxy: Proxy, state: ThreadState, turn_end: _TurnEnd) -> bool | None:
         """True: committed; False: tried and failed; None: no swap was needed after all."""
-        decided, held = turn_end.decided, turn_end.held
+        reason, held = turn_end.reason, turn_end.held
+        decided = reason is not None
         router = proxy.router
         thread_id = state.thread_id
         old_backing = router.backing_of(thread_id)
@@ -324,7 +326,8 @@ class SwapManager:
             tokens = await anyio.to_thread.run_sync(self.harness.context_tokens, path)
             state.file_tokens = tokens
             logger.debug("context read from the session file", thread=thread_id, tokens=tokens)
-            if swap_reason(state, tokens, self.settings) is None:
+            reason = swap_reason(state, tokens, self.settings)
+            if reason is None:
                 return None
         rewritten: Rewritten | None = None
         try:
@@ -375,7 +378,7 @@ class SwapManager:
         state.turns_since_swap = 0
         state.context_tokens = None  # the next usage_update tells the new size
         state.file_tokens = rewritten.tokens_after  # until the file says otherwise
-        self._journal(state, old_backing, rewritten.new_id, "committed", "", started, t0,
+        self._journal(state, old_backing, rewritten.new_id, "committed", reason or "", started, t0,
                       rewritten.tokens_before, rewritten.tokens_after)
         self._notice(proxy, thread_id, rewritten)
         logger.info("swap committed", thread=thread_id, old=old_backing, new=rewritten.new_id,

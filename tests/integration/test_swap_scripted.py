@@ -235,6 +235,8 @@ async def test_after_a_restart_the_thread_resumes_on_its_last_committed_session(
         await manager.wait_for_swaps(1)
         backing = proxy.router.backing_of(thread)
         await client.prompt(thread, "after the swap chunks:1 used:1000")
+    [committed] = journal.records()
+    assert committed.reason == "context 130000 tokens >= 100000"  # why it started (high_tokens)
     (tmp_path / "agent_in.bin").unlink()
     manager = SwapManager(settings(), journal, FakeHarness(tmp_path))
     replays = ReplayManager(shared(store))
