@@ -100,6 +100,11 @@ class Settings:
     def sqlite_path(self) -> Path:
         return self.home / "liminal.db"
 
+    @property
+    def journal_path(self) -> Path:
+        """The swap journal (``liminal.kernel.journal``)."""
+        return self.home / "swaps.jsonl"
+
 
 def _coerce(name: str, kind: Any, value: Any) -> Any:
     """Turn a TOML or environment value into the declared type of a setting."""

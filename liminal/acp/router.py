@@ -216,13 +216,6 @@ class Router:
         self._tap(Direction.LIMINAL_TO_AGENT, Kind.REQUEST, now, line, None, thread_id, backing, method, rpc_id)
         return rpc_id
 
-    def send_notification(self, method: str, params: Any, now: float) -> None:
-        line = jsonrpc.notification_frame(method, params)
-        self._out.to_agent.append(line)
-        backing = params.get("sessionId") if isinstance(params, dict) else None
-        self._tap(Direction.LIMINAL_TO_AGENT, Kind.NOTIFICATION, now, line, None,
-                  self.thread_of(backing) if backing else None, backing, method, None)
-
     def notify_client(self, method: str, params: Any, now: float) -> None:
         """A notification of liminal's own to the client (``params`` already in thread ids)."""
         line = jsonrpc.notification_frame(method, params)

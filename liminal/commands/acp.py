@@ -52,7 +52,7 @@ def components(settings: Settings) -> list[Component]:
         from liminal.kernel.journal import SwapJournal
         from liminal.kernel.swap import SwapManager
 
-        journal = SwapJournal(settings.home / "swaps.jsonl")
+        journal = SwapJournal(settings.journal_path)
         found.append(SwapManager(settings.swap, journal, ClaudeSessions(settings.gradient)))
         if settings.store.index:
             # A moved thread's load replays its history from the store, not the compressed one.

@@ -20,7 +20,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
     from liminal.kernel.journal import SwapJournal
 
-    records = SwapJournal(settings.home / "swaps.jsonl").records(args.thread)
+    records = SwapJournal(settings.journal_path).records(args.thread)
     if args.json:
         for record in records:
             sys.stdout.buffer.write(record.to_json() + b"\n")

@@ -103,7 +103,3 @@ class SwapJournal:
         """(thread id, backing id) of every committed swap, oldest first."""
         return [(r.thread_id, r.new_backing_id) for r in self.records()
                 if r.outcome == "committed" and r.new_backing_id]
-
-    def current_backing(self) -> dict[str, str]:
-        """Thread id -> the backing id of its last committed swap."""
-        return dict(self.lineage())

@@ -254,9 +254,10 @@ class SwapManager:
         self._proxy = proxy
         # Every session a thread has been on names the thread towards the client (a listing
         # shows the thread once); new frames go to the last one.
-        for thread_id, backing_id in self.journal.lineage():
+        lineage = self.journal.lineage()
+        for thread_id, backing_id in lineage:
             proxy.router.adopt(backing_id, thread_id)
-        for thread_id, backing_id in self.journal.current_backing().items():
+        for thread_id, backing_id in dict(lineage).items():  # the last committed of each thread
             proxy.router.bind(thread_id, backing_id)
         async with self._receive:
             async for turn_end in self._receive:

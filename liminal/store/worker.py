@@ -76,7 +76,6 @@ class SpoolWriter:
         self._done = anyio.Event()
         self._worker: Process | None = None
         self._pipe: int | None = None  # the write end of the worker's stdin
-        self.offered = 0
         self.spooled = 0
         self.lost = 0
         self.workers_started = 0
@@ -239,6 +238,8 @@ class SpoolWriter:
                 worker.terminate()
         self.spool.refresh()
         self.spool.release(remove_if_empty=not self.spool.segments)
+        logger.info("spool writer closed", spooled=self.spooled, lost=self.lost,
+                    workers_started=self.workers_started, left=len(self.spool.segments))
 
 
 # -- the worker process ------------------------------------------------------------------------
@@ -262,7 +263,7 @@ async def _worker(spool_dir: Path, settings: Settings) -> None:
 
         cache = await stack.enter_async_context(open_cache(settings))
         # No deadline of the proxy's here: an orphaned worker drains for up to five minutes.
-        journal = SwapJournal(settings.home / "swaps.jsonl")
+        journal = SwapJournal(settings.journal_path)
         indexer = Indexer(store, spool_dir.parent, tail=spool_dir, close_timeout=300,
                           session_files=find_claude_session, own_bytes=journal.own_bytes,
                           cache=cache)
