@@ -175,26 +175,23 @@ async def test_a_store_locked_for_ten_seconds_does_not_slow_forwarding(tmp_path:
         await prompt(proxy, 2, session, "chunks:2000")
         await answered(proxy, 2)
         await wait_stored(home / "liminal.db", 2 + 2 + 2002)
-        # Measure a turn with the store working, then one while another writer holds it.
-        start = time.monotonic()
         await prompt(proxy, 3, session, "chunks:20000")
         await answered(proxy, 3)
-        free = time.monotonic() - start
         lock = sqlite3.connect(home / "liminal.db", isolation_level=None)
         lock.execute("BEGIN IMMEDIATE")
         try:
             start = time.monotonic()
+            # A whole turn is forwarded and answered while another writer holds the store: it
+            # did not wait for the store (no timing assertion; the bench measures speed).
             await prompt(proxy, 4, session, "chunks:20000")
             await answered(proxy, 4)
-            stalled = time.monotonic() - start
-            # The turn waits on disk, not in memory.
+            # The turn waits on disk, not in memory, and not in the store.
             assert spooled_bytes(home) > 20_000 * 100
             assert await frame_count(home / "liminal.db") < 2 + 2 + 2002 + 20_002 * 2
-            await anyio.sleep(max(0.0, 10 - stalled))
+            await anyio.sleep(max(0.0, 10 - (time.monotonic() - start)))
         finally:
             lock.execute("ROLLBACK")
             lock.close()
-        assert stalled < max(2.0, free * 2), (free, stalled)
         await proxy.close_stdin()
         assert await proxy.wait_exit() == 0
     seqs = await stored_seqs(home / "liminal.db")
