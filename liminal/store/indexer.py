@@ -61,9 +61,10 @@ CACHE_OUTPUT_CHARS = 64 * 1024  # tool outputs this large also go to the blob ca
 # A worker yields to the proxy while the proxy writes the spool faster than this. Measured on the
 # 2-core machines (docs/benchmarks.md, "index"): a worker indexing during a flat-out stream cost
 # the proxy a fifth of its frame rate even at nice 10 (the two compete for the cores and the
-# caches), against 2-6% for the spool writer alone. A conversation streams tens of kB/s; only a
-# burst (a large tool output, a replayed history, a benchmark) passes this, and for at most
-# ``YIELD_MAX_SECONDS`` at a time, after which the worker indexes regardless.
+# caches), against 2-6% for the spool writer alone. A conversation streams (by estimate: a few
+# hundred tokens a second) tens of kB/s; only a burst (a large tool output, a replayed history, a
+# benchmark) passes this, and for at most ``YIELD_MAX_SECONDS`` at a time, after which the worker
+# indexes regardless.
 YIELD_BYTES_PER_SECOND = 1_000_000
 YIELD_WINDOW_SECONDS = 0.1
 YIELD_MAX_SECONDS = 10.0
@@ -596,7 +597,7 @@ async def open_indexer(settings: Settings, connection_id: str | None = None, *,
             indexer = Indexer(store, spool_root, spool_name=connection_id,
                               queue_frames=settings.store.queue_frames,
                               session_files=find_claude_session if watch_sessions else None,
-                              own_bytes=SwapJournal(settings.home / "swaps.jsonl").own_bytes)
+                              own_bytes=SwapJournal(settings.journal_path).own_bytes)
         async with anyio.create_task_group() as tg:
             if run:
                 tg.start_soon(indexer.run)

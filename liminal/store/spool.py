@@ -14,9 +14,9 @@ back, then a newline, written with a single ``writev``: a process killed
 mid-write (SIGKILL) leaves whole blocks behind, because the kernel finishes a write it has
 started. A torn block (disk full, power loss) ends the segment and is ignored on replay.
 
-Encoding many frames per block is what keeps the cost per frame on the forwarding path well under
-a microsecond: the rows are tuples taken by ``attrgetter`` (C), one ``orjson.dumps`` and one
-system call per block; sequence numbers and the rpc id's JSON text are worked out by the reader.
+Encoding many frames per block is what keeps the cost per frame on the forwarding path near a
+microsecond (docs/benchmarks.md, "index"): the rows are tuples taken by ``attrgetter`` (C), one
+``orjson.dumps`` and one system call per block; sequence numbers and the rpc id's JSON text are worked out by the reader.
 
 ``liminal acp``'s spool writer, whose frames all belong to one connection, writes the same
 fields as columns (``encode_columns``: ``{"v": 2, "c": connection, "s": seq of the first frame,
