@@ -21,7 +21,6 @@ import json
 import os
 import platform
 import random
-import re
 import shutil
 import statistics
 import subprocess
@@ -41,6 +40,7 @@ from liminal.harness.claude.conversation import build  # noqa: E402
 from liminal.harness.claude.paths import locate  # noqa: E402
 from liminal.harness.claude.records import read_session  # noqa: E402
 from liminal.harness.claude.tokens import Calibration, calibrate, total_chars  # noqa: E402
+from tests.support.gradient import recent_intact  # noqa: E402
 
 CWD = "/bench/project"
 WORDS = ("state", "frame", "router", "session", "token", "buffer", "result", "parse", "write",
@@ -238,26 +238,6 @@ def context_left(path: Path, cal: Calibration) -> dict[str, Any]:
                      and conv.tool_uses[t].uuid in pure)
     return {"tokens": cal.overhead_tokens + cal.tokens(chars), "turns": len(conv.turns),
             "tool_pairs": pairs, "pairs_on_pure_chain": pure_pairs, "bytes": path.stat().st_size}
-
-
-def recent_intact(source: Path, new: Path, recent_turns: int) -> bool:
-    conv = build(read_session(locate(source)))
-    wanted = {r.uuid: r for t in conv.turns[-recent_turns:] for r in t.records if r.uuid}
-    original = conv.session.raw(wanted.values())
-    norm = re.compile(rb'"parentUuid":(null|"[^"]*")')
-    sid = conv.session.location.session_id.encode()
-    found = 0
-    with new.open("rb") as handle:
-        for line in handle:
-            rec = orjson.loads(line)
-            if rec.get("uuid") in wanted:
-                src = wanted[rec["uuid"]]
-                before = norm.sub(b"", original[src.line]).replace(sid, b"X")
-                after = norm.sub(b"", line).replace(rec["sessionId"].encode(), b"X")
-                if before != after:
-                    return False
-                found += 1
-    return found == len(wanted)
 
 
 def ensure_ccs_cloner() -> Path:

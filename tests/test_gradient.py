@@ -17,6 +17,7 @@ from liminal.gradient.recall import RecallKey, resolve, resolve_in
 from liminal.gradient.rewrite import RewriteError, prepare, rewrite_session
 from liminal.gradient.validate import ValidationError, validate
 from liminal.harness.claude.paths import locate
+from tests.support.gradient import recent_intact
 from tests.transcript import SID, Transcript, read_lines
 
 NEW = "7e57a11d-0000-4000-8000-000000000001"
@@ -73,20 +74,9 @@ def test_recent_band_is_byte_for_byte(tmp_path: Path) -> None:
     t = long_session()
     src = t.write(tmp_path)
     result = rewrite_session(src, new_id=NEW, settings=SMALL)
-    original = {json.loads(line)["uuid"]: line for line in t.lines() if b'"uuid"' in line}
-    new_lines = result.path.read_bytes().splitlines(keepends=True)
-    strip = re.compile(rb'"parentUuid":(null|"[^"]*")')
-    recent = new_lines[-(sum(1 for _ in range(0)) or 1):]
-    n_recent_records = 0
-    for line in new_lines:
-        rec = json.loads(line)
-        if rec.get("uuid") in original and b"[liminal: " not in line:
-            before = strip.sub(b"", original[rec["uuid"]]).replace(SID.encode(), NEW.encode())
-            if strip.sub(b"", line) == before:
-                n_recent_records += 1
-    # The youngest turn's records come back identical apart from sessionId and parentUuid.
-    assert recent and n_recent_records >= 5
-    assert new_lines[-1] == original[t.records[-1]["uuid"]].replace(SID.encode(), NEW.encode())
+    assert result.turns["recent"] >= 1
+    # Every record of the recent turns, identical apart from sessionId and parentUuid.
+    assert recent_intact(src, result.path, result.turns["recent"])
 
 
 def test_middle_band_cuts_with_recall_keys_that_resolve(tmp_path: Path) -> None:
