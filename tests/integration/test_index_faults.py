@@ -16,6 +16,7 @@ import anyio
 import orjson
 import pytest
 
+from liminal.store.spool import read_segment
 from liminal.store.sqlite import SqliteStore
 from tests.support.proxy_process import ProxyProcess, child_env, liminal_argv, scripted_agent_argv
 
@@ -128,6 +129,19 @@ def spooled_bytes(home: Path) -> int:
     return sum(p.stat().st_size for p in home.glob("spool/*/*.spool"))
 
 
+def spooled_frames(home: Path) -> int:
+    """How many frames the spool writer has written: the last seq in its segments, plus one
+    (the tail segment stays while the writer lives, so the newest frames are always there)."""
+    last = -1
+    for path in spool_files(home):
+        try:
+            frames, _ = read_segment(path, 0, path.stat().st_size, 10_000_000)
+        except FileNotFoundError:  # the worker removed a segment it had stored
+            continue
+        last = max([last, *(f.seq for f in frames)])
+    return last + 1
+
+
 async def wait_drained(home: Path, timeout: float = 60) -> None:
     await until(lambda: not spool_files(home), timeout, 0.1)
 
@@ -138,7 +152,9 @@ async def test_sigkill_of_liminal_mid_stream_keeps_what_the_client_had(tmp_path:
         await prompt(proxy, 2, session, "chunks:200000")
         await until(lambda: len(proxy.lines) >= 20_000)
         had = len(proxy.lines)
-        await anyio.sleep(0.2)  # what the client had 200 ms ago is on disk by now
+        # Kill once the spool holds at least as many frames as the client has lines (it holds
+        # the client's own requests too): nothing the client saw may be missing afterwards.
+        await until(lambda: spooled_frames(home) >= had, interval=0.005)
         os.kill(proxy.process.pid, signal.SIGKILL)  # liminal only, not its process group
         await proxy.process.wait()
         # The orphaned worker drains the spool on its own (its stdin closed with its parent).
