@@ -116,7 +116,7 @@ def serve_noop(agent: list[str]) -> int:
 
 
 def proxy_rate(n: int, home: Path, index: bool | None) -> tuple[float, float]:
-    """Frames/s through ``liminal acp``: index True (the worker), False (no components),
+    """Frames/s through ``liminal acp``: index True (the worker), False (the swap manager only),
     None (taps on, one no-op subscriber); and the seconds from the prompt until liminal has
     exited (with indexing on: until every frame is in the store)."""
     env = dict(os.environ, LIMINAL_HOME=str(home), LIMINAL_STORE_INDEX="1" if index else "0",
@@ -198,7 +198,7 @@ def main() -> None:
         median = {k: sorted(v)[len(v) // 2] for k, v in results.items()}
         print(f"proxy ({args.proxy_frames:,} chunk frames, {args.runs} runs each), frames/s "
               "best / median:")
-        for key, name in ((False, "indexing off (no components)"),
+        for key, name in ((False, "indexing off (the swap manager only)"),
                           (None, "taps on, one no-op subscriber"),
                           (True, "indexing on (spool writer + worker)")):
             print(f"  {name}: {best[key]:,.0f} / {median[key]:,.0f}"

@@ -10,8 +10,11 @@ bytes to a client, which is this script. The same frames travel
                    must (the issue's reference figures look like this kind of relay);
   (c) ``liminal``: through liminal's ``Proxy`` with taps on: one component, a ``TapChannel``
                    drained by a task, the way the indexer will subscribe (``serve-liminal`` mode);
-  (d) ``liminal-notap``: through ``python -m liminal acp`` exactly as a client launches it
-                   (no components, so the router builds no events), for reference.
+  (d) ``liminal-notap``: through ``python -m liminal acp`` exactly as a client launches it,
+                   with the settings it would have: by default the index spool writer (and its
+                   worker) and the swap manager, so the router does build events; with
+                   ``LIMINAL_STORE_INDEX=0 LIMINAL_SWAP_ENABLED=0`` no components and no events.
+                   Always in a fresh ``LIMINAL_HOME``.
 
 Each case runs flat out (the agent writes as fast as the chain takes it) and paced (one frame
 per write, 1,000 frames/s). Every frame carries the agent's ``time.monotonic_ns()`` at the
@@ -276,7 +279,7 @@ def run_case(case: str, count: int, rate: float, batch: int, timeout: float) -> 
                   "--rate", str(rate), "--batch", str(batch)]
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env.setdefault("LIMINAL_HOME", tempfile.mkdtemp(prefix="liminal-bench-"))
+    env["LIMINAL_HOME"] = tempfile.mkdtemp(prefix="liminal-bench-")  # never the user's store
     with tempfile.TemporaryFile() as stderr:
         proc = subprocess.Popen(chain(case, agent_argv), stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=stderr, bufsize=0, env=env,
