@@ -331,3 +331,24 @@ def test_a_copy_with_stale_session_ids_gets_the_new_one_everywhere(tmp_path: Pat
     text = result.path.read_text()
     assert all(r.get("sessionId") in (None, NEW) for r in read_lines(result.path))
     assert f'"sessionId":"{SID}"' not in text
+
+
+def test_omitted_requests_are_counted_not_listed_and_add_up_across_folds() -> None:
+    from liminal.gradient.summarize import ExtractiveSummarizer, TurnDigest
+
+    summarizer = ExtractiveSummarizer()
+    turns = [TurnDigest(n, f"request number {n} " + "x" * 40) for n in range(60)]
+    first = summarizer.summarize(turns, None, 2000)
+
+    def listed(text: str) -> tuple[int, int, int]:
+        lines = text.splitlines()
+        header = next(line for line in lines if line.startswith("What the user asked"))
+        said = int(header.split("(")[1].split()[0])
+        omitted = sum(int(line.split("(")[1].split()[0]) for line in lines if "omitted" in line)
+        return said, sum(1 for line in lines if line.startswith("- request number")), omitted
+
+    said, shown, omitted = listed(first)
+    assert said == shown and shown + omitted == 60 and omitted > 0
+    more = [TurnDigest(n, f"request number {n} " + "x" * 40) for n in range(60, 80)]
+    said, shown, omitted = listed(summarizer.summarize(more, first, 2000))
+    assert said == shown and shown + omitted == 80

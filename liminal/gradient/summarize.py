@@ -98,12 +98,15 @@ class ExtractiveSummarizer:
         last: TurnDigest | None,
         cap: int,
         facts: list[str],
+        omitted: int = 0,
     ) -> str:
         out: list[str] = []
         if carried:
             out.append("Earlier summary (carried over):\n" + carried)
-        if requests:
+        if requests or omitted:
             out.append(f"What the user asked ({len(requests)} requests, in order):")
+            if omitted:
+                out.append(f"- ({omitted} earlier requests omitted; see the transcript)")
             out.extend(f"- {_clip(r, cap)}" for r in requests)
         out.extend(facts)
         if last is not None:
@@ -115,7 +118,7 @@ class ExtractiveSummarizer:
         return "\n".join(out)
 
     def summarize(self, turns: Sequence[TurnDigest], previous: str | None, budget_chars: int) -> str:
-        carried_requests, carried = _split_previous(previous or "")
+        carried_requests, omitted, carried = _split_previous(previous or "")
         requests = carried_requests + [t.prompt for t in turns if t.prompt.strip()]
         carried = _clip(carried, max(200, budget_chars // 4)) if carried else ""
         last = turns[-1] if turns else None
@@ -124,31 +127,37 @@ class ExtractiveSummarizer:
         text = ""
         for cap, share in ((1000, 1.0), (1000, 0.4), (1000, 0.1), (1000, 0.0), (400, 0.0),
                            (160, 0.0), (80, 0.0)):
-            text = self._sections(requests, carried, last, cap, self._facts(turns, share))
+            text = self._sections(requests, carried, last, cap, self._facts(turns, share), omitted)
             if len(text) <= budget_chars:
                 return text
         kept = list(requests)
         while kept and len(text) > budget_chars:
             drop = max(1, (len(text) - budget_chars) // 60)
             kept = kept[drop:]
-            note = f"({len(requests) - len(kept)} earlier requests omitted; see the transcript)"
-            text = self._sections([note, *kept], carried, last, 80, [])
+            text = self._sections(kept, carried, last, 80, [], omitted + len(requests) - len(kept))
         return text[:budget_chars]
 
 
 _REQUESTS_HEADER = re.compile(r"^What the user asked \(\d+ requests, in order\):$")
+_OMITTED = re.compile(r"^\((\d+) earlier requests omitted; see the transcript\)$")
 
 
-def _split_previous(previous: str) -> tuple[list[str], str]:
-    """A carried summary of ours gives back its requests; anything else is kept as text."""
+def _split_previous(previous: str) -> tuple[list[str], int, str]:
+    """A carried summary of ours gives back its requests and how many it had already omitted;
+    anything else is kept as text."""
     lines = previous.strip().splitlines()
     for n, line in enumerate(lines):
         if _REQUESTS_HEADER.match(line):
             requests: list[str] = []
+            omitted = 0
             end = n + 1
             while end < len(lines) and lines[end].startswith("- "):
-                requests.append(lines[end][2:])
+                note = _OMITTED.match(lines[end][2:])
+                if note:
+                    omitted += int(note.group(1))
+                else:
+                    requests.append(lines[end][2:])
                 end += 1
             before = "\n".join(lines[:n]).removeprefix("Earlier summary (carried over):").strip()
-            return requests, before
-    return [], previous.strip()
+            return requests, omitted, before
+    return [], 0, previous.strip()
