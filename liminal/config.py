@@ -84,6 +84,9 @@ class SwapSettings:
     notice: str = "thought"
     # Prompts wait at most this long for a swap; after it the swap is abandoned.
     hold_timeout_seconds: float = 30.0
+    # An agent that cannot close sessions keeps every session a swap left, each a CLI process;
+    # past this many, liminal moves the live ones to a fresh agent process at a quiet moment.
+    max_stale_sessions: int = 4
 
 
 @dataclass(frozen=True, slots=True)

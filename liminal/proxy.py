@@ -50,6 +50,14 @@ def tune_gc() -> None:
     gc.set_threshold(10_000, 10, 10)
 
 
+def _ignore(_: object) -> None:
+    pass
+
+
+def _nothing() -> None:
+    pass
+
+
 class Component(Protocol):
     """Duck-typed: ``offer``, ``run``, ``aclose`` and ``replay_requested`` are each optional."""
 
@@ -92,6 +100,7 @@ class Proxy:
         self._own_waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._client_eof = asyncio.Event()
         self._agent_eof = asyncio.Event()
+        self._agent_replaced = asyncio.Event()
         self._signalled: int | None = None
 
     # ------------------------------------------------------------- callbacks
@@ -142,6 +151,21 @@ class Proxy:
         for request in out.replays:
             self._replayers[0](request)
 
+    def replace_agent(self, leg: AgentLeg, pending: bytes = b"") -> AgentLeg:
+        """Make ``leg``, a process of the agent command that a component started and prepared
+        (``liminal.kernel.recycle``), the agent from now on; ``pending`` is what it wrote after
+        its last whole line. Call it only while ``router.agent_idle()``. Returns the old leg,
+        disconnected: what it writes goes nowhere and its exit is not the agent's; the caller
+        stops it."""
+        old, self.agent = self.agent, leg
+        old.connect(_ignore, _nothing, _ignore)
+        leg.connect(self._from_agent, self._on_agent_eof, self.client.pause_reading)
+        self._agent_replaced.set()
+        logger.info("agent process replaced", old_pid=old.pid, pid=leg.pid)
+        if pending:
+            self._from_agent(pending)
+        return old
+
     # ------------------------------------------------------------ own requests
 
     async def request(self, method: str, params: Any, *, timeout: float,
@@ -168,7 +192,9 @@ class Proxy:
     async def run(self) -> int:
         """Relay until the client leaves or the agent dies; returns liminal's exit code."""
         await self.agent.open(self._from_agent, self._on_agent_eof, self.client.pause_reading)
-        await self.client.open(self._from_client, self._on_client_eof, self.agent.pause_reading)
+        # Through ``self.agent`` at each call: the agent process can be replaced (``replace_agent``).
+        await self.client.open(self._from_client, self._on_client_eof,
+                               lambda pause: self.agent.pause_reading(pause))
         logger.info("agent started", pid=self.agent.pid, argv=self.agent.argv, connection=self.connection_id)
         code = 0
         async with anyio.create_task_group() as tg:
@@ -200,7 +226,19 @@ class Proxy:
         return code
 
     async def _agent_exit(self) -> int:
-        code = await self.agent.wait()
+        while True:  # the exit of the agent process in use: a replaced one's does not count
+            leg = self.agent
+            waits = {asyncio.ensure_future(leg.exited.wait()),
+                     asyncio.ensure_future(self._agent_replaced.wait())}
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for wait in waits:
+                    wait.cancel()
+            if leg is self.agent:
+                break
+            self._agent_replaced = asyncio.Event()
+        code = await leg.wait()
         # The exit can be reported before the last bytes of stdout; let them through first.
         with anyio.move_on_after(2.0):
             await self._agent_eof.wait()

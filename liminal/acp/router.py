@@ -272,6 +272,17 @@ class Router:
             for p in self._client_pending.values()
         )
 
+    def agent_idle(self) -> bool:
+        """Nothing is under way at the agent: it owes no answer to the client (held requests
+        have not reached it) nor to liminal, the client owes it none, no session is captured or
+        being loaded, and its output stands at a line boundary. Only then can its sessions be
+        handed to another process of the agent (``liminal.kernel.recycle``)."""
+        held_requests = sum(1 for queue in self._held.values() for held in queue
+                            if "id" in held.message and "method" in held.message)
+        return (self.agent_alive and len(self._client_pending) == held_requests
+                and not self._agent_pending and not self._own_pending and not self._captured
+                and not self._loading and not self._parked and self._agent_framer.buffered == 0)
+
     def agent_request_open(self, thread_id: str) -> bool:
         """The agent asked the client something about the thread that is still unanswered."""
         return any(t == thread_id for t in self._agent_pending_threads.values())

@@ -53,13 +53,18 @@ def components(settings: Settings) -> list[Component]:
         from liminal.kernel.swap import SwapManager
 
         journal = SwapJournal(settings.journal_path)
-        found.append(SwapManager(settings.swap, journal, ClaudeSessions(settings.gradient)))
+        swaps = SwapManager(settings.swap, journal, ClaudeSessions(settings.gradient))
+        found.append(swaps)
         if settings.store.index:
             # A moved thread's load replays its history from the store, not the compressed one.
             from liminal.kernel.replay import ReplayManager
             from liminal.store.base import open_store
 
             found.append(ReplayManager(lambda: open_store(settings, create=False)))
+        # After the swap manager: it sees each turn end first (see liminal.kernel.recycle).
+        from liminal.kernel.recycle import Recycler
+
+        found.append(Recycler(swaps))
     return found
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import signal
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -114,6 +114,36 @@ class SwapError(Exception):
     pass
 
 
+Request = Callable[[str, dict[str, Any]], Awaitable[Any]]
+
+
+async def open_for_thread(request: Request, state: ThreadState, base: dict[str, Any],
+                          capabilities: dict[str, Any]) -> str:
+    """Open a session for a thread (``base``: its id, cwd and MCP servers) with ``request``, by
+    ``session/resume`` when the agent can, else ``session/load``, and give it the thread's mode
+    and config options. Returns the method that opened it. The swap does this on the agent, the
+    recycle (``liminal.kernel.recycle``) on a fresh process of it."""
+    caps = capabilities.get("sessionCapabilities") or {}
+    if "resume" in caps:
+        method = "session/resume"
+    elif capabilities.get("loadSession"):
+        method = "session/load"
+    else:
+        raise SwapError("the agent can neither resume nor load sessions")
+    t = time.monotonic()
+    await request(method, base)
+    logger.debug("swap step", step=method, seconds=round(time.monotonic() - t, 4))
+    t = time.monotonic()
+    session_id = base["sessionId"]
+    if state.mode_id:
+        await request("session/set_mode", {"sessionId": session_id, "modeId": state.mode_id})
+    for config_id, value in state.config_options.items():
+        await request("session/set_config_option", {"sessionId": session_id, "configId": config_id, "value": value})
+    logger.debug("swap step", step="mode and options", seconds=round(time.monotonic() - t, 4),
+                 mode=state.mode_id, options=len(state.config_options))
+    return method
+
+
 class SwapManager:
     def __init__(
         self,
@@ -138,6 +168,10 @@ class SwapManager:
         self._left_behind = ""  # the backing id the last committed swap moved away from
         self._warned_no_close = False
         self._progress = anyio.Event()
+        # Called at the end of every turn end the swap task looked at, before it releases the
+        # thread: the recycle (``liminal.kernel.recycle``) moves sessions to a fresh agent
+        # process there, the thread's next prompt already waiting. Must not raise.
+        self.after_turn: Callable[[str], Awaitable[None]] | None = None
 
     # ------------------------------------------------------------ observation
 
@@ -271,6 +305,8 @@ class SwapManager:
                         state.skip_turns = min(2 ** state.failures, 32)
                     elif committed:
                         state.failures = 0
+                    if self.after_turn is not None:
+                        await self.after_turn(thread_id)
                 finally:
                     state.swapping = False
                     if proxy.router.is_held(thread_id):
@@ -405,7 +441,6 @@ class SwapManager:
     async def _move(self, proxy: Proxy, state: ThreadState, old_backing: str, new_id: str) -> str:
         """Open ``new_id`` for the thread; returns the method that did it."""
         router = proxy.router
-        caps = self.capabilities.get("sessionCapabilities") or {}
         base = {"sessionId": new_id, "cwd": state.cwd or ".", "mcpServers": state.mcp_servers}
         timeout = self.settings.hold_timeout_seconds
         if faults.value("swap.move") == "kill-agent":
@@ -413,30 +448,15 @@ class SwapManager:
         await faults.hit("swap.move")
         if faults.value("swap.resume") == "wrong-id":
             base = dict(base, sessionId=str(uuid.uuid4()))  # a session the agent cannot have
+
+        async def request(method: str, params: dict[str, Any]) -> Any:
+            return await proxy.request(method, params, timeout=timeout, thread_id=state.thread_id)
+
         router.capture(new_id)
         try:
-            if "resume" in caps:
-                method = "session/resume"
-            elif self.capabilities.get("loadSession"):
-                method = "session/load"
-            else:
-                raise SwapError("the agent can neither resume nor load sessions")
-            t = time.monotonic()
-            await proxy.request(method, base, timeout=timeout, thread_id=state.thread_id)
-            logger.debug("swap step", step=method, seconds=round(time.monotonic() - t, 4))
-            t = time.monotonic()
-            if state.mode_id:
-                await proxy.request("session/set_mode", {"sessionId": new_id, "modeId": state.mode_id},
-                                    timeout=timeout, thread_id=state.thread_id)
-            for config_id, value in state.config_options.items():
-                await proxy.request("session/set_config_option",
-                                    {"sessionId": new_id, "configId": config_id, "value": value},
-                                    timeout=timeout, thread_id=state.thread_id)
-            logger.debug("swap step", step="mode and options", seconds=round(time.monotonic() - t, 4),
-                         mode=state.mode_id, options=len(state.config_options))
+            return await open_for_thread(request, state, base, self.capabilities)
         finally:
             router.uncapture(new_id)
-        return method
 
     async def _close(self, proxy: Proxy, old_backing: str) -> None:
         """Close the session a committed swap left, if the agent supports it."""

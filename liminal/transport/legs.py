@@ -141,6 +141,9 @@ class _AgentProtocol(asyncio.SubprocessProtocol):
         assert isinstance(transport, asyncio.SubprocessTransport)
         self.transport = transport
 
+    def redirect(self, on_data: OnData, on_eof: OnEof, on_flow: OnFlow) -> None:
+        self._on_data, self._on_eof, self._on_flow = on_data, on_eof, on_flow
+
     def pipe_data_received(self, fd: int, data: bytes | str) -> None:
         if fd == 1:
             assert isinstance(data, bytes)
@@ -176,6 +179,7 @@ class AgentLeg:
         self.cwd = cwd
         self.pid: int | None = None
         self._transport: asyncio.SubprocessTransport | None = None
+        self._protocol: _AgentProtocol | None = None
         # An Event, not a Future: a waiter cancelled mid-wait must not cancel the exit itself.
         self.exited = asyncio.Event()
         self.returncode: int | None = None
@@ -191,7 +195,7 @@ class AgentLeg:
 
     async def open(self, on_data: OnData, on_eof: OnEof, on_flow: OnFlow) -> None:
         loop = asyncio.get_running_loop()
-        transport, _ = await loop.subprocess_exec(
+        transport, protocol = await loop.subprocess_exec(
             lambda: _AgentProtocol(on_data, on_eof, on_flow, self._set_exit),
             *self.argv,
             stdin=asyncio.subprocess.PIPE,
@@ -202,7 +206,17 @@ class AgentLeg:
             cwd=self.cwd,
         )
         self._transport = transport
+        self._protocol = protocol
         self.pid = transport.get_pid()
+
+    def connect(self, on_data: OnData, on_eof: OnEof, on_flow: OnFlow) -> None:
+        """Send the process's output, the end of it and its flow signals elsewhere from now on.
+
+        A process liminal started and prepared on its own becomes the proxy's agent this way, and
+        the one it replaces stops reaching the router (``liminal.kernel.recycle``).
+        """
+        if self._protocol is not None:
+            self._protocol.redirect(on_data, on_eof, on_flow)
 
     def _stdin(self) -> asyncio.WriteTransport | None:
         if self._transport is None:

@@ -22,6 +22,18 @@ test can compare both sides of the proxy exactly. Behaviour by method:
 
 Flags: ``--ignore-eof`` keeps running after stdin closes (like the older Claude adapter);
 ``--ignore-term`` also ignores SIGTERM (so only SIGKILL stops it).
+
+Several processes (liminal's recycle starts more): each appends its pid to
+``$AGENT_LOG_IN.pids`` at start and logs what it reads to ``$AGENT_LOG_IN.<pid>`` as well.
+``_pid`` answers ``{"pid": <its pid>}``.
+
+- ``$AGENT_NO_CLOSE``: no ``sessionCapabilities.close`` (like the older Claude adapter).
+- ``$AGENT_CHILD_PER_SESSION``: every session opened (new, load, resume) starts a child process
+  that lives as long as the agent's process group, as the older Claude adapter's Claude Code
+  processes do.
+- ``$AGENT_LATER`` = ``"<what> <method>"``: in every process but the first, ``<method>``
+  answers with an error (``fail``), never answers (``hang``), exits (``die``), or first waits
+  until the FIFO ``$AGENT_GATE`` is opened and closed by the test (``gate``).
 """
 
 from __future__ import annotations
@@ -29,6 +41,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 import uuid
@@ -39,6 +52,16 @@ if "--ignore-term" in sys.argv:
 
 # Open for the life of the process, on purpose.
 log_in = open(os.environ["AGENT_LOG_IN"], "ab") if os.environ.get("AGENT_LOG_IN") else None  # noqa: SIM115
+own_log_in = None
+FIRST = True  # the first process started with this log
+if os.environ.get("AGENT_LOG_IN"):
+    with open(os.environ["AGENT_LOG_IN"] + ".pids", "a+") as pids:
+        pids.seek(0)
+        FIRST = not pids.read().strip()
+        pids.write(f"{os.getpid()}\n")
+    own_log_in = open(f"{os.environ['AGENT_LOG_IN']}.{os.getpid()}", "ab")  # noqa: SIM115
+LATER_WHAT, _, LATER_METHOD = os.environ.get("AGENT_LATER", "").partition(" ")
+children: list[subprocess.Popen[bytes]] = []
 log_out = open(os.environ["AGENT_LOG_OUT"], "ab") if os.environ.get("AGENT_LOG_OUT") else None  # noqa: SIM115
 out = sys.stdout.buffer
 stdin = sys.stdin.buffer
@@ -60,10 +83,31 @@ def read_line() -> bytes | None:
     line = stdin.readline()
     if not line:
         return None
-    if log_in:
-        log_in.write(line)
-        log_in.flush()
+    for log in (log_in, own_log_in):
+        if log:
+            log.write(line)
+            log.flush()
     return line
+
+
+def session_opened() -> None:
+    if os.environ.get("AGENT_CHILD_PER_SESSION"):
+        children.append(subprocess.Popen(["sleep", "100000"]))
+
+
+def later(method: str | None, rpc_id: object) -> bool:
+    """``$AGENT_LATER`` for this method in a later process: True if the request is dealt with."""
+    if FIRST or method != LATER_METHOD:
+        return False
+    if LATER_WHAT == "gate":
+        with open(os.environ["AGENT_GATE"], "rb") as gate:
+            gate.read()
+        return False
+    if LATER_WHAT == "fail":
+        send({"jsonrpc": "2.0", "id": rpc_id, "error": {"code": -32603, "message": "scripted later failure"}})
+    elif LATER_WHAT == "die":
+        os._exit(9)
+    return True  # hang: never answered
 
 
 def remember(sid: str) -> None:
@@ -104,15 +148,22 @@ def handle(message: dict) -> None:
     method = message.get("method")
     rpc_id = message.get("id")
     params = message.get("params") or {}
+    if later(method, rpc_id):
+        return
     if method == "initialize":
+        capabilities = {} if os.environ.get("AGENT_NO_RESUME") else {"resume": {}, "close": {}}
+        if os.environ.get("AGENT_NO_CLOSE"):
+            capabilities.pop("close", None)
         send({"jsonrpc": "2.0", "id": rpc_id, "result": {
             "protocolVersion": 1,
-            "agentCapabilities": {"loadSession": True, "sessionCapabilities": (
-                {} if os.environ.get("AGENT_NO_RESUME") else {"resume": {}, "close": {}})},
+            "agentCapabilities": {"loadSession": True, "sessionCapabilities": capabilities},
             "authMethods": []}})
+    elif method == "_pid":
+        send({"jsonrpc": "2.0", "id": rpc_id, "result": {"pid": os.getpid()}})
     elif method == "session/new":
         sid = str(uuid.uuid4())
         remember(sid)
+        session_opened()
         send({"jsonrpc": "2.0", "id": rpc_id, "result": {"sessionId": sid}})
     elif method == "session/list":
         send({"jsonrpc": "2.0", "id": rpc_id, "result": {"sessions": [
@@ -123,6 +174,7 @@ def handle(message: dict) -> None:
             send({"jsonrpc": "2.0", "id": rpc_id, "error": {"code": -32002, "message": "scripted failure"}})
             return
         remember(sid)
+        session_opened()
         if method == "session/load":
             update(sid, {"sessionUpdate": "user_message_chunk",
                          "content": {"type": "text", "text": "[compressed] replayed preamble"}})
@@ -148,6 +200,7 @@ def handle(message: dict) -> None:
                 answer = json.loads(line)
                 if answer.get("id") == 900:
                     break
+                handle(answer)  # the client goes on with other sessions meanwhile
         n = 0
         for word in text.split():
             if word.startswith("chunks:"):

@@ -356,6 +356,36 @@ def test_prompt_in_flight_and_open_agent_requests_are_visible() -> None:
     assert not router.prompt_in_flight(THREAD)
 
 
+def test_the_agent_is_idle_only_when_nothing_is_under_way_at_it() -> None:
+    router = make()
+    new_session(router)
+    assert router.agent_idle()
+    from_client(router, prompt_frame(4))
+    assert not router.agent_idle()  # a prompt running
+    from_agent(router, b'{"jsonrpc":"2.0","id":4,"result":{"stopReason":"end_turn"}}')
+    router.hold(THREAD)
+    from_client(router, prompt_frame(5))
+    assert router.agent_idle()  # a held prompt has not reached the agent
+    from_agent(router, b'{"jsonrpc":"2.0","id":0,"method":"session/request_permission","params":{"sessionId":"'
+               + THREAD.encode() + b'"}}')
+    assert not router.agent_idle()  # the client owes the agent an answer
+    from_client(router, b'{"jsonrpc":"2.0","id":0,"result":{}}')
+    assert router.agent_idle()
+    router.receive_from_agent(b'{"jsonrpc":"2.0","method":"session/upd', NOW)
+    assert not router.agent_idle()  # the agent is in the middle of a line
+    from_agent(router, b'ate","params":{}}')
+    assert router.agent_idle()
+    router.send_request("session/set_mode", {"sessionId": THREAD, "modeId": "plan"}, NOW)
+    assert not router.agent_idle()  # liminal waits for an answer of its own
+    from_agent(router, b'{"jsonrpc":"2.0","id":"liminal-1","result":{}}')
+    assert router.agent_idle()
+    router.capture(BACKING)
+    assert not router.agent_idle()  # a swap is opening a session
+    router.uncapture(BACKING)
+    router.release(THREAD)
+    assert not router.agent_idle()  # the released prompt reached it
+
+
 def test_too_many_held_prompts_release_the_hold() -> None:
     router = make(max_held_per_thread=2)
     router.hold(THREAD)

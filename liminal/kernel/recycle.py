@@ -1,0 +1,392 @@
+"""The recycle: move the live sessions to a fresh agent process, so swaps do not leak.
+
+An agent that cannot close sessions (the older Claude adapter: no ``sessionCapabilities.close``)
+keeps every session a swap leaves, and with it a CLI process of a few hundred MB, until the agent
+exits. A day of swaps is dozens of them. liminal owns the agent process, so once the sessions
+left open pass ``swap.max_stale_sessions``, at a quiet moment it:
+
+1. **Holds** every live thread (synchronously, in the step that saw the moment, so no request
+   can slip through), once nothing is under way at the agent (``Router.agent_idle``: no request
+   either way unanswered, no permission asked, no replay, no own request) and no swap runs.
+2. **Settles**: waits until each thread's session file holds its last turn (the CLI may write it
+   after answering), as the swap does before a rewrite.
+3. **Prepares** a new process of the same command (argv, environment, cwd) on a channel of its
+   own: the client's ``initialize`` (and ``authenticate``, if it sent one) as liminal's
+   requests, then for each live thread its current backing session, by ``session/resume`` or
+   ``session/load`` with the thread's cwd and MCP servers, and the thread's mode and config
+   options (``liminal.kernel.swap.open_for_thread``). What the process says meanwhile besides
+   the answers (replays, command lists) goes nowhere, as a swap's capture does.
+4. **Switches**: if every hold is still in place and the old process is still idle, the proxy's
+   agent becomes the new process (``Proxy.replace_agent``), the holds are released to it, and
+   the old process group is stopped.
+
+Any failure, or the move overrunning ``swap.hold_timeout_seconds``, stops the new process and
+releases the holds to the old one, which keeps working; the next attempt waits 2, 4, 8 ... (at
+most 32) turn ends. Session ids do not change, so nothing is journaled.
+
+The quiet moments are turn ends: the swap task calls ``after_turn`` at the end of each turn end
+it looked at (the thread still held when it was; right after a committed swap is when the count
+passes the bound), and ``offer`` takes a turn end the swap manager let by.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+import orjson
+
+from liminal import log
+from liminal.acp import jsonrpc
+from liminal.acp.events import Direction, FrameEvent, Kind
+from liminal.kernel.swap import SETTLE_POLL_MAX, SwapManager, open_for_thread
+from liminal.transport.legs import AgentLeg
+
+if TYPE_CHECKING:
+    from liminal.proxy import Proxy
+
+logger = log.get("liminal.recycle")
+_OPENS = frozenset({"session/new", "session/fork", "session/load", "session/resume"})
+_REMEMBERED = _OPENS | {"initialize", "authenticate"}
+
+
+class RecycleError(Exception):
+    pass
+
+
+class _Channel:
+    """liminal's own connection to a process it is preparing: its requests and their answers.
+
+    Whatever else the process writes before it becomes the agent (the replay of a loaded
+    session, command lists) is dropped; a request it makes of the client fails the move (the
+    client must not be asked by a process it does not talk to yet)."""
+
+    def __init__(self, leg: AgentLeg, max_line: int) -> None:
+        self.leg = leg
+        self.max_line = max_line
+        self._buffer = bytearray()
+        self._waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._ids = itertools.count(1)
+        self.failure: str | None = None
+        self.dropped = 0
+
+    def feed(self, data: bytes) -> None:
+        self._buffer += data
+        while (end := self._buffer.find(b"\n")) >= 0:
+            line = bytes(self._buffer[:end])
+            del self._buffer[:end + 1]
+            self._line(line)
+        if len(self._buffer) > self.max_line:
+            self._fail(f"a line over {self.max_line} bytes")
+
+    def _line(self, line: bytes) -> None:
+        message = jsonrpc.parse(line)
+        kind = jsonrpc.classify(message)
+        if kind is Kind.RESPONSE and message is not None:
+            waiter = self._waiters.pop(str(message.get("id")), None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(message)
+                return
+        elif kind is Kind.REQUEST and message is not None:
+            self._fail(f"the new process asked the client {message.get('method')!r}")
+            return
+        self.dropped += 1
+
+    def eof(self) -> None:
+        self._fail("the new process closed its output")
+
+    def _fail(self, why: str) -> None:
+        self.failure = self.failure or why
+        for waiter in self._waiters.values():
+            if not waiter.done():
+                waiter.set_exception(RecycleError(why))
+        self._waiters.clear()
+
+    def pending(self) -> bytes:
+        """What the process wrote after its last whole line, for whoever reads it next."""
+        return bytes(self._buffer)
+
+    async def request(self, method: str, params: Any, timeout: float) -> Any:
+        if self.failure is not None:
+            raise RecycleError(self.failure)
+        rpc_id = f"liminal-recycle-{next(self._ids)}"
+        waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._waiters[rpc_id] = waiter
+        self.leg.write(orjson.dumps({"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params})
+                       + b"\n")
+        try:
+            with anyio.fail_after(timeout):
+                message = await waiter
+        finally:
+            self._waiters.pop(rpc_id, None)
+        if "error" in message:
+            raise RecycleError(f"{method}: {message['error']}")
+        return message.get("result")
+
+
+def _ignore(_: object) -> None:
+    pass
+
+
+def _nothing() -> None:
+    pass
+
+
+class Recycler:
+    """A proxy component beside the swap manager, whose thread states and harness it reads."""
+
+    def __init__(self, swaps: SwapManager, *, max_stale_sessions: int | None = None) -> None:
+        self.swaps = swaps
+        self.max_stale = swaps.settings.max_stale_sessions if max_stale_sessions is None else max_stale_sessions
+        self.timeout = swaps.settings.hold_timeout_seconds
+        swaps.after_turn = self.after_turn
+        self.live: list[str] = []  # threads the client opened on the agent, in order
+        self.opened = 0  # sessions opened on the agent process in use (client's and liminal's)
+        self.capabilities: dict[str, Any] | None = None
+        self._initialize: Any = None  # the client's params, for the new process
+        self._authenticate: Any = None
+        self._asked: dict[Any, tuple[str, Any]] = {}  # client requests in flight -> method, params
+        self._proxy: Proxy | None = None
+        self._moving = False
+        self._skip = 0  # turn ends to let pass after a failure
+        self._failures = 0
+        self.completed = 0  # moves that switched the agent (tests wait on it)
+        self.failed = 0
+        self.last_failure: str | None = None
+        self._progress = anyio.Event()
+        self._send, self._receive = anyio.create_memory_object_stream[list[str]](1)
+        self._stopping: set[asyncio.Future[None]] = set()
+        self._warned: set[str] = set()
+
+    @property
+    def stale(self) -> int:
+        """Sessions the agent process holds that no thread uses (each a CLI process, for the
+        older Claude adapter)."""
+        return self.opened - len(self.live)
+
+    # ------------------------------------------------------------ observation
+
+    def offer(self, event: FrameEvent) -> None:
+        if event.kind is Kind.NOTIFICATION:
+            return  # nearly every frame; nothing here is learnt from notifications
+        if event.direction is Direction.CLIENT_TO_AGENT:
+            if event.kind is Kind.REQUEST and event.method in _REMEMBERED and event.message is not None:
+                self._asked[event.rpc_id] = (event.method, event.message.get("params"))
+            return
+        if event.kind is not Kind.RESPONSE or event.message is None:
+            return
+        succeeded = "result" in event.message
+        if event.direction is Direction.AGENT_TO_LIMINAL:
+            # A swap opened the thread's next session: the one it leaves (or, failed, the one it
+            # opened) stays open in the process.
+            if succeeded and event.method in ("session/resume", "session/load"):
+                self.opened += 1
+            return
+        if event.direction is not Direction.AGENT_TO_CLIENT:
+            return
+        asked = self._asked.pop(event.rpc_id, None)
+        if asked is not None and succeeded:
+            method, params = asked
+            if method == "initialize":
+                self._initialize = params
+                result = event.message["result"]
+                caps = result.get("agentCapabilities") if isinstance(result, dict) else None
+                self.capabilities = caps if isinstance(caps, dict) else {}
+            elif method == "authenticate":
+                self._authenticate = params
+            elif event.thread_id:
+                self.opened += 1
+                if event.thread_id not in self.live:
+                    self.live.append(event.thread_id)
+        if event.method == "session/prompt":
+            self._turn_ended()
+
+    def wanted(self) -> bool:
+        """The sessions left open are past the bound, and a move could work."""
+        if self.stale <= self.max_stale or self.capabilities is None or self._initialize is None:
+            return False
+        sessions = self.capabilities.get("sessionCapabilities") or {}
+        if "close" in sessions:
+            return False  # the swap closes what it leaves
+        if "resume" not in sessions and not self.capabilities.get("loadSession"):
+            self._warn("the agent can neither resume nor load sessions: the sessions swaps leave "
+                       "stay open until it exits")
+            return False
+        return True
+
+    def _turn_ended(self) -> None:
+        """A turn end the swap manager let by (it looks at most: then ``after_turn`` comes)."""
+        if self._skip:
+            self._skip -= 1
+            return
+        proxy = self._proxy
+        if proxy is None or self._moving or not self.wanted():
+            return
+        if any(state.swapping for state in self.swaps.threads.values()):
+            return  # the swap task has this turn end; it calls after_turn when done
+        router = proxy.router
+        if any(router.is_held(thread) for thread in self.live) or not router.agent_idle():
+            return
+        try:
+            self._send.send_nowait(list(self.live))
+        except anyio.WouldBlock:
+            return
+        self._moving = True
+        for thread in self.live:  # before the client's next bytes are read
+            router.hold(thread)
+
+    # ----------------------------------------------------------------- running
+
+    async def run(self, proxy: Proxy) -> None:
+        self._proxy = proxy
+        async with self._receive:
+            async for held in self._receive:
+                try:
+                    await self._recycle(proxy, held)
+                finally:
+                    self._moving = False
+
+    async def after_turn(self, thread_id: str) -> None:
+        """From the swap task, at the end of a turn end it looked at (``thread_id`` still held
+        if it was): a quiet moment, if nothing else is under way."""
+        proxy = self._proxy
+        if proxy is None or self._moving or self._skip or not self.wanted():
+            return
+        router = proxy.router
+        if not router.agent_idle():
+            logger.debug("sessions to recycle, but the agent is busy", stale=self.stale)
+            return
+        mine = [thread for thread in self.live if not router.is_held(thread)]
+        for thread in mine:
+            router.hold(thread)
+        self._moving = True
+        try:
+            await self._recycle(proxy, mine)
+        finally:
+            self._moving = False
+
+    async def wait_for(self, attempts: int) -> None:
+        """For tests: until ``attempts`` moves have finished, switched or failed."""
+        while self.completed + self.failed < attempts:
+            await self._progress.wait()
+
+    async def _recycle(self, proxy: Proxy, held: list[str]) -> None:
+        """Move every live thread to a fresh process; ``held`` are the threads held for it."""
+        router = proxy.router
+        threads = list(self.live)
+        old = proxy.agent
+        leg = AgentLeg(old.argv, env=old.env, cwd=old.cwd)
+        channel = _Channel(leg, proxy.settings.max_frame_bytes)
+        t0 = time.monotonic()
+        switched = False
+        try:
+            paths = await self._session_files(proxy, threads)
+            if paths is None:
+                return  # not a failure: a thread not yet written waits for its first turn
+            with anyio.fail_after(self.timeout):
+                await self._settle(paths)
+                t_settled = time.monotonic()
+                await leg.open(channel.feed, channel.eof, _ignore)
+                result = await channel.request("initialize", self._initialize, self.timeout)
+                caps = result.get("agentCapabilities") if isinstance(result, dict) else None
+                if caps != self.capabilities:
+                    raise RecycleError("the new process offers other capabilities than the old one")
+                if self._authenticate is not None:
+                    await channel.request("authenticate", self._authenticate, self.timeout)
+                t_started = time.monotonic()
+                for thread in threads:
+                    state = self.swaps.threads[thread]
+                    base = {"sessionId": router.backing_of(thread), "cwd": state.cwd or ".",
+                            "mcpServers": state.mcp_servers}
+
+                    async def request(method: str, params: dict[str, Any]) -> Any:
+                        return await channel.request(method, params, self.timeout)
+
+                    await open_for_thread(request, state, base, self.capabilities or {})
+            # From here to the switch nothing awaits: what is checked still holds at the switch.
+            if [thread for thread in held if not router.is_held(thread)]:
+                raise RecycleError("a hold overflowed: the client's frames reached the old process")
+            if not router.agent_idle() or old.exited.is_set() or proxy.agent is not old:
+                raise RecycleError("the old process is no longer idle")
+            if channel.failure is not None:
+                raise RecycleError(channel.failure)
+            proxy.replace_agent(leg, channel.pending())
+            switched = True
+        except Exception as exc:
+            self._failures += 1
+            self._skip = min(2 ** self._failures, 32)
+            self.failed += 1
+            self.last_failure = f"{type(exc).__name__}: {exc}"
+            logger.warning("recycle failed; the sessions stay on the agent process in use",
+                           error=self.last_failure, seconds=round(time.monotonic() - t0, 3),
+                           retry_after_turns=self._skip)
+        finally:
+            for thread in held:  # to the new process, or back to the old one
+                router.release(thread)
+            proxy.flush()
+            # Whatever happened, even the proxy going down: the process not in use is stopped.
+            self._stop_soon(old if switched else leg, proxy.settings.kill_grace_seconds)
+            self._progress.set()
+            self._progress = anyio.Event()
+        if not switched:
+            return
+        self.opened = len(threads)
+        self._failures = 0
+        self.completed += 1
+        logger.info("sessions moved to a fresh agent process", old_pid=old.pid, pid=leg.pid,
+                    threads=len(threads), settle_s=round(t_settled - t0, 4),
+                    start_s=round(t_started - t_settled, 4),
+                    open_s=round(time.monotonic() - t_started, 4), dropped=channel.dropped)
+
+    async def _session_files(self, proxy: Proxy, threads: list[str]) -> dict[str, Path] | None:
+        paths: dict[str, Path] = {}
+        for thread in threads:
+            state = self.swaps.threads.get(thread)
+            backing = proxy.router.backing_of(thread)
+            path = None if state is None else await anyio.to_thread.run_sync(
+                self.swaps.harness.locate, backing, state.cwd)
+            if path is None:
+                logger.info("no session file for a live thread yet; the recycle waits", thread=thread,
+                            backing=backing)
+                return None
+            paths[thread] = path
+        return paths
+
+    async def _settle(self, paths: dict[str, Path]) -> None:
+        """Until every thread's file holds its last turn (the CLI can write it after answering)."""
+        for thread, path in paths.items():
+            prompt = self.swaps.threads[thread].last_prompt
+            delay = 0.005
+            while not await anyio.to_thread.run_sync(self.swaps.harness.turn_settled, path, prompt):
+                await anyio.sleep(delay)
+                delay = min(delay * 2, SETTLE_POLL_MAX)
+
+    def _stop_soon(self, leg: AgentLeg, grace: float) -> None:
+        """Stop a process group that is not the agent (any more), in a task of its own."""
+        if leg.pid is None:
+            return  # never started
+        leg.connect(_ignore, _nothing, _ignore)
+        task = asyncio.ensure_future(self._stop(leg, grace))
+        self._stopping.add(task)  # the loop keeps only weak references to tasks
+        task.add_done_callback(self._stopping.discard)
+
+    @staticmethod
+    async def _stop(leg: AgentLeg, grace: float) -> None:
+        leg.close_stdin()
+        code = await leg.stop(grace)
+        logger.debug("agent process stopped", pid=leg.pid, exit_code=code)
+
+    async def aclose(self) -> None:
+        """Wait for the processes being stopped (the proxy stops the agent in use itself)."""
+        if self._stopping:
+            await asyncio.wait(set(self._stopping))
+
+    def _warn(self, text: str) -> None:
+        if text not in self._warned:
+            self._warned.add(text)
+            logger.warning(text)
