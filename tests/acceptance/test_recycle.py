@@ -1,0 +1,115 @@
+"""Swaps do not leak, with the real older Claude adapter (claude-zed), which cannot close sessions.
+
+Each swap resumes the thread on a new session, and claude-code-acp 0.16.2 starts a Claude Code
+process (about 250 MB resident) for it and keeps the old one. liminal moves the live thread to a
+fresh adapter process once ``swap.max_stale_sessions`` sessions are left; across 20 swaps the
+adapter's process group must stay as large as it was after 5, and the conversation must go on
+whole. ``bench/recycle.py`` runs the same with and without recycling, for docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+import pytest
+
+from fixtures.harness import AcpClient, Adapter, Rig, Scenario
+from liminal.kernel.journal import SwapJournal
+from tests.acceptance.conftest import adapter_fixture
+from tests.support.processes import Process, descendants, group
+
+adapter = adapter_fixture(["claude-zed"])
+pytestmark = pytest.mark.slow
+
+
+@dataclass(frozen=True)
+class Sample:
+    swaps: int  # committed so far
+    adapters: int  # adapter processes running (one, once a replaced one has gone)
+    claude: int  # Claude Code processes in the adapter's group
+    rss_kib: int  # resident memory of the adapter's whole process group
+
+    @property
+    def rss_mb(self) -> float:
+        return round(self.rss_kib / 1024, 1)
+
+
+def configure(rig: Rig, max_stale: int) -> None:
+    """A swap at every turn end (the session is small: nothing is cut, every turn survives)."""
+    rig.home.liminal_home.mkdir(parents=True, exist_ok=True)
+    (rig.home.liminal_home / "config.toml").write_text(
+        "[swap]\nevery_turns = 1\nhigh_tokens = 1000000\ntarget_tokens = 900000\n"
+        f"hold_timeout_seconds = 60\nmax_stale_sessions = {max_stale}\n"
+    )
+
+
+def adapter_processes(client: AcpClient) -> list[Process]:
+    """``node .../claude-code-acp`` (liminal's own command line names it too)."""
+    return [p for p in descendants(client.proc.pid)
+            if p.cmdline.startswith("node ") and "claude-code-acp" in p.cmdline]
+
+
+def sample(client: AcpClient, swaps: int) -> Sample:
+    """The adapter's process group, once a replaced adapter process has gone."""
+    deadline = time.monotonic() + 30
+    adapters = adapter_processes(client)
+    while len(adapters) > 1 and time.monotonic() < deadline:  # stopped in the background
+        time.sleep(0.02)
+        adapters = adapter_processes(client)
+    members = group(adapters[-1].pid)
+    return Sample(swaps, len(adapters), len(members) - 1, sum(p.rss_kib for p in members))
+
+
+@dataclass
+class Run:
+    samples: list[Sample]
+    client: AcpClient
+    thread: str
+    prompts: list[str]
+
+
+def run_swaps(rig: Rig, swaps: int, max_stale: int) -> Run:
+    """Prompts until ``swaps`` swaps have committed (about one a turn); a sample after each turn,
+    once its swap is over."""
+    rig.server.script = Scenario()
+    configure(rig, max_stale)
+    client = AcpClient(rig.home.liminal_argv(), rig.home.env(), rig.home.project,
+                       rig.home.logs / "stderr-liminal.log")
+    rig.clients.append(client)
+    journal = SwapJournal(rig.home.liminal_home / "swaps.jsonl")
+    samples: list[Sample] = []
+    prompts: list[str] = []
+    client.initialize()
+    thread = client.new_session(rig.home.project)["sessionId"]
+    while not samples or samples[-1].swaps < swaps:
+        assert len(prompts) < swaps + 5, rig.stderr_tail()
+        prompts.append(f"turn {len(prompts)}: hello")
+        result = client.prompt(thread, prompts[-1], timeout=180)
+        assert result.stop_reason == "end_turn", rig.stderr_tail()
+        # Held behind the swap (and the recycle, if one is due): its answer says both are over.
+        client.request("session/set_mode", {"sessionId": thread, "modeId": "default"}, timeout=180)
+        committed = sum(1 for s in journal.records() if s.outcome == "committed")
+        samples.append(sample(client, committed))
+    return Run(samples, client, thread, prompts)
+
+
+def test_memory_stays_flat_across_twenty_swaps(adapter: Adapter, rig: Rig) -> None:
+    max_stale = 4
+    run = run_swaps(rig, 20, max_stale)
+    run.client.close()
+    samples = run.samples
+    after_5 = next(s for s in samples if s.swaps == 5)
+    after_20 = samples[-1]
+    assert after_20.swaps == 20
+    assert after_20.rss_kib <= 1.5 * after_5.rss_kib, (after_5, after_20)
+    # Never more Claude Code processes than the live thread's and the sessions allowed to linger.
+    assert max(s.claude for s in samples) <= 1 + max_stale, samples
+    assert all(s.adapters == 1 for s in samples), samples
+    # The conversation went on whole across every move: the model saw every turn at the end.
+    last = json.dumps(rig.server.messages_requests()[-1].json["messages"])
+    for prompt in run.prompts:
+        assert prompt in last, prompt
+    sessions = {f.msg.get("params", {}).get("sessionId") for f in run.client.received if f.method}
+    assert sessions == {run.thread}
