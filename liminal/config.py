@@ -217,4 +217,6 @@ def load(
         raise ConfigError("store.indexer must be worker or inline")
     if settings.swap.notice not in {"silent", "thought", "info"}:
         raise ConfigError("swap.notice must be silent, thought or info")
+    if settings.swap.max_stale_sessions < 0:
+        raise ConfigError(f"swap.max_stale_sessions must be 0 or more, not {settings.swap.max_stale_sessions}")
     return settings

@@ -351,8 +351,8 @@ class Recycler:
             path = None if state is None else await anyio.to_thread.run_sync(
                 self.swaps.harness.locate, backing, state.cwd)
             if path is None:
-                logger.info("no session file for a live thread yet; the recycle waits", thread=thread,
-                            backing=backing)
+                self._warn(f"thread {thread} has no session file yet (no prompt?): sessions are "
+                           "moved to a fresh agent process once it has one")
                 return None
             paths[thread] = path
         return paths
@@ -387,6 +387,7 @@ class Recycler:
             await asyncio.wait(set(self._stopping))
 
     def _warn(self, text: str) -> None:
+        """Once per text: these are asked again at every turn end."""
         if text not in self._warned:
             self._warned.add(text)
-            logger.warning(text)
+            logger.info(text)

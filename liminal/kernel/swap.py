@@ -464,8 +464,8 @@ class SwapManager:
             if not self._warned_no_close:
                 self._warned_no_close = True
                 logger.warning("the agent cannot close sessions: the process of each session a "
-                               "swap leaves keeps running until the agent exits",
-                               session=old_backing)
+                               "swap leaves keeps running until the recycle moves the live ones to "
+                               "a fresh agent process (swap.max_stale_sessions)", session=old_backing)
             return
         t = time.monotonic()
         try:

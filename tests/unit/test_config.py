@@ -37,6 +37,8 @@ def test_unknown_settings_and_bad_values_are_errors(tmp_path: Path) -> None:
         config.load(env={"LIMINAL_HOME": str(tmp_path / "x"), "LIMINAL_PROXY_MAX_FRAME_BYTES": "lots"})
     with pytest.raises(config.ConfigError, match="notice"):
         config.load({"swap.notice": "loud"}, env={"LIMINAL_HOME": str(tmp_path / "x")})
+    with pytest.raises(config.ConfigError, match=r"swap\.max_stale_sessions.*-1"):
+        config.load(env={"LIMINAL_HOME": str(tmp_path / "x"), "LIMINAL_SWAP_MAX_STALE_SESSIONS": "-1"})
 
 
 def test_booleans_from_the_environment(tmp_path: Path) -> None:
