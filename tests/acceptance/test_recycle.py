@@ -104,6 +104,11 @@ def test_memory_stays_flat_across_twenty_swaps(adapter: Adapter, rig: Rig) -> No
     after_20 = samples[-1]
     assert after_20.swaps == 20
     assert after_20.rss_kib <= 1.5 * after_5.rss_kib, (after_5, after_20)
+    # Between recycles it grows a process a swap, then falls back: the second ten swaps' peak is
+    # the first ten's (without recycling it would be 2,000 MB higher, docs/benchmarks.md).
+    peak_first = max(s.rss_kib for s in samples if 1 <= s.swaps <= 10)
+    peak_second = max(s.rss_kib for s in samples if 11 <= s.swaps <= 20)
+    assert peak_second <= 1.5 * peak_first, samples
     # Never more Claude Code processes than the live thread's and the sessions allowed to linger.
     assert max(s.claude for s in samples) <= 1 + max_stale, samples
     assert all(s.adapters == 1 for s in samples), samples
