@@ -220,7 +220,8 @@ class Recycler:
         return True
 
     def _turn_ended(self) -> None:
-        """A turn end the swap manager let by (it looks at most: then ``after_turn`` comes)."""
+        """A turn end: a quiet moment to take, unless the swap task has it (it then calls
+        ``after_turn`` when done). The backoff after a failure counts these."""
         if self._skip:
             self._skip -= 1
             return

@@ -14,7 +14,7 @@ past ``swap.high_tokens`` it runs one swap:
    re-apply the thread's mode and config options.
 5. **Commit**: bind the thread to the new backing id, journal it, release the held prompts, and
    tell the UI briefly (``swap.notice``); then, outside the hold, close the old session if the
-   agent supports ``session/close``.
+   agent supports ``session/close`` (if not, ``liminal.kernel.recycle`` bounds what is left).
 
 Any failure, or the whole swap overrunning ``swap.hold_timeout_seconds``, releases the held
 prompts to the old session, which keeps working; the journal records why.
