@@ -51,6 +51,9 @@ if TYPE_CHECKING:
     from liminal.proxy import Proxy
 
 logger = log.get("liminal.recycle")
+# Claude Code 2.1.44 has a turn on disk about 0.1 s after answering; a file not settled in this
+# long is not about to be (a cancelled turn), and the move fails rather than hold prompts longer.
+SETTLE_TIMEOUT = 2.0
 _OPENS = frozenset({"session/new", "session/fork", "session/load", "session/resume"})
 _REMEMBERED = _OPENS | {"initialize", "authenticate"}
 
@@ -359,13 +362,20 @@ class Recycler:
         return paths
 
     async def _settle(self, paths: dict[str, Path]) -> None:
-        """Until every thread's file holds its last turn (the CLI can write it after answering)."""
-        for thread, path in paths.items():
-            prompt = self.swaps.threads[thread].last_prompt
-            delay = 0.005
-            while not await anyio.to_thread.run_sync(self.swaps.harness.turn_settled, path, prompt):
-                await anyio.sleep(delay)
-                delay = min(delay * 2, SETTLE_POLL_MAX)
+        """Until every thread's file holds its last turn (the CLI can write it after answering).
+
+        Bounded by ``SETTLE_TIMEOUT``, not the hold's: a file that does not end with a finished
+        turn (one cancelled midway) will not within a hold, and the prompts waiting should not
+        wait for it."""
+        with anyio.move_on_after(SETTLE_TIMEOUT):
+            for thread, path in paths.items():
+                prompt = self.swaps.threads[thread].last_prompt
+                delay = 0.005
+                while not await anyio.to_thread.run_sync(self.swaps.harness.turn_settled, path, prompt):
+                    await anyio.sleep(delay)
+                    delay = min(delay * 2, SETTLE_POLL_MAX)
+            return
+        raise RecycleError(f"thread {thread}: its file does not end with a finished turn")
 
     def _stop_soon(self, leg: AgentLeg, grace: float) -> None:
         """Stop a process group that is not the agent (any more), in a task of its own."""

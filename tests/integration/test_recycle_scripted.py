@@ -18,9 +18,10 @@ import anyio
 import anyio.to_thread
 import pytest
 
+from liminal.kernel import recycle
 from liminal.kernel.journal import SwapJournal
 from liminal.kernel.recycle import Recycler
-from liminal.kernel.swap import SwapManager
+from liminal.kernel.swap import Rewritten, SwapManager
 from tests.integration.test_swap_scripted import FakeHarness, settings, start
 from tests.support.inproc import PipeClient, proxy_in_process
 from tests.support.processes import alive, group
@@ -145,6 +146,35 @@ async def test_a_failed_move_keeps_the_old_process_and_stops_the_new_one(tmp_pat
         await client.prompt(thread, "used:1000")
         await recycler.wait_for(2)
         assert proxy.agent.pid == first and len(pids(tmp_path)) == 3
+
+
+class UnsettledAfterRewrite(FakeHarness):
+    """A session whose file stops ending with a finished turn once rewritten (as after a turn
+    cancelled midway)."""
+
+    settles = True
+
+    def turn_settled(self, path: Path, prompt: str | None) -> bool:
+        return self.settles
+
+    def rewrite(self, path: Path, target_tokens: int) -> Rewritten:
+        self.settles = False
+        return super().rewrite(path, target_tokens)
+
+
+async def test_a_file_without_its_last_turn_fails_the_move_without_holding_for_long(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(recycle, "SETTLE_TIMEOUT", 0.2)
+    manager = SwapManager(settings(), SwapJournal(tmp_path / "swaps.jsonl"), UnsettledAfterRewrite(tmp_path))
+    recycler = Recycler(manager, max_stale_sessions=0)
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager, recycler], **NO_CLOSE) as (_, client):
+        thread = await start(client)
+        first = await pid_of_agent(client)
+        with anyio.fail_after(5):  # well inside the hold's 10 s
+            await swap(manager, client, thread, 1)
+        assert recycler.failed == 1 and "finished turn" in (recycler.last_failure or "")
+        assert await pid_of_agent(client) == first
+        assert pids(tmp_path) == [first]  # settled before anything was started
 
 
 async def test_a_pending_permission_request_defers_the_move_to_the_next_quiet_turn_end(tmp_path: Path) -> None:
