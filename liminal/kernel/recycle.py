@@ -165,6 +165,8 @@ class Recycler:
         self._send, self._receive = anyio.create_memory_object_stream[list[str]](1)
         self._stopping: set[asyncio.Future[None]] = set()
         self._warned: set[str] = set()
+        # Threads whose session has a file, or is about to: prompted, or opened from one.
+        self._written: set[str] = set()
 
     @property
     def stale(self) -> int:
@@ -206,7 +208,11 @@ class Recycler:
                 self.opened += 1
                 if event.thread_id not in self.live:
                     self.live.append(event.thread_id)
+                if method in ("session/load", "session/resume"):
+                    self._written.add(event.thread_id)  # an existing session: it has a file
         if event.method == "session/prompt":
+            if event.thread_id:
+                self._written.add(event.thread_id)
             self._turn_ended()
 
     def wanted(self) -> bool:
@@ -293,7 +299,7 @@ class Recycler:
             if paths is None:
                 return  # not a failure: a thread not yet written waits for its first turn
             with anyio.fail_after(self.timeout):
-                await self._settle(paths)
+                await self._settle(proxy, paths)
                 t_settled = time.monotonic()
                 await leg.open(channel.feed, channel.eof, _ignore)
                 result = await channel.request("initialize", self._initialize, self.timeout)
@@ -347,33 +353,43 @@ class Recycler:
                     start_s=round(t_started - t_settled, 4),
                     open_s=round(time.monotonic() - t_started, 4), dropped=channel.dropped)
 
-    async def _session_files(self, proxy: Proxy, threads: list[str]) -> dict[str, Path] | None:
-        paths: dict[str, Path] = {}
+    async def _session_files(self, proxy: Proxy, threads: list[str]) -> dict[str, Path | None] | None:
+        """Each thread's session file, None for one the CLI is about to write; None in all if a
+        thread has no file and none is coming (never prompted: nothing to resume)."""
+        paths: dict[str, Path | None] = {}
         for thread in threads:
             state = self.swaps.threads.get(thread)
-            backing = proxy.router.backing_of(thread)
-            path = None if state is None else await anyio.to_thread.run_sync(
-                self.swaps.harness.locate, backing, state.cwd)
-            if path is None:
+            if state is None:
+                return None
+            path = await anyio.to_thread.run_sync(self.swaps.harness.locate, proxy.router.backing_of(thread),
+                                                  state.cwd)
+            if path is None and thread not in self._written:
                 self._warn(f"thread {thread} has no session file yet (no prompt?): sessions are "
                            "moved to a fresh agent process once it has one")
                 return None
             paths[thread] = path
         return paths
 
-    async def _settle(self, paths: dict[str, Path]) -> None:
-        """Until every thread's file holds its last turn (the CLI can write it after answering).
+    async def _settle(self, proxy: Proxy, paths: dict[str, Path | None]) -> None:
+        """Until every thread's file holds its last turn (the CLI can write it, the first time
+        the file itself, after answering).
 
         Bounded by ``SETTLE_TIMEOUT``, not the hold's: a file that does not end with a finished
         turn (one cancelled midway) will not within a hold, and the prompts waiting should not
         wait for it."""
+        harness = self.swaps.harness
         with anyio.move_on_after(SETTLE_TIMEOUT):
-            for thread, path in paths.items():
-                prompt = self.swaps.threads[thread].last_prompt
+            for thread, found in paths.items():
+                state = self.swaps.threads[thread]
+                path = found
                 delay = 0.005
-                while not await anyio.to_thread.run_sync(self.swaps.harness.turn_settled, path, prompt):
+                while path is None or not await anyio.to_thread.run_sync(harness.turn_settled, path,
+                                                                         state.last_prompt):
                     await anyio.sleep(delay)
                     delay = min(delay * 2, SETTLE_POLL_MAX)
+                    if path is None:
+                        path = await anyio.to_thread.run_sync(harness.locate, proxy.router.backing_of(thread),
+                                                              state.cwd)
             return
         raise RecycleError(f"thread {thread}: its file does not end with a finished turn")
 

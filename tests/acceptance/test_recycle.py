@@ -10,12 +10,14 @@ whole. ``bench/recycle.py`` runs the same with and without recycling, for docs/b
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
-from fixtures.harness import AcpClient, Adapter, Rig, Scenario
+from fixtures.harness import AcpClient, Adapter, Rig, Scenario, Shell
 from liminal.kernel.journal import SwapJournal
 from tests.acceptance.conftest import adapter_fixture
 from tests.support.processes import Process, descendants, group
@@ -118,3 +120,49 @@ def test_memory_stays_flat_across_twenty_swaps(adapter: Adapter, rig: Rig) -> No
         assert prompt in last, prompt
     sessions = {f.msg.get("params", {}).get("sessionId") for f in run.client.received if f.method}
     assert sessions == {run.thread}
+
+
+def test_a_thread_the_old_process_wrote_to_goes_on_whole_in_the_new_one(adapter: Adapter, rig: Rig,
+                                                                         tmp_path: Path) -> None:
+    """The move waits while another thread's turn runs, and happens at that turn's end: the new
+    process resumes a file the old one has just appended a turn to, and the model still sees it."""
+    flag = tmp_path / "go"
+    rig.server.script = Scenario().add(
+        "WAIT", Shell(f"while [ ! -e {flag} ]; do sleep 0.05; done", "Wait for the flag"), "waited")
+    rig.home.liminal_home.mkdir(parents=True, exist_ok=True)
+    (rig.home.liminal_home / "config.toml").write_text(
+        "[swap]\nevery_turns = 2\nhigh_tokens = 1000000\ntarget_tokens = 900000\n"
+        "hold_timeout_seconds = 60\nmax_stale_sessions = 0\n")
+    client = AcpClient(rig.home.liminal_argv(), rig.home.env(), rig.home.project,
+                       rig.home.logs / "stderr-liminal.log")
+    rig.clients.append(client)
+    journal = SwapJournal(rig.home.liminal_home / "swaps.jsonl")
+    with client:
+        client.initialize()
+        first = adapter_processes(client)[0].pid
+        a = client.new_session(rig.home.project)["sessionId"]
+        b = client.new_session(rig.home.project)["sessionId"]
+        # The first turn end finds no file yet (the CLI writes it just after answering), and the
+        # swap manager backs off for two turns: a's fourth turn end is its first swap.
+        for n in (1, 2, 3):
+            client.prompt(a, f"a{n}: hello", timeout=180)
+        waited: list[str] = []
+        b_turn = threading.Thread(target=lambda: waited.append(client.prompt(b, "b1: WAIT", timeout=180).text))
+        b_turn.start()
+        client.prompt(a, "a4: hello", timeout=180)  # its end swaps a, with b's turn running
+        client.request("session/set_mode", {"sessionId": a, "modeId": "default"}, timeout=180)
+        assert [s.thread_id for s in journal.records() if s.outcome == "committed"] == [a]
+        assert [p.pid for p in adapter_processes(client)] == [first]  # not while b's turn runs
+        flag.touch()
+        b_turn.join(180)
+        assert waited == ["waited"], rig.stderr_tail()
+        client.request("session/set_mode", {"sessionId": b, "modeId": "default"}, timeout=180)
+        assert sample(client, 1).adapters == 1 and adapter_processes(client)[0].pid != first
+        client.prompt(b, "b2: hello", timeout=180)
+        last_b = json.dumps(rig.server.messages_requests()[-1].json["messages"])
+        client.prompt(a, "a5: hello", timeout=180)
+        last_a = json.dumps(rig.server.messages_requests()[-1].json["messages"])
+    assert "b1: WAIT" in last_b and "b2: hello" in last_b and "Wait for the flag" in last_b
+    for n in range(1, 6):
+        assert f"a{n}: hello" in last_a
+    assert "b1" not in last_a and "a1" not in last_b
