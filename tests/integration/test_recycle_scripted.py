@@ -177,6 +177,35 @@ async def test_a_file_without_its_last_turn_fails_the_move_without_holding_for_l
         assert pids(tmp_path) == [first]  # settled before anything was started
 
 
+class Unwritten(FakeHarness):
+    """Sessions the CLI has written no file for (never prompted)."""
+
+    def __init__(self, tmp: Path) -> None:
+        super().__init__(tmp)
+        self.missing: set[str] = set()
+
+    def locate(self, backing_id: str, cwd: str | None) -> Path | None:
+        return None if backing_id in self.missing else super().locate(backing_id, cwd)
+
+
+async def test_a_thread_never_prompted_holds_the_move_back_until_its_first_turn(tmp_path: Path) -> None:
+    harness = Unwritten(tmp_path)
+    manager = SwapManager(settings(), SwapJournal(tmp_path / "swaps.jsonl"), harness)
+    recycler = Recycler(manager, max_stale_sessions=0)
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager, recycler], **NO_CLOSE) as (_, client):
+        used = await start(client)
+        empty = str((await client.request("session/new", {"cwd": "/work", "mcpServers": []}))["result"]["sessionId"])
+        harness.missing.add(empty)
+        await swap(manager, client, used, 1)
+        # Past the bound, but the empty thread has nothing to resume: no move, no failure.
+        assert recycler.stale == 1 and recycler.completed + recycler.failed == 0
+        assert pids(tmp_path)[1:] == []
+        harness.missing.clear()
+        await client.prompt(empty, "used:1000")  # its first turn: the file is there
+        await recycler.wait_for(1)
+        assert recycler.completed == 1
+
+
 async def test_a_pending_permission_request_defers_the_move_to_the_next_quiet_turn_end(tmp_path: Path) -> None:
     manager, recycler = components(tmp_path, max_stale=0)
     async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager, recycler], **NO_CLOSE) as (proxy,
