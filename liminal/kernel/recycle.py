@@ -257,7 +257,7 @@ class Recycler:
         async with self._receive:
             async for held in self._receive:
                 try:
-                    await self._recycle(proxy, held)
+                    await self._recycle_safely(proxy, held)
                 finally:
                     self._moving = False
 
@@ -276,9 +276,16 @@ class Recycler:
             router.hold(thread)
         self._moving = True
         try:
-            await self._recycle(proxy, mine)
+            await self._recycle_safely(proxy, mine)
         finally:
             self._moving = False
+
+    async def _recycle_safely(self, proxy: Proxy, held: list[str]) -> None:
+        # A bug here must not end the proxy (this runs in the proxy's task group or the swap's).
+        try:
+            await self._recycle(proxy, held)
+        except Exception:
+            logger.exception("recycle went wrong; the sessions stay on the agent process in use")
 
     async def wait_for(self, attempts: int) -> None:
         """For tests: until ``attempts`` moves have finished, switched or failed."""
