@@ -9,7 +9,8 @@ left open pass ``swap.max_stale_sessions``, at a quiet moment it:
    can slip through), once nothing is under way at the agent (``Router.agent_idle``: no request
    either way unanswered, no permission asked, no replay, no own request) and no swap runs.
 2. **Settles**: waits until each thread's session file holds its last turn (the CLI may write it
-   after answering), as the swap does before a rewrite.
+   after answering), as the swap does before a rewrite, for at most ``SETTLE_TIMEOUT``. A
+   thread never prompted has no file and nothing to resume: the move waits for its first turn.
 3. **Prepares** a new process of the same command (argv, environment, cwd) on a channel of its
    own: the client's ``initialize`` (and ``authenticate``, if it sent one) as liminal's
    requests, then for each live thread its current backing session, by ``session/resume`` or
