@@ -69,7 +69,13 @@ def id_key(rpc_id: Any) -> Any:
 
 
 def encode_id(rpc_id: Any, raw: bytes | None = None) -> bytes:
-    """The id as JSON bytes. A float may be a big integer orjson rounded: then read the raw frame."""
+    """The id as JSON bytes. A float may be a big integer orjson rounded: then read the raw frame.
+
+    An ``id_key`` of an object or array id (its JSON bytes) is returned as it is, so that a key
+    can always be turned back into an id to answer with.
+    """
+    if isinstance(rpc_id, bytes):
+        return rpc_id
     if isinstance(rpc_id, float) and raw is not None:
         # Only the ends, as for an oversized frame: the walk is a Python loop per byte, and a
         # top-level id is near the start (or, after a huge value, at the very end).

@@ -390,8 +390,12 @@ class Router:
                 out_line = _rewrite(line, thread, backing)
             if kind is Kind.REQUEST:
                 key = jsonrpc.id_key(rpc_id)
+                # A string or an integer id is written back exactly from its parsed value; any
+                # other (a float that may be a rounded big integer, an object or array id that
+                # JSON-RPC does not allow but a client sent) keeps its bytes for the answer.
+                exact = isinstance(rpc_id, (str, int))
                 self._client_pending[key] = _Pending(
-                    method or "", thread, jsonrpc.encode_id(rpc_id, line) if isinstance(rpc_id, float) else None
+                    method or "", thread, None if exact else jsonrpc.encode_id(rpc_id, line)
                 )
             # While a thread is held, what the client sends about it, and what it sends about
             # no session at all, waits in the thread's queue: the agent sees the client's order

@@ -441,6 +441,30 @@ def test_agent_gone_fails_every_pending_client_request() -> None:
     assert router.pending_client_requests == 0
 
 
+any_id = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=8)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=5), inner, max_size=3)),
+    max_leaves=6,
+)
+
+
+@given(rpc_id=any_id)
+@settings(max_examples=150, deadline=None)
+def test_agent_gone_answers_a_request_whatever_its_id(rpc_id: object) -> None:
+    # An object or array id is not what JSON-RPC allows, but a client that sends one still gets
+    # its answer: the error path used to crash on it (and liminal exited with the client hanging).
+    router = make()
+    id_json = json.dumps(rpc_id).encode()
+    from_client(router, b'{"jsonrpc":"2.0","id":' + id_json + b',"method":"session/prompt","params":{}}')
+    router.agent_gone(NOW, "exit code 1")
+    out = router.take()
+    assert len(out.to_client) == 1
+    answer = json.loads(out.to_client[0])
+    assert answer["id"] == json.loads(id_json)
+    assert answer["error"]["code"] == jsonrpc.INTERNAL_ERROR
+    assert router.pending_client_requests == 0
+
+
 # ------------------------------------------------------------------ properties
 
 json_scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=10))
