@@ -28,6 +28,7 @@ import anyio
 from liminal import log
 from liminal.acp.router import Router
 from liminal.config import ProxySettings
+from liminal.supervise import Supervisor
 from liminal.transport.legs import AgentLeg, ClientLeg
 
 logger = log.get("liminal.proxy")
@@ -85,14 +86,13 @@ class Proxy:
         self.settings = settings
         self.connection_id = uuid.uuid4().hex
         self.components = list(components)
-        self._offers = [o for o in (getattr(c, "offer", None) for c in self.components)
-                        if o is not None]
+        self.supervisor = Supervisor(self.components, release_holds=self._release_holds)
         self._replayers = [r for r in (getattr(c, "replay_requested", None) for c in self.components)
                            if r is not None]
         self.router = Router(
             max_frame_bytes=settings.max_frame_bytes,
             connection_id=self.connection_id,
-            tapping=bool(self._offers),
+            tapping=self.supervisor.tapping,
             replay_from_store=bool(self._replayers),
         )
         self.client = client or ClientLeg()
@@ -136,12 +136,7 @@ class Proxy:
             out.to_client.append(b"")
             self.client.write(b"\n".join(out.to_client))
         if out.events:
-            for offer in self._offers:
-                for event in out.events:
-                    try:
-                        offer(event)
-                    except Exception:  # a subscriber's bug must not stop the conversation
-                        logger.exception("tap subscriber failed", subscriber=repr(offer))
+            self.supervisor.offer(out.events)
         for rpc_id, message in out.own_responses:
             waiter = self._own_waiters.pop(rpc_id, None)
             if waiter is not None and not waiter.done():
@@ -149,7 +144,19 @@ class Proxy:
         for problem in out.problems:
             logger.warning(problem)
         for request in out.replays:
-            self._replayers[0](request)
+            try:
+                self._replayers[0](request)
+            except Exception:  # the load is answered all the same, with the agent's own replay
+                logger.exception("replay component failed; the agent's replay is used")
+                self.router.finish_replay(request.token, None, time.time())
+                self._flush()
+
+    def _release_holds(self) -> None:
+        """Let every held thread's requests through (a component that held one has failed)."""
+        released = sum(self.router.release(thread) for thread in self.router.held_threads())
+        if released:
+            logger.warning("held requests released after a component failed", requests=released)
+        self._flush()
 
     def replace_agent(self, leg: AgentLeg, pending: bytes = b"") -> AgentLeg:
         """Make ``leg``, a process of the agent command that a component started and prepared
@@ -198,10 +205,9 @@ class Proxy:
         logger.info("agent started", pid=self.agent.pid, argv=self.agent.argv, connection=self.connection_id)
         code = 0
         async with anyio.create_task_group() as tg:
-            for component in self.components:
-                runner = getattr(component, "run", None)
-                if runner is not None:
-                    tg.start_soon(runner, self)
+            for member in self.supervisor.members:
+                if member.run is not None:
+                    tg.start_soon(self.supervisor.run, member, self)
             tg.start_soon(self._watch_signals, tg.cancel_scope)
             client_gone = asyncio.ensure_future(self._client_eof.wait())
             agent_gone = asyncio.ensure_future(self._agent_exit())

@@ -249,6 +249,9 @@ class Router:
     def is_held(self, thread_id: str) -> bool:
         return thread_id in self._held
 
+    def held_threads(self) -> list[str]:
+        return list(self._held)
+
     def held_count(self, thread_id: str) -> int:
         return len(self._held.get(thread_id, ()))
 

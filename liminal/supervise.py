@@ -1,0 +1,125 @@
+"""Components run supervised: one that fails never takes the proxy down.
+
+Forwarding is the one job that must go on whatever else breaks. A component (the indexer's spool
+writer, the swap manager, the recycle, the replay manager, every later one) can fail in three
+places, and each is contained here:
+
+- ``offer(event)``, on the forwarding path: the exception is logged once with its traceback;
+  after ``OFFER_FAILURES`` failures the component is switched off (its offer is no longer
+  called, its ``run`` is stopped), which is said once. Frames it missed are its loss alone.
+- ``run(proxy)``: the exception is logged with its traceback, every thread a hold kept waiting
+  is released (a component that dies while holding a thread would otherwise keep the client's
+  prompts forever), and the component is started again after a pause, at most ``RESTARTS``
+  times; then it is switched off. A ``run`` that returns is simply done.
+- ``aclose()``: logged; the next component is closed all the same (``Proxy``).
+
+Why restart and not only log: the swap manager's run is a loop over turn ends; one bad turn
+(a journal write that fails, a bug outside its own try) should cost that turn's swap, not every
+swap for the rest of the day. Why stop restarting: a failure at start (an unreadable journal)
+fails again at once, and a loop of tracebacks helps nobody.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from liminal import log
+
+logger = log.get("liminal.supervise")
+
+RESTARTS = 3
+RESTART_PAUSE_SECONDS = (0.5, 2.0, 5.0)
+OFFER_FAILURES = 10
+
+
+@dataclass(slots=True)
+class Supervised:
+    component: Any
+    name: str
+    offer: Callable[[Any], None] | None
+    run: Callable[[Any], Awaitable[None]] | None
+    offer_failures: int = 0
+    crashes: int = 0
+    off: bool = False
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+
+
+def name_of(component: Any) -> str:
+    return type(component).__name__
+
+
+class Supervisor:
+    """Holds the components of one proxy and calls them the way that cannot hurt it."""
+
+    def __init__(self, components: Sequence[Any], *, release_holds: Callable[[], None]) -> None:
+        self.members = [
+            Supervised(c, name_of(c), getattr(c, "offer", None), getattr(c, "run", None))
+            for c in components
+        ]
+        self._offering = [m for m in self.members if m.offer is not None]
+        self._release_holds = release_holds
+
+    @property
+    def tapping(self) -> bool:
+        return bool(self._offering)
+
+    # ----------------------------------------------------------------- offer
+
+    def offer(self, events: Iterable[Any]) -> None:
+        """Give every event to every component that takes frames (on the forwarding path)."""
+        for member in self._offering:
+            offer = member.offer
+            assert offer is not None
+            for event in events:
+                try:
+                    offer(event)
+                except Exception:
+                    self._offer_failed(member)
+                    if member.off:
+                        break
+
+    def _offer_failed(self, member: Supervised) -> None:
+        member.offer_failures += 1
+        if member.offer_failures == 1:
+            logger.exception("component failed to take a frame; forwarding goes on",
+                             component=member.name)
+        if member.offer_failures >= OFFER_FAILURES:
+            logger.error("component switched off: it failed to take frames too often",
+                         component=member.name, failures=member.offer_failures)
+            self.switch_off(member)
+
+    def switch_off(self, member: Supervised) -> None:
+        member.off = True
+        self._offering = [m for m in self._offering if m is not member]
+        member.scope.cancel()
+
+    # ------------------------------------------------------------------- run
+
+    async def run(self, member: Supervised, proxy: Any) -> None:
+        """Run one component's ``run`` until it returns, restarting it after a failure."""
+        assert member.run is not None
+        with member.scope:
+            while True:
+                try:
+                    await member.run(proxy)
+                    return
+                except Exception:
+                    member.crashes += 1
+                    logger.exception("component failed; forwarding goes on", component=member.name,
+                                     failures=member.crashes)
+                    # A hold left by a component that is no longer running would keep the
+                    # thread's prompts forever: let them through to the session they were for.
+                    self._release_holds()
+                if member.crashes > RESTARTS:
+                    logger.error("component switched off after failing repeatedly",
+                                 component=member.name, failures=member.crashes)
+                    self.switch_off(member)
+                    return
+                await anyio.sleep(RESTART_PAUSE_SECONDS[member.crashes - 1])
+                logger.info("component restarted", component=member.name)
+        if member.off:  # switched off while it ran (its offer kept failing)
+            self._release_holds()

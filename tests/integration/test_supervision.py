@@ -1,0 +1,126 @@
+"""A component that fails never takes the proxy down (``liminal.supervise``).
+
+Each test puts a failing component beside a real proxy and the scripted agent, and checks that
+the conversation goes on: every prompt is answered, nothing stays held.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from liminal import supervise
+from liminal.kernel.journal import SwapJournal
+from liminal.kernel.swap import SwapManager
+from tests.integration.test_swap_scripted import FakeHarness, settings, start
+from tests.support.inproc import proxy_in_process
+from tests.support.proxy_process import scripted_agent_argv
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(autouse=True)
+def quick_restarts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(supervise, "RESTART_PAUSE_SECONDS", (0.0, 0.0, 0.0))
+
+
+class Crashing:
+    """A component whose run fails every time, after holding the thread it was told about."""
+
+    def __init__(self) -> None:
+        self.runs = 0
+        self.thread: str | None = None
+        self.started = anyio.Event()
+        self.go = anyio.Event()
+
+    async def run(self, proxy: Any) -> None:
+        self.runs += 1
+        self.started.set()
+        await self.go.wait()
+        if self.thread is not None and self.runs == 1:
+            proxy.router.hold(self.thread)
+        raise RuntimeError("a bug in a component")
+
+
+async def test_a_component_whose_run_fails_is_restarted_then_switched_off(tmp_path: Path) -> None:
+    crashing = Crashing()
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [crashing]) as (proxy, client):
+        thread = await start(client)
+        crashing.go.set()
+        member = proxy.supervisor.members[0]
+        with anyio.fail_after(20):
+            while not member.off:  # noqa: ASYNC110 - supervisor state, no event
+                await anyio.sleep(0.01)
+        assert crashing.runs == supervise.RESTARTS + 1
+        answer = await client.prompt(thread, "chunks:2")
+        assert answer["result"]["stopReason"] == "end_turn"
+
+
+async def test_a_hold_left_by_a_failed_component_is_released(tmp_path: Path) -> None:
+    crashing = Crashing()
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [crashing]) as (proxy, client):
+        thread = await start(client)
+        crashing.thread = thread
+        async with anyio.create_task_group() as tg:
+            answers: list[dict[str, Any]] = []
+
+            async def prompt() -> None:
+                answers.append(await client.prompt(thread, "chunks:1"))
+
+            proxy.router.hold(thread)  # as the component would, before the prompt arrives
+            tg.start_soon(prompt)
+            with anyio.fail_after(10):
+                while proxy.router.held_count(thread) == 0:  # noqa: ASYNC110 - router state
+                    await anyio.sleep(0.01)
+            crashing.go.set()
+        assert answers[0]["result"]["stopReason"] == "end_turn"
+        assert not proxy.router.is_held(thread)
+
+
+class BadTap:
+    def __init__(self) -> None:
+        self.offers = 0
+
+    def offer(self, event: Any) -> None:
+        self.offers += 1
+        raise ValueError("cannot take this frame")
+
+
+async def test_a_component_whose_offer_keeps_failing_is_switched_off(tmp_path: Path) -> None:
+    tap = BadTap()
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [tap]) as (proxy, client):
+        thread = await start(client)
+        for _ in range(3):
+            answer = await client.prompt(thread, "chunks:5")
+            assert answer["result"]["stopReason"] == "end_turn"
+        assert proxy.supervisor.members[0].off
+        assert tap.offers == supervise.OFFER_FAILURES
+
+
+class BrokenJournal(SwapJournal):
+    def append(self, record: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+
+@pytest.mark.parametrize("broken", ["unreadable at start", "unwritable during swaps"])
+async def test_a_swap_manager_whose_journal_fails_does_not_stop_the_proxy(
+    tmp_path: Path, broken: str
+) -> None:
+    journal_path = tmp_path / "swaps.jsonl"
+    if broken == "unreadable at start":
+        journal_path.mkdir()  # every read and append fails: IsADirectoryError
+        journal = SwapJournal(journal_path)
+    else:
+        journal = BrokenJournal(journal_path)
+    manager = SwapManager(settings(), journal, FakeHarness(tmp_path))
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
+        thread = await start(client)
+        for _ in range(3):  # each past the trigger: a swap is tried at every turn end
+            answer = await client.prompt(thread, "used:130000 chunks:1")
+            assert answer["result"]["stopReason"] == "end_turn"
+        answer = await client.prompt(thread, "chunks:1")
+        assert answer["result"]["stopReason"] == "end_turn"
+        assert not proxy.router.held_threads()
