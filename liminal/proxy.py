@@ -32,6 +32,8 @@ from liminal.supervise import Supervisor
 from liminal.transport.legs import AgentLeg, ClientLeg
 
 logger = log.get("liminal.proxy")
+# An agent whose stdout has ended is given this long to exit before it is taken for dead.
+STDOUT_GRACE_SECONDS = 2.0
 
 
 def tune_gc() -> None:
@@ -198,7 +200,15 @@ class Proxy:
 
     async def run(self) -> int:
         """Relay until the client leaves or the agent dies; returns liminal's exit code."""
-        await self.agent.open(self._from_agent, self._on_agent_eof, self.client.pause_reading)
+        try:
+            await self.agent.open(self._from_agent, self._on_agent_eof, self.client.pause_reading)
+        except OSError as exc:
+            # The shell's convention: 127 for a command that is not there, 126 for one that
+            # cannot be run. The components are closed as at any exit (the spool is flushed).
+            print(f"liminal: cannot start the agent ({self.agent.argv[0]}): {exc.strerror or exc}",
+                  file=sys.stderr, flush=True)
+            await self._close_components()
+            return 127 if isinstance(exc, FileNotFoundError) else 126
         # Through ``self.agent`` at each call: the agent process can be replaced (``replace_agent``).
         await self.client.open(self._from_client, self._on_client_eof,
                                lambda pause: self.agent.pause_reading(pause))
@@ -232,18 +242,33 @@ class Proxy:
         return code
 
     async def _agent_exit(self) -> int:
+        """The exit code of the agent in use, once it has gone. An agent that closed its stdout
+        and is still running after ``STDOUT_GRACE_SECONDS`` can answer nothing any more: it is
+        stopped, and counts as gone."""
         while True:  # the exit of the agent process in use: a replaced one's does not count
             leg = self.agent
             waits = {asyncio.ensure_future(leg.exited.wait()),
-                     asyncio.ensure_future(self._agent_replaced.wait())}
+                     asyncio.ensure_future(self._agent_replaced.wait()),
+                     asyncio.ensure_future(self._agent_eof.wait())}
             try:
                 await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 for wait in waits:
                     wait.cancel()
+            if leg is not self.agent:
+                self._agent_replaced = asyncio.Event()
+                continue
+            if leg.exited.is_set():
+                break
+            # Its stdout ended: it is exiting, or it has closed stdout and goes on running.
+            with anyio.move_on_after(STDOUT_GRACE_SECONDS):
+                await leg.exited.wait()
+            if leg is self.agent and not leg.exited.is_set():
+                logger.error("the agent closed its output but keeps running; stopping it",
+                             pid=leg.pid)
+                return await leg.stop(self.settings.kill_grace_seconds)
             if leg is self.agent:
                 break
-            self._agent_replaced = asyncio.Event()
         code = await leg.wait()
         # The exit can be reported before the last bytes of stdout; let them through first.
         with anyio.move_on_after(2.0):

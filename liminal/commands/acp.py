@@ -93,8 +93,4 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         async with open_indexer(settings, run=False) as indexer:
             return await Proxy(argv, settings.proxy, components=[indexer, *extra]).run()
 
-    try:
-        return anyio.run(main, backend="asyncio")
-    except FileNotFoundError as exc:
-        print(f"liminal acp: cannot start the agent: {exc}", file=sys.stderr)
-        return 127
+    return anyio.run(main, backend="asyncio")

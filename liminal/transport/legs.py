@@ -17,6 +17,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import IO, Any
 
+from liminal.transport.reaper import reaper
+
 OnData = Callable[[bytes], None]
 OnEof = Callable[[], None]
 OnFlow = Callable[[bool], None]  # True: the writer is full, pause the source feeding it
@@ -208,6 +210,7 @@ class AgentLeg:
         self._transport = transport
         self._protocol = protocol
         self.pid = transport.get_pid()
+        reaper.watch(self.pid)  # stopped even if liminal is killed (liminal.transport.reaper)
 
     def connect(self, on_data: OnData, on_eof: OnEof, on_flow: OnFlow) -> None:
         """Send the process's output, the end of it and its flow signals elsewhere from now on.
@@ -265,4 +268,6 @@ class AgentLeg:
         self.signal_group(signal.SIGTERM)
         if self._transport is not None:
             self._transport.close()
+        if self.pid is not None and not self.signal_group(0):
+            reaper.forget(self.pid)  # nothing left of the group: nothing for the reaper to do
         return code

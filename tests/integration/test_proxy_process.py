@@ -148,3 +148,55 @@ async def test_sigterm_to_liminal_stops_the_agent(tmp_path: Path) -> None:
         proxy.process.send_signal(signal.SIGTERM)
         assert await proxy.wait_exit() == 128 + signal.SIGTERM
     assert not alive(pid)
+
+
+async def test_an_agent_that_closes_its_output_but_keeps_running_counts_as_dead(tmp_path: Path) -> None:
+    async with running(tmp_path, scripted_agent_argv(), "--kill-grace", "1") as proxy:
+        pid = await agent_pid(proxy)
+        await proxy.send(b'{"jsonrpc":"2.0","id":{"odd":"id"},"method":"_hang","params":{}}\n')
+        await proxy.send(b'{"jsonrpc":"2.0","id":2,"method":"_close_stdout","params":{}}\n')
+        for rpc_id in ({"odd": "id"}, 2):
+            error = await proxy.wait_for(lambda m, i=rpc_id: m.get("id") == i)  # type: ignore[misc]
+            assert error["error"]["code"] == -32603
+        assert await proxy.wait_exit() == 128 + signal.SIGTERM
+    assert not alive(pid)
+
+
+@pytest.mark.parametrize("env", [
+    {}, {"LIMINAL_SWAP_ENABLED": "false"}, {"LIMINAL_STORE_INDEX": "false"},
+    {"LIMINAL_STORE_INDEXER": "inline"},
+])
+async def test_a_missing_agent_command_is_said_in_one_line_with_exit_127(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    async with running(tmp_path, [str(tmp_path / "no-such-adapter")], **env) as proxy:
+        assert await proxy.wait_exit() == 127
+    assert b"cannot start the agent" in proxy.stderr
+    assert b"Traceback" not in proxy.stderr
+
+
+async def test_an_agent_command_that_cannot_be_run_exits_126(tmp_path: Path) -> None:
+    not_executable = tmp_path / "adapter"
+    not_executable.write_text("#!/bin/sh\n")
+    async with running(tmp_path, [str(not_executable)]) as proxy:
+        assert await proxy.wait_exit() == 126
+    assert b"cannot start the agent" in proxy.stderr
+    assert b"Traceback" not in proxy.stderr
+
+
+async def test_sigkill_to_liminal_leaves_no_agent_behind(tmp_path: Path) -> None:
+    from tests.support.processes import alive as running_still
+    from tests.support.processes import group
+
+    agent = scripted_agent_argv("--ignore-eof", "--ignore-term")
+    async with running(tmp_path, agent, AGENT_CHILD_PER_SESSION="1") as proxy:
+        await proxy.request("initialize", {"protocolVersion": 1}, rpc_id=1)
+        await proxy.request("session/new", {"cwd": str(tmp_path), "mcpServers": []}, rpc_id=2)
+        pid = await agent_pid(proxy)
+        members = [p.pid for p in group(pid)]
+        assert len(members) >= 2  # the adapter and the process it started for the session
+        proxy.process.send_signal(signal.SIGKILL)  # liminal alone, not its group
+        await proxy.wait_exit()
+    with anyio.fail_after(30):
+        while any(running_still(m) for m in members):  # noqa: ASYNC110 - not our children
+            await anyio.sleep(0.05)

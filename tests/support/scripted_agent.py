@@ -18,6 +18,7 @@ test can compare both sides of the proxy exactly. Behaviour by method:
 - ``_say``: writes ``params.raw`` (a string) to stdout verbatim as one line.
 - ``_stderr``: writes ``params.text`` to stderr.
 - ``_die``: exits at once with ``params.code``.
+- ``_close_stdout``: closes its stdout and goes on running (reading stdin, answering nothing).
 - anything else with an id: a -32601 error. Notifications are ignored.
 
 Flags: ``--ignore-eof`` keeps running after stdin closes (like the older Claude adapter);
@@ -68,8 +69,11 @@ stdin = sys.stdin.buffer
 
 
 def send_raw(line: bytes) -> None:
-    out.write(line + b"\n")
-    out.flush()
+    try:
+        out.write(line + b"\n")
+        out.flush()
+    except OSError:  # stdout closed (``_close_stdout``)
+        return
     if log_out:
         log_out.write(line + b"\n")
         log_out.flush()
@@ -235,6 +239,9 @@ def handle(message: dict) -> None:
         os._exit(int(params.get("code", 3)))
     elif method == "_hang":
         pass  # never answers
+    elif method == "_close_stdout":  # goes on running, but can answer nothing any more
+        out.flush()
+        os.close(1)
     elif rpc_id is not None and method is not None:
         send({"jsonrpc": "2.0", "id": rpc_id, "error": {"code": -32601, "message": f"no {method}"}})
 
