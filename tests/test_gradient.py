@@ -352,3 +352,23 @@ def test_omitted_requests_are_counted_not_listed_and_add_up_across_folds() -> No
     more = [TurnDigest(n, f"request number {n} " + "x" * 40) for n in range(60, 80)]
     said, shown, omitted = listed(summarizer.summarize(more, first, 2000))
     assert said == shown and shown + omitted == 80
+
+
+def test_a_rewrites_context_read_from_its_tail_ignores_the_usage_it_carried_over(tmp_path: Path) -> None:
+    # The recent band keeps assistant records with usage measured on the longer original: the
+    # swap reads the size from the tail at every turn end, and must not see that stale figure
+    # (it would hold the next turn for a swap that is not due).
+    from liminal.harness.claude import tail
+
+    t = long_session(150)
+    src = t.write(tmp_path)
+    result = rewrite_session(src, new_id=NEW, settings=SMALL)
+    assert tail.context_tokens(result.path) == result.tokens_after
+    # A model call on the new session makes its own usage the answer.
+    fresh = {"type": "assistant", "uuid": "fresh-1", "isSidechain": False,
+             "message": {"id": "msg_fresh", "role": "assistant", "content": [{"type": "text", "text": "ok"}],
+                         "usage": {"input_tokens": 7, "cache_creation_input_tokens": 0,
+                                   "cache_read_input_tokens": 0, "output_tokens": 1}}}
+    with result.path.open("ab") as f:
+        f.write(json.dumps(fresh).encode() + b"\n")
+    assert tail.context_tokens(result.path) == 7

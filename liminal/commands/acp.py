@@ -46,21 +46,23 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 def components(settings: Settings) -> list[Component]:
     """The components that hang off the proxy, as the settings ask."""
-    found: list[Component] = []
+    from liminal.harness.claude.live import ClaudeSessions
+    from liminal.kernel.journal import SwapJournal
+    from liminal.kernel.swap import SwapManager
+
+    # Always, swapping on or off: the journal says which session carries each thread that was
+    # swapped before (with swapping off the manager only binds them, and cleans up after a
+    # swap a crash cut short); a thread must never resume on its stale original.
+    journal = SwapJournal(settings.journal_path)
+    swaps = SwapManager(settings.swap, journal, ClaudeSessions(settings.gradient))
+    found: list[Component] = [swaps]
+    if settings.store.index:
+        # A moved thread's load replays its history from the store, not the compressed one.
+        from liminal.kernel.replay import ReplayManager
+        from liminal.store.base import open_store
+
+        found.append(ReplayManager(lambda: open_store(settings, create=False)))
     if settings.swap.enabled:
-        from liminal.harness.claude.live import ClaudeSessions
-        from liminal.kernel.journal import SwapJournal
-        from liminal.kernel.swap import SwapManager
-
-        journal = SwapJournal(settings.journal_path)
-        swaps = SwapManager(settings.swap, journal, ClaudeSessions(settings.gradient))
-        found.append(swaps)
-        if settings.store.index:
-            # A moved thread's load replays its history from the store, not the compressed one.
-            from liminal.kernel.replay import ReplayManager
-            from liminal.store.base import open_store
-
-            found.append(ReplayManager(lambda: open_store(settings, create=False)))
         # After the swap manager: it sees each turn end first (see liminal.kernel.recycle).
         from liminal.kernel.recycle import Recycler
 

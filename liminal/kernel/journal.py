@@ -22,7 +22,9 @@ class SwapRecord:
     thread_id: str
     old_backing_id: str
     new_backing_id: str | None  # None when the swap failed before a new session existed
-    outcome: str  # "committed", "failed", "abandoned", "skipped" (not worth a swap)
+    # "committed", "failed", "abandoned", "skipped" (not worth a swap); "begin" opens an attempt
+    # (written before its file exists) and is followed by one of the others unless liminal died
+    outcome: str
     reason: str  # committed: why it started ("context 131200 tokens >= 120000"); else why not
     started_at: float  # wall clock
     duration_s: float  # from the hold to the release
@@ -30,6 +32,7 @@ class SwapRecord:
     tokens_after: int | None
     harness: str = "claude"
     cwd: str | None = None
+    new_path: str | None = None  # begin: where the rewrite goes, for the clean-up after a crash
 
     def to_json(self) -> bytes:
         return orjson.dumps(asdict(self))
@@ -59,7 +62,13 @@ class SwapJournal:
             finally:
                 os.close(fd)
 
-    def records(self, thread_id: str | None = None) -> list[SwapRecord]:
+    def begin(self, record: SwapRecord) -> None:
+        """An attempt starts; the record names the file it will write (``unfinished``)."""
+        self.append(record)
+
+    def records(self, thread_id: str | None = None, *, begins: bool = False) -> list[SwapRecord]:
+        """Every swap attempt's outcome, oldest first (with ``begins``, their opening records
+        too)."""
         if not self.path.exists():
             return []
         found = []
@@ -69,9 +78,21 @@ class SwapJournal:
                     record = SwapRecord.from_json(orjson.loads(line))
                 except (orjson.JSONDecodeError, TypeError):
                     continue  # a torn last line after a crash: the swap it described never committed
+                if record.outcome == "begin" and not begins:
+                    continue
                 if thread_id is None or record.thread_id == thread_id:
                     found.append(record)
         return found
+
+    def unfinished(self) -> list[SwapRecord]:
+        """Attempts that began and never ended: liminal died during them."""
+        open_attempts: dict[str | None, SwapRecord] = {}
+        for record in self.records(begins=True):
+            if record.outcome == "begin":
+                open_attempts[record.new_backing_id] = record
+            else:
+                open_attempts.pop(record.new_backing_id, None)
+        return list(open_attempts.values())
 
     def note_rewrite(self, backing_id: str, size: int) -> None:
         """liminal wrote ``size`` bytes as the session file of ``backing_id``. Noted before the

@@ -22,6 +22,7 @@ prompts to the old session, which keeps working; the journal records why.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
 import uuid
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 
 logger = log.get("liminal.swap")
 SETTLE_POLL_MAX = 0.02  # seconds between looks at the session file while the turn settles
+UNDO_CLOSE_SECONDS = 2.0  # closing the new session of a swap that failed (the agent may be going)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +68,10 @@ class SessionHarness(Protocol):
     def turn_settled(self, path: Path, prompt: str | None) -> bool:
         """The turn whose prompt was ``prompt`` is completely written to the file."""
 
-    def rewrite(self, path: Path, target_tokens: int) -> Rewritten: ...
+    def target_path(self, path: Path, new_id: str) -> Path:
+        """Where ``rewrite(path, ..., new_id)`` writes: journaled before the file exists."""
+
+    def rewrite(self, path: Path, target_tokens: int, new_id: str) -> Rewritten: ...
 
     def discard(self, rewritten: Rewritten) -> None:
         """Remove a rewritten session that will not be used (it was never loaded)."""
@@ -286,6 +291,7 @@ class SwapManager:
 
     async def run(self, proxy: Proxy) -> None:
         self._proxy = proxy
+        await anyio.to_thread.run_sync(self._recover)
         # Every session a thread has been on names the thread towards the client (a listing
         # shows the thread once); new frames go to the last one.
         lineage = self.journal.lineage()
@@ -319,6 +325,28 @@ class SwapManager:
                         self.completed += 1
                     self._progress.set()
                     self._progress = anyio.Event()
+
+    def _recover(self) -> None:
+        """Remove what swaps cut short by a crash left: each ``begin`` without an end names the
+        file its rewrite wrote (or was about to). Nothing else is touched: not the session the
+        thread was on, not a file that a committed swap made the thread's session."""
+        committed = {r.new_backing_id for r in self.journal.records() if r.outcome == "committed"}
+        for begun in self.journal.unfinished():
+            new_id = begun.new_backing_id
+            if not new_id or not begun.new_path or new_id in committed:
+                continue
+            path = Path(begun.new_path)
+            if path.stem != new_id or new_id == begun.old_backing_id:
+                logger.warning("swap journal names an unexpected file; left alone", path=str(path))
+                continue
+            self.harness.discard(Rewritten(new_id, path, 0, 0))
+            self.journal.append(SwapRecord(
+                thread_id=begun.thread_id, old_backing_id=begun.old_backing_id,
+                new_backing_id=new_id, outcome="abandoned",
+                reason="liminal stopped during the swap; its rewrite was removed at the next start",
+                started_at=begun.started_at, duration_s=0.0, tokens_before=begun.tokens_before,
+                tokens_after=None, harness=begun.harness, cwd=begun.cwd))
+            logger.info("unfinished swap cleaned up", thread=begun.thread_id, removed=str(path))
 
     async def wait_for_swaps(self, count: int) -> None:
         """For tests: until ``count`` swaps have finished (committed or not)."""
@@ -366,46 +394,80 @@ class SwapManager:
             reason = swap_reason(state, tokens, self.settings)
             if reason is None:
                 return None
+        new_id = str(uuid.uuid4())
+        new_path = self.harness.target_path(path, new_id)
+        # Journaled before the file exists: a liminal killed from here to the end record leaves
+        # a ``begin`` alone, and the next start removes what it names (``_recover``).
+        self.journal.begin(SwapRecord(
+            thread_id=thread_id, old_backing_id=old_backing, new_backing_id=new_id,
+            outcome="begin", reason=reason or "", started_at=started, duration_s=0.0,
+            tokens_before=tokens, tokens_after=None, harness=self.harness.name, cwd=state.cwd,
+            new_path=str(new_path)))
         rewritten: Rewritten | None = None
+        opened = False  # the agent has (or may have) the new session open
+        ended = False  # an end record (committed, failed, abandoned, skipped) is journaled
+        committed = False
         try:
-            with anyio.fail_after(self.settings.hold_timeout_seconds):
-                t_rewrite = time.monotonic()
-                rewritten = await anyio.to_thread.run_sync(
-                    self.harness.rewrite, path, self.settings.target_tokens
-                )
-                t_rewritten = time.monotonic()
-                if rewritten.tokens_after >= self.settings.high_tokens:
-                    # The recent band alone is past the trigger: swapping would buy one turn
-                    # at the price of a full prompt-cache rebuild, then trigger again.
-                    await anyio.to_thread.run_sync(self.harness.discard, rewritten)
-                    self._journal(state, old_backing, None, "skipped",
-                                  f"the rewrite leaves {rewritten.tokens_after} tokens, not below "
-                                  f"{self.settings.high_tokens}", started, t0, rewritten.tokens_before,
-                                  rewritten.tokens_after)
-                    return False
-                await anyio.to_thread.run_sync(self.journal.note_rewrite, rewritten.new_id, rewritten.size)
-                moved_by = await self._move(proxy, state, old_backing, rewritten.new_id)
-                t_moved = time.monotonic()
-        except TimeoutError:
-            self._journal(state, old_backing, rewritten.new_id if rewritten else None, "abandoned",
-                          f"overran {self.settings.hold_timeout_seconds}s", started, t0, tokens,
-                          rewritten.tokens_after if rewritten else None)
-            return False
-        except Exception as exc:
-            logger.warning("swap failed; the thread stays on its session", thread=thread_id, error=str(exc))
-            self._journal(state, old_backing, rewritten.new_id if rewritten else None, "failed",
-                          f"{type(exc).__name__}: {exc}", started, t0, tokens,
-                          rewritten.tokens_after if rewritten else None)
-            return False
-        if not router.is_held(thread_id):
-            # The hold overflowed (the client sent more than the router keeps) and let the
-            # thread's frames through to the old session: the new one lacks what they did.
-            self._journal(state, old_backing, rewritten.new_id, "abandoned",
-                          "the hold overflowed; the thread went on on its old session", started,
-                          t0, tokens, rewritten.tokens_after)
-            await self._close(proxy, rewritten.new_id)
-            return False
-        router.bind(thread_id, rewritten.new_id)
+            try:
+                with anyio.fail_after(self.settings.hold_timeout_seconds):
+                    t_rewrite = time.monotonic()
+                    rewritten = await anyio.to_thread.run_sync(
+                        self.harness.rewrite, path, self.settings.target_tokens, new_id
+                    )
+                    t_rewritten = time.monotonic()
+                    if rewritten.tokens_after >= self.settings.high_tokens:
+                        # The recent band alone is past the trigger: swapping would buy one
+                        # turn at the price of a full prompt-cache rebuild, then trigger again.
+                        ended = True
+                        self._journal(state, old_backing, new_id, "skipped",
+                                      f"the rewrite leaves {rewritten.tokens_after} tokens, not below "
+                                      f"{self.settings.high_tokens}", started, t0,
+                                      rewritten.tokens_before, rewritten.tokens_after)
+                        return False
+                    await anyio.to_thread.run_sync(self.journal.note_rewrite, new_id, rewritten.size)
+                    opened = True
+                    moved_by = await self._move(proxy, state, old_backing, new_id)
+                    t_moved = time.monotonic()
+            except TimeoutError:
+                ended = True
+                self._journal(state, old_backing, new_id, "abandoned",
+                              f"overran {self.settings.hold_timeout_seconds}s", started, t0, tokens,
+                              rewritten.tokens_after if rewritten else None)
+                return False
+            except Exception as exc:
+                logger.warning("swap failed; the thread stays on its session", thread=thread_id,
+                               error=str(exc))
+                ended = True
+                self._journal(state, old_backing, new_id, "failed", f"{type(exc).__name__}: {exc}",
+                              started, t0, tokens, rewritten.tokens_after if rewritten else None)
+                return False
+            if not router.is_held(thread_id):
+                # The hold overflowed (the client sent more than the router keeps) and let the
+                # thread's frames through to the old session: the new one lacks what they did.
+                ended = True
+                self._journal(state, old_backing, new_id, "abandoned",
+                              "the hold overflowed; the thread went on on its old session", started,
+                              t0, tokens, rewritten.tokens_after)
+                return False
+            # The journal first: a thread is on its new session only once that is on disk (a
+            # journal that cannot be written fails the swap, and the thread stays).
+            self._journal(state, old_backing, new_id, "committed", reason or "", started, t0,
+                          rewritten.tokens_before, rewritten.tokens_after)
+            ended = True
+            router.bind(thread_id, new_id)
+            committed = True
+        except BaseException as exc:
+            # Cancelled (the client left, liminal is stopping) or an end record that could not
+            # be written: the swap did not happen.
+            if not ended:
+                with contextlib.suppress(Exception):
+                    self._journal(state, old_backing, new_id, "abandoned",
+                                  f"stopped during the swap ({type(exc).__name__})", started, t0,
+                                  tokens, None)
+            raise
+        finally:
+            if not committed:  # whatever went wrong: no new file, no new session left open
+                await self._undo(proxy, new_path, new_id, opened)
         self._left_behind = old_backing
         # Where the hold went (bench/swap.py reads these): waiting for the file, reading the
         # context size when the agent sent none, the gradient rewrite, the resume or load.
@@ -415,13 +477,26 @@ class SwapManager:
         state.turns_since_swap = 0
         state.context_tokens = None  # the next usage_update tells the new size
         state.file_tokens = rewritten.tokens_after  # until the file says otherwise
-        self._journal(state, old_backing, rewritten.new_id, "committed", reason or "", started, t0,
-                      rewritten.tokens_before, rewritten.tokens_after)
         self._notice(proxy, thread_id, rewritten)
-        logger.info("swap committed", thread=thread_id, old=old_backing, new=rewritten.new_id,
+        logger.info("swap committed", thread=thread_id, old=old_backing, new=new_id,
                     tokens_before=rewritten.tokens_before, tokens_after=rewritten.tokens_after,
                     seconds=round(time.monotonic() - t0, 3), **timing)
         return True
+
+    async def _undo(self, proxy: Proxy, new_path: Path, new_id: str, opened: bool) -> None:
+        """Leave nothing of a swap that did not commit: its file (so the CLI's picker and the
+        agent's ``session/list`` never show the thread twice) and, if the agent opened it, its
+        session. Shielded: it runs when the swap was cancelled too (the client left)."""
+        with anyio.CancelScope(shield=True):
+            try:
+                await anyio.to_thread.run_sync(self.harness.discard,
+                                               Rewritten(new_id, new_path, 0, 0))
+            except Exception as exc:
+                logger.error("cannot remove an unused rewrite; remove it by hand", path=str(new_path),
+                             error=str(exc))
+            if opened and proxy.router.agent_alive:
+                with anyio.move_on_after(UNDO_CLOSE_SECONDS):
+                    await self._close(proxy, new_id)
 
     async def _settle(self, path: Path, prompt: str | None, timeout: float) -> bool:
         """Until the CLI has written the finished turn; False if it has not within ``timeout``."""
@@ -454,7 +529,9 @@ class SwapManager:
 
         router.capture(new_id)
         try:
-            return await open_for_thread(request, state, base, self.capabilities)
+            method = await open_for_thread(request, state, base, self.capabilities)
+            await faults.hit("swap.moved")
+            return method
         finally:
             router.uncapture(new_id)
 

@@ -157,9 +157,9 @@ class UnsettledAfterRewrite(FakeHarness):
     def turn_settled(self, path: Path, prompt: str | None) -> bool:
         return self.settles
 
-    def rewrite(self, path: Path, target_tokens: int) -> Rewritten:
+    def rewrite(self, path: Path, target_tokens: int, new_id: str) -> Rewritten:
         self.settles = False
-        return super().rewrite(path, target_tokens)
+        return super().rewrite(path, target_tokens, new_id)
 
 
 async def test_a_file_without_its_last_turn_fails_the_move_without_holding_for_long(

@@ -22,6 +22,11 @@ from acp.schema import AllowedOutcome, ReadTextFileResponse, RequestPermissionRe
 
 from tests.support.proxy_process import ProxyProcess, child_env, liminal_argv
 
+# anyio imports ``anyio.Path`` lazily, on first use. First used in the SDK's worker thread while
+# pytest's assertion rewriter parses a module in another, CPython 3.11's parser can fail with
+# "AST constructor recursion depth mismatch" (seen in full runs): import it here, once.
+_ = anyio.Path
+
 pytestmark = pytest.mark.anyio
 
 SDK_AGENT = Path(__file__).resolve().parents[1] / "support" / "sdk_agent.py"

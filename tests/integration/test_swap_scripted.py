@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import threading
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -59,16 +58,21 @@ class FakeHarness:
 
     def discard(self, rewritten: Rewritten) -> None:
         self.discarded.append(rewritten.new_id)
+        rewritten.path.unlink(missing_ok=True)
 
-    def rewrite(self, path: Path, target_tokens: int) -> Rewritten:
+    def target_path(self, path: Path, new_id: str) -> Path:
+        return path.with_name(f"{new_id}.jsonl")
+
+    def rewrite(self, path: Path, target_tokens: int, new_id: str) -> Rewritten:
         if self.gate is not None:
             self.gate.wait(10)
         if self.fail:
             raise ValueError("validation refused the output")
         self.rewrites.append(path)
         self.tokens = 90_000  # what the rewritten file reports once the next turn is written
-        new_id = str(uuid.uuid4())
-        return Rewritten(new_id, path.with_name(f"{new_id}.jsonl"), 150_000, self.after)
+        new_path = self.target_path(path, new_id)
+        new_path.write_text("{}\n")  # like the real harness: the file exists from here on
+        return Rewritten(new_id, new_path, 150_000, self.after)
 
 
 def agent_received(tmp_path: Path) -> list[dict[str, Any]]:

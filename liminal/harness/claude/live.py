@@ -35,15 +35,21 @@ class ClaudeSessions:
     def turn_settled(self, path: Path, prompt: str | None) -> bool:
         return self._settle.settled(path, prompt)
 
-    def rewrite(self, path: Path, target_tokens: int) -> Rewritten:
+    def target_path(self, path: Path, new_id: str) -> Path:
+        return path.with_name(f"{new_id}.jsonl")  # beside the original, as the CLI looks for it
+
+    def rewrite(self, path: Path, target_tokens: int, new_id: str) -> Rewritten:
         if faults.value("swap.corrupt_rewrite"):
             self._corrupt_rewrite(path, target_tokens)
-        result = rewrite_session(path, target_tokens, settings=self.settings, env=self.env)
+        result = rewrite_session(path, target_tokens, new_id, settings=self.settings, env=self.env)
         return Rewritten(result.new_session_id, result.path, result.tokens_before, result.tokens_after,
                          result.path.stat().st_size)
 
     def discard(self, rewritten: Rewritten) -> None:
         rewritten.path.unlink(missing_ok=True)
+        # And the temp file of a write that a crash cut short (``write_atomically``).
+        for temp in rewritten.path.parent.glob(f".{rewritten.path.name}.*.tmp"):
+            temp.unlink(missing_ok=True)
 
     def _corrupt_rewrite(self, path: Path, target_tokens: int) -> None:
         """Failpoint: a real rewrite with one tool result lost, put through the real validator."""

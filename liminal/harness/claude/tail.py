@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +48,57 @@ def _tail_records(path: Path, limit: int = TAIL_BYTES) -> Iterator[dict[str, Any
             yield value
 
 
+REWRITE_RECORD = "liminal-rewrite"  # the first line of a file liminal's gradient wrote
+
+
+@dataclass(frozen=True, slots=True)
+class RewriteNote:
+    """What a rewrite says of itself. The records it kept unchanged carry usage measured on the
+    longer original history, stale here: usage on records up to ``last_record_uuid`` (the last
+    one it wrote) does not describe this file, and ``tokens_after`` stands in until the
+    resumed session has made a model call of its own. The one rule for every reader of usage
+    (``tokens._usage`` over a whole file, ``context_tokens`` over its tail)."""
+
+    last_record_uuid: str | None
+    tokens_after: int | None
+    chars_per_token: float | None
+    overhead_tokens: int | None
+
+
+def rewrite_note(record: Any) -> RewriteNote | None:
+    """The note, if ``record`` is one (values of the wrong type read as unknown)."""
+    if not isinstance(record, dict) or record.get("type") != REWRITE_RECORD:
+        return None
+
+    def number(key: str, kind: type[int] | type[float]) -> Any:
+        value = record.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        return kind(value)
+
+    last = record.get("lastRecordUuid")
+    return RewriteNote(last if isinstance(last, str) else None, number("tokensAfter", int),
+                       number("charsPerToken", float), number("overheadTokens", int))
+
+
+def _first_record(path: Path) -> Any:
+    with path.open("rb") as f:
+        line = f.readline(TAIL_BYTES)
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+
+
 def context_tokens(path: Path) -> int | None:
-    """The context the model last saw: the newest main-chain assistant usage (see FACTS.md)."""
+    """The context the model last saw: the newest main-chain assistant usage (see FACTS.md),
+    except usage a rewrite carried over (``RewriteNote``)."""
+    note = rewrite_note(_first_record(path))
     for limit in (TAIL_BYTES, 8 * TAIL_BYTES):
         for record in _tail_records(path, limit):
+            if note is not None and note.last_record_uuid is not None \
+                    and record.get("uuid") == note.last_record_uuid:
+                return note.tokens_after  # everything from here back is the rewrite's, stale
             if record.get("type") == "system" and record.get("subtype") == "compact_boundary":
                 return None
             if record.get("type") != "assistant" or record.get("isSidechain"):
@@ -63,7 +111,7 @@ def context_tokens(path: Path) -> int | None:
                     if isinstance(value, int):
                         total += value
                 return total
-    return None
+    return note.tokens_after if note is not None else None
 
 
 def _prompt_text(record: dict[str, Any]) -> str | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from liminal.harness.claude import tail
 from liminal.harness.claude.conversation import Conversation
 from liminal.harness.claude.records import Record
 
@@ -56,7 +57,7 @@ def total_chars(rec: Record) -> int:
     return rec.chars  # the sum of record_chars, computed once when the line is indexed
 
 
-REWRITE_RECORD = "liminal-rewrite"
+REWRITE_RECORD = tail.REWRITE_RECORD
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,15 +82,15 @@ def _usage(conversation: Conversation) -> _Usage:
     session = conversation.session
     for rec in session.records:
         if rec.type == REWRITE_RECORD:
-            value = session.parse(rec)
-            try:
-                prior = Calibration(
-                    float(value["charsPerToken"]), int(value["overheadTokens"]), measured=True
-                )
-                prior_tokens = int(value["tokensAfter"])
-            except (KeyError, TypeError, ValueError):
-                prior = None
-            stale_uuid = value.get("lastRecordUuid")
+            note = tail.rewrite_note(session.parse(rec))
+            if note is None:
+                continue
+            prior = None
+            if None not in (note.chars_per_token, note.overhead_tokens, note.tokens_after):
+                assert note.chars_per_token is not None and note.overhead_tokens is not None
+                prior = Calibration(note.chars_per_token, note.overhead_tokens, measured=True)
+                prior_tokens = note.tokens_after
+            stale_uuid = note.last_record_uuid
     stale_until = -1
     if stale_uuid is not None:
         for pos, rec in enumerate(conversation.records):

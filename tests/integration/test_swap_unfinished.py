@@ -1,0 +1,138 @@
+"""A swap that does not finish leaves no trace: no rewritten file, no session left open, the
+thread on its old session, and the journal saying so; a start after a crash cleans up what an
+unfinished swap left."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from liminal import faults
+from liminal.config import GradientSettings, SwapSettings
+from liminal.harness.claude.live import ClaudeSessions
+from liminal.kernel.journal import SwapJournal, SwapRecord
+from liminal.kernel.swap import SwapManager
+from tests.integration.test_swap_scripted import FakeHarness, agent_received, settings, start
+from tests.support.inproc import proxy_in_process
+from tests.support.proxy_process import scripted_agent_argv
+
+pytestmark = pytest.mark.anyio
+
+
+def rewrites(folder: Path, *keep: str) -> list[str]:
+    """Session files in ``folder`` other than the ones named: what a swap wrote."""
+    return sorted(p.stem for p in folder.glob("*-*-*-*-*.jsonl") if p.stem not in keep)
+
+
+@pytest.mark.parametrize("point", ["swap.move", "swap.moved"])
+async def test_a_client_that_leaves_during_a_swap_leaves_no_rewrite_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str
+) -> None:
+    # Headless clients disconnect right after the turn that triggers a swap (an idle timeout).
+    # ``swap.move``: before the resume is sent; ``swap.moved``: the agent has opened it.
+    monkeypatch.setattr(faults, "_POINTS", {point: "pause"})
+    monkeypatch.setenv("LIMINAL_FAILPOINTS_DIR", str(tmp_path / "points"))
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    harness = FakeHarness(tmp_path)
+    manager = SwapManager(settings(), journal, harness)
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
+        thread = await start(client)
+        await client.prompt(thread, "used:130000")
+        with anyio.fail_after(20):
+            while not (tmp_path / "points" / f"{point}.reached").exists():  # noqa: ASYNC110
+                await anyio.sleep(0.01)
+        [new_id] = rewrites(tmp_path, thread)  # the rewrite exists while the swap runs
+        # leaving the block closes the client: liminal stops while the swap waits
+    assert rewrites(tmp_path, thread) == []
+    assert proxy.router.backing_of(thread) == thread
+    [record] = journal.records()
+    assert record.outcome == "abandoned" and record.new_backing_id == new_id
+    assert journal.unfinished() == []
+
+
+@pytest.mark.parametrize("failure", ["rewrite", "session/resume", "skipped", "timeout",
+                                     "timeout after the move"])
+async def test_a_swap_that_fails_removes_its_rewrite(
+    tmp_path: Path, failure: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LIMINAL_FAILPOINTS_DIR", str(tmp_path / "points"))
+    harness = FakeHarness(tmp_path)
+    if failure == "skipped":
+        harness.after = 150_000  # the rewrite is not below the trigger: not worth a swap
+    env = {"AGENT_FAIL": "session/resume"} if failure == "session/resume" else {}
+    swap_settings = settings()
+    if failure.startswith("timeout"):
+        swap_settings = SwapSettings(high_tokens=100_000, target_tokens=80_000, hold_timeout_seconds=0.5)
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    manager = SwapManager(swap_settings, journal, harness)
+    faults_before = dict(faults._POINTS)
+    if failure == "timeout":
+        faults._POINTS["swap.move"] = "pause"  # the move never ends: the hold times out
+    elif failure == "timeout after the move":
+        faults._POINTS["swap.moved"] = "pause"  # the agent has the new session, then time out
+    try:
+        async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager], **env) as (proxy, client):
+            thread = await start(client)
+            if failure == "rewrite":
+                harness.fail = True
+            await client.prompt(thread, "used:130000")
+            await manager.wait_for_swaps(1)
+            assert proxy.router.backing_of(thread) == thread
+            answer = await client.prompt(thread, "chunks:1")
+            assert answer["result"]["stopReason"] == "end_turn"
+    finally:
+        faults._POINTS.clear()
+        faults._POINTS.update(faults_before)
+    assert rewrites(tmp_path, thread) == []
+    [record] = journal.records()
+    assert record.outcome in {"failed", "abandoned", "skipped"}
+    assert journal.unfinished() == []
+    closes = [m["params"]["sessionId"] for m in agent_received(tmp_path)
+              if m.get("method") == "session/close"]
+    if failure in ("session/resume", "timeout after the move"):  # the agent may have it open
+        assert closes == [record.new_backing_id]
+
+
+async def test_a_start_after_a_crash_removes_what_an_unfinished_swap_left(tmp_path: Path) -> None:
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    thread = "0b7d1f4e-0000-4000-8000-000000000001"
+    orphan = "0b7d1f4e-0000-4000-8000-00000000000a"
+    (tmp_path / f"{thread}.jsonl").write_text("original\n")
+    (tmp_path / f"{orphan}.jsonl").write_text("rewrite\n")
+    (tmp_path / f".{orphan}.jsonl.4242.tmp").write_text("half a rewrite")
+    # What liminal journals before the rewrite exists; it was killed before the end record.
+    journal.begin(SwapRecord(thread, thread, orphan, "begin", "", 0.0, 0.0, 150_000, None,
+                             new_path=str(tmp_path / f"{orphan}.jsonl")))
+    manager = SwapManager(settings(), journal, ClaudeSessions(GradientSettings()))
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
+        await start(client)
+        assert proxy.router.backing_of(thread) == thread
+    assert (tmp_path / f"{thread}.jsonl").read_text() == "original\n"
+    assert not (tmp_path / f"{orphan}.jsonl").exists()
+    assert journal.unfinished() == []
+    [record] = journal.records()
+    assert record.outcome == "abandoned" and "next start" in record.reason
+
+
+async def test_with_swapping_off_a_swapped_thread_still_resumes_on_its_current_session(
+    tmp_path: Path,
+) -> None:
+    from liminal.commands.acp import components
+    from liminal.config import Settings, StoreSettings
+
+    settings_off = Settings(home=tmp_path / "home", swap=SwapSettings(enabled=False),
+                            store=StoreSettings(index=False))
+    thread = "0b7d1f4e-0000-4000-8000-000000000001"
+    current = "0b7d1f4e-0000-4000-8000-00000000000b"
+    SwapJournal(settings_off.journal_path).append(
+        SwapRecord(thread, thread, current, "committed", "context", 0.0, 0.1, 150_000, 90_000))
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, components(settings_off)) as (_, client):
+        await client.request("initialize", {"protocolVersion": 1})
+        loaded = await client.request("session/load", {"sessionId": thread, "cwd": "/work", "mcpServers": []})
+        assert "result" in loaded
+        await client.prompt(thread, "used:150000 chunks:1")  # past the trigger: no swap, it is off
+    sent = [m for m in agent_received(tmp_path) if m.get("method") in ("session/load", "session/prompt")]
+    assert {m["params"]["sessionId"] for m in sent} == {current}
+    assert [r.outcome for r in SwapJournal(settings_off.journal_path).records()] == ["committed"]
