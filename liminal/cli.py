@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-from liminal import __version__, config, log
+from liminal import __version__, config, log, private
 
 # Order is the order shown in --help.
 COMMANDS = ("acp", "inspect", "compress", "threads", "history", "search", "swaps")
@@ -49,6 +49,7 @@ def build_parser(modules: dict[str, ModuleType]) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    private.tighten_umask()  # before anything is written (liminal.private)
     modules = _command_modules()
     parser = build_parser(modules)
     args = parser.parse_args(argv)
@@ -65,5 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"liminal: configuration error: {exc}", file=sys.stderr)
         return 2
     log.configure(settings.log_level)
+    if settings.home.exists() or args.command == "acp":
+        private.secure_home(settings.home)
     result: int = module.run(args, settings)
     return result

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from liminal.harness.claude.paths import SessionLocation, is_session_id, locate
+from liminal.harness.claude.paths import SessionLocation, is_session_id, locate_id
 from liminal.harness.claude.records import loads
 
 MARKER_PREFIX = "[liminal: "
@@ -89,4 +89,4 @@ def resolve_in(location: SessionLocation, key: RecallKey) -> bytes:
 
 def resolve(text: str, *, env: Mapping[str, str] | None = None) -> bytes:
     key = RecallKey.parse(text)
-    return resolve_in(locate(key.session_id, env=env), key)
+    return resolve_in(locate_id(key.session_id, env=env), key)

@@ -205,7 +205,9 @@ def write_atomically(path: Path, lines: tuple[bytes, ...]) -> None:
     """Temp file, fsync, no-clobber link to the final name, fsync of the folder."""
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with temp.open("xb") as handle:
+        # 0600 whatever the umask: the CLI writes its own sessions so, and a rewrite holds the
+        # same conversation (``compress`` wrote 0644 even from a 0600 original).
+        with os.fdopen(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as handle:
             handle.writelines(lines)
             handle.flush()
             os.fsync(handle.fileno())

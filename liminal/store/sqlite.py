@@ -15,6 +15,7 @@ Why it is shaped this way:
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
@@ -137,7 +138,9 @@ class SqliteStore:
         def _open() -> SqliteStore:
             if not path.exists() and not create:
                 raise StoreError(f"no store at {path}")
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # Made 0600 before SQLite opens it: its -wal and -shm files take the database's mode.
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
             writer = _connect(path)
             use_fts = fts5_available() if fts is None else fts
             if not _ready(writer, use_fts):  # only a new database is written to on open

@@ -307,13 +307,14 @@ def _tidy(spool_dir: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from liminal import config
+    from liminal import config, private
 
     parser = argparse.ArgumentParser(prog="liminal-index-worker")
     parser.add_argument("spool_dir", type=Path)
     parser.add_argument("--home", type=Path)
     parser.add_argument("--log-level")
     args = parser.parse_args(argv)
+    private.tighten_umask()  # its files are as private as the proxy's (liminal.private)
     settings = config.load({"home": args.home, "log_level": args.log_level})
     # Background work: on a busy machine forwarding comes first, indexing catches up after.
     with contextlib.suppress(OSError):

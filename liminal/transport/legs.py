@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import IO, Any
 
+from liminal import private
 from liminal.transport.reaper import reaper
 
 OnData = Callable[[bytes], None]
@@ -206,6 +207,7 @@ class AgentLeg:
             start_new_session=True,
             env=self.env,
             cwd=self.cwd,
+            umask=private.agent_umask(),  # the user's, not liminal's private one
         )
         self._transport = transport
         self._protocol = protocol

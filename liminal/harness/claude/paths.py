@@ -9,14 +9,18 @@ is the one thing every build agrees on. Beside a session live ``<id>/subagents/a
 
 from __future__ import annotations
 
+import io
 import os
 import re
-import uuid
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9]")
+# Exactly the form Claude Code names its files with. An id from a frame or the command line
+# becomes part of a path only once it matches: nothing else (``../x``, ``a/b``) ever does.
+_SESSION_ID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 MAX_FOLDER_CHARS = 200
 
 
@@ -36,11 +40,22 @@ def encode_cwd(cwd: str | Path) -> str:
 
 
 def is_session_id(text: str) -> bool:
+    return isinstance(text, str) and _SESSION_ID.fullmatch(text) is not None
+
+
+def open_regular(path: Path) -> io.BufferedReader:
+    """Open ``path`` for reading only if it is a regular file (after symlinks): a FIFO would
+    block the reader forever and a device such as ``/dev/zero`` would never end. Checked on
+    the open descriptor, so the file cannot be swapped between the check and the read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        uuid.UUID(text)
-    except ValueError:
-        return False
-    return len(text) == 36
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SessionNotFound(f"{path}: not a regular file")
+        os.set_blocking(fd, True)
+        return io.open(fd, "rb")  # noqa: UP020 - a buffered reader, typed as one
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,14 +90,14 @@ def _session_id_inside(path: Path) -> str | None:
     """The sessionId the records carry, for a file not named after it (a copy, a fixture)."""
     needle = b'"sessionId":"'
     try:
-        with path.open("rb") as handle:
+        with open_regular(path) as handle:
             for _, line in zip(range(200), handle, strict=False):
                 at = line.find(needle)
                 if at >= 0:
                     value = line[at + len(needle) : at + len(needle) + 36].decode("ascii", "replace")
                     if is_session_id(value):
                         return value
-    except OSError:
+    except (OSError, SessionNotFound):
         return None
     return None
 
@@ -93,35 +108,53 @@ def locate(
     cwd: str | Path | None = None,
     env: Mapping[str, str] | None = None,
 ) -> SessionLocation:
-    """Find a session by file path or by id (in ``cwd``'s project folder first, then anywhere)."""
+    """Find a session by file path or by id (in ``cwd``'s project folder first, then anywhere).
+
+    For references a person typed (``inspect``, ``compress``); ids that arrive in frames go
+    through ``locate_id``, which never reads one as a path."""
     text = str(ref)
     candidate = Path(text).expanduser()
     if text.endswith(".jsonl") or os.sep in text or candidate.exists():
-        if not candidate.is_file():
-            raise SessionNotFound(f"{text}: no such file")
+        try:
+            mode = candidate.stat().st_mode
+        except OSError as exc:
+            raise SessionNotFound(f"{text}: no such file") from exc
+        if not stat.S_ISREG(mode):
+            raise SessionNotFound(f"{text}: not a regular file")
         stem = candidate.name.removesuffix(".jsonl")
         if not is_session_id(stem):
             stem = _session_id_inside(candidate) or stem
         return SessionLocation(candidate, stem)
-    if not is_session_id(text):
-        raise SessionNotFound(f"{text}: neither a session file nor a session id")
+    return locate_id(text, cwd=cwd, env=env)
+
+
+def locate_id(
+    session_id: str,
+    *,
+    cwd: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> SessionLocation:
+    """Find a session by its id only: anything that is not a session id is refused."""
+    if not is_session_id(session_id):
+        raise SessionNotFound(f"{session_id!r}: neither a session file nor a session id")
     projects = config_dir(env) / "projects"
     if cwd is not None:
         folder = encode_cwd(cwd)
         if len(folder) <= MAX_FOLDER_CHARS:
-            direct = projects / folder / f"{text}.jsonl"
+            direct = projects / folder / f"{session_id}.jsonl"
             if direct.is_file():
-                return SessionLocation(direct, text)
+                return SessionLocation(direct, session_id)
     if projects.is_dir():
-        for found in sorted(projects.glob(f"*/{text}.jsonl")):
-            return SessionLocation(found, text)
-    raise SessionNotFound(f"session {text} not found under {projects}")
+        for found in sorted(projects.glob(f"*/{session_id}.jsonl")):
+            if found.is_file():
+                return SessionLocation(found, session_id)
+    raise SessionNotFound(f"session {session_id} not found under {projects}")
 
 
 def find(session_id: str, cwd: str | Path | None = None,
          env: Mapping[str, str] | None = None) -> Path | None:
-    """``locate``'s file for a session id, or None (for callers that wait for it to appear)."""
+    """``locate_id``'s file for a session id, or None (for callers that wait for it to appear)."""
     try:
-        return locate(session_id, cwd=cwd or None, env=env).path
+        return locate_id(session_id, cwd=cwd or None, env=env).path
     except SessionNotFound:
         return None

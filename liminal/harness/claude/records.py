@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from liminal.harness.claude.paths import SessionLocation
+from liminal.harness.claude.paths import SessionLocation, SessionNotFound, open_regular
 
 PROMPT_HEAD_CHARS = 2000  # enough for a user prompt to survive verbatim into a preamble
 TEXT_HEAD_CHARS = 400
@@ -337,8 +337,10 @@ def read_session(
     """Index every line of the file; raise SessionFormatError if it is not a session at all."""
     path: Path = location.path
     try:
-        size = path.stat().st_size
-        handle = path.open("rb")
+        handle = open_regular(path)
+        size = os.fstat(handle.fileno()).st_size
+    except SessionNotFound as exc:
+        raise SessionFormatError(str(exc)) from exc
     except OSError as exc:
         raise SessionFormatError(f"{path}: cannot read: {exc.strerror}") from exc
     records: list[Record] = []

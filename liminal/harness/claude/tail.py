@@ -24,12 +24,14 @@ from typing import Any
 
 import orjson
 
+from liminal.harness.claude.paths import open_regular
+
 TAIL_BYTES = 512 * 1024
 
 
 def _tail_records(path: Path, limit: int = TAIL_BYTES) -> Iterator[dict[str, Any]]:
     """Complete records from the end of the file backwards (a torn last line is skipped)."""
-    with path.open("rb") as f:
+    with open_regular(path) as f:
         size = f.seek(0, os.SEEK_END)
         start = max(0, size - limit)
         f.seek(start)
@@ -82,7 +84,7 @@ def rewrite_note(record: Any) -> RewriteNote | None:
 
 
 def _first_record(path: Path) -> Any:
-    with path.open("rb") as f:
+    with open_regular(path) as f:
         line = f.readline(TAIL_BYTES)
     try:
         return orjson.loads(line)
@@ -141,7 +143,7 @@ def ends_a_turn(path: Path, prompt: str | None = None) -> bool:
     With ``prompt``, also that answer follows the last prompt record, and that record is this
     prompt: the turn that just ended is on disk, not only the one before it.
     """
-    with path.open("rb") as f:
+    with open_regular(path) as f:
         size = f.seek(0, os.SEEK_END)
         if size == 0:
             return False
