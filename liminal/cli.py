@@ -18,7 +18,8 @@ from types import ModuleType
 from liminal import __version__, config, log, private
 
 # Order is the order shown in --help.
-COMMANDS = ("acp", "inspect", "compress", "threads", "history", "search", "swaps")
+COMMANDS = ("acp", "inspect", "compress", "threads", "history", "search", "swaps", "config",
+            "doctor")
 
 
 def _command_modules() -> dict[str, ModuleType]:
@@ -61,7 +62,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if hasattr(module, "overrides"):
         overrides.update(module.overrides(args))
     try:
-        settings = config.load(overrides, config_file=args.config)
+        sources: dict[str, str] = {}
+        settings = config.load(overrides, config_file=args.config, sources=sources)
+        args.setting_sources = sources  # for ``liminal config``
     except config.ConfigError as exc:
         print(f"liminal: configuration error: {exc}", file=sys.stderr)
         return 2

@@ -17,12 +17,13 @@ import os
 import tomllib
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 MiB = 1024 * 1024
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 class ConfigError(ValueError):
@@ -134,7 +135,7 @@ def _coerce(name: str, kind: Any, value: Any) -> Any:
         if kind is str:
             return str(value)
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{name}: cannot read {value!r} as {kind.__name__}") from exc
+        raise ConfigError(f"{name} = {value!r} is not accepted: a value of type {kind.__name__}") from exc
     raise ConfigError(f"{name}: unsupported setting type {kind!r}")
 
 
@@ -163,18 +164,27 @@ def load(
     overrides: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
     config_file: Path | None = None,
+    sources: dict[str, str] | None = None,
 ) -> Settings:
-    """Build the settings. ``overrides`` holds command-line values by dotted name (None = unset)."""
+    """Build the settings. ``overrides`` holds command-line values by dotted name (None = unset).
+
+    ``config_file`` is an explicit ``--config``: it must exist. ``sources``, if given, is filled
+    with where each setting that is not at its default came from (file, env, flag)."""
     env = os.environ if env is None else env
     merged: dict[str, dict[str, Any]] = {}  # section ("" for top level) -> key -> raw value
+    origin: dict[str, str] = {}
     known = set(setting_names())
 
     home_raw = (overrides or {}).get("home") or env.get("LIMINAL_HOME") or "~/.liminal"
     home = Path(str(home_raw)).expanduser()
     path = config_file or home / "config.toml"
+    if config_file is not None and not config_file.is_file():
+        raise ConfigError(f"--config {config_file}: no such file")
     if path.is_file():
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"{path}: {exc}") from exc
         for key, value in data.items():
@@ -183,8 +193,10 @@ def load(
                     if f"{key}.{sub}" not in known:
                         raise ConfigError(f"{path}: unknown setting {key}.{sub}")
                     _apply(merged, f"{key}.{sub}", subvalue)
+                    origin[f"{key}.{sub}"] = f"file {path}"
             elif key in known:
                 _apply(merged, key, value)
+                origin[key] = f"file {path}"
             else:
                 raise ConfigError(f"{path}: unknown setting {key}")
 
@@ -192,12 +204,14 @@ def load(
         var = "LIMINAL_" + dotted.replace(".", "_").upper()
         if var in env:
             _apply(merged, dotted, env[var])
+            origin[dotted] = f"env {var}"
     for dotted, value in (overrides or {}).items():
         if value is None:
             continue
         if dotted not in known:
             raise ConfigError(f"unknown setting {dotted}")
         _apply(merged, dotted, value)
+        origin[dotted] = "flag"
     _apply(merged, "home", home)
 
     top: dict[str, Any] = {}
@@ -213,10 +227,58 @@ def load(
         elif name in merged.get("", {}):
             top[name] = _coerce(name, kind, merged[""][name])
     settings = Settings(**top)
-    if settings.store.indexer not in {"worker", "inline"}:
-        raise ConfigError("store.indexer must be worker or inline")
-    if settings.swap.notice not in {"silent", "thought", "info"}:
-        raise ConfigError("swap.notice must be silent, thought or info")
-    if settings.swap.max_stale_sessions < 0:
-        raise ConfigError(f"swap.max_stale_sessions must be 0 or more, not {settings.swap.max_stale_sessions}")
+    validate(settings)
+    if sources is not None:
+        sources.update(origin)
     return settings
+
+
+# What each setting accepts, beyond its type: (test, what is accepted). Checked at every start,
+# so a value that is accepted is one that works (docs/operations.md, "configuration").
+_URL_SCHEMES = {"store.url": ("", "sqlite", "mongodb", "mongodb+srv"), "cache.url": ("", "redis", "rediss", "unix")}
+_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "log_level": (lambda v: v.lower() in LOG_LEVELS, "one of " + ", ".join(LOG_LEVELS)),
+    "proxy.max_frame_bytes": (lambda v: v >= 256, "a number of bytes, 256 or more"),
+    "proxy.kill_grace_seconds": (lambda v: 0 < v <= 3600, "seconds, more than 0 and at most 3600"),
+    "store.queue_frames": (lambda v: v >= 1, "a number of frames, 1 or more"),
+    "store.indexer": (lambda v: v in ("worker", "inline"), "worker or inline"),
+    "store.url": (lambda v: _scheme(v) in _URL_SCHEMES["store.url"],
+                  "empty (SQLite in the home), sqlite:///path or mongodb://host/db"),
+    "cache.url": (lambda v: _scheme(v) in _URL_SCHEMES["cache.url"],
+                  "empty (files in the home) or redis://host:port/db"),
+    "cache.ttl_seconds": (lambda v: v >= 1, "seconds, 1 or more"),
+    "gradient.target_tokens": (lambda v: v >= 1000, "tokens, 1000 or more"),
+    "gradient.recent_tokens": (lambda v: v >= 0, "tokens, 0 or more"),
+    "gradient.middle_tokens": (lambda v: v >= 0, "tokens, 0 or more"),
+    "gradient.truncate_chars": (lambda v: v >= 1, "characters, 1 or more"),
+    "gradient.truncate_lines": (lambda v: v >= 1, "lines, 1 or more"),
+    "gradient.summary_tokens": (lambda v: v >= 100, "tokens, 100 or more"),
+    "swap.high_tokens": (lambda v: v >= 1000, "tokens, 1000 or more"),
+    "swap.target_tokens": (lambda v: v >= 1000, "tokens, 1000 or more"),
+    "swap.every_turns": (lambda v: v >= 0, "turns, 0 (never) or more"),
+    "swap.notice": (lambda v: v in ("silent", "thought", "info"), "silent, thought or info"),
+    "swap.hold_timeout_seconds": (lambda v: 0 < v <= 3600, "seconds, more than 0 and at most 3600"),
+    "swap.max_stale_sessions": (lambda v: v >= 0, "0 or more"),
+}
+
+
+def _scheme(url: str) -> str:
+    return url.partition("://")[0].lower() if "://" in url else ("" if not url else "?")
+
+
+def value_of(settings: Settings, dotted: str) -> Any:
+    section, _, key = dotted.rpartition(".")
+    holder: Any = getattr(settings, section) if section else settings
+    return getattr(holder, key)
+
+
+def validate(settings: Settings) -> None:
+    """Refuse any value a setting does not accept, naming the setting, the value and what is."""
+    for dotted, (accepts, accepted) in _RULES.items():
+        value = value_of(settings, dotted)
+        if not accepts(value):
+            raise ConfigError(f"{dotted} = {value!r} is not accepted: {accepted}")
+    if settings.swap.target_tokens >= settings.swap.high_tokens:
+        raise ConfigError(
+            f"swap.target_tokens = {settings.swap.target_tokens} is not accepted: it must be below "
+            f"swap.high_tokens ({settings.swap.high_tokens}), or every swap would trigger the next")

@@ -25,7 +25,8 @@ def run_with_store(settings: Settings, body: Callable[[Any], Awaitable[T]]) -> T
             async with open_store(settings, create=False) as store:
                 return await body(store)
         except StoreError as exc:
-            print(f"liminal: no store to read ({describe(settings)}): {exc}", file=sys.stderr)
+            reason = (str(exc).splitlines() or [""])[0][:300]
+            print(f"liminal: no store to read ({describe(settings)}): {reason}", file=sys.stderr)
             return None
 
     return anyio.run(main, backend="asyncio")

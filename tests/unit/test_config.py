@@ -18,14 +18,14 @@ def test_defaults(tmp_path: Path) -> None:
 def test_precedence_defaults_file_env_flags(tmp_path: Path) -> None:
     (tmp_path / "config.toml").write_text(
         'log_level = "warning"\n[proxy]\nmax_frame_bytes = 1000\nkill_grace_seconds = 1.5\n'
-        "[swap]\nhigh_tokens = 5000\n"
+        "[swap]\nhigh_tokens = 150000\n"
     )
     env = {"LIMINAL_HOME": str(tmp_path), "LIMINAL_PROXY_MAX_FRAME_BYTES": "2000",
-           "LIMINAL_SWAP_HIGH_TOKENS": "7_000"}
+           "LIMINAL_SWAP_HIGH_TOKENS": "170_000"}
     settings = config.load({"proxy.max_frame_bytes": 3000, "swap.high_tokens": None}, env=env)
     assert settings.log_level == "warning"  # file
     assert settings.proxy.kill_grace_seconds == 1.5  # file
-    assert settings.swap.high_tokens == 7000  # env beats file; None flag is unset
+    assert settings.swap.high_tokens == 170_000  # env beats file; None flag is unset
     assert settings.proxy.max_frame_bytes == 3000  # flag beats env
 
 
@@ -49,3 +49,123 @@ def test_booleans_from_the_environment(tmp_path: Path) -> None:
 def test_every_setting_has_a_name() -> None:
     names = config.setting_names()
     assert "proxy.max_frame_bytes" in names and "log_level" in names
+
+
+BAD_VALUES = [
+    ("LIMINAL_PROXY_MAX_FRAME_BYTES", "0", "proxy.max_frame_bytes"),
+    ("LIMINAL_PROXY_MAX_FRAME_BYTES", "-5", "proxy.max_frame_bytes"),
+    ("LIMINAL_PROXY_KILL_GRACE_SECONDS", "0", "proxy.kill_grace_seconds"),
+    ("LIMINAL_STORE_QUEUE_FRAMES", "0", "store.queue_frames"),
+    ("LIMINAL_STORE_INDEXER", "threads", "store.indexer"),
+    ("LIMINAL_STORE_URL", "postgres://localhost/x", "store.url"),
+    ("LIMINAL_STORE_URL", "just-a-name", "store.url"),
+    ("LIMINAL_CACHE_URL", "memcached://x", "cache.url"),
+    ("LIMINAL_CACHE_TTL_SECONDS", "-1", "cache.ttl_seconds"),
+    ("LIMINAL_GRADIENT_TARGET_TOKENS", "0", "gradient.target_tokens"),
+    ("LIMINAL_GRADIENT_RECENT_TOKENS", "-1", "gradient.recent_tokens"),
+    ("LIMINAL_GRADIENT_TRUNCATE_CHARS", "0", "gradient.truncate_chars"),
+    ("LIMINAL_SWAP_HIGH_TOKENS", "-100", "swap.high_tokens"),
+    ("LIMINAL_SWAP_TARGET_TOKENS", "130000", "swap.target_tokens"),
+    ("LIMINAL_SWAP_EVERY_TURNS", "-1", "swap.every_turns"),
+    ("LIMINAL_SWAP_HOLD_TIMEOUT_SECONDS", "0", "swap.hold_timeout_seconds"),
+    ("LIMINAL_SWAP_ENABLED", "perhaps", "swap.enabled"),
+    ("LIMINAL_LOG_LEVEL", "verbose", "log_level"),
+]
+
+
+@pytest.mark.parametrize(("var", "value", "name"), BAD_VALUES)
+def test_a_value_a_setting_does_not_accept_is_refused_naming_it(
+    tmp_path: Path, var: str, value: str, name: str
+) -> None:
+    with pytest.raises(config.ConfigError) as caught:
+        config.load(env={"LIMINAL_HOME": str(tmp_path), var: value})
+    assert name in str(caught.value) and repr(value).strip("'") in str(caught.value)
+
+
+def test_a_config_file_that_is_not_utf8_or_missing_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_bytes(b'log_level = "\xff\xfe"\n')
+    with pytest.raises(config.ConfigError, match="not UTF-8"):
+        config.load(env={"LIMINAL_HOME": str(tmp_path)})
+    with pytest.raises(config.ConfigError, match="no such file"):
+        config.load(env={"LIMINAL_HOME": str(tmp_path)}, config_file=tmp_path / "missing.toml")
+
+
+def test_sources_say_where_each_setting_came_from(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text("[swap]\nhigh_tokens = 150000\n")
+    sources: dict[str, str] = {}
+    config.load({"swap.notice": "info"}, env={"LIMINAL_HOME": str(tmp_path), "LIMINAL_LOG_LEVEL": "debug"},
+                sources=sources)
+    assert sources["swap.high_tokens"].startswith("file ")
+    assert sources["log_level"] == "env LIMINAL_LOG_LEVEL"
+    assert sources["swap.notice"] == "flag"
+    assert "swap.target_tokens" not in sources  # the default
+
+
+@pytest.mark.parametrize("argv, env", [
+    (["acp", "--", "true"], {"LIMINAL_PROXY_MAX_FRAME_BYTES": "0"}),
+    (["acp", "--", "true"], {"LIMINAL_LOG_LEVEL": "verbose"}),
+    (["--log-level", "loud", "threads"], {}),
+    (["acp", "--swap-high-tokens", "-3", "--", "true"], {}),
+    (["threads"], {"LIMINAL_STORE_URL": "postgres://x/y"}),
+    (["--config", "/nonexistent/liminal.toml", "threads"], {}),
+    (["threads"], {"NOT_UTF8": "1"}),
+])
+def test_bad_configuration_is_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    argv: list[str], env: dict[str, str],
+) -> None:
+    from liminal.cli import main
+
+    monkeypatch.setenv("LIMINAL_HOME", str(tmp_path))
+    if env.pop("NOT_UTF8", None):
+        (tmp_path / "config.toml").write_bytes(b"log_level = '\xff'\n")
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+def test_liminal_config_shows_each_value_and_its_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    import json
+
+    from liminal.cli import main
+
+    monkeypatch.setenv("LIMINAL_HOME", str(tmp_path))
+    monkeypatch.setenv("LIMINAL_SWAP_NOTICE", "info")
+    assert main(["config", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["settings"]
+    assert shown["swap.notice"] == {"value": "info", "source": "env LIMINAL_SWAP_NOTICE"}
+    assert shown["swap.high_tokens"] == {"value": 120_000, "source": "default"}
+    assert set(shown) == set(config.setting_names()) - {"home"}
+
+
+@pytest.mark.parametrize("broken", ["damaged database", "unsupported scheme", "open home"])
+def test_doctor_and_the_readers_say_what_is_wrong_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], broken: str,
+) -> None:
+    from liminal.cli import main
+
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    monkeypatch.setenv("LIMINAL_HOME", str(home))
+    if broken == "damaged database":
+        (home / "liminal.db").write_bytes(b"this is not a database" * 100)
+    elif broken == "unsupported scheme":
+        monkeypatch.setenv("LIMINAL_STORE_URL", "ftp://example/x")
+    else:
+        (home / "swaps.jsonl").write_text("")
+        (home / "swaps.jsonl").chmod(0o644)
+    code = main(["doctor"])
+    out, err = capsys.readouterr()
+    if broken == "unsupported scheme":  # refused as configuration, before any check
+        assert code == 2 and len(err.strip().splitlines()) == 1
+        return
+    assert code == 1 and "PROBLEM" in out and "Traceback" not in out + err
+    if broken == "damaged database":
+        for reader in (["threads"], ["search", "x"], ["history", "abc"]):
+            assert main(reader) == 1
+            err = capsys.readouterr().err
+            assert len(err.strip().splitlines()) == 1 and "not a database" in err, err

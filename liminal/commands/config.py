@@ -1,0 +1,35 @@
+"""``liminal config [--json]``: every setting, its value in effect and where that came from."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from liminal import config
+from liminal.config import Settings
+
+HELP = "show every setting, its value in effect and where it came from"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    import orjson
+
+    sources: dict[str, str] = getattr(args, "setting_sources", {})
+    rows = [(name, config.value_of(settings, name), sources.get(name, "default"))
+            for name in config.setting_names() if name != "home"]
+    if args.json:
+        out = {name: {"value": str(value) if not isinstance(value, (int, float, bool, str)) else value,
+                      "source": source} for name, value, source in rows}
+        sys.stdout.write(orjson.dumps({"home": str(settings.home), "settings": out},
+                                      option=orjson.OPT_INDENT_2).decode() + "\n")
+        return 0
+    print(f"home  {settings.home}")
+    width = max(len(name) for name, _, _ in rows)
+    for name, value, source in rows:
+        shown = repr(value) if isinstance(value, str) else str(value)
+        print(f"{name:<{width}}  {shown:<24}  {source}")
+    return 0

@@ -1,0 +1,89 @@
+"""``liminal doctor [-- AGENT_COMMAND...]``: is everything liminal needs in order? One line a check.
+
+It changes nothing (a store that does not exist is not created; a home that is too open is
+reported, not fixed: ``liminal acp`` tightens it at its next start).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import stat
+import sys
+
+from liminal.config import Settings
+
+HELP = "check the home folder, the store, the cache and the agent command; one line each"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("agent", nargs=argparse.REMAINDER, help="-- AGENT_COMMAND (optional)")
+
+
+def _home(settings: Settings) -> tuple[bool, str]:
+    home = settings.home
+    if not home.exists():
+        return True, f"{home} does not exist yet (liminal acp creates it, 0700)"
+    mode = stat.S_IMODE(home.stat().st_mode)
+    if mode & 0o077:
+        return False, f"{home} is {oct(mode)}: readable by others (liminal acp makes it 0700)"
+    loose = [p for p in home.rglob("*") if not p.is_symlink()
+             and stat.S_IMODE(p.stat().st_mode) & 0o077]
+    if loose:
+        return False, f"{len(loose)} files in {home} are readable by others, e.g. {loose[0]}"
+    return True, f"{home} is private (0700)"
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    import anyio
+
+    from liminal.store.base import StoreError, describe, open_store
+    from liminal.store.cache import open_cache
+
+    checks: list[tuple[str, bool, str]] = []
+    checks.append(("home", *_home(settings)))
+
+    async def store_check() -> tuple[bool, str]:
+        try:
+            with anyio.fail_after(10):
+                async with open_store(settings, create=False) as store:
+                    threads = await store.threads(limit=1)
+            return True, f"{describe(settings)} opens ({'has threads' if threads else 'empty'})"
+        except StoreError as exc:
+            if "no store at" in str(exc):
+                return True, f"{describe(settings)}: none yet (created by the first liminal acp)"
+            return False, f"{describe(settings)}: {str(exc).splitlines()[0][:200]}"
+        except TimeoutError:
+            return False, f"{describe(settings)}: no answer within 10 s"
+        except Exception as exc:
+            return False, f"{describe(settings)}: {type(exc).__name__}: {str(exc)[:200]}"
+
+    async def cache_check() -> tuple[bool, str]:
+        where = settings.cache.url or f"files in {settings.home / 'cache'}"
+        if not settings.cache.url:
+            return True, where
+        try:
+            async with open_cache(settings) as cache:
+                ping = getattr(cache, "ping", None)
+                ok = bool(await ping()) if ping is not None else True
+            return ok, f"{where} {'answers' if ok else 'does not answer'}"
+        except Exception as exc:
+            return False, f"{where}: {type(exc).__name__}: {str(exc)[:200]}"
+
+    async def both() -> None:
+        checks.append(("store", *await store_check()))
+        checks.append(("cache", *await cache_check()))
+
+    anyio.run(both, backend="asyncio")
+    agent = [a for a in args.agent if a != "--"] if args.agent else []
+    if agent:
+        found = shutil.which(agent[0])
+        checks.append(("agent", found is not None,
+                       f"{agent[0]} -> {found}" if found else f"{agent[0]}: not found on PATH"))
+    for name, ok, text in checks:
+        print(f"{'ok     ' if ok else 'PROBLEM'}  {name:<6} {text}")
+    bad = [name for name, ok, _ in checks if not ok]
+    if bad:
+        print(f"liminal doctor: {len(bad)} problem(s): {', '.join(bad)}", file=sys.stderr)
+        return 1
+    return 0
