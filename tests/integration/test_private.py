@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from liminal.harness.claude.paths import SessionNotFound, find, locate
@@ -49,7 +50,7 @@ async def test_everything_liminal_writes_is_private_and_the_agent_keeps_the_user
             session = (await proxy.request("session/new", {"cwd": str(tmp_path), "mcpServers": []},
                                            rpc_id=2))["result"]["sessionId"]
             await proxy.prompt(session, "chunks:20 used:1000")
-            status = Path(f"/proc/{await agent_pid(proxy)}/status").read_text()
+            status = await anyio.Path(f"/proc/{await agent_pid(proxy)}/status").read_text()
             await proxy.close_stdin()
             assert await proxy.wait_exit() == 0
         # A rewrite by hand, of a session the CLI wrote 0600.
