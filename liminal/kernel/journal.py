@@ -16,6 +16,14 @@ from typing import Any
 
 import orjson
 
+from liminal import log
+
+logger = log.get("liminal.kernel.journal")
+
+
+def _damaged(path: Path, line: int, exc: Exception) -> None:
+    logger.warning("damaged line skipped", file=str(path), line=line, error=str(exc)[:200])
+
 
 @dataclass(frozen=True, slots=True)
 class SwapRecord:
@@ -38,9 +46,24 @@ class SwapRecord:
         return orjson.dumps(asdict(self))
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> SwapRecord:
+    def from_json(cls, data: Any) -> SwapRecord:
+        """The record a journal line holds; ValueError for anything else (damage)."""
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
         known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        record = cls(**{k: v for k, v in data.items() if k in known})
+        for name, kinds in _TYPES.items():
+            if not isinstance(getattr(record, name), kinds) or isinstance(getattr(record, name), bool):
+                raise ValueError(f"{name} is {getattr(record, name)!r}")
+        return record
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "thread_id": (str,), "old_backing_id": (str,), "new_backing_id": (str, type(None)),
+    "outcome": (str,), "reason": (str,), "started_at": (int, float), "duration_s": (int, float),
+    "tokens_before": (int, type(None)), "tokens_after": (int, type(None)), "harness": (str,),
+    "cwd": (str, type(None)), "new_path": (str, type(None)),
+}
 
 
 class SwapJournal:
@@ -73,11 +96,14 @@ class SwapJournal:
             return []
         found = []
         with self.path.open("rb") as f:
-            for line in f:
+            for number, line in enumerate(f, 1):
                 try:
                     record = SwapRecord.from_json(orjson.loads(line))
-                except (orjson.JSONDecodeError, TypeError):
-                    continue  # a torn last line after a crash: the swap it described never committed
+                except (orjson.JSONDecodeError, TypeError, ValueError) as exc:
+                    # A torn last line after a crash (the swap it described never committed),
+                    # or damage: skipped, said once per reading, never a reason not to start.
+                    _damaged(self.path, number, exc)
+                    continue
                 if record.outcome == "begin" and not begins:
                     continue
                 if thread_id is None or record.thread_id == thread_id:
@@ -107,15 +133,21 @@ class SwapJournal:
         """How much of ``backing_id``'s session file liminal wrote; 0 for a session the CLI
         wrote from the start. The indexer skips that much: it is a compressed copy of records
         already indexed from the older file."""
+        path = self.path.with_name("rewrites.jsonl")
         try:
-            with self.path.with_name("rewrites.jsonl").open("rb") as f:
-                for line in f:
+            with path.open("rb") as f:
+                for number, line in enumerate(f, 1):
                     try:
                         note = orjson.loads(line)
-                    except orjson.JSONDecodeError:
+                    except orjson.JSONDecodeError as exc:
+                        _damaged(path, number, exc)
                         continue
-                    if isinstance(note, dict) and note.get("backing_id") == backing_id:
-                        return int(note.get("bytes") or 0)
+                    if not isinstance(note, dict) or note.get("backing_id") != backing_id:
+                        continue
+                    size = note.get("bytes")
+                    if isinstance(size, int) and not isinstance(size, bool) and size >= 0:
+                        return size
+                    _damaged(path, number, ValueError(f"bytes is {size!r}"))
         except FileNotFoundError:
             pass
         return 0

@@ -276,6 +276,8 @@ class Indexer:
                 if self._deriver.holding and (
                         self._closing or time.monotonic() - self._open_written >= 0.2):
                     if not await self._commit([], False, include_open=True):
+                        if self._closing:
+                            return  # the frames are in the spool; derived again next start
                         await anyio.sleep(backoff)
                         backoff = min(backoff * 2, 5.0)
                     continue
@@ -290,6 +292,12 @@ class Indexer:
                 continue
             if from_memory:
                 self._spill_memory([frame for frame, _ in items], self._inflight_n)
+            if self._closing:
+                # Closing with a store that refuses writes: no waiting on it. Everything is in
+                # the spool (frames from memory were just put there) for the next start.
+                logger.warning("indexer: store unusable at close; the spool keeps the frames",
+                               spool=str(self.spool.path))
+                return
             await anyio.sleep(backoff)
             backoff = min(backoff * 2, 5.0)
 
@@ -492,8 +500,15 @@ class Indexer:
                 if not frames:
                     break
                 await self._retrying(Batch(frames))
+                seg.read = pos
                 connections.update(f.connection_id for f in frames)
                 self.stats.recovered += len(frames)
+            if seg.read < seg.written:
+                # Its writer is gone, so what cannot be read now never will be: a block torn by
+                # a crash mid-write, or damage. Said, and skipped; the rest of the spool is not.
+                logger.warning("indexer: damaged spool segment; the rest of it is skipped",
+                               file=str(seg.path), offset=seg.read, skipped=seg.written - seg.read)
+                seg.read = seg.written
         for connection_id in sorted(connections):
             await self._retrying(None, connection_id)
         spool.discard()

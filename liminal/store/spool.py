@@ -243,11 +243,17 @@ class SpoolDir:
         return frames, pos
 
     def discard(self) -> None:
-        """Remove every segment (an orphan spool, once all of it is in the store)."""
+        """Remove the segments whose every byte on disk was read into the store (an orphan
+        spool, once replayed); a segment with more on disk than was read stays."""
+        kept = []
         for seg in self.segments:
+            on_disk = _size(seg.path)
+            if on_disk is not None and on_disk > seg.read:
+                kept.append(seg)
+                continue
             with contextlib.suppress(FileNotFoundError):
                 seg.path.unlink()
-        self.segments = []
+        self.segments = kept
 
     def consumed(self, pos: int, *, writer_done: bool = True) -> None:
         """The head segment's frames up to ``pos`` are in the store; drop finished segments.
@@ -258,6 +264,14 @@ class SpoolDir:
         seg.read = pos
         is_tail = seg is self.segments[-1]
         if seg.read >= seg.written and (writer_done or not is_tail or self._tail_fd is not None):
+            # What this reader knows of the segment is all read; the file itself may have grown
+            # since its last look (the writer's last flush, after a slow write). Removed only
+            # when every byte on disk is committed: anything else is read next time round.
+            on_disk = _size(seg.path)
+            if on_disk is not None and on_disk > seg.read:
+                self.appended += on_disk - seg.written
+                seg.written = on_disk
+                return
             if is_tail:
                 self._close_tail()
             with contextlib.suppress(FileNotFoundError):
@@ -288,6 +302,11 @@ def read_segment(path: Path, start: int, end: int,
                 total = sum(lengths)
                 rows = _rows(block, len(lengths))
             except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, IndexError):
+                break
+            # A header is trusted with no allocation larger than what the file still holds (a
+            # damaged one may claim a terabyte).
+            if not all(isinstance(n, int) and n >= 0 for n in lengths) \
+                    or total + 1 > end - pos - len(header):
                 break
             body = f.read(total + 1)
             if len(body) != total + 1 or body[-1:] != b"\n":
@@ -320,6 +339,13 @@ def _rows(block: dict[str, Any], count: int) -> list[tuple[Any, ...]]:
         rpc = i if i is None or as_text else orjson.dumps(i).decode()
         out.append((c, seq, t, d, k, th, b, m, rpc, z))
     return out
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return None
 
 
 def _write_all(fd: int, parts: list[bytes]) -> int:

@@ -99,6 +99,15 @@ class SpoolWriter:
         queue = self._queue
         if not queue:
             return
+        if not self.spool.owned:
+            # A frame can come before ``run`` has taken the spool (the client speaks first, and
+            # a small ``store.queue_frames`` flushes at once): take it here, or keep the frames
+            # queued for ``run`` rather than fail to write them (``initialize`` was lost so).
+            try:
+                if not self.spool.acquire():
+                    return
+            except OSError:
+                return
         events = list(queue)
         queue.clear()
         # The forwarding side's whole per-frame cost: C-level field extraction (columns taken by

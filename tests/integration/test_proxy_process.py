@@ -200,3 +200,26 @@ async def test_sigkill_to_liminal_leaves_no_agent_behind(tmp_path: Path) -> None
     with anyio.fail_after(30):
         while any(running_still(m) for m in members):  # noqa: ASYNC110 - not our children
             await anyio.sleep(0.05)
+
+
+@pytest.mark.parametrize("indexer", ["inline", "worker"])
+async def test_a_frame_queue_of_one_still_stores_initialize(tmp_path: Path, indexer: str) -> None:
+    from liminal.store.sqlite import SqliteStore
+
+    async with running(tmp_path, scripted_agent_argv(), LIMINAL_STORE_INDEXER=indexer,
+                       LIMINAL_STORE_QUEUE_FRAMES="1") as proxy:
+        await proxy.request("initialize", {"protocolVersion": 1}, rpc_id=1)
+        session = (await proxy.request("session/new", {"cwd": str(tmp_path), "mcpServers": []},
+                                       rpc_id=2))["result"]["sessionId"]
+        await proxy.prompt(session, "chunks:30")
+        await proxy.close_stdin()
+        assert await proxy.wait_exit() == 0
+    store = await SqliteStore.open(tmp_path / "liminal-home" / "liminal.db", create=False)
+    try:
+        stored = await store.frames(after_seq=-1, limit=1000)
+    finally:
+        await store.aclose()
+    assert len({f.connection_id for f in stored}) == 1
+    methods = [f.method for f in sorted(stored, key=lambda f: f.seq)]
+    assert methods[:2] == ["initialize", "initialize"]  # the request and its answer
+    assert len(methods) == 2 + 2 + 2 + 30

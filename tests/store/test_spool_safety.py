@@ -1,0 +1,184 @@
+"""Nothing that reached the spool is ever lost: a segment goes only when every byte of it is in
+the store, damaged local state is skipped with a warning, and a store that cannot be used at
+close does not hold the exit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+
+from liminal.store.indexer import Indexer
+from liminal.store.records import Batch
+from liminal.store.spool import SpoolDir, orphans, read_segment
+from liminal.store.sqlite import SqliteStore
+from tests.store.test_spool import frames
+
+pytestmark = pytest.mark.anyio
+
+
+class GatedStore:
+    """A store whose first write waits until the test lets it go (a slow or locked store)."""
+
+    def __init__(self, inner: SqliteStore) -> None:
+        self.inner = inner
+        self.entered = anyio.Event()
+        self.gate = anyio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def write(self, batch: Batch) -> None:
+        self.entered.set()
+        await self.gate.wait()
+        await self.inner.write(batch)
+
+
+async def test_a_segment_is_removed_only_when_every_byte_in_it_is_committed(tmp_path: Path) -> None:
+    # The proxy (the spool's owner) wrote some frames; the worker took them and is stuck on a
+    # slow store; meanwhile the proxy flushes the rest and the client leaves (the worker is
+    # told to close). The worker's commit then succeeds: the segment holds more than it read.
+    writer = SpoolDir(tmp_path / "spool" / "conn")
+    assert writer.acquire()
+    first, rest = frames(10), frames(30, start=10)
+    for f in first:
+        writer.append(f.seq, f)
+    inner = await SqliteStore.open(tmp_path / "liminal.db")
+    store = GatedStore(inner)
+    worker = Indexer(store, tmp_path / "spool", tail=writer.path, recover=False,  # type: ignore[arg-type]
+                     yield_bytes_per_second=None)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.run)
+        with anyio.fail_after(10):
+            await store.entered.wait()
+        for f in rest:
+            writer.append(f.seq, f)
+        writer.seal()
+        tg.start_soon(worker.aclose)
+        store.gate.set()
+        with anyio.fail_after(20):
+            await worker.stopped()
+    writer.release(remove_if_empty=False)
+    assert await inner.frame_count() + _spooled(tmp_path / "spool") == 40
+    assert await inner.frame_count() == 40  # a healthy store: all of it, at once
+    await inner.aclose()
+
+
+def _spooled(root: Path) -> int:
+    count = 0
+    for path in root.glob("*/*.spool"):
+        got, _ = read_segment(path, 0, path.stat().st_size, 1 << 30)
+        count += len(got)
+    return count
+
+
+async def test_closing_with_an_unusable_store_leaves_the_frames_in_the_spool_at_once(tmp_path: Path) -> None:
+    writer = SpoolDir(tmp_path / "spool" / "conn")
+    assert writer.acquire()
+    for f in frames(25):
+        writer.append(f.seq, f)
+    writer.seal()
+
+    class Refusing:
+        async def write(self, batch: Batch) -> None:
+            raise OSError("disk I/O error")
+
+    worker = Indexer(Refusing(), tmp_path / "spool", tail=writer.path, recover=False,  # type: ignore[arg-type]
+                     yield_bytes_per_second=None, close_timeout=300)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.run)
+        await worker.aclose()  # would retry for close_timeout (300 s) before
+        tg.cancel_scope.cancel()
+    writer.release(remove_if_empty=False)
+    assert _spooled(tmp_path / "spool") == 25
+
+
+def _orphan_with(tmp_path: Path, tail: bytes) -> Path:
+    spool = SpoolDir(tmp_path / "spool" / "dead")
+    assert spool.acquire()
+    for f in frames(5):
+        spool.append(f.seq, f)
+    path = spool.segments[0].path
+    spool.release(remove_if_empty=False)
+    with path.open("ab") as out:
+        out.write(tail)
+    return path
+
+
+@pytest.mark.parametrize("damage", [
+    b'{"s":{"c":5},"f":[["c",1.0,"a2c","notification",null,null,null,null,3]],"n":[10]}\nabc',
+    b'{"s":{"c":5},"f":[["c",1.0,"a2c","notification",null,null,null,null,3]],"n":[1099511627776]}\n',
+    b'{"s":{"c":5},"f":[["c",1.0,"a2c","notification",null,null,null,null,3]],"n":[-4]}\nabcd\n',
+    b"not a header at all\n",
+])
+async def test_a_damaged_spool_is_replayed_up_to_the_damage_and_then_removed(
+    tmp_path: Path, damage: bytes, caplog: pytest.LogCaptureFixture,
+) -> None:
+    path = _orphan_with(tmp_path, damage)
+    got, _ = read_segment(path, 0, path.stat().st_size, 100)  # no terabyte allocation
+    assert [f.seq for f in got] == [0, 1, 2, 3, 4]
+    inner = await SqliteStore.open(tmp_path / "liminal.db")
+    indexer = Indexer(inner, tmp_path / "spool")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(indexer.run)
+        with anyio.fail_after(10):
+            await indexer.recovered_all.wait()
+        await indexer.aclose()
+    assert await inner.frame_count() == 5
+    assert orphans(tmp_path / "spool", None) == []  # replayed once, not again at every start
+    await inner.aclose()
+
+
+async def test_a_spool_header_is_never_read_past_the_file(tmp_path: Path) -> None:
+    path = _orphan_with(tmp_path, orjson.dumps({"s": {"c": 5}, "f": [], "n": [2**40]}) + b"\n")
+    got, pos = read_segment(path, 0, path.stat().st_size, 100)
+    assert len(got) == 5 and pos < path.stat().st_size
+
+
+def test_damaged_journal_and_rewrite_lines_are_skipped_naming_file_and_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from liminal import log
+    from liminal.kernel.journal import SwapJournal, SwapRecord
+
+    log.configure("info", json=True)
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    good = SwapRecord("t", "t", "n", "committed", "context", 1.0, 0.1, 150_000, 90_000)
+    journal.append(good)
+    with journal.path.open("ab") as f:
+        f.write(b'["a list, not a record"]\n42\n{"thread_id": 7, "old_backing_id": "t", "new_backing_id": "x",'
+                b' "outcome": "committed", "reason": "", "started_at": 1, "duration_s": 0,'
+                b' "tokens_before": null, "tokens_after": null}\n{"torn": ')
+    assert journal.records() == [good]
+    assert journal.lineage() == [("t", "n")]
+    rewrites = tmp_path / "rewrites.jsonl"
+    rewrites.write_bytes(b'{"backing_id": "n", "bytes": "lots"}\n{"backing_id": "m", "bytes": [1]}\n'
+                         b'{"backing_id": "k", "bytes": 123}\n')
+    assert journal.own_bytes("n") == 0 and journal.own_bytes("m") == 0
+    assert journal.own_bytes("k") == 123
+    err = capsys.readouterr().err
+    for line in (2, 3, 4, 5):
+        assert f'"line": {line}' in err and "swaps.jsonl" in err
+    assert '"line": 1' in err and "rewrites.jsonl" in err
+
+
+@pytest.mark.parametrize("queue_frames", [1, 2])
+async def test_the_smallest_frame_queue_still_stores_everything(tmp_path: Path, queue_frames: int) -> None:
+    from tests.store.conftest import conversation
+
+    inner = await SqliteStore.open(tmp_path / "liminal.db")
+    indexer = Indexer(inner, tmp_path / "spool", queue_frames=queue_frames)
+    frames_in = conversation()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(indexer.run)
+        for e in frames_in:
+            indexer.offer(e)
+        await indexer.aclose()
+        tg.cancel_scope.cancel()
+    stored = await inner.frames(connection_id="conn1", after_seq=-1, limit=1000)
+    assert [f.raw for f in stored] == [e.raw for e in frames_in]
+    assert stored[0].method == "initialize"
+    await inner.aclose()
