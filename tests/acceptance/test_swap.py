@@ -218,9 +218,14 @@ def test_a_failed_swap_leaves_the_thread_working_on_its_session(
         thread = client.new_session(rig.home.project)["sessionId"]
         run_conversation(rig, client, thread, PROMPTS[:16], [])
     swaps = journal(rig)
-    assert swaps and all(s.outcome == "failed" for s in swaps), swaps
+    # Every attempt failed; one the client's leaving cut short says so (it is not a failure).
+    assert swaps and swaps[0].outcome == "failed", swaps
+    assert all(s.outcome == "failed" or "stopped during the swap" in s.reason for s in swaps), swaps
     expected = "ValidationError" if "corrupt" in failpoint else "OwnRequestError"
     assert expected in swaps[0].reason
+    # No attempt left its rewrite behind (the CLI's own files are its business).
+    left = {p.stem for p in rig.home.claude_config.glob("projects/*/*.jsonl")}
+    assert not left & {s.new_backing_id for s in swaps}, left
     assert session_ids_seen(client) == {thread}
     # The model still sees the original, uncompressed session: every turn, every tool output.
     last = json.dumps(rig.server.messages_requests()[-1].json["messages"])
