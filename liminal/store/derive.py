@@ -14,6 +14,8 @@ Rules, all in this file:
 * ``session/new``, ``session/load``, ``session/resume``, ``session/fork`` results, and
   ``session_info_update`` titles, yield thread updates. Updates that arrive while a
   ``session/load`` is pending are the agent's replay: they are kept, marked ``replayed``.
+* A frame no rule can read (an unexpected shape) yields one ``problem`` message naming it and
+  why; nothing else about it changes, and the frames around it are derived as usual.
 * Each frame is taken once: a frame whose sequence number is not past the last one seen on its
   connection is ignored, so replays of the spool never derive twice.
 
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from liminal.store.records import FrameRecord, MessageRecord, ThreadUpdate
+from liminal.store.salvage import problem_message
 
 _CHUNK_KINDS = {
     "user_message_chunk": "user",
@@ -139,15 +142,26 @@ class Deriver:
         if message is None or frame.kind in {"invalid", "oversized"}:
             return
         out = self._out
-        if frame.kind == "request":
-            self._request(frame, message, out)
-        elif frame.kind == "notification":
-            if frame.method == "session/update":
-                self._update(frame, message, out)
-            elif frame.method == "liminal/swap" and frame.direction == "note":
-                self._swap(frame, message, out)
-        elif frame.kind == "response":
-            self._response(frame, message, out)
+        threads_before = len(out.threads)
+        try:
+            if frame.kind == "request":
+                self._request(frame, message, out)
+            elif frame.kind == "notification":
+                if frame.method == "session/update":
+                    self._update(frame, message, out)
+                elif frame.method == "liminal/swap" and frame.direction == "note":
+                    self._swap(frame, message, out)
+            elif frame.kind == "response":
+                self._response(frame, message, out)
+        except Exception as exc:
+            # Valid JSON of a shape no rule expected (a prompt that is a number, plan entries
+            # that are not a list): the frame is stored raw as always, this says why it
+            # yielded nothing, and its neighbours are derived as usual.
+            out.messages.clear()
+            del out.threads[threads_before:]
+            out.messages.append(problem_message(
+                frame.id, frame.thread_id, frame.time, frame.backing_id,
+                f"not derived: {type(exc).__name__}: {exc}"[:500]))
         for m in out.messages:
             self._changed[m.id] = m
         out.messages.clear()

@@ -43,6 +43,7 @@ from liminal.config import Settings
 from liminal.store.base import Store, StoreError, UnavailableStore, describe, open_store
 from liminal.store.derive import Deriver
 from liminal.store.records import Batch, FrameRecord, MessageRecord, ThreadUpdate, frame_id
+from liminal.store.salvage import salvage
 from liminal.store.sessionfile import SessionFileIndexer
 from liminal.store.spool import SpoolDir, orphans, read_segment
 
@@ -369,7 +370,7 @@ class Indexer:
         self._inflight, self._inflight_from_memory = frames, from_memory
         self._inflight_started = time.monotonic()
         try:
-            await self.store.write(batch)
+            await write_or_salvage(self.store, batch)
         except Exception as exc:
             self.stats.store_failures += 1
             if not self._store_down:
@@ -521,7 +522,7 @@ class Indexer:
         while True:
             try:
                 if batch is not None:
-                    await self.store.write(batch)
+                    await write_or_salvage(self.store, batch)
                 else:
                     await rederive(self.store, rederive_id)
                 return
@@ -577,7 +578,22 @@ async def rederive(store: Store, connection_id: str, page: int = 5000) -> None:
             messages[m.id] = m
         threads.extend(derived.threads)
         after = frames[-1].seq
-    await store.write(Batch((), list(messages.values()), threads))
+    await write_or_salvage(store, Batch((), list(messages.values()), threads))
+
+
+async def write_or_salvage(store: Store, batch: Batch) -> None:
+    """Write the batch; if the store refuses it, write it made storable (``salvage``), with
+    each record that had to change flagged. Only a failure of the store itself is raised: one odd
+    value must not stop indexing for good (the worker retried the same batch forever)."""
+    try:
+        await store.write(batch)
+    except Exception as exc:
+        clean, flagged = salvage(batch)
+        if not flagged:
+            raise
+        await store.write(clean)
+        logger.warning("indexer: records the store refused were stored made storable",
+                       flagged=flagged, error=str(exc)[:200])
 
 
 @asynccontextmanager

@@ -1,0 +1,102 @@
+"""A batch every backend can store, from one it refused.
+
+A frame's raw bytes always store; what is derived from it may not: a lone surrogate (valid in a
+JSON string escape, invalid in UTF-8) in a prompt or a method name, an integer past 64 bits in a
+tool's raw output or a usage figure. One such value made the whole batch fail at every retry, so
+the worker looped on it forever and indexed nothing after it. ``salvage`` is called only after a
+write failed (the normal path pays nothing): every text is made UTF-8 (lone surrogates become
+U+FFFD), every JSON value storable (big integers become their digits as a string), and each
+record that had to change gets a ``problem`` message that says why, next to its frame.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields, is_dataclass, replace
+from typing import Any
+
+import orjson
+
+from liminal.store.records import Batch, FrameRecord, MessageRecord
+
+INT64 = (-(2**63), 2**63 - 1)
+
+
+def problem_message(frame_id: str, thread_id: str | None, time: float, backing_id: str | None,
+                    reason: str) -> MessageRecord:
+    """What flags a frame the store keeps raw but could not (fully) derive or store."""
+    return MessageRecord(
+        id=f"{frame_id}:problem", thread_id=thread_id or "", turn_id=None, time=time,
+        order=f"{time:017.6f}|{frame_id}|problem", kind="problem", text=clean_text(reason),
+        data={"frame": frame_id}, backing_id=backing_id)
+
+
+def clean_text(text: str) -> str:
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+
+
+def clean_json(value: Any) -> Any:
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, bool) or value is None or isinstance(value, float):
+        return value
+    if isinstance(value, int):
+        return value if INT64[0] <= value <= INT64[1] else str(value)
+    if isinstance(value, dict):
+        return {clean_text(str(k)): clean_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean_json(v) for v in value]
+    return clean_text(str(value))
+
+
+def _storable(value: Any) -> bool:
+    try:
+        if isinstance(value, str):
+            value.encode("utf-8")
+        elif isinstance(value, int) and not isinstance(value, bool):
+            return INT64[0] <= value <= INT64[1]
+        elif isinstance(value, (dict, list, tuple)):
+            orjson.dumps(value)
+        return True
+    except (UnicodeEncodeError, TypeError, orjson.JSONEncodeError):
+        return False
+
+
+def _clean_record(record: Any) -> tuple[Any, list[str]]:
+    """The record with every field storable, and the names of the fields that had to change."""
+    assert is_dataclass(record) and not isinstance(record, type)
+    changed: dict[str, Any] = {}
+    for f in fields(record):
+        value = getattr(record, f.name)
+        if isinstance(value, (bytes, float, bool)) or value is None or _storable(value):
+            continue
+        changed[f.name] = clean_json(value) if not isinstance(value, str) else clean_text(value)
+        if isinstance(value, tuple):
+            changed[f.name] = tuple(changed[f.name])
+    return (replace(record, **changed) if changed else record), sorted(changed)
+
+
+def salvage(batch: Batch) -> tuple[Batch, int]:
+    """A copy of ``batch`` that every backend can store, and how many records had to change."""
+    frames: list[FrameRecord] = []
+    problems: list[MessageRecord] = []
+    for frame in batch.frames:
+        clean_frame, changed = _clean_record(frame)
+        frames.append(clean_frame)
+        if changed:
+            problems.append(problem_message(frame.id, clean_text(frame.thread_id or ""), frame.time,
+                                            None, f"stored with {', '.join(changed)} made storable"))
+    messages: list[MessageRecord] = []
+    for message in batch.messages:
+        clean_message, changed = _clean_record(message)
+        messages.append(clean_message)
+        if changed:  # a message's id is the id of the frame that started it
+            problems.append(problem_message(
+                clean_message.id, clean_message.thread_id, message.time, clean_message.backing_id,
+                f"{message.kind} message stored with {', '.join(changed)} made storable"))
+    threads = [_clean_record(r)[0] for r in batch.threads]
+    records = [_clean_record(r)[0] for r in batch.session_records]
+    return Batch(frames, [*messages, *problems], threads, records), len(problems)
