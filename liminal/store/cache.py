@@ -43,9 +43,10 @@ class LocalCache:
 
     backend = "local"
 
-    def __init__(self, root: Path, ttl_seconds: int) -> None:
+    def __init__(self, root: Path, ttl_seconds: int, max_bytes: int = 256 * 1024 * 1024) -> None:
         self.root = root
         self.ttl = ttl_seconds
+        self.max_bytes = max_bytes  # past this, expired then oldest entries go first
 
     def _path(self, key: str) -> Path:
         return self.root / hashlib.sha256(key.encode()).hexdigest()
@@ -59,7 +60,7 @@ class LocalCache:
                     path.unlink(missing_ok=True)
                     return None
                 return path.read_bytes()
-            except FileNotFoundError:
+            except OSError:  # gone, or a folder that is not one: a miss
                 return None
 
         return await anyio.to_thread.run_sync(read)
@@ -69,8 +70,8 @@ class LocalCache:
         expires = time.time() + (self.ttl if ttl_seconds is None else ttl_seconds)
 
         def write() -> None:
-            self.root.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")  # 0600
             try:
                 with os.fdopen(fd, "wb") as f:
                     f.write(value)
@@ -79,8 +80,33 @@ class LocalCache:
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)
                 raise
+            self._bound()
 
-        await anyio.to_thread.run_sync(write)
+        # A cache is never the record: a write that fails (disk full, a folder gone) is a miss
+        # later, said here, and never an error for the caller.
+        try:
+            await anyio.to_thread.run_sync(write)
+        except OSError as exc:
+            logger.warning("cache write failed", key=key[:80], error=str(exc))
+
+    def _bound(self) -> None:
+        """Keep the folder under ``max_bytes``: expired entries go first, then the oldest."""
+        entries = []
+        for entry in os.scandir(self.root):
+            if entry.name.startswith(".tmp-"):
+                continue
+            try:
+                info = entry.stat()
+            except FileNotFoundError:
+                continue
+            entries.append((info.st_mtime, info.st_size, entry.path))
+        total = sum(size for _, size, _ in entries)
+        entries.sort()  # expiry order: expired ones, then those written longest ago (one TTL)
+        for _, size, entry_path in entries:
+            if total <= self.max_bytes:
+                break
+            Path(entry_path).unlink(missing_ok=True)
+            total -= size
 
     async def delete(self, key: str) -> None:
         path = self._path(key)

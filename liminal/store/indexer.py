@@ -27,7 +27,7 @@ import os
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -48,7 +48,6 @@ from liminal.store.sessionfile import SessionFileIndexer
 from liminal.store.spool import SpoolDir, orphans, read_segment
 
 if TYPE_CHECKING:
-    from liminal.store.cache import Cache
     from liminal.store.worker import SpoolWriter
 
 logger = log.get("liminal.store.indexer")
@@ -58,7 +57,6 @@ _PARSED_KINDS = {"request", "notification", "response"}
 OPEN_MESSAGE_SECONDS = 1.0
 TAIL_POLL_SECONDS = 0.1  # a worker looks at its spool this often when not woken
 WATCH_POLL_MAX_SECONDS = 30.0  # a session file that has not appeared is looked for this often
-CACHE_OUTPUT_CHARS = 64 * 1024  # tool outputs this large also go to the blob cache
 # A worker yields to the proxy while the proxy writes the spool faster than this. Measured on the
 # 2-core machines (docs/benchmarks.md, "index"): a worker indexing during a flat-out stream cost
 # the proxy a fifth of its frame rate even at nice 10 (the two compete for the cores and the
@@ -107,22 +105,20 @@ class Indexer:
                  close_timeout: float = 20.0, recover: bool = True,
                  session_files: Callable[[str, str], Path | None] | None = None,
                  own_bytes: Callable[[str], int] | None = None,
-                 tail: Path | None = None, cache: Cache | None = None,
+                 tail: Path | None = None,
                  yield_bytes_per_second: float | None = YIELD_BYTES_PER_SECOND,
                  yield_max_seconds: float = YIELD_MAX_SECONDS) -> None:
         """``session_files(backing_id, cwd)`` locates a CLI session file to index as it grows
         (``liminal.harness.claude.paths.find`` for Claude Code); None: frames only. ``own_bytes(backing_id)``:
         how much of that file liminal wrote itself (a swap's rewrite), skipped when indexing. ``tail``: consume the
         spool another process writes there (the worker, see ``liminal.store.worker``) instead of
-        taking offers. ``cache``: where large finished tool outputs are also put, for fast
-        recall (``recall:<tool call id>``, with the cache's TTL). ``yield_bytes_per_second``:
+        taking offers. ``yield_bytes_per_second``:
         in tail mode, pause while the writer appends faster than this (None: never pause), for up
         to ``yield_max_seconds`` at a stretch."""
         self.store = store
         self.spool_root = spool_root
         self.spool = SpoolDir(tail or spool_root / (spool_name or uuid.uuid4().hex))
         self._tailing = tail is not None
-        self._cache = cache
         self.stats = IndexerStats()
         self._max = max(1, queue_frames)
         self._batch = max(1, batch_frames)
@@ -390,19 +386,10 @@ class Indexer:
                         self._watched[backing] = (update.id, update.cwd)
                         self._watch_requests.append((update.id, backing, update.cwd))
                         self._watch_wakeup.set()
-        if self._cache is not None:
-            await self._cache_outputs(self._pending_messages.values())
         self._pending_messages.clear()
         self._pending_threads.clear()
         self.stats.written += len(frames)
         return True
-
-    async def _cache_outputs(self, messages: Iterable[MessageRecord]) -> None:
-        assert self._cache is not None
-        for m in messages:
-            if (m.kind == "tool_call" and m.tool_call_id and m.status in {"completed", "failed"}
-                    and len(m.text) >= CACHE_OUTPUT_CHARS):
-                await self._cache.set(f"recall:{m.tool_call_id}", m.text.encode())
 
     async def _watchdog(self) -> None:
         """Spill memory to the spool when a write stalls, and sync the spool now and then."""

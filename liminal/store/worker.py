@@ -260,7 +260,7 @@ async def _worker(spool_dir: Path, settings: Settings) -> None:
     from liminal.store.base import StoreError, UnavailableStore, describe, open_store
     from liminal.store.indexer import Indexer
 
-    async with contextlib.AsyncExitStack() as stack, anyio.create_task_group() as tg:
+    async with anyio.create_task_group() as tg:
         try:
             store_cm = open_store(settings)
             store = await store_cm.__aenter__()
@@ -268,14 +268,10 @@ async def _worker(spool_dir: Path, settings: Settings) -> None:
             logger.error("store unavailable; the spool waits for the next start",
                          store=describe(settings), error=str(exc))
             store_cm, store = None, UnavailableStore(str(exc))
-        from liminal.store.cache import open_cache
-
-        cache = await stack.enter_async_context(open_cache(settings))
         # No deadline of the proxy's here: an orphaned worker drains for up to five minutes.
         journal = SwapJournal(settings.journal_path)
         indexer = Indexer(store, spool_dir.parent, tail=spool_dir, close_timeout=300,
-                          session_files=find_claude_session, own_bytes=journal.own_bytes,
-                          cache=cache)
+                          session_files=find_claude_session, own_bytes=journal.own_bytes)
 
         async def watch_stdin() -> None:
             fd = sys.stdin.fileno()

@@ -80,3 +80,24 @@ async def test_local_purge(tmp_path: Path) -> None:
     os.sync()
     assert await cache.purge() >= 1
     assert await cache.get("new") == b"v"
+
+
+async def test_the_local_cache_is_bounded_and_private(tmp_path: Path) -> None:
+
+    import stat
+
+    cache = LocalCache(tmp_path / "cache", ttl_seconds=60, max_bytes=10_000)
+    for n in range(10):
+        await cache.set(f"k{n}", bytes(3000))
+    sizes = [p.stat().st_size for p in (tmp_path / "cache").iterdir()]
+    assert sum(sizes) <= 10_000
+    assert await cache.get("k9") is not None  # the newest stay
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in (tmp_path / "cache").iterdir())
+    assert stat.S_IMODE((tmp_path / "cache").stat().st_mode) & 0o077 == 0
+
+
+async def test_a_failed_local_cache_write_is_a_log_line_not_an_error(tmp_path: Path) -> None:
+    (tmp_path / "cache").write_text("a file where the folder should be")
+    cache = LocalCache(tmp_path / "cache", ttl_seconds=60)
+    await cache.set("k", b"v")  # does not raise
+    assert await cache.get("k") is None

@@ -158,27 +158,6 @@ async def test_closing_while_down_leaves_the_spool_for_the_next_start(tmp_path: 
     await inner.aclose()
 
 
-async def test_large_tool_outputs_also_go_to_the_cache(tmp_path: Path) -> None:
-    from liminal.store.cache import LocalCache
-    from tests.store.conftest import event
-
-    store = await SqliteStore.open(tmp_path / "liminal.db")
-    cache = LocalCache(tmp_path / "cache", ttl_seconds=60)
-    big = "line of output\n" * 10_000
-    indexer = Indexer(store, tmp_path / "spool", cache=cache)
-    for e in conversation()[:5]:
-        indexer.offer(e)
-    for update in ({"sessionUpdate": "tool_call", "toolCallId": "toolu_big", "title": "Bash"},
-                   {"sessionUpdate": "tool_call_update", "toolCallId": "toolu_big",
-                    "status": "completed", "rawOutput": big}):
-        indexer.offer(event("a2c", {"jsonrpc": "2.0", "method": "session/update",
-                                    "params": {"sessionId": "sess-1", "update": update}}))
-    await indexer.aclose()
-    cached = await cache.get("recall:toolu_big")
-    assert cached is not None and big in cached.decode()
-    await store.aclose()
-
-
 async def test_a_line_routed_by_its_first_bytes_that_is_not_json_is_stored_as_invalid(
         tmp_path: Path) -> None:
     from liminal.acp.events import Direction, Kind, make_lazy_event
