@@ -372,3 +372,60 @@ def test_a_rewrites_context_read_from_its_tail_ignores_the_usage_it_carried_over
     with result.path.open("ab") as f:
         f.write(json.dumps(fresh).encode() + b"\n")
     assert tail.context_tokens(result.path) == 7
+
+
+def _sans_links(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in record.items() if k not in ("sessionId", "parentUuid")}
+
+
+def test_a_record_the_rewrite_changed_has_a_fresh_uuid_and_unchanged_ones_keep_theirs(
+    tmp_path: Path,
+) -> None:
+    # Renderers key on uuid: a cut copy under the original's uuid would be shown in its place.
+    src = long_session(150).write(tmp_path)
+    original = {r["uuid"]: r for r in read_lines(src) if r.get("uuid")}
+    result = rewrite_session(src, new_id=NEW, settings=SMALL)
+    out = read_lines(result.path)
+    changed = kept = 0
+    for record in out:
+        if not record.get("uuid"):
+            continue
+        if record["uuid"] in original:
+            assert _sans_links(record) == _sans_links(original[record["uuid"]])
+            kept += 1
+        else:
+            changed += 1
+    assert kept and changed > 2  # more than the preamble's two records
+    chain_ok(out)
+    uuids = [r["uuid"] for r in out if r.get("uuid")]
+    assert len(uuids) == len(set(uuids))
+
+
+def usage_report(folder: Path) -> int:
+    """What a usage reporter such as ccusage totals over a projects folder: every assistant
+    line's usage, once per (message.id, requestId) pair; lines without both count every time."""
+    seen: set[tuple[str, str]] = set()
+    total = 0
+    for path in sorted(folder.rglob("*.jsonl")):
+        for record in read_lines(path):
+            message = record.get("message") if record.get("type") == "assistant" else None
+            usage = message.get("usage") if isinstance(message, dict) else None
+            if not isinstance(usage, dict):
+                continue
+            key = (message.get("id"), record.get("requestId"))
+            if key[0] and key[1]:
+                if key in seen:
+                    continue
+                seen.add(key)
+            total += sum(v for k, v in usage.items() if k.endswith("tokens") and isinstance(v, int))
+    return total
+
+
+def test_a_usage_report_over_the_folder_is_the_same_after_a_rewrite(tmp_path: Path) -> None:
+    # A rewrite makes no model call: ccusage must not count spend again (it did, +5.6%, when
+    # merged old assistant lines paired one line's message.id with another's requestId).
+    src = long_session(150).write(tmp_path)
+    before = usage_report(src.parent)
+    result = rewrite_session(src, new_id=NEW, settings=SMALL)
+    assert before > 0
+    assert usage_report(result.path.parent) == before

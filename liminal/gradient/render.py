@@ -212,6 +212,10 @@ def render(
     lines: list[bytes] = []
     prev_uuid: str | None = None
     prev_mid: str | None = None  # message.id of the last line written, when an assistant's
+    prev_mid_line: bytes = b""  # the line that message.id came from (for its requestId)
+    # A record whose content the rewrite changed gets a fresh uuid (tools that key on uuid,
+    # renderers, must not show a cut copy in place of the original); its children follow.
+    renamed: dict[str, str] = {}
     first_recent: str | None = None
     preamble_text: str | None = None
     total = len(plan.items)
@@ -230,7 +234,7 @@ def render(
             prev_mid = None
             continue
         rec = item.record
-        parent = prev_uuid if item.chain and rec.uuid else rec.parent
+        parent = prev_uuid if item.chain and rec.uuid else renamed.get(rec.parent or "", rec.parent)
         # With its tool calls and results gone, an old turn's assistant messages would follow
         # one another; the API wants roles to alternate, and Claude Code joins the lines of one
         # message.id into one message, so they take the id of the first.
@@ -244,22 +248,28 @@ def render(
         )
         line: bytes | None = None
         edit_needed = item.edit.changes and _needs_edit(rec, item.edit, settings.truncate_chars)
-        if not edit_needed and merge_into is None:
+        changed = bool(edit_needed) or merge_into is not None
+        if not changed:
             line = _patch(raw[rec.line], rec, new_id, parent, old_ids)
         if line is None:
             value = loads(raw[rec.line])
-            if not apply_edit(value, item.edit, cutter):
+            if not apply_edit(value, item.edit, cutter):  # recall keys name the original uuid
                 continue
+            if changed and rec.uuid:
+                renamed[rec.uuid] = str(uuidlib.uuid5(_LIMINAL_NS, f"{new_id}:{rec.uuid}"))
+                value["uuid"] = renamed[rec.uuid]
             if merge_into is not None:
-                value["message"]["id"] = merge_into
+                _merge_usage_keys(value, merge_into, prev_mid_line)
             if "sessionId" in value:
                 value["sessionId"] = new_id
-            if rec.uuid and item.chain:
+            if rec.uuid and (item.chain or parent != rec.parent):
                 value["parentUuid"] = parent
             line = _renamed(dumps(value), old_ids, new_id)
         if item.chain and rec.uuid:
-            prev_uuid = rec.uuid
+            prev_uuid = renamed.get(rec.uuid, rec.uuid)
             if rec.type == "assistant":
+                if merge_into is None:
+                    prev_mid_line = line
                 prev_mid = merge_into or rec.message_id
             elif rec.type in ("user", "attachment"):
                 prev_mid = None
@@ -267,6 +277,20 @@ def render(
                 first_recent = rec.uuid
         lines.append(line)
     return Rendered(tuple(lines), cutter.keys, first_recent, preamble_text)
+
+
+def _merge_usage_keys(value: dict[str, Any], into: str, into_line: bytes) -> None:
+    """An old assistant line joined to the message before it takes that message's id, and with
+    it that line's ``requestId``, so the pair usage reporters count a model call by names a call
+    they already counted (a new pair would count its spend again). Its own usage goes: the
+    rewrite made no model call, and the call it came from is counted in the original file."""
+    value["message"]["id"] = into
+    request_id = loads(into_line).get("requestId") if into_line else None
+    if request_id is None:
+        value.pop("requestId", None)
+    else:
+        value["requestId"] = request_id
+    value["message"].pop("usage", None)
 
 
 def _needs_edit(rec: Record, edit: Edit, cut: int) -> bool:
