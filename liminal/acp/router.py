@@ -148,6 +148,9 @@ class Router:
         self._own_ids = itertools.count(1)
         self._captured: set[str] = set()
         self._held: dict[str, deque[_Held]] = {}
+        # Notifications of liminal's own waiting for their thread's next turn (``notify_in_next_turn``).
+        self._turn_notices: dict[str, list[tuple[str, Any]]] = {}
+        self._now = 0.0  # the time of the last bytes fed: for what a release sends
         self._loading: dict[Any, _Replay] = {}  # client request key -> its replay, until answered
         self._loading_backing: dict[str, deque[_Replay]] = {}  # backing -> its loads, in order
         self._parked: dict[int, _Replay] = {}  # answered, waiting for ``finish_replay``
@@ -157,10 +160,12 @@ class Router:
     # ----------------------------------------------------------------- feeding
 
     def receive_from_client(self, data: bytes, now: float) -> None:
+        self._now = now
         for line in self._client_framer.feed(data):
             self._client_line(line, now)
 
     def receive_from_agent(self, data: bytes, now: float) -> None:
+        self._now = now
         for line in self._agent_framer.feed(data):
             self._agent_line(line, now)
 
@@ -224,6 +229,17 @@ class Router:
         self._tap(Direction.LIMINAL_TO_CLIENT, Kind.NOTIFICATION, now, line, None,
                   thread, self.backing_of(thread) if thread else None, method, None)
 
+    def notify_in_next_turn(self, thread_id: str, method: str, params: Any) -> None:
+        """A notification of liminal's own for the thread's next turn: sent to the client right
+        after the thread's next ``session/prompt`` goes to the agent, so that it arrives inside
+        that turn. Sent between turns, after a prompt was answered, a headless client (one that
+        prints a turn's updates) glued it to the previous answer."""
+        self._turn_notices.setdefault(thread_id, []).append((method, params))
+
+    def _turn_started(self, thread_id: str, now: float) -> None:
+        for method, params in self._turn_notices.pop(thread_id, ()):
+            self.notify_client(method, params, now)
+
     def note(self, method: str, params: dict[str, Any], now: float, *, thread_id: str) -> None:
         """Record what liminal did (``liminal/swap``) as a notification frame that only the taps
         see: the store keeps it with the conversation's frames, in order."""
@@ -266,6 +282,8 @@ class Router:
             if held.message.get("method") == "session/load" and "id" in held.message:
                 self._maybe_replay(held.message["id"], thread_id, backing)
             self._out.to_agent.append(line)
+            if self._turn_notices and held.message.get("method") == "session/prompt":
+                self._turn_started(thread_id, self._now)
         return len(waiting)
 
     def prompt_in_flight(self, thread_id: str) -> bool:
@@ -420,6 +438,8 @@ class Router:
                 self._maybe_replay(rpc_id, thread, backing)
         self._out.to_agent.append(out_line)
         self._tap(Direction.CLIENT_TO_AGENT, kind, now, line, message, thread, backing, method, rpc_id)
+        if self._turn_notices and method == "session/prompt" and thread is not None:
+            self._turn_started(thread, now)
 
     def _cancel_held(self, thread: str, now: float) -> None:
         """A cancel for a held thread: its held prompts never reached the agent; answer them."""

@@ -564,7 +564,10 @@ class SwapManager:
                                       "content": {"type": "text", "text": text}, "_meta": meta}
         else:
             update = {"sessionUpdate": "session_info_update", "_meta": meta}
-        proxy.router.notify_client("session/update", {"sessionId": thread_id, "update": update}, self.clock())
+        # Inside the thread's next turn (its held prompt, or the next one the client sends),
+        # never as a stray update after the last answer (``Router.notify_in_next_turn``).
+        proxy.router.notify_in_next_turn(thread_id, "session/update",
+                                         {"sessionId": thread_id, "update": update})
         proxy.flush()
 
     def _journal(self, state: ThreadState, old: str, new: str | None, outcome: str, reason: str,

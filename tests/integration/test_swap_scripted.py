@@ -341,3 +341,21 @@ async def test_without_usage_the_session_file_decides(tmp_path: Path) -> None:
         await client.prompt(thread, "after")
     assert [r.outcome for r in journal.records()] == ["committed"]
     assert manager.threads[thread].file_tokens is not None
+
+
+async def test_the_swap_notice_arrives_inside_the_next_turn_never_after_an_answer(tmp_path: Path) -> None:
+    # Headless clients print a turn's updates until its answer: a notice sent between turns was
+    # glued to the previous answer.
+    manager = SwapManager(settings(), SwapJournal(tmp_path / "swaps.jsonl"), FakeHarness(tmp_path))
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (_proxy, client):
+        thread = await start(client)
+        await client.prompt(thread, "used:130000")
+        await manager.wait_for_swaps(1)
+        assert not [line for line in client.lines if b"agent_thought_chunk" in line]
+        answer = await client.prompt(thread, "chunks:2")
+        assert answer["result"]["stopReason"] == "end_turn"
+    lines = client.lines
+    notice = next(n for n, line in enumerate(lines) if b"Context optimised by liminal" in line)
+    answered = next(n for n, line in enumerate(lines) if json.loads(line).get("id") == answer["id"])
+    previous = [n for n, line in enumerate(lines) if b'"stopReason"' in line and n < answered]
+    assert previous and previous[-1] < notice < answered
