@@ -18,6 +18,9 @@ test can compare both sides of the proxy exactly. Behaviour by method:
 - ``_say``: writes ``params.raw`` (a string) to stdout verbatim as one line.
 - ``_stderr``: writes ``params.text`` to stderr.
 - ``_die``: exits at once with ``params.code``.
+- ``$AGENT_CLAUDE_CONFIG_DIR``: keep a Claude Code session file per session there, as the CLI
+  would (``tests.support.claude_files``): a fixture's copy for a new session, each turn appended
+  before the prompt is answered.
 - ``_close_stdout``: closes its stdout and goes on running (reading stdin, answering nothing).
 - anything else with an id: a -32601 error. Notifications are ignored.
 
@@ -114,6 +117,21 @@ def later(method: str | None, rpc_id: object) -> bool:
     return True  # hang: never answered
 
 
+CLAUDE_DIR = os.environ.get("AGENT_CLAUDE_CONFIG_DIR")
+session_cwd: dict[str, str] = {}
+
+
+def claude_file(sid: str) -> object:
+    """The session's file, as Claude Code keeps it (``$AGENT_CLAUDE_CONFIG_DIR``), or None."""
+    if not CLAUDE_DIR or sid not in session_cwd:
+        return None
+    from pathlib import Path
+
+    from tests.support import claude_files
+
+    return claude_files.session_path(Path(CLAUDE_DIR), session_cwd[sid], sid)
+
+
 def remember(sid: str) -> None:
     if not os.environ.get("AGENT_LOG_IN"):
         return
@@ -166,6 +184,13 @@ def handle(message: dict) -> None:
         send({"jsonrpc": "2.0", "id": rpc_id, "result": {"pid": os.getpid()}})
     elif method == "session/new":
         sid = str(uuid.uuid4())
+        if CLAUDE_DIR:
+            from pathlib import Path
+
+            from tests.support import claude_files
+
+            session_cwd[sid] = str(params.get("cwd") or "/work")
+            claude_files.create(Path(CLAUDE_DIR), session_cwd[sid], sid)
         remember(sid)
         session_opened()
         send({"jsonrpc": "2.0", "id": rpc_id, "result": {"sessionId": sid}})
@@ -179,6 +204,8 @@ def handle(message: dict) -> None:
             return
         remember(sid)
         session_opened()
+        if CLAUDE_DIR and isinstance(sid, str):
+            session_cwd[sid] = str(params.get("cwd") or "/work")
         if method == "session/load":
             update(sid, {"sessionUpdate": "user_message_chunk",
                          "content": {"type": "text", "text": "[compressed] replayed preamble"}})
@@ -212,6 +239,13 @@ def handle(message: dict) -> None:
         for i in range(n):
             send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": {
                 "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": f"chunk {i} é中"}}}})
+        path = claude_file(sid)
+        if path is not None and path.exists():  # type: ignore[attr-defined]
+            from tests.support import claude_files
+
+            used = [int(w.split(":", 1)[1]) for w in text.split() if w.startswith("used:")]
+            claude_files.append_turn(path, sid, session_cwd[sid], text, f"answer to {text}",  # type: ignore[arg-type]
+                                     used[-1] if used else 1000)
         for word in text.split():
             if word.startswith("used:"):
                 send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": {
