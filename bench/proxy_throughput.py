@@ -8,7 +8,7 @@ bytes to a client, which is this script. The same frames travel
                    the agent, write the whole lines of it to stdout, flush);
       ``relay-lines``: the same relay line by line, which touches every line as a framing proxy
                    must (the issue's reference figures look like this kind of relay);
-  (c) ``liminal``: through liminal's ``Proxy`` with taps on: one component, a ``TapChannel``
+  (c) ``liminal``: through liminal's ``Proxy`` with taps on: one component, a bounded buffer
                    drained by a task, the way the indexer will subscribe (``serve-liminal`` mode);
   (d) ``liminal-notap``: through ``python -m liminal acp`` exactly as a client launches it,
                    with the settings it would have: by default the index spool writer (and its
@@ -49,6 +49,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,7 +57,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from liminal.acp.taps import Gap, TapChannel
 
 HERE = Path(__file__).resolve()
 ROOT = HERE.parent.parent
@@ -181,30 +181,30 @@ def relay_lines(argv: Sequence[str]) -> int:
 
 
 class CountingTap:
-    """A component like the indexer will be: a ``TapChannel`` drained by a task of its own."""
+    """A component that takes every frame, as the spool writer does: ``offer`` keeps the event
+    in a bounded buffer that a task of its own empties (what a subscriber costs forwarding)."""
 
     def __init__(self, maxsize: int) -> None:
-        self.channel = TapChannel(maxsize)
+        self.buffer: deque[Any] = deque(maxlen=maxsize)
         self.events = 0
         self.lost = 0
 
     def offer(self, event: Any) -> None:
-        self.channel.offer(event)
+        if len(self.buffer) == self.buffer.maxlen:
+            self.lost += 1
+        self.buffer.append(event)
 
     async def run(self, proxy: Any) -> None:
-        async for item in self.channel:
-            if isinstance(item, Gap):
-                self.lost += item.lost
-            else:
-                self.events += 1
+        import anyio
+
+        while True:
+            await anyio.sleep(0.005)
+            self.events += len(self.buffer)
+            self.buffer.clear()
 
     async def aclose(self) -> None:
-        self.channel.close()
-        for item in self.channel.drain():
-            if isinstance(item, Gap):
-                self.lost += item.lost
-            else:
-                self.events += 1
+        self.events += len(self.buffer)
+        self.buffer.clear()
 
 
 def serve_liminal(argv: Sequence[str]) -> int:
