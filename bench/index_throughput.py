@@ -34,7 +34,7 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from liminal.store.indexer import Indexer  # noqa: E402
+from liminal.ingest.indexer import Indexer  # noqa: E402
 from liminal.store.sqlite import SqliteStore  # noqa: E402
 from tests.store.streams import stream  # noqa: E402
 
@@ -62,7 +62,7 @@ async def worker_rate(n: int, home: Path) -> tuple[float, float]:
     """What the index worker sustains: a spool of n frames (as ``liminal acp`` writes it, in
     blocks of 500) consumed into a fresh SQLite store, messages derived and written."""
     from liminal import config
-    from liminal.store.worker import SpoolWriter
+    from liminal.ingest.worker import SpoolWriter
 
     events = list(stream(n, pad=100))
     size = sum(len(e.raw) for e in events)

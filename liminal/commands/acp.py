@@ -88,7 +88,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     async def main() -> int:
         if not settings.store.index:
             return await Proxy(argv, settings.proxy, components=extra).run()
-        from liminal.store.indexer import open_indexer
+        from liminal.ingest.indexer import open_indexer
 
         # The indexer is a component like the others: the proxy runs it, offers it every
         # frame and closes it (which flushes it).

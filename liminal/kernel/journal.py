@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from liminal import log
+from liminal.ingest import rewrites
 
 logger = log.get("liminal.kernel.journal")
 
@@ -120,37 +121,16 @@ class SwapJournal:
                 open_attempts.pop(record.new_backing_id, None)
         return list(open_attempts.values())
 
+    @property
+    def rewrites_path(self) -> Path:
+        return self.path.with_name("rewrites.jsonl")
+
     def note_rewrite(self, backing_id: str, size: int) -> None:
-        """liminal wrote ``size`` bytes as the session file of ``backing_id``. Noted before the
-        move (in ``rewrites.jsonl`` beside the journal), so the index worker, which learns of
-        the new session from the move's own frames, knows to skip them."""
-        # Not fsynced (it is inside the hold): a note lost to a power cut only means the
-        # rewrite's records are indexed a second time, under the new session.
-        self._append(self.path.with_name("rewrites.jsonl"),
-                     orjson.dumps({"backing_id": backing_id, "bytes": size}) + b"\n", sync=False)
+        """liminal wrote ``size`` bytes as ``backing_id``'s file (``liminal.ingest.rewrites``)."""
+        rewrites.note(self.rewrites_path, backing_id, size)
 
     def own_bytes(self, backing_id: str) -> int:
-        """How much of ``backing_id``'s session file liminal wrote; 0 for a session the CLI
-        wrote from the start. The indexer skips that much: it is a compressed copy of records
-        already indexed from the older file."""
-        path = self.path.with_name("rewrites.jsonl")
-        try:
-            with path.open("rb") as f:
-                for number, line in enumerate(f, 1):
-                    try:
-                        note = orjson.loads(line)
-                    except orjson.JSONDecodeError as exc:
-                        _damaged(path, number, exc)
-                        continue
-                    if not isinstance(note, dict) or note.get("backing_id") != backing_id:
-                        continue
-                    size = note.get("bytes")
-                    if isinstance(size, int) and not isinstance(size, bool) and size >= 0:
-                        return size
-                    _damaged(path, number, ValueError(f"bytes is {size!r}"))
-        except FileNotFoundError:
-            pass
-        return 0
+        return rewrites.own_bytes(self.rewrites_path, backing_id)
 
     def lineage(self) -> list[tuple[str, str]]:
         """(thread id, backing id) of every committed swap, oldest first."""

@@ -27,7 +27,7 @@ import orjson
 
 from liminal import log
 from liminal.acp.router import ReplayRequest
-from liminal.store.derive import content_text
+from liminal.ingest.derive import content_text
 from liminal.store.records import MessageRecord, conversation
 
 if TYPE_CHECKING:

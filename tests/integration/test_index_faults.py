@@ -16,7 +16,7 @@ import anyio
 import orjson
 import pytest
 
-from liminal.store.spool import read_segment
+from liminal.ingest.spool import read_segment
 from liminal.store.sqlite import SqliteStore
 from tests.support.proxy_process import ProxyProcess, child_env, liminal_argv, scripted_agent_argv
 
@@ -75,7 +75,7 @@ def worker_of(pid: int) -> int | None:
     for child in children(pid):
         try:
             with open(f"/proc/{child}/cmdline", "rb") as f:
-                if b"liminal.store.worker" in f.read():
+                if b"liminal.ingest.worker" in f.read():
                     return child
         except FileNotFoundError:
             continue

@@ -18,11 +18,11 @@ import anyio
 import pytest
 
 from liminal.config import SwapSettings
+from liminal.ingest.indexer import Indexer
 from liminal.kernel.journal import SwapJournal
 from liminal.kernel.replay import ReplayManager
 from liminal.kernel.swap import Rewritten, SwapManager
 from liminal.store.base import Store, StoreError
-from liminal.store.indexer import Indexer
 from liminal.store.sqlite import SqliteStore
 from tests.support.inproc import PipeClient, proxy_in_process
 from tests.support.proxy_process import scripted_agent_argv

@@ -16,7 +16,7 @@ import anyio
 import orjson
 
 from liminal import log
-from liminal.store.indexer import Indexer
+from liminal.ingest.indexer import Indexer
 from liminal.store.sqlite import SqliteStore
 from tests.store.streams import stream
 

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from liminal import cli
-from liminal.store.indexer import Indexer
+from liminal.ingest.indexer import Indexer
 from liminal.store.sqlite import SqliteStore
 from tests.store.conftest import conversation, event
 

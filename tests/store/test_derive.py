@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from liminal.acp.events import FrameEvent
-from liminal.store.derive import Derived, Deriver
-from liminal.store.indexer import to_record
+from liminal.ingest.derive import Derived, Deriver
+from liminal.ingest.indexer import to_record
 from liminal.store.records import MessageRecord, ThreadUpdate
 from tests.store.conftest import conversation, event
 

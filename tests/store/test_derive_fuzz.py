@@ -18,10 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from liminal.store.derive import Deriver
-from liminal.store.indexer import Indexer, write_or_salvage
+from liminal.ingest.derive import Deriver
+from liminal.ingest.indexer import Indexer, write_or_salvage
+from liminal.ingest.spool import SpoolDir
 from liminal.store.records import Batch, FrameRecord, frame_id
-from liminal.store.spool import SpoolDir
 from liminal.store.sqlite import SqliteStore
 
 texts = st.one_of(st.text(max_size=12), st.text(

@@ -10,8 +10,8 @@ from typing import Any
 import anyio
 import pytest
 
+from liminal.ingest.indexer import Indexer
 from liminal.store.base import StoreError
-from liminal.store.indexer import Indexer
 from liminal.store.records import Batch
 from liminal.store.sqlite import SqliteStore
 from tests.store.conftest import conversation
@@ -161,8 +161,8 @@ async def test_closing_while_down_leaves_the_spool_for_the_next_start(tmp_path: 
 async def test_a_line_routed_by_its_first_bytes_that_is_not_json_is_stored_as_invalid(
         tmp_path: Path) -> None:
     from liminal.acp.events import Direction, Kind, make_lazy_event
-    from liminal.store.spool import SpoolDir
-    from liminal.store.worker import _FIELDS, _RAW
+    from liminal.ingest.spool import SpoolDir
+    from liminal.ingest.worker import _FIELDS, _RAW
 
     raw = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{oops'
     event = make_lazy_event(Direction.AGENT_TO_CLIENT, Kind.NOTIFICATION, 1000.0, raw, "c9",

@@ -14,7 +14,7 @@ import anyio
 import orjson
 import pytest
 
-from liminal.store.indexer import Indexer
+from liminal.ingest.indexer import Indexer
 from liminal.store.sqlite import SqliteStore
 from tests.store.streams import expected_text
 

@@ -13,14 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from liminal.harness.claude.paths import encode_cwd, find
-from liminal.kernel.journal import SwapJournal
-from liminal.store.base import StoreError
-from liminal.store.indexer import Indexer
-from liminal.store.sessionfile import (
+from liminal.harness.claude.sessionfile import (
     SessionFileIndexer,
     parse_line,
     read_complete_lines,
 )
+from liminal.ingest.indexer import Indexer
+from liminal.kernel.journal import SwapJournal
+from liminal.store.base import StoreError
 from liminal.store.sqlite import SqliteStore
 from tests.store.conftest import conversation
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from liminal.ingest.spool import SpoolDir, encode_columns, frame_rows, orphans, read_segment
 from liminal.store.records import FrameRecord, frame_id
-from liminal.store.spool import SpoolDir, encode_columns, frame_rows, orphans, read_segment
 
 
 def frames(n: int, start: int = 0) -> list[FrameRecord]:
@@ -172,8 +172,8 @@ def test_the_column_form_round_trips_and_folds_repeated_values(tmp_path: Path) -
 
 def test_the_spool_writer_stores_what_it_was_offered(tmp_path: Path) -> None:
     from liminal import config
-    from liminal.store.indexer import to_record
-    from liminal.store.worker import SpoolWriter
+    from liminal.ingest.indexer import to_record
+    from liminal.ingest.worker import SpoolWriter
     from tests.store.streams import stream
 
     events = list(stream(1200, pad=10))

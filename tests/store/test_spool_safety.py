@@ -11,9 +11,9 @@ import anyio
 import orjson
 import pytest
 
-from liminal.store.indexer import Indexer
+from liminal.ingest.indexer import Indexer
+from liminal.ingest.spool import SpoolDir, orphans, read_segment
 from liminal.store.records import Batch
-from liminal.store.spool import SpoolDir, orphans, read_segment
 from liminal.store.sqlite import SqliteStore
 from tests.store.test_spool import frames
 

@@ -8,10 +8,10 @@ import anyio
 import pytest
 
 from liminal.acp.events import FrameEvent
-from liminal.store.indexer import Indexer
-from liminal.store.spool import SpoolDir
+from liminal.ingest.indexer import Indexer
+from liminal.ingest.spool import SpoolDir
+from liminal.ingest.worker import _FIELDS, _RAW
 from liminal.store.sqlite import SqliteStore
-from liminal.store.worker import _FIELDS, _RAW
 from tests.store.streams import stream
 
 pytestmark = pytest.mark.anyio

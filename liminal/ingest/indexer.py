@@ -7,7 +7,7 @@ The path of a frame:
    a bounded in-memory queue. If the queue is full, or the indexer is already spilling, it
    appends the frame to the spool instead (one ``writev``). Either way it returns at once.
 2. ``run()`` takes frames in order (the queue first, then the spool's segments), derives messages
-   and thread updates (``liminal.store.derive``), and writes one ``Batch`` per round.
+   and thread updates (``liminal.ingest.derive``), and writes one ``Batch`` per round.
 3. When a write fails, the frames it held and everything still queued go to the spool, and the
    indexer keeps spilling until the spool has been replayed. When a write stalls past
    ``stall_seconds``, the same happens without waiting for it to fail; if it then succeeds, the
@@ -40,17 +40,17 @@ from liminal import log
 from liminal.acp import jsonrpc
 from liminal.acp.events import FrameEvent
 from liminal.config import Settings
+from liminal.harness.claude.sessionfile import SessionFileIndexer
+from liminal.ingest.derive import Deriver
+from liminal.ingest.salvage import salvage
+from liminal.ingest.spool import SpoolDir, orphans, read_segment
 from liminal.store.base import Store, StoreError, UnavailableStore, describe, open_store
-from liminal.store.derive import Deriver
 from liminal.store.records import Batch, FrameRecord, MessageRecord, ThreadUpdate, frame_id
-from liminal.store.salvage import salvage
-from liminal.store.sessionfile import SessionFileIndexer
-from liminal.store.spool import SpoolDir, orphans, read_segment
 
 if TYPE_CHECKING:
-    from liminal.store.worker import SpoolWriter
+    from liminal.ingest.worker import SpoolWriter
 
-logger = log.get("liminal.store.indexer")
+logger = log.get("liminal.ingest.indexer")
 _PARSED_KINDS = {"request", "notification", "response"}
 # A message still growing (a long answer streaming in) is written at most this often; it is
 # complete in the store once it ends. The frames, always written at once, hold it meanwhile.
@@ -111,7 +111,7 @@ class Indexer:
         """``session_files(backing_id, cwd)`` locates a CLI session file to index as it grows
         (``liminal.harness.claude.paths.find`` for Claude Code); None: frames only. ``own_bytes(backing_id)``:
         how much of that file liminal wrote itself (a swap's rewrite), skipped when indexing. ``tail``: consume the
-        spool another process writes there (the worker, see ``liminal.store.worker``) instead of
+        spool another process writes there (the worker, see ``liminal.ingest.worker``) instead of
         taking offers. ``yield_bytes_per_second``:
         in tail mode, pause while the writer appends faster than this (None: never pause), for up
         to ``yield_max_seconds`` at a stretch."""
@@ -597,7 +597,7 @@ async def open_indexer(settings: Settings, connection_id: str | None = None, *,
     async with contextlib.AsyncExitStack() as stack:
         indexer: Indexer | SpoolWriter
         if settings.store.indexer == "worker" and store is None:
-            from liminal.store.worker import SpoolWriter
+            from liminal.ingest.worker import SpoolWriter
 
             indexer = SpoolWriter(settings, spool_name=connection_id)
         else:
@@ -610,12 +610,14 @@ async def open_indexer(settings: Settings, connection_id: str | None = None, *,
                                  store=describe(settings), error=str(exc))
                     store = UnavailableStore(str(exc))
             from liminal.harness.claude.paths import find as find_claude_session
-            from liminal.kernel.journal import SwapJournal
+            from liminal.ingest.rewrites import own_bytes
+
+            rewrites_path = settings.home / "rewrites.jsonl"
 
             indexer = Indexer(store, spool_root, spool_name=connection_id,
                               queue_frames=settings.store.queue_frames,
                               session_files=find_claude_session if watch_sessions else None,
-                              own_bytes=SwapJournal(settings.journal_path).own_bytes)
+                              own_bytes=lambda backing: own_bytes(rewrites_path, backing))
         async with anyio.create_task_group() as tg:
             if run:
                 tg.start_soon(indexer.run)

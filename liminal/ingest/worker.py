@@ -9,7 +9,7 @@ frame rate (docs/benchmarks.md, "index"). Split in two:
   every few milliseconds a flush encodes what accumulated as one block and appends it to the
   spool with one ``writev``, then pokes the worker through its stdin. That is the whole cost on
   the forwarding side, about a microsecond a frame.
-* the worker (``python -m liminal.store.worker SPOOL_DIR``): an ``Indexer`` tailing that spool
+* the worker (``python -m liminal.ingest.worker SPOOL_DIR``): an ``Indexer`` tailing that spool
   folder: it derives messages, writes batches to the store, removes what it has stored, watches
   the session files, and replays spools left by processes that died. When its stdin closes (the
   proxy is done, or was killed) it drains the spool and exits.
@@ -40,9 +40,9 @@ from anyio.abc import Process
 from liminal import log
 from liminal.acp.events import FrameEvent
 from liminal.config import Settings
-from liminal.store.spool import SpoolDir, encode_block, encode_columns
+from liminal.ingest.spool import SpoolDir, encode_block, encode_columns
 
-logger = log.get("liminal.store.worker")
+logger = log.get("liminal.ingest.worker")
 WORKER_NICE = 10
 # What a spool row holds (orjson writes the enums as their values), in spool.py's order.
 _FIELDS = attrgetter("connection_id", "time", "direction", "kind", "thread_id", "backing_id",
@@ -204,7 +204,7 @@ class SpoolWriter:
             await anyio.sleep(max(0.0, 1.0 - (time.monotonic() - started)))
 
     async def _start_worker(self) -> None:
-        argv = self._worker_argv or [sys.executable, "-m", "liminal.store.worker"]
+        argv = self._worker_argv or [sys.executable, "-m", "liminal.ingest.worker"]
         argv = [*argv, str(self.spool.path), "--home", str(self.settings.home),
                 "--log-level", self.settings.log_level]
         # Its stdin is a pipe of ours: a byte is a poke, end of file means "drain and stop".
@@ -256,9 +256,9 @@ class SpoolWriter:
 
 async def _worker(spool_dir: Path, settings: Settings) -> None:
     from liminal.harness.claude.paths import find as find_claude_session
-    from liminal.kernel.journal import SwapJournal
+    from liminal.ingest.indexer import Indexer
+    from liminal.ingest.rewrites import own_bytes
     from liminal.store.base import StoreError, UnavailableStore, describe, open_store
-    from liminal.store.indexer import Indexer
 
     async with anyio.create_task_group() as tg:
         try:
@@ -269,9 +269,9 @@ async def _worker(spool_dir: Path, settings: Settings) -> None:
                          store=describe(settings), error=str(exc))
             store_cm, store = None, UnavailableStore(str(exc))
         # No deadline of the proxy's here: an orphaned worker drains for up to five minutes.
-        journal = SwapJournal(settings.journal_path)
+        rewrites_path = settings.home / "rewrites.jsonl"
         indexer = Indexer(store, spool_dir.parent, tail=spool_dir, close_timeout=300,
-                          session_files=find_claude_session, own_bytes=journal.own_bytes)
+                          session_files=find_claude_session, own_bytes=lambda backing: own_bytes(rewrites_path, backing))
 
         async def watch_stdin() -> None:
             fd = sys.stdin.fileno()

@@ -24,7 +24,7 @@ from liminal import log
 from liminal.store.base import Store
 from liminal.store.records import Batch, SessionRecord
 
-logger = log.get("liminal.store.sessionfile")
+logger = log.get("liminal.harness.claude.sessionfile")
 MAX_LINE = 64 * 1024 * 1024
 READ_BYTES = 8 * 1024 * 1024
 

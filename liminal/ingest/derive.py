@@ -28,8 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from liminal.ingest.salvage import problem_message
 from liminal.store.records import FrameRecord, MessageRecord, ThreadUpdate
-from liminal.store.salvage import problem_message
 
 _CHUNK_KINDS = {
     "user_message_chunk": "user",

@@ -1,0 +1,54 @@
+"""``rewrites.jsonl``: how much of a session file liminal wrote itself, so indexing skips it.
+
+A swap writes a compressed copy of a thread's session under a new id; its records are already in
+the store (indexed from the older file), so the session-file indexer starts past them. The swap
+notes the size here before the move (``note``); the index worker, which learns of the new session
+from the move's own frames, reads it (``own_bytes``). It lives with ingest because ingest is its
+reader, and the worker process must read it without the kernel.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import orjson
+
+from liminal import log
+
+logger = log.get("liminal.ingest.rewrites")
+
+
+def note(path: Path, backing_id: str, size: int) -> None:
+    """liminal wrote ``size`` bytes as the session file of ``backing_id``."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        # Not fsynced (it is inside the swap's hold): a note lost to a power cut only means the
+        # rewrite's records are indexed a second time, under the new session.
+        os.write(fd, orjson.dumps({"backing_id": backing_id, "bytes": size}) + b"\n")
+    finally:
+        os.close(fd)
+
+
+def own_bytes(path: Path, backing_id: str) -> int:
+    """How much of ``backing_id``'s session file liminal wrote; 0 for one the CLI wrote from the
+    start. A damaged line is skipped with a warning naming the file and line."""
+    try:
+        with path.open("rb") as f:
+            for number, line in enumerate(f, 1):
+                try:
+                    record = orjson.loads(line)
+                except orjson.JSONDecodeError as exc:
+                    logger.warning("damaged line skipped", file=str(path), line=number, error=str(exc))
+                    continue
+                if not isinstance(record, dict) or record.get("backing_id") != backing_id:
+                    continue
+                size = record.get("bytes")
+                if isinstance(size, int) and not isinstance(size, bool) and size >= 0:
+                    return size
+                logger.warning("damaged line skipped", file=str(path), line=number,
+                               error=f"bytes is {size!r}")
+    except FileNotFoundError:
+        pass
+    return 0
