@@ -223,3 +223,40 @@ async def test_a_frame_queue_of_one_still_stores_initialize(tmp_path: Path, inde
     methods = [f.method for f in sorted(stored, key=lambda f: f.seq)]
     assert methods[:2] == ["initialize", "initialize"]  # the request and its answer
     assert len(methods) == 2 + 2 + 2 + 30
+
+
+@pytest.mark.parametrize("broken", ["damaged database", "mongodb that does not answer"])
+async def test_an_unusable_store_never_stops_forwarding_and_the_spool_keeps_every_frame(
+    tmp_path: Path, broken: str
+) -> None:
+    from liminal.store.sqlite import SqliteStore
+
+    home = tmp_path / "liminal-home"
+    home.mkdir(mode=0o700)
+    env: dict[str, str] = {}
+    if broken == "damaged database":
+        (home / "liminal.db").write_bytes(b"not a database at all" * 200)
+    else:
+        env["LIMINAL_STORE_URL"] = "mongodb://127.0.0.1:9/liminal?serverSelectionTimeoutMS=500"
+    async with running(tmp_path, scripted_agent_argv(), **env) as proxy:
+        await proxy.request("initialize", {"protocolVersion": 1}, rpc_id=1)
+        session = (await proxy.request("session/new", {"cwd": str(tmp_path), "mcpServers": []},
+                                       rpc_id=2))["result"]["sessionId"]
+        answer = await proxy.request("session/prompt", {"sessionId": session, "prompt": [
+            {"type": "text", "text": "chunks:10"}]}, rpc_id=3)
+        assert answer["result"] == {"stopReason": "end_turn"}
+        await proxy.close_stdin()
+        assert await proxy.wait_exit() == 0  # promptly: generous timeout, no timing assertion
+    assert list((home / "spool").glob("*/*.spool"))  # the frames wait there
+    # With a store that works, the next start replays them.
+    (home / "liminal.db").unlink(missing_ok=True)
+    async with running(tmp_path, scripted_agent_argv()) as proxy:
+        await proxy.request("initialize", {"protocolVersion": 1}, rpc_id=1)
+        await proxy.close_stdin()
+        assert await proxy.wait_exit() == 0
+    store = await SqliteStore.open(home / "liminal.db", create=False)
+    try:
+        methods = [f.method for f in await store.frames(after_seq=-1, limit=1000)]
+    finally:
+        await store.aclose()
+    assert methods.count("session/prompt") == 2 and methods.count("session/update") == 10
