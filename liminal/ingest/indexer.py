@@ -13,7 +13,9 @@ The path of a frame:
    ``stall_seconds``, the same happens without waiting for it to fail; if it then succeeds, the
    replay finds those frames already stored (deterministic ids) and skips them.
 4. On start, spools left by processes that died are replayed, and their connections' messages
-   are derived again from the frames table.
+   are derived again from the frames table (``liminal.ingest.recovery``).
+5. The CLI's session file of every backing session seen is tailed too
+   (``liminal.ingest.sessions``).
 
 The crash guarantee (see docs/operations.md): what reached the spool survives SIGKILL and is in
 the store after the next start; what was still only in memory (at most ``queue_frames`` frames,
@@ -37,13 +39,12 @@ import anyio
 import orjson
 
 from liminal import log
-from liminal.acp import jsonrpc
 from liminal.acp.events import FrameEvent
 from liminal.config import Settings
-from liminal.harness.claude.sessionfile import SessionFileIndexer
 from liminal.ingest.derive import Deriver
-from liminal.ingest.salvage import salvage
-from liminal.ingest.spool import SpoolDir, orphans, read_segment
+from liminal.ingest.recovery import parse, replay_orphans, write_or_salvage
+from liminal.ingest.sessions import SessionWatch
+from liminal.ingest.spool import SpoolDir
 from liminal.store.base import Store, StoreError, UnavailableStore, describe, open_store
 from liminal.store.records import Batch, FrameRecord, MessageRecord, ThreadUpdate, frame_id
 
@@ -56,7 +57,6 @@ _PARSED_KINDS = {"request", "notification", "response"}
 # complete in the store once it ends. The frames, always written at once, hold it meanwhile.
 OPEN_MESSAGE_SECONDS = 1.0
 TAIL_POLL_SECONDS = 0.1  # a worker looks at its spool this often when not woken
-WATCH_POLL_MAX_SECONDS = 30.0  # a session file that has not appeared is looked for this often
 # A worker yields to the proxy while the proxy writes the spool faster than this. Measured on the
 # 2-core machines (docs/benchmarks.md, "index"): a worker indexing during a flat-out stream cost
 # the proxy a fifth of its frame rate even at nice 10 (the two compete for the cores and the
@@ -91,11 +91,6 @@ def to_record(seq: int, event: FrameEvent) -> FrameRecord:
         frame_id(event.connection_id, seq), event.connection_id, seq, event.time,
         event.direction.value, event.kind.value, event.thread_id, event.backing_id, event.method,
         rpc, event.size, event.raw)
-
-
-def parse(frame: FrameRecord) -> dict[str, Any] | None:
-    """The frame's parsed copy, as the router made it (``jsonrpc.parse``)."""
-    return jsonrpc.parse(frame.raw) if frame.kind in _PARSED_KINDS else None
 
 
 class Indexer:
@@ -151,13 +146,8 @@ class Indexer:
         self._writer_busy = False
         self._yielding_since: float | None = None
         self.yielded_seconds = 0.0  # how long this worker has paused for the writer
-        self._session_files = session_files
-        self._own_bytes = own_bytes
-        self._watch_requests: deque[tuple[str, str, str]] = deque()  # thread, backing, cwd
-        self._watched: dict[str, tuple[str, str]] = {}  # backing id -> thread, cwd
-        self._watch_wakeup = anyio.Event()
-        self._stop_watching = anyio.Event()
-        self.session_indexers: dict[str, SessionFileIndexer] = {}
+        self.sessions = (SessionWatch(store, session_files, own_bytes)
+                         if session_files is not None else None)
 
     # -- the forwarding path ------------------------------------------------------------------
 
@@ -226,8 +216,8 @@ class Indexer:
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._watchdog)
-                if self._session_files is not None:
-                    tg.start_soon(self._watch_sessions)
+                if self.sessions is not None:
+                    tg.start_soon(self.sessions.run)
                 async with anyio.create_task_group() as work:  # recovery is finished, not cut
                     if self._recover:
                         work.start_soon(self._recover_orphans)
@@ -379,13 +369,10 @@ class Indexer:
         if self._store_down:
             logger.info("indexer: store is back; replaying the spool")
             self._store_down = False
-        if self._session_files is not None:
+        if self.sessions is not None:
             for update in self._pending_threads:
                 for backing in update.backing_ids:
-                    if backing not in self._watched:
-                        self._watched[backing] = (update.id, update.cwd)
-                        self._watch_requests.append((update.id, backing, update.cwd))
-                        self._watch_wakeup.set()
+                    self.sessions.watch(update.id, backing, update.cwd)
         self._pending_messages.clear()
         self._pending_threads.clear()
         self.stats.written += len(frames)
@@ -408,51 +395,6 @@ class Indexer:
                 last_sync = now
                 await self._sync_spool()
 
-    async def _watch_sessions(self) -> None:
-        """One watcher per backing session file, started when its thread is first seen."""
-        async with anyio.create_task_group() as tg:
-            while True:
-                while self._watch_requests:
-                    tg.start_soon(self._watch_one, *self._watch_requests.popleft())
-                self._watch_wakeup = anyio.Event()
-                await self._watch_wakeup.wait()
-
-    async def _watch_one(self, thread_id: str, backing_id: str, cwd: str) -> None:
-        assert self._session_files is not None
-        path = None
-        wait = 0.5
-        while path is None:  # the CLI creates the file at the first prompt, not at session/new
-            path = await anyio.to_thread.run_sync(self._session_files, backing_id, cwd)
-            if path is None:
-                # Not a Claude Code session (Codex), or no prompt yet: look less and less often.
-                await anyio.sleep(wait)
-                wait = min(wait * 2, WATCH_POLL_MAX_SECONDS)
-        watcher = await self._session_indexer(path, backing_id, thread_id)
-        self.session_indexers[backing_id] = watcher
-        logger.info("indexing session file", path=str(path), thread=thread_id)
-        await watcher.run(self._stop_watching)
-
-    async def _final_session_catch_up(self) -> None:
-        """What the CLI wrote last, including files that appeared after the last look."""
-        if self._session_files is None:
-            return
-        for backing, (thread, cwd) in list(self._watched.items()):
-            watcher = self.session_indexers.get(backing)
-            with anyio.move_on_after(5), contextlib.suppress(Exception):
-                if watcher is None:
-                    path = await anyio.to_thread.run_sync(self._session_files, backing, cwd)
-                    if path is None:
-                        continue
-                    watcher = await self._session_indexer(path, backing, thread)
-                await watcher.catch_up()
-
-    async def _session_indexer(self, path: Path, backing_id: str,
-                               thread_id: str) -> SessionFileIndexer:
-        skip = 0
-        if self._own_bytes is not None:
-            skip = await anyio.to_thread.run_sync(self._own_bytes, backing_id)
-        return SessionFileIndexer(self.store, path, backing_id, thread_id, skip_bytes=skip)
-
     async def _sync_spool(self) -> None:
         fd = self.spool.dup_tail()
         if fd is None:
@@ -467,56 +409,14 @@ class Indexer:
         with contextlib.suppress(OSError):
             await anyio.to_thread.run_sync(sync)
 
-    # -- recovery -----------------------------------------------------------------------------
+    # -- recovery ------------------------------------------------------------------------------
 
     async def _recover_orphans(self) -> None:
-        for spool in orphans(self.spool_root, self.spool.path):
-            try:
-                await self._replay_orphan(spool)
-            finally:
-                spool.release(remove_if_empty=True)
+        """Replay the spools of processes that stopped (``liminal.ingest.recovery``)."""
+        self.stats.recovered += await replay_orphans(
+            self.store, self.spool_root, self.spool.path, batch_frames=self._batch,
+            retry_seconds=self._retry)
         self.recovered_all.set()
-
-    async def _replay_orphan(self, spool: SpoolDir) -> None:
-        """Frames first, then the connections' messages derived again from the frames table;
-        only then is the spool removed, so a crash during recovery just recovers again."""
-        connections: set[str] = set()
-        for seg in spool.segments:
-            pos = 0
-            while True:
-                frames, pos = read_segment(seg.path, pos, seg.written, self._batch)
-                if not frames:
-                    break
-                await self._retrying(Batch(frames))
-                seg.read = pos
-                connections.update(f.connection_id for f in frames)
-                self.stats.recovered += len(frames)
-            if seg.read < seg.written:
-                # Its writer is gone, so what cannot be read now never will be: a block torn by
-                # a crash mid-write, or damage. Said, and skipped; the rest of the spool is not.
-                logger.warning("indexer: damaged spool segment; the rest of it is skipped",
-                               file=str(seg.path), offset=seg.read, skipped=seg.written - seg.read)
-                seg.read = seg.written
-        for connection_id in sorted(connections):
-            await self._retrying(None, connection_id)
-        spool.discard()
-        if connections:
-            logger.info("indexer: replayed a spool left by a stopped process",
-                        spool=str(spool.path), frames=self.stats.recovered)
-
-    async def _retrying(self, batch: Batch | None, rederive_id: str = "") -> None:
-        backoff = self._retry
-        while True:
-            try:
-                if batch is not None:
-                    await write_or_salvage(self.store, batch)
-                else:
-                    await rederive(self.store, rederive_id)
-                return
-            except Exception as exc:
-                logger.warning("indexer: recovery write failed; retrying", error=str(exc))
-                await anyio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
 
     # -- closing ------------------------------------------------------------------------------
 
@@ -539,48 +439,13 @@ class Indexer:
         if self._queue or (self._inflight is not None and self._inflight_from_memory):
             self._spill_memory(self._inflight if self._inflight_from_memory else None,
                                self._inflight_n)
-        await self._final_session_catch_up()
-        self._stop_watching.set()
+        if self.sessions is not None:
+            await self.sessions.close()
         keep = not self.spool.empty
         self.spool.release(remove_if_empty=not keep)
         if keep:
             logger.warning("indexer: closed with frames still spooled; replayed at next start",
                            spool=str(self.spool.path))
-
-
-async def rederive(store: Store, connection_id: str, page: int = 5000) -> None:
-    """Derive a connection's messages and thread updates again from the frames table."""
-    deriver = Deriver()
-    messages: dict[str, MessageRecord] = {}
-    threads: list[ThreadUpdate] = []
-    after = -1
-    while True:
-        frames = await store.frames(connection_id=connection_id, after_seq=after, limit=page)
-        if not frames:
-            break
-        for frame in frames:
-            deriver.feed(frame, parse(frame))
-        derived = deriver.take()
-        for m in derived.messages:
-            messages[m.id] = m
-        threads.extend(derived.threads)
-        after = frames[-1].seq
-    await write_or_salvage(store, Batch((), list(messages.values()), threads))
-
-
-async def write_or_salvage(store: Store, batch: Batch) -> None:
-    """Write the batch; if the store refuses it, write it made storable (``salvage``), with
-    each record that had to change flagged. Only a failure of the store itself is raised: one odd
-    value must not stop indexing for good (the worker retried the same batch forever)."""
-    try:
-        await store.write(batch)
-    except Exception as exc:
-        clean, flagged = salvage(batch)
-        if not flagged:
-            raise
-        await store.write(clean)
-        logger.warning("indexer: records the store refused were stored made storable",
-                       flagged=flagged, error=str(exc)[:200])
 
 
 @asynccontextmanager

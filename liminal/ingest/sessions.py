@@ -1,0 +1,90 @@
+"""Watching the CLI's session files of the threads the indexer sees (a part of the indexer).
+
+The frames say which backing sessions a thread has; the CLI's file for each holds what frames do
+not (exact usage, full tool outputs). One watcher per backing session, started when the session
+is first seen, tails the file as the CLI appends (``SessionFileIndexer``); a file that has not
+appeared yet (the CLI creates it at the first prompt; a Codex thread has none) is looked for
+less and less often. At close, one last catch-up reads what the CLI wrote last.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+
+from liminal import log
+from liminal.harness.claude.sessionfile import SessionFileIndexer
+from liminal.store.base import Store
+
+logger = log.get("liminal.ingest.sessions")
+WATCH_POLL_MAX_SECONDS = 30.0  # a session file that has not appeared is looked for this often
+
+
+class SessionWatch:
+    def __init__(self, store: Store, find: Callable[[str, str], Path | None],
+                 own_bytes: Callable[[str], int] | None = None) -> None:
+        """``find(backing_id, cwd)`` locates a session file; ``own_bytes(backing_id)`` says how
+        much of it liminal wrote itself (a swap's rewrite), which is skipped."""
+        self.store = store
+        self._find = find
+        self._own_bytes = own_bytes
+        self._requests: deque[tuple[str, str, str]] = deque()  # thread, backing, cwd
+        self._watched: dict[str, tuple[str, str]] = {}  # backing id -> thread, cwd
+        self._wakeup = anyio.Event()
+        self._stop = anyio.Event()
+        self.indexers: dict[str, SessionFileIndexer] = {}
+
+    def watch(self, thread_id: str, backing_id: str, cwd: str) -> None:
+        """A backing session of a thread (seen in a committed batch): watch its file once."""
+        if backing_id in self._watched:
+            return
+        self._watched[backing_id] = (thread_id, cwd)
+        self._requests.append((thread_id, backing_id, cwd))
+        self._wakeup.set()
+
+    async def run(self) -> None:
+        """One watcher per backing session file, started when its thread is first seen."""
+        async with anyio.create_task_group() as tg:
+            while True:
+                while self._requests:
+                    tg.start_soon(self._watch_one, *self._requests.popleft())
+                self._wakeup = anyio.Event()
+                await self._wakeup.wait()
+
+    async def _watch_one(self, thread_id: str, backing_id: str, cwd: str) -> None:
+        path = None
+        wait = 0.5
+        while path is None:  # the CLI creates the file at the first prompt, not at session/new
+            path = await anyio.to_thread.run_sync(self._find, backing_id, cwd)
+            if path is None:
+                # Not a Claude Code session (Codex), or no prompt yet: look less and less often.
+                await anyio.sleep(wait)
+                wait = min(wait * 2, WATCH_POLL_MAX_SECONDS)
+        watcher = await self._indexer(path, backing_id, thread_id)
+        self.indexers[backing_id] = watcher
+        logger.info("indexing session file", path=str(path), thread=thread_id)
+        await watcher.run(self._stop)
+
+    async def close(self) -> None:
+        """What the CLI wrote last, including files that appeared after the last look; then stop."""
+        for backing, (thread, cwd) in list(self._watched.items()):
+            watcher = self.indexers.get(backing)
+            with anyio.move_on_after(5), contextlib.suppress(Exception):
+                if watcher is None:
+                    path = await anyio.to_thread.run_sync(self._find, backing, cwd)
+                    if path is None:
+                        continue
+                    watcher = await self._indexer(path, backing, thread)
+                await watcher.catch_up()
+        self._stop.set()
+
+    async def _indexer(self, path: Path, backing_id: str, thread_id: str) -> SessionFileIndexer:
+        skip = 0
+        if self._own_bytes is not None:
+            skip = await anyio.to_thread.run_sync(self._own_bytes, backing_id)
+        return SessionFileIndexer(self.store, path, backing_id, thread_id, skip_bytes=skip)
