@@ -166,6 +166,9 @@ class SwapManager:
         self.settle_timeout = settle_timeout
         self.threads: dict[str, ThreadState] = {}
         self.capabilities: dict[str, Any] = {}
+        # The client declared ACP's ``session.compaction`` capability (in ``initialize``): it
+        # shows compactions itself, and the swap notice is one (``_notice``).
+        self.client_compaction = False
         self._requests: dict[Any, dict[str, Any]] = {}  # session/new and fork in flight -> params
         self._proxy: Proxy | None = None
         self._send, self._receive = anyio.create_memory_object_stream[_TurnEnd](64)
@@ -193,6 +196,11 @@ class SwapManager:
             if event.kind is Kind.REQUEST:
                 params = message.get("params")
                 if isinstance(params, dict):
+                    if event.method == "initialize":
+                        caps = params.get("clientCapabilities")
+                        session = caps.get("session") if isinstance(caps, dict) else None
+                        compaction = session.get("compaction") if isinstance(session, dict) else None
+                        self.client_compaction = isinstance(compaction, dict)
                     if event.method in ("session/new", "session/fork"):
                         self._requests[event.rpc_id] = params  # its answer names the thread
                     self._client_request(event.method or "", params)
@@ -559,6 +567,21 @@ class SwapManager:
                 f"{rewritten.tokens_after // 1000}k tokens.")
         meta = {"liminal": {"swap": {"tokensBefore": rewritten.tokens_before,
                                      "tokensAfter": rewritten.tokens_after}}}
+        if self.client_compaction:
+            # A client that shows compactions gets the swap as one, in the protocol's own
+            # updates (as the newer Claude adapter reports the CLI's compactions): started, then
+            # completed with what it did as its summary.
+            compaction = f"liminal-{rewritten.new_id}"
+            steps: list[dict[str, Any]] = [
+                {"sessionUpdate": "compaction_update", "compactionId": compaction,
+                 "status": "in_progress"},
+                {"sessionUpdate": "compaction_update", "compactionId": compaction,
+                 "status": "completed", "summary": [{"type": "text", "text": text}], "_meta": meta}]
+            for step in steps:
+                proxy.router.notify_in_next_turn(thread_id, "session/update",
+                                                 {"sessionId": thread_id, "update": step})
+            proxy.flush()
+            return
         if self.settings.notice == "thought":
             update: dict[str, Any] = {"sessionUpdate": "agent_thought_chunk",
                                       "content": {"type": "text", "text": text}, "_meta": meta}

@@ -359,3 +359,21 @@ async def test_the_swap_notice_arrives_inside_the_next_turn_never_after_an_answe
     answered = next(n for n, line in enumerate(lines) if json.loads(line).get("id") == answer["id"])
     previous = [n for n, line in enumerate(lines) if b'"stopReason"' in line and n < answered]
     assert previous and previous[-1] < notice < answered
+
+
+async def test_a_client_that_shows_compactions_gets_the_swap_as_one(tmp_path: Path) -> None:
+    # ACP's session.compaction capability: the client renders compaction_update entities.
+    manager = SwapManager(settings(), SwapJournal(tmp_path / "swaps.jsonl"), FakeHarness(tmp_path))
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (_proxy, client):
+        await client.request("initialize", {"protocolVersion": 1,
+                                            "clientCapabilities": {"session": {"compaction": {}}}})
+        thread = (await client.request("session/new", {"cwd": "/work", "mcpServers": []}))["result"]["sessionId"]
+        await client.prompt(thread, "used:130000")
+        await manager.wait_for_swaps(1)
+        await client.prompt(thread, "chunks:1")
+    updates = [m["params"]["update"] for m in client.messages() if m.get("method") == "session/update"]
+    compactions = [u for u in updates if u["sessionUpdate"] == "compaction_update"]
+    assert [u["status"] for u in compactions] == ["in_progress", "completed"]
+    assert compactions[0]["compactionId"] == compactions[1]["compactionId"]
+    assert "150k -> 90k" in compactions[1]["summary"][0]["text"]
+    assert not [u for u in updates if u["sessionUpdate"] == "agent_thought_chunk"]
