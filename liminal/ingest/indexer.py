@@ -41,6 +41,12 @@ import orjson
 from liminal import log
 from liminal.acp.events import FrameEvent
 from liminal.config import Settings
+from liminal.ingest.burst import (
+    YIELD_BYTES_PER_SECOND,
+    YIELD_MAX_SECONDS,
+    YIELD_WINDOW_SECONDS,
+    BurstGate,
+)
 from liminal.ingest.derive import Deriver
 from liminal.ingest.recovery import parse, replay_orphans, write_or_salvage
 from liminal.ingest.sessions import SessionWatch
@@ -57,16 +63,6 @@ _PARSED_KINDS = {"request", "notification", "response"}
 # complete in the store once it ends. The frames, always written at once, hold it meanwhile.
 OPEN_MESSAGE_SECONDS = 1.0
 TAIL_POLL_SECONDS = 0.1  # a worker looks at its spool this often when not woken
-# A worker yields to the proxy while the proxy writes the spool faster than this. Measured on the
-# 2-core machines (docs/benchmarks.md, "index"): a worker indexing during a flat-out stream cost
-# the proxy a fifth of its frame rate even at nice 10 (the two compete for the cores and the
-# caches), against 2-6% for the spool writer alone. A conversation streams (by estimate: a few
-# hundred tokens a second) tens of kB/s; only a burst (a large tool output, a replayed history, a
-# benchmark) passes this, and for at most ``YIELD_MAX_SECONDS`` at a time, after which the worker
-# indexes regardless.
-YIELD_BYTES_PER_SECOND = 1_000_000
-YIELD_WINDOW_SECONDS = 0.1
-YIELD_MAX_SECONDS = 10.0
 
 
 @dataclass(slots=True)
@@ -140,12 +136,8 @@ class Indexer:
         self._store_down = False
         self._open_written = 0.0
         self.recovered_all = anyio.Event()  # set once spools of stopped processes are replayed
-        self._yield_rate = yield_bytes_per_second if self._tailing else None
-        self._yield_max = yield_max_seconds
-        self._rate_mark: tuple[float, int] | None = None  # (when, spool.appended then)
-        self._writer_busy = False
-        self._yielding_since: float | None = None
-        self.yielded_seconds = 0.0  # how long this worker has paused for the writer
+        self._burst = (BurstGate(yield_bytes_per_second, yield_max_seconds)
+                       if self._tailing and yield_bytes_per_second is not None else None)
         self.sessions = (SessionWatch(store, session_files, own_bytes)
                          if session_files is not None else None)
 
@@ -234,9 +226,10 @@ class Indexer:
             source_pos: int | None = None
             if self._tailing:
                 self.spool.refresh()
-                if self._yield_to_writer():
+                if (self._burst is not None and not self._closing
+                        and self._burst.should_yield(self.spool.appended)):
                     await anyio.sleep(YIELD_WINDOW_SECONDS)
-                    self.yielded_seconds += YIELD_WINDOW_SECONDS
+                    self._burst.yielded_seconds += YIELD_WINDOW_SECONDS
                     continue
             if self._queue:
                 items = []
@@ -288,27 +281,10 @@ class Indexer:
             await anyio.sleep(backoff)
             backoff = min(backoff * 2, 5.0)
 
-    def _yield_to_writer(self) -> bool:
-        """Whether to leave the CPU to the proxy for a moment: it is appending to the spool
-        faster than ``yield_bytes_per_second`` (a burst), and the worker has not yet paused
-        ``yield_max_seconds`` in a row. Never while closing."""
-        if self._yield_rate is None or self._closing:
-            return False
-        now = time.monotonic()
-        if self._rate_mark is None:  # the first look: what is there already is a backlog
-            self._rate_mark = (now, self.spool.appended)
-            return False
-        since, appended = self._rate_mark
-        if now - since >= YIELD_WINDOW_SECONDS:
-            rate = (self.spool.appended - appended) / (now - since)
-            self._rate_mark = (now, self.spool.appended)
-            self._writer_busy = rate > self._yield_rate
-        if not self._writer_busy:
-            self._yielding_since = None
-            return False
-        if self._yielding_since is None:
-            self._yielding_since = now
-        return now - self._yielding_since < self._yield_max
+    @property
+    def yielded_seconds(self) -> float:
+        """How long this worker has paused for the writer (``liminal.ingest.burst``)."""
+        return self._burst.yielded_seconds if self._burst is not None else 0.0
 
     def _spool_readable(self) -> bool:
         segments = self.spool.segments
