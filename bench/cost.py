@@ -1,22 +1,19 @@
 #!/usr/bin/env python3
-"""What a context policy costs, replayed over one conversation's model calls (issue 12, a start).
+"""What a context policy costs, replayed over one conversation's model calls (issue 12).
 
-    python bench/cost.py                       # a seeded synthetic long conversation
-    python bench/cost.py --calls calls.jsonl   # a recorded one: {"input": N, "output": N, "t": s}
+    python bench/cost.py                          # a seeded synthetic long conversation
+    python bench/cost.py --idle 0.15              # ... where 15% of turns follow a long pause
+    python bench/cost.py --calls calls.jsonl      # recorded: {"input": N, "output": N, "t": s}
+    python bench/cost.py --requests server.jsonl  # a model server's log: {"t", "body", "output"}
+    python bench/cost.py --sweep                  # the recent band's size against cost
 
-Cost is in input-token equivalents: a prompt prefix read from the cache costs 0.10, tokens
-written to it 1.25, output tokens 5.0 (Anthropic's price ratios). A continuing conversation
-reads its previous prompt from the cache and writes only what is new; a swap (or Claude Code's
-compaction) changes the prompt's prefix, so the next call writes the whole prompt again; so does
-a pause longer than the cache's life (5 minutes).
-
-The conversation is replayed as its growth: each call adds what the recorded (or generated)
-prompt added over the previous one. A policy decides at each turn end whether to cut, and to
-what size; a liminal swap cannot cut below the recent band (kept byte for byte) plus the
-preamble, whatever the target. Claude Code's auto-compact is simulated as a summary call (the
-whole context read, a summary written as output) that leaves the summary plus the system
-prompt. This is a model of the costs, not a measurement of the gradient: the figures say which
-policy is cheaper, and by about how much; `docs/gradient.md` records the choices made from them.
+Cost is in input-token equivalents (``liminal.kernel.policy.Prices``: cache read 0.10, cache
+write 1.25, output 5.0). The conversation is replayed as its growth (``liminal.kernel.costmodel``)
+under: no management; Claude Code's auto-compact at 167k (a summary call, then the CLI's prompt
+and the summary); liminal's fixed policies as the settings once defaulted to; and liminal's
+default, the cost policy, which is the very code the swap manager runs. A log of real requests
+is also priced as made (``measure``). The figures say which policy is cheaper and by about how
+much; ``docs/gradient.md`` records the choices made from them.
 """
 
 from __future__ import annotations
@@ -25,93 +22,33 @@ import argparse
 import json
 import random
 import sys
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
-READ, WRITE, OUTPUT = 0.10, 1.25, 5.0
-CACHE_LIFE_SECONDS = 300.0
+from liminal.config import GradientSettings, SwapSettings
+from liminal.kernel.costmodel import Call, Request, Result, growth, measure, replay
+from liminal.kernel.policy import CostPolicy
+
 SYSTEM_TOKENS = 15_000  # the CLI's system prompt and tool definitions
-RECENT_TOKENS = 40_000  # the gradient's recent band, kept byte for byte
-SUMMARY_TOKENS = 6_000  # the preamble of the ancient band
 AUTO_COMPACT_AT = 167_000  # Claude Code's own compaction, near 83% of a 200k window
-AUTO_COMPACT_SUMMARY = 8_000
 
 
-@dataclass(frozen=True, slots=True)
-class Call:
-    growth: int  # tokens this call's prompt adds over the previous call's
-    output: int
-    t: float  # seconds since the start
-    turn_end: bool  # the last call of a turn: where a policy may act
-
-
-@dataclass(slots=True)
-class Result:
-    name: str
-    swaps: int = 0
-    cost: float = 0.0
-    context_sum: int = 0
-    calls: int = 0
-    peak: int = 0
-
-    @property
-    def mean_context(self) -> float:
-        return self.context_sum / max(self.calls, 1)
-
-
-Policy = Callable[[int, float], int | None]  # (context, seconds idle) -> new context, or None
-
-
-def fixed(high: int, target: int) -> Policy:
-    def decide(context: int, idle: float) -> int | None:
-        if context <= high:
-            return None
-        return min(context, max(target, RECENT_TOKENS + SUMMARY_TOKENS + SYSTEM_TOKENS))
-    return decide
-
-
-def replay(calls: list[Call], name: str, policy: Policy | None, *, auto_compact: bool = False) -> Result:
-    result = Result(name)
-    context = SYSTEM_TOKENS
-    cached = 0  # the prefix the cache holds (what the last call sent)
-    last_t = 0.0
-    for call in calls:
-        context += call.growth
-        if call.t - last_t > CACHE_LIFE_SECONDS:
-            cached = 0  # the cache expired: the whole prompt is written again
-        result.cost += READ * min(cached, context) + WRITE * max(0, context - cached) + OUTPUT * call.output
-        cached = context
-        result.context_sum += context
-        result.calls += 1
-        result.peak = max(result.peak, context)
-        last_t = call.t
-        if not call.turn_end:
-            continue
-        if auto_compact and context > AUTO_COMPACT_AT:
-            result.cost += READ * context + OUTPUT * AUTO_COMPACT_SUMMARY  # the summary call
-            context, cached = SYSTEM_TOKENS + AUTO_COMPACT_SUMMARY, 0
-            result.swaps += 1
-        elif policy is not None:
-            cut = policy(context, 0.0)
-            if cut is not None and cut < context:
-                context, cached = cut, 0  # the swap costs nothing now; the next call rebuilds
-                result.swaps += 1
-    return result
-
-
-def synthetic(turns: int = 130, seed: int = 12) -> list[Call]:
-    """A long coding session: turns of 1 to 8 model calls, tool output of very mixed sizes."""
+def synthetic(turns: int = 130, seed: int = 12, idle: float = 0.0) -> list[Call]:
+    """A long coding session: turns of 1 to 8 model calls, tool output of very mixed sizes;
+    a share ``idle`` of the turns come after a pause longer than the cache's life."""
     rng = random.Random(seed)
     calls: list[Call] = []
     t = 0.0
     for _ in range(turns):
         n = rng.choice([1, 2, 3, 3, 4, 4, 5, 6, 8])
         t += rng.uniform(20, 120)  # the person reads, thinks, types
+        if rng.random() < idle:
+            t += rng.uniform(400, 3600)  # a meeting, lunch
         for i in range(n):
             t += rng.uniform(3, 15)
-            growth = int(rng.lognormvariate(7.0, 1.0)) + 150  # median ~1.2k tokens a call
-            calls.append(Call(growth, rng.randint(80, 900), t, i == n - 1))
+            size = int(rng.lognormvariate(7.0, 1.0)) + 150  # median ~1.2k tokens a call
+            calls.append(Call(size, rng.randint(80, 900), t, i == n - 1))
     return calls
 
 
@@ -128,31 +65,72 @@ def recorded(path: Path) -> list[Call]:
     return calls
 
 
-def table(results: Iterator[Result] | list[Result], base: float) -> str:
-    lines = ["| policy | swaps | mean context | peak | cost | of no management |",
+def requests_log(path: Path) -> list[Request]:
+    """A model server's log: one JSON object a line, ``t``, the request ``body``, ``output``."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [Request.from_body(float(r["t"]), r["body"], int(r.get("output", 0))) for r in rows]
+
+
+def policies(recent: int = GradientSettings().recent_tokens) -> list[tuple[str, CostPolicy]]:
+    gradient = GradientSettings(recent_tokens=recent)
+    fixed = [(120_000, 100_000), (120_000, 50_000), (80_000, 30_000)]
+    return [(f"liminal {h // 1000}k to {t // 1000}k", CostPolicy(
+        SwapSettings(high_tokens=h, target_tokens=t), gradient, AUTO_COMPACT_AT)) for h, t in fixed] + [
+        (f"liminal default (cost policy, recent band {recent // 1000}k)",
+         CostPolicy(SwapSettings(), gradient, AUTO_COMPACT_AT))]
+
+
+def results(calls: Sequence[Call], recent: int = GradientSettings().recent_tokens) -> list[Result]:
+    summary = GradientSettings().summary_tokens
+    found = [replay(calls, "no management", None, overhead=SYSTEM_TOKENS),
+             replay(calls, "Claude Code auto-compact at 167k", None, overhead=SYSTEM_TOKENS,
+                    auto_compact_at=AUTO_COMPACT_AT)]
+    for name, policy in policies(recent):
+        found.append(replay(calls, name, policy, overhead=SYSTEM_TOKENS,
+                            recent_tokens=policy.gradient.recent_tokens, summary_tokens=summary))
+    return found
+
+
+def table(results: Sequence[Result], base: float) -> str:
+    lines = ["| policy | swaps (idle) | mean context | peak | cost | of auto-compact |",
              "|---|---:|---:|---:|---:|---:|"]
     for r in results:
-        lines.append(f"| {r.name} | {r.swaps} | {r.mean_context / 1000:.0f}k | {r.peak / 1000:.0f}k | "
-                     f"{r.cost / 1e6:.1f}M | {r.cost / base:.2f} |")
+        lines.append(f"| {r.name} | {r.swaps} ({r.idle_swaps}) | {r.mean_context / 1000:.0f}k | "
+                     f"{r.peak / 1000:.0f}k | {r.cost / 1e6:.2f}M | {r.cost / base:.2f} |")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     parser.add_argument("--calls", type=Path, help="a JSONL log of model calls (default: synthetic)")
+    parser.add_argument("--requests", type=Path, help="a JSONL log of model requests")
     parser.add_argument("--turns", type=int, default=130)
     parser.add_argument("--seed", type=int, default=12)
+    parser.add_argument("--idle", type=float, default=0.0, help="share of turns after a long pause")
+    parser.add_argument("--sweep", action="store_true", help="the recent band against cost")
     args = parser.parse_args(argv)
-    calls = recorded(args.calls) if args.calls else synthetic(args.turns, args.seed)
-    results = [
-        replay(calls, "no management", None),
-        replay(calls, "Claude Code auto-compact at 167k", None, auto_compact=True),
-        replay(calls, "liminal 120k to 100k", fixed(120_000, 100_000)),
-        replay(calls, "liminal 120k to 50k", fixed(120_000, 50_000)),
-        replay(calls, "liminal 80k to 30k", fixed(80_000, 30_000)),
-    ]
+    made: Result | None = None
+    if args.requests:
+        logged = requests_log(args.requests)
+        made = measure(logged)
+        calls = growth(logged)
+    elif args.calls:
+        calls = recorded(args.calls)
+    else:
+        calls = synthetic(args.turns, args.seed, args.idle)
     print(f"{len(calls)} model calls, {sum(c.turn_end for c in calls)} turns", file=sys.stderr)
-    print(table(results, results[0].cost))
+    if args.sweep:
+        print("| recent band | swaps (idle) | mean context | cost | of auto-compact |\n|---:|---:|---:|---:|---:|")
+        for recent in (10_000, 20_000, 30_000, 40_000):
+            found = results(calls, recent)
+            base, mine = found[1], found[-1]
+            print(f"| {recent // 1000}k | {mine.swaps} ({mine.idle_swaps}) | {mine.mean_context / 1000:.0f}k | "
+                  f"{mine.cost / 1e6:.2f}M | {mine.cost / base.cost:.2f} |")
+        return 0
+    found = results(calls)
+    if made is not None:
+        found.insert(0, replace(made, name="as made (measured)"))
+    print(table(found, next(r for r in found if r.name.startswith("Claude")).cost))
     return 0
 
 

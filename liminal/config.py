@@ -63,22 +63,34 @@ class CacheSettings:
 class GradientSettings:
     # The context the gradient aims for after a rewrite.
     target_tokens: int = 100_000
-    # Budgets of the bands, youngest first. The recent band is kept byte for byte.
-    recent_tokens: int = 40_000
+    # Budgets of the bands, youngest first. The recent band is kept byte for byte, whatever the
+    # target (at least the last turn). Its size sets the floor the swap's cost policy cuts to:
+    # 10k with a 4k preamble measured cheapest that keeps the last turns whole (docs/gradient.md).
+    recent_tokens: int = 10_000
     middle_tokens: int = 40_000
     # Tool output in the middle band is cut to this many characters (and a few first lines).
     truncate_chars: int = 120
     truncate_lines: int = 2
     # The preamble that consolidates the ancient band is written to fit this budget.
-    summary_tokens: int = 6_000
+    summary_tokens: int = 4_000
 
 
 @dataclass(frozen=True, slots=True)
 class SwapSettings:
     enabled: bool = True
     # Swap once the context passes high_tokens, aiming for target_tokens after the rewrite.
-    high_tokens: int = 120_000
-    target_tokens: int = 100_000
+    # Unset (the default), the prompt cache's economics choose them per thread
+    # (``liminal.kernel.policy``): the target is as deep as the gradient goes with its recent band
+    # whole, the trigger where the cache rebuild pays for itself best. Set, they are obeyed.
+    high_tokens: int | None = None
+    target_tokens: int | None = None
+    # The model's prompt cache lives this long unused (Anthropic: 300 s, or 3600 s with the
+    # longer cache). A thread idle past it has lost its cache anyway: a swap then is nearly free.
+    # 0: no idle swaps.
+    cache_life_seconds: float = 300.0
+    # The context no thread may reach (unset: the CLI's own auto-compaction point, from the
+    # harness). The chosen trigger stays a turn below it.
+    ceiling_tokens: int | None = None
     # Also swap every N turns (0: never for that reason alone).
     every_turns: int = 0
     # How the UI hears about a swap: "silent", "thought" or "info".
@@ -253,8 +265,10 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "gradient.truncate_chars": (lambda v: v >= 1, "characters, 1 or more"),
     "gradient.truncate_lines": (lambda v: v >= 1, "lines, 1 or more"),
     "gradient.summary_tokens": (lambda v: v >= 100, "tokens, 100 or more"),
-    "swap.high_tokens": (lambda v: v >= 1000, "tokens, 1000 or more"),
-    "swap.target_tokens": (lambda v: v >= 1000, "tokens, 1000 or more"),
+    "swap.high_tokens": (lambda v: v is None or v >= 1000, "tokens, 1000 or more"),
+    "swap.target_tokens": (lambda v: v is None or v >= 1000, "tokens, 1000 or more"),
+    "swap.cache_life_seconds": (lambda v: 0 <= v <= 86400, "seconds, 0 (no idle swaps) to 86400"),
+    "swap.ceiling_tokens": (lambda v: v is None or v >= 2000, "tokens, 2000 or more"),
     "swap.every_turns": (lambda v: v >= 0, "turns, 0 (never) or more"),
     "swap.notice": (lambda v: v in ("silent", "thought", "info"), "silent, thought or info"),
     "swap.hold_timeout_seconds": (lambda v: 0 < v <= 3600, "seconds, more than 0 and at most 3600"),
@@ -278,7 +292,8 @@ def validate(settings: Settings) -> None:
         value = value_of(settings, dotted)
         if not accepts(value):
             raise ConfigError(f"{dotted} = {value!r} is not accepted: {accepted}")
-    if settings.swap.target_tokens >= settings.swap.high_tokens:
+    high, target = settings.swap.high_tokens, settings.swap.target_tokens
+    if high is not None and target is not None and target >= high:
         raise ConfigError(
             f"swap.target_tokens = {settings.swap.target_tokens} is not accepted: it must be below "
             f"swap.high_tokens ({settings.swap.high_tokens}), or every swap would trigger the next")

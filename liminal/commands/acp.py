@@ -54,7 +54,8 @@ def components(settings: Settings) -> list[Component]:
     # swapped before (with swapping off the manager only binds them, and cleans up after a
     # swap a crash cut short); a thread must never resume on its stale original.
     journal = SwapJournal(settings.journal_path)
-    swaps = SwapManager(settings.swap, journal, ClaudeSessions(settings.gradient))
+    swaps = SwapManager(settings.swap, journal, ClaudeSessions(settings.gradient),
+                        gradient=settings.gradient)
     found: list[Component] = [swaps]
     if settings.store.index:
         # A moved thread's load replays its history from the store, not the compressed one.

@@ -22,7 +22,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     rows = [(name, config.value_of(settings, name), sources.get(name, "default"))
             for name in config.setting_names() if name != "home"]
     if args.json:
-        out = {name: {"value": str(value) if not isinstance(value, (int, float, bool, str)) else value,
+        out = {name: {"value": value if value is None or isinstance(value, (int, float, bool, str))
+                      else str(value),
                       "source": source} for name, value, source in rows}
         sys.stdout.write(orjson.dumps({"home": str(settings.home), "settings": out},
                                       option=orjson.OPT_INDENT_2).decode() + "\n")
@@ -30,6 +31,6 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     print(f"home  {settings.home}")
     width = max(len(name) for name, _, _ in rows)
     for name, value, source in rows:
-        shown = repr(value) if isinstance(value, str) else str(value)
+        shown = repr(value) if isinstance(value, str) else "(chosen)" if value is None else str(value)
         print(f"{name:<{width}}  {shown:<24}  {source}")
     return 0

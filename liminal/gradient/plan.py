@@ -129,7 +129,9 @@ def assign_bands(
     bands = [Band.ANCIENT] * len(costs)
     used = 0
     i = len(costs) - 1
-    limit = min(recent, budget - reserve)
+    # The recent band is whole whatever the target: a target below it cuts everything older,
+    # never the turns the model is working on (the swap's cost policy aims at that floor).
+    limit = recent
     while i >= 0 and (i == len(costs) - 1 or used + costs[i][0] <= limit):
         bands[i] = Band.RECENT
         used += costs[i][0]

@@ -42,6 +42,9 @@ class SwapRecord:
     harness: str = "claude"
     cwd: str | None = None
     new_path: str | None = None  # begin: where the rewrite goes, for the clean-up after a crash
+    # The cost policy's terms (``liminal.kernel.policy.Decision``): context, target, trigger,
+    # rebuild, saves_per_call, payback_calls, calls_to_next, idle, why. None before issue 12.
+    cost: dict[str, Any] | None = None
 
     def to_json(self) -> bytes:
         return orjson.dumps(asdict(self))
@@ -63,7 +66,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "thread_id": (str,), "old_backing_id": (str,), "new_backing_id": (str, type(None)),
     "outcome": (str,), "reason": (str,), "started_at": (int, float), "duration_s": (int, float),
     "tokens_before": (int, type(None)), "tokens_after": (int, type(None)), "harness": (str,),
-    "cwd": (str, type(None)), "new_path": (str, type(None)),
+    "cwd": (str, type(None)), "new_path": (str, type(None)), "cost": (dict, type(None)),
 }
 
 

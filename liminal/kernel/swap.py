@@ -1,8 +1,9 @@
 """The swap manager: compress a thread's backing session and move the thread onto it, between turns.
 
 A proxy component. It watches the taps for what it must know about each thread (cwd, MCP
-servers, mode, config options, context size, turn ends), and when a turn ends with the context
-past ``swap.high_tokens`` it runs one swap:
+servers, mode, config options, context size, model calls, turn ends), and when the cost policy
+(``liminal.kernel.policy``) says a swap pays, at a turn end past the thread's trigger or once the
+thread has been idle past the prompt cache's life, it runs one swap:
 
 1. **Hold** the thread's next prompts in the router (synchronously, inside ``offer``, so no
    prompt can slip through between the decision and the hold).
@@ -36,8 +37,9 @@ import anyio.to_thread
 
 from liminal import faults, log
 from liminal.acp.events import Direction, FrameEvent, Kind
-from liminal.config import SwapSettings
+from liminal.config import GradientSettings, SwapSettings
 from liminal.kernel.journal import SwapJournal, SwapRecord
+from liminal.kernel.policy import CostPolicy, Decision, Pace
 
 if TYPE_CHECKING:
     from liminal.proxy import Proxy
@@ -60,6 +62,8 @@ class SessionHarness(Protocol):
     """What the swap needs from a CLI's session files (see ``liminal.harness``)."""
 
     name: str
+    # The context no thread should reach: the CLI's own auto-compaction point.
+    ceiling_tokens: int
 
     def locate(self, backing_id: str, cwd: str | None) -> Path | None: ...
 
@@ -88,6 +92,12 @@ class ThreadState:
     last_prompt: str | None = None  # the text of the newest session/prompt, to find it on disk
     file_tokens: int | None = None  # the context last read from the session file (no usage_update)
     turns_since_swap: int = 0
+    pace: Pace = field(default_factory=Pace)
+    last_context: int | None = None  # the context at the last turn end whose size was known
+    calls: int = 0  # model calls since then (one a turn, one more per round of tool results)
+    results_since_call: bool = False  # a result of the current round of tool calls came back
+    new: bool = False  # opened by session/new here: its first context is the CLI's own prompt
+    idle_since: float | None = None  # monotonic time of the turn end, until the next prompt
     swapping: bool = False
     # After a failed swap, skip this many turn ends before trying again (doubling per failure),
     # so a session that cannot be rewritten does not pay for a rewrite at every turn.
@@ -95,22 +105,11 @@ class ThreadState:
     failures: int = 0
 
 
-def swap_reason(state: ThreadState, tokens: int | None, settings: SwapSettings) -> str | None:
-    """Why this thread should swap now, or None. Pure, so the policy is testable alone."""
-    if not settings.enabled:
-        return None
-    if tokens is not None and tokens >= settings.high_tokens:
-        return f"context {tokens} tokens >= {settings.high_tokens}"
-    if settings.every_turns and state.turns_since_swap >= settings.every_turns:
-        return f"{state.turns_since_swap} turns since the last swap"
-    return None
-
-
 class _TurnEnd(NamedTuple):
     """What the swap task is asked to look at when a thread's turn has ended."""
 
     thread_id: str
-    reason: str | None  # why the agent's usage says swap; None: the session file decides
+    decision: Decision | None  # the agent's usage says swap; None: the session file decides
     held: bool  # the thread's next frames wait (set in ``offer``, before the client's next bytes)
     prompt: str | None  # the prompt of the turn that ended, to find that turn on disk
 
@@ -158,8 +157,11 @@ class SwapManager:
         *,
         clock: Callable[[], float] = time.time,
         settle_timeout: float = 10.0,
+        gradient: GradientSettings | None = None,
     ) -> None:
         self.settings = settings
+        self.policy = CostPolicy(settings, gradient or GradientSettings(),
+                                 settings.ceiling_tokens or harness.ceiling_tokens)
         self.journal = journal
         self.harness = harness
         self.clock = clock
@@ -187,6 +189,8 @@ class SwapManager:
         if event.kind is Kind.NOTIFICATION and event.direction is Direction.AGENT_TO_CLIENT:
             # Nearly every frame is a streamed chunk: decide from the bytes before parsing.
             raw = event.raw
+            if b'"tool_call' in raw:
+                self._tool_frame(event.thread_id, raw)
             if b'"usage_update"' not in raw and b'"current_mode_update"' not in raw:
                 return
         message = event.message
@@ -227,6 +231,7 @@ class SwapManager:
                 self.capabilities = caps if isinstance(caps, dict) else {}
             elif event.method in ("session/new", "session/fork") and event.thread_id:
                 state = self.threads.setdefault(event.thread_id, ThreadState(event.thread_id))
+                state.new = event.method == "session/new"
                 state.cwd = params.get("cwd") if isinstance(params.get("cwd"), str) else state.cwd
                 state.mcp_servers = list(params.get("mcpServers") or [])
                 modes = result.get("modes")
@@ -249,20 +254,50 @@ class SwapManager:
                 if isinstance(blocks, list) else []
             text = "\n".join(t for t in texts if isinstance(t, str))
             # Slash commands are rewritten by the CLI before they reach the file.
-            self.threads[thread].last_prompt = text if text and not text.startswith("/") else None
+            state = self.threads[thread]
+            state.last_prompt = text if text and not text.startswith("/") else None
+            state.calls += 1
+            state.results_since_call = False
+            state.idle_since = None
         elif method == "session/set_mode" and thread in self.threads and isinstance(params.get("modeId"), str):
             self.threads[thread].mode_id = params["modeId"]
         elif (method == "session/set_config_option" and thread in self.threads
               and isinstance(params.get("configId"), str)):
             self.threads[thread].config_options[params["configId"]] = params.get("value")
 
+    def _tool_frame(self, thread_id: str | None, raw: bytes) -> None:
+        """Count model calls from the tool frames: the first result of a round of tool calls
+        goes back to the model in a call of its own (parallel calls share one)."""
+        state = self.threads.get(thread_id) if thread_id else None
+        if state is None:
+            return
+        if b'"tool_call"' in raw:
+            state.results_since_call = False
+        elif b'"tool_call_update"' in raw and (b'"completed"' in raw or b'"failed"' in raw):
+            if not state.results_since_call:
+                state.calls += 1
+            state.results_since_call = True
+
+    def _observe(self, state: ThreadState, context: int) -> None:
+        """A turn end's context is known: what the turns since the last one added, per call."""
+        if state.pace.overhead is None and state.new:
+            state.pace.overhead = context
+        if state.last_context is not None:
+            state.pace.observe(context - state.last_context, state.calls)
+        state.last_context = context
+        state.calls = 0
+
     def _turn_ended(self, thread_id: str) -> None:
         state = self.threads.get(thread_id)
+        if state is not None:
+            state.idle_since = time.monotonic()
         if state is None or self._proxy is None or state.swapping or not self.settings.enabled:
             logger.debug("turn ended; not considered", thread=thread_id,
                          swapping=state.swapping if state else None)
             return
         state.turns_since_swap += 1
+        if state.context_tokens is not None:
+            self._observe(state, state.context_tokens)
         if state.skip_turns:
             state.skip_turns -= 1
             return
@@ -272,28 +307,67 @@ class SwapManager:
                          prompt=router.prompt_in_flight(thread_id),
                          agent_request=router.agent_request_open(thread_id))
             return
-        reason = swap_reason(state, state.context_tokens, self.settings)
-        decided = reason is not None
-        logger.debug("turn ended", thread=thread_id, tokens=state.context_tokens, decided=decided)
-        if not decided and state.context_tokens is not None:
-            return
+        decision: Decision | None = None
+        if state.context_tokens is not None:
+            decision = self.policy.decide(state.context_tokens, state.pace,
+                                          turns_since_swap=state.turns_since_swap)
+            logger.debug("turn ended", thread=thread_id, tokens=state.context_tokens,
+                         decided=decision.swap, why=decision.why)
+            if not decision.swap:
+                return
         # Without usage from the agent the session file decides, once the turn is on disk (about
-        # 0.1 s after the answer with Claude Code 2.1.44). Near the trigger (within the leeway)
-        # the thread is held for that check, or a client that answers quickly would never let a
-        # swap start; far below it an unheld read only updates the size, and a turn that jumps
-        # the whole leeway is caught one turn late.
-        held = decided or state.file_tokens is None or state.file_tokens >= self.settings.target_tokens
+        # 0.1 s after the answer with Claude Code 2.1.44). Near the trigger the thread is held
+        # for that check, or a client that answers quickly would never let a swap start; far
+        # below it an unheld read only updates the size, and a turn that jumps the whole way
+        # is caught one turn late.
+        trigger = self.policy.trigger(state.pace)
+        near = trigger - max(2 * state.pace.biggest_turn, (trigger - self.policy.target(state.pace)) // 2)
+        held = decision is not None or state.file_tokens is None or state.file_tokens >= near
+        self._enqueue(state, _TurnEnd(thread_id, decision, held, state.last_prompt))
+
+    def _enqueue(self, state: ThreadState, turn_end: _TurnEnd) -> None:
+        assert self._proxy is not None
         try:
             # The prompt of the turn that just ended, taken now: by the time the task runs, an
             # unheld client may already have sent the next one.
-            self._send.send_nowait(_TurnEnd(thread_id, reason, held, state.last_prompt))
+            self._send.send_nowait(turn_end)
         except anyio.WouldBlock:
             return
         state.swapping = True
-        if held:
-            # Inside the flush that delivered the turn's end: the client's next prompt cannot
-            # have been read yet, so it is certain to wait.
-            router.hold(thread_id)
+        if turn_end.held:
+            # Inside the flush that delivered the turn's end (or, idle, with no prompt in
+            # flight): the client's next prompt cannot have been read yet, so it is certain to wait.
+            self._proxy.router.hold(state.thread_id)
+
+    def _idle_check(self, now: float) -> None:
+        """Threads idle past the cache's life: their next call rewrites the whole prompt anyway,
+        so a swap now costs nothing more (``CostPolicy``), and the person is not waiting."""
+        life = self.settings.cache_life_seconds
+        router = self._proxy.router if self._proxy is not None else None
+        if router is None or not self.policy.idle_swaps or not self.settings.enabled:
+            return
+        for state in list(self.threads.values()):
+            if state.idle_since is None or state.swapping or now - state.idle_since < life:
+                continue
+            state.idle_since = None  # one look per idle spell
+            context = state.context_tokens if state.context_tokens is not None else state.file_tokens
+            thread_id = state.thread_id
+            if (context is None or router.prompt_in_flight(thread_id) or router.agent_request_open(thread_id)
+                    or router.is_held(thread_id) or not router.agent_alive):
+                continue
+            decision = self.policy.decide(context, state.pace, idle=True)
+            logger.debug("thread idle past the cache's life", thread=thread_id, tokens=context,
+                         decided=decision.swap, why=decision.why)
+            if decision.swap:
+                self._enqueue(state, _TurnEnd(thread_id, decision, True, state.last_prompt))
+
+    async def _idle_watch(self) -> None:
+        life = self.settings.cache_life_seconds
+        if life <= 0:
+            return
+        while True:
+            await anyio.sleep(min(life / 4, 15.0))
+            self._idle_check(time.monotonic())
 
     # ----------------------------------------------------------------- running
 
@@ -307,6 +381,12 @@ class SwapManager:
             proxy.router.adopt(backing_id, thread_id)
         for thread_id, backing_id in dict(lineage).items():  # the last committed of each thread
             proxy.router.bind(thread_id, backing_id)
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._idle_watch)
+            await self._swaps(proxy)
+            tasks.cancel_scope.cancel()
+
+    async def _swaps(self, proxy: Proxy) -> None:
         async with self._receive:
             async for turn_end in self._receive:
                 thread_id = turn_end.thread_id
@@ -363,15 +443,15 @@ class SwapManager:
 
     async def _maybe_swap(self, proxy: Proxy, state: ThreadState, turn_end: _TurnEnd) -> bool | None:
         """True: committed; False: tried and failed; None: no swap was needed after all."""
-        reason, held = turn_end.reason, turn_end.held
-        decided = reason is not None
+        decision, held = turn_end.decision, turn_end.held
+        decided = decision is not None
         router = proxy.router
         thread_id = state.thread_id
         old_backing = router.backing_of(thread_id)
         started = self.clock()
         t0 = time.monotonic()
         path = self.harness.locate(old_backing, state.cwd)
-        tokens = state.context_tokens
+        tokens = decision.context if decision is not None else state.context_tokens
         if path is None:
             # Not a session this harness can rewrite (another CLI, or a file not written yet):
             # not a swap attempt worth journaling, but back off like a failure.
@@ -382,6 +462,8 @@ class SwapManager:
             # Far below the trigger: only refresh the size that decides whether the next turn end
             # is held. No settling (an unheld client keeps the CLI writing newer turns), no swap.
             state.file_tokens = await anyio.to_thread.run_sync(self.harness.context_tokens, path)
+            if state.file_tokens is not None:
+                self._observe(state, state.file_tokens)
             logger.debug("context read from the session file", thread=thread_id, tokens=state.file_tokens,
                          held=False)
             return None
@@ -395,22 +477,28 @@ class SwapManager:
             logger.debug("turn not on disk in time; no check", thread=thread_id)
             return None
         t_settled = time.monotonic()
-        if not decided:
+        if decision is None:
             tokens = await anyio.to_thread.run_sync(self.harness.context_tokens, path)
             state.file_tokens = tokens
-            logger.debug("context read from the session file", thread=thread_id, tokens=tokens)
-            reason = swap_reason(state, tokens, self.settings)
-            if reason is None:
+            if tokens is None:
+                logger.debug("no context size in the session file", thread=thread_id)
                 return None
+            self._observe(state, tokens)
+            decision = self.policy.decide(tokens, state.pace, turns_since_swap=state.turns_since_swap)
+            logger.debug("context read from the session file", thread=thread_id, tokens=tokens,
+                         decided=decision.swap, why=decision.why)
+            if not decision.swap:
+                return None
+        reason = decision.why
         new_id = str(uuid.uuid4())
         new_path = self.harness.target_path(path, new_id)
         # Journaled before the file exists: a liminal killed from here to the end record leaves
         # a ``begin`` alone, and the next start removes what it names (``_recover``).
         self.journal.begin(SwapRecord(
             thread_id=thread_id, old_backing_id=old_backing, new_backing_id=new_id,
-            outcome="begin", reason=reason or "", started_at=started, duration_s=0.0,
+            outcome="begin", reason=reason, started_at=started, duration_s=0.0,
             tokens_before=tokens, tokens_after=None, harness=self.harness.name, cwd=state.cwd,
-            new_path=str(new_path)))
+            new_path=str(new_path), cost=decision.as_dict()))
         rewritten: Rewritten | None = None
         opened = False  # the agent has (or may have) the new session open
         ended = False  # an end record (committed, failed, abandoned, skipped) is journaled
@@ -420,17 +508,15 @@ class SwapManager:
                 with anyio.fail_after(self.settings.hold_timeout_seconds):
                     t_rewrite = time.monotonic()
                     rewritten = await anyio.to_thread.run_sync(
-                        self.harness.rewrite, path, self.settings.target_tokens, new_id
+                        self.harness.rewrite, path, decision.target, new_id
                     )
                     t_rewritten = time.monotonic()
-                    if rewritten.tokens_after >= self.settings.high_tokens:
-                        # The recent band alone is past the trigger: swapping would buy one
-                        # turn at the price of a full prompt-cache rebuild, then trigger again.
+                    unpaid = self.policy.worth_it(decision, rewritten.tokens_after, state.pace)
+                    if unpaid is not None:
                         ended = True
-                        self._journal(state, old_backing, new_id, "skipped",
-                                      f"the rewrite leaves {rewritten.tokens_after} tokens, not below "
-                                      f"{self.settings.high_tokens}", started, t0,
-                                      rewritten.tokens_before, rewritten.tokens_after)
+                        self._journal(state, old_backing, new_id, "skipped", unpaid, started, t0,
+                                      rewritten.tokens_before, rewritten.tokens_after, decision)
+                        logger.info("swap skipped", thread=thread_id, why=unpaid)
                         return False
                     await anyio.to_thread.run_sync(self.journal.note_rewrite, new_id, rewritten.size)
                     opened = True
@@ -459,8 +545,8 @@ class SwapManager:
                 return False
             # The journal first: a thread is on its new session only once that is on disk (a
             # journal that cannot be written fails the swap, and the thread stays).
-            self._journal(state, old_backing, new_id, "committed", reason or "", started, t0,
-                          rewritten.tokens_before, rewritten.tokens_after)
+            self._journal(state, old_backing, new_id, "committed", reason, started, t0,
+                          rewritten.tokens_before, rewritten.tokens_after, decision)
             ended = True
             router.bind(thread_id, new_id)
             committed = True
@@ -485,10 +571,12 @@ class SwapManager:
         state.turns_since_swap = 0
         state.context_tokens = None  # the next usage_update tells the new size
         state.file_tokens = rewritten.tokens_after  # until the file says otherwise
+        state.last_context = rewritten.tokens_after
+        state.calls = 0
         self._notice(proxy, thread_id, rewritten)
         logger.info("swap committed", thread=thread_id, old=old_backing, new=new_id,
                     tokens_before=rewritten.tokens_before, tokens_after=rewritten.tokens_after,
-                    seconds=round(time.monotonic() - t0, 3), **timing)
+                    seconds=round(time.monotonic() - t0, 3), why=reason, **timing)
         return True
 
     async def _undo(self, proxy: Proxy, new_path: Path, new_id: str, opened: bool) -> None:
@@ -594,11 +682,22 @@ class SwapManager:
         proxy.flush()
 
     def _journal(self, state: ThreadState, old: str, new: str | None, outcome: str, reason: str,
-                 started: float, t0: float, before: int | None, after: int | None) -> None:
+                 started: float, t0: float, before: int | None, after: int | None,
+                 decision: Decision | None = None) -> None:
+        cost = None
+        if decision is not None:
+            cost = decision.as_dict()
+            if after is not None and outcome == "committed":
+                # What the swap as made costs and saves (the decision had only the plan's aim).
+                done = self.policy.cost(decision.context, after, decision.trigger, state.pace,
+                                        idle=decision.idle)
+                cost.update(target=after, rebuild=round(done[0], 1), saves_per_call=round(done[1], 1),
+                            payback_calls=round(done[2], 1), calls_to_next=round(done[3], 1))
         record = SwapRecord(
             thread_id=state.thread_id, old_backing_id=old, new_backing_id=new, outcome=outcome,
             reason=reason, started_at=started, duration_s=round(time.monotonic() - t0, 4),
             tokens_before=before, tokens_after=after, harness=self.harness.name, cwd=state.cwd,
+            cost=cost,
         )
         self.journal.append(record)  # the authority (see journal.py)
         if self._proxy is not None:  # and a note in the store, with the conversation

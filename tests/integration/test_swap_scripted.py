@@ -32,6 +32,7 @@ pytestmark = pytest.mark.anyio
 
 class FakeHarness:
     name = "fake"
+    ceiling_tokens = 167_000
 
     def __init__(self, tmp: Path, *, fail: bool = False, delay: threading.Event | None = None) -> None:
         self.tmp = tmp
@@ -377,3 +378,51 @@ async def test_a_client_that_shows_compactions_gets_the_swap_as_one(tmp_path: Pa
     assert compactions[0]["compactionId"] == compactions[1]["compactionId"]
     assert "150k -> 90k" in compactions[1]["summary"][0]["text"]
     assert not [u for u in updates if u["sessionUpdate"] == "agent_thought_chunk"]
+
+
+async def test_a_thread_idle_past_the_cache_life_swaps_before_its_next_prompt(tmp_path: Path) -> None:
+    """Default policy: below its trigger a busy thread waits; once idle past the prompt cache's
+    life (its next call rewrites the whole prompt anyway) it is swapped, nobody waiting."""
+    harness = FakeHarness(tmp_path)
+    harness.after = 36_000
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    manager = SwapManager(SwapSettings(cache_life_seconds=0.3, hold_timeout_seconds=10), journal, harness)
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
+        thread = await start(client)
+        for used in range(20_000, 80_000, 6_000):  # 6k a turn: the trigger is near 105k
+            await client.prompt(thread, f"used:{used} chunks:1")
+        assert manager.completed == 0 and proxy.router.backing_of(thread) == thread
+        with anyio.fail_after(20):
+            await manager.wait_for_swaps(1)
+        new_backing = proxy.router.backing_of(thread)
+        assert new_backing != thread
+        answer = await client.prompt(thread, "chunks:1")
+        assert answer["result"]["stopReason"] == "end_turn"
+    [record] = journal.records()
+    assert record.outcome == "committed" and "idle past the cache's life" in record.reason
+    assert record.cost is not None and record.cost["idle"] is True
+    assert record.cost["context"] == 74_000 and record.cost["target"] == 36_000
+    assert record.cost["rebuild"] < 0  # cheaper than the rebuild the idle thread faced anyway
+    methods = [(m.get("method"), (m.get("params") or {}).get("sessionId")) for m in agent_received(tmp_path)]
+    assert methods[-1] == ("session/prompt", new_backing)
+
+
+async def test_the_default_policy_swaps_at_its_trigger_and_says_what_it_costs(tmp_path: Path) -> None:
+    harness = FakeHarness(tmp_path)
+    harness.after = 36_000
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    manager = SwapManager(SwapSettings(cache_life_seconds=0, hold_timeout_seconds=10), journal, harness)
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (_proxy, client):
+        thread = await start(client)
+        used = 20_000
+        while manager.completed == 0 and used < 160_000:
+            await client.prompt(thread, f"used:{used} chunks:1")
+            used += 6_000
+        with anyio.fail_after(20):
+            await manager.wait_for_swaps(1)
+    record = journal.records()[0]
+    assert record.outcome == "committed" and "pays back" in record.reason, record
+    assert record.cost is not None and not record.cost["idle"]
+    trigger = record.cost["trigger"]
+    assert record.cost["context"] >= trigger > 90_000
+    assert record.cost["payback_calls"] < record.cost["calls_to_next"]

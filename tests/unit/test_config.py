@@ -11,7 +11,9 @@ def test_defaults(tmp_path: Path) -> None:
     settings = config.load(env={"LIMINAL_HOME": str(tmp_path)})
     assert settings.home == tmp_path
     assert settings.proxy.max_frame_bytes == 64 * 1024 * 1024
-    assert settings.swap.high_tokens == 120_000
+    # Unset: the cost policy chooses them per thread (liminal.kernel.policy).
+    assert settings.swap.high_tokens is None and settings.swap.target_tokens is None
+    assert settings.swap.cache_life_seconds == 300
     assert settings.sqlite_path == tmp_path / "liminal.db"
 
 
@@ -65,7 +67,9 @@ BAD_VALUES = [
     ("LIMINAL_GRADIENT_RECENT_TOKENS", "-1", "gradient.recent_tokens"),
     ("LIMINAL_GRADIENT_TRUNCATE_CHARS", "0", "gradient.truncate_chars"),
     ("LIMINAL_SWAP_HIGH_TOKENS", "-100", "swap.high_tokens"),
-    ("LIMINAL_SWAP_TARGET_TOKENS", "130000", "swap.target_tokens"),
+    ("LIMINAL_SWAP_TARGET_TOKENS", "500", "swap.target_tokens"),
+    ("LIMINAL_SWAP_CACHE_LIFE_SECONDS", "-1", "swap.cache_life_seconds"),
+    ("LIMINAL_SWAP_CEILING_TOKENS", "10", "swap.ceiling_tokens"),
     ("LIMINAL_SWAP_EVERY_TURNS", "-1", "swap.every_turns"),
     ("LIMINAL_SWAP_HOLD_TIMEOUT_SECONDS", "0", "swap.hold_timeout_seconds"),
     ("LIMINAL_SWAP_ENABLED", "perhaps", "swap.enabled"),
@@ -138,7 +142,7 @@ def test_liminal_config_shows_each_value_and_its_source(
     assert main(["config", "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)["settings"]
     assert shown["swap.notice"] == {"value": "info", "source": "env LIMINAL_SWAP_NOTICE"}
-    assert shown["swap.high_tokens"] == {"value": 120_000, "source": "default"}
+    assert shown["swap.high_tokens"] == {"value": None, "source": "default"}
     assert set(shown) == set(config.setting_names()) - {"home"}
 
 
@@ -169,3 +173,13 @@ def test_doctor_and_the_readers_say_what_is_wrong_in_one_line(
             assert main(reader) == 1
             err = capsys.readouterr().err
             assert len(err.strip().splitlines()) == 1 and "not a database" in err, err
+
+
+def test_a_target_at_or_above_the_trigger_is_refused_when_both_are_set(tmp_path: Path) -> None:
+    env = {"LIMINAL_HOME": str(tmp_path), "LIMINAL_SWAP_HIGH_TOKENS": "90000",
+           "LIMINAL_SWAP_TARGET_TOKENS": "90000"}
+    with pytest.raises(config.ConfigError, match=r"swap\.target_tokens = 90000"):
+        config.load(env=env)
+    # One of them alone is fine: the cost policy chooses the other.
+    only = config.load(env={"LIMINAL_HOME": str(tmp_path), "LIMINAL_SWAP_TARGET_TOKENS": "90000"})
+    assert only.swap.target_tokens == 90_000 and only.swap.high_tokens is None

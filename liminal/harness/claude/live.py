@@ -20,6 +20,9 @@ from liminal.kernel.swap import Rewritten
 
 class ClaudeSessions:
     name = "claude"
+    # Claude Code compacts on its own at the model's window (200k) less its output reserve (20k)
+    # and a buffer (13k); a thread held below that never meets the CLI's compaction.
+    ceiling_tokens = 167_000
 
     def __init__(self, settings: GradientSettings, env: Mapping[str, str] | None = None) -> None:
         self.settings = settings

@@ -1,0 +1,192 @@
+"""What a conversation's model calls cost, as made and as a context policy would make them.
+
+Two uses: ``measure`` prices the requests a model server saw (a prefix shared with the previous
+request is read from the cache, the rest written), and ``replay`` replays a conversation's growth
+under a policy (liminal's own ``CostPolicy``, the very code the swap manager runs) or under
+Claude Code's auto-compact. ``bench/cost.py`` prints both; the acceptance test of issue 12 holds
+liminal's measured cost against the auto-compact replay of the same conversation.
+
+Cost is in input-token equivalents (``Prices``). Tokens are estimated at four bytes each, as the
+fake model servers count them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from liminal.kernel.policy import PRICES, CostPolicy, Pace, Prices
+
+# Claude Code's compaction, as simulated: one call reads the whole context and writes a summary
+# of about this size; the conversation goes on from the CLI's prompt and that summary.
+AUTO_COMPACT_SUMMARY = 8_000
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    growth: int  # tokens this call's prompt adds over the previous call's
+    output: int
+    t: float  # seconds since the start
+    turn_end: bool  # the last call of a turn: where a policy may act
+
+
+@dataclass(slots=True)
+class Result:
+    name: str
+    swaps: int = 0
+    idle_swaps: int = 0
+    cost: float = 0.0
+    context_sum: int = 0
+    calls: int = 0
+    peak: int = 0
+
+    @property
+    def mean_context(self) -> float:
+        return self.context_sum / max(self.calls, 1)
+
+    def add_call(self, context: int, cached: int, output: int, prices: Prices) -> None:
+        self.cost += (prices.read * min(cached, context) + prices.write * max(0, context - cached)
+                      + prices.output * output)
+        self.context_sum += context
+        self.calls += 1
+        self.peak = max(self.peak, context)
+
+
+def tokens(size: int) -> int:
+    return max(1, size // 4)
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One model request: when, its parts in order (tools and system first, then each message),
+    and the output it was answered with."""
+
+    t: float
+    parts: tuple[tuple[bytes, int], ...]  # (digest, tokens) of each part
+    output: int
+    messages: int
+
+    @classmethod
+    def from_body(cls, t: float, body: dict[str, Any], output: int) -> Request:
+        head = {k: body.get(k) for k in ("tools", "system")}
+        parts = [head, *(body.get("messages") or [])]
+        seen = []
+        for part in parts:
+            raw = orjson.dumps(_without_cache_marks(part), option=orjson.OPT_SORT_KEYS)
+            seen.append((hashlib.blake2b(raw, digest_size=16).digest(), tokens(len(raw))))
+        return cls(t, tuple(seen), output, len(parts) - 1)
+
+    @property
+    def size(self) -> int:
+        return sum(n for _, n in self.parts)
+
+
+def _without_cache_marks(value: Any) -> Any:
+    """The CLI moves its ``cache_control`` marks along as the conversation grows; they are not
+    part of what the cache matches."""
+    if isinstance(value, dict):
+        return {k: _without_cache_marks(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_without_cache_marks(v) for v in value]
+    return value
+
+
+def measure(requests: Sequence[Request], name: str = "as made", *, prices: Prices = PRICES,
+            cache_life: float = 300.0) -> Result:
+    """The cost of requests as made: each part of a request that repeats the previous request's
+    parts from the start is read from the cache (if that request is within the cache's life)."""
+    result = Result(name)
+    previous: Request | None = None
+    for request in requests:
+        cached = 0
+        if previous is not None and request.t - previous.t <= cache_life:
+            for (a, n), (b, _) in zip(request.parts, previous.parts, strict=False):
+                if a != b:
+                    break
+                cached += n
+        result.add_call(request.size, cached, request.output, prices)
+        if previous is not None and request.parts[0][0] == previous.parts[0][0] \
+                and request.parts[1:2] != previous.parts[1:2]:
+            result.swaps += 1  # the conversation's start changed: a swap (or compaction)
+        previous = request
+    return result
+
+
+def growth(requests: Sequence[Request], turn_ends: Iterable[bool] | None = None) -> list[Call]:
+    """The conversation the requests made, as growth per call: what each request added is its
+    last two messages (the answer to the previous call, and the new prompt or tool results),
+    whatever a swap did to the history before them."""
+    ends = list(turn_ends) if turn_ends is not None else [True] * len(requests)
+    calls: list[Call] = []
+    for n, request in enumerate(requests):
+        added = request.size if n == 0 else sum(size for _, size in request.parts[-2:])
+        calls.append(Call(added, request.output, request.t, ends[n]))
+    return calls
+
+
+def replay(calls: Sequence[Call], name: str, policy: CostPolicy | None, *, overhead: int,
+           auto_compact_at: int | None = None, prices: Prices = PRICES,
+           cache_life: float = 300.0, recent_tokens: int = 0, summary_tokens: int = 0) -> Result:
+    """Replay the growth under a policy: ``CostPolicy`` as the swap manager runs it (it sees
+    turn ends and their context, and idle spells past the cache's life), or Claude Code's
+    auto-compact at ``auto_compact_at``, or neither. A liminal rewrite cannot go below the
+    CLI's prompt, the recent band (whole turns, at least the last) and the preamble."""
+    result = Result(name)
+    context = overhead
+    cached = 0
+    last_t = calls[0].t if calls else 0.0
+    pace = Pace()
+    turn_calls = 0
+    turn_growth = 0
+    recent: list[int] = []  # growth of the turns since the last cut, newest last
+    first_turn = True
+    for n, call in enumerate(calls):
+        context += call.growth
+        turn_growth += call.growth
+        turn_calls += 1
+        if call.t - last_t > cache_life:
+            cached = 0
+        result.add_call(context, cached, call.output, prices)
+        cached = context
+        last_t = call.t
+        if not call.turn_end:
+            continue
+        recent.append(turn_growth)
+        if first_turn:
+            pace.overhead = context
+            first_turn = False
+        else:
+            pace.observe(turn_growth, turn_calls)
+        turn_growth = turn_calls = 0
+        if auto_compact_at is not None:
+            if context > auto_compact_at:
+                result.cost += prices.read * context + prices.output * AUTO_COMPACT_SUMMARY
+                context, cached = overhead + AUTO_COMPACT_SUMMARY, 0
+                result.swaps += 1
+            continue
+        if policy is None:
+            continue
+        idle = n + 1 < len(calls) and calls[n + 1].t - call.t > cache_life
+        decision = policy.decide(context, pace, idle=idle)
+        if not decision.swap and idle:
+            decision = policy.decide(context, pace)
+        if not decision.swap:
+            continue
+        kept, whole = 0, 0
+        for size in reversed(recent):  # the recent band: whole turns, at least the last
+            if whole and kept + size > recent_tokens:
+                break
+            kept += size
+            whole += 1
+        after = min(context, max(decision.target, overhead + kept + summary_tokens))
+        if policy.worth_it(decision, after, pace) is not None:
+            continue
+        context, cached = after, 0
+        recent = recent[len(recent) - whole:]
+        result.swaps += 1
+        result.idle_swaps += decision.idle
+    return result

@@ -1,0 +1,171 @@
+"""The cost policy's decisions (``liminal.kernel.policy``), and the cost model that measures it."""
+
+from __future__ import annotations
+
+import math
+import random
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from liminal.config import GradientSettings, SwapSettings
+from liminal.kernel.costmodel import Call, Request, growth, measure, replay
+from liminal.kernel.policy import PRICES, CostPolicy, Pace
+
+GRADIENT = GradientSettings()  # recent band 10k, preamble 4k
+CEILING = 167_000
+
+
+def policy(**swap: object) -> CostPolicy:
+    return CostPolicy(SwapSettings(**swap), GRADIENT, CEILING)  # type: ignore[arg-type]
+
+
+def pace(per_call: float = 1_500, overhead: int = 20_000, biggest: int = 6_000) -> Pace:
+    return Pace(per_call=per_call, overhead=overhead, biggest_turn=biggest)
+
+
+def test_the_target_is_the_floor_the_recent_band_whole() -> None:
+    assert policy().target(pace()) == 20_000 + 10_000 + 4_000
+
+
+def test_a_swap_at_the_trigger_repays_its_cache_rebuild_before_the_next() -> None:
+    p, thread = policy(), pace()
+    trigger = p.trigger(thread)
+    decision = p.decide(trigger, thread)
+    assert decision.swap and not decision.forced
+    # The first call after it writes the new prompt: dearer than reading the old one ...
+    assert decision.rebuild == PRICES.write * decision.target - PRICES.read * trigger > 0
+    # ... and the smaller reads repay it within the calls until the next swap.
+    assert decision.payback_calls < decision.calls_to_next
+    assert "pays back" in decision.why
+    assert not p.decide(trigger - 1, thread).swap
+
+
+def test_the_trigger_is_where_the_rebuild_pays_best() -> None:
+    """Per call, write*T*g/(H-T) + read*(T+H)/2 is least at the chosen H."""
+    p, thread = policy(), pace()
+    target, trigger = p.target(thread), p.trigger(thread)
+
+    def per_call(high: float) -> float:
+        return PRICES.write * target * thread.growth / (high - target) + PRICES.read * (target + high) / 2
+
+    assert all(per_call(trigger) <= per_call(trigger + d) for d in (-20_000, -5_000, 5_000, 20_000))
+    # A faster-growing conversation swaps later (fewer rebuilds), as sqrt(g).
+    assert p.trigger(pace(per_call=6_000)) > trigger
+
+
+def test_a_cut_too_shallow_to_repay_is_not_taken() -> None:
+    p, thread = policy(), pace()
+    decision = p.decide(p.trigger(thread), thread)
+    # The rewrite left far more than planned (a huge last turn): it would not pay back.
+    almost = decision.context - 3_000
+    assert p.worth_it(decision, almost, thread) is not None
+    assert "pays back" in (p.worth_it(decision, almost, thread) or "")
+    assert p.worth_it(decision, decision.target, thread) is None
+    assert p.worth_it(decision, decision.context + 1, thread) is not None
+
+
+def test_idle_past_the_cache_life_a_swap_is_free() -> None:
+    p, thread = policy(), pace()
+    target, trigger = p.target(thread), p.trigger(thread)
+    middle = (target + trigger) // 2 + 1
+    decision = p.decide(middle, thread, idle=True)
+    assert decision.swap and decision.idle and "idle" in decision.why
+    assert decision.rebuild < 0  # the next call writes fewer tokens than it would have
+    assert not p.decide(middle, thread).swap  # busy, the same context waits for the trigger
+    assert not p.decide(target + 2_000, thread, idle=True).swap  # too small a cut to bother
+    assert p.worth_it(decision, target, thread) is None
+
+
+def test_what_a_person_sets_is_obeyed_as_given() -> None:
+    p = policy(high_tokens=120_000, target_tokens=100_000)
+    assert p.fixed and p.target(pace()) == 100_000 and p.trigger(pace()) == 120_000
+    assert p.decide(120_000, pace()).swap and not p.decide(119_999, pace()).swap
+    assert not p.decide(119_000, pace(), idle=True).swap  # no idle swaps on a fixed trigger
+    # A fixed swap is taken if the rewrite is below the trigger, whatever it costs.
+    decision = p.decide(121_000, pace())
+    assert p.worth_it(decision, 115_000, pace()) is None
+    assert p.worth_it(decision, 120_000, pace()) is not None
+    # One end set: the other is the cost policy's.
+    only_target = policy(target_tokens=60_000)
+    assert only_target.target(pace()) == 60_000 and only_target.trigger(pace()) > 60_000
+    assert only_target.idle_swaps
+    only_high = policy(high_tokens=90_000)
+    assert only_high.target(pace()) == only_high.floor(pace()) and not only_high.idle_swaps
+
+
+def test_never_past_the_ceiling() -> None:
+    p = policy()
+    fast = pace(per_call=40_000, biggest=50_000)
+    trigger = p.trigger(fast)
+    assert trigger <= CEILING - 50_000
+    decision = p.decide(trigger, fast)
+    assert decision.swap
+
+
+@given(
+    per_call=st.floats(1, 200_000, allow_nan=False),
+    overhead=st.integers(0, 150_000),
+    biggest=st.integers(0, 300_000),
+    context=st.integers(0, 400_000),
+    idle=st.booleans(),
+)
+def test_decisions_are_coherent_for_any_pace(per_call: float, overhead: int, biggest: int,
+                                              context: int, idle: bool) -> None:
+    p, thread = policy(), pace(per_call, overhead, biggest)
+    target, trigger = p.target(thread), p.trigger(thread)
+    assert trigger > target
+    assert trigger <= max(CEILING - max(biggest, 2 * int(per_call)), target + 1)
+    decision = p.decide(context, thread, idle=idle)
+    if decision.swap:
+        assert context > target
+        if not idle:
+            assert context >= trigger
+    assert not math.isnan(decision.payback_calls)
+
+
+def calls(turns: int = 130, seed: int = 5) -> list[Call]:
+    rng = random.Random(seed)
+    found: list[Call] = []
+    t = 0.0
+    for _ in range(turns):
+        n = rng.choice([1, 2, 3, 4, 5])
+        t += rng.uniform(20, 120)
+        for i in range(n):
+            t += rng.uniform(3, 15)
+            found.append(Call(int(rng.lognormvariate(7.0, 1.0)) + 150, rng.randint(80, 900), t, i == n - 1))
+    return found
+
+
+def test_the_default_policy_costs_less_than_the_clis_auto_compact() -> None:
+    conversation = calls()
+    none = replay(conversation, "none", None, overhead=15_000)
+    auto = replay(conversation, "auto", None, overhead=15_000, auto_compact_at=CEILING)
+    mine = replay(conversation, "cost", policy(), overhead=15_000,
+                  recent_tokens=GRADIENT.recent_tokens, summary_tokens=GRADIENT.summary_tokens)
+    old = replay(conversation, "120k to 100k", policy(high_tokens=120_000, target_tokens=100_000),
+                 overhead=15_000, recent_tokens=GRADIENT.recent_tokens, summary_tokens=GRADIENT.summary_tokens)
+    assert auto.cost < none.cost
+    assert mine.cost <= 0.85 * auto.cost, (mine, auto)
+    assert mine.cost < old.cost
+    assert mine.peak < CEILING and mine.swaps > auto.swaps
+
+
+def test_measure_reads_a_repeated_prefix_from_the_cache() -> None:
+    system = {"tools": [{"name": "Bash"}], "system": "x" * 4000}
+    turn1 = [{"role": "user", "content": "a" * 400}]
+    turn2 = [*turn1, {"role": "assistant", "content": "b" * 400}, {"role": "user", "content": "c" * 400}]
+    swapped = [{"role": "user", "content": "summary"}, {"role": "user", "content": "c" * 400}]
+    requests = [Request.from_body(t, {**system, "messages": m}, 10)
+                for t, m in ((0, turn1), (5, turn2), (10, swapped), (1000, swapped))]
+    result = measure(requests)
+    head = requests[0].parts[0][1]
+    first = requests[0].size
+    expected = PRICES.write * first  # nothing cached
+    expected += PRICES.read * first + PRICES.write * (requests[1].size - first)
+    expected += PRICES.read * head + PRICES.write * (requests[2].size - head)
+    expected += PRICES.write * requests[3].size  # past the cache's life
+    assert math.isclose(result.cost - 4 * 10 * PRICES.output, expected)
+    assert result.swaps == 1
+    grown = growth(requests)
+    assert grown[1].growth == requests[1].parts[-1][1] + requests[1].parts[-2][1]
