@@ -68,7 +68,7 @@ class Request:
     t: float
     parts: tuple[tuple[bytes, int], ...]  # (digest, tokens) of each part
     output: int
-    messages: int
+    starts_turn: bool  # its last message is the person's (not tool results)
 
     @classmethod
     def from_body(cls, t: float, body: dict[str, Any], output: int) -> Request:
@@ -78,7 +78,11 @@ class Request:
         for part in parts:
             raw = orjson.dumps(_without_cache_marks(part), option=orjson.OPT_SORT_KEYS)
             seen.append((hashlib.blake2b(raw, digest_size=16).digest(), tokens(len(raw))))
-        return cls(t, tuple(seen), output, len(parts) - 1)
+        last = parts[-1] if len(parts) > 1 else {}
+        content = last.get("content") if isinstance(last, dict) else None
+        results = isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+        return cls(t, tuple(seen), output, not results)
 
     @property
     def size(self) -> int:
@@ -102,28 +106,35 @@ def measure(requests: Sequence[Request], name: str = "as made", *, prices: Price
     result = Result(name)
     previous: Request | None = None
     for request in requests:
-        cached = 0
-        if previous is not None and request.t - previous.t <= cache_life:
+        cached = common = 0
+        if previous is not None:
             for (a, n), (b, _) in zip(request.parts, previous.parts, strict=False):
                 if a != b:
                     break
                 cached += n
+                common += 1
+            # Shorter, and not a continuation (which repeats all but perhaps the last message):
+            # a swap or a compaction.
+            if common < len(previous.parts) - 1 and request.size < previous.size:
+                result.swaps += 1
+            if request.t - previous.t > cache_life:
+                cached = 0
         result.add_call(request.size, cached, request.output, prices)
-        if previous is not None and request.parts[0][0] == previous.parts[0][0] \
-                and request.parts[1:2] != previous.parts[1:2]:
-            result.swaps += 1  # the conversation's start changed: a swap (or compaction)
         previous = request
     return result
 
 
 def growth(requests: Sequence[Request], turn_ends: Iterable[bool] | None = None) -> list[Call]:
-    """The conversation the requests made, as growth per call: what each request added is its
-    last two messages (the answer to the previous call, and the new prompt or tool results),
+    """The conversation the requests made, as growth per call over the CLI's own prompt
+    (``requests[0].parts[0]``): what each later request added is its last two messages (the answer to the previous call, and the new prompt or tool results),
     whatever a swap did to the history before them."""
-    ends = list(turn_ends) if turn_ends is not None else [True] * len(requests)
+    # A call ends its turn when the next one brings the person's next prompt.
+    ends = list(turn_ends) if turn_ends is not None else \
+        [later.starts_turn for later in requests[1:]] + [True]
     calls: list[Call] = []
     for n, request in enumerate(requests):
-        added = request.size if n == 0 else sum(size for _, size in request.parts[-2:])
+        # The first: all of it but the CLI's own prompt (``replay`` starts from that).
+        added = request.size - request.parts[0][1] if n == 0 else sum(size for _, size in request.parts[-2:])
         calls.append(Call(added, request.output, request.t, ends[n]))
     return calls
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
+from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -169,3 +172,30 @@ def test_measure_reads_a_repeated_prefix_from_the_cache() -> None:
     assert result.swaps == 1
     grown = growth(requests)
     assert grown[1].growth == requests[1].parts[-1][1] + requests[1].parts[-2][1]
+
+
+def test_liminal_swaps_says_what_each_swap_cost_and_saves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from liminal.cli import main
+    from liminal.kernel.journal import SwapJournal, SwapRecord
+
+    p, thread = policy(), pace()
+    busy = p.decide(p.trigger(thread), thread)
+    idle = p.decide(90_000, thread, idle=True)
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    for n, decision in enumerate((busy, idle)):
+        journal.append(SwapRecord(
+            thread_id="t", old_backing_id=f"b{n}", new_backing_id=f"b{n + 1}", outcome="committed",
+            reason=decision.why, started_at=1_700_000_000.0 + n, duration_s=0.6,
+            tokens_before=decision.context, tokens_after=decision.target, cost=decision.as_dict()))
+    monkeypatch.setenv("LIMINAL_HOME", str(tmp_path))
+    assert main(["swaps"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "rebuild" in out[0] and "saves" in out[0] and "payback" in out[0]
+    assert f"{busy.rebuild / 1000:.1f}k" in out[1] and f"{busy.payback_calls:.0f}" in out[1]
+    assert "pays back" in out[1]
+    assert f"{idle.rebuild / 1000:.1f}k" in out[2] and " now " in out[2] and "idle" in out[2]
+    assert main(["swaps", "--json"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert json.loads(lines[0])["cost"]["trigger"] == busy.trigger
