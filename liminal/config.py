@@ -65,8 +65,9 @@ class GradientSettings:
     target_tokens: int = 100_000
     # Budgets of the bands, youngest first. The recent band is kept byte for byte, whatever the
     # target (at least the last turn). Its size sets the floor the swap's cost policy cuts to:
-    # 10k with a 4k preamble measured cheapest that keeps the last turns whole (docs/gradient.md).
-    recent_tokens: int = 10_000
+    # 20k with a 4k preamble: the most that still costs well under Claude Code's own
+    # compaction (docs/gradient.md, "The swap's defaults").
+    recent_tokens: int = 20_000
     middle_tokens: int = 40_000
     # Tool output in the middle band is cut to this many characters (and a few first lines).
     truncate_chars: int = 120

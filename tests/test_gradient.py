@@ -79,6 +79,22 @@ def test_recent_band_is_byte_for_byte(tmp_path: Path) -> None:
     assert recent_intact(src, result.path, result.turns["recent"])
 
 
+def test_a_target_below_the_recent_band_cuts_everything_older_never_the_recent_band(
+    tmp_path: Path,
+) -> None:
+    """Whatever the depth asked for, the recent band is whole; 0 asks for the floor."""
+    src = long_session(60).write(tmp_path)
+    whole = rewrite_session(src, new_id=NEW, settings=SMALL)
+    for target in (0, 2_000):
+        new_id = NEW[:-1] + str(target)[0]
+        deep = rewrite_session(src, target, new_id, settings=SMALL)
+        assert deep.turns["recent"] == whole.turns["recent"]
+        assert deep.turns["ancient"] > whole.turns["ancient"]
+        assert recent_intact(src, deep.path, deep.turns["recent"])
+        assert deep.tokens_after < whole.tokens_after
+    assert deep.target_tokens == 2_000
+
+
 def test_middle_band_cuts_with_recall_keys_that_resolve(tmp_path: Path) -> None:
     t = long_session(size=3000)
     src = t.write(tmp_path)

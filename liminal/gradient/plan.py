@@ -86,6 +86,7 @@ class Plan:
     summary_chars: int  # budget for the summarizer
     consolidate_head: bool  # the old head (a previous preamble) goes into the new one
     notes: tuple[str, ...] = field(default=())
+    target_tokens: int = 0  # what it aimed for (a target of 0 resolved to the floor)
 
 
 def _leaves_cost(lengths: Sequence[int], cut: int) -> int:
@@ -235,6 +236,10 @@ def make_plan(
 ) -> Plan:
     target = settings.target_tokens if target_tokens is None else target_tokens
     cal, measured_context = measure(conversation)
+    if target <= 0:
+        # The floor: the CLI's own prompt, the recent band whole and the preamble at its budget;
+        # everything older is consolidated (the swap's cost policy asks for this).
+        target = cal.overhead_tokens + settings.recent_tokens + settings.summary_tokens
     cut = settings.truncate_chars
     turns = conversation.turns
     costs = turn_costs(turns, cal, cut)
@@ -311,6 +316,7 @@ def make_plan(
         summary_chars=int(reserve * cal.chars_per_token) - PREAMBLE_FRAME_CHARS,
         consolidate_head=consolidate,
         notes=tuple(notes),
+        target_tokens=target,
     )
 
 

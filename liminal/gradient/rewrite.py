@@ -187,7 +187,7 @@ def _prepare(
         written=False,
         tokens_before=plan.tokens_before,
         tokens_after=tokens_after,
-        target_tokens=settings.target_tokens if target_tokens is None else target_tokens,
+        target_tokens=plan.target_tokens,
         turns={b.value: len(plan.bands[b]) for b in Band},
         records_before=len(session.records),
         records_after=len(rendered.lines),

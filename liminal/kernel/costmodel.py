@@ -193,10 +193,12 @@ def replay(calls: Sequence[Call], name: str, policy: CostPolicy | None, *, overh
                 break
             kept += size
             whole += 1
-        after = min(context, max(decision.target, overhead + kept + summary_tokens))
+        after = min(context, max(policy.aim, overhead + kept + summary_tokens))
         if policy.worth_it(decision, after, pace) is not None:
             continue
         context, cached = after, 0
+        if not policy.aim:
+            pace.floor = after  # as the swap manager learns it
         recent = recent[len(recent) - whole:]
         result.swaps += 1
         result.idle_swaps += decision.idle

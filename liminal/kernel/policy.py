@@ -61,6 +61,7 @@ class Pace:
     per_call: float | None = None  # tokens a model call adds (moving average)
     biggest_turn: int = 0  # the most one turn has added
     overhead: int | None = None  # the first context seen on a new thread: the CLI's own prompt
+    floor: int | None = None  # what the last rewrite to the floor left: the floor, measured
 
     def observe(self, grew: int, calls: int) -> None:
         """A turn (or several) added ``grew`` tokens over ``calls`` model calls."""
@@ -112,12 +113,22 @@ class CostPolicy:
         return self.swap.high_tokens is None and self.swap.cache_life_seconds > 0
 
     def floor(self, pace: Pace) -> int:
-        """The smallest context a rewrite leaves: the CLI's prompt, the recent band, the preamble."""
+        """The smallest context a rewrite leaves: the CLI's prompt, the recent band, the preamble;
+        as the last rewrite to it measured it, or estimated before the first."""
+        if pace.floor is not None:
+            return pace.floor
         overhead = pace.overhead if pace.overhead is not None else DEFAULT_OVERHEAD
         return overhead + self.gradient.recent_tokens + self.gradient.summary_tokens
 
     def target(self, pace: Pace) -> int:
+        """What a swap is expected to leave."""
         return self.swap.target_tokens if self.swap.target_tokens is not None else self.floor(pace)
+
+    @property
+    def aim(self) -> int:
+        """What the rewrite is asked for: the target as set, else 0, the floor (the gradient keeps
+        the recent band whole and the preamble at its budget, and cuts everything else)."""
+        return self.swap.target_tokens if self.swap.target_tokens is not None else 0
 
     def trigger(self, pace: Pace) -> int:
         if self.swap.high_tokens is not None:

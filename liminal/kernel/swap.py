@@ -75,7 +75,8 @@ class SessionHarness(Protocol):
     def target_path(self, path: Path, new_id: str) -> Path:
         """Where ``rewrite(path, ..., new_id)`` writes: journaled before the file exists."""
 
-    def rewrite(self, path: Path, target_tokens: int, new_id: str) -> Rewritten: ...
+    def rewrite(self, path: Path, target_tokens: int, new_id: str) -> Rewritten:
+        """A compressed copy as ``new_id``; ``target_tokens`` 0: as deep as the recent band allows."""
 
     def discard(self, rewritten: Rewritten) -> None:
         """Remove a rewritten session that will not be used (it was never loaded)."""
@@ -508,7 +509,7 @@ class SwapManager:
                 with anyio.fail_after(self.settings.hold_timeout_seconds):
                     t_rewrite = time.monotonic()
                     rewritten = await anyio.to_thread.run_sync(
-                        self.harness.rewrite, path, decision.target, new_id
+                        self.harness.rewrite, path, self.policy.aim, new_id
                     )
                     t_rewritten = time.monotonic()
                     unpaid = self.policy.worth_it(decision, rewritten.tokens_after, state.pace)
@@ -573,6 +574,8 @@ class SwapManager:
         state.file_tokens = rewritten.tokens_after  # until the file says otherwise
         state.last_context = rewritten.tokens_after
         state.calls = 0
+        if not self.policy.aim:  # the rewrite went to the floor: now the floor is known
+            state.pace.floor = rewritten.tokens_after
         self._notice(proxy, thread_id, rewritten)
         logger.info("swap committed", thread=thread_id, old=old_backing, new=new_id,
                     tokens_before=rewritten.tokens_before, tokens_after=rewritten.tokens_after,

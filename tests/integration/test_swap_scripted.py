@@ -389,7 +389,7 @@ async def test_a_thread_idle_past_the_cache_life_swaps_before_its_next_prompt(tm
     manager = SwapManager(SwapSettings(cache_life_seconds=0.3, hold_timeout_seconds=10), journal, harness)
     async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
         thread = await start(client)
-        for used in range(20_000, 80_000, 6_000):  # 6k a turn: the trigger is near 105k
+        for used in range(20_000, 98_000, 6_000):  # 6k a turn: the trigger is near 125k
             await client.prompt(thread, f"used:{used} chunks:1")
         assert manager.completed == 0 and proxy.router.backing_of(thread) == thread
         with anyio.fail_after(20):
@@ -401,7 +401,7 @@ async def test_a_thread_idle_past_the_cache_life_swaps_before_its_next_prompt(tm
     [record] = journal.records()
     assert record.outcome == "committed" and "idle past the cache's life" in record.reason
     assert record.cost is not None and record.cost["idle"] is True
-    assert record.cost["context"] == 74_000 and record.cost["target"] == 36_000
+    assert record.cost["context"] == 92_000 and record.cost["target"] == 36_000
     assert record.cost["rebuild"] < 0  # cheaper than the rebuild the idle thread faced anyway
     methods = [(m.get("method"), (m.get("params") or {}).get("sessionId")) for m in agent_received(tmp_path)]
     assert methods[-1] == ("session/prompt", new_backing)

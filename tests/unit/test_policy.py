@@ -15,7 +15,7 @@ from liminal.config import GradientSettings, SwapSettings
 from liminal.kernel.costmodel import Call, Request, growth, measure, replay
 from liminal.kernel.policy import PRICES, CostPolicy, Pace
 
-GRADIENT = GradientSettings()  # recent band 10k, preamble 4k
+GRADIENT = GradientSettings()  # recent band 20k, preamble 4k
 CEILING = 167_000
 
 
@@ -28,7 +28,12 @@ def pace(per_call: float = 1_500, overhead: int = 20_000, biggest: int = 6_000) 
 
 
 def test_the_target_is_the_floor_the_recent_band_whole() -> None:
-    assert policy().target(pace()) == 20_000 + 10_000 + 4_000
+    p, thread = policy(), pace()
+    assert p.aim == 0  # the rewrite is asked for the floor: recent band whole, preamble, no more
+    assert p.target(thread) == 20_000 + GRADIENT.recent_tokens + GRADIENT.summary_tokens  # estimated
+    thread.floor = 31_000  # what the last rewrite to the floor left
+    assert p.target(thread) == 31_000
+    assert policy(target_tokens=50_000).aim == 50_000
 
 
 def test_a_swap_at_the_trigger_repays_its_cache_rebuild_before_the_next() -> None:
