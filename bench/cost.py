@@ -80,13 +80,14 @@ def policies(recent: int = GradientSettings().recent_tokens) -> list[tuple[str, 
          CostPolicy(SwapSettings(), gradient, AUTO_COMPACT_AT))]
 
 
-def results(calls: Sequence[Call], recent: int = GradientSettings().recent_tokens) -> list[Result]:
+def results(calls: Sequence[Call], recent: int = GradientSettings().recent_tokens,
+            overhead: int = SYSTEM_TOKENS) -> list[Result]:
     summary = GradientSettings().summary_tokens
-    found = [replay(calls, "no management", None, overhead=SYSTEM_TOKENS),
-             replay(calls, "Claude Code auto-compact at 167k", None, overhead=SYSTEM_TOKENS,
+    found = [replay(calls, "no management", None, overhead=overhead),
+             replay(calls, "Claude Code auto-compact at 167k", None, overhead=overhead,
                     auto_compact_at=AUTO_COMPACT_AT)]
     for name, policy in policies(recent):
-        found.append(replay(calls, name, policy, overhead=SYSTEM_TOKENS,
+        found.append(replay(calls, name, policy, overhead=overhead,
                             recent_tokens=policy.gradient.recent_tokens, summary_tokens=summary))
     return found
 
@@ -110,10 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sweep", action="store_true", help="the recent band against cost")
     args = parser.parse_args(argv)
     made: Result | None = None
+    overhead = SYSTEM_TOKENS
     if args.requests:
         logged = requests_log(args.requests)
         made = measure(logged)
         calls = growth(logged)
+        overhead = logged[0].parts[0][1]  # the CLI's own prompt, as the log shows it
     elif args.calls:
         calls = recorded(args.calls)
     else:
@@ -122,12 +125,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.sweep:
         print("| recent band | swaps (idle) | mean context | cost | of auto-compact |\n|---:|---:|---:|---:|---:|")
         for recent in (10_000, 20_000, 30_000, 40_000):
-            found = results(calls, recent)
+            found = results(calls, recent, overhead)
             base, mine = found[1], found[-1]
             print(f"| {recent // 1000}k | {mine.swaps} ({mine.idle_swaps}) | {mine.mean_context / 1000:.0f}k | "
                   f"{mine.cost / 1e6:.2f}M | {mine.cost / base.cost:.2f} |")
         return 0
-    found = results(calls)
+    found = results(calls, overhead=overhead)
     if made is not None:
         found.insert(0, replace(made, name="as made (measured)"))
     print(table(found, next(r for r in found if r.name.startswith("Claude")).cost))
