@@ -5,6 +5,7 @@
     python bench/cost.py --idle 0.15              # ... where 15% of turns follow a long pause
     python bench/cost.py --calls calls.jsonl      # recorded: {"input": N, "output": N, "t": s}
     python bench/cost.py --requests server.jsonl  # a model server's log: {"t", "body", "output"}
+    python bench/cost.py --store THREAD           # a thread liminal recorded (its CLI's usage)
     python bench/cost.py --sweep                  # the recent band's size against cost
 
 Cost is in input-token equivalents (``liminal.kernel.policy.Prices``: cache read 0.10, cache
@@ -28,7 +29,7 @@ from pathlib import Path
 
 from liminal.config import GradientSettings, SwapSettings
 from liminal.kernel.costmodel import Call, Request, Result, growth, measure, replay
-from liminal.kernel.policy import CostPolicy
+from liminal.kernel.policy import PRICES, CostPolicy
 
 SYSTEM_TOKENS = 15_000  # the CLI's system prompt and tool definitions
 AUTO_COMPACT_AT = 167_000  # Claude Code's own compaction, near 83% of a 200k window
@@ -63,6 +64,47 @@ def recorded(path: Path) -> list[Call]:
                           bool(row.get("turn_end", True))))
         previous = size
     return calls
+
+
+def from_store(thread: str) -> tuple[list[Call], Result] | None:
+    """A recorded thread's model calls, from the CLI's own usage in the session records the
+    store indexed (every backing session the thread has had), and what they cost as billed."""
+    import anyio
+
+    from liminal import config
+    from liminal.harness.claude.sessionfile import ModelCall, model_calls
+    from liminal.store.base import open_store
+
+    settings = config.load()
+
+    backings: list[str] = []
+
+    async def read() -> tuple[list[ModelCall], list[float]]:
+        async with open_store(settings, create=False) as store:
+            messages = await store.messages(thread)
+            backings[:] = [thread] + [str(m.data.get("new_backing_id")) for m in messages
+                                      if m.kind == "swap" and m.status == "committed"]
+            records = [r for b in backings for r in await store.session_records(b)]
+            return model_calls(records), sorted(m.time for m in messages if m.kind == "turn_end")
+
+    rows, ends = anyio.run(read)
+    if not rows:
+        return None
+    billed = Result("as billed (the CLI's usage)", swaps=len(backings) - 1)
+    calls: list[Call] = []
+    previous = SYSTEM_TOKENS
+    for n, row in enumerate(rows):
+        later = rows[n + 1].t if n + 1 < len(rows) else float("inf")
+        # A swap or compaction in between makes the size drop: that call's growth is unknown (0).
+        calls.append(Call(max(0, row.input - previous), row.output, row.t,
+                          any(row.t <= e < later for e in ends)))
+        previous = row.input
+        billed.cost += (PRICES.read * row.cache_read + PRICES.write * row.cache_write
+                        + row.uncached + PRICES.output * row.output)
+        billed.context_sum += row.input
+        billed.calls += 1
+        billed.peak = max(billed.peak, row.input)
+    return calls, billed
 
 
 def requests_log(path: Path) -> list[Request]:
@@ -105,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     parser.add_argument("--calls", type=Path, help="a JSONL log of model calls (default: synthetic)")
     parser.add_argument("--requests", type=Path, help="a JSONL log of model requests")
+    parser.add_argument("--store", metavar="THREAD", help="a thread from liminal's store")
     parser.add_argument("--turns", type=int, default=130)
     parser.add_argument("--seed", type=int, default=12)
     parser.add_argument("--idle", type=float, default=0.0, help="share of turns after a long pause")
@@ -117,6 +160,12 @@ def main(argv: list[str] | None = None) -> int:
         made = measure(logged)
         calls = growth(logged)
         overhead = logged[0].parts[0][1]  # the CLI's own prompt, as the log shows it
+    elif args.store:
+        found_store = from_store(args.store)
+        if found_store is None:
+            print(f"no model calls recorded for {args.store}", file=sys.stderr)
+            return 1
+        calls, made = found_store
     elif args.calls:
         calls = recorded(args.calls)
     else:
@@ -132,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     found = results(calls, overhead=overhead)
     if made is not None:
-        found.insert(0, replace(made, name="as made (measured)"))
+        found.insert(0, made if args.store else replace(made, name="as made (measured)"))
     print(table(found, next(r for r in found if r.name.startswith("Claude")).cost))
     return 0
 

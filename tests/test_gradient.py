@@ -51,6 +51,14 @@ def test_bands_are_assigned_youngest_first_by_budget() -> None:
     # The youngest turn stays whole even when it alone is over every budget.
     assert assign_bands([(10_000, 1, 1)], budget=100, recent=10, middle=10, reserve=0) == [
         Band.RECENT]
+    # The configured recent band (keep) is whole whatever the budget; a widened one is not.
+    costs = [(100, 10, 1)] * 10
+    assert assign_bands(costs, budget=150, recent=300, middle=0, reserve=0, keep=300).count(
+        Band.RECENT) == 3
+    assert assign_bands(costs, budget=150, recent=900, middle=0, reserve=0, keep=300).count(
+        Band.RECENT) == 3
+    assert assign_bands(costs, budget=650, recent=900, middle=0, reserve=0, keep=300).count(
+        Band.RECENT) == 6
 
 
 def test_rewrite_reaches_the_target_and_keeps_every_invariant(tmp_path: Path) -> None:

@@ -125,14 +125,17 @@ def assign_bands(
     recent: int,
     middle: int,
     reserve: int,
+    keep: int = 0,
 ) -> list[Band]:
-    """Bands for turns given (full, truncated, prose) token costs, oldest first."""
+    """Bands for turns given (full, truncated, prose) token costs, oldest first. The recent band
+    gets ``keep`` tokens whatever the budget, and up to ``recent`` within it."""
     bands = [Band.ANCIENT] * len(costs)
     used = 0
     i = len(costs) - 1
-    # The recent band is whole whatever the target: a target below it cuts everything older,
-    # never the turns the model is working on (the swap's cost policy aims at that floor).
-    limit = recent
+    # The configured recent band is whole whatever the target: a target below it cuts everything
+    # older, never the turns the model is working on (the swap's cost policy aims at that
+    # floor). Widened beyond it (``_fit``), it stays within the budget.
+    limit = max(keep, min(recent, budget - reserve))
     while i >= 0 and (i == len(costs) - 1 or used + costs[i][0] <= limit):
         bands[i] = Band.RECENT
         used += costs[i][0]
@@ -203,6 +206,7 @@ def _fit(
             recent=int(settings.recent_tokens * scale),
             middle=int(settings.middle_tokens * scale),
             reserve=reserve,
+            keep=settings.recent_tokens,
         )
 
     bands = at(1.0)

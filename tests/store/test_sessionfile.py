@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from liminal.harness.claude.paths import encode_cwd, find
 from liminal.harness.claude.sessionfile import (
     SessionFileIndexer,
+    model_calls,
     parse_line,
     read_complete_lines,
 )
@@ -62,6 +63,24 @@ def test_parse_line_keeps_usage_tool_ids_and_full_outputs() -> None:
     assert r.tool_ids == ("toolu_01",) and "return 1.21  # full output" in r.text
     junk = parse_line(b"{torn", SID, None, 7)
     assert (junk.type, junk.raw, junk.id) == (None, b"{torn", f"{SID}@000000000007")
+
+
+def test_model_calls_are_one_per_response_with_its_usage() -> None:
+    """``bench/cost.py --store`` prices a recorded thread from these."""
+    usage = {"input_tokens": 10, "cache_read_input_tokens": 12000, "cache_creation_input_tokens": 300,
+             "output_tokens": 5}
+    lines = []
+    for n, stamp in enumerate(["2026-11-22T04:00:01.000Z", "2026-11-22T04:00:01.500Z",
+                               "2026-11-22T04:00:09.000Z", "not a time"]):
+        record = dict(RECORDS[1], uuid=f"a{n}", timestamp=stamp)
+        # Two lines (two content blocks) of one response, then a second response.
+        record["message"] = dict(record["message"], usage=usage if n < 2 else dict(usage, output_tokens=7))
+        lines.append(parse_line(line(record)[:-1], SID, "t", n * 100))
+    lines.append(parse_line(line(RECORDS[2])[:-1], SID, "t", 999))
+    calls = model_calls(lines)
+    assert [(c.input, c.cache_read, c.cache_write, c.uncached, c.output) for c in calls] == [
+        (12310, 12000, 300, 10, 5), (12310, 12000, 300, 10, 7)]
+    assert calls[1].t - calls[0].t == 8.0
 
 
 def test_only_complete_lines_are_read(tmp_path: Path) -> None:

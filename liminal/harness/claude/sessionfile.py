@@ -13,7 +13,9 @@ keeps it, ``SwapJournal.own_bytes``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -176,3 +178,39 @@ class SessionFileIndexer:
         except Exception as exc:
             logger.warning("session file indexing failed; will retry on next change",
                            path=str(self.path), error=str(exc))
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCall:
+    t: float  # seconds since the epoch
+    uncached: int
+    cache_read: int
+    cache_write: int
+    output: int
+
+    @property
+    def input(self) -> int:
+        """The whole prompt."""
+        return self.uncached + self.cache_read + self.cache_write
+
+
+def model_calls(records: Sequence[SessionRecord]) -> list[ModelCall]:
+    """The model calls a session's records show, oldest first. Claude Code writes one line per
+    content block of a response, each with the response's usage: a run of lines with the same
+    usage is one call."""
+    calls: list[ModelCall] = []
+    previous: dict[str, Any] | None = None
+    for record in sorted(records, key=lambda r: (r.time or "", r.offset)):
+        usage = record.usage
+        if record.type != "assistant" or not isinstance(usage, dict) or usage == previous:
+            continue
+        previous = usage
+        try:
+            t = datetime.fromisoformat((record.time or "").replace("Z", "+00:00")).timestamp()
+            calls.append(ModelCall(t, int(usage.get("input_tokens") or 0),
+                                   int(usage.get("cache_read_input_tokens") or 0),
+                                   int(usage.get("cache_creation_input_tokens") or 0),
+                                   int(usage.get("output_tokens") or 0)))
+        except (TypeError, ValueError):
+            continue
+    return calls
