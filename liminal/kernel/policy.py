@@ -89,6 +89,7 @@ class Decision:
     calls_to_next: float  # calls until the next swap, at this pace
     idle: bool = False
     forced: bool = False  # the ceiling, not the economics, says swap
+    every: bool = False  # swap.every_turns says swap
 
     def as_dict(self) -> dict[str, Any]:
         return {k: (round(v, 1) if isinstance(v, float) else v) for k, v in asdict(self).items()
@@ -155,9 +156,9 @@ class CostPolicy:
         target, trigger = self.target(pace), self.trigger(pace)
         rebuild, saves, payback, to_next = self.cost(context, target, trigger, pace, idle=idle)
 
-        def decision(swap: bool, why: str, forced: bool = False) -> Decision:
+        def decision(swap: bool, why: str, forced: bool = False, every: bool = False) -> Decision:
             return Decision(swap, why, context, target, trigger, rebuild, saves, payback, to_next,
-                            idle, forced)
+                            idle, forced, every)
 
         if not self.swap.enabled:
             return decision(False, "swaps are off")
@@ -179,21 +180,22 @@ class CostPolicy:
                                f": the rebuild ({rebuild:.0f}) pays back in {payback:.0f} calls "
                                f"of the {to_next:.0f} before the next swap"), forced)
         if self.swap.every_turns and turns_since_swap >= self.swap.every_turns:
-            return decision(True, f"{turns_since_swap} turns since the last swap")
+            return decision(True, f"{turns_since_swap} turns since the last swap", every=True)
         return decision(False, f"context {context} tokens < {trigger}")
 
     def worth_it(self, decision: Decision, tokens_after: int, pace: Pace) -> str | None:
         """None if the rewrite as made still pays; else why it is skipped."""
-        if tokens_after >= decision.context:
-            return f"the rewrite leaves {tokens_after} tokens, no fewer than {decision.context}"
-        if decision.idle:
-            return None  # the cache is gone either way: any cut is a saving
+        if decision.idle:  # the cache is gone either way: any cut is a saving
+            return None if tokens_after < decision.context else \
+                f"the rewrite leaves {tokens_after} tokens, no fewer than {decision.context}"
         if tokens_after >= decision.trigger:
             # The recent band alone is past the trigger: swapping would buy one turn at the
             # price of a full prompt-cache rebuild, then trigger again.
             return f"the rewrite leaves {tokens_after} tokens, not below {decision.trigger}"
-        if self.fixed or decision.forced:
-            return None
+        if self.fixed or decision.forced or decision.every:
+            return None  # asked for as set, or the ceiling leaves no choice
+        if tokens_after >= decision.context:
+            return f"the rewrite leaves {tokens_after} tokens, no fewer than {decision.context}"
         _, _, payback, to_next = self.cost(decision.context, tokens_after, decision.trigger, pace,
                                            idle=False)
         if payback > to_next:

@@ -244,7 +244,7 @@ async def test_after_a_restart_the_thread_resumes_on_its_last_committed_session(
     assert committed.reason == "context 130000 tokens >= 100000"  # why it started (high_tokens)
     (tmp_path / "agent_in.bin").unlink()
     manager = SwapManager(settings(), journal, FakeHarness(tmp_path))
-    replays = ReplayManager(shared(store))
+    replays = ReplayManager(shared(store), timeout=60)  # generous: a loaded CI machine is slow
     indexer = Indexer(store, tmp_path / "spool")
     async with proxy_in_process(scripted_agent_argv(), tmp_path, [indexer, manager, replays]) as (proxy, client):
         await client.request("initialize", {"protocolVersion": 1})
