@@ -20,13 +20,13 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import anyio
 
 from liminal import log
-from liminal.acp.router import Router
+from liminal.acp.router import LocalRequest, Router
 from liminal.config import ProxySettings
 from liminal.supervise import Supervisor
 from liminal.transport.legs import AgentLeg, ClientLeg
@@ -97,6 +97,15 @@ class Proxy:
             tapping=self.supervisor.tapping,
             replay_from_store=bool(self._replayers),
         )
+        # Components that answer some client requests themselves, or amend them on the way
+        # (``liminal.kernel.commands``): their hooks see those requests before anything else.
+        self._local_handlers: list[Callable[[LocalRequest], None]] = []
+        for component in self.components:
+            for methods, hook in getattr(component, "request_hooks", lambda: [])():
+                self.router.add_request_hook(methods, hook)
+            handler = getattr(component, "local_requested", None)
+            if handler is not None:
+                self._local_handlers.append(handler)
         self.client = client or ClientLeg()
         self.agent = AgentLeg(agent_argv, env=agent_env, cwd=agent_cwd)
         self._own_waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
@@ -145,6 +154,13 @@ class Proxy:
                 waiter.set_result(message)
         for problem in out.problems:
             logger.warning(problem)
+        for local in out.local:
+            try:
+                self._local_handlers[0](local)
+            except Exception:  # every request gets an answer, whatever failed
+                logger.exception("local request not taken", method=local.method)
+                self.router.answer_local(local.key, error=(-32603, "liminal could not handle this request"))
+                self._flush()
         for request in out.replays:
             try:
                 self._replayers[0](request)

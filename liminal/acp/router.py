@@ -45,6 +45,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +75,8 @@ class Output:
     problems: list[str] = field(default_factory=list)
     # Loads of moved threads the agent has answered, waiting for ``Router.finish_replay``.
     replays: list[ReplayRequest] = field(default_factory=list)
+    # Client requests a hook kept for liminal to answer (``Router.answer_local``).
+    local: list[LocalRequest] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +109,29 @@ class _Replay:
     message: dict[str, Any] | None = None
     rpc_id: Any = None
 
+
+
+@dataclass(frozen=True, slots=True)
+class LocalRequest:
+    """A client request a component answers itself (``Router.answer_local``); the agent never
+    sees it."""
+
+    key: Any  # ``jsonrpc.id_key`` of its id: what ``answer_local`` takes
+    method: str
+    thread_id: str | None
+    message: dict[str, Any]
+
+
+class Local:
+    """A request hook's verdict: liminal answers this request (see ``LocalRequest``)."""
+
+
+LOCAL = Local()
+
+# A request hook sees each client request whose method it registered for, before the router
+# acts on it: it returns None (forward as sent), ``LOCAL``, or a new message to forward instead
+# (``mcpServers`` amended, say). Hooks are called inside the flush that read the request.
+RequestHook = Callable[[str, dict[str, Any], "str | None"], "Local | dict[str, Any] | None"]
 
 
 @dataclass(slots=True)
@@ -156,6 +182,8 @@ class Router:
         self._parked: dict[int, _Replay] = {}  # answered, waiting for ``finish_replay``
         self._replay_tokens = itertools.count(1)
         self.agent_alive = True
+        self._hooks: dict[str, list[RequestHook]] = {}  # method -> hooks, in the order added
+        self._local_pending: dict[Any, _Pending] = {}  # requests kept for ``answer_local``
 
     # ----------------------------------------------------------------- feeding
 
@@ -208,6 +236,42 @@ class Router:
         thread's current backing id is unchanged."""
         if backing_id != thread_id:
             self._thread_of.setdefault(backing_id, thread_id)
+
+    # ------------------------------------------------------ hooks and local answers
+
+    def add_request_hook(self, methods: tuple[str, ...], hook: RequestHook) -> None:
+        """Let ``hook`` see every client request of these methods (see ``RequestHook``)."""
+        for method in methods:
+            self._hooks.setdefault(method, []).append(hook)
+
+    def answer_local(self, key: Any, result: Any = None, *, error: tuple[int, str] | None = None,
+                     now: float | None = None) -> bool:
+        """Answer a request a hook kept (``Output.local``), once; False if it was answered."""
+        pending = self._local_pending.pop(key, None)
+        if pending is None:
+            return False
+        when = self._now if now is None else now
+        id_json = pending.id_json if pending.id_json is not None else jsonrpc.encode_id(key)
+        if error is not None:
+            line = jsonrpc.error_frame(id_json, error[0], error[1])
+            self._out.to_client.append(line)
+            self._tap(Direction.LIMINAL_TO_CLIENT, Kind.RESPONSE, when, line, None, pending.thread_id,
+                      self.backing_of(pending.thread_id) if pending.thread_id else None,
+                      pending.method, None)
+        else:
+            self._result_to_client(id_json, orjson.dumps(result if result is not None else {}), when,
+                                   pending.method, pending.thread_id)
+        return True
+
+    def local_pending(self) -> list[Any]:
+        return list(self._local_pending)
+
+    def _hooked(self, method: str, message: dict[str, Any], thread: str | None) -> Local | dict[str, Any] | None:
+        for hook in self._hooks.get(method, ()):
+            verdict = hook(method, message, thread)
+            if verdict is not None:
+                return verdict
+        return None
 
     # --------------------------------------------------------- own requests
 
@@ -415,9 +479,19 @@ class Router:
                 # other (a float that may be a rounded big integer, an object or array id that
                 # JSON-RPC does not allow but a client sent) keeps its bytes for the answer.
                 exact = isinstance(rpc_id, (str, int))
-                self._client_pending[key] = _Pending(
-                    method or "", thread, None if exact else jsonrpc.encode_id(rpc_id, line)
-                )
+                pending = _Pending(method or "", thread, None if exact else jsonrpc.encode_id(rpc_id, line))
+                verdict = self._hooked(method, message, thread) if method in self._hooks else None
+                if verdict is LOCAL:
+                    self._local_pending[key] = pending
+                    self._out.local.append(LocalRequest(key, method or "", thread, message))
+                    self._tap(Direction.CLIENT_TO_AGENT, kind, now, line, message, thread, backing,
+                              method, rpc_id)
+                    return
+                if isinstance(verdict, dict):
+                    message = verdict
+                    line = orjson.dumps(verdict)
+                    out_line = line if thread is None or backing == thread else _rewrite(line, thread, backing or thread)
+                self._client_pending[key] = pending
             # While a thread is held, what the client sends about it, and what it sends about
             # no session at all, waits in the thread's queue: the agent sees the client's order
             # (a set_mode sent after a prompt still arrives after it). Other threads pass.

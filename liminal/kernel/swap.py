@@ -309,11 +309,13 @@ class SwapManager:
                          agent_request=router.agent_request_open(thread_id))
             return
         decision: Decision | None = None
-        if state.context_tokens is not None:
-            decision = self.policy.decide(state.context_tokens, state.pace,
-                                          turns_since_swap=state.turns_since_swap)
-            logger.debug("turn ended", thread=thread_id, tokens=state.context_tokens,
-                         decided=decision.swap, why=decision.why)
+        every_due = bool(self.settings.every_turns) and state.turns_since_swap >= self.settings.every_turns
+        if state.context_tokens is not None or every_due:
+            # Without usage, a swap that swap.every_turns asks for is decided all the same.
+            known = state.context_tokens if state.context_tokens is not None else state.file_tokens or 0
+            decision = self.policy.decide(known, state.pace, turns_since_swap=state.turns_since_swap)
+            logger.debug("turn ended", thread=thread_id, tokens=known, decided=decision.swap,
+                         why=decision.why)
             if not decision.swap:
                 return
         # Without usage from the agent the session file decides, once the turn is on disk (about
@@ -491,15 +493,58 @@ class SwapManager:
             if not decision.swap:
                 return None
         reason = decision.why
+        t_rewrite = time.monotonic()
+
+        def rewrite(new_id: str) -> Rewritten:
+            return self.harness.rewrite(path, self.policy.aim, new_id)
+
+        def check(rewritten: Rewritten) -> str | None:
+            unpaid = self.policy.worth_it(decision, rewritten.tokens_after, state.pace)
+            if unpaid is not None:
+                logger.info("swap skipped", thread=thread_id, why=unpaid)
+            return unpaid
+
+        moved = await self._relocate(proxy, state, old_backing=old_backing, path=path, reason=reason,
+                                     started=started, t0=t0, tokens=tokens, write=rewrite,
+                                     check=check, decision=decision)
+        if moved is None:
+            return False
+        rewritten, moved_by, t_rewritten, t_moved = moved
+        # Where the hold went (bench/swap.py reads these): waiting for the file, reading the
+        # context size when the agent sent none, the gradient rewrite, the resume or load.
+        timing = {"settle_s": round(t_settled - t0, 4), "decide_s": round(t_rewrite - t_settled, 4),
+                  "rewrite_s": round(t_rewritten - t_rewrite, 4),
+                  "move_s": round(t_moved - t_rewritten, 4), "moved_by": moved_by}
+        if not self.policy.aim:  # the rewrite went to the floor: now the floor is known
+            state.pace.floor = rewritten.tokens_after
+        self._notice(proxy, thread_id, rewritten)
+        logger.info("swap committed", thread=thread_id, old=old_backing, new=rewritten.new_id,
+                    tokens_before=rewritten.tokens_before, tokens_after=rewritten.tokens_after,
+                    seconds=round(time.monotonic() - t0, 3), why=reason, **timing)
+        return True
+
+    async def _relocate(
+        self, proxy: Proxy, state: ThreadState, *, old_backing: str, path: Path, reason: str,
+        started: float, t0: float, tokens: int | None, write: Callable[[str], Rewritten],
+        check: Callable[[Rewritten], str | None] | None = None, decision: Decision | None = None,
+    ) -> tuple[Rewritten, str, float, float] | None:
+        """Write the thread's next session with ``write(new_id)`` (in a worker thread) and move
+        the held thread onto it: the step a swap and every command that rewrites a thread's
+        context share. Journaled from before the file exists to the end; anything but a commit
+        leaves no file and no open session behind (``_undo``). Returns (the rewrite, how it was
+        opened, when written, when moved), or None: the thread stays where it was."""
+        router = proxy.router
+        thread_id = state.thread_id
         new_id = str(uuid.uuid4())
         new_path = self.harness.target_path(path, new_id)
+        cost = decision.as_dict() if decision is not None else None
         # Journaled before the file exists: a liminal killed from here to the end record leaves
         # a ``begin`` alone, and the next start removes what it names (``_recover``).
         self.journal.begin(SwapRecord(
             thread_id=thread_id, old_backing_id=old_backing, new_backing_id=new_id,
             outcome="begin", reason=reason, started_at=started, duration_s=0.0,
             tokens_before=tokens, tokens_after=None, harness=self.harness.name, cwd=state.cwd,
-            new_path=str(new_path), cost=decision.as_dict()))
+            new_path=str(new_path), cost=cost))
         rewritten: Rewritten | None = None
         opened = False  # the agent has (or may have) the new session open
         ended = False  # an end record (committed, failed, abandoned, skipped) is journaled
@@ -507,18 +552,14 @@ class SwapManager:
         try:
             try:
                 with anyio.fail_after(self.settings.hold_timeout_seconds):
-                    t_rewrite = time.monotonic()
-                    rewritten = await anyio.to_thread.run_sync(
-                        self.harness.rewrite, path, self.policy.aim, new_id
-                    )
+                    rewritten = await anyio.to_thread.run_sync(write, new_id)
                     t_rewritten = time.monotonic()
-                    unpaid = self.policy.worth_it(decision, rewritten.tokens_after, state.pace)
+                    unpaid = check(rewritten) if check is not None else None
                     if unpaid is not None:
                         ended = True
                         self._journal(state, old_backing, new_id, "skipped", unpaid, started, t0,
                                       rewritten.tokens_before, rewritten.tokens_after, decision)
-                        logger.info("swap skipped", thread=thread_id, why=unpaid)
-                        return False
+                        return None
                     await anyio.to_thread.run_sync(self.journal.note_rewrite, new_id, rewritten.size)
                     opened = True
                     moved_by = await self._move(proxy, state, old_backing, new_id)
@@ -528,14 +569,14 @@ class SwapManager:
                 self._journal(state, old_backing, new_id, "abandoned",
                               f"overran {self.settings.hold_timeout_seconds}s", started, t0, tokens,
                               rewritten.tokens_after if rewritten else None)
-                return False
+                return None
             except Exception as exc:
-                logger.warning("swap failed; the thread stays on its session", thread=thread_id,
-                               error=str(exc))
+                logger.warning("move failed; the thread stays on its session", thread=thread_id,
+                               error=str(exc), reason=reason)
                 ended = True
                 self._journal(state, old_backing, new_id, "failed", f"{type(exc).__name__}: {exc}",
                               started, t0, tokens, rewritten.tokens_after if rewritten else None)
-                return False
+                return None
             if not router.is_held(thread_id):
                 # The hold overflowed (the client sent more than the router keeps) and let the
                 # thread's frames through to the old session: the new one lacks what they did.
@@ -543,7 +584,7 @@ class SwapManager:
                 self._journal(state, old_backing, new_id, "abandoned",
                               "the hold overflowed; the thread went on on its old session", started,
                               t0, tokens, rewritten.tokens_after)
-                return False
+                return None
             # The journal first: a thread is on its new session only once that is on disk (a
             # journal that cannot be written fails the swap, and the thread stays).
             self._journal(state, old_backing, new_id, "committed", reason, started, t0,
@@ -564,23 +605,12 @@ class SwapManager:
             if not committed:  # whatever went wrong: no new file, no new session left open
                 await self._undo(proxy, new_path, new_id, opened)
         self._left_behind = old_backing
-        # Where the hold went (bench/swap.py reads these): waiting for the file, reading the
-        # context size when the agent sent none, the gradient rewrite, the resume or load.
-        timing = {"settle_s": round(t_settled - t0, 4), "decide_s": round(t_rewrite - t_settled, 4),
-                  "rewrite_s": round(t_rewritten - t_rewrite, 4),
-                  "move_s": round(t_moved - t_rewritten, 4), "moved_by": moved_by}
         state.turns_since_swap = 0
         state.context_tokens = None  # the next usage_update tells the new size
         state.file_tokens = rewritten.tokens_after  # until the file says otherwise
         state.last_context = rewritten.tokens_after
         state.calls = 0
-        if not self.policy.aim:  # the rewrite went to the floor: now the floor is known
-            state.pace.floor = rewritten.tokens_after
-        self._notice(proxy, thread_id, rewritten)
-        logger.info("swap committed", thread=thread_id, old=old_backing, new=new_id,
-                    tokens_before=rewritten.tokens_before, tokens_after=rewritten.tokens_after,
-                    seconds=round(time.monotonic() - t0, 3), why=reason, **timing)
-        return True
+        return rewritten, moved_by, t_rewritten, t_moved
 
     async def _undo(self, proxy: Proxy, new_path: Path, new_id: str, opened: bool) -> None:
         """Leave nothing of a swap that did not commit: its file (so the CLI's picker and the
