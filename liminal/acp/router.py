@@ -630,6 +630,12 @@ class Router:
         if isinstance(rpc_id, str) and rpc_id.startswith(OWN_ID_PREFIX):
             own = self._own_pending.pop(rpc_id, None)
             if own is not None:
+                created = _result_session(message) if own.method in _CREATES_SESSION else None
+                if created is not None and own.thread_id is not None:
+                    # A session liminal opened for a thread (``/clear``): what the agent says of
+                    # it from now on reaches the client under the thread's id, even before the
+                    # component that asked binds the thread to it.
+                    self.adopt(created, own.thread_id)
                 self._out.own_responses.append((rpc_id, message))
                 self._tap(Direction.AGENT_TO_LIMINAL, Kind.RESPONSE, now, line, message, own.thread_id,
                           _result_session(message) or (self.backing_of(own.thread_id) if own.thread_id else None),

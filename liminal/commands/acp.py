@@ -54,15 +54,19 @@ def components(settings: Settings) -> list[Component]:
     # swapped before (with swapping off the manager only binds them, and cleans up after a
     # swap a crash cut short); a thread must never resume on its stale original.
     journal = SwapJournal(settings.journal_path)
-    swaps = SwapManager(settings.swap, journal, ClaudeSessions(settings.gradient),
-                        gradient=settings.gradient)
-    found: list[Component] = [swaps]
-    if settings.store.index:
+    from liminal.kernel.commands import CommandCenter
+    from liminal.store.base import open_store
+
+    harness = ClaudeSessions(settings.gradient)
+    swaps = SwapManager(settings.swap, journal, harness, gradient=settings.gradient)
+    opener = (lambda: open_store(settings, create=False)) if settings.store.index else None
+    # liminal's slash commands (/mark, /clear, /fork, /undo ...): answered by liminal.
+    found: list[Component] = [swaps, CommandCenter(swaps, harness, opener)]
+    if opener is not None:
         # A moved thread's load replays its history from the store, not the compressed one.
         from liminal.kernel.replay import ReplayManager
-        from liminal.store.base import open_store
 
-        found.append(ReplayManager(lambda: open_store(settings, create=False)))
+        found.append(ReplayManager(opener))
     if settings.swap.enabled:
         # After the swap manager: it sees each turn end first (see liminal.kernel.recycle).
         from liminal.kernel.recycle import Recycler

@@ -39,7 +39,8 @@ _CHUNK_KINDS = {
 # Requests whose parameters the deriver needs when their response arrives.
 _REMEMBERED = {"initialize", "session/new", "session/load", "session/resume", "session/fork",
                "session/prompt"}
-_RESPONSE_TO_REQUEST = {"a2c": "c2a", "a2l": "l2a"}
+# liminal answers some client requests itself (its commands): "l2c" answers a "c2a" request.
+_RESPONSE_TO_REQUEST = {"a2c": "c2a", "a2l": "l2a", "l2c": "c2a"}
 TITLE_CHARS = 80
 
 
@@ -151,6 +152,8 @@ class Deriver:
                     self._update(frame, message, out)
                 elif frame.method == "liminal/swap" and frame.direction == "note":
                     self._swap(frame, message, out)
+                elif frame.method == "liminal/mark" and frame.direction == "note":
+                    self._mark(frame, message, out)
             elif frame.kind == "response":
                 self._response(frame, message, out)
         except Exception as exc:
@@ -223,6 +226,22 @@ class Deriver:
                                             fallback_title=first_line[:TITLE_CHARS]))
 
     # -- liminal's own notes ------------------------------------------------------------------
+
+    def _mark(self, frame: FrameRecord, message: dict[str, Any], out: Derived) -> None:
+        """A mark set (``/mark NAME``): one ``mark`` message per thread and name, the latest
+        position winning (its id is the name's)."""
+        params = message.get("params")
+        if not isinstance(params, dict):
+            return
+        thread_id = frame.thread_id or _str(params.get("thread_id"))
+        name = _str(params.get("name"))
+        if not thread_id or not name:
+            return
+        out.messages.append(MessageRecord(
+            id=f"mark:{thread_id}:{name}", thread_id=thread_id, turn_id=None, time=frame.time,
+            order=_order(frame), kind="mark", text=name,
+            data={k: params[k] for k in ("backing_id", "offset") if k in params},
+            backing_id=frame.backing_id or thread_id))
 
     def _swap(self, frame: FrameRecord, message: dict[str, Any], out: Derived) -> None:
         """A swap liminal attempted (its journal record): one ``swap`` message, between turns."""

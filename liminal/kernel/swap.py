@@ -24,6 +24,7 @@ prompts to the old session, which keeps working; the journal records why.
 from __future__ import annotations
 
 import contextlib
+import functools
 import signal
 import time
 import uuid
@@ -179,6 +180,7 @@ class SwapManager:
         self._left_behind = ""  # the backing id the last committed swap moved away from
         self._warned_no_close = False
         self._progress = anyio.Event()
+        self._lock = anyio.Lock()  # one move at a time: a swap, or a command's
         # Called at the end of every turn end the swap task looked at, before it releases the
         # thread: the recycle (``liminal.kernel.recycle``) moves sessions to a fresh agent
         # process there, the thread's next prompt already waiting. Must not raise.
@@ -396,7 +398,8 @@ class SwapManager:
                 state = self.threads[thread_id]
                 committed: bool | None = None
                 try:
-                    committed = await self._maybe_swap(proxy, state, turn_end)
+                    async with self._lock:
+                        committed = await self._maybe_swap(proxy, state, turn_end)
                     if committed is False:
                         state.failures += 1
                         state.skip_turns = min(2 ** state.failures, 32)
@@ -523,6 +526,95 @@ class SwapManager:
                     seconds=round(time.monotonic() - t0, 3), why=reason, **timing)
         return True
 
+    async def move_thread(self, thread_id: str, reason: str,
+                          write: Callable[[Path, str], Rewritten]) -> Rewritten:
+        """Move a thread, between turns, onto a session ``write(current file, new_id)`` makes:
+        the commands' step (``liminal.kernel.commands``). Holds the thread, waits for its last
+        turn to be on disk, then ``_relocate``. Raises ``SwapError`` saying why the thread stayed."""
+        proxy = self._proxy
+        state = self.threads.get(thread_id)
+        if proxy is None or state is None:
+            raise SwapError("liminal has not seen this thread opened in this session")
+        router = proxy.router
+        async with self._lock:
+            if state.swapping or router.is_held(thread_id):
+                raise SwapError("a context swap is under way; try again in a moment")
+            if router.prompt_in_flight(thread_id) or router.agent_request_open(thread_id):
+                raise SwapError("a prompt is running")
+            state.swapping = True
+            router.hold(thread_id)
+            committed = False
+            old_backing = router.backing_of(thread_id)
+            try:
+                path = self.harness.locate(old_backing, state.cwd)
+                if path is None:
+                    raise SwapError("no session file for this thread yet")
+                if not await self._settle(path, state.last_prompt, 2.0):
+                    raise SwapError("the last turn is not on disk yet")
+                moved = await self._relocate(
+                    proxy, state, old_backing=old_backing, path=path, reason=reason,
+                    started=self.clock(), t0=time.monotonic(), tokens=None,
+                    write=lambda new_id: write(path, new_id))
+                if moved is None:
+                    last = self.journal.records(thread_id)
+                    raise SwapError(last[-1].reason if last else "the move failed")
+                committed = True
+                return moved[0]
+            finally:
+                state.swapping = False
+                if router.is_held(thread_id):
+                    router.release(thread_id)
+                    proxy.flush()
+                if committed:
+                    await self._close(proxy, old_backing)
+
+    async def fresh_session(self, thread_id: str, reason: str) -> str:
+        """Move a thread onto a new, empty session of the agent (``/clear``): its history stays
+        with liminal, the model starts from nothing. Returns the new backing id."""
+        proxy = self._proxy
+        state = self.threads.get(thread_id)
+        if proxy is None or state is None:
+            raise SwapError("liminal has not seen this thread opened in this session")
+        router = proxy.router
+        async with self._lock:
+            if state.swapping or router.is_held(thread_id):
+                raise SwapError("a context swap is under way; try again in a moment")
+            if router.prompt_in_flight(thread_id) or router.agent_request_open(thread_id):
+                raise SwapError("a prompt is running")
+            state.swapping = True
+            router.hold(thread_id)
+            old_backing = router.backing_of(thread_id)
+            started, t0 = self.clock(), time.monotonic()
+            new_id = ""
+            try:
+                with anyio.fail_after(self.settings.hold_timeout_seconds):
+                    result = await proxy.request(
+                        "session/new", {"cwd": state.cwd or ".", "mcpServers": state.mcp_servers},
+                        timeout=self.settings.hold_timeout_seconds, thread_id=thread_id)
+                new_id = str((result or {}).get("sessionId") or "")
+                if not new_id:
+                    raise SwapError("the agent opened no session")
+                request = functools.partial(proxy.request, timeout=self.settings.hold_timeout_seconds,
+                                            thread_id=thread_id)
+                if state.mode_id:
+                    await request("session/set_mode", {"sessionId": new_id, "modeId": state.mode_id})
+                self._journal(state, old_backing, new_id, "committed", reason, started, t0, None, None)
+                router.bind(thread_id, new_id)
+            except BaseException:
+                if new_id and router.agent_alive:
+                    with anyio.CancelScope(shield=True), anyio.move_on_after(UNDO_CLOSE_SECONDS):
+                        await self._close(proxy, new_id)
+                raise
+            finally:
+                state.swapping = False
+                router.release(thread_id)
+                proxy.flush()
+            state.turns_since_swap = 0
+            state.context_tokens = state.file_tokens = state.last_context = None
+            state.calls = 0
+            await self._close(proxy, old_backing)
+            return new_id
+
     async def _relocate(
         self, proxy: Proxy, state: ThreadState, *, old_backing: str, path: Path, reason: str,
         started: float, t0: float, tokens: int | None, write: Callable[[str], Rewritten],
@@ -626,6 +718,10 @@ class SwapManager:
             if opened and proxy.router.agent_alive:
                 with anyio.move_on_after(UNDO_CLOSE_SECONDS):
                     await self._close(proxy, new_id)
+
+    async def settle(self, path: Path, prompt: str | None, timeout: float = 2.0) -> bool:
+        """Until the turn whose prompt was ``prompt`` is on disk (for the commands)."""
+        return await self._settle(path, prompt, timeout)
 
     async def _settle(self, path: Path, prompt: str | None, timeout: float) -> bool:
         """Until the CLI has written the finished turn; False if it has not within ``timeout``."""

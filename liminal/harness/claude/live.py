@@ -13,7 +13,7 @@ from liminal import faults
 from liminal.config import GradientSettings
 from liminal.gradient import RewriteError, prepare, rewrite_session
 from liminal.gradient.validate import validate
-from liminal.harness.claude import tail
+from liminal.harness.claude import cuts, tail
 from liminal.harness.claude.paths import find
 from liminal.kernel.swap import Rewritten
 
@@ -47,6 +47,21 @@ class ClaudeSessions:
         result = rewrite_session(path, target_tokens, new_id, settings=self.settings, env=self.env)
         return Rewritten(result.new_session_id, result.path, result.tokens_before, result.tokens_after,
                          result.path.stat().st_size)
+
+    # -- cuts, for the commands (``liminal.kernel.commands``) ---------------------------------
+
+    def position(self, path: Path) -> int:
+        """Where the session stands now (its size: the CLI only appends, between turns)."""
+        return path.stat().st_size
+
+    def turn_starts(self, path: Path) -> list[int]:
+        return cuts.turn_starts(path)
+
+    def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str) -> Rewritten:
+        """A session of the byte ranges ``parts``, beside ``like``, as ``new_id``."""
+        target = self.target_path(like, new_id)
+        tokens, size = cuts.write_cut(parts, target, new_id, self.settings, self.env)
+        return Rewritten(new_id, target, tokens, tokens, size)
 
     def discard(self, rewritten: Rewritten) -> None:
         rewritten.path.unlink(missing_ok=True)

@@ -1,0 +1,423 @@
+"""liminal's own slash commands, answered in the thread and never sent to the CLI or the model.
+
+A component. Its request hook (``Router.add_request_hook``) keeps every ``session/prompt`` whose
+text starts with one of the commands below; the router leaves it for liminal to answer. Each is
+answered with ``agent_message_chunk`` updates and a prompt response (``end_turn``), or with a
+clear message that changes nothing (an unknown mark, a bad name, a command while a prompt runs).
+The agent's ``available_commands_update`` is followed by liminal's own, the agent's commands and
+liminal's together, so the UI offers both.
+
+Moving the model's context (``/clear``, ``/undo``) is the swap's step with other file contents
+(``SwapManager.move_thread``); ``/fork`` writes a session the agent lists and leaves the thread
+where it is. Marks are notes in the store (``liminal/mark``, one ``mark`` message per name: the
+latest wins), so they survive swaps and restarts.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import anyio
+import anyio.to_thread
+
+from liminal import log
+from liminal.acp.events import Direction, FrameEvent, Kind
+from liminal.acp.router import LOCAL, Local, LocalRequest
+from liminal.kernel.swap import Rewritten, SwapError, SwapManager
+from liminal.store.records import Batch, MessageRecord
+
+if TYPE_CHECKING:
+    from liminal.proxy import Proxy
+    from liminal.store.base import Store
+
+logger = log.get("liminal.commands")
+MEMO_THREAD = "liminal-memos"  # the pseudo-thread memos are kept under: they outlive threads
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+# name -> (input hint or None, description): what the UI offers.
+COMMANDS: dict[str, tuple[str | None, str]] = {
+    "mark": ("NAME", "liminal: name this point of the conversation"),
+    "marks": (None, "liminal: list the marks"),
+    "clear": ("[MARK]", "liminal: empty the model's context, or go back to MARK (history is kept)"),
+    "fork": ("[MARK]", "liminal: a new session with this context, or with what followed MARK"),
+    "undo": (None, "liminal: take the last turn out of the model's context"),
+    "context": (None, "liminal: what the model sees now, the marks, the last swap"),
+    "optimise": (None, "liminal: compress the context now (a gradient swap)"),
+    "search": ("TEXT", "liminal: search this thread's history"),
+    "recall": ("KEY", "liminal: the full text behind a truncation marker"),
+    "memo": ("TEXT #tag", "liminal: keep a memo that outlives this thread"),
+    "memos": ("[#tag|TEXT]", "liminal: find memos"),
+}
+
+
+class CutHarness(Protocol):
+    """What the commands need of a CLI's session files beyond the swap's."""
+
+    def locate(self, backing_id: str, cwd: str | None) -> Path | None: ...
+
+    def position(self, path: Path) -> int: ...
+
+    def turn_starts(self, path: Path) -> list[int]: ...
+
+    def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str) -> Rewritten: ...
+
+
+class CommandError(Exception):
+    """Said to the user as the command's answer; nothing changed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    name: str
+    backing_id: str
+    offset: int
+    at: float
+
+
+def parse(text: str) -> tuple[str, str] | None:
+    """``("mark", "A")`` for ``/mark A``; None when the text is not one of liminal's commands."""
+    stripped = text.strip()
+    if not stripped.startswith("/"):
+        return None
+    word, _, rest = stripped[1:].partition(" ")
+    if word not in COMMANDS:
+        return None
+    return word, rest.strip()
+
+
+def prompt_text(message: dict[str, Any]) -> str:
+    params = message.get("params")
+    blocks = params.get("prompt") if isinstance(params, dict) else None
+    if not isinstance(blocks, list):
+        return ""
+    return "\n".join(b["text"] for b in blocks
+                     if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str))
+
+
+StoreOpener = Callable[[], AbstractAsyncContextManager["Store"]]
+
+
+class CommandCenter:
+    def __init__(self, swaps: SwapManager, harness: CutHarness, open_store: StoreOpener | None) -> None:
+        self.swaps = swaps
+        self.harness = harness
+        self._open_store = open_store
+        self._store: Store | None = None
+        self._store_cm: AbstractAsyncContextManager[Store] | None = None
+        self._marks: dict[str, dict[str, Mark]] = {}  # thread -> name -> mark set in this process
+        self._send, self._receive = anyio.create_memory_object_stream[LocalRequest](256)
+        self._proxy: Proxy | None = None
+        self._advertised: dict[str, list[dict[str, Any]]] = {}  # thread -> the agent's commands
+        self.answered = 0  # for tests
+
+    # -------------------------------------------------------------- the router's side
+
+    def request_hooks(self) -> list[tuple[tuple[str, ...], Callable[..., Local | dict[str, Any] | None]]]:
+        return [(("session/prompt",), self._prompt_hook)]
+
+    def _prompt_hook(self, method: str, message: dict[str, Any], thread: str | None) -> Local | None:
+        return LOCAL if thread is not None and parse(prompt_text(message)) is not None else None
+
+    def local_requested(self, request: LocalRequest) -> None:
+        self._send.send_nowait(request)
+
+    def offer(self, event: FrameEvent) -> None:
+        if event.kind is not Kind.NOTIFICATION or event.direction is not Direction.AGENT_TO_CLIENT:
+            if event.kind is Kind.RESPONSE and event.direction is Direction.AGENT_TO_CLIENT \
+                    and event.method in ("session/new", "session/load", "session/resume") and event.thread_id:
+                self._advertise(event.thread_id)
+            return
+        if b'"available_commands_update"' not in event.raw or event.thread_id is None:
+            return
+        message = event.message or {}
+        update = (message.get("params") or {}).get("update") or {}
+        commands = update.get("availableCommands")
+        if update.get("sessionUpdate") == "available_commands_update" and isinstance(commands, list):
+            self._advertised[event.thread_id] = [c for c in commands if isinstance(c, dict)
+                                                 and c.get("name") not in COMMANDS]
+            self._advertise(event.thread_id)
+
+    def _advertise(self, thread: str) -> None:
+        """The agent's commands and liminal's, as one list (the UI keeps the last it got)."""
+        if self._proxy is None:
+            return
+        ours = [{"name": name, "description": text, **({"input": {"hint": hint}} if hint else {})}
+                for name, (hint, text) in COMMANDS.items()]
+        self._proxy.router.notify_client("session/update", {"sessionId": thread, "update": {
+            "sessionUpdate": "available_commands_update",
+            "availableCommands": self._advertised.get(thread, []) + ours}}, time.time())
+
+    # ------------------------------------------------------------------ running
+
+    async def run(self, proxy: Proxy) -> None:
+        self._proxy = proxy
+        async for request in self._receive:
+            await self._answer(proxy, request)
+
+    async def aclose(self) -> None:
+        if self._store_cm is not None:
+            with anyio.CancelScope(shield=True):
+                await self._store_cm.__aexit__(None, None, None)
+
+    async def _answer(self, proxy: Proxy, request: LocalRequest) -> None:
+        thread = request.thread_id or ""
+        parsed = parse(prompt_text(request.message)) or ("", "")
+        try:
+            handler = getattr(self, f"_cmd_{parsed[0]}")
+            text = await handler(thread, parsed[1])
+        except (CommandError, SwapError) as exc:
+            text = f"{exc} (nothing changed)"
+        except Exception as exc:  # a bug or a store down: said, and the prompt answered
+            logger.exception("command failed", command=parsed[0], thread=thread)
+            text = f"/{parsed[0]} failed: {type(exc).__name__}: {exc} (nothing changed)"
+        proxy.router.notify_client("session/update", {"sessionId": thread, "update": {
+            "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}},
+            time.time())
+        proxy.router.answer_local(request.key, {"stopReason": "end_turn"})
+        proxy.flush()
+        self.answered += 1
+
+    # ------------------------------------------------------------------ helpers
+
+    async def store(self) -> Store:
+        if self._open_store is None:
+            raise CommandError("the store is off (store.index = false)")
+        if self._store is None:
+            self._store_cm = self._open_store()
+            self._store = await self._store_cm.__aenter__()
+        return self._store
+
+    async def marks(self, thread: str) -> dict[str, Mark]:
+        """The thread's marks: the store's, and those set since (the index runs a little behind)."""
+        found: dict[str, Mark] = {}
+        try:
+            for m in await (await self.store()).messages(thread):
+                data = m.data
+                if m.kind == "mark" and isinstance(data.get("backing_id"), str) \
+                        and isinstance(data.get("offset"), int):
+                    found[m.text] = Mark(m.text, data["backing_id"], data["offset"], m.time)
+        except CommandError:
+            pass
+        found.update(self._marks.get(thread, {}))
+        return found
+
+    def _state_path(self, thread: str) -> tuple[str, Path]:
+        assert self._proxy is not None
+        state = self.swaps.threads.get(thread)
+        backing = self._proxy.router.backing_of(thread)
+        path = self.harness.locate(backing, state.cwd if state else None)
+        if path is None:
+            raise CommandError("this thread has no session file yet: send a first prompt")
+        return backing, path
+
+    def _cwd(self, thread: str) -> str | None:
+        state = self.swaps.threads.get(thread)
+        return state.cwd if state else None
+
+    async def _mark(self, thread: str, name: str) -> Mark:
+        if not NAME.match(name):
+            raise CommandError(f"{name!r} is not a mark name: letters, digits, '.', '_' or '-', "
+                               "no spaces, at most 64")
+        assert self._proxy is not None
+        if self._proxy.router.prompt_in_flight(thread):
+            raise CommandError("a prompt is running: mark between turns")
+        backing, path = self._state_path(thread)
+        # The CLI may write the turn just answered a little after answering (Claude Code 2.1.44,
+        # about 0.1 s): the mark is where the file stands once that turn is on disk.
+        state = self.swaps.threads.get(thread)
+        await self.swaps.settle(path, state.last_prompt if state else None)
+        offset = await anyio.to_thread.run_sync(self.harness.position, path)
+        mark = Mark(name, backing, offset, time.time())
+        self._marks.setdefault(thread, {})[name] = mark
+        self._proxy.router.note("liminal/mark", {"thread_id": thread, "name": name, "backing_id": backing,
+                                                 "offset": offset}, mark.at, thread_id=thread)
+        self._proxy.flush()
+        return mark
+
+    async def _known_mark(self, thread: str, name: str) -> Mark:
+        marks = await self.marks(thread)
+        if name not in marks:
+            known = ", ".join(sorted(marks)) or "none yet"
+            raise CommandError(f"no mark {name!r} in this thread (marks: {known})")
+        return marks[name]
+
+    async def _move(self, thread: str, reason: str, write: Callable[[Path, str], Rewritten]) -> Rewritten:
+        return await self.swaps.move_thread(thread, reason, write)
+
+    # ------------------------------------------------------------------ commands
+
+    async def _cmd_mark(self, thread: str, args: str) -> str:
+        mark = await self._mark(thread, args)
+        return f"Mark {mark.name} set here."
+
+    async def _cmd_marks(self, thread: str, args: str) -> str:
+        marks = await self.marks(thread)
+        if not marks:
+            return "No marks in this thread. /mark NAME sets one."
+        rows = sorted(marks.values(), key=lambda m: m.at)
+        return "Marks: " + ", ".join(f"{m.name} ({time.strftime('%H:%M', time.localtime(m.at))})" for m in rows)
+
+    async def _cmd_clear(self, thread: str, args: str) -> str:
+        if not args:
+            return await self._clear_all(thread)
+        mark = await self._known_mark(thread, args)
+        source = self.harness.locate(mark.backing_id, self._cwd(thread))
+        if source is None:
+            raise CommandError(f"the session file of mark {mark.name} is gone")
+
+        def write(current: Path, new_id: str) -> Rewritten:
+            return self.harness.cut([(source, 0, mark.offset)], current, new_id)
+
+        await self._move(thread, f"/clear {mark.name}", write)
+        return f"Context cleared back to mark {mark.name}. What came after stays in liminal's history."
+
+    async def _clear_all(self, thread: str) -> str:
+        await self.swaps.fresh_session(thread, "/clear")
+        return "Context cleared. The conversation stays in liminal's history (liminal history, /search)."
+
+    async def _cmd_undo(self, thread: str, args: str) -> str:
+        if args:
+            raise CommandError("/undo takes no arguments")
+
+        def write(current: Path, new_id: str) -> Rewritten:
+            starts = self.harness.turn_starts(current)
+            if len(starts) < 2:
+                raise SwapError("there is no earlier turn to go back to")
+            return self.harness.cut([(current, 0, starts[-1])], current, new_id)
+
+        await self._move(thread, "/undo", write)
+        return "The last turn is out of the model's context (it stays in liminal's history)."
+
+    async def _cmd_fork(self, thread: str, args: str) -> str:
+        assert self._proxy is not None
+        if self._proxy.router.prompt_in_flight(thread):
+            raise CommandError("a prompt is running: fork between turns")
+        _, path = self._state_path(thread)
+        new_id = str(uuid.uuid4())
+        if args:
+            mark = await self._known_mark(thread, args)
+            parts = await self._after(thread, mark)
+            what = f"what followed mark {mark.name}"
+        else:
+            parts = [(path, 0, None)]
+            what = "this thread's context"
+        await anyio.to_thread.run_sync(self.harness.cut, parts, path, new_id)
+        return f"Forked {what} as session {new_id}: open it from the session list."
+
+    async def _after(self, thread: str, mark: Mark) -> list[tuple[Path, int, int | None]]:
+        """The byte ranges that hold the turns after ``mark``: the rest of its file, then what the
+        CLI appended to each session the thread moved to since."""
+        cwd = self._cwd(thread)
+        source = self.harness.locate(mark.backing_id, cwd)
+        if source is None:
+            raise CommandError(f"the session file of mark {mark.name} is gone")
+        parts: list[tuple[Path, int, int | None]] = [(source, mark.offset, None)]
+        lineage = [b for t, b in self.swaps.journal.lineage() if t == thread]
+        if mark.backing_id in lineage:
+            later = lineage[lineage.index(mark.backing_id) + 1:]
+        else:
+            later = lineage if mark.backing_id == thread else []
+        for backing in later:
+            path = self.harness.locate(backing, cwd)
+            if path is not None:  # liminal's own bytes (the rewrite) hold nothing new
+                parts.append((path, self.swaps.journal.own_bytes(backing), None))
+        return parts
+
+    async def _cmd_context(self, thread: str, args: str) -> str:
+        state = self.swaps.threads.get(thread)
+        policy = self.swaps.policy
+        lines = []
+        if state is not None:
+            tokens = state.context_tokens if state.context_tokens is not None else state.file_tokens
+            lines.append(f"Context: {tokens if tokens is not None else 'unknown'} tokens; swaps at "
+                         f"{policy.trigger(state.pace)} down to about {policy.target(state.pace)} "
+                         f"(recent band {policy.gradient.recent_tokens} kept whole).")
+        marks = await self.marks(thread)
+        lines.append("Marks: " + (", ".join(sorted(marks)) or "none"))
+        records = self.swaps.journal.records(thread)
+        if records:
+            last = records[-1]
+            lines.append(f"Last swap: {last.outcome}, {last.tokens_before} -> {last.tokens_after} tokens, "
+                         f"{last.reason}")
+        else:
+            lines.append("No swap yet.")
+        return "\n".join(lines)
+
+    async def _cmd_optimise(self, thread: str, args: str) -> str:
+        state = self.swaps.threads.get(thread)
+        if state is None:
+            raise CommandError("liminal has not seen this thread opened")
+        aim = self.swaps.policy.aim
+
+        def write(current: Path, new_id: str) -> Rewritten:
+            return self.swaps.harness.rewrite(current, aim, new_id)
+
+        done = await self._move(thread, "/optimise", write)
+        return f"Context optimised: {done.tokens_before // 1000}k -> {done.tokens_after // 1000}k tokens."
+
+    async def _cmd_search(self, thread: str, args: str) -> str:
+        if not args:
+            raise CommandError("/search TEXT")
+        hits = await (await self.store()).search(args, thread_id=thread, limit=8)
+        if not hits:
+            return f"Nothing found for {args!r} in this thread."
+        return "\n".join(f"- {h.kind}: {h.snippet}" for h in hits)
+
+    async def _cmd_recall(self, thread: str, args: str) -> str:
+        if not args:
+            raise CommandError("/recall KEY (from a truncation marker)")
+        from liminal.gradient.recall import RecallError, resolve
+
+        try:
+            data = await anyio.to_thread.run_sync(resolve, args)
+        except (RecallError, ValueError) as exc:
+            raise CommandError(f"{args!r}: {exc}") from exc
+        return data.decode("utf-8", "replace")
+
+    async def _cmd_memo(self, thread: str, args: str) -> str:
+        content, tags = split_tags(args)
+        if not content:
+            raise CommandError("/memo TEXT #tag")
+        await save_memo(await self.store(), content, tags, thread)
+        return f"Memo kept{' with ' + ' '.join('#' + t for t in tags) if tags else ''}."
+
+    async def _cmd_memos(self, thread: str, args: str) -> str:
+        text, tags = split_tags(args)
+        found = await find_memos(await self.store(), tags, text)
+        if not found:
+            return "No memos found."
+        return "\n".join(f"- {m.text}" + (f"  {' '.join('#' + t for t in m.data.get('tags', []))}"
+                                          if m.data.get("tags") else "") for m in found)
+
+
+def split_tags(text: str) -> tuple[str, list[str]]:
+    words = text.split()
+    tags = [w[1:] for w in words if w.startswith("#") and len(w) > 1]
+    return " ".join(w for w in words if not (w.startswith("#") and len(w) > 1)), tags
+
+
+async def save_memo(store: Store, content: str, tags: list[str], thread: str | None) -> MessageRecord:
+    now = time.time()
+    memo_id = f"memo-{uuid.uuid4()}"
+    record = MessageRecord(id=memo_id, thread_id=MEMO_THREAD, turn_id=None, time=now,
+                           order=f"{now:017.6f}", kind="memo", text=content,
+                           data={"tags": tags, "thread": thread})
+    await store.write(Batch(messages=[record]))
+    return record
+
+
+async def find_memos(store: Store, tags: list[str], text: str) -> list[MessageRecord]:
+    memos = [m for m in await store.messages(MEMO_THREAD) if m.kind == "memo"]
+    if tags:
+        memos = [m for m in memos if set(tags) <= set(m.data.get("tags") or [])]
+    if text:
+        memos = [m for m in memos if text.lower() in m.text.lower()]
+    return memos
+

@@ -1,0 +1,132 @@
+"""liminal's slash commands with the real Claude Code (issue 13): answered by liminal, never sent
+to the CLI or the model, and what they do to the model's context seen at the strict fake model.
+"""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+import pytest
+
+from fixtures.harness import AcpClient, Adapter, Rig, Scenario, Shell
+from liminal.store.sqlite import SqliteStore
+from tests.acceptance.conftest import CLAUDE_NAMES as CLAUDE
+from tests.acceptance.conftest import adapter_fixture
+
+adapter = adapter_fixture(CLAUDE)
+
+
+def scenario() -> Scenario:
+    return Scenario().add("TOOL", Shell("echo tool-output-here", "Echo"), "the tool ran")
+
+
+def said(client: AcpClient, thread: str, text: str) -> str:
+    """Send a prompt; the text of the answer (a command's is liminal's)."""
+    result = client.prompt(thread, text, timeout=180)
+    assert result.stop_reason == "end_turn", text
+    return result.text
+
+
+def last_request_text(rig: Rig) -> str:
+    return json.dumps(rig.server.messages_requests()[-1].json["messages"])
+
+
+def sessions_seen(client: AcpClient) -> set[str]:
+    found: set[str] = set()
+    for frame in client.received:
+        for part in (frame.msg.get("params"), frame.msg.get("result")):
+            if isinstance(part, dict) and isinstance(part.get("sessionId"), str):
+                found.add(part["sessionId"])
+    return found
+
+
+def history(rig: Rig, thread: str) -> list[str]:
+    async def read() -> list[str]:
+        store = await SqliteStore.open(rig.home.liminal_home / "liminal.db", create=False)
+        try:
+            return [m.text for m in await store.messages(thread) if m.kind == "user"]
+        finally:
+            await store.aclose()
+
+    return anyio.run(read)
+
+
+def test_mark_clear_fork_undo_move_the_models_context(adapter: Adapter, rig: Rig) -> None:
+    rig.server.script = scenario()
+    with rig.client(via_liminal=True) as client:
+        client.initialize()
+        thread = client.new_session(rig.home.project)["sessionId"]
+        requests = len(rig.server.messages_requests())
+        said(client, thread, "first question alpha")
+        advertised = [f for f in client.received if b'"available_commands_update"' in f.raw
+                      and b'"mark"' in f.raw]
+        assert advertised, "liminal's commands are offered"
+        said(client, thread, "second question TOOL bravo")
+        assert "Mark A set" in said(client, thread, "/mark A")
+        for word in ("charlie", "delta", "kilo"):
+            said(client, thread, f"later question {word}")
+        # Commands never reach the model: three real turns after the mark, no more requests.
+        assert not any("/mark" in json.dumps(r.json) for r in rig.server.messages_requests()[requests:])
+
+        # Malformed: answered, nothing changes.
+        assert "nothing changed" in said(client, thread, "/clear NOSUCH")
+        assert "nothing changed" in said(client, thread, "/mark two words")
+
+        # /fork A: a session of what followed A, listed; the parent is unchanged.
+        answer = said(client, thread, "/fork A")
+        fork = answer.split("session ")[1].split(":")[0]
+        listed = client.request("session/list", {"cwd": str(rig.home.project)})
+        assert fork in [s["sessionId"] for s in listed["sessions"]]
+
+        # /clear A: the model sees the turns up to A and none after.
+        assert "cleared back to mark A" in said(client, thread, "/clear A")
+        said(client, thread, "after the clear foxtrot")
+        seen = last_request_text(rig)
+        assert "alpha" in seen and "bravo" in seen and "tool-output-here" in seen
+        assert not any(w in seen for w in ("charlie", "delta", "kilo"))
+
+        if adapter.name == "claude-zed":
+            # Both undos commit on claude-code-acp 0.16 (Claude Code 2.1.44), yet the next
+            # request still holds the two turns: not understood yet.
+            pytest.xfail("issue 13, open: /undo on claude-zed")
+        # /undo twice: the last two turns leave the context.
+        said(client, thread, "one more golf")
+        said(client, thread, "/undo")
+        said(client, thread, "/undo")
+        said(client, thread, "after two undos hotel")
+        seen = last_request_text(rig)
+        assert "hotel" in seen and "golf" not in seen and "foxtrot" not in seen and "bravo" in seen
+
+        # /clear: nothing of the conversation reaches the model any more.
+        said(client, thread, "/clear")
+        said(client, thread, "fresh start india")
+        seen = last_request_text(rig)
+        assert "india" in seen and "alpha" not in seen and "hotel" not in seen
+        assert sessions_seen(client) <= {thread, fork}
+
+    # The history keeps everything, commands included.
+    shown = history(rig, thread)
+    for word in ("alpha", "charlie", "kilo", "golf", "hotel", "india", "/mark A", "/clear A"):
+        assert any(word in text for text in shown), (word, shown)
+
+
+
+@pytest.mark.xfail(reason="issue 13, open: Claude Code answers a prompt in a fork of what followed a "
+                          "mark with a request the API refuses (messages.1 with empty content)",
+                   strict=False)
+def test_a_fork_of_what_followed_a_mark_takes_a_prompt(adapter: Adapter, rig: Rig) -> None:
+    rig.server.script = scenario()
+    with rig.client(via_liminal=True) as client:
+        client.initialize()
+        thread = client.new_session(rig.home.project)["sessionId"]
+        said(client, thread, "first question alpha")
+        said(client, thread, "/mark A")
+        said(client, thread, "later question charlie")
+        fork = said(client, thread, "/fork A").split("session ")[1].split(":")[0]
+    with rig.client(via_liminal=True) as other:
+        other.initialize()
+        other.load_session(fork, rig.home.project, timeout=120)
+        said(other, fork, "in the fork juliet")
+        seen = last_request_text(rig)
+        assert "juliet" in seen and "charlie" in seen and "alpha" not in seen
