@@ -746,3 +746,45 @@ def test_a_big_integer_id_after_a_huge_value_is_echoed_exactly() -> None:
     router.agent_gone(NOW, "exit code 1")
     [error] = router.take().to_client
     assert error.startswith(b'{"jsonrpc":"2.0","id":' + big + b",")
+
+
+def test_a_hooked_request_is_answered_locally_once_and_never_reaches_the_agent() -> None:
+    from liminal.acp.router import LOCAL
+
+    router = make()
+    new_session(router)
+    seen: list[str] = []
+
+    def hook(method: str, message: dict[str, object], thread: str | None) -> object:
+        seen.append(method)
+        params = message.get("params")
+        text = json.dumps(params)
+        return LOCAL if "/mark" in text else None
+
+    router.add_request_hook(("session/prompt",), hook)  # type: ignore[arg-type]
+    prompt = jsonrpc.request_frame(7, "session/prompt", {"sessionId": THREAD, "prompt": [
+        {"type": "text", "text": "/mark A"}]})
+    out = from_client(router, prompt)
+    assert out.to_agent == [] and [r.key for r in out.local] == [7]
+    assert [e.direction for e in out.events] == [Direction.CLIENT_TO_AGENT]  # the store sees it
+    assert router.answer_local(7, {"stopReason": "end_turn"})
+    assert not router.answer_local(7, {"stopReason": "end_turn"})  # once
+    answer = router.take().to_client
+    assert [json.loads(line) for line in answer] == [{"jsonrpc": "2.0", "id": 7, "result": {"stopReason": "end_turn"}}]
+    # Anything else passes as sent, and the hook saw only the method it asked for.
+    other = jsonrpc.request_frame(8, "session/prompt", {"sessionId": THREAD, "prompt": []})
+    assert from_client(router, other).to_agent == [other]
+    assert seen == ["session/prompt", "session/prompt"]
+
+
+def test_a_hook_may_amend_a_request_before_it_is_forwarded() -> None:
+    router = make()
+
+    def amend(method: str, message: dict[str, object], thread: str | None) -> dict[str, object]:
+        params = dict(message["params"])  # type: ignore[call-overload]
+        params["mcpServers"] = [{"name": "liminal"}]
+        return {**message, "params": params}
+
+    router.add_request_hook(("session/new",), amend)  # type: ignore[arg-type]
+    out = from_client(router, jsonrpc.request_frame(1, "session/new", {"cwd": "/w", "mcpServers": []}))
+    assert [json.loads(line)["params"]["mcpServers"] for line in out.to_agent] == [[{"name": "liminal"}]]
