@@ -526,23 +526,32 @@ class SwapManager:
                     seconds=round(time.monotonic() - t0, 3), why=reason, **timing)
         return True
 
+    def _known(self, thread_id: str) -> tuple[Proxy, ThreadState]:
+        state = self.threads.get(thread_id)
+        if self._proxy is None or state is None:
+            raise SwapError("liminal has not seen this thread opened in this session")
+        return self._proxy, state
+
+    def _claim(self, state: ThreadState) -> None:
+        """Hold a thread for a command's move, if nothing is under way on it."""
+        assert self._proxy is not None
+        router, thread_id = self._proxy.router, state.thread_id
+        if state.swapping or router.is_held(thread_id):
+            raise SwapError("a context swap is under way; try again in a moment")
+        if router.prompt_in_flight(thread_id) or router.agent_request_open(thread_id):
+            raise SwapError("a prompt is running")
+        state.swapping = True
+        router.hold(thread_id)
+
     async def move_thread(self, thread_id: str, reason: str,
                           write: Callable[[Path, str], Rewritten]) -> Rewritten:
         """Move a thread, between turns, onto a session ``write(current file, new_id)`` makes:
         the commands' step (``liminal.kernel.commands``). Holds the thread, waits for its last
         turn to be on disk, then ``_relocate``. Raises ``SwapError`` saying why the thread stayed."""
-        proxy = self._proxy
-        state = self.threads.get(thread_id)
-        if proxy is None or state is None:
-            raise SwapError("liminal has not seen this thread opened in this session")
+        proxy, state = self._known(thread_id)
         router = proxy.router
         async with self._lock:
-            if state.swapping or router.is_held(thread_id):
-                raise SwapError("a context swap is under way; try again in a moment")
-            if router.prompt_in_flight(thread_id) or router.agent_request_open(thread_id):
-                raise SwapError("a prompt is running")
-            state.swapping = True
-            router.hold(thread_id)
+            self._claim(state)
             committed = False
             old_backing = router.backing_of(thread_id)
             try:
@@ -571,18 +580,10 @@ class SwapManager:
     async def fresh_session(self, thread_id: str, reason: str) -> str:
         """Move a thread onto a new, empty session of the agent (``/clear``): its history stays
         with liminal, the model starts from nothing. Returns the new backing id."""
-        proxy = self._proxy
-        state = self.threads.get(thread_id)
-        if proxy is None or state is None:
-            raise SwapError("liminal has not seen this thread opened in this session")
+        proxy, state = self._known(thread_id)
         router = proxy.router
         async with self._lock:
-            if state.swapping or router.is_held(thread_id):
-                raise SwapError("a context swap is under way; try again in a moment")
-            if router.prompt_in_flight(thread_id) or router.agent_request_open(thread_id):
-                raise SwapError("a prompt is running")
-            state.swapping = True
-            router.hold(thread_id)
+            self._claim(state)
             old_backing = router.backing_of(thread_id)
             started, t0 = self.clock(), time.monotonic()
             new_id = ""
