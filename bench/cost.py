@@ -143,6 +143,36 @@ def table(results: Sequence[Result], base: float) -> str:
     return "\n".join(lines)
 
 
+def of_auto_compact(calls: Sequence[Call], overhead: int, recent: int, high: int | None) -> tuple[float, Result]:
+    """The default policy's cost (recent band ``recent``, trigger ``high`` or its own) as a share
+    of Claude Code's auto-compact on the same calls."""
+    gradient = GradientSettings(recent_tokens=recent)
+    auto = replay(calls, "auto", None, overhead=overhead, auto_compact_at=AUTO_COMPACT_AT)
+    policy = CostPolicy(SwapSettings(high_tokens=high), gradient, AUTO_COMPACT_AT)
+    mine = replay(calls, "policy", policy, overhead=overhead, recent_tokens=recent,
+                  summary_tokens=gradient.summary_tokens)
+    return mine.cost / auto.cost, mine
+
+
+def sweep(sessions: Sequence[Sequence[Call]], overhead: int, *, triggers: bool) -> None:
+    """Cost as a share of auto-compact: against the recent band, or (``triggers``) the policy's
+    trigger against fixed ones at the default band; mean and range over the sessions."""
+    default = GradientSettings().recent_tokens
+    rows: list[tuple[str, int, int | None]] = (
+        [("the policy's", default, None)] + [(f"fixed {h // 1000}k", default, h)
+                                             for h in (50_000, 60_000, 70_000, 80_000, 100_000, 120_000)]
+        if triggers else [(f"{r // 1000}k", r, None) for r in (10_000, 15_000, 20_000, 30_000, 40_000)])
+    print(f"| {'trigger' if triggers else 'recent band'} | swaps (idle) | of auto-compact, mean | range |\n"
+          "|---|---:|---:|---:|")
+    for name, recent, high in rows:
+        found = [of_auto_compact(calls, overhead, recent, high) for calls in sessions]
+        shares = [share for share, _ in found]
+        swaps = sum(r.swaps for _, r in found) / len(found)
+        idle = sum(r.idle_swaps for _, r in found) / len(found)
+        print(f"| {name} | {swaps:.0f} ({idle:.0f}) | {sum(shares) / len(shares):.2f} | "
+              f"{min(shares):.2f}-{max(shares):.2f} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     parser.add_argument("--calls", type=Path, help="a JSONL log of model calls (default: synthetic)")
@@ -152,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=12)
     parser.add_argument("--idle", type=float, default=0.0, help="share of turns after a long pause")
     parser.add_argument("--sweep", action="store_true", help="the recent band against cost")
+    parser.add_argument("--triggers", action="store_true", help="the policy's trigger against fixed ones")
+    parser.add_argument("--seeds", type=int, default=0,
+                        help="with --sweep or --triggers: synthetic sessions of seeds 1..N (range shown)")
     args = parser.parse_args(argv)
     made: Result | None = None
     overhead = SYSTEM_TOKENS
@@ -171,13 +204,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         calls = synthetic(args.turns, args.seed, args.idle)
     print(f"{len(calls)} model calls, {sum(c.turn_end for c in calls)} turns", file=sys.stderr)
-    if args.sweep:
-        print("| recent band | swaps (idle) | mean context | cost | of auto-compact |\n|---:|---:|---:|---:|---:|")
-        for recent in (10_000, 20_000, 30_000, 40_000):
-            found = results(calls, recent, overhead)
-            base, mine = found[1], found[-1]
-            print(f"| {recent // 1000}k | {mine.swaps} ({mine.idle_swaps}) | {mine.mean_context / 1000:.0f}k | "
-                  f"{mine.cost / 1e6:.2f}M | {mine.cost / base.cost:.2f} |")
+    if args.sweep or args.triggers:
+        sessions = ([synthetic(args.turns, seed, args.idle) for seed in range(1, args.seeds + 1)]
+                    if args.seeds else [calls])
+        sweep(sessions, overhead, triggers=args.triggers)
         return 0
     found = results(calls, overhead=overhead)
     if made is not None:
