@@ -103,6 +103,8 @@ class Proxy:
         for component in self.components:
             for methods, hook in getattr(component, "request_hooks", lambda: [])():
                 self.router.add_request_hook(methods, hook)
+            for kinds, update_hook in getattr(component, "update_hooks", lambda: [])():
+                self.router.add_update_hook(kinds, update_hook)
             handler = getattr(component, "local_requested", None)
             if handler is not None:
                 self._local_handlers.append(handler)

@@ -58,6 +58,7 @@ from liminal.acp.framing import LineFramer, Oversized
 OWN_ID_PREFIX = "liminal-"
 _UPDATE_PREFIX = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"'
 _UPDATE_PREFIX_LEN = len(_UPDATE_PREFIX)
+_UPDATE_KIND_AT = b'","update":{"sessionUpdate":"'  # right after the session id, canonically
 _CREATES_SESSION = frozenset({"session/new", "session/fork"})
 _DIRECT = {True: Direction.CLIENT_TO_AGENT, False: Direction.AGENT_TO_CLIENT}
 
@@ -132,6 +133,10 @@ LOCAL = Local()
 # acts on it: it returns None (forward as sent), ``LOCAL``, or a new message to forward instead
 # (``mcpServers`` amended, say). Hooks are called inside the flush that read the request.
 RequestHook = Callable[[str, dict[str, Any], "str | None"], "Local | dict[str, Any] | None"]
+# An update hook sees each ``session/update`` of its kind the agent sends the client, with the
+# thread it is for; it returns None (forward as sent) or the update to forward instead (liminal's
+# commands added to ``available_commands_update``). The taps get what the agent sent.
+UpdateHook = Callable[[str, dict[str, Any]], "dict[str, Any] | None"]
 
 
 @dataclass(slots=True)
@@ -183,6 +188,7 @@ class Router:
         self._replay_tokens = itertools.count(1)
         self.agent_alive = True
         self._hooks: dict[str, list[RequestHook]] = {}  # method -> hooks, in the order added
+        self._update_hooks: dict[str, list[UpdateHook]] = {}  # update kind -> hooks
         self._local_pending: dict[Any, _Pending] = {}  # requests kept for ``answer_local``
 
     # ----------------------------------------------------------------- feeding
@@ -244,6 +250,35 @@ class Router:
         for method in methods:
             self._hooks.setdefault(method, []).append(hook)
 
+    def add_update_hook(self, kinds: tuple[str, ...], hook: UpdateHook) -> None:
+        """Let ``hook`` amend every ``session/update`` of these kinds (see ``UpdateHook``)."""
+        for kind in kinds:
+            self._update_hooks.setdefault(kind, []).append(hook)
+
+    def _update_hooked(self, line: bytes, end: int) -> bool:
+        """Whether a canonical update line (session id ending at ``end``) is of a hooked kind."""
+        start = end + len(_UPDATE_KIND_AT)
+        if not line.startswith(_UPDATE_KIND_AT, end):
+            return False
+        stop = line.find(b'"', start)
+        return stop > 0 and line[start:stop].decode("ascii", "replace") in self._update_hooks
+
+    def _amended(self, line: bytes, message: dict[str, Any], thread: str) -> bytes:
+        params = message.get("params")
+        update = params.get("update") if isinstance(params, dict) else None
+        kind = update.get("sessionUpdate") if isinstance(update, dict) else None
+        for hook in self._update_hooks.get(kind, ()) if isinstance(kind, str) else ():
+            try:
+                new = hook(thread, update)  # type: ignore[arg-type]
+            except Exception as exc:  # a component's fault never stops a frame
+                self._out.problems.append(f"update hook failed ({type(exc).__name__}: {exc}); "
+                                          "the agent's update passed as sent")
+                return line
+            if new is not None:
+                assert isinstance(params, dict)
+                return orjson.dumps({**message, "params": {**params, "update": new}})
+        return line
+
     def answer_local(self, key: Any, result: Any = None, *, error: tuple[int, str] | None = None,
                      now: float | None = None) -> bool:
         """Answer a request a hook kept (``Output.local``), once; False if it was answered."""
@@ -268,7 +303,12 @@ class Router:
 
     def _hooked(self, method: str, message: dict[str, Any], thread: str | None) -> Local | dict[str, Any] | None:
         for hook in self._hooks.get(method, ()):
-            verdict = hook(method, message, thread)
+            try:
+                verdict = hook(method, message, thread)
+            except Exception as exc:  # a component's fault never stops a request
+                self._out.problems.append(f"request hook failed ({type(exc).__name__}: {exc}); "
+                                          f"{method} forwarded as sent")
+                return None
             if verdict is not None:
                 return verdict
         return None
@@ -552,7 +592,8 @@ class Router:
             # still forwarded untouched, as any unparsable line is; its message reads as None.
             end = line.find(b'"', _UPDATE_PREFIX_LEN)
             raw_id = line[_UPDATE_PREFIX_LEN:end]
-            if end > 0 and b"\\" not in raw_id and raw_id.isascii():
+            if end > 0 and b"\\" not in raw_id and raw_id.isascii() and not (
+                    self._update_hooks and self._update_hooked(line, end)):
                 fast_backing = raw_id.decode()
                 fast_thread = self._thread_of.get(fast_backing, fast_backing)
                 direction = Direction.AGENT_TO_CLIENT
@@ -593,7 +634,8 @@ class Router:
                 self._tap(Direction.AGENT_TO_LIMINAL, kind, now, line, message, thread, backing,
                           message["method"], None)
                 return
-            self._out.to_client.append(line if thread == backing else _rewrite(line, backing, thread))
+            out_line = self._amended(line, message, thread) if self._update_hooks else line
+            self._out.to_client.append(out_line if thread == backing else _rewrite(out_line, backing, thread))
             if self.tapping:
                 self._out.events.append(make_event(
                     Direction.AGENT_TO_CLIENT, kind, now, line, message, self.connection_id,

@@ -60,11 +60,8 @@ def components(settings: Settings) -> list[Component]:
     harness = ClaudeSessions(settings.gradient)
     swaps = SwapManager(settings.swap, journal, harness, gradient=settings.gradient)
     opener = (lambda: open_store(settings, create=False)) if settings.store.index else None
-    # liminal's slash commands (/mark, /clear, /fork, /undo ...), answered by liminal: not wired
-    # in yet (issue 13, open): the command list they add to the stream still breaks the store's
-    # frame counts and the SDK interop tests. tests/acceptance/test_commands.py wires them.
-    found: list[Component] = [swaps]
-    _ = CommandCenter
+    # liminal's slash commands (/mark, /clear, /fork, /undo ...): answered by liminal.
+    found: list[Component] = [swaps, CommandCenter(swaps, harness, opener)]
     if opener is not None:
         # A moved thread's load replays its history from the store, not the compressed one.
         from liminal.kernel.replay import ReplayManager

@@ -4,8 +4,8 @@ A component. Its request hook (``Router.add_request_hook``) keeps every ``sessio
 text starts with one of the commands below; the router leaves it for liminal to answer. Each is
 answered with ``agent_message_chunk`` updates and a prompt response (``end_turn``), or with a
 clear message that changes nothing (an unknown mark, a bad name, a command while a prompt runs).
-The agent's ``available_commands_update`` is followed by liminal's own, the agent's commands and
-liminal's together, so the UI offers both.
+The agent's ``available_commands_update`` reaches the client with liminal's commands added (a
+router update hook), so the UI offers both; no frame is added to the stream.
 
 Moving the model's context (``/clear``, ``/undo``) is the swap's step with other file contents
 (``SwapManager.move_thread``); ``/fork`` writes a session the agent lists and leaves the thread
@@ -28,7 +28,6 @@ import anyio
 import anyio.to_thread
 
 from liminal import log
-from liminal.acp.events import Direction, FrameEvent, Kind
 from liminal.acp.router import LOCAL, Local, LocalRequest
 from liminal.kernel.swap import Rewritten, SwapError, SwapManager
 from liminal.store.records import Batch, MessageRecord
@@ -55,6 +54,11 @@ COMMANDS: dict[str, tuple[str | None, str]] = {
     "memo": ("TEXT #tag", "liminal: keep a memo that outlives this thread"),
     "memos": ("[#tag|TEXT]", "liminal: find memos"),
 }
+
+
+# As ACP's ``AvailableCommand``: what the UI offers.
+OFFERED = [{"name": name, "description": text, **({"input": {"hint": hint}} if hint else {})}
+           for name, (hint, text) in COMMANDS.items()]
 
 
 class CutHarness(Protocol):
@@ -114,7 +118,6 @@ class CommandCenter:
         self._marks: dict[str, dict[str, Mark]] = {}  # thread -> name -> mark set in this process
         self._send, self._receive = anyio.create_memory_object_stream[LocalRequest](256)
         self._proxy: Proxy | None = None
-        self._advertised: dict[str, list[dict[str, Any]]] = {}  # thread -> the agent's commands
         self.answered = 0  # for tests
 
     # -------------------------------------------------------------- the router's side
@@ -128,31 +131,17 @@ class CommandCenter:
     def local_requested(self, request: LocalRequest) -> None:
         self._send.send_nowait(request)
 
-    def offer(self, event: FrameEvent) -> None:
-        if event.kind is not Kind.NOTIFICATION or event.direction is not Direction.AGENT_TO_CLIENT:
-            if event.kind is Kind.RESPONSE and event.direction is Direction.AGENT_TO_CLIENT \
-                    and event.method in ("session/new", "session/load", "session/resume") and event.thread_id:
-                self._advertise(event.thread_id)
-            return
-        if b'"available_commands_update"' not in event.raw or event.thread_id is None:
-            return
-        message = event.message or {}
-        update = (message.get("params") or {}).get("update") or {}
-        commands = update.get("availableCommands")
-        if update.get("sessionUpdate") == "available_commands_update" and isinstance(commands, list):
-            self._advertised[event.thread_id] = [c for c in commands if isinstance(c, dict)
-                                                 and c.get("name") not in COMMANDS]
-            self._advertise(event.thread_id)
+    def update_hooks(self) -> list[tuple[tuple[str, ...], Callable[[str, dict[str, Any]], dict[str, Any] | None]]]:
+        return [(("available_commands_update",), self._with_ours)]
 
-    def _advertise(self, thread: str) -> None:
-        """The agent's commands and liminal's, as one list (the UI keeps the last it got)."""
-        if self._proxy is None:
-            return
-        ours = [{"name": name, "description": text, **({"input": {"hint": hint}} if hint else {})}
-                for name, (hint, text) in COMMANDS.items()]
-        self._proxy.router.notify_client("session/update", {"sessionId": thread, "update": {
-            "sessionUpdate": "available_commands_update",
-            "availableCommands": self._advertised.get(thread, []) + ours}}, time.time())
+    def _with_ours(self, thread: str, update: dict[str, Any]) -> dict[str, Any] | None:
+        """The agent's command list with liminal's added (theirs of the same name left out:
+        liminal answers those)."""
+        theirs = update.get("availableCommands")
+        if not isinstance(theirs, list):
+            return None
+        kept = [c for c in theirs if not (isinstance(c, dict) and c.get("name") in COMMANDS)]
+        return {**update, "availableCommands": kept + OFFERED}
 
     # ------------------------------------------------------------------ running
 

@@ -16,6 +16,7 @@ from fixtures.harness import Rig, adapters, first_difference, normalize
 from fixtures.harness.transcript import split_floating
 from tests.acceptance.conftest import ADAPTER_NAMES, require
 from tests.acceptance.scenario import PERMITTED_FILE, Run, model_script, run_scenario
+from tests.support.commands import offers_liminal_commands, without_liminal_commands
 
 
 @dataclass
@@ -88,18 +89,15 @@ def test_the_fake_model_refused_nothing(pair: Pair) -> None:
         assert [r.error for r in run.rig.server.errors] == []
 
 
-def liminal_commands_left_out(frames: list[bytes]) -> list[bytes]:
-    """liminal's own command list (it follows each of the agent's, with liminal's commands added:
-    ``liminal.kernel.commands``) is the one frame liminal adds to the stream."""
-    return [f for f in frames if not (b'"available_commands_update"' in f and b"liminal: name this point" in f)]
-
-
 def test_frames_through_liminal_equal_frames_direct(pair: Pair) -> None:
-    """The live session compared across the two worlds; the load on one and the same file."""
-    direct = pair.direct.normalized()
-    through = [liminal_commands_left_out(frames) for frames in pair.liminal.normalized()]
+    """The live session compared across the two worlds; the load on one and the same file. The
+    agent's command lists reach the client with liminal's commands added: compared without."""
+    direct = [[without_liminal_commands(f) for f in frames] for frames in pair.direct.normalized()]
+    lists = [f for frames in pair.liminal.frames for f in frames if b'"available_commands_update"' in f]
+    assert lists and all(offers_liminal_commands(f) for f in lists)
+    through = [[without_liminal_commands(f) for f in frames] for frames in pair.liminal.normalized()]
     paths = [str(pair.liminal.rig.home.root)]
-    direct[1] = normalize(pair.liminal.same_file_direct_load, paths)
+    direct[1] = [without_liminal_commands(f) for f in normalize(pair.liminal.same_file_direct_load, paths)]
     worlds = f"(worlds: {pair.direct.rig.home.root} and {pair.liminal.rig.home.root})"
     for process, (left, right) in enumerate(zip(direct, through, strict=True)):
         (left_ordered, left_floating), (right_ordered, right_floating) = (

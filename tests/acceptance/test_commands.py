@@ -15,8 +15,6 @@ from tests.acceptance.conftest import CLAUDE_NAMES as CLAUDE
 from tests.acceptance.conftest import adapter_fixture
 
 adapter = adapter_fixture(CLAUDE)
-pytestmark = pytest.mark.skip(reason="issue 13, open: the commands are not wired into liminal acp yet "
-                                     "(see liminal/commands/acp.py); these passed with them wired in")
 
 
 def scenario() -> Scenario:

@@ -10,6 +10,7 @@ import pytest
 
 from fixtures.harness import Rig, Scenario, Shell, Text
 from liminal.store.sqlite import SqliteStore
+from tests.support.commands import without_liminal_commands
 
 
 @pytest.mark.parametrize("adapter_name", ["claude-zed", "claude-agent"])
@@ -31,7 +32,10 @@ def test_a_claude_conversation_is_indexed(adapter_name: str,
         store = await SqliteStore.open(rig.home.liminal_home / "liminal.db", create=False)
         try:
             frames = await store.frames(limit=100_000)
-            assert [f.raw for f in frames if f.direction == "a2c"] == received
+            # The store keeps what the agent sent; the client got its command lists with
+            # liminal's commands added.
+            assert [without_liminal_commands(f.raw) for f in frames if f.direction == "a2c"] == [
+                without_liminal_commands(r) for r in received]
             assert [f.raw for f in frames if f.direction == "c2a"] == sent
             [summary] = await store.threads()
             assert summary.thread.id == session and summary.turns == 1

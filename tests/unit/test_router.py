@@ -788,3 +788,37 @@ def test_a_hook_may_amend_a_request_before_it_is_forwarded() -> None:
     router.add_request_hook(("session/new",), amend)  # type: ignore[arg-type]
     out = from_client(router, jsonrpc.request_frame(1, "session/new", {"cwd": "/w", "mcpServers": []}))
     assert [json.loads(line)["params"]["mcpServers"] for line in out.to_agent] == [[{"name": "liminal"}]]
+
+
+def test_an_update_hook_amends_what_the_client_gets_and_the_taps_keep_what_the_agent_sent() -> None:
+    router = make()
+    new_session(router)
+    router.add_update_hook(("available_commands_update",),
+                           lambda thread, update: {**update, "availableCommands": [{"name": thread}]})
+    line = (b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"' + THREAD.encode()
+            + b'","update":{"sessionUpdate":"available_commands_update","availableCommands":[]}}}')
+    out = from_agent(router, line)
+    [sent] = out.to_client
+    assert json.loads(sent)["params"]["update"]["availableCommands"] == [{"name": THREAD}]
+    assert [e.raw for e in out.events] == [line]
+    chunk = (b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"' + THREAD.encode()
+             + b'","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"}}}}')
+    assert from_agent(router, chunk).to_client == [chunk]  # other kinds take the fast path untouched
+
+
+def test_a_failing_hook_never_stops_a_frame() -> None:
+    router = make()
+    new_session(router)
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("component bug")
+
+    router.add_request_hook(("session/prompt",), broken)  # type: ignore[arg-type]
+    router.add_update_hook(("available_commands_update",), broken)  # type: ignore[arg-type]
+    prompt = jsonrpc.request_frame(5, "session/prompt", {"sessionId": THREAD, "prompt": []})
+    out = from_client(router, prompt)
+    assert out.to_agent == [prompt] and out.problems
+    line = (b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"' + THREAD.encode()
+            + b'","update":{"sessionUpdate":"available_commands_update","availableCommands":[]}}}')
+    out = from_agent(router, line)
+    assert out.to_client == [line] and out.problems

@@ -74,6 +74,12 @@ def write_cut(parts: Sequence[tuple[Path, int, int | None]], target: Path, new_i
         source = Path(folder) / f"{uuid.uuid4()}.jsonl"
         source.write_bytes(data)
         prepared = prepare(source, UNLIMITED, new_id=new_id, settings=settings, env=env)
-        lines = prepared.rendered.lines
+        # The header names where the records came from, not the scratch file they were read from:
+        # other tools (and a later rewrite) read it.
+        note = orjson.loads(prepared.rendered.lines[0])
+        first = parts[0][0]
+        note.update(sourceSessionId=first.stem, sourcePath=str(first),
+                    cut=[{"path": str(p), "start": start, "end": end} for p, start, end in parts])
+        lines = (orjson.dumps(note) + b"\n", *prepared.rendered.lines[1:])
         write_atomically(target, lines)
     return prepared.result.tokens_after, sum(len(line) for line in lines)
