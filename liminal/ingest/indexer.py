@@ -133,6 +133,7 @@ class Indexer:
         self._closing = False
         self._running = False
         self._done = anyio.Event()
+        self._closed = anyio.Event()  # ``aclose`` has finished: session files caught up too
         self._store_down = False
         self._open_written = 0.0
         self.recovered_all = anyio.Event()  # set once spools of stopped processes are replayed
@@ -400,6 +401,12 @@ class Indexer:
         """Until ``run`` has returned."""
         await self._done.wait()
 
+    async def closed(self) -> None:
+        """Until ``aclose`` has finished, the last look at the session files included. (``run``
+        returns before that look: a worker that stopped at ``stopped`` cancelled it, and the
+        turn the CLI had just written was never indexed.)"""
+        await self._closed.wait()
+
     async def aclose(self) -> None:
         """Flush: wait (up to ``close_timeout``) for everything to reach the store; whatever
         cannot goes to the spool for the next start."""
@@ -422,6 +429,7 @@ class Indexer:
         if keep:
             logger.warning("indexer: closed with frames still spooled; replayed at next start",
                            spool=str(self.spool.path))
+        self._closed.set()
 
 
 @asynccontextmanager

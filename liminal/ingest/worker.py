@@ -297,7 +297,7 @@ async def _worker(spool_dir: Path, settings: Settings) -> None:
         tg.start_soon(indexer.run)
         tg.start_soon(watch_stdin)
         tg.start_soon(watch_signals)
-        await indexer.stopped()
+        await indexer.closed()
         tg.cancel_scope.cancel()
     if store_cm is not None:
         await store_cm.__aexit__(None, None, None)
