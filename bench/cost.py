@@ -57,11 +57,16 @@ def recorded(path: Path) -> list[Call]:
     """Model calls as a log gives them: one JSON object a line, ``input`` (the whole prompt,
     cache included), ``output``, ``t`` (seconds), optional ``turn_end``."""
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return from_sizes([(int(row["input"]), int(row.get("output", 0)), float(row.get("t", n)),
+                        bool(row.get("turn_end", True))) for n, row in enumerate(rows)])
+
+
+def from_sizes(rows: Sequence[tuple[int, int, float, bool]]) -> list[Call]:
+    """Calls as (whole prompt, output, t, turn end) to growth per call. Where the prompt shrank
+    (a swap or a compaction in between) that call's growth is unknown, taken as 0."""
     calls, previous = [], SYSTEM_TOKENS
-    for n, row in enumerate(rows):
-        size = int(row["input"])
-        calls.append(Call(max(0, size - previous), int(row.get("output", 0)), float(row.get("t", n)),
-                          bool(row.get("turn_end", True))))
+    for size, output, t, turn_end in rows:
+        calls.append(Call(max(0, size - previous), output, t, turn_end))
         previous = size
     return calls
 
@@ -91,14 +96,10 @@ def from_store(thread: str) -> tuple[list[Call], Result] | None:
     if not rows:
         return None
     billed = Result("as billed (the CLI's usage)", swaps=len(backings) - 1)
-    calls: list[Call] = []
-    previous = SYSTEM_TOKENS
-    for n, row in enumerate(rows):
-        later = rows[n + 1].t if n + 1 < len(rows) else float("inf")
-        # A swap or compaction in between makes the size drop: that call's growth is unknown (0).
-        calls.append(Call(max(0, row.input - previous), row.output, row.t,
-                          any(row.t <= e < later for e in ends)))
-        previous = row.input
+    later = [row.t for row in rows[1:]] + [float("inf")]
+    calls = from_sizes([(row.input, row.output, row.t, any(row.t <= e < after for e in ends))
+                        for row, after in zip(rows, later, strict=True)])
+    for row in rows:
         billed.cost += (PRICES.read * row.cache_read + PRICES.write * row.cache_write
                         + row.uncached + PRICES.output * row.output)
         billed.context_sum += row.input

@@ -288,11 +288,7 @@ class Router:
         when = self._now if now is None else now
         id_json = pending.id_json if pending.id_json is not None else jsonrpc.encode_id(key)
         if error is not None:
-            line = jsonrpc.error_frame(id_json, error[0], error[1])
-            self._out.to_client.append(line)
-            self._tap(Direction.LIMINAL_TO_CLIENT, Kind.RESPONSE, when, line, None, pending.thread_id,
-                      self.backing_of(pending.thread_id) if pending.thread_id else None,
-                      pending.method, None)
+            self._error_to_client(id_json, error[0], error[1], when, pending.method, pending.thread_id)
         else:
             self._result_to_client(id_json, orjson.dumps(result if result is not None else {}), when,
                                    pending.method, pending.thread_id)
@@ -786,10 +782,12 @@ class Router:
 
     # ----------------------------------------------------------------- helpers
 
-    def _error_to_client(self, id_json: bytes, code: int, text: str, now: float, method: str | None) -> None:
+    def _error_to_client(self, id_json: bytes, code: int, text: str, now: float, method: str | None,
+                         thread: str | None = None) -> None:
         line = jsonrpc.error_frame(id_json, code, text)
         self._out.to_client.append(line)
-        self._tap(Direction.LIMINAL_TO_CLIENT, Kind.RESPONSE, now, line, None, None, None, method, None)
+        self._tap(Direction.LIMINAL_TO_CLIENT, Kind.RESPONSE, now, line, None, thread,
+                  self.backing_of(thread) if thread else None, method, None)
 
     def _result_to_client(self, id_json: bytes, result_json: bytes, now: float, method: str,
                           thread: str | None) -> None:
