@@ -118,7 +118,6 @@ class CommandCenter:
         self._marks: dict[str, dict[str, Mark]] = {}  # thread -> name -> mark set in this process
         self._send, self._receive = anyio.create_memory_object_stream[LocalRequest](256)
         self._proxy: Proxy | None = None
-        self.answered = 0  # for tests
 
     # -------------------------------------------------------------- the router's side
 
@@ -171,7 +170,6 @@ class CommandCenter:
             time.time())
         proxy.router.answer_local(request.key, {"stopReason": "end_turn"})
         proxy.flush()
-        self.answered += 1
 
     # ------------------------------------------------------------------ helpers
 
@@ -237,9 +235,6 @@ class CommandCenter:
             raise CommandError(f"no mark {name!r} in this thread (marks: {known})")
         return marks[name]
 
-    async def _move(self, thread: str, reason: str, write: Callable[[Path, str], Rewritten]) -> Rewritten:
-        return await self.swaps.move_thread(thread, reason, write)
-
     # ------------------------------------------------------------------ commands
 
     async def _cmd_mark(self, thread: str, args: str) -> str:
@@ -264,7 +259,7 @@ class CommandCenter:
         def write(current: Path, new_id: str) -> Rewritten:
             return self.harness.cut([(source, 0, mark.offset)], current, new_id)
 
-        await self._move(thread, f"/clear {mark.name}", write)
+        await self.swaps.move_thread(thread, f"/clear {mark.name}", write)
         return f"Context cleared back to mark {mark.name}. What came after stays in liminal's history."
 
     async def _clear_all(self, thread: str) -> str:
@@ -281,7 +276,7 @@ class CommandCenter:
                 raise SwapError("there is no earlier turn to go back to")
             return self.harness.cut([(current, 0, starts[-1])], current, new_id)
 
-        await self._move(thread, "/undo", write)
+        await self.swaps.move_thread(thread, "/undo", write)
         return "The last turn is out of the model's context (it stays in liminal's history)."
 
     async def _cmd_fork(self, thread: str, args: str) -> str:
@@ -348,7 +343,7 @@ class CommandCenter:
         def write(current: Path, new_id: str) -> Rewritten:
             return self.swaps.harness.rewrite(current, aim, new_id)
 
-        done = await self._move(thread, "/optimise", write)
+        done = await self.swaps.move_thread(thread, "/optimise", write)
         return f"Context optimised: {done.tokens_before // 1000}k -> {done.tokens_after // 1000}k tokens."
 
     async def _cmd_search(self, thread: str, args: str) -> str:
