@@ -23,6 +23,9 @@ class Direction(enum.Enum):
     AGENT_TO_LIMINAL = "a2l"
     # Frames liminal itself writes to the client (errors for refused or orphaned requests).
     LIMINAL_TO_CLIENT = "l2c"
+    # Client requests liminal answers itself (its commands): the agent never sees them, and
+    # nothing that watches the agent's traffic may take them for its own.
+    CLIENT_TO_LIMINAL = "c2l"
     # Notes liminal records about what it did (a swap), for the store; never on a wire.
     LIMINAL_NOTE = "note"
 

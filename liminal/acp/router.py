@@ -520,7 +520,7 @@ class Router:
                 if verdict is LOCAL:
                     self._local_pending[key] = pending
                     self._out.local.append(LocalRequest(key, method or "", thread, message))
-                    self._tap(Direction.CLIENT_TO_AGENT, kind, now, line, message, thread, backing,
+                    self._tap(Direction.CLIENT_TO_LIMINAL, kind, now, line, message, thread, backing,
                               method, rpc_id)
                     return
                 if isinstance(verdict, dict):

@@ -39,8 +39,8 @@ _CHUNK_KINDS = {
 # Requests whose parameters the deriver needs when their response arrives.
 _REMEMBERED = {"initialize", "session/new", "session/load", "session/resume", "session/fork",
                "session/prompt"}
-# liminal answers some client requests itself (its commands): "l2c" answers a "c2a" request.
-_RESPONSE_TO_REQUEST = {"a2c": "c2a", "a2l": "l2a", "l2c": "c2a"}
+# liminal answers some client requests itself (its commands): "l2c" answers a "c2l" request.
+_RESPONSE_TO_REQUEST = {"a2c": "c2a", "a2l": "l2a", "l2c": "c2l"}
 TITLE_CHARS = 80
 
 

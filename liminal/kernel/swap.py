@@ -611,6 +611,7 @@ class SwapManager:
                 router.release(thread_id)
                 proxy.flush()
             state.turns_since_swap = 0
+            state.last_prompt = None
             state.context_tokens = state.file_tokens = state.last_context = None
             state.calls = 0
             await self._close(proxy, old_backing)
@@ -698,6 +699,9 @@ class SwapManager:
             if not committed:  # whatever went wrong: no new file, no new session left open
                 await self._undo(proxy, new_path, new_id, opened)
         self._left_behind = old_backing
+        # The new session's file is whole as liminal wrote it: no turn of it is still to reach
+        # the disk (the last prompt named one of the old session's).
+        state.last_prompt = None
         state.turns_since_swap = 0
         state.context_tokens = None  # the next usage_update tells the new size
         state.file_tokens = rewritten.tokens_after  # until the file says otherwise

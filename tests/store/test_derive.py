@@ -166,3 +166,21 @@ def test_a_swap_note_becomes_a_swap_message_between_turns() -> None:
     # The same notification from the agent or the client is not liminal's: no swap message.
     forged = event("a2c", {"jsonrpc": "2.0", "method": "liminal/swap", "params": record})
     assert not [m for m in derive([forged])[0].values() if m.kind == "swap"]
+
+
+def test_a_command_liminal_answered_and_a_mark_are_kept_with_the_conversation() -> None:
+    prompt = {"jsonrpc": "2.0", "id": 9, "method": "session/prompt",
+              "params": {"sessionId": "sess-1", "prompt": [{"type": "text", "text": "/mark A"}]}}
+    said = {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "sess-1", "update": {
+        "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Mark A set here."}}}}
+    mark = {"jsonrpc": "2.0", "method": "liminal/mark",
+            "params": {"thread_id": "sess-1", "name": "A", "backing_id": "sess-1", "offset": 1234}}
+    answer = {"jsonrpc": "2.0", "id": 9, "result": {"stopReason": "end_turn"}}
+    frames = [event("c2l", prompt, time=5000.0), event("l2c", said, time=5000.1),
+              event("note", mark, thread="sess-1", backing="sess-1", time=5000.2),
+              event("l2c", answer, thread="sess-1", method="session/prompt", time=5000.3)]
+    messages, _ = derive([*conversation(), *frames])
+    ordered = [m for m in sorted(messages.values(), key=lambda m: m.order) if m.time >= 5000.0]
+    assert [(m.kind, m.text) for m in ordered] == [
+        ("user", "/mark A"), ("agent", "Mark A set here."), ("mark", "A"), ("turn_end", "")]
+    assert ordered[2].data == {"backing_id": "sess-1", "offset": 1234}

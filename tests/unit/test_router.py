@@ -766,7 +766,8 @@ def test_a_hooked_request_is_answered_locally_once_and_never_reaches_the_agent()
         {"type": "text", "text": "/mark A"}]})
     out = from_client(router, prompt)
     assert out.to_agent == [] and [r.key for r in out.local] == [7]
-    assert [e.direction for e in out.events] == [Direction.CLIENT_TO_AGENT]  # the store sees it
+    # The store sees it; nothing that watches the agent's traffic takes it for the agent's.
+    assert [e.direction for e in out.events] == [Direction.CLIENT_TO_LIMINAL]
     assert router.answer_local(7, {"stopReason": "end_turn"})
     assert not router.answer_local(7, {"stopReason": "end_turn"})  # once
     answer = router.take().to_client
