@@ -19,7 +19,7 @@ from liminal import __version__, config, log, private
 
 # Order is the order shown in --help.
 COMMANDS = ("acp", "inspect", "compress", "threads", "history", "search", "swaps", "config",
-            "doctor")
+            "doctor", "mcp")
 
 
 def _command_modules() -> dict[str, ModuleType]:

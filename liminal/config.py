@@ -104,6 +104,13 @@ class SwapSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class McpSettings:
+    # liminal's MCP server (``liminal mcp``: recall, search_history, slash, memos) is added to
+    # every session liminal forwards; off, sessions get the client's servers only.
+    enabled: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     home: Path = field(default_factory=lambda: Path("~/.liminal").expanduser())
     log_level: str = "info"
@@ -112,6 +119,7 @@ class Settings:
     cache: CacheSettings = field(default_factory=CacheSettings)
     gradient: GradientSettings = field(default_factory=GradientSettings)
     swap: SwapSettings = field(default_factory=SwapSettings)
+    mcp: McpSettings = field(default_factory=McpSettings)
 
     @property
     def sqlite_path(self) -> Path:

@@ -95,7 +95,7 @@ def test_real_sessions(name: str, tmp_path: Path) -> None:
     # are all that is left.
     assert first.tokens_after <= 22_000 or first.turns["middle"] + first.turns["old"] == 0, first.turns
     text = first.path.read_text()
-    for key in re.findall(r"recall key ([^\s\]]+)\]", text):
+    for key in re.findall(r"with key ([^\s\]]+)\]", text):
         assert resolve_in(locate(src), RecallKey.parse(key))
     second = rewrite_session(first.path, 18_000)
     assert second.tokens_after <= max(18_000, second.tokens_before)

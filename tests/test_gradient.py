@@ -108,7 +108,7 @@ def test_middle_band_cuts_with_recall_keys_that_resolve(tmp_path: Path) -> None:
     src = t.write(tmp_path)
     result = rewrite_session(src, new_id=NEW, settings=SMALL)
     assert result.recall_keys > 0
-    keys = re.findall(r"recall key ([0-9a-f-]{36}:[0-9a-f-]{36}:\d+(?::[\w.]+)?)\]",
+    keys = re.findall(r"with key ([0-9a-f-]{36}:[0-9a-f-]{36}:\d+(?::[\w.]+)?)\]",
                       result.path.read_text())
     assert len(keys) == result.recall_keys
     originals = {r["uuid"]: r for r in t.records if "uuid" in r}
@@ -136,7 +136,7 @@ def test_tool_input_leaves_are_cut_in_the_middle_band(tmp_path: Path) -> None:
     result = rewrite_session(t.write(tmp_path), new_id=NEW, settings=SMALL)
     text = result.path.read_text()
     assert ":input.old_string]" in text and '"file_path":"/f' in text
-    key = re.search(r"recall key (\S+:input\.new_string)\]", text)
+    key = re.search(r"with key (\S+:input\.new_string)\]", text)
     assert key is not None
     assert resolve_in(locate(tmp_path / "projects" / "-work-project" / f"{SID}.jsonl"),
                       RecallKey.parse(key.group(1))) == big.encode()
@@ -223,7 +223,7 @@ def test_compress_twice_in_a_row(tmp_path: Path) -> None:
         assert f"request number {n}: please check module m{n}" in summary
     assert sum(r.get("subtype") == "compact_boundary" for r in out) == 1
     # Keys written by the first pass still point at the original file.
-    assert re.findall(r"recall key ([0-9a-f-]{36}):", second.path.read_text())[0] in (SID, NEW)
+    assert re.findall(r"with key ([0-9a-f-]{36}):", second.path.read_text())[0] in (SID, NEW)
 
 
 def test_torn_tail_is_survivable(tmp_path: Path) -> None:

@@ -43,6 +43,7 @@ for the taps (``Output.events``) when ``tapping`` is on.
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from collections import deque
 from collections.abc import Callable
@@ -523,10 +524,12 @@ class Router:
                     self._tap(Direction.CLIENT_TO_LIMINAL, kind, now, line, message, thread, backing,
                               method, rpc_id)
                     return
-                if isinstance(verdict, dict):
-                    message = verdict
-                    line = orjson.dumps(verdict)
+                amended = _encoded(verdict, message, line) if isinstance(verdict, dict) else None
+                if amended is not None:
+                    message, line = verdict, amended  # type: ignore[assignment]
                     out_line = line if thread is None or backing == thread else _rewrite(line, thread, backing or thread)
+                elif isinstance(verdict, dict):
+                    self._out.problems.append(f"a request hook's {method} cannot be encoded; forwarded as sent")
                 self._client_pending[key] = pending
             # While a thread is held, what the client sends about it, and what it sends about
             # no session at all, waits in the thread's queue: the agent sees the client's order
@@ -842,6 +845,18 @@ def _update_kind(line: bytes) -> str | None:
     update = params.get("update") if isinstance(params, dict) else None
     kind = update.get("sessionUpdate") if isinstance(update, dict) else None
     return kind if isinstance(kind, str) else None
+
+
+def _encoded(amended: dict[str, Any], parsed: dict[str, Any], line: bytes) -> bytes | None:
+    """A hook's message as a line, or None when the parsed copy of the client's line lost
+    something (a big integer read as a float, a number past a double's range), so that
+    re-encoding would change what the client sent. Only for the few requests hooks amend."""
+    try:
+        if json.loads(line) != parsed:
+            return None
+        return orjson.dumps(amended)
+    except (ValueError, TypeError):
+        return None
 
 
 def _text(raw_json: bytes | None) -> str | None:

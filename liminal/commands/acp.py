@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from liminal.config import Settings
@@ -44,7 +45,7 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def components(settings: Settings) -> list[Component]:
+def components(settings: Settings, config_file: Path | None = None) -> list[Component]:
     """The components that hang off the proxy, as the settings ask."""
     from liminal.harness.claude.live import ClaudeSessions
     from liminal.kernel.journal import SwapJournal
@@ -59,9 +60,17 @@ def components(settings: Settings) -> list[Component]:
 
     harness = ClaudeSessions(settings.gradient)
     swaps = SwapManager(settings.swap, journal, harness, gradient=settings.gradient)
+    from liminal.store.cache import open_cache
+
     opener = (lambda: open_store(settings, create=False)) if settings.store.index else None
     # liminal's slash commands (/mark, /clear, /fork, /undo ...): answered by liminal.
-    found: list[Component] = [swaps, CommandCenter(swaps, harness, opener)]
+    commands = CommandCenter(swaps, harness, opener, lambda: open_cache(settings))
+    found: list[Component] = [swaps, commands]
+    if settings.mcp.enabled:
+        # liminal's MCP server (recall, search_history, slash, memos) in every session.
+        from liminal.kernel.modeltools import ModelTools
+
+        found.append(ModelTools(settings.home, config_file, commands.slash_requested))
     if opener is not None:
         # A moved thread's load replays its history from the store, not the compressed one.
         from liminal.kernel.replay import ReplayManager
@@ -87,7 +96,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print("liminal acp: give the agent command after --, e.g. "
               "liminal acp -- npx @agentclientprotocol/claude-agent-acp", file=sys.stderr)
         return 2
-    extra = components(settings)
+    extra = components(settings, getattr(args, "config", None))
     tune_gc()
 
     async def main() -> int:

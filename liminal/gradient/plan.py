@@ -33,7 +33,7 @@ from liminal.harness.claude.conversation import Conversation, Turn
 from liminal.harness.claude.records import Record
 from liminal.harness.claude.tokens import Calibration, measure, total_chars
 
-MARKER_CHARS = 130  # the marker's own length, about
+MARKER_CHARS = 160  # the marker's own length, about
 PREAMBLE_FRAME_CHARS = 700  # the native intro and our footer around the summary
 # Request logs describe calls made with the old history; a previous rewrite's note is replaced.
 ALWAYS_DROP = frozenset(

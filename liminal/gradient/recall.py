@@ -9,6 +9,7 @@ a record already cut carries the key to its first original.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,9 @@ from liminal.harness.claude.paths import SessionLocation, is_session_id, locate_
 from liminal.harness.claude.records import loads
 
 MARKER_PREFIX = "[liminal: "
+# The marker names the tool that returns the text (``liminal mcp``'s ``recall``) and the key:
+# the model reads it and can ask. ``KEY_IN_MARKER`` finds the key again.
+KEY_IN_MARKER = re.compile(r"call liminal's recall tool with key (\S+?)\]")
 
 
 class RecallError(LookupError):
@@ -46,7 +50,7 @@ class RecallKey:
 
 
 def marker(cut_chars: int, key: RecallKey) -> str:
-    return f"\n{MARKER_PREFIX}{cut_chars} more characters cut; recall key {key}]"
+    return f"\n{MARKER_PREFIX}{cut_chars} more characters cut; call liminal's recall tool with key {key}]"
 
 
 def _as_bytes(value: Any) -> bytes:
@@ -55,35 +59,46 @@ def _as_bytes(value: Any) -> bytes:
     return orjson.dumps(value)
 
 
+def value_in(record: Mapping[str, Any], key: RecallKey) -> bytes:
+    """What the key names inside its record: a string's UTF-8, anything else as JSON."""
+    content = (record.get("message") or {}).get("content")
+    if not isinstance(content, list) or key.block >= len(content):
+        raise RecallError(f"{key}: record has no block {key.block}")
+    block = content[key.block]
+    if not key.path:
+        value = block.get("content") if block.get("type") == "tool_result" else block
+        return _as_bytes(value)
+    value = block
+    for step in key.path:
+        if isinstance(value, list) and step.isdigit() and int(step) < len(value):
+            value = value[int(step)]
+        elif isinstance(value, dict) and step in value:
+            value = value[step]
+        else:
+            raise RecallError(f"{key}: no {step!r} in the block")
+    return _as_bytes(value)
+
+
+def value_in_line(line: bytes, key: RecallKey) -> bytes | None:
+    """The key's value if ``line`` is its record, else None."""
+    if f'"uuid":"{key.uuid}"'.encode() not in line:
+        return None
+    try:
+        record = loads(line)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or record.get("uuid") != key.uuid:
+        return None
+    return value_in(record, key)
+
+
 def resolve_in(location: SessionLocation, key: RecallKey) -> bytes:
-    """What the key names, from the session file: a string's UTF-8, anything else as JSON."""
-    needle = f'"uuid":"{key.uuid}"'.encode()
+    """What the key names, from the session file."""
     with location.path.open("rb") as handle:
         for line in handle:
-            if needle not in line:
-                continue
-            try:
-                record = loads(line)
-            except ValueError:
-                continue
-            if record.get("uuid") != key.uuid:
-                continue
-            content = (record.get("message") or {}).get("content")
-            if not isinstance(content, list) or key.block >= len(content):
-                raise RecallError(f"{key}: record has no block {key.block}")
-            block = content[key.block]
-            if not key.path:
-                value = block.get("content") if block.get("type") == "tool_result" else block
-                return _as_bytes(value)
-            value = block
-            for step in key.path:
-                if isinstance(value, list) and step.isdigit() and int(step) < len(value):
-                    value = value[int(step)]
-                elif isinstance(value, dict) and step in value:
-                    value = value[step]
-                else:
-                    raise RecallError(f"{key}: no {step!r} in the block")
-            return _as_bytes(value)
+            value = value_in_line(line, key)
+            if value is not None:
+                return value
     raise RecallError(f"{key}: no record {key.uuid} in {location.path}")
 
 

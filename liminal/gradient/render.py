@@ -175,7 +175,8 @@ def _preamble(
     source = conversation.session.location
     footer = (
         f"\n\nThe full earlier transcript is in {source.path} (session {source.session_id}). "
-        "Tool output cut from the conversation below is marked with a recall key."
+        "Tool output cut from the conversation below ends in a marker with a key: liminal's recall "
+        "tool (mcp__liminal__recall) returns the full text for it."
     )
     summary = {
         "parentUuid": boundary_uuid,

@@ -29,15 +29,17 @@ import anyio.to_thread
 
 from liminal import log
 from liminal.acp.router import LOCAL, Local, LocalRequest
+from liminal.kernel.memos import describe, find_memos, save_memo, split_tags
 from liminal.kernel.swap import Rewritten, SwapError, SwapManager
-from liminal.store.records import Batch, MessageRecord
+from liminal.mcp.link import SlashRequest
 
 if TYPE_CHECKING:
+    from liminal.kernel.recaller import Recaller
     from liminal.proxy import Proxy
     from liminal.store.base import Store
+    from liminal.store.cache import Cache
 
 logger = log.get("liminal.commands")
-MEMO_THREAD = "liminal-memos"  # the pseudo-thread memos are kept under: they outlive threads
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 # name -> (input hint or None, description): what the UI offers.
@@ -55,6 +57,9 @@ COMMANDS: dict[str, tuple[str | None, str]] = {
     "memos": ("[#tag|TEXT]", "liminal: find memos"),
 }
 
+
+# What the model may ask for through its ``slash`` tool (``liminal.mcp.tools.SLASH``).
+SLASH_FOR_MODEL = ("mark", "clear", "fork", "undo")
 
 # As ACP's ``AvailableCommand``: what the UI offers.
 OFFERED = [{"name": name, "description": text, **({"input": {"hint": hint}} if hint else {})}
@@ -106,17 +111,22 @@ def prompt_text(message: dict[str, Any]) -> str:
 
 
 StoreOpener = Callable[[], AbstractAsyncContextManager["Store"]]
+CacheOpener = Callable[[], AbstractAsyncContextManager["Cache"]]
 
 
 class CommandCenter:
-    def __init__(self, swaps: SwapManager, harness: CutHarness, open_store: StoreOpener | None) -> None:
+    def __init__(self, swaps: SwapManager, harness: CutHarness, open_store: StoreOpener | None,
+                 open_cache: CacheOpener | None = None) -> None:
         self.swaps = swaps
         self.harness = harness
         self._open_store = open_store
+        self._open_cache = open_cache
         self._store: Store | None = None
         self._store_cm: AbstractAsyncContextManager[Store] | None = None
+        self._cache_cm: AbstractAsyncContextManager[Cache] | None = None
+        self._recaller: Recaller | None = None
         self._marks: dict[str, dict[str, Mark]] = {}  # thread -> name -> mark set in this process
-        self._send, self._receive = anyio.create_memory_object_stream[LocalRequest](256)
+        self._send, self._receive = anyio.create_memory_object_stream[LocalRequest | SlashRequest](256)
         self._proxy: Proxy | None = None
 
     # -------------------------------------------------------------- the router's side
@@ -129,6 +139,14 @@ class CommandCenter:
 
     def local_requested(self, request: LocalRequest) -> None:
         self._send.send_nowait(request)
+
+    def slash_requested(self, request: SlashRequest) -> None:
+        """A command the model asked for (``liminal.kernel.modeltools``), run now its turn ended."""
+        try:
+            self._send.send_nowait(request)
+        except anyio.WouldBlock:
+            logger.warning("too many slash commands waiting; dropped", thread=request.thread,
+                           command=request.command)
 
     def update_hooks(self) -> list[tuple[tuple[str, ...], Callable[[str, dict[str, Any]], dict[str, Any] | None]]]:
         return [(("available_commands_update",), self._with_ours)]
@@ -147,12 +165,16 @@ class CommandCenter:
     async def run(self, proxy: Proxy) -> None:
         self._proxy = proxy
         async for request in self._receive:
-            await self._answer(proxy, request)
+            if isinstance(request, SlashRequest):
+                await self._run_slash(proxy, request)
+            else:
+                await self._answer(proxy, request)
 
     async def aclose(self) -> None:
-        if self._store_cm is not None:
-            with anyio.CancelScope(shield=True):
-                await self._store_cm.__aexit__(None, None, None)
+        with anyio.CancelScope(shield=True):
+            for cm in (self._cache_cm, self._store_cm):
+                if cm is not None:
+                    await cm.__aexit__(None, None, None)
 
     async def _answer(self, proxy: Proxy, request: LocalRequest) -> None:
         thread = request.thread_id or ""
@@ -171,6 +193,28 @@ class CommandCenter:
         proxy.router.answer_local(request.key, {"stopReason": "end_turn"})
         proxy.flush()
 
+    async def _run_slash(self, proxy: Proxy, request: SlashRequest) -> None:
+        """As if the user had typed the command when the turn ended; the UI hears of it in the
+        thread's next turn (as a swap notice), the store in a ``liminal/slash`` note."""
+        thread, command = request.thread, f"/{request.command}{' ' + request.args if request.args else ''}"
+        try:
+            if request.command not in SLASH_FOR_MODEL:
+                raise CommandError(f"{command} is not for the model")
+            text = await getattr(self, f"_cmd_{request.command}")(thread, request.args)
+            ok = True
+        except (CommandError, SwapError) as exc:
+            text, ok = f"{exc} (nothing changed)", False
+        except Exception as exc:
+            logger.exception("slash command failed", command=command, thread=thread)
+            text, ok = f"failed: {type(exc).__name__}: {exc} (nothing changed)", False
+        now = time.time()
+        proxy.router.note("liminal/slash", {"thread_id": thread, "command": command, "ok": ok, "said": text},
+                          now, thread_id=thread)
+        proxy.router.notify_in_next_turn(thread, "session/update", {"sessionId": thread, "update": {
+            "sessionUpdate": "agent_thought_chunk",
+            "content": {"type": "text", "text": f"liminal ran {command} as the model asked: {text}\n"}}})
+        proxy.flush()
+
     # ------------------------------------------------------------------ helpers
 
     async def store(self) -> Store:
@@ -180,6 +224,23 @@ class CommandCenter:
             self._store_cm = self._open_store()
             self._store = await self._store_cm.__aenter__()
         return self._store
+
+    async def recaller(self) -> Recaller:
+        """Recall keys resolved through the cache, then the store, then the CLI's file."""
+        if self._recaller is None:
+            from liminal.kernel.recaller import Recaller
+            from liminal.store.base import StoreError
+
+            try:
+                store: Store | None = await self.store()
+            except (CommandError, StoreError):  # no history kept: the CLI's files answer
+                store = None
+            cache = None
+            if self._open_cache is not None:
+                self._cache_cm = self._open_cache()
+                cache = await self._cache_cm.__aenter__()
+            self._recaller = Recaller(store, cache)
+        return self._recaller
 
     async def marks(self, thread: str) -> dict[str, Mark]:
         """The thread's marks: the store's, and those set since (the index runs a little behind)."""
@@ -357,11 +418,11 @@ class CommandCenter:
     async def _cmd_recall(self, thread: str, args: str) -> str:
         if not args:
             raise CommandError("/recall KEY (from a truncation marker)")
-        from liminal.gradient.recall import RecallError, resolve
+        from liminal.gradient.recall import RecallError
 
         try:
-            data = await anyio.to_thread.run_sync(resolve, args)
-        except (RecallError, ValueError) as exc:
+            data = await (await self.recaller()).recall(args)
+        except RecallError as exc:
             raise CommandError(f"{args!r}: {exc}") from exc
         return data.decode("utf-8", "replace")
 
@@ -377,31 +438,4 @@ class CommandCenter:
         found = await find_memos(await self.store(), tags, text)
         if not found:
             return "No memos found."
-        return "\n".join(f"- {m.text}" + (f"  {' '.join('#' + t for t in m.data.get('tags', []))}"
-                                          if m.data.get("tags") else "") for m in found)
-
-
-def split_tags(text: str) -> tuple[str, list[str]]:
-    words = text.split()
-    tags = [w[1:] for w in words if w.startswith("#") and len(w) > 1]
-    return " ".join(w for w in words if not (w.startswith("#") and len(w) > 1)), tags
-
-
-async def save_memo(store: Store, content: str, tags: list[str], thread: str | None) -> MessageRecord:
-    now = time.time()
-    memo_id = f"memo-{uuid.uuid4()}"
-    record = MessageRecord(id=memo_id, thread_id=MEMO_THREAD, turn_id=None, time=now,
-                           order=f"{now:017.6f}", kind="memo", text=content,
-                           data={"tags": tags, "thread": thread})
-    await store.write(Batch(messages=[record]))
-    return record
-
-
-async def find_memos(store: Store, tags: list[str], text: str) -> list[MessageRecord]:
-    memos = [m for m in await store.messages(MEMO_THREAD) if m.kind == "memo"]
-    if tags:
-        memos = [m for m in memos if set(tags) <= set(m.data.get("tags") or [])]
-    if text:
-        memos = [m for m in memos if text.lower() in m.text.lower()]
-    return memos
-
+        return "\n".join(f"- {describe(m)}" for m in found)

@@ -61,6 +61,9 @@ class Store(Protocol):
     async def session_records(self, backing_id: str) -> list[SessionRecord]:
         """A session file's indexed lines, in file order."""
 
+    async def session_record(self, backing_id: str, uuid: str) -> SessionRecord | None:
+        """The session file's line whose record has this uuid (what a recall key names)."""
+
     async def session_file_end(self, backing_id: str) -> int:
         """Where indexing of this session file stopped: the byte after the last indexed line."""
 
@@ -102,6 +105,9 @@ class UnavailableStore:
         raise StoreError(self.reason)
 
     async def session_records(self, backing_id: str) -> list[SessionRecord]:
+        raise StoreError(self.reason)
+
+    async def session_record(self, backing_id: str, uuid: str) -> SessionRecord | None:
         raise StoreError(self.reason)
 
     async def session_file_end(self, backing_id: str) -> int:

@@ -230,16 +230,19 @@ class MongoStore:
     async def session_records(self, backing_id: str) -> list[SessionRecord]:
         docs = await self._sessions.find({"backing_id": backing_id}) \
             .sort("offset", ASCENDING).to_list(None)
-        out = []
-        for d in docs:
-            raw = await self._raw(d)
-            text = d["text"]
-            out.append(SessionRecord(
-                id=d["_id"], backing_id=d["backing_id"], thread_id=d["thread_id"],
-                offset=d["offset"], uuid=d["uuid"], type=d["type"], time=d["time"],
-                usage=orjson.loads(d["usage_json"]) if d["usage_json"] else None,
-                tool_ids=tuple(d["tool_ids"]), text=text, raw=raw))
-        return out
+        return [await self._session(d) for d in docs]
+
+    async def session_record(self, backing_id: str, uuid: str) -> SessionRecord | None:
+        doc = await self._sessions.find_one({"backing_id": backing_id, "uuid": uuid},
+                                            sort=[("offset", ASCENDING)])
+        return await self._session(doc) if doc else None
+
+    async def _session(self, d: dict[str, Any]) -> SessionRecord:
+        return SessionRecord(
+            id=d["_id"], backing_id=d["backing_id"], thread_id=d["thread_id"],
+            offset=d["offset"], uuid=d["uuid"], type=d["type"], time=d["time"],
+            usage=orjson.loads(d["usage_json"]) if d["usage_json"] else None,
+            tool_ids=tuple(d["tool_ids"]), text=d["text"], raw=await self._raw(d))
 
     async def session_file_end(self, backing_id: str) -> int:
         d = await self._sessions.find_one({"backing_id": backing_id},

@@ -245,6 +245,12 @@ class SqliteStore:
             (backing_id,)).fetchall())
         return [_session(row) for row in rows]
 
+    async def session_record(self, backing_id: str, uuid: str) -> SessionRecord | None:
+        row = await self._read(lambda c: c.execute(
+            f"SELECT {_SESSION_COLS} FROM session_records WHERE backing_id = ? AND uuid = ? "
+            "ORDER BY offset LIMIT 1", (backing_id, uuid)).fetchone())
+        return _session(row) if row else None
+
     async def session_file_end(self, backing_id: str) -> int:
         row = await self._read(lambda c: c.execute(
             "SELECT offset + length(raw) + 1 FROM session_records WHERE backing_id = ? "

@@ -11,6 +11,7 @@ import pytest
 
 from liminal import cli
 from liminal.store.sqlite import SqliteStore
+from tests.support.commands import offered_liminal_server, without_liminal_server
 from tests.support.proxy_process import ProxyProcess, child_env, liminal_argv, scripted_agent_argv
 
 pytestmark = pytest.mark.anyio
@@ -60,7 +61,11 @@ async def test_a_conversation_through_liminal_acp_is_recorded(
     frames = await store.frames(limit=100_000)
     await store.aclose()
     # Every frame, both directions, byte-exact and in order.
-    assert [f.raw for f in frames if f.direction == "c2a"] == lines(bytes(sent))
+    # (The session request as forwarded: with liminal's MCP server added.)
+    stored = [f.raw for f in frames if f.direction == "c2a"]
+    assert sum(offered_liminal_server(raw) for raw in stored) == 1
+    assert [without_liminal_server(raw) for raw in stored] == [without_liminal_server(raw)
+                                                               for raw in lines(bytes(sent))]
     agent_out = lines((tmp_path / "agent_out.bin").read_bytes())
     assert [f.raw for f in frames if f.direction == "a2c"] == agent_out
     assert b"".join(f.raw + b"\n" for f in frames if f.direction == "a2c") == bytes(

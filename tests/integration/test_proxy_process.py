@@ -13,7 +13,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.support.commands import offers_liminal_commands, without_liminal_commands
+from tests.support.commands import (
+    offered_liminal_server,
+    offers_liminal_commands,
+    without_liminal_commands,
+    without_liminal_server,
+)
 from tests.support.proxy_process import ProxyProcess, child_env, liminal_argv, scripted_agent_argv
 
 pytestmark = pytest.mark.anyio
@@ -71,13 +76,17 @@ async def test_a_long_exchange_is_byte_exact_both_ways(tmp_path: Path) -> None:
         assert await proxy.wait_exit() == 0
     agent_in = (tmp_path / "agent_in.bin").read_bytes()
     agent_out = (tmp_path / "agent_out.bin").read_bytes()
-    assert agent_in == bytes(sent)
-    # Byte for byte, but for the command list, which reaches the client with liminal's added.
+    # Byte for byte, but for the session request, which reaches the agent with liminal's MCP
+    # server added, and the command list, which reaches the client with liminal's added.
     lines = bytes(proxy.received).splitlines(keepends=True)
     assert [offers_liminal_commands(line) for line in lines] == [
         b'"available_commands_update"' in line for line in lines]
     assert b"".join(without_liminal_commands(line) for line in lines) == b"".join(
         without_liminal_commands(line) for line in agent_out.splitlines(keepends=True))
+    forwarded = agent_in.splitlines(keepends=True)
+    assert [offered_liminal_server(line) for line in forwarded] == [b'"session/new"' in line for line in forwarded]
+    assert b"".join(without_liminal_server(line) for line in forwarded) == b"".join(
+        without_liminal_server(line) for line in bytes(sent).splitlines(keepends=True))
     assert agent_out.count(b"agent_message_chunk") == 67 * 20
 
 

@@ -127,6 +127,10 @@ async def test_session_records(store: Store) -> None:
     got = await store.session_records("b1")
     assert got == records
     assert await store.session_file_end("b1") == offset
+    # One line by its record's uuid: what a recall key names (liminal.kernel.recaller).
+    assert await store.session_record("b1", "u1") == records[1]
+    assert await store.session_record("b1", "nope") is None
+    assert await store.session_record("b2", "u1") is None
 
 
 async def test_search_best_first_with_thread_filter(store: Store) -> None:

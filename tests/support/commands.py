@@ -1,12 +1,14 @@
-"""The one change liminal makes to what the agent sends: its commands added to the agent's
-``available_commands_update`` (``liminal.kernel.commands``). Tests that compare streams byte for
-byte compare these frames without them."""
+"""The two changes liminal makes to what it forwards: its commands added to the agent's
+``available_commands_update`` (``liminal.kernel.commands``), and its MCP server added to the
+``mcpServers`` of the client's session requests (``liminal.kernel.modeltools``). Tests that
+compare streams byte for byte compare these frames without them."""
 
 from __future__ import annotations
 
 import orjson
 
 from liminal.kernel.commands import COMMANDS
+from liminal.kernel.modeltools import NAMES_SESSION, OPENS_SESSION, SERVER_NAME
 
 
 def without_liminal_commands(line: bytes) -> bytes:
@@ -29,3 +31,26 @@ def offers_liminal_commands(line: bytes) -> bool:
         return False
     names = {c.get("name") for c in orjson.loads(line)["params"]["update"]["availableCommands"]}
     return set(COMMANDS) <= names
+
+
+def without_liminal_server(line: bytes) -> bytes:
+    """A session request (new, load, resume, fork) with liminal's MCP server taken out,
+    re-encoded (so the request from either side of liminal reads the same); any other line as
+    it is."""
+    if b'"mcpServers"' not in line:
+        return line
+    try:
+        message = orjson.loads(line)
+        if message.get("method") not in OPENS_SESSION + NAMES_SESSION:
+            return line
+        params = message["params"]
+        params["mcpServers"] = [s for s in params["mcpServers"] if s.get("name") != SERVER_NAME]
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        return line
+    return orjson.dumps(message) + (b"\r\n" if line.endswith(b"\r\n") else b"\n" if line.endswith(b"\n") else b"")
+
+
+def offered_liminal_server(line: bytes) -> bool:
+    """The session request carries liminal's server (as it reaches the agent)."""
+    return b'"mcpServers"' in line and any(
+        s.get("name") == SERVER_NAME for s in orjson.loads(line)["params"]["mcpServers"])

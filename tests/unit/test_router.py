@@ -823,3 +823,11 @@ def test_a_failing_hook_never_stops_a_frame() -> None:
             + b'","update":{"sessionUpdate":"available_commands_update","availableCommands":[]}}}')
     out = from_agent(router, line)
     assert out.to_client == [line] and out.problems
+
+
+def test_an_amended_request_json_cannot_carry_goes_as_sent() -> None:
+    router = make()
+    router.add_request_hook(("session/new",), lambda method, message, thread: {**message, "x": 1})
+    line = b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[],"n":123456789012345678901234567890}}'
+    out = from_client(router, line)
+    assert out.to_agent == [line] and "cannot be encoded" in out.problems[0]

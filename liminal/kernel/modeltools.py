@@ -1,0 +1,97 @@
+"""liminal's tools for the model: its MCP server added to every session the proxy forwards.
+
+A component. Its request hook amends each client ``session/new``, ``session/load``,
+``session/resume`` and ``session/fork`` (``Router.add_request_hook``): ``mcpServers`` gains one
+server named ``liminal`` (``python -m liminal.mcp``), in place of any the client named so. The
+swap manager keeps the servers of the request as forwarded (the taps see the amended request),
+so the sessions it resumes or opens during a swap, a recycle or a command carry the server too.
+
+A server for a session that exists is told its thread (``--thread``). One for a ``session/new``
+cannot be, the agent names the session in its answer: it gets a nonce (``--bind``), and when the
+answer comes this component writes which thread the nonce is for (``liminal.mcp.link``).
+
+When a thread's turn ends, the slash commands the model left during it (its ``slash`` tool) are
+handed to the command center, which runs them as if the user had typed them then.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from liminal import log
+from liminal.acp import jsonrpc
+from liminal.acp.events import Direction, FrameEvent, Kind
+from liminal.acp.router import Local
+from liminal.mcp import link
+
+logger = log.get("liminal.modeltools")
+
+SERVER_NAME = "liminal"
+OPENS_SESSION = ("session/new", "session/fork")
+NAMES_SESSION = ("session/load", "session/resume")
+# What the server needs of liminal's own environment to find the same home, config and code.
+PASSED_ENV = ("PYTHONPATH", "LIMINAL_")
+
+
+def server_spec(home: Path, config_file: Path | None, *, thread: str | None = None,
+                nonce: str | None = None) -> dict[str, Any]:
+    """An ACP ``McpServer`` (stdio) that starts liminal's MCP server."""
+    args = ["-m", "liminal.mcp", "--home", str(home)]
+    if config_file is not None:
+        args += ["--config", str(config_file)]
+    args += ["--thread", thread] if thread is not None else ["--bind", nonce or ""]
+    env = [{"name": k, "value": v} for k, v in sorted(os.environ.items())
+           if k == PASSED_ENV[0] or k.startswith(PASSED_ENV[1])]
+    return {"name": SERVER_NAME, "command": sys.executable, "args": args, "env": env}
+
+
+class ModelTools:
+    def __init__(self, home: Path, config_file: Path | None = None,
+                 on_slash: Callable[[link.SlashRequest], None] | None = None) -> None:
+        self.home = home
+        self.config_file = config_file
+        self.on_slash = on_slash
+        self._nonces: dict[Any, str] = {}  # session/new request id -> nonce, until answered
+
+    # -------------------------------------------------------------- the router's side
+
+    def request_hooks(self) -> list[tuple[tuple[str, ...], Callable[..., Local | dict[str, Any] | None]]]:
+        return [(OPENS_SESSION + NAMES_SESSION, self._with_server)]
+
+    def _with_server(self, method: str, message: dict[str, Any], thread: str | None) -> dict[str, Any] | None:
+        params = message.get("params")
+        if not isinstance(params, dict) or "id" not in message:
+            return None
+        if method in OPENS_SESSION:
+            nonce = link.new_nonce()
+            self._nonces[jsonrpc.id_key(message["id"])] = nonce
+            spec = server_spec(self.home, self.config_file, nonce=nonce)
+        elif isinstance(params.get("sessionId"), str) and link.safe(params["sessionId"]):
+            spec = server_spec(self.home, self.config_file, thread=params["sessionId"])
+        else:
+            return None
+        servers = params.get("mcpServers")
+        theirs = [s for s in servers if not (isinstance(s, dict) and s.get("name") == SERVER_NAME)] \
+            if isinstance(servers, list) else []
+        return {**message, "params": {**params, "mcpServers": [*theirs, spec]}}
+
+    # -------------------------------------------------------------- the taps' side
+
+    def offer(self, event: FrameEvent) -> None:
+        if event.kind is not Kind.RESPONSE:
+            return
+        if event.method in OPENS_SESSION and event.direction is Direction.AGENT_TO_CLIENT:
+            nonce = self._nonces.pop(jsonrpc.id_key(event.rpc_id), None)
+            if nonce is not None and event.thread_id is not None and link.safe(event.thread_id):
+                try:
+                    link.bind(self.home, nonce, event.thread_id)
+                except OSError as exc:  # the tools say they are not bound; the session works
+                    logger.warning("cannot bind liminal's MCP server to its thread", error=str(exc))
+        elif event.method == "session/prompt" and event.direction is Direction.AGENT_TO_CLIENT \
+                and event.thread_id is not None and self.on_slash is not None:
+            for request in link.take_slash(self.home, event.thread_id):
+                self.on_slash(request)

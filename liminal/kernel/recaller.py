@@ -1,0 +1,69 @@
+"""One way to turn a recall key back into the bytes the gradient cut: cache, store, file.
+
+The key (``liminal.gradient.recall``) names a record of a CLI session file and a block in it.
+The store indexes every line of those files whole (``SessionRecord.raw``), so it answers for as
+long as the thread is kept, even once the CLI has deleted its file; the file is the fallback for
+a session liminal never indexed (``store.index = false``, or a ``liminal compress`` run by hand).
+What was found is kept in the cache under ``recall:<key>``: Redis when configured, so every
+sidecar on a team sees it, else files under ``$LIMINAL_HOME/cache``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import anyio.to_thread
+
+from liminal import log
+from liminal.gradient.recall import RecallError, RecallKey, resolve_in, value_in_line
+from liminal.harness.claude.paths import locate_id
+
+if TYPE_CHECKING:
+    from liminal.store.base import Store
+    from liminal.store.cache import Cache
+
+logger = log.get("liminal.recall")
+
+
+class Recaller:
+    def __init__(self, store: Store | None, cache: Cache | None,
+                 env: Mapping[str, str] | None = None) -> None:
+        self.store = store
+        self.cache = cache
+        self.env = env
+
+    async def recall(self, text: str) -> bytes:
+        """The bytes behind ``text`` (a key from a truncation marker). Raises ``RecallError``."""
+        key = RecallKey.parse(text)  # checked before any part of it becomes a path or a query
+        cache_key = f"recall:{key}"
+        if self.cache is not None:
+            hit = await self.cache.get(cache_key)
+            if hit is not None:
+                return hit
+        value = await self._from_store(key)
+        if value is None:
+            value = await anyio.to_thread.run_sync(self._from_file, key)
+        if self.cache is not None:
+            await self.cache.set(cache_key, value)
+        return value
+
+    async def _from_store(self, key: RecallKey) -> bytes | None:
+        if self.store is None:
+            return None
+        from liminal.store.base import StoreError
+
+        try:
+            record = await self.store.session_record(key.session_id, key.uuid)
+        except StoreError as exc:  # the file may still have it
+            logger.warning("store unavailable for recall; reading the session file", error=str(exc))
+            return None
+        return value_in_line(record.raw, key) if record is not None else None
+
+    def _from_file(self, key: RecallKey) -> bytes:
+        try:
+            return resolve_in(locate_id(key.session_id, env=self.env), key)
+        except RecallError:
+            raise
+        except (LookupError, OSError) as exc:
+            raise RecallError(f"{key}: neither the store nor a session file has it") from exc

@@ -1,0 +1,113 @@
+"""What ``liminal mcp`` and the proxy share, as small private files under ``$LIMINAL_HOME/mcp``.
+
+Which thread a server serves: a server added to a ``session/resume`` or ``session/load`` is told
+(``--thread``); one added to a ``session/new`` cannot be, since the agent chooses the session id
+in its answer. It gets a fresh nonce (``--bind``) instead, and the proxy writes
+``bind-<nonce>`` holding the thread id once the answer names it. The server reads that file when
+a tool first needs its thread (the model cannot call a tool before the session exists).
+
+The slash commands the model asks for (``slash``) cannot run while the model's own turn is
+running: the server leaves each as ``slash/<thread>--<time>-<rand>.json``; the proxy runs and
+removes them, oldest first, when the thread's turn ends.
+
+Every name that becomes part of a path is checked first (``safe``); files are written 0600 and
+atomically, so a reader sees all of one or none.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+SEPARATOR = "--"
+
+
+def safe(name: str) -> bool:
+    """Whether ``name`` may become (part of) a file name: no separators, no dot-files, no '--'."""
+    return isinstance(name, str) and SAFE.fullmatch(name) is not None and SEPARATOR not in name
+
+
+def folder(home: Path) -> Path:
+    return home / "mcp"
+
+
+def new_nonce() -> str:
+    return secrets.token_hex(16)
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")  # 0600
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        Path(tmp).replace(path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def bind(home: Path, nonce: str, thread: str) -> None:
+    if not (safe(nonce) and safe(thread)):
+        raise ValueError(f"not a nonce and thread id: {nonce!r}, {thread!r}")
+    _write(folder(home) / f"bind-{nonce}", thread.encode())
+
+
+def bound_thread(home: Path, nonce: str) -> str | None:
+    if not safe(nonce):
+        return None
+    try:
+        thread = (folder(home) / f"bind-{nonce}").read_text().strip()
+    except OSError:
+        return None
+    return thread if safe(thread) else None
+
+
+@dataclass(frozen=True, slots=True)
+class SlashRequest:
+    thread: str
+    command: str
+    args: str
+    path: Path
+
+
+def leave_slash(home: Path, thread: str, command: str, args: str) -> Path:
+    """Queue a slash command for the thread's turn end; returns the file written."""
+    if not safe(thread):
+        raise ValueError(f"not a thread id: {thread!r}")
+    name = f"{thread}{SEPARATOR}{time.time_ns():020d}-{secrets.token_hex(4)}.json"
+    path = folder(home) / "slash" / name
+    _write(path, orjson.dumps({"thread": thread, "command": command, "args": args}))
+    return path
+
+
+def take_slash(home: Path, thread: str) -> list[SlashRequest]:
+    """The thread's queued slash commands, oldest first, each removed from the queue as read (a
+    command runs at most once, even if the proxy dies while running it)."""
+    if not safe(thread):
+        return []
+    queue = folder(home) / "slash"
+    try:
+        names = sorted(p.name for p in queue.iterdir() if p.name.startswith(thread + SEPARATOR))
+    except OSError:
+        return []
+    taken = []
+    for name in names:
+        path = queue / name
+        try:
+            data = orjson.loads(path.read_bytes())
+            path.unlink()
+        except (OSError, orjson.JSONDecodeError):
+            path.unlink(missing_ok=True)
+            continue
+        if isinstance(data, dict) and isinstance(data.get("command"), str) and isinstance(data.get("args"), str):
+            taken.append(SlashRequest(thread, data["command"], data["args"], path))
+    return taken

@@ -1,0 +1,186 @@
+"""What each of ``liminal mcp``'s tools does: a thin layer over the store, the cache and ``link``.
+
+The store and the cache are opened when a tool first needs them, not at start: every resume of a
+session restarts its MCP servers and the next prompt waits for the slowest to be ready.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from liminal.mcp import link
+from liminal.mcp.protocol import Tool, ToolError
+
+if TYPE_CHECKING:
+    from liminal.config import Settings
+    from liminal.kernel.recaller import Recaller
+    from liminal.store.base import Store
+
+# What the model may ask liminal to do to its own context (the commands meant for people, such
+# as /context or /search, have tools of their own or are not offered).
+SLASH = {"mark": "NAME", "clear": "[MARK]", "fork": "[MARK]", "undo": ""}
+RECALL_CHARS = 60_000  # one answer's text at most: Claude Code cuts an MCP answer past ~25k tokens
+
+INSTRUCTIONS = (
+    "liminal keeps this conversation's full history. Tool output cut from the context ends in a "
+    "marker with a key: `recall` returns the original text. `search_history` finds anything said "
+    "earlier, also what is no longer in the context. `memo_save` keeps a note for later "
+    "conversations; `memo_find` finds them. `slash` marks, rewinds, forks or undoes the context "
+    "once the current turn ends."
+)
+
+
+@dataclass
+class LiminalTools:
+    home: Path | None = None  # --home; else from the settings
+    config_file: Path | None = None  # --config
+    thread: str | None = None  # --thread
+    nonce: str | None = None  # --bind: the thread is named later (liminal.mcp.link)
+    _settings: Settings | None = None
+    _stack: AsyncExitStack = field(default_factory=AsyncExitStack)
+    _store: Store | None = None
+    _recaller: Recaller | None = None
+
+    @property
+    def settings(self) -> Settings:
+        """Read when a tool first needs them (the config module and its checks cost start-up)."""
+        if self._settings is None:
+            from liminal import config, log
+
+            self._settings = config.load({"home": self.home}, config_file=self.config_file)
+            log.configure(self._settings.log_level)
+        return self._settings
+
+    def tools(self) -> list[Tool]:
+        return [
+            Tool("recall", "The original text behind a truncation marker in the conversation "
+                 "('... call liminal's recall tool with key K'), exactly as it was. Long texts come in "
+                 "parts: pass `start` to get the next.",
+                 {"key": {"type": "string", "description": "the key from the marker"},
+                  "start": {"type": "integer", "description": "character to start from (default 0)"}},
+                 ("key",), self.recall),
+            Tool("search_history", "Full-text search over this conversation's whole history, also what "
+                 "is no longer in the context. `all_threads` searches every conversation liminal kept.",
+                 {"query": {"type": "string"}, "limit": {"type": "integer", "description": "default 8"},
+                  "all_threads": {"type": "boolean"}},
+                 ("query",), self.search_history),
+            Tool("slash", "Change your own context when this turn ends: `mark NAME` names this point; "
+                 "`clear` empties the context, `clear NAME` goes back to mark NAME; `fork [NAME]` starts "
+                 "a new session with this context (or what followed NAME); `undo` takes the last turn "
+                 "out. The history stays in liminal's store.",
+                 {"command": {"type": "string", "enum": list(SLASH)},
+                  "args": {"type": "string", "description": "a mark name, for mark, clear and fork"}},
+                 ("command",), self.slash),
+            Tool("memo_save", "Keep a note that outlives this conversation, with tags to find it by.",
+                 {"content": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}}},
+                 ("content",), self.memo_save),
+            Tool("memo_find", "Notes kept with memo_save, in any conversation: those with every tag "
+                 "given and containing the text given (both optional).",
+                 {"tags": {"type": "array", "items": {"type": "string"}}, "text": {"type": "string"}},
+                 (), self.memo_find),
+        ]
+
+    async def aclose(self) -> None:
+        await self._stack.aclose()
+
+    # ------------------------------------------------------------------ helpers
+
+    def bound(self) -> str:
+        if self.thread is None and self.nonce is not None:
+            self.thread = link.bound_thread(self.home or self.settings.home, self.nonce)
+        if self.thread is None:
+            raise ToolError("liminal has not bound this server to a conversation yet; try again "
+                            "after this turn")
+        return self.thread
+
+    async def store(self) -> Store:
+        if self._store is None:
+            if not self.settings.store.index:
+                raise ToolError("liminal's store is off (store.index = false): no history to search")
+            from liminal.store.base import open_store
+
+            self._store = await self._stack.enter_async_context(open_store(self.settings, create=False))
+        return self._store
+
+    async def recaller(self) -> Recaller:
+        if self._recaller is None:
+            from liminal.kernel.recaller import Recaller
+            from liminal.store.base import StoreError
+            from liminal.store.cache import open_cache
+
+            try:
+                store: Store | None = await self.store()
+            except (ToolError, StoreError):  # no history kept here: the CLI's files answer
+                store = None
+            cache = await self._stack.enter_async_context(open_cache(self.settings))
+            self._recaller = Recaller(store, cache)
+        return self._recaller
+
+    # ------------------------------------------------------------------ tools
+
+    async def recall(self, args: dict[str, Any]) -> list[str]:
+        from liminal.gradient.recall import RecallError
+
+        try:
+            data = await (await self.recaller()).recall(args["key"])
+        except RecallError as exc:
+            raise ToolError(str(exc)) from exc
+        text = data.decode("utf-8", "surrogatepass")
+        start = max(0, int(args.get("start", 0)))
+        part = text[start:start + RECALL_CHARS]
+        rest = len(text) - start - len(part)
+        if rest > 0:
+            return [part, f"[liminal: {rest} more characters; call recall with start={start + len(part)}]"]
+        return [part]
+
+    async def search_history(self, args: dict[str, Any]) -> list[str]:
+        thread = None if args.get("all_threads") else self.bound()
+        limit = min(max(1, int(args.get("limit", 8))), 50)
+        hits = await (await self.store()).search(args["query"], thread_id=thread, limit=limit)
+        if not hits:
+            return [f"Nothing found for {args['query']!r}."]
+        lines = []
+        for hit in hits:
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(hit.time)) if hit.time else "?"
+            where = f" thread {hit.thread_id}" if thread is None else ""
+            lines.append(f"- [{hit.kind}, {when}{where}] {hit.snippet}")
+        return ["\n".join(lines)]
+
+    async def slash(self, args: dict[str, Any]) -> list[str]:
+        command, rest = args["command"], str(args.get("args", "")).strip()
+        if command not in SLASH:
+            raise ToolError(f"no slash command {command!r}; these: {', '.join(SLASH)}")
+        if command == "mark" and not rest:
+            raise ToolError("mark needs a name")
+        if command == "undo" and rest:
+            raise ToolError("undo takes no arguments")
+        if rest and not link.safe(rest):
+            raise ToolError(f"{rest!r} is not a mark name: letters, digits, '.', '_' or '-'")
+        link.leave_slash(self.home or self.settings.home, self.bound(), command, rest)
+        return [f"liminal will run /{command}{' ' + rest if rest else ''} when this turn ends."]
+
+    async def memo_save(self, args: dict[str, Any]) -> list[str]:
+        from liminal.kernel.memos import save_memo
+
+        content = args["content"].strip()
+        if not content:
+            raise ToolError("an empty memo")
+        tags = [str(t) for t in args.get("tags", [])]
+        thread = None
+        try:
+            thread = self.bound()
+        except ToolError:
+            pass
+        memo = await save_memo(await self.store(), content, tags, thread)
+        return [f"Memo kept ({memo.id})."]
+
+    async def memo_find(self, args: dict[str, Any]) -> list[str]:
+        from liminal.kernel.memos import describe, find_memos
+
+        found = await find_memos(await self.store(), [str(t) for t in args.get("tags", [])],
+                                 str(args.get("text", "")))
+        return ["\n".join(f"- {describe(m)}" for m in found) if found else "No memos found."]
