@@ -183,3 +183,26 @@ def test_a_target_at_or_above_the_trigger_is_refused_when_both_are_set(tmp_path:
     # One of them alone is fine: the cost policy chooses the other.
     only = config.load(env={"LIMINAL_HOME": str(tmp_path), "LIMINAL_SWAP_TARGET_TOKENS": "90000"})
     assert only.swap.target_tokens == 90_000 and only.swap.high_tokens is None
+
+
+def test_the_deploy_config_lists_every_setting_and_loads_as_the_defaults(tmp_path: Path) -> None:
+    """deploy/config.toml is what people copy: it must load, mean the defaults, and name every
+    setting (those whose default is "chosen by liminal" commented out)."""
+    import re
+    import tomllib
+
+    deploy = Path(__file__).parents[2] / "deploy" / "config.toml"
+    text = deploy.read_text()
+    section = ""
+    named: set[str] = set()
+    for line in text.splitlines():
+        header = re.match(r"^\[(\w+)\]", line)
+        if header:
+            section = header.group(1)
+        key = re.match(r"^#? ?(\w+) = ", line)
+        if key:
+            named.add(f"{section}.{key.group(1)}" if section else key.group(1))
+    assert set(config.setting_names()) - {"home"} <= named
+    tomllib.loads(text)
+    loaded = config.load(env={"LIMINAL_HOME": str(tmp_path)}, config_file=deploy)
+    assert loaded == config.load(env={"LIMINAL_HOME": str(tmp_path)})
