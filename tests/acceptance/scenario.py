@@ -9,8 +9,10 @@ must see; the frames received are kept so that two runs can be compared byte for
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from fixtures.harness import Adapter, PromptResult, Rig, Scenario, Shell, normalize
+from liminal.kernel.modeltools import server_spec
 
 PERMITTED_FILE = "permitted.txt"
 
@@ -58,7 +60,7 @@ def run_scenario(rig: Rig, *, via_liminal: bool) -> Run:
     client = rig.client(via_liminal=via_liminal)
     try:
         run.initialize = client.initialize()
-        run.session_id = client.new_session(project)["sessionId"]
+        run.session_id = client.new_session(project, mcp_servers=servers(rig, via_liminal))["sessionId"]
         run.text = client.prompt(run.session_id, "hello")
         run.tool = client.prompt(run.session_id, "USE_TOOL please run echo")
         run.permission = client.prompt(run.session_id, "USE_PERMISSION please create a file")
@@ -78,12 +80,22 @@ def run_scenario(rig: Rig, *, via_liminal: bool) -> Run:
     return run
 
 
+def servers(rig: Rig, via_liminal: bool, thread: str | None = None) -> list[dict[str, Any]]:
+    """What a session request gets: liminal adds its MCP server on its way; the direct world is
+    given the same server, so that both CLIs offer the model the same tools (the token counts
+    the agent reports would differ otherwise)."""
+    if via_liminal:
+        return []
+    return [server_spec(rig.home.liminal_home, None, thread=thread, nonce=None if thread else "direct")]
+
+
 def load(rig: Rig, session_id: str, *, via_liminal: bool) -> tuple[list[dict[str, object]], list[bytes]]:
     """``session/load`` in a fresh process: the replayed updates, and every frame received."""
     loader = rig.client(via_liminal=via_liminal)
     try:
         loader.initialize()
-        replay = loader.load_session(session_id, rig.home.project)
+        replay = loader.load_session(session_id, rig.home.project,
+                                     mcp_servers=servers(rig, via_liminal, session_id))
         loader.settle()
     finally:
         loader.close()

@@ -32,6 +32,7 @@ class Sample:
     adapters: int  # adapter processes running (one, once a replaced one has gone)
     claude: int  # Claude Code processes in the adapter's group
     rss_kib: int  # resident memory of the adapter's whole process group
+    mcp: int = 0  # liminal's MCP servers in it (each Claude Code process starts one)
 
     @property
     def rss_mb(self) -> float:
@@ -61,7 +62,8 @@ def sample(client: AcpClient, swaps: int) -> Sample:
         time.sleep(0.02)
         adapters = adapter_processes(client)
     members = group(adapters[-1].pid)
-    return Sample(swaps, len(adapters), len(members) - 1, sum(p.rss_kib for p in members))
+    servers = sum(1 for p in members if "liminal.mcp" in p.cmdline)
+    return Sample(swaps, len(adapters), len(members) - 1 - servers, sum(p.rss_kib for p in members), servers)
 
 
 @dataclass
@@ -113,6 +115,8 @@ def test_memory_stays_flat_across_twenty_swaps(adapter: Adapter, rig: Rig) -> No
     assert peak_second <= 1.5 * peak_first, samples
     # Never more Claude Code processes than the live thread's and the sessions allowed to linger.
     assert max(s.claude for s in samples) <= 1 + max_stale, samples
+    # Each with its one MCP server of liminal's, stopped with it.
+    assert all(s.mcp <= s.claude for s in samples) and max(s.mcp for s in samples) >= 1, samples
     assert all(s.adapters == 1 for s in samples), samples
     # The conversation went on whole across every move: the model saw every turn at the end.
     last = json.dumps(rig.server.messages_requests()[-1].json["messages"])

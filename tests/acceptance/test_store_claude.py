@@ -10,7 +10,7 @@ import pytest
 
 from fixtures.harness import Rig, Scenario, Shell, Text
 from liminal.store.sqlite import SqliteStore
-from tests.support.commands import without_liminal_commands
+from tests.support.commands import without_liminal_commands, without_liminal_server
 
 
 @pytest.mark.parametrize("adapter_name", ["claude-zed", "claude-agent"])
@@ -36,7 +36,9 @@ def test_a_claude_conversation_is_indexed(adapter_name: str,
             # liminal's commands added.
             assert [without_liminal_commands(f.raw) for f in frames if f.direction == "a2c"] == [
                 without_liminal_commands(r) for r in received]
-            assert [f.raw for f in frames if f.direction == "c2a"] == sent
+            # ... and what the client sent, the session request with liminal's MCP server added.
+            assert [without_liminal_server(f.raw) for f in frames if f.direction == "c2a"] == [
+                without_liminal_server(r) for r in sent]
             [summary] = await store.threads()
             assert summary.thread.id == session and summary.turns == 1
             messages = await store.messages(session)
