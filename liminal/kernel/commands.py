@@ -30,7 +30,8 @@ import anyio.to_thread
 from liminal import log
 from liminal.acp.router import LOCAL, Local, LocalRequest
 from liminal.kernel.memos import describe, find_memos, save_memo, split_tags
-from liminal.kernel.swap import Rewritten, SwapError, SwapManager
+from liminal.kernel.mover import Rewritten, SwapError
+from liminal.kernel.swap import SwapManager
 from liminal.mcp.link import SlashRequest
 
 if TYPE_CHECKING:
@@ -280,7 +281,7 @@ class CommandCenter:
         # The CLI may write the turn just answered a little after answering (Claude Code 2.1.44,
         # about 0.1 s): the mark is where the file stands once that turn is on disk.
         state = self.swaps.threads.get(thread)
-        await self.swaps.settle(path, state.last_prompt if state else None)
+        await self.swaps.mover.settle(path, state.last_prompt if state else None)
         offset = await anyio.to_thread.run_sync(self.harness.position, path)
         mark = Mark(name, backing, offset, time.time())
         self._marks.setdefault(thread, {})[name] = mark
@@ -320,11 +321,11 @@ class CommandCenter:
         def write(current: Path, new_id: str) -> Rewritten:
             return self.harness.cut([(source, 0, mark.offset)], current, new_id)
 
-        await self.swaps.move_thread(thread, f"/clear {mark.name}", write)
+        await self.swaps.mover.move_thread(thread, f"/clear {mark.name}", write)
         return f"Context cleared back to mark {mark.name}. What came after stays in liminal's history."
 
     async def _clear_all(self, thread: str) -> str:
-        await self.swaps.fresh_session(thread, "/clear")
+        await self.swaps.mover.fresh_session(thread, "/clear")
         return "Context cleared. The conversation stays in liminal's history (liminal history, /search)."
 
     async def _cmd_undo(self, thread: str, args: str) -> str:
@@ -337,7 +338,7 @@ class CommandCenter:
                 raise SwapError("there is no earlier turn to go back to")
             return self.harness.cut([(current, 0, starts[-1])], current, new_id)
 
-        await self.swaps.move_thread(thread, "/undo", write)
+        await self.swaps.mover.move_thread(thread, "/undo", write)
         return "The last turn is out of the model's context (it stays in liminal's history)."
 
     async def _cmd_fork(self, thread: str, args: str) -> str:
@@ -404,7 +405,7 @@ class CommandCenter:
         def write(current: Path, new_id: str) -> Rewritten:
             return self.swaps.harness.rewrite(current, aim, new_id)
 
-        done = await self.swaps.move_thread(thread, "/optimise", write)
+        done = await self.swaps.mover.move_thread(thread, "/optimise", write)
         return f"Context optimised: {done.tokens_before // 1000}k -> {done.tokens_after // 1000}k tokens."
 
     async def _cmd_search(self, thread: str, args: str) -> str:

@@ -45,7 +45,8 @@ import orjson
 from liminal import log
 from liminal.acp import jsonrpc
 from liminal.acp.events import Direction, FrameEvent, Kind
-from liminal.kernel.swap import SETTLE_POLL_MAX, SwapManager, open_for_thread
+from liminal.kernel.mover import SETTLE_POLL_MAX, open_for_thread
+from liminal.kernel.swap import SwapManager
 from liminal.transport.legs import AgentLeg
 
 if TYPE_CHECKING:

@@ -17,94 +17,33 @@ thread has been idle past the prompt cache's life, it runs one swap:
    tell the UI briefly (``swap.notice``); then, outside the hold, close the old session if the
    agent supports ``session/close`` (if not, ``liminal.kernel.recycle`` bounds what is left).
 
-Any failure, or the whole swap overrunning ``swap.hold_timeout_seconds``, releases the held
-prompts to the old session, which keeps working; the journal records why.
+Steps 3 to 5 are the thread mover's (``liminal.kernel.mover``), which the context commands use
+too; this module observes the threads and decides. Any failure, or the whole swap overrunning
+``swap.hold_timeout_seconds``, releases the held prompts to the old session, which keeps working;
+the journal records why.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import signal
 import time
-import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
 import anyio.to_thread
 
-from liminal import faults, log
+from liminal import log
 from liminal.acp.events import Direction, FrameEvent, Kind
 from liminal.config import GradientSettings, SwapSettings
 from liminal.kernel.journal import SwapJournal, SwapRecord
-from liminal.kernel.policy import CostPolicy, Decision, Pace
+from liminal.kernel.mover import Rewritten, SessionHarness, ThreadMover, ThreadState
+from liminal.kernel.policy import CostPolicy, Decision
 
 if TYPE_CHECKING:
     from liminal.proxy import Proxy
 
 logger = log.get("liminal.swap")
-SETTLE_POLL_MAX = 0.02  # seconds between looks at the session file while the turn settles
-UNDO_CLOSE_SECONDS = 2.0  # closing the new session of a swap that failed (the agent may be going)
-
-
-@dataclass(frozen=True, slots=True)
-class Rewritten:
-    new_id: str
-    path: Path
-    tokens_before: int
-    tokens_after: int
-    size: int = 0  # bytes liminal wrote; the CLI appends after them
-
-
-class SessionHarness(Protocol):
-    """What the swap needs from a CLI's session files (see ``liminal.harness``)."""
-
-    name: str
-    # The context no thread should reach: the CLI's own auto-compaction point.
-    ceiling_tokens: int
-
-    def locate(self, backing_id: str, cwd: str | None) -> Path | None: ...
-
-    def context_tokens(self, path: Path) -> int | None: ...
-
-    def turn_settled(self, path: Path, prompt: str | None) -> bool:
-        """The turn whose prompt was ``prompt`` is completely written to the file."""
-
-    def target_path(self, path: Path, new_id: str) -> Path:
-        """Where ``rewrite(path, ..., new_id)`` writes: journaled before the file exists."""
-
-    def rewrite(self, path: Path, target_tokens: int, new_id: str) -> Rewritten:
-        """A compressed copy as ``new_id``; ``target_tokens`` 0: as deep as the recent band allows."""
-
-    def discard(self, rewritten: Rewritten) -> None:
-        """Remove a rewritten session that will not be used (it was never loaded)."""
-
-
-@dataclass(slots=True)
-class ThreadState:
-    thread_id: str
-    cwd: str | None = None
-    mcp_servers: list[Any] = field(default_factory=list)
-    mode_id: str | None = None
-    config_options: dict[str, Any] = field(default_factory=dict)
-    context_tokens: int | None = None  # from usage_update
-    last_prompt: str | None = None  # the text of the newest session/prompt, to find it on disk
-    file_tokens: int | None = None  # the context last read from the session file (no usage_update)
-    turns_since_swap: int = 0
-    pace: Pace = field(default_factory=Pace)
-    last_context: int | None = None  # the context at the last turn end whose size was known
-    calls: int = 0  # model calls since then (one a turn, one more per round of tool results)
-    results_since_call: bool = False  # a result of the current round of tool calls came back
-    new: bool = False  # opened by session/new here: its first context is the CLI's own prompt
-    idle_since: float | None = None  # monotonic time of the turn end, until the next prompt
-    swapping: bool = False
-    # After a failed swap, skip this many turn ends before trying again (doubling per failure),
-    # so a session that cannot be rewritten does not pay for a rewrite at every turn.
-    skip_turns: int = 0
-    failures: int = 0
 
 
 class _TurnEnd(NamedTuple):
@@ -114,40 +53,6 @@ class _TurnEnd(NamedTuple):
     decision: Decision | None  # the agent's usage says swap; None: the session file decides
     held: bool  # the thread's next frames wait (set in ``offer``, before the client's next bytes)
     prompt: str | None  # the prompt of the turn that ended, to find that turn on disk
-
-
-class SwapError(Exception):
-    pass
-
-
-Request = Callable[[str, dict[str, Any]], Awaitable[Any]]
-
-
-async def open_for_thread(request: Request, state: ThreadState, base: dict[str, Any],
-                          capabilities: dict[str, Any]) -> str:
-    """Open a session for a thread (``base``: its id, cwd and MCP servers) with ``request``, by
-    ``session/resume`` when the agent can, else ``session/load``, and give it the thread's mode
-    and config options. Returns the method that opened it. The swap does this on the agent, the
-    recycle (``liminal.kernel.recycle``) on a fresh process of it."""
-    caps = capabilities.get("sessionCapabilities") or {}
-    if "resume" in caps:
-        method = "session/resume"
-    elif capabilities.get("loadSession"):
-        method = "session/load"
-    else:
-        raise SwapError("the agent can neither resume nor load sessions")
-    t = time.monotonic()
-    await request(method, base)
-    logger.debug("swap step", step=method, seconds=round(time.monotonic() - t, 4))
-    t = time.monotonic()
-    session_id = base["sessionId"]
-    if state.mode_id:
-        await request("session/set_mode", {"sessionId": session_id, "modeId": state.mode_id})
-    for config_id, value in state.config_options.items():
-        await request("session/set_config_option", {"sessionId": session_id, "configId": config_id, "value": value})
-    logger.debug("swap step", step="mode and options", seconds=round(time.monotonic() - t, 4),
-                 mode=state.mode_id, options=len(state.config_options))
-    return method
 
 
 class SwapManager:
@@ -177,10 +82,10 @@ class SwapManager:
         self._proxy: Proxy | None = None
         self._send, self._receive = anyio.create_memory_object_stream[_TurnEnd](64)
         self.completed = 0  # swap attempts finished, committed or not (tests wait on it)
-        self._left_behind = ""  # the backing id the last committed swap moved away from
-        self._warned_no_close = False
         self._progress = anyio.Event()
-        self._lock = anyio.Lock()  # one move at a time: a swap, or a command's
+        # The step every move of a thread shares (liminal.kernel.mover), the commands' too.
+        self.mover = ThreadMover(settings, journal, harness, self.threads, clock=clock,
+                                 capabilities=lambda: self.capabilities, priced=self._priced)
         # Called at the end of every turn end the swap task looked at, before it releases the
         # thread: the recycle (``liminal.kernel.recycle``) moves sessions to a fresh agent
         # process there, the thread's next prompt already waiting. Must not raise.
@@ -378,6 +283,7 @@ class SwapManager:
 
     async def run(self, proxy: Proxy) -> None:
         self._proxy = proxy
+        self.mover.attach(proxy)
         await anyio.to_thread.run_sync(self._recover)
         # Every session a thread has been on names the thread towards the client (a listing
         # shows the thread once); new frames go to the last one.
@@ -398,7 +304,7 @@ class SwapManager:
                 state = self.threads[thread_id]
                 committed: bool | None = None
                 try:
-                    async with self._lock:
+                    async with self.mover.lock:
                         committed = await self._maybe_swap(proxy, state, turn_end)
                     if committed is False:
                         state.failures += 1
@@ -414,7 +320,7 @@ class SwapManager:
                         proxy.flush()
                     if committed:
                         # After the release: the held prompts need only the new session.
-                        await self._close(proxy, self._left_behind)
+                        await self.mover.close(proxy, self.mover.left_behind)
                     if committed is not None:
                         self.completed += 1
                     self._progress.set()
@@ -475,9 +381,9 @@ class SwapManager:
             return None
         # The CLI may write the turn after answering the prompt: wait for it to be on disk before
         # reading its size, and never rewrite a file that lacks it (the turn would be lost).
-        if not await self._settle(path, turn_end.prompt, self.settle_timeout if decided else 2.0):
+        if not await self.mover.settle(path, turn_end.prompt, self.settle_timeout if decided else 2.0):
             if decided:
-                self._journal(state, old_backing, None, "abandoned", "the turn did not reach the session file",
+                self.mover.record(state, old_backing, None, "abandoned", "the turn did not reach the session file",
                               started, t0, tokens, None)
                 return False
             logger.debug("turn not on disk in time; no check", thread=thread_id)
@@ -507,9 +413,9 @@ class SwapManager:
                 logger.info("swap skipped", thread=thread_id, why=unpaid)
             return unpaid
 
-        moved = await self._relocate(proxy, state, old_backing=old_backing, path=path, reason=reason,
-                                     started=started, t0=t0, tokens=tokens, write=rewrite,
-                                     check=check, decision=decision)
+        moved = await self.mover.relocate(proxy, state, old_backing=old_backing, path=path, reason=reason,
+                                          started=started, t0=t0, tokens=tokens, write=rewrite,
+                                          check=check, decision=decision)
         if moved is None:
             return False
         rewritten, moved_by, t_rewritten, t_moved = moved
@@ -525,262 +431,6 @@ class SwapManager:
                     tokens_before=rewritten.tokens_before, tokens_after=rewritten.tokens_after,
                     seconds=round(time.monotonic() - t0, 3), why=reason, **timing)
         return True
-
-    def _known(self, thread_id: str) -> tuple[Proxy, ThreadState]:
-        state = self.threads.get(thread_id)
-        if self._proxy is None or state is None:
-            raise SwapError("liminal has not seen this thread opened in this session")
-        return self._proxy, state
-
-    def _claim(self, state: ThreadState) -> None:
-        """Hold a thread for a command's move, if nothing is under way on it."""
-        assert self._proxy is not None
-        router, thread_id = self._proxy.router, state.thread_id
-        if state.swapping or router.is_held(thread_id):
-            raise SwapError("a context swap is under way; try again in a moment")
-        if router.prompt_in_flight(thread_id) or router.agent_request_open(thread_id):
-            raise SwapError("a prompt is running")
-        state.swapping = True
-        router.hold(thread_id)
-
-    async def move_thread(self, thread_id: str, reason: str,
-                          write: Callable[[Path, str], Rewritten]) -> Rewritten:
-        """Move a thread, between turns, onto a session ``write(current file, new_id)`` makes:
-        the commands' step (``liminal.kernel.commands``). Holds the thread, waits for its last
-        turn to be on disk, then ``_relocate``. Raises ``SwapError`` saying why the thread stayed."""
-        proxy, state = self._known(thread_id)
-        router = proxy.router
-        async with self._lock:
-            self._claim(state)
-            committed = False
-            old_backing = router.backing_of(thread_id)
-            try:
-                path = self.harness.locate(old_backing, state.cwd)
-                if path is None:
-                    raise SwapError("no session file for this thread yet")
-                if not await self._settle(path, state.last_prompt, 2.0):
-                    raise SwapError("the last turn is not on disk yet")
-                moved = await self._relocate(
-                    proxy, state, old_backing=old_backing, path=path, reason=reason,
-                    started=self.clock(), t0=time.monotonic(), tokens=None,
-                    write=lambda new_id: write(path, new_id))
-                if moved is None:
-                    last = self.journal.records(thread_id)
-                    raise SwapError(last[-1].reason if last else "the move failed")
-                committed = True
-                return moved[0]
-            finally:
-                state.swapping = False
-                if router.is_held(thread_id):
-                    router.release(thread_id)
-                    proxy.flush()
-                if committed:
-                    await self._close(proxy, old_backing)
-
-    async def fresh_session(self, thread_id: str, reason: str) -> str:
-        """Move a thread onto a new, empty session of the agent (``/clear``): its history stays
-        with liminal, the model starts from nothing. Returns the new backing id."""
-        proxy, state = self._known(thread_id)
-        router = proxy.router
-        async with self._lock:
-            self._claim(state)
-            old_backing = router.backing_of(thread_id)
-            started, t0 = self.clock(), time.monotonic()
-            new_id = ""
-            try:
-                with anyio.fail_after(self.settings.hold_timeout_seconds):
-                    result = await proxy.request(
-                        "session/new", {"cwd": state.cwd or ".", "mcpServers": state.mcp_servers},
-                        timeout=self.settings.hold_timeout_seconds, thread_id=thread_id)
-                new_id = str((result or {}).get("sessionId") or "")
-                if not new_id:
-                    raise SwapError("the agent opened no session")
-                request = functools.partial(proxy.request, timeout=self.settings.hold_timeout_seconds,
-                                            thread_id=thread_id)
-                if state.mode_id:
-                    await request("session/set_mode", {"sessionId": new_id, "modeId": state.mode_id})
-                self._journal(state, old_backing, new_id, "committed", reason, started, t0, None, None)
-                router.bind(thread_id, new_id)
-            except BaseException:
-                if new_id and router.agent_alive:
-                    with anyio.CancelScope(shield=True), anyio.move_on_after(UNDO_CLOSE_SECONDS):
-                        await self._close(proxy, new_id)
-                raise
-            finally:
-                state.swapping = False
-                router.release(thread_id)
-                proxy.flush()
-            state.turns_since_swap = 0
-            state.last_prompt = None
-            state.context_tokens = state.file_tokens = state.last_context = None
-            state.calls = 0
-            await self._close(proxy, old_backing)
-            return new_id
-
-    async def _relocate(
-        self, proxy: Proxy, state: ThreadState, *, old_backing: str, path: Path, reason: str,
-        started: float, t0: float, tokens: int | None, write: Callable[[str], Rewritten],
-        check: Callable[[Rewritten], str | None] | None = None, decision: Decision | None = None,
-    ) -> tuple[Rewritten, str, float, float] | None:
-        """Write the thread's next session with ``write(new_id)`` (in a worker thread) and move
-        the held thread onto it: the step a swap and every command that rewrites a thread's
-        context share. Journaled from before the file exists to the end; anything but a commit
-        leaves no file and no open session behind (``_undo``). Returns (the rewrite, how it was
-        opened, when written, when moved), or None: the thread stays where it was."""
-        router = proxy.router
-        thread_id = state.thread_id
-        new_id = str(uuid.uuid4())
-        new_path = self.harness.target_path(path, new_id)
-        cost = decision.as_dict() if decision is not None else None
-        # Journaled before the file exists: a liminal killed from here to the end record leaves
-        # a ``begin`` alone, and the next start removes what it names (``_recover``).
-        self.journal.begin(SwapRecord(
-            thread_id=thread_id, old_backing_id=old_backing, new_backing_id=new_id,
-            outcome="begin", reason=reason, started_at=started, duration_s=0.0,
-            tokens_before=tokens, tokens_after=None, harness=self.harness.name, cwd=state.cwd,
-            new_path=str(new_path), cost=cost))
-        rewritten: Rewritten | None = None
-        opened = False  # the agent has (or may have) the new session open
-        ended = False  # an end record (committed, failed, abandoned, skipped) is journaled
-        committed = False
-        try:
-            try:
-                with anyio.fail_after(self.settings.hold_timeout_seconds):
-                    rewritten = await anyio.to_thread.run_sync(write, new_id)
-                    t_rewritten = time.monotonic()
-                    unpaid = check(rewritten) if check is not None else None
-                    if unpaid is not None:
-                        ended = True
-                        self._journal(state, old_backing, new_id, "skipped", unpaid, started, t0,
-                                      rewritten.tokens_before, rewritten.tokens_after, decision)
-                        return None
-                    await anyio.to_thread.run_sync(self.journal.note_rewrite, new_id, rewritten.size)
-                    opened = True
-                    moved_by = await self._move(proxy, state, old_backing, new_id)
-                    t_moved = time.monotonic()
-            except TimeoutError:
-                ended = True
-                self._journal(state, old_backing, new_id, "abandoned",
-                              f"overran {self.settings.hold_timeout_seconds}s", started, t0, tokens,
-                              rewritten.tokens_after if rewritten else None)
-                return None
-            except Exception as exc:
-                logger.warning("move failed; the thread stays on its session", thread=thread_id,
-                               error=str(exc), reason=reason)
-                ended = True
-                self._journal(state, old_backing, new_id, "failed", f"{type(exc).__name__}: {exc}",
-                              started, t0, tokens, rewritten.tokens_after if rewritten else None)
-                return None
-            if not router.is_held(thread_id):
-                # The hold overflowed (the client sent more than the router keeps) and let the
-                # thread's frames through to the old session: the new one lacks what they did.
-                ended = True
-                self._journal(state, old_backing, new_id, "abandoned",
-                              "the hold overflowed; the thread went on on its old session", started,
-                              t0, tokens, rewritten.tokens_after)
-                return None
-            # The journal first: a thread is on its new session only once that is on disk (a
-            # journal that cannot be written fails the swap, and the thread stays).
-            self._journal(state, old_backing, new_id, "committed", reason, started, t0,
-                          rewritten.tokens_before, rewritten.tokens_after, decision)
-            ended = True
-            router.bind(thread_id, new_id)
-            committed = True
-        except BaseException as exc:
-            # Cancelled (the client left, liminal is stopping) or an end record that could not
-            # be written: the swap did not happen.
-            if not ended:
-                with contextlib.suppress(Exception):
-                    self._journal(state, old_backing, new_id, "abandoned",
-                                  f"stopped during the swap ({type(exc).__name__})", started, t0,
-                                  tokens, None)
-            raise
-        finally:
-            if not committed:  # whatever went wrong: no new file, no new session left open
-                await self._undo(proxy, new_path, new_id, opened)
-        self._left_behind = old_backing
-        # The new session's file is whole as liminal wrote it: no turn of it is still to reach
-        # the disk (the last prompt named one of the old session's).
-        state.last_prompt = None
-        state.turns_since_swap = 0
-        state.context_tokens = None  # the next usage_update tells the new size
-        state.file_tokens = rewritten.tokens_after  # until the file says otherwise
-        state.last_context = rewritten.tokens_after
-        state.calls = 0
-        return rewritten, moved_by, t_rewritten, t_moved
-
-    async def _undo(self, proxy: Proxy, new_path: Path, new_id: str, opened: bool) -> None:
-        """Leave nothing of a swap that did not commit: its file (so the CLI's picker and the
-        agent's ``session/list`` never show the thread twice) and, if the agent opened it, its
-        session. Shielded: it runs when the swap was cancelled too (the client left)."""
-        with anyio.CancelScope(shield=True):
-            try:
-                await anyio.to_thread.run_sync(self.harness.discard,
-                                               Rewritten(new_id, new_path, 0, 0))
-            except Exception as exc:
-                logger.error("cannot remove an unused rewrite; remove it by hand", path=str(new_path),
-                             error=str(exc))
-            if opened and proxy.router.agent_alive:
-                with anyio.move_on_after(UNDO_CLOSE_SECONDS):
-                    await self._close(proxy, new_id)
-
-    async def settle(self, path: Path, prompt: str | None, timeout: float = 2.0) -> bool:
-        """Until the turn whose prompt was ``prompt`` is on disk (for the commands)."""
-        return await self._settle(path, prompt, timeout)
-
-    async def _settle(self, path: Path, prompt: str | None, timeout: float) -> bool:
-        """Until the CLI has written the finished turn; False if it has not within ``timeout``."""
-        # Claude Code 2.1.44 writes the turn 75-90 ms after answering the prompt, and "settled"
-        # takes two looks at the same size: polls capped at 20 ms see it about 100 ms after the
-        # answer (capped at 100 ms they saw it at 255 ms). The thread is held meanwhile, at every
-        # turn end when the agent sends no usage. A look is a stat, and a read of the tail only
-        # when the size held still.
-        with anyio.move_on_after(timeout):
-            delay = 0.005
-            while not await anyio.to_thread.run_sync(self.harness.turn_settled, path, prompt):
-                await anyio.sleep(delay)
-                delay = min(delay * 2, SETTLE_POLL_MAX)
-            return True
-        return False
-
-    async def _move(self, proxy: Proxy, state: ThreadState, old_backing: str, new_id: str) -> str:
-        """Open ``new_id`` for the thread; returns the method that did it."""
-        router = proxy.router
-        base = {"sessionId": new_id, "cwd": state.cwd or ".", "mcpServers": state.mcp_servers}
-        timeout = self.settings.hold_timeout_seconds
-        if faults.value("swap.move") == "kill-agent":
-            proxy.agent.signal_group(signal.SIGKILL)  # the adapter dying in the middle of a swap
-        await faults.hit("swap.move")
-        if faults.value("swap.resume") == "wrong-id":
-            base = dict(base, sessionId=str(uuid.uuid4()))  # a session the agent cannot have
-
-        async def request(method: str, params: dict[str, Any]) -> Any:
-            return await proxy.request(method, params, timeout=timeout, thread_id=state.thread_id)
-
-        router.capture(new_id)
-        try:
-            method = await open_for_thread(request, state, base, self.capabilities)
-            await faults.hit("swap.moved")
-            return method
-        finally:
-            router.uncapture(new_id)
-
-    async def _close(self, proxy: Proxy, old_backing: str) -> None:
-        """Close the session a committed swap left, if the agent supports it."""
-        if "close" not in (self.capabilities.get("sessionCapabilities") or {}):
-            if not self._warned_no_close:
-                self._warned_no_close = True
-                logger.warning("the agent cannot close sessions: the process of each session a "
-                               "swap leaves keeps running until the recycle moves the live ones to "
-                               "a fresh agent process (swap.max_stale_sessions)", session=old_backing)
-            return
-        t = time.monotonic()
-        try:
-            await proxy.request("session/close", {"sessionId": old_backing},
-                                timeout=self.settings.hold_timeout_seconds)
-        except Exception as exc:  # the old session lingering costs memory, not correctness
-            logger.info("old session not closed", session=old_backing, error=str(exc))
-        logger.debug("swap step", step="session/close", seconds=round(time.monotonic() - t, 4))
 
     def _notice(self, proxy: Proxy, thread_id: str, rewritten: Rewritten) -> None:
         if self.settings.notice == "silent":
@@ -815,25 +465,8 @@ class SwapManager:
                                          {"sessionId": thread_id, "update": update})
         proxy.flush()
 
-    def _journal(self, state: ThreadState, old: str, new: str | None, outcome: str, reason: str,
-                 started: float, t0: float, before: int | None, after: int | None,
-                 decision: Decision | None = None) -> None:
-        cost = None
-        if decision is not None:
-            cost = decision.as_dict()
-            if after is not None and outcome == "committed":
-                # What the swap as made costs and saves (the decision had only the plan's aim).
-                done = self.policy.cost(decision.context, after, decision.trigger, state.pace,
-                                        idle=decision.idle)
-                cost.update(target=after, rebuild=round(done[0], 1), saves_per_call=round(done[1], 1),
-                            payback_calls=round(done[2], 1), calls_to_next=round(done[3], 1))
-        record = SwapRecord(
-            thread_id=state.thread_id, old_backing_id=old, new_backing_id=new, outcome=outcome,
-            reason=reason, started_at=started, duration_s=round(time.monotonic() - t0, 4),
-            tokens_before=before, tokens_after=after, harness=self.harness.name, cwd=state.cwd,
-            cost=cost,
-        )
-        self.journal.append(record)  # the authority (see journal.py)
-        if self._proxy is not None:  # and a note in the store, with the conversation
-            self._proxy.router.note("liminal/swap", asdict(record), self.clock(), thread_id=state.thread_id)
-            self._proxy.flush()
+    def _priced(self, state: ThreadState, decision: Decision, after: int) -> dict[str, Any]:
+        """What a swap as made costs and saves (the decision had only the plan's aim)."""
+        done = self.policy.cost(decision.context, after, decision.trigger, state.pace, idle=decision.idle)
+        return {"target": after, "rebuild": round(done[0], 1), "saves_per_call": round(done[1], 1),
+                "payback_calls": round(done[2], 1), "calls_to_next": round(done[3], 1)}

@@ -20,8 +20,9 @@ import pytest
 
 from liminal.kernel import recycle
 from liminal.kernel.journal import SwapJournal
+from liminal.kernel.mover import Rewritten
 from liminal.kernel.recycle import Recycler
-from liminal.kernel.swap import Rewritten, SwapManager
+from liminal.kernel.swap import SwapManager
 from tests.integration.test_swap_scripted import FakeHarness, settings, start
 from tests.support.inproc import PipeClient, proxy_in_process
 from tests.support.processes import alive, group

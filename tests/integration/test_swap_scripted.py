@@ -20,8 +20,9 @@ import pytest
 from liminal.config import SwapSettings
 from liminal.ingest.indexer import Indexer
 from liminal.kernel.journal import SwapJournal
+from liminal.kernel.mover import Rewritten
 from liminal.kernel.replay import ReplayManager
-from liminal.kernel.swap import Rewritten, SwapManager
+from liminal.kernel.swap import SwapManager
 from liminal.store.base import Store, StoreError
 from liminal.store.sqlite import SqliteStore
 from tests.support.inproc import PipeClient, proxy_in_process

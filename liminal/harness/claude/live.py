@@ -15,7 +15,7 @@ from liminal.gradient import RewriteError, prepare, rewrite_session
 from liminal.gradient.validate import validate
 from liminal.harness.claude import cuts, tail
 from liminal.harness.claude.paths import find
-from liminal.kernel.swap import Rewritten
+from liminal.kernel.mover import Rewritten
 
 
 class ClaudeSessions:

@@ -1,0 +1,436 @@
+"""Moving a thread onto another session of the agent, between turns: the step a swap and every
+context command share.
+
+``ThreadMover.relocate`` is the step: **hold** (the caller has the thread held), **write** the
+next session file (``write(new_id)`` in a worker thread: a gradient rewrite for a swap, a cut for
+``/clear MARK`` and ``/undo``), **open** it for the thread (``session/resume``, else
+``session/load``, the thread's mode and config options re-applied, the agent's replay captured),
+**commit** (journal first, then bind the thread to it), and on anything but a commit leave no
+file and no open session behind. ``move_thread`` wraps it for the commands (claim the thread,
+wait for its last turn on disk, release); ``fresh_session`` moves a thread onto a new, empty
+session (``/clear``). The swap manager (``liminal.kernel.swap``) decides when to swap and calls
+``relocate``; the command center (``liminal.kernel.commands``) calls the others. One move at a
+time (``lock``), whoever asks.
+
+The journal (``liminal.kernel.journal``) is the authority: a ``begin`` before the file exists,
+an end record (committed, failed, abandoned, skipped) after; each also a ``liminal/swap`` note in
+the store, with the conversation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import signal
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import anyio
+import anyio.to_thread
+
+from liminal import faults, log
+from liminal.config import SwapSettings
+from liminal.kernel.journal import SwapJournal, SwapRecord
+from liminal.kernel.policy import Decision, Pace
+
+if TYPE_CHECKING:
+    from liminal.proxy import Proxy
+
+logger = log.get("liminal.swap")
+SETTLE_POLL_MAX = 0.02  # seconds between looks at the session file while the turn settles
+UNDO_CLOSE_SECONDS = 2.0  # closing the new session of a move that failed (the agent may be going)
+
+
+@dataclass(frozen=True, slots=True)
+class Rewritten:
+    new_id: str
+    path: Path
+    tokens_before: int
+    tokens_after: int
+    size: int = 0  # bytes liminal wrote; the CLI appends after them
+
+
+class SessionHarness(Protocol):
+    """What the swap needs from a CLI's session files (see ``liminal.harness``)."""
+
+    name: str
+    # The context no thread should reach: the CLI's own auto-compaction point.
+    ceiling_tokens: int
+
+    def locate(self, backing_id: str, cwd: str | None) -> Path | None: ...
+
+    def context_tokens(self, path: Path) -> int | None: ...
+
+    def turn_settled(self, path: Path, prompt: str | None) -> bool:
+        """The turn whose prompt was ``prompt`` is completely written to the file."""
+
+    def target_path(self, path: Path, new_id: str) -> Path:
+        """Where ``rewrite(path, ..., new_id)`` writes: journaled before the file exists."""
+
+    def rewrite(self, path: Path, target_tokens: int, new_id: str) -> Rewritten:
+        """A compressed copy as ``new_id``; ``target_tokens`` 0: as deep as the recent band allows."""
+
+    def discard(self, rewritten: Rewritten) -> None:
+        """Remove a rewritten session that will not be used (it was never loaded)."""
+
+
+@dataclass(slots=True)
+class ThreadState:
+    thread_id: str
+    cwd: str | None = None
+    mcp_servers: list[Any] = field(default_factory=list)
+    mode_id: str | None = None
+    config_options: dict[str, Any] = field(default_factory=dict)
+    context_tokens: int | None = None  # from usage_update
+    last_prompt: str | None = None  # the text of the newest session/prompt, to find it on disk
+    file_tokens: int | None = None  # the context last read from the session file (no usage_update)
+    turns_since_swap: int = 0
+    pace: Pace = field(default_factory=Pace)
+    last_context: int | None = None  # the context at the last turn end whose size was known
+    calls: int = 0  # model calls since then (one a turn, one more per round of tool results)
+    results_since_call: bool = False  # a result of the current round of tool calls came back
+    new: bool = False  # opened by session/new here: its first context is the CLI's own prompt
+    idle_since: float | None = None  # monotonic time of the turn end, until the next prompt
+    swapping: bool = False
+    # After a failed swap, skip this many turn ends before trying again (doubling per failure),
+    # so a session that cannot be rewritten does not pay for a rewrite at every turn.
+    skip_turns: int = 0
+    failures: int = 0
+
+
+class SwapError(Exception):
+    pass
+
+
+Request = Callable[[str, dict[str, Any]], Awaitable[Any]]
+
+
+async def open_for_thread(request: Request, state: ThreadState, base: dict[str, Any],
+                          capabilities: dict[str, Any]) -> str:
+    """Open a session for a thread (``base``: its id, cwd and MCP servers) with ``request``, by
+    ``session/resume`` when the agent can, else ``session/load``, and give it the thread's mode
+    and config options. Returns the method that opened it. The swap does this on the agent, the
+    recycle (``liminal.kernel.recycle``) on a fresh process of it."""
+    caps = capabilities.get("sessionCapabilities") or {}
+    if "resume" in caps:
+        method = "session/resume"
+    elif capabilities.get("loadSession"):
+        method = "session/load"
+    else:
+        raise SwapError("the agent can neither resume nor load sessions")
+    t = time.monotonic()
+    await request(method, base)
+    logger.debug("swap step", step=method, seconds=round(time.monotonic() - t, 4))
+    t = time.monotonic()
+    session_id = base["sessionId"]
+    if state.mode_id:
+        await request("session/set_mode", {"sessionId": session_id, "modeId": state.mode_id})
+    for config_id, value in state.config_options.items():
+        await request("session/set_config_option", {"sessionId": session_id, "configId": config_id, "value": value})
+    logger.debug("swap step", step="mode and options", seconds=round(time.monotonic() - t, 4),
+                 mode=state.mode_id, options=len(state.config_options))
+    return method
+
+
+class ThreadMover:
+    def __init__(
+        self,
+        settings: SwapSettings,
+        journal: SwapJournal,
+        harness: SessionHarness,
+        threads: dict[str, ThreadState],
+        *,
+        clock: Callable[[], float] = time.time,
+        capabilities: Callable[[], dict[str, Any]] = dict,
+        priced: Callable[[ThreadState, Decision, int], dict[str, Any]] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.journal = journal
+        self.harness = harness
+        self.threads = threads  # the swap manager's, as it observes them
+        self.clock = clock
+        self.capabilities = capabilities  # the agent's, from its ``initialize``
+        # What a committed swap costs and saves, for its journal record (the swap's policy).
+        self.priced = priced
+        self.proxy: Proxy | None = None
+        self.lock = anyio.Lock()  # one move at a time: a swap, or a command's
+        self.left_behind = ""  # the backing id the last committed move left
+        self._warned_no_close = False
+
+    def attach(self, proxy: Proxy) -> None:
+        self.proxy = proxy
+
+    def known(self, thread_id: str) -> tuple[Proxy, ThreadState]:
+        state = self.threads.get(thread_id)
+        if self.proxy is None or state is None:
+            raise SwapError("liminal has not seen this thread opened in this session")
+        return self.proxy, state
+
+    def claim(self, state: ThreadState) -> None:
+        """Hold a thread for a command's move, if nothing is under way on it."""
+        assert self.proxy is not None
+        router, thread_id = self.proxy.router, state.thread_id
+        if state.swapping or router.is_held(thread_id):
+            raise SwapError("a context swap is under way; try again in a moment")
+        if router.prompt_in_flight(thread_id) or router.agent_request_open(thread_id):
+            raise SwapError("a prompt is running")
+        state.swapping = True
+        router.hold(thread_id)
+
+    async def move_thread(self, thread_id: str, reason: str,
+                          write: Callable[[Path, str], Rewritten]) -> Rewritten:
+        """Move a thread, between turns, onto a session ``write(current file, new_id)`` makes:
+        the commands' step (``liminal.kernel.commands``). Holds the thread, waits for its last
+        turn to be on disk, then ``_relocate``. Raises ``SwapError`` saying why the thread stayed."""
+        proxy, state = self.known(thread_id)
+        router = proxy.router
+        async with self.lock:
+            self.claim(state)
+            committed = False
+            old_backing = router.backing_of(thread_id)
+            try:
+                path = self.harness.locate(old_backing, state.cwd)
+                if path is None:
+                    raise SwapError("no session file for this thread yet")
+                if not await self.settle(path, state.last_prompt, 2.0):
+                    raise SwapError("the last turn is not on disk yet")
+                moved = await self.relocate(
+                    proxy, state, old_backing=old_backing, path=path, reason=reason,
+                    started=self.clock(), t0=time.monotonic(), tokens=None,
+                    write=lambda new_id: write(path, new_id))
+                if moved is None:
+                    last = self.journal.records(thread_id)
+                    raise SwapError(last[-1].reason if last else "the move failed")
+                committed = True
+                return moved[0]
+            finally:
+                state.swapping = False
+                if router.is_held(thread_id):
+                    router.release(thread_id)
+                    proxy.flush()
+                if committed:
+                    await self.close(proxy, old_backing)
+
+    async def fresh_session(self, thread_id: str, reason: str) -> str:
+        """Move a thread onto a new, empty session of the agent (``/clear``): its history stays
+        with liminal, the model starts from nothing. Returns the new backing id."""
+        proxy, state = self.known(thread_id)
+        router = proxy.router
+        async with self.lock:
+            self.claim(state)
+            old_backing = router.backing_of(thread_id)
+            started, t0 = self.clock(), time.monotonic()
+            new_id = ""
+            try:
+                with anyio.fail_after(self.settings.hold_timeout_seconds):
+                    result = await proxy.request(
+                        "session/new", {"cwd": state.cwd or ".", "mcpServers": state.mcp_servers},
+                        timeout=self.settings.hold_timeout_seconds, thread_id=thread_id)
+                new_id = str((result or {}).get("sessionId") or "")
+                if not new_id:
+                    raise SwapError("the agent opened no session")
+                request = functools.partial(proxy.request, timeout=self.settings.hold_timeout_seconds,
+                                            thread_id=thread_id)
+                if state.mode_id:
+                    await request("session/set_mode", {"sessionId": new_id, "modeId": state.mode_id})
+                self.record(state, old_backing, new_id, "committed", reason, started, t0, None, None)
+                router.bind(thread_id, new_id)
+            except BaseException:
+                if new_id and router.agent_alive:
+                    with anyio.CancelScope(shield=True), anyio.move_on_after(UNDO_CLOSE_SECONDS):
+                        await self.close(proxy, new_id)
+                raise
+            finally:
+                state.swapping = False
+                router.release(thread_id)
+                proxy.flush()
+            state.turns_since_swap = 0
+            state.last_prompt = None
+            state.context_tokens = state.file_tokens = state.last_context = None
+            state.calls = 0
+            await self.close(proxy, old_backing)
+            return new_id
+
+    async def relocate(
+        self, proxy: Proxy, state: ThreadState, *, old_backing: str, path: Path, reason: str,
+        started: float, t0: float, tokens: int | None, write: Callable[[str], Rewritten],
+        check: Callable[[Rewritten], str | None] | None = None, decision: Decision | None = None,
+    ) -> tuple[Rewritten, str, float, float] | None:
+        """Write the thread's next session with ``write(new_id)`` (in a worker thread) and move
+        the held thread onto it: the step a swap and every command that rewrites a thread's
+        context share. Journaled from before the file exists to the end; anything but a commit
+        leaves no file and no open session behind (``_undo``). Returns (the rewrite, how it was
+        opened, when written, when moved), or None: the thread stays where it was."""
+        router = proxy.router
+        thread_id = state.thread_id
+        new_id = str(uuid.uuid4())
+        new_path = self.harness.target_path(path, new_id)
+        cost = decision.as_dict() if decision is not None else None
+        # Journaled before the file exists: a liminal killed from here to the end record leaves
+        # a ``begin`` alone, and the next start removes what it names (``_recover``).
+        self.journal.begin(SwapRecord(
+            thread_id=thread_id, old_backing_id=old_backing, new_backing_id=new_id,
+            outcome="begin", reason=reason, started_at=started, duration_s=0.0,
+            tokens_before=tokens, tokens_after=None, harness=self.harness.name, cwd=state.cwd,
+            new_path=str(new_path), cost=cost))
+        rewritten: Rewritten | None = None
+        opened = False  # the agent has (or may have) the new session open
+        ended = False  # an end record (committed, failed, abandoned, skipped) is journaled
+        committed = False
+        try:
+            try:
+                with anyio.fail_after(self.settings.hold_timeout_seconds):
+                    rewritten = await anyio.to_thread.run_sync(write, new_id)
+                    t_rewritten = time.monotonic()
+                    unpaid = check(rewritten) if check is not None else None
+                    if unpaid is not None:
+                        ended = True
+                        self.record(state, old_backing, new_id, "skipped", unpaid, started, t0,
+                                      rewritten.tokens_before, rewritten.tokens_after, decision)
+                        return None
+                    await anyio.to_thread.run_sync(self.journal.note_rewrite, new_id, rewritten.size)
+                    opened = True
+                    moved_by = await self._open(proxy, state, old_backing, new_id)
+                    t_moved = time.monotonic()
+            except TimeoutError:
+                ended = True
+                self.record(state, old_backing, new_id, "abandoned",
+                              f"overran {self.settings.hold_timeout_seconds}s", started, t0, tokens,
+                              rewritten.tokens_after if rewritten else None)
+                return None
+            except Exception as exc:
+                logger.warning("move failed; the thread stays on its session", thread=thread_id,
+                               error=str(exc), reason=reason)
+                ended = True
+                self.record(state, old_backing, new_id, "failed", f"{type(exc).__name__}: {exc}",
+                              started, t0, tokens, rewritten.tokens_after if rewritten else None)
+                return None
+            if not router.is_held(thread_id):
+                # The hold overflowed (the client sent more than the router keeps) and let the
+                # thread's frames through to the old session: the new one lacks what they did.
+                ended = True
+                self.record(state, old_backing, new_id, "abandoned",
+                              "the hold overflowed; the thread went on on its old session", started,
+                              t0, tokens, rewritten.tokens_after)
+                return None
+            # The journal first: a thread is on its new session only once that is on disk (a
+            # journal that cannot be written fails the swap, and the thread stays).
+            self.record(state, old_backing, new_id, "committed", reason, started, t0,
+                          rewritten.tokens_before, rewritten.tokens_after, decision)
+            ended = True
+            router.bind(thread_id, new_id)
+            committed = True
+        except BaseException as exc:
+            # Cancelled (the client left, liminal is stopping) or an end record that could not
+            # be written: the swap did not happen.
+            if not ended:
+                with contextlib.suppress(Exception):
+                    self.record(state, old_backing, new_id, "abandoned",
+                                  f"stopped during the swap ({type(exc).__name__})", started, t0,
+                                  tokens, None)
+            raise
+        finally:
+            if not committed:  # whatever went wrong: no new file, no new session left open
+                await self._undo(proxy, new_path, new_id, opened)
+        self.left_behind = old_backing
+        # The new session's file is whole as liminal wrote it: no turn of it is still to reach
+        # the disk (the last prompt named one of the old session's).
+        state.last_prompt = None
+        state.turns_since_swap = 0
+        state.context_tokens = None  # the next usage_update tells the new size
+        state.file_tokens = rewritten.tokens_after  # until the file says otherwise
+        state.last_context = rewritten.tokens_after
+        state.calls = 0
+        return rewritten, moved_by, t_rewritten, t_moved
+
+    async def _undo(self, proxy: Proxy, new_path: Path, new_id: str, opened: bool) -> None:
+        """Leave nothing of a swap that did not commit: its file (so the CLI's picker and the
+        agent's ``session/list`` never show the thread twice) and, if the agent opened it, its
+        session. Shielded: it runs when the swap was cancelled too (the client left)."""
+        with anyio.CancelScope(shield=True):
+            try:
+                await anyio.to_thread.run_sync(self.harness.discard,
+                                               Rewritten(new_id, new_path, 0, 0))
+            except Exception as exc:
+                logger.error("cannot remove an unused rewrite; remove it by hand", path=str(new_path),
+                             error=str(exc))
+            if opened and proxy.router.agent_alive:
+                with anyio.move_on_after(UNDO_CLOSE_SECONDS):
+                    await self.close(proxy, new_id)
+
+    async def settle(self, path: Path, prompt: str | None, timeout: float = 2.0) -> bool:
+        """Until the CLI has written the finished turn; False if it has not within ``timeout``."""
+        # Claude Code 2.1.44 writes the turn 75-90 ms after answering the prompt, and "settled"
+        # takes two looks at the same size: polls capped at 20 ms see it about 100 ms after the
+        # answer (capped at 100 ms they saw it at 255 ms). The thread is held meanwhile, at every
+        # turn end when the agent sends no usage. A look is a stat, and a read of the tail only
+        # when the size held still.
+        with anyio.move_on_after(timeout):
+            delay = 0.005
+            while not await anyio.to_thread.run_sync(self.harness.turn_settled, path, prompt):
+                await anyio.sleep(delay)
+                delay = min(delay * 2, SETTLE_POLL_MAX)
+            return True
+        return False
+
+    async def _open(self, proxy: Proxy, state: ThreadState, old_backing: str, new_id: str) -> str:
+        """Open ``new_id`` for the thread; returns the method that did it."""
+        router = proxy.router
+        base = {"sessionId": new_id, "cwd": state.cwd or ".", "mcpServers": state.mcp_servers}
+        timeout = self.settings.hold_timeout_seconds
+        if faults.value("swap.move") == "kill-agent":
+            proxy.agent.signal_group(signal.SIGKILL)  # the adapter dying in the middle of a swap
+        await faults.hit("swap.move")
+        if faults.value("swap.resume") == "wrong-id":
+            base = dict(base, sessionId=str(uuid.uuid4()))  # a session the agent cannot have
+
+        async def request(method: str, params: dict[str, Any]) -> Any:
+            return await proxy.request(method, params, timeout=timeout, thread_id=state.thread_id)
+
+        router.capture(new_id)
+        try:
+            method = await open_for_thread(request, state, base, self.capabilities())
+            await faults.hit("swap.moved")
+            return method
+        finally:
+            router.uncapture(new_id)
+
+    async def close(self, proxy: Proxy, old_backing: str) -> None:
+        """Close the session a committed swap left, if the agent supports it."""
+        if "close" not in (self.capabilities().get("sessionCapabilities") or {}):
+            if not self._warned_no_close:
+                self._warned_no_close = True
+                logger.warning("the agent cannot close sessions: the process of each session a "
+                               "swap leaves keeps running until the recycle moves the live ones to "
+                               "a fresh agent process (swap.max_stale_sessions)", session=old_backing)
+            return
+        t = time.monotonic()
+        try:
+            await proxy.request("session/close", {"sessionId": old_backing},
+                                timeout=self.settings.hold_timeout_seconds)
+        except Exception as exc:  # the old session lingering costs memory, not correctness
+            logger.info("old session not closed", session=old_backing, error=str(exc))
+        logger.debug("swap step", step="session/close", seconds=round(time.monotonic() - t, 4))
+
+    def record(self, state: ThreadState, old: str, new: str | None, outcome: str, reason: str,
+                 started: float, t0: float, before: int | None, after: int | None,
+                 decision: Decision | None = None) -> None:
+        cost = None
+        if decision is not None:
+            cost = decision.as_dict()
+            if after is not None and outcome == "committed" and self.priced is not None:
+                cost.update(self.priced(state, decision, after))
+        record = SwapRecord(
+            thread_id=state.thread_id, old_backing_id=old, new_backing_id=new, outcome=outcome,
+            reason=reason, started_at=started, duration_s=round(time.monotonic() - t0, 4),
+            tokens_before=before, tokens_after=after, harness=self.harness.name, cwd=state.cwd,
+            cost=cost,
+        )
+        self.journal.append(record)  # the authority (see journal.py)
+        if self.proxy is not None:  # and a note in the store, with the conversation
+            self.proxy.router.note("liminal/swap", asdict(record), self.clock(), thread_id=state.thread_id)
+            self.proxy.flush()
