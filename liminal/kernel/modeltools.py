@@ -57,6 +57,14 @@ class ModelTools:
         self.on_slash = on_slash
         self._nonces: dict[Any, str] = {}  # session/new request id -> nonce, until answered
 
+    async def run(self, proxy: Any) -> None:
+        """Once, at start: bind files older than a month go (``link.sweep``)."""
+        import anyio.to_thread
+
+        removed = await anyio.to_thread.run_sync(link.sweep, self.home)
+        if removed:
+            logger.info("old MCP bind files removed", count=removed)
+
     # -------------------------------------------------------------- the router's side
 
     def request_hooks(self) -> list[tuple[tuple[str, ...], Callable[..., Local | dict[str, Any] | None]]]:

@@ -61,6 +61,29 @@ def bind(home: Path, nonce: str, thread: str) -> None:
     _write(folder(home) / f"bind-{nonce}", thread.encode())
 
 
+BIND_LIFE_SECONDS = 30 * 24 * 3600  # a bind file serves the process that wrote it, as long as it lives
+
+
+def sweep(home: Path, older_than: float = BIND_LIFE_SECONDS) -> int:
+    """Remove bind files not touched for ``older_than`` seconds; returns how many. A server
+    reads its file when a tool is first called, and a swap's resume starts a new server with the
+    same nonce: the file must outlive the session's first turns, not the liminal that wrote it."""
+    removed = 0
+    cutoff = time.time() - older_than
+    try:
+        entries = list(folder(home).iterdir())
+    except OSError:
+        return 0
+    for path in entries:
+        try:
+            if path.name.startswith("bind-") and path.stat().st_mtime < cutoff:
+                path.unlink()
+                removed += 1
+        except OSError:
+            continue
+    return removed
+
+
 def bound_thread(home: Path, nonce: str) -> str | None:
     if not safe(nonce):
         return None

@@ -92,3 +92,15 @@ def test_the_models_slash_commands_run_when_its_turn_ends(tmp_path: Path) -> Non
     agent(router, tools, b'{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}')
     assert [(r.thread, r.command, r.args) for r in asked] == [(THREAD, "mark", "A"), (THREAD, "clear", "A")]
     assert [r.command for r in link.take_slash(tmp_path, BACKING)] == ["undo"]
+
+
+def test_old_bind_files_are_swept(tmp_path: Path) -> None:
+    import os
+    import time
+
+    link.bind(tmp_path, "old", THREAD)
+    link.bind(tmp_path, "young", THREAD)
+    past = time.time() - 40 * 24 * 3600
+    os.utime(link.folder(tmp_path) / "bind-old", (past, past))
+    assert link.sweep(tmp_path) == 1
+    assert link.bound_thread(tmp_path, "old") is None and link.bound_thread(tmp_path, "young") == THREAD
