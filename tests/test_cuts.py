@@ -56,3 +56,69 @@ def test_a_cut_of_what_followed_a_position_links_the_parts_into_one_chain(tmp_pa
         if "uuid" in record:
             assert record["parentUuid"] == previous
             previous = record["uuid"]
+
+
+def attachment(t: Transcript, kind: str, text: str, role: str | None = "system") -> str:
+    """An attachment line as Claude Code 2.1.316 writes it after a prompt, on the chain."""
+    u = t.uuid()
+    t.add({**t._base(t.parent), "attachment": {"type": kind}, "type": "attachment", "uuid": u,
+           "timestamp": "2026-01-01T00:00:00.500Z", "rendered": [{"content": text}],
+           "renderedRole": role})
+    t.parent = u
+    return u
+
+
+def with_context(tmp_path: Path) -> Path:
+    """Turn 0 followed by the context attachments of a session's first prompt; turn 1 announces
+    a new date; turns 2 and 3 announce nothing."""
+    t = Transcript()
+    t.prompt("request number 0: please check module m0")
+    attachment(t, "environment", "# Environment: /work/project, linux")
+    attachment(t, "model", "You are claude-test.")
+    attachment(t, "file", "the whole of notes.md")  # large, and the model can read it again
+    attachment(t, "remote_session_change", "remote", role="user")
+    attachment(t, "date", "Today is 2026-01-01.")
+    t.say("Module m0 is fine.")
+    t.prompt("request number 1: please check module m1")
+    attachment(t, "date", "Today is 2026-01-02.")
+    t.say("Module m1 is fine.")
+    for n in (2, 3):
+        t.turn(n)
+    return t.write(tmp_path)
+
+
+def test_a_cut_after_the_first_turn_carries_its_context_to_the_first_prompt(tmp_path: Path) -> None:
+    """/fork MARK: without the context attachments after its first prompt, Claude Code 2.1.316
+    sends an empty system message there and the API refuses the session's every request."""
+    src = with_context(tmp_path)
+    starts = turn_starts(src)
+    target = src.with_name(f"{NEW}.jsonl")
+    write_cut([(src, starts[2], starts[3]), (src, starts[3], None)], target, NEW, GradientSettings())
+    assert prompts(target) == prompts(src)[2:]
+    records = [json.loads(line) for line in target.read_bytes().splitlines()[1:]]
+    assert records[0]["type"] == "user"
+    carried = [(r["attachment"]["type"], r["rendered"][0]["content"]) for r in records[1:4]]
+    assert carried == [("environment", "# Environment: /work/project, linux"),
+                       ("model", "You are claude-test."), ("date", "Today is 2026-01-02.")]
+    assert [r["attachment"]["type"] for r in records if r["type"] == "attachment"] == [
+        "environment", "model", "date"]
+    assert {r["sessionId"] for r in records if "sessionId" in r} == {NEW}
+    previous = None
+    for record in records:
+        if "uuid" in record:
+            assert record["parentUuid"] == previous
+            previous = record["uuid"]
+    # The conversation Claude Code builds holds them, in the first turn.
+    first = build(read_session(locate(target))).turns[0]
+    assert [r.subtype for r in first.records if r.type == "attachment"] == [
+        "environment", "model", "date"]
+
+
+def test_a_cut_from_the_start_keeps_the_context_where_it_was(tmp_path: Path) -> None:
+    src = with_context(tmp_path)
+    starts = turn_starts(src)
+    target = src.with_name(f"{NEW}.jsonl")
+    write_cut([(src, 0, starts[3])], target, NEW, GradientSettings())
+    records = [json.loads(line) for line in target.read_bytes().splitlines()[1:]]
+    kinds = [r["attachment"]["type"] for r in records if r["type"] == "attachment"]
+    assert kinds == ["environment", "model", "file", "remote_session_change", "date", "date"]

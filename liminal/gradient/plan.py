@@ -22,7 +22,7 @@ removed wherever they are, since either makes the API answer 400.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import overload
 
@@ -337,18 +337,27 @@ def _carried_attachments(
     environment. Kinds the kept turns announce again are not carried; nor are file attachments,
     which are large and which the model can read again.
     """
-    latest: dict[str, Record] = {}
     dropped = [r for t, b in zip(turns, bands, strict=True) if b in (Band.OLD, Band.ANCIENT)
                for r in t.records]
-    kept = {r.subtype for t, b in zip(turns, bands, strict=True)
+    kept = {r.subtype or "" for t, b in zip(turns, bands, strict=True)
             if b in (Band.RECENT, Band.MIDDLE) for r in t.records if r.type == "attachment"}
     if consolidate:
         dropped = list(conversation.head) + dropped
-    for rec in dropped:
+    carried = context_attachments(dropped, kept)
+    return [Item(r, KEEP, None) for r in sorted(carried, key=lambda r: r.line)]
+
+
+def context_attachments(records: Iterable[Record], skip: Collection[str] = ()) -> list[Record]:
+    """The latest of each kind of context attachment among ``records`` (those the CLI renders
+    as a ``system`` message; not files), in the order those latest ones came. Kinds in ``skip``
+    are left out. Shared by the gradient and by cuts (``liminal.harness.claude.cuts``), which
+    carry them into a session that no longer holds the turns that announced them."""
+    latest: dict[str, tuple[int, Record]] = {}
+    for n, rec in enumerate(records):
         if (rec.type == "attachment" and rec.rendered_role == "system"
-                and rec.subtype not in ("file", *kept)):
-            latest[rec.subtype or ""] = rec
-    return [Item(r, KEEP, None) for r in sorted(latest.values(), key=lambda r: r.line)]
+                and rec.subtype != "file" and (rec.subtype or "") not in skip):
+            latest[rec.subtype or ""] = (n, rec)
+    return [rec for _, rec in sorted(latest.values(), key=lambda pair: pair[0])]
 
 
 def _after_first_user(items: list[Item], carried: list[Item]) -> list[Item]:

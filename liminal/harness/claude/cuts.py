@@ -6,6 +6,13 @@ turn is on disk; the CLI only ever appends, so a position stays valid). A cut ta
 of one or more files of a thread's lineage, in order, links their records into one parent chain
 and writes them as a new session through the gradient with no target to meet: every turn is
 kept as it was, ids and chain made consistent, validated before anything is written.
+
+A cut that does not start at the beginning of its first file (``/fork MARK``) leaves out the
+first turn, after whose prompt Claude Code writes its context attachments (environment, model,
+tool and skill listings, the date). Without them 2.1.316 sends an empty ``system`` message after
+the first user message, which the API refuses (docs/facts.md). The latest of each kind found in
+what the parts leave out is carried to just after the cut's first user message, as the gradient
+carries them from the turns it drops (``liminal.gradient.plan.context_attachments``).
 """
 
 from __future__ import annotations
@@ -18,10 +25,11 @@ from pathlib import Path
 import orjson
 
 from liminal.config import GradientSettings
+from liminal.gradient.plan import context_attachments
 from liminal.gradient.rewrite import prepare, write_atomically
-from liminal.harness.claude.conversation import build
+from liminal.harness.claude.conversation import ConversationError, build
 from liminal.harness.claude.paths import locate
-from liminal.harness.claude.records import read_session
+from liminal.harness.claude.records import Record, SessionFormatError, dumps, loads, read_session
 
 UNLIMITED = 10**9  # a target no session reaches: the gradient keeps every turn whole
 
@@ -57,6 +65,87 @@ def _linked(chunks: Sequence[bytes]) -> bytes:
     return b"".join(out)
 
 
+def _scratch(folder: Path, data: bytes) -> Path:
+    path = folder / f"{uuid.uuid4()}.jsonl"
+    path.write_bytes(data)
+    return path
+
+
+def _left_out(parts: Sequence[tuple[Path, int, int | None]],
+              folder: Path) -> tuple[list[Record], dict[str, bytes]]:
+    """The records on the conversation of what each part leaves out before its start, parts in
+    order, and the lines of those with a uuid. A part whose left-out bytes hold no conversation
+    gives nothing."""
+    records: list[Record] = []
+    lines: dict[str, bytes] = {}
+    for path, start, _ in parts:
+        if start <= 0:
+            continue
+        with path.open("rb") as f:
+            before = f.read(start)
+        try:
+            session = read_session(locate(_scratch(folder, before)))
+            conversation = build(session)
+        except (SessionFormatError, ConversationError):
+            continue
+        found = [*conversation.head, *conversation.records]
+        records += found
+        raw = session.raw(found)
+        lines.update((r.uuid, raw[r.line]) for r in found if r.uuid)
+    return records, lines
+
+
+def _with_context(data: bytes, parts: Sequence[tuple[Path, int, int | None]],
+                  folder: Path) -> bytes:
+    """``data`` with the context attachments of what the parts leave out carried to just after
+    its first user message (the prompt and the user lines that follow it), chained between that
+    message and what hung off it. Kinds the cut's first turn announces itself are not carried."""
+    try:
+        conversation = build(read_session(locate(_scratch(folder, data))))
+    except (SessionFormatError, ConversationError):
+        return data  # the validation of the cut itself says what is wrong
+    if not conversation.turns:
+        return data
+    order = conversation.records
+    at = order.index(conversation.turns[0].prompt)
+    while at + 1 < len(order) and order[at + 1].type == "user":
+        at += 1
+    anchor = order[at]
+    if anchor.uuid is None:
+        return data
+    own = {r.subtype or "" for r in conversation.turns[0].records if r.type == "attachment"}
+    present = {r.uuid for r in conversation.session.records if r.uuid}
+    records, lines = _left_out(parts, folder)
+    carried = [r.uuid for r in context_attachments(records, own)
+               if r.uuid and r.uuid not in present]
+    if not carried:
+        return data
+    block: list[bytes] = []
+    parent = anchor.uuid
+    for carried_uuid in carried:
+        value = loads(lines[carried_uuid])
+        value["parentUuid"] = parent
+        value["isSidechain"] = False
+        block.append(dumps(value))
+        parent = carried_uuid
+    children = {r.offset for r in conversation.session.records
+                if r.uuid and r.parent == anchor.uuid}
+    end = anchor.offset + anchor.length
+    out: list[bytes] = []
+    offset = 0
+    for line in data.splitlines(keepends=True):
+        if offset in children:
+            value = loads(line)
+            value["parentUuid"] = parent
+            out.append(dumps(value))
+        else:
+            out.append(line)
+        offset += len(line)
+        if offset == end:
+            out += block
+    return b"".join(out)
+
+
 def write_cut(parts: Sequence[tuple[Path, int, int | None]], target: Path, new_id: str,
               settings: GradientSettings, env: Mapping[str, str] | None = None) -> tuple[int, int]:
     """Write ``[(file, start, end)]`` (end None: to the end) as session ``new_id`` at ``target``.
@@ -71,8 +160,9 @@ def write_cut(parts: Sequence[tuple[Path, int, int | None]], target: Path, new_i
     if not data:
         raise ValueError("nothing to keep: the cut is empty")
     with tempfile.TemporaryDirectory(prefix="liminal-cut-") as folder:
-        source = Path(folder) / f"{uuid.uuid4()}.jsonl"
-        source.write_bytes(data)
+        if parts[0][1] > 0:  # the first file's first turn, and its context, are left out
+            data = _with_context(data, parts, Path(folder))
+        source = _scratch(Path(folder), data)
         prepared = prepare(source, UNLIMITED, new_id=new_id, settings=settings, env=env)
         # The header names where the records came from, not the scratch file they were read from:
         # other tools (and a later rewrite) read it.
