@@ -266,6 +266,22 @@ class CommandCenter:
             raise CommandError("this thread has no session file yet: send a first prompt")
         return backing, path
 
+    async def _settled_path(self, thread: str) -> tuple[str, Path]:
+        """The thread's session file once the turn just answered is on it. The CLI may write a
+        turn a little after answering it (Claude Code 2.1.44, about 0.1 s), and after a first
+        prompt the file may not exist yet: looked for again for up to 2 s."""
+        with anyio.move_on_after(2.0):
+            while True:
+                try:
+                    self._state_path(thread)
+                    break
+                except CommandError:
+                    await anyio.sleep(0.05)
+        backing, path = self._state_path(thread)
+        state = self.swaps.threads.get(thread)
+        await self.swaps.mover.settle(path, state.last_prompt if state else None)
+        return backing, path
+
     def _cwd(self, thread: str) -> str | None:
         state = self.swaps.threads.get(thread)
         return state.cwd if state else None
@@ -277,11 +293,7 @@ class CommandCenter:
         assert self._proxy is not None
         if self._proxy.router.prompt_in_flight(thread):
             raise CommandError("a prompt is running: mark between turns")
-        backing, path = self._state_path(thread)
-        # The CLI may write the turn just answered a little after answering (Claude Code 2.1.44,
-        # about 0.1 s): the mark is where the file stands once that turn is on disk.
-        state = self.swaps.threads.get(thread)
-        await self.swaps.mover.settle(path, state.last_prompt if state else None)
+        backing, path = await self._settled_path(thread)
         offset = await anyio.to_thread.run_sync(self.harness.position, path)
         mark = Mark(name, backing, offset, time.time())
         self._marks.setdefault(thread, {})[name] = mark
@@ -345,7 +357,7 @@ class CommandCenter:
         assert self._proxy is not None
         if self._proxy.router.prompt_in_flight(thread):
             raise CommandError("a prompt is running: fork between turns")
-        _, path = self._state_path(thread)
+        _, path = await self._settled_path(thread)
         new_id = str(uuid.uuid4())
         if args:
             mark = await self._known_mark(thread, args)

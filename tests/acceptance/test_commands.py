@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import anyio
-import pytest
 
 from fixtures.harness import AcpClient, Adapter, Rig, Scenario, Shell
 from liminal.store.sqlite import SqliteStore
@@ -110,10 +109,6 @@ def test_mark_clear_fork_undo_move_the_models_context(adapter: Adapter, rig: Rig
 
 
 
-@pytest.mark.xfail(reason="issue 13, open: Claude Code renders a turn without the first turn's context "
-                          "attachments (environment, model, tool lists) as an empty system message, "
-                          "which the API refuses; a fork of what followed a mark lacks them",
-                   strict=False)
 def test_a_fork_of_what_followed_a_mark_takes_a_prompt(adapter: Adapter, rig: Rig) -> None:
     rig.server.script = scenario()
     with rig.client(via_liminal=True) as client:
