@@ -32,5 +32,5 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if problem:
         print(problem, file=sys.stderr)
         return 2
-    tools = LiminalTools(settings.home, None, args.thread, args.bind, settings)
+    tools = LiminalTools(settings.home, None, args.thread, args.bind, _settings=settings)
     return serve(tools)

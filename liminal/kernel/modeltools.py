@@ -101,5 +101,8 @@ class ModelTools:
                     logger.warning("cannot bind liminal's MCP server to its thread", error=str(exc))
         elif event.method == "session/prompt" and event.direction is Direction.AGENT_TO_CLIENT \
                 and event.thread_id is not None and self.on_slash is not None:
+            # Read here, in the tap, not in a task: the model's commands must reach the command
+            # center's queue before the user's next command does (a /marks right after the turn
+            # sees the mark the model asked for). A directory listing once per turn end.
             for request in link.take_slash(self.home, event.thread_id):
                 self.on_slash(request)
