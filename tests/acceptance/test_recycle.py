@@ -143,19 +143,22 @@ def test_a_thread_the_old_process_wrote_to_goes_on_whole_in_the_new_one(adapter:
     journal = SwapJournal(rig.home.liminal_home / "swaps.jsonl")
     with client:
         client.initialize()
-        first = adapter_processes(client)[0].pid
         a = client.new_session(rig.home.project)["sessionId"]
         b = client.new_session(rig.home.project)["sessionId"]
-        # The first turn end finds no file yet (the CLI writes it just after answering), and the
-        # swap manager backs off for two turns: a's fourth turn end is its first swap.
+        # a's fourth turn end swaps it. Whether its second does too depends on whether the CLI had
+        # written the file when the first ended (if not, the swap manager backs off for two
+        # turns), so the test counts from the third.
         for n in (1, 2, 3):
             client.prompt(a, f"a{n}: hello", timeout=180)
+        client.request("session/set_mode", {"sessionId": a, "modeId": "default"}, timeout=180)
+        before = [s.thread_id for s in journal.records() if s.outcome == "committed"]
+        first = adapter_processes(client)[0].pid
         waited: list[str] = []
         b_turn = threading.Thread(target=lambda: waited.append(client.prompt(b, "b1: WAIT", timeout=180).text))
         b_turn.start()
         client.prompt(a, "a4: hello", timeout=180)  # its end swaps a, with b's turn running
         client.request("session/set_mode", {"sessionId": a, "modeId": "default"}, timeout=180)
-        assert [s.thread_id for s in journal.records() if s.outcome == "committed"] == [a]
+        assert [s.thread_id for s in journal.records() if s.outcome == "committed"] == before + [a]
         assert [p.pid for p in adapter_processes(client)] == [first]  # not while b's turn runs
         flag.touch()
         b_turn.join(180)
