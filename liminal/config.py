@@ -111,6 +111,13 @@ class McpSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class HarnessSettings:
+    # Which CLI's session files the agent writes: "claude", "codex", or "auto" (from the agent's
+    # ``initialize`` answer, else the agent command's words; Claude Code when nothing says).
+    name: str = "auto"
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     home: Path = field(default_factory=lambda: Path("~/.liminal").expanduser())
     log_level: str = "info"
@@ -120,6 +127,7 @@ class Settings:
     gradient: GradientSettings = field(default_factory=GradientSettings)
     swap: SwapSettings = field(default_factory=SwapSettings)
     mcp: McpSettings = field(default_factory=McpSettings)
+    harness: HarnessSettings = field(default_factory=HarnessSettings)
 
     @property
     def sqlite_path(self) -> Path:
@@ -282,6 +290,7 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "swap.notice": (lambda v: v in ("silent", "thought", "info"), "silent, thought or info"),
     "swap.hold_timeout_seconds": (lambda v: 0 < v <= 3600, "seconds, more than 0 and at most 3600"),
     "swap.max_stale_sessions": (lambda v: v >= 0, "0 or more"),
+    "harness.name": (lambda v: v in ("auto", "claude", "codex"), "auto, claude or codex"),
 }
 
 

@@ -30,6 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     swap.add_argument("--swap-every-turns", type=int, help="also swap every N turns (0: never)")
     swap.add_argument("--swap-notice", choices=("silent", "thought", "info"),
                       help="how the UI hears of a swap")
+    parser.add_argument("--harness", choices=("auto", "claude", "codex"),
+                        help="whose session files the agent writes (default: auto, from the agent)")
     parser.add_argument("agent", nargs=argparse.REMAINDER, help="-- AGENT_COMMAND [ARGS...]")
 
 
@@ -42,12 +44,15 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
         "swap.target_tokens": args.swap_target_tokens,
         "swap.every_turns": args.swap_every_turns,
         "swap.notice": args.swap_notice,
+        "harness.name": args.harness,
     }
 
 
-def components(settings: Settings, config_file: Path | None = None) -> list[Component]:
-    """The components that hang off the proxy, as the settings ask."""
-    from liminal.harness.claude.live import ClaudeSessions
+def components(settings: Settings, config_file: Path | None = None,
+               argv: list[str] | None = None) -> list[Component]:
+    """The components that hang off the proxy, as the settings ask; ``argv``, the agent's
+    command, helps choose its harness."""
+    from liminal.harness.base import HarnessChoice, known_harnesses
     from liminal.kernel.journal import SwapJournal
     from liminal.kernel.swap import SwapManager
 
@@ -58,7 +63,8 @@ def components(settings: Settings, config_file: Path | None = None) -> list[Comp
     from liminal.kernel.commands import CommandCenter
     from liminal.store.base import open_store
 
-    harness = ClaudeSessions(settings.gradient)
+    forced = None if settings.harness.name == "auto" else settings.harness.name
+    harness = HarnessChoice(known_harnesses(settings.gradient), forced=forced, argv=argv or [])
     swaps = SwapManager(settings.swap, journal, harness, gradient=settings.gradient)
     from liminal.store.cache import open_cache
 
@@ -96,7 +102,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print("liminal acp: give the agent command after --, e.g. "
               "liminal acp -- npx @agentclientprotocol/claude-agent-acp", file=sys.stderr)
         return 2
-    extra = components(settings, getattr(args, "config", None))
+    extra = components(settings, getattr(args, "config", None), argv)
     tune_gc()
 
     async def main() -> int:

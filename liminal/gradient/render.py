@@ -33,7 +33,7 @@ class Rendered:
     preamble: str | None
 
 
-class _Cutter:
+class Cutter:
     def __init__(self, session_id: str, settings: GradientSettings) -> None:
         self.session_id = session_id
         self.chars = settings.truncate_chars
@@ -77,7 +77,7 @@ class _Cutter:
         return block
 
 
-def apply_edit(value: dict[str, Any], edit: Edit, cutter: _Cutter) -> bool:
+def apply_edit(value: dict[str, Any], edit: Edit, cutter: Cutter) -> bool:
     """Edit a parsed record in place; False when nothing of it is left to keep."""
     message = value.get("message")
     if not isinstance(message, dict) or not isinstance(message.get("content"), list):
@@ -204,7 +204,7 @@ def render(
     session = conversation.session
     wanted = [i.record for i in plan.items if i.record is not None]
     raw = session.raw(wanted)
-    cutter = _Cutter(session.location.session_id, settings)
+    cutter = Cutter(session.location.session_id, settings)
     # Every session id the file's lines carry (a copy made without rewriting them has two).
     found = {r.session_id for r in session.records if r.session_id} | {
         session.location.session_id

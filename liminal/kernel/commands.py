@@ -22,15 +22,16 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 
 from liminal import log
 from liminal.acp.router import LOCAL, Local, LocalRequest
+from liminal.harness.base import Rewritten, SessionHarness
 from liminal.kernel.memos import describe, find_memos, save_memo, split_tags
-from liminal.kernel.mover import Rewritten, SwapError
+from liminal.kernel.mover import SwapError
 from liminal.kernel.swap import SwapManager
 from liminal.mcp.link import SlashRequest
 
@@ -65,18 +66,6 @@ SLASH_FOR_MODEL = ("mark", "clear", "fork", "undo")
 # As ACP's ``AvailableCommand``: what the UI offers.
 OFFERED = [{"name": name, "description": text, **({"input": {"hint": hint}} if hint else {})}
            for name, (hint, text) in COMMANDS.items()]
-
-
-class CutHarness(Protocol):
-    """What the commands need of a CLI's session files beyond the swap's."""
-
-    def locate(self, backing_id: str, cwd: str | None) -> Path | None: ...
-
-    def position(self, path: Path) -> int: ...
-
-    def turn_starts(self, path: Path) -> list[int]: ...
-
-    def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str) -> Rewritten: ...
 
 
 class CommandError(Exception):
@@ -116,7 +105,7 @@ CacheOpener = Callable[[], AbstractAsyncContextManager["Cache"]]
 
 
 class CommandCenter:
-    def __init__(self, swaps: SwapManager, harness: CutHarness, open_store: StoreOpener | None,
+    def __init__(self, swaps: SwapManager, harness: SessionHarness, open_store: StoreOpener | None,
                  open_cache: CacheOpener | None = None) -> None:
         self.swaps = swaps
         self.harness = harness
@@ -240,7 +229,7 @@ class CommandCenter:
             if self._open_cache is not None:
                 self._cache_cm = self._open_cache()
                 cache = await self._cache_cm.__aenter__()
-            self._recaller = Recaller(store, cache)
+            self._recaller = Recaller(store, cache, harness=self.harness)
         return self._recaller
 
     async def marks(self, thread: str) -> dict[str, Mark]:

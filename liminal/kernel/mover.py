@@ -27,13 +27,14 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 
 from liminal import faults, log
 from liminal.config import SwapSettings
+from liminal.harness.base import Rewritten, SessionHarness
 from liminal.kernel.journal import SwapJournal, SwapRecord
 from liminal.kernel.policy import Decision, Pace
 
@@ -43,39 +44,6 @@ if TYPE_CHECKING:
 logger = log.get("liminal.swap")
 SETTLE_POLL_MAX = 0.02  # seconds between looks at the session file while the turn settles
 UNDO_CLOSE_SECONDS = 2.0  # closing the new session of a move that failed (the agent may be going)
-
-
-@dataclass(frozen=True, slots=True)
-class Rewritten:
-    new_id: str
-    path: Path
-    tokens_before: int
-    tokens_after: int
-    size: int = 0  # bytes liminal wrote; the CLI appends after them
-
-
-class SessionHarness(Protocol):
-    """What the swap needs from a CLI's session files (see ``liminal.harness``)."""
-
-    name: str
-    # The context no thread should reach: the CLI's own auto-compaction point.
-    ceiling_tokens: int
-
-    def locate(self, backing_id: str, cwd: str | None) -> Path | None: ...
-
-    def context_tokens(self, path: Path) -> int | None: ...
-
-    def turn_settled(self, path: Path, prompt: str | None) -> bool:
-        """The turn whose prompt was ``prompt`` is completely written to the file."""
-
-    def target_path(self, path: Path, new_id: str) -> Path:
-        """Where ``rewrite(path, ..., new_id)`` writes: journaled before the file exists."""
-
-    def rewrite(self, path: Path, target_tokens: int, new_id: str) -> Rewritten:
-        """A compressed copy as ``new_id``; ``target_tokens`` 0: as deep as the recent band allows."""
-
-    def discard(self, rewritten: Rewritten) -> None:
-        """Remove a rewritten session that will not be used (it was never loaded)."""
 
 
 @dataclass(slots=True)

@@ -1,6 +1,7 @@
 """One way to turn a recall key back into the bytes the gradient cut: cache, store, file.
 
-The key (``liminal.gradient.recall``) names a record of a CLI session file and a block in it.
+The key (``liminal.gradient.recall``) names a record of a CLI session file and a block in it;
+which CLI's, and how to read it there, only the harnesses know (``liminal.harness.base``).
 The store indexes every line of those files whole (``SessionRecord.raw``), so it answers for as
 long as the thread is kept, even once the CLI has deleted its file; the file is the fallback for
 a session liminal never indexed (``store.index = false``, or a ``liminal compress`` run by hand).
@@ -16,8 +17,9 @@ from typing import TYPE_CHECKING
 import anyio.to_thread
 
 from liminal import log
-from liminal.gradient.recall import RecallError, RecallKey, resolve_in, value_in_line
-from liminal.harness.claude.paths import locate_id
+from liminal.config import GradientSettings
+from liminal.gradient.recall import RecallError, RecallKey
+from liminal.harness.base import HarnessChoice, SessionHarness, known_harnesses
 
 if TYPE_CHECKING:
     from liminal.store.base import Store
@@ -28,10 +30,11 @@ logger = log.get("liminal.recall")
 
 class Recaller:
     def __init__(self, store: Store | None, cache: Cache | None,
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, harness: SessionHarness | None = None) -> None:
         self.store = store
         self.cache = cache
-        self.env = env
+        # Any harness will do: a HarnessChoice asks each CLI's in turn.
+        self.harness = harness or HarnessChoice(known_harnesses(GradientSettings(), env))
 
     async def recall(self, text: str) -> bytes:
         """The bytes behind ``text`` (a key from a truncation marker). Raises ``RecallError``."""
@@ -58,12 +61,15 @@ class Recaller:
         except StoreError as exc:  # the file may still have it
             logger.warning("store unavailable for recall; reading the session file", error=str(exc))
             return None
-        return value_in_line(record.raw, key) if record is not None else None
+        return self.harness.recall_in_line(record.raw, key) if record is not None else None
 
     def _from_file(self, key: RecallKey) -> bytes:
         try:
-            return resolve_in(locate_id(key.session_id, env=self.env), key)
+            value = self.harness.recall(key)
         except RecallError:
             raise
         except (LookupError, OSError) as exc:
             raise RecallError(f"{key}: neither the store nor a session file has it") from exc
+        if value is None:
+            raise RecallError(f"{key}: neither the store nor a session file has it")
+        return value

@@ -36,8 +36,9 @@ import anyio.to_thread
 from liminal import log
 from liminal.acp.events import Direction, FrameEvent, Kind
 from liminal.config import GradientSettings, SwapSettings
+from liminal.harness.base import Rewritten, SessionHarness
 from liminal.kernel.journal import SwapJournal, SwapRecord
-from liminal.kernel.mover import Rewritten, SessionHarness, ThreadMover, ThreadState
+from liminal.kernel.mover import ThreadMover, ThreadState
 from liminal.kernel.policy import CostPolicy, Decision
 
 if TYPE_CHECKING:
@@ -91,6 +92,15 @@ class SwapManager:
         # process there, the thread's next prompt already waiting. Must not raise.
         self.after_turn: Callable[[str], Awaitable[None]] | None = None
 
+    def _agent_said(self, agent_info: Any) -> None:
+        """The agent named itself: its harness may be another than the command suggested."""
+        said = getattr(self.harness, "agent_said", None)
+        if said is None:
+            return
+        said(agent_info)
+        if not self.settings.ceiling_tokens:
+            self.policy.ceiling = self.harness.ceiling_tokens
+
     # ------------------------------------------------------------ observation
 
     def offer(self, event: FrameEvent) -> None:
@@ -137,6 +147,7 @@ class SwapManager:
             if event.method == "initialize":
                 caps = result.get("agentCapabilities")
                 self.capabilities = caps if isinstance(caps, dict) else {}
+                self._agent_said(result.get("agentInfo"))
             elif event.method in ("session/new", "session/fork") and event.thread_id:
                 state = self.threads.setdefault(event.thread_id, ThreadState(event.thread_id))
                 state.new = event.method == "session/new"

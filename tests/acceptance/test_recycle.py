@@ -158,7 +158,7 @@ def test_a_thread_the_old_process_wrote_to_goes_on_whole_in_the_new_one(adapter:
         b_turn.start()
         client.prompt(a, "a4: hello", timeout=180)  # its end swaps a, with b's turn running
         client.request("session/set_mode", {"sessionId": a, "modeId": "default"}, timeout=180)
-        assert [s.thread_id for s in journal.records() if s.outcome == "committed"] == before + [a]
+        assert [s.thread_id for s in journal.records() if s.outcome == "committed"] == [*before, a]
         assert [p.pid for p in adapter_processes(client)] == [first]  # not while b's turn runs
         flag.touch()
         b_turn.join(180)

@@ -18,9 +18,9 @@ import anyio
 import anyio.to_thread
 import pytest
 
+from liminal.harness.base import Rewritten
 from liminal.kernel import recycle
 from liminal.kernel.journal import SwapJournal
-from liminal.kernel.mover import Rewritten
 from liminal.kernel.recycle import Recycler
 from liminal.kernel.swap import SwapManager
 from tests.integration.test_swap_scripted import FakeHarness, settings, start

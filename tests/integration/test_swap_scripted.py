@@ -18,9 +18,9 @@ import anyio
 import pytest
 
 from liminal.config import SwapSettings
+from liminal.harness.base import Rewritten
 from liminal.ingest.indexer import Indexer
 from liminal.kernel.journal import SwapJournal
-from liminal.kernel.mover import Rewritten
 from liminal.kernel.replay import ReplayManager
 from liminal.kernel.swap import SwapManager
 from liminal.store.base import Store, StoreError

@@ -12,10 +12,11 @@ from pathlib import Path
 from liminal import faults
 from liminal.config import GradientSettings
 from liminal.gradient import RewriteError, prepare, rewrite_session
+from liminal.gradient.recall import RecallKey, resolve_in, value_in_line
 from liminal.gradient.validate import validate
+from liminal.harness.base import Rewritten
 from liminal.harness.claude import cuts, tail
-from liminal.harness.claude.paths import find
-from liminal.kernel.mover import Rewritten
+from liminal.harness.claude.paths import SessionNotFound, find, locate_id
 
 
 class ClaudeSessions:
@@ -68,6 +69,18 @@ class ClaudeSessions:
         # And the temp file of a write that a crash cut short (``write_atomically``).
         for temp in rewritten.path.parent.glob(f".{rewritten.path.name}.*.tmp"):
             temp.unlink(missing_ok=True)
+
+    # -- recall -------------------------------------------------------------------------------
+
+    def recall(self, key: RecallKey) -> bytes | None:
+        try:
+            location = locate_id(key.session_id, env=self.env)
+        except SessionNotFound:
+            return None
+        return resolve_in(location, key)
+
+    def recall_in_line(self, line: bytes, key: RecallKey) -> bytes | None:
+        return value_in_line(line, key)
 
     def _corrupt_rewrite(self, path: Path, target_tokens: int) -> None:
         """Failpoint: a real rewrite with one tool result lost, put through the real validator."""

@@ -1,0 +1,197 @@
+"""The seam between liminal and a CLI: what the swap, the commands and recall need of its files.
+
+A CLI is a subpackage of ``liminal.harness`` (``claude``, ``codex``) with one class that
+implements ``SessionHarness``. Nothing outside ``liminal.harness`` knows a file format: the
+kernel asks a harness where a session is, how big its context is, whether a turn is on disk,
+and for a rewritten or cut copy under a new id; recall asks it for the bytes a key names.
+
+``HarnessChoice`` is what the kernel holds: it stands for the harness of the agent liminal
+wraps, chosen by the ``harness.name`` setting, else from the agent's ``initialize`` answer
+(``agentInfo.name``), else from the agent command's words, else Claude Code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from liminal import log
+
+if TYPE_CHECKING:
+    from liminal.gradient.recall import RecallKey
+
+logger = log.get("liminal.harness")
+
+
+@dataclass(frozen=True, slots=True)
+class Rewritten:
+    new_id: str
+    path: Path
+    tokens_before: int
+    tokens_after: int
+    size: int = 0  # bytes liminal wrote; the CLI appends after them
+
+
+class SessionHarness(Protocol):
+    """One CLI's session files, as the swap (``liminal.kernel.swap``), the commands
+    (``liminal.kernel.commands``) and recall (``liminal.kernel.recaller``) use them."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def ceiling_tokens(self) -> int:
+        """The context no thread should reach: the CLI's own auto-compaction point."""
+
+    def locate(self, backing_id: str, cwd: str | None) -> Path | None:
+        """The session file of ``backing_id``, or None (not written yet, or not this CLI's)."""
+
+    def context_tokens(self, path: Path) -> int | None: ...
+
+    def turn_settled(self, path: Path, prompt: str | None) -> bool:
+        """The turn whose prompt was ``prompt`` is completely written to the file."""
+
+    def target_path(self, path: Path, new_id: str) -> Path:
+        """Where ``rewrite(path, ..., new_id)`` writes: journaled before the file exists."""
+
+    def rewrite(self, path: Path, target_tokens: int, new_id: str) -> Rewritten:
+        """A compressed copy as ``new_id``; ``target_tokens`` 0: as deep as the recent band allows."""
+
+    def discard(self, rewritten: Rewritten) -> None:
+        """Remove a rewritten session that will not be used (it was never loaded)."""
+
+    def position(self, path: Path) -> int:
+        """Where the session stands now, between turns (the CLIs only append)."""
+
+    def turn_starts(self, path: Path) -> list[int]:
+        """Where each turn begins (a byte offset at a line start), oldest first."""
+
+    def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str) -> Rewritten:
+        """A session of the byte ranges ``parts``, in order, beside ``like``, as ``new_id``."""
+
+    def recall(self, key: RecallKey) -> bytes | None:
+        """What a recall key names, from its session file; None: no session of this CLI has the
+        key's id. Raises ``RecallError`` when the session has no such record."""
+
+    def recall_in_line(self, line: bytes, key: RecallKey) -> bytes | None:
+        """What a recall key names if ``line`` (a stored session line) is its record, else None."""
+
+
+Factory = Callable[[], SessionHarness]
+
+
+def known_harnesses(gradient: Any, env: Mapping[str, str] | None = None) -> dict[str, Factory]:
+    """Every harness liminal has, by name, each made when first asked for."""
+    def claude() -> SessionHarness:
+        from liminal.harness.claude.live import ClaudeSessions
+
+        return ClaudeSessions(gradient, env)
+
+    def codex() -> SessionHarness:
+        from liminal.harness.codex.live import CodexSessions
+
+        return CodexSessions(gradient, env)
+
+    return {"claude": claude, "codex": codex}
+
+
+def guess(words: Sequence[str], names: Sequence[str]) -> str | None:
+    """The harness named in ``words`` (an agent's name, the words of its command), if exactly one
+    is: ``@agentclientprotocol/codex-acp`` and ``npx @zed-industries/codex-acp`` are Codex."""
+    text = " ".join(words).lower()
+    found = [name for name in names if name in text]
+    return found[0] if len(found) == 1 else None
+
+
+class HarnessChoice:
+    """The harness of the agent liminal wraps, behind the ``SessionHarness`` interface.
+
+    ``forced`` (the ``harness.name`` setting, unless ``auto``) wins; otherwise the agent command's
+    words choose at start and ``agent_said`` may change it when ``initialize`` is answered
+    (before any session exists). Claude Code when nothing says otherwise.
+    """
+
+    def __init__(self, factories: Mapping[str, Factory], *, forced: str | None = None,
+                 argv: Sequence[str] = ()) -> None:
+        self._factories = dict(factories)
+        self._made: dict[str, SessionHarness] = {}
+        self.forced = forced if forced in self._factories else None
+        self.chosen = self.forced or guess(argv, list(self._factories)) or "claude"
+        self.on_change: Callable[[SessionHarness], None] | None = None
+
+    def _get(self, name: str) -> SessionHarness:
+        if name not in self._made:
+            self._made[name] = self._factories[name]()
+        return self._made[name]
+
+    @property
+    def current(self) -> SessionHarness:
+        return self._get(self.chosen)
+
+    def all(self) -> list[SessionHarness]:
+        """Every harness, the chosen first (recall tries each for a key)."""
+        return [self.current] + [self._get(n) for n in self._factories if n != self.chosen]
+
+    def agent_said(self, agent_info: Any) -> None:
+        if self.forced or not isinstance(agent_info, dict):
+            return
+        words = [str(agent_info.get(k) or "") for k in ("name", "title")]
+        name = guess(words, list(self._factories))
+        if name is not None and name != self.chosen:
+            logger.info("harness chosen from the agent's initialize", harness=name, was=self.chosen)
+            self.chosen = name
+            if self.on_change is not None:
+                self.on_change(self.current)
+
+    # -- SessionHarness, delegated -----------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.current.name
+
+    @property
+    def ceiling_tokens(self) -> int:
+        return self.current.ceiling_tokens
+
+    def locate(self, backing_id: str, cwd: str | None) -> Path | None:
+        return self.current.locate(backing_id, cwd)
+
+    def context_tokens(self, path: Path) -> int | None:
+        return self.current.context_tokens(path)
+
+    def turn_settled(self, path: Path, prompt: str | None) -> bool:
+        return self.current.turn_settled(path, prompt)
+
+    def target_path(self, path: Path, new_id: str) -> Path:
+        return self.current.target_path(path, new_id)
+
+    def rewrite(self, path: Path, target_tokens: int, new_id: str) -> Rewritten:
+        return self.current.rewrite(path, target_tokens, new_id)
+
+    def discard(self, rewritten: Rewritten) -> None:
+        self.current.discard(rewritten)
+
+    def position(self, path: Path) -> int:
+        return self.current.position(path)
+
+    def turn_starts(self, path: Path) -> list[int]:
+        return self.current.turn_starts(path)
+
+    def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str) -> Rewritten:
+        return self.current.cut(parts, like, new_id)
+
+    def recall(self, key: RecallKey) -> bytes | None:
+        for harness in self.all():
+            value = harness.recall(key)
+            if value is not None:
+                return value
+        return None
+
+    def recall_in_line(self, line: bytes, key: RecallKey) -> bytes | None:
+        for harness in self.all():
+            value = harness.recall_in_line(line, key)
+            if value is not None:
+                return value
+        return None

@@ -1,0 +1,336 @@
+"""The gradient for Codex rollouts: Claude Code's bands (``liminal.gradient.plan``) on Codex's
+records, written as a new rollout under a new id.
+
+Turns are banded by age, youngest first, by token budgets (``GradientSettings``):
+
+- recent: the youngest turns that fit ``recent_tokens`` (at least the last), byte for byte;
+- middle: the next that fit once tool outputs (and long string leaves of tool arguments) are cut
+  to ``truncate_lines`` / ``truncate_chars``, each cut followed by a recall marker whose key is
+  ``<session id>:<call_id>:<0 output | 1 call>[:<path>]``;
+- old: the next that fit what is left of the target with their calls and outputs removed in pairs
+  and only the conversation's messages left;
+- ancient: the rest, consolidated into one summary message (``ExtractiveSummarizer``) in the
+  first turn, after Codex's own context messages (permissions, environment), which every band
+  keeps: a resumed thread whose newest ``turn_context`` survives gets only context *diffs*.
+
+Reasoning items outside the recent band are dropped: their encrypted content was made for the
+history before them, which the rewrite changes (as thinking is for Claude Code). Usage records
+(``token_count`` events, 0.166's ``token_usage_record``) are not copied: they were paid for in
+the original rollout, and a usage reporter reading both files would count them twice. Calls
+and outputs left without their other half are removed wherever they are (the API refuses them).
+
+The copy is a complete rollout (``session_meta`` first, ``payload.id`` the new id, with
+``forked_from_id`` the original's; 0.166's ordinals renumbered from 0), so Codex resumes it as
+it resumes its own: docs/formats.md, "Codex rollouts".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from liminal.config import GradientSettings
+from liminal.gradient.plan import MARKER_CHARS, Band, already_cut
+from liminal.gradient.recall import RecallKey
+from liminal.gradient.render import Cutter
+from liminal.gradient.summarize import PREAMBLE_INTRO, ExtractiveSummarizer, TurnDigest
+from liminal.harness.codex.rollout import (
+    CALLS,
+    OUTPUTS,
+    Line,
+    Rollout,
+    RolloutError,
+    Turn,
+    is_context_message,
+    last_token_count,
+    parse_lines,
+    text_of,
+)
+
+_ORDINAL = re.compile(rb'^(\{"timestamp":"[^"]*","ordinal":)\d+')
+_SHELLS = ("exec_command", "shell_command", "shell", "local_shell_call")
+USAGE_EVENTS = ("token_count",)
+USAGE_LINES = ("token_usage_record",)
+OUTPUT_BLOCK, CALL_BLOCK = 0, 1
+
+
+def cost(n_bytes: int) -> int:
+    return n_bytes // 4 + 1
+
+
+@dataclass(frozen=True, slots=True)
+class CodexRewrite:
+    lines: tuple[bytes, ...]
+    tokens_before: int
+    tokens_after: int
+    bands: tuple[Band, ...]  # one per turn of the original, oldest first
+    recall_keys: int
+
+
+class _Edits:
+    """What a band does to one response item; returns the new payload, or None to drop it."""
+
+    def __init__(self, session_id: str, settings: GradientSettings) -> None:
+        self.cutter = Cutter(session_id, settings)
+
+    def middle(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        kind = payload.get("type")
+        call_id = str(payload.get("call_id") or "")
+        if kind == "reasoning":
+            return None
+        if kind in OUTPUTS:
+            output = payload.get("output")
+            key = RecallKey(self.cutter.session_id, call_id, OUTPUT_BLOCK)
+            if isinstance(output, str):
+                cut = self.cutter.cut(output, key)
+                return payload if cut is None else {**payload, "output": cut}
+            if isinstance(output, list):
+                return {**payload, "output": self.cutter.leaves(output, call_id, OUTPUT_BLOCK, ())}
+            return payload
+        if kind == "function_call" and isinstance(payload.get("arguments"), str):
+            arguments = payload["arguments"]
+            if len(arguments) <= self.cutter.chars + MARKER_CHARS or already_cut(arguments):
+                return payload
+            try:
+                parsed = orjson.loads(arguments)
+            except orjson.JSONDecodeError:
+                return payload  # the model's own text: cutting it could leave it unreadable
+            cut = self.cutter.leaves(parsed, call_id, CALL_BLOCK, ())
+            return {**payload, "arguments": orjson.dumps(cut).decode()}
+        if kind == "custom_tool_call" and isinstance(payload.get("input"), str):
+            text = self.cutter.cut(payload["input"], RecallKey(self.cutter.session_id, call_id, CALL_BLOCK))
+            return payload if text is None else {**payload, "input": text}
+        return payload
+
+    @staticmethod
+    def old(payload: dict[str, Any]) -> dict[str, Any] | None:
+        return payload if payload.get("type") == "message" else None
+
+
+def _item_cost(line: Line, payload: dict[str, Any] | None) -> int:
+    if payload is None:
+        return 0
+    if payload is line.payload:
+        return cost(len(line.raw))
+    return cost(len(orjson.dumps(payload)) + 60)
+
+
+def _turn_cost(turn: Turn, edit: Any) -> int:
+    return sum(_item_cost(line, edit(line.payload) if edit else line.payload) for line in turn.items())
+
+
+def _digest(number: int, turn: Turn) -> TurnDigest:
+    replies: list[str] = []
+    tools: list[tuple[str, str]] = []
+    for line in turn.items():
+        p = line.payload
+        if p.get("type") == "message" and p.get("role") == "assistant":
+            replies.append(text_of(p)[:600])
+        elif p.get("type") in CALLS:
+            name = str(p.get("name") or p.get("type"))
+            detail = ""
+            try:
+                args = orjson.loads(p.get("arguments") or "{}")
+            except (orjson.JSONDecodeError, TypeError):
+                args = {}
+            if isinstance(args, dict):
+                command = args.get("cmd") or args.get("command")
+                detail = " ".join(command) if isinstance(command, list) else str(command or "")
+            # The summarizer lists shell commands under Claude Code's tool name.
+            tools.append(("Bash" if name in _SHELLS else name, detail))
+    return TurnDigest(number, turn.prompt, tuple(replies), tuple(tools))
+
+
+def summary_text(turns: Sequence[Turn], settings: GradientSettings) -> str:
+    previous: str | None = None
+    digests: list[TurnDigest] = []
+    for n, turn in enumerate(turns):
+        if turn.prompt.startswith(PREAMBLE_INTRO):  # a previous rewrite's summary: carried over
+            previous = turn.prompt.removeprefix(PREAMBLE_INTRO)
+            continue
+        for line in turn.items():  # or a summary message of ours inside a turn
+            text = text_of(line.payload)
+            if line.payload.get("role") == "user" and text.startswith(PREAMBLE_INTRO):
+                previous = text.removeprefix(PREAMBLE_INTRO)
+        digests.append(_digest(n + 1, turn))
+    budget = max(400, settings.summary_tokens * 4 - len(PREAMBLE_INTRO))
+    return PREAMBLE_INTRO + ExtractiveSummarizer().summarize(digests, previous, budget)
+
+
+def assign_bands(turns: Sequence[Turn], target_tokens: int, overhead: int, settings: GradientSettings,
+                 edits: _Edits) -> list[Band]:
+    """Youngest first: recent by ``recent_tokens`` (at least one turn), then middle and old by
+    what the target leaves (``target_tokens`` 0: nothing, the recent band and the summary only)."""
+    bands = [Band.ANCIENT] * len(turns)
+    n = len(turns) - 1
+    used = 0
+    while n >= 0:
+        full = _turn_cost(turns[n], None)
+        if n < len(turns) - 1 and used + full > settings.recent_tokens:
+            break
+        bands[n], used, n = Band.RECENT, used + full, n - 1
+    room = max(0, target_tokens - overhead - used - settings.summary_tokens) if target_tokens else 0
+    for band, budget, edit in ((Band.MIDDLE, min(settings.middle_tokens, room), edits.middle),
+                               (Band.OLD, None, edits.old)):
+        spent = 0
+        limit = budget if budget is not None else room
+        while n >= 0:
+            size = _turn_cost(turns[n], edit)
+            if spent + size > limit:
+                break
+            bands[n], spent, n = band, spent + size, n - 1
+        room = max(0, room - spent)
+    return bands
+
+
+def _item_completed_id(line: Line) -> str | None:
+    if not line.is_event("item_completed"):
+        return None
+    item = line.payload.get("item")
+    return str(item.get("id")) if isinstance(item, dict) and item.get("id") else None
+
+
+def _with_payload(line: Line, payload: dict[str, Any]) -> Line:
+    assert line.value is not None
+    value = {**line.value, "payload": payload}
+    return Line(line.offset, orjson.dumps(value) + b"\n", value)
+
+
+def _summary_line(like: Line, text: str) -> Line:
+    value = {"timestamp": like.value.get("timestamp") if like.value else None, "type": "response_item",
+             "payload": {"type": "message", "role": "user",
+                         "content": [{"type": "input_text", "text": text}]}}
+    if like.value is not None and "ordinal" in like.value:
+        value = {"timestamp": value["timestamp"], "ordinal": 0, "type": "response_item",
+                 "payload": value["payload"]}
+    return Line(like.offset, orjson.dumps(value) + b"\n", value)
+
+
+def _render_turn(turn: Turn, band: Band, edits: _Edits) -> list[Line]:
+    out: list[Line] = []
+    dropped: set[str] = set()
+    for line in turn.lines:
+        if line.type in USAGE_LINES or any(line.is_event(k) for k in USAGE_EVENTS):
+            continue
+        if not line.is_item or band is Band.RECENT:
+            out.append(line)
+            continue
+        payload = (edits.middle if band is Band.MIDDLE else edits.old)(line.payload)
+        if payload is None:
+            if line.payload.get("call_id"):
+                dropped.add(str(line.payload["call_id"]))
+            continue
+        out.append(line if payload is line.payload else _with_payload(line, payload))
+    return [line for line in out if _item_completed_id(line) not in dropped]
+
+
+_SUMMARY_TURN_KEEPS = ("turn_context", "world_state")
+_SUMMARY_TURN_EVENTS = ("task_started", "task_complete", "thread_settings_applied")
+
+
+def _summary_turn(turn: Turn, text: str) -> list[Line]:
+    """The first turn, its conversation replaced by the summary: its structure (start, context,
+    settings, end) and Codex's context messages stay."""
+    out: list[Line] = []
+    placed = False
+    for line in turn.lines:
+        keep = line.type in _SUMMARY_TURN_KEEPS or any(line.is_event(k) for k in _SUMMARY_TURN_EVENTS) \
+            or (line.is_item and is_context_message(line.payload))
+        if line.is_event("task_complete") and not placed:
+            out.append(_summary_line(line, text))
+            placed = True
+        if keep:
+            out.append(line)
+        if line.type == "turn_context" and not placed:
+            out.append(_summary_line(line, text))
+            placed = True
+    if not placed:
+        out.append(_summary_line(turn.lines[-1], text))
+    return out
+
+
+def _ancient_rest(turn: Turn) -> list[Line]:
+    """A later ancient turn leaves only what is not conversation: context messages, world state."""
+    return [line for line in turn.lines
+            if line.type == "world_state" or (line.is_item and is_context_message(line.payload))]
+
+
+def paired(lines: Iterable[Line]) -> list[Line]:
+    """Without the calls that have no output and the outputs that have no call before them."""
+    lines = list(lines)
+    calls: set[str] = set()
+    answered: set[str] = set()
+    for line in lines:
+        kind = line.kind if line.is_item else ""
+        call_id = str(line.payload.get("call_id"))
+        if kind in CALLS:
+            calls.add(call_id)
+        elif kind in OUTPUTS and call_id in calls:
+            answered.add(call_id)
+    keep = calls & answered
+    return [line for line in lines
+            if not (line.is_item and (line.kind in CALLS or line.kind in OUTPUTS)
+                    and str(line.payload.get("call_id")) not in keep)]
+
+
+def finish(lines: list[Line], old_id: str, new_id: str) -> tuple[bytes, ...]:
+    """The rollout's bytes as ``new_id``: its ``session_meta`` renamed (``forked_from_id`` the
+    old id), ordinals renumbered where the original had them, calls paired, checked."""
+    if not lines or lines[0].type != "session_meta":
+        raise RolloutError("a rollout must start with session_meta")
+    meta = dict(lines[0].payload)
+    if meta.get("session_id") == meta.get("id"):
+        meta["session_id"] = new_id
+    meta["id"] = new_id
+    meta["forked_from_id"] = old_id
+    lines = [_with_payload(lines[0], meta), *paired(lines[1:])]
+    numbered = lines[0].value is not None and "ordinal" in lines[0].value
+    out: list[bytes] = []
+    for n, line in enumerate(lines):
+        raw = line.raw
+        if numbered:
+            raw, hits = _ORDINAL.subn(rb"\g<1>" + str(n).encode(), raw, count=1)
+            if not hits and line.value is not None:
+                value = {k: v for k, v in line.value.items() if k != "ordinal"}
+                value = {"timestamp": value.pop("timestamp", None), "ordinal": n, **value}
+                raw = orjson.dumps(value) + b"\n"
+        out.append(raw)
+    check(out, new_id)
+    return tuple(out)
+
+
+def check(raw_lines: Sequence[bytes], new_id: str) -> None:
+    """Refuse a rollout Codex would refuse or resume wrongly: raises ``RolloutError``."""
+    lines = parse_lines(b"".join(raw_lines))
+    if len(lines) != len(raw_lines) or not lines or lines[0].type != "session_meta":
+        raise RolloutError("the rewrite does not start with session_meta")
+    if lines[0].payload.get("id") != new_id:
+        raise RolloutError("the rewrite's session_meta does not carry its new id")
+    if len(paired(lines)) != len(lines):
+        raise RolloutError("the rewrite has a call without its output, or an output without its call")
+    ordinals = [line.value.get("ordinal") for line in lines if line.value is not None]
+    if any(o is not None for o in ordinals) and ordinals != list(range(len(lines))):
+        raise RolloutError("the rewrite's ordinals are not contiguous from 0")
+
+
+def rewrite(rollout: Rollout, target_tokens: int, new_id: str, settings: GradientSettings) -> CodexRewrite:
+    items = [line for line in rollout.lines if line.is_item]
+    estimate = sum(cost(len(line.raw)) for line in items)
+    before = last_token_count(rollout.lines) or estimate
+    overhead = max(0, before - estimate)  # instructions and tools: not in the file
+    edits = _Edits(rollout.session_id, settings)
+    bands = assign_bands(rollout.turns, target_tokens, overhead, settings, edits)
+    out: list[Line] = list(rollout.head)
+    ancient = [t for t, b in zip(rollout.turns, bands, strict=True) if b is Band.ANCIENT]
+    for n, (turn, band) in enumerate(zip(rollout.turns, bands, strict=True)):
+        if band is Band.ANCIENT:
+            out.extend(_summary_turn(turn, summary_text(ancient, settings)) if n == 0 else _ancient_rest(turn))
+        else:
+            out.extend(_render_turn(turn, band, edits))
+    lines = finish(out, rollout.session_id, new_id)
+    after = overhead + sum(cost(len(raw)) for raw in lines if b'"type":"response_item"' in raw)
+    return CodexRewrite(lines, before, after, tuple(bands), edits.cutter.keys)

@@ -1,0 +1,225 @@
+"""Codex rollouts as the swap, the commands and recall see them (``liminal.harness.base``).
+
+A rewrite or a cut is a new rollout under a new uuid, in today's folder of the same
+``$CODEX_HOME/sessions``, named as Codex names its own: Codex finds it by the uuid in the name,
+and neither its state database nor 0.166's history projection (both keyed by thread id) has a
+row for it to contradict. The original is never touched. A thread the user named in Codex
+(``session_index.jsonl``) keeps its name on the new id.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import orjson
+
+from liminal import faults
+from liminal.config import GradientSettings
+from liminal.gradient.rewrite import write_atomically
+from liminal.harness.base import Rewritten
+from liminal.harness.codex import gradient
+from liminal.harness.codex.rollout import (
+    OUTPUTS,
+    Line,
+    RolloutError,
+    codex_home,
+    find,
+    is_context_message,
+    last_token_count,
+    new_path,
+    parse_lines,
+    read_lines,
+    read_rollout,
+    split,
+    tail_lines,
+    text_of,
+)
+
+if TYPE_CHECKING:
+    from liminal.gradient.recall import RecallKey
+
+
+def _squash(text: str) -> str:
+    return "".join(text.split())
+
+
+class CodexSessions:
+    name = "codex"
+    # Codex compacts on its own near 90% of the model's window (258,400 tokens for the GPT-5
+    # family it reports in ``task_started``); a thread held below it never meets that.
+    ceiling_tokens = 230_000
+
+    def __init__(self, settings: GradientSettings, env: Mapping[str, str] | None = None) -> None:
+        self.settings = settings
+        self.env = env
+        self._sizes: dict[Path, int] = {}
+        self._targets: dict[str, Path] = {}
+
+    def locate(self, backing_id: str, cwd: str | None) -> Path | None:
+        return find(backing_id, self.env)
+
+    def context_tokens(self, path: Path) -> int | None:
+        return last_token_count(tail_lines(path))
+
+    def turn_settled(self, path: Path, prompt: str | None) -> bool:
+        """The last turn has ended (``task_complete`` or ``turn_aborted``), it is the turn of
+        ``prompt`` when that can be told, and the file has held still since the last look."""
+        try:
+            size = path.stat().st_size
+        except OSError:
+            return False
+        previous = self._sizes.get(path)
+        self._sizes[path] = size
+        if previous != size:
+            return False
+        lines = tail_lines(path)
+        start = max((n for n, line in enumerate(lines) if line.is_event("task_started")), default=None)
+        if start is None:
+            return False
+        turn = lines[start:]
+        if not any(line.is_event("task_complete") or line.is_event("turn_aborted") for line in turn):
+            return False
+        if prompt is None or not prompt.strip():
+            return True
+        wanted = _squash(prompt)
+        said = [_squash(text_of(line.payload)) for line in turn
+                if line.is_item and line.payload.get("role") == "user"]
+        # A prompt of images or resources reads differently on disk: then the ended turn will do.
+        return any(wanted == s or (s and (wanted in s or s in wanted)) for s in said) or not said
+
+    def target_path(self, path: Path, new_id: str) -> Path:
+        if new_id not in self._targets:
+            self._targets[new_id] = new_path(path, new_id)
+        return self._targets[new_id]
+
+    def _write(self, target: Path, lines: tuple[bytes, ...]) -> int:
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        write_atomically(target, lines)
+        return sum(len(line) for line in lines)
+
+    def rewrite(self, path: Path, target_tokens: int, new_id: str) -> Rewritten:
+        result = gradient.rewrite(read_rollout(path), target_tokens, new_id, self.settings)
+        lines = result.lines
+        if faults.value("swap.corrupt_rewrite"):
+            lines = tuple(line for line in lines if b'_output"' not in line)
+            gradient.check(lines, new_id)  # raises: the validator sees the output missing
+        target = self.target_path(path, new_id)
+        size = self._write(target, lines)
+        self._name_like(path, new_id)
+        return Rewritten(new_id, target, result.tokens_before, result.tokens_after, size)
+
+    def discard(self, rewritten: Rewritten) -> None:
+        rewritten.path.unlink(missing_ok=True)
+        for temp in rewritten.path.parent.glob(f".{rewritten.path.name}.*.tmp"):
+            temp.unlink(missing_ok=True)
+        self._targets.pop(rewritten.new_id, None)
+
+    # -- cuts, for the commands --------------------------------------------------------------
+
+    def position(self, path: Path) -> int:
+        return path.stat().st_size
+
+    def turn_starts(self, path: Path) -> list[int]:
+        return [turn.start for turn in read_rollout(path).turns]
+
+    def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str) -> Rewritten:
+        """The byte ranges ``parts`` as one rollout. A cut that starts after its first file's
+        beginning (``/fork MARK``) gets that file's ``session_meta`` and Codex's context
+        messages, which only the first turn carries."""
+        if not parts:
+            raise RolloutError("nothing to cut")
+        first, start, _ = parts[0]
+        whole = split(read_lines(first))
+        lines: list[Line] = []
+        if start > 0:
+            lines.extend(whole.head)
+            if whole.turns:
+                lines.extend(line for line in whole.turns[0].lines if line.type == "world_state"
+                             or (line.is_item and is_context_message(line.payload)))
+        for path, begin, end in parts:
+            lines.extend(read_lines(path, begin, end))
+        kept = [line for line in lines if line.type not in gradient.USAGE_LINES
+                and not any(line.is_event(k) for k in gradient.USAGE_EVENTS)]
+        if not kept or kept[0].type != "session_meta":
+            raise RolloutError("the cut does not start with session_meta")
+        raw = gradient.finish(kept, whole.session_id, new_id)
+        target = self.target_path(like, new_id)
+        size = self._write(target, raw)
+        tokens = sum(gradient.cost(len(r)) for r in raw if b'"type":"response_item"' in r)
+        return Rewritten(new_id, target, tokens, tokens, size)
+
+    # -- recall -------------------------------------------------------------------------------
+
+    def recall(self, key: RecallKey) -> bytes | None:
+        path = find(key.session_id, self.env)
+        if path is None:
+            return None
+        from liminal.gradient.recall import RecallError
+
+        with path.open("rb") as handle:
+            for raw in handle:
+                value = self.recall_in_line(raw, key)
+                if value is not None:
+                    return value
+        raise RecallError(f"{key}: no call {key.uuid} in {path}")
+
+    def recall_in_line(self, line: bytes, key: RecallKey) -> bytes | None:
+        if f'"call_id":"{key.uuid}"'.encode() not in line:
+            return None
+        parsed = parse_lines(line)
+        if not parsed or not parsed[0].is_item:
+            return None
+        payload = parsed[0].payload
+        if key.block == gradient.OUTPUT_BLOCK and payload.get("type") in OUTPUTS:
+            value: object = payload.get("output")
+        elif key.block == gradient.CALL_BLOCK and payload.get("type") not in OUTPUTS:
+            value = payload.get("input") if payload.get("type") == "custom_tool_call" else payload.get("arguments")
+            if isinstance(value, str) and key.path:
+                try:
+                    value = orjson.loads(value)
+                except orjson.JSONDecodeError:
+                    return None
+        else:
+            return None
+        for step in key.path:
+            if isinstance(value, list) and step.isdigit() and int(step) < len(value):
+                value = value[int(step)]
+            elif isinstance(value, dict) and step in value:
+                value = value[step]
+            else:
+                return None
+        return value.encode() if isinstance(value, str) else orjson.dumps(value)
+
+    # -- the picker's names -------------------------------------------------------------------
+
+    def _name_like(self, path: Path, new_id: str) -> None:
+        """If the user named the thread in Codex, the new rollout gets the same name, newer, so
+        ``codex resume NAME`` finds the copy (names live in ``session_index.jsonl``)."""
+        index = codex_home(self.env) / "session_index.jsonl"
+        old_id = path.name[-len("00000000-0000-0000-0000-000000000000.jsonl"):-len(".jsonl")]
+        try:
+            data = index.read_bytes()
+        except OSError:
+            return
+        name = None
+        for raw in data.splitlines():
+            try:
+                entry = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(entry, dict) and entry.get("id") == old_id and entry.get("thread_name"):
+                name = entry["thread_name"]
+        if name is None:
+            return
+        stamp = datetime.fromtimestamp(time.time(), UTC).isoformat().replace("+00:00", "Z")
+        entry_line = orjson.dumps({"id": new_id, "thread_name": name, "updated_at": stamp}) + b"\n"
+        fd = os.open(index, os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, entry_line)
+        finally:
+            os.close(fd)

@@ -1,0 +1,244 @@
+"""Codex rollout files: where they are, their lines kept whole, and their turns.
+
+A rollout is ``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-YYYY-MM-DDThh-mm-ss-<uuid>.jsonl`` (local
+time), one ``{"timestamp", "type", "payload"}`` object a line (Codex 0.166 adds ``ordinal``), the
+first a ``session_meta`` whose ``payload.id`` is the uuid. A turn runs from an ``event_msg``
+``task_started`` to the next; what the model sees is the ``response_item`` lines. See
+docs/formats.md ("Codex rollouts") for the records and what resume does with them.
+
+Reading is lossless: every line keeps its bytes, and a line that does not parse is kept as it is
+(Codex skips such lines too).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from liminal.harness.claude.paths import is_session_id, open_regular
+
+_NAME = re.compile(r"rollout-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-(?P<id>[0-9a-fA-F-]{36})\.jsonl")
+# Messages Codex injects as context (permissions, environment, AGENTS.md), not the user's words.
+_CONTEXT_PREFIXES = ("<environment_context>", "<user_instructions>", "<permissions instructions>",
+                     "<skills_instructions>", "# AGENTS.md instructions", "<user_shell_command>",
+                     "<turn_aborted>", "<subagent_notification>")
+CALLS = {"function_call": "function_call_output", "custom_tool_call": "custom_tool_call_output",
+         "local_shell_call": "local_shell_call_output"}
+OUTPUTS = {v: k for k, v in CALLS.items()}
+
+
+class RolloutError(ValueError):
+    """Not a Codex rollout (no ``session_meta`` first), or not one liminal can rewrite."""
+
+
+def codex_home(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    if env.get("CODEX_HOME"):
+        return Path(env["CODEX_HOME"])
+    return Path(env.get("HOME") or Path.home()) / ".codex"
+
+
+def session_id_of(path: Path) -> str | None:
+    match = _NAME.fullmatch(path.name)
+    return match.group("id") if match else None
+
+
+def find(session_id: str, env: Mapping[str, str] | None = None) -> Path | None:
+    """The rollout of ``session_id`` (newest day first, then the archive), or None. An id that is
+    not a uuid never becomes part of a path."""
+    if not is_session_id(session_id):
+        return None
+    home = codex_home(env)
+    pattern = f"rollout-*-{session_id}.jsonl"
+    sessions = home / "sessions"
+    if sessions.is_dir():
+        for day in sorted(sessions.glob("[0-9]*/[0-9]*/[0-9]*"), reverse=True):
+            for path in day.glob(pattern):
+                if path.is_file():
+                    return path
+    for path in (home / "archived_sessions").glob(pattern):
+        if path.is_file():
+            return path
+    return None
+
+
+def new_path(beside: Path, session_id: str, now: float | None = None) -> Path:
+    """Where Codex itself would put a rollout of ``session_id`` started ``now``: under the
+    ``sessions`` folder of the CODEX_HOME ``beside`` belongs to, in today's local date."""
+    home = next((p.parent for p in beside.parents if p.name in ("sessions", "archived_sessions")),
+                beside.parent)
+    local = time.localtime(now)
+    day = home / "sessions" / time.strftime("%Y/%m/%d", local)
+    return day / f"rollout-{time.strftime('%Y-%m-%dT%H-%M-%S', local)}-{session_id}.jsonl"
+
+
+@dataclass(slots=True)
+class Line:
+    offset: int
+    raw: bytes  # with its newline
+    value: dict[str, Any] | None  # None: did not parse as an object
+
+    @property
+    def type(self) -> str:
+        return str(self.value.get("type")) if self.value is not None else ""
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        payload = self.value.get("payload") if self.value is not None else None
+        return payload if isinstance(payload, dict) else {}
+
+    @property
+    def kind(self) -> str:
+        """``response_item``'s and ``event_msg``'s own type (``message``, ``token_count``)."""
+        return str(self.payload.get("type") or "")
+
+    @property
+    def is_item(self) -> bool:
+        return self.type == "response_item"
+
+    def is_event(self, kind: str) -> bool:
+        return self.type == "event_msg" and self.kind == kind
+
+
+def parse_lines(data: bytes, start: int = 0) -> list[Line]:
+    out: list[Line] = []
+    offset = start
+    for raw in data.splitlines(keepends=True):
+        value: Any = None
+        if raw.strip():
+            try:
+                value = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                value = None
+            out.append(Line(offset, raw if raw.endswith(b"\n") else raw + b"\n",
+                            value if isinstance(value, dict) else None))
+        offset += len(raw)
+    return out
+
+
+def read_lines(path: Path, start: int = 0, end: int | None = None) -> list[Line]:
+    with open_regular(path) as handle:
+        handle.seek(start)
+        data = handle.read() if end is None else handle.read(max(0, end - start))
+    return parse_lines(data, start)
+
+
+def text_of(payload: Mapping[str, Any]) -> str:
+    """The text of a message item's content (input_text and output_text parts)."""
+    content = payload.get("content")
+    if isinstance(content, str):
+        return content
+    parts = content if isinstance(content, list) else []
+    return "".join(str(p.get("text") or "") for p in parts if isinstance(p, dict))
+
+
+def is_context_message(payload: Mapping[str, Any]) -> bool:
+    if payload.get("type") != "message":
+        return False
+    if payload.get("role") in ("developer", "system"):
+        return True
+    return payload.get("role") == "user" and text_of(payload).lstrip().startswith(_CONTEXT_PREFIXES)
+
+
+def is_prompt(line: Line) -> bool:
+    p = line.payload
+    return line.is_item and p.get("type") == "message" and p.get("role") == "user" \
+        and not is_context_message(p)
+
+
+@dataclass(slots=True)
+class Turn:
+    lines: list[Line] = field(default_factory=list)
+
+    @property
+    def start(self) -> int:
+        return self.lines[0].offset
+
+    @property
+    def prompt(self) -> str:
+        return next((text_of(line.payload) for line in self.lines if is_prompt(line)), "")
+
+    @property
+    def complete(self) -> bool:
+        return any(line.is_event("task_complete") or line.is_event("turn_aborted") for line in self.lines)
+
+    def items(self) -> Iterable[Line]:
+        return (line for line in self.lines if line.is_item)
+
+
+@dataclass(slots=True)
+class Rollout:
+    head: list[Line]  # session_meta and anything before the first turn
+    turns: list[Turn]
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return self.head[0].payload
+
+    @property
+    def session_id(self) -> str:
+        return str(self.meta.get("id") or "")
+
+    @property
+    def lines(self) -> list[Line]:
+        return self.head + [line for turn in self.turns for line in turn.lines]
+
+
+def split(lines: list[Line]) -> Rollout:
+    """The head and the turns (each from its ``task_started``). Refuses a file whose first line
+    is not ``session_meta``: Codex refuses it too."""
+    if not lines or lines[0].type != "session_meta":
+        raise RolloutError("not a Codex rollout: the first line is not session_meta")
+    head: list[Line] = []
+    turns: list[Turn] = []
+    for line in lines:
+        if line.is_event("task_started"):
+            turns.append(Turn([line]))
+        elif turns:
+            turns[-1].lines.append(line)
+        else:
+            head.append(line)
+    return Rollout(head, turns)
+
+
+def read_rollout(path: Path) -> Rollout:
+    return split(read_lines(path))
+
+
+def last_token_count(lines: Iterable[Line]) -> int | None:
+    """The context of the last model request: ``token_count.info.last_token_usage.total_tokens``
+    (``total_token_usage`` is the sum over requests, not a context size)."""
+    found: int | None = None
+    for line in lines:
+        if line.is_event("token_count"):
+            info = line.payload.get("info")
+            last = info.get("last_token_usage") if isinstance(info, dict) else None
+            total = last.get("total_tokens") if isinstance(last, dict) else None
+            if isinstance(total, int):
+                found = total
+    return found
+
+
+TAIL_BYTES = 256 * 1024
+
+
+def tail_lines(path: Path, limit: int = TAIL_BYTES) -> list[Line]:
+    """The complete lines of the file's last ``limit`` bytes."""
+    with open_regular(path) as handle:
+        size = handle.seek(0, os.SEEK_END)
+        start = max(0, size - limit)
+        handle.seek(start)
+        data = handle.read()
+    if start > 0:
+        cut = data.find(b"\n") + 1
+        data, start = data[cut:], start + cut
+    if data and not data.endswith(b"\n"):  # a line being written
+        data = data[: data.rfind(b"\n") + 1]
+    return parse_lines(data, start)
