@@ -277,6 +277,14 @@ def paired(lines: Iterable[Line]) -> list[Line]:
                     and str(line.payload.get("call_id")) not in keep)]
 
 
+def _renamed(line: Line, old_id: str, new_id: str) -> Line:
+    """0.166's events name their thread (``thread_id``): the copy's are the copy's."""
+    payload = line.payload
+    if payload.get("thread_id") != old_id:
+        return line
+    return _with_payload(line, {**payload, "thread_id": new_id})
+
+
 def finish(lines: list[Line], old_id: str, new_id: str) -> tuple[bytes, ...]:
     """The rollout's bytes as ``new_id``: its ``session_meta`` renamed (``forked_from_id`` the
     old id), ordinals renumbered where the original had them, calls paired, checked."""
@@ -287,7 +295,7 @@ def finish(lines: list[Line], old_id: str, new_id: str) -> tuple[bytes, ...]:
         meta["session_id"] = new_id
     meta["id"] = new_id
     meta["forked_from_id"] = old_id
-    lines = [_with_payload(lines[0], meta), *paired(lines[1:])]
+    lines = [_with_payload(lines[0], meta), *(_renamed(line, old_id, new_id) for line in paired(lines[1:]))]
     numbered = lines[0].value is not None and "ordinal" in lines[0].value
     out: list[bytes] = []
     for n, line in enumerate(lines):

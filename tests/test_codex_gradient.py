@@ -1,0 +1,236 @@
+"""Codex rollouts: lossless reading, the gradient's bands, cuts, recall and the harness choice,
+on synthetic rollouts of both dialects (tests/support/codex_rollouts.py). The real CLIs resume
+what this writes in tests/acceptance/test_codex.py."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from liminal.config import GradientSettings
+from liminal.gradient.plan import Band
+from liminal.gradient.recall import KEY_IN_MARKER, RecallError, RecallKey
+from liminal.gradient.summarize import PREAMBLE_INTRO
+from liminal.harness.base import HarnessChoice, known_harnesses
+from liminal.harness.codex import gradient
+from liminal.harness.codex.live import CodexSessions
+from liminal.harness.codex.rollout import (
+    RolloutError,
+    find,
+    parse_lines,
+    read_lines,
+    read_rollout,
+    split,
+)
+from tests.support.codex_rollouts import Call, RolloutBuilder, TurnSpec, conversation
+
+DIALECTS = ["0.137", "0.166"]
+NEW = "11111111-2222-4333-8444-555555555555"
+SMALL = GradientSettings(recent_tokens=300, middle_tokens=1500, truncate_chars=40, summary_tokens=300)
+
+
+def lines_of(raw: tuple[bytes, ...]) -> list[dict[str, object]]:
+    return [json.loads(line) for line in raw]
+
+
+def items(raw: tuple[bytes, ...]) -> list[dict[str, object]]:
+    return [v["payload"] for v in lines_of(raw) if v["type"] == "response_item"]  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_reading_is_lossless_and_finds_the_turns(tmp_path: Path, dialect: str) -> None:
+    builder = conversation(dialect, 6)
+    path = builder.write(tmp_path)
+    lines = read_lines(path)
+    assert b"".join(line.raw for line in lines) == path.read_bytes()
+    rollout = split(lines)
+    assert rollout.session_id == builder.session_id
+    assert [t.prompt for t in rollout.turns] == [f"question {n}: what about item {n}?" for n in range(6)]
+    assert all(t.complete for t in rollout.turns)
+    with pytest.raises(RolloutError):
+        split(lines[1:])
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_the_bands_and_what_each_does(tmp_path: Path, dialect: str) -> None:
+    path = conversation(dialect, 14).write(tmp_path)
+    rollout = read_rollout(path)
+    # The file's context is 10.8k tokens, 8k of them instructions and tools (not in the file).
+    result = gradient.rewrite(rollout, 9_800, NEW, SMALL)
+    bands = result.bands
+    assert bands[-1] is Band.RECENT and bands[0] is Band.ANCIENT and Band.OLD in bands
+    assert list(bands) == sorted(bands, key=[Band.ANCIENT, Band.OLD, Band.MIDDLE, Band.RECENT].index)
+    assert Band.MIDDLE in bands
+    out = lines_of(result.lines)
+    meta = out[0]["payload"]
+    assert out[0]["type"] == "session_meta" and meta["id"] == NEW  # type: ignore[index]
+    assert meta["forked_from_id"] == rollout.session_id  # type: ignore[index]
+    if dialect == "0.166":
+        assert meta["session_id"] == NEW  # type: ignore[index]
+        assert [line["ordinal"] for line in out] == list(range(len(out)))
+        assert all(line["payload"].get("thread_id") in (None, NEW) for line in out)  # type: ignore[union-attr]
+    # Usage is not copied; the model's view keeps Codex's context messages first.
+    assert not [line for line in out if line["type"] == "token_usage_record"
+                or line["payload"].get("type") == "token_count"]  # type: ignore[union-attr]
+    seen = items(result.lines)
+    assert seen[0]["role"] == "developer" and "<environment_context>" in json.dumps(seen[1])
+    summary = json.dumps(seen[2])
+    assert PREAMBLE_INTRO[:40] in summary and "question 0" in summary
+    # The recent band byte for byte (but its ordinals and thread ids); older outputs cut with
+    # recall keys.
+    last = rollout.turns[-1]
+    kept = [line for line in last.lines if line.type != "token_usage_record"
+            and not line.is_event("token_count")]
+
+    def strip(raw: bytes) -> object:
+        return json.loads(raw.replace(rollout.session_id.encode(), NEW.encode())) | {"ordinal": 0}
+
+    assert [strip(b) for b in result.lines[-len(kept):]] == [strip(line.raw) for line in kept]
+    cut = [i for i in seen if i.get("type") == "function_call_output" and "[liminal: " in str(i["output"])]
+    assert cut and result.recall_keys >= len(cut)
+    assert result.tokens_after < result.tokens_before
+    # Nothing the strict API refuses: every call has its output after it, and no reasoning
+    # survives outside the recent band.
+    gradient.check(result.lines, NEW)
+    reasoning_turns = [n for n, b in enumerate(bands) if b is not Band.RECENT and n % 3 == 0]
+    assert reasoning_turns and sum(1 for i in seen if i.get("type") == "reasoning") <= sum(
+        1 for n, b in enumerate(bands) if b is Band.RECENT and n % 3 == 0)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_a_marker_key_recalls_the_original_output(tmp_path: Path, dialect: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / ".codex"
+    path = conversation(dialect, 14).write(home)
+    env = {"CODEX_HOME": str(home)}
+    sessions = CodexSessions(SMALL, env)
+    rewritten = sessions.rewrite(path, 9_800, NEW)
+    text = rewritten.path.read_text()
+    keys = KEY_IN_MARKER.findall(text)
+    assert keys
+    key = RecallKey.parse(keys[0].replace("\\n", ""))
+    value = sessions.recall(key)
+    original = next(line for line in path.read_bytes().splitlines() if key.uuid.encode() in line
+                    and b"_output" in line)
+    assert value == json.loads(original)["payload"]["output"].encode() and len(value) > 200
+    assert sessions.recall_in_line(original, key) == value
+    # Through the choice, whichever CLI is chosen: the key names a Codex session.
+    choice = HarnessChoice(known_harnesses(SMALL, env))
+    assert choice.chosen == "claude" and choice.recall(key) == value
+    with pytest.raises(RecallError):
+        sessions.recall(RecallKey(key.session_id, "call_nope", 0))
+    assert sessions.recall(RecallKey(NEW.replace("1", "9"), "call_0001", 0)) is None
+
+
+def test_the_rewrite_is_private_and_lands_where_codex_looks(tmp_path: Path) -> None:
+    home = tmp_path / ".codex"
+    path = conversation("0.166", 6).write(home, day="2025/01/02")
+    sessions = CodexSessions(SMALL, {"CODEX_HOME": str(home)})
+    target = sessions.target_path(path, NEW)
+    assert target.parent.parent.parent.parent == home / "sessions"
+    assert target.parent == home / "sessions" / time.strftime("%Y/%m/%d")
+    rewritten = sessions.rewrite(path, 0, NEW)
+    assert rewritten.path == target and target.stat().st_mode & 0o777 == 0o600
+    assert find(NEW, {"CODEX_HOME": str(home)}) == target
+    sessions.discard(rewritten)
+    assert not target.exists() and find(NEW, {"CODEX_HOME": str(home)}) is None
+    assert find("../../etc/passwd", {"CODEX_HOME": str(home)}) is None
+
+
+def test_a_named_thread_keeps_its_name_on_the_rewrite(tmp_path: Path) -> None:
+    home = tmp_path / ".codex"
+    builder = conversation("0.137", 4)
+    path = builder.write(home)
+    (home / "session_index.jsonl").write_text(json.dumps(
+        {"id": builder.session_id, "thread_name": "my work", "updated_at": "2026-11-25T00:00:00Z"}) + "\n")
+    CodexSessions(SMALL, {"CODEX_HOME": str(home)}).rewrite(path, 0, NEW)
+    entries = [json.loads(line) for line in (home / "session_index.jsonl").read_text().splitlines()]
+    assert entries[-1]["id"] == NEW and entries[-1]["thread_name"] == "my work"
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_cuts_by_position(tmp_path: Path, dialect: str) -> None:
+    home = tmp_path / ".codex"
+    builder = conversation(dialect, 5)
+    path = builder.write(home)
+    sessions = CodexSessions(SMALL, {"CODEX_HOME": str(home)})
+    starts = sessions.turn_starts(path)
+    assert len(starts) == 5 and sessions.position(path) == path.stat().st_size
+    # /undo: everything before the last turn.
+    undo = sessions.cut([(path, 0, starts[-1])], path, NEW)
+    prompts = [t.prompt for t in read_rollout(undo.path).turns]
+    assert prompts == [f"question {n}: what about item {n}?" for n in range(4)]
+    # /fork from a mark: starts after the first turn, still a rollout with Codex's context.
+    other = NEW.replace("5", "6")
+    fork = sessions.cut([(path, starts[2], None)], path, other)
+    forked = read_rollout(fork.path)
+    assert forked.session_id == other and forked.turns[0].prompt.startswith("question 2")
+    head_items = [line.payload for line in forked.head if line.is_item]
+    assert head_items and head_items[0]["role"] == "developer"
+    gradient.check(tuple(line.raw for line in read_lines(fork.path)), other)
+
+
+def test_a_turn_is_settled_once_it_ended_and_the_file_held_still(tmp_path: Path) -> None:
+    builder = RolloutBuilder("0.137")
+    builder.turn(TurnSpec("first"))
+    builder.turn(TurnSpec("second", [Call("ls", "a\nb")], complete=False))
+    path = builder.write(tmp_path)
+    sessions = CodexSessions(SMALL, {"CODEX_HOME": str(tmp_path)})
+    assert not sessions.turn_settled(path, "second") and not sessions.turn_settled(path, "second")
+    done = RolloutBuilder("0.137", builder.session_id)
+    done.turn(TurnSpec("first")).turn(TurnSpec("second", [Call("ls", "a\nb")]))
+    path.write_bytes(done.bytes())
+    assert not sessions.turn_settled(path, "second")  # it just changed
+    assert sessions.turn_settled(path, "second")
+    assert not sessions.turn_settled(path, "third")  # not written yet
+    assert sessions.turn_settled(path, None)
+
+
+def test_the_harness_is_chosen_by_setting_agent_and_command() -> None:
+    factories = known_harnesses(GradientSettings())
+    assert HarnessChoice(factories).chosen == "claude"
+    assert HarnessChoice(factories, argv=["npx", "@zed-industries/codex-acp"]).chosen == "codex"
+    choice = HarnessChoice(factories, argv=["/opt/bin/my-agent"])
+    changed: list[str] = []
+    choice.on_change = lambda h: changed.append(h.name)
+    choice.agent_said({"name": "@agentclientprotocol/codex-acp", "title": "Codex"})
+    assert choice.name == "codex" and choice.ceiling_tokens == CodexSessions.ceiling_tokens
+    assert changed == ["codex"]
+    forced = HarnessChoice(factories, forced="claude", argv=["codex-acp"])
+    forced.agent_said({"name": "codex-acp"})
+    assert forced.name == "claude"
+    neutral = HarnessChoice(factories, argv=["codex-acp"])
+    neutral.agent_said({"name": "claude-codex-bridge"})  # names both: no change
+    assert neutral.name == "codex"
+
+
+turn_specs = st.lists(
+    st.builds(TurnSpec,
+              prompt=st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=30)
+              .filter(lambda s: s.strip() and not s.lstrip().startswith("<")),
+              calls=st.lists(st.builds(Call, st.just("ls"), st.text(max_size=400)), max_size=3),
+              reasoning=st.booleans()),
+    min_size=1, max_size=12)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(specs=turn_specs, target=st.sampled_from([0, 9_500, 12_000, 50_000]),
+       dialect=st.sampled_from(DIALECTS), recent=st.sampled_from([0, 100, 2_000]))
+def test_any_rewrite_is_a_rollout_codex_and_the_api_accept(specs: list[TurnSpec], target: int,
+                                                          dialect: str, recent: int) -> None:
+    builder = RolloutBuilder(dialect)
+    for spec in specs:
+        builder.turn(spec)
+    rollout = split(parse_lines(builder.bytes()))
+    config = GradientSettings(recent_tokens=recent, middle_tokens=300, truncate_chars=20, summary_tokens=200)
+    result = gradient.rewrite(rollout, target, NEW, config)
+    gradient.check(result.lines, NEW)  # session_meta first, the new id, pairs, ordinals
+    # The last turn is always kept whole, its prompt verbatim.
+    assert result.bands[-1] is Band.RECENT
+    assert specs[-1].prompt in [m.get("content", [{}])[0].get("text")  # type: ignore[union-attr,index]
+                                for m in items(result.lines) if m.get("type") == "message"]
