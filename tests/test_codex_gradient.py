@@ -234,3 +234,27 @@ def test_any_rewrite_is_a_rollout_codex_and_the_api_accept(specs: list[TurnSpec]
     assert result.bands[-1] is Band.RECENT
     assert specs[-1].prompt in [m.get("content", [{}])[0].get("text")  # type: ignore[union-attr,index]
                                 for m in items(result.lines) if m.get("type") == "message"]
+
+
+def test_inspect_and_compress_detect_a_codex_rollout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from liminal.cli import main
+
+    home = tmp_path / ".codex"
+    monkeypatch.setenv("CODEX_HOME", str(home))
+    monkeypatch.setenv("LIMINAL_HOME", str(tmp_path / "liminal-home"))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    builder = conversation("0.166", 14)
+    path = builder.write(home)
+    assert main(["inspect", builder.session_id, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["harness"] == "codex" and data["turns"] == 14 and data["context_tokens"] == 10_809
+    assert main(["inspect", str(path)]) == 0
+    assert "Codex 0.166" in capsys.readouterr().out
+    assert main(["compress", str(path), "--target-tokens", "9800", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["written"] and out["tokens_after"] < out["tokens_before"]
+    assert find(out["new_session_id"], {"CODEX_HOME": str(home)}) == Path(out["path"])
+    gradient.check(tuple(Path(out["path"]).read_bytes().splitlines(keepends=True)), out["new_session_id"])
+    assert main(["compress", builder.session_id, "--dry-run"]) == 0
+    assert "codex resume" not in capsys.readouterr().out  # dry: nothing to resume

@@ -1,14 +1,16 @@
-"""``liminal compress SESSION``: write a compressed copy of a Claude Code session."""
+"""``liminal compress SESSION``: write a compressed copy of a Claude Code session or a Codex
+rollout (detected, not flagged) under a new id, beside the CLI's own."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from liminal.config import Settings
 
-HELP = "write a compressed copy of a Claude Code session under a new id"
+HELP = "write a compressed copy of a Claude Code or Codex session under a new id"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,7 +55,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from liminal.harness.claude.conversation import ConversationError
     from liminal.harness.claude.paths import SessionNotFound, locate
     from liminal.harness.claude.records import SessionFormatError
+    from liminal.harness.codex import report as codex
 
+    rollout = codex.detect(args.session)
+    if rollout is not None:
+        return _codex(rollout, args, settings)
     progress = _Progress() if sys.stderr.isatty() else None
     try:
         result = rewrite_session(
@@ -90,4 +96,38 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print(f"resume    cd {result.cwd} && claude --resume {result.new_session_id}")
     else:
         print(f"dry run: would write {result.path}")
+    return 0
+
+
+def _codex(path: Path, args: argparse.Namespace, settings: Settings) -> int:
+    import orjson
+
+    from liminal.gradient.rewrite import RewriteError
+    from liminal.harness.claude.paths import is_session_id
+    from liminal.harness.codex import report as codex
+    from liminal.harness.codex.rollout import RolloutError
+
+    if args.new_id is not None and not is_session_id(args.new_id):
+        print(f"liminal compress: --new-id {args.new_id!r} is not a session id", file=sys.stderr)
+        return 2
+    try:
+        result = codex.compress(path, settings.gradient, args.new_id, args.dry_run)
+    except (RolloutError, RewriteError, OSError) as exc:
+        print(f"liminal compress: {exc}; nothing written", file=sys.stderr)
+        return 1
+    if args.json:
+        sys.stdout.write(orjson.dumps(result).decode() + "\n")
+        return 0
+    turns = ", ".join(f"{n} {band}" for band, n in result["turns"].items())
+    print(f"session   {result['source_session_id']}  ({result['bytes_before']:,} bytes, Codex)")
+    print(f"context   {result['tokens_before']:,} -> {result['tokens_after']:,} tokens "
+          f"(target {result['target_tokens']:,})")
+    print(f"turns     {turns}")
+    print(f"records   {result['records_before']:,} -> {result['records_after']:,}; "
+          f"{result['recall_keys']} recall keys; {result['seconds']:.2f} s")
+    if result["written"]:
+        print(f"wrote     {result['path']}")
+        print(f"resume    cd {result['cwd']} && codex resume {result['new_session_id']}")
+    else:
+        print(f"dry run: would write {result['path']}")
     return 0

@@ -1,4 +1,5 @@
-"""``liminal inspect SESSION``: what a Claude Code session holds and what the gradient would do."""
+"""``liminal inspect SESSION``: what a Claude Code session or a Codex rollout holds, and what the
+gradient would do to it. Which CLI wrote it is detected (``liminal.harness.codex.report.detect``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 from liminal.config import Settings
 
-HELP = "show a Claude Code session: records, turns, tools, context, tokens by band"
+HELP = "show a Claude Code or Codex session: records, turns, tools, context, tokens by band"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -115,14 +116,20 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from liminal.harness.claude.conversation import ConversationError
     from liminal.harness.claude.paths import SessionNotFound
     from liminal.harness.claude.records import SessionFormatError
+    from liminal.harness.codex import report as codex
+    from liminal.harness.codex.rollout import RolloutError
 
     try:
-        data = report(args.session, settings, args.largest)
-    except (SessionNotFound, SessionFormatError, ConversationError) as exc:
+        rollout = codex.detect(args.session)
+        if rollout is not None:
+            data = codex.inspect(rollout, settings.gradient, args.largest)
+        else:
+            data = report(args.session, settings, args.largest)
+    except (SessionNotFound, SessionFormatError, ConversationError, RolloutError, OSError) as exc:
         print(f"liminal inspect: {exc}", file=sys.stderr)
         return 1
     if args.json:
         sys.stdout.write(orjson.dumps(data).decode() + "\n")
     else:
-        print(_table(data))
+        print(codex.table(data) if rollout is not None else _table(data))
     return 0

@@ -97,7 +97,7 @@ class CodexSessions:
             self._targets[new_id] = new_path(path, new_id)
         return self._targets[new_id]
 
-    def _write(self, target: Path, lines: tuple[bytes, ...]) -> int:
+    def write(self, target: Path, lines: tuple[bytes, ...]) -> int:
         target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         write_atomically(target, lines)
         return sum(len(line) for line in lines)
@@ -109,8 +109,8 @@ class CodexSessions:
             lines = tuple(line for line in lines if b'_output"' not in line)
             gradient.check(lines, new_id)  # raises: the validator sees the output missing
         target = self.target_path(path, new_id)
-        size = self._write(target, lines)
-        self._name_like(path, new_id)
+        size = self.write(target, lines)
+        self.name_like(path, new_id)
         return Rewritten(new_id, target, result.tokens_before, result.tokens_after, size)
 
     def discard(self, rewritten: Rewritten) -> None:
@@ -149,7 +149,7 @@ class CodexSessions:
             raise RolloutError("the cut does not start with session_meta")
         raw = gradient.finish(kept, whole.session_id, new_id)
         target = self.target_path(like, new_id)
-        size = self._write(target, raw)
+        size = self.write(target, raw)
         tokens = sum(gradient.cost(len(r)) for r in raw if b'"type":"response_item"' in r)
         return Rewritten(new_id, target, tokens, tokens, size)
 
@@ -197,7 +197,7 @@ class CodexSessions:
 
     # -- the picker's names -------------------------------------------------------------------
 
-    def _name_like(self, path: Path, new_id: str) -> None:
+    def name_like(self, path: Path, new_id: str) -> None:
         """If the user named the thread in Codex, the new rollout gets the same name, newer, so
         ``codex resume NAME`` finds the copy (names live in ``session_index.jsonl``)."""
         index = codex_home(self.env) / "session_index.jsonl"

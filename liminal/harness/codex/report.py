@@ -1,0 +1,113 @@
+"""``liminal inspect`` and ``liminal compress`` on a Codex rollout: what it holds, and the
+gradient's copy of it. The commands detect a rollout (``detect``) before trying Claude Code."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from liminal.config import GradientSettings
+from liminal.gradient.plan import Band
+from liminal.harness.claude.paths import open_regular
+from liminal.harness.codex import gradient
+from liminal.harness.codex.live import CodexSessions
+from liminal.harness.codex.rollout import CALLS, find, last_token_count, read_rollout, session_id_of
+
+
+def detect(ref: str) -> Path | None:
+    """The rollout ``ref`` names (a path to one, or a thread id under ``$CODEX_HOME``), or None."""
+    path = Path(ref).expanduser()
+    try:
+        if path.is_file():
+            with open_regular(path) as handle:
+                head = handle.read(200)
+            return path if b'"type":"session_meta"' in head else None
+    except OSError:
+        return None
+    return find(ref)
+
+
+def inspect(path: Path, settings: GradientSettings, largest: int = 10) -> dict[str, Any]:
+    rollout = read_rollout(path)
+    lines = rollout.lines
+    kinds = Counter(f"{line.type}:{line.kind}" if line.kind else line.type for line in lines)
+    plan = gradient.rewrite(rollout, settings.target_tokens, str(uuid.uuid4()), settings)
+    by_band: dict[str, dict[str, int]] = {b.value: {"turns": 0, "tokens": 0} for b in Band}
+    for turn, band in zip(rollout.turns, plan.bands, strict=True):
+        by_band[band.value]["turns"] += 1
+        by_band[band.value]["tokens"] += sum(gradient.cost(len(line.raw)) for line in turn.items())
+    items = sorted((line for line in lines if line.is_item), key=lambda line: len(line.raw), reverse=True)
+    return {
+        "harness": "codex",
+        "session_id": rollout.session_id,
+        "path": str(path),
+        "bytes": path.stat().st_size,
+        "records": len(lines),
+        "records_by_type": dict(kinds.most_common()),
+        "cli_version": rollout.meta.get("cli_version"),
+        "name_matches_id": session_id_of(path) == rollout.session_id,
+        "turns": len(rollout.turns),
+        "tool_calls": sum(1 for line in lines if line.is_item and line.kind in CALLS),
+        "context_tokens": last_token_count(lines),
+        "bands": by_band,
+        "planned_tokens": plan.tokens_after,
+        "target_tokens": settings.target_tokens,
+        "largest": [{"line": n, "kind": line.kind, "tokens": gradient.cost(len(line.raw))}
+                    for n, line in ((lines.index(i), i) for i in items[:largest])],
+    }
+
+
+def table(data: dict[str, Any]) -> str:
+    out = [
+        f"session   {data['session_id']}  (Codex {data['cli_version']})",
+        f"file      {data['path']} ({data['bytes']:,} bytes, {data['records']:,} records)",
+        "types     " + ", ".join(f"{k} {v}" for k, v in data["records_by_type"].items()),
+        f"turns     {data['turns']}, {data['tool_calls']} tool calls",
+        f"context   {data['context_tokens'] or 'unknown'} tokens (the last token_count)",
+        "", f"{'band':<10}{'turns':>7}{'tokens now':>12}",
+    ]
+    for name, band in data["bands"].items():
+        out.append(f"{name:<10}{band['turns']:>7}{band['tokens']:>12,}")
+    out.append(f"after the gradient: about {data['planned_tokens']:,} tokens "
+               f"(target {data['target_tokens']:,})")
+    out += ["", f"{'line':>7}  {'tokens':>8}  what"]
+    out += [f"{i['line']:>7}  {i['tokens']:>8,}  {i['kind']}" for i in data["largest"]]
+    if not data["name_matches_id"]:
+        out.append("note: the file name and session_meta disagree on the id (Codex resumes by the latter)")
+    return "\n".join(out)
+
+
+def compress(path: Path, settings: GradientSettings, new_id: str | None,
+             dry_run: bool) -> dict[str, Any]:
+    """A compressed copy beside Codex's own rollouts (or, dry, what it would be)."""
+    started = time.perf_counter()
+    new_id = new_id or str(uuid.uuid4())
+    rollout = read_rollout(path)
+    result = gradient.rewrite(rollout, settings.target_tokens, new_id, settings)
+    sessions = CodexSessions(settings)
+    target = sessions.target_path(path, new_id)
+    if not dry_run:
+        sessions.write(target, result.lines)
+        sessions.name_like(path, new_id)
+    turns = Counter(b.value for b in result.bands)
+    return {
+        "harness": "codex",
+        "source_session_id": rollout.session_id,
+        "new_session_id": new_id,
+        "path": str(target),
+        "written": not dry_run,
+        "bytes_before": path.stat().st_size,
+        "bytes_after": sum(len(line) for line in result.lines),
+        "tokens_before": result.tokens_before,
+        "tokens_after": result.tokens_after,
+        "target_tokens": settings.target_tokens,
+        "turns": {b.value: turns.get(b.value, 0) for b in Band},
+        "records_before": len(rollout.lines),
+        "records_after": len(result.lines),
+        "recall_keys": result.recall_keys,
+        "seconds": round(time.perf_counter() - started, 4),
+        "cwd": rollout.meta.get("cwd"),
+    }
