@@ -258,3 +258,21 @@ def test_inspect_and_compress_detect_a_codex_rollout(tmp_path: Path, monkeypatch
     gradient.check(tuple(Path(out["path"]).read_bytes().splitlines(keepends=True)), out["new_session_id"])
     assert main(["compress", builder.session_id, "--dry-run"]) == 0
     assert "codex resume" not in capsys.readouterr().out  # dry: nothing to resume
+
+
+def test_rollout_lines_become_store_records_recall_can_read() -> None:
+    from liminal.harness.base import line_parser
+    from liminal.harness.codex.records import parse_line
+
+    builder = conversation("0.166", 2)
+    raw = builder.bytes().splitlines()
+    records = [parse_line(line, builder.session_id, "T", n) for n, line in enumerate(raw)]
+    output = next(r for r in records if r.type == "response_item:function_call_output")
+    assert output.uuid == "call_0001" and output.tool_ids == ("call_0001",) and "\n2\n" in output.text
+    assert next(r for r in records if r.type == "event_msg:token_count").usage == {
+        "input_tokens": 9100, "total_tokens": 9100}
+    assert any("question 1" in r.text for r in records if r.type == "response_item:message")
+    key = RecallKey(builder.session_id, "call_0001", 0)
+    assert CodexSessions(SMALL).recall_in_line(output.raw, key) == json.loads(output.raw)["payload"]["output"].encode()
+    assert parse_line(b"not json", "b", None, 0).text == ""
+    assert line_parser(Path(f"rollout-2026-11-25T05-49-08-{builder.session_id}.jsonl")) is parse_line

@@ -21,6 +21,7 @@ from liminal import log
 
 if TYPE_CHECKING:
     from liminal.gradient.recall import RecallKey
+    from liminal.store.records import SessionRecord
 
 logger = log.get("liminal.harness")
 
@@ -195,3 +196,28 @@ class HarnessChoice:
             if value is not None:
                 return value
         return None
+
+
+LineParser = Callable[[bytes, str, "str | None", int], "SessionRecord"]
+
+
+def find_session_file(backing_id: str, cwd: str | None = None,
+                      env: Mapping[str, str] | None = None) -> Path | None:
+    """The session file of a backing id, whichever CLI wrote it (the indexer tails it)."""
+    from liminal.harness.claude.paths import find as find_claude
+    from liminal.harness.codex.rollout import find as find_codex
+
+    return find_claude(backing_id, cwd, env) or find_codex(backing_id, env)
+
+
+def line_parser(path: Path) -> LineParser:
+    """How the indexer turns a line of ``path`` into a store record, by whose file it is."""
+    from liminal.harness.codex.rollout import session_id_of
+
+    if session_id_of(path) is not None:
+        from liminal.harness.codex.records import parse_line as codex_line
+
+        return codex_line
+    from liminal.harness.claude.sessionfile import parse_line as claude_line
+
+    return claude_line

@@ -100,7 +100,7 @@ class Indexer:
                  yield_bytes_per_second: float | None = YIELD_BYTES_PER_SECOND,
                  yield_max_seconds: float = YIELD_MAX_SECONDS) -> None:
         """``session_files(backing_id, cwd)`` locates a CLI session file to index as it grows
-        (``liminal.harness.claude.paths.find`` for Claude Code); None: frames only. ``own_bytes(backing_id)``:
+        (``liminal.harness.base.find_session_file``); None: frames only. ``own_bytes(backing_id)``:
         how much of that file liminal wrote itself (a swap's rewrite), skipped when indexing. ``tail``: consume the
         spool another process writes there (the worker, see ``liminal.ingest.worker``) instead of
         taking offers. ``yield_bytes_per_second``:
@@ -458,14 +458,14 @@ async def open_indexer(settings: Settings, connection_id: str | None = None, *,
                     logger.error("store unavailable; frames are spooled until the next start",
                                  store=describe(settings), error=str(exc))
                     store = UnavailableStore(str(exc))
-            from liminal.harness.claude.paths import find as find_claude_session
+            from liminal.harness.base import find_session_file
             from liminal.ingest.rewrites import own_bytes
 
             rewrites_path = settings.home / "rewrites.jsonl"
 
             indexer = Indexer(store, spool_root, spool_name=connection_id,
                               queue_frames=settings.store.queue_frames,
-                              session_files=find_claude_session if watch_sessions else None,
+                              session_files=find_session_file if watch_sessions else None,
                               own_bytes=lambda backing: own_bytes(rewrites_path, backing))
         async with anyio.create_task_group() as tg:
             if run:

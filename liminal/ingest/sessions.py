@@ -3,8 +3,9 @@
 The frames say which backing sessions a thread has; the CLI's file for each holds what frames do
 not (exact usage, full tool outputs). One watcher per backing session, started when the session
 is first seen, tails the file as the CLI appends (``SessionFileIndexer``); a file that has not
-appeared yet (the CLI creates it at the first prompt; a Codex thread has none) is looked for
-less and less often. At close, one last catch-up reads what the CLI wrote last.
+appeared yet (both CLIs create it at the first prompt) is looked for less and less often.
+Claude Code's files and Codex's rollouts are tailed alike; each line becomes a record by its
+CLI's parser (``liminal.harness.base.line_parser``). At close, one last catch-up reads what the CLI wrote last.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import anyio
 import anyio.to_thread
 
 from liminal import log
+from liminal.harness.base import line_parser
 from liminal.harness.claude.sessionfile import SessionFileIndexer
 from liminal.store.base import Store
 
@@ -62,7 +64,7 @@ class SessionWatch:
         while path is None:  # the CLI creates the file at the first prompt, not at session/new
             path = await anyio.to_thread.run_sync(self._find, backing_id, cwd)
             if path is None:
-                # Not a Claude Code session (Codex), or no prompt yet: look less and less often.
+                # No prompt yet (or not a CLI liminal knows): look less and less often.
                 await anyio.sleep(wait)
                 wait = min(wait * 2, WATCH_POLL_MAX_SECONDS)
         watcher = await self._indexer(path, backing_id, thread_id)
@@ -87,4 +89,5 @@ class SessionWatch:
         skip = 0
         if self._own_bytes is not None:
             skip = await anyio.to_thread.run_sync(self._own_bytes, backing_id)
-        return SessionFileIndexer(self.store, path, backing_id, thread_id, skip_bytes=skip)
+        return SessionFileIndexer(self.store, path, backing_id, thread_id, skip_bytes=skip,
+                                  parse=line_parser(path))

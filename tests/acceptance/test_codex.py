@@ -13,10 +13,13 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from fixtures.harness import AcpClient, Adapter, Reply, Rig, Scenario, Shell, Text, adapters
 from fixtures.harness.anthropic import tokens
 from liminal.gradient.summarize import PREAMBLE_INTRO
 from liminal.kernel.journal import SwapJournal, SwapRecord
+from liminal.store.sqlite import SqliteStore
 from tests.acceptance.conftest import adapter_fixture
 
 CODEX = sorted(n for n, a in adapters().items() if a.model_api == "openai")
@@ -137,6 +140,35 @@ def test_the_codex_conversation_goes_on_across_swaps(adapter: Adapter, rig: Rig)
     recent = [i for i in last_input(rig) if i.get("type") == "function_call_output"][-1]
     assert "[liminal: " not in json.dumps(recent) and "\\ncbt" in json.dumps(recent)  # whole
 
+    # A new liminal client (an editor restarted) loads the thread: it lives on a compressed
+    # rollout now, but the history replayed is the conversation as it happened, from the store.
+    with liminal_client(rig) as reloaded:
+        reloaded.initialize()
+        replay = reloaded.load_session(thread, rig.home.project, timeout=120)
+    user_texts = [u["update"]["content"].get("text", "") for u in replay
+                  if u["update"].get("sessionUpdate") == "user_message_chunk"]
+    assert user_texts == PROMPTS, (user_texts, rig.stderr_tail())
+    assert sessions_seen(reloaded) == {thread}
+
+    # The store has the thread from the frames, and every rollout of it from the tailing (a
+    # rewrite's from where liminal's own bytes end), the full outputs recall reads included.
+    async def indexed() -> None:
+        store = await SqliteStore.open(rig.home.liminal_home / "liminal.db", create=False)
+        try:
+            assert [m.text for m in await store.messages(thread) if m.kind == "user"] == PROMPTS
+            original = await store.session_records(thread)
+            assert any(BIG_OUTPUT[:200] in r.text for r in original)
+            notes = SwapJournal(rig.home.liminal_home / "swaps.jsonl")
+            for swap in committed:
+                assert swap.new_backing_id is not None
+                skipped = notes.own_bytes(swap.new_backing_id)
+                records = await store.session_records(swap.new_backing_id)
+                assert skipped and all(r.offset >= skipped for r in records), swap
+        finally:
+            await store.aclose()
+
+    anyio.run(indexed)
+
     # The CLI's rollouts were only ever appended to, by the CLI; each rewrite is a rollout of its
     # own whose session_meta names it and the rollout it came from.
     final = rollouts(rig)
@@ -207,6 +239,10 @@ def test_mark_and_clear_rewind_a_codex_thread(adapter: Adapter, rig: Rig) -> Non
         for word in ("charlie", "delta"):
             said(client, thread, f"later question {word}")
         assert not any("/mark" in json.dumps(r.json) for r in rig.server.responses_requests())
+        # /fork A: a rollout of what followed A, which Codex lists; the thread is unchanged.
+        fork = said(client, thread, "/fork A").split("session ")[1].split(":")[0]
+        listed = client.request("session/list", {"cwd": str(rig.home.project)})["sessions"]
+        assert fork in [s["sessionId"] for s in listed]
         assert "cleared back to mark A" in said(client, thread, "/clear A")
         said(client, thread, "after the clear foxtrot")
         seen = json.dumps(last_input(rig))
@@ -216,4 +252,28 @@ def test_mark_and_clear_rewind_a_codex_thread(adapter: Adapter, rig: Rig) -> Non
         said(client, thread, "after the undo golf")
         seen = json.dumps(last_input(rig))
         assert "bravo" in seen and "foxtrot" not in seen and "golf" in seen
+    assert sessions_seen(client) == {thread}
+
+
+def test_a_failed_codex_swap_leaves_the_thread_on_its_rollout(adapter: Adapter, rig: Rig) -> None:
+    rig.server.script = scenario()
+    (rig.home.liminal_home).mkdir(parents=True, exist_ok=True)
+    (rig.home.liminal_home / "config.toml").write_text(
+        "[swap]\nevery_turns = 2\nhold_timeout_seconds = 60\n"
+        "[gradient]\nrecent_tokens = 300\nmiddle_tokens = 300\nsummary_tokens = 600\n")
+    client = AcpClient(rig.home.liminal_argv(), {**rig.home.env(), "LIMINAL_FAILPOINTS": "swap.corrupt_rewrite=1"},
+                       rig.home.project, rig.home.logs / "stderr-failing-liminal.log")
+    rig.clients.append(client)
+    with client:
+        client.initialize()
+        thread = client.new_session(rig.home.project)["sessionId"]
+        for text in ("one TOOL alpha", "two bravo", "three charlie", "four delta", "five echo"):
+            said(client, thread, text)
+    swaps = journal(rig)
+    assert swaps and all(s.outcome == "failed" for s in swaps), swaps
+    assert "RolloutError" in swaps[0].reason
+    # No attempt left a rollout behind, the thread stayed on its one rollout, the model saw it all.
+    assert [p.name.endswith(f"-{thread}.jsonl") for p in rollouts(rig)] == [True], list(rollouts(rig))
+    seen = json.dumps(last_input(rig))
+    assert "tool-output-here" in seen and all(w in seen for w in ("alpha", "charlie", "echo"))
     assert sessions_seen(client) == {thread}

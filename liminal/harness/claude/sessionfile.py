@@ -13,7 +13,7 @@ keeps it, ``SwapJournal.own_bytes``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -128,7 +128,11 @@ def read_complete_lines(path: Path, offset: int,
 
 class SessionFileIndexer:
     def __init__(self, store: Store, path: Path, backing_id: str, thread_id: str | None = None,
-                 *, skip_bytes: int = 0) -> None:
+                 *, skip_bytes: int = 0,
+                 parse: Callable[[bytes, str, str | None, int], SessionRecord] = parse_line) -> None:
+        """``parse`` makes a record of a line: Claude Code's by default (a Codex rollout's is
+        ``liminal.harness.codex.records.parse_line``); the tailing is the same for both."""
+        self.parse = parse
         self.store = store
         self.path = path
         self.backing_id = backing_id
@@ -154,7 +158,7 @@ class SessionFileIndexer:
                                                         self.offset)
             if not lines:
                 return total
-            records = [parse_line(raw, self.backing_id, self.thread_id, at) for at, raw in lines]
+            records = [self.parse(raw, self.backing_id, self.thread_id, at) for at, raw in lines]
             await self.store.write(Batch(session_records=records))
             self.offset = end
             total += len(records)

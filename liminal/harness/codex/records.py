@@ -1,0 +1,55 @@
+"""A Codex rollout line as a store record (``SessionRecord``), for the indexer's tailing
+(``liminal.ingest.sessions``): the line whole, for recall; its searchable text (messages, tool
+arguments and full outputs); the usage of a ``token_count``; and, for a tool output, its
+``call_id`` as the record's uuid, which is what a recall key of a Codex rewrite names."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from liminal.harness.codex.rollout import CALLS, OUTPUTS, text_of
+from liminal.store.records import SessionRecord
+
+
+def _output_text(output: Any) -> str:
+    if isinstance(output, str):
+        return output
+    if isinstance(output, list):
+        return "\n".join(str(p.get("text") or "") for p in output if isinstance(p, dict))
+    return ""
+
+
+def parse_line(raw: bytes, backing_id: str, thread_id: str | None, offset: int) -> SessionRecord:
+    rid = SessionRecord.make_id(backing_id, offset)
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        obj = None
+    if not isinstance(obj, dict):
+        return SessionRecord(rid, backing_id, thread_id, offset, None, None, None, None, (), "", raw)
+    found = obj.get("payload")
+    payload: dict[str, Any] = found if isinstance(found, dict) else {}
+    kind = str(obj.get("type") or "")
+    sub = str(payload.get("type") or "") if kind in ("response_item", "event_msg") else ""
+    call_id = str(payload.get("call_id") or "") if sub in CALLS or sub in OUTPUTS else ""
+    text = ""
+    usage = None
+    if sub == "message":
+        text = text_of(payload)
+    elif sub in OUTPUTS:
+        text = _output_text(payload.get("output"))
+    elif sub in CALLS:
+        text = str(payload.get("arguments") or payload.get("input") or "")
+    elif sub == "token_count":
+        info = payload.get("info")
+        last = info.get("last_token_usage") if isinstance(info, dict) else None
+        usage = last if isinstance(last, dict) else None
+    elif sub in ("user_message", "agent_message"):
+        text = str(payload.get("message") or "")
+    time = obj.get("timestamp")
+    return SessionRecord(rid, backing_id, thread_id, offset, call_id if sub in OUTPUTS else None,
+                         f"{kind}:{sub}" if sub else kind or None,
+                         time if isinstance(time, str) else None, usage,
+                         (call_id,) if call_id else (), text, raw)
