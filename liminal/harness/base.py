@@ -119,8 +119,9 @@ class HarnessChoice:
         self._factories = dict(factories)
         self._made: dict[str, SessionHarness] = {}
         self.forced = forced if forced in self._factories else None
-        self.chosen = self.forced or guess(argv, list(self._factories)) or "claude"
-        self.on_change: Callable[[SessionHarness], None] | None = None
+        # The last part of each word: a folder named after a CLI says nothing of the adapter.
+        words = [Path(word).name for word in argv]
+        self.chosen = self.forced or guess(words, list(self._factories)) or "claude"
 
     def _get(self, name: str) -> SessionHarness:
         if name not in self._made:
@@ -143,8 +144,6 @@ class HarnessChoice:
         if name is not None and name != self.chosen:
             logger.info("harness chosen from the agent's initialize", harness=name, was=self.chosen)
             self.chosen = name
-            if self.on_change is not None:
-                self.on_change(self.current)
 
     # -- SessionHarness, delegated -----------------------------------------------------------
 
