@@ -18,7 +18,7 @@ from types import ModuleType
 from liminal import __version__, config, log, private
 
 # Order is the order shown in --help.
-COMMANDS = ("acp", "inspect", "compress", "threads", "history", "search", "swaps", "config",
+COMMANDS = ("acp", "serve", "inspect", "compress", "threads", "history", "search", "swaps", "config",
             "doctor", "mcp")
 
 

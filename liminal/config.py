@@ -111,6 +111,19 @@ class McpSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class ServeSettings:
+    # ``liminal serve``: where it listens. A host other than loopback needs --allow-remote.
+    listen: str = "127.0.0.1:8765"
+    # Browser origins allowed to connect, comma-separated (``http://localhost:3000``); a client
+    # that sends no Origin (not a browser) needs only the token.
+    origins: str = ""
+    # At most this many connections at once; more are refused (503).
+    max_connections: int = 32
+    # On SIGTERM, connections get this long to finish before they are closed.
+    shutdown_seconds: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
 class HarnessSettings:
     # Which CLI's session files the agent writes: "claude", "codex", or "auto" (from the agent's
     # ``initialize`` answer, else the agent command's words; Claude Code when nothing says).
@@ -128,6 +141,7 @@ class Settings:
     swap: SwapSettings = field(default_factory=SwapSettings)
     mcp: McpSettings = field(default_factory=McpSettings)
     harness: HarnessSettings = field(default_factory=HarnessSettings)
+    serve: ServeSettings = field(default_factory=ServeSettings)
 
     @property
     def sqlite_path(self) -> Path:
@@ -291,7 +305,21 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "swap.hold_timeout_seconds": (lambda v: 0 < v <= 3600, "seconds, more than 0 and at most 3600"),
     "swap.max_stale_sessions": (lambda v: v >= 0, "0 or more"),
     "harness.name": (lambda v: v in ("auto", "claude", "codex"), "auto, claude or codex"),
+    "serve.listen": (lambda v: _host_port(v) is not None, "HOST:PORT, e.g. 127.0.0.1:8765"),
+    "serve.origins": (lambda v: all(o.strip().startswith(("http://", "https://"))
+                                    for o in v.split(",") if o.strip()),
+                      "comma-separated origins such as http://localhost:3000"),
+    "serve.max_connections": (lambda v: v >= 1, "1 or more"),
+    "serve.shutdown_seconds": (lambda v: 0 <= v <= 600, "seconds, 0 to 600"),
 }
+
+
+def _host_port(text: str) -> tuple[str, int] | None:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) as a pair, or None."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        return None
+    return host.strip("[]"), int(port)
 
 
 def _scheme(url: str) -> str:

@@ -29,7 +29,7 @@ from liminal import log
 from liminal.acp.router import LocalRequest, Router
 from liminal.config import ProxySettings
 from liminal.supervise import Supervisor
-from liminal.transport.legs import AgentLeg, ClientLeg
+from liminal.transport.legs import AgentLeg, ClientLeg, ClientSide
 
 logger = log.get("liminal.proxy")
 # An agent whose stdout has ended is given this long to exit before it is taken for dead.
@@ -81,12 +81,16 @@ class Proxy:
         settings: ProxySettings,
         *,
         components: Sequence[Component] = (),
-        client: ClientLeg | None = None,
+        client: ClientSide | None = None,
         agent_env: dict[str, str] | None = None,
         agent_cwd: str | None = None,
+        connection_id: str | None = None,
+        watch_signals: bool = True,
     ) -> None:
         self.settings = settings
-        self.connection_id = uuid.uuid4().hex
+        self.connection_id = connection_id or uuid.uuid4().hex
+        # Off when many proxies share a process (``liminal serve``): it handles the signals.
+        self.watch_signals = watch_signals
         self.components = list(components)
         self.supervisor = Supervisor(self.components, release_holds=self._release_holds)
         self._replayers = [r for r in (getattr(c, "replay_requested", None) for c in self.components)
@@ -236,7 +240,8 @@ class Proxy:
             for member in self.supervisor.members:
                 if member.run is not None:
                     tg.start_soon(self.supervisor.run, member, self)
-            tg.start_soon(self._watch_signals, tg.cancel_scope)
+            if self.watch_signals:
+                tg.start_soon(self._watch_signals, tg.cancel_scope)
             client_gone = asyncio.ensure_future(self._client_eof.wait())
             agent_gone = asyncio.ensure_future(self._agent_exit())
             try:

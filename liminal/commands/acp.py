@@ -15,6 +15,7 @@ from liminal.config import Settings
 
 if TYPE_CHECKING:
     from liminal.proxy import Component
+    from liminal.transport.legs import ClientSide
 
 HELP = "run as an ACP agent: spawn AGENT_COMMAND and proxy every frame"
 
@@ -93,7 +94,7 @@ def components(settings: Settings, config_file: Path | None = None,
 def run(args: argparse.Namespace, settings: Settings) -> int:
     import anyio
 
-    from liminal.proxy import Proxy, tune_gc
+    from liminal.proxy import tune_gc
 
     argv = list(args.agent)
     if argv and argv[0] == "--":
@@ -102,17 +103,26 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print("liminal acp: give the agent command after --, e.g. "
               "liminal acp -- npx @agentclientprotocol/claude-agent-acp", file=sys.stderr)
         return 2
-    extra = components(settings, getattr(args, "config", None), argv)
     tune_gc()
+    config_file = getattr(args, "config", None)
+    return anyio.run(run_proxy, argv, settings, config_file, backend="asyncio")
 
-    async def main() -> int:
-        if not settings.store.index:
-            return await Proxy(argv, settings.proxy, components=extra).run()
-        from liminal.ingest.indexer import open_indexer
 
-        # The indexer is a component like the others: the proxy runs it, offers it every
-        # frame and closes it (which flushes it).
-        async with open_indexer(settings, run=False) as indexer:
-            return await Proxy(argv, settings.proxy, components=[indexer, *extra]).run()
+async def run_proxy(argv: list[str], settings: Settings, config_file: Path | None = None,
+                    client: ClientSide | None = None, *, connection_id: str | None = None,
+                    watch_signals: bool = True) -> int:
+    """One proxy with its components in front of one agent process, until the client leaves or
+    the agent dies: ``liminal acp`` on stdio, and ``liminal serve`` per WebSocket connection."""
+    from liminal.proxy import Proxy
 
-    return anyio.run(main, backend="asyncio")
+    extra = components(settings, config_file, argv)
+    options: dict[str, Any] = {"client": client, "connection_id": connection_id,
+                               "watch_signals": watch_signals}
+    if not settings.store.index:
+        return await Proxy(argv, settings.proxy, components=extra, **options).run()
+    from liminal.ingest.indexer import open_indexer
+
+    # The indexer is a component like the others: the proxy runs it, offers it every frame and
+    # closes it (which flushes it).
+    async with open_indexer(settings, run=False) as indexer:
+        return await Proxy(argv, settings.proxy, components=[indexer, *extra], **options).run()

@@ -15,7 +15,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Sequence
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from liminal import private
 from liminal.transport.reaper import reaper
@@ -60,6 +60,21 @@ class _WriteProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._on_lost()
+
+
+class ClientSide(Protocol):
+    """What the proxy needs of the client's end: stdio (``ClientLeg``) or a WebSocket
+    (``liminal.serve.leg.WebSocketClientLeg``)."""
+
+    closed: bool
+
+    async def open(self, on_data: OnData, on_eof: OnEof, on_flow: OnFlow) -> None: ...
+
+    def write(self, data: bytes) -> None: ...
+
+    def pause_reading(self, pause: bool) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class ClientLeg:

@@ -1,0 +1,172 @@
+"""``liminal serve``: ACP over WebSocket, after the ACP transport RFD.
+
+One endpoint, ``/acp``: each text frame one JSON-RPC message, ``initialize`` first. Every
+connection gets an ``Acp-Connection-Id`` (a response header, also the proxy's connection id in
+the store) and its own proxy with the same components as ``liminal acp``, in front of its own
+agent process. ``GET /healthz`` answers ``ok``.
+
+Refused before the WebSocket opens (the handshake's HTTP answer):
+
+- no token, or a wrong one (``liminal.serve.token``): 401;
+- an ``Origin`` that is not in ``serve.origins`` (a web page the user happens to visit must not
+  drive their agent): 403;
+- more than ``serve.max_connections`` at once: 503;
+- any path but ``/acp`` and ``/healthz``: 404.
+
+A message longer than the proxy's ``max_frame_bytes`` reaches the router like an oversized line
+on stdio and is answered with a JSON-RPC error; one past four times that closes the connection
+(1009); the server goes on either way. SIGTERM (or SIGINT): no new connections; each open one is
+closed after ``serve.shutdown_seconds`` at most, which stops its agent and flushes its spool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import signal
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from http import HTTPStatus
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import anyio
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.http11 import Request, Response
+from websockets.typing import Subprotocol
+
+from liminal import log
+from liminal.config import Settings
+from liminal.serve import token as tokens
+from liminal.serve.leg import WebSocketClientLeg
+
+logger = log.get("liminal.serve")
+ENDPOINT = "/acp"
+HEALTH = "/healthz"
+SUBPROTOCOL = "acp"
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class AcpServer:
+    def __init__(self, settings: Settings, agent_argv: Sequence[str], token: str, *,
+                 config_file: Path | None = None) -> None:
+        self.settings = settings
+        self.argv = list(agent_argv)
+        self.token = token
+        self.config_file = config_file
+        self.origins = {o.strip().rstrip("/") for o in settings.serve.origins.split(",") if o.strip()}
+        self.connections: dict[ServerConnection, str] = {}
+        self._ids: dict[int, str] = {}  # id(connection) -> its Acp-Connection-Id, from the handshake
+        self.server: Server | None = None
+        self._none_open = asyncio.Event()
+        self._none_open.set()
+
+    # -- the handshake ------------------------------------------------------------------------
+
+    def _refuse(self, connection: ServerConnection, status: HTTPStatus, why: str) -> Response:
+        logger.warning("connection refused", status=int(status), why=why,
+                       peer=str(connection.remote_address))
+        return connection.respond(status, why + "\n")
+
+    def process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+        path = urlsplit(request.path).path
+        if path == HEALTH:
+            return connection.respond(HTTPStatus.OK, "ok\n")
+        if path != ENDPOINT:
+            return self._refuse(connection, HTTPStatus.NOT_FOUND, f"no such endpoint; ACP is at {ENDPOINT}")
+        origin = request.headers.get("Origin")
+        if origin is not None and origin.rstrip("/") not in self.origins:
+            return self._refuse(connection, HTTPStatus.FORBIDDEN, "origin not allowed (serve.origins)")
+        protocols = [p for value in request.headers.get_all("Sec-WebSocket-Protocol") for p in value.split(",")]
+        offered = tokens.offered(request.headers.get("Authorization"), protocols, request.path)
+        if not tokens.accepted(self.token, offered):
+            return self._refuse(connection, HTTPStatus.UNAUTHORIZED,
+                                "a bearer token is required (see $LIMINAL_HOME/serve-token)")
+        if len(self.connections) >= self.settings.serve.max_connections:
+            return self._refuse(connection, HTTPStatus.SERVICE_UNAVAILABLE, "too many connections")
+        self._ids[id(connection)] = uuid.uuid4().hex
+        return None
+
+    def process_response(self, connection: ServerConnection, request: Request,
+                         response: Response) -> Response:
+        connection_id = self._ids.get(id(connection))
+        if connection_id is not None and response.status_code == 101:
+            response.headers["Acp-Connection-Id"] = connection_id
+        return response
+
+    def select_subprotocol(self, connection: ServerConnection,
+                           subprotocols: Sequence[Subprotocol]) -> Subprotocol | None:
+        """``acp`` when offered; else the token protocol a browser offered (it must get one of
+        its offers back, and the token is its own)."""
+        if SUBPROTOCOL in subprotocols:
+            return Subprotocol(SUBPROTOCOL)
+        return next((p for p in subprotocols if p.startswith(tokens.PROTOCOL_PREFIX)), None)
+
+    # -- a connection ---------------------------------------------------------------------------
+
+    async def handle(self, connection: ServerConnection) -> None:
+        from liminal.commands.acp import run_proxy
+
+        connection_id = self._ids.pop(id(connection), None) or uuid.uuid4().hex
+        self.connections[connection] = connection_id
+        self._none_open.clear()
+        logger.info("connection opened", connection=connection_id, peer=str(connection.remote_address))
+        try:
+            code = await run_proxy(self.argv, self.settings, self.config_file,
+                                   WebSocketClientLeg(connection), connection_id=connection_id,
+                                   watch_signals=False)
+            logger.info("connection closed", connection=connection_id, exit_code=code)
+        except Exception:
+            logger.exception("connection failed", connection=connection_id)
+        finally:
+            self.connections.pop(connection, None)
+            if not self.connections:
+                self._none_open.set()
+            with contextlib.suppress(Exception):
+                await connection.close()
+
+    # -- running --------------------------------------------------------------------------------
+
+    async def run(self, host: str, port: int,
+                  ready: Callable[[int], Awaitable[None] | None] | None = None) -> int:
+        frame = self.settings.proxy.max_frame_bytes
+        async with serve(self.handle, host, port, process_request=self.process_request,
+                         process_response=self.process_response,
+                         select_subprotocol=self.select_subprotocol,
+                         max_size=4 * frame + 1024, ping_interval=20, ping_timeout=20,
+                         server_header="liminal") as server:
+            self.server = server
+            bound = server.sockets[0].getsockname()[1] if server.sockets else port
+            logger.info("serving ACP over WebSocket", url=f"ws://{host}:{bound}{ENDPOINT}",
+                        agent=self.argv)
+            if ready is not None:
+                result = ready(bound)
+                if result is not None:
+                    await result
+            signum = await self._wait_for_signal()
+            logger.warning("signal received; closing connections", signal=signum,
+                           connections=len(self.connections))
+            server.close(close_connections=False)
+            with anyio.move_on_after(self.settings.serve.shutdown_seconds):
+                await self._none_open.wait()
+            for connection in list(self.connections):
+                await connection.close(1001, "liminal is shutting down")
+            with anyio.move_on_after(self.settings.proxy.kill_grace_seconds + 35):
+                await server.wait_closed()
+        return 128 + signum
+
+    async def _wait_for_signal(self) -> int:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                return int(signum)
+        return int(signal.SIGTERM)
+

@@ -1,0 +1,174 @@
+"""``liminal serve`` as a real process with the scripted agent behind it, and a real
+``websockets`` client: the handshake's refusals, the three token forms, ACP through it, an
+oversized message, the token file, SIGTERM (issue 15)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.request import urlopen
+
+import pytest
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import ClientConnection, connect
+
+from tests.support.proxy_process import child_env, scripted_agent_argv
+
+
+class Served:
+    def __init__(self, proc: subprocess.Popen[bytes], port: int, home: Path) -> None:
+        self.proc = proc
+        self.port = port
+        self.home = home
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/acp"
+
+    @property
+    def token(self) -> str:
+        return (self.home / "serve-token").read_text().strip()
+
+    def connect(self, **kwargs: Any) -> ClientConnection:
+        headers = kwargs.pop("headers", {"Authorization": f"Bearer {self.token}"})
+        return connect(kwargs.pop("url", self.url), additional_headers=headers, open_timeout=20, **kwargs)
+
+
+def serve(tmp_path: Path, *options: str, config: str = "") -> Served:
+    env = child_env(tmp_path)
+    home = Path(env["LIMINAL_HOME"])
+    if config:
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "config.toml").write_text(config)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "liminal", "serve", "--listen", "127.0.0.1:0", "--print-port",
+         *options, "--", *scripted_agent_argv()],
+        env=env, stdout=subprocess.PIPE, stderr=open(tmp_path / "serve.log", "wb"))  # noqa: SIM115
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.strip().isdigit(), (tmp_path / "serve.log").read_text()
+    return Served(proc, int(line), home)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    server = serve(tmp_path, config="[proxy]\nmax_frame_bytes = 4096\n")
+    try:
+        yield server
+    finally:
+        if server.proc.poll() is None:
+            server.proc.kill()
+        server.proc.wait(10)
+
+
+def rpc(ws: ClientConnection, rpc_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    ws.send(json.dumps({"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params}))
+    while True:
+        message = json.loads(ws.recv(timeout=30))
+        if message.get("id") == rpc_id and "method" not in message:
+            return dict(message)
+
+
+def test_acp_over_a_websocket(served: Served, tmp_path: Path) -> None:
+    with served.connect() as ws:
+        assert ws.response is not None and len(ws.response.headers["Acp-Connection-Id"]) == 32
+        init = rpc(ws, 1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        assert init["result"]["protocolVersion"] == 1
+        session = rpc(ws, 2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["result"]["sessionId"]
+        ws.send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {
+            "sessionId": session, "prompt": [{"type": "text", "text": "chunks:3"}]}}))
+        updates = []
+        while True:
+            message = json.loads(ws.recv(timeout=30))
+            if message.get("id") == 3:
+                break
+            updates.append(message)
+        assert message["result"]["stopReason"] == "end_turn"
+        assert sum(1 for u in updates if u.get("method") == "session/update") >= 3
+    with urlopen(f"http://127.0.0.1:{served.port}/healthz", timeout=10) as answer:
+        assert answer.status == 200 and answer.read() == b"ok\n"
+
+
+@pytest.mark.parametrize("form", ["subprotocol", "query"])
+def test_the_token_in_the_forms_a_browser_can_send(served: Served, form: str) -> None:
+    if form == "subprotocol":
+        ws = served.connect(headers={}, subprotocols=["acp", f"liminal.token.{served.token}"])
+    else:
+        ws = served.connect(headers={}, url=f"{served.url}?token={served.token}")
+    with ws:
+        assert rpc(ws, 1, "initialize", {"protocolVersion": 1})["result"]
+        if form == "subprotocol":
+            assert ws.subprotocol == "acp"
+
+
+@pytest.mark.parametrize(("headers", "status"), [
+    ({}, 401),
+    ({"Authorization": "Bearer wrong"}, 401),
+    ("origin", 403),
+])
+def test_refused_before_the_socket_opens(served: Served, headers: Any, status: int) -> None:
+    if headers == "origin":
+        headers = {"Authorization": f"Bearer {served.token}", "Origin": "https://evil.example"}
+    with pytest.raises(InvalidStatus) as refused:
+        served.connect(headers=headers)
+    assert refused.value.response.status_code == status
+    # The server is still there for the next one.
+    with served.connect() as ws:
+        assert rpc(ws, 1, "initialize", {"protocolVersion": 1})["result"]
+
+
+def test_an_allowed_origin_connects(tmp_path: Path) -> None:
+    server = serve(tmp_path, config='[serve]\norigins = "http://localhost:3000"\n')
+    try:
+        with server.connect(headers={"Authorization": f"Bearer {server.token}",
+                                     "Origin": "http://localhost:3000"}) as ws:
+            assert rpc(ws, 1, "initialize", {"protocolVersion": 1})["result"]
+    finally:
+        server.proc.kill()
+        server.proc.wait(10)
+
+
+def test_an_oversized_message_gets_an_error_and_the_server_stays(served: Served) -> None:
+    with served.connect() as ws:
+        assert rpc(ws, 1, "initialize", {"protocolVersion": 1})["result"]
+        answer = rpc(ws, 7, "_echo", {"blob": "x" * 10_000})  # max_frame_bytes is 4096
+        assert answer["error"]["code"] in (-32600, -32700, -32603), answer
+        assert rpc(ws, 8, "_echo", {"small": 1})["result"] == {"small": 1}
+    with served.connect() as ws:  # far past the limit: this connection closes, not the server
+        ws.send("y" * 40_000)
+        with pytest.raises(Exception):  # noqa: B017 - closed, however it is reported
+            ws.recv(timeout=10)
+    with served.connect() as ws:
+        assert rpc(ws, 1, "initialize", {"protocolVersion": 1})["result"]
+
+
+def test_the_token_file_is_private(served: Served) -> None:
+    assert (served.home / "serve-token").stat().st_mode & 0o777 == 0o600
+    assert served.home.stat().st_mode & 0o777 == 0o700
+    assert len(served.token) >= 40
+
+
+def test_sigterm_closes_connections_and_exits(served: Served) -> None:
+    with served.connect() as ws:
+        assert rpc(ws, 1, "initialize", {"protocolVersion": 1})["result"]
+        started = time.monotonic()
+        served.proc.send_signal(signal.SIGTERM)
+        assert served.proc.wait(60) == 128 + signal.SIGTERM
+        assert time.monotonic() - started < 30
+
+
+def test_a_remote_listen_needs_the_flag(tmp_path: Path) -> None:
+    env = child_env(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "liminal", "serve", "--listen", "0.0.0.0:0", "--",
+                           *scripted_agent_argv()], env=env, capture_output=True, timeout=60, check=False)
+    assert done.returncode == 2
+    lines = done.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "serve.listen" in lines[0] and "--allow-remote" in lines[0]
+    assert "Traceback" not in done.stderr.decode()
+    assert not (Path(env["LIMINAL_HOME"]) / "serve-token").exists()
