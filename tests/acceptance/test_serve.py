@@ -1,0 +1,85 @@
+"""``liminal serve`` with the real Claude Code behind it and a real ``websockets`` client
+(issue 15): a conversation over a WebSocket, swapped on the way; the connection dropped; a new
+connection loads the thread and gets its whole history, under the one thread id, and goes on.
+
+``liminal serve`` runs outside the loopback-only namespace (so the test can reach it); every
+agent process it starts runs inside it (the agent command is the rig's wrapped adapter).
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from fixtures.harness import Adapter, Rig, Scenario, Shell
+from fixtures.harness.ws_client import WsAcpClient
+from liminal.kernel.journal import SwapJournal
+from tests.acceptance.conftest import adapter_fixture
+
+adapter = adapter_fixture(["claude-agent"])
+
+
+def start_serve(rig: Rig) -> tuple[subprocess.Popen[bytes], str, str]:
+    rig.home.liminal_home.mkdir(parents=True, exist_ok=True)
+    (rig.home.liminal_home / "config.toml").write_text(
+        "[swap]\nevery_turns = 2\nhold_timeout_seconds = 60\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "liminal", "serve", "--listen", "127.0.0.1:0", "--print-port", "--",
+         *rig.home.adapter_argv()],
+        env=rig.home.env(), cwd=rig.home.project, stdout=subprocess.PIPE,
+        stderr=open(rig.home.logs / "stderr-serve.log", "wb"))  # noqa: SIM115
+    assert proc.stdout is not None
+    port = proc.stdout.readline().strip().decode()
+    assert port.isdigit(), (rig.home.logs / "stderr-serve.log").read_text()
+    token = (rig.home.liminal_home / "serve-token").read_text().strip()
+    return proc, f"ws://127.0.0.1:{port}/acp", token
+
+
+def client(rig: Rig, url: str, token: str) -> WsAcpClient:
+    return WsAcpClient(argv=[], env={}, cwd=rig.home.project,
+                       stderr_path=rig.home.logs / "stderr-serve.log", url=url, token=token)
+
+
+def ids_seen(c: WsAcpClient) -> set[str]:
+    found: set[str] = set()
+    for frame in c.received:
+        for part in (frame.msg.get("params"), frame.msg.get("result")):
+            if isinstance(part, dict) and isinstance(part.get("sessionId"), str):
+                found.add(part["sessionId"])
+    return found
+
+
+def test_a_thread_outlives_its_connection(adapter: Adapter, rig: Rig, tmp_path: Path) -> None:
+    rig.server.script = Scenario().add("TOOL", Shell("echo tool-output-here", "Echo"), "the tool ran")
+    proc, url, token = start_serve(rig)
+    prompts = ["first alpha", "second TOOL bravo", "third charlie"]
+    try:
+        first = client(rig, url, token)
+        first.initialize()
+        thread = first.new_session(rig.home.project)["sessionId"]
+        for text in prompts:
+            assert first.prompt(thread, text, timeout=180).stop_reason == "end_turn"
+        first.close()
+        committed = [s for s in SwapJournal(rig.home.liminal_home / "swaps.jsonl").records()
+                     if s.outcome == "committed"]
+        assert committed, (rig.home.logs / "stderr-serve.log").read_text()[-3000:]
+
+        again = client(rig, url, token)
+        again.initialize()
+        replay = again.load_session(thread, rig.home.project, timeout=120)
+        said = [u["update"]["content"].get("text", "") for u in replay
+                if u["update"].get("sessionUpdate") == "user_message_chunk"]
+        assert said == prompts
+        assert again.prompt(thread, "after the reconnect delta", timeout=180).stop_reason == "end_turn"
+        seen = rig.server.messages_requests()[-1].raw.decode()
+        assert "alpha" in seen and "charlie" in seen and "delta" in seen
+        again.close()
+        for c in (first, again):
+            assert ids_seen(c) == {thread}
+            everything = b"\n".join(f.raw for f in c.received)
+            assert not any(s.new_backing_id and s.new_backing_id.encode() in everything for s in committed)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(90) == 128 + signal.SIGTERM
