@@ -121,6 +121,8 @@ class ServeSettings:
     max_connections: int = 32
     # On SIGTERM, connections get this long to finish before they are closed.
     shutdown_seconds: float = 10.0
+    # A request for a thread another connection has open waits this long, then is refused.
+    busy_wait_seconds: float = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,6 +313,7 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
                       "comma-separated origins such as http://localhost:3000"),
     "serve.max_connections": (lambda v: v >= 1, "1 or more"),
     "serve.shutdown_seconds": (lambda v: 0 <= v <= 600, "seconds, 0 to 600"),
+    "serve.busy_wait_seconds": (lambda v: 0 <= v <= 3600, "seconds, 0 to 3600"),
 }
 
 

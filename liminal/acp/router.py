@@ -405,6 +405,10 @@ class Router:
                 and not self._agent_pending and not self._own_pending and not self._captured
                 and not self._loading and not self._parked and self._agent_framer.buffered == 0)
 
+    def open_agent_requests(self) -> list[tuple[Any, str]]:
+        """The agent's requests the client has not answered yet: (id, method), oldest first."""
+        return list(self._agent_pending.items())
+
     def agent_request_open(self, thread_id: str) -> bool:
         """The agent asked the client something about the thread that is still unanswered."""
         return any(t == thread_id for t in self._agent_pending_threads.values())

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 from liminal.config import Settings
 
 if TYPE_CHECKING:
-    from liminal.proxy import Component
+    from collections.abc import Callable
+
+    from liminal.proxy import Component, Proxy
     from liminal.transport.legs import ClientSide
 
 HELP = "run as an ACP agent: spawn AGENT_COMMAND and proxy every frame"
@@ -110,19 +112,26 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 async def run_proxy(argv: list[str], settings: Settings, config_file: Path | None = None,
                     client: ClientSide | None = None, *, connection_id: str | None = None,
-                    watch_signals: bool = True) -> int:
+                    watch_signals: bool = True,
+                    on_proxy: Callable[[Proxy], None] | None = None) -> int:
     """One proxy with its components in front of one agent process, until the client leaves or
-    the agent dies: ``liminal acp`` on stdio, and ``liminal serve`` per WebSocket connection."""
+    the agent dies: ``liminal acp`` on stdio, and ``liminal serve`` per WebSocket connection
+    (``on_proxy`` is told of the proxy before it runs)."""
     from liminal.proxy import Proxy
 
     extra = components(settings, config_file, argv)
     options: dict[str, Any] = {"client": client, "connection_id": connection_id,
                                "watch_signals": watch_signals}
+    def made(proxy: Proxy) -> Proxy:
+        if on_proxy is not None:
+            on_proxy(proxy)
+        return proxy
+
     if not settings.store.index:
-        return await Proxy(argv, settings.proxy, components=extra, **options).run()
+        return await made(Proxy(argv, settings.proxy, components=extra, **options)).run()
     from liminal.ingest.indexer import open_indexer
 
     # The indexer is a component like the others: the proxy runs it, offers it every frame and
     # closes it (which flushes it).
     async with open_indexer(settings, run=False) as indexer:
-        return await Proxy(argv, settings.proxy, components=[indexer, *extra], **options).run()
+        return await made(Proxy(argv, settings.proxy, components=[indexer, *extra], **options)).run()

@@ -92,6 +92,12 @@ class SwapManager:
         # process there, the thread's next prompt already waiting. Must not raise.
         self.after_turn: Callable[[str], Awaitable[None]] | None = None
 
+    def busy(self) -> bool:
+        """A swap or a command's move is under way, or a turn end waits to be looked at: the
+        agent must not be stopped yet (``liminal serve`` finishing a detached connection)."""
+        return (self.mover.lock.locked() or any(s.swapping for s in self.threads.values())
+                or self._receive.statistics().current_buffer_used > 0)
+
     def _agent_said(self, agent_info: Any) -> None:
         """The agent named itself: its harness may be another than the command suggested."""
         said = getattr(self.harness, "agent_said", None)

@@ -1,33 +1,64 @@
-"""A WebSocket connection as the proxy's client leg (``liminal.transport.legs.ClientLeg``'s
-interface): each text frame is one JSON-RPC message, handed to the router as one line; each
-line the router writes to the client goes out as one text frame, in order.
+"""A WebSocket connection as the proxy's client leg (``liminal.transport.legs.ClientSide``):
+each text frame is one JSON-RPC message, handed to the router as one line; each line the router
+writes to the client goes out as one text frame, in order.
+
+Two things stdio never needed:
+
+- **Thread locks.** A request that names a thread (``session/load``, ``prompt`` ...) is let
+  through only once this connection holds the thread's lock (``liminal.serve.locks``); while
+  another connection holds it the request waits (at most ``busy_wait`` seconds, then it is
+  answered with an error). Reading waits with it, so the client's order is kept.
+- **A connection dropped mid-turn.** The proxy is not told the client left while anything is
+  under way (a prompt, a swap, a command's move): the turn finishes, is recorded and swapped as
+  usual, and what the agent sends meanwhile goes nowhere, its requests (a permission) answered
+  as a client that has left would answer them (cancelled). Then the proxy ends, and a client
+  that connects again and loads the thread gets it whole, from the store.
 
 Flow control: while more than ``HIGH_WATER`` frames wait to be sent, the proxy is told to stop
-reading the agent (``on_flow(True)``), and to go on once they are down to ``LOW_WATER``; while
-the proxy asks this leg to pause, no further frame is read from the socket.
+reading the agent, and to go on at ``LOW_WATER``; while the proxy asks this leg to pause, no
+further frame is read from the socket.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import deque
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
+import orjson
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from liminal import log
+from liminal.acp import jsonrpc
+
+if TYPE_CHECKING:
+    from liminal.proxy import Proxy
+    from liminal.serve.locks import ThreadLocks
 
 logger = log.get("liminal.serve")
 HIGH_WATER = 1024
 LOW_WATER = 256
+THREAD_METHODS = frozenset({"session/load", "session/resume", "session/prompt", "session/fork",
+                            "session/set_mode", "session/set_config_option", "session/set_model"})
+IDLE_LOOKS = 4  # a detached proxy ends after this many looks in a row find nothing under way
+LOOK_SECONDS = 0.25
+BUSY_CODE = -32002
 
 
 class WebSocketClientLeg:
-    def __init__(self, connection: ServerConnection) -> None:
+    def __init__(self, connection: ServerConnection, *, locks: ThreadLocks | None = None,
+                 busy_wait: float = 120.0, detached_max: float = 3600.0) -> None:
         self.connection = connection
+        self.locks = locks
+        self.busy_wait = busy_wait
+        self.detached_max = detached_max
+        self.proxy: Proxy | None = None  # set once the proxy exists: its router says what runs
         self.closed = False
+        self.detached = False
         self._out: deque[bytes] = deque()
         self._ready = asyncio.Event()
         self._reading = asyncio.Event()
@@ -35,15 +66,21 @@ class WebSocketClientLeg:
         self._paused_agent = False
         self._tasks: list[asyncio.Task[None]] = []
         self._on_flow: Callable[[bool], None] = lambda pause: None
+        self._on_data: Callable[[bytes], None] = lambda data: None
         self._closing: asyncio.Task[None] | None = None
         self._sent_all = asyncio.Event()
         self._sent_all.set()
+        self._deadline = 0.0
+        self._new_sessions: set[Any] = set()  # ids of session/new requests: their answers name threads
 
     async def open(self, on_data: Callable[[bytes], None], on_eof: Callable[[], None],
                    on_flow: Callable[[bool], None]) -> None:
         self._on_flow = on_flow
+        self._on_data = on_data
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._read(on_data, on_eof)), loop.create_task(self._send())]
+
+    # -- from the client -------------------------------------------------------------------------
 
     async def _read(self, on_data: Callable[[bytes], None], on_eof: Callable[[], None]) -> None:
         try:
@@ -52,14 +89,79 @@ class WebSocketClientLeg:
                 message = await self.connection.recv()
                 data = message.encode() if isinstance(message, str) else bytes(message)
                 # One frame is one message: a newline inside it would split it for the framer.
-                on_data(data.replace(b"\n", b" ").replace(b"\r", b" ") + b"\n")
+                data = data.replace(b"\n", b" ").replace(b"\r", b" ")
+                if await self._admit(data):
+                    on_data(data + b"\n")
         except ConnectionClosed:
             pass
         except Exception:
             logger.exception("reading the WebSocket failed")
-        finally:
-            self.closed = True
-            on_eof()
+        await self._finish_turns()
+        self.closed = True
+        on_eof()
+
+    async def _admit(self, data: bytes) -> bool:
+        """Whether the message may go to the agent now; it waits while another connection
+        holds its thread, and is answered here if that lasts past ``busy_wait``."""
+        if self.locks is None or b'"method"' not in data:
+            return True
+        try:
+            message = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return True  # the router answers what does not parse
+        if not isinstance(message, dict):
+            return True
+        method, params = message.get("method"), message.get("params")
+        if method == "session/new" and "id" in message:
+            self._new_sessions.add(jsonrpc.id_key(message["id"]))
+            return True
+        thread = params.get("sessionId") if isinstance(params, dict) else None
+        if method not in THREAD_METHODS or not isinstance(thread, str):
+            return True
+        deadline = time.monotonic() + self.busy_wait
+        while not self.locks.try_take(thread):
+            if time.monotonic() >= deadline:
+                logger.warning("thread in use by another connection", thread=thread, method=method)
+                if "id" in message:
+                    self.write(jsonrpc.error_frame(
+                        jsonrpc.encode_id(message["id"]), BUSY_CODE,
+                        "this thread is open in another connection of liminal; try again when it is closed"))
+                return False
+            await asyncio.sleep(0.1)
+        return True
+
+    async def _finish_turns(self) -> None:
+        """The client left: let what is under way finish before the proxy hears of it."""
+        if not self._under_way():
+            return
+        self.detached = True
+        logger.info("connection dropped with a turn under way; it goes on", connection=self._connection_id())
+        if self.proxy is not None:  # what the agent asked the client that left
+            for rpc_id, method in self.proxy.router.open_agent_requests():
+                self._on_data(self._answer(jsonrpc.encode_id(rpc_id), method) + b"\n")
+        self._deadline = time.monotonic() + self.detached_max
+        quiet = 0
+        while quiet < IDLE_LOOKS and time.monotonic() < self._deadline:
+            await asyncio.sleep(LOOK_SECONDS)
+            quiet = 0 if self._under_way() else quiet + 1
+        logger.info("detached connection finished", connection=self._connection_id())
+
+    def give_up(self) -> None:
+        """Stop waiting for a detached turn (liminal is shutting down): the proxy ends now."""
+        self._deadline = 0.0
+
+    def _under_way(self) -> bool:
+        proxy = self.proxy
+        if proxy is None or not proxy.router.agent_alive:
+            return False
+        if not proxy.router.agent_idle():
+            return True
+        return any(getattr(c, "busy", lambda: False)() for c in proxy.components)
+
+    def _connection_id(self) -> str:
+        return self.proxy.connection_id if self.proxy is not None else ""
+
+    # -- to the client ---------------------------------------------------------------------------
 
     async def _send(self) -> None:
         try:
@@ -74,20 +176,53 @@ class WebSocketClientLeg:
                     self._on_flow(False)
                 await self.connection.send(line.decode("utf-8", "replace"))
         except ConnectionClosed:
-            self.closed = True
+            self._out.clear()
             self._sent_all.set()
 
     def write(self, data: bytes) -> None:
-        if self.closed:
-            return
         for line in data.split(b"\n"):
-            if line.strip():
+            if not line.strip():
+                continue
+            if self._new_sessions and self.locks is not None and b'"sessionId"' in line:
+                self._lock_new_session(line)
+            if self.detached:
+                self._answer_for_the_client(line)
+            elif not self.closed:
                 self._out.append(line)
         self._sent_all.clear()
         self._ready.set()
         if not self._paused_agent and len(self._out) > HIGH_WATER:
             self._paused_agent = True
             self._on_flow(True)
+
+    def _lock_new_session(self, line: bytes) -> None:
+        message = jsonrpc.parse(line)
+        if message is None or "id" not in message or "method" in message:
+            return
+        key = jsonrpc.id_key(message["id"])
+        if key in self._new_sessions:
+            self._new_sessions.discard(key)
+            result = message.get("result")
+            thread = result.get("sessionId") if isinstance(result, dict) else None
+            if isinstance(thread, str) and self.locks is not None:
+                self.locks.try_take(thread)
+
+    def _answer_for_the_client(self, line: bytes) -> None:
+        """While detached, the agent's requests are answered as by a client that has left."""
+        if b'"method"' not in line or b'"id"' not in line:
+            return
+        message = jsonrpc.parse(line)
+        if message is None or "id" not in message or "method" not in message:
+            return
+        answer = self._answer(jsonrpc.encode_id(message["id"]), str(message["method"]))
+        # Not from inside the proxy's flush that is writing this line.
+        asyncio.get_running_loop().call_soon(self._on_data, answer + b"\n")
+
+    @staticmethod
+    def _answer(rpc_id: bytes, method: str) -> bytes:
+        if method == "session/request_permission":
+            return b'{"jsonrpc":"2.0","id":' + rpc_id + b',"result":{"outcome":{"outcome":"cancelled"}}}'
+        return jsonrpc.error_frame(rpc_id, jsonrpc.INTERNAL_ERROR, "the client has disconnected")
 
     def pause_reading(self, pause: bool) -> None:
         (self._reading.clear if pause else self._reading.set)()

@@ -40,6 +40,7 @@ from liminal import log
 from liminal.config import Settings
 from liminal.serve import token as tokens
 from liminal.serve.leg import WebSocketClientLeg
+from liminal.serve.locks import ThreadLocks
 
 logger = log.get("liminal.serve")
 ENDPOINT = "/acp"
@@ -65,6 +66,7 @@ class AcpServer:
         self.config_file = config_file
         self.origins = {o.strip().rstrip("/") for o in settings.serve.origins.split(",") if o.strip()}
         self.connections: dict[ServerConnection, str] = {}
+        self.legs: dict[ServerConnection, WebSocketClientLeg] = {}
         self._ids: dict[int, str] = {}  # id(connection) -> its Acp-Connection-Id, from the handshake
         self.server: Server | None = None
         self._none_open = asyncio.Event()
@@ -120,14 +122,19 @@ class AcpServer:
         self.connections[connection] = connection_id
         self._none_open.clear()
         logger.info("connection opened", connection=connection_id, peer=str(connection.remote_address))
+        locks = ThreadLocks(self.settings.home)
+        leg = WebSocketClientLeg(connection, locks=locks, busy_wait=self.settings.serve.busy_wait_seconds)
+        self.legs[connection] = leg
         try:
-            code = await run_proxy(self.argv, self.settings, self.config_file,
-                                   WebSocketClientLeg(connection), connection_id=connection_id,
-                                   watch_signals=False)
+            code = await run_proxy(self.argv, self.settings, self.config_file, leg,
+                                   connection_id=connection_id, watch_signals=False,
+                                   on_proxy=lambda proxy: setattr(leg, "proxy", proxy))
             logger.info("connection closed", connection=connection_id, exit_code=code)
         except Exception:
             logger.exception("connection failed", connection=connection_id)
         finally:
+            locks.release_all()
+            self.legs.pop(connection, None)
             self.connections.pop(connection, None)
             if not self.connections:
                 self._none_open.set()
@@ -159,6 +166,8 @@ class AcpServer:
             with anyio.move_on_after(self.settings.serve.shutdown_seconds):
                 await self._none_open.wait()
             for connection in list(self.connections):
+                if connection in self.legs:
+                    self.legs[connection].give_up()  # a detached turn is cut short too
                 await connection.close(1001, "liminal is shutting down")
             with anyio.move_on_after(self.settings.proxy.kill_grace_seconds + 35):
                 await server.wait_closed()

@@ -83,3 +83,49 @@ def test_a_thread_outlives_its_connection(adapter: Adapter, rig: Rig, tmp_path: 
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(90) == 128 + signal.SIGTERM
+
+
+def test_a_turn_under_way_when_the_connection_drops_is_there_on_return(adapter: Adapter, rig: Rig,
+                                                                      tmp_path: Path) -> None:
+    """Connect, prompt, drop the connection mid-turn, reconnect, load the thread: the history has
+    the turn that finished while away, a swap happened in between, and no new id was seen."""
+    flag = tmp_path / "go"
+    rig.server.script = Scenario().add(
+        "WAIT", Shell(f"while [ ! -e {flag} ]; do sleep 0.05; done", "Wait for the flag"), "waited")
+    proc, url, token = start_serve(rig)
+    try:
+        first = client(rig, url, token)
+        first.initialize()
+        thread = first.new_session(rig.home.project)["sessionId"]
+        assert first.prompt(thread, "one alpha", timeout=180).stop_reason == "end_turn"
+        first.send({"jsonrpc": "2.0", "id": 99, "method": "session/prompt", "params": {
+            "sessionId": thread, "prompt": [{"type": "text", "text": "two WAIT bravo"}]}})
+        rig.server.wait_for(lambda rs: any(b"two WAIT bravo" in r.raw and r.reply is not None
+                                           for r in rs), timeout=120)
+        first.close()  # mid-turn: the tool call is running
+        flag.touch()
+
+        again = client(rig, url, token)
+        again.initialize()
+        # The load waits for the detached turn to finish (the thread is locked until then).
+        replay = again.load_session(thread, rig.home.project, timeout=180)
+        said = [u["update"]["content"].get("text", "") for u in replay
+                if u["update"].get("sessionUpdate") == "user_message_chunk"]
+        answers = "".join(u["update"]["content"].get("text", "") for u in replay
+                          if u["update"].get("sessionUpdate") == "agent_message_chunk")
+        assert said == ["one alpha", "two WAIT bravo"], said
+        assert "waited" in answers
+        committed = [s for s in SwapJournal(rig.home.liminal_home / "swaps.jsonl").records()
+                     if s.outcome == "committed"]
+        assert committed, (rig.home.logs / "stderr-serve.log").read_text()[-3000:]
+        assert again.prompt(thread, "three charlie", timeout=180).stop_reason == "end_turn"
+        seen = rig.server.messages_requests()[-1].raw.decode()
+        assert "alpha" in seen and "bravo" in seen and "charlie" in seen and "waited" in seen
+        again.close()
+        for c in (first, again):
+            assert ids_seen(c) == {thread}
+            everything = b"\n".join(f.raw for f in c.received)
+            assert not any(s.new_backing_id and s.new_backing_id.encode() in everything for s in committed)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(90) == 128 + signal.SIGTERM

@@ -172,3 +172,48 @@ def test_a_remote_listen_needs_the_flag(tmp_path: Path) -> None:
     assert len(lines) == 1 and "serve.listen" in lines[0] and "--allow-remote" in lines[0]
     assert "Traceback" not in done.stderr.decode()
     assert not (Path(env["LIMINAL_HOME"]) / "serve-token").exists()
+
+
+def test_a_thread_open_in_one_connection_is_locked_in_another(tmp_path: Path) -> None:
+    server = serve(tmp_path, config="[serve]\nbusy_wait_seconds = 1\n")
+    try:
+        with server.connect() as first:
+            rpc(first, 1, "initialize", {"protocolVersion": 1})
+            thread = rpc(first, 2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["result"]["sessionId"]
+            with server.connect() as second:
+                rpc(second, 1, "initialize", {"protocolVersion": 1})
+                refused = rpc(second, 2, "session/load", {"sessionId": thread, "cwd": str(tmp_path),
+                                                          "mcpServers": []})
+                assert refused["error"]["code"] == -32002 and "another connection" in refused["error"]["message"]
+                # Other threads are not held up.
+                assert "result" in rpc(second, 3, "session/new", {"cwd": str(tmp_path), "mcpServers": []})
+        # The first closed: the thread is free.
+        with server.connect() as third:
+            rpc(third, 1, "initialize", {"protocolVersion": 1})
+            loaded = rpc(third, 2, "session/load", {"sessionId": thread, "cwd": str(tmp_path), "mcpServers": []})
+            assert "result" in loaded, loaded
+        assert not list((server.home / "locks").glob("*.lock")) or all(
+            p.stat().st_mode & 0o777 == 0o600 for p in (server.home / "locks").glob("*.lock"))
+    finally:
+        server.proc.kill()
+        server.proc.wait(10)
+
+
+def test_a_turn_under_way_when_the_client_leaves_finishes(served: Served, tmp_path: Path) -> None:
+    with served.connect() as ws:
+        rpc(ws, 1, "initialize", {"protocolVersion": 1})
+        thread = rpc(ws, 2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["result"]["sessionId"]
+        ws.send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {
+            "sessionId": thread, "prompt": [{"type": "text", "text": "ask chunks:2"}]}}))
+        while "session/request_permission" not in ws.recv(timeout=30):
+            pass
+    # Gone without answering: liminal answers for the client, the turn ends, the agent says so.
+    agent_in = tmp_path / "agent_in.bin"
+    deadline = time.monotonic() + 30
+    while b'"cancelled"' not in agent_in.read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert b'"outcome":{"outcome":"cancelled"}' in agent_in.read_bytes()
+    # And the thread is free for the next connection, which loads it.
+    with served.connect() as ws:
+        rpc(ws, 1, "initialize", {"protocolVersion": 1})
+        assert "result" in rpc(ws, 2, "session/load", {"sessionId": thread, "cwd": str(tmp_path), "mcpServers": []})
