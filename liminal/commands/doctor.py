@@ -34,14 +34,65 @@ def _home(settings: Settings) -> tuple[bool, str]:
     return True, f"{home} is private (0700)"
 
 
+def _clis() -> list[tuple[str, bool, str]]:
+    """Which CLIs and adapters are on PATH, and where their session files are."""
+    from liminal.harness.claude.paths import config_dir
+    from liminal.harness.codex.rollout import codex_home
+
+    out: list[tuple[str, bool, str]] = []
+    for name, programs, folder in (
+        ("claude", ("claude", "claude-agent-acp", "claude-code-acp"), config_dir(None) / "projects"),
+        ("codex", ("codex", "codex-acp"), codex_home() / "sessions"),
+    ):
+        found = [f"{p} ({shutil.which(p)})" for p in programs if shutil.which(p)]
+        sessions = (f"sessions in {folder}" if folder.is_dir()
+                    else f"no sessions yet ({folder} does not exist)")
+        text = ("on PATH: " + ", ".join(found) if found else
+                "no CLI or adapter on PATH (fine when the editor runs it through npx)") + f"; {sessions}"
+        out.append((name, True, text))
+    return out
+
+
+def _fts5() -> tuple[bool, str]:
+    import sqlite3
+
+    try:
+        db = sqlite3.connect(":memory:")
+        db.execute("CREATE VIRTUAL TABLE t USING fts5(x)")
+        db.close()
+    except sqlite3.OperationalError:
+        return False, (f"SQLite {sqlite3.sqlite_version} has no FTS5: search falls back to scanning; "
+                       "install a Python built against a full SQLite")
+    return True, f"SQLite {sqlite3.sqlite_version} with FTS5"
+
+
+def _token(settings: Settings) -> tuple[bool, str]:
+    from liminal.serve.token import TOKEN_FILE
+
+    path = settings.home / TOKEN_FILE
+    if not path.exists():
+        return True, f"{path}: none yet (liminal serve makes it, 0600)"
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        return False, f"{path} is {oct(mode)}: fix with chmod 600 {path} (or delete it for a new one)"
+    return True, f"{path} is 0600"
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     import anyio
 
+    from liminal.config import setting_names, value_of
     from liminal.store.base import StoreError, describe, open_store
     from liminal.store.cache import open_cache
 
     checks: list[tuple[str, bool, str]] = []
     checks.append(("home", *_home(settings)))
+    changed = [f"{n}={value_of(settings, n)!r}" for n in setting_names()
+               if value_of(settings, n) != value_of(Settings(home=settings.home), n)]
+    checks.append(("config", True, ("not the defaults: " + ", ".join(changed)) if changed else "all defaults"))
+    checks.append(("sqlite", *_fts5()))
+    checks.append(("token", *_token(settings)))
+    checks.extend(_clis())
 
     async def store_check() -> tuple[bool, str]:
         try:

@@ -146,7 +146,7 @@ def test_liminal_config_shows_each_value_and_its_source(
     assert set(shown) == set(config.setting_names()) - {"home"}
 
 
-@pytest.mark.parametrize("broken", ["damaged database", "unsupported scheme", "open home"])
+@pytest.mark.parametrize("broken", ["damaged database", "unsupported scheme", "open home", "open token"])
 def test_doctor_and_the_readers_say_what_is_wrong_in_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], broken: str,
 ) -> None:
@@ -159,6 +159,9 @@ def test_doctor_and_the_readers_say_what_is_wrong_in_one_line(
         (home / "liminal.db").write_bytes(b"this is not a database" * 100)
     elif broken == "unsupported scheme":
         monkeypatch.setenv("LIMINAL_STORE_URL", "ftp://example/x")
+    elif broken == "open token":
+        (home / "serve-token").write_text("x" * 43)
+        (home / "serve-token").chmod(0o644)
     else:
         (home / "swaps.jsonl").write_text("")
         (home / "swaps.jsonl").chmod(0o644)
@@ -168,6 +171,12 @@ def test_doctor_and_the_readers_say_what_is_wrong_in_one_line(
         assert code == 2 and len(err.strip().splitlines()) == 1
         return
     assert code == 1 and "PROBLEM" in out and "Traceback" not in out + err
+    if broken == "open token":
+        assert "chmod 600" in out
+    # Every line answers; the CLIs' folders and SQLite's FTS5 are among them.
+    assert all(line.startswith(("ok ", "PROBLEM")) for line in out.strip().splitlines())
+    assert any(" codex " in line and "sessions" in line for line in out.splitlines())
+    assert any("FTS5" in line for line in out.splitlines())
     if broken == "damaged database":
         for reader in (["threads"], ["search", "x"], ["history", "abc"]):
             assert main(reader) == 1
