@@ -86,11 +86,17 @@ class Proxy:
         agent_cwd: str | None = None,
         connection_id: str | None = None,
         watch_signals: bool = True,
+        restart_agent: bool = False,
     ) -> None:
         self.settings = settings
         self.connection_id = connection_id or uuid.uuid4().hex
         # Off when many proxies share a process (``liminal serve``): it handles the signals.
         self.watch_signals = watch_signals
+        # An agent that dies while the client is connected is started again and its threads
+        # resumed (``liminal serve``), by a component's ``restart_agent``, a few times at most.
+        self.restart_agent = restart_agent
+        self._restarts: list[float] = []
+        self._restarting: list[bytes] | None = None  # the client's bytes while a restart runs
         self.components = list(components)
         self.supervisor = Supervisor(self.components, release_holds=self._release_holds)
         self._replayers = [r for r in (getattr(c, "replay_requested", None) for c in self.components)
@@ -123,6 +129,9 @@ class Proxy:
     # ------------------------------------------------------------- callbacks
 
     def _from_client(self, data: bytes) -> None:
+        if self._restarting is not None:  # kept for the new agent process (``_restarted``)
+            self._restarting.append(data)
+            return
         self.router.receive_from_client(data, time.time())
         self._flush()
 
@@ -242,15 +251,22 @@ class Proxy:
                     tg.start_soon(self.supervisor.run, member, self)
             if self.watch_signals:
                 tg.start_soon(self._watch_signals, tg.cancel_scope)
-            client_gone = asyncio.ensure_future(self._client_eof.wait())
-            agent_gone = asyncio.ensure_future(self._agent_exit())
-            try:
-                await asyncio.wait({client_gone, agent_gone}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                client_gone.cancel()
+            while True:
+                client_gone = asyncio.ensure_future(self._client_eof.wait())
+                agent_gone = asyncio.ensure_future(self._agent_exit())
+                try:
+                    await asyncio.wait({client_gone, agent_gone}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    client_gone.cancel()
+                if agent_gone.done() and not self._client_eof.is_set():
+                    agent_code = agent_gone.result()
+                    code = self._agent_died(agent_code)
+                    if await self._restarted(agent_code):
+                        code = 0
+                        continue
+                break
             if agent_gone.done() and not self._client_eof.is_set():
-                agent_code = agent_gone.result()
-                code = self._agent_died(agent_code)
+                pass  # the agent died and stays dead: answered in _agent_died
             else:
                 agent_gone.cancel()
                 self.agent.close_stdin()
@@ -311,6 +327,38 @@ class Proxy:
         if agent_code < 0:
             return 128 - agent_code
         return agent_code or 1
+
+    async def _restarted(self, agent_code: int) -> bool:
+        """Start the agent again after it died, if allowed and a component can (at most 3
+        times in 2 minutes: a crash loop is left to end)."""
+        if not self.restart_agent:
+            return False
+        now = time.monotonic()
+        self._restarts = [t for t in self._restarts if now - t < 120] + [now]
+        if len(self._restarts) > 3:
+            logger.error("the agent keeps dying; not restarting it again", exit_code=agent_code)
+            return False
+        self._restarting = []
+        restarted = False
+        try:
+            for component in self.components:
+                restart = getattr(component, "restart_agent", None)
+                if restart is None:
+                    continue
+                try:
+                    if await restart(self, agent_code):
+                        self._agent_eof = asyncio.Event()
+                        self._agent_replaced = asyncio.Event()
+                        restarted = True
+                        break
+                except Exception:
+                    logger.exception("restarting the agent failed")
+        finally:
+            # What the client sent meanwhile: to the new process, or answered as for a dead one.
+            waiting, self._restarting = self._restarting, None
+            for data in waiting:
+                self._from_client(data)
+        return restarted
 
     async def _close_components(self) -> None:
         for component in self.components:

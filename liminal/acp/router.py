@@ -483,6 +483,19 @@ class Router:
         for token in list(self._parked):  # the agent did answer these: let them through
             self.finish_replay(token, None, now)
 
+    def agent_restarted(self) -> None:
+        """A new process of the agent stands in for the one that died (``agent_gone`` answered
+        what the old one owed): what the old one owed or was asked is forgotten, threads and
+        their backing sessions are kept."""
+        self.agent_alive = True
+        self._agent_framer = LineFramer(self._client_framer.max_size)
+        self._agent_pending.clear()
+        self._agent_pending_threads.clear()
+        self._own_pending.clear()
+        self._captured.clear()
+        self._loading.clear()
+        self._loading_backing.clear()
+
     @property
     def pending_client_requests(self) -> int:
         return len(self._client_pending)

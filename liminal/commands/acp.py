@@ -85,11 +85,11 @@ def components(settings: Settings, config_file: Path | None = None,
         from liminal.kernel.replay import ReplayManager
 
         found.append(ReplayManager(opener))
-    if settings.swap.enabled:
-        # After the swap manager: it sees each turn end first (see liminal.kernel.recycle).
-        from liminal.kernel.recycle import Recycler
+    # After the swap manager: it sees each turn end first (see liminal.kernel.recycle). Also
+    # what starts the agent again after it died, where the proxy asks for that (liminal serve).
+    from liminal.kernel.recycle import Recycler
 
-        found.append(Recycler(swaps))
+    found.append(Recycler(swaps))
     return found
 
 
@@ -112,7 +112,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 async def run_proxy(argv: list[str], settings: Settings, config_file: Path | None = None,
                     client: ClientSide | None = None, *, connection_id: str | None = None,
-                    watch_signals: bool = True,
+                    watch_signals: bool = True, restart_agent: bool = False,
                     on_proxy: Callable[[Proxy], None] | None = None) -> int:
     """One proxy with its components in front of one agent process, until the client leaves or
     the agent dies: ``liminal acp`` on stdio, and ``liminal serve`` per WebSocket connection
@@ -121,7 +121,7 @@ async def run_proxy(argv: list[str], settings: Settings, config_file: Path | Non
 
     extra = components(settings, config_file, argv)
     options: dict[str, Any] = {"client": client, "connection_id": connection_id,
-                               "watch_signals": watch_signals}
+                               "watch_signals": watch_signals, "restart_agent": restart_agent}
     def made(proxy: Proxy) -> Proxy:
         if on_proxy is not None:
             on_proxy(proxy)

@@ -362,6 +362,64 @@ class Recycler:
                     start_s=round(t_started - t_settled, 4),
                     open_s=round(time.monotonic() - t_started, 4), dropped=channel.dropped)
 
+    async def restart_agent(self, proxy: Proxy, exit_code: int) -> bool:
+        """The agent died with the client connected (``Proxy.restart_agent``): start a new
+        process of it, give it the client's ``initialize`` (and ``authenticate``), and resume
+        every live thread that has a session file on its backing session, mode and options
+        included. Each such thread's next turn says so, once. False (the proxy then ends as
+        before) if the new process cannot be made ready."""
+        if self._initialize is None:
+            return False
+        router = proxy.router
+        old = proxy.agent
+        leg = AgentLeg(old.argv, env=old.env, cwd=old.cwd)
+        channel = _Channel(leg, proxy.settings.max_frame_bytes)
+        resumed: list[str] = []
+        try:
+            with anyio.fail_after(self.timeout):
+                await leg.open(channel.feed, channel.eof, _ignore)
+                result = await channel.request("initialize", self._initialize, self.timeout)
+                caps = result.get("agentCapabilities") if isinstance(result, dict) else None
+                self.capabilities = caps if isinstance(caps, dict) else {}
+                if self._authenticate is not None:
+                    await channel.request("authenticate", self._authenticate, self.timeout)
+
+                async def request(method: str, params: dict[str, Any]) -> Any:
+                    return await channel.request(method, params, self.timeout)
+
+                for thread in self.live:
+                    state = self.swaps.threads.get(thread)
+                    if state is None:
+                        continue
+                    backing = router.backing_of(thread)
+                    path = await anyio.to_thread.run_sync(self.swaps.harness.locate, backing, state.cwd)
+                    if path is None:
+                        continue  # never written: the CLI has nothing to resume
+                    await open_for_thread(request, state, {"sessionId": backing, "cwd": state.cwd or ".",
+                                                           "mcpServers": state.mcp_servers},
+                                          self.capabilities)
+                    resumed.append(thread)
+            if channel.failure is not None:
+                raise RecycleError(channel.failure)
+        except Exception as exc:
+            logger.error("the agent died and could not be started again", exit_code=exit_code,
+                         error=f"{type(exc).__name__}: {exc}")
+            self._stop_soon(leg, proxy.settings.kill_grace_seconds)
+            return False
+        router.agent_restarted()
+        proxy.replace_agent(leg, channel.pending())
+        self.opened = len(resumed)
+        self.live = resumed
+        for thread in resumed:
+            note = {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": (
+                f"The agent stopped unexpectedly (exit code {exit_code}); liminal started it again "
+                "and the conversation goes on.")}, "_meta": {"liminal": {"agentRestarted": exit_code}}}
+            router.notify_in_next_turn(thread, "session/update", {"sessionId": thread, "update": note})
+        proxy.flush()
+        logger.warning("agent restarted after it died", exit_code=exit_code, pid=leg.pid,
+                       threads=len(resumed))
+        return True
+
     async def _session_files(self, proxy: Proxy, threads: list[str]) -> dict[str, Path | None] | None:
         """Each thread's session file, None for one the CLI is about to write; None in all if a
         thread has no file and none is coming (never prompted: nothing to resume)."""

@@ -128,6 +128,7 @@ class AcpServer:
         try:
             code = await run_proxy(self.argv, self.settings, self.config_file, leg,
                                    connection_id=connection_id, watch_signals=False,
+                                   restart_agent=True,
                                    on_proxy=lambda proxy: setattr(leg, "proxy", proxy))
             logger.info("connection closed", connection=connection_id, exit_code=code)
         except Exception:

@@ -8,12 +8,15 @@ agent process it starts runs inside it (the agent command is the rig's wrapped a
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from fixtures.harness import Adapter, Rig, Scenario, Shell
+from fixtures.harness.acp_client import AcpError
 from fixtures.harness.ws_client import WsAcpClient
 from liminal.kernel.journal import SwapJournal
 from tests.acceptance.conftest import adapter_fixture
@@ -126,6 +129,41 @@ def test_a_turn_under_way_when_the_connection_drops_is_there_on_return(adapter: 
             assert ids_seen(c) == {thread}
             everything = b"\n".join(f.raw for f in c.received)
             assert not any(s.new_backing_id and s.new_backing_id.encode() in everything for s in committed)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(90) == 128 + signal.SIGTERM
+
+
+def test_the_thread_goes_on_after_the_adapter_is_killed(adapter: Adapter, rig: Rig) -> None:
+    rig.server.script = Scenario().add("TOOL", Shell("echo tool-output-here", "Echo"), "the tool ran")
+    proc, url, token = start_serve(rig)
+    try:
+        c = client(rig, url, token)
+        c.initialize()
+        thread = c.new_session(rig.home.project)["sessionId"]
+        assert c.prompt(thread, "first TOOL alpha", timeout=180).stop_reason == "end_turn"
+        # Kill the adapter (the whole process group liminal started for it).
+        serve_pid = proc.pid
+        children = subprocess.run(["pgrep", "-P", str(serve_pid)], capture_output=True, text=True,
+                                  check=False).stdout.split()
+        agents = [int(c) for c in children
+                  if adapter.bin.encode() in Path(f"/proc/{c}/cmdline").read_bytes()]
+        assert len(agents) == 1, children
+        os.killpg(agents[0], signal.SIGKILL)
+        # A prompt that reaches the dying process gets an error (it cannot be answered); the
+        # UI sends it again, to the new process.
+        try:
+            result = c.prompt(thread, "second bravo", timeout=180)
+        except AcpError as exc:
+            assert "the agent exited before answering" in str(exc)
+            result = c.prompt(thread, "second bravo", timeout=180)
+        assert result.stop_reason == "end_turn", (rig.home.logs / "stderr-serve.log").read_text()[-3000:]
+        notes = [u for u in result.updates if "started it again" in json.dumps(u)]
+        assert len(notes) == 1
+        seen = rig.server.messages_requests()[-1].raw.decode()
+        assert "alpha" in seen and "tool-output-here" in seen and "bravo" in seen
+        assert ids_seen(c) == {thread}
+        c.close()
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(90) == 128 + signal.SIGTERM

@@ -217,3 +217,68 @@ def test_a_turn_under_way_when_the_client_leaves_finishes(served: Served, tmp_pa
     with served.connect() as ws:
         rpc(ws, 1, "initialize", {"protocolVersion": 1})
         assert "result" in rpc(ws, 2, "session/load", {"sessionId": thread, "cwd": str(tmp_path), "mcpServers": []})
+
+
+def test_the_agent_dying_mid_conversation_is_started_again(tmp_path: Path) -> None:
+    claude = tmp_path / "claude"
+    claude.mkdir()
+    env_extra = {"AGENT_CLAUDE_CONFIG_DIR": str(claude), "CLAUDE_CONFIG_DIR": str(claude)}
+    env = child_env(tmp_path, **env_extra)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "liminal", "serve", "--listen", "127.0.0.1:0", "--print-port", "--",
+         *scripted_agent_argv()], env=env, stdout=subprocess.PIPE,
+        stderr=open(tmp_path / "serve.log", "wb"))  # noqa: SIM115
+    assert proc.stdout is not None
+    server = Served(proc, int(proc.stdout.readline()), Path(env["LIMINAL_HOME"]))
+    try:
+        with server.connect() as ws:
+            rpc(ws, 1, "initialize", {"protocolVersion": 1})
+            thread = rpc(ws, 2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["result"]["sessionId"]
+            prompt = {"sessionId": thread, "prompt": [{"type": "text", "text": "hello there"}]}
+            assert rpc(ws, 3, "session/prompt", prompt)["result"]["stopReason"] == "end_turn"
+            died = rpc(ws, 4, "_die", {"code": 3})
+            assert "error" in died
+            # The next prompt works, on a new agent process that resumed the thread, and the
+            # turn says once what happened.
+            ws.send(json.dumps({"jsonrpc": "2.0", "id": 5, "method": "session/prompt", "params": {
+                **prompt, "prompt": [{"type": "text", "text": "still there?"}]}}))
+            frames = []
+            while True:
+                message = json.loads(ws.recv(timeout=60))
+                frames.append(message)
+                if message.get("id") == 5:
+                    break
+            assert message["result"]["stopReason"] == "end_turn", (tmp_path / "serve.log").read_text()[-2000:]
+            notes = [m for m in frames if "started it again" in json.dumps(m)]
+            assert len(notes) == 1 and notes[0]["params"]["sessionId"] == thread
+        pids = (tmp_path / "agent_in.bin.pids").read_text().split()
+        assert len(pids) == 2
+        resumed = (tmp_path / f"agent_in.bin.{pids[1]}").read_text()
+        assert "session/resume" in resumed or "session/load" in resumed
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+def test_two_servers_on_one_home_see_each_others_locks(tmp_path: Path) -> None:
+    config = "[serve]\nbusy_wait_seconds = 1\n"
+    one = serve(tmp_path, config=config)
+    two = serve(tmp_path)  # the same LIMINAL_HOME, its config and token
+    try:
+        assert one.token == two.token
+        with one.connect() as first:
+            rpc(first, 1, "initialize", {"protocolVersion": 1})
+            thread = rpc(first, 2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["result"]["sessionId"]
+            with two.connect() as second:
+                rpc(second, 1, "initialize", {"protocolVersion": 1})
+                refused = rpc(second, 2, "session/load", {"sessionId": thread, "cwd": str(tmp_path),
+                                                          "mcpServers": []})
+                assert refused["error"]["code"] == -32002
+        with two.connect() as second:  # the first connection closed: free in the other server too
+            rpc(second, 1, "initialize", {"protocolVersion": 1})
+            assert "result" in rpc(second, 2, "session/load", {"sessionId": thread, "cwd": str(tmp_path),
+                                                               "mcpServers": []})
+    finally:
+        for server in (one, two):
+            server.proc.kill()
+            server.proc.wait(10)
