@@ -1,21 +1,40 @@
-"""``liminal threads [--json]``: every thread the store knows, most recently active first."""
+"""``liminal threads``: every thread the store knows, most recently active first; and what can be
+done to one.
+
+    liminal threads [--json] [--limit N] [--all]     # archived threads only with --all
+    liminal threads rename THREAD TITLE...
+    liminal threads archive|unarchive THREAD
+    liminal threads delete THREAD --yes              # liminal's record of it; the CLIs' files stay
+
+THREAD may be a unique prefix of its id. A thread open in a connection of ``liminal serve`` (its
+lock is held, ``liminal.serve.locks``) cannot be deleted.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+import time
 from typing import Any
 
 from liminal.config import Settings
 
-HELP = "list threads: title, harness, cwd, turns, context size, swaps, last activity"
+HELP = "list threads (title, harness, cwd, turns, context, swaps, activity); rename, archive, delete"
+ACTIONS = ("list", "rename", "archive", "unarchive", "delete")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", nargs="?", default="list", choices=ACTIONS, help="default: list")
+    parser.add_argument("args", nargs="*", help="THREAD [TITLE...]")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
+    parser.add_argument("--all", action="store_true", help="archived threads too")
+    parser.add_argument("--yes", action="store_true", help="delete without asking")
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
+    if args.action != "list":
+        return _change(args, settings)
     from liminal.commands._store import print_json, run_with_store, short, when
     from liminal.store.records import ThreadSummary
 
@@ -23,9 +42,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         result: list[ThreadSummary] = await store.threads(limit=args.limit)
         return result
 
-    summaries = run_with_store(settings, body)
-    if summaries is None:
+    found = run_with_store(settings, body)
+    if found is None:
         return 1
+    summaries = [s for s in found if args.all or s.thread.state != "archived"]
     if args.json:
         print_json([{
             "id": s.thread.id, "title": s.thread.title, "harness": s.thread.harness,
@@ -35,17 +55,73 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             "last_activity": s.last_activity} for s in summaries])
         return 0
     if not summaries:
-        print("no threads yet")
+        print("no threads yet" if not found else "no threads (archived ones: --all)")
         return 0
     rows = [("THREAD", "TITLE", "HARNESS", "CWD", "TURNS", "CONTEXT", "SWAPS", "LAST ACTIVITY")]
     for s in summaries:
         context = "-"
         if s.context_used is not None:
             context = f"{s.context_used:,}" + (f"/{s.context_size:,}" if s.context_size else "")
-        rows.append((s.thread.id, short(s.thread.title, 40) or "-", s.thread.harness or "-",
+        title = short(s.thread.title, 40) or "-"
+        if s.thread.state == "archived":
+            title += " (archived)"
+        rows.append((s.thread.id, title, s.thread.harness or "-",
                      short(s.thread.cwd, 30) or "-", str(s.turns), context, str(s.swaps),
                      when(s.last_activity)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
     return 0
+
+
+def _change(args: argparse.Namespace, settings: Settings) -> int:
+    from liminal.commands._store import run_with_store
+    from liminal.commands.history import resolve
+    from liminal.store.records import Batch, ThreadUpdate
+
+    need = 2 if args.action == "rename" else 1
+    if len(args.args) < need or (args.action != "rename" and len(args.args) > 1):
+        usage = "THREAD TITLE..." if args.action == "rename" else "THREAD"
+        print(f"liminal threads {args.action}: give {usage}", file=sys.stderr)
+        return 2
+    if args.action == "delete" and not args.yes:
+        print("liminal threads delete: this removes liminal's whole record of the thread "
+              "(messages, frames, session lines); add --yes to do it", file=sys.stderr)
+        return 2
+
+    async def body(store: Any) -> int:
+        found = await resolve(store, args.args[0])
+        if isinstance(found, list):
+            print(f"liminal threads: {args.args[0]!r} names "
+                  + (f"{len(found)} threads: {', '.join(found[:5])}" if found else "no thread"),
+                  file=sys.stderr)
+            return 1
+        if args.action == "delete":
+            from liminal.serve.locks import ThreadLocks
+
+            locks = ThreadLocks(settings.home)
+            if not locks.try_take(found):
+                print(f"liminal threads delete: {found} is open in a connection of liminal serve; "
+                      "close it first", file=sys.stderr)
+                return 1
+            try:
+                gone = await store.delete_thread(found)
+            finally:
+                locks.release_all()
+            (settings.home / "locks" / f"{found}.lock").unlink(missing_ok=True)
+            print(f"deleted thread {found} ({gone} records)")
+            return 0
+        if args.action == "rename":
+            title = " ".join(args.args[1:]).strip()
+            update = ThreadUpdate(found, time.time(), title=title, named=True)
+            done = f"renamed thread {found}: {title}"
+        else:
+            state = "archived" if args.action == "archive" else "active"
+            update = ThreadUpdate(found, time.time(), state=state)
+            done = f"thread {found} is {state}"
+        await store.write(Batch(threads=[update]))
+        print(done)
+        return 0
+
+    code = run_with_store(settings, body)
+    return 1 if code is None else code

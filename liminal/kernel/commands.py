@@ -34,6 +34,7 @@ from liminal.kernel.memos import describe, find_memos, save_memo, split_tags
 from liminal.kernel.mover import SwapError
 from liminal.kernel.swap import SwapManager
 from liminal.mcp.link import SlashRequest
+from liminal.store.records import Batch, ThreadUpdate
 
 if TYPE_CHECKING:
     from liminal.kernel.recaller import Recaller
@@ -57,6 +58,8 @@ COMMANDS: dict[str, tuple[str | None, str]] = {
     "recall": ("KEY", "liminal: the full text behind a truncation marker"),
     "memo": ("TEXT #tag", "liminal: keep a memo that outlives this thread"),
     "memos": ("[#tag|TEXT]", "liminal: find memos"),
+    "rename": ("TITLE", "liminal: name this thread"),
+    "archive": (None, "liminal: hide this thread from liminal threads (it stays usable)"),
 }
 
 
@@ -434,6 +437,17 @@ class CommandCenter:
             raise CommandError("/memo TEXT #tag")
         await save_memo(await self.store(), content, tags, thread)
         return f"Memo kept{' with ' + ' '.join('#' + t for t in tags) if tags else ''}."
+
+    async def _cmd_rename(self, thread: str, args: str) -> str:
+        title = " ".join(args.split())
+        if not title:
+            raise CommandError("/rename TITLE")
+        await (await self.store()).write(Batch(threads=[ThreadUpdate(thread, time.time(), title=title, named=True)]))
+        return f"Thread renamed: {title}"
+
+    async def _cmd_archive(self, thread: str, args: str) -> str:
+        await (await self.store()).write(Batch(threads=[ThreadUpdate(thread, time.time(), state="archived")]))
+        return "Thread archived: liminal threads lists it with --all; it goes on working here."
 
     async def _cmd_memos(self, thread: str, args: str) -> str:
         text, tags = split_tags(args)

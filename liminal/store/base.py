@@ -72,6 +72,11 @@ class Store(Protocol):
     ) -> list[SearchHit]:
         """Full-text search over messages and session records, best first."""
 
+    async def delete_thread(self, thread_id: str) -> int:
+        """Remove the thread and everything recorded of it (its messages, frames, and the lines
+        of its sessions' files); how many records went. The CLIs' own files stay."""
+        ...
+
     async def aclose(self) -> None: ...
 
 
@@ -115,6 +120,9 @@ class UnavailableStore:
 
     async def search(self, query: str, *, thread_id: str | None = None,
                      limit: int = 20) -> list[SearchHit]:
+        raise StoreError(self.reason)
+
+    async def delete_thread(self, thread_id: str) -> int:
         raise StoreError(self.reason)
 
     async def aclose(self) -> None:

@@ -162,7 +162,7 @@ class MongoStore:
             await self._threads.replace_one({"_id": t.id}, {
                 "_id": t.id, "title": t.title, "cwd": t.cwd, "harness": t.harness,
                 "state": t.state, "backing_ids": list(t.backing_ids), "created": t.created,
-                "updated": t.updated}, upsert=True)
+                "updated": t.updated, "named": t.named}, upsert=True)
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -203,18 +203,31 @@ class MongoStore:
             .to_list(None)
         return [await self._message(d) for d in docs]
 
+    async def delete_thread(self, thread_id: str) -> int:
+        found = await self._threads.find_one({"_id": thread_id})
+        backings = [thread_id, *(found["backing_ids"] if found else [])]
+        gone = 0
+        for collection, query in (
+            (self._messages, {"thread_id": thread_id}),
+            (self._frames, {"$or": [{"thread_id": thread_id}, {"backing_id": {"$in": backings}}]}),
+            (self._sessions, {"$or": [{"thread_id": thread_id}, {"backing_id": {"$in": backings}}]}),
+            (self._threads, {"_id": thread_id}),
+        ):
+            gone += (await collection.delete_many(query)).deleted_count
+        return gone
+
     async def thread(self, thread_id: str) -> Thread | None:
         d = await self._threads.find_one({"_id": thread_id})
         if d is None:
             return None
         return Thread(d["_id"], d["title"], d["cwd"], d["harness"], d["state"],
-                      tuple(d["backing_ids"]), d["created"], d["updated"])
+                      tuple(d["backing_ids"]), d["created"], d["updated"], bool(d.get("named")))
 
     async def threads(self, limit: int = 1000) -> list[ThreadSummary]:
         out = []
         async for d in self._threads.find({}):
             t = Thread(d["_id"], d["title"], d["cwd"], d["harness"], d["state"],
-                       tuple(d["backing_ids"]), d["created"], d["updated"])
+                       tuple(d["backing_ids"]), d["created"], d["updated"], bool(d.get("named")))
             turns = [x for x in await self._messages.distinct(
                 "turn_id", {"thread_id": t.id, "replayed": False}) if x is not None]
             usage_doc = await self._messages.find_one(

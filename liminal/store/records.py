@@ -104,6 +104,9 @@ class ThreadUpdate:
     harness: str = ""
     state: str = ""
     backing_ids: tuple[str, ...] = ()
+    # ``title`` is the user's (``liminal threads rename``, ``/rename``): it replaces any title,
+    # and no title that is not the user's replaces it afterwards.
+    named: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,20 +119,23 @@ class Thread:
     backing_ids: tuple[str, ...]
     created: float
     updated: float
+    named: bool = False  # its title was given by the user: the agent's titles do not replace it
 
 
 def merge_thread(old: Thread | None, update: ThreadUpdate) -> Thread:
     """The merge rules of ``ThreadUpdate``, shared by backends that merge in Python."""
+    named = update.named and bool(update.title)
     if old is None:
         return Thread(update.id, update.title or update.fallback_title, update.cwd, update.harness,
                       update.state or "active", tuple(dict.fromkeys(update.backing_ids)),
-                      update.time, update.time)
+                      update.time, update.time, named)
     lineage = old.backing_ids + tuple(b for b in update.backing_ids if b not in old.backing_ids)
+    title = update.title if (named or not old.named) else ""
     return Thread(
-        old.id, update.title or old.title or update.fallback_title, update.cwd or old.cwd,
+        old.id, title or old.title or update.fallback_title, update.cwd or old.cwd,
         update.harness or old.harness, update.state or old.state,
         tuple(dict.fromkeys(lineage)),
-        min(old.created, update.time), max(old.updated, update.time))
+        min(old.created, update.time), max(old.updated, update.time), old.named or named)
 
 
 @dataclass(frozen=True, slots=True)

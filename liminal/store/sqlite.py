@@ -57,7 +57,8 @@ CREATE TABLE IF NOT EXISTS messages (
 CREATE INDEX IF NOT EXISTS messages_thread ON messages (thread_id, ord);
 CREATE TABLE IF NOT EXISTS threads (
     id TEXT PRIMARY KEY, title TEXT NOT NULL, cwd TEXT NOT NULL, harness TEXT NOT NULL,
-    state TEXT NOT NULL, backing_ids TEXT NOT NULL, created REAL NOT NULL, updated REAL NOT NULL);
+    state TEXT NOT NULL, backing_ids TEXT NOT NULL, created REAL NOT NULL, updated REAL NOT NULL,
+    named INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS session_records (
     id TEXT NOT NULL UNIQUE, backing_id TEXT NOT NULL, thread_id TEXT, offset INTEGER NOT NULL,
     uuid TEXT, type TEXT, time TEXT, usage TEXT, tool_ids TEXT NOT NULL, text TEXT NOT NULL,
@@ -208,6 +209,25 @@ class SqliteStore:
         row = await self._read(lambda c: c.execute("SELECT COUNT(*) FROM frames").fetchone())
         return int(row[0])
 
+    async def delete_thread(self, thread_id: str) -> int:
+        def delete(c: sqlite3.Connection) -> int:
+            row = c.execute("SELECT backing_ids FROM threads WHERE id = ?", (thread_id,)).fetchone()
+            backings = [thread_id, *(orjson.loads(row[0]) if row else [])]
+            marks = ", ".join("?" for _ in backings)
+            gone = 0
+            with c:  # one transaction: all of it, or nothing
+                for sql, args in (
+                    ("DELETE FROM messages WHERE thread_id = ?", (thread_id,)),
+                    (f"DELETE FROM frames WHERE thread_id = ? OR backing_id IN ({marks})", (thread_id, *backings)),
+                    (f"DELETE FROM session_records WHERE thread_id = ? OR backing_id IN ({marks})",
+                     (thread_id, *backings)),
+                    ("DELETE FROM threads WHERE id = ?", (thread_id,)),
+                ):
+                    gone += c.execute(sql, args).rowcount
+            return gone
+
+        return await self._run(self._write_lock, self._writer, delete)
+
     async def messages(self, thread_id: str) -> list[MessageRecord]:
         rows = await self._read(lambda c: c.execute(
             f"SELECT {_MESSAGE_COLS} FROM messages WHERE thread_id = ? ORDER BY ord",
@@ -216,22 +236,22 @@ class SqliteStore:
 
     async def thread(self, thread_id: str) -> Thread | None:
         row = await self._read(lambda c: c.execute(
-            f"SELECT {_THREAD_COLS} FROM threads WHERE id = ?", (thread_id,)).fetchone())
-        return _thread(row) if row else None
+            f"SELECT {_THREAD_COLS}, {_named(c)} FROM threads WHERE id = ?", (thread_id,)).fetchone())
+        return _thread(row[:8], bool(row[8])) if row else None
 
     async def threads(self, limit: int = 1000) -> list[ThreadSummary]:
-        sql = f"""
-            SELECT {_THREAD_COLS},
+        sql = """
+            SELECT {cols},
               (SELECT COUNT(DISTINCT turn_id) FROM messages m WHERE m.thread_id = t.id
                  AND m.replayed = 0),
               (SELECT data FROM messages m WHERE m.thread_id = t.id AND m.kind = 'usage'
                  ORDER BY ord DESC LIMIT 1),
-              (SELECT MAX(time) FROM messages m WHERE m.thread_id = t.id)
+              (SELECT MAX(time) FROM messages m WHERE m.thread_id = t.id), {named}
             FROM threads t"""
-        rows = await self._read(lambda c: c.execute(sql).fetchall())
+        rows = await self._read(lambda c: c.execute(sql.format(cols=_THREAD_COLS, named=_named(c))).fetchall())
         out = []
         for row in rows:
-            thread = _thread(row[:8])
+            thread = _thread(row[:8], bool(row[11]))
             usage = orjson.loads(row[9]) if row[9] else {}
             last = max(thread.updated, row[10] or 0.0)
             out.append(ThreadSummary(thread, int(row[8]), usage.get("used"), usage.get("size"),
@@ -316,18 +336,27 @@ def _write(c: sqlite3.Connection, batch: Batch) -> None:
         raise
 
 
+def _named(c: sqlite3.Connection) -> str:
+    """The ``named`` column where it exists: a database made before it was added has none
+    until the writer adds it (``_merge_thread``); its threads read as not named."""
+    columns = {row[1] for row in c.execute("PRAGMA table_info(threads)")}
+    return "named" if "named" in columns else "0"
+
+
 def _merge_thread(c: sqlite3.Connection, update: ThreadUpdate) -> None:
-    row = c.execute(f"SELECT {_THREAD_COLS} FROM threads WHERE id = ?", (update.id,)).fetchone()
-    t = merge_thread(_thread(row) if row else None, update)
+    if _named(c) == "0":
+        c.execute("ALTER TABLE threads ADD COLUMN named INTEGER NOT NULL DEFAULT 0")
+    row = c.execute(f"SELECT {_THREAD_COLS}, named FROM threads WHERE id = ?", (update.id,)).fetchone()
+    t = merge_thread(_thread(row[:8], bool(row[8])) if row else None, update)
     c.execute(
-        f"INSERT OR REPLACE INTO threads ({_THREAD_COLS}) VALUES (?,?,?,?,?,?,?,?)",
+        f"INSERT OR REPLACE INTO threads ({_THREAD_COLS}, named) VALUES (?,?,?,?,?,?,?,?,?)",
         (t.id, t.title, t.cwd, t.harness, t.state, orjson.dumps(list(t.backing_ids)).decode(),
-         t.created, t.updated))
+         t.created, t.updated, int(t.named)))
 
 
-def _thread(row: Sequence[Any]) -> Thread:
+def _thread(row: Sequence[Any], named: bool = False) -> Thread:
     return Thread(row[0], row[1], row[2], row[3], row[4], tuple(orjson.loads(row[5])),
-                  row[6], row[7])
+                  row[6], row[7], named)
 
 
 def _message(row: Sequence[Any]) -> MessageRecord:

@@ -45,6 +45,35 @@ def test_threads(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert (t["id"], t["turns"], t["swaps"], t["cwd"]) == ("sess-1", 1, 0, "/work/demo")
 
 
+def test_rename_archive_and_delete_a_thread(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["threads", "rename", "sess", "Flux", "work"]) == 0
+    assert cli.main(["threads", "--json"]) == 0
+    [t] = orjson.loads(capsys.readouterr().out.split("\n", 1)[1])
+    assert t["title"] == "Flux work"
+    assert cli.main(["threads", "archive", "sess-1"]) == 0
+    capsys.readouterr()
+    assert cli.main(["threads"]) == 0
+    assert "sess-1" not in capsys.readouterr().out
+    assert cli.main(["threads", "--all"]) == 0
+    assert "(archived)" in capsys.readouterr().out
+    assert cli.main(["threads", "unarchive", "sess-1"]) == 0
+    assert cli.main(["threads", "delete", "sess-1"]) == 2  # not without --yes
+    assert "--yes" in capsys.readouterr().err
+    # Open in a connection of liminal serve: refused.
+    from liminal.serve.locks import ThreadLocks
+
+    held = ThreadLocks(home)
+    assert held.try_take("sess-1")
+    assert cli.main(["threads", "delete", "sess-1", "--yes"]) == 1
+    assert "open in a connection" in capsys.readouterr().err
+    held.release_all()
+    assert cli.main(["threads", "delete", "sess-1", "--yes"]) == 0
+    assert "deleted thread sess-1" in capsys.readouterr().out
+    assert cli.main(["history", "sess-1"]) == 1
+    assert cli.main(["threads", "rename", "nope", "x"]) == 1
+    assert cli.main(["threads", "rename", "sess-1"]) == 2
+
+
 def test_history(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["history", "sess"]) == 0  # a unique prefix is enough
     out = capsys.readouterr().out
@@ -78,3 +107,38 @@ def test_no_store_yet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert cli.main(["threads"]) == 1
     assert "no store" in capsys.readouterr().err
     assert not (tmp_path / "empty" / "liminal.db").exists()
+
+
+def test_a_database_from_before_thread_names_reads_and_takes_them(tmp_path: Path) -> None:
+    import sqlite3
+
+    from liminal.store.records import Batch, ThreadUpdate
+
+    path = tmp_path / "liminal.db"
+
+    async def make() -> None:
+        store = await SqliteStore.open(path)
+        await store.write(Batch(threads=[ThreadUpdate("t1", 100.0, title="old")]))
+        await store.aclose()
+
+    anyio.run(make)
+    with sqlite3.connect(path) as db:  # as the schema was before ``named``
+        db.execute("CREATE TABLE t2 (id TEXT PRIMARY KEY, title TEXT NOT NULL, cwd TEXT NOT NULL, "
+                   "harness TEXT NOT NULL, state TEXT NOT NULL, backing_ids TEXT NOT NULL, "
+                   "created REAL NOT NULL, updated REAL NOT NULL)")
+        db.execute("INSERT INTO t2 SELECT id, title, cwd, harness, state, backing_ids, created, updated FROM threads")
+        db.execute("DROP TABLE threads")
+        db.execute("ALTER TABLE t2 RENAME TO threads")
+
+    async def use() -> tuple[str, str, bool]:
+        store = await SqliteStore.open(path, create=False)
+        try:
+            before = await store.thread("t1")
+            await store.write(Batch(threads=[ThreadUpdate("t1", 101.0, title="new", named=True)]))
+            after = await store.thread("t1")
+            assert before is not None and after is not None
+            return before.title, after.title, after.named
+        finally:
+            await store.aclose()
+
+    assert anyio.run(use) == ("old", "new", True)

@@ -168,3 +168,31 @@ async def test_search_queries_are_words_not_syntax(store: Store, query: str, fou
     await store.write(Batch(messages=[message("m1", "flux capacitor")]))
     hits = await store.search(query)  # never raises, whatever the query holds
     assert [h.id for h in hits] == (["m1"] if found else [])
+
+
+async def test_a_deleted_thread_leaves_nothing_behind(store: Store) -> None:
+    keep = ThreadUpdate("t2", 100.0, title="keep me", backing_ids=("t2",))
+    doomed = ThreadUpdate("t1", 100.0, title="delete me", backing_ids=("t1", "b1"))
+    record = SessionRecord(SessionRecord.make_id("b1", 0), "b1", "t1", 0, "u1", "user", None, None, (),
+                           "the needle in a session line", b"{}")
+    await store.write(Batch([frame(0, b"a"), frame(1, b"b", thread="t2")],
+                            [message("m1", "a needle here"), message("m2", "another needle", thread="t2")],
+                            [keep, doomed], [record]))
+    assert await store.delete_thread("t1") >= 4
+    assert await store.thread("t1") is None and await store.messages("t1") == []
+    assert await store.session_records("b1") == [] and await store.frames(thread_id="t1") == []
+    hits = await store.search("needle")
+    assert [h.thread_id for h in hits] == ["t2"]
+    assert (await store.thread("t2")) is not None and len(await store.messages("t2")) == 1
+    assert await store.delete_thread("t1") == 0  # again: nothing, no error
+
+
+async def test_a_title_the_user_gave_outlives_the_agents_titles(store: Store) -> None:
+    await store.write(Batch(threads=[ThreadUpdate("t1", 100.0, title="agent's first title")]))
+    await store.write(Batch(threads=[ThreadUpdate("t1", 101.0, title="Mine", named=True)]))
+    await store.write(Batch(threads=[ThreadUpdate("t1", 102.0, title="agent's next title")]))
+    thread = await store.thread("t1")
+    assert thread is not None and thread.title == "Mine" and thread.named
+    await store.write(Batch(threads=[ThreadUpdate("t1", 103.0, title="Mine again", named=True)]))
+    [summary] = await store.threads()
+    assert summary.thread.title == "Mine again"
