@@ -97,17 +97,17 @@ def _change(args: argparse.Namespace, settings: Settings) -> int:
                   file=sys.stderr)
             return 1
         if args.action == "delete":
-            from liminal.serve.locks import ThreadLocks
+            from liminal.serve.locks import ThreadLocks, redis_url_of
 
-            locks = ThreadLocks(settings.home)
-            if not locks.try_take(found):
+            locks = ThreadLocks(settings.home, redis_url_of(settings.cache.url))
+            if not await locks.try_take(found):
                 print(f"liminal threads delete: {found} is open in a connection of liminal serve; "
                       "close it first", file=sys.stderr)
                 return 1
             try:
                 gone = await store.delete_thread(found)
             finally:
-                locks.release_all()
+                await locks.release_all()
             (settings.home / "locks" / f"{found}.lock").unlink(missing_ok=True)
             print(f"deleted thread {found} ({gone} records)")
             return 0

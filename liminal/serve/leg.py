@@ -71,6 +71,7 @@ class WebSocketClientLeg:
         self._sent_all = asyncio.Event()
         self._sent_all.set()
         self._deadline = 0.0
+        self._pending_takes: set[asyncio.Task[bool]] = set()
         self._new_sessions: set[Any] = set()  # ids of session/new requests: their answers name threads
 
     async def open(self, on_data: Callable[[bytes], None], on_eof: Callable[[], None],
@@ -119,7 +120,7 @@ class WebSocketClientLeg:
         if method not in THREAD_METHODS or not isinstance(thread, str):
             return True
         deadline = time.monotonic() + self.busy_wait
-        while not self.locks.try_take(thread):
+        while not await self.locks.try_take(thread):
             if time.monotonic() >= deadline:
                 logger.warning("thread in use by another connection", thread=thread, method=method)
                 if "id" in message:
@@ -205,7 +206,11 @@ class WebSocketClientLeg:
             result = message.get("result")
             thread = result.get("sessionId") if isinstance(result, dict) else None
             if isinstance(thread, str) and self.locks is not None:
-                self.locks.try_take(thread)
+                # A new thread: free everywhere, unless an id repeats; taken before the client
+                # can name it (its next message is read after this task has run).
+                task = asyncio.get_running_loop().create_task(self.locks.try_take(thread))
+                self._pending_takes.add(task)
+                task.add_done_callback(self._pending_takes.discard)
 
     def _answer_for_the_client(self, line: bytes) -> None:
         """While detached, the agent's requests are answered as by a client that has left."""

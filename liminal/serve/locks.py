@@ -1,56 +1,141 @@
-"""Thread locks: one writer per thread across connections and processes.
+"""Thread locks: one writer per thread across connections, processes and machines.
 
 A connection of ``liminal serve`` that opens a thread (``session/new``'s answer, or the first
-``session/load``, ``resume`` or ``prompt`` naming it) takes ``$LIMINAL_HOME/locks/<thread>.lock``
-with ``flock``: held by the open file, so a lock is freed when its holder closes it or dies (no
-stale locks after a crash), and two holders conflict even inside one process. Another
-connection, here or in another ``liminal serve`` on the same home, waits for it.
+``session/load``, ``resume`` or ``prompt`` naming it) takes its lock; another connection waits
+for it. Two layers, both taken:
 
-Sidecars on different machines share no home: their locks would live in Redis (``SET NX`` with a
-renewed expiry); not built yet (docs/operations.md, "serve").
+- **The home**: ``$LIMINAL_HOME/locks/<thread>.lock`` with ``flock``, held by the open file, so a
+  lock is freed when its holder closes it or dies (nothing goes stale after a crash), and two
+  holders conflict even inside one process.
+- **Redis**, when ``cache.url`` is a Redis URL (sidecars on several machines share it):
+  ``liminal:lock:thread:<thread>`` set with ``NX`` to the holder's random token and a 30 s
+  expiry that a task renews every 10 s while held; released by compare-and-delete. A holder that
+  died stops renewing: its lock is seen as stale and free 30 s later at most. A Redis that does
+  not answer does not block anyone (logged once): the home's lock still holds on one machine.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import os
+import uuid
 from pathlib import Path
+from typing import Any
 
+from liminal import log
 from liminal.mcp.link import safe
+
+logger = log.get("liminal.serve")
+REDIS_TTL_MS = 30_000
+RENEW_SECONDS = 10.0
+_RENEW = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end
+return 0"""
+_RELEASE = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
+return 0"""
+
+
+def redis_url_of(cache_url: str) -> str | None:
+    return cache_url if cache_url.startswith(("redis://", "rediss://", "unix://")) else None
 
 
 class ThreadLocks:
-    """The locks one holder (a connection's proxy) has taken."""
+    """The locks one holder (a connection's proxy, a command) has taken."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, redis_url: str | None = None) -> None:
         self.folder = home / "locks"
-        self._held: dict[str, int] = {}
+        self.redis_url = redis_url
+        self.token = uuid.uuid4().hex
+        self._held: dict[str, int] = {}  # thread -> the lock file's descriptor
+        self._remote: set[str] = set()  # threads also held in Redis
+        self._client: Any = None
+        self._renewer: asyncio.Task[None] | None = None
+        self._warned = False
 
     def holds(self, thread_id: str) -> bool:
         return thread_id in self._held
 
-    def try_take(self, thread_id: str) -> bool:
+    async def try_take(self, thread_id: str) -> bool:
         """Take the thread's lock if it is free (or already ours); False if another has it. An
         id that cannot be a file name is not locked (and counts as taken)."""
-        if thread_id in self._held:
+        if thread_id in self._held or not safe(thread_id):
             return True
-        if not safe(thread_id):
-            return True
+        fd = self._take_file(thread_id)
+        if fd is None:
+            return False
+        if self.redis_url is not None and not await self._take_remote(thread_id):
+            os.close(fd)
+            return False
+        self._held[thread_id] = fd
+        return True
+
+    def _take_file(self, thread_id: str) -> int | None:
         self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(self.folder / f"{thread_id}.lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            return False
+            return None
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
-        self._held[thread_id] = fd
+        return fd
+
+    def _redis(self) -> Any:
+        if self._client is None:
+            import redis.asyncio as redis
+
+            assert self.redis_url is not None
+
+            self._client = redis.Redis.from_url(self.redis_url, socket_timeout=5, socket_connect_timeout=5)
+        return self._client
+
+    @staticmethod
+    def key(thread_id: str) -> str:
+        return f"liminal:lock:thread:{thread_id}"
+
+    async def _take_remote(self, thread_id: str) -> bool:
+        try:
+            taken = await self._redis().set(self.key(thread_id), self.token, nx=True, px=REDIS_TTL_MS)
+        except Exception as exc:  # Redis down: the home's lock is what there is
+            self._warn(exc)
+            return True
+        if not taken:
+            return False
+        self._remote.add(thread_id)
+        if self._renewer is None or self._renewer.done():
+            self._renewer = asyncio.get_running_loop().create_task(self._renew())
         return True
 
-    def release_all(self) -> None:
+    async def _renew(self) -> None:
+        while self._remote:
+            await asyncio.sleep(RENEW_SECONDS)
+            for thread_id in list(self._remote):
+                try:
+                    await self._redis().eval(_RENEW, 1, self.key(thread_id), self.token, REDIS_TTL_MS)
+                except Exception as exc:
+                    self._warn(exc)
+
+    def _warn(self, exc: Exception) -> None:
+        if not self._warned:
+            self._warned = True
+            logger.warning("Redis does not answer; thread locks hold on this machine only", error=str(exc))
+
+    async def release_all(self) -> None:
         for fd in self._held.values():
             with contextlib.suppress(OSError):
                 os.close(fd)  # closing the file releases its flock
         self._held.clear()
+        if self._renewer is not None:
+            self._renewer.cancel()
+        for thread_id in list(self._remote):
+            with contextlib.suppress(Exception):
+                await self._redis().eval(_RELEASE, 1, self.key(thread_id), self.token)
+        self._remote.clear()
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                await self._client.aclose()
+            self._client = None

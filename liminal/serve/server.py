@@ -40,7 +40,7 @@ from liminal import log
 from liminal.config import Settings
 from liminal.serve import token as tokens
 from liminal.serve.leg import WebSocketClientLeg
-from liminal.serve.locks import ThreadLocks
+from liminal.serve.locks import ThreadLocks, redis_url_of
 
 logger = log.get("liminal.serve")
 ENDPOINT = "/acp"
@@ -122,7 +122,7 @@ class AcpServer:
         self.connections[connection] = connection_id
         self._none_open.clear()
         logger.info("connection opened", connection=connection_id, peer=str(connection.remote_address))
-        locks = ThreadLocks(self.settings.home)
+        locks = ThreadLocks(self.settings.home, redis_url_of(self.settings.cache.url))
         leg = WebSocketClientLeg(connection, locks=locks, busy_wait=self.settings.serve.busy_wait_seconds)
         self.legs[connection] = leg
         try:
@@ -134,7 +134,7 @@ class AcpServer:
         except Exception:
             logger.exception("connection failed", connection=connection_id)
         finally:
-            locks.release_all()
+            await locks.release_all()
             self.legs.pop(connection, None)
             self.connections.pop(connection, None)
             if not self.connections:

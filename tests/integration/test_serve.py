@@ -5,6 +5,7 @@ oversized message, the token file, SIGTERM (issue 15)."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -282,3 +283,58 @@ def test_two_servers_on_one_home_see_each_others_locks(tmp_path: Path) -> None:
         for server in (one, two):
             server.proc.kill()
             server.proc.wait(10)
+
+
+@pytest.mark.skipif(not os.environ.get("LIMINAL_TEST_REDIS_URL"), reason="LIMINAL_TEST_REDIS_URL is not set")
+def test_two_servers_on_two_homes_and_one_redis_see_each_others_locks(tmp_path: Path) -> None:
+    """Sidecars on different machines share no home: their locks meet in Redis."""
+    url = os.environ["LIMINAL_TEST_REDIS_URL"]
+    config = f'[cache]\nurl = "{url}"\n[serve]\nbusy_wait_seconds = 1\n'
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    one = serve(tmp_path / "a", config=config)
+    two = serve(tmp_path / "b", config=config)
+    try:
+        with one.connect() as first:
+            rpc(first, 1, "initialize", {"protocolVersion": 1})
+            thread = rpc(first, 2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["result"]["sessionId"]
+            with two.connect() as second:
+                rpc(second, 1, "initialize", {"protocolVersion": 1})
+                refused = rpc(second, 2, "session/prompt", {"sessionId": thread, "prompt": []})
+                assert refused["error"]["code"] == -32002
+        # Released in Redis when the first connection ended.
+        with two.connect() as second:
+            rpc(second, 1, "initialize", {"protocolVersion": 1})
+            answer = rpc(second, 2, "session/prompt", {"sessionId": thread, "prompt": []})
+            assert answer.get("error", {}).get("code") != -32002, answer
+    finally:
+        for server in (one, two):
+            server.proc.kill()
+            server.proc.wait(10)
+
+
+@pytest.mark.skipif(not os.environ.get("LIMINAL_TEST_REDIS_URL"), reason="LIMINAL_TEST_REDIS_URL is not set")
+def test_a_redis_lock_of_a_dead_holder_expires(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import anyio
+
+    from liminal.serve import locks as lockmod
+
+    url = os.environ["LIMINAL_TEST_REDIS_URL"]
+    monkeypatch.setattr(lockmod, "REDIS_TTL_MS", 300)
+    monkeypatch.setattr(lockmod, "RENEW_SECONDS", 0.1)
+
+    async def body() -> None:
+        holder = lockmod.ThreadLocks(tmp_path / "h1", url)
+        other = lockmod.ThreadLocks(tmp_path / "h2", url)
+        thread = f"t-{os.getpid()}-{time.monotonic_ns()}"
+        assert await holder.try_take(thread)
+        await anyio.sleep(0.6)  # renewed past its first expiry
+        assert not await other.try_take(thread)
+        assert holder._renewer is not None
+        holder._renewer.cancel()  # the holder "dies": nobody renews
+        await anyio.sleep(0.5)
+        assert await other.try_take(thread)
+        await other.release_all()
+        await holder.release_all()
+
+    anyio.run(body)

@@ -63,10 +63,10 @@ def test_rename_archive_and_delete_a_thread(home: Path, capsys: pytest.CaptureFi
     from liminal.serve.locks import ThreadLocks
 
     held = ThreadLocks(home)
-    assert held.try_take("sess-1")
+    assert anyio.run(held.try_take, "sess-1")
     assert cli.main(["threads", "delete", "sess-1", "--yes"]) == 1
     assert "open in a connection" in capsys.readouterr().err
-    held.release_all()
+    anyio.run(held.release_all)
     assert cli.main(["threads", "delete", "sess-1", "--yes"]) == 0
     assert "deleted thread sess-1" in capsys.readouterr().out
     assert cli.main(["history", "sess-1"]) == 1
