@@ -125,7 +125,11 @@ class CommandCenter:
     # -------------------------------------------------------------- the router's side
 
     def request_hooks(self) -> list[tuple[tuple[str, ...], Callable[..., Local | dict[str, Any] | None]]]:
-        return [(("session/prompt",), self._prompt_hook)]
+        hooks: list[tuple[tuple[str, ...], Callable[..., Local | dict[str, Any] | None]]] = [
+            (("session/prompt",), self._prompt_hook)]
+        if self._open_store is not None:  # the threads come from the store (liminal.kernel.threadlist)
+            hooks.append((("session/list",), lambda method, message, thread: LOCAL))
+        return hooks
 
     def _prompt_hook(self, method: str, message: dict[str, Any], thread: str | None) -> Local | None:
         return LOCAL if thread is not None and parse(prompt_text(message)) is not None else None
@@ -170,6 +174,9 @@ class CommandCenter:
                     await cm.__aexit__(None, None, None)
 
     async def _answer(self, proxy: Proxy, request: LocalRequest) -> None:
+        if request.method == "session/list":
+            await self._list(proxy, request)
+            return
         thread = request.thread_id or ""
         parsed = parse(prompt_text(request.message)) or ("", "")
         try:
@@ -184,6 +191,39 @@ class CommandCenter:
             "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}},
             time.time())
         proxy.router.answer_local(request.key, {"stopReason": "end_turn"})
+        proxy.flush()
+
+    async def _list(self, proxy: Proxy, request: LocalRequest) -> None:
+        """``session/list``: the store's threads and what the agent lists besides."""
+        from liminal.acp import jsonrpc
+        from liminal.kernel.threadlist import listing
+        from liminal.proxy import OwnRequestError
+
+        params = request.message.get("params")
+        params = params if isinstance(params, dict) else {}
+        cwd = params.get("cwd") if isinstance(params.get("cwd"), str) else None
+        agent: dict[str, Any] = {}
+        if "list" in (self.swaps.capabilities.get("sessionCapabilities") or {}):
+            try:
+                found = await proxy.request("session/list", params, timeout=30)
+                agent = found if isinstance(found, dict) else {}
+            except OwnRequestError as exc:
+                if params.get("cursor") is not None:  # only the agent can page its own cursor
+                    proxy.router.answer_local(request.key, error=(jsonrpc.INTERNAL_ERROR, str(exc)))
+                    proxy.flush()
+                    return
+                logger.warning("the agent's session list failed; the store's threads only", error=str(exc))
+        try:
+            threads = await (await self.store()).threads(limit=10_000)
+        except Exception as exc:  # the store down: the agent's listing, mapped
+            logger.warning("thread list from the store failed; the agent's listing", error=str(exc))
+            threads = []
+        sessions = listing(threads, agent.get("sessions") or [], proxy.router.thread_of, cwd,
+                           first_page=params.get("cursor") is None)
+        result: dict[str, Any] = {"sessions": sessions}
+        if agent.get("nextCursor") is not None:
+            result["nextCursor"] = agent["nextCursor"]
+        proxy.router.answer_local(request.key, result)
         proxy.flush()
 
     async def _run_slash(self, proxy: Proxy, request: SlashRequest) -> None:

@@ -338,3 +338,23 @@ def test_a_redis_lock_of_a_dead_holder_expires(tmp_path: Path, monkeypatch: pyte
         await holder.release_all()
 
     anyio.run(body)
+
+
+def test_session_list_answers_with_liminals_threads(served: Served, tmp_path: Path) -> None:
+    env = child_env(tmp_path)
+    with served.connect() as ws:
+        rpc(ws, 1, "initialize", {"protocolVersion": 1})
+        thread = rpc(ws, 2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["result"]["sessionId"]
+        rpc(ws, 3, "session/prompt", {"sessionId": thread, "prompt": [{"type": "text", "text": "hello"}]})
+        # The user names the thread (the index runs a little behind: wait until it knows it).
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            done = subprocess.run([sys.executable, "-m", "liminal", "threads", "rename", thread, "Flux", "work"],
+                                  env=env, capture_output=True, timeout=60, check=False)
+            if done.returncode == 0:
+                break
+            time.sleep(0.2)
+        assert done.returncode == 0, done.stderr
+        listed = rpc(ws, 4, "session/list", {"cwd": str(tmp_path)})["result"]["sessions"]
+        mine = [s for s in listed if s["sessionId"] == thread]
+        assert len(mine) == 1 and mine[0]["title"] == "Flux work" and mine[0]["updatedAt"]

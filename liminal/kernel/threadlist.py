@@ -1,0 +1,56 @@
+"""``session/list`` answered with liminal's threads (a part of the command center).
+
+The agent lists session files: every rewrite a swap left is one, under a backing id the client
+never saw, titled by whatever its first prompt was. The store knows the threads: their ids,
+cwds, titles (the user's name for it, ``liminal threads rename``, wins), activity, and which
+are archived. So the answer is the store's threads (those in the asked ``cwd``, archived ones
+left out), newest first, then what the agent lists that the store does not know (sessions made
+outside liminal), each under its thread id and once; never a backing id.
+
+Paging: the first page carries every thread of the store and the agent's first page; the
+agent's ``nextCursor`` is passed on, and later pages are the agent's, less what page one had.
+If the store cannot be read, the agent's listing is answered, mapped as the router maps it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from liminal.store.records import ThreadSummary
+
+
+def iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat().replace("+00:00", "Z")
+
+
+def listing(threads: Sequence[ThreadSummary], agent_sessions: Iterable[Any],
+            thread_of: Callable[[str], str], cwd: str | None, *, first_page: bool) -> list[dict[str, Any]]:
+    """The ``sessions`` of a ``session/list`` answer (see the module's docstring)."""
+    hidden: set[str] = set()  # backing ids of known threads, and archived threads
+    ours: dict[str, dict[str, Any]] = {}
+    for summary in sorted(threads, key=lambda s: s.last_activity, reverse=True):
+        thread = summary.thread
+        hidden.update(b for b in thread.backing_ids if b != thread.id)
+        if thread.state == "archived":
+            hidden.add(thread.id)
+            continue
+        if cwd and thread.cwd and thread.cwd != cwd:
+            continue
+        entry: dict[str, Any] = {"sessionId": thread.id, "cwd": thread.cwd or cwd or ".",
+                                 "updatedAt": iso(summary.last_activity)}
+        if thread.title:
+            entry["title"] = thread.title
+        ours[thread.id] = entry
+    out: list[dict[str, Any]] = list(ours.values()) if first_page else []
+    seen = set(ours)
+    for session in agent_sessions:
+        if not isinstance(session, Mapping) or not isinstance(session.get("sessionId"), str):
+            continue
+        thread_id = thread_of(session["sessionId"])
+        if thread_id in seen or thread_id in hidden or session["sessionId"] in hidden:
+            continue
+        seen.add(thread_id)
+        out.append({**session, "sessionId": thread_id})
+    return out
