@@ -399,7 +399,22 @@ class CommandCenter:
             parts = [(path, 0, None)]
             what = "this thread's context"
         await anyio.to_thread.run_sync(self.harness.cut, parts, path, new_id)
+        await self._record_fork(thread, new_id, args)
         return f"Forked {what} as session {new_id}: open it from the session list."
+
+    async def _record_fork(self, thread: str, new_id: str, mark: str) -> None:
+        """The fork is a thread of its own in the store, so ``session/list`` shows it whatever
+        the agent's own listing knows yet (Codex 0.166 lists a rollout written by another
+        process only after it has rescanned)."""
+        try:
+            store = await self.store()
+            parent = await store.thread(thread)
+            title = f"Fork of {parent.title if parent and parent.title else thread}" + (f" after {mark}" if mark else "")
+            await store.write(Batch(threads=[ThreadUpdate(
+                new_id, time.time(), title=title, cwd=self._cwd(thread) or "",
+                harness=parent.harness if parent else "", backing_ids=(new_id,))]))
+        except Exception as exc:  # the fork exists on disk all the same
+            logger.warning("the fork could not be recorded in the store", fork=new_id, error=str(exc))
 
     async def _after(self, thread: str, mark: Mark) -> list[tuple[Path, int, int | None]]:
         """The byte ranges that hold the turns after ``mark``: the rest of its file, then what the

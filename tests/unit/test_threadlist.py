@@ -16,7 +16,8 @@ def test_the_stores_threads_first_newest_first_then_what_only_the_agent_knows() 
     threads = [summary("t1", "My name", backings=("b1", "b2"), last=200.0),
                summary("t2", "Older", last=100.0),
                summary("t3", "Archived", state="archived"),
-               summary("t4", "Elsewhere", cwd="/other")]
+               summary("t4", "Elsewhere", cwd="/other"),
+               summary("b2", "a record under a backing id", last=300.0)]
     agent = [{"sessionId": "b2", "cwd": "/p", "title": "a summary as first prompt"},  # t1's rewrite
              {"sessionId": "b1", "cwd": "/p"},  # t1's earlier backing
              {"sessionId": "t3", "cwd": "/p"},  # archived
