@@ -93,17 +93,25 @@ def components(settings: Settings, config_file: Path | None = None,
     return found
 
 
+def agent_command(args: argparse.Namespace, command: str) -> list[str] | None:
+    """The agent command after ``--``; None (said in one line) when there is none."""
+    argv = list(args.agent)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if not argv:
+        print(f"liminal {command}: give the agent command after --, e.g. "
+              f"liminal {command} -- npx @agentclientprotocol/claude-agent-acp", file=sys.stderr)
+        return None
+    return argv
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     import anyio
 
     from liminal.proxy import tune_gc
 
-    argv = list(args.agent)
-    if argv and argv[0] == "--":
-        argv = argv[1:]
-    if not argv:
-        print("liminal acp: give the agent command after --, e.g. "
-              "liminal acp -- npx @agentclientprotocol/claude-agent-acp", file=sys.stderr)
+    argv = agent_command(args, "acp")
+    if argv is None:
         return 2
     tune_gc()
     config_file = getattr(args, "config", None)

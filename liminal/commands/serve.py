@@ -28,16 +28,13 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     import anyio
 
+    from liminal.commands.acp import agent_command
     from liminal.config import _host_port
     from liminal.serve import token as tokens
     from liminal.serve.server import AcpServer, is_loopback
 
-    argv = list(args.agent)
-    if argv and argv[0] == "--":
-        argv = argv[1:]
-    if not argv:
-        print("liminal serve: give the agent command after --, e.g. "
-              "liminal serve -- npx @agentclientprotocol/claude-agent-acp", file=sys.stderr)
+    argv = agent_command(args, "serve")
+    if argv is None:
         return 2
     host_port = _host_port(settings.serve.listen)
     assert host_port is not None  # the setting was validated

@@ -68,7 +68,11 @@ def value_in(record: Mapping[str, Any], key: RecallKey) -> bytes:
     if not key.path:
         value = block.get("content") if block.get("type") == "tool_result" else block
         return _as_bytes(value)
-    value = block
+    return _as_bytes(walk(block, key))
+
+
+def walk(value: Any, key: RecallKey) -> Any:
+    """Follow the key's path (dotted; list indices as numbers) into ``value``; any CLI's."""
     for step in key.path:
         if isinstance(value, list) and step.isdigit() and int(step) < len(value):
             value = value[int(step)]
@@ -76,6 +80,11 @@ def value_in(record: Mapping[str, Any], key: RecallKey) -> bytes:
             value = value[step]
         else:
             raise RecallError(f"{key}: no {step!r} in the block")
+    return value
+
+
+def as_bytes(value: Any) -> bytes:
+    """What recall answers: a string's UTF-8, anything else as JSON."""
     return _as_bytes(value)
 
 

@@ -73,15 +73,6 @@ def rollouts(rig: Rig) -> dict[Path, bytes]:
     return {p: p.read_bytes() for p in rig.home.codex_home.glob("sessions/*/*/*/rollout-*.jsonl")}
 
 
-def sessions_seen(client: AcpClient) -> set[str]:
-    found: set[str] = set()
-    for frame in client.received:
-        for part in (frame.msg.get("params"), frame.msg.get("result")):
-            if isinstance(part, dict) and isinstance(part.get("sessionId"), str):
-                found.add(part["sessionId"])
-    return found
-
-
 def said(client: AcpClient, thread: str, text: str) -> str:
     result = client.prompt(thread, text, timeout=180)
     assert result.stop_reason == "end_turn", text
@@ -117,7 +108,7 @@ def test_the_codex_conversation_goes_on_across_swaps(adapter: Adapter, rig: Rig)
     assert all(s.thread_id == thread and s.harness == "codex" for s in swaps), swaps
 
     # The client saw one thread id, never a backing one, and no history replayed at it.
-    assert sessions_seen(client) == {thread}
+    assert client.session_ids() == {thread}
     everything = b"\n".join(f.raw for f in client.received)
     for swap in committed:
         assert swap.new_backing_id is not None and swap.new_backing_id.encode() not in everything
@@ -148,7 +139,7 @@ def test_the_codex_conversation_goes_on_across_swaps(adapter: Adapter, rig: Rig)
     user_texts = [u["update"]["content"].get("text", "") for u in replay
                   if u["update"].get("sessionUpdate") == "user_message_chunk"]
     assert user_texts == PROMPTS, (user_texts, rig.stderr_tail())
-    assert sessions_seen(reloaded) == {thread}
+    assert reloaded.session_ids() == {thread}
 
     # The store has the thread from the frames, and every rollout of it from the tailing (a
     # rewrite's from where liminal's own bytes end), the full outputs recall reads included.
@@ -252,7 +243,7 @@ def test_mark_and_clear_rewind_a_codex_thread(adapter: Adapter, rig: Rig) -> Non
         said(client, thread, "after the undo golf")
         seen = json.dumps(last_input(rig))
         assert "bravo" in seen and "foxtrot" not in seen and "golf" in seen
-    assert sessions_seen(client) == {thread}
+    assert client.session_ids() == {thread}
 
 
 def test_a_failed_codex_swap_leaves_the_thread_on_its_rollout(adapter: Adapter, rig: Rig) -> None:
@@ -276,4 +267,4 @@ def test_a_failed_codex_swap_leaves_the_thread_on_its_rollout(adapter: Adapter, 
     assert [p.name.endswith(f"-{thread}.jsonl") for p in rollouts(rig)] == [True], list(rollouts(rig))
     seen = json.dumps(last_input(rig))
     assert "tool-output-here" in seen and all(w in seen for w in ("alpha", "charlie", "echo"))
-    assert sessions_seen(client) == {thread}
+    assert client.session_ids() == {thread}

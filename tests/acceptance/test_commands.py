@@ -31,15 +31,6 @@ def last_request_text(rig: Rig) -> str:
     return json.dumps(rig.server.messages_requests()[-1].json["messages"])
 
 
-def sessions_seen(client: AcpClient) -> set[str]:
-    found: set[str] = set()
-    for frame in client.received:
-        for part in (frame.msg.get("params"), frame.msg.get("result")):
-            if isinstance(part, dict) and isinstance(part.get("sessionId"), str):
-                found.add(part["sessionId"])
-    return found
-
-
 def history(rig: Rig, thread: str) -> list[str]:
     async def read() -> list[str]:
         store = await SqliteStore.open(rig.home.liminal_home / "liminal.db", create=False)
@@ -100,13 +91,12 @@ def test_mark_clear_fork_undo_move_the_models_context(adapter: Adapter, rig: Rig
         said(client, thread, "fresh start india")
         seen = last_request_text(rig)
         assert "india" in seen and "alpha" not in seen and "hotel" not in seen
-        assert sessions_seen(client) <= {thread, fork}
+        assert client.session_ids() <= {thread, fork}
 
     # The history keeps everything, commands included.
     shown = history(rig, thread)
     for word in ("alpha", "charlie", "kilo", "golf", "hotel", "india", "/mark A", "/clear A"):
         assert any(word in text for text in shown), (word, shown)
-
 
 
 def test_a_fork_of_what_followed_a_mark_takes_a_prompt(adapter: Adapter, rig: Rig) -> None:

@@ -45,15 +45,6 @@ def client(rig: Rig, url: str, token: str) -> WsAcpClient:
                        stderr_path=rig.home.logs / "stderr-serve.log", url=url, token=token)
 
 
-def ids_seen(c: WsAcpClient) -> set[str]:
-    found: set[str] = set()
-    for frame in c.received:
-        for part in (frame.msg.get("params"), frame.msg.get("result")):
-            if isinstance(part, dict) and isinstance(part.get("sessionId"), str):
-                found.add(part["sessionId"])
-    return found
-
-
 def test_a_thread_outlives_its_connection(adapter: Adapter, rig: Rig, tmp_path: Path) -> None:
     rig.server.script = Scenario().add("TOOL", Shell("echo tool-output-here", "Echo"), "the tool ran")
     proc, url, token = start_serve(rig)
@@ -80,7 +71,7 @@ def test_a_thread_outlives_its_connection(adapter: Adapter, rig: Rig, tmp_path: 
         assert "alpha" in seen and "charlie" in seen and "delta" in seen
         again.close()
         for c in (first, again):
-            assert ids_seen(c) == {thread}
+            assert c.session_ids() == {thread}
             everything = b"\n".join(f.raw for f in c.received)
             assert not any(s.new_backing_id and s.new_backing_id.encode() in everything for s in committed)
     finally:
@@ -126,7 +117,7 @@ def test_a_turn_under_way_when_the_connection_drops_is_there_on_return(adapter: 
         assert "alpha" in seen and "bravo" in seen and "charlie" in seen and "waited" in seen
         again.close()
         for c in (first, again):
-            assert ids_seen(c) == {thread}
+            assert c.session_ids() == {thread}
             everything = b"\n".join(f.raw for f in c.received)
             assert not any(s.new_backing_id and s.new_backing_id.encode() in everything for s in committed)
     finally:
@@ -162,7 +153,7 @@ def test_the_thread_goes_on_after_the_adapter_is_killed(adapter: Adapter, rig: R
         assert len(notes) == 1
         seen = rig.server.messages_requests()[-1].raw.decode()
         assert "alpha" in seen and "tool-output-here" in seen and "bravo" in seen
-        assert ids_seen(c) == {thread}
+        assert c.session_ids() == {thread}
         c.close()
     finally:
         proc.send_signal(signal.SIGTERM)

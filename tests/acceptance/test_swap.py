@@ -81,16 +81,6 @@ def session_files(rig: Rig) -> dict[Path, bytes]:
     return {p: p.read_bytes() for p in rig.home.claude_config.glob("projects/*/*.jsonl")}
 
 
-def session_ids_seen(client: AcpClient) -> set[str]:
-    found: set[str] = set()
-    for frame in client.received:
-        msg = frame.msg
-        for part in (msg.get("params"), msg.get("result")):
-            if isinstance(part, dict) and isinstance(part.get("sessionId"), str):
-                found.add(part["sessionId"])
-    return found
-
-
 def listing_supported(initialized: dict[str, Any]) -> bool:
     capabilities = initialized.get("agentCapabilities") or {}
     return "list" in (capabilities.get("sessionCapabilities") or {})
@@ -149,10 +139,10 @@ def test_the_conversation_goes_on_across_several_swaps(adapter: Adapter, rig: Ri
     assert "listed them" in answers and "read it" in answers
     assert [u for u in replay if u["update"].get("sessionUpdate") == "tool_call"
             and json.dumps(BIG_OUTPUT)[1:-1] in json.dumps(u)], "the first BIG output, uncut"
-    assert session_ids_seen(reloaded) == {thread}
+    assert reloaded.session_ids() == {thread}
 
     # The client saw one thread id, and no history replayed at it.
-    assert session_ids_seen(client) == {thread}
+    assert client.session_ids() == {thread}
     everything = b"\n".join(f.raw for f in client.received)
     for swap in committed:
         assert swap.new_backing_id is not None
@@ -226,7 +216,7 @@ def test_a_failed_swap_leaves_the_thread_working_on_its_session(
     # No attempt left its rewrite behind (the CLI's own files are its business).
     left = {p.stem for p in rig.home.claude_config.glob("projects/*/*.jsonl")}
     assert not left & {s.new_backing_id for s in swaps}, left
-    assert session_ids_seen(client) == {thread}
+    assert client.session_ids() == {thread}
     # The model still sees the original, uncompressed session: every turn, every tool output.
     last = json.dumps(rig.server.messages_requests()[-1].json["messages"])
     for prompt in PROMPTS[:16]:
@@ -261,6 +251,6 @@ def test_the_adapter_dying_mid_swap_loses_nothing(adapter: Adapter, rig: Rig) ->
         assert replay
         result = again.prompt(thread, "after the crash: plain question please", timeout=180)
         assert result.stop_reason == "end_turn" and result.text
-    assert session_ids_seen(again) == {thread}
+    assert again.session_ids() == {thread}
     last = json.dumps(rig.server.messages_requests()[-1].json["messages"])
     assert answered[-1] in last

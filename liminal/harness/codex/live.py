@@ -186,14 +186,12 @@ class CodexSessions:
                     return None
         else:
             return None
-        for step in key.path:
-            if isinstance(value, list) and step.isdigit() and int(step) < len(value):
-                value = value[int(step)]
-            elif isinstance(value, dict) and step in value:
-                value = value[step]
-            else:
-                return None
-        return value.encode() if isinstance(value, str) else orjson.dumps(value)
+        from liminal.gradient.recall import RecallError, as_bytes, walk
+
+        try:
+            return as_bytes(walk(value, key))
+        except RecallError:
+            return None
 
     # -- the picker's names -------------------------------------------------------------------
 
