@@ -59,9 +59,17 @@ class CodexSessions:
         self.env = env
         self._sizes: dict[Path, int] = {}
         self._targets: dict[str, Path] = {}
+        self._found: dict[str, Path] = {}
 
     def locate(self, backing_id: str, cwd: str | None) -> Path | None:
-        return find(backing_id, self.env)
+        # Found once, then remembered while it exists: a search walks every day's folder.
+        known = self._found.get(backing_id)
+        if known is not None and known.is_file():
+            return known
+        path = find(backing_id, self.env)
+        if path is not None:
+            self._found[backing_id] = path
+        return path
 
     def context_tokens(self, path: Path) -> int | None:
         return last_token_count(tail_lines(path))
