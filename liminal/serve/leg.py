@@ -71,6 +71,7 @@ class WebSocketClientLeg:
         self._sent_all = asyncio.Event()
         self._sent_all.set()
         self._deadline = 0.0
+        self._given_up = False
         self._pending_takes: set[asyncio.Task[bool]] = set()
         self._new_sessions: set[Any] = set()  # ids of session/new requests: their answers name threads
 
@@ -133,7 +134,7 @@ class WebSocketClientLeg:
 
     async def _finish_turns(self) -> None:
         """The client left: let what is under way finish before the proxy hears of it."""
-        if not self._under_way():
+        if self._given_up or not self.under_way():
             return
         self.detached = True
         logger.info("connection dropped with a turn under way; it goes on", connection=self._connection_id())
@@ -142,16 +143,17 @@ class WebSocketClientLeg:
                 self._on_data(self._answer(jsonrpc.encode_id(rpc_id), method) + b"\n")
         self._deadline = time.monotonic() + self.detached_max
         quiet = 0
-        while quiet < IDLE_LOOKS and time.monotonic() < self._deadline:
+        while quiet < IDLE_LOOKS and time.monotonic() < self._deadline and not self._given_up:
             await asyncio.sleep(LOOK_SECONDS)
-            quiet = 0 if self._under_way() else quiet + 1
+            quiet = 0 if self.under_way() else quiet + 1
         logger.info("detached connection finished", connection=self._connection_id())
 
     def give_up(self) -> None:
-        """Stop waiting for a detached turn (liminal is shutting down): the proxy ends now."""
-        self._deadline = 0.0
+        """Do not wait for a turn under way when the client leaves, or stop waiting for one
+        (liminal is shutting down): the proxy ends now, which stops the agent."""
+        self._given_up = True
 
-    def _under_way(self) -> bool:
+    def under_way(self) -> bool:
         proxy = self.proxy
         if proxy is None or not proxy.router.agent_alive:
             return False

@@ -15,8 +15,9 @@ Refused before the WebSocket opens (the handshake's HTTP answer):
 
 A message longer than the proxy's ``max_frame_bytes`` reaches the router like an oversized line
 on stdio and is answered with a JSON-RPC error; one past four times that closes the connection
-(1009); the server goes on either way. SIGTERM (or SIGINT): no new connections; each open one is
-closed after ``serve.shutdown_seconds`` at most, which stops its agent and flushes its spool.
+(1009); the server goes on either way. SIGTERM (or SIGINT): no new connections; an open one with nothing
+under way is closed at once, one with a turn under way after ``serve.shutdown_seconds`` at most;
+closing stops its agent and flushes its spool.
 """
 
 from __future__ import annotations
@@ -164,6 +165,11 @@ class AcpServer:
             logger.warning("signal received; closing connections", signal=signum,
                            connections=len(self.connections))
             server.close(close_connections=False)
+            # Connections with nothing under way close now; a running turn gets the deadline.
+            for connection, leg in list(self.legs.items()):
+                if not leg.under_way():
+                    leg.give_up()
+                    await connection.close(1001, "liminal is shutting down")
             with anyio.move_on_after(self.settings.serve.shutdown_seconds):
                 await self._none_open.wait()
             for connection in list(self.connections):

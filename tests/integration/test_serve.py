@@ -358,3 +358,23 @@ def test_session_list_answers_with_liminals_threads(served: Served, tmp_path: Pa
         listed = rpc(ws, 4, "session/list", {"cwd": str(tmp_path)})["result"]["sessions"]
         mine = [s for s in listed if s["sessionId"] == thread]
         assert len(mine) == 1 and mine[0]["title"] == "Flux work" and mine[0]["updatedAt"]
+
+
+def test_sigterm_does_not_wait_for_a_turn_that_does_not_end(tmp_path: Path) -> None:
+    server = serve(tmp_path, config="[serve]\nshutdown_seconds = 1\n")
+    try:
+        with server.connect() as ws:
+            rpc(ws, 1, "initialize", {"protocolVersion": 1})
+            thread = rpc(ws, 2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["result"]["sessionId"]
+            ws.send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {
+                "sessionId": thread, "prompt": [{"type": "text", "text": "ask"}]}}))
+            while "session/request_permission" not in ws.recv(timeout=30):
+                pass  # the turn waits for the user, who does not answer
+            started = time.monotonic()
+            server.proc.send_signal(signal.SIGTERM)
+            assert server.proc.wait(60) == 128 + signal.SIGTERM
+            assert time.monotonic() - started < 15
+    finally:
+        if server.proc.poll() is None:
+            server.proc.kill()
+        server.proc.wait(10)
