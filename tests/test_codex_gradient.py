@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from liminal.config import GradientSettings
-from liminal.gradient.plan import Band
+from liminal.gradient.bands import Band
 from liminal.gradient.recall import KEY_IN_MARKER, RecallError, RecallKey
 from liminal.gradient.summarize import PREAMBLE_INTRO
 from liminal.harness.base import HarnessChoice, known_harnesses

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from liminal.cli import main
-from liminal.gradient.recall import RecallKey, resolve_in
-from liminal.gradient.rewrite import rewrite_session
+from liminal.gradient.recall import RecallKey
 from liminal.harness.claude.conversation import build
+from liminal.harness.claude.gradient.rewrite import rewrite_session
 from liminal.harness.claude.paths import locate
+from liminal.harness.claude.recall import resolve_in
 from liminal.harness.claude.records import read_session
 from tests.transcript import SID, Transcript
 

@@ -12,11 +12,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from liminal.config import GradientSettings
-from liminal.gradient.plan import Band, assign_bands
-from liminal.gradient.recall import RecallKey, resolve, resolve_in
-from liminal.gradient.rewrite import RewriteError, prepare, rewrite_session
-from liminal.gradient.validate import ValidationError, validate
+from liminal.gradient.bands import Band
+from liminal.gradient.recall import RecallKey
+from liminal.harness.claude.gradient.plan import assign_bands
+from liminal.harness.claude.gradient.rewrite import prepare, rewrite_session
+from liminal.harness.claude.gradient.validate import ValidationError, validate
 from liminal.harness.claude.paths import locate
+from liminal.harness.claude.recall import resolve, resolve_in
+from liminal.harness.files import RewriteError
 from tests.support.gradient import recent_intact
 from tests.transcript import SID, Transcript, read_lines
 

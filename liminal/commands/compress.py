@@ -50,12 +50,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
     import orjson
 
-    from liminal.gradient.rewrite import RewriteError, rewrite_session
-    from liminal.gradient.validate import ValidationError
     from liminal.harness.claude.conversation import ConversationError
+    from liminal.harness.claude.gradient.rewrite import rewrite_session
+    from liminal.harness.claude.gradient.validate import ValidationError
     from liminal.harness.claude.paths import SessionNotFound, locate
     from liminal.harness.claude.records import SessionFormatError
     from liminal.harness.codex import report as codex
+    from liminal.harness.files import RewriteError
 
     rollout = codex.detect(args.session)
     if rollout is not None:
@@ -102,10 +103,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 def _codex(path: Path, args: argparse.Namespace, settings: Settings) -> int:
     import orjson
 
-    from liminal.gradient.rewrite import RewriteError
     from liminal.harness.claude.paths import is_session_id
     from liminal.harness.codex import report as codex
     from liminal.harness.codex.rollout import RolloutError
+    from liminal.harness.files import RewriteError
 
     if args.new_id is not None and not is_session_id(args.new_id):
         print(f"liminal compress: --new-id {args.new_id!r} is not a session id", file=sys.stderr)

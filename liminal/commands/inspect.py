@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections import Counter
-from pathlib import Path
-from typing import Any
 
 from liminal.config import Settings
 
@@ -20,99 +17,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--largest", type=int, default=10, help="how many of the largest items")
 
 
-def report(session_ref: str, settings: Settings, largest: int = 10) -> dict[str, Any]:
-    from liminal.gradient.plan import Band, make_plan, turn_cost
-    from liminal.harness.claude.conversation import build
-    from liminal.harness.claude.paths import locate
-    from liminal.harness.claude.records import read_session
-    from liminal.harness.claude.tokens import context_size, estimate, total_chars
-
-    location = locate(session_ref, cwd=Path.cwd())
-    session = read_session(location)
-    conversation = build(session)
-    plan = make_plan(conversation, settings.gradient)
-    cal = plan.calibration
-    by_band: dict[str, int] = {}
-    for band in Band:
-        turns = [t for t in conversation.turns if t.number in plan.bands[band]]
-        by_band[band.value] = sum(cal.tokens(turn_cost(t, Band.RECENT, 0)) for t in turns)
-    items = sorted(conversation.records, key=total_chars, reverse=True)[:largest]
-    return {
-        "session_id": location.session_id,
-        "path": str(location.path),
-        "bytes": session.size,
-        "records": len(session.records),
-        "records_by_type": dict(Counter(r.type for r in session.records).most_common()),
-        "conversation_records": len(conversation.records),
-        "off_chain_gathered": conversation.gathered,
-        "compact_boundary": conversation.boundary is not None,
-        "turns": len(conversation.turns),
-        "tool_calls": len(conversation.tool_uses),
-        "unpaired_tool_calls": len(conversation.unpaired_uses),
-        "context_tokens": context_size(conversation),
-        "estimate": {
-            "overhead": cal.overhead_tokens,
-            "chars_per_token": round(cal.chars_per_token, 2),
-            "calibrated": cal.measured,
-            "by_category": estimate(conversation.records, cal).by_category,
-        },
-        "bands": {b.value: {"turns": len(plan.bands[b]), "tokens": by_band[b.value]} for b in Band},
-        "planned_tokens": plan.tokens_planned,
-        "target_tokens": settings.gradient.target_tokens,
-        "largest": [
-            {
-                "line": r.line,
-                "type": r.type,
-                "uuid": r.uuid,
-                "what": ", ".join(f"{b.kind}:{b.name}" if b.name else b.kind for b in r.blocks),
-                "tokens": cal.tokens(total_chars(r)),
-            }
-            for r in items
-        ],
-        "subagent_files": len(location.subagent_files()),
-        "tool_result_files": len(list(location.tool_results_dir.glob("*")))
-        if location.tool_results_dir.is_dir()
-        else 0,
-        "torn_tail": session.torn_tail is not None,
-        "corrupt_lines": len(session.corrupt_lines),
-        "broken_parent": conversation.broken_parent,
-    }
-
-
-def _table(data: dict[str, Any]) -> str:
-    out = [
-        f"session   {data['session_id']}",
-        f"file      {data['path']} ({data['bytes']:,} bytes, {data['records']:,} records)",
-        "types     " + ", ".join(f"{k} {v}" for k, v in data["records_by_type"].items()),
-        f"chain     {data['conversation_records']:,} records in the conversation "
-        f"({data['off_chain_gathered']} off the pure parent chain), {data['turns']} turns, "
-        f"{data['tool_calls']} tool calls",
-        f"beside    {data['subagent_files']} subagent transcripts, "
-        f"{data['tool_result_files']} tool-result files",
-        f"context   {data['context_tokens'] or 'unknown':} tokens by usage; overhead "
-        f"{data['estimate']['overhead']:,}, {data['estimate']['chars_per_token']} chars/token",
-        "",
-        f"{'category':<16}{'tokens':>10}",
-    ]
-    for name, value in data["estimate"]["by_category"].items():
-        out.append(f"{name:<16}{value:>10,}")
-    out += ["", f"{'band':<10}{'turns':>7}{'tokens now':>12}"]
-    for name, band in data["bands"].items():
-        out.append(f"{name:<10}{band['turns']:>7}{band['tokens']:>12,}")
-    out.append(f"after the gradient: about {data['planned_tokens']:,} tokens "
-               f"(target {data['target_tokens']:,})")
-    out += ["", f"{'line':>7}  {'tokens':>8}  what"]
-    for item in data["largest"]:
-        out.append(f"{item['line']:>7}  {item['tokens']:>8,}  {item['type']}: {item['what']}")
-    for flag, text in (("torn_tail", "torn last line ignored"), ("broken_parent", "chain broken")):
-        if data[flag]:
-            out.append(f"note: {text}")
-    return "\n".join(out)
-
-
 def run(args: argparse.Namespace, settings: Settings) -> int:
     import orjson
 
+    from liminal.harness.claude import report as claude
     from liminal.harness.claude.conversation import ConversationError
     from liminal.harness.claude.paths import SessionNotFound
     from liminal.harness.claude.records import SessionFormatError
@@ -124,12 +32,12 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         if rollout is not None:
             data = codex.inspect(rollout, settings.gradient, args.largest)
         else:
-            data = report(args.session, settings, args.largest)
+            data = claude.inspect(args.session, settings.gradient, args.largest)
     except (SessionNotFound, SessionFormatError, ConversationError, RolloutError, OSError) as exc:
         print(f"liminal inspect: {exc}", file=sys.stderr)
         return 1
     if args.json:
         sys.stdout.write(orjson.dumps(data).decode() + "\n")
     else:
-        print(codex.table(data) if rollout is not None else _table(data))
+        print(codex.table(data) if rollout is not None else claude.table(data))
     return 0

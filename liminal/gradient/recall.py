@@ -1,7 +1,10 @@
 """Recall keys: how the model (or a person) gets back what the gradient cut.
 
-A key names the original bytes: ``<session id>:<record uuid>:<block index>[:<path>]``, where the
-path (dotted, list indices as numbers) leads to a string leaf inside a ``tool_use`` input. The
+A key names the original bytes: ``<session id>:<record>:<block index>[:<path>]``, where the path
+(dotted, list indices as numbers) leads to a string leaf inside a tool's input. What ``record``
+and ``block`` mean is the CLI's (Claude Code: a record uuid and a content block; Codex: a
+``call_id``, 0 for the output, 1 for the call): each harness reads its own keys
+(``SessionHarness.recall``); this module knows their syntax only. The
 original session file is never modified, so the key resolves for as long as that file exists
 (and later through the store, which indexes the same records). Keys survive a second rewrite:
 a record already cut carries the key to its first original.
@@ -10,15 +13,13 @@ a record already cut carries the key to its first original.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from liminal.harness.claude.paths import SessionLocation, is_session_id, locate_id
-from liminal.harness.claude.records import loads
-
+# A key's first part is a session id, checked before it becomes part of a path or a query.
+_SESSION_ID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 MARKER_PREFIX = "[liminal: "
 # The marker names the tool that returns the text (``liminal mcp``'s ``recall``) and the key:
 # the model reads it and can ask. ``KEY_IN_MARKER`` finds the key again.
@@ -43,7 +44,7 @@ class RecallKey:
     @classmethod
     def parse(cls, text: str) -> RecallKey:
         parts = text.strip().split(":")
-        if len(parts) not in (3, 4) or not is_session_id(parts[0]) or not parts[2].isdigit():
+        if len(parts) not in (3, 4) or not _SESSION_ID.fullmatch(parts[0]) or not parts[2].isdigit():
             raise RecallError(f"not a recall key: {text!r}")
         path = tuple(parts[3].split(".")) if len(parts) == 4 and parts[3] else ()
         return cls(parts[0], parts[1], int(parts[2]), path)
@@ -57,18 +58,6 @@ def _as_bytes(value: Any) -> bytes:
     if isinstance(value, str):
         return value.encode("utf-8", "surrogatepass")
     return orjson.dumps(value)
-
-
-def value_in(record: Mapping[str, Any], key: RecallKey) -> bytes:
-    """What the key names inside its record: a string's UTF-8, anything else as JSON."""
-    content = (record.get("message") or {}).get("content")
-    if not isinstance(content, list) or key.block >= len(content):
-        raise RecallError(f"{key}: record has no block {key.block}")
-    block = content[key.block]
-    if not key.path:
-        value = block.get("content") if block.get("type") == "tool_result" else block
-        return _as_bytes(value)
-    return _as_bytes(walk(block, key))
 
 
 def walk(value: Any, key: RecallKey) -> Any:
@@ -86,31 +75,3 @@ def walk(value: Any, key: RecallKey) -> Any:
 def as_bytes(value: Any) -> bytes:
     """What recall answers: a string's UTF-8, anything else as JSON."""
     return _as_bytes(value)
-
-
-def value_in_line(line: bytes, key: RecallKey) -> bytes | None:
-    """The key's value if ``line`` is its record, else None."""
-    if f'"uuid":"{key.uuid}"'.encode() not in line:
-        return None
-    try:
-        record = loads(line)
-    except ValueError:
-        return None
-    if not isinstance(record, dict) or record.get("uuid") != key.uuid:
-        return None
-    return value_in(record, key)
-
-
-def resolve_in(location: SessionLocation, key: RecallKey) -> bytes:
-    """What the key names, from the session file."""
-    with location.path.open("rb") as handle:
-        for line in handle:
-            value = value_in_line(line, key)
-            if value is not None:
-                return value
-    raise RecallError(f"{key}: no record {key.uuid} in {location.path}")
-
-
-def resolve(text: str, *, env: Mapping[str, str] | None = None) -> bytes:
-    key = RecallKey.parse(text)
-    return resolve_in(locate_id(key.session_id, env=env), key)

@@ -18,9 +18,9 @@ import pytest
 
 from fixtures.harness import Reply, Rig, Scenario, Shell, Text, Thinking
 from liminal.config import GradientSettings
-from liminal.gradient.plan import MARKER_CHARS
-from liminal.gradient.rewrite import RewriteResult, prepare, rewrite_session
+from liminal.gradient.bands import MARKER_CHARS
 from liminal.harness.claude.conversation import build
+from liminal.harness.claude.gradient.rewrite import RewriteResult, prepare, rewrite_session
 from liminal.harness.claude.paths import locate
 from liminal.harness.claude.records import read_session
 from tests.acceptance.conftest import CLAUDE_NAMES as CLAUDE

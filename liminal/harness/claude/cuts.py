@@ -25,11 +25,12 @@ from pathlib import Path
 import orjson
 
 from liminal.config import GradientSettings
-from liminal.gradient.plan import context_attachments
-from liminal.gradient.rewrite import prepare, write_atomically
 from liminal.harness.claude.conversation import ConversationError, build
+from liminal.harness.claude.gradient.plan import context_attachments
+from liminal.harness.claude.gradient.rewrite import prepare
 from liminal.harness.claude.paths import locate
 from liminal.harness.claude.records import Record, SessionFormatError, dumps, loads, read_session
+from liminal.harness.files import write_atomically
 
 UNLIMITED = 10**9  # a target no session reaches: the gradient keeps every turn whole
 

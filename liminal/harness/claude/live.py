@@ -11,12 +11,14 @@ from pathlib import Path
 
 from liminal import faults
 from liminal.config import GradientSettings
-from liminal.gradient import RewriteError, prepare, rewrite_session
-from liminal.gradient.recall import RecallKey, resolve_in, value_in_line
-from liminal.gradient.validate import validate
+from liminal.gradient.recall import RecallKey
 from liminal.harness.base import Rewritten
 from liminal.harness.claude import cuts, tail
+from liminal.harness.claude.gradient import prepare, rewrite_session
+from liminal.harness.claude.gradient.validate import validate
 from liminal.harness.claude.paths import SessionNotFound, find, locate_id
+from liminal.harness.claude.recall import resolve_in, value_in_line
+from liminal.harness.files import RewriteError
 
 
 class ClaudeSessions:

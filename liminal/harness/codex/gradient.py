@@ -34,9 +34,8 @@ from typing import Any
 import orjson
 
 from liminal.config import GradientSettings
-from liminal.gradient.plan import MARKER_CHARS, Band, already_cut
+from liminal.gradient.bands import MARKER_CHARS, Band, Cutter, already_cut
 from liminal.gradient.recall import RecallKey
-from liminal.gradient.render import Cutter
 from liminal.gradient.summarize import PREAMBLE_INTRO, ExtractiveSummarizer, TurnDigest
 from liminal.harness.codex.rollout import (
     CALLS,

@@ -20,7 +20,6 @@ import orjson
 
 from liminal import faults
 from liminal.config import GradientSettings
-from liminal.gradient.rewrite import write_atomically
 from liminal.harness.base import Rewritten
 from liminal.harness.codex import gradient
 from liminal.harness.codex.rollout import (
@@ -39,6 +38,7 @@ from liminal.harness.codex.rollout import (
     tail_lines,
     text_of,
 )
+from liminal.harness.files import write_atomically
 
 if TYPE_CHECKING:
     from liminal.gradient.recall import RecallKey

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from liminal.config import GradientSettings
-from liminal.gradient.plan import Band
+from liminal.gradient.bands import Band
 from liminal.harness.claude.paths import open_regular
 from liminal.harness.codex import gradient
 from liminal.harness.codex.live import CodexSessions

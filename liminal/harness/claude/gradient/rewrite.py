@@ -9,7 +9,6 @@ of the folder. On any failure it raises and leaves nothing behind. The original 
 from __future__ import annotations
 
 import gc
-import os
 import time
 import uuid as uuidlib
 from collections.abc import Callable, Mapping
@@ -19,20 +18,18 @@ from pathlib import Path
 
 from liminal import __version__
 from liminal.config import GradientSettings
-from liminal.gradient.plan import Band, Plan, make_plan
-from liminal.gradient.render import Rendered, render
+from liminal.gradient.bands import Band
 from liminal.gradient.summarize import PREAMBLE_INTRO, Summarizer
-from liminal.gradient.validate import validate, validate_note
 from liminal.harness.claude.conversation import Conversation, build
+from liminal.harness.claude.gradient.plan import Plan, make_plan
+from liminal.harness.claude.gradient.render import Rendered, render
+from liminal.harness.claude.gradient.validate import validate, validate_note
 from liminal.harness.claude.paths import SessionLocation, locate
 from liminal.harness.claude.records import dumps, loads, read_session
 from liminal.harness.claude.tokens import REWRITE_RECORD, total_chars
+from liminal.harness.files import RewriteError, write_atomically
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
-
-
-class RewriteError(RuntimeError):
-    """The session could not be rewritten; nothing was written."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,29 +196,6 @@ def _prepare(
         notes=tuple(notes),
     )
     return Prepared(conversation, plan, rendered, result)
-
-
-def write_atomically(path: Path, lines: tuple[bytes, ...]) -> None:
-    """Temp file, fsync, no-clobber link to the final name, fsync of the folder."""
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        # 0600 whatever the umask: the CLI writes its own sessions so, and a rewrite holds the
-        # same conversation (``compress`` wrote 0644 even from a 0600 original).
-        with os.fdopen(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as handle:
-            handle.writelines(lines)
-            handle.flush()
-            os.fsync(handle.fileno())
-        try:
-            os.link(temp, path)
-        except FileExistsError as exc:
-            raise RewriteError(f"{path} already exists") from exc
-    finally:
-        temp.unlink(missing_ok=True)
-    folder = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
 
 
 def rewrite_session(

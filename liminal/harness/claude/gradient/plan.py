@@ -21,19 +21,17 @@ removed wherever they are, since either makes the API answer 400.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import overload
 
 from liminal.config import GradientSettings
-from liminal.gradient.recall import MARKER_PREFIX
+from liminal.gradient.bands import MARKER_CHARS, Band
 from liminal.gradient.summarize import TurnDigest
 from liminal.harness.claude.conversation import Conversation, Turn
 from liminal.harness.claude.records import Record
 from liminal.harness.claude.tokens import Calibration, measure, total_chars
 
-MARKER_CHARS = 160  # the marker's own length, about
 PREAMBLE_FRAME_CHARS = 700  # the native intro and our footer around the summary
 # Request logs describe calls made with the old history; a previous rewrite's note is replaced.
 ALWAYS_DROP = frozenset(
@@ -43,11 +41,6 @@ RECENT_ONLY = frozenset({"queue-operation", "progress", "file-history-snapshot"}
 LAST_ONLY = frozenset({"cost-state", "atis-latch", "last-prompt", "summary"})
 
 
-class Band(enum.Enum):
-    RECENT = "recent"
-    MIDDLE = "middle"
-    OLD = "old"
-    ANCIENT = "ancient"
 
 
 @dataclass(frozen=True, slots=True)
@@ -416,7 +409,3 @@ def _with_bookkeeping(
         out.append(Item(nxt, KEEP, None, chain=False))
         nxt = next(pending, None)
     return out
-
-
-def already_cut(text: str) -> bool:
-    return MARKER_PREFIX in text

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from liminal.config import GradientSettings
-from liminal.gradient.plan import MARKER_CHARS, Band, Edit, Plan, already_cut
-from liminal.gradient.recall import RecallKey, marker
+from liminal.gradient.bands import MARKER_CHARS, Band, Cutter
 from liminal.gradient.summarize import PREAMBLE_INTRO, ExtractiveSummarizer, Summarizer
 from liminal.harness.claude.conversation import Conversation
+from liminal.harness.claude.gradient.plan import Edit, Plan
 from liminal.harness.claude.records import Record, dumps, loads
 
 _LIMINAL_NS = uuidlib.UUID("5f0c8a52-2d0e-4b8e-9d35-6c1b8a0f7e11")
@@ -33,48 +33,6 @@ class Rendered:
     preamble: str | None
 
 
-class Cutter:
-    def __init__(self, session_id: str, settings: GradientSettings) -> None:
-        self.session_id = session_id
-        self.chars = settings.truncate_chars
-        self.lines = settings.truncate_lines
-        self.keys = 0
-
-    def cut(self, text: str, key: RecallKey) -> str | None:
-        if len(text) <= self.chars + MARKER_CHARS or already_cut(text):
-            return None
-        head = "\n".join(text.split("\n", self.lines)[: self.lines])[: self.chars]
-        self.keys += 1
-        return head + marker(len(text) - len(head), key)
-
-    def leaves(self, value: Any, uuid: str, block: int, path: tuple[str, ...]) -> Any:
-        if isinstance(value, str):
-            cut = self.cut(value, RecallKey(self.session_id, uuid, block, path))
-            return value if cut is None else cut
-        if isinstance(value, dict):
-            return {k: self.leaves(v, uuid, block, (*path, str(k))) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self.leaves(v, uuid, block, (*path, str(n))) for n, v in enumerate(value)]
-        return value
-
-    def result(self, block: dict[str, Any], uuid: str, index: int) -> dict[str, Any]:
-        content = block.get("content")
-        key = RecallKey(self.session_id, uuid, index)
-        if isinstance(content, str):
-            cut = self.cut(content, key)
-            return block if cut is None else {**block, "content": cut}
-        if isinstance(content, list):
-            texts = [str(c.get("text", "")) for c in content if isinstance(c, dict)]
-            images = sum(1 for c in content if isinstance(c, dict) and c.get("type") == "image")
-            joined = "\n".join(t for t in texts if t)
-            cut = self.cut(joined, key) if not images else None
-            if images:
-                self.keys += 1
-                cut = joined[: self.chars] + marker(len(joined), key).replace(
-                    "characters cut", f"characters and {images} image(s) cut"
-                )
-            return block if cut is None else {**block, "content": [{"type": "text", "text": cut}]}
-        return block
 
 
 def apply_edit(value: dict[str, Any], edit: Edit, cutter: Cutter) -> bool:

@@ -1,0 +1,72 @@
+"""What every CLI's gradient shares: the bands, and cutting text with a recall marker.
+
+The bands and their budgets are described in docs/gradient.md; each CLI's gradient
+(``liminal.harness.claude.gradient``, ``liminal.harness.codex.gradient``) applies them to its
+own records. A cut keeps a head of the text and ends with a marker naming the recall key of the
+original (``liminal.gradient.recall``); text already cut keeps its first key.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from liminal.config import GradientSettings
+from liminal.gradient.recall import MARKER_PREFIX, RecallKey, marker
+
+MARKER_CHARS = 160  # the marker's own length, about
+
+
+class Band(enum.Enum):
+    RECENT = "recent"
+    MIDDLE = "middle"
+    OLD = "old"
+    ANCIENT = "ancient"
+
+
+def already_cut(text: str) -> bool:
+    return MARKER_PREFIX in text
+
+
+class Cutter:
+    def __init__(self, session_id: str, settings: GradientSettings) -> None:
+        self.session_id = session_id
+        self.chars = settings.truncate_chars
+        self.lines = settings.truncate_lines
+        self.keys = 0
+
+    def cut(self, text: str, key: RecallKey) -> str | None:
+        if len(text) <= self.chars + MARKER_CHARS or already_cut(text):
+            return None
+        head = "\n".join(text.split("\n", self.lines)[: self.lines])[: self.chars]
+        self.keys += 1
+        return head + marker(len(text) - len(head), key)
+
+    def leaves(self, value: Any, uuid: str, block: int, path: tuple[str, ...]) -> Any:
+        if isinstance(value, str):
+            cut = self.cut(value, RecallKey(self.session_id, uuid, block, path))
+            return value if cut is None else cut
+        if isinstance(value, dict):
+            return {k: self.leaves(v, uuid, block, (*path, str(k))) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.leaves(v, uuid, block, (*path, str(n))) for n, v in enumerate(value)]
+        return value
+
+    def result(self, block: dict[str, Any], uuid: str, index: int) -> dict[str, Any]:
+        content = block.get("content")
+        key = RecallKey(self.session_id, uuid, index)
+        if isinstance(content, str):
+            cut = self.cut(content, key)
+            return block if cut is None else {**block, "content": cut}
+        if isinstance(content, list):
+            texts = [str(c.get("text", "")) for c in content if isinstance(c, dict)]
+            images = sum(1 for c in content if isinstance(c, dict) and c.get("type") == "image")
+            joined = "\n".join(t for t in texts if t)
+            cut = self.cut(joined, key) if not images else None
+            if images:
+                self.keys += 1
+                cut = joined[: self.chars] + marker(len(joined), key).replace(
+                    "characters cut", f"characters and {images} image(s) cut"
+                )
+            return block if cut is None else {**block, "content": [{"type": "text", "text": cut}]}
+        return block

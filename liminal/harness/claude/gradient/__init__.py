@@ -1,0 +1,18 @@
+"""The compression gradient for Claude Code: plan, render, validate and write a smaller session.
+
+The swap's entry points (see docs/gradient.md):
+``rewrite_session(source, target_tokens=None, new_id=None, ...) -> RewriteResult`` writes the
+new session or raises with nothing written; ``prepare(...)`` does all but the write. What a cut
+marker names comes back through ``liminal.harness.claude.recall``.
+"""
+
+from liminal.harness.claude.gradient.rewrite import (
+    Prepared,
+    RewriteResult,
+    prepare,
+    rewrite_session,
+)
+from liminal.harness.claude.gradient.validate import ValidationError
+from liminal.harness.files import RewriteError
+
+__all__ = ["Prepared", "RewriteError", "RewriteResult", "ValidationError", "prepare", "rewrite_session"]
