@@ -114,8 +114,12 @@ class CodexSessions:
         result = gradient.rewrite(read_rollout(path), target_tokens, new_id, self.settings)
         lines = result.lines
         if faults.value("swap.corrupt_rewrite"):
-            lines = tuple(line for line in lines if b'_output"' not in line)
-            gradient.check(lines, new_id)  # raises: the validator sees the output missing
+            # Failpoint: a tool output lost (or, with none left, the session_meta), put through
+            # the real check, which refuses it.
+            outputs = [n for n, line in enumerate(lines) if b'_output"' in line]
+            lost = outputs[0] if outputs else 0
+            gradient.check(lines[:lost] + lines[lost + 1:], new_id)
+            raise RolloutError("the check accepted a rewrite with a line lost")
         target = self.target_path(path, new_id)
         size = self.write(target, lines)
         self.name_like(path, new_id)
