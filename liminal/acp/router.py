@@ -405,6 +405,10 @@ class Router:
                 and not self._agent_pending and not self._own_pending and not self._captured
                 and not self._loading and not self._parked and self._agent_framer.buffered == 0)
 
+    def pending_client_ids(self) -> set[Any]:
+        """The ids (``jsonrpc.id_key``) of the client's requests the agent has not answered."""
+        return set(self._client_pending) | set(self._local_pending)
+
     def open_agent_requests(self) -> list[tuple[Any, str]]:
         """The agent's requests the client has not answered yet: (id, method), oldest first."""
         return list(self._agent_pending.items())

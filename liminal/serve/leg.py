@@ -47,6 +47,7 @@ THREAD_METHODS = frozenset({"session/load", "session/resume", "session/prompt", 
 IDLE_LOOKS = 4  # a detached proxy ends after this many looks in a row find nothing under way
 LOOK_SECONDS = 0.25
 BUSY_CODE = -32002
+CLAIM_SECONDS = 30.0
 
 
 class WebSocketClientLeg:
@@ -74,6 +75,14 @@ class WebSocketClientLeg:
         self._given_up = False
         self._pending_takes: set[asyncio.Task[bool]] = set()
         self._new_sessions: set[Any] = set()  # ids of session/new requests: their answers name threads
+        # Taking over a detached connection's proxy (``adopt``).
+        self.find_detached: Callable[[str, WebSocketClientLeg], WebSocketClientLeg | None] | None = None
+        self.handover: tuple[WebSocketClientLeg, dict[str, Any]] | None = None
+        self._adopted = asyncio.Event()
+        self.claimed: float | None = None  # when a new connection chose to take this proxy over
+        self.finished = asyncio.Event()  # the reading is over: the proxy is told the client left
+        self._orphans: set[Any] = set()  # the gone client's requests still pending: answers dropped
+        self._renames: dict[str, bytes] = {}  # our id for a new request whose id an orphan has -> its id
 
     async def open(self, on_data: Callable[[bytes], None], on_eof: Callable[[], None],
                    on_flow: Callable[[bool], None]) -> None:
@@ -85,21 +94,34 @@ class WebSocketClientLeg:
     # -- from the client -------------------------------------------------------------------------
 
     async def _read(self, on_data: Callable[[bytes], None], on_eof: Callable[[], None]) -> None:
-        try:
-            while True:
-                await self._reading.wait()
-                message = await self.connection.recv()
-                data = message.encode() if isinstance(message, str) else bytes(message)
-                # One frame is one message: a newline inside it would split it for the framer.
-                data = data.replace(b"\n", b" ").replace(b"\r", b" ")
-                if await self._admit(data):
-                    on_data(data + b"\n")
-        except ConnectionClosed:
-            pass
-        except Exception:
-            logger.exception("reading the WebSocket failed")
-        await self._finish_turns()
+        while True:
+            try:
+                while True:
+                    await self._reading.wait()
+                    message = await self.connection.recv()
+                    data = message.encode() if isinstance(message, str) else bytes(message)
+                    # One frame is one message: a newline inside it would split it for the framer.
+                    data = data.replace(b"\n", b" ").replace(b"\r", b" ")
+                    if self.handover is not None:
+                        break  # this connection goes on with another's proxy (``adopt``)
+                    data = self._renamed_in(data)
+                    if await self._admit(data):
+                        on_data(data + b"\n")
+                    if self.handover is not None:
+                        break
+            except ConnectionClosed:
+                pass
+            except Exception:
+                logger.exception("reading the WebSocket failed")
+            if self.handover is not None:
+                break
+            await self._finish_turns()
+            if not self._adopted.is_set():
+                break
+            self._adopted.clear()  # a new connection took this proxy over: read from it
         self.closed = True
+        self.detached = False
+        self.finished.set()
         on_eof()
 
     async def _admit(self, data: bytes) -> bool:
@@ -120,6 +142,14 @@ class WebSocketClientLeg:
         thread = params.get("sessionId") if isinstance(params, dict) else None
         if method not in THREAD_METHODS or not isinstance(thread, str):
             return True
+        holder = self.find_detached(thread, self) if self.find_detached is not None else None
+        if holder is not None and method in ("session/load", "session/resume") and "id" in message:
+            # The thread's turn still runs in the proxy of a connection that dropped: this
+            # connection takes that proxy over and gets the rest live (``adopt``). Claimed now,
+            # in this step, so that proxy does not end while this one winds down.
+            holder.claimed = time.monotonic()
+            self.handover = (holder, message)
+            return False
         deadline = time.monotonic() + self.busy_wait
         while not await self.locks.try_take(thread):
             if time.monotonic() >= deadline:
@@ -143,10 +173,19 @@ class WebSocketClientLeg:
                 self._on_data(self._answer(jsonrpc.encode_id(rpc_id), method) + b"\n")
         self._deadline = time.monotonic() + self.detached_max
         quiet = 0
-        while quiet < IDLE_LOOKS and time.monotonic() < self._deadline and not self._given_up:
-            await asyncio.sleep(LOOK_SECONDS)
+        while ((quiet < IDLE_LOOKS or self._claim_holds()) and time.monotonic() < self._deadline
+               and not self._given_up):
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(LOOK_SECONDS):
+                    await self._adopted.wait()
+            if self._adopted.is_set():
+                return  # live again, with another connection
             quiet = 0 if self.under_way() else quiet + 1
         logger.info("detached connection finished", connection=self._connection_id())
+
+    def _claim_holds(self) -> bool:
+        """A new connection is taking this proxy over (``adopt`` comes within 30 s)."""
+        return self.claimed is not None and time.monotonic() - self.claimed < CLAIM_SECONDS
 
     def give_up(self) -> None:
         """Do not wait for a turn under way when the client leaves, or stop waiting for one
@@ -191,6 +230,10 @@ class WebSocketClientLeg:
             if self.detached:
                 self._answer_for_the_client(line)
             elif not self.closed:
+                if (self._orphans or self._renames) and b'"method"' not in line:
+                    line = self._renamed_out(line)
+                    if not line:
+                        continue
                 self._out.append(line)
         self._sent_all.clear()
         self._ready.set()
@@ -231,11 +274,63 @@ class WebSocketClientLeg:
             return b'{"jsonrpc":"2.0","id":' + rpc_id + b',"result":{"outcome":{"outcome":"cancelled"}}}'
         return jsonrpc.error_frame(rpc_id, jsonrpc.INTERNAL_ERROR, "the client has disconnected")
 
+    async def adopt(self, connection: ServerConnection, load: dict[str, Any],
+                    history: list[dict[str, Any]]) -> None:
+        """A new connection takes over this detached proxy: its ``load`` (or ``resume``) of the
+        thread is answered here with the thread's history (from the store) and the rest of the
+        running turn goes to it live; it can cancel it. The gone client's requests still
+        pending are orphans: their answers are dropped, and a new request that reuses one of
+        their ids is renamed on its way (and back)."""
+        thread = str((load.get("params") or {}).get("sessionId"))
+        self._orphans = set(self.proxy.router.pending_client_ids()) if self.proxy is not None else set()
+        self.connection = connection
+        self.closed = False
+        self.detached = False
+        self._out.clear()
+        for update in history:
+            self._out.append(orjson.dumps({"jsonrpc": "2.0", "method": "session/update",
+                                           "params": {"sessionId": thread, "update": update}}))
+        self._out.append(b'{"jsonrpc":"2.0","id":' + jsonrpc.encode_id(load["id"]) + b',"result":{}}')
+        self._sent_all.clear()
+        self._tasks.append(asyncio.get_running_loop().create_task(self._send()))
+        self._ready.set()
+        self.claimed = None
+        self._adopted.set()
+        logger.info("a new connection took over a detached turn", thread=thread, connection=self._connection_id())
+
+    def _renamed_in(self, data: bytes) -> bytes:
+        if not self._orphans or b'"id"' not in data or b'"method"' not in data:
+            return data
+        message = jsonrpc.parse(data)
+        if message is None or "id" not in message or jsonrpc.id_key(message["id"]) not in self._orphans:
+            return data
+        ours = f"liminal-re-{len(self._renames) + 1}"
+        self._renames[ours] = jsonrpc.encode_id(message["id"])
+        return orjson.dumps({**message, "id": ours})
+
+    def _renamed_out(self, line: bytes) -> bytes:
+        message = jsonrpc.parse(line)
+        if message is None or "id" not in message:
+            return line
+        key = jsonrpc.id_key(message["id"])
+        if isinstance(key, str) and key in self._renames:
+            original = self._renames.pop(key)
+            return orjson.dumps({**message, "id": orjson.loads(original)})
+        if key in self._orphans:
+            self._orphans.discard(key)
+            return b""  # the answer to a request of the client that left
+        return line
+
     def pause_reading(self, pause: bool) -> None:
         (self._reading.clear if pause else self._reading.set)()
 
     def close(self) -> None:
-        """Send what is queued (for up to two seconds), then close the connection."""
+        """Send what is queued (for up to two seconds), then close the connection (unless it
+        goes on with another connection's proxy)."""
+        if self.handover is not None:
+            for task in self._tasks:
+                task.cancel()
+            return
         with contextlib.suppress(RuntimeError):
             self._closing = asyncio.get_running_loop().create_task(self._drain_and_close())
 

@@ -30,6 +30,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from http import HTTPStatus
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -126,12 +127,15 @@ class AcpServer:
         locks = ThreadLocks(self.settings.home, redis_url_of(self.settings.cache.url))
         leg = WebSocketClientLeg(connection, locks=locks, busy_wait=self.settings.serve.busy_wait_seconds)
         self.legs[connection] = leg
+        leg.find_detached = self._detached_holder
         try:
             code = await run_proxy(self.argv, self.settings, self.config_file, leg,
                                    connection_id=connection_id, watch_signals=False,
                                    restart_agent=True,
                                    on_proxy=lambda proxy: setattr(leg, "proxy", proxy))
             logger.info("connection closed", connection=connection_id, exit_code=code)
+            if leg.handover is not None:
+                await self._take_over(connection, *leg.handover)
         except Exception:
             logger.exception("connection failed", connection=connection_id)
         finally:
@@ -142,6 +146,31 @@ class AcpServer:
                 self._none_open.set()
             with contextlib.suppress(Exception):
                 await connection.close()
+
+    def _detached_holder(self, thread: str, asker: WebSocketClientLeg) -> WebSocketClientLeg | None:
+        """The connection of this process whose client left while the thread's turn runs."""
+        for leg in self.legs.values():
+            if (leg is not asker and leg.detached and leg.claimed is None and not leg.finished.is_set()
+                    and leg.locks is not None and leg.locks.holds(thread)):
+                return leg
+        return None
+
+    async def _take_over(self, connection: ServerConnection, holder: WebSocketClientLeg,
+                         load: dict[str, Any]) -> None:
+        """This connection goes on with ``holder``'s proxy, until that proxy ends."""
+        thread = str((load.get("params") or {}).get("sessionId"))
+        history: list[dict[str, Any]] = []
+        if self.settings.store.index:
+            from liminal.kernel.replay import history_updates
+            from liminal.store.base import StoreError, open_store
+
+            try:
+                async with open_store(self.settings, create=False) as store:
+                    history = history_updates(await store.messages(thread))
+            except StoreError as exc:
+                logger.warning("no history for the take-over; the rest of the turn only", error=str(exc))
+        await holder.adopt(connection, load, history)
+        await holder.finished.wait()
 
     # -- running --------------------------------------------------------------------------------
 

@@ -13,12 +13,16 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import anyio
+
 from fixtures.harness import Adapter, Rig, Scenario, Shell
-from fixtures.harness.acp_client import AcpError
+from fixtures.harness.acp_client import AcpError, Frame
 from fixtures.harness.ws_client import WsAcpClient
 from liminal.kernel.journal import SwapJournal
+from liminal.serve.locks import ThreadLocks
 from tests.acceptance.conftest import adapter_fixture
 
 adapter = adapter_fixture(["claude-agent"])
@@ -98,10 +102,17 @@ def test_a_turn_under_way_when_the_connection_drops_is_there_on_return(adapter: 
                                            for r in rs), timeout=120)
         first.close()  # mid-turn: the tool call is running
         flag.touch()
+        # The turn finishes without a client, is recorded and swapped; then its proxy ends and
+        # frees the thread's lock, which is what this test waits for.
+        locks = ThreadLocks(rig.home.liminal_home)
+        for _ in range(1200):
+            if anyio.run(locks.try_take, thread):
+                break
+            time.sleep(0.1)
+        anyio.run(locks.release_all)
 
         again = client(rig, url, token)
         again.initialize()
-        # The load waits for the detached turn to finish (the thread is locked until then).
         replay = again.load_session(thread, rig.home.project, timeout=180)
         said = [u["update"]["content"].get("text", "") for u in replay
                 if u["update"].get("sessionUpdate") == "user_message_chunk"]
@@ -155,6 +166,50 @@ def test_the_thread_goes_on_after_the_adapter_is_killed(adapter: Adapter, rig: R
         assert "alpha" in seen and "tool-output-here" in seen and "bravo" in seen
         assert c.session_ids() == {thread}
         c.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(90) == 128 + signal.SIGTERM
+
+
+def test_a_client_that_returns_while_its_turn_runs_gets_the_rest_live(adapter: Adapter, rig: Rig,
+                                                                     tmp_path: Path) -> None:
+    flag = tmp_path / "go"
+    rig.server.script = Scenario().add(
+        "WAIT", Shell(f"while [ ! -e {flag} ]; do sleep 0.05; done", "Wait for the flag"), "waited")
+    proc, url, token = start_serve(rig)
+    try:
+        first = client(rig, url, token)
+        first.initialize()
+        thread = first.new_session(rig.home.project)["sessionId"]
+        assert first.prompt(thread, "one alpha", timeout=180).stop_reason == "end_turn"
+        first.send({"jsonrpc": "2.0", "id": 99, "method": "session/prompt", "params": {
+            "sessionId": thread, "prompt": [{"type": "text", "text": "two WAIT bravo"}]}})
+        rig.server.wait_for(lambda rs: any(b"two WAIT bravo" in r.raw and r.reply is not None
+                                           for r in rs), timeout=120)
+        first.close()  # mid-turn: the tool waits for the flag
+
+        again = client(rig, url, token)
+        again.initialize()
+        # The turn still runs: this connection takes its proxy over. The load answers with the
+        # history so far, and the rest of the turn arrives live.
+        replay = again.load_session(thread, rig.home.project, timeout=60)
+        said = [u["update"]["content"].get("text", "") for u in replay
+                if u["update"].get("sessionUpdate") == "user_message_chunk"]
+        assert said == ["one alpha", "two WAIT bravo"], said
+        flag.touch()
+        start = len(again.received)
+
+        def live_text(frames: list[Frame]) -> str:  # the fake model streams a text in two halves
+            return "".join(str(((f.msg.get("params") or {}).get("update") or {}).get("content", {}).get("text", ""))
+                           for f in frames[start:] if b'"agent_message_chunk"' in f.raw)
+
+        again.wait_for(lambda frames: "waited" in live_text(frames), timeout=120)
+        assert again.prompt(thread, "three charlie", timeout=180).stop_reason == "end_turn"
+        seen = rig.server.messages_requests()[-1].raw.decode()
+        assert "alpha" in seen and "bravo" in seen and "waited" in seen and "charlie" in seen
+        assert not [f for f in again.received if f.msg.get("id") == 99]  # the old client's answer
+        again.close()
+        assert again.session_ids() == {thread}
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(90) == 128 + signal.SIGTERM
