@@ -303,7 +303,7 @@ def test_validator_refuses_broken_output(lines: list[bytes], problem: str) -> No
 
 
 def test_a_broken_plan_is_never_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import liminal.gradient.render as render
+    import liminal.harness.claude.gradient.render as render
 
     src = long_session(20).write(tmp_path)
     real = render._patch

@@ -12,7 +12,7 @@ first turn, after whose prompt Claude Code writes its context attachments (envir
 tool and skill listings, the date). Without them 2.1.316 sends an empty ``system`` message after
 the first user message, which the API refuses (docs/facts.md). The latest of each kind found in
 what the parts leave out is carried to just after the cut's first user message, as the gradient
-carries them from the turns it drops (``liminal.gradient.plan.context_attachments``).
+carries them from the turns it drops (``liminal.harness.claude.gradient.plan.context_attachments``).
 """
 
 from __future__ import annotations

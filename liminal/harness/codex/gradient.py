@@ -1,4 +1,4 @@
-"""The gradient for Codex rollouts: Claude Code's bands (``liminal.gradient.plan``) on Codex's
+"""The gradient for Codex rollouts: Claude Code's bands (``liminal.gradient.bands``) on Codex's
 records, written as a new rollout under a new id.
 
 Turns are banded by age, youngest first, by token budgets (``GradientSettings``):
