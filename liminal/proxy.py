@@ -324,6 +324,7 @@ class Proxy:
         logger.error("agent exited while the client was connected", exit_code=agent_code)
         print(message, file=sys.stderr, flush=True)
         self.agent.signal_group(signal.SIGTERM)
+        self.agent.close()
         if agent_code < 0:
             return 128 - agent_code
         return agent_code or 1

@@ -407,7 +407,8 @@ class Recycler:
             self._stop_soon(leg, proxy.settings.kill_grace_seconds)
             return False
         router.agent_restarted()
-        proxy.replace_agent(leg, channel.pending())
+        dead = proxy.replace_agent(leg, channel.pending())
+        self._stop_soon(dead, proxy.settings.kill_grace_seconds)  # its group, and its transport
         self.opened = len(resumed)
         self.live = resumed
         for thread in resumed:

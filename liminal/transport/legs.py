@@ -249,6 +249,12 @@ class AgentLeg:
         if pipe is not None:
             pipe.write(data)
 
+    def close(self) -> None:
+        """Release the process's transport once it is not needed (it exited, or was stopped):
+        left to the garbage collector, it would close itself after its event loop is gone."""
+        if self._transport is not None:
+            self._transport.close()
+
     def close_stdin(self) -> None:
         pipe = self._stdin()
         if pipe is not None:
@@ -283,8 +289,7 @@ class AgentLeg:
         code = await self.wait()
         # Whatever the adapter spawned and left behind (the CLI it drives) goes with it.
         self.signal_group(signal.SIGTERM)
-        if self._transport is not None:
-            self._transport.close()
+        self.close()
         if self.pid is not None and not self.signal_group(0):
             reaper.forget(self.pid)  # nothing left of the group: nothing for the reaper to do
         return code

@@ -241,7 +241,7 @@ async def test_a_pending_permission_request_defers_the_move_to_the_next_quiet_tu
 
 async def test_the_new_process_dying_ends_the_proxy_as_the_agent(tmp_path: Path) -> None:
     manager, recycler = components(tmp_path, max_stale=0)
-    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager, recycler], **NO_CLOSE) as (_, client):
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager, recycler], **NO_CLOSE) as (proxy, client):
         thread = await start(client)
         await swap(manager, client, thread, 1)
         assert recycler.completed == 1
@@ -250,3 +250,7 @@ async def test_the_new_process_dying_ends_the_proxy_as_the_agent(tmp_path: Path)
         assert answer["result"]["stopReason"] == "end_turn"
         died = await client.request("_die", {"code": 7})
         assert "exit code 7" in died["error"]["message"]
+    # The dead agent's transport is closed, not left for the garbage collector to close after
+    # the event loop is gone (an "Event loop is closed" error in whatever test runs then).
+    transport = proxy.agent._transport
+    assert transport is not None and transport.is_closing()
