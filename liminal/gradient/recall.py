@@ -18,8 +18,8 @@ from typing import Any
 
 import orjson
 
-# A key's first part is a session id, checked before it becomes part of a path or a query.
-_SESSION_ID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+from liminal.harness.files import is_session_id
+
 MARKER_PREFIX = "[liminal: "
 # The marker names the tool that returns the text (``liminal mcp``'s ``recall``) and the key:
 # the model reads it and can ask. ``KEY_IN_MARKER`` finds the key again.
@@ -44,7 +44,7 @@ class RecallKey:
     @classmethod
     def parse(cls, text: str) -> RecallKey:
         parts = text.strip().split(":")
-        if len(parts) not in (3, 4) or not _SESSION_ID.fullmatch(parts[0]) or not parts[2].isdigit():
+        if len(parts) not in (3, 4) or not is_session_id(parts[0]) or not parts[2].isdigit():
             raise RecallError(f"not a recall key: {text!r}")
         path = tuple(parts[3].split(".")) if len(parts) == 4 and parts[3] else ()
         return cls(parts[0], parts[1], int(parts[2]), path)

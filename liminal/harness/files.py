@@ -1,9 +1,36 @@
-"""Writing a session file for a CLI: the same care whichever CLI reads it."""
+"""What every CLI's session files get from liminal alike: ids checked before they become paths,
+the stillness a settled turn shows, and careful writing."""
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
+
+# Both CLIs name sessions by a uuid. An id from a frame or the command line becomes part of a
+# path only once it matches: nothing else (``../x``, ``a/b``) ever does.
+_SESSION_ID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def is_session_id(text: str) -> bool:
+    return isinstance(text, str) and _SESSION_ID.fullmatch(text) is not None
+
+
+class HeldStill:
+    """``held_still(path)``: the file has the size it had at the previous look (the CLI may
+    still be appending its turn's last records when it has answered)."""
+
+    def __init__(self) -> None:
+        self._sizes: dict[Path, int] = {}
+
+    def held_still(self, path: Path) -> bool:
+        try:
+            size = path.stat().st_size
+        except OSError:
+            return False
+        previous = self._sizes.get(path)
+        self._sizes[path] = size
+        return previous == size
 
 
 class RewriteError(RuntimeError):

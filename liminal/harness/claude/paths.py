@@ -17,10 +17,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from liminal.harness.files import is_session_id as is_session_id
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9]")
 # Exactly the form Claude Code names its files with. An id from a frame or the command line
 # becomes part of a path only once it matches: nothing else (``../x``, ``a/b``) ever does.
-_SESSION_ID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 MAX_FOLDER_CHARS = 200
 
 
@@ -37,10 +38,6 @@ def config_dir(env: Mapping[str, str] | None = None) -> Path:
 def encode_cwd(cwd: str | Path) -> str:
     """The project folder name for a cwd, by the simple rule (long names need the scan)."""
     return _UNSAFE.sub("-", str(cwd))
-
-
-def is_session_id(text: str) -> bool:
-    return isinstance(text, str) and _SESSION_ID.fullmatch(text) is not None
 
 
 def open_regular(path: Path) -> io.BufferedReader:

@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 
 from liminal.harness.claude.paths import open_regular
+from liminal.harness.files import HeldStill
 
 TAIL_BYTES = 512 * 1024
 
@@ -178,13 +179,7 @@ class SettleWatch:
     """``settled(path, prompt)``: the file ends with this turn and has not grown since the last look."""
 
     def __init__(self) -> None:
-        self._sizes: dict[Path, int] = {}
+        self._still = HeldStill()
 
     def settled(self, path: Path, prompt: str | None = None) -> bool:
-        try:
-            size = path.stat().st_size
-        except OSError:
-            return False
-        previous = self._sizes.get(path)
-        self._sizes[path] = size
-        return previous == size and ends_a_turn(path, prompt)
+        return self._still.held_still(path) and ends_a_turn(path, prompt)

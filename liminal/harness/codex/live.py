@@ -34,11 +34,12 @@ from liminal.harness.codex.rollout import (
     parse_lines,
     read_lines,
     read_rollout,
+    session_id_of,
     split,
     tail_lines,
     text_of,
 )
-from liminal.harness.files import write_atomically
+from liminal.harness.files import HeldStill, write_atomically
 
 if TYPE_CHECKING:
     from liminal.gradient.recall import RecallKey
@@ -57,7 +58,7 @@ class CodexSessions:
     def __init__(self, settings: GradientSettings, env: Mapping[str, str] | None = None) -> None:
         self.settings = settings
         self.env = env
-        self._sizes: dict[Path, int] = {}
+        self._still = HeldStill()
         self._targets: dict[str, Path] = {}
         self._found: dict[str, Path] = {}
 
@@ -77,13 +78,7 @@ class CodexSessions:
     def turn_settled(self, path: Path, prompt: str | None) -> bool:
         """The last turn has ended (``task_complete`` or ``turn_aborted``), it is the turn of
         ``prompt`` when that can be told, and the file has held still since the last look."""
-        try:
-            size = path.stat().st_size
-        except OSError:
-            return False
-        previous = self._sizes.get(path)
-        self._sizes[path] = size
-        if previous != size:
+        if not self._still.held_still(path):
             return False
         lines = tail_lines(path)
         start = max((n for n, line in enumerate(lines) if line.is_event("task_started")), default=None)
@@ -211,7 +206,7 @@ class CodexSessions:
         """If the user named the thread in Codex, the new rollout gets the same name, newer, so
         ``codex resume NAME`` finds the copy (names live in ``session_index.jsonl``)."""
         index = codex_home(self.env) / "session_index.jsonl"
-        old_id = path.name[-len("00000000-0000-0000-0000-000000000000.jsonl"):-len(".jsonl")]
+        old_id = session_id_of(path)
         try:
             data = index.read_bytes()
         except OSError:

@@ -39,7 +39,8 @@ def inspect(path: Path, settings: GradientSettings, largest: int = 10) -> dict[s
     for turn, band in zip(rollout.turns, plan.bands, strict=True):
         by_band[band.value]["turns"] += 1
         by_band[band.value]["tokens"] += sum(gradient.cost(len(line.raw)) for line in turn.items())
-    items = sorted((line for line in lines if line.is_item), key=lambda line: len(line.raw), reverse=True)
+    items = sorted(((n, line) for n, line in enumerate(lines) if line.is_item),
+                   key=lambda item: len(item[1].raw), reverse=True)
     return {
         "harness": "codex",
         "session_id": rollout.session_id,
@@ -56,7 +57,7 @@ def inspect(path: Path, settings: GradientSettings, largest: int = 10) -> dict[s
         "planned_tokens": plan.tokens_after,
         "target_tokens": settings.target_tokens,
         "largest": [{"line": n, "kind": line.kind, "tokens": gradient.cost(len(line.raw))}
-                    for n, line in ((lines.index(i), i) for i in items[:largest])],
+                    for n, line in items[:largest]],
     }
 
 

@@ -1,0 +1,36 @@
+"""The WebSocket leg's id bookkeeping when a connection takes over a dropped one's proxy
+(``liminal.serve.leg``): the gone client's pending requests are orphans whose answers are
+dropped, and a new request that reuses an orphan's id is renamed on its way and back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from liminal.serve.leg import WebSocketClientLeg
+
+
+def leg_with_orphans(*ids: Any) -> WebSocketClientLeg:
+    leg = WebSocketClientLeg(None)  # type: ignore[arg-type]  # no socket is touched here
+    leg._orphans = set(ids)
+    return leg
+
+
+def test_a_reused_id_is_renamed_both_ways_and_an_orphans_answer_is_dropped() -> None:
+    leg = leg_with_orphans(5, "abc")
+    sent = leg._renamed_in(b'{"jsonrpc":"2.0","id":5,"method":"session/prompt","params":{}}')
+    ours = orjson.loads(sent)["id"]
+    assert ours != 5 and isinstance(ours, str)
+    # Its answer goes back under the client's id; the orphan's own answer goes nowhere.
+    back = leg._renamed_out(orjson.dumps({"jsonrpc": "2.0", "id": ours, "result": {}}))
+    assert orjson.loads(back)["id"] == 5
+    assert leg._renamed_out(b'{"jsonrpc":"2.0","id":5,"result":{"stopReason":"end_turn"}}') == b""
+    # Once answered, the orphan is gone: a later answer with that id is the client's own.
+    later = b'{"jsonrpc":"2.0","id":5,"result":{}}'
+    assert leg._renamed_out(later) == later
+    # Ids no orphan has, and notifications, pass untouched.
+    fresh = b'{"jsonrpc":"2.0","id":6,"method":"session/prompt","params":{}}'
+    assert leg._renamed_in(fresh) == fresh
+    assert leg._renamed_in(b'{"jsonrpc":"2.0","method":"session/cancel","params":{}}').startswith(b'{"jsonrpc"')
+    assert orjson.loads(leg._renamed_in(b'{"jsonrpc":"2.0","id":"abc","method":"x"}'))["id"] != "abc"
