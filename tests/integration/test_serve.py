@@ -193,8 +193,8 @@ def test_a_thread_open_in_one_connection_is_locked_in_another(tmp_path: Path) ->
             rpc(third, 1, "initialize", {"protocolVersion": 1})
             loaded = rpc(third, 2, "session/load", {"sessionId": thread, "cwd": str(tmp_path), "mcpServers": []})
             assert "result" in loaded, loaded
-        assert not list((server.home / "locks").glob("*.lock")) or all(
-            p.stat().st_mode & 0o777 == 0o600 for p in (server.home / "locks").glob("*.lock"))
+        lock_files = list((server.home / "locks").glob("*.lock"))
+        assert lock_files and all(p.stat().st_mode & 0o777 == 0o600 for p in lock_files)
     finally:
         server.proc.kill()
         server.proc.wait(10)
