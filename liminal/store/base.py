@@ -8,8 +8,10 @@ specification; a backend is done when it passes it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
@@ -183,3 +185,28 @@ def snippet(text: str, terms: Sequence[str], width: int = 160) -> str:
     start = max(0, at - width // 3)
     piece = text[start : start + width].replace("\n", " ")
     return ("…" if start else "") + piece + ("…" if start + width < len(text) else "")
+
+
+def seconds(stamp: str | None) -> float | None:
+    """A session record's ISO 8601 time as epoch seconds (None when absent or unreadable)."""
+    if not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp).timestamp()
+    except ValueError:
+        return None
+
+
+def ranked(hits: Iterable[SearchHit], limit: int) -> list[SearchHit]:
+    """Best first, one hit per text: what the client was shown and the CLI's record of the same
+    words (Codex records a prompt twice more in its rollout) are one find, not three. The kept
+    hit takes a time from a duplicate that has one."""
+    kept: dict[tuple[str | None, str], SearchHit] = {}
+    for hit in sorted(hits, key=lambda h: h.score, reverse=True):
+        key = (hit.thread_id, " ".join(hit.snippet.split()))
+        first = kept.get(key)
+        if first is None:
+            kept[key] = hit
+        elif first.time is None and hit.time is not None:
+            kept[key] = replace(first, time=hit.time)
+    return list(kept.values())[:limit]

@@ -24,7 +24,7 @@ from bson.binary import Binary
 from pymongo import ASCENDING, DESCENDING, TEXT, AsyncMongoClient, ReplaceOne, UpdateOne
 from pymongo.errors import PyMongoError
 
-from liminal.store.base import StoreError, fts_terms, snippet
+from liminal.store.base import StoreError, fts_terms, ranked, seconds, snippet
 from liminal.store.records import (
     Batch,
     FrameRecord,
@@ -277,17 +277,17 @@ class MongoStore:
         order = [("score", {"$meta": "textScore"})]
         hits: list[SearchHit] = []
         try:
+            # More than asked from each source: duplicates across them are merged (``ranked``).
             async for d in self._messages.find({**text_query, "replayed": False}, projection) \
-                    .sort(order).limit(limit):
+                    .sort(order).limit(limit * 3):
                 hits.append(SearchHit("message", d["_id"], d["thread_id"], d["kind"], d["time"],
                                       snippet(d["text"], terms), float(d["score"])))
-            async for d in self._sessions.find(text_query, projection).sort(order).limit(limit):
+            async for d in self._sessions.find(text_query, projection).sort(order).limit(limit * 3):
                 hits.append(SearchHit("session", d["_id"], d["thread_id"], d.get("type") or "",
-                                      None, snippet(d["text"], terms), float(d["score"])))
+                                      seconds(d.get("time")), snippet(d["text"], terms), float(d["score"])))
         except PyMongoError as exc:
             raise StoreError(str(exc)) from exc
-        hits.sort(key=lambda h: h.score, reverse=True)
-        return hits[:limit]
+        return ranked(hits, limit)
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -26,7 +26,7 @@ import anyio
 import orjson
 
 from liminal import log
-from liminal.store.base import StoreError, fts_terms, snippet
+from liminal.store.base import StoreError, fts_terms, ranked, seconds, snippet
 from liminal.store.records import (
     Batch,
     FrameRecord,
@@ -383,7 +383,8 @@ def _search_fts(c: sqlite3.Connection, terms: Sequence[str], thread_id: str | No
     match = _match(terms)
     hits: list[SearchHit] = []
     thread_sql = " AND m.thread_id = ?" if thread_id else ""
-    args: tuple[Any, ...] = (match, thread_id, limit) if thread_id else (match, limit)
+    # More than asked from each source: duplicates across them are merged (``ranked``).
+    args: tuple[Any, ...] = (match, thread_id, limit * 3) if thread_id else (match, limit * 3)
     for row in c.execute(
         "SELECT m.id, m.thread_id, m.kind, m.time, m.text, bm25(messages_fts) FROM messages_fts "
         "JOIN messages m ON m.rowid = messages_fts.rowid "
@@ -393,13 +394,12 @@ def _search_fts(c: sqlite3.Connection, terms: Sequence[str], thread_id: str | No
                               snippet(row[4], terms), -row[5]))
     thread_sql = " AND s.thread_id = ?" if thread_id else ""
     for row in c.execute(
-        "SELECT s.id, s.thread_id, s.type, s.text, bm25(session_fts) FROM session_fts "
+        "SELECT s.id, s.thread_id, s.type, s.time, s.text, bm25(session_fts) FROM session_fts "
         "JOIN session_records s ON s.rowid = session_fts.rowid "
         f"WHERE session_fts MATCH ?{thread_sql} ORDER BY bm25(session_fts) LIMIT ?", args):
-        hits.append(SearchHit("session", row[0], row[1], row[2] or "", None,
-                              snippet(row[3], terms), -row[4]))
-    hits.sort(key=lambda h: h.score, reverse=True)
-    return hits[:limit]
+        hits.append(SearchHit("session", row[0], row[1], row[2] or "", seconds(row[3]),
+                              snippet(row[4], terms), -row[5]))
+    return ranked(hits, limit)
 
 
 def _search_like(c: sqlite3.Connection, terms: Sequence[str], thread_id: str | None,
@@ -417,10 +417,9 @@ def _search_like(c: sqlite3.Connection, terms: Sequence[str], thread_id: str | N
         hits.append(SearchHit("message", row[0], row[1], row[2], row[3],
                               snippet(row[4], terms), float(score)))
     for row in c.execute(
-        f"SELECT id, thread_id, type, text FROM session_records WHERE {like}{thread_sql} "
+        f"SELECT id, thread_id, type, time, text FROM session_records WHERE {like}{thread_sql} "
         "LIMIT ?", (*pats, *extra, limit * 5)):
-        score = sum(row[3].lower().count(t.lower()) for t in terms)
-        hits.append(SearchHit("session", row[0], row[1], row[2] or "", None,
-                              snippet(row[3], terms), float(score)))
-    hits.sort(key=lambda h: h.score, reverse=True)
-    return hits[:limit]
+        score = sum(row[4].lower().count(t.lower()) for t in terms)
+        hits.append(SearchHit("session", row[0], row[1], row[2] or "", seconds(row[3]),
+                              snippet(row[4], terms), float(score)))
+    return ranked(hits, limit)

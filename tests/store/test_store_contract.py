@@ -157,6 +157,25 @@ async def test_search_best_first_with_thread_filter(store: Store) -> None:
     assert await store.search("") == []
 
 
+async def test_the_same_words_found_twice_are_one_hit_with_a_time(store: Store) -> None:
+    """The prompt the client showed and the CLI's records of it (Codex keeps a prompt as a
+    message and as an event) are one find; it carries the message's time."""
+    said = "remember: the launch word is zanzibar-77"
+    await store.write(Batch(messages=[message("m1", said, kind="user", time=1000.0)],
+                            session_records=[
+        SessionRecord(SessionRecord.make_id("b1", n * 100), "b1", "t1", n * 100, None, kind,
+                      "2026-11-25T09:40:00.500Z", None, (), said, b"{}")
+        for n, kind in enumerate(("response_item:message", "event_msg:user_message"))] + [
+        SessionRecord(SessionRecord.make_id("b1", 300), "b1", "t1", 300, None, "tool", "not a time",
+                      None, (), "zanzibar-77 was grepped for", b"{}")]))
+    hits = await store.search("zanzibar")
+    assert len(hits) == 2, hits
+    prompt = next(h for h in hits if "launch word" in h.snippet)
+    assert prompt.time in (1000.0, 1795599600.5)  # the message's, or the record's if it ranked first
+    other = next(h for h in hits if "grepped" in h.snippet)
+    assert other.source == "session" and other.time is None
+
+
 @pytest.mark.parametrize(("query", "found"), [
     ('"', False), ("AND", False), ("NEAR(", False), ("a:b", False), ("'", False),
     ("flux AND", False),  # "and" is a word the text must hold, not an operator
