@@ -276,7 +276,10 @@ class CommandCenter:
         return self._recaller
 
     async def marks(self, thread: str) -> dict[str, Mark]:
-        """The thread's marks: the store's, and those set since (the index runs a little behind)."""
+        """The thread's marks: the store's, and those set since (the index runs a little behind;
+        the store may not exist yet, or be down: the marks of this process still count)."""
+        from liminal.store.base import StoreError
+
         found: dict[str, Mark] = {}
         try:
             for m in await (await self.store()).messages(thread):
@@ -284,8 +287,8 @@ class CommandCenter:
                 if m.kind == "mark" and isinstance(data.get("backing_id"), str) \
                         and isinstance(data.get("offset"), int):
                     found[m.text] = Mark(m.text, data["backing_id"], data["offset"], m.time)
-        except CommandError:
-            pass
+        except (CommandError, StoreError) as exc:
+            logger.warning("marks from this process only", thread=thread, error=str(exc))
         found.update(self._marks.get(thread, {}))
         return found
 

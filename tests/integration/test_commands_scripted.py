@@ -1,0 +1,137 @@
+"""liminal's context commands on a real ``liminal acp``, the real Claude harness, and the scripted
+agent keeping session files as Claude Code would (``tests.support.claude_files``).
+
+What a run of the real CLI cannot show deterministically: a command sent while a prompt of the
+same thread is still running (answered, nothing changed), and marks that outlive the process
+that set them and the swaps after them (``/clear MARK`` and ``/fork MARK`` after a restart).
+The real CLIs' side is in tests/acceptance/test_commands.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import anyio
+import pytest
+
+from liminal.kernel.journal import SwapJournal
+from tests.support.claude_files import session_path
+from tests.support.proxy_process import ProxyProcess, child_env, liminal_argv, scripted_agent_argv
+
+pytestmark = pytest.mark.anyio
+
+CWD = "/work/project"
+
+
+async def run_liminal(home: Path, body: Callable[[ProxyProcess], Awaitable[None]]) -> None:
+    """``liminal acp`` over the scripted agent in ``home`` (its store on): ``body``, then a
+    clean exit."""
+    process = await anyio.open_process(
+        liminal_argv(scripted_agent_argv()),
+        env=child_env(home, AGENT_CLAUDE_CONFIG_DIR=str(home / "claude"),
+                      CLAUDE_CONFIG_DIR=str(home / "claude"), LIMINAL_MCP_ENABLED="false",
+                      LIMINAL_SWAP_HIGH_TOKENS="100000", LIMINAL_SWAP_TARGET_TOKENS="20000"),
+        start_new_session=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proxy = ProxyProcess(process)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(proxy.pump)
+            tg.start_soon(proxy.pump_stderr)
+            await body(proxy)
+            await proxy.close_stdin()
+            assert await proxy.wait_exit() == 0, proxy.stderr.decode(errors="replace")[-3000:]
+            tg.cancel_scope.cancel()
+    finally:
+        proxy.kill()
+        with anyio.CancelScope(shield=True):
+            await process.aclose()  # its transport closed here, not by the collector later
+
+
+async def said(proxy: ProxyProcess, thread: str, text: str) -> str:
+    """A prompt answered with end_turn; the text the thread was told while it ran."""
+    start = len(proxy.messages())
+    answer = await proxy.prompt(thread, text)
+    assert answer.get("result") == {"stopReason": "end_turn"}, answer
+    return "".join(m["params"]["update"]["content"]["text"] for m in proxy.messages()[start:]
+                   if m.get("method") == "session/update" and m["params"].get("sessionId") == thread
+                   and m["params"]["update"].get("sessionUpdate") == "agent_message_chunk")
+
+
+async def opened(proxy: ProxyProcess, thread: str | None = None) -> str:
+    await proxy.request("initialize", {"protocolVersion": 1})
+    if thread is None:
+        found = await proxy.request("session/new", {"cwd": CWD, "mcpServers": []})
+        return str(found["result"]["sessionId"])
+    loaded = await proxy.request("session/load", {"sessionId": thread, "cwd": CWD, "mcpServers": []})
+    assert "result" in loaded, loaded
+    return thread
+
+
+def session_files(home: Path) -> dict[str, bytes]:
+    return {p.stem: p.read_bytes() for p in (home / "claude" / "projects").glob("*/*.jsonl")}
+
+
+async def test_a_command_sent_while_a_prompt_runs_is_answered_and_changes_nothing(tmp_path: Path) -> None:
+    async def body(proxy: ProxyProcess) -> None:
+        thread = await opened(proxy)
+        await said(proxy, thread, "first turn used:5000")
+        assert "Mark A set" in await said(proxy, thread, "/mark A")
+        # A prompt that waits for the client's permission answer: it runs until we give it.
+        await proxy.send(json.dumps({"jsonrpc": "2.0", "id": 500, "method": "session/prompt", "params": {
+            "sessionId": thread, "prompt": [{"type": "text", "text": "second turn ask used:6000"}]}}).encode() + b"\n")
+        ask = await proxy.wait_for(lambda m: m.get("method") == "session/request_permission")
+        before = session_files(tmp_path)
+        for command in ("/mark B", "/clear A", "/clear", "/undo", "/fork", "/fork A", "/optimise"):
+            text = await said(proxy, thread, command)
+            assert "prompt is running" in text and text.endswith("(nothing changed)"), (command, text)
+        assert session_files(tmp_path) == before  # no fork, no rewrite, nothing appended
+        option = ask["params"]["options"][0]["optionId"]
+        await proxy.send(json.dumps({"jsonrpc": "2.0", "id": ask["id"], "result": {
+            "outcome": {"outcome": "selected", "optionId": option}}}).encode() + b"\n")
+        done = await proxy.wait_for(lambda m: m.get("id") == 500 and "method" not in m)
+        assert done["result"] == {"stopReason": "end_turn"}
+        marks = await said(proxy, thread, "/marks")
+        assert "A (" in marks and "B (" not in marks, marks
+        assert SwapJournal(tmp_path / "liminal-home" / "swaps.jsonl").records() == []
+
+    await run_liminal(tmp_path, body)
+
+
+async def test_marks_outlive_a_swap_and_a_restart(tmp_path: Path) -> None:
+    state: dict[str, str] = {}
+
+    async def before(proxy: ProxyProcess) -> None:
+        thread = state["thread"] = await opened(proxy)
+        await said(proxy, thread, "turn alpha used:5000")
+        assert "Mark A set" in await said(proxy, thread, "/mark A")
+        await said(proxy, thread, "turn bravo used:130000")  # past the trigger: a swap
+        journal = SwapJournal(tmp_path / "liminal-home" / "swaps.jsonl")
+        with anyio.fail_after(30):
+            while not any(r.outcome == "committed" for r in journal.records()):  # noqa: ASYNC110
+                await anyio.sleep(0.05)
+        await said(proxy, thread, "turn charlie used:21000")
+
+    await run_liminal(tmp_path, before)
+    thread = state["thread"]
+    original = session_path(tmp_path / "claude", CWD, thread).read_bytes()
+
+    async def after(proxy: ProxyProcess) -> None:
+        await opened(proxy, thread)
+        assert "A (" in await said(proxy, thread, "/marks")
+        fork = (await said(proxy, thread, "/fork A")).split("session ")[1].split(":")[0]
+        forked = session_files(tmp_path)[fork].decode()
+        # What followed the mark, across the swap: bravo in the original, charlie in the copy.
+        assert "turn bravo" in forked and "turn charlie" in forked and "turn alpha" not in forked
+        assert "cleared back to mark A" in await said(proxy, thread, "/clear A")
+        moved = SwapJournal(tmp_path / "liminal-home" / "swaps.jsonl").records()[-1]
+        assert moved.outcome == "committed" and moved.reason.startswith("/clear A"), moved
+        assert moved.new_backing_id is not None
+        cleared = session_files(tmp_path)[moved.new_backing_id].decode()
+        assert "turn alpha" in cleared and "turn bravo" not in cleared and "turn charlie" not in cleared
+        await said(proxy, thread, "turn delta used:6000")  # the thread goes on from the mark
+
+    await run_liminal(tmp_path, after)
+    assert session_path(tmp_path / "claude", CWD, thread).read_bytes() == original
