@@ -72,6 +72,10 @@ class SessionHarness(Protocol):
     def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str) -> Rewritten:
         """A session of the byte ranges ``parts``, in order, beside ``like``, as ``new_id``."""
 
+    def bands(self, path: Path, target_tokens: int) -> dict[str, dict[str, int]]:
+        """The session's turns as a rewrite to ``target_tokens`` would band them: for each band
+        (``liminal.gradient.bands.Band`` values) its ``turns`` and their ``tokens`` now."""
+
     def recall(self, key: RecallKey) -> bytes | None:
         """What a recall key names, from its session file; None: no session of this CLI has the
         key's id. Raises ``RecallError`` when the session has no such record."""
@@ -181,6 +185,9 @@ class HarnessChoice:
 
     def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str) -> Rewritten:
         return self.current.cut(parts, like, new_id)
+
+    def bands(self, path: Path, target_tokens: int) -> dict[str, dict[str, int]]:
+        return self.current.bands(path, target_tokens)
 
     def recall(self, key: RecallKey) -> bytes | None:
         for harness in self.all():

@@ -71,6 +71,15 @@ OFFERED = [{"name": name, "description": text, **({"input": {"hint": hint}} if h
            for name, (hint, text) in COMMANDS.items()]
 
 
+# How a gradient rewrite treats each band (``liminal.gradient.bands.Band``), as ``/context`` says it.
+BAND_FATES = (("recent", "whole"), ("middle", "with long tool output cut to recall markers"),
+              ("old", "as their messages only"), ("ancient", "as one summary"))
+
+
+def _count(tokens: int | None) -> str:
+    return f"{tokens:,}" if tokens is not None else "unknown"
+
+
 class CommandError(Exception):
     """Said to the user as the command's answer; nothing changed."""
 
@@ -282,9 +291,9 @@ class CommandCenter:
 
         found: dict[str, Mark] = {}
         try:
-            for m in await (await self.store()).messages(thread):
+            for m in await (await self.store()).messages(thread, kind="mark"):
                 data = m.data
-                if m.kind == "mark" and isinstance(data.get("backing_id"), str) \
+                if isinstance(data.get("backing_id"), str) \
                         and isinstance(data.get("offset"), int):
                     found[m.text] = Mark(m.text, data["backing_id"], data["offset"], m.time)
         except (CommandError, StoreError) as exc:
@@ -439,21 +448,39 @@ class CommandCenter:
         return parts
 
     async def _cmd_context(self, thread: str, args: str) -> str:
+        """What the model sees now: its size, where the next swap comes and what it would keep of
+        each band, the marks, the last swap."""
         state = self.swaps.threads.get(thread)
         policy = self.swaps.policy
         lines = []
+        try:
+            path: Path | None = self._state_path(thread)[1]
+        except CommandError:
+            path = None
         if state is not None:
             tokens = state.context_tokens if state.context_tokens is not None else state.file_tokens
-            lines.append(f"Context: {tokens if tokens is not None else 'unknown'} tokens; swaps at "
-                         f"{policy.trigger(state.pace)} down to about {policy.target(state.pace)} "
-                         f"(recent band {policy.gradient.recent_tokens} kept whole).")
+            if tokens is None and path is not None:  # no turn since liminal started: the file says
+                tokens = await anyio.to_thread.run_sync(self.harness.context_tokens, path)
+            lines.append(f"Context: {_count(tokens)} tokens. liminal swaps at "
+                         f"{policy.trigger(state.pace):,}, down to about {policy.target(state.pace):,}.")
+        if path is None:
+            lines.append("No session file yet: nothing to band.")
+        else:
+            try:
+                bands = await anyio.to_thread.run_sync(self.harness.bands, path, policy.aim)
+                lines.append("A swap now would keep: " + "; ".join(
+                    f"{band} {bands[band]['turns']} turns ({bands[band]['tokens']:,} tokens) {how}"
+                    for band, how in BAND_FATES if bands.get(band, {}).get("turns")) + ".")
+            except Exception as exc:  # a file the gradient cannot read: said, the rest still shown
+                logger.warning("/context could not band the session", thread=thread, error=str(exc))
+                lines.append(f"The session file could not be read for its bands ({type(exc).__name__}).")
         marks = await self.marks(thread)
         lines.append("Marks: " + (", ".join(sorted(marks)) or "none"))
         records = self.swaps.journal.records(thread)
         if records:
             last = records[-1]
-            lines.append(f"Last swap: {last.outcome}, {last.tokens_before} -> {last.tokens_after} tokens, "
-                         f"{last.reason}")
+            lines.append(f"Last swap: {last.outcome}, {_count(last.tokens_before)} -> "
+                         f"{_count(last.tokens_after)} tokens, {last.reason}")
         else:
             lines.append("No swap yet.")
         return "\n".join(lines)

@@ -52,8 +52,9 @@ class Store(Protocol):
 
     async def frame_count(self) -> int: ...
 
-    async def messages(self, thread_id: str) -> list[MessageRecord]:
-        """A thread's messages in conversation order (by ``order``)."""
+    async def messages(self, thread_id: str, kind: str | None = None) -> list[MessageRecord]:
+        """A thread's messages in conversation order (by ``order``); only those of ``kind`` if
+        given (``/marks`` reads its marks without the whole conversation)."""
 
     async def thread(self, thread_id: str) -> Thread | None: ...
 
@@ -102,7 +103,7 @@ class UnavailableStore:
     async def frame_count(self) -> int:
         raise StoreError(self.reason)
 
-    async def messages(self, thread_id: str) -> list[MessageRecord]:
+    async def messages(self, thread_id: str, kind: str | None = None) -> list[MessageRecord]:
         raise StoreError(self.reason)
 
     async def thread(self, thread_id: str) -> Thread | None:

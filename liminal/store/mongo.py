@@ -65,6 +65,7 @@ class MongoStore:
             await store._frames.create_index([("connection_id", ASCENDING), ("seq", ASCENDING)])
             await store._frames.create_index([("thread_id", ASCENDING), ("time", ASCENDING)])
             await store._messages.create_index([("thread_id", ASCENDING), ("ord", ASCENDING)])
+            await store._messages.create_index([("thread_id", ASCENDING), ("kind", ASCENDING)])
             await store._messages.create_index([("text", TEXT)], default_language="none")
             await store._sessions.create_index([("backing_id", ASCENDING), ("offset", ASCENDING)])
             await store._sessions.create_index([("text", TEXT)], default_language="none")
@@ -198,9 +199,9 @@ class MongoStore:
             status=d["status"], data=orjson.loads(data_json), replayed=d["replayed"],
             backing_id=d["backing_id"])
 
-    async def messages(self, thread_id: str) -> list[MessageRecord]:
-        docs = await self._messages.find({"thread_id": thread_id}).sort("ord", ASCENDING) \
-            .to_list(None)
+    async def messages(self, thread_id: str, kind: str | None = None) -> list[MessageRecord]:
+        query = {"thread_id": thread_id, **({"kind": kind} if kind else {})}
+        docs = await self._messages.find(query).sort("ord", ASCENDING).to_list(None)
         return [await self._message(d) for d in docs]
 
     async def delete_thread(self, thread_id: str) -> int:

@@ -55,6 +55,7 @@ CREATE TABLE IF NOT EXISTS messages (
     ord TEXT NOT NULL, kind TEXT NOT NULL, text TEXT NOT NULL, tool_call_id TEXT, status TEXT,
     data TEXT NOT NULL, replayed INTEGER NOT NULL, backing_id TEXT);
 CREATE INDEX IF NOT EXISTS messages_thread ON messages (thread_id, ord);
+CREATE INDEX IF NOT EXISTS messages_kind ON messages (thread_id, kind);
 CREATE TABLE IF NOT EXISTS threads (
     id TEXT PRIMARY KEY, title TEXT NOT NULL, cwd TEXT NOT NULL, harness TEXT NOT NULL,
     state TEXT NOT NULL, backing_ids TEXT NOT NULL, created REAL NOT NULL, updated REAL NOT NULL,
@@ -228,10 +229,10 @@ class SqliteStore:
 
         return await self._run(self._write_lock, self._writer, delete)
 
-    async def messages(self, thread_id: str) -> list[MessageRecord]:
+    async def messages(self, thread_id: str, kind: str | None = None) -> list[MessageRecord]:
+        where, args = ("thread_id = ? AND kind = ?", (thread_id, kind)) if kind else ("thread_id = ?", (thread_id,))
         rows = await self._read(lambda c: c.execute(
-            f"SELECT {_MESSAGE_COLS} FROM messages WHERE thread_id = ? ORDER BY ord",
-            (thread_id,)).fetchall())
+            f"SELECT {_MESSAGE_COLS} FROM messages WHERE {where} ORDER BY ord", args).fetchall())
         return [_message(row) for row in rows]
 
     async def thread(self, thread_id: str) -> Thread | None:

@@ -235,6 +235,8 @@ def test_mark_and_clear_rewind_a_codex_thread(adapter: Adapter, rig: Rig) -> Non
         fork = said(client, thread, "/fork A").split("session ")[1].split(":")[0]
         listed = client.request("session/list", {"cwd": str(rig.home.project)})["sessions"]
         assert fork in [s["sessionId"] for s in listed]
+        context = said(client, thread, "/context")
+        assert "A swap now would keep: recent " in context and "Marks: A" in context, context
         assert "cleared back to mark A" in said(client, thread, "/clear A")
         said(client, thread, "after the clear foxtrot")
         seen = json.dumps(last_input(rig))

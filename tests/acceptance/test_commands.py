@@ -69,6 +69,9 @@ def test_mark_clear_fork_undo_move_the_models_context(adapter: Adapter, rig: Rig
         listed = client.request("session/list", {"cwd": str(rig.home.project)})
         assert fork in [s["sessionId"] for s in listed["sessions"]]
 
+        context = said(client, thread, "/context")
+        assert "A swap now would keep: recent " in context and "Marks: A" in context, context
+
         # /clear A: the model sees the turns up to A and none after.
         assert "cleared back to mark A" in said(client, thread, "/clear A")
         said(client, thread, "after the clear foxtrot")

@@ -95,6 +95,9 @@ async def test_a_command_sent_while_a_prompt_runs_is_answered_and_changes_nothin
         assert done["result"] == {"stopReason": "end_turn"}
         marks = await said(proxy, thread, "/marks")
         assert "A (" in marks and "B (" not in marks, marks
+        context = await said(proxy, thread, "/context")
+        assert "Context: 6,000 tokens." in context and "Marks: A" in context and "No swap yet." in context
+        assert "A swap now would keep: recent " in context and " turns (" in context, context
         assert SwapJournal(tmp_path / "liminal-home" / "swaps.jsonl").records() == []
 
     await run_liminal(tmp_path, body)
@@ -121,6 +124,9 @@ async def test_marks_outlive_a_swap_and_a_restart(tmp_path: Path) -> None:
     async def after(proxy: ProxyProcess) -> None:
         await opened(proxy, thread)
         assert "A (" in await said(proxy, thread, "/marks")
+        context = await said(proxy, thread, "/context")
+        assert "Last swap: committed, " in context and "A swap now would keep: recent " in context, context
+        assert "Context: unknown" not in context, context
         fork = (await said(proxy, thread, "/fork A")).split("session ")[1].split(":")[0]
         forked = session_files(tmp_path)[fork].decode()
         # What followed the mark, across the swap: bravo in the original, charlie in the copy.

@@ -69,6 +69,10 @@ async def test_messages_replace_by_id_and_keep_order(store: Store) -> None:
     got = await store.messages("t1")
     assert [(m.id, m.text) for m in got] == [("m1", "first"), ("m2", "second")]
     assert await store.messages("nope") == []
+    await store.write(Batch(messages=[message("k2", "B", kind="mark", time=4),
+                                      message("k1", "A", kind="mark", time=3)]))
+    assert [m.text for m in await store.messages("t1", kind="mark")] == ["A", "B"]
+    assert len(await store.messages("t1")) == 4
 
 
 async def test_thread_updates_merge(store: Store) -> None:

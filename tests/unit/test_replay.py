@@ -96,7 +96,7 @@ class FakeStore:
         self.hang = hang
         self.reads = 0
 
-    async def messages(self, thread_id: str) -> list[MessageRecord]:
+    async def messages(self, thread_id: str, kind: str | None = None) -> list[MessageRecord]:
         self.reads += 1
         if self.hang:
             await anyio.Event().wait()

@@ -7,6 +7,7 @@ with the gradient: each the thin end of a module that does the real work.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from liminal import faults
@@ -65,6 +66,11 @@ class ClaudeSessions:
         target = self.target_path(like, new_id)
         tokens, size = cuts.write_cut(parts, target, new_id, self.settings, self.env)
         return Rewritten(new_id, target, tokens, tokens, size)
+
+    def bands(self, path: Path, target_tokens: int) -> dict[str, dict[str, int]]:
+        from liminal.harness.claude import report
+
+        return report.bands(path, replace(self.settings, target_tokens=target_tokens), self.env)
 
     def discard(self, rewritten: Rewritten) -> None:
         rewritten.path.unlink(missing_ok=True)

@@ -4,16 +4,33 @@ to it (``liminal.commands.inspect`` prints it)."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from liminal.config import GradientSettings
 from liminal.gradient.bands import Band
-from liminal.harness.claude.conversation import build
-from liminal.harness.claude.gradient.plan import make_plan, turn_cost
+from liminal.harness.claude.conversation import Conversation, build
+from liminal.harness.claude.gradient.plan import Plan, make_plan, turn_cost
 from liminal.harness.claude.paths import locate
 from liminal.harness.claude.records import read_session
 from liminal.harness.claude.tokens import context_size, estimate, total_chars
+
+
+def _by_band(conversation: Conversation, plan: Plan) -> dict[str, dict[str, int]]:
+    """Each band's turns and what they weigh now, whole."""
+    out: dict[str, dict[str, int]] = {}
+    for band in Band:
+        turns = [t for t in conversation.turns if t.number in plan.bands[band]]
+        out[band.value] = {"turns": len(turns), "tokens": sum(
+            plan.calibration.tokens(turn_cost(t, Band.RECENT, 0)) for t in turns)}
+    return out
+
+
+def bands(path: Path, settings: GradientSettings, env: Mapping[str, str] | None = None) -> dict[str, dict[str, int]]:
+    """The session's turns as a rewrite to ``settings.target_tokens`` would band them (``/context``)."""
+    conversation = build(read_session(locate(path, env=env)))
+    return _by_band(conversation, make_plan(conversation, settings))
 
 
 def inspect(session_ref: str, settings: GradientSettings, largest: int = 10) -> dict[str, Any]:
@@ -22,10 +39,6 @@ def inspect(session_ref: str, settings: GradientSettings, largest: int = 10) -> 
     conversation = build(session)
     plan = make_plan(conversation, settings)
     cal = plan.calibration
-    by_band: dict[str, int] = {}
-    for band in Band:
-        turns = [t for t in conversation.turns if t.number in plan.bands[band]]
-        by_band[band.value] = sum(cal.tokens(turn_cost(t, Band.RECENT, 0)) for t in turns)
     items = sorted(conversation.records, key=total_chars, reverse=True)[:largest]
     return {
         "session_id": location.session_id,
@@ -46,7 +59,7 @@ def inspect(session_ref: str, settings: GradientSettings, largest: int = 10) -> 
             "calibrated": cal.measured,
             "by_category": estimate(conversation.records, cal).by_category,
         },
-        "bands": {b.value: {"turns": len(plan.bands[b]), "tokens": by_band[b.value]} for b in Band},
+        "bands": _by_band(conversation, plan),
         "planned_tokens": plan.tokens_planned,
         "target_tokens": settings.target_tokens,
         "largest": [

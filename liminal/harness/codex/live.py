@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -159,6 +160,11 @@ class CodexSessions:
         size = self.write(target, raw)
         tokens = sum(gradient.cost(len(r)) for r in raw if b'"type":"response_item"' in r)
         return Rewritten(new_id, target, tokens, tokens, size)
+
+    def bands(self, path: Path, target_tokens: int) -> dict[str, dict[str, int]]:
+        from liminal.harness.codex import report
+
+        return report.bands(path, replace(self.settings, target_tokens=target_tokens))
 
     # -- recall -------------------------------------------------------------------------------
 
