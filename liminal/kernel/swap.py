@@ -36,7 +36,7 @@ import anyio.to_thread
 from liminal import log
 from liminal.acp.events import Direction, FrameEvent, Kind
 from liminal.config import GradientSettings, SwapSettings
-from liminal.harness.base import Rewritten, SessionHarness
+from liminal.harness.base import HarnessChoice, Rewritten, SessionHarness
 from liminal.kernel.journal import SwapJournal, SwapRecord
 from liminal.kernel.mover import ThreadMover, ThreadState
 from liminal.kernel.policy import CostPolicy, Decision
@@ -99,11 +99,11 @@ class SwapManager:
                 or self._receive.statistics().current_buffer_used > 0)
 
     def _agent_said(self, agent_info: Any) -> None:
-        """The agent named itself: its harness may be another than the command suggested."""
-        said = getattr(self.harness, "agent_said", None)
-        if said is None:
+        """The agent named itself: its harness may be another than the command suggested (a
+        harness given as one, as tests do, is that one whatever the agent says)."""
+        if not isinstance(self.harness, HarnessChoice):
             return
-        said(agent_info)
+        self.harness.agent_said(agent_info)
         if not self.settings.ceiling_tokens:
             self.policy.ceiling = self.harness.ceiling_tokens
 
