@@ -220,6 +220,37 @@ def test_a_turn_under_way_when_the_client_leaves_finishes(served: Served, tmp_pa
         assert "result" in rpc(ws, 2, "session/load", {"sessionId": thread, "cwd": str(tmp_path), "mcpServers": []})
 
 
+def test_a_client_that_takes_over_a_running_turn_can_cancel_it(served: Served, tmp_path: Path) -> None:
+    """The turn goes on after its client left; the client that comes back while it runs gets
+    the thread, stops the turn with session/cancel, and prompts again."""
+    with served.connect() as ws:
+        rpc(ws, 1, "initialize", {"protocolVersion": 1})
+        thread = rpc(ws, 2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["result"]["sessionId"]
+        ws.send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {
+            "sessionId": thread, "prompt": [{"type": "text", "text": "until-cancel"}]}}))
+        while '"working"' not in ws.recv(timeout=30):
+            pass
+    with served.connect() as ws:
+        rpc(ws, 1, "initialize", {"protocolVersion": 1})
+        assert "result" in rpc(ws, 3, "session/load", {"sessionId": thread, "cwd": str(tmp_path), "mcpServers": []})
+        ws.send(json.dumps({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": thread}}))
+        agent_in = tmp_path / "agent_in.bin"
+        deadline = time.monotonic() + 30
+        while b'"session/cancel"' not in agent_in.read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert b'"session/cancel"' in agent_in.read_bytes()
+        ws.send(json.dumps({"jsonrpc": "2.0", "id": 4, "method": "session/prompt", "params": {
+            "sessionId": thread, "prompt": [{"type": "text", "text": "again chunks:1"}]}}))
+        seen = []
+        while not any(m.get("id") == 4 and "method" not in m for m in seen):
+            seen.append(json.loads(ws.recv(timeout=30)))
+        assert seen[-1].get("result") == {"stopReason": "end_turn"}, seen[-1]
+        # The agent ended the old turn as cancelled; that answer (to the gone client's id 3) is
+        # dropped, never taken for this client's own id 3 (its load, answered before).
+        assert b'"stopReason":"cancelled"' in (tmp_path / "agent_out.bin").read_bytes()
+        assert not any(m.get("id") == 3 for m in seen), seen
+
+
 def test_the_agent_dying_mid_conversation_is_started_again(tmp_path: Path) -> None:
     claude = tmp_path / "claude"
     claude.mkdir()

@@ -8,7 +8,9 @@ test can compare both sides of the proxy exactly. Behaviour by method:
   given (remembered beside $AGENT_LOG_IN, so across restarts too) and a short answer, and
   an ``available_commands_update``.
 - ``session/prompt``: the prompt text ``chunks:N`` streams N ``agent_message_chunk`` updates;
-  ``ask`` first sends ``session/request_permission`` and waits for the answer; ``used:N`` sends a
+  ``ask`` first sends ``session/request_permission`` and waits for the answer; ``until-cancel``
+  says ``working`` and runs until a ``session/cancel`` of its session (answered ``cancelled``),
+  handling everything else meanwhile; ``used:N`` sends a
   ``usage_update`` with ``used`` N; then end_turn.
 - ``session/set_mode``, ``session/set_config_option``, ``session/close``: empty results.
 - ``session/list``: every session it created, loaded or resumed (remembered beside
@@ -232,6 +234,17 @@ def handle(message: dict) -> None:
                 if answer.get("id") == 900:
                     break
                 handle(answer)  # the client goes on with other sessions meanwhile
+        if "until-cancel" in text.split():
+            update(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "working"}})
+            while True:
+                line = read_line()
+                if line is None:
+                    return
+                message = json.loads(line)
+                if message.get("method") == "session/cancel" and message["params"].get("sessionId") == sid:
+                    send({"jsonrpc": "2.0", "id": rpc_id, "result": {"stopReason": "cancelled"}})
+                    return
+                handle(message)
         n = 0
         for word in text.split():
             if word.startswith("chunks:"):
