@@ -41,15 +41,6 @@ def scenario() -> Scenario:
     )
 
 
-def overhead(rig: Rig) -> int:
-    """What one short turn costs (instructions and tools), measured on the adapter directly."""
-    with rig.client(via_liminal=False) as client:
-        client.initialize()
-        session = client.new_session(rig.home.project)["sessionId"]
-        client.prompt(session, "hello", timeout=180)
-    return tokens(len(rig.server.responses_requests()[-1].raw))
-
-
 def configure(rig: Rig, high: int, target: int) -> None:
     rig.home.liminal_home.mkdir(parents=True, exist_ok=True)
     (rig.home.liminal_home / "config.toml").write_text(
@@ -88,7 +79,7 @@ def last_input(rig: Rig) -> list[dict[str, Any]]:
 
 def test_the_codex_conversation_goes_on_across_swaps(adapter: Adapter, rig: Rig) -> None:
     rig.server.script = scenario()
-    base = overhead(rig)
+    base = rig.overhead()
     # The leeway (high - target) must exceed the biggest turn (BIG: ~5k tokens).
     high, target = base + 9_000, base + 4_000
     configure(rig, high, target)

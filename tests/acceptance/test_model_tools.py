@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from fixtures.harness import AcpClient, Adapter, ModelRequest, Rig, Scenario, Shell, Text, ToolCall
-from fixtures.harness.anthropic import tokens
 from liminal.gradient.recall import KEY_IN_MARKER
 from tests.acceptance.conftest import ADAPTER_NAMES, adapter_fixture
 
@@ -43,15 +42,6 @@ def scenario() -> Scenario:
         .add("FIND", ToolCall("mcp__liminal__memo_find", {"tags": ["ops"]}), "found")
         .add("SLASH", ToolCall("mcp__liminal__slash", {"command": "mark", "args": "M"}), "marked")
     )
-
-
-def overhead(rig: Rig) -> int:
-    """What one short turn costs (instructions and tools), measured on the adapter directly."""
-    with rig.client(via_liminal=False) as client:
-        client.initialize()
-        session = client.new_session(rig.home.project)["sessionId"]
-        client.prompt(session, "hello", timeout=180)
-    return tokens(len(rig.server.views()[-1].raw))
 
 
 def offers(request: ModelRequest) -> bool:
@@ -95,7 +85,7 @@ def tool_answer(rig: Rig) -> tuple[str, bool]:
 
 def test_the_model_recalls_searches_keeps_memos_and_marks(adapter: Adapter, rig: Rig) -> None:
     rig.server.script = scenario()
-    base = overhead(rig)
+    base = rig.overhead()
     rig.server.script = scenario()
     rig.home.liminal_home.mkdir(parents=True, exist_ok=True)
     # No automatic swap; /optimise rewrites to a target the big output does not fit in: the

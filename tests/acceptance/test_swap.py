@@ -44,15 +44,6 @@ def scenario() -> Scenario:
     )
 
 
-def overhead(rig: Rig) -> int:
-    """What one short turn costs (system prompt and tools), measured on the adapter directly."""
-    with rig.client(via_liminal=False) as client:
-        client.initialize()
-        session = client.new_session(rig.home.project)["sessionId"]
-        client.prompt(session, "hello")
-    return tokens(len(rig.server.messages_requests()[-1].raw))
-
-
 def configure(rig: Rig, base: int) -> tuple[int, int]:
     # The leeway (high - target) must exceed the biggest turn (BIG: ~5k tokens), or every
     # turn would trigger a swap; the same holds at the real 120k/100k defaults.
@@ -102,7 +93,7 @@ def run_conversation(rig: Rig, client: AcpClient, thread: str, prompts: list[str
 
 def test_the_conversation_goes_on_across_several_swaps(adapter: Adapter, rig: Rig) -> None:
     rig.server.script = scenario()
-    high, _ = configure(rig, overhead(rig))
+    high, _ = configure(rig, rig.overhead())
     first_request = len(rig.server.messages_requests())
     snapshots: list[dict[Path, bytes]] = []
     client = liminal_client(rig)
@@ -201,7 +192,7 @@ def test_a_failed_swap_leaves_the_thread_working_on_its_session(
     adapter: Adapter, rig: Rig, failpoint: str
 ) -> None:
     rig.server.script = scenario()
-    configure(rig, overhead(rig))
+    configure(rig, rig.overhead())
     client = liminal_client(rig, LIMINAL_FAILPOINTS=failpoint)
     with client:
         client.initialize()
@@ -226,7 +217,7 @@ def test_a_failed_swap_leaves_the_thread_working_on_its_session(
 
 def test_the_adapter_dying_mid_swap_loses_nothing(adapter: Adapter, rig: Rig) -> None:
     rig.server.script = scenario()
-    configure(rig, overhead(rig))
+    configure(rig, rig.overhead())
     client = liminal_client(rig, LIMINAL_FAILPOINTS="swap.move=kill-agent")
     answered: list[str] = []
     with client:

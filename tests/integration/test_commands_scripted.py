@@ -10,7 +10,6 @@ The real CLIs' side is in tests/acceptance/test_commands.py.
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -19,7 +18,8 @@ import pytest
 
 from liminal.kernel.journal import SwapJournal
 from tests.support.claude_files import session_path
-from tests.support.proxy_process import ProxyProcess, child_env, liminal_argv, scripted_agent_argv
+from tests.support.proxy_process import ProxyProcess
+from tests.support.proxy_process import run_liminal as run
 
 pytestmark = pytest.mark.anyio
 
@@ -27,27 +27,15 @@ CWD = "/work/project"
 
 
 async def run_liminal(home: Path, body: Callable[[ProxyProcess], Awaitable[None]]) -> None:
-    """``liminal acp`` over the scripted agent in ``home`` (its store on): ``body``, then a
-    clean exit."""
-    process = await anyio.open_process(
-        liminal_argv(scripted_agent_argv()),
-        env=child_env(home, AGENT_CLAUDE_CONFIG_DIR=str(home / "claude"),
-                      CLAUDE_CONFIG_DIR=str(home / "claude"), LIMINAL_MCP_ENABLED="false",
-                      LIMINAL_SWAP_HIGH_TOKENS="100000", LIMINAL_SWAP_TARGET_TOKENS="20000"),
-        start_new_session=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    proxy = ProxyProcess(process)
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(proxy.pump)
-            tg.start_soon(proxy.pump_stderr)
-            await body(proxy)
-            await proxy.close_stdin()
-            assert await proxy.wait_exit() == 0, proxy.stderr.decode(errors="replace")[-3000:]
-            tg.cancel_scope.cancel()
-    finally:
-        proxy.kill()
-        with anyio.CancelScope(shield=True):
-            await process.aclose()  # its transport closed here, not by the collector later
+    """``body``, then a clean exit; liminal's store on, its MCP server off (no model here)."""
+    async def then_leave(proxy: ProxyProcess) -> None:
+        await body(proxy)
+        await proxy.close_stdin()
+
+    code = await run(home, then_leave, LIMINAL_MCP_ENABLED="false",
+                     LIMINAL_SWAP_HIGH_TOKENS="100000", LIMINAL_SWAP_TARGET_TOKENS="20000")
+    assert code == 0, (home / "liminal-home").as_posix()
+
 
 
 async def said(proxy: ProxyProcess, thread: str, text: str) -> str:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import random
 import signal
-import subprocess
 from pathlib import Path
 
 import anyio
@@ -25,7 +24,7 @@ import pytest
 from liminal.kernel.journal import SwapJournal
 from tests.support.claude_files import session_path
 from tests.support.processes import alive
-from tests.support.proxy_process import ProxyProcess, child_env, liminal_argv, scripted_agent_argv
+from tests.support.proxy_process import ProxyProcess, run_liminal
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -37,30 +36,6 @@ CWD = "/work/project"
 async def prompt(proxy: ProxyProcess, thread: str, text: str, rpc_id: int) -> dict[str, object]:
     return await proxy.request("session/prompt", {"sessionId": thread, "prompt": [
         {"type": "text", "text": text}]}, rpc_id=rpc_id)
-
-
-async def run_liminal(tmp_path: Path, body, **env: str) -> int:  # type: ignore[no-untyped-def]
-    """Start ``liminal acp`` with the scripted agent, run ``body(proxy)``, return the exit code."""
-    process = await anyio.open_process(
-        liminal_argv(scripted_agent_argv()),
-        env=child_env(tmp_path, AGENT_CLAUDE_CONFIG_DIR=str(tmp_path / "claude"),
-                      CLAUDE_CONFIG_DIR=str(tmp_path / "claude"),
-                      LIMINAL_SWAP_HIGH_TOKENS="100000", LIMINAL_SWAP_TARGET_TOKENS="20000",
-                      LIMINAL_STORE_INDEX="false", **env),
-        start_new_session=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE)
-    proxy = ProxyProcess(process)
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(proxy.pump)
-            tg.start_soon(proxy.pump_stderr)
-            await body(proxy)
-            with anyio.fail_after(30):
-                code = await process.wait()
-            tg.cancel_scope.cancel()
-    finally:
-        proxy.kill()
-    return code
 
 
 async def test_liminal_killed_at_random_points_of_a_swap_leaves_a_consistent_world(tmp_path: Path) -> None:
@@ -85,7 +60,8 @@ async def test_liminal_killed_at_random_points_of_a_swap_leaves_a_consistent_wor
             await anyio.sleep(delay)  # the random point of the swap
             proxy.process.send_signal(signal.SIGKILL)
 
-        await run_liminal(home, swap_then_die)
+        await run_liminal(home, swap_then_die, LIMINAL_SWAP_HIGH_TOKENS="100000",
+                          LIMINAL_SWAP_TARGET_TOKENS="20000", LIMINAL_STORE_INDEX="false")
         thread = str(state["thread"])
         original_path = session_path(home / "claude", CWD, thread)
         # The reaper stops the agent liminal left; wait for it before the next liminal.
@@ -106,7 +82,8 @@ async def test_liminal_killed_at_random_points_of_a_swap_leaves_a_consistent_wor
             assert answer["result"] == {"stopReason": "end_turn"}, answer
             await proxy.close_stdin()
 
-        assert await run_liminal(home, come_back) == 0
+        assert await run_liminal(home, come_back, LIMINAL_SWAP_HIGH_TOKENS="100000",
+                                 LIMINAL_SWAP_TARGET_TOKENS="20000", LIMINAL_STORE_INDEX="false") == 0
         journal = SwapJournal(home / "liminal-home" / "swaps.jsonl")
         records = journal.records()
         committed = [r.new_backing_id for r in records if r.outcome == "committed"]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -122,3 +123,27 @@ class ProxyProcess(LineClient):
             os.killpg(self.process.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+async def run_liminal(home: Path, body: Callable[[ProxyProcess], Awaitable[None]], **env: str) -> int:
+    """``liminal acp`` over the scripted agent keeping Claude Code session files in
+    ``home/claude`` (``tests.support.claude_files``): ``body(proxy)``, which ends by closing
+    its stdin or killing it, then the exit code (in 30 s)."""
+    process = await anyio.open_process(
+        liminal_argv(scripted_agent_argv()),
+        env=child_env(home, AGENT_CLAUDE_CONFIG_DIR=str(home / "claude"),
+                      CLAUDE_CONFIG_DIR=str(home / "claude"), **env),
+        start_new_session=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proxy = ProxyProcess(process)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(proxy.pump)
+            tg.start_soon(proxy.pump_stderr)
+            await body(proxy)
+            code = await proxy.wait_exit()
+            tg.cancel_scope.cancel()
+    finally:
+        proxy.kill()
+        with anyio.CancelScope(shield=True):
+            await process.aclose()  # its transport closed here, not by the collector later
+    return code
