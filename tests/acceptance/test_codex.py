@@ -217,6 +217,8 @@ def test_mark_and_clear_rewind_a_codex_thread(adapter: Adapter, rig: Rig) -> Non
         client.initialize()
         thread = client.new_session(rig.home.project)["sessionId"]
         said(client, thread, "first question alpha")
+        assert any(b'"available_commands_update"' in f.raw and b'"mark"' in f.raw for f in client.received), \
+            "liminal's commands are offered beside Codex's"
         said(client, thread, "second question TOOL bravo")
         assert "Mark A set" in said(client, thread, "/mark A")
         for word in ("charlie", "delta"):
