@@ -104,6 +104,14 @@ async def test_marks_outlive_a_swap_and_a_restart(tmp_path: Path) -> None:
             while not any(r.outcome == "committed" for r in journal.records()):  # noqa: ASYNC110
                 await anyio.sleep(0.05)
         await said(proxy, thread, "turn charlie used:21000")
+        await said(proxy, thread, "turn echo used:22000")
+        # /undo on the swapped thread: the copy's last turn leaves the context.
+        assert "out of the model's context" in await said(proxy, thread, "/undo")
+        undone = journal.records()[-1]
+        assert undone.outcome == "committed" and undone.reason.startswith("/undo"), undone
+        assert undone.new_backing_id is not None
+        kept = session_files(tmp_path)[undone.new_backing_id].decode()
+        assert "turn charlie" in kept and "turn echo" not in kept
 
     await run_liminal(tmp_path, before)
     thread = state["thread"]
