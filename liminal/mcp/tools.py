@@ -140,7 +140,10 @@ class LiminalTools:
     async def search_history(self, args: dict[str, Any]) -> list[str]:
         thread = None if args.get("all_threads") else self.bound()
         limit = min(max(1, int(args.get("limit", 8))), 50)
-        hits = await (await self.store()).search(args["query"], thread_id=thread, limit=limit)
+        found = await (await self.store()).search(args["query"], thread_id=thread, limit=limit + 4)
+        # The model's own searches (this one is in the store already, as a tool call naming the
+        # query) are not the history it asks about.
+        hits = [h for h in found if not (h.kind == "tool_call" and "search_history" in h.snippet)][:limit]
         if not hits:
             return [f"Nothing found for {args['query']!r}."]
         lines = []

@@ -75,7 +75,9 @@ def home(tmp_path: Path) -> Iterator[Path]:
                 messages=[MessageRecord("m1", THREAD, None, 1.0, "0001", "user",
                                         "the launch code is periwinkle-42"),
                           MessageRecord("m2", "other-thread", None, 2.0, "0002", "user",
-                                        "periwinkle is also a colour")]))
+                                        "periwinkle is also a colour"),
+                          MessageRecord("m3", THREAD, None, 3.0, "0003", "tool_call",
+                                        'mcp__liminal__search_history {"query": "periwinkle"}')]))
         finally:
             await store.aclose()
 
@@ -129,6 +131,7 @@ def test_search_memos_and_slash(home: Path, tmp_path: Path) -> None:
     try:
         texts, failed = server.call("search_history", query="periwinkle")
         assert not failed and "launch code is" in texts[0] and "colour" not in texts[0]
+        assert "search_history" not in texts[0], texts  # its own call is not a find
         texts, _ = server.call("search_history", query="periwinkle", all_threads=True)
         assert "colour" in texts[0]
         _, failed = server.call("memo_save", content="deploys need the VPN", tags=["ops", "#deploy"])
