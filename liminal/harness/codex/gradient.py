@@ -300,8 +300,10 @@ def finish(lines: list[Line], old_id: str, new_id: str) -> tuple[bytes, ...]:
     for n, line in enumerate(lines):
         raw = line.raw
         if numbered:
-            raw, hits = _ORDINAL.subn(rb"\g<1>" + str(n).encode(), raw, count=1)
-            if not hits and line.value is not None:
+            found = _ORDINAL.match(raw)  # (a match and a splice: ``subn`` parsed its template per line)
+            if found is not None:
+                raw = found.group(1) + str(n).encode() + raw[found.end():]
+            elif line.value is not None:
                 value = {k: v for k, v in line.value.items() if k != "ordinal"}
                 value = {"timestamp": value.pop("timestamp", None), "ordinal": n, **value}
                 raw = orjson.dumps(value) + b"\n"

@@ -85,10 +85,11 @@ class Line:
     offset: int
     raw: bytes  # with its newline
     value: dict[str, Any] | None  # None: did not parse as an object
+    # The line's ``type``, read once: the gradient asks for it tens of times a line.
+    type: str = field(init=False)
 
-    @property
-    def type(self) -> str:
-        return str(self.value.get("type")) if self.value is not None else ""
+    def __post_init__(self) -> None:
+        self.type = str(self.value.get("type")) if self.value is not None else ""
 
     @property
     def payload(self) -> dict[str, Any]:
