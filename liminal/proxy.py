@@ -274,6 +274,7 @@ class Proxy:
                                                    wait_first=min(2.0, self.settings.kill_grace_seconds))
                 logger.info("client closed; agent stopped", exit_code=agent_code)
             await self._close_components()
+            self._answer_what_liminal_owes("liminal is stopping: the agent exited")
             tg.cancel_scope.cancel()
         self.client.close()
         if self._signalled is not None:
@@ -360,6 +361,19 @@ class Proxy:
             for data in waiting:
                 self._from_client(data)
         return restarted
+
+    def _answer_what_liminal_owes(self, why: str) -> None:
+        """Requests liminal kept to answer itself (a command waiting for a file, a session list
+        waiting for the agent) that no component answered by now get an error: the components
+        stop next, and every request a client sent gets an answer."""
+        from liminal.acp import jsonrpc
+
+        owed = self.router.local_pending()
+        for key in owed:
+            self.router.answer_local(key, error=(jsonrpc.INTERNAL_ERROR, why))
+        if owed:
+            logger.warning("answered requests liminal still owed", count=len(owed), why=why)
+            self.flush()
 
     async def _close_components(self) -> None:
         for component in self.components:

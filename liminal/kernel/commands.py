@@ -97,10 +97,11 @@ def parse(text: str) -> tuple[str, str] | None:
     stripped = text.strip()
     if not stripped.startswith("/"):
         return None
-    word, _, rest = stripped[1:].partition(" ")
-    if word not in COMMANDS:
+    # Any whitespace ends the name: "/mark\tA" is /mark A, never a prompt for the CLI.
+    parts = stripped[1:].split(None, 1)
+    if not parts or stripped[1].isspace() or parts[0] not in COMMANDS:
         return None
-    return word, rest.strip()
+    return parts[0], parts[1].strip() if len(parts) > 1 else ""
 
 
 def prompt_text(message: dict[str, Any]) -> str:
@@ -184,7 +185,14 @@ class CommandCenter:
 
     async def _answer(self, proxy: Proxy, request: LocalRequest) -> None:
         if request.method == "session/list":
-            await self._list(proxy, request)
+            try:
+                await self._list(proxy, request)
+            except Exception as exc:  # the agent's list timed out, a bug: answered all the same
+                from liminal.acp import jsonrpc
+
+                logger.exception("session/list failed", thread=request.thread_id)
+                proxy.router.answer_local(request.key, error=(jsonrpc.INTERNAL_ERROR, f"session/list failed: {exc}"))
+                proxy.flush()
             return
         thread = request.thread_id or ""
         parsed = parse(prompt_text(request.message)) or ("", "")
@@ -405,6 +413,11 @@ class CommandCenter:
         new_id = str(uuid.uuid4())
         if args:
             mark = await self._known_mark(thread, args)
+            cut = self._taken_out_since(thread, mark)
+            if cut is not None:
+                raise CommandError(
+                    f"turns were taken out of the context after mark {mark.name} ({cut}): a fork of "
+                    "what followed the mark would bring them back. /fork forks the context as it is")
             parts = await self._after(thread, mark)
             what = f"what followed mark {mark.name}"
         else:
@@ -427,6 +440,17 @@ class CommandCenter:
                 harness=parent.harness if parent else "", backing_ids=(new_id,))]))
         except Exception as exc:  # the fork exists on disk all the same
             logger.warning("the fork could not be recorded in the store", fork=new_id, error=str(exc))
+
+    def _taken_out_since(self, thread: str, mark: Mark) -> str | None:
+        """The command that took turns out of the thread's context after ``mark`` was set
+        (``/undo``, ``/clear``, ``/clear MARK``), if one did. ``_after`` reads what the CLI wrote
+        after the mark, file by file, and cannot leave such turns out; a gradient swap only
+        compresses, so the fork has those turns whole."""
+        for record in self.swaps.journal.records(thread):
+            if record.outcome == "committed" and record.started_at >= mark.at \
+                    and record.reason.split(" ", 1)[0] in ("/undo", "/clear"):
+                return record.reason
+        return None
 
     async def _after(self, thread: str, mark: Mark) -> list[tuple[Path, int, int | None]]:
         """The byte ranges that hold the turns after ``mark``: the rest of its file, then what the

@@ -93,15 +93,20 @@ async def open_for_thread(request: Request, state: ThreadState, base: dict[str, 
     t = time.monotonic()
     await request(method, base)
     logger.debug("swap step", step=method, seconds=round(time.monotonic() - t, 4))
+    await carry_settings(request, state, base["sessionId"])
+    return method
+
+
+async def carry_settings(request: Request, state: ThreadState, session_id: str) -> None:
+    """Give a session the thread opens the mode and config options the client chose for it
+    (a model, a reasoning effort): the UI still shows them."""
     t = time.monotonic()
-    session_id = base["sessionId"]
     if state.mode_id:
         await request("session/set_mode", {"sessionId": session_id, "modeId": state.mode_id})
     for config_id, value in state.config_options.items():
         await request("session/set_config_option", {"sessionId": session_id, "configId": config_id, "value": value})
     logger.debug("swap step", step="mode and options", seconds=round(time.monotonic() - t, 4),
                  mode=state.mode_id, options=len(state.config_options))
-    return method
 
 
 class ThreadMover:
@@ -201,10 +206,8 @@ class ThreadMover:
                 new_id = str((result or {}).get("sessionId") or "")
                 if not new_id:
                     raise SwapError("the agent opened no session")
-                request = functools.partial(proxy.request, timeout=self.settings.hold_timeout_seconds,
-                                            thread_id=thread_id)
-                if state.mode_id:
-                    await request("session/set_mode", {"sessionId": new_id, "modeId": state.mode_id})
+                await carry_settings(functools.partial(proxy.request, timeout=self.settings.hold_timeout_seconds,
+                                                       thread_id=thread_id), state, new_id)
                 self.record(state, old_backing, new_id, "committed", reason, started, t0, None, None)
                 router.bind(thread_id, new_id)
             except BaseException:

@@ -104,14 +104,6 @@ async def test_marks_outlive_a_swap_and_a_restart(tmp_path: Path) -> None:
             while not any(r.outcome == "committed" for r in journal.records()):  # noqa: ASYNC110
                 await anyio.sleep(0.05)
         await said(proxy, thread, "turn charlie used:21000")
-        await said(proxy, thread, "turn echo used:22000")
-        # /undo on the swapped thread: the copy's last turn leaves the context.
-        assert "out of the model's context" in await said(proxy, thread, "/undo")
-        undone = journal.records()[-1]
-        assert undone.outcome == "committed" and undone.reason.startswith("/undo"), undone
-        assert undone.new_backing_id is not None
-        kept = session_files(tmp_path)[undone.new_backing_id].decode()
-        assert "turn charlie" in kept and "turn echo" not in kept
 
     await run_liminal(tmp_path, before)
     thread = state["thread"]
@@ -127,8 +119,23 @@ async def test_marks_outlive_a_swap_and_a_restart(tmp_path: Path) -> None:
         forked = session_files(tmp_path)[fork].decode()
         # What followed the mark, across the swap: bravo in the original, charlie in the copy.
         assert "turn bravo" in forked and "turn charlie" in forked and "turn alpha" not in forked
+        # /undo on the swapped thread: the copy's last turn leaves the context.
+        await said(proxy, thread, "turn echo used:22000")
+        assert "out of the model's context" in await said(proxy, thread, "/undo")
+        journal = SwapJournal(tmp_path / "liminal-home" / "swaps.jsonl")
+        undone = journal.records()[-1]
+        assert undone.outcome == "committed" and undone.reason.startswith("/undo"), undone
+        assert undone.new_backing_id is not None
+        kept = session_files(tmp_path)[undone.new_backing_id].decode()
+        assert "turn charlie" in kept and "turn echo" not in kept
+        # What followed A now has a hole (echo is out): /fork A would bring it back, so it is
+        # refused; /fork forks the context as it is.
+        refused = await said(proxy, thread, "/fork A")
+        assert "taken out of the context after mark A (/undo)" in refused and refused.endswith("(nothing changed)")
+        whole = (await said(proxy, thread, "/fork")).split("session ")[1].split(":")[0]
+        assert "turn echo" not in session_files(tmp_path)[whole].decode()
         assert "cleared back to mark A" in await said(proxy, thread, "/clear A")
-        moved = SwapJournal(tmp_path / "liminal-home" / "swaps.jsonl").records()[-1]
+        moved = journal.records()[-1]
         assert moved.outcome == "committed" and moved.reason.startswith("/clear A"), moved
         assert moved.new_backing_id is not None
         cleared = session_files(tmp_path)[moved.new_backing_id].decode()
@@ -137,3 +144,36 @@ async def test_marks_outlive_a_swap_and_a_restart(tmp_path: Path) -> None:
 
     await run_liminal(tmp_path, after)
     assert session_path(tmp_path / "claude", CWD, thread).read_bytes() == original
+
+
+async def test_a_clear_keeps_the_threads_mode_and_options(tmp_path: Path) -> None:
+    async def body(proxy: ProxyProcess) -> None:
+        thread = await opened(proxy)
+        await proxy.request("session/set_mode", {"sessionId": thread, "modeId": "plan"})
+        await proxy.request("session/set_config_option", {"sessionId": thread, "configId": "model", "value": "opus"})
+        await said(proxy, thread, "first turn used:5000")
+        assert "Context cleared" in await said(proxy, thread, "/clear")
+        fresh = SwapJournal(tmp_path / "liminal-home" / "swaps.jsonl").records()[-1].new_backing_id
+        sent = [json.loads(line) for line in (tmp_path / "agent_in.bin").read_bytes().splitlines()]
+        given = [(m["method"], m["params"]) for m in sent if m.get("params", {}).get("sessionId") == fresh
+                 and m.get("method") in ("session/set_mode", "session/set_config_option")]
+        assert given == [("session/set_mode", {"sessionId": fresh, "modeId": "plan"}),
+                         ("session/set_config_option", {"sessionId": fresh, "configId": "model", "value": "opus"})]
+
+    await run_liminal(tmp_path, body)
+
+
+async def test_a_command_waiting_when_the_agent_dies_is_answered(tmp_path: Path) -> None:
+    async def body(proxy: ProxyProcess) -> None:
+        thread = await opened(proxy)
+        for path in (tmp_path / "claude" / "projects").glob("*/*.jsonl"):
+            path.unlink()  # as after the real CLI's session/new: no file before the first prompt
+        await proxy.send(json.dumps({"jsonrpc": "2.0", "id": 777, "method": "session/prompt", "params": {
+            "sessionId": thread, "prompt": [{"type": "text", "text": "/mark A"}]}}).encode() + b"\n")
+        await anyio.sleep(0.3)  # /mark looks for the file for up to 2 s
+        await proxy.send(b'{"jsonrpc":"2.0","id":778,"method":"_die","params":{"code":3}}\n')
+        assert await proxy.wait_exit() == 3
+        answers = [m for m in proxy.messages() if m.get("id") == 777 and "method" not in m]
+        assert len(answers) == 1, proxy.messages()[-5:]
+
+    await run(tmp_path, body, LIMINAL_MCP_ENABLED="false")

@@ -1,0 +1,82 @@
+"""The command center's own edges, without an agent: which prompts are liminal's commands, and a
+``session/list`` the agent fails to answer (``liminal.kernel.commands``)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from liminal.acp.router import Router
+from liminal.kernel.commands import COMMANDS, CommandCenter, parse
+
+WHITESPACE = st.sampled_from([" ", "\t", "\n", "\xa0", "  ", " \n "])
+
+
+@given(st.text())
+def test_any_text_parses_or_is_not_a_command(text: str) -> None:
+    found = parse(text)
+    assert found is None or (found[0] in COMMANDS and found[1] == found[1].strip())
+
+
+@given(st.sampled_from(sorted(COMMANDS)), WHITESPACE, st.from_regex(r"[A-Za-z0-9._-]{1,20}", fullmatch=True),
+       WHITESPACE)
+def test_any_whitespace_ends_the_commands_name(name: str, gap: str, arg: str, tail: str) -> None:
+    """"/mark\\tA" is /mark A: never a prompt for the CLI (a "/clear\\nA" would be its own /clear)."""
+    assert parse(f"/{name}{gap}{arg}{tail}") == (name, arg)
+    assert parse(f" /{name}{tail}") == (name, "")
+    assert parse(f"/{gap}{name}") is None  # a slash alone is not a command
+    assert parse(f"/{name}x") is None or f"{name}x" in COMMANDS  # /markA is not /mark
+
+
+class _Swaps:
+    capabilities = {"sessionCapabilities": {"list": {}}}
+    threads: dict[str, Any] = {}
+
+
+class _Store:
+    async def threads(self, limit: int) -> list[Any]:
+        return []
+
+
+class _Proxy:
+    """The proxy's side the command center uses; the agent's session/list never comes."""
+
+    def __init__(self, router: Router) -> None:
+        self.router = router
+
+    async def request(self, method: str, params: Any, *, timeout: float, thread_id: str | None = None) -> Any:
+        raise TimeoutError  # what Proxy.request raises when the agent does not answer in time
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.mark.anyio
+async def test_a_session_list_the_agent_does_not_answer_is_answered_with_an_error() -> None:
+    @contextlib.asynccontextmanager
+    async def open_store() -> AsyncIterator[Any]:
+        yield _Store()
+
+    router = Router(max_frame_bytes=1 << 20)
+    center = CommandCenter(_Swaps(), harness=None, open_store=open_store)  # type: ignore[arg-type]
+    for methods, hook in center.request_hooks():
+        router.add_request_hook(methods, hook)
+    router.receive_from_client(b'{"jsonrpc":"2.0","id":5,"method":"session/list","params":{}}\n', 0)
+    for local in router.take().local:
+        center.local_requested(local)
+    with anyio.move_on_after(2):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(center.run, _Proxy(router))
+            while router.local_pending():  # noqa: ASYNC110 - the router has no event for it
+                await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+    answers = [json.loads(line) for line in router.take().to_client]
+    assert router.local_pending() == [] and [a["id"] for a in answers] == [5], answers
+    assert "session/list failed" in answers[0]["error"]["message"]
