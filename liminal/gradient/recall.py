@@ -30,6 +30,11 @@ class RecallError(LookupError):
     """The key is malformed, or what it names is gone."""
 
 
+# A block or list index: ASCII digits, few of them (``str.isdigit`` takes "²", which ``int``
+# refuses, and 4,301 digits, which it refuses too).
+_INDEX = re.compile(r"[0-9]{1,9}")
+
+
 @dataclass(frozen=True, slots=True)
 class RecallKey:
     session_id: str
@@ -44,7 +49,7 @@ class RecallKey:
     @classmethod
     def parse(cls, text: str) -> RecallKey:
         parts = text.strip().split(":")
-        if len(parts) not in (3, 4) or not is_session_id(parts[0]) or not parts[2].isdigit():
+        if len(parts) not in (3, 4) or not is_session_id(parts[0]) or not _INDEX.fullmatch(parts[2]):
             raise RecallError(f"not a recall key: {text!r}")
         path = tuple(parts[3].split(".")) if len(parts) == 4 and parts[3] else ()
         return cls(parts[0], parts[1], int(parts[2]), path)
@@ -63,7 +68,7 @@ def _as_bytes(value: Any) -> bytes:
 def walk(value: Any, key: RecallKey) -> Any:
     """Follow the key's path (dotted; list indices as numbers) into ``value``; any CLI's."""
     for step in key.path:
-        if isinstance(value, list) and step.isdigit() and int(step) < len(value):
+        if isinstance(value, list) and _INDEX.fullmatch(step) and int(step) < len(value):
             value = value[int(step)]
         elif isinstance(value, dict) and step in value:
             value = value[step]

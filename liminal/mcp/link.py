@@ -16,9 +16,11 @@ atomically, so a reader sees all of one or none.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
+import stat
 import tempfile
 import time
 from dataclasses import dataclass
@@ -112,25 +114,48 @@ def leave_slash(home: Path, thread: str, command: str, args: str) -> Path:
     return path
 
 
+# A queued command's file name, as ``leave_slash`` writes it; anything else in the folder is
+# not a command (nor another thread's: the thread is the whole part before the separator).
+_SLASH_FILE = re.compile(r"(?P<thread>[A-Za-z0-9][A-Za-z0-9._-]{0,127})--[0-9]{20}-[0-9a-f]{8}\.json")
+_SLASH_BYTES = 64 * 1024  # a command is a few dozen bytes
+
+
 def take_slash(home: Path, thread: str) -> list[SlashRequest]:
     """The thread's queued slash commands, oldest first, each removed from the queue as read (a
-    command runs at most once, even if the proxy dies while running it)."""
+    command runs at most once, even if the proxy dies while running it). Only regular files are
+    read (this runs in the proxy: a FIFO or a link to a device there must not block or flood it)."""
     if not safe(thread):
         return []
     queue = folder(home) / "slash"
     try:
-        names = sorted(p.name for p in queue.iterdir() if p.name.startswith(thread + SEPARATOR))
+        names = sorted(p.name for p in queue.iterdir()
+                       if (m := _SLASH_FILE.fullmatch(p.name)) is not None and m["thread"] == thread)
     except OSError:
         return []
     taken = []
     for name in names:
         path = queue / name
-        try:
-            data = orjson.loads(path.read_bytes())
+        data = _read_small(path)
+        with contextlib.suppress(OSError):  # a folder by that name: left, never read
             path.unlink()
-        except (OSError, orjson.JSONDecodeError):
-            path.unlink(missing_ok=True)
-            continue
-        if isinstance(data, dict) and isinstance(data.get("command"), str) and isinstance(data.get("args"), str):
+        if isinstance(data, dict) and data.get("thread") == thread and isinstance(data.get("command"), str) \
+                and isinstance(data.get("args"), str):
             taken.append(SlashRequest(thread, data["command"], data["args"], path))
     return taken
+
+
+def _read_small(path: Path) -> object:
+    """A regular file's JSON, read without following a link or waiting on a FIFO; None else."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, _SLASH_BYTES + 1)
+        return None if len(data) > _SLASH_BYTES else orjson.loads(data)
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    finally:
+        os.close(fd)

@@ -9,6 +9,7 @@ with arguments its schema refuses, is a JSON-RPC error.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,7 @@ from liminal import __version__
 
 LATEST = "2025-06-18"
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
+INTERNAL_ERROR = -32603
 
 
 class ToolError(Exception):
@@ -125,8 +127,17 @@ class Call:
             texts, failed = [str(exc)], True
         except Exception as exc:  # a bug or a store down: the model hears it, the server stays
             texts, failed = [f"{self.tool.name} failed: {type(exc).__name__}: {exc}"], True
-        return _result(self.rpc_id, {"content": [{"type": "text", "text": t} for t in texts],
+        return _result(self.rpc_id, {"content": [{"type": "text", "text": _unpaired_replaced(t)} for t in texts],
                                      "isError": failed})
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _unpaired_replaced(text: str) -> str:
+    """A text JSON can carry: a lone surrogate (Claude Code writes one when it cuts a string in the
+    middle of an emoji, and recall gives it back as it was) becomes U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def _result(rpc_id: Any, result: Any) -> dict[str, Any]:
@@ -139,3 +150,12 @@ def _error(rpc_id: Any, code: int, message: str) -> dict[str, Any]:
 
 def parse_error() -> dict[str, Any]:
     return _error(None, PARSE_ERROR, "not JSON")
+
+
+def too_large(limit: int) -> dict[str, Any]:
+    return _error(None, INVALID_REQUEST, f"message longer than {limit} bytes")
+
+
+def internal_error(rpc_id: Any, message: str) -> dict[str, Any]:
+    return _error(rpc_id if isinstance(rpc_id, str | int) and not isinstance(rpc_id, bool) else None,
+                  INTERNAL_ERROR, message)

@@ -11,6 +11,8 @@ stdin closes, after the calls under way are answered.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 import threading
 from collections.abc import Sequence
@@ -21,11 +23,14 @@ from typing import IO, TYPE_CHECKING, Any
 import orjson
 
 from liminal.mcp.args import add_binding, checked
-from liminal.mcp.protocol import Call, McpServer, parse_error
+from liminal.mcp.protocol import Call, McpServer, internal_error, parse_error, too_large
 from liminal.mcp.tools import INSTRUCTIONS, LiminalTools
 
 if TYPE_CHECKING:
     import asyncio
+
+# One message at most (a memo, a search); a longer line is dropped unread and answered -32600.
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 
 def parser() -> argparse.ArgumentParser:
@@ -37,6 +42,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Private by default, as ``liminal.private.tighten_umask`` makes liminal (not imported: it
+    # loads the log): the agent starts this server with the user's umask, and it creates
+    # folders under liminal's home (mcp/slash) and opens the store.
+    os.umask(0o077)
     args = parser().parse_args(argv)
     problem = checked(args.thread, args.bind)
     if problem:
@@ -52,7 +61,13 @@ class _Writer:
         self._lock = threading.Lock()
 
     def __call__(self, answer: dict[str, Any]) -> None:
-        data = orjson.dumps(answer) + b"\n"
+        try:
+            data = orjson.dumps(answer) + b"\n"
+        except TypeError:  # an integer id past 64 bits, a lone surrogate: the stdlib writes both
+            try:
+                data = json.dumps(answer).encode() + b"\n"
+            except (TypeError, ValueError):
+                data = json.dumps(internal_error(answer.get("id"), "the answer could not be written")).encode() + b"\n"
         with self._lock:  # one answer's bytes at a time
             self._out.write(data)
             self._out.flush()
@@ -95,13 +110,27 @@ class _Calls:
         self._loop.close()
 
 
+def _exact_id(line: bytes, parsed: float) -> Any:
+    """An integer id past what a float holds, as the client wrote it (orjson rounds it)."""
+    try:
+        found = json.loads(line).get("id")
+    except (ValueError, RecursionError):
+        return parsed
+    return found if isinstance(found, int | float) else parsed
+
+
 def serve(tools: LiminalTools, stdin: IO[bytes] | None = None, stdout: IO[bytes] | None = None) -> int:
     server = McpServer(tools.tools(), INSTRUCTIONS)
     write = _Writer(stdout or sys.stdout.buffer)
     source = stdin or sys.stdin.buffer
     calls: _Calls | None = None
     try:
-        while line := source.readline():
+        while line := source.readline(MAX_MESSAGE_BYTES + 1):
+            if len(line) > MAX_MESSAGE_BYTES and not line.endswith(b"\n"):
+                while (rest := source.readline(MAX_MESSAGE_BYTES)) and not rest.endswith(b"\n"):
+                    pass  # the rest of the line, read and dropped a piece at a time
+                write(too_large(MAX_MESSAGE_BYTES))
+                continue
             if not line.strip():
                 continue
             try:
@@ -109,6 +138,8 @@ def serve(tools: LiminalTools, stdin: IO[bytes] | None = None, stdout: IO[bytes]
             except orjson.JSONDecodeError:
                 write(parse_error())
                 continue
+            if isinstance(message, dict) and isinstance(message.get("id"), float):
+                message["id"] = _exact_id(line, message["id"])
             answer = server.answer(message)
             if isinstance(answer, Call):
                 calls = calls or _Calls(write)

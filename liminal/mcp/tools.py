@@ -16,6 +16,8 @@ from liminal.mcp import link
 from liminal.mcp.protocol import Tool, ToolError
 
 if TYPE_CHECKING:
+    import asyncio
+
     from liminal.config import Settings
     from liminal.kernel.recaller import Recaller
     from liminal.store.base import Store
@@ -44,6 +46,15 @@ class LiminalTools:
     _stack: AsyncExitStack = field(default_factory=AsyncExitStack)
     _store: Store | None = None
     _recaller: Recaller | None = None
+    # Calls run concurrently: the first few must not each open a store (made on the calls' loop).
+    _opening: asyncio.Lock | None = None
+
+    def _lock(self) -> asyncio.Lock:
+        if self._opening is None:
+            import asyncio
+
+            self._opening = asyncio.Lock()
+        return self._opening
 
     @property
     def settings(self) -> Settings:
@@ -98,6 +109,10 @@ class LiminalTools:
         return self.thread
 
     async def store(self) -> Store:
+        async with self._lock():
+            return await self._open_store()
+
+    async def _open_store(self) -> Store:
         if self._store is None:
             if not self.settings.store.index:
                 raise ToolError("liminal's store is off (store.index = false): no history to search")
@@ -107,18 +122,19 @@ class LiminalTools:
         return self._store
 
     async def recaller(self) -> Recaller:
-        if self._recaller is None:
-            from liminal.kernel.recaller import Recaller
-            from liminal.store.base import StoreError
-            from liminal.store.cache import open_cache
+        async with self._lock():
+            if self._recaller is None:
+                from liminal.kernel.recaller import Recaller
+                from liminal.store.base import StoreError
+                from liminal.store.cache import open_cache
 
-            try:
-                store: Store | None = await self.store()
-            except (ToolError, StoreError):  # no history kept here: the CLI's files answer
-                store = None
-            cache = await self._stack.enter_async_context(open_cache(self.settings))
-            self._recaller = Recaller(store, cache)
-        return self._recaller
+                try:
+                    store: Store | None = await self._open_store()
+                except (ToolError, StoreError):  # no history kept here: the CLI's files answer
+                    store = None
+                cache = await self._stack.enter_async_context(open_cache(self.settings))
+                self._recaller = Recaller(store, cache)
+            return self._recaller
 
     # ------------------------------------------------------------------ tools
 

@@ -182,3 +182,85 @@ def test_no_stdin_ends_the_server(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "liminal.mcp", "--home", str(tmp_path), "--thread", "t"],
                           capture_output=True, stdin=subprocess.DEVNULL, timeout=60)
     assert done.returncode == 0 and done.stdout == b""
+
+
+def test_an_answer_json_cannot_carry_as_given_is_still_sent(tmp_path: Path) -> None:
+    """A lone surrogate (Claude Code cuts a string in the middle of an emoji) comes back as
+    U+FFFD; an integer id past 64 bits is answered with that id (it went unanswered, or rounded)."""
+    claude = tmp_path / "claude" / "projects" / "-p"
+    claude.mkdir(parents=True)
+    session, record = str(uuid.uuid4()), str(uuid.uuid4())
+    line = orjson.dumps({"type": "user", "uuid": record, "sessionId": session, "message": {
+        "role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "emoji cut @ here"}]}})
+    (claude / f"{session}.jsonl").write_bytes(line.replace(b"@", b"\\ud83d") + b"\n")
+    server = Server(tmp_path / "home", "--thread", session, env=isolated(tmp_path))
+    try:
+        texts, failed = server.call("recall", key=f"{session}:{record}:0")
+        assert not failed and texts == ["emoji cut \ufffd here"]
+        assert server.proc.stdin and server.proc.stdout
+        server.proc.stdin.write(b'{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"ping"}\n')
+        server.proc.stdin.flush()
+        assert server.proc.stdout.readline() == b'{"jsonrpc": "2.0", "id": 123456789012345678901234567890, "result": {}}\n'
+    finally:
+        server.close()
+
+
+def test_an_oversized_message_is_dropped_and_answered(tmp_path: Path) -> None:
+    from liminal.mcp.server import MAX_MESSAGE_BYTES
+
+    server = Server(tmp_path / "home", "--thread", THREAD, env=isolated(tmp_path))
+    try:
+        assert server.proc.stdin and server.proc.stdout
+        server.proc.stdin.write(b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"x":"'
+                                + b"y" * (2 * MAX_MESSAGE_BYTES + 1000) + b'"}}\n')
+        server.proc.stdin.flush()
+        refused = orjson.loads(server.proc.stdout.readline())
+        assert refused["id"] is None and refused["error"]["code"] == -32600, refused
+        assert server.ask("ping")["result"] == {}  # the rest of the line was dropped, not parsed
+    finally:
+        server.close()
+
+
+def test_the_folders_it_makes_are_private(tmp_path: Path) -> None:
+    """Started with the user's umask (022), as the agent starts it."""
+    home = tmp_path / "home"
+    old = os.umask(0o022)
+    try:
+        server = Server(home, "--thread", THREAD, env=isolated(tmp_path))
+    finally:
+        os.umask(old)
+    try:
+        texts, failed = server.call("slash", command="mark", args="M")
+        assert not failed, texts
+    finally:
+        server.close()
+    for path in (home, home / "mcp", home / "mcp" / "slash"):
+        assert path.stat().st_mode & 0o777 == 0o700, path
+    assert all(p.stat().st_mode & 0o777 == 0o600 for p in (home / "mcp" / "slash").iterdir())
+
+
+def test_calls_that_come_together_open_one_store(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first calls run concurrently; each used to open a store (and a cache) of its own."""
+    import asyncio
+
+    from liminal.mcp.tools import LiminalTools
+    from liminal.store import base
+
+    opened: list[object] = []
+    real = base.open_store
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        opened.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(base, "open_store", counting)
+
+    async def together() -> list[list[str]]:
+        tools = LiminalTools(home, thread=THREAD)
+        try:
+            return await asyncio.gather(*(tools.search_history({"query": "periwinkle"}) for _ in range(10)))
+        finally:
+            await tools.aclose()
+
+    answers = asyncio.run(together())
+    assert len(opened) == 1 and all("launch code" in a[0] for a in answers)

@@ -104,3 +104,31 @@ def test_old_bind_files_are_swept(tmp_path: Path) -> None:
     os.utime(link.folder(tmp_path) / "bind-old", (past, past))
     assert link.sweep(tmp_path) == 1
     assert link.bound_thread(tmp_path, "old") is None and link.bound_thread(tmp_path, "young") == THREAD
+
+
+def test_the_slash_queue_gives_a_thread_its_own_commands_and_nothing_else(tmp_path: Path) -> None:
+    import os
+
+    link.leave_slash(tmp_path, "a-", "mark", "theirs")  # a thread whose id starts like "a--"
+    mine = link.leave_slash(tmp_path, "a", "mark", "M1")
+    queue = mine.parent
+    (queue / f"a--{'9' * 20}-0000000f.json").mkdir()  # a folder named as a command: left alone
+    os.mkfifo(queue / f"a--{'9' * 20}-000000ff.json")  # a FIFO: never read (it would block)
+    (queue / f"a--{'9' * 20}-00000fff.json").symlink_to("/dev/zero")  # a link: never followed
+    (queue / f"a--{'1' * 20}-0000ffff.json").write_bytes(b'{"thread":"b","command":"undo","args":""}')
+    taken = link.take_slash(tmp_path, "a")
+    assert [(r.thread, r.command, r.args) for r in taken] == [("a", "mark", "M1")]
+    assert [(r.thread, r.args) for r in link.take_slash(tmp_path, "a-")] == [("a-", "theirs")]
+    assert (queue / f"a--{'9' * 20}-0000000f.json").is_dir()
+
+
+def test_recall_keys_take_ascii_digits_only() -> None:
+    import pytest
+
+    from liminal.gradient.recall import RecallError, RecallKey
+
+    session = "11111111-1111-4111-8111-111111111111"
+    assert RecallKey.parse(f"{session}:u1:2:input.3").block == 2
+    for bad in ("²", "1" * 5000, "-1", "", "٣"):
+        with pytest.raises(RecallError):
+            RecallKey.parse(f"{session}:u1:{bad}")
