@@ -5,6 +5,7 @@ to the CLI or the model, and what they do to the model's context seen at the str
 from __future__ import annotations
 
 import json
+import threading
 
 import anyio
 
@@ -117,3 +118,28 @@ def test_a_fork_of_what_followed_a_mark_takes_a_prompt(adapter: Adapter, rig: Ri
         said(other, fork, "in the fork juliet")
         seen = last_request_text(rig)
         assert "juliet" in seen and "charlie" in seen and "alpha" not in seen
+
+
+def test_undo_takes_out_a_turn_the_user_cancelled(adapter: Adapter, rig: Rig) -> None:
+    """Claude Code ends a cancelled turn with a "[Request interrupted by user for tool use]"
+    line; /undo must take that whole turn out (it said "the last turn is not on disk yet")."""
+    rig.server.script = Scenario().add("SLOW", Shell("python3 -c 'import time; time.sleep(60)'", "Wait"), "waited")
+    with rig.client(via_liminal=True) as client:
+        client.initialize()
+        thread = client.new_session(rig.home.project)["sessionId"]
+        said(client, thread, "first question alpha")
+        stopped: dict[str, str] = {}
+
+        def slow_turn() -> None:
+            stopped["reason"] = client.prompt(thread, "SLOW bravo", timeout=180).stop_reason
+
+        runner = threading.Thread(target=slow_turn)
+        runner.start()
+        client.wait_for(lambda frames: any(b"time.sleep(60)" in f.raw for f in frames), timeout=120)
+        client.notify("session/cancel", {"sessionId": thread})
+        runner.join(120)
+        assert stopped.get("reason") == "cancelled", stopped
+        assert "out of the model's context" in said(client, thread, "/undo")
+        said(client, thread, "after the undo charlie")
+        seen = last_request_text(rig)
+        assert "alpha" in seen and "charlie" in seen and "bravo" not in seen and "interrupted" not in seen

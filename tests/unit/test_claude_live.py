@@ -70,3 +70,26 @@ def test_the_turn_that_just_ended_must_be_on_disk(tmp_path: Path) -> None:
           assistant(["text"]), {"type": "last-prompt"})
     assert ends_a_turn(path, "turn 2 more")
     assert not ends_a_turn(write(tmp_path / "t.jsonl", prompt("turn 2")), "turn 2")
+
+
+def test_a_cancelled_turn_ends_where_claude_code_notes_the_interruption(tmp_path: Path) -> None:
+    """What Claude Code (2.1.44 and 2.1.316) writes when the user cancels a turn during a tool
+    call: the tool's error result, then a user line "[Request interrupted by user for tool use]".
+    The turn has ended there (a swap or /undo may go on), and that line starts no turn."""
+    from liminal.harness.claude.conversation import build
+    from liminal.harness.claude.paths import locate
+    from liminal.harness.claude.records import read_session
+
+    stopped = {"type": "user", "message": {"role": "user", "content": [
+        {"type": "text", "text": "[Request interrupted by user for tool use]"}]}}
+    path = write(tmp_path / "s.jsonl", prompt("turn 1"), assistant(["text"]), prompt("turn 2"),
+                 assistant(["tool_use"]),
+                 {"type": "user", "message": {"content": [{"type": "tool_result", "is_error": True}]}}, stopped)
+    assert ends_a_turn(path) and ends_a_turn(path, "turn 2")
+    assert not ends_a_turn(path, "turn 3")
+    sid = "11111111-1111-4111-8111-111111111111"
+    lines = [dict(r, uuid=f"{sid[:-2]}{n:02d}", parentUuid=f"{sid[:-2]}{n - 1:02d}" if n else None, sessionId=sid)
+             for n, r in enumerate(json.loads(line) for line in path.read_text().splitlines())]
+    named = write(tmp_path / f"{sid}.jsonl", *lines)
+    turns = build(read_session(locate(named))).turns
+    assert len(turns) == 2 and turns[1].records[-1].is_interruption

@@ -29,6 +29,10 @@ PROMPT_HEAD_CHARS = 2000  # enough for a user prompt to survive verbatim into a 
 TEXT_HEAD_CHARS = 400
 IMAGE_CHARS = 6000  # an image costs about 1.5k tokens whatever its base64 length
 
+# What Claude Code writes as a user line when a turn is cancelled: "[Request interrupted by
+# user]", or "... by user for tool use]" while a tool ran (2.1.44, seen 2026-11-25).
+INTERRUPTED = "[Request interrupted by user"
+
 CONVERSATION_TYPES = frozenset({"user", "assistant", "system", "attachment", "progress"})
 
 
@@ -76,12 +80,19 @@ class Record(NamedTuple):
 
     @property
     def is_prompt(self) -> bool:
-        """A user line that starts a turn: typed text, not a tool result, meta or summary."""
-        if self.type != "user" or self.meta or self.compact_summary:
+        """A user line that starts a turn: typed text, not a tool result, meta or summary, nor
+        the note Claude Code adds when the user stops a turn (it ends the turn it stopped)."""
+        if self.type != "user" or self.meta or self.compact_summary or self.is_interruption:
             return False
         return any(b.kind in ("text", "image") for b in self.blocks) and not any(
             b.kind == "tool_result" for b in self.blocks
         )
+
+    @property
+    def is_interruption(self) -> bool:
+        """Claude Code's "[Request interrupted by user...]" line, written when a turn is cancelled."""
+        return self.type == "user" and len(self.blocks) == 1 and self.blocks[0].kind == "text" \
+            and self.blocks[0].head.startswith(INTERRUPTED)
 
     @property
     def tool_uses(self) -> tuple[Block, ...]:

@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 
 from liminal.harness.claude.paths import open_regular
+from liminal.harness.claude.records import INTERRUPTED
 from liminal.harness.files import HeldStill
 
 TAIL_BYTES = 512 * 1024
@@ -120,7 +121,7 @@ def context_tokens(path: Path) -> int | None:
 def _prompt_text(record: dict[str, Any]) -> str | None:
     """The text a person typed, if this is a prompt record (not a tool result or a reminder)."""
     if record.get("type") != "user" or record.get("isSidechain") or record.get("isMeta") \
-            or record.get("isCompactSummary"):
+            or record.get("isCompactSummary") or _interruption(record):
         return None
     content = (record.get("message") or {}).get("content")
     if isinstance(content, str):
@@ -132,6 +133,14 @@ def _prompt_text(record: dict[str, Any]) -> str | None:
     if not texts or any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
         return None
     return "\n".join(texts)
+
+
+def _interruption(record: dict[str, Any]) -> bool:
+    """The line Claude Code writes when the user cancels a turn: the turn ended there."""
+    content = (record.get("message") or {}).get("content")
+    texts = [content] if isinstance(content, str) else [
+        b.get("text") for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+    return len(texts) == 1 and isinstance(texts[0], str) and texts[0].startswith(INTERRUPTED)
 
 
 def _squash(text: str) -> str:
@@ -157,7 +166,7 @@ def ends_a_turn(path: Path, prompt: str | None = None) -> bool:
         if kind not in ("user", "assistant") or record.get("isSidechain"):
             continue
         if not answered:
-            if kind == "user":
+            if kind == "user" and not _interruption(record):
                 return False
             content = (record.get("message") or {}).get("content")
             if isinstance(content, list) and any(
