@@ -274,3 +274,25 @@ def test_rollout_lines_become_store_records_recall_can_read() -> None:
     assert CodexSessions(SMALL).recall_in_line(output.raw, key) == json.loads(output.raw)["payload"]["output"].encode()
     assert parse_line(b"not json", "b", None, 0).text == ""
     assert line_parser(Path(f"rollout-2026-11-25T05-49-08-{builder.session_id}.jsonl")) is parse_line
+
+
+def test_a_cut_across_a_swap_names_only_its_own_thread(tmp_path: Path) -> None:
+    """/fork MARK on a swapped thread cuts from the original and from the copy the thread moved
+    to: the events of both name the fork, not the rollouts it was cut from."""
+    home = tmp_path / ".codex"
+    builder = conversation("0.166", 4)
+    path = builder.write(home)
+    sessions = CodexSessions(SMALL, {"CODEX_HOME": str(home)})
+    copy_id = NEW.replace("5", "7")
+    copy = sessions.rewrite(path, 0, copy_id).path
+    own = copy.stat().st_size
+    later = RolloutBuilder("0.166", copy_id).turn(TurnSpec("after the swap", [Call("ls", "x")]))
+    appended = [line.raw for line in read_lines(later.write(tmp_path / "scratch")) if line.type != "session_meta"]
+    with copy.open("ab") as out:  # what Codex appends to the copy it resumed
+        out.write(b"".join(appended))
+    fork_id = NEW.replace("5", "8")
+    starts = sessions.turn_starts(path)
+    fork = sessions.cut([(path, starts[2], None), (copy, own, None)], copy, fork_id)
+    named = {str(line.payload.get("thread_id")) for line in read_lines(fork.path) if "thread_id" in line.payload}
+    assert named == {fork_id}, named
+    assert [t.prompt for t in read_rollout(fork.path).turns][-1] == "after the swap"

@@ -27,7 +27,7 @@ it resumes its own: docs/formats.md, "Codex rollouts".
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -276,17 +276,19 @@ def paired(lines: Iterable[Line]) -> list[Line]:
                     and str(line.payload.get("call_id")) not in keep)]
 
 
-def _renamed(line: Line, old_id: str, new_id: str) -> Line:
+def _renamed(line: Line, old_ids: Collection[str], new_id: str) -> Line:
     """0.166's events name their thread (``thread_id``): the copy's are the copy's."""
     payload = line.payload
-    if payload.get("thread_id") != old_id:
+    if payload.get("thread_id") not in old_ids:
         return line
     return _with_payload(line, {**payload, "thread_id": new_id})
 
 
-def finish(lines: list[Line], old_id: str, new_id: str) -> tuple[bytes, ...]:
+def finish(lines: list[Line], old_id: str, new_id: str, *, also: Collection[str] = ()) -> tuple[bytes, ...]:
     """The rollout's bytes as ``new_id``: its ``session_meta`` renamed (``forked_from_id`` the
-    old id), ordinals renumbered where the original had them, calls paired, checked."""
+    old id), ordinals renumbered where the original had them, calls paired, checked. ``also``:
+    the ids of other rollouts the lines came from (a cut across the thread's swaps), whose
+    events are renamed too."""
     if not lines or lines[0].type != "session_meta":
         raise RolloutError("a rollout must start with session_meta")
     meta = dict(lines[0].payload)
@@ -294,7 +296,8 @@ def finish(lines: list[Line], old_id: str, new_id: str) -> tuple[bytes, ...]:
         meta["session_id"] = new_id
     meta["id"] = new_id
     meta["forked_from_id"] = old_id
-    lines = [_with_payload(lines[0], meta), *(_renamed(line, old_id, new_id) for line in paired(lines[1:]))]
+    old_ids = {old_id, *also}
+    lines = [_with_payload(lines[0], meta), *(_renamed(line, old_ids, new_id) for line in paired(lines[1:]))]
     numbered = lines[0].value is not None and "ordinal" in lines[0].value
     out: list[bytes] = []
     for n, line in enumerate(lines):

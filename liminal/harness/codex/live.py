@@ -155,7 +155,8 @@ class CodexSessions:
                 and not any(line.is_event(k) for k in gradient.USAGE_EVENTS)]
         if not kept or kept[0].type != "session_meta":
             raise RolloutError("the cut does not start with session_meta")
-        raw = gradient.finish(kept, whole.session_id, new_id)
+        others = {found for path, _, _ in parts[1:] if (found := session_id_of(path)) is not None}
+        raw = gradient.finish(kept, whole.session_id, new_id, also=others)
         target = self.target_path(like, new_id)
         size = self.write(target, raw)
         tokens = sum(gradient.cost(len(r)) for r in raw if b'"type":"response_item"' in r)
