@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 from pathlib import Path
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 # One message at most (a memo, a search); a longer line is dropped unread and answered -32600.
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+CLOSE_SECONDS = 30.0  # what the calls under way get once stdin has closed
 
 
 def parser() -> argparse.ArgumentParser:
@@ -97,17 +99,26 @@ class _Calls:
         future.add_done_callback(self._running.discard)
 
     def close(self, tools: LiminalTools) -> None:
+        """The calls under way get ``CLOSE_SECONDS`` to answer; then the server ends all the
+        same (a call stuck on a store that does not answer must not keep it alive forever)."""
         import asyncio
 
+        deadline = time.monotonic() + CLOSE_SECONDS
         for future in list(self._running):
             try:
-                future.result()
-            except Exception:  # answered as the tool's failure already
+                future.result(timeout=max(0.0, deadline - time.monotonic()))
+            except Exception:  # answered as the tool's failure already, or still stuck
                 pass
-        asyncio.run_coroutine_threadsafe(tools.aclose(), self._loop).result()
+        for future in list(self._running):
+            future.cancel()  # a stuck call: its task is cancelled on the loop, not left pending
+        try:
+            asyncio.run_coroutine_threadsafe(tools.aclose(), self._loop).result(timeout=5)
+        except Exception:
+            pass
         self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join()
-        self._loop.close()
+        self._thread.join(5)
+        if not self._thread.is_alive():
+            self._loop.close()
 
 
 def _exact_id(line: bytes, parsed: float) -> Any:

@@ -83,3 +83,26 @@ async def test_unknown_methods_and_junk() -> None:
     assert isinstance(answer, dict) and answer["error"]["code"] == METHOD_NOT_FOUND
     junk = SERVER.answer([1, 2])
     assert isinstance(junk, dict) and "error" in junk
+
+
+def test_a_call_that_never_ends_does_not_keep_the_server_alive(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    import anyio
+
+    from liminal.mcp import server
+
+    class Stuck:
+        def tools(self) -> list[Tool]:
+            async def forever(args: dict[str, Any]) -> list[str]:
+                await anyio.sleep_forever()
+                return []
+
+            return [Tool("stuck", "never answers", {}, (), forever)]
+
+        async def aclose(self) -> None:
+            pass
+
+    monkeypatch.setattr(server, "CLOSE_SECONDS", 0.2)
+    stdin = io.BytesIO(b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"stuck"}}\n')
+    assert server.serve(Stuck(), stdin, io.BytesIO()) == 0  # type: ignore[arg-type]
