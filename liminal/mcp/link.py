@@ -66,23 +66,37 @@ def bind(home: Path, nonce: str, thread: str) -> None:
 BIND_LIFE_SECONDS = 30 * 24 * 3600  # a bind file serves the process that wrote it, as long as it lives
 
 
+TEMP_LIFE_SECONDS = 3600  # a half-written file's writer is long gone by then
+
+
 def sweep(home: Path, older_than: float = BIND_LIFE_SECONDS) -> int:
-    """Remove bind files not touched for ``older_than`` seconds; returns how many. A server
-    reads its file when a tool is first called, and a swap's resume starts a new server with the
-    same nonce: the file must outlive the session's first turns, not the liminal that wrote it."""
+    """Remove bind files and queued slash commands not touched for ``older_than`` seconds, and
+    half-written files (``.tmp-*``, left by a server killed mid-write) after an hour; returns
+    how many. A server reads its bind file when a tool is first called, and a swap's resume
+    starts a new server with the same nonce: the file must outlive the session's first turns,
+    not the liminal that wrote it. A slash command waits for its thread's next turn end, which
+    may never come (the thread was left)."""
     removed = 0
-    cutoff = time.time() - older_than
-    try:
-        entries = list(folder(home).iterdir())
-    except OSError:
-        return 0
-    for path in entries:
+    now = time.time()
+    base = folder(home)
+    for where, prefix in ((base, "bind-"), (base / "slash", "")):  # slash/: every command
         try:
-            if path.name.startswith("bind-") and path.stat().st_mtime < cutoff:
-                path.unlink()
-                removed += 1
+            entries = list(where.iterdir())
         except OSError:
             continue
+        for path in entries:
+            if path.name.startswith(".tmp-"):
+                life: float = TEMP_LIFE_SECONDS
+            elif path.name.startswith(prefix):
+                life = older_than
+            else:
+                continue
+            try:
+                if path.is_file() and path.lstat().st_mtime < now - life:
+                    path.unlink()
+                    removed += 1
+            except OSError:
+                continue
     return removed
 
 

@@ -102,8 +102,16 @@ def test_old_bind_files_are_swept(tmp_path: Path) -> None:
     link.bind(tmp_path, "young", THREAD)
     past = time.time() - 40 * 24 * 3600
     os.utime(link.folder(tmp_path) / "bind-old", (past, past))
-    assert link.sweep(tmp_path) == 1
+    stale_slash = link.leave_slash(tmp_path, THREAD, "mark", "A")
+    fresh_slash = link.leave_slash(tmp_path, BACKING, "mark", "B")
+    half = link.folder(tmp_path) / ".tmp-abc"
+    half.write_bytes(b"{")
+    hour_ago = time.time() - 3700
+    os.utime(stale_slash, (past, past))
+    os.utime(half, (hour_ago, hour_ago))
+    assert link.sweep(tmp_path) == 3
     assert link.bound_thread(tmp_path, "old") is None and link.bound_thread(tmp_path, "young") == THREAD
+    assert not stale_slash.exists() and fresh_slash.exists() and not half.exists()
 
 
 def test_the_slash_queue_gives_a_thread_its_own_commands_and_nothing_else(tmp_path: Path) -> None:
