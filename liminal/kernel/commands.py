@@ -347,6 +347,8 @@ class CommandCenter:
             raise CommandError("a prompt is running: mark between turns")
         backing, path = await self._settled_path(thread)
         offset = await anyio.to_thread.run_sync(self.harness.position, path)
+        if self._proxy.router.prompt_in_flight(thread):  # came while the file settled: the
+            raise CommandError("a prompt started: mark between turns")  # offset may be inside it
         mark = Mark(name, backing, offset, time.time())
         self._marks.setdefault(thread, {})[name] = mark
         self._proxy.router.note("liminal/mark", {"thread_id": thread, "name": name, "backing_id": backing,
@@ -410,6 +412,7 @@ class CommandCenter:
         if self._proxy.router.prompt_in_flight(thread):
             raise CommandError("a prompt is running: fork between turns")
         _, path = await self._settled_path(thread)
+        end = await anyio.to_thread.run_sync(self.harness.position, path)
         new_id = str(uuid.uuid4())
         if args:
             mark = await self._known_mark(thread, args)
@@ -423,6 +426,11 @@ class CommandCenter:
         else:
             parts = [(path, 0, None)]
             what = "this thread's context"
+        if self._proxy.router.prompt_in_flight(thread):  # came while the file settled
+            raise CommandError("a prompt started: fork between turns")
+        # The thread's own file up to where it stood once settled: a prompt that starts now
+        # appends past that, and its half-written turn stays out of the fork.
+        parts = [(p, start, end if p == path and stop is None else stop) for p, start, stop in parts]
         await anyio.to_thread.run_sync(self.harness.cut, parts, path, new_id)
         await self._record_fork(thread, new_id, args)
         return f"Forked {what} as session {new_id}: open it from the session list."
