@@ -322,13 +322,8 @@ class CommandCenter:
         """The thread's session file once the turn just answered is on it. The CLI may write a
         turn a little after answering it (Claude Code 2.1.44, about 0.1 s), and after a first
         prompt the file may not exist yet: looked for again for up to 2 s."""
-        with anyio.move_on_after(2.0):
-            while True:
-                try:
-                    self._state_path(thread)
-                    break
-                except CommandError:
-                    await anyio.sleep(0.05)
+        assert self._proxy is not None
+        await self.swaps.mover.appeared(self._proxy.router.backing_of(thread), self._cwd(thread), 2.0)
         backing, path = self._state_path(thread)
         state = self.swaps.threads.get(thread)
         await self.swaps.mover.settle(path, state.last_prompt if state else None)

@@ -166,7 +166,7 @@ class ThreadMover:
             committed = False
             old_backing = router.backing_of(thread_id)
             try:
-                path = self.harness.locate(old_backing, state.cwd)
+                path = await self.appeared(old_backing, state.cwd, 2.0)
                 if path is None:
                     raise SwapError("no session file for this thread yet")
                 if not await self.settle(path, state.last_prompt, 2.0):
@@ -332,6 +332,16 @@ class ThreadMover:
             if opened and proxy.router.agent_alive:
                 with anyio.move_on_after(UNDO_CLOSE_SECONDS):
                     await self.close(proxy, new_id)
+
+    async def appeared(self, backing: str, cwd: str | None, timeout: float) -> Path | None:
+        """The session's file, waited for up to ``timeout``: Claude Code 2.1.44 may create it only
+        when a turn ends, and a cancelled turn can end a moment after its prompt was answered
+        (a /undo sent at once found no file, seen in test_commands)."""
+        with anyio.move_on_after(timeout):
+            while (path := self.harness.locate(backing, cwd)) is None:  # noqa: ASYNC110 - another process writes it
+                await anyio.sleep(0.05)
+            return path
+        return None
 
     async def settle(self, path: Path, prompt: str | None, timeout: float = 2.0) -> bool:
         """Until the CLI has written the finished turn; False if it has not within ``timeout``."""

@@ -8,11 +8,12 @@ import json
 import threading
 
 import anyio
+import pytest
 
 from fixtures.harness import AcpClient, Adapter, Rig, Scenario, Shell
 from liminal.store.sqlite import SqliteStore
+from tests.acceptance.conftest import ADAPTER_NAMES, adapter_fixture
 from tests.acceptance.conftest import CLAUDE_NAMES as CLAUDE
-from tests.acceptance.conftest import adapter_fixture
 
 adapter = adapter_fixture(CLAUDE)
 
@@ -120,9 +121,11 @@ def test_a_fork_of_what_followed_a_mark_takes_a_prompt(adapter: Adapter, rig: Ri
         assert "juliet" in seen and "charlie" in seen and "alpha" not in seen
 
 
+@pytest.mark.parametrize("adapter", ADAPTER_NAMES, indirect=True)
 def test_undo_takes_out_a_turn_the_user_cancelled(adapter: Adapter, rig: Rig) -> None:
     """Claude Code ends a cancelled turn with a "[Request interrupted by user for tool use]"
-    line; /undo must take that whole turn out (it said "the last turn is not on disk yet")."""
+    line, Codex with ``turn_aborted``; /undo takes that whole turn out (on Claude Code it said
+    "the last turn is not on disk yet")."""
     rig.server.script = Scenario().add("SLOW", Shell("python3 -c 'import time; time.sleep(60)'", "Wait"), "waited")
     with rig.client(via_liminal=True) as client:
         client.initialize()
@@ -141,5 +144,5 @@ def test_undo_takes_out_a_turn_the_user_cancelled(adapter: Adapter, rig: Rig) ->
         assert stopped.get("reason") == "cancelled", stopped
         assert "out of the model's context" in said(client, thread, "/undo")
         said(client, thread, "after the undo charlie")
-        seen = last_request_text(rig)
+        seen = json.dumps(rig.server.views()[-1].body)
         assert "alpha" in seen and "charlie" in seen and "bravo" not in seen and "interrupted" not in seen
