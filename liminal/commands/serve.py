@@ -31,7 +31,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from liminal.commands.acp import agent_command
     from liminal.config import _host_port
     from liminal.serve import token as tokens
-    from liminal.serve.server import AcpServer, is_loopback
+    from liminal.serve.server import AcpServer, ListenError, is_loopback
 
     argv = agent_command(args, "serve")
     if argv is None:
@@ -56,4 +56,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         if args.print_port:
             print(bound, flush=True)
 
-    return anyio.run(server.run, host, port, ready, backend="asyncio")
+    try:
+        return anyio.run(server.run, host, port, ready, backend="asyncio")
+    except ListenError as exc:
+        print(f"liminal serve: serve.listen = {settings.serve.listen!r} cannot be used: {exc}",
+              file=sys.stderr)
+        return 2

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
 from collections import deque
 from collections.abc import Callable
@@ -83,6 +84,7 @@ class WebSocketClientLeg:
         self.finished = asyncio.Event()  # the reading is over: the proxy is told the client left
         self._orphans: set[Any] = set()  # the gone client's requests still pending: answers dropped
         self._renames: dict[str, bytes] = {}  # our id for a new request whose id an orphan has -> its id
+        self._rename_count = itertools.count(1)
 
     async def open(self, on_data: Callable[[bytes], None], on_eof: Callable[[], None],
                    on_flow: Callable[[bool], None]) -> None:
@@ -127,14 +129,13 @@ class WebSocketClientLeg:
     async def _admit(self, data: bytes) -> bool:
         """Whether the message may go to the agent now; it waits while another connection
         holds its thread, and is answered here if that lasts past ``busy_wait``."""
-        if self.locks is None or b'"method"' not in data:
+        if self.locks is None:
             return True
-        try:
-            message = orjson.loads(data)
-        except orjson.JSONDecodeError:
+        # Read as the router reads it (``jsonrpc.parse`` takes NaN and escaped keys, which a
+        # byte test or orjson alone would wave through to the agent past the lock).
+        message = jsonrpc.parse(data)
+        if message is None:
             return True  # the router answers what does not parse
-        if not isinstance(message, dict):
-            return True
         method, params = message.get("method"), message.get("params")
         if method == "session/new" and "id" in message:
             self._new_sessions.add(jsonrpc.id_key(message["id"]))
@@ -146,8 +147,10 @@ class WebSocketClientLeg:
         if holder is not None and method in ("session/load", "session/resume") and "id" in message:
             # The thread's turn still runs in the proxy of a connection that dropped: this
             # connection takes that proxy over and gets the rest live (``adopt``). Claimed now,
-            # in this step, so that proxy does not end while this one winds down.
+            # in this step, so that proxy does not end while this one winds down; what this
+            # connection asked its own proxy before is answered first.
             holder.claimed = time.monotonic()
+            await self._own_requests_answered(CLAIM_SECONDS / 2)
             self.handover = (holder, message)
             return False
         deadline = time.monotonic() + self.busy_wait
@@ -161,6 +164,13 @@ class WebSocketClientLeg:
                 return False
             await asyncio.sleep(0.1)
         return True
+
+    async def _own_requests_answered(self, timeout: float) -> None:
+        """Until this connection's proxy owes it nothing (or ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        while (self.proxy is not None and self.proxy.router.pending_client_ids()  # noqa: ASYNC110 - no event for it
+               and time.monotonic() < deadline):
+            await asyncio.sleep(0.02)
 
     async def _finish_turns(self) -> None:
         """The client left: let what is under way finish before the proxy hears of it."""
@@ -230,7 +240,7 @@ class WebSocketClientLeg:
             if self.detached:
                 self._answer_for_the_client(line)
             elif not self.closed:
-                if (self._orphans or self._renames) and b'"method"' not in line:
+                if self._orphans or self._renames:  # (an answer may hold the text "method")
                     line = self._renamed_out(line)
                     if not line:
                         continue
@@ -299,18 +309,21 @@ class WebSocketClientLeg:
         logger.info("a new connection took over a detached turn", thread=thread, connection=self._connection_id())
 
     def _renamed_in(self, data: bytes) -> bytes:
-        if not self._orphans or b'"id"' not in data or b'"method"' not in data:
+        if not self._orphans:
             return data
         message = jsonrpc.parse(data)
-        if message is None or "id" not in message or jsonrpc.id_key(message["id"]) not in self._orphans:
+        if message is None or "method" not in message or "id" not in message \
+                or jsonrpc.id_key(message["id"]) not in self._orphans:
             return data
-        ours = f"liminal-re-{len(self._renames) + 1}"
+        # Never reused while the client runs: a count of what is still open could hand out an
+        # id a request still waits under.
+        ours = f"liminal-re-{next(self._rename_count)}"
         self._renames[ours] = jsonrpc.encode_id(message["id"])
         return orjson.dumps({**message, "id": ours})
 
     def _renamed_out(self, line: bytes) -> bytes:
         message = jsonrpc.parse(line)
-        if message is None or "id" not in message:
+        if message is None or "id" not in message or "method" in message:
             return line
         key = jsonrpc.id_key(message["id"])
         if isinstance(key, str) and key in self._renames:
@@ -326,13 +339,26 @@ class WebSocketClientLeg:
 
     def close(self) -> None:
         """Send what is queued (for up to two seconds), then close the connection (unless it
-        goes on with another connection's proxy)."""
+        goes on with another connection's proxy: then ``handed_over`` once it is sent)."""
         if self.handover is not None:
-            for task in self._tasks:
-                task.cancel()
+            with contextlib.suppress(RuntimeError):
+                self._closing = asyncio.get_running_loop().create_task(self._drain_for_handover())
             return
         with contextlib.suppress(RuntimeError):
             self._closing = asyncio.get_running_loop().create_task(self._drain_and_close())
+
+    async def _drain_for_handover(self) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(2.0):
+                await self._sent_all.wait()
+        for task in self._tasks:
+            task.cancel()
+
+    async def handed_over(self) -> None:
+        """What this connection's own proxy answered went out; its sender is stopped."""
+        if self._closing is not None:
+            with contextlib.suppress(Exception):
+                await self._closing
 
     async def _drain_and_close(self) -> None:
         with contextlib.suppress(TimeoutError):

@@ -59,6 +59,10 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+class ListenError(Exception):
+    """The listen address cannot be bound (said as one line, exit 2)."""
+
+
 class AcpServer:
     def __init__(self, settings: Settings, agent_argv: Sequence[str], token: str, *,
                  config_file: Path | None = None) -> None:
@@ -135,6 +139,10 @@ class AcpServer:
                                    on_proxy=lambda proxy: setattr(leg, "proxy", proxy))
             logger.info("connection closed", connection=connection_id, exit_code=code)
             if leg.handover is not None:
+                await leg.handed_over()
+                # This connection's own threads are free while it goes on with another proxy
+                # (it, or another client, may open them again).
+                await locks.release_all()
                 await self._take_over(connection, *leg.handover)
         except Exception:
             logger.exception("connection failed", connection=connection_id)
@@ -177,11 +185,15 @@ class AcpServer:
     async def run(self, host: str, port: int,
                   ready: Callable[[int], Awaitable[None] | None] | None = None) -> int:
         frame = self.settings.proxy.max_frame_bytes
-        async with serve(self.handle, host, port, process_request=self.process_request,
-                         process_response=self.process_response,
-                         select_subprotocol=self.select_subprotocol,
-                         max_size=4 * frame + 1024, ping_interval=20, ping_timeout=20,
-                         server_header="liminal") as server:
+        try:
+            listening = await serve(self.handle, host, port, process_request=self.process_request,
+                                    process_response=self.process_response,
+                                    select_subprotocol=self.select_subprotocol,
+                                    max_size=4 * frame + 1024, ping_interval=20, ping_timeout=20,
+                                    server_header="liminal")
+        except OSError as exc:  # the port is taken, the host is not this machine's
+            raise ListenError(exc.strerror or str(exc)) from exc
+        async with listening as server:
             self.server = server
             bound = server.sockets[0].getsockname()[1] if server.sockets else port
             logger.info("serving ACP over WebSocket", url=f"ws://{host}:{bound}{ENDPOINT}",

@@ -415,3 +415,72 @@ def test_sigterm_does_not_wait_for_a_turn_that_does_not_end(tmp_path: Path) -> N
         if server.proc.poll() is None:
             server.proc.kill()
         server.proc.wait(10)
+
+
+def drop_mid_turn(served: Served, tmp_path: Path) -> str:
+    """A connection opens a thread, starts a turn that runs until cancelled, and drops."""
+    with served.connect() as ws:
+        rpc(ws, 1, "initialize", {"protocolVersion": 1})
+        thread = str(rpc(ws, 2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["result"]["sessionId"])
+        ws.send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {
+            "sessionId": thread, "prompt": [{"type": "text", "text": "until-cancel"}]}}))
+        while '"working"' not in ws.recv(timeout=30):
+            pass
+    return thread
+
+
+def test_a_take_over_answers_what_came_before_and_frees_the_connections_own_threads(
+        served: Served, tmp_path: Path) -> None:
+    """Requests sent just before the load that takes a dropped turn over are answered (they
+    got nothing), and the connection's own threads stay open to it (it locked itself out)."""
+    running = drop_mid_turn(served, tmp_path)
+    with served.connect() as ws:
+        for rpc_id, method, params in ((1, "initialize", {"protocolVersion": 1}),
+                                       (2, "session/new", {"cwd": str(tmp_path), "mcpServers": []}),
+                                       (3, "session/load", {"sessionId": running, "cwd": str(tmp_path), "mcpServers": []})):
+            ws.send(json.dumps({"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params}))
+        answers: dict[int, dict[str, Any]] = {}
+        while len(answers) < 3:
+            message = json.loads(ws.recv(timeout=30))
+            if "method" not in message:
+                answers[message["id"]] = message
+        assert all("result" in a for a in answers.values()), answers
+        own = answers[2]["result"]["sessionId"]
+        loaded = rpc(ws, 4, "session/load", {"sessionId": own, "cwd": str(tmp_path), "mcpServers": []})
+        assert "result" in loaded, loaded
+
+
+def test_a_message_only_the_lenient_parser_reads_still_waits_for_the_lock(tmp_path: Path) -> None:
+    """NaN or an escaped key: the router reads such a prompt (the stdlib parser), so the lock
+    must too, or it reaches the agent of a thread another connection holds."""
+    server = serve(tmp_path, config="[serve]\nbusy_wait_seconds = 0.5\n")
+    try:
+        with server.connect() as a, server.connect() as b:
+            rpc(a, 1, "initialize", {"protocolVersion": 1})
+            thread = rpc(a, 2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["result"]["sessionId"]
+            rpc(b, 1, "initialize", {"protocolVersion": 1})
+            for n, raw in enumerate((
+                    '{"jsonrpc":"2.0","id":%d,"method":"session/prompt","x":NaN,"params":{"sessionId":"%s","prompt":[]}}',
+                    '{"jsonrpc":"2.0","id":%d,"me\\u0074hod":"session/prompt","params":{"sessionId":"%s","prompt":[]}}'),
+                    start=10):
+                b.send(raw % (n, thread))
+                while (answer := json.loads(b.recv(timeout=30))).get("id") != n:
+                    pass
+                assert answer.get("error", {}).get("code") == -32002, answer
+    finally:
+        server.proc.kill()
+        server.proc.wait(10)
+
+
+def test_a_listen_address_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "liminal", "serve", "--listen", f"127.0.0.1:{port}", "--", *scripted_agent_argv()],
+            env=child_env(tmp_path), capture_output=True, timeout=60)
+    lines = [line for line in done.stderr.decode().splitlines() if line.startswith("liminal serve: serve.listen")]
+    assert done.returncode == 2 and len(lines) == 1 and "Traceback" not in done.stderr.decode(), done.stderr

@@ -34,3 +34,17 @@ def test_a_reused_id_is_renamed_both_ways_and_an_orphans_answer_is_dropped() -> 
     assert leg._renamed_in(fresh) == fresh
     assert leg._renamed_in(b'{"jsonrpc":"2.0","method":"session/cancel","params":{}}').startswith(b'{"jsonrpc"')
     assert orjson.loads(leg._renamed_in(b'{"jsonrpc":"2.0","id":"abc","method":"x"}'))["id"] != "abc"
+
+
+def test_a_renamed_id_is_never_handed_out_twice() -> None:
+    """Two orphans, both ids reused; the first answered; the second reused again: each renamed
+    request gets an id no other open one has (a count of the open ones gave one out twice)."""
+    leg = leg_with_orphans(2, 3)
+    first = orjson.loads(leg._renamed_in(b'{"jsonrpc":"2.0","id":2,"method":"x"}'))["id"]
+    second = orjson.loads(leg._renamed_in(b'{"jsonrpc":"2.0","id":3,"method":"y"}'))["id"]
+    leg._renamed_out(orjson.dumps({"jsonrpc": "2.0", "id": first, "result": {}}))
+    third = orjson.loads(leg._renamed_in(b'{"jsonrpc":"2.0","id":2,"method":"z"}'))["id"]
+    assert len({first, second, third}) == 3
+    # An answer whose result holds the text "method" is still renamed back.
+    back = leg._renamed_out(orjson.dumps({"jsonrpc": "2.0", "id": second, "result": {"note": '"method"'}}))
+    assert orjson.loads(back)["id"] == 3
