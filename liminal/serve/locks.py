@@ -54,6 +54,9 @@ class ThreadLocks:
         self._client: Any = None
         self._renewer: asyncio.Task[None] | None = None
         self._warned = False
+        # Released for good: a take that finishes later (a connection's reader still winding
+        # down, a new session's lock still being taken) would hold a lock nobody frees.
+        self._released = False
 
     def holds(self, thread_id: str) -> bool:
         return thread_id in self._held
@@ -61,6 +64,8 @@ class ThreadLocks:
     async def try_take(self, thread_id: str) -> bool:
         """Take the thread's lock if it is free (or already ours); False if another has it. An
         id that cannot be a file name is not locked (and counts as taken)."""
+        if self._released:
+            return False
         if thread_id in self._held or not safe(thread_id):
             return True
         fd = self._take_file(thread_id)
@@ -70,6 +75,9 @@ class ThreadLocks:
             os.close(fd)
             return False
         self._held[thread_id] = fd
+        if self._released:  # released while Redis answered: let go of this one too
+            await self.release_all()
+            return False
         return True
 
     def _take_file(self, thread_id: str) -> int | None:
@@ -125,6 +133,8 @@ class ThreadLocks:
             logger.warning("Redis does not answer; thread locks hold on this machine only", error=str(exc))
 
     async def release_all(self) -> None:
+        """Let go of every lock, for good: later takes are refused."""
+        self._released = True
         for fd in self._held.values():
             with contextlib.suppress(OSError):
                 os.close(fd)  # closing the file releases its flock

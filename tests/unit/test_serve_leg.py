@@ -48,3 +48,21 @@ def test_a_renamed_id_is_never_handed_out_twice() -> None:
     # An answer whose result holds the text "method" is still renamed back.
     back = leg._renamed_out(orjson.dumps({"jsonrpc": "2.0", "id": second, "result": {"note": '"method"'}}))
     assert orjson.loads(back)["id"] == 3
+
+
+def test_locks_released_for_good_take_nothing_more(tmp_path: Any) -> None:
+    """A connection's locks are released as it ends; a take that comes after (its reader still
+    winding down) must not hold a lock that nobody frees any more."""
+    import anyio
+
+    from liminal.serve.locks import ThreadLocks
+
+    async def scenario() -> None:
+        mine, other = ThreadLocks(tmp_path), ThreadLocks(tmp_path)
+        assert await mine.try_take("t1")
+        await mine.release_all()
+        assert not await mine.try_take("t2") and not mine.holds("t2")
+        assert await other.try_take("t1") and await other.try_take("t2")
+        await other.release_all()
+
+    anyio.run(scenario)
