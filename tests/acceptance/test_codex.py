@@ -217,6 +217,9 @@ def test_mark_and_clear_rewind_a_codex_thread(adapter: Adapter, rig: Rig) -> Non
         client.initialize()
         thread = client.new_session(rig.home.project)["sessionId"]
         said(client, thread, "first question alpha")
+        # codex-zed sends its command list from a task of its own: it can come after the first
+        # prompt's answer (docs/facts.md), so wait for it rather than look once.
+        client.wait_for(lambda frames: any(b'"available_commands_update"' in f.raw for f in frames), timeout=30)
         assert any(b'"available_commands_update"' in f.raw and b'"mark"' in f.raw for f in client.received), \
             "liminal's commands are offered beside Codex's"
         said(client, thread, "second question TOOL bravo")

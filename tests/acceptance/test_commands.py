@@ -51,6 +51,8 @@ def test_mark_clear_fork_undo_move_the_models_context(adapter: Adapter, rig: Rig
         thread = client.new_session(rig.home.project)["sessionId"]
         requests = len(rig.server.messages_requests())
         said(client, thread, "first question alpha")
+        # An adapter sends its command list on its own schedule (docs/facts.md): wait for it.
+        client.wait_for(lambda frames: any(b'"available_commands_update"' in f.raw for f in frames), timeout=30)
         advertised = [f for f in client.received if b'"available_commands_update"' in f.raw
                       and b'"mark"' in f.raw]
         assert advertised, "liminal's commands are offered"
