@@ -296,3 +296,27 @@ def test_a_cut_across_a_swap_names_only_its_own_thread(tmp_path: Path) -> None:
     named = {str(line.payload.get("thread_id")) for line in read_lines(fork.path) if "thread_id" in line.payload}
     assert named == {fork_id}, named
     assert [t.prompt for t in read_rollout(fork.path).turns][-1] == "after the swap"
+
+
+def test_a_long_last_turn_settles_and_tells_its_context(tmp_path: Path) -> None:
+    """A turn that read a few large files is megabytes long: its ``task_started`` (and, when it
+    was cancelled after a large output, its last ``token_count``) lie far before the file's end."""
+    builder = RolloutBuilder("0.166")
+    builder.turn(TurnSpec("first"))
+    builder.turn(TurnSpec("read the logs", [Call(f"cat log{n}", "x" * 100_000) for n in range(4)]))
+    path = builder.write(tmp_path)
+    sessions = CodexSessions(SMALL, {"CODEX_HOME": str(tmp_path)})
+    assert not sessions.turn_settled(path, "read the logs")  # the first look
+    assert sessions.turn_settled(path, "read the logs")
+    tokens = sessions.context_tokens(path)
+    assert tokens is not None
+    # Cancelled after a large output: no token_count after it, the one before still counts.
+    aborted = RolloutBuilder("0.166", builder.session_id)
+    aborted.lines = list(builder.lines)
+    aborted._event({"type": "task_started", "turn_id": "t3"})
+    aborted._item({"type": "function_call", "name": "exec_command", "call_id": "call_big", "arguments": "{}"})
+    aborted._item({"type": "function_call_output", "call_id": "call_big", "output": "y" * 400_000})
+    aborted._event({"type": "turn_aborted", "turn_id": "t3", "reason": "interrupted"})
+    path.write_bytes(aborted.bytes())
+    assert sessions.context_tokens(path) == tokens
+    assert not sessions.turn_settled(path, None) and sessions.turn_settled(path, None)

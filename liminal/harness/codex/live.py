@@ -37,7 +37,7 @@ from liminal.harness.codex.rollout import (
     read_rollout,
     session_id_of,
     split,
-    tail_lines,
+    tail_from,
     text_of,
 )
 from liminal.harness.files import HeldStill, write_atomically
@@ -74,18 +74,16 @@ class CodexSessions:
         return path
 
     def context_tokens(self, path: Path) -> int | None:
-        return last_token_count(tail_lines(path))
+        return last_token_count(tail_from(path, lambda line: line.is_event("token_count")))
 
     def turn_settled(self, path: Path, prompt: str | None) -> bool:
         """The last turn has ended (``task_complete`` or ``turn_aborted``), it is the turn of
         ``prompt`` when that can be told, and the file has held still since the last look."""
         if not self._still.held_still(path):
             return False
-        lines = tail_lines(path)
-        start = max((n for n, line in enumerate(lines) if line.is_event("task_started")), default=None)
-        if start is None:
+        turn = tail_from(path, lambda line: line.is_event("task_started"))
+        if not turn:
             return False
-        turn = lines[start:]
         if not any(line.is_event("task_complete") or line.is_event("turn_aborted") for line in turn):
             return False
         if prompt is None or not prompt.strip():

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -244,3 +244,19 @@ def tail_lines(path: Path, limit: int = TAIL_BYTES) -> list[Line]:
     if data and not data.endswith(b"\n"):  # a line being written
         data = data[: data.rfind(b"\n") + 1]
     return parse_lines(data, start)
+
+
+def tail_from(path: Path, found: Callable[[Line], bool]) -> list[Line]:
+    """The complete lines from the last one ``found`` accepts to the end, however far back it
+    is (a turn that read a few large files is megabytes long), or [] when no line is: the tail
+    grows until it holds such a line or the whole file."""
+    limit = TAIL_BYTES
+    while True:
+        size = path.stat().st_size
+        lines = tail_lines(path, limit)
+        at = max((n for n, line in enumerate(lines) if found(line)), default=None)
+        if at is not None:
+            return lines[at:]
+        if limit >= size:
+            return []
+        limit *= 4
