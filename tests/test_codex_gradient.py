@@ -320,3 +320,42 @@ def test_a_long_last_turn_settles_and_tells_its_context(tmp_path: Path) -> None:
     path.write_bytes(aborted.bytes())
     assert sessions.context_tokens(path) == tokens
     assert not sessions.turn_settled(path, None) and sessions.turn_settled(path, None)
+
+
+def _json_or_none(line: bytes) -> object:
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
+
+
+junk_lines = st.sampled_from([
+    b'{"timestamp":"2026-11-25T05:49:09.000Z","ordinal":7,"type":"response_item","payload":{"type":"mess',
+    b'{"timestamp":"2026-11-25T05:49:09.000Z","type":"event_msg","payload":{"ty',
+    b"[1, 2]", b'"just a string"', b"\x00\xff garbage", b"{}",
+])
+
+
+@settings(max_examples=40, deadline=None)
+@given(specs=turn_specs, dialect=st.sampled_from(DIALECTS), target=st.sampled_from([0, 12_000]),
+       junk=st.lists(st.tuples(st.integers(min_value=1), junk_lines), min_size=1, max_size=3))
+def test_a_rollout_with_damaged_lines_is_rewritten_and_cut(specs: list[TurnSpec], dialect: str, target: int,
+                                                           junk: list[tuple[int, bytes]]) -> None:
+    """A line Codex could not parse (a write cut short by a crash, then appended to on resume)
+    is skipped by Codex and kept as it is by liminal: it neither blocks a rewrite or a cut of a
+    0.166 rollout nor takes an ordinal (Codex numbers the lines it can read, contiguously)."""
+    builder = RolloutBuilder(dialect)
+    for spec in specs:
+        builder.turn(spec)
+    raw = builder.bytes().splitlines(keepends=True)
+    for at, line in junk:
+        raw.insert(1 + at % len(raw), line + b"\n")
+    rollout = split(parse_lines(b"".join(raw)))
+    result = gradient.rewrite(rollout, target, NEW, SMALL)
+    undo = gradient.finish(rollout.lines, rollout.session_id, NEW)
+    for out in (result.lines, undo):
+        gradient.check(out, NEW)
+        records = [value for value in map(_json_or_none, out) if isinstance(value, dict) and "type" in value]
+        numbered = [r["ordinal"] for r in records if "ordinal" in r]
+        assert numbered == (list(range(len(records))) if dialect == "0.166" else [])
+    assert all(line + b"\n" in undo for _, line in junk)  # kept whole in a verbatim cut

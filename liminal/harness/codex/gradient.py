@@ -300,16 +300,21 @@ def finish(lines: list[Line], old_id: str, new_id: str, *, also: Collection[str]
     lines = [_with_payload(lines[0], meta), *(_renamed(line, old_ids, new_id) for line in paired(lines[1:]))]
     numbered = lines[0].value is not None and "ordinal" in lines[0].value
     out: list[bytes] = []
-    for n, line in enumerate(lines):
+    n = 0
+    for line in lines:
         raw = line.raw
-        if numbered:
+        # Only records are numbered, as Codex numbers them: a line it cannot read (kept as it
+        # is) takes no ordinal, and the records around it stay contiguous.
+        if numbered and line.is_record:
             found = _ORDINAL.match(raw)  # (a match and a splice: ``subn`` parsed its template per line)
             if found is not None:
                 raw = found.group(1) + str(n).encode() + raw[found.end():]
-            elif line.value is not None:
+            else:
+                assert line.value is not None
                 value = {k: v for k, v in line.value.items() if k != "ordinal"}
                 value = {"timestamp": value.pop("timestamp", None), "ordinal": n, **value}
                 raw = orjson.dumps(value) + b"\n"
+            n += 1
         out.append(raw)
     check(out, new_id)
     return tuple(out)
@@ -324,8 +329,8 @@ def check(raw_lines: Sequence[bytes], new_id: str) -> None:
         raise RolloutError("the rewrite's session_meta does not carry its new id")
     if len(paired(lines)) != len(lines):
         raise RolloutError("the rewrite has a call without its output, or an output without its call")
-    ordinals = [line.value.get("ordinal") for line in lines if line.value is not None]
-    if any(o is not None for o in ordinals) and ordinals != list(range(len(lines))):
+    ordinals = [line.value.get("ordinal") for line in lines if line.value is not None and line.is_record]
+    if any(o is not None for o in ordinals) and ordinals != list(range(len(ordinals))):
         raise RolloutError("the rewrite's ordinals are not contiguous from 0")
 
 

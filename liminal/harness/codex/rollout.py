@@ -92,6 +92,12 @@ class Line:
         self.type = str(self.value.get("type")) if self.value is not None else ""
 
     @property
+    def is_record(self) -> bool:
+        """An object with a ``type``: what Codex reads (and 0.166 numbers); any other line it
+        skips as a parse error (a write cut short by a crash)."""
+        return self.value is not None and isinstance(self.value.get("type"), str)
+
+    @property
     def payload(self) -> dict[str, Any]:
         payload = self.value.get("payload") if self.value is not None else None
         return payload if isinstance(payload, dict) else {}
