@@ -359,3 +359,25 @@ def test_a_rollout_with_damaged_lines_is_rewritten_and_cut(specs: list[TurnSpec]
         numbered = [r["ordinal"] for r in records if "ordinal" in r]
         assert numbered == (list(range(len(records))) if dialect == "0.166" else [])
     assert all(line + b"\n" in undo for _, line in junk)  # kept whole in a verbatim cut
+
+
+@pytest.mark.parametrize("torn", [b'{"id":"01a21140-2e66-7191-845c-da15011596e2","thread_na', b""])
+def test_the_name_goes_on_a_line_of_its_own(tmp_path: Path, torn: bytes) -> None:
+    """Codex's session_index.jsonl may end in a line a crash cut short: the name liminal carries
+    over starts a line of its own instead of joining it (where neither would parse), and every
+    line Codex wrote stays as it was."""
+    home = tmp_path / ".codex"
+    builder = conversation("0.166", 3)
+    path = builder.write(home)
+    index = home / "session_index.jsonl"
+    # A newer line Codex cannot read as an entry (its name is no string) does not hide the name.
+    before = "".join(json.dumps({"id": builder.session_id, "thread_name": name, "updated_at": "2026-11-25T00:00:00Z"})
+                     + "\n" for name in ("my work", 42)).encode() + torn
+    index.write_bytes(before)
+    CodexSessions(SMALL, {"CODEX_HOME": str(home)}).rewrite(path, 0, NEW)
+    after = index.read_bytes()
+    assert after.startswith(before) and after.endswith(b"\n")
+    added = after[len(before):].splitlines()
+    assert [bool(line) for line in added] == ([False, True] if torn else [True])  # ends the torn line
+    entry = json.loads(added[-1])
+    assert entry["id"] == NEW and entry["thread_name"] == "my work"

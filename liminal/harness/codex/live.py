@@ -222,14 +222,22 @@ class CodexSessions:
                 entry = orjson.loads(raw)
             except orjson.JSONDecodeError:
                 continue
-            if isinstance(entry, dict) and entry.get("id") == old_id and entry.get("thread_name"):
+            # (Codex reads a line whose name is not a string as no entry at all.)
+            if isinstance(entry, dict) and entry.get("id") == old_id \
+                    and isinstance(entry.get("thread_name"), str) and entry["thread_name"].strip():
                 name = entry["thread_name"]
         if name is None:
             return
         stamp = datetime.fromtimestamp(time.time(), UTC).isoformat().replace("+00:00", "Z")
         entry_line = orjson.dumps({"id": new_id, "thread_name": name, "updated_at": stamp}) + b"\n"
-        fd = os.open(index, os.O_WRONLY | os.O_APPEND)
+        fd = os.open(index, os.O_RDWR | os.O_APPEND)
         try:
+            # Codex appends whole lines, but a crash can leave the last one cut short: ours then
+            # starts a line of its own rather than joining it (neither would parse). Looked at
+            # just before the write, which O_APPEND puts at the end whatever came meanwhile.
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                entry_line = b"\n" + entry_line
             os.write(fd, entry_line)
         finally:
             os.close(fd)
