@@ -381,3 +381,30 @@ def test_the_name_goes_on_a_line_of_its_own(tmp_path: Path, torn: bytes) -> None
     assert [bool(line) for line in added] == ([False, True] if torn else [True])  # ends the torn line
     entry = json.loads(added[-1])
     assert entry["id"] == NEW and entry["thread_name"] == "my work"
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_a_local_shell_call_keeps_its_output(tmp_path: Path, dialect: str) -> None:
+    """Codex answers a ``local_shell_call`` (the shell of the codex-mini models) with a
+    ``function_call_output`` of the same call_id: a rewrite or cut keeps the pair whole."""
+    builder = conversation(dialect, 3)
+    builder._event({"type": "task_started", "turn_id": "t-last"})
+    builder._add("turn_context", {"turn_id": "t-last", "cwd": "/p", "model": "codex-mini-latest"})
+    builder._message("user", "list the files")
+    builder._item({"type": "local_shell_call", "call_id": "call_sh1", "status": "completed",
+                   "action": {"type": "exec", "command": ["ls"]}})
+    builder._item({"type": "function_call_output", "call_id": "call_sh1", "output": "a\nb"})
+    # An older form: no call_id, the output names the call by its id.
+    builder._item({"type": "local_shell_call", "id": "lsh_2", "status": "completed",
+                   "action": {"type": "exec", "command": ["pwd"]}})
+    builder._item({"type": "function_call_output", "call_id": "lsh_2", "output": "/p"})
+    builder._message("assistant", "two files")
+    builder._event({"type": "task_complete", "turn_id": "t-last"})
+    rollout = split(parse_lines(builder.bytes()))
+    for out in (gradient.rewrite(rollout, 0, NEW, SMALL).lines,
+                gradient.finish(rollout.lines, rollout.session_id, NEW)):
+        kinds = [(i.get("type"), i.get("call_id") or i.get("id")) for i in items(out)
+                 if i.get("type") in ("local_shell_call", "function_call_output")]
+        assert ("local_shell_call", "call_sh1") in kinds and ("function_call_output", "call_sh1") in kinds
+        assert ("local_shell_call", "lsh_2") in kinds and ("function_call_output", "lsh_2") in kinds
+        gradient.check(out, NEW)

@@ -44,6 +44,7 @@ from liminal.harness.codex.rollout import (
     Rollout,
     RolloutError,
     Turn,
+    call_id_of,
     is_context_message,
     last_token_count,
     parse_lines,
@@ -220,8 +221,8 @@ def _render_turn(turn: Turn, band: Band, edits: _Edits) -> list[Line]:
             continue
         payload = (edits.middle if band is Band.MIDDLE else edits.old)(line.payload)
         if payload is None:
-            if line.payload.get("call_id"):
-                dropped.add(str(line.payload["call_id"]))
+            if (call_id := call_id_of(line.payload)) is not None:
+                dropped.add(call_id)
             continue
         out.append(line if payload is line.payload else _with_payload(line, payload))
     return [line for line in out if _item_completed_id(line) not in dropped]
@@ -261,19 +262,19 @@ def _ancient_rest(turn: Turn) -> list[Line]:
 def paired(lines: Iterable[Line]) -> list[Line]:
     """Without the calls that have no output and the outputs that have no call before them."""
     lines = list(lines)
-    calls: set[str] = set()
-    answered: set[str] = set()
+    calls: set[str | None] = set()
+    answered: set[str | None] = set()
     for line in lines:
         kind = line.kind if line.is_item else ""
-        call_id = str(line.payload.get("call_id"))
+        call_id = call_id_of(line.payload)
         if kind in CALLS:
             calls.add(call_id)
         elif kind in OUTPUTS and call_id in calls:
             answered.add(call_id)
-    keep = calls & answered
+    keep = calls & answered - {None}
     return [line for line in lines
             if not (line.is_item and (line.kind in CALLS or line.kind in OUTPUTS)
-                    and str(line.payload.get("call_id")) not in keep)]
+                    and call_id_of(line.payload) not in keep)]
 
 
 def _renamed(line: Line, old_ids: Collection[str], new_id: str) -> Line:

@@ -35,6 +35,15 @@ CALLS = {"function_call": "function_call_output", "custom_tool_call": "custom_to
 OUTPUTS = {v: k for k, v in CALLS.items()}
 
 
+def call_id_of(payload: Mapping[str, Any]) -> str | None:
+    """The id a call and its output pair by. A ``local_shell_call`` may come without a
+    ``call_id``: Codex then answers it under the item's ``id`` (``call_id.or(id)``)."""
+    found = payload.get("call_id")
+    if not found and payload.get("type") == "local_shell_call":
+        found = payload.get("id")
+    return str(found) if found else None
+
+
 class RolloutError(ValueError):
     """Not a Codex rollout (no ``session_meta`` first), or not one liminal can rewrite."""
 
