@@ -408,3 +408,22 @@ def test_a_local_shell_call_keeps_its_output(tmp_path: Path, dialect: str) -> No
         assert ("local_shell_call", "call_sh1") in kinds and ("function_call_output", "call_sh1") in kinds
         assert ("local_shell_call", "lsh_2") in kinds and ("function_call_output", "lsh_2") in kinds
         gradient.check(out, NEW)
+
+
+def test_a_thread_named_in_codex_keeps_its_name_when_undo_moves_it(tmp_path: Path) -> None:
+    """/undo and /clear MARK move the thread to a cut, as a swap moves it to a rewrite: the cut
+    gets the name, so ``codex resume NAME`` opens the rollout the thread goes on in, not the one
+    it left. A /fork is a thread of its own and gets no name."""
+    home = tmp_path / ".codex"
+    builder = conversation("0.166", 4)
+    path = builder.write(home)
+    index = home / "session_index.jsonl"
+    index.write_text(json.dumps({"id": builder.session_id, "thread_name": "my work",
+                                 "updated_at": "2026-11-25T00:00:00Z"}) + "\n")
+    sessions = CodexSessions(SMALL, {"CODEX_HOME": str(home)})
+    starts = sessions.turn_starts(path)
+    fork = NEW.replace("5", "6")
+    sessions.cut([(path, 0, None)], path, fork)
+    sessions.cut([(path, 0, starts[-1])], path, NEW, keeps_thread=True)
+    named = {entry["id"]: entry["thread_name"] for entry in map(json.loads, index.read_text().splitlines())}
+    assert named == {builder.session_id: "my work", NEW: "my work"}

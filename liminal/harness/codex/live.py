@@ -133,10 +133,12 @@ class CodexSessions:
     def turn_starts(self, path: Path) -> list[int]:
         return [turn.start for turn in read_rollout(path).turns]
 
-    def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str) -> Rewritten:
+    def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str, *,
+            keeps_thread: bool = False) -> Rewritten:
         """The byte ranges ``parts`` as one rollout. A cut that starts after its first file's
         beginning (``/fork MARK``) gets that file's ``session_meta`` and Codex's context
-        messages, which only the first turn carries."""
+        messages, which only the first turn carries. ``keeps_thread``: the thread goes on in
+        the cut, which gets its name (``name_like``)."""
         if not parts:
             raise RolloutError("nothing to cut")
         first, start, _ = parts[0]
@@ -157,6 +159,8 @@ class CodexSessions:
         raw = gradient.finish(kept, whole.session_id, new_id, also=others)
         target = self.target_path(like, new_id)
         size = self.write(target, raw)
+        if keeps_thread:
+            self.name_like(like, new_id)
         tokens = sum(gradient.cost(len(r)) for r in raw if b'"type":"response_item"' in r)
         return Rewritten(new_id, target, tokens, tokens, size)
 
