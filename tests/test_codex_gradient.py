@@ -427,3 +427,23 @@ def test_a_thread_named_in_codex_keeps_its_name_when_undo_moves_it(tmp_path: Pat
     sessions.cut([(path, 0, starts[-1])], path, NEW, keeps_thread=True)
     named = {entry["id"]: entry["thread_name"] for entry in map(json.loads, index.read_text().splitlines())}
     assert named == {builder.session_id: "my work", NEW: "my work"}
+
+
+def test_every_folder_the_rewrite_makes_is_private(tmp_path: Path) -> None:
+    """The first rewrite of a month makes ``sessions/YYYY/MM/DD``: each of them 0700 whatever
+    the umask (with 0, Python's ``parents=True`` made the year and month world-writable)."""
+    import os
+
+    home = tmp_path / ".codex"
+    path = conversation("0.137", 3).write(home, day="2025/01/02")
+    sessions = CodexSessions(SMALL, {"CODEX_HOME": str(home)})
+    (home / "sessions").chmod(0o755)
+    previous = os.umask(0)
+    try:
+        rewritten = sessions.rewrite(path, 0, NEW)
+    finally:
+        os.umask(previous)
+    made = [rewritten.path.parent, rewritten.path.parent.parent, rewritten.path.parent.parent.parent]
+    assert made[2].parent == home / "sessions" and made[2].name != "2025"
+    assert {oct(folder.stat().st_mode & 0o777) for folder in made} == {"0o700"}
+    assert (home / "sessions").stat().st_mode & 0o777 == 0o755  # Codex's own: left as it was

@@ -40,7 +40,7 @@ from liminal.harness.codex.rollout import (
     tail_from,
     text_of,
 )
-from liminal.harness.files import HeldStill, write_atomically
+from liminal.harness.files import HeldStill, make_private_folder, write_atomically
 
 if TYPE_CHECKING:
     from liminal.gradient.recall import RecallKey
@@ -100,7 +100,7 @@ class CodexSessions:
         return self._targets[new_id]
 
     def write(self, target: Path, lines: tuple[bytes, ...]) -> int:
-        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_folder(target.parent)
         write_atomically(target, lines)
         return sum(len(line) for line in lines)
 
