@@ -447,3 +447,36 @@ def test_every_folder_the_rewrite_makes_is_private(tmp_path: Path) -> None:
     assert made[2].parent == home / "sessions" and made[2].name != "2025"
     assert {oct(folder.stat().st_mode & 0o777) for folder in made} == {"0o700"}
     assert (home / "sessions").stat().st_mode & 0o777 == 0o755  # Codex's own: left as it was
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(arg_key=st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12),
+       call_id=st.sampled_from(["call_1", "functions.exec_command:0", "call 2", "call]3", "call.4"]))
+def test_every_marker_names_a_key_that_recalls_what_it_cut(tmp_path_factory: pytest.TempPathFactory,
+                                                          arg_key: str, call_id: str) -> None:
+    """A cut is made only when its marker's key comes back whole: a call id or a JSON key with
+    a ':' or '.' (a provider's ``functions.exec_command:0``, an argument keyed by a file name) or
+    a space split or ended the key, so recall could not find what the model was told to ask for."""
+    home = tmp_path_factory.mktemp("codex") / ".codex"
+    builder = RolloutBuilder("0.166")
+    builder._event({"type": "task_started", "turn_id": "t1"})
+    builder._message("user", "write it")
+    builder._item({"type": "function_call", "name": "write", "call_id": call_id,
+                   "arguments": json.dumps({"files": {arg_key: "x" * 500}})})
+    builder._item({"type": "function_call_output", "call_id": call_id, "output": "y" * 500})
+    builder._event({"type": "task_complete", "turn_id": "t1"})
+    builder.turn(TurnSpec("next", [Call("ls", "z" * 2000)]))
+    path = builder.write(home)
+    sessions = CodexSessions(GradientSettings(recent_tokens=300, middle_tokens=100_000, truncate_chars=40),
+                             {"CODEX_HOME": str(home)})
+    result = gradient.rewrite(read_rollout(path), 100_000, NEW, sessions.settings)
+    assert result.bands[0] is Band.MIDDLE
+    told = [text for payload in items(result.lines) if payload.get("call_id") == call_id
+            for text in (payload.get("output"), *json.loads(str(payload.get("arguments") or "{}"))
+                         .get("files", {}).values()) if isinstance(text, str)]
+    assert len(told) == 2
+    for text in told:
+        if "recall tool" in text:  # cut: the model reads the key in the marker and asks for it
+            assert sessions.recall(RecallKey.parse(KEY_IN_MARKER.findall(text)[-1])) in (b"x" * 500, b"y" * 500)
+        else:  # left whole
+            assert text in ("x" * 500, "y" * 500)
