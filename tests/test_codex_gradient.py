@@ -296,3 +296,187 @@ def test_a_cut_across_a_swap_names_only_its_own_thread(tmp_path: Path) -> None:
     named = {str(line.payload.get("thread_id")) for line in read_lines(fork.path) if "thread_id" in line.payload}
     assert named == {fork_id}, named
     assert [t.prompt for t in read_rollout(fork.path).turns][-1] == "after the swap"
+
+
+def test_a_long_last_turn_settles_and_tells_its_context(tmp_path: Path) -> None:
+    """A turn that read a few large files is megabytes long: its ``task_started`` (and, when it
+    was cancelled after a large output, its last ``token_count``) lie far before the file's end."""
+    builder = RolloutBuilder("0.166")
+    builder.turn(TurnSpec("first"))
+    builder.turn(TurnSpec("read the logs", [Call(f"cat log{n}", "x" * 100_000) for n in range(4)]))
+    path = builder.write(tmp_path)
+    sessions = CodexSessions(SMALL, {"CODEX_HOME": str(tmp_path)})
+    assert not sessions.turn_settled(path, "read the logs")  # the first look
+    assert sessions.turn_settled(path, "read the logs")
+    tokens = sessions.context_tokens(path)
+    assert tokens is not None
+    # Cancelled after a large output: no token_count after it, the one before still counts.
+    aborted = RolloutBuilder("0.166", builder.session_id)
+    aborted.lines = list(builder.lines)
+    aborted._event({"type": "task_started", "turn_id": "t3"})
+    aborted._item({"type": "function_call", "name": "exec_command", "call_id": "call_big", "arguments": "{}"})
+    aborted._item({"type": "function_call_output", "call_id": "call_big", "output": "y" * 400_000})
+    aborted._event({"type": "turn_aborted", "turn_id": "t3", "reason": "interrupted"})
+    path.write_bytes(aborted.bytes())
+    assert sessions.context_tokens(path) == tokens
+    assert not sessions.turn_settled(path, None) and sessions.turn_settled(path, None)
+
+
+def _json_or_none(line: bytes) -> object:
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
+
+
+junk_lines = st.sampled_from([
+    b'{"timestamp":"2026-11-25T05:49:09.000Z","ordinal":7,"type":"response_item","payload":{"type":"mess',
+    b'{"timestamp":"2026-11-25T05:49:09.000Z","type":"event_msg","payload":{"ty',
+    b"[1, 2]", b'"just a string"', b"\x00\xff garbage", b"{}",
+])
+
+
+@settings(max_examples=40, deadline=None)
+@given(specs=turn_specs, dialect=st.sampled_from(DIALECTS), target=st.sampled_from([0, 12_000]),
+       junk=st.lists(st.tuples(st.integers(min_value=1), junk_lines), min_size=1, max_size=3))
+def test_a_rollout_with_damaged_lines_is_rewritten_and_cut(specs: list[TurnSpec], dialect: str, target: int,
+                                                           junk: list[tuple[int, bytes]]) -> None:
+    """A line Codex could not parse (a write cut short by a crash, then appended to on resume)
+    is skipped by Codex and kept as it is by liminal: it neither blocks a rewrite or a cut of a
+    0.166 rollout nor takes an ordinal (Codex numbers the lines it can read, contiguously)."""
+    builder = RolloutBuilder(dialect)
+    for spec in specs:
+        builder.turn(spec)
+    raw = builder.bytes().splitlines(keepends=True)
+    for at, line in junk:
+        raw.insert(1 + at % len(raw), line + b"\n")
+    rollout = split(parse_lines(b"".join(raw)))
+    result = gradient.rewrite(rollout, target, NEW, SMALL)
+    undo = gradient.finish(rollout.lines, rollout.session_id, NEW)
+    for out in (result.lines, undo):
+        gradient.check(out, NEW)
+        records = [value for value in map(_json_or_none, out) if isinstance(value, dict) and "type" in value]
+        numbered = [r["ordinal"] for r in records if "ordinal" in r]
+        assert numbered == (list(range(len(records))) if dialect == "0.166" else [])
+    assert all(line + b"\n" in undo for _, line in junk)  # kept whole in a verbatim cut
+
+
+@pytest.mark.parametrize("torn", [b'{"id":"01a21140-2e66-7191-845c-da15011596e2","thread_na', b""])
+def test_the_name_goes_on_a_line_of_its_own(tmp_path: Path, torn: bytes) -> None:
+    """Codex's session_index.jsonl may end in a line a crash cut short: the name liminal carries
+    over starts a line of its own instead of joining it (where neither would parse), and every
+    line Codex wrote stays as it was."""
+    home = tmp_path / ".codex"
+    builder = conversation("0.166", 3)
+    path = builder.write(home)
+    index = home / "session_index.jsonl"
+    # A newer line Codex cannot read as an entry (its name is no string) does not hide the name.
+    before = "".join(json.dumps({"id": builder.session_id, "thread_name": name, "updated_at": "2026-11-25T00:00:00Z"})
+                     + "\n" for name in ("my work", 42)).encode() + torn
+    index.write_bytes(before)
+    CodexSessions(SMALL, {"CODEX_HOME": str(home)}).rewrite(path, 0, NEW)
+    after = index.read_bytes()
+    assert after.startswith(before) and after.endswith(b"\n")
+    added = after[len(before):].splitlines()
+    assert [bool(line) for line in added] == ([False, True] if torn else [True])  # ends the torn line
+    entry = json.loads(added[-1])
+    assert entry["id"] == NEW and entry["thread_name"] == "my work"
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_a_local_shell_call_keeps_its_output(tmp_path: Path, dialect: str) -> None:
+    """Codex answers a ``local_shell_call`` (the shell of the codex-mini models) with a
+    ``function_call_output`` of the same call_id: a rewrite or cut keeps the pair whole."""
+    builder = conversation(dialect, 3)
+    builder._event({"type": "task_started", "turn_id": "t-last"})
+    builder._add("turn_context", {"turn_id": "t-last", "cwd": "/p", "model": "codex-mini-latest"})
+    builder._message("user", "list the files")
+    builder._item({"type": "local_shell_call", "call_id": "call_sh1", "status": "completed",
+                   "action": {"type": "exec", "command": ["ls"]}})
+    builder._item({"type": "function_call_output", "call_id": "call_sh1", "output": "a\nb"})
+    # An older form: no call_id, the output names the call by its id.
+    builder._item({"type": "local_shell_call", "id": "lsh_2", "status": "completed",
+                   "action": {"type": "exec", "command": ["pwd"]}})
+    builder._item({"type": "function_call_output", "call_id": "lsh_2", "output": "/p"})
+    builder._message("assistant", "two files")
+    builder._event({"type": "task_complete", "turn_id": "t-last"})
+    rollout = split(parse_lines(builder.bytes()))
+    for out in (gradient.rewrite(rollout, 0, NEW, SMALL).lines,
+                gradient.finish(rollout.lines, rollout.session_id, NEW)):
+        kinds = [(i.get("type"), i.get("call_id") or i.get("id")) for i in items(out)
+                 if i.get("type") in ("local_shell_call", "function_call_output")]
+        assert ("local_shell_call", "call_sh1") in kinds and ("function_call_output", "call_sh1") in kinds
+        assert ("local_shell_call", "lsh_2") in kinds and ("function_call_output", "lsh_2") in kinds
+        gradient.check(out, NEW)
+
+
+def test_a_thread_named_in_codex_keeps_its_name_when_undo_moves_it(tmp_path: Path) -> None:
+    """/undo and /clear MARK move the thread to a cut, as a swap moves it to a rewrite: the cut
+    gets the name, so ``codex resume NAME`` opens the rollout the thread goes on in, not the one
+    it left. A /fork is a thread of its own and gets no name."""
+    home = tmp_path / ".codex"
+    builder = conversation("0.166", 4)
+    path = builder.write(home)
+    index = home / "session_index.jsonl"
+    index.write_text(json.dumps({"id": builder.session_id, "thread_name": "my work",
+                                 "updated_at": "2026-11-25T00:00:00Z"}) + "\n")
+    sessions = CodexSessions(SMALL, {"CODEX_HOME": str(home)})
+    starts = sessions.turn_starts(path)
+    fork = NEW.replace("5", "6")
+    sessions.cut([(path, 0, None)], path, fork)
+    sessions.cut([(path, 0, starts[-1])], path, NEW, keeps_thread=True)
+    named = {entry["id"]: entry["thread_name"] for entry in map(json.loads, index.read_text().splitlines())}
+    assert named == {builder.session_id: "my work", NEW: "my work"}
+
+
+def test_every_folder_the_rewrite_makes_is_private(tmp_path: Path) -> None:
+    """The first rewrite of a month makes ``sessions/YYYY/MM/DD``: each of them 0700 whatever
+    the umask (with 0, Python's ``parents=True`` made the year and month world-writable)."""
+    import os
+
+    home = tmp_path / ".codex"
+    path = conversation("0.137", 3).write(home, day="2025/01/02")
+    sessions = CodexSessions(SMALL, {"CODEX_HOME": str(home)})
+    (home / "sessions").chmod(0o755)
+    previous = os.umask(0)
+    try:
+        rewritten = sessions.rewrite(path, 0, NEW)
+    finally:
+        os.umask(previous)
+    made = [rewritten.path.parent, rewritten.path.parent.parent, rewritten.path.parent.parent.parent]
+    assert made[2].parent == home / "sessions" and made[2].name != "2025"
+    assert {oct(folder.stat().st_mode & 0o777) for folder in made} == {"0o700"}
+    assert (home / "sessions").stat().st_mode & 0o777 == 0o755  # Codex's own: left as it was
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(arg_key=st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12),
+       call_id=st.sampled_from(["call_1", "functions.exec_command:0", "call 2", "call]3", "call.4"]))
+def test_every_marker_names_a_key_that_recalls_what_it_cut(tmp_path_factory: pytest.TempPathFactory,
+                                                          arg_key: str, call_id: str) -> None:
+    """A cut is made only when its marker's key comes back whole: a call id or a JSON key with
+    a ':' or '.' (a provider's ``functions.exec_command:0``, an argument keyed by a file name) or
+    a space split or ended the key, so recall could not find what the model was told to ask for."""
+    home = tmp_path_factory.mktemp("codex") / ".codex"
+    builder = RolloutBuilder("0.166")
+    builder._event({"type": "task_started", "turn_id": "t1"})
+    builder._message("user", "write it")
+    builder._item({"type": "function_call", "name": "write", "call_id": call_id,
+                   "arguments": json.dumps({"files": {arg_key: "x" * 500}})})
+    builder._item({"type": "function_call_output", "call_id": call_id, "output": "y" * 500})
+    builder._event({"type": "task_complete", "turn_id": "t1"})
+    builder.turn(TurnSpec("next", [Call("ls", "z" * 2000)]))
+    path = builder.write(home)
+    sessions = CodexSessions(GradientSettings(recent_tokens=300, middle_tokens=100_000, truncate_chars=40),
+                             {"CODEX_HOME": str(home)})
+    result = gradient.rewrite(read_rollout(path), 100_000, NEW, sessions.settings)
+    assert result.bands[0] is Band.MIDDLE
+    told = [text for payload in items(result.lines) if payload.get("call_id") == call_id
+            for text in (payload.get("output"), *json.loads(str(payload.get("arguments") or "{}"))
+                         .get("files", {}).values()) if isinstance(text, str)]
+    assert len(told) == 2
+    for text in told:
+        if "recall tool" in text:  # cut: the model reads the key in the marker and asks for it
+            assert sessions.recall(RecallKey.parse(KEY_IN_MARKER.findall(text)[-1])) in (b"x" * 500, b"y" * 500)
+        else:  # left whole
+            assert text in ("x" * 500, "y" * 500)

@@ -12,7 +12,7 @@ import enum
 from typing import Any
 
 from liminal.config import GradientSettings
-from liminal.gradient.recall import MARKER_PREFIX, RecallKey, marker
+from liminal.gradient.recall import KEY_IN_MARKER, MARKER_PREFIX, RecallError, RecallKey, marker
 
 MARKER_CHARS = 160  # the marker's own length, about
 
@@ -28,6 +28,20 @@ def already_cut(text: str) -> bool:
     return MARKER_PREFIX in text
 
 
+def recallable(key: RecallKey) -> bool:
+    """The key comes back whole from its marker. A record id or a path step with a ':' or a
+    '.' (a provider's call id ``functions.exec_command:0``, a tool argument keyed by a file
+    name) or a space or ']' would be read back as another key, or none: text cut under it could
+    never be recalled, so it is left whole."""
+    found = KEY_IN_MARKER.search(marker(0, key))
+    if found is None or found.group(1) != str(key):
+        return False
+    try:
+        return RecallKey.parse(found.group(1)) == key
+    except RecallError:
+        return False
+
+
 class Cutter:
     def __init__(self, session_id: str, settings: GradientSettings) -> None:
         self.session_id = session_id
@@ -36,7 +50,7 @@ class Cutter:
         self.keys = 0
 
     def cut(self, text: str, key: RecallKey) -> str | None:
-        if len(text) <= self.chars + MARKER_CHARS or already_cut(text):
+        if len(text) <= self.chars + MARKER_CHARS or already_cut(text) or not recallable(key):
             return None
         head = "\n".join(text.split("\n", self.lines)[: self.lines])[: self.chars]
         self.keys += 1
@@ -63,7 +77,7 @@ class Cutter:
             images = sum(1 for c in content if isinstance(c, dict) and c.get("type") == "image")
             joined = "\n".join(t for t in texts if t)
             cut = self.cut(joined, key) if not images else None
-            if images:
+            if images and recallable(key):
                 self.keys += 1
                 cut = joined[: self.chars] + marker(len(joined), key).replace(
                     "characters cut", f"characters and {images} image(s) cut"

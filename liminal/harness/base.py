@@ -69,8 +69,11 @@ class SessionHarness(Protocol):
     def turn_starts(self, path: Path) -> list[int]:
         """Where each turn begins (a byte offset at a line start), oldest first."""
 
-    def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str) -> Rewritten:
-        """A session of the byte ranges ``parts``, in order, beside ``like``, as ``new_id``."""
+    def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str, *,
+            keeps_thread: bool = False) -> Rewritten:
+        """A session of the byte ranges ``parts``, in order, beside ``like``, as ``new_id``.
+        ``keeps_thread``: the thread moves to it (/undo, /clear MARK; a /fork does not), so it
+        keeps what names the thread in the CLI, as a rewrite does."""
 
     def bands(self, path: Path, target_tokens: int) -> dict[str, dict[str, int]]:
         """The session's turns as a rewrite to ``target_tokens`` would band them: for each band
@@ -183,8 +186,9 @@ class HarnessChoice:
     def turn_starts(self, path: Path) -> list[int]:
         return self.current.turn_starts(path)
 
-    def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str) -> Rewritten:
-        return self.current.cut(parts, like, new_id)
+    def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str, *,
+            keeps_thread: bool = False) -> Rewritten:
+        return self.current.cut(parts, like, new_id, keeps_thread=keeps_thread)
 
     def bands(self, path: Path, target_tokens: int) -> dict[str, dict[str, int]]:
         return self.current.bands(path, target_tokens)

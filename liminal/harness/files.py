@@ -33,6 +33,18 @@ class HeldStill:
         return previous == size
 
 
+def make_private_folder(folder: Path) -> None:
+    """``folder`` and each missing parent, 0700: ``mkdir(mode, parents=True)`` gives the parents
+    the umask's mode (0777 under umask 0: a folder anyone may put a session file in)."""
+    missing: list[Path] = []
+    while not folder.is_dir():
+        missing.append(folder)
+        folder = folder.parent
+    for each in reversed(missing):
+        # exist_ok: made meanwhile (by the CLI), it is not ours to change.
+        each.mkdir(mode=0o700, exist_ok=True)
+
+
 class RewriteError(RuntimeError):
     """The session could not be rewritten; nothing was written."""
 

@@ -380,7 +380,7 @@ class CommandCenter:
             raise CommandError(f"the session file of mark {mark.name} is gone")
 
         def write(current: Path, new_id: str) -> Rewritten:
-            return self.harness.cut([(source, 0, mark.offset)], current, new_id)
+            return self.harness.cut([(source, 0, mark.offset)], current, new_id, keeps_thread=True)
 
         await self.swaps.mover.move_thread(thread, f"/clear {mark.name}", write)
         return f"Context cleared back to mark {mark.name}. What came after stays in liminal's history."
@@ -397,7 +397,7 @@ class CommandCenter:
             starts = self.harness.turn_starts(current)
             if len(starts) < 2:
                 raise SwapError("there is no earlier turn to go back to")
-            return self.harness.cut([(current, 0, starts[-1])], current, new_id)
+            return self.harness.cut([(current, 0, starts[-1])], current, new_id, keeps_thread=True)
 
         await self.swaps.mover.move_thread(thread, "/undo", write)
         return "The last turn is out of the model's context (it stays in liminal's history)."

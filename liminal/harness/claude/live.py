@@ -61,8 +61,10 @@ class ClaudeSessions:
     def turn_starts(self, path: Path) -> list[int]:
         return cuts.turn_starts(path)
 
-    def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str) -> Rewritten:
-        """A session of the byte ranges ``parts``, beside ``like``, as ``new_id``."""
+    def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str, *,
+            keeps_thread: bool = False) -> Rewritten:
+        """A session of the byte ranges ``parts``, beside ``like``, as ``new_id`` (a title the
+        user gave is a record of the file: ``keeps_thread`` asks nothing more)."""
         target = self.target_path(like, new_id)
         tokens, size = cuts.write_cut(parts, target, new_id, self.settings, self.env)
         return Rewritten(new_id, target, tokens, tokens, size)

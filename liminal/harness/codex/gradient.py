@@ -44,6 +44,7 @@ from liminal.harness.codex.rollout import (
     Rollout,
     RolloutError,
     Turn,
+    call_id_of,
     is_context_message,
     last_token_count,
     parse_lines,
@@ -220,8 +221,8 @@ def _render_turn(turn: Turn, band: Band, edits: _Edits) -> list[Line]:
             continue
         payload = (edits.middle if band is Band.MIDDLE else edits.old)(line.payload)
         if payload is None:
-            if line.payload.get("call_id"):
-                dropped.add(str(line.payload["call_id"]))
+            if (call_id := call_id_of(line.payload)) is not None:
+                dropped.add(call_id)
             continue
         out.append(line if payload is line.payload else _with_payload(line, payload))
     return [line for line in out if _item_completed_id(line) not in dropped]
@@ -261,19 +262,19 @@ def _ancient_rest(turn: Turn) -> list[Line]:
 def paired(lines: Iterable[Line]) -> list[Line]:
     """Without the calls that have no output and the outputs that have no call before them."""
     lines = list(lines)
-    calls: set[str] = set()
-    answered: set[str] = set()
+    calls: set[str | None] = set()
+    answered: set[str | None] = set()
     for line in lines:
         kind = line.kind if line.is_item else ""
-        call_id = str(line.payload.get("call_id"))
+        call_id = call_id_of(line.payload)
         if kind in CALLS:
             calls.add(call_id)
         elif kind in OUTPUTS and call_id in calls:
             answered.add(call_id)
-    keep = calls & answered
+    keep = calls & answered - {None}
     return [line for line in lines
             if not (line.is_item and (line.kind in CALLS or line.kind in OUTPUTS)
-                    and str(line.payload.get("call_id")) not in keep)]
+                    and call_id_of(line.payload) not in keep)]
 
 
 def _renamed(line: Line, old_ids: Collection[str], new_id: str) -> Line:
@@ -300,16 +301,21 @@ def finish(lines: list[Line], old_id: str, new_id: str, *, also: Collection[str]
     lines = [_with_payload(lines[0], meta), *(_renamed(line, old_ids, new_id) for line in paired(lines[1:]))]
     numbered = lines[0].value is not None and "ordinal" in lines[0].value
     out: list[bytes] = []
-    for n, line in enumerate(lines):
+    n = 0
+    for line in lines:
         raw = line.raw
-        if numbered:
+        # Only records are numbered, as Codex numbers them: a line it cannot read (kept as it
+        # is) takes no ordinal, and the records around it stay contiguous.
+        if numbered and line.is_record:
             found = _ORDINAL.match(raw)  # (a match and a splice: ``subn`` parsed its template per line)
             if found is not None:
                 raw = found.group(1) + str(n).encode() + raw[found.end():]
-            elif line.value is not None:
+            else:
+                assert line.value is not None
                 value = {k: v for k, v in line.value.items() if k != "ordinal"}
                 value = {"timestamp": value.pop("timestamp", None), "ordinal": n, **value}
                 raw = orjson.dumps(value) + b"\n"
+            n += 1
         out.append(raw)
     check(out, new_id)
     return tuple(out)
@@ -324,8 +330,8 @@ def check(raw_lines: Sequence[bytes], new_id: str) -> None:
         raise RolloutError("the rewrite's session_meta does not carry its new id")
     if len(paired(lines)) != len(lines):
         raise RolloutError("the rewrite has a call without its output, or an output without its call")
-    ordinals = [line.value.get("ordinal") for line in lines if line.value is not None]
-    if any(o is not None for o in ordinals) and ordinals != list(range(len(lines))):
+    ordinals = [line.value.get("ordinal") for line in lines if line.value is not None and line.is_record]
+    if any(o is not None for o in ordinals) and ordinals != list(range(len(ordinals))):
         raise RolloutError("the rewrite's ordinals are not contiguous from 0")
 
 

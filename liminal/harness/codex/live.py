@@ -37,10 +37,10 @@ from liminal.harness.codex.rollout import (
     read_rollout,
     session_id_of,
     split,
-    tail_lines,
+    tail_from,
     text_of,
 )
-from liminal.harness.files import HeldStill, write_atomically
+from liminal.harness.files import HeldStill, make_private_folder, write_atomically
 
 if TYPE_CHECKING:
     from liminal.gradient.recall import RecallKey
@@ -74,18 +74,16 @@ class CodexSessions:
         return path
 
     def context_tokens(self, path: Path) -> int | None:
-        return last_token_count(tail_lines(path))
+        return last_token_count(tail_from(path, lambda line: line.is_event("token_count")))
 
     def turn_settled(self, path: Path, prompt: str | None) -> bool:
         """The last turn has ended (``task_complete`` or ``turn_aborted``), it is the turn of
         ``prompt`` when that can be told, and the file has held still since the last look."""
         if not self._still.held_still(path):
             return False
-        lines = tail_lines(path)
-        start = max((n for n, line in enumerate(lines) if line.is_event("task_started")), default=None)
-        if start is None:
+        turn = tail_from(path, lambda line: line.is_event("task_started"))
+        if not turn:
             return False
-        turn = lines[start:]
         if not any(line.is_event("task_complete") or line.is_event("turn_aborted") for line in turn):
             return False
         if prompt is None or not prompt.strip():
@@ -102,7 +100,7 @@ class CodexSessions:
         return self._targets[new_id]
 
     def write(self, target: Path, lines: tuple[bytes, ...]) -> int:
-        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_folder(target.parent)
         write_atomically(target, lines)
         return sum(len(line) for line in lines)
 
@@ -135,10 +133,12 @@ class CodexSessions:
     def turn_starts(self, path: Path) -> list[int]:
         return [turn.start for turn in read_rollout(path).turns]
 
-    def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str) -> Rewritten:
+    def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str, *,
+            keeps_thread: bool = False) -> Rewritten:
         """The byte ranges ``parts`` as one rollout. A cut that starts after its first file's
         beginning (``/fork MARK``) gets that file's ``session_meta`` and Codex's context
-        messages, which only the first turn carries."""
+        messages, which only the first turn carries. ``keeps_thread``: the thread goes on in
+        the cut, which gets its name (``name_like``)."""
         if not parts:
             raise RolloutError("nothing to cut")
         first, start, _ = parts[0]
@@ -159,6 +159,8 @@ class CodexSessions:
         raw = gradient.finish(kept, whole.session_id, new_id, also=others)
         target = self.target_path(like, new_id)
         size = self.write(target, raw)
+        if keeps_thread:
+            self.name_like(like, new_id)
         tokens = sum(gradient.cost(len(r)) for r in raw if b'"type":"response_item"' in r)
         return Rewritten(new_id, target, tokens, tokens, size)
 
@@ -224,14 +226,22 @@ class CodexSessions:
                 entry = orjson.loads(raw)
             except orjson.JSONDecodeError:
                 continue
-            if isinstance(entry, dict) and entry.get("id") == old_id and entry.get("thread_name"):
+            # (Codex reads a line whose name is not a string as no entry at all.)
+            if isinstance(entry, dict) and entry.get("id") == old_id \
+                    and isinstance(entry.get("thread_name"), str) and entry["thread_name"].strip():
                 name = entry["thread_name"]
         if name is None:
             return
         stamp = datetime.fromtimestamp(time.time(), UTC).isoformat().replace("+00:00", "Z")
         entry_line = orjson.dumps({"id": new_id, "thread_name": name, "updated_at": stamp}) + b"\n"
-        fd = os.open(index, os.O_WRONLY | os.O_APPEND)
+        fd = os.open(index, os.O_RDWR | os.O_APPEND)
         try:
+            # Codex appends whole lines, but a crash can leave the last one cut short: ours then
+            # starts a line of its own rather than joining it (neither would parse). Looked at
+            # just before the write, which O_APPEND puts at the end whatever came meanwhile.
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                entry_line = b"\n" + entry_line
             os.write(fd, entry_line)
         finally:
             os.close(fd)

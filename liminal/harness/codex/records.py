@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from liminal.harness.codex.rollout import CALLS, OUTPUTS, text_of
+from liminal.harness.codex.rollout import CALLS, OUTPUTS, call_id_of, text_of
 from liminal.store.records import SessionRecord
 
 
@@ -33,7 +33,7 @@ def parse_line(raw: bytes, backing_id: str, thread_id: str | None, offset: int) 
     payload: dict[str, Any] = found if isinstance(found, dict) else {}
     kind = str(obj.get("type") or "")
     sub = str(payload.get("type") or "") if kind in ("response_item", "event_msg") else ""
-    call_id = str(payload.get("call_id") or "") if sub in CALLS or sub in OUTPUTS else ""
+    call_id = (call_id_of(payload) or "") if sub in CALLS or sub in OUTPUTS else ""
     text = ""
     usage = None
     if sub == "message":

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,15 @@ _CONTEXT_PREFIXES = ("<environment_context>", "<user_instructions>", "<permissio
 CALLS = {"function_call": "function_call_output", "custom_tool_call": "custom_tool_call_output",
          "local_shell_call": "local_shell_call_output"}
 OUTPUTS = {v: k for k, v in CALLS.items()}
+
+
+def call_id_of(payload: Mapping[str, Any]) -> str | None:
+    """The id a call and its output pair by. A ``local_shell_call`` may come without a
+    ``call_id``: Codex then answers it under the item's ``id`` (``call_id.or(id)``)."""
+    found = payload.get("call_id")
+    if not found and payload.get("type") == "local_shell_call":
+        found = payload.get("id")
+    return str(found) if found else None
 
 
 class RolloutError(ValueError):
@@ -90,6 +99,12 @@ class Line:
 
     def __post_init__(self) -> None:
         self.type = str(self.value.get("type")) if self.value is not None else ""
+
+    @property
+    def is_record(self) -> bool:
+        """An object with a ``type``: what Codex reads (and 0.166 numbers); any other line it
+        skips as a parse error (a write cut short by a crash)."""
+        return self.value is not None and isinstance(self.value.get("type"), str)
 
     @property
     def payload(self) -> dict[str, Any]:
@@ -244,3 +259,19 @@ def tail_lines(path: Path, limit: int = TAIL_BYTES) -> list[Line]:
     if data and not data.endswith(b"\n"):  # a line being written
         data = data[: data.rfind(b"\n") + 1]
     return parse_lines(data, start)
+
+
+def tail_from(path: Path, found: Callable[[Line], bool]) -> list[Line]:
+    """The complete lines from the last one ``found`` accepts to the end, however far back it
+    is (a turn that read a few large files is megabytes long), or [] when no line is: the tail
+    grows until it holds such a line or the whole file."""
+    limit = TAIL_BYTES
+    while True:
+        size = path.stat().st_size
+        lines = tail_lines(path, limit)
+        at = max((n for n, line in enumerate(lines) if found(line)), default=None)
+        if at is not None:
+            return lines[at:]
+        if limit >= size:
+            return []
+        limit *= 4
