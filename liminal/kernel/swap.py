@@ -346,17 +346,25 @@ class SwapManager:
     def _recover(self) -> None:
         """Remove what swaps cut short by a crash left: each ``begin`` without an end names the
         file its rewrite wrote (or was about to). Nothing else is touched: not the session the
-        thread was on, not a file that a committed swap made the thread's session."""
-        committed = {r.new_backing_id for r in self.journal.records() if r.outcome == "committed"}
+        thread was on, not a file that a committed swap made the thread's session, not a file
+        whose name (by the CLI's own naming, the record's harness's) is not the rewrite's id."""
+        records = self.journal.records(begins=True)
+        # Ids that are, or were, a thread's session: never a rewrite to remove, whatever a
+        # damaged or hand-edited ``begin`` says.
+        kept: set[str | None] = {r.new_backing_id for r in records if r.outcome == "committed"}
+        kept |= {r.old_backing_id for r in records} | {r.thread_id for r in records}
         for begun in self.journal.unfinished():
             new_id = begun.new_backing_id
-            if not new_id or not begun.new_path or new_id in committed:
+            if not new_id or not begun.new_path:
                 continue
             path = Path(begun.new_path)
-            if path.stem != new_id or new_id == begun.old_backing_id:
-                logger.warning("swap journal names an unexpected file; left alone", path=str(path))
+            harness = self._harness_named(begun.harness)
+            if (new_id in kept or new_id in (begun.old_backing_id, begun.thread_id)
+                    or harness.names(path) != new_id):
+                logger.warning("swap journal names an unexpected file; left alone", path=str(path),
+                               new=new_id)
                 continue
-            self.harness.discard(Rewritten(new_id, path, 0, 0))
+            harness.discard(Rewritten(new_id, path, 0, 0))
             self.journal.append(SwapRecord(
                 thread_id=begun.thread_id, old_backing_id=begun.old_backing_id,
                 new_backing_id=new_id, outcome="abandoned",
@@ -364,6 +372,13 @@ class SwapManager:
                 started_at=begun.started_at, duration_s=0.0, tokens_before=begun.tokens_before,
                 tokens_after=None, harness=begun.harness, cwd=begun.cwd))
             logger.info("unfinished swap cleaned up", thread=begun.thread_id, removed=str(path))
+
+    def _harness_named(self, name: str) -> SessionHarness:
+        """The harness whose swap a journal record describes: a Codex swap's rewrite is a Codex
+        rollout even when this liminal wraps Claude Code."""
+        if isinstance(self.harness, HarnessChoice):
+            return self.harness.named(name) or self.harness
+        return self.harness
 
     async def wait_for_swaps(self, count: int) -> None:
         """For tests: until ``count`` swaps have finished (committed or not)."""

@@ -65,6 +65,9 @@ class FakeHarness:
     def target_path(self, path: Path, new_id: str) -> Path:
         return path.with_name(f"{new_id}.jsonl")
 
+    def names(self, path: Path) -> str | None:
+        return path.stem
+
     def rewrite(self, path: Path, target_tokens: int, new_id: str) -> Rewritten:
         if self.gate is not None:
             self.gate.wait(10)

@@ -136,3 +136,49 @@ async def test_with_swapping_off_a_swapped_thread_still_resumes_on_its_current_s
     sent = [m for m in agent_received(tmp_path) if m.get("method") in ("session/load", "session/prompt")]
     assert {m["params"]["sessionId"] for m in sent} == {current}
     assert [r.outcome for r in SwapJournal(settings_off.journal_path).records()] == ["committed"]
+
+
+def test_a_start_after_a_crash_removes_what_an_unfinished_codex_swap_left(tmp_path: Path) -> None:
+    # A Codex rollout is named rollout-<time>-<id>.jsonl, not <id>.jsonl: the clean-up must
+    # know a rewrite by its CLI's own naming, or the orphan stays in Codex's resume picker.
+    from liminal.harness.base import HarnessChoice, known_harnesses
+
+    home = tmp_path / "codex"
+    day = home / "sessions" / "2026" / "11" / "25"
+    day.mkdir(parents=True)
+    thread = "0b7d1f4e-0000-4000-8000-000000000001"
+    orphan = "0b7d1f4e-0000-4000-8000-00000000000a"
+    original = day / f"rollout-2026-11-25T10-00-00-{thread}.jsonl"
+    rewrite = day / f"rollout-2026-11-25T10-05-00-{orphan}.jsonl"
+    original.write_text("original\n")
+    rewrite.write_text("rewrite\n")
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    journal.begin(SwapRecord(thread, thread, orphan, "begin", "", 0.0, 0.0, 150_000, None,
+                             harness="codex", new_path=str(rewrite)))
+    # Started as liminal starts it for Claude Code: the journal's record says whose file it is.
+    choice = HarnessChoice(known_harnesses(GradientSettings(), {"CODEX_HOME": str(home)}), forced="claude")
+    SwapManager(settings(), journal, choice)._recover()
+    assert original.read_text() == "original\n"
+    assert not rewrite.exists()
+    assert journal.unfinished() == []
+    [record] = journal.records()
+    assert record.outcome == "abandoned"
+
+
+def test_a_damaged_begin_never_removes_a_session_a_thread_is_or_was_on(tmp_path: Path) -> None:
+    # A begin whose id is another thread's original session (a damaged or hand-edited journal):
+    # that file is the CLI's and the user's history; only a rewrite liminal made may go.
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    one = "0b7d1f4e-0000-4000-8000-000000000001"
+    two = "0b7d1f4e-0000-4000-8000-000000000002"
+    two_now = "0b7d1f4e-0000-4000-8000-00000000000b"
+    for session in (one, two, two_now):
+        (tmp_path / f"{session}.jsonl").write_text("history\n")
+    journal.append(SwapRecord(two, two, two_now, "committed", "", 0.0, 0.1, 150_000, 90_000))
+    journal.begin(SwapRecord(one, one, two, "begin", "", 0.0, 0.0, 150_000, None,
+                             new_path=str(tmp_path / f"{two}.jsonl")))
+    journal.begin(SwapRecord(one, one, "../" + one, "begin", "", 0.0, 0.0, 150_000, None,
+                             new_path=str(tmp_path / f"{one}.jsonl")))
+    SwapManager(settings(), journal, ClaudeSessions(GradientSettings()))._recover()
+    for session in (one, two, two_now):
+        assert (tmp_path / f"{session}.jsonl").read_text() == "history\n"
