@@ -62,7 +62,8 @@ def _nothing() -> None:
 
 
 class Component(Protocol):
-    """Duck-typed: ``offer``, ``run``, ``aclose`` and ``replay_requested`` are each optional."""
+    """Duck-typed: ``offer``, ``prepare``, ``run``, ``aclose`` and ``replay_requested`` are each
+    optional (``liminal.supervise``)."""
 
 
 class OwnRequestError(Exception):
@@ -240,6 +241,9 @@ class Proxy:
                   file=sys.stderr, flush=True)
             await self._close_components()
             return 127 if isinstance(exc, FileNotFoundError) else 126
+        # What must be in the router before any client request passes (the threads the swap
+        # journal binds: a load read earlier would resume a swapped thread on its stale session).
+        await self.supervisor.prepare(self)
         # Through ``self.agent`` at each call: the agent process can be replaced (``replace_agent``).
         await self.client.open(self._from_client, self._on_client_eof,
                                lambda pause: self.agent.pause_reading(pause))

@@ -81,6 +81,7 @@ class SwapManager:
         self.client_compaction = False
         self._requests: dict[Any, dict[str, Any]] = {}  # session/new and fork in flight -> params
         self._proxy: Proxy | None = None
+        self._prepared = False  # the journal's bindings are in the router (``prepare``)
         self._send, self._receive = anyio.create_memory_object_stream[_TurnEnd](64)
         self.completed = 0  # swap attempts finished, committed or not (tests wait on it)
         self._progress = anyio.Event()
@@ -298,17 +299,26 @@ class SwapManager:
 
     # ----------------------------------------------------------------- running
 
-    async def run(self, proxy: Proxy) -> None:
+    async def prepare(self, proxy: Proxy) -> None:
+        """Before the client's first byte is read (``Proxy.run``): clean up after a crash and
+        bind every swapped thread to its current session, so that no load or prompt can pass
+        to a stale one."""
         self._proxy = proxy
         self.mover.attach(proxy)
-        await anyio.to_thread.run_sync(self._recover)
+        await anyio.to_thread.run_sync(self._recover, abandon_on_cancel=True)
         # Every session a thread has been on names the thread towards the client (a listing
         # shows the thread once); new frames go to the last one.
-        lineage = self.journal.lineage()
+        lineage = await anyio.to_thread.run_sync(self.journal.lineage, abandon_on_cancel=True)
         for thread_id, backing_id in lineage:
             proxy.router.adopt(backing_id, thread_id)
         for thread_id, backing_id in dict(lineage).items():  # the last committed of each thread
             proxy.router.bind(thread_id, backing_id)
+        self._prepared = True
+
+    async def run(self, proxy: Proxy) -> None:
+        if not self._prepared:  # it failed, or a restart after a failure: read the journal again
+            await self.prepare(proxy)
+        self._prepared = False
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(self._idle_watch)
             await self._swaps(proxy)

@@ -182,3 +182,34 @@ def test_a_damaged_begin_never_removes_a_session_a_thread_is_or_was_on(tmp_path:
     SwapManager(settings(), journal, ClaudeSessions(GradientSettings()))._recover()
     for session in (one, two, two_now):
         assert (tmp_path / f"{session}.jsonl").read_text() == "history\n"
+
+
+async def test_a_load_sent_at_once_after_a_start_goes_to_the_threads_current_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The journal is read while the client's first bytes already arrive (a long journal, a slow
+    # disk): a load forwarded before the thread is bound would resume it on its stale original,
+    # without every turn since the swap.
+    from liminal.commands.acp import components
+    from liminal.config import Settings, StoreSettings
+
+    real_recover = SwapManager._recover
+
+    def slow_recover(self: SwapManager) -> None:
+        import time
+
+        time.sleep(0.5)
+        real_recover(self)
+
+    monkeypatch.setattr(SwapManager, "_recover", slow_recover)
+    home_settings = Settings(home=tmp_path / "home", swap=settings(), store=StoreSettings(index=False))
+    thread = "0b7d1f4e-0000-4000-8000-000000000001"
+    current = "0b7d1f4e-0000-4000-8000-00000000000b"
+    SwapJournal(home_settings.journal_path).append(
+        SwapRecord(thread, thread, current, "committed", "context", 0.0, 0.1, 150_000, 90_000))
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, components(home_settings)) as (_, client):
+        await client.request("initialize", {"protocolVersion": 1})
+        loaded = await client.request("session/load", {"sessionId": thread, "cwd": "/work", "mcpServers": []})
+        assert "result" in loaded
+    sent = [m for m in agent_received(tmp_path) if m.get("method") == "session/load"]
+    assert [m["params"]["sessionId"] for m in sent] == [current]
