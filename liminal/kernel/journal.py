@@ -8,8 +8,11 @@ session even when the store is down or being replayed from the spool.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import threading
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +20,7 @@ from typing import Any
 import orjson
 
 from liminal import log
+from liminal.harness.files import is_session_id
 from liminal.ingest import rewrites
 
 logger = log.get("liminal.kernel.journal")
@@ -71,9 +75,16 @@ _TYPES: dict[str, tuple[type, ...]] = {
 
 
 class SwapJournal:
+    """One proxy's view of the journal. Several share the file (two editor windows, every
+    connection of ``liminal serve``), so an attempt under way is marked beyond the file: its
+    ``begin`` is written holding an ``flock`` on ``swaps.moving/<new id>.lock`` until its end
+    record is (``begin``, ``finish``). The lock dies with its process, which is what tells a
+    crash's leftover from another liminal's swap still running (``abandon``)."""
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
+        self._moving: dict[str, int] = {}  # attempts of this journal under way -> lock descriptor
 
     def append(self, record: SwapRecord) -> None:
         self._append(self.path, record.to_json() + b"\n")
@@ -89,9 +100,59 @@ class SwapJournal:
             finally:
                 os.close(fd)
 
+    @property
+    def moving_folder(self) -> Path:
+        return self.path.with_name("swaps.moving")
+
+    def _attempt_lock(self, new_id: str) -> Path:
+        if not is_session_id(new_id):  # an id becomes part of a path only in a session id's form
+            raise ValueError(f"not a session id: {new_id!r}")
+        return self.moving_folder / f"{new_id}.lock"
+
     def begin(self, record: SwapRecord) -> None:
-        """An attempt starts; the record names the file it will write (``unfinished``)."""
-        self.append(record)
+        """An attempt starts; the record names the file it will write (``unfinished``). Until
+        ``finish``, no other liminal's start takes it for a crash's leftover."""
+        new_id = record.new_backing_id or ""
+        path = self._attempt_lock(new_id)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # a fresh id: nobody else holds it
+            self._moving[new_id] = fd
+            self.append(record)
+        except BaseException:
+            self.finish(new_id)
+            raise
+
+    def finish(self, new_id: str) -> None:
+        """The attempt ``new_id`` has ended (its end record written, or it never will be: what it
+        made is already removed)."""
+        fd = self._moving.pop(new_id, None)
+        if fd is None:
+            return
+        with contextlib.suppress(OSError):
+            self._attempt_lock(new_id).unlink()
+        os.close(fd)  # the flock goes with it
+
+    @contextlib.contextmanager
+    def abandon(self, new_id: str) -> Iterator[bool]:
+        """Whether the attempt ``new_id`` is a crash's leftover: True when no live liminal runs
+        it and it still has no end record; held so until the block ends."""
+        path = self._attempt_lock(new_id)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False  # its liminal is alive and swapping
+                return
+            # Its liminal may have ended it between the reading and the lock: read again.
+            yield any(r.new_backing_id == new_id for r in self.unfinished())
+            with contextlib.suppress(OSError):
+                path.unlink()
+        finally:
+            os.close(fd)
 
     def records(self, thread_id: str | None = None, *, begins: bool = False) -> list[SwapRecord]:
         """Every swap attempt's outcome, oldest first (with ``begins``, their opening records

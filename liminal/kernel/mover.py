@@ -307,6 +307,8 @@ class ThreadMover:
         finally:
             if not committed:  # whatever went wrong: no new file, no new session left open
                 await self._undo(proxy, new_path, new_id, opened)
+            # Ended (or nothing of it is left): another liminal's start may judge it now.
+            self.journal.finish(new_id)
         self.left_behind = old_backing
         # The new session's file is whole as liminal wrote it: no turn of it is still to reach
         # the disk (the last prompt named one of the old session's).

@@ -37,6 +37,7 @@ from liminal import log
 from liminal.acp.events import Direction, FrameEvent, Kind
 from liminal.config import GradientSettings, SwapSettings
 from liminal.harness.base import HarnessChoice, Rewritten, SessionHarness
+from liminal.harness.files import is_session_id
 from liminal.kernel.journal import SwapJournal, SwapRecord
 from liminal.kernel.mover import ThreadMover, ThreadState
 from liminal.kernel.policy import CostPolicy, Decision
@@ -369,18 +370,25 @@ class SwapManager:
                 continue
             path = Path(begun.new_path)
             harness = self._harness_named(begun.harness)
-            if (new_id in kept or new_id in (begun.old_backing_id, begun.thread_id)
+            if (not is_session_id(new_id) or new_id in kept
+                    or new_id in (begun.old_backing_id, begun.thread_id)
                     or harness.names(path) != new_id):
                 logger.warning("swap journal names an unexpected file; left alone", path=str(path),
                                new=new_id)
                 continue
-            harness.discard(Rewritten(new_id, path, 0, 0))
-            self.journal.append(SwapRecord(
-                thread_id=begun.thread_id, old_backing_id=begun.old_backing_id,
-                new_backing_id=new_id, outcome="abandoned",
-                reason="liminal stopped during the swap; its rewrite was removed at the next start",
-                started_at=begun.started_at, duration_s=0.0, tokens_before=begun.tokens_before,
-                tokens_after=None, harness=begun.harness, cwd=begun.cwd))
+            # Another liminal on this home (an editor's second window, a connection of
+            # ``liminal serve``) may be in the middle of this swap: only a dead one's is removed.
+            with self.journal.abandon(new_id) as leftover:
+                if not leftover:
+                    logger.debug("swap under way in another liminal; left alone", new=new_id)
+                    continue
+                harness.discard(Rewritten(new_id, path, 0, 0))
+                self.journal.append(SwapRecord(
+                    thread_id=begun.thread_id, old_backing_id=begun.old_backing_id,
+                    new_backing_id=new_id, outcome="abandoned",
+                    reason="liminal stopped during the swap; its rewrite was removed at the next start",
+                    started_at=begun.started_at, duration_s=0.0, tokens_before=begun.tokens_before,
+                    tokens_after=None, harness=begun.harness, cwd=begun.cwd))
             logger.info("unfinished swap cleaned up", thread=begun.thread_id, removed=str(path))
 
     def _harness_named(self, name: str) -> SessionHarness:

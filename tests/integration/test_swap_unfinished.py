@@ -102,8 +102,9 @@ async def test_a_start_after_a_crash_removes_what_an_unfinished_swap_left(tmp_pa
     (tmp_path / f"{thread}.jsonl").write_text("original\n")
     (tmp_path / f"{orphan}.jsonl").write_text("rewrite\n")
     (tmp_path / f".{orphan}.jsonl.4242.tmp").write_text("half a rewrite")
-    # What liminal journals before the rewrite exists; it was killed before the end record.
-    journal.begin(SwapRecord(thread, thread, orphan, "begin", "", 0.0, 0.0, 150_000, None,
+    # What liminal journals before the rewrite exists; it was killed before the end record
+    # (its lock on the attempt went with its process).
+    journal.append(SwapRecord(thread, thread, orphan, "begin", "", 0.0, 0.0, 150_000, None,
                              new_path=str(tmp_path / f"{orphan}.jsonl")))
     manager = SwapManager(settings(), journal, ClaudeSessions(GradientSettings()))
     async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
@@ -153,7 +154,7 @@ def test_a_start_after_a_crash_removes_what_an_unfinished_codex_swap_left(tmp_pa
     original.write_text("original\n")
     rewrite.write_text("rewrite\n")
     journal = SwapJournal(tmp_path / "swaps.jsonl")
-    journal.begin(SwapRecord(thread, thread, orphan, "begin", "", 0.0, 0.0, 150_000, None,
+    journal.append(SwapRecord(thread, thread, orphan, "begin", "", 0.0, 0.0, 150_000, None,
                              harness="codex", new_path=str(rewrite)))
     # Started as liminal starts it for Claude Code: the journal's record says whose file it is.
     choice = HarnessChoice(known_harnesses(GradientSettings(), {"CODEX_HOME": str(home)}), forced="claude")
@@ -175,13 +176,41 @@ def test_a_damaged_begin_never_removes_a_session_a_thread_is_or_was_on(tmp_path:
     for session in (one, two, two_now):
         (tmp_path / f"{session}.jsonl").write_text("history\n")
     journal.append(SwapRecord(two, two, two_now, "committed", "", 0.0, 0.1, 150_000, 90_000))
-    journal.begin(SwapRecord(one, one, two, "begin", "", 0.0, 0.0, 150_000, None,
+    journal.append(SwapRecord(one, one, two, "begin", "", 0.0, 0.0, 150_000, None,
                              new_path=str(tmp_path / f"{two}.jsonl")))
-    journal.begin(SwapRecord(one, one, "../" + one, "begin", "", 0.0, 0.0, 150_000, None,
+    journal.append(SwapRecord(one, one, "../" + one, "begin", "", 0.0, 0.0, 150_000, None,
                              new_path=str(tmp_path / f"{one}.jsonl")))
     SwapManager(settings(), journal, ClaudeSessions(GradientSettings()))._recover()
     for session in (one, two, two_now):
         assert (tmp_path / f"{session}.jsonl").read_text() == "history\n"
+
+
+async def test_a_liminal_starting_during_another_ones_swap_leaves_that_swap_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two editor windows (two ``liminal acp``), or a new ``liminal serve`` connection, share one
+    # journal: the start of one must not take the other's swap under way for a crash's leftover.
+    monkeypatch.setattr(faults, "_POINTS", {"swap.moved": "pause"})
+    monkeypatch.setenv("LIMINAL_FAILPOINTS_DIR", str(tmp_path / "points"))
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    harness = FakeHarness(tmp_path)
+    manager = SwapManager(settings(), journal, harness)
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (_, client):
+        thread = await start(client)
+        await client.prompt(thread, "used:130000")
+        with anyio.fail_after(20):
+            while not (tmp_path / "points" / "swap.moved.reached").exists():  # noqa: ASYNC110
+                await anyio.sleep(0.01)
+        [new_id] = rewrites(tmp_path, thread)  # the agent has the new session open
+        other = SwapManager(settings(), SwapJournal(tmp_path / "swaps.jsonl"), FakeHarness(tmp_path))
+        await anyio.to_thread.run_sync(other._recover)
+        assert rewrites(tmp_path, thread) == [new_id]
+        assert [r.new_backing_id for r in journal.unfinished()] == [new_id]
+        assert journal.records() == []
+    [record] = journal.records()  # and it ends as its own liminal says
+    assert record.outcome == "abandoned" and "stopped during the swap" in record.reason
+    assert rewrites(tmp_path, thread) == []
+    assert list(journal.moving_folder.iterdir()) == []  # no attempt's lock outlives it
 
 
 async def test_a_load_sent_at_once_after_a_start_goes_to_the_threads_current_session(
