@@ -331,8 +331,13 @@ class SwapManager:
                 thread_id = turn_end.thread_id
                 state = self.threads[thread_id]
                 committed: bool | None = None
+                left_behind = ""
                 try:
                     async with self.mover.lock:
+                        # The session this swap would leave, taken under the lock: another move
+                        # (a command's) may run in the quiet moment below (``after_turn``) and
+                        # leave one of its own.
+                        left_behind = proxy.router.backing_of(thread_id)
                         committed = await self._maybe_swap(proxy, state, turn_end)
                     if committed is False:
                         state.failures += 1
@@ -348,7 +353,7 @@ class SwapManager:
                         proxy.flush()
                     if committed:
                         # After the release: the held prompts need only the new session.
-                        await self.mover.close(proxy, self.mover.left_behind)
+                        await self.mover.close(proxy, left_behind)
                     if committed is not None:
                         self.completed += 1
                     self._progress.set()

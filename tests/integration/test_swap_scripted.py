@@ -434,3 +434,26 @@ async def test_the_default_policy_swaps_at_its_trigger_and_says_what_it_costs(tm
     trigger = record.cost["trigger"]
     assert record.cost["context"] >= trigger > 90_000
     assert record.cost["payback_calls"] < record.cost["calls_to_next"]
+
+
+async def test_each_move_closes_the_session_it_left_when_another_move_follows_at_once(tmp_path: Path) -> None:
+    # A command's move of another thread in the quiet moment after a swap (where the recycle
+    # runs): each move must close the session it left, or one stays open (a CLI process) for
+    # good on an agent that can close sessions, where the recycle never runs.
+    harness = FakeHarness(tmp_path)
+    manager = SwapManager(settings(), SwapJournal(tmp_path / "swaps.jsonl"), harness)
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (_, client):
+        one = await start(client)
+        two = str((await client.request("session/new", {"cwd": "/work", "mcpServers": []}))["result"]["sessionId"])
+
+        async def after_turn(thread_id: str) -> None:
+            if thread_id == one:
+                await manager.mover.move_thread(two, "a command's move",
+                                                lambda path, new_id: harness.rewrite(path, 0, new_id))
+
+        manager.after_turn = after_turn
+        await client.prompt(one, "used:130000")
+        with anyio.fail_after(10):
+            await manager.wait_for_swaps(1)
+    closes = [m["params"]["sessionId"] for m in agent_received(tmp_path) if m.get("method") == "session/close"]
+    assert sorted(closes) == sorted([one, two])
