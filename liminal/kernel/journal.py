@@ -92,13 +92,8 @@ class SwapJournal:
     def _append(self, path: Path, line: bytes, *, sync: bool = True) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            try:
-                os.write(fd, line)
-                if sync:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
+            # Whole, after any record a crash or a full disk cut short (see ``append_line``).
+            rewrites.append_line(path, line, sync=sync)
 
     @property
     def moving_folder(self) -> Path:
