@@ -192,6 +192,10 @@ class SwapJournal:
         return rewrites.own_bytes(self.rewrites_path, backing_id)
 
     def lineage(self) -> list[tuple[str, str]]:
-        """(thread id, backing id) of every committed swap, oldest first."""
-        return [(r.thread_id, r.new_backing_id) for r in self.records()
-                if r.outcome == "committed" and r.new_backing_id]
+        """(thread id, backing id) of every committed swap, oldest first. A commit that a later
+        end record of the same attempt undoes (its write reported an error after the line was
+        on disk: the swap was undone and its rewrite removed) binds nothing."""
+        records = self.records()
+        last: dict[str | None, str] = {r.new_backing_id: r.outcome for r in records}
+        return [(r.thread_id, r.new_backing_id) for r in records
+                if r.outcome == "committed" and r.new_backing_id and last[r.new_backing_id] == "committed"]

@@ -242,3 +242,33 @@ async def test_a_load_sent_at_once_after_a_start_goes_to_the_threads_current_ses
         assert "result" in loaded
     sent = [m for m in agent_received(tmp_path) if m.get("method") == "session/load"]
     assert [m["params"]["sessionId"] for m in sent] == [current]
+
+
+async def test_a_commit_record_whose_write_reports_an_error_binds_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The committed line reached the file but its write reported an error (an fsync's EIO): the
+    # swap is undone and its rewrite removed, so a restart must not bind the thread to it, or
+    # it would resume on a session whose file is gone.
+    real_append = SwapJournal.append
+
+    def append(self: SwapJournal, record: SwapRecord) -> None:
+        real_append(self, record)
+        if record.outcome == "committed":
+            raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(SwapJournal, "append", append)
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    manager = SwapManager(settings(), journal, FakeHarness(tmp_path))
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
+        thread = await start(client)
+        await client.prompt(thread, "used:130000")
+        with anyio.fail_after(10):
+            while not any(r.outcome == "abandoned" for r in journal.records()):  # noqa: ASYNC110
+                await anyio.sleep(0.01)
+        assert proxy.router.backing_of(thread) == thread
+        answer = await client.prompt(thread, "chunks:1")
+        assert answer["result"]["stopReason"] == "end_turn"
+    assert rewrites(tmp_path, thread) == []
+    assert journal.lineage() == []
+    assert journal.unfinished() == []
