@@ -260,7 +260,7 @@ class SwapManager:
             # The prompt of the turn that just ended, taken now: by the time the task runs, an
             # unheld client may already have sent the next one.
             self._send.send_nowait(turn_end)
-        except anyio.WouldBlock:
+        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
             return
         state.swapping = True
         if turn_end.held:
@@ -326,38 +326,39 @@ class SwapManager:
             tasks.cancel_scope.cancel()
 
     async def _swaps(self, proxy: Proxy) -> None:
-        async with self._receive:
-            async for turn_end in self._receive:
-                thread_id = turn_end.thread_id
-                state = self.threads[thread_id]
-                committed: bool | None = None
-                left_behind = ""
-                try:
-                    async with self.mover.lock:
-                        # The session this swap would leave, taken under the lock: another move
-                        # (a command's) may run in the quiet moment below (``after_turn``) and
-                        # leave one of its own.
-                        left_behind = proxy.router.backing_of(thread_id)
-                        committed = await self._maybe_swap(proxy, state, turn_end)
-                    if committed is False:
-                        state.failures += 1
-                        state.skip_turns = min(2 ** state.failures, 32)
-                    elif committed:
-                        state.failures = 0
-                    if self.after_turn is not None:
-                        await self.after_turn(thread_id)
-                finally:
-                    state.swapping = False
-                    if proxy.router.is_held(thread_id):
-                        proxy.router.release(thread_id)
-                        proxy.flush()
-                    if committed:
-                        # After the release: the held prompts need only the new session.
-                        await self.mover.close(proxy, left_behind)
-                    if committed is not None:
-                        self.completed += 1
-                    self._progress.set()
-                    self._progress = anyio.Event()
+        # Not closed on the way out: a failure is followed by ``run`` again (the supervisor),
+        # which must find the stream open, or it fails at once and swaps stay off.
+        async for turn_end in self._receive:
+            thread_id = turn_end.thread_id
+            state = self.threads[thread_id]
+            committed: bool | None = None
+            left_behind = ""
+            try:
+                async with self.mover.lock:
+                    # The session this swap would leave, taken under the lock: another move
+                    # (a command's) may run in the quiet moment below (``after_turn``) and
+                    # leave one of its own.
+                    left_behind = proxy.router.backing_of(thread_id)
+                    committed = await self._maybe_swap(proxy, state, turn_end)
+                if committed is False:
+                    state.failures += 1
+                    state.skip_turns = min(2 ** state.failures, 32)
+                elif committed:
+                    state.failures = 0
+                if self.after_turn is not None:
+                    await self.after_turn(thread_id)
+            finally:
+                state.swapping = False
+                if proxy.router.is_held(thread_id):
+                    proxy.router.release(thread_id)
+                    proxy.flush()
+                if committed:
+                    # After the release: the held prompts need only the new session.
+                    await self.mover.close(proxy, left_behind)
+                if committed is not None:
+                    self.completed += 1
+                self._progress.set()
+                self._progress = anyio.Event()
 
     def _recover(self) -> None:
         """Remove what swaps cut short by a crash left: each ``begin`` without an end names the

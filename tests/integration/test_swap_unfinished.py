@@ -272,3 +272,37 @@ async def test_a_commit_record_whose_write_reports_an_error_binds_nothing(
     assert rewrites(tmp_path, thread) == []
     assert journal.lineage() == []
     assert journal.unfinished() == []
+
+
+async def test_the_swap_manager_started_again_after_a_failure_swaps_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The supervisor starts a failed component again (a journal write that failed once): it
+    # must work then, not fail at once and be switched off, leaving swaps off for the session.
+    from liminal import supervise
+
+    monkeypatch.setattr(supervise, "RESTART_PAUSE_SECONDS", (0.05, 0.05, 0.05))
+    real_append = SwapJournal.append
+    failed: list[SwapRecord] = []
+
+    def append(self: SwapJournal, record: SwapRecord) -> None:
+        if record.outcome == "committed" and not failed:
+            failed.append(record)
+            raise OSError(28, "No space left on device")
+        real_append(self, record)
+
+    monkeypatch.setattr(SwapJournal, "append", append)
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    manager = SwapManager(settings(), journal, FakeHarness(tmp_path))
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
+        thread = await start(client)
+        await client.prompt(thread, "used:130000")
+        with anyio.fail_after(10):
+            while not failed or manager.busy():  # noqa: ASYNC110
+                await anyio.sleep(0.01)
+        await anyio.sleep(0.2)  # restarted by now
+        await client.prompt(thread, "used:130000")
+        with anyio.fail_after(10):
+            await manager.wait_for_swaps(1)
+        assert proxy.router.backing_of(thread) != thread
+    assert [r.outcome for r in journal.records()] == ["abandoned", "committed"]
