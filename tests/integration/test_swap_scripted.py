@@ -457,3 +457,40 @@ async def test_each_move_closes_the_session_it_left_when_another_move_follows_at
             await manager.wait_for_swaps(1)
     closes = [m["params"]["sessionId"] for m in agent_received(tmp_path) if m.get("method") == "session/close"]
     assert sorted(closes) == sorted([one, two])
+
+
+@pytest.mark.parametrize("failure", ["an answer fails", "switched off"])
+async def test_a_moved_threads_load_is_answered_whatever_happens_to_the_replay_manager(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failure: str
+) -> None:
+    # The load's answer is parked for the replay manager: if it fails, or the supervisor has
+    # switched it off, the client must still get the load answered (with the agent's replay).
+    from liminal import supervise
+
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    manager = SwapManager(settings(), journal, FakeHarness(tmp_path))
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (_proxy, client):
+        thread = await start(client)
+        await client.prompt(thread, "used:130000")
+        await manager.wait_for_swaps(1)
+
+    async def broken(*_: Any) -> None:
+        raise RuntimeError("a bug in the replay")
+
+    class Unreadable:
+        def __aiter__(self) -> Any:
+            raise RuntimeError("a bug in the replay's queue")
+
+    monkeypatch.setattr(ReplayManager, "_answer", broken)
+    manager = SwapManager(settings(), journal, FakeHarness(tmp_path))
+    replays = ReplayManager(shared(None))  # type: ignore[arg-type]
+    if failure == "switched off":  # its run fails four times, and is switched off
+        monkeypatch.setattr(supervise, "RESTART_PAUSE_SECONDS", (0.01, 0.01, 0.01))
+        replays._receive = Unreadable()  # type: ignore[assignment]
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager, replays]) as (_proxy, client):
+        await client.request("initialize", {"protocolVersion": 1})
+        await anyio.sleep(0.2)  # "switched off": it has failed four times by now
+        with anyio.fail_after(10):
+            loaded = await client.request("session/load", {"sessionId": thread, "cwd": "/work", "mcpServers": []})
+        assert loaded["result"] == {}
+        assert texts(client, "user_message_chunk") == ["[compressed] replayed preamble", "used:130000"]
