@@ -34,6 +34,7 @@ import anyio
 import anyio.to_thread
 
 from liminal import log
+from liminal.acp import jsonrpc
 from liminal.acp.events import Direction, FrameEvent, Kind
 from liminal.config import GradientSettings, SwapSettings
 from liminal.harness.base import HarnessChoice, Rewritten, SessionHarness
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
     from liminal.proxy import Proxy
 
 logger = log.get("liminal.swap")
+# Client requests whose answer the swap manager reads (``offer``).
+_ANSWER_MATTERS = frozenset({"session/new", "session/fork", "session/set_mode", "session/set_config_option"})
 
 
 class _TurnEnd(NamedTuple):
@@ -131,8 +134,10 @@ class SwapManager:
                         session = caps.get("session") if isinstance(caps, dict) else None
                         compaction = session.get("compaction") if isinstance(session, dict) else None
                         self.client_compaction = isinstance(compaction, dict)
-                    if event.method in ("session/new", "session/fork"):
-                        self._requests[event.rpc_id] = params  # its answer names the thread
+                    if event.method in _ANSWER_MATTERS:
+                        # Its answer names the thread (new, fork), or says the agent took the
+                        # setting (a mode or option it refused must not reach the next session).
+                        self._requests[jsonrpc.id_key(event.rpc_id)] = params
                     self._client_request(event.method or "", params)
             return
         if event.direction is not Direction.AGENT_TO_CLIENT:
@@ -148,7 +153,12 @@ class SwapManager:
             elif kind == "current_mode_update" and isinstance(update.get("currentModeId"), str):
                 state.mode_id = update["currentModeId"]
         elif event.kind is Kind.RESPONSE:
-            params = self._requests.pop(event.rpc_id, {}) if event.rpc_id is not None else {}
+            params = self._requests.pop(jsonrpc.id_key(event.rpc_id), {}) if event.rpc_id is not None else {}
+            if "error" in message:
+                return
+            if event.method in ("session/set_mode", "session/set_config_option"):
+                self._setting_taken(event.method, params)
+                return
             result = message.get("result")
             if not isinstance(result, dict):
                 return
@@ -186,11 +196,17 @@ class SwapManager:
             state.calls += 1
             state.results_since_call = False
             state.idle_since = None
-        elif method == "session/set_mode" and thread in self.threads and isinstance(params.get("modeId"), str):
-            self.threads[thread].mode_id = params["modeId"]
-        elif (method == "session/set_config_option" and thread in self.threads
-              and isinstance(params.get("configId"), str)):
-            self.threads[thread].config_options[params["configId"]] = params.get("value")
+
+    def _setting_taken(self, method: str, params: dict[str, Any]) -> None:
+        """The agent accepted the client's mode or config option for a thread: re-applied to
+        every session the thread moves to from now on."""
+        state = self.threads.get(params.get("sessionId"))  # type: ignore[arg-type]
+        if state is None:
+            return
+        if method == "session/set_mode" and isinstance(params.get("modeId"), str):
+            state.mode_id = params["modeId"]
+        elif method == "session/set_config_option" and isinstance(params.get("configId"), str):
+            state.config_options[params["configId"]] = params.get("value")
 
     def _tool_frame(self, thread_id: str | None, raw: bytes) -> None:
         """Count model calls from the tool frames: the first result of a round of tool calls

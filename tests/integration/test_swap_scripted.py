@@ -185,7 +185,9 @@ async def test_any_failure_leaves_the_thread_on_its_old_session(tmp_path: Path, 
     harness = FakeHarness(tmp_path, fail=failure == "rewrite")
     journal = SwapJournal(tmp_path / "swaps.jsonl")
     manager = SwapManager(settings(), journal, harness)
-    env = {} if failure == "rewrite" else {"AGENT_FAIL": failure}
+    # The swap's set_mode fails, on the session it opened; the client's own was accepted.
+    env = {} if failure == "rewrite" else {"AGENT_FAIL_RESUMED": failure} if failure == "session/set_mode" \
+        else {"AGENT_FAIL": failure}
     async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager], **env) as (proxy, client):
         thread = await start(client)
         await client.request("session/set_mode", {"sessionId": thread, "modeId": "plan"})
@@ -494,3 +496,24 @@ async def test_a_moved_threads_load_is_answered_whatever_happens_to_the_replay_m
             loaded = await client.request("session/load", {"sessionId": thread, "cwd": "/work", "mcpServers": []})
         assert loaded["result"] == {}
         assert texts(client, "user_message_chunk") == ["[compressed] replayed preamble", "used:130000"]
+
+
+async def test_a_mode_or_option_the_agent_refused_is_not_carried_to_the_next_session(tmp_path: Path) -> None:
+    # The thread's mode and options are re-applied to every session it moves to: only those
+    # the agent accepted. One it refused, re-applied, failed every later swap (and recycle).
+    manager = SwapManager(settings(), SwapJournal(tmp_path / "swaps.jsonl"), FakeHarness(tmp_path))
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
+        thread = await start(client)
+        assert "result" in await client.request("session/set_mode", {"sessionId": thread, "modeId": "plan"})
+        refused = await client.request("session/set_mode", {"sessionId": thread, "modeId": "no-such-mode"})
+        assert "error" in refused
+        refused = await client.request("session/set_config_option",
+                                       {"sessionId": thread, "configId": "model", "value": "no-such-model"})
+        assert "error" in refused
+        await client.prompt(thread, "used:130000")
+        await manager.wait_for_swaps(1)
+        assert proxy.router.backing_of(thread) != thread
+    carried = [m["params"] for m in agent_received(tmp_path)
+               if m.get("method") in ("session/set_mode", "session/set_config_option")
+               and m["params"]["sessionId"] != thread]
+    assert carried == [{"sessionId": proxy.router.backing_of(thread), "modeId": "plan"}]
