@@ -277,6 +277,11 @@ class Proxy:
                 agent_code = await self.agent.stop(self.settings.kill_grace_seconds,
                                                    wait_first=min(2.0, self.settings.kill_grace_seconds))
                 logger.info("client closed; agent stopped", exit_code=agent_code)
+                # What the client asked and nothing answered (a prompt a swap held, which never
+                # reached the agent; what the agent left unanswered at its exit) is answered now:
+                # a headless client closes its input first and reads the answers after.
+                self.router.agent_gone(time.time(), "the client closed its input; liminal stopped it")
+                self._flush()
             await self._close_components()
             self._answer_what_liminal_owes("liminal is stopping: the agent exited")
             tg.cancel_scope.cancel()

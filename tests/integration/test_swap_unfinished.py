@@ -4,6 +4,7 @@ unfinished swap left."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import anyio
@@ -306,3 +307,36 @@ async def test_the_swap_manager_started_again_after_a_failure_swaps_again(
             await manager.wait_for_swaps(1)
         assert proxy.router.backing_of(thread) != thread
     assert [r.outcome for r in journal.records()] == ["abandoned", "committed"]
+
+
+async def test_a_client_that_closes_its_input_during_a_swap_gets_an_answer_to_its_held_prompt(
+    tmp_path: Path,
+) -> None:
+    # A headless client writes its prompts and closes its input, then reads the answers: the
+    # prompt a swap held (it never reached the agent) must be answered too, not dropped.
+    from tests.support.proxy_process import ProxyProcess, run_liminal
+
+    points = tmp_path / "points"
+    held_id = 12
+
+    async def body(proxy: ProxyProcess) -> None:
+        await proxy.request("initialize", {"protocolVersion": 1}, rpc_id=1)
+        thread = (await proxy.request("session/new", {"cwd": "/work/project", "mcpServers": []},
+                                      rpc_id=2))["result"]["sessionId"]
+        await proxy.request("session/prompt", {"sessionId": thread, "prompt": [
+            {"type": "text", "text": "first used:5000"}]}, rpc_id=10)
+        await proxy.request("session/prompt", {"sessionId": thread, "prompt": [
+            {"type": "text", "text": "the turn that triggers a swap used:130000"}]}, rpc_id=11)
+        with anyio.fail_after(20):
+            while not (points / "swap.move.reached").exists():  # noqa: ASYNC110
+                await anyio.sleep(0.01)
+        await proxy.send(json.dumps({"jsonrpc": "2.0", "id": held_id, "method": "session/prompt", "params": {
+            "sessionId": thread, "prompt": [{"type": "text", "text": "held"}]}}).encode() + b"\n")
+        await anyio.sleep(0.2)
+        await proxy.close_stdin()
+        await proxy.wait_exit()
+        assert [m for m in proxy.messages() if m.get("id") == held_id], proxy.stderr.decode()[-2000:]
+
+    await run_liminal(tmp_path, body, LIMINAL_SWAP_HIGH_TOKENS="100000", LIMINAL_SWAP_TARGET_TOKENS="20000",
+                      LIMINAL_STORE_INDEX="false", LIMINAL_FAILPOINTS="swap.move=pause",
+                      LIMINAL_FAILPOINTS_DIR=str(points))
