@@ -86,6 +86,7 @@ class SwapManager:
         self._requests: dict[Any, dict[str, Any]] = {}  # session/new and fork in flight -> params
         self._proxy: Proxy | None = None
         self._prepared = False  # the journal's bindings are in the router (``prepare``)
+        self._running = False  # ``run`` is looking at turn ends
         self._send, self._receive = anyio.create_memory_object_stream[_TurnEnd](64)
         self.completed = 0  # swap attempts finished, committed or not (tests wait on it)
         self._progress = anyio.Event()
@@ -234,7 +235,8 @@ class SwapManager:
         state = self.threads.get(thread_id)
         if state is not None:
             state.idle_since = time.monotonic()
-        if state is None or self._proxy is None or state.swapping or not self.settings.enabled:
+        if (state is None or self._proxy is None or state.swapping or not self.settings.enabled
+                or not self._running):
             logger.debug("turn ended; not considered", thread=thread_id,
                          swapping=state.swapping if state else None)
             return
@@ -336,10 +338,17 @@ class SwapManager:
         if not self._prepared:  # it failed, or a restart after a failure: read the journal again
             await self.prepare(proxy)
         self._prepared = False
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(self._idle_watch)
-            await self._swaps(proxy)
-            tasks.cancel_scope.cancel()
+        # Turn ends are taken (and their threads held) only while a task looks at them: not in
+        # the pause before the supervisor starts a failed run again, when a held thread's
+        # prompts would wait for nothing.
+        self._running = True
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(self._idle_watch)
+                await self._swaps(proxy)
+                tasks.cancel_scope.cancel()
+        finally:
+            self._running = False
 
     async def _swaps(self, proxy: Proxy) -> None:
         # Not closed on the way out: a failure is followed by ``run`` again (the supervisor),
@@ -363,6 +372,12 @@ class SwapManager:
                     state.failures = 0
                 if self.after_turn is not None:
                     await self.after_turn(thread_id)
+            except Exception:
+                # Fails the run (the supervisor starts it again): the thread backs off as after
+                # any failed swap, rather than fail the next turn end the same way at once.
+                state.failures += 1
+                state.skip_turns = min(2 ** state.failures, 32)
+                raise
             finally:
                 state.swapping = False
                 if proxy.router.is_held(thread_id):

@@ -302,7 +302,8 @@ async def test_the_swap_manager_started_again_after_a_failure_swaps_again(
             while not failed or manager.busy():  # noqa: ASYNC110
                 await anyio.sleep(0.01)
         await anyio.sleep(0.2)  # restarted by now
-        await client.prompt(thread, "used:130000")
+        for _ in range(3):  # the thread backs off two turn ends after the failure
+            await client.prompt(thread, "used:130000")
         with anyio.fail_after(10):
             await manager.wait_for_swaps(1)
         assert proxy.router.backing_of(thread) != thread
