@@ -235,8 +235,22 @@ class CommandCenter:
         except Exception as exc:  # the store down: the agent's listing, mapped
             logger.warning("thread list from the store failed; the agent's listing", error=str(exc))
             threads = []
-        sessions = listing(threads, agent.get("sessions") or [], proxy.router.thread_of, cwd,
-                           first_page=params.get("cursor") is None)
+        # The journal too: another liminal on this home (a second window, a serve connection)
+        # may have moved a thread since this one read it at start, or be moving one now; its
+        # rewrites are sessions to the agent, never threads of their own.
+        journal = self.swaps.journal
+        lineage, moving = await anyio.to_thread.run_sync(
+            lambda: (journal.lineage(), journal.unfinished()))
+        carried = {backing: thread for thread, backing in lineage}
+        sessions_of_threads = {t for t, _ in lineage} | {r.old_backing_id for r in moving}
+
+        def thread_of(backing: str) -> str:
+            mapped = proxy.router.thread_of(backing)
+            return mapped if mapped != backing else carried.get(backing, backing)
+
+        hide = {r.new_backing_id for r in moving if r.new_backing_id and r.new_backing_id not in sessions_of_threads}
+        sessions = listing(threads, agent.get("sessions") or [], thread_of, cwd,
+                           first_page=params.get("cursor") is None, hide=hide)
         result: dict[str, Any] = {"sessions": sessions}
         if agent.get("nextCursor") is not None:
             result["nextCursor"] = agent["nextCursor"]

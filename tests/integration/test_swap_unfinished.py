@@ -341,3 +341,38 @@ async def test_a_client_that_closes_its_input_during_a_swap_gets_an_answer_to_it
     await run_liminal(tmp_path, body, LIMINAL_SWAP_HIGH_TOKENS="100000", LIMINAL_SWAP_TARGET_TOKENS="20000",
                       LIMINAL_STORE_INDEX="false", LIMINAL_FAILPOINTS="swap.move=pause",
                       LIMINAL_FAILPOINTS_DIR=str(points))
+
+
+async def test_a_listing_shows_a_thread_once_whatever_another_liminal_swapped_since_the_start(
+    tmp_path: Path,
+) -> None:
+    # Another liminal on the same home (an editor's second window, a serve connection) swapped
+    # a thread after this one started, and is in the middle of another swap of it: the agent
+    # lists the rewrites as sessions; this liminal (its store not answering) must still show the
+    # thread once, never a rewrite a user could open as a conversation of its own.
+    from contextlib import asynccontextmanager
+
+    from liminal.kernel.commands import CommandCenter
+    from liminal.store.base import StoreError
+
+    @asynccontextmanager
+    async def unavailable():  # type: ignore[no-untyped-def]
+        raise StoreError("no store here")
+        yield  # pragma: no cover
+
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    manager = SwapManager(settings(), journal, FakeHarness(tmp_path))
+    commands = CommandCenter(manager, FakeHarness(tmp_path), unavailable)  # type: ignore[arg-type]
+    done = "0b7d1f4e-0000-4000-8000-00000000000b"
+    under_way = "0b7d1f4e-0000-4000-8000-00000000000c"
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager, commands], AGENT_LIST="1") as (_, client):
+        thread = await start(client)
+        for session in (done, under_way):  # the agent has these files (it lists what it saw)
+            await client.request("session/load", {"sessionId": session, "cwd": "/work", "mcpServers": []})
+        other = SwapJournal(tmp_path / "swaps.jsonl")
+        other.append(SwapRecord(thread, thread, done, "committed", "context", 0.0, 0.1, 150_000, 90_000))
+        other.begin(SwapRecord(thread, done, under_way, "begin", "", 0.0, 0.0, 150_000, None,
+                               new_path=str(tmp_path / f"{under_way}.jsonl")))
+        listed = await client.request("session/list", {})
+        other.finish(under_way)
+    assert [s["sessionId"] for s in listed["result"]["sessions"]] == [thread]

@@ -36,6 +36,7 @@ Several processes (liminal's recycle starts more): each appends its pid to
 ``_pid`` answers ``{"pid": <its pid>}``.
 
 - ``$AGENT_NO_CLOSE``: no ``sessionCapabilities.close`` (like the older Claude adapter).
+- ``$AGENT_LIST``: ``sessionCapabilities.list`` advertised (``session/list`` answers either way).
 - ``$AGENT_CHILD_PER_SESSION``: every session opened (new, load, resume) starts a child process
   that lives as long as the agent's process group, as the older Claude adapter's Claude Code
   processes do.
@@ -181,6 +182,8 @@ def handle(message: dict) -> None:
         capabilities = {} if os.environ.get("AGENT_NO_RESUME") else {"resume": {}, "close": {}}
         if os.environ.get("AGENT_NO_CLOSE"):
             capabilities.pop("close", None)
+        if os.environ.get("AGENT_LIST"):
+            capabilities["list"] = {}
         send({"jsonrpc": "2.0", "id": rpc_id, "result": {
             "protocolVersion": 1,
             "agentCapabilities": {"loadSession": True, "sessionCapabilities": capabilities},
