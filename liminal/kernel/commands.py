@@ -137,8 +137,10 @@ class CommandCenter:
     def request_hooks(self) -> list[tuple[tuple[str, ...], Callable[..., Local | dict[str, Any] | None]]]:
         hooks: list[tuple[tuple[str, ...], Callable[..., Local | dict[str, Any] | None]]] = [
             (("session/prompt",), self._prompt_hook)]
-        if self._open_store is not None:  # the threads come from the store (liminal.kernel.threadlist)
-            hooks.append((("session/list",), lambda method, message, thread: LOCAL))
+        # The threads come from the store (liminal.kernel.threadlist) and the swap journal; with
+        # the store off, from the journal alone: the router knows only the lineage it read at
+        # start and its own swaps, not another liminal's since.
+        hooks.append((("session/list",), lambda method, message, thread: LOCAL))
         return hooks
 
     def _prompt_hook(self, method: str, message: dict[str, Any], thread: str | None) -> Local | None:
@@ -230,11 +232,12 @@ class CommandCenter:
                     proxy.flush()
                     return
                 logger.warning("the agent's session list failed; the store's threads only", error=str(exc))
-        try:
-            threads = await (await self.store()).threads(limit=10_000)
-        except Exception as exc:  # the store down: the agent's listing, mapped
-            logger.warning("thread list from the store failed; the agent's listing", error=str(exc))
-            threads = []
+        threads = []
+        if self._open_store is not None:
+            try:
+                threads = await (await self.store()).threads(limit=10_000)
+            except Exception as exc:  # the store down: the agent's listing, mapped
+                logger.warning("thread list from the store failed; the agent's listing", error=str(exc))
         # The journal too: another liminal on this home (a second window, a serve connection)
         # may have moved a thread since this one read it at start, or be moving one now; its
         # rewrites are sessions to the agent, never threads of their own.

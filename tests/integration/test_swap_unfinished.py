@@ -343,8 +343,9 @@ async def test_a_client_that_closes_its_input_during_a_swap_gets_an_answer_to_it
                       LIMINAL_FAILPOINTS_DIR=str(points))
 
 
+@pytest.mark.parametrize("store", ["not answering", "off"])
 async def test_a_listing_shows_a_thread_once_whatever_another_liminal_swapped_since_the_start(
-    tmp_path: Path,
+    tmp_path: Path, store: str
 ) -> None:
     # Another liminal on the same home (an editor's second window, a serve connection) swapped
     # a thread after this one started, and is in the middle of another swap of it: the agent
@@ -362,7 +363,8 @@ async def test_a_listing_shows_a_thread_once_whatever_another_liminal_swapped_si
 
     journal = SwapJournal(tmp_path / "swaps.jsonl")
     manager = SwapManager(settings(), journal, FakeHarness(tmp_path))
-    commands = CommandCenter(manager, FakeHarness(tmp_path), unavailable)  # type: ignore[arg-type]
+    commands = CommandCenter(manager, FakeHarness(tmp_path),  # type: ignore[arg-type]
+                             unavailable if store == "not answering" else None)
     done = "0b7d1f4e-0000-4000-8000-00000000000b"
     under_way = "0b7d1f4e-0000-4000-8000-00000000000c"
     async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager, commands], AGENT_LIST="1") as (_, client):
