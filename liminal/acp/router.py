@@ -63,6 +63,7 @@ _UPDATE_PREFIX = b'{"jsonrpc":"2.0","method":"session/update","params":{"session
 _UPDATE_PREFIX_LEN = len(_UPDATE_PREFIX)
 _UPDATE_KIND_AT = b'","update":{"sessionUpdate":"'  # right after the session id, canonically
 _CREATES_SESSION = frozenset({"session/new", "session/fork"})
+_OPENS = frozenset({"session/load", "session/resume", "session/fork"})  # see ``Router.on_open``
 _DIRECT = {True: Direction.CLIENT_TO_AGENT, False: Direction.AGENT_TO_CLIENT}
 
 
@@ -197,6 +198,10 @@ class Router:
         self._hooks: dict[str, list[RequestHook]] = {}  # method -> hooks, in the order added
         self._update_hooks: dict[str, list[UpdateHook]] = {}  # update kind -> hooks
         self._local_pending: dict[Any, _Pending] = {}  # requests kept for ``answer_local``
+        # Called with the thread of a client's session/load, resume or fork before it is routed:
+        # a component may bind the thread first (``liminal.kernel.swap``: another liminal on
+        # the home moved it since this one read the swap journal).
+        self.on_open: Callable[[str], None] | None = None
 
     # ----------------------------------------------------------------- feeding
 
@@ -527,6 +532,11 @@ class Router:
         method: str | None = message.get("method")
         rpc_id = message.get("id")
         thread = _session_of(message)
+        if thread is not None and self.on_open is not None and method in _OPENS and kind is Kind.REQUEST:
+            try:
+                self.on_open(thread)
+            except Exception as exc:  # the request goes on as the router knows the thread
+                self._out.problems.append(f"binding {thread} before its {method} failed: {exc!r}")
         backing = self._backing_of.get(thread, thread) if thread is not None else None
         out_line = line
         if kind is Kind.RESPONSE:

@@ -85,6 +85,11 @@ class SwapJournal:
         self.path = path
         self._lock = threading.Lock()
         self._moving: dict[str, int] = {}  # attempts of this journal under way -> lock descriptor
+        # ``current``'s reading, carried on from where it stopped (the journal only grows):
+        self._read_to = 0  # bytes read, up to the end of the last whole line
+        self._read_id: tuple[int, int] | None = None  # (device, inode) of the file read
+        self._commits: dict[str, list[str]] = {}  # thread -> backing ids committed, oldest first
+        self._outcomes: dict[str, str] = {}  # new backing id -> the last outcome of its attempt
 
     def append(self, record: SwapRecord) -> None:
         self._append(self.path, record.to_json() + b"\n")
@@ -179,6 +184,35 @@ class SwapJournal:
             else:
                 open_attempts.pop(record.new_backing_id, None)
         return list(open_attempts.values())
+
+    def current(self, thread_id: str) -> tuple[str | None, list[str]]:
+        """The backing id the journal says carries ``thread_id`` now (None: never moved), and
+        every one it was on, as ``lineage`` would say; reads only what was appended since the
+        last call (it is asked at every load, by a liminal that may run for days)."""
+        try:
+            with self.path.open("rb") as f:
+                st = os.fstat(f.fileno())
+                if (st.st_dev, st.st_ino) != self._read_id or st.st_size < self._read_to:
+                    self._read_to, self._read_id = 0, (st.st_dev, st.st_ino)
+                    self._commits, self._outcomes = {}, {}
+                f.seek(self._read_to)
+                data = f.read()
+        except FileNotFoundError:
+            return None, []
+        end = data.rfind(b"\n") + 1  # a line still being written is read next time
+        for line in data[:end].splitlines():
+            try:
+                record = SwapRecord.from_json(orjson.loads(line))
+            except (orjson.JSONDecodeError, TypeError, ValueError):
+                continue  # said by ``records`` when it reads the file
+            if record.outcome == "begin" or not record.new_backing_id:
+                continue
+            self._outcomes[record.new_backing_id] = record.outcome
+            if record.outcome == "committed":
+                self._commits.setdefault(record.thread_id, []).append(record.new_backing_id)
+        self._read_to += end
+        carried = [b for b in self._commits.get(thread_id, ()) if self._outcomes.get(b) == "committed"]
+        return (carried[-1] if carried else None), carried
 
     @property
     def rewrites_path(self) -> Path:

@@ -332,7 +332,26 @@ class SwapManager:
             proxy.router.adopt(backing_id, thread_id)
         for thread_id, backing_id in dict(lineage).items():  # the last committed of each thread
             proxy.router.bind(thread_id, backing_id)
+        proxy.router.on_open = self._opening
         self._prepared = True
+
+    def _opening(self, thread_id: str) -> None:
+        """The client opens a thread (load, resume, fork): another liminal on this home (an
+        editor's second window, a connection of ``liminal serve``) may have moved it since this
+        one read the journal. Opened on a session it has left, the thread would go on without
+        every turn since. The journal is read on from where it was (``SwapJournal.current``)."""
+        state = self.threads.get(thread_id)
+        if self._proxy is None or (state is not None and state.swapping):
+            return  # this liminal is moving it: its own view is the newer one
+        current, carried = self.journal.current(thread_id)
+        router = self._proxy.router
+        if current is None or current == router.backing_of(thread_id):
+            return
+        for backing in carried:
+            router.adopt(backing, thread_id)
+        router.bind(thread_id, current)
+        logger.info("thread moved by another liminal; opened on its current session",
+                    thread=thread_id, backing=current)
 
     async def run(self, proxy: Proxy) -> None:
         if not self._prepared:  # it failed, or a restart after a failure: read the journal again

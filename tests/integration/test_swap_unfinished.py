@@ -378,3 +378,27 @@ async def test_a_listing_shows_a_thread_once_whatever_another_liminal_swapped_si
         listed = await client.request("session/list", {})
         other.finish(under_way)
     assert [s["sessionId"] for s in listed["result"]["sessions"]] == [thread]
+
+
+async def test_a_thread_another_liminal_moved_since_the_start_opens_on_its_current_session(
+    tmp_path: Path,
+) -> None:
+    # A long-lived liminal (a serve connection, an editor window) opens a thread that another
+    # liminal on the home has swapped since this one read the journal: opened on the session it
+    # has left, the conversation would go on without every turn since the swap.
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    manager = SwapManager(settings(), journal, FakeHarness(tmp_path))
+    thread = "0b7d1f4e-0000-4000-8000-000000000001"
+    moved = "0b7d1f4e-0000-4000-8000-00000000000b"
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
+        await client.request("initialize", {"protocolVersion": 1})
+        await client.request("session/new", {"cwd": "/work", "mcpServers": []})
+        SwapJournal(tmp_path / "swaps.jsonl").append(  # the other liminal's swap
+            SwapRecord(thread, thread, moved, "committed", "context", 0.0, 0.1, 150_000, 90_000))
+        loaded = await client.request("session/load", {"sessionId": thread, "cwd": "/work", "mcpServers": []})
+        assert "result" in loaded
+        await client.prompt(thread, "chunks:1")
+        assert proxy.router.backing_of(thread) == moved
+    sent = [m for m in agent_received(tmp_path) if m.get("method") in ("session/load", "session/prompt")]
+    assert {m["params"]["sessionId"] for m in sent} == {moved}
+    assert {m["params"]["sessionId"] for m in client.messages() if "params" in m} <= {thread}

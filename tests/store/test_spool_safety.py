@@ -213,3 +213,22 @@ def test_a_journal_record_after_a_torn_line_is_read_and_a_short_write_is_finishe
     journal.rewrites_path.write_bytes(b'{"backing_id": "n", "by')  # the same for rewrites.jsonl
     journal.note_rewrite("m", 4096)
     assert journal.own_bytes("m") == 4096
+
+
+def test_the_journal_read_on_from_where_it_stopped_says_where_a_thread_is(tmp_path: Path) -> None:
+    from liminal.kernel.journal import SwapJournal, SwapRecord
+
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    assert journal.current("t") == (None, [])
+    journal.append(SwapRecord("t", "t", "a", "committed", "context", 1.0, 0.1, 150_000, 90_000))
+    assert journal.current("t") == ("a", ["a"])
+    line = SwapRecord("t", "a", "b", "committed", "context", 2.0, 0.1, 150_000, 90_000).to_json() + b"\n"
+    with journal.path.open("ab") as f:
+        f.write(line[:40])  # another liminal's record, half written
+    assert journal.current("t") == ("a", ["a"])
+    with journal.path.open("ab") as f:
+        f.write(line[40:])
+    assert journal.current("t") == ("b", ["a", "b"])
+    journal.append(SwapRecord("t", "a", "b", "abandoned", "undone", 2.0, 0.1, None, None))
+    assert journal.current("t") == ("a", ["a"])
+    assert journal.lineage() == [("t", "a")]
