@@ -222,13 +222,19 @@ class CommandCenter:
         params = params if isinstance(params, dict) else {}
         cwd = params.get("cwd") if isinstance(params.get("cwd"), str) else None
         agent: dict[str, Any] = {}
-        if "list" in (self.swaps.capabilities.get("sessionCapabilities") or {}):
+        # With the store off the agent's listing is all there is: asked as the client asked it,
+        # whatever the agent advertises, its error the answer.
+        if "list" in (self.swaps.capabilities.get("sessionCapabilities") or {}) or self._open_store is None:
             try:
                 found = await proxy.request("session/list", params, timeout=30)
                 agent = found if isinstance(found, dict) else {}
             except OwnRequestError as exc:
-                if params.get("cursor") is not None:  # only the agent can page its own cursor
-                    proxy.router.answer_local(request.key, error=(jsonrpc.INTERNAL_ERROR, str(exc)))
+                if params.get("cursor") is not None or self._open_store is None:  # only the agent can page its own cursor
+                    said = exc.error if isinstance(exc.error, dict) else {}
+                    code, text = said.get("code"), said.get("message")
+                    proxy.router.answer_local(request.key, error=(
+                        code if isinstance(code, int) else jsonrpc.INTERNAL_ERROR,
+                        text if isinstance(text, str) else str(exc)))
                     proxy.flush()
                     return
                 logger.warning("the agent's session list failed; the store's threads only", error=str(exc))
