@@ -62,7 +62,8 @@ def _nothing() -> None:
 
 
 class Component(Protocol):
-    """Duck-typed: ``offer``, ``run``, ``aclose`` and ``replay_requested`` are each optional."""
+    """Duck-typed: ``offer``, ``prepare``, ``run``, ``aclose`` and ``replay_requested`` are each
+    optional (``liminal.supervise``)."""
 
 
 class OwnRequestError(Exception):
@@ -240,6 +241,9 @@ class Proxy:
                   file=sys.stderr, flush=True)
             await self._close_components()
             return 127 if isinstance(exc, FileNotFoundError) else 126
+        # What must be in the router before any client request passes (the threads the swap
+        # journal binds: a load read earlier would resume a swapped thread on its stale session).
+        await self.supervisor.prepare(self)
         # Through ``self.agent`` at each call: the agent process can be replaced (``replace_agent``).
         await self.client.open(self._from_client, self._on_client_eof,
                                lambda pause: self.agent.pause_reading(pause))
@@ -273,6 +277,11 @@ class Proxy:
                 agent_code = await self.agent.stop(self.settings.kill_grace_seconds,
                                                    wait_first=min(2.0, self.settings.kill_grace_seconds))
                 logger.info("client closed; agent stopped", exit_code=agent_code)
+                # What the client asked and nothing answered (a prompt a swap held, which never
+                # reached the agent; what the agent left unanswered at its exit) is answered now:
+                # a headless client closes its input first and reads the answers after.
+                self.router.agent_gone(time.time(), "the client closed its input; liminal stopped it")
+                self._flush()
             await self._close_components()
             self._answer_what_liminal_owes("liminal is stopping: the agent exited")
             tg.cancel_scope.cancel()

@@ -12,6 +12,9 @@ places, and each is contained here:
   prompts forever), and the component is started again after a pause, at most ``RESTARTS``
   times; then it is switched off. A ``run`` that returns is simply done.
 - ``aclose()``: logged; the next component is closed all the same (``Proxy``).
+- ``prepare(proxy)``, awaited before the client's first byte is read (what must be in the
+  router before any request passes: the swap journal's bindings): logged, and the proxy starts
+  all the same after at most ``PREPARE_SECONDS`` (the component's ``run`` tries again).
 
 Why restart and not only log: the swap manager's run is a loop over turn ends; one bad turn
 (a journal write that fails, a bug outside its own try) should cost that turn's swap, not every
@@ -34,6 +37,7 @@ logger = log.get("liminal.supervise")
 RESTARTS = 3
 RESTART_PAUSE_SECONDS = (0.5, 2.0, 5.0)
 OFFER_FAILURES = 10
+PREPARE_SECONDS = 10.0
 
 
 @dataclass(slots=True)
@@ -96,6 +100,21 @@ class Supervisor:
         member.off = True
         self._offering = [m for m in self._offering if m is not member]
         member.scope.cancel()
+
+    # --------------------------------------------------------------- prepare
+
+    async def prepare(self, proxy: Any) -> None:
+        """Each component's ``prepare``, in order, before the client is read."""
+        for member in self.members:
+            prepare = getattr(member.component, "prepare", None)
+            if prepare is None:
+                continue
+            try:
+                with anyio.fail_after(PREPARE_SECONDS):
+                    await prepare(proxy)
+            except Exception:
+                logger.exception("component failed to prepare; forwarding goes on",
+                                 component=member.name)
 
     # ------------------------------------------------------------------- run
 

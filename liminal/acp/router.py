@@ -11,8 +11,9 @@ Everything that decides where a frame goes lives in this file. The rules:
    byte level: thread -> backing towards the agent, backing -> thread towards the client, in
    every frame that carries one (params of requests and notifications in both directions, and
    results such as ``session/new``, ``session/fork`` and ``session/list``).
-3. **liminal's own requests** carry string ids in the ``liminal-`` namespace. Their responses
-   are consumed here and never reach the client.
+3. **liminal's own requests** carry string ids ``liminal-<random per router>-N``. Their
+   responses are consumed here and never reach the client; a client id that looks alike is
+   the client's.
 4. **Captured sessions.** While a backing id is captured (a swap loading a session whose replay
    the client must not see), the agent's notifications for it are not forwarded; they reach the
    taps as ``AGENT_TO_LIMINAL``.
@@ -45,6 +46,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import secrets
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -61,6 +63,7 @@ _UPDATE_PREFIX = b'{"jsonrpc":"2.0","method":"session/update","params":{"session
 _UPDATE_PREFIX_LEN = len(_UPDATE_PREFIX)
 _UPDATE_KIND_AT = b'","update":{"sessionUpdate":"'  # right after the session id, canonically
 _CREATES_SESSION = frozenset({"session/new", "session/fork"})
+_OPENS = frozenset({"session/load", "session/resume", "session/fork"})  # see ``Router.on_open``
 _DIRECT = {True: Direction.CLIENT_TO_AGENT, False: Direction.AGENT_TO_CLIENT}
 
 
@@ -178,6 +181,10 @@ class Router:
         self._agent_pending_threads: dict[Any, str | None] = {}  # ... -> the thread they concern
         self._own_pending: dict[str, _Pending] = {}
         self._own_ids = itertools.count(1)
+        # A client may use ids like ours (another liminal in front of this one counts its own
+        # from 1 too): a random part per router keeps an agent's answer from reaching the wrong
+        # asker whichever request came first.
+        self._own_prefix = f"{OWN_ID_PREFIX}{secrets.token_hex(6)}-"
         self._captured: set[str] = set()
         self._held: dict[str, deque[_Held]] = {}
         # Notifications of liminal's own waiting for their thread's next turn (``notify_in_next_turn``).
@@ -191,6 +198,10 @@ class Router:
         self._hooks: dict[str, list[RequestHook]] = {}  # method -> hooks, in the order added
         self._update_hooks: dict[str, list[UpdateHook]] = {}  # update kind -> hooks
         self._local_pending: dict[Any, _Pending] = {}  # requests kept for ``answer_local``
+        # Called with the thread of a client's session/load, resume or fork before it is routed:
+        # a component may bind the thread first (``liminal.kernel.swap``: another liminal on
+        # the home moved it since this one read the swap journal).
+        self.on_open: Callable[[str], None] | None = None
 
     # ----------------------------------------------------------------- feeding
 
@@ -314,7 +325,7 @@ class Router:
 
     def send_request(self, method: str, params: Any, now: float, *, thread_id: str | None = None) -> str:
         """Queue a request of liminal's own to the agent; its answer comes in ``own_responses``."""
-        rpc_id = f"{OWN_ID_PREFIX}{next(self._own_ids)}"
+        rpc_id = f"{self._own_prefix}{next(self._own_ids)}"
         line = jsonrpc.request_frame(rpc_id, method, params)
         self._own_pending[rpc_id] = _Pending(method, thread_id, None)
         self._out.to_agent.append(line)
@@ -521,6 +532,11 @@ class Router:
         method: str | None = message.get("method")
         rpc_id = message.get("id")
         thread = _session_of(message)
+        if thread is not None and self.on_open is not None and method in _OPENS and kind is Kind.REQUEST:
+            try:
+                self.on_open(thread)
+            except Exception as exc:  # the request goes on as the router knows the thread
+                self._out.problems.append(f"binding {thread} before its {method} failed: {exc!r}")
         backing = self._backing_of.get(thread, thread) if thread is not None else None
         out_line = line
         if kind is Kind.RESPONSE:

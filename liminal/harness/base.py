@@ -63,6 +63,11 @@ class SessionHarness(Protocol):
     def discard(self, rewritten: Rewritten) -> None:
         """Remove a rewritten session that will not be used (it was never loaded)."""
 
+    def names(self, path: Path) -> str | None:
+        """The session id a file at ``path`` holds by this CLI's naming (``target_path``'s),
+        or None: not a session file of this CLI. The clean-up after a crash removes a file only
+        when its name is the rewrite's id."""
+
     def position(self, path: Path) -> int:
         """Where the session stands now, between turns (the CLIs only append)."""
 
@@ -179,6 +184,13 @@ class HarnessChoice:
 
     def discard(self, rewritten: Rewritten) -> None:
         self.current.discard(rewritten)
+
+    def names(self, path: Path) -> str | None:
+        return self.current.names(path)
+
+    def named(self, name: str) -> SessionHarness | None:
+        """The harness called ``name`` (a journal record's), if liminal has it."""
+        return self._get(name) if name in self._factories else None
 
     def position(self, path: Path) -> int:
         return self.current.position(path)

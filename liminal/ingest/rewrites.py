@@ -19,16 +19,33 @@ from liminal import log
 logger = log.get("liminal.ingest.rewrites")
 
 
+def append_line(path: Path, line: bytes, *, sync: bool) -> None:
+    """Append one JSONL record (``line`` ends with a newline) to a 0600 file, whole: a record
+    cut short before it (a crash, a full disk) is ended first, so it cannot make this one
+    unreadable too, and a write the system takes only in part is finished."""
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            line = b"\n" + line
+        view = memoryview(line)
+        while view:
+            written = os.write(fd, view)
+            if written <= 0:
+                raise OSError(f"no bytes taken by {path}")
+            view = view[written:]
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def note(path: Path, backing_id: str, size: int) -> None:
     """liminal wrote ``size`` bytes as the session file of ``backing_id``."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        # Not fsynced (it is inside the swap's hold): a note lost to a power cut only means the
-        # rewrite's records are indexed a second time, under the new session.
-        os.write(fd, orjson.dumps({"backing_id": backing_id, "bytes": size}) + b"\n")
-    finally:
-        os.close(fd)
+    # Not fsynced (it is inside the swap's hold): a note lost to a power cut only means the
+    # rewrite's records are indexed a second time, under the new session.
+    append_line(path, orjson.dumps({"backing_id": backing_id, "bytes": size}) + b"\n", sync=False)
 
 
 def own_bytes(path: Path, backing_id: str) -> int:

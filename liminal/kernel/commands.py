@@ -137,8 +137,10 @@ class CommandCenter:
     def request_hooks(self) -> list[tuple[tuple[str, ...], Callable[..., Local | dict[str, Any] | None]]]:
         hooks: list[tuple[tuple[str, ...], Callable[..., Local | dict[str, Any] | None]]] = [
             (("session/prompt",), self._prompt_hook)]
-        if self._open_store is not None:  # the threads come from the store (liminal.kernel.threadlist)
-            hooks.append((("session/list",), lambda method, message, thread: LOCAL))
+        # The threads come from the store (liminal.kernel.threadlist) and the swap journal; with
+        # the store off, from the journal alone: the router knows only the lineage it read at
+        # start and its own swaps, not another liminal's since.
+        hooks.append((("session/list",), lambda method, message, thread: LOCAL))
         return hooks
 
     def _prompt_hook(self, method: str, message: dict[str, Any], thread: str | None) -> Local | None:
@@ -220,23 +222,44 @@ class CommandCenter:
         params = params if isinstance(params, dict) else {}
         cwd = params.get("cwd") if isinstance(params.get("cwd"), str) else None
         agent: dict[str, Any] = {}
-        if "list" in (self.swaps.capabilities.get("sessionCapabilities") or {}):
+        # With the store off the agent's listing is all there is: asked as the client asked it,
+        # whatever the agent advertises, its error the answer.
+        if "list" in (self.swaps.capabilities.get("sessionCapabilities") or {}) or self._open_store is None:
             try:
                 found = await proxy.request("session/list", params, timeout=30)
                 agent = found if isinstance(found, dict) else {}
             except OwnRequestError as exc:
-                if params.get("cursor") is not None:  # only the agent can page its own cursor
-                    proxy.router.answer_local(request.key, error=(jsonrpc.INTERNAL_ERROR, str(exc)))
+                if params.get("cursor") is not None or self._open_store is None:  # only the agent can page its own cursor
+                    said = exc.error if isinstance(exc.error, dict) else {}
+                    code, text = said.get("code"), said.get("message")
+                    proxy.router.answer_local(request.key, error=(
+                        code if isinstance(code, int) else jsonrpc.INTERNAL_ERROR,
+                        text if isinstance(text, str) else str(exc)))
                     proxy.flush()
                     return
                 logger.warning("the agent's session list failed; the store's threads only", error=str(exc))
-        try:
-            threads = await (await self.store()).threads(limit=10_000)
-        except Exception as exc:  # the store down: the agent's listing, mapped
-            logger.warning("thread list from the store failed; the agent's listing", error=str(exc))
-            threads = []
-        sessions = listing(threads, agent.get("sessions") or [], proxy.router.thread_of, cwd,
-                           first_page=params.get("cursor") is None)
+        threads = []
+        if self._open_store is not None:
+            try:
+                threads = await (await self.store()).threads(limit=10_000)
+            except Exception as exc:  # the store down: the agent's listing, mapped
+                logger.warning("thread list from the store failed; the agent's listing", error=str(exc))
+        # The journal too: another liminal on this home (a second window, a serve connection)
+        # may have moved a thread since this one read it at start, or be moving one now; its
+        # rewrites are sessions to the agent, never threads of their own.
+        journal = self.swaps.journal
+        lineage, moving = await anyio.to_thread.run_sync(
+            lambda: (journal.lineage(), journal.unfinished()))
+        carried = {backing: thread for thread, backing in lineage}
+        sessions_of_threads = {t for t, _ in lineage} | {r.old_backing_id for r in moving}
+
+        def thread_of(backing: str) -> str:
+            mapped = proxy.router.thread_of(backing)
+            return mapped if mapped != backing else carried.get(backing, backing)
+
+        hide = {r.new_backing_id for r in moving if r.new_backing_id and r.new_backing_id not in sessions_of_threads}
+        sessions = listing(threads, agent.get("sessions") or [], thread_of, cwd,
+                           first_page=params.get("cursor") is None, hide=hide)
         result: dict[str, Any] = {"sessions": sessions}
         if agent.get("nextCursor") is not None:
             result["nextCursor"] = agent["nextCursor"]

@@ -8,8 +8,11 @@ session even when the store is down or being replayed from the spool.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import threading
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +20,7 @@ from typing import Any
 import orjson
 
 from liminal import log
+from liminal.harness.files import is_session_id
 from liminal.ingest import rewrites
 
 logger = log.get("liminal.kernel.journal")
@@ -71,9 +75,21 @@ _TYPES: dict[str, tuple[type, ...]] = {
 
 
 class SwapJournal:
+    """One proxy's view of the journal. Several share the file (two editor windows, every
+    connection of ``liminal serve``), so an attempt under way is marked beyond the file: its
+    ``begin`` is written holding an ``flock`` on ``swaps.moving/<new id>.lock`` until its end
+    record is (``begin``, ``finish``). The lock dies with its process, which is what tells a
+    crash's leftover from another liminal's swap still running (``abandon``)."""
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
+        self._moving: dict[str, int] = {}  # attempts of this journal under way -> lock descriptor
+        # ``current``'s reading, carried on from where it stopped (the journal only grows):
+        self._read_to = 0  # bytes read, up to the end of the last whole line
+        self._read_id: tuple[int, int] | None = None  # (device, inode) of the file read
+        self._commits: dict[str, list[str]] = {}  # thread -> backing ids committed, oldest first
+        self._outcomes: dict[str, str] = {}  # new backing id -> the last outcome of its attempt
 
     def append(self, record: SwapRecord) -> None:
         self._append(self.path, record.to_json() + b"\n")
@@ -81,17 +97,62 @@ class SwapJournal:
     def _append(self, path: Path, line: bytes, *, sync: bool = True) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            try:
-                os.write(fd, line)
-                if sync:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
+            # Whole, after any record a crash or a full disk cut short (see ``append_line``).
+            rewrites.append_line(path, line, sync=sync)
+
+    @property
+    def moving_folder(self) -> Path:
+        return self.path.with_name("swaps.moving")
+
+    def _attempt_lock(self, new_id: str) -> Path:
+        if not is_session_id(new_id):  # an id becomes part of a path only in a session id's form
+            raise ValueError(f"not a session id: {new_id!r}")
+        return self.moving_folder / f"{new_id}.lock"
 
     def begin(self, record: SwapRecord) -> None:
-        """An attempt starts; the record names the file it will write (``unfinished``)."""
-        self.append(record)
+        """An attempt starts; the record names the file it will write (``unfinished``). Until
+        ``finish``, no other liminal's start takes it for a crash's leftover."""
+        new_id = record.new_backing_id or ""
+        path = self._attempt_lock(new_id)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # a fresh id: nobody else holds it
+            self._moving[new_id] = fd
+            self.append(record)
+        except BaseException:
+            self.finish(new_id)
+            raise
+
+    def finish(self, new_id: str) -> None:
+        """The attempt ``new_id`` has ended (its end record written, or it never will be: what it
+        made is already removed)."""
+        fd = self._moving.pop(new_id, None)
+        if fd is None:
+            return
+        with contextlib.suppress(OSError):
+            self._attempt_lock(new_id).unlink()
+        os.close(fd)  # the flock goes with it
+
+    @contextlib.contextmanager
+    def abandon(self, new_id: str) -> Iterator[bool]:
+        """Whether the attempt ``new_id`` is a crash's leftover: True when no live liminal runs
+        it and it still has no end record; held so until the block ends."""
+        path = self._attempt_lock(new_id)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False  # its liminal is alive and swapping
+                return
+            # Its liminal may have ended it between the reading and the lock: read again.
+            yield any(r.new_backing_id == new_id for r in self.unfinished())
+            with contextlib.suppress(OSError):
+                path.unlink()
+        finally:
+            os.close(fd)
 
     def records(self, thread_id: str | None = None, *, begins: bool = False) -> list[SwapRecord]:
         """Every swap attempt's outcome, oldest first (with ``begins``, their opening records
@@ -124,6 +185,35 @@ class SwapJournal:
                 open_attempts.pop(record.new_backing_id, None)
         return list(open_attempts.values())
 
+    def current(self, thread_id: str) -> tuple[str | None, list[str]]:
+        """The backing id the journal says carries ``thread_id`` now (None: never moved), and
+        every one it was on, as ``lineage`` would say; reads only what was appended since the
+        last call (it is asked at every load, by a liminal that may run for days)."""
+        try:
+            with self.path.open("rb") as f:
+                st = os.fstat(f.fileno())
+                if (st.st_dev, st.st_ino) != self._read_id or st.st_size < self._read_to:
+                    self._read_to, self._read_id = 0, (st.st_dev, st.st_ino)
+                    self._commits, self._outcomes = {}, {}
+                f.seek(self._read_to)
+                data = f.read()
+        except FileNotFoundError:
+            return None, []
+        end = data.rfind(b"\n") + 1  # a line still being written is read next time
+        for line in data[:end].splitlines():
+            try:
+                record = SwapRecord.from_json(orjson.loads(line))
+            except (orjson.JSONDecodeError, TypeError, ValueError):
+                continue  # said by ``records`` when it reads the file
+            if record.outcome == "begin" or not record.new_backing_id:
+                continue
+            self._outcomes[record.new_backing_id] = record.outcome
+            if record.outcome == "committed":
+                self._commits.setdefault(record.thread_id, []).append(record.new_backing_id)
+        self._read_to += end
+        carried = [b for b in self._commits.get(thread_id, ()) if self._outcomes.get(b) == "committed"]
+        return (carried[-1] if carried else None), carried
+
     @property
     def rewrites_path(self) -> Path:
         return self.path.with_name("rewrites.jsonl")
@@ -136,6 +226,10 @@ class SwapJournal:
         return rewrites.own_bytes(self.rewrites_path, backing_id)
 
     def lineage(self) -> list[tuple[str, str]]:
-        """(thread id, backing id) of every committed swap, oldest first."""
-        return [(r.thread_id, r.new_backing_id) for r in self.records()
-                if r.outcome == "committed" and r.new_backing_id]
+        """(thread id, backing id) of every committed swap, oldest first. A commit that a later
+        end record of the same attempt undoes (its write reported an error after the line was
+        on disk: the swap was undone and its rewrite removed) binds nothing."""
+        records = self.records()
+        last: dict[str | None, str] = {r.new_backing_id: r.outcome for r in records}
+        return [(r.thread_id, r.new_backing_id) for r in records
+                if r.outcome == "committed" and r.new_backing_id and last[r.new_backing_id] == "committed"]

@@ -131,7 +131,6 @@ class ThreadMover:
         self.priced = priced
         self.proxy: Proxy | None = None
         self.lock = anyio.Lock()  # one move at a time: a swap, or a command's
-        self.left_behind = ""  # the backing id the last committed move left
         self._warned_no_close = False
 
     def attach(self, proxy: Proxy) -> None:
@@ -307,7 +306,8 @@ class ThreadMover:
         finally:
             if not committed:  # whatever went wrong: no new file, no new session left open
                 await self._undo(proxy, new_path, new_id, opened)
-        self.left_behind = old_backing
+            # Ended (or nothing of it is left): another liminal's start may judge it now.
+            self.journal.finish(new_id)
         # The new session's file is whole as liminal wrote it: no turn of it is still to reach
         # the disk (the last prompt named one of the old session's).
         state.last_prompt = None

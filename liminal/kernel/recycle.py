@@ -256,12 +256,12 @@ class Recycler:
 
     async def run(self, proxy: Proxy) -> None:
         self._proxy = proxy
-        async with self._receive:
-            async for held in self._receive:
-                try:
-                    await self._recycle_safely(proxy, held)
-                finally:
-                    self._moving = False
+        # Not closed on the way out: ``run`` again after a failure (the supervisor) must find it open.
+        async for held in self._receive:
+            try:
+                await self._recycle_safely(proxy, held)
+            finally:
+                self._moving = False
 
     async def after_turn(self, thread_id: str) -> None:
         """From the swap task, at the end of a turn end it looked at (``thread_id`` still held

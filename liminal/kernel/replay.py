@@ -52,18 +52,42 @@ class ReplayManager:
         self._send, self._receive = anyio.create_memory_object_stream[ReplayRequest](1024)
         self.finished: list[tuple[str, str]] = []  # (thread, "store" or "agent"), for tests
         self._progress = anyio.Event()
+        # ``run`` has ended (failed, switched off) and not started again: nothing reads the
+        # queue. Before the first ``run``, loads wait in the queue for it.
+        self._stopped = False
 
     def replay_requested(self, request: ReplayRequest) -> None:
-        """Called by the proxy (inside a flush) for each ``Output.replays`` entry."""
+        """Called by the proxy (inside a flush) for each ``Output.replays`` entry. Raises when
+        nothing will answer it (the queue is full, ``run`` failed or was switched off): the proxy
+        then answers the load with the agent's own replay, as it must be answered."""
+        if self._stopped:
+            raise RuntimeError("the replay manager is not running")
         try:
             self._send.send_nowait(request)
-        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            logger.warning("replay queue full; the agent's replay is used", thread=request.thread_id)
+        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+            raise RuntimeError("the replay queue cannot take the load") from exc
 
     async def run(self, proxy: Proxy) -> None:
-        async with anyio.create_task_group() as tg, self._receive:
-            async for request in self._receive:
-                tg.start_soon(self._answer, proxy, request)
+        # The stream is not closed on the way out: ``run`` again after a failure (the
+        # supervisor) must find it open. Loads queued meanwhile wait for it.
+        self._stopped = False
+        try:
+            async with anyio.create_task_group() as tg:
+                async for request in self._receive:
+                    tg.start_soon(self._answered, proxy, request)
+        finally:
+            self._stopped = True
+
+    async def _answered(self, proxy: Proxy, request: ReplayRequest) -> None:
+        """``_answer``, and whatever happens to it (a failure, cancelled with ``run``), the load
+        answered: with the agent's own replay if nothing better came."""
+        try:
+            await self._answer(proxy, request)
+        except Exception:
+            logger.exception("replay failed; the agent's replay is used", thread=request.thread_id)
+        finally:
+            if proxy.router.finish_replay(request.token, None, time.time()):
+                proxy.flush()
 
     async def _answer(self, proxy: Proxy, request: ReplayRequest) -> None:
         history: list[dict[str, Any]] | None = None

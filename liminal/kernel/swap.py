@@ -34,9 +34,11 @@ import anyio
 import anyio.to_thread
 
 from liminal import log
+from liminal.acp import jsonrpc
 from liminal.acp.events import Direction, FrameEvent, Kind
 from liminal.config import GradientSettings, SwapSettings
 from liminal.harness.base import HarnessChoice, Rewritten, SessionHarness
+from liminal.harness.files import is_session_id
 from liminal.kernel.journal import SwapJournal, SwapRecord
 from liminal.kernel.mover import ThreadMover, ThreadState
 from liminal.kernel.policy import CostPolicy, Decision
@@ -45,6 +47,8 @@ if TYPE_CHECKING:
     from liminal.proxy import Proxy
 
 logger = log.get("liminal.swap")
+# Client requests whose answer the swap manager reads (``offer``).
+_ANSWER_MATTERS = frozenset({"session/new", "session/fork", "session/set_mode", "session/set_config_option"})
 
 
 class _TurnEnd(NamedTuple):
@@ -81,6 +85,8 @@ class SwapManager:
         self.client_compaction = False
         self._requests: dict[Any, dict[str, Any]] = {}  # session/new and fork in flight -> params
         self._proxy: Proxy | None = None
+        self._prepared = False  # the journal's bindings are in the router (``prepare``)
+        self._running = False  # ``run`` is looking at turn ends
         self._send, self._receive = anyio.create_memory_object_stream[_TurnEnd](64)
         self.completed = 0  # swap attempts finished, committed or not (tests wait on it)
         self._progress = anyio.Event()
@@ -129,8 +135,10 @@ class SwapManager:
                         session = caps.get("session") if isinstance(caps, dict) else None
                         compaction = session.get("compaction") if isinstance(session, dict) else None
                         self.client_compaction = isinstance(compaction, dict)
-                    if event.method in ("session/new", "session/fork"):
-                        self._requests[event.rpc_id] = params  # its answer names the thread
+                    if event.method in _ANSWER_MATTERS:
+                        # Its answer names the thread (new, fork), or says the agent took the
+                        # setting (a mode or option it refused must not reach the next session).
+                        self._requests[jsonrpc.id_key(event.rpc_id)] = params
                     self._client_request(event.method or "", params)
             return
         if event.direction is not Direction.AGENT_TO_CLIENT:
@@ -146,7 +154,12 @@ class SwapManager:
             elif kind == "current_mode_update" and isinstance(update.get("currentModeId"), str):
                 state.mode_id = update["currentModeId"]
         elif event.kind is Kind.RESPONSE:
-            params = self._requests.pop(event.rpc_id, {}) if event.rpc_id is not None else {}
+            params = self._requests.pop(jsonrpc.id_key(event.rpc_id), {}) if event.rpc_id is not None else {}
+            if "error" in message:
+                return
+            if event.method in ("session/set_mode", "session/set_config_option"):
+                self._setting_taken(event.method, params)
+                return
             result = message.get("result")
             if not isinstance(result, dict):
                 return
@@ -184,11 +197,17 @@ class SwapManager:
             state.calls += 1
             state.results_since_call = False
             state.idle_since = None
-        elif method == "session/set_mode" and thread in self.threads and isinstance(params.get("modeId"), str):
-            self.threads[thread].mode_id = params["modeId"]
-        elif (method == "session/set_config_option" and thread in self.threads
-              and isinstance(params.get("configId"), str)):
-            self.threads[thread].config_options[params["configId"]] = params.get("value")
+
+    def _setting_taken(self, method: str, params: dict[str, Any]) -> None:
+        """The agent accepted the client's mode or config option for a thread: re-applied to
+        every session the thread moves to from now on."""
+        state = self.threads.get(params.get("sessionId"))  # type: ignore[arg-type]
+        if state is None:
+            return
+        if method == "session/set_mode" and isinstance(params.get("modeId"), str):
+            state.mode_id = params["modeId"]
+        elif method == "session/set_config_option" and isinstance(params.get("configId"), str):
+            state.config_options[params["configId"]] = params.get("value")
 
     def _tool_frame(self, thread_id: str | None, raw: bytes) -> None:
         """Count model calls from the tool frames: the first result of a round of tool calls
@@ -216,7 +235,8 @@ class SwapManager:
         state = self.threads.get(thread_id)
         if state is not None:
             state.idle_since = time.monotonic()
-        if state is None or self._proxy is None or state.swapping or not self.settings.enabled:
+        if (state is None or self._proxy is None or state.swapping or not self.settings.enabled
+                or not self._running):
             logger.debug("turn ended; not considered", thread=thread_id,
                          swapping=state.swapping if state else None)
             return
@@ -258,7 +278,7 @@ class SwapManager:
             # The prompt of the turn that just ended, taken now: by the time the task runs, an
             # unheld client may already have sent the next one.
             self._send.send_nowait(turn_end)
-        except anyio.WouldBlock:
+        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
             return
         state.swapping = True
         if turn_end.held:
@@ -298,72 +318,141 @@ class SwapManager:
 
     # ----------------------------------------------------------------- running
 
-    async def run(self, proxy: Proxy) -> None:
+    async def prepare(self, proxy: Proxy) -> None:
+        """Before the client's first byte is read (``Proxy.run``): clean up after a crash and
+        bind every swapped thread to its current session, so that no load or prompt can pass
+        to a stale one."""
         self._proxy = proxy
         self.mover.attach(proxy)
-        await anyio.to_thread.run_sync(self._recover)
+        await anyio.to_thread.run_sync(self._recover, abandon_on_cancel=True)
         # Every session a thread has been on names the thread towards the client (a listing
         # shows the thread once); new frames go to the last one.
-        lineage = self.journal.lineage()
+        lineage = await anyio.to_thread.run_sync(self.journal.lineage, abandon_on_cancel=True)
         for thread_id, backing_id in lineage:
             proxy.router.adopt(backing_id, thread_id)
         for thread_id, backing_id in dict(lineage).items():  # the last committed of each thread
             proxy.router.bind(thread_id, backing_id)
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(self._idle_watch)
-            await self._swaps(proxy)
-            tasks.cancel_scope.cancel()
+        proxy.router.on_open = self._opening
+        self._prepared = True
+
+    def _opening(self, thread_id: str) -> None:
+        """The client opens a thread (load, resume, fork): another liminal on this home (an
+        editor's second window, a connection of ``liminal serve``) may have moved it since this
+        one read the journal. Opened on a session it has left, the thread would go on without
+        every turn since. The journal is read on from where it was (``SwapJournal.current``)."""
+        state = self.threads.get(thread_id)
+        if self._proxy is None or (state is not None and state.swapping):
+            return  # this liminal is moving it: its own view is the newer one
+        current, carried = self.journal.current(thread_id)
+        router = self._proxy.router
+        if current is None or current == router.backing_of(thread_id):
+            return
+        for backing in carried:
+            router.adopt(backing, thread_id)
+        router.bind(thread_id, current)
+        logger.info("thread moved by another liminal; opened on its current session",
+                    thread=thread_id, backing=current)
+
+    async def run(self, proxy: Proxy) -> None:
+        if not self._prepared:  # it failed, or a restart after a failure: read the journal again
+            await self.prepare(proxy)
+        self._prepared = False
+        # Turn ends are taken (and their threads held) only while a task looks at them: not in
+        # the pause before the supervisor starts a failed run again, when a held thread's
+        # prompts would wait for nothing.
+        self._running = True
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(self._idle_watch)
+                await self._swaps(proxy)
+                tasks.cancel_scope.cancel()
+        finally:
+            self._running = False
 
     async def _swaps(self, proxy: Proxy) -> None:
-        async with self._receive:
-            async for turn_end in self._receive:
-                thread_id = turn_end.thread_id
-                state = self.threads[thread_id]
-                committed: bool | None = None
-                try:
-                    async with self.mover.lock:
-                        committed = await self._maybe_swap(proxy, state, turn_end)
-                    if committed is False:
-                        state.failures += 1
-                        state.skip_turns = min(2 ** state.failures, 32)
-                    elif committed:
-                        state.failures = 0
-                    if self.after_turn is not None:
-                        await self.after_turn(thread_id)
-                finally:
-                    state.swapping = False
-                    if proxy.router.is_held(thread_id):
-                        proxy.router.release(thread_id)
-                        proxy.flush()
-                    if committed:
-                        # After the release: the held prompts need only the new session.
-                        await self.mover.close(proxy, self.mover.left_behind)
-                    if committed is not None:
-                        self.completed += 1
-                    self._progress.set()
-                    self._progress = anyio.Event()
+        # Not closed on the way out: a failure is followed by ``run`` again (the supervisor),
+        # which must find the stream open, or it fails at once and swaps stay off.
+        async for turn_end in self._receive:
+            thread_id = turn_end.thread_id
+            state = self.threads[thread_id]
+            committed: bool | None = None
+            left_behind = ""
+            try:
+                async with self.mover.lock:
+                    # The session this swap would leave, taken under the lock: another move
+                    # (a command's) may run in the quiet moment below (``after_turn``) and
+                    # leave one of its own.
+                    left_behind = proxy.router.backing_of(thread_id)
+                    committed = await self._maybe_swap(proxy, state, turn_end)
+                if committed is False:
+                    state.failures += 1
+                    state.skip_turns = min(2 ** state.failures, 32)
+                elif committed:
+                    state.failures = 0
+                if self.after_turn is not None:
+                    await self.after_turn(thread_id)
+            except Exception:
+                # Fails the run (the supervisor starts it again): the thread backs off as after
+                # any failed swap, rather than fail the next turn end the same way at once.
+                state.failures += 1
+                state.skip_turns = min(2 ** state.failures, 32)
+                raise
+            finally:
+                state.swapping = False
+                if proxy.router.is_held(thread_id):
+                    proxy.router.release(thread_id)
+                    proxy.flush()
+                if committed:
+                    # After the release: the held prompts need only the new session.
+                    await self.mover.close(proxy, left_behind)
+                if committed is not None:
+                    self.completed += 1
+                self._progress.set()
+                self._progress = anyio.Event()
 
     def _recover(self) -> None:
         """Remove what swaps cut short by a crash left: each ``begin`` without an end names the
         file its rewrite wrote (or was about to). Nothing else is touched: not the session the
-        thread was on, not a file that a committed swap made the thread's session."""
-        committed = {r.new_backing_id for r in self.journal.records() if r.outcome == "committed"}
+        thread was on, not a file that a committed swap made the thread's session, not a file
+        whose name (by the CLI's own naming, the record's harness's) is not the rewrite's id."""
+        records = self.journal.records(begins=True)
+        # Ids that are, or were, a thread's session: never a rewrite to remove, whatever a
+        # damaged or hand-edited ``begin`` says.
+        kept: set[str | None] = {r.new_backing_id for r in records if r.outcome == "committed"}
+        kept |= {r.old_backing_id for r in records} | {r.thread_id for r in records}
         for begun in self.journal.unfinished():
             new_id = begun.new_backing_id
-            if not new_id or not begun.new_path or new_id in committed:
+            if not new_id or not begun.new_path:
                 continue
             path = Path(begun.new_path)
-            if path.stem != new_id or new_id == begun.old_backing_id:
-                logger.warning("swap journal names an unexpected file; left alone", path=str(path))
+            harness = self._harness_named(begun.harness)
+            if (not is_session_id(new_id) or new_id in kept
+                    or new_id in (begun.old_backing_id, begun.thread_id)
+                    or harness.names(path) != new_id):
+                logger.warning("swap journal names an unexpected file; left alone", path=str(path),
+                               new=new_id)
                 continue
-            self.harness.discard(Rewritten(new_id, path, 0, 0))
-            self.journal.append(SwapRecord(
-                thread_id=begun.thread_id, old_backing_id=begun.old_backing_id,
-                new_backing_id=new_id, outcome="abandoned",
-                reason="liminal stopped during the swap; its rewrite was removed at the next start",
-                started_at=begun.started_at, duration_s=0.0, tokens_before=begun.tokens_before,
-                tokens_after=None, harness=begun.harness, cwd=begun.cwd))
+            # Another liminal on this home (an editor's second window, a connection of
+            # ``liminal serve``) may be in the middle of this swap: only a dead one's is removed.
+            with self.journal.abandon(new_id) as leftover:
+                if not leftover:
+                    logger.debug("swap under way in another liminal; left alone", new=new_id)
+                    continue
+                harness.discard(Rewritten(new_id, path, 0, 0))
+                self.journal.append(SwapRecord(
+                    thread_id=begun.thread_id, old_backing_id=begun.old_backing_id,
+                    new_backing_id=new_id, outcome="abandoned",
+                    reason="liminal stopped during the swap; its rewrite was removed at the next start",
+                    started_at=begun.started_at, duration_s=0.0, tokens_before=begun.tokens_before,
+                    tokens_after=None, harness=begun.harness, cwd=begun.cwd))
             logger.info("unfinished swap cleaned up", thread=begun.thread_id, removed=str(path))
+
+    def _harness_named(self, name: str) -> SessionHarness:
+        """The harness whose swap a journal record describes: a Codex swap's rewrite is a Codex
+        rollout even when this liminal wraps Claude Code."""
+        if isinstance(self.harness, HarnessChoice):
+            return self.harness.named(name) or self.harness
+        return self.harness
 
     async def wait_for_swaps(self, count: int) -> None:
         """For tests: until ``count`` swaps have finished (committed or not)."""

@@ -26,11 +26,13 @@ def iso(t: float) -> str:
 
 
 def listing(threads: Sequence[ThreadSummary], agent_sessions: Iterable[Any],
-            thread_of: Callable[[str], str], cwd: str | None, *, first_page: bool) -> list[dict[str, Any]]:
-    """The ``sessions`` of a ``session/list`` answer (see the module's docstring)."""
+            thread_of: Callable[[str], str], cwd: str | None, *, first_page: bool,
+            hide: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """The ``sessions`` of a ``session/list`` answer (see the module's docstring); ``hide``:
+    sessions that are no thread's (a rewrite a swap under way has written)."""
     # Backing ids of known threads (the store may hold a record under one, from frames seen
     # before the thread was bound to it), and archived threads.
-    hidden = {b for s in threads for b in s.thread.backing_ids if b != s.thread.id}
+    hidden = {b for s in threads for b in s.thread.backing_ids if b != s.thread.id} | set(hide)
     hidden |= {s.thread.id for s in threads if s.thread.state == "archived"}
     ours: dict[str, dict[str, Any]] = {}
     for summary in sorted(threads, key=lambda s: s.last_activity, reverse=True):

@@ -123,4 +123,6 @@ async def test_a_swap_manager_whose_journal_fails_does_not_stop_the_proxy(
             assert answer["result"]["stopReason"] == "end_turn"
         answer = await client.prompt(thread, "chunks:1")
         assert answer["result"]["stopReason"] == "end_turn"
-        assert not proxy.router.held_threads()
+        with anyio.fail_after(10):  # started again, it may be trying (and failing) a swap
+            while proxy.router.held_threads():  # noqa: ASYNC110
+                await anyio.sleep(0.01)

@@ -65,6 +65,9 @@ class FakeHarness:
     def target_path(self, path: Path, new_id: str) -> Path:
         return path.with_name(f"{new_id}.jsonl")
 
+    def names(self, path: Path) -> str | None:
+        return path.stem
+
     def rewrite(self, path: Path, target_tokens: int, new_id: str) -> Rewritten:
         if self.gate is not None:
             self.gate.wait(10)
@@ -182,7 +185,9 @@ async def test_any_failure_leaves_the_thread_on_its_old_session(tmp_path: Path, 
     harness = FakeHarness(tmp_path, fail=failure == "rewrite")
     journal = SwapJournal(tmp_path / "swaps.jsonl")
     manager = SwapManager(settings(), journal, harness)
-    env = {} if failure == "rewrite" else {"AGENT_FAIL": failure}
+    # The swap's set_mode fails, on the session it opened; the client's own was accepted.
+    env = {} if failure == "rewrite" else {"AGENT_FAIL_RESUMED": failure} if failure == "session/set_mode" \
+        else {"AGENT_FAIL": failure}
     async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager], **env) as (proxy, client):
         thread = await start(client)
         await client.request("session/set_mode", {"sessionId": thread, "modeId": "plan"})
@@ -431,3 +436,84 @@ async def test_the_default_policy_swaps_at_its_trigger_and_says_what_it_costs(tm
     trigger = record.cost["trigger"]
     assert record.cost["context"] >= trigger > 90_000
     assert record.cost["payback_calls"] < record.cost["calls_to_next"]
+
+
+async def test_each_move_closes_the_session_it_left_when_another_move_follows_at_once(tmp_path: Path) -> None:
+    # A command's move of another thread in the quiet moment after a swap (where the recycle
+    # runs): each move must close the session it left, or one stays open (a CLI process) for
+    # good on an agent that can close sessions, where the recycle never runs.
+    harness = FakeHarness(tmp_path)
+    manager = SwapManager(settings(), SwapJournal(tmp_path / "swaps.jsonl"), harness)
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (_, client):
+        one = await start(client)
+        two = str((await client.request("session/new", {"cwd": "/work", "mcpServers": []}))["result"]["sessionId"])
+
+        async def after_turn(thread_id: str) -> None:
+            if thread_id == one:
+                await manager.mover.move_thread(two, "a command's move",
+                                                lambda path, new_id: harness.rewrite(path, 0, new_id))
+
+        manager.after_turn = after_turn
+        await client.prompt(one, "used:130000")
+        with anyio.fail_after(10):
+            await manager.wait_for_swaps(1)
+    closes = [m["params"]["sessionId"] for m in agent_received(tmp_path) if m.get("method") == "session/close"]
+    assert sorted(closes) == sorted([one, two])
+
+
+@pytest.mark.parametrize("failure", ["an answer fails", "switched off"])
+async def test_a_moved_threads_load_is_answered_whatever_happens_to_the_replay_manager(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failure: str
+) -> None:
+    # The load's answer is parked for the replay manager: if it fails, or the supervisor has
+    # switched it off, the client must still get the load answered (with the agent's replay).
+    from liminal import supervise
+
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    manager = SwapManager(settings(), journal, FakeHarness(tmp_path))
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (_proxy, client):
+        thread = await start(client)
+        await client.prompt(thread, "used:130000")
+        await manager.wait_for_swaps(1)
+
+    async def broken(*_: Any) -> None:
+        raise RuntimeError("a bug in the replay")
+
+    class Unreadable:
+        def __aiter__(self) -> Any:
+            raise RuntimeError("a bug in the replay's queue")
+
+    monkeypatch.setattr(ReplayManager, "_answer", broken)
+    manager = SwapManager(settings(), journal, FakeHarness(tmp_path))
+    replays = ReplayManager(shared(None))  # type: ignore[arg-type]
+    if failure == "switched off":  # its run fails four times, and is switched off
+        monkeypatch.setattr(supervise, "RESTART_PAUSE_SECONDS", (0.01, 0.01, 0.01))
+        replays._receive = Unreadable()  # type: ignore[assignment]
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager, replays]) as (_proxy, client):
+        await client.request("initialize", {"protocolVersion": 1})
+        await anyio.sleep(0.2)  # "switched off": it has failed four times by now
+        with anyio.fail_after(10):
+            loaded = await client.request("session/load", {"sessionId": thread, "cwd": "/work", "mcpServers": []})
+        assert loaded["result"] == {}
+        assert texts(client, "user_message_chunk") == ["[compressed] replayed preamble", "used:130000"]
+
+
+async def test_a_mode_or_option_the_agent_refused_is_not_carried_to_the_next_session(tmp_path: Path) -> None:
+    # The thread's mode and options are re-applied to every session it moves to: only those
+    # the agent accepted. One it refused, re-applied, failed every later swap (and recycle).
+    manager = SwapManager(settings(), SwapJournal(tmp_path / "swaps.jsonl"), FakeHarness(tmp_path))
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
+        thread = await start(client)
+        assert "result" in await client.request("session/set_mode", {"sessionId": thread, "modeId": "plan"})
+        refused = await client.request("session/set_mode", {"sessionId": thread, "modeId": "no-such-mode"})
+        assert "error" in refused
+        refused = await client.request("session/set_config_option",
+                                       {"sessionId": thread, "configId": "model", "value": "no-such-model"})
+        assert "error" in refused
+        await client.prompt(thread, "used:130000")
+        await manager.wait_for_swaps(1)
+        assert proxy.router.backing_of(thread) != thread
+    carried = [m["params"] for m in agent_received(tmp_path)
+               if m.get("method") in ("session/set_mode", "session/set_config_option")
+               and m["params"]["sessionId"] != thread]
+    assert carried == [{"sessionId": proxy.router.backing_of(thread), "modeId": "plan"}]

@@ -182,3 +182,53 @@ async def test_the_smallest_frame_queue_still_stores_everything(tmp_path: Path, 
     assert [f.raw for f in stored] == [e.raw for e in frames_in]
     assert stored[0].method == "initialize"
     await inner.aclose()
+
+
+def test_a_journal_record_after_a_torn_line_is_read_and_a_short_write_is_finished(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A record cut short (a crash, a full disk) must not take the next one with it: glued to
+    # the torn line, a later "committed" record was unreadable and the thread came back on its
+    # stale session. And a write the system takes only in part is finished, not left torn.
+    import os
+
+    from liminal.kernel import journal as journal_module
+    from liminal.kernel.journal import SwapJournal, SwapRecord
+
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    journal.path.write_bytes(b'{"thread_id": "t", "old_backing_id": "t", "new_')  # torn
+    first = SwapRecord("t", "t", "n", "committed", "context", 1.0, 0.1, 150_000, 90_000)
+    journal.append(first)
+    real_write = os.write
+
+    def short_write(fd: int, data: bytes) -> int:
+        return real_write(fd, bytes(data)[: max(1, len(data) // 3)])
+
+    monkeypatch.setattr(journal_module.os, "write", short_write)
+    second = SwapRecord("t", "n", "m", "committed", "context", 2.0, 0.1, 150_000, 90_000)
+    journal.append(second)
+    monkeypatch.undo()
+    assert journal.records() == [first, second]
+    assert journal.lineage()[-1] == ("t", "m")
+    journal.rewrites_path.write_bytes(b'{"backing_id": "n", "by')  # the same for rewrites.jsonl
+    journal.note_rewrite("m", 4096)
+    assert journal.own_bytes("m") == 4096
+
+
+def test_the_journal_read_on_from_where_it_stopped_says_where_a_thread_is(tmp_path: Path) -> None:
+    from liminal.kernel.journal import SwapJournal, SwapRecord
+
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    assert journal.current("t") == (None, [])
+    journal.append(SwapRecord("t", "t", "a", "committed", "context", 1.0, 0.1, 150_000, 90_000))
+    assert journal.current("t") == ("a", ["a"])
+    line = SwapRecord("t", "a", "b", "committed", "context", 2.0, 0.1, 150_000, 90_000).to_json() + b"\n"
+    with journal.path.open("ab") as f:
+        f.write(line[:40])  # another liminal's record, half written
+    assert journal.current("t") == ("a", ["a"])
+    with journal.path.open("ab") as f:
+        f.write(line[40:])
+    assert journal.current("t") == ("b", ["a", "b"])
+    journal.append(SwapRecord("t", "a", "b", "abandoned", "undone", 2.0, 0.1, None, None))
+    assert journal.current("t") == ("a", ["a"])
+    assert journal.lineage() == [("t", "a")]

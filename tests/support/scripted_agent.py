@@ -12,10 +12,12 @@ test can compare both sides of the proxy exactly. Behaviour by method:
   says ``working`` and runs until a ``session/cancel`` of its session (answered ``cancelled``),
   handling everything else meanwhile; ``used:N`` sends a
   ``usage_update`` with ``used`` N; then end_turn.
-- ``session/set_mode``, ``session/set_config_option``, ``session/close``: empty results.
+- ``session/set_mode``, ``session/set_config_option``, ``session/close``: empty results (an
+  error for a mode or value named ``no-such...``, as an agent refuses one it does not have).
 - ``session/list``: every session it created, loaded or resumed (remembered beside
   $AGENT_LOG_IN, so across restarts too), newest first, titled ``title of <id>``.
-- ``$AGENT_FAIL`` names one method that answers with an error instead.
+- ``$AGENT_FAIL`` names one method that answers with an error instead;
+  ``$AGENT_FAIL_RESUMED`` one that does so only for sessions opened by load or resume.
 - ``_echo``: answers with the request's params (plus ``padding`` of ``pad`` bytes if asked).
 - ``_say``: writes ``params.raw`` (a string) to stdout verbatim as one line.
 - ``_stderr``: writes ``params.text`` to stderr.
@@ -34,6 +36,7 @@ Several processes (liminal's recycle starts more): each appends its pid to
 ``_pid`` answers ``{"pid": <its pid>}``.
 
 - ``$AGENT_NO_CLOSE``: no ``sessionCapabilities.close`` (like the older Claude adapter).
+- ``$AGENT_LIST``: ``sessionCapabilities.list`` advertised (``session/list`` answers either way).
 - ``$AGENT_CHILD_PER_SESSION``: every session opened (new, load, resume) starts a child process
   that lives as long as the agent's process group, as the older Claude adapter's Claude Code
   processes do.
@@ -121,6 +124,7 @@ def later(method: str | None, rpc_id: object) -> bool:
 
 CLAUDE_DIR = os.environ.get("AGENT_CLAUDE_CONFIG_DIR")
 session_cwd: dict[str, str] = {}
+resumed: set[object] = set()  # sessions opened by session/load or session/resume
 
 
 def claude_file(sid: str) -> object:
@@ -178,6 +182,8 @@ def handle(message: dict) -> None:
         capabilities = {} if os.environ.get("AGENT_NO_RESUME") else {"resume": {}, "close": {}}
         if os.environ.get("AGENT_NO_CLOSE"):
             capabilities.pop("close", None)
+        if os.environ.get("AGENT_LIST"):
+            capabilities["list"] = {}
         send({"jsonrpc": "2.0", "id": rpc_id, "result": {
             "protocolVersion": 1,
             "agentCapabilities": {"loadSession": True, "sessionCapabilities": capabilities},
@@ -205,6 +211,7 @@ def handle(message: dict) -> None:
             send({"jsonrpc": "2.0", "id": rpc_id, "error": {"code": -32002, "message": "scripted failure"}})
             return
         remember(sid)
+        resumed.add(sid)
         session_opened()
         if CLAUDE_DIR and isinstance(sid, str):
             session_cwd[sid] = str(params.get("cwd") or "/work")
@@ -265,7 +272,8 @@ def handle(message: dict) -> None:
                     "sessionUpdate": "usage_update", "used": int(word.split(":", 1)[1]), "size": 200000}}})
         send({"jsonrpc": "2.0", "id": rpc_id, "result": {"stopReason": "end_turn"}})
     elif method in ("session/set_mode", "session/set_config_option", "session/close"):
-        if os.environ.get("AGENT_FAIL") == method:
+        if (os.environ.get("AGENT_FAIL") == method or "no-such" in str(params.get("modeId") or params.get("value"))
+                or (os.environ.get("AGENT_FAIL_RESUMED") == method and params.get("sessionId") in resumed)):
             send({"jsonrpc": "2.0", "id": rpc_id, "error": {"code": -32603, "message": "scripted failure"}})
         else:
             send({"jsonrpc": "2.0", "id": rpc_id, "result": {}})

@@ -375,9 +375,9 @@ def test_the_agent_is_idle_only_when_nothing_is_under_way_at_it() -> None:
     assert not router.agent_idle()  # the agent is in the middle of a line
     from_agent(router, b'ate","params":{}}')
     assert router.agent_idle()
-    router.send_request("session/set_mode", {"sessionId": THREAD, "modeId": "plan"}, NOW)
+    own = router.send_request("session/set_mode", {"sessionId": THREAD, "modeId": "plan"}, NOW)
     assert not router.agent_idle()  # liminal waits for an answer of its own
-    from_agent(router, b'{"jsonrpc":"2.0","id":"liminal-1","result":{}}')
+    from_agent(router, b'{"jsonrpc":"2.0","id":"' + own.encode() + b'","result":{}}')
     assert router.agent_idle()
     router.capture(BACKING)
     assert not router.agent_idle()  # a swap is opening a session
@@ -831,3 +831,25 @@ def test_an_amended_request_json_cannot_carry_goes_as_sent() -> None:
     line = b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[],"n":123456789012345678901234567890}}'
     out = from_client(router, line)
     assert out.to_agent == [line] and "cannot be encoded" in out.problems[0]
+
+
+def test_an_own_request_never_shares_an_id_with_a_client_request_under_way() -> None:
+    # A client whose ids look like liminal's: another liminal in front of this one (its own
+    # requests are this one's client requests), both counting from 1. Whichever came first,
+    # each answer must reach the one that asked: a client's prompt answer taken for liminal's
+    # would leave the client waiting forever, and liminal would take it for a resume's.
+    prompt = (b'{"jsonrpc":"2.0","id":"liminal-1","method":"session/prompt","params":{"sessionId":"'
+              + THREAD.encode() + b'","prompt":[]}}')
+    answer = b'{"jsonrpc":"2.0","id":"liminal-1","result":{"stopReason":"end_turn"}}'
+    for client_first in (True, False):
+        router = make()
+        if client_first:
+            from_client(router, prompt)
+        own = router.send_request("session/set_mode", {"sessionId": THREAD, "modeId": "plan"}, NOW)
+        if not client_first:
+            from_client(router, prompt)
+        router.take()
+        out = from_agent(router, answer)
+        assert out.to_client == [answer] and out.own_responses == []
+        out = from_agent(router, b'{"jsonrpc":"2.0","id":"' + own.encode() + b'","result":{}}')
+        assert out.to_client == [] and [rpc_id for rpc_id, _ in out.own_responses] == [own]

@@ -19,7 +19,7 @@ from liminal.harness.claude.gradient import prepare, rewrite_session
 from liminal.harness.claude.gradient.validate import validate
 from liminal.harness.claude.paths import SessionNotFound, find, locate_id
 from liminal.harness.claude.recall import resolve_in, value_in_line
-from liminal.harness.files import RewriteError
+from liminal.harness.files import RewriteError, is_session_id
 
 
 class ClaudeSessions:
@@ -73,6 +73,9 @@ class ClaudeSessions:
         from liminal.harness.claude import report
 
         return report.bands(path, replace(self.settings, target_tokens=target_tokens), self.env)
+
+    def names(self, path: Path) -> str | None:
+        return path.stem if path.suffix == ".jsonl" and is_session_id(path.stem) else None
 
     def discard(self, rewritten: Rewritten) -> None:
         rewritten.path.unlink(missing_ok=True)

@@ -40,7 +40,7 @@ from liminal.harness.codex.rollout import (
     tail_from,
     text_of,
 )
-from liminal.harness.files import HeldStill, make_private_folder, write_atomically
+from liminal.harness.files import HeldStill, is_session_id, make_private_folder, write_atomically
 
 if TYPE_CHECKING:
     from liminal.gradient.recall import RecallKey
@@ -118,6 +118,10 @@ class CodexSessions:
         size = self.write(target, lines)
         self.name_like(path, new_id)
         return Rewritten(new_id, target, result.tokens_before, result.tokens_after, size)
+
+    def names(self, path: Path) -> str | None:
+        found = session_id_of(path)
+        return found if found is not None and is_session_id(found) else None
 
     def discard(self, rewritten: Rewritten) -> None:
         rewritten.path.unlink(missing_ok=True)
