@@ -207,3 +207,33 @@ async def test_a_store_failure_at_the_first_catch_up_does_not_stop_the_watcher(
     with anyio.fail_after(10):
         await watcher.run(stop)  # returns at the stop, having logged the failure
     assert watcher.indexed == 0
+
+
+@pytest.mark.parametrize("failure", ["find raises", "folder gone"])
+async def test_a_session_file_watcher_that_fails_does_not_stop_the_indexing_of_frames(
+        tmp_path: Path, failure: str) -> None:
+    """Looking for a session file (a folder it may not read) or watching it (its folder removed,
+    the system's inotify instances used up) can fail; the frames and the other threads' files
+    are indexed regardless."""
+    store = await SqliteStore.open(tmp_path / "liminal.db")
+    gone = tmp_path / "gone" / f"{SID}.jsonl"
+
+    def locate(backing_id: str, cwd: str) -> Path | None:
+        if failure == "find raises":
+            raise PermissionError(13, "Permission denied", str(tmp_path / "projects"))
+        return gone  # found, then its folder went before the watch began
+
+    indexer = Indexer(store, tmp_path / "spool", session_files=locate)
+    events = conversation()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(indexer.run)
+        for e in events[:4]:  # up to session/new's answer: the watch starts here
+            indexer.offer(e)
+        await anyio.sleep(0.5)
+        for e in events[4:]:
+            indexer.offer(e)
+        with anyio.fail_after(10):
+            await indexer.aclose()
+    assert await store.frame_count() == len(events)
+    assert "turn_end" in [m.kind for m in await store.messages(SID)]
+    await store.aclose()
