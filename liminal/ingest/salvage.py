@@ -105,6 +105,11 @@ def salvage(batch: Batch) -> tuple[Batch, int]:
             problems.append(problem_message(
                 clean_message.id, clean_message.thread_id, message.time, clean_message.backing_id,
                 f"{message.kind} message stored with {', '.join(changed)} made storable"))
-    threads = [_clean_record(r)[0] for r in batch.threads]
-    records = [_clean_record(r)[0] for r in batch.session_records]
-    return Batch(frames, [*messages, *problems], threads, records), len(problems)
+    threads = [_clean_record(r) for r in batch.threads]
+    records = [_clean_record(r) for r in batch.session_records]
+    # A session line or thread that had to change counts too (no problem message: a session
+    # record keeps its raw line): not counted, a batch of session lines was never retried made
+    # storable, and the file's indexing stopped at that line for good.
+    remade = sum(1 for _, names in (*threads, *records) if names)
+    return (Batch(frames, [*messages, *problems], [t for t, _ in threads], [r for r, _ in records]),
+            len(problems) + remade)
