@@ -406,8 +406,10 @@ def _search_fts(c: sqlite3.Connection, terms: Sequence[str], thread_id: str | No
 def _search_like(c: sqlite3.Connection, terms: Sequence[str], thread_id: str | None,
                  limit: int) -> list[SearchHit]:
     """Without FTS5: every term must appear (case-insensitive); scored by occurrences."""
-    like = " AND ".join("text LIKE ?" for _ in terms)
-    pats = [f"%{t}%" for t in terms]
+    like = " AND ".join("text LIKE ? ESCAPE '\\'" for _ in terms)
+    # The user's words are words: "a_b" must not find "axb", nor "100%" find "1000 apples".
+    pats = ["%" + t.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            for t in terms]
     thread_sql = " AND thread_id = ?" if thread_id else ""
     extra = [thread_id] if thread_id else []
     hits: list[SearchHit] = []
