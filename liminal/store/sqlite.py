@@ -212,11 +212,16 @@ class SqliteStore:
 
     async def delete_thread(self, thread_id: str) -> int:
         def delete(c: sqlite3.Connection) -> int:
-            row = c.execute("SELECT backing_ids FROM threads WHERE id = ?", (thread_id,)).fetchone()
-            backings = [thread_id, *(orjson.loads(row[0]) if row else [])]
-            marks = ", ".join("?" for _ in backings)
             gone = 0
-            with c:  # one transaction: all of it, or nothing
+            # One transaction: all of it, or nothing. (``with c:`` began none: the connection
+            # is in autocommit, so a failure part way left the thread listed with its
+            # messages gone and its frames and session lines kept.) The lineage is read inside
+            # it, so a backing id another writer adds meanwhile is deleted too.
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                row = c.execute("SELECT backing_ids FROM threads WHERE id = ?", (thread_id,)).fetchone()
+                backings = [thread_id, *(orjson.loads(row[0]) if row else [])]
+                marks = ", ".join("?" for _ in backings)
                 for sql, args in (
                     ("DELETE FROM messages WHERE thread_id = ?", (thread_id,)),
                     (f"DELETE FROM frames WHERE thread_id = ? OR backing_id IN ({marks})", (thread_id, *backings)),
@@ -225,6 +230,10 @@ class SqliteStore:
                     ("DELETE FROM threads WHERE id = ?", (thread_id,)),
                 ):
                     gone += c.execute(sql, args).rowcount
+                c.execute("COMMIT")
+            except BaseException:
+                _rollback(c)
+                raise
             return gone
 
         return await self._run(self._write_lock, self._writer, delete)
@@ -333,8 +342,15 @@ def _write(c: sqlite3.Connection, batch: Batch) -> None:
                  for r in batch.session_records])
         c.execute("COMMIT")
     except BaseException:
-        c.execute("ROLLBACK")
+        _rollback(c)
         raise
+
+
+def _rollback(c: sqlite3.Connection) -> None:
+    # SQLite may have rolled back already (a full disk, an I/O error): a second ROLLBACK would
+    # raise "no transaction is active" and hide the error that says what happened.
+    if c.in_transaction:
+        c.execute("ROLLBACK")
 
 
 def _named(c: sqlite3.Connection) -> str:
