@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import unicodedata
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -390,14 +391,26 @@ def _session(row: Sequence[Any]) -> SessionRecord:
         tool_ids=tuple(orjson.loads(row[8])), text=row[9], raw=row[10])
 
 
+def _forms(term: str) -> list[str]:
+    """The term as composed (NFC) and as taken apart (NFD), when they differ. Neither
+    tokenizer nor ``LIKE`` equates the two: a word a tool printed decomposed (macOS file names)
+    was not found by the same word typed, for kana, Hangul and, with ``LIKE``, every accent."""
+    return sorted({unicodedata.normalize("NFC", term), unicodedata.normalize("NFD", term)})
+
+
 def _match(terms: Sequence[str]) -> str:
     # Every term quoted: the user's words are words, never FTS5 operators.
-    return " ".join('"' + t.replace('"', '""') + '"' for t in terms)
+    parts = []
+    for term in terms:
+        forms = ['"' + f.replace('"', '""') + '"' for f in _forms(term)]
+        parts.append(forms[0] if len(forms) == 1 else "(" + " OR ".join(forms) + ")")
+    return " ".join(parts)
 
 
 def _search_fts(c: sqlite3.Connection, terms: Sequence[str], thread_id: str | None,
                 limit: int) -> list[SearchHit]:
     match = _match(terms)
+    terms = [f for t in terms for f in _forms(t)]  # for the snippet: the form the text holds
     hits: list[SearchHit] = []
     thread_sql = " AND m.thread_id = ?" if thread_id else ""
     # More than asked from each source: duplicates across them are merged (``ranked``).
@@ -422,10 +435,12 @@ def _search_fts(c: sqlite3.Connection, terms: Sequence[str], thread_id: str | No
 def _search_like(c: sqlite3.Connection, terms: Sequence[str], thread_id: str | None,
                  limit: int) -> list[SearchHit]:
     """Without FTS5: every term must appear (case-insensitive); scored by occurrences."""
-    like = " AND ".join("text LIKE ? ESCAPE '\\'" for _ in terms)
+    forms = [_forms(t) for t in terms]
+    like = " AND ".join("(" + " OR ".join("text LIKE ? ESCAPE '\\'" for _ in f) + ")" for f in forms)
     # The user's words are words: "a_b" must not find "axb", nor "100%" find "1000 apples".
-    pats = ["%" + t.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-            for t in terms]
+    pats = ["%" + f.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            for fs in forms for f in fs]
+    terms = [f for fs in forms for f in fs]  # for the score and the snippet
     thread_sql = " AND thread_id = ?" if thread_id else ""
     extra = [thread_id] if thread_id else []
     hits: list[SearchHit] = []

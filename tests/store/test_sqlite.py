@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import sqlite3
+import tempfile
+import unicodedata
 from pathlib import Path
 
+import anyio
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from liminal.store.base import StoreError
 from liminal.store.records import Batch, SessionRecord, ThreadUpdate
 from liminal.store.sqlite import SqliteStore
 from tests.store.test_store_contract import frame, message
 
-pytestmark = pytest.mark.anyio
 
-
+@pytest.mark.anyio
 async def test_a_thread_delete_that_fails_part_way_deletes_nothing(tmp_path: Path) -> None:
     """Deleting is all or nothing: one that fails part way (the database busy past the timeout,
     the disk full, the process killed) must not leave a thread listed whose conversation is gone
@@ -35,3 +39,28 @@ async def test_a_thread_delete_that_fails_part_way_deletes_nothing(tmp_path: Pat
     assert len(await store.frames(thread_id="t1")) == 1
     assert await store.thread("t1") is not None
     await store.aclose()
+
+
+# Letters that NFC composes and NFD takes apart: kana with (semi-)voiced marks, Hangul
+# syllables, Latin with diacritics. macOS file names (HFS+) and tools that print them are NFD;
+# what a person types is NFC.
+_COMPOSABLE = "がぎぐげござじずぜぞだぢづでどばびぶべぼぱぴぷぺぽガギグゲゴ한국어가각간글자éèêñöüÅçǅ"
+
+
+@pytest.mark.parametrize("fts", [True, False], ids=["fts5", "like"])
+@given(word=st.text(alphabet=_COMPOSABLE, min_size=1, max_size=6),
+       stored=st.sampled_from(["NFC", "NFD"]), typed=st.sampled_from(["NFC", "NFD"]))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_search_finds_a_word_whichever_unicode_form_it_was_stored_or_typed_in(
+        tmp_path: Path, fts: bool, word: str, stored: str, typed: str) -> None:
+    async def check() -> list[str]:
+        with tempfile.TemporaryDirectory(dir=tmp_path) as folder:
+            store = await SqliteStore.open(Path(folder) / "liminal.db", fts=fts)
+            try:
+                text = f"the word {unicodedata.normalize(stored, word)} was here"
+                await store.write(Batch(messages=[message("m1", text)]))
+                return [h.id for h in await store.search(unicodedata.normalize(typed, word))]
+            finally:
+                await store.aclose()
+
+    assert anyio.run(check) == ["m1"]
