@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import threading
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -144,6 +145,7 @@ class SqliteStore:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             # Made 0600 before SQLite opens it: its -wal and -shm files take the database's mode.
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+            _make_private(path)
             writer = _connect(path)
             use_fts = fts5_available() if fts is None else fts
             if not _ready(writer, use_fts):  # only a new database is written to on open
@@ -307,6 +309,24 @@ class SqliteStore:
 
         await anyio.to_thread.run_sync(close)
         self._closed = True
+
+
+def _make_private(path: Path) -> None:
+    """An existing database readable by others (an older liminal's, a copy restored under
+    umask 022) is made 0600 with the files SQLite keeps beside it: SQLite gives a new -wal and
+    -shm the database's mode, so every conversation written from then on was readable too."""
+    for file in (path, *(path.with_name(path.name + s) for s in ("-wal", "-shm", "-journal"))):
+        try:
+            mode = stat.S_IMODE(file.stat().st_mode)
+            if mode & 0o077:
+                file.chmod(0o600)
+                log.get("liminal.store").warning("store file was readable by others; now 0600",
+                                                 path=str(file), was=oct(mode))
+        except FileNotFoundError:
+            continue
+        except OSError as exc:  # not ours to change: said, and the store still opens
+            log.get("liminal.store").warning("cannot make the store file private",
+                                             path=str(file), error=str(exc))
 
 
 def _write(c: sqlite3.Connection, batch: Batch) -> None:

@@ -64,3 +64,38 @@ def test_search_finds_a_word_whichever_unicode_form_it_was_stored_or_typed_in(
                 await store.aclose()
 
     assert anyio.run(check) == ["m1"]
+
+
+def _modes(folder: Path) -> dict[str, int]:
+    import stat
+
+    return {p.name: stat.S_IMODE(p.stat().st_mode) for p in folder.iterdir()}
+
+
+@pytest.mark.anyio
+async def test_a_database_readable_by_others_is_made_private_with_its_wal_and_shm(
+        tmp_path: Path) -> None:
+    """A database an older liminal left 0644 (or a copy restored under umask 022): SQLite gives
+    its -wal and -shm the database's mode, so every conversation written from now on would be
+    readable by others too. Opening it for writing makes all three 0600."""
+    import os
+
+    old = os.umask(0o022)
+    try:
+        path = tmp_path / "liminal.db"
+        with sqlite3.connect(path) as made:
+            made.execute("PRAGMA journal_mode=WAL")
+            made.execute("CREATE TABLE x (y)")
+            holder = sqlite3.connect(path)  # keeps -wal and -shm in place
+            holder.execute("SELECT * FROM x").fetchall()
+        for name in ("liminal.db", "liminal.db-wal", "liminal.db-shm"):
+            if (tmp_path / name).exists():
+                (tmp_path / name).chmod(0o644)
+        store = await SqliteStore.open(path)
+        await store.write(Batch(messages=[message("m1", "a private conversation")]))
+        modes = _modes(tmp_path)
+        await store.aclose()
+        holder.close()
+    finally:
+        os.umask(old)
+    assert modes == {"liminal.db": 0o600, "liminal.db-wal": 0o600, "liminal.db-shm": 0o600}
