@@ -250,6 +250,8 @@ class Indexer:
                         await self._idle_wait(TAIL_POLL_SECONDS)
                     continue
                 if not await self._prime(frames):
+                    if self._closing:
+                        return  # the frames stay in the spool for the next start
                     await anyio.sleep(backoff)
                     backoff = min(backoff * 2, 5.0)
                     continue
@@ -296,11 +298,13 @@ class Indexer:
         belonged to no turn, and the turn's end was never recorded; nor did it learn the
         thread's session file, which then went unindexed."""
         looked: set[str] = set()
-        for frame in frames:
+        for frame in frames:  # each connection's first frame here says where its spool starts
             connection = frame.connection_id
-            if frame.seq == 0 or connection in looked or self._deriver.knows(connection):
+            if connection in looked:
                 continue
             looked.add(connection)
+            if frame.seq == 0 or self._deriver.knows(connection):
+                continue
             try:
                 after = -1
                 while after < frame.seq - 1:
