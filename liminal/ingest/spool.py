@@ -42,7 +42,6 @@ import orjson
 from liminal import log
 from liminal.store.records import FrameRecord, frame_id
 
-MAX_HEADER = 64 * 1024 * 1024  # a block's header: ~100 bytes a frame
 SEGMENT_BYTES = 64 * 1024 * 1024  # a new tail segment after this much
 IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024  # writev's limit
 _SUFFIX = ".spool"
@@ -315,7 +314,10 @@ def read_segment(path: Path, start: int, end: int,
     with open(path, "rb") as f:
         f.seek(pos)
         while len(frames) < max_frames and pos < end:
-            header = f.readline(MAX_HEADER)
+            # No fixed cap: a header holds each frame's rpc id, which the client chooses (up to
+            # a frame's 64 MiB), so a cap failed a block the writer wrote whole, and with it the
+            # rest of the segment. What the segment still holds bounds it.
+            header = f.readline(end - pos)
             if not header.endswith(b"\n"):
                 break
             try:
