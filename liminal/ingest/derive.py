@@ -135,6 +135,10 @@ class Deriver:
         """Whether this frame (or a later one of its connection) was already taken."""
         return frame.seq <= self._last_seq.get(frame.connection_id, -1)
 
+    def knows(self, connection_id: str) -> bool:
+        """Whether any frame of this connection was taken."""
+        return connection_id in self._last_seq
+
     def feed(self, frame: FrameRecord, message: dict[str, Any] | None) -> None:
         """Take one frame (in sequence order); ``take`` returns what it changed."""
         if self.seen(frame):

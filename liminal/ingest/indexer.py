@@ -249,6 +249,12 @@ class Indexer:
                     if len(self.spool.segments) == before:
                         await self._idle_wait(TAIL_POLL_SECONDS)
                     continue
+                if not await self._prime(frames):
+                    if self._closing:
+                        return  # the frames stay in the spool for the next start
+                    await anyio.sleep(backoff)
+                    backoff = min(backoff * 2, 5.0)
+                    continue
                 items = [(f, None if self._deriver.seen(f) else parse(f)) for f in frames]
                 from_memory = False
             else:
@@ -281,6 +287,51 @@ class Indexer:
                 return
             await anyio.sleep(backoff)
             backoff = min(backoff * 2, 5.0)
+
+    async def _prime(self, frames: list[FrameRecord]) -> bool:
+        """Derive again, from the frames table, what an earlier worker took of a connection
+        whose spool now starts past its first frame; False if the store cannot say now.
+
+        A worker that replaces one that died finds only the segments the dead one had not
+        finished. Its deriver knew nothing of the turn under way: the rest of an answer became
+        a second message, a tool call's result one without its title, the messages after it
+        belonged to no turn, and the turn's end was never recorded; nor did it learn the
+        thread's session file, which then went unindexed."""
+        looked: set[str] = set()
+        for frame in frames:  # each connection's first frame here says where its spool starts
+            connection = frame.connection_id
+            if connection in looked:
+                continue
+            looked.add(connection)
+            if frame.seq == 0 or self._deriver.knows(connection):
+                continue
+            try:
+                after = -1
+                while after < frame.seq - 1:
+                    stored = await self.store.frames(connection_id=connection, after_seq=after,
+                                                     limit=5000)
+                    earlier = [f for f in stored if f.seq < frame.seq]
+                    for f in earlier:
+                        self._deriver.feed(f, parse(f))
+                    if len(earlier) < len(stored) or not stored:
+                        break
+                    after = stored[-1].seq
+            except Exception as exc:
+                logger.warning("indexer: cannot read what an earlier worker stored; retrying",
+                               connection=connection, error=str(exc))
+                return False
+            derived = self._deriver.take(include_open=False)
+            for m in derived.messages:  # complete versions of what the dead worker wrote
+                self._pending_messages[m.id] = m
+            # Those frames' thread updates are in the store already (committed with them);
+            # only the session files they name are new to this worker.
+            if self.sessions is not None:
+                for update in derived.threads:
+                    for backing in update.backing_ids:
+                        self.sessions.watch(update.id, backing, update.cwd)
+            logger.info("indexer: derived again what an earlier worker took",
+                        connection=connection, before_seq=frame.seq)
+        return True
 
     @property
     def yielded_seconds(self) -> float:

@@ -5,7 +5,8 @@ JSON string escape, invalid in UTF-8) in a prompt or a method name, an integer p
 tool's raw output or a usage figure. One such value made the whole batch fail at every retry, so
 the worker looped on it forever and indexed nothing after it. ``salvage`` is called only after a
 write failed (the normal path pays nothing): every text is made UTF-8 (lone surrogates become
-U+FFFD), every JSON value storable (big integers become their digits as a string), and each
+U+FFFD), every JSON value storable (big integers become their digits as a string, what is nested
+past ``MAX_DEPTH`` levels a note that the raw frame has it), and each
 record that had to change gets a ``problem`` message that says why, next to its frame.
 """
 
@@ -19,6 +20,9 @@ import orjson
 from liminal.store.records import Batch, FrameRecord, MessageRecord
 
 INT64 = (-(2**63), 2**63 - 1)
+# Below orjson's nesting limit (254) with room for the record around the value.
+MAX_DEPTH = 128
+TOO_DEEP = "[liminal: nested too deep to store; the raw frame has it]"
 
 
 def problem_message(frame_id: str, thread_id: str | None, time: float, backing_id: str | None,
@@ -38,17 +42,21 @@ def clean_text(text: str) -> str:
         return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
 
 
-def clean_json(value: Any) -> Any:
+def clean_json(value: Any, depth: int = 0) -> Any:
     if isinstance(value, str):
         return clean_text(value)
     if isinstance(value, bool) or value is None or isinstance(value, float):
         return value
     if isinstance(value, int):
         return value if INT64[0] <= value <= INT64[1] else str(value)
+    if isinstance(value, (dict, list, tuple)) and depth >= MAX_DEPTH:
+        # orjson writes no deeper than 254 levels, and walking further here would reach
+        # Python's recursion limit: such a value stayed unstorable, and its batch with it.
+        return TOO_DEEP
     if isinstance(value, dict):
-        return {clean_text(str(k)): clean_json(v) for k, v in value.items()}
+        return {clean_text(str(k)): clean_json(v, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [clean_json(v) for v in value]
+        return [clean_json(v, depth + 1) for v in value]
     return clean_text(str(value))
 
 
@@ -97,6 +105,11 @@ def salvage(batch: Batch) -> tuple[Batch, int]:
             problems.append(problem_message(
                 clean_message.id, clean_message.thread_id, message.time, clean_message.backing_id,
                 f"{message.kind} message stored with {', '.join(changed)} made storable"))
-    threads = [_clean_record(r)[0] for r in batch.threads]
-    records = [_clean_record(r)[0] for r in batch.session_records]
-    return Batch(frames, [*messages, *problems], threads, records), len(problems)
+    threads = [_clean_record(r) for r in batch.threads]
+    records = [_clean_record(r) for r in batch.session_records]
+    # A session line or thread that had to change counts too (no problem message: a session
+    # record keeps its raw line): not counted, a batch of session lines was never retried made
+    # storable, and the file's indexing stopped at that line for good.
+    remade = sum(1 for _, names in (*threads, *records) if names)
+    return (Batch(frames, [*messages, *problems], [t for t, _ in threads], [r for r, _ in records]),
+            len(problems) + remade)

@@ -59,18 +59,32 @@ class SessionWatch:
                 await self._wakeup.wait()
 
     async def _watch_one(self, thread_id: str, backing_id: str, cwd: str) -> None:
-        path = None
         wait = 0.5
-        while path is None:  # the CLI creates the file at the first prompt, not at session/new
-            path = await anyio.to_thread.run_sync(self._find, backing_id, cwd)
-            if path is None:
-                # No prompt yet (or not a CLI liminal knows): look less and less often.
-                await anyio.sleep(wait)
-                wait = min(wait * 2, WATCH_POLL_MAX_SECONDS)
-        watcher = await self._indexer(path, backing_id, thread_id)
-        self.indexers[backing_id] = watcher
-        logger.info("indexing session file", path=str(path), thread=thread_id)
-        await watcher.run(self._stop)
+        watcher = self.indexers.get(backing_id)
+        while not self._stop.is_set():
+            try:
+                if watcher is None:
+                    # The CLI creates the file at the first prompt, not at session/new.
+                    path = await anyio.to_thread.run_sync(self._find, backing_id, cwd)
+                    if path is not None:
+                        watcher = await self._indexer(path, backing_id, thread_id)
+                        self.indexers[backing_id] = watcher
+                        logger.info("indexing session file", path=str(path), thread=thread_id)
+                        wait = 0.5
+                if watcher is not None:
+                    await watcher.run(self._stop)
+                    return
+            except Exception as exc:
+                # Looking (a folder it may not read) or watching (the folder removed, the
+                # system's inotify instances used up) failed. This task runs beside the frames'
+                # indexing: raising here stopped that too, in every later worker alike. The
+                # watch is tried again, less and less often; each try catches up first.
+                logger.warning("session file watch failed; trying again", backing=backing_id,
+                               thread=thread_id, error=str(exc), retry_seconds=wait)
+            # No file yet (no prompt, or not a CLI liminal knows), or a failure: look less and
+            # less often.
+            await anyio.sleep(wait)
+            wait = min(wait * 2, WATCH_POLL_MAX_SECONDS)
 
     async def close(self) -> None:
         """What the CLI wrote last, including files that appeared after the last look; then stop."""

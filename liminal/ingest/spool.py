@@ -39,12 +39,13 @@ from typing import Any
 
 import orjson
 
+from liminal import log
 from liminal.store.records import FrameRecord, frame_id
 
-MAX_HEADER = 64 * 1024 * 1024  # a block's header: ~100 bytes a frame
 SEGMENT_BYTES = 64 * 1024 * 1024  # a new tail segment after this much
 IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024  # writev's limit
 _SUFFIX = ".spool"
+logger = log.get("liminal.ingest.spool")
 
 
 def encode_block(starts: dict[str, int], rows: Sequence[Sequence[Any]], raws: list[bytes], *,
@@ -176,8 +177,21 @@ class SpoolDir:
             seg = Segment(self.path / f"{n:012d}{_SUFFIX}", n, 0)
             self._tail_fd = os.open(seg.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             self.segments.append(seg)
-        size = _write_all(self._tail_fd, parts)
-        self.segments[-1].written += size
+        seg = self.segments[-1]
+        try:
+            size = _write_all(self._tail_fd, parts)
+        except OSError:
+            # Part of the block may be on disk (the disk filled during the write). Left there,
+            # it ended the segment for every reader: the blocks appended after it, once space
+            # came back, were never indexed and were skipped as damage at the next start. So
+            # the segment is cut back to its last whole block; if even that fails, the next
+            # block starts a segment of its own and readers skip this one's torn rest.
+            try:
+                os.ftruncate(self._tail_fd, seg.written)
+            except OSError:
+                self._close_tail()
+            raise
+        seg.written += size
         return size
 
     def prepend(self, n: int, frames: list[FrameRecord]) -> None:
@@ -239,6 +253,13 @@ class SpoolDir:
         seg = self.segments[0]
         frames, pos = read_segment(seg.path, seg.read, seg.written, max_frames)
         if not frames and pos < seg.written:
+            if len(self.segments) > 1:
+                # The writer has moved on to a later segment, so this rest (a block torn by a
+                # failed write) never completes: said, and skipped, as a replay does. Waiting
+                # for it held every later frame back, and the worker's exit with them.
+                logger.warning("damaged spool segment; the rest of it is skipped",
+                               file=str(seg.path), offset=pos, skipped=seg.written - pos)
+                return [], seg.written
             seg.written = pos  # a torn tail: nothing more can be read from this segment
         return frames, pos
 
@@ -293,7 +314,10 @@ def read_segment(path: Path, start: int, end: int,
     with open(path, "rb") as f:
         f.seek(pos)
         while len(frames) < max_frames and pos < end:
-            header = f.readline(MAX_HEADER)
+            # No fixed cap: a header holds each frame's rpc id, which the client chooses (up to
+            # a frame's 64 MiB), so a cap failed a block the writer wrote whole, and with it the
+            # rest of the segment. What the segment still holds bounds it.
+            header = f.readline(end - pos)
             if not header.endswith(b"\n"):
                 break
             try:

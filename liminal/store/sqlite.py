@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import threading
+import unicodedata
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -143,6 +145,7 @@ class SqliteStore:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             # Made 0600 before SQLite opens it: its -wal and -shm files take the database's mode.
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+            _make_private(path)
             writer = _connect(path)
             use_fts = fts5_available() if fts is None else fts
             if not _ready(writer, use_fts):  # only a new database is written to on open
@@ -212,11 +215,16 @@ class SqliteStore:
 
     async def delete_thread(self, thread_id: str) -> int:
         def delete(c: sqlite3.Connection) -> int:
-            row = c.execute("SELECT backing_ids FROM threads WHERE id = ?", (thread_id,)).fetchone()
-            backings = [thread_id, *(orjson.loads(row[0]) if row else [])]
-            marks = ", ".join("?" for _ in backings)
             gone = 0
-            with c:  # one transaction: all of it, or nothing
+            # One transaction: all of it, or nothing. (``with c:`` began none: the connection
+            # is in autocommit, so a failure part way left the thread listed with its
+            # messages gone and its frames and session lines kept.) The lineage is read inside
+            # it, so a backing id another writer adds meanwhile is deleted too.
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                row = c.execute("SELECT backing_ids FROM threads WHERE id = ?", (thread_id,)).fetchone()
+                backings = [thread_id, *(orjson.loads(row[0]) if row else [])]
+                marks = ", ".join("?" for _ in backings)
                 for sql, args in (
                     ("DELETE FROM messages WHERE thread_id = ?", (thread_id,)),
                     (f"DELETE FROM frames WHERE thread_id = ? OR backing_id IN ({marks})", (thread_id, *backings)),
@@ -225,6 +233,10 @@ class SqliteStore:
                     ("DELETE FROM threads WHERE id = ?", (thread_id,)),
                 ):
                     gone += c.execute(sql, args).rowcount
+                c.execute("COMMIT")
+            except BaseException:
+                _rollback(c)
+                raise
             return gone
 
         return await self._run(self._write_lock, self._writer, delete)
@@ -299,6 +311,24 @@ class SqliteStore:
         self._closed = True
 
 
+def _make_private(path: Path) -> None:
+    """An existing database readable by others (an older liminal's, a copy restored under
+    umask 022) is made 0600 with the files SQLite keeps beside it: SQLite gives a new -wal and
+    -shm the database's mode, so every conversation written from then on was readable too."""
+    for file in (path, *(path.with_name(path.name + s) for s in ("-wal", "-shm", "-journal"))):
+        try:
+            mode = stat.S_IMODE(file.stat().st_mode)
+            if mode & 0o077:
+                file.chmod(0o600)
+                log.get("liminal.store").warning("store file was readable by others; now 0600",
+                                                 path=str(file), was=oct(mode))
+        except FileNotFoundError:
+            continue
+        except OSError as exc:  # not ours to change: said, and the store still opens
+            log.get("liminal.store").warning("cannot make the store file private",
+                                             path=str(file), error=str(exc))
+
+
 def _write(c: sqlite3.Connection, batch: Batch) -> None:
     c.execute("BEGIN IMMEDIATE")
     try:
@@ -333,8 +363,15 @@ def _write(c: sqlite3.Connection, batch: Batch) -> None:
                  for r in batch.session_records])
         c.execute("COMMIT")
     except BaseException:
-        c.execute("ROLLBACK")
+        _rollback(c)
         raise
+
+
+def _rollback(c: sqlite3.Connection) -> None:
+    # SQLite may have rolled back already (a full disk, an I/O error): a second ROLLBACK would
+    # raise "no transaction is active" and hide the error that says what happened.
+    if c.in_transaction:
+        c.execute("ROLLBACK")
 
 
 def _named(c: sqlite3.Connection) -> str:
@@ -374,14 +411,26 @@ def _session(row: Sequence[Any]) -> SessionRecord:
         tool_ids=tuple(orjson.loads(row[8])), text=row[9], raw=row[10])
 
 
+def _forms(term: str) -> list[str]:
+    """The term as composed (NFC) and as taken apart (NFD), when they differ. Neither
+    tokenizer nor ``LIKE`` equates the two: a word a tool printed decomposed (macOS file names)
+    was not found by the same word typed, for kana, Hangul and, with ``LIKE``, every accent."""
+    return sorted({unicodedata.normalize("NFC", term), unicodedata.normalize("NFD", term)})
+
+
 def _match(terms: Sequence[str]) -> str:
     # Every term quoted: the user's words are words, never FTS5 operators.
-    return " ".join('"' + t.replace('"', '""') + '"' for t in terms)
+    parts = []
+    for term in terms:
+        forms = ['"' + f.replace('"', '""') + '"' for f in _forms(term)]
+        parts.append(forms[0] if len(forms) == 1 else "(" + " OR ".join(forms) + ")")
+    return " ".join(parts)
 
 
 def _search_fts(c: sqlite3.Connection, terms: Sequence[str], thread_id: str | None,
                 limit: int) -> list[SearchHit]:
     match = _match(terms)
+    terms = [f for t in terms for f in _forms(t)]  # for the snippet: the form the text holds
     hits: list[SearchHit] = []
     thread_sql = " AND m.thread_id = ?" if thread_id else ""
     # More than asked from each source: duplicates across them are merged (``ranked``).
@@ -406,8 +455,12 @@ def _search_fts(c: sqlite3.Connection, terms: Sequence[str], thread_id: str | No
 def _search_like(c: sqlite3.Connection, terms: Sequence[str], thread_id: str | None,
                  limit: int) -> list[SearchHit]:
     """Without FTS5: every term must appear (case-insensitive); scored by occurrences."""
-    like = " AND ".join("text LIKE ?" for _ in terms)
-    pats = [f"%{t}%" for t in terms]
+    forms = [_forms(t) for t in terms]
+    like = " AND ".join("(" + " OR ".join("text LIKE ? ESCAPE '\\'" for _ in f) + ")" for f in forms)
+    # The user's words are words: "a_b" must not find "axb", nor "100%" find "1000 apples".
+    pats = ["%" + f.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            for fs in forms for f in fs]
+    terms = [f for fs in forms for f in fs]  # for the score and the snippet
     thread_sql = " AND thread_id = ?" if thread_id else ""
     extra = [thread_id] if thread_id else []
     hits: list[SearchHit] = []

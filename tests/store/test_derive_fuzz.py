@@ -106,6 +106,13 @@ def odd_frames(draw: st.DrawFn) -> list[tuple[FrameRecord, Any]]:
     return [frame(1, "c2a", "request", "session/prompt", message, "3")]
 
 
+def _deep(levels: int, leaf: Any = 0) -> Any:
+    value = leaf
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
 def neighbours(start: int) -> list[tuple[FrameRecord, Any]]:
     prompt = {"jsonrpc": "2.0", "id": 90, "method": "session/prompt",
               "params": {"sessionId": S, "prompt": [{"type": "text", "text": "after the odd one"}]}}
@@ -149,7 +156,11 @@ def test_any_json_in_any_field_is_derived_or_flagged_and_always_stored(odd: list
     {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": S, "update": {
         "sessionUpdate": "usage_update", "used": 2**70, "size": 200000}}},
     {"jsonrpc": "2.0", "id": 6, "method": "session/prompt", "params": {"sessionId": S, "prompt": [
-        {"type": "text", "text": "lone \ud800 surrogate"}]}},
+        {"type": "text", "text": "lone \ud800 surrogate"}]}},    # Nested deeper than orjson writes (254 levels): JSON the router and the parser read.
+    {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": S, "update": {
+        "sessionUpdate": "tool_call", "toolCallId": "t-deep", "title": "deep", "rawInput": _deep(300)}}},
+    {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": S, "update": {
+        "sessionUpdate": "usage_update", "used": 1, "cost": _deep(600, {"x": 1})}}},
 ])
 async def test_the_worker_stores_an_odd_frame_raw_flags_it_and_indexes_its_neighbours(
     tmp_path: Path, odd: dict[str, Any],

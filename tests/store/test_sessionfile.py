@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -207,3 +209,74 @@ async def test_a_store_failure_at_the_first_catch_up_does_not_stop_the_watcher(
     with anyio.fail_after(10):
         await watcher.run(stop)  # returns at the stop, having logged the failure
     assert watcher.indexed == 0
+
+
+@pytest.mark.parametrize("failure", ["find raises", "folder gone"])
+async def test_a_session_file_watcher_that_fails_does_not_stop_the_indexing_of_frames(
+        tmp_path: Path, failure: str) -> None:
+    """Looking for a session file (a folder it may not read) or watching it (its folder removed,
+    the system's inotify instances used up) can fail; the frames and the other threads' files
+    are indexed regardless."""
+    store = await SqliteStore.open(tmp_path / "liminal.db")
+    gone = tmp_path / "gone" / f"{SID}.jsonl"
+
+    def locate(backing_id: str, cwd: str) -> Path | None:
+        if failure == "find raises":
+            raise PermissionError(13, "Permission denied", str(tmp_path / "projects"))
+        return gone  # found, then its folder went before the watch began
+
+    indexer = Indexer(store, tmp_path / "spool", session_files=locate)
+    events = conversation()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(indexer.run)
+        for e in events[:4]:  # up to session/new's answer: the watch starts here
+            indexer.offer(e)
+        await anyio.sleep(0.5)
+        for e in events[4:]:
+            indexer.offer(e)
+        with anyio.fail_after(10):
+            await indexer.aclose()
+    assert await store.frame_count() == len(events)
+    assert "turn_end" in [m.kind for m in await store.messages(SID)]
+    await store.aclose()
+
+
+def _deep(levels: int) -> Any:
+    value: Any = 0
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("where", ["claude tool input", "claude usage", "codex usage"])
+async def test_a_line_the_store_cannot_take_as_parsed_does_not_stop_the_files_indexing(
+        tmp_path: Path, where: str) -> None:
+    """JSON nested deeper than orjson writes (254 levels) reads fine but cannot be written
+    again: the line is kept (raw), and the lines after it are indexed."""
+    from liminal.harness.codex.records import parse_line as codex_line
+
+    odd: dict[str, Any]
+    if where == "claude tool input":
+        odd = {"type": "assistant", "uuid": "a9", "sessionId": SID, "message": {
+            "role": "assistant", "content": [
+                {"type": "tool_use", "id": "toolu_9", "name": "Edit", "input": _deep(300)}]}}
+    elif where == "claude usage":
+        odd = {"type": "assistant", "uuid": "a9", "sessionId": SID, "message": {
+            "role": "assistant", "content": "deep usage", "usage": {"input_tokens": _deep(300)}}}
+    else:
+        odd = {"timestamp": "2026-11-22T04:00:00.000Z", "type": "event_msg", "payload": {
+            "type": "token_count", "info": {"last_token_usage": {"total_tokens": _deep(300)}}}}
+    path = tmp_path / f"{SID}.jsonl"
+    deep_line = json.dumps(odd).encode() + b"\n"  # orjson cannot write it either
+    path.write_bytes(line(RECORDS[0]) + deep_line + line(RECORDS[2]))
+    store = await SqliteStore.open(tmp_path / "liminal.db")
+    watcher = SessionFileIndexer(store, path, SID, "t",
+                                 **({"parse": codex_line} if where.startswith("codex") else {}))
+    with contextlib.suppress(Exception):  # as the watcher's loop does: logged, tried again
+        await watcher.catch_up()
+    with contextlib.suppress(Exception):  # ... at the file's next change
+        await watcher.catch_up()
+    records = await store.session_records(SID)
+    assert len(records) == 3
+    assert b"".join(r.raw + b"\n" for r in records) == path.read_bytes()
+    await store.aclose()

@@ -187,3 +187,26 @@ def test_the_spool_writer_stores_what_it_was_offered(tmp_path: Path) -> None:
     writer.flush()
     got, _ = writer.spool.read(10_000)
     assert got == [to_record(seq, e) for seq, e in enumerate(events)]
+
+
+def test_a_block_whose_header_is_larger_than_any_fixed_cap_is_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer puts every frame's rpc id (the client's to choose, up to a frame's 64 MiB) in
+    the header, so no fixed cap on a header's length holds: the reader used to stop at 64 MiB,
+    take the block as torn, and never read it or any block after it in the segment. Shown
+    here with the cap lowered (raising=False: the reader may have none)."""
+    from liminal.ingest import spool as spool_module
+
+    monkeypatch.setattr(spool_module, "MAX_HEADER", 4096, raising=False)
+    long_id = orjson.dumps("x" * 10_000).decode()
+    odd = [FrameRecord(frame_id("c", i), "c", i, 1.0 + i, "c2a", "request", "t", "t",
+                       "session/prompt", long_id, 3, b"req") for i in range(2)]
+    spool = SpoolDir(tmp_path / "s")
+    assert spool.acquire()
+    spool.append_block(0, *frame_rows(odd), [f.raw for f in odd], rpc_text=True)
+    after = frames(3, start=2)
+    for f in after:
+        spool.append(f.seq, f)
+    seg = spool.segments[0]
+    got, pos = read_segment(seg.path, 0, seg.written, 100)
+    assert got == [*odd, *after] and pos == seg.written

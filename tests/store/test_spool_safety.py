@@ -232,3 +232,129 @@ def test_the_journal_read_on_from_where_it_stopped_says_where_a_thread_is(tmp_pa
     journal.append(SwapRecord("t", "a", "b", "abandoned", "undone", 2.0, 0.1, None, None))
     assert journal.current("t") == ("a", ["a"])
     assert journal.lineage() == [("t", "a")]
+
+@pytest.mark.parametrize("truncate_fails", [False, True])
+async def test_a_write_that_fails_half_way_loses_only_its_own_frames(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, truncate_fails: bool) -> None:
+    """The disk fills during a block's ``writev`` (part of it on disk, then ENOSPC), then space
+    comes back. That block's frames are lost (said in the log); the blocks written after it are
+    not: the worker indexes them, drains the spool and stops when told, and so does a replay
+    at the next start."""
+    import errno
+    import os
+
+    from liminal.ingest import spool as spool_module
+
+    writer = SpoolDir(tmp_path / "spool" / "conn")
+    assert writer.acquire()
+    batch = frames(30)
+    for f in batch[:10]:
+        writer.append(f.seq, f)
+    real_writev, real_ftruncate = os.writev, os.ftruncate
+
+    def half_then_full(fd: int, parts: list[bytes]) -> int:
+        flat = b"".join(parts)
+        return real_writev(fd, [flat[:len(flat) // 2]])
+
+    def full(fd: int, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def cannot_truncate(fd: int, length: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(spool_module.os, "writev", half_then_full)
+    monkeypatch.setattr(spool_module.os, "write", full)
+    if truncate_fails:
+        monkeypatch.setattr(spool_module.os, "ftruncate", cannot_truncate)
+    with pytest.raises(OSError):
+        writer.append(batch[10].seq, batch[10])  # as the spool writer does: logged, lost
+    monkeypatch.setattr(spool_module.os, "writev", real_writev)
+    monkeypatch.setattr(spool_module.os, "ftruncate", real_ftruncate)
+    monkeypatch.undo()
+    for f in batch[11:20]:
+        writer.append(f.seq, f)
+
+    # A restart's replay of this spool as it is now (a copy: the worker below takes the original).
+    import shutil
+
+    copy = tmp_path / "copy" / "conn"
+    shutil.copytree(writer.path, copy)
+    (copy / ".lock").unlink()
+    copied = await SqliteStore.open(tmp_path / "copied.db")
+    from liminal.ingest.recovery import replay_orphans
+
+    with anyio.fail_after(10):
+        await replay_orphans(copied, copy.parent, None, retry_seconds=0.01)
+    assert await copied.frame_count() == 19
+    await copied.aclose()
+
+    store = await SqliteStore.open(tmp_path / "liminal.db")
+    worker = Indexer(store, tmp_path / "spool", tail=writer.path, recover=False,
+                     yield_bytes_per_second=None)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.run)
+        with anyio.fail_after(10):
+            while await store.frame_count() < 19:  # noqa: ASYNC110 - the store has no event
+                await anyio.sleep(0.02)
+        for f in batch[20:]:
+            writer.append(f.seq, f)
+        writer.seal()
+        with anyio.fail_after(10):
+            await worker.aclose()
+    writer.release(remove_if_empty=False)
+    stored = await store.frames(connection_id="c")
+    assert [f.seq for f in stored] == [*range(10), *range(11, 30)]
+    assert not list(writer.path.glob("*.spool"))  # drained: nothing waits for a next start
+    await store.aclose()
+
+
+async def test_a_worker_that_replaces_a_dead_one_mid_turn_derives_the_turn_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index worker dies (SIGKILL) after committing part of a turn: an answer's first
+    chunks, a tool call. The proxy starts another, which resumes from the spool; the turn in
+    the store must read as if no worker had died: one answer, the tool call's title kept with
+    its result, the turn's end recorded, every message in its turn."""
+    from liminal.ingest.derive import Deriver
+    from liminal.ingest.indexer import to_record
+    from liminal.ingest.recovery import parse
+    from tests.store.conftest import conversation
+
+    records = [to_record(i, e) for i, e in enumerate(conversation())]
+    expected = Deriver()
+    for r in records:
+        expected.feed(r, parse(r))
+    want = sorted((m.id, m.kind, m.text, m.turn_id, m.status) for m in expected.take().messages)
+
+    from liminal.ingest import spool as spool_module
+
+    # Segments as small as can be: the first worker has removed those it committed (as it
+    # does with a 64 MiB segment once the writer has moved past it).
+    monkeypatch.setattr(spool_module, "SEGMENT_BYTES", 1)
+    writer = SpoolDir(tmp_path / "spool" / "conn1")
+    assert writer.acquire()
+    cut = 11  # after the tool call, the answer's first chunk before it
+    for r in records[:cut]:
+        writer.append(r.seq, r)
+    store = await SqliteStore.open(tmp_path / "liminal.db")
+    first = Indexer(store, tmp_path / "spool", tail=writer.path, recover=False,
+                    yield_bytes_per_second=None)
+    async with anyio.create_task_group() as tg:  # the first worker, killed once it committed
+        tg.start_soon(first.run)
+        with anyio.fail_after(10):
+            while await store.frame_count() < cut:  # noqa: ASYNC110 - the store has no event
+                await anyio.sleep(0.02)
+        await anyio.sleep(1.2)  # past the open message's write interval: its text is stored
+        tg.cancel_scope.cancel()
+    for r in records[cut:]:
+        writer.append(r.seq, r)
+    writer.seal()
+    second = Indexer(store, tmp_path / "spool", tail=writer.path, recover=False,
+                     yield_bytes_per_second=None)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(second.run)
+        with anyio.fail_after(10):
+            await second.aclose()
+    writer.release(remove_if_empty=False)
+    got = sorted((m.id, m.kind, m.text, m.turn_id, m.status) for m in await store.messages("sess-1"))
+    assert got == want
+    await store.aclose()

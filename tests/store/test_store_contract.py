@@ -219,3 +219,17 @@ async def test_a_title_the_user_gave_outlives_the_agents_titles(store: Store) ->
     await store.write(Batch(threads=[ThreadUpdate("t1", 103.0, title="Mine again", named=True)]))
     [summary] = await store.threads()
     assert summary.thread.title == "Mine again"
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ("a_b", ["m1"]),  # not "axb": an underscore is not a wildcard
+    ("100%", ["m3"]),  # not "1000 apples": a percent sign is not one either
+    ("x\\y", ["m5"]),
+])
+async def test_search_words_hold_no_wildcards(store: Store, query: str, expected: list[str]) -> None:
+    await store.write(Batch(messages=[
+        message("m1", "snake a_b case"), message("m2", "file axb here"),
+        message("m3", "100% sure"), message("m4", "1000 apples"),
+        message("m5", "path x\\y here"), message("m6", "path xy here")]))
+    hits = await store.search(query)
+    assert sorted(h.id for h in hits) == expected

@@ -158,11 +158,27 @@ class SessionFileIndexer:
                                                         self.offset)
             if not lines:
                 return total
-            records = [self.parse(raw, self.backing_id, self.thread_id, at) for at, raw in lines]
-            await self.store.write(Batch(session_records=records))
+            records = [self._record(raw, at) for at, raw in lines]
+            # One line the store refuses as parsed (a lone surrogate, an integer past 64 bits,
+            # nesting past orjson's 254 levels) failed the batch at every change: the file's
+            # indexing stopped there for good. Such values are made storable instead.
+            from liminal.ingest.recovery import write_or_salvage
+
+            await write_or_salvage(self.store, Batch(session_records=records))
             self.offset = end
             total += len(records)
             self.indexed += len(records)
+
+    def _record(self, raw: bytes, offset: int) -> SessionRecord:
+        """The line as a record; one the parser cannot read (JSON too deep to write again) is
+        kept like a line that is not JSON: its bytes, no fields."""
+        try:
+            return self.parse(raw, self.backing_id, self.thread_id, offset)
+        except Exception as exc:
+            logger.warning("session line kept unparsed", path=str(self.path), offset=offset,
+                           error=f"{type(exc).__name__}: {exc}"[:200])
+            return SessionRecord(SessionRecord.make_id(self.backing_id, offset), self.backing_id,
+                                 self.thread_id, offset, None, None, None, None, (), "", raw)
 
     async def run(self, stop: anyio.Event | None = None) -> None:
         """Catch up, then again every time the file changes, until ``stop`` is set."""

@@ -1,0 +1,101 @@
+"""What only the SQLite backend has to get right: its transactions and its files."""
+
+from __future__ import annotations
+
+import sqlite3
+import tempfile
+import unicodedata
+from pathlib import Path
+
+import anyio
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from liminal.store.base import StoreError
+from liminal.store.records import Batch, SessionRecord, ThreadUpdate
+from liminal.store.sqlite import SqliteStore
+from tests.store.test_store_contract import frame, message
+
+
+@pytest.mark.anyio
+async def test_a_thread_delete_that_fails_part_way_deletes_nothing(tmp_path: Path) -> None:
+    """Deleting is all or nothing: one that fails part way (the database busy past the timeout,
+    the disk full, the process killed) must not leave a thread listed whose conversation is gone
+    but whose frames and session lines remain (and come back at the next derivation)."""
+    store = await SqliteStore.open(tmp_path / "liminal.db")
+    record = SessionRecord(SessionRecord.make_id("b1", 0), "b1", "t1", 0, "u1", "user", None,
+                           None, (), "a session line", b"{}")
+    await store.write(Batch([frame(0, b"a")], [message("m1", "the conversation")],
+                            [ThreadUpdate("t1", 100.0, title="t", backing_ids=("t1", "b1"))],
+                            [record]))
+    # A stand-in for a failure after the first statements: the session lines refuse to go.
+    with sqlite3.connect(tmp_path / "liminal.db") as other:
+        other.execute("CREATE TRIGGER refuse BEFORE DELETE ON session_records "
+                      "BEGIN SELECT RAISE(ABORT, 'disk I/O error (test)'); END")
+    with pytest.raises(StoreError):
+        await store.delete_thread("t1")
+    assert [m.id for m in await store.messages("t1")] == ["m1"]
+    assert len(await store.frames(thread_id="t1")) == 1
+    assert await store.thread("t1") is not None
+    await store.aclose()
+
+
+# Letters that NFC composes and NFD takes apart: kana with (semi-)voiced marks, Hangul
+# syllables, Latin with diacritics. macOS file names (HFS+) and tools that print them are NFD;
+# what a person types is NFC.
+_COMPOSABLE = "がぎぐげござじずぜぞだぢづでどばびぶべぼぱぴぷぺぽガギグゲゴ한국어가각간글자éèêñöüÅçǅ"
+
+
+@pytest.mark.parametrize("fts", [True, False], ids=["fts5", "like"])
+@given(word=st.text(alphabet=_COMPOSABLE, min_size=1, max_size=6),
+       stored=st.sampled_from(["NFC", "NFD"]), typed=st.sampled_from(["NFC", "NFD"]))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_search_finds_a_word_whichever_unicode_form_it_was_stored_or_typed_in(
+        tmp_path: Path, fts: bool, word: str, stored: str, typed: str) -> None:
+    async def check() -> list[str]:
+        with tempfile.TemporaryDirectory(dir=tmp_path) as folder:
+            store = await SqliteStore.open(Path(folder) / "liminal.db", fts=fts)
+            try:
+                text = f"the word {unicodedata.normalize(stored, word)} was here"
+                await store.write(Batch(messages=[message("m1", text)]))
+                return [h.id for h in await store.search(unicodedata.normalize(typed, word))]
+            finally:
+                await store.aclose()
+
+    assert anyio.run(check) == ["m1"]
+
+
+def _modes(folder: Path) -> dict[str, int]:
+    import stat
+
+    return {p.name: stat.S_IMODE(p.stat().st_mode) for p in folder.iterdir()}
+
+
+@pytest.mark.anyio
+async def test_a_database_readable_by_others_is_made_private_with_its_wal_and_shm(
+        tmp_path: Path) -> None:
+    """A database an older liminal left 0644 (or a copy restored under umask 022): SQLite gives
+    its -wal and -shm the database's mode, so every conversation written from now on would be
+    readable by others too. Opening it for writing makes all three 0600."""
+    import os
+
+    old = os.umask(0o022)
+    try:
+        path = tmp_path / "liminal.db"
+        with sqlite3.connect(path) as made:
+            made.execute("PRAGMA journal_mode=WAL")
+            made.execute("CREATE TABLE x (y)")
+            holder = sqlite3.connect(path)  # keeps -wal and -shm in place
+            holder.execute("SELECT * FROM x").fetchall()
+        for name in ("liminal.db", "liminal.db-wal", "liminal.db-shm"):
+            if (tmp_path / name).exists():
+                (tmp_path / name).chmod(0o644)
+        store = await SqliteStore.open(path)
+        await store.write(Batch(messages=[message("m1", "a private conversation")]))
+        modes = _modes(tmp_path)
+        await store.aclose()
+        holder.close()
+    finally:
+        os.umask(old)
+    assert modes == {"liminal.db": 0o600, "liminal.db-wal": 0o600, "liminal.db-shm": 0o600}
