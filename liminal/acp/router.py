@@ -124,7 +124,7 @@ class LocalRequest:
     key: Any  # ``jsonrpc.id_key`` of its id: what ``answer_local`` takes
     method: str
     thread_id: str | None
-    message: dict[str, Any]
+    message: dict[str, Any]  # as the request hooks left it (``RequestHook``)
 
 
 class Local:
@@ -135,7 +135,9 @@ LOCAL = Local()
 
 # A request hook sees each client request whose method it registered for, before the router
 # acts on it: it returns None (forward as sent), ``LOCAL``, or a new message to forward instead
-# (``mcpServers`` amended, say). Hooks are called inside the flush that read the request.
+# (``mcpServers`` amended, say). Hooks are called inside the flush that read the request, in the
+# order added, each with the message as the ones before it left it; a ``LOCAL`` from any keeps
+# the request for liminal, amended (a load liminal answers still carries liminal's MCP server).
 RequestHook = Callable[[str, dict[str, Any], "str | None"], "Local | dict[str, Any] | None"]
 # An update hook sees each ``session/update`` of its kind the agent sends the client, with the
 # thread it is for; it returns None (forward as sent) or the update to forward instead (liminal's
@@ -153,7 +155,7 @@ class _Pending:
 @dataclass(slots=True)
 class _Held:
     line: bytes
-    message: dict[str, Any]
+    message: dict[str, Any]  # as the request hooks left it (``RequestHook``)
 
 
 class Router:
@@ -309,17 +311,25 @@ class Router:
     def local_pending(self) -> list[Any]:
         return list(self._local_pending)
 
-    def _hooked(self, method: str, message: dict[str, Any], thread: str | None) -> Local | dict[str, Any] | None:
+    def _hooked(self, method: str, message: dict[str, Any], thread: str | None
+                ) -> tuple[Local | dict[str, Any] | None, dict[str, Any]]:
+        """The hooks' verdict (see ``RequestHook``) and the message as they amended it."""
+        local = False
+        current = message
         for hook in self._hooks.get(method, ()):
             try:
-                verdict = hook(method, message, thread)
+                verdict = hook(method, current, thread)
             except Exception as exc:  # a component's fault never stops a request
                 self._out.problems.append(f"request hook failed ({type(exc).__name__}: {exc}); "
-                                          f"{method} forwarded as sent")
-                return None
-            if verdict is not None:
-                return verdict
-        return None
+                                          f"{method} goes on without it")
+                continue
+            if verdict is LOCAL:
+                local = True
+            elif isinstance(verdict, dict):
+                current = verdict
+        if local:
+            return LOCAL, current
+        return (current if current is not message else None), current
 
     # --------------------------------------------------------- own requests
 
@@ -554,10 +564,10 @@ class Router:
                 # JSON-RPC does not allow but a client sent) keeps its bytes for the answer.
                 exact = isinstance(rpc_id, (str, int))
                 pending = _Pending(method or "", thread, None if exact else jsonrpc.encode_id(rpc_id, line))
-                verdict = self._hooked(method, message, thread) if method in self._hooks else None
+                verdict, hooked = self._hooked(method or "", message, thread) if method in self._hooks else (None, message)
                 if verdict is LOCAL:
                     self._local_pending[key] = pending
-                    self._out.local.append(LocalRequest(key, method or "", thread, message))
+                    self._out.local.append(LocalRequest(key, method or "", thread, hooked))
                     self._tap(Direction.CLIENT_TO_LIMINAL, kind, now, line, message, thread, backing,
                               method, rpc_id)
                     return

@@ -30,6 +30,7 @@ import anyio.to_thread
 from liminal import log
 from liminal.acp.router import LOCAL, Local, LocalRequest
 from liminal.harness.base import Rewritten, SessionHarness
+from liminal.kernel import reopen
 from liminal.kernel.memos import describe, find_memos, save_memo, split_tags
 from liminal.kernel.mover import SwapError
 from liminal.kernel.swap import SwapManager
@@ -141,7 +142,13 @@ class CommandCenter:
         # the store off, from the journal alone: the router knows only the lineage it read at
         # start and its own swaps, not another liminal's since.
         hooks.append((("session/list",), lambda method, message, thread: LOCAL))
+        hooks.append((reopen.OPENS, self._open_hook))
         return hooks
+
+    def _open_hook(self, method: str, message: dict[str, Any], thread: str | None) -> Local | None:
+        """A load or resume of a thread whose session has no file (``liminal.kernel.reopen``)."""
+        return LOCAL if reopen.without_file(self.swaps.mover.proxy, self.harness, self.swaps.journal, thread,
+                                          message) else None
 
     def _prompt_hook(self, method: str, message: dict[str, Any], thread: str | None) -> Local | None:
         return LOCAL if thread is not None and parse(prompt_text(message)) is not None else None
@@ -186,6 +193,15 @@ class CommandCenter:
                     await cm.__aexit__(None, None, None)
 
     async def _answer(self, proxy: Proxy, request: LocalRequest) -> None:
+        if request.method in reopen.OPENS:
+            store = None
+            if self._open_store is not None:
+                try:
+                    store = await self.store()
+                except Exception as exc:  # the thread opens all the same, without its history
+                    logger.warning("store not opened for a reopen", error=str(exc))
+            await reopen.reopen(proxy, self.swaps.mover, store, request)
+            return
         if request.method == "session/list":
             try:
                 await self._list(proxy, request)

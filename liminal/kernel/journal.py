@@ -49,6 +49,9 @@ class SwapRecord:
     # The cost policy's terms (``liminal.kernel.policy.Decision``): context, target, trigger,
     # rebuild, saves_per_call, payback_calls, calls_to_next, idle, why. None before issue 12.
     cost: dict[str, Any] | None = None
+    # "empty": the new session was opened empty (``session/new``, by /clear), and the CLI writes
+    # its file only at its first turn (``liminal.kernel.reopen``); None: a session liminal wrote.
+    opened: str | None = None
 
     def to_json(self) -> bytes:
         return orjson.dumps(asdict(self))
@@ -71,6 +74,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "outcome": (str,), "reason": (str,), "started_at": (int, float), "duration_s": (int, float),
     "tokens_before": (int, type(None)), "tokens_after": (int, type(None)), "harness": (str,),
     "cwd": (str, type(None)), "new_path": (str, type(None)), "cost": (dict, type(None)),
+    "opened": (str, type(None)),
 }
 
 
@@ -174,6 +178,11 @@ class SwapJournal:
                 if thread_id is None or record.thread_id == thread_id:
                     found.append(record)
         return found
+
+    def opened_empty(self, thread_id: str, backing_id: str) -> bool:
+        """A committed move put the thread on ``backing_id`` opened empty (``SwapRecord.opened``)."""
+        return any(r.outcome == "committed" and r.new_backing_id == backing_id and r.opened == "empty"
+                   for r in self.records(thread_id))
 
     def unfinished(self) -> list[SwapRecord]:
         """Attempts that began and never ended: liminal died during them."""

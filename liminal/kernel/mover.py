@@ -191,32 +191,14 @@ class ThreadMover:
         """Move a thread onto a new, empty session of the agent (``/clear``): its history stays
         with liminal, the model starts from nothing. Returns the new backing id."""
         proxy, state = self.known(thread_id)
-        router = proxy.router
         async with self.lock:
             self.claim(state)
-            old_backing = router.backing_of(thread_id)
-            started, t0 = self.clock(), time.monotonic()
-            new_id = ""
+            old_backing = proxy.router.backing_of(thread_id)
             try:
-                with anyio.fail_after(self.settings.hold_timeout_seconds):
-                    result = await proxy.request(
-                        "session/new", {"cwd": state.cwd or ".", "mcpServers": state.mcp_servers},
-                        timeout=self.settings.hold_timeout_seconds, thread_id=thread_id)
-                new_id = str((result or {}).get("sessionId") or "")
-                if not new_id:
-                    raise SwapError("the agent opened no session")
-                await carry_settings(functools.partial(proxy.request, timeout=self.settings.hold_timeout_seconds,
-                                                       thread_id=thread_id), state, new_id)
-                self.record(state, old_backing, new_id, "committed", reason, started, t0, None, None)
-                router.bind(thread_id, new_id)
-            except BaseException:
-                if new_id and router.agent_alive:
-                    with anyio.CancelScope(shield=True), anyio.move_on_after(UNDO_CLOSE_SECONDS):
-                        await self.close(proxy, new_id)
-                raise
+                new_id, _ = await self._open_empty(proxy, state, old_backing, reason)
             finally:
                 state.swapping = False
-                router.release(thread_id)
+                proxy.router.release(thread_id)
                 proxy.flush()
             state.turns_since_swap = 0
             state.last_prompt = None
@@ -224,6 +206,64 @@ class ThreadMover:
             state.calls = 0
             await self.close(proxy, old_backing)
             return new_id
+
+    async def reopen_empty(self, thread_id: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Open a thread whose session has no file on a new, empty session of the agent, for
+        the client's load or resume (``params``). ``/clear`` leaves a thread on a session the CLI
+        writes only at its first turn: a liminal started again before that turn would pass the
+        load to a session the agent cannot find, and the thread could never be opened again.
+        Journaled like any move. Returns the agent's answer to ``session/new`` (modes, models,
+        config options: what an answer to a load carries too)."""
+        assert self.proxy is not None
+        proxy, router = self.proxy, self.proxy.router
+        state = self.threads.setdefault(thread_id, ThreadState(thread_id))
+        if isinstance(params.get("cwd"), str):
+            state.cwd = params["cwd"]
+        if isinstance(params.get("mcpServers"), list):
+            state.mcp_servers = list(params["mcpServers"])
+        async with self.lock:
+            if state.swapping or router.is_held(thread_id):
+                raise SwapError("a context swap is under way; try again in a moment")
+            state.swapping = True
+            router.hold(thread_id)  # a prompt sent before the answer waits for the new session
+            old_backing = router.backing_of(thread_id)
+            try:
+                _, result = await self._open_empty(
+                    proxy, state, old_backing, "reopened on an empty session: its session had no turn on disk")
+            finally:
+                state.swapping = False
+                router.release(thread_id)
+                proxy.flush()
+        await self.close(proxy, old_backing)  # open only if this same process made it
+        return result
+
+    async def _open_empty(self, proxy: Proxy, state: ThreadState, old_backing: str,
+                          reason: str) -> tuple[str, dict[str, Any]]:
+        """``session/new`` for a held thread, its settings given, the move journaled and the
+        thread bound to it; on any failure the new session is closed again."""
+        router, thread_id = proxy.router, state.thread_id
+        started, t0 = self.clock(), time.monotonic()
+        new_id = ""
+        try:
+            with anyio.fail_after(self.settings.hold_timeout_seconds):
+                result = await proxy.request(
+                    "session/new", {"cwd": state.cwd or ".", "mcpServers": state.mcp_servers},
+                    timeout=self.settings.hold_timeout_seconds, thread_id=thread_id)
+            result = result if isinstance(result, dict) else {}
+            new_id = str(result.get("sessionId") or "")
+            if not new_id:
+                raise SwapError("the agent opened no session")
+            await carry_settings(functools.partial(proxy.request, timeout=self.settings.hold_timeout_seconds,
+                                                   thread_id=thread_id), state, new_id)
+            self.record(state, old_backing, new_id, "committed", reason, started, t0, None, None,
+                        opened="empty")
+            router.bind(thread_id, new_id)
+            return new_id, result
+        except BaseException:
+            if new_id and router.agent_alive:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(UNDO_CLOSE_SECONDS):
+                    await self.close(proxy, new_id)
+            raise
 
     async def relocate(
         self, proxy: Proxy, state: ThreadState, *, old_backing: str, path: Path, reason: str,
@@ -399,7 +439,7 @@ class ThreadMover:
 
     def record(self, state: ThreadState, old: str, new: str | None, outcome: str, reason: str,
                  started: float, t0: float, before: int | None, after: int | None,
-                 decision: Decision | None = None) -> None:
+                 decision: Decision | None = None, opened: str | None = None) -> None:
         cost = None
         if decision is not None:
             cost = decision.as_dict()
@@ -409,7 +449,7 @@ class ThreadMover:
             thread_id=state.thread_id, old_backing_id=old, new_backing_id=new, outcome=outcome,
             reason=reason, started_at=started, duration_s=round(time.monotonic() - t0, 4),
             tokens_before=before, tokens_after=after, harness=self.harness.name, cwd=state.cwd,
-            cost=cost,
+            cost=cost, opened=opened,
         )
         self.journal.append(record)  # the authority (see journal.py)
         if self.proxy is not None:  # and a note in the store, with the conversation

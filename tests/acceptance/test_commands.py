@@ -148,3 +148,25 @@ def test_undo_takes_out_a_turn_the_user_cancelled(adapter: Adapter, rig: Rig) ->
         said(client, thread, "after the undo charlie")
         seen = json.dumps(rig.server.views()[-1].body)
         assert "alpha" in seen and "charlie" in seen and "bravo" not in seen and "interrupted" not in seen
+
+
+@pytest.mark.parametrize("adapter", ADAPTER_NAMES, indirect=True)
+def test_a_thread_cleared_then_left_before_its_next_turn_opens_again(adapter: Adapter, rig: Rig) -> None:
+    """/clear moves the thread to a fresh session, whose file the CLI writes only at its first
+    turn: a liminal started again before that turn must still open the thread, its history
+    shown and the model's context empty (the load went to a session the agent could not find:
+    "Resource not found", every Claude adapter)."""
+    rig.server.script = scenario()
+    with rig.client(via_liminal=True) as client:
+        client.initialize()
+        thread = client.new_session(rig.home.project)["sessionId"]
+        said(client, thread, "first question alpha")
+        assert "Context cleared" in said(client, thread, "/clear")
+    with rig.client(via_liminal=True) as again:
+        again.initialize()
+        again.load_session(thread, rig.home.project, timeout=120)
+        shown = json.dumps([f.msg for f in again.received if f.method == "session/update"])
+        assert "first question alpha" in shown, "the history is shown"
+        said(again, thread, "after the restart kilo")
+        seen = json.dumps(rig.server.views()[-1].body)
+        assert "kilo" in seen and "alpha" not in seen

@@ -791,6 +791,37 @@ def test_a_hook_may_amend_a_request_before_it_is_forwarded() -> None:
     assert [json.loads(line)["params"]["mcpServers"] for line in out.to_agent] == [[{"name": "liminal"}]]
 
 
+def test_hooks_see_each_others_amendments_and_a_kept_request_carries_them() -> None:
+    # A load liminal answers itself (a thread whose session has no file) must still carry the
+    # MCP server another component adds to every load, whichever component was added first.
+    from liminal.acp.router import LOCAL
+
+    for keep_first in (True, False):
+        router = make()
+        new_session(router)
+        seen: list[object] = []
+
+        def amend(method: str, message: dict[str, object], thread: str | None) -> dict[str, object]:
+            params = dict(message["params"])  # type: ignore[call-overload]
+            params["mcpServers"] = [{"name": "liminal"}]
+            return {**message, "params": params}
+
+        def keep(method: str, message: dict[str, object], thread: str | None,
+                 seen: list[object] = seen) -> object:
+            seen.append(message["params"])
+            return LOCAL
+
+        hooks = [keep, amend] if keep_first else [amend, keep]
+        for hook in hooks:
+            router.add_request_hook(("session/load",), hook)  # type: ignore[arg-type]
+        out = from_client(router, jsonrpc.request_frame(3, "session/load", {
+            "sessionId": THREAD, "cwd": "/w", "mcpServers": []}))
+        assert out.to_agent == []
+        [kept] = out.local
+        assert kept.message["params"]["mcpServers"] == [{"name": "liminal"}]
+        assert seen == [{"sessionId": THREAD, "cwd": "/w", "mcpServers": [] if keep_first else [{"name": "liminal"}]}]
+
+
 def test_an_update_hook_amends_what_the_client_gets_and_the_taps_keep_what_the_agent_sent() -> None:
     router = make()
     new_session(router)
