@@ -106,9 +106,9 @@ def _change(args: argparse.Namespace, settings: Settings) -> int:
                 return 1
             try:
                 gone = await store.delete_thread(found)
+                locks.remove(found)  # its lock file too, removed while held
             finally:
                 await locks.release_all()
-            (settings.home / "locks" / f"{found}.lock").unlink(missing_ok=True)
             print(f"deleted thread {found} ({gone} records)")
             return 0
         if args.action == "rename":

@@ -82,15 +82,38 @@ class ThreadLocks:
 
     def _take_file(self, thread_id: str) -> int | None:
         self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(self.folder / f"{thread_id}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        path = self.folder / f"{thread_id}.lock"
+        while True:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                return None
+            # The file may have been removed by its holder (``remove``) between our open and our
+            # lock: a lock on that gone file guards nothing (the next taker makes a new one), so
+            # only a lock on the file the path still names counts.
+            try:
+                same = os.path.samestat(os.fstat(fd), path.stat())
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
             os.close(fd)
-            return None
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         return fd
+
+    def remove(self, thread_id: str) -> None:
+        """Remove a held thread's lock file (the thread is deleted), then let go of it: removed
+        while held, so that no taker can hold the file it names meanwhile (``_take_file``)."""
+        fd = self._held.pop(thread_id, None)
+        if fd is None:
+            return
+        with contextlib.suppress(OSError):
+            (self.folder / f"{thread_id}.lock").unlink()
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
     def _redis(self) -> Any:
         if self._client is None:

@@ -142,3 +142,32 @@ def test_a_database_from_before_thread_names_reads_and_takes_them(tmp_path: Path
             await store.aclose()
 
     assert anyio.run(use) == ("old", "new", True)
+
+
+def test_a_deleted_threads_lock_is_never_held_by_two(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A connection of liminal serve opens the thread's lock file just as ``threads delete``
+    takes it: the delete must not leave that connection holding a lock on a file it removed,
+    while the next taker makes a new file and holds the thread too (two writers, one thread)."""
+    import fcntl
+    import os
+    from types import SimpleNamespace
+
+    from liminal.serve import locks as locks_module
+    from liminal.serve.locks import ThreadLocks
+
+    deleted: list[int] = []
+
+    def flock(fd: int, operation: int) -> None:
+        if not deleted:  # the waiting connection has opened the file and not locked it yet
+            deleted.append(fd)
+            assert cli.main(["threads", "delete", "sess-1", "--yes"]) == 0
+        fcntl.flock(fd, operation)
+
+    monkeypatch.setattr(locks_module, "fcntl", SimpleNamespace(flock=flock, LOCK_EX=fcntl.LOCK_EX, LOCK_NB=fcntl.LOCK_NB))
+    waiting, later = ThreadLocks(home), ThreadLocks(home)
+    fd = waiting._take_file("sess-1")  # the file layer of try_take, outside any event loop
+    second = anyio.run(later.try_take, "sess-1")
+    assert deleted and [fd is not None, second].count(True) == 1, (fd, second)
+    if fd is not None:
+        os.close(fd)
+    anyio.run(later.release_all)
