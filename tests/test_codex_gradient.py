@@ -148,9 +148,19 @@ def test_a_named_thread_keeps_its_name_on_the_rewrite(tmp_path: Path) -> None:
     path = builder.write(home)
     (home / "session_index.jsonl").write_text(json.dumps(
         {"id": builder.session_id, "thread_name": "my work", "updated_at": "2026-11-25T00:00:00Z"}) + "\n")
-    CodexSessions(SMALL, {"CODEX_HOME": str(home)}).rewrite(path, 0, NEW)
-    entries = [json.loads(line) for line in (home / "session_index.jsonl").read_text().splitlines()]
+    index = home / "session_index.jsonl"
+    sessions = CodexSessions(SMALL, {"CODEX_HOME": str(home)})
+    before = index.read_bytes()
+    # A rewrite the thread never moves onto (skipped as not paying, failed, discarded) leaves
+    # Codex's index as it was: a line naming it would name a rollout that is not there.
+    sessions.discard(sessions.rewrite(path, 0, NEW.replace("5", "7")))
+    assert index.read_bytes() == before
+    rewritten = sessions.rewrite(path, 0, NEW)
+    assert index.read_bytes() == before  # not before the thread is on it
+    sessions.adopted(rewritten)
+    entries = [json.loads(line) for line in index.read_text().splitlines()]
     assert entries[-1]["id"] == NEW and entries[-1]["thread_name"] == "my work"
+    assert len(entries) == 2
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
@@ -374,7 +384,8 @@ def test_the_name_goes_on_a_line_of_its_own(tmp_path: Path, torn: bytes) -> None
     before = "".join(json.dumps({"id": builder.session_id, "thread_name": name, "updated_at": "2026-11-25T00:00:00Z"})
                      + "\n" for name in ("my work", 42)).encode() + torn
     index.write_bytes(before)
-    CodexSessions(SMALL, {"CODEX_HOME": str(home)}).rewrite(path, 0, NEW)
+    sessions = CodexSessions(SMALL, {"CODEX_HOME": str(home)})
+    sessions.adopted(sessions.rewrite(path, 0, NEW))
     after = index.read_bytes()
     assert after.startswith(before) and after.endswith(b"\n")
     added = after[len(before):].splitlines()
@@ -424,7 +435,7 @@ def test_a_thread_named_in_codex_keeps_its_name_when_undo_moves_it(tmp_path: Pat
     starts = sessions.turn_starts(path)
     fork = NEW.replace("5", "6")
     sessions.cut([(path, 0, None)], path, fork)
-    sessions.cut([(path, 0, starts[-1])], path, NEW, keeps_thread=True)
+    sessions.adopted(sessions.cut([(path, 0, starts[-1])], path, NEW, keeps_thread=True))
     named = {entry["id"]: entry["thread_name"] for entry in map(json.loads, index.read_text().splitlines())}
     assert named == {builder.session_id: "my work", NEW: "my work"}
 

@@ -63,6 +63,11 @@ class SessionHarness(Protocol):
     def discard(self, rewritten: Rewritten) -> None:
         """Remove a rewritten session that will not be used (it was never loaded)."""
 
+    def adopted(self, rewritten: Rewritten) -> None:
+        """The thread moved onto ``rewritten`` (a swap's rewrite, a cut of /undo or /clear MARK):
+        what names the thread in the CLI's own files follows it now, and only now, so that a
+        rewrite that is skipped, fails or is removed leaves no trace in them."""
+
     def names(self, path: Path) -> str | None:
         """The session id a file at ``path`` holds by this CLI's naming (``target_path``'s),
         or None: not a session file of this CLI. The clean-up after a crash removes a file only
@@ -184,6 +189,9 @@ class HarnessChoice:
 
     def discard(self, rewritten: Rewritten) -> None:
         self.current.discard(rewritten)
+
+    def adopted(self, rewritten: Rewritten) -> None:
+        self.current.adopted(rewritten)
 
     def names(self, path: Path) -> str | None:
         return self.current.names(path)

@@ -348,6 +348,10 @@ class ThreadMover:
                 await self._undo(proxy, new_path, new_id, opened)
             # Ended (or nothing of it is left): another liminal's start may judge it now.
             self.journal.finish(new_id)
+        try:
+            await anyio.to_thread.run_sync(self.harness.adopted, rewritten)
+        except Exception as exc:  # a name the CLI's picker misses, not a reason to undo the move
+            logger.warning("the CLI's name for the thread not carried over", thread=thread_id, error=str(exc))
         # The new session's file is whole as liminal wrote it: no turn of it is still to reach
         # the disk (the last prompt named one of the old session's).
         state.last_prompt = None

@@ -43,6 +43,7 @@ class FakeHarness:
         self.tokens = 150_000
         self.after = 90_000
         self.discarded: list[str] = []
+        self.adopted_ids: list[str] = []
         self.readings: list[int] = []  # what the file says at each read, before falling back to tokens
         self.reads = 0
 
@@ -61,6 +62,9 @@ class FakeHarness:
     def discard(self, rewritten: Rewritten) -> None:
         self.discarded.append(rewritten.new_id)
         rewritten.path.unlink(missing_ok=True)
+
+    def adopted(self, rewritten: Rewritten) -> None:
+        self.adopted_ids.append(rewritten.new_id)
 
     def target_path(self, path: Path, new_id: str) -> Path:
         return path.with_name(f"{new_id}.jsonl")
@@ -126,6 +130,7 @@ async def test_a_turn_past_the_threshold_swaps_and_the_client_never_sees_it(tmp_
     [record] = journal.records()
     assert record.outcome == "committed" and record.new_backing_id == new_backing
     assert record.tokens_before == 150_000 and record.tokens_after == 90_000
+    assert harness.adopted_ids == [new_backing]  # the CLI's name for the thread follows it
 
 
 async def test_a_prompt_sent_during_the_swap_waits_and_goes_to_the_new_session(tmp_path: Path) -> None:
@@ -327,7 +332,7 @@ async def test_a_rewrite_that_stays_above_the_trigger_is_not_worth_a_swap(tmp_pa
         assert proxy.router.backing_of(thread) == thread
     [record] = journal.records()
     assert record.outcome == "skipped" and record.tokens_after == 120_000
-    assert len(harness.discarded) == 1
+    assert len(harness.discarded) == 1 and harness.adopted_ids == []
 
 
 async def test_without_usage_the_session_file_decides(tmp_path: Path) -> None:

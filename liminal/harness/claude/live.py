@@ -83,6 +83,9 @@ class ClaudeSessions:
         for temp in rewritten.path.parent.glob(f".{rewritten.path.name}.*.tmp"):
             temp.unlink(missing_ok=True)
 
+    def adopted(self, rewritten: Rewritten) -> None:
+        """Nothing: a title the user gave is a record of the session file, which goes with it."""
+
     # -- recall -------------------------------------------------------------------------------
 
     def recall(self, key: RecallKey) -> bytes | None:

@@ -62,6 +62,7 @@ class CodexSessions:
         self._still = HeldStill()
         self._targets: dict[str, Path] = {}
         self._found: dict[str, Path] = {}
+        self._name_from: dict[str, Path] = {}  # a rewrite or cut -> the rollout whose name it takes
 
     def locate(self, backing_id: str, cwd: str | None) -> Path | None:
         # Found once, then remembered while it exists: a search walks every day's folder.
@@ -116,7 +117,7 @@ class CodexSessions:
             raise RolloutError("the check accepted a rewrite with a line lost")
         target = self.target_path(path, new_id)
         size = self.write(target, lines)
-        self.name_like(path, new_id)
+        self._name_from[new_id] = path  # named once the thread is on it (``adopted``)
         return Rewritten(new_id, target, result.tokens_before, result.tokens_after, size)
 
     def names(self, path: Path) -> str | None:
@@ -128,6 +129,15 @@ class CodexSessions:
         for temp in rewritten.path.parent.glob(f".{rewritten.path.name}.*.tmp"):
             temp.unlink(missing_ok=True)
         self._targets.pop(rewritten.new_id, None)
+        self._name_from.pop(rewritten.new_id, None)
+
+    def adopted(self, rewritten: Rewritten) -> None:
+        """The thread goes on in ``rewritten``: the name the user gave it in Codex goes with it
+        (``name_like``), so ``codex resume NAME`` opens the rollout it is on. Not before: a
+        rewrite that is skipped or fails would leave Codex's index a line naming no rollout."""
+        source = self._name_from.pop(rewritten.new_id, None)
+        if source is not None:
+            self.name_like(source, rewritten.new_id)
 
     # -- cuts, for the commands --------------------------------------------------------------
 
@@ -164,7 +174,7 @@ class CodexSessions:
         target = self.target_path(like, new_id)
         size = self.write(target, raw)
         if keeps_thread:
-            self.name_like(like, new_id)
+            self._name_from[new_id] = like
         tokens = sum(gradient.cost(len(r)) for r in raw if b'"type":"response_item"' in r)
         return Rewritten(new_id, target, tokens, tokens, size)
 
