@@ -17,7 +17,9 @@ represent, and the store must never refuse a frame for that.
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Callable, Coroutine
+from typing import Any, ParamSpec, TypeVar
 
 import orjson
 from bson.binary import Binary
@@ -39,6 +41,20 @@ from liminal.store.records import (
 INLINE_BYTES = 1024 * 1024
 CHUNK_BYTES = 4 * 1024 * 1024
 SEARCH_CHARS = 256 * 1024
+_T = TypeVar("_T")
+_P = ParamSpec("_P")
+
+
+def _store_errors(method: Callable[_P, Coroutine[Any, Any, _T]]) -> Callable[_P, Coroutine[Any, Any, _T]]:
+    """A driver error is a ``StoreError``, as every caller expects of any store (the recaller,
+    the replay, the commands catch that): a MongoDB that went away fails the call, not its caller."""
+    @functools.wraps(method)
+    async def wrapped(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        try:
+            return await method(*args, **kwargs)
+        except PyMongoError as exc:
+            raise StoreError(str(exc)) from exc
+    return wrapped
 
 
 class MongoStore:
@@ -185,6 +201,7 @@ class MongoStore:
         except PyMongoError as exc:
             raise StoreError(str(exc)) from exc
 
+    @_store_errors
     async def frame_count(self) -> int:
         return int(await self._frames.count_documents({}))
 
@@ -199,11 +216,13 @@ class MongoStore:
             status=d["status"], data=orjson.loads(data_json), replayed=d["replayed"],
             backing_id=d["backing_id"])
 
+    @_store_errors
     async def messages(self, thread_id: str, kind: str | None = None) -> list[MessageRecord]:
         query = {"thread_id": thread_id, **({"kind": kind} if kind else {})}
         docs = await self._messages.find(query).sort("ord", ASCENDING).to_list(None)
         return [await self._message(d) for d in docs]
 
+    @_store_errors
     async def delete_thread(self, thread_id: str) -> int:
         found = await self._threads.find_one({"_id": thread_id})
         backings = [thread_id, *(found["backing_ids"] if found else [])]
@@ -217,6 +236,7 @@ class MongoStore:
             gone += (await collection.delete_many(query)).deleted_count
         return gone
 
+    @_store_errors
     async def thread(self, thread_id: str) -> Thread | None:
         d = await self._threads.find_one({"_id": thread_id})
         if d is None:
@@ -224,6 +244,7 @@ class MongoStore:
         return Thread(d["_id"], d["title"], d["cwd"], d["harness"], d["state"],
                       tuple(d["backing_ids"]), d["created"], d["updated"], bool(d.get("named")))
 
+    @_store_errors
     async def threads(self, limit: int = 1000) -> list[ThreadSummary]:
         out = []
         async for d in self._threads.find({}):
@@ -241,11 +262,13 @@ class MongoStore:
         out.sort(key=lambda s: s.last_activity, reverse=True)
         return out[:limit]
 
+    @_store_errors
     async def session_records(self, backing_id: str) -> list[SessionRecord]:
         docs = await self._sessions.find({"backing_id": backing_id}) \
             .sort("offset", ASCENDING).to_list(None)
         return [await self._session(d) for d in docs]
 
+    @_store_errors
     async def session_record(self, backing_id: str, uuid: str) -> SessionRecord | None:
         doc = await self._sessions.find_one({"backing_id": backing_id, "uuid": uuid},
                                             sort=[("offset", ASCENDING)])
@@ -258,6 +281,7 @@ class MongoStore:
             usage=orjson.loads(d["usage_json"]) if d["usage_json"] else None,
             tool_ids=tuple(d["tool_ids"]), text=d["text"], raw=await self._raw(d))
 
+    @_store_errors
     async def session_file_end(self, backing_id: str) -> int:
         d = await self._sessions.find_one({"backing_id": backing_id},
                                           sort=[("offset", DESCENDING)])
