@@ -9,11 +9,14 @@ from pathlib import Path
 from liminal.config import GradientSettings
 from liminal.harness.claude.conversation import build
 from liminal.harness.claude.cuts import turn_starts, write_cut
+from liminal.harness.claude.live import ClaudeSessions
 from liminal.harness.claude.paths import locate
 from liminal.harness.claude.records import read_session
-from tests.transcript import Transcript
+from tests.transcript import SID, Transcript
 
 NEW = "7e57a11d-0000-4000-8000-0000000000c1"
+OTHER = "7e57a11d-0000-4000-8000-0000000000c2"
+THIRD = "7e57a11d-0000-4000-8000-0000000000c3"
 
 
 def prompts(path: Path) -> list[str]:
@@ -122,3 +125,61 @@ def test_a_cut_from_the_start_keeps_the_context_where_it_was(tmp_path: Path) -> 
     records = [json.loads(line) for line in target.read_bytes().splitlines()[1:]]
     kinds = [r["attachment"]["type"] for r in records if r["type"] == "attachment"]
     assert kinds == ["environment", "model", "file", "remote_session_change", "date", "date"]
+
+
+def titled(tmp_path: Path) -> tuple[Path, list[int]]:
+    """Six turns; the CLI names the thread after turn 1 and the user renames it after turn 4
+    (Claude Code appends these lines wherever the file stands, long after the turns they name)."""
+    t = Transcript()
+    for n in range(6):
+        t.turn(n, parallel=1 + n % 2)
+        if n == 1:
+            t.add({"type": "ai-title", "aiTitle": "checking modules", "sessionId": SID})
+            t.add({"type": "custom-title", "customTitle": "first name", "sessionId": SID})
+        if n == 4:
+            t.add({"type": "custom-title", "customTitle": "the user's name", "sessionId": SID})
+            t.add({"type": "ai-title", "aiTitle": "module checks, later", "sessionId": SID})
+            t.add({"type": "agent-name", "agentName": "checker", "sessionId": SID})
+            t.add({"type": "permission-mode", "permissionMode": "plan", "sessionId": SID})
+    src = t.write(tmp_path)
+    return src, turn_starts(src)
+
+
+def state(path: Path) -> dict[str, str]:
+    """What Claude Code reads of a session's own names and modes: the last of each kind."""
+    fields = {"custom-title": "customTitle", "ai-title": "aiTitle", "agent-name": "agentName",
+              "permission-mode": "permissionMode"}
+    out: dict[str, str] = {}
+    for line in path.read_bytes().splitlines():
+        record = json.loads(line)
+        if record.get("type") in fields and record.get("sessionId") == path.stem:
+            out[record["type"]] = record[fields[record["type"]]]
+    return out
+
+
+def test_a_cut_the_thread_moves_to_keeps_its_latest_title_wherever_it_was_written(
+        tmp_path: Path) -> None:
+    src, starts = titled(tmp_path)
+    harness = ClaudeSessions(GradientSettings())
+    # /undo of the last two turns: the rename came after the cut point.
+    moved = harness.cut([(src, 0, starts[4])], src, NEW, keeps_thread=True)
+    assert prompts(moved.path) == prompts(src)[:4]
+    assert state(moved.path) == {"custom-title": "the user's name", "ai-title": "module checks, later",
+                                 "agent-name": "checker", "permission-mode": "plan"}
+    # /clear MARK to a mark in an earlier file: the thread's current file names it now.
+    later = Transcript(session_id=OTHER)
+    later.turn(0)
+    later.add({"type": "custom-title", "customTitle": "renamed after the swap", "sessionId": OTHER})
+    current = later.write(tmp_path)
+    cleared = harness.cut([(src, 0, starts[2])], current, THIRD, keeps_thread=True)
+    assert prompts(cleared.path) == prompts(src)[:2]
+    assert state(cleared.path)["custom-title"] == "renamed after the swap"
+    assert state(cleared.path)["ai-title"] == "module checks, later"
+
+
+def test_a_fork_does_not_take_the_threads_name(tmp_path: Path) -> None:
+    src, _ = titled(tmp_path)
+    fork = ClaudeSessions(GradientSettings()).cut([(src, 0, None)], src, NEW)
+    assert prompts(fork.path) == prompts(src)
+    assert "custom-title" not in state(fork.path) and "ai-title" not in state(fork.path)
+    assert "agent-name" not in state(fork.path)

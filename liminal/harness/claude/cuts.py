@@ -13,10 +13,17 @@ tool and skill listings, the date). Without them 2.1.316 sends an empty ``system
 the first user message, which the API refuses (docs/facts.md). The latest of each kind found in
 what the parts leave out is carried to just after the cut's first user message, as the gradient
 carries them from the turns it drops (``liminal.harness.claude.gradient.plan.context_attachments``).
+
+Claude Code appends what names a session and its modes (``custom-title``, ``ai-title``, ...: the
+last of each kind wins) wherever the file stands when they change, so a cut by position misses
+those written after its end and keeps stale ones from before. A cut the thread moves to (/undo,
+/clear MARK) takes the latest of each kind from the whole of its files and the thread's current
+file, at its end; a /fork, a thread of its own, takes none of the names.
 """
 
 from __future__ import annotations
 
+import re
 import tempfile
 import uuid
 from collections.abc import Mapping, Sequence
@@ -33,6 +40,15 @@ from liminal.harness.claude.records import Record, SessionFormatError, dumps, lo
 from liminal.harness.files import write_atomically
 
 UNLIMITED = 10**9  # a target no session reaches: the gradient keeps every turn whole
+# What Claude Code reads as the state of a session, the last line of each kind winning: what the
+# picker shows (titles, name, colour, tag, PR link) and the session's settings.
+THREAD_STATE = frozenset({
+    "custom-title", "ai-title", "tag", "agent-name", "agent-color", "agent-setting", "pr-link",
+    "mode", "permission-mode", "worktree-state",
+})
+# What names a thread: a fork, a thread of its own, does not take them.
+NAMES = frozenset({"custom-title", "ai-title", "agent-name", "agent-color"})
+_STATE_TYPE = re.compile(b'"(?:' + b"|".join(re.escape(k.encode()) for k in sorted(THREAD_STATE)) + b')"')
 
 
 def turn_starts(path: Path) -> list[int]:
@@ -41,9 +57,10 @@ def turn_starts(path: Path) -> list[int]:
     return [turn.records[0].offset for turn in conversation.turns]
 
 
-def _linked(chunks: Sequence[bytes]) -> bytes:
+def _linked(chunks: Sequence[bytes], drop: frozenset[str] = frozenset()) -> bytes:
     """The chunks' lines as one file: the first record of each chunk after the first is made the
-    child of the last record of the chunk before (its own parent is in a part left out)."""
+    child of the last record of the chunk before (its own parent is in a part left out). Records
+    without a uuid whose type is in ``drop`` are left out."""
     out: list[bytes] = []
     last_uuid: str | None = None
     for chunk in chunks:
@@ -56,6 +73,8 @@ def _linked(chunks: Sequence[bytes]) -> bytes:
             except orjson.JSONDecodeError:
                 out.append(line)
                 continue
+            if isinstance(record, dict) and record.get("type") in drop and not record.get("uuid"):
+                continue
             if isinstance(record, dict) and isinstance(record.get("uuid"), str):
                 if first:
                     record["parentUuid"] = last_uuid
@@ -64,6 +83,27 @@ def _linked(chunks: Sequence[bytes]) -> bytes:
                 last_uuid = record["uuid"]
             out.append(line if line.endswith(b"\n") else line + b"\n")
     return b"".join(out)
+
+
+def _thread_state(files: Sequence[Path]) -> list[bytes]:
+    """The last line of each kind of ``THREAD_STATE`` in the whole of ``files``, later files
+    winning, in the order those lines came."""
+    latest: dict[str, tuple[int, bytes]] = {}
+    n = 0
+    for path in files:
+        with path.open("rb") as f:
+            for line in f:
+                n += 1
+                if not _STATE_TYPE.search(line):
+                    continue  # most lines: no need to parse them
+                try:
+                    record = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue
+                if (isinstance(record, dict) and record.get("type") in THREAD_STATE
+                        and not record.get("uuid")):
+                    latest[record["type"]] = (n, line if line.endswith(b"\n") else line + b"\n")
+    return [line for _, line in sorted(latest.values())]
 
 
 def _scratch(folder: Path, data: bytes) -> Path:
@@ -148,18 +188,24 @@ def _with_context(data: bytes, parts: Sequence[tuple[Path, int, int | None]],
 
 
 def write_cut(parts: Sequence[tuple[Path, int, int | None]], target: Path, new_id: str,
-              settings: GradientSettings, env: Mapping[str, str] | None = None) -> tuple[int, int]:
+              settings: GradientSettings, env: Mapping[str, str] | None = None, *,
+              thread: Path | None = None) -> tuple[int, int]:
     """Write ``[(file, start, end)]`` (end None: to the end) as session ``new_id`` at ``target``.
-    Returns (tokens, bytes) of what was written. Raises (nothing written) if the result would
-    not be a valid session."""
+    ``thread``: the thread moves to the cut and this is its current file; the cut takes the
+    thread's latest names and modes (``THREAD_STATE``) from the whole of the parts' files and
+    this one. Without it (a fork) the cut takes no names. Returns (tokens, bytes) of what was
+    written. Raises (nothing written) if the result would not be a valid session."""
     chunks = []
     for path, start, end in parts:
         with path.open("rb") as f:
             f.seek(start)
             chunks.append(f.read() if end is None else f.read(max(0, end - start)))
-    data = _linked(chunks)
+    data = _linked(chunks, THREAD_STATE if thread is not None else NAMES)
     if not data:
         raise ValueError("nothing to keep: the cut is empty")
+    if thread is not None:
+        files = list(dict.fromkeys([*(p for p, _, _ in parts), thread]))
+        data += b"".join(_thread_state(files))
     with tempfile.TemporaryDirectory(prefix="liminal-cut-") as folder:
         if parts[0][1] > 0:  # the first file's first turn, and its context, are left out
             data = _with_context(data, parts, Path(folder))

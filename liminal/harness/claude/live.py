@@ -63,10 +63,12 @@ class ClaudeSessions:
 
     def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str, *,
             keeps_thread: bool = False) -> Rewritten:
-        """A session of the byte ranges ``parts``, beside ``like``, as ``new_id`` (a title the
-        user gave is a record of the file: ``keeps_thread`` asks nothing more)."""
+        """A session of the byte ranges ``parts``, beside ``like``, as ``new_id``. With
+        ``keeps_thread`` it takes the thread's latest title, names and modes, wherever in the files
+        the CLI wrote them (``cuts.THREAD_STATE``); without, none of its names."""
         target = self.target_path(like, new_id)
-        tokens, size = cuts.write_cut(parts, target, new_id, self.settings, self.env)
+        tokens, size = cuts.write_cut(parts, target, new_id, self.settings, self.env,
+                                      thread=like if keeps_thread else None)
         return Rewritten(new_id, target, tokens, tokens, size)
 
     def bands(self, path: Path, target_tokens: int) -> dict[str, dict[str, int]]:
