@@ -149,6 +149,21 @@ def test_sidechains_and_dead_branches_are_not_the_conversation(tmp_path: Path) -
     assert "the edited prompt" in texts
 
 
+def test_a_record_written_again_later_is_one_record_and_not_the_end(tmp_path: Path) -> None:
+    """Claude Code writes some records twice, same uuid and bytes, the copy further down (an
+    editor reopened replays its entries). A copy of the first prompt at the end is not where the
+    conversation ends: taken for the leaf, every later turn was left out of a rewrite."""
+    t = Transcript()
+    for n in range(4):
+        t.turn(n, parallel=2)
+    t.records.insert(9, dict(t.records[7]))  # a tool line again, a little later
+    t.add(dict(t.records[0]))  # the first prompt again, at the end
+    conv = build(read_session(locate(t.write(tmp_path))))
+    assert len(conv.turns) == 4 and conv.leaf.uuid == t.records[-2]["uuid"]
+    uuids = [r.uuid for r in conv.records]
+    assert len(uuids) == len(set(uuids))
+
+
 def test_broken_parent_is_reported(tmp_path: Path) -> None:
     t = Transcript()
     t.turn(0)

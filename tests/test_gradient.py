@@ -349,6 +349,37 @@ def test_any_session_rewrites_into_a_valid_one(tmp_path_factory: pytest.TempPath
     assert out[-1]["uuid"] == t.records[-1]["uuid"]
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(shapes=turn_shapes, again=st.lists(st.tuples(st.floats(0, 1), st.floats(0, 1)), min_size=1,
+                                          max_size=12), target=st.integers(2_000, 30_000))
+def test_a_session_with_records_written_twice_rewrites_into_a_valid_one(
+        tmp_path_factory: pytest.TempPathFactory, shapes: list[Any],
+        again: list[tuple[float, float]], target: int) -> None:
+    """Claude Code writes some records again, same uuid, same bytes, further down the file (a
+    reopened editor replays its entries, a hook re-emits its attachment): it keeps the last of
+    each uuid. A rewrite must read such a file as the CLI does, not refuse it."""
+    folder = tmp_path_factory.mktemp("again")
+    t = Transcript()
+    for n, (parallel, size, think, rnd) in enumerate(shapes):
+        t.prompt(f"prompt {n}")
+        if parallel:
+            order = list(range(parallel))
+            rnd.shuffle(order)
+            t.tools([("Read", {"file_path": f"/p{n}_{i}"}, "y" * size) for i in range(parallel)],
+                    order=order, thinking="th" if think else None, text="calling")
+        t.say(f"reply {n}")
+    for which, where in again:
+        source = int(which * (len(t.records) - 1))
+        at = source + 1 + int(where * (len(t.records) - source - 1))
+        t.records.insert(at, dict(t.records[source]))
+    prepared = prepare(t.write(folder), target, new_id=NEW, settings=SMALL)
+    out = [json.loads(line) for line in prepared.rendered.lines]
+    chain_ok(out)
+    text = b"".join(prepared.rendered.lines).decode()
+    for n in range(len(shapes)):
+        assert f"prompt {n}" in text
+
+
 def test_a_copy_with_stale_session_ids_gets_the_new_one_everywhere(tmp_path: Path) -> None:
     t = long_session(20)
     t.add({"type": "progress-like", "sessionId": SID, "data": {"message": {"sessionId": SID}}})

@@ -1,7 +1,13 @@
 """The conversation as Claude Code builds it from a session file.
 
 Rules (from FACTS.md and real files):
-- The leaf is the last main-chain (not sidechain) user or assistant line in file order.
+- A uuid names one record. Claude Code sometimes writes a record again further down the file,
+  same uuid, same content (an editor reopened replays its entries, a hook re-emits its
+  attachment); it keeps one record per uuid, and so does this model: the first line of each
+  uuid, where the record came in the conversation. Later copies are not the conversation.
+- The leaf is where the conversation ends, as Claude Code finds it: from each line no other line
+  names as its parent, up to the first user or assistant line, not a sidechain; of those, the
+  last in the file. (A copy of an early line written at the end is not the end.)
 - Claude Code walks ``parentUuid`` back from the leaf. The walk stops at a ``compact_boundary``
   (its ``parentUuid`` is null): the model sees nothing before the last boundary. A parent that
   points at a missing uuid cuts everything before it off; we report it.
@@ -20,6 +26,7 @@ Rules (from FACTS.md and real files):
 from __future__ import annotations
 
 from collections import defaultdict, deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from liminal.harness.claude.records import Record, SessionFile
@@ -61,21 +68,43 @@ class ConversationError(ValueError):
     """No conversation can be built from the file."""
 
 
-def _leaf(records: tuple[Record, ...]) -> Record:
-    for rec in reversed(records):
+def _leaf(records: Sequence[Record], by_uuid: dict[str, Record], parents: set[str]) -> Record:
+    """The last user or assistant line (file order) reached from a line without children."""
+    best: Record | None = None
+    for rec in records:
+        if not rec.uuid or rec.uuid in parents:
+            continue
+        cursor: Record | None = rec
+        seen: set[str] = set()
+        while cursor is not None and cursor.type not in ("user", "assistant"):
+            if cursor.uuid in seen or cursor.parent is None:
+                cursor = None
+                break
+            seen.add(cursor.uuid or "")
+            cursor = by_uuid.get(cursor.parent)
+        if cursor is not None and not cursor.sidechain and (best is None or cursor.line > best.line):
+            best = cursor
+    if best is not None:
+        return best
+    for rec in reversed(records):  # every line has a child: a parentUuid cycle
         if rec.type in ("user", "assistant") and rec.uuid and not rec.sidechain:
             return rec
     raise ConversationError("no main-chain user or assistant line")
 
 
 def build(session: SessionFile) -> Conversation:
-    records = session.records
     by_uuid: dict[str, Record] = {}
+    parents: set[str] = set()
+    for rec in session.records:
+        if rec.uuid:
+            by_uuid.setdefault(rec.uuid, rec)
+            if rec.parent:
+                parents.add(rec.parent)
+    # One record per uuid: a later line with a uuid already seen is the CLI writing it again.
+    records = [r for r in session.records if r.uuid is None or by_uuid[r.uuid] is r]
     answers: dict[str, list[Record]] = defaultdict(list)  # parent uuid -> tool result lines
     by_message: dict[str, list[Record]] = defaultdict(list)
     for rec in records:
-        if rec.uuid:
-            by_uuid[rec.uuid] = rec
         kind = rec.type
         if kind == "assistant":
             if rec.message_id and not rec.sidechain:
@@ -83,7 +112,7 @@ def build(session: SessionFile) -> Conversation:
         elif kind == "user" and rec.parent and any(b.kind == "tool_result" for b in rec.blocks):
             answers[rec.parent].append(rec)
 
-    leaf = _leaf(records)
+    leaf = _leaf(records, by_uuid, parents)
     chosen: dict[int, Record] = {}
     boundary: Record | None = None
     broken: str | None = None
