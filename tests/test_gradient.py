@@ -412,6 +412,27 @@ def test_omitted_requests_are_counted_not_listed_and_add_up_across_folds() -> No
     assert said == shown and shown + omitted == 80
 
 
+@settings(max_examples=200, deadline=None)
+@given(first=st.lists(st.text(min_size=1, max_size=60), min_size=1, max_size=8),
+       then=st.lists(st.text(min_size=1, max_size=60), min_size=1, max_size=8))
+def test_every_request_survives_a_second_fold_whatever_its_lines(first: list[str],
+                                                                then: list[str]) -> None:
+    """A prompt of several lines (pasted code, a list) is a request like any other: the next
+    rewrite, which reads the requests back from the first preamble, must find all of them."""
+    from liminal.gradient.summarize import ExtractiveSummarizer, TurnDigest, _split_previous
+
+    summarizer = ExtractiveSummarizer()
+    turns = [TurnDigest(n, p) for n, p in enumerate(first)]
+    one = summarizer.summarize(turns, None, 100_000)
+    more = [TurnDigest(len(first) + n, p) for n, p in enumerate(then)]
+    two = summarizer.summarize(more, one, 100_000)
+    requests, omitted, _ = _split_previous(two)
+    asked = [p for p in first + then if p.strip()]
+    assert omitted == 0 and len(requests) == len(asked)
+    for request, prompt in zip(requests, asked, strict=True):
+        assert request.split() == prompt.split()  # the words, line breaks as they may be
+
+
 def test_a_rewrites_context_read_from_its_tail_ignores_the_usage_it_carried_over(tmp_path: Path) -> None:
     # The recent band keeps assistant records with usage measured on the longer original: the
     # swap reads the size from the tail at every turn end, and must not see that stale figure

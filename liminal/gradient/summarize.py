@@ -47,6 +47,12 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
 
 
+def _item(text: str) -> str:
+    """A request as a list item: its further lines indented, so that a line of the request
+    (``- x``, a blank one, one that ends the list) is never read back as something else."""
+    return "- " + "\n  ".join(text.splitlines() or [""])
+
+
 def _is_path(detail: str) -> bool:
     return "/" in detail or "." in detail.rsplit("/", 1)[-1]
 
@@ -107,7 +113,7 @@ class ExtractiveSummarizer:
             out.append(f"What the user asked ({len(requests)} requests, in order):")
             if omitted:
                 out.append(f"- ({omitted} earlier requests omitted; see the transcript)")
-            out.extend(f"- {_clip(r, cap)}" for r in requests)
+            out.extend(_item(_clip(r, cap)) for r in requests)
         out.extend(facts)
         if last is not None:
             where = last.replies[-1] if last.replies else ""
@@ -152,12 +158,16 @@ def _split_previous(previous: str) -> tuple[list[str], int, str]:
             omitted = 0
             end = n + 1
             while end < len(lines) and lines[end].startswith("- "):
-                note = _OMITTED.match(lines[end][2:])
+                item = [lines[end][2:]]
+                end += 1
+                while end < len(lines) and lines[end].startswith("  "):
+                    item.append(lines[end][2:])  # the request's further lines
+                    end += 1
+                note = _OMITTED.match(item[0]) if len(item) == 1 else None
                 if note:
                     omitted += int(note.group(1))
                 else:
-                    requests.append(lines[end][2:])
-                end += 1
+                    requests.append("\n".join(item))
             before = "\n".join(lines[:n]).removeprefix("Earlier summary (carried over):").strip()
             return requests, omitted, before
     return [], 0, previous.strip()
