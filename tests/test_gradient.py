@@ -200,6 +200,21 @@ def test_unknown_and_bookkeeping_records(tmp_path: Path) -> None:
     assert out[types.index("from-the-future")]["nested"]["sessionId"] == NEW
 
 
+@pytest.mark.parametrize("message", [None, "not an object", {"role": "assistant"},
+                                     {"role": "assistant", "content": []}])
+def test_a_message_with_nothing_in_it_does_not_stop_the_rewrite(tmp_path: Path,
+                                                                 message: Any) -> None:
+    """An old line whose message holds no content (null, no content, an empty list): the model
+    reads nothing of it, and a rewrite leaves it out rather than fail on it every time."""
+    t = long_session(40)
+    at = next(n for n, r in enumerate(t.records) if n > 40 and r["type"] == "assistant")
+    t.records.insert(at + 1, {**t.records[at], "uuid": t.uuid(), "message": message})
+    t.records[at + 2]["parentUuid"] = t.records[at + 1]["uuid"]
+    result = rewrite_session(t.write(tmp_path), new_id=NEW, settings=SMALL)
+    assert result.turns["old"] + result.turns["ancient"] > 0
+    chain_ok(read_lines(result.path))
+
+
 def test_unpaired_tool_use_is_removed(tmp_path: Path) -> None:
     t = long_session(10)
     t.prompt("interrupted")

@@ -282,6 +282,8 @@ def make_plan(
                 continue  # progress, turn_duration and other bookkeeping of cut turns
             if rec.type == "attachment" and band is Band.OLD:
                 continue
+            if rec.type in ("user", "assistant") and not rec.blocks:
+                continue  # a message with nothing in it (null, no content): the model reads none
             edit = Edit(
                 truncate=band is Band.MIDDLE,
                 strip_tools=band is Band.OLD,
