@@ -215,6 +215,30 @@ def test_a_message_with_nothing_in_it_does_not_stop_the_rewrite(tmp_path: Path,
     chain_ok(read_lines(result.path))
 
 
+@pytest.mark.parametrize("target", [8_000, 12_000, 16_000])
+def test_two_answers_in_a_row_do_not_stop_the_rewrite_in_any_band(tmp_path: Path,
+                                                                  target: int) -> None:
+    """Claude Code can write two assistant messages with no user line between (an API error and
+    the answer after it); the recent band keeps them as written. Once that turn is older, the
+    rewrite joins them into one message as it does in the old band, in the middle band too:
+    refusing it failed every swap of the thread while the turn sat in the middle band."""
+    t = Transcript()
+    for n in range(30):
+        if n == 24:
+            t.prompt("do the thing")
+            t.tools([("Read", {"file_path": "/a"}, "y" * 3000)], order=[0], text="calling")
+            t.say("API Error: 529 overloaded")
+            t.say("Retried: here is the answer")
+            continue
+        t.turn(n, parallel=1 + n % 3)
+    settings = GradientSettings(recent_tokens=2_000, middle_tokens=8_000, summary_tokens=1_000)
+    result = rewrite_session(t.write(tmp_path), target, new_id=NEW, settings=settings)
+    out = read_lines(result.path)
+    chain_ok(out)
+    assert result.turns["middle"] + result.turns["old"] > 0
+    assert "Retried: here is the answer" in result.path.read_text()
+
+
 def test_unpaired_tool_use_is_removed(tmp_path: Path) -> None:
     t = long_session(10)
     t.prompt("interrupted")

@@ -195,11 +195,13 @@ def render(
         rec = item.record
         parent = prev_uuid if item.chain and rec.uuid else renamed.get(rec.parent or "", rec.parent)
         # With its tool calls and results gone, an old turn's assistant messages would follow
-        # one another; the API wants roles to alternate, and Claude Code joins the lines of one
-        # message.id into one message, so they take the id of the first.
+        # one another, and Claude Code can write two in a row itself (an API error, then the
+        # answer); the API wants roles to alternate, and Claude Code joins the lines of one
+        # message.id into one message, so they take the id of the first. The recent band stays
+        # as the CLI wrote it.
         merge_into = (
             prev_mid
-            if item.band is Band.OLD
+            if item.band in (Band.OLD, Band.MIDDLE)
             and rec.type == "assistant"
             and prev_mid is not None
             and rec.message_id != prev_mid
