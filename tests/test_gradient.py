@@ -239,6 +239,17 @@ def test_two_answers_in_a_row_do_not_stop_the_rewrite_in_any_band(tmp_path: Path
     assert "Retried: here is the answer" in result.path.read_text()
 
 
+@pytest.mark.parametrize("new_id", ["../../elsewhere/x", "not a session", "x" * 300,
+                                    NEW.upper() + "\n"])
+def test_a_new_id_that_is_not_a_session_id_never_becomes_a_file_name(tmp_path: Path,
+                                                                      new_id: str) -> None:
+    src = long_session(10).write(tmp_path)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    with pytest.raises(RewriteError):
+        rewrite_session(src, new_id=new_id, settings=SMALL)
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
 def test_unpaired_tool_use_is_removed(tmp_path: Path) -> None:
     t = long_session(10)
     t.prompt("interrupted")

@@ -27,7 +27,7 @@ from liminal.harness.claude.gradient.validate import validate, validate_note
 from liminal.harness.claude.paths import SessionLocation, locate
 from liminal.harness.claude.records import dumps, loads, read_session
 from liminal.harness.claude.tokens import REWRITE_RECORD, total_chars
-from liminal.harness.files import RewriteError, write_atomically
+from liminal.harness.files import RewriteError, is_session_id, write_atomically
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
@@ -131,6 +131,8 @@ def _prepare(
     settings = settings or GradientSettings()
     location = source if isinstance(source, SessionLocation) else locate(source, env=env)
     new_id = new_id or str(uuidlib.uuid4())
+    if not is_session_id(new_id):  # it becomes the new file's name
+        raise RewriteError(f"{new_id!r} is not a session id")
     if new_id == location.session_id:
         raise RewriteError("the new session id must differ from the source's")
     session = read_session(
