@@ -183,3 +183,25 @@ def test_a_fork_does_not_take_the_threads_name(tmp_path: Path) -> None:
     assert prompts(fork.path) == prompts(src)
     assert "custom-title" not in state(fork.path) and "ai-title" not in state(fork.path)
     assert "agent-name" not in state(fork.path)
+
+
+def test_a_cut_starting_at_a_prompt_with_a_lone_surrogate_keeps_that_prompt(tmp_path: Path) -> None:
+    """JavaScript strings can hold half an emoji (a text cut in the middle of a pair), which
+    JSON.stringify writes as a lone ``\\ud83d`` escape; orjson refuses it. The cut's first
+    record is re-linked, and a line that could not be read was left with its old parent: the
+    prompt after the mark fell off the chain and out of the fork."""
+    t = Transcript()
+    for n in range(4):
+        t.turn(n)
+    src = t.write(tmp_path)
+    starts = turn_starts(src)
+    data = src.read_bytes()
+    line_end = data.index(b"\n", starts[2]) + 1
+    line = data[starts[2]:line_end]
+    assert b"request number 2" in line
+    data = data[:starts[2]] + line.replace(b"request number 2", b"request number 2 \\ud83d") \
+        + data[line_end:]
+    src.write_bytes(data)
+    target = src.with_name(f"{NEW}.jsonl")
+    write_cut([(src, starts[2], None)], target, NEW, GradientSettings())
+    assert [p.split()[:3] for p in prompts(target)] == [p.split()[:3] for p in prompts(src)[2:]]

@@ -68,17 +68,17 @@ def _linked(chunks: Sequence[bytes], drop: frozenset[str] = frozenset()) -> byte
         for line in chunk.splitlines(keepends=True):
             if not line.strip():
                 continue
-            try:
-                record = orjson.loads(line)
-            except orjson.JSONDecodeError:
+            try:  # the stdlib's reading too: orjson refuses a lone surrogate, which the CLI writes
+                record = loads(line)
+            except (ValueError, UnicodeDecodeError):
                 out.append(line)
                 continue
-            if isinstance(record, dict) and record.get("type") in drop and not record.get("uuid"):
+            if record.get("type") in drop and not record.get("uuid"):
                 continue
-            if isinstance(record, dict) and isinstance(record.get("uuid"), str):
+            if isinstance(record.get("uuid"), str):
                 if first:
                     record["parentUuid"] = last_uuid
-                    line = orjson.dumps(record) + b"\n"
+                    line = dumps(record)
                     first = False
                 last_uuid = record["uuid"]
             out.append(line if line.endswith(b"\n") else line + b"\n")
@@ -97,10 +97,10 @@ def _thread_state(files: Sequence[Path]) -> list[bytes]:
                 if not _STATE_TYPE.search(line):
                     continue  # most lines: no need to parse them
                 try:
-                    record = orjson.loads(line)
-                except orjson.JSONDecodeError:
+                    record = loads(line)
+                except (ValueError, UnicodeDecodeError):
                     continue
-                if (isinstance(record, dict) and record.get("type") in THREAD_STATE
+                if (record.get("type") in THREAD_STATE
                         and not record.get("uuid")):
                     latest[record["type"]] = (n, line if line.endswith(b"\n") else line + b"\n")
     return [line for _, line in sorted(latest.values())]
