@@ -67,6 +67,15 @@ def test_parse_line_keeps_usage_tool_ids_and_full_outputs() -> None:
     assert (junk.type, junk.raw, junk.id) == (None, b"{torn", f"{SID}@000000000007")
 
 
+def test_parse_line_reads_a_line_orjson_refuses() -> None:
+    """JavaScript writes half an emoji as a lone ``\\ud83d`` escape; orjson refuses the line.
+    Kept with no fields, the record had no uuid (recall through the store missed it) and no
+    text (search never found it)."""
+    raw = b'{"type":"user","uuid":"u9","message":{"role":"user","content":"half \\ud83d an emoji"}}'
+    r = parse_line(raw, SID, "t", 0)
+    assert (r.uuid, r.type, r.raw) == ("u9", "user", raw) and "an emoji" in r.text
+
+
 def test_model_calls_are_one_per_response_with_its_usage() -> None:
     """``bench/cost.py --store`` prices a recorded thread from these."""
     usage = {"input_tokens": 10, "cache_read_input_tokens": 12000, "cache_creation_input_tokens": 300,

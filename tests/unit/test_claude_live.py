@@ -93,3 +93,16 @@ def test_a_cancelled_turn_ends_where_claude_code_notes_the_interruption(tmp_path
     named = write(tmp_path / f"{sid}.jsonl", *lines)
     turns = build(read_session(locate(named))).turns
     assert len(turns) == 2 and turns[1].records[-1].is_interruption
+
+
+def test_lines_orjson_refuses_are_read_from_the_tail_too(tmp_path: Path) -> None:
+    """JavaScript writes half an emoji as a lone ``\\ud83d`` escape (a pasted text, a cut
+    output), which orjson refuses. Skipped, the prompt line made the turn look unfinished (the
+    swap and the commands waited on a turn that had ended), the answer line hid its usage."""
+    path = write(tmp_path / "s.jsonl", prompt("turn 1"), assistant(["text"]),
+                 prompt("turn 2 \ud83d"), assistant(["text"], usage=(1, 2, 3)))
+    assert b"\\ud83d" in path.read_bytes()
+    assert ends_a_turn(path, "turn 2")
+    path = write(tmp_path / "t.jsonl", prompt("turn 1"), assistant(["text"]), prompt("turn 2"),
+                 {**assistant(["text"], usage=(1, 2, 3)), "note": "\udc00"})
+    assert context_tokens(path) == 6

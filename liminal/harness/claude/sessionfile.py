@@ -23,6 +23,7 @@ import anyio
 import orjson
 
 from liminal import log
+from liminal.harness.claude.records import loads
 from liminal.store.base import Store
 from liminal.store.records import Batch, SessionRecord
 
@@ -56,9 +57,9 @@ def _text_of(content: Any, tool_ids: list[str]) -> Iterable[str]:
 def parse_line(raw: bytes, backing_id: str, thread_id: str | None, offset: int) -> SessionRecord:
     """One JSONL line as a record; a line that is not a JSON object is kept with no fields."""
     rid = SessionRecord.make_id(backing_id, offset)
-    try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError:
+    try:  # the stdlib's reading too: orjson refuses a lone surrogate, which the CLI writes
+        obj: Any = loads(raw)
+    except (ValueError, UnicodeDecodeError):
         obj = None
     if not isinstance(obj, dict):
         return SessionRecord(rid, backing_id, thread_id, offset, None, None, None, None, (), "",

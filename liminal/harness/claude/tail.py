@@ -22,10 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from liminal.harness.claude.paths import open_regular
-from liminal.harness.claude.records import INTERRUPTED
+from liminal.harness.claude.records import INTERRUPTED, loads
 from liminal.harness.files import HeldStill
 
 TAIL_BYTES = 512 * 1024
@@ -44,12 +42,11 @@ def _tail_records(path: Path, limit: int = TAIL_BYTES) -> Iterator[dict[str, Any
     for line in reversed(lines):
         if not line.strip():
             continue
-        try:
-            value = orjson.loads(line)
-        except orjson.JSONDecodeError:
+        try:  # the stdlib's reading too: orjson refuses a lone surrogate, which the CLI writes
+            value = loads(line)
+        except (ValueError, UnicodeDecodeError):
             continue
-        if isinstance(value, dict):
-            yield value
+        yield value
 
 
 REWRITE_RECORD = "liminal-rewrite"  # the first line of a file liminal's gradient wrote
@@ -89,8 +86,8 @@ def _first_record(path: Path) -> Any:
     with open_regular(path) as f:
         line = f.readline(TAIL_BYTES)
     try:
-        return orjson.loads(line)
-    except orjson.JSONDecodeError:
+        return loads(line)
+    except (ValueError, UnicodeDecodeError):
         return None
 
 
