@@ -205,3 +205,12 @@ def test_a_cut_starting_at_a_prompt_with_a_lone_surrogate_keeps_that_prompt(tmp_
     target = src.with_name(f"{NEW}.jsonl")
     write_cut([(src, starts[2], None)], target, NEW, GradientSettings())
     assert [p.split()[:3] for p in prompts(target)] == [p.split()[:3] for p in prompts(src)[2:]]
+
+
+def test_the_thread_state_a_cut_carries_is_never_joined_to_a_torn_last_line(tmp_path: Path) -> None:
+    src, _ = titled(tmp_path)
+    with src.open("ab") as f:
+        f.write(b'{"type":"assistant","mess')  # the CLI died mid-write
+    cut = ClaudeSessions(GradientSettings()).cut([(src, 0, None)], src, NEW, keeps_thread=True)
+    assert prompts(cut.path) == prompts(src)
+    assert state(cut.path)["custom-title"] == "the user's name"

@@ -205,7 +205,10 @@ def write_cut(parts: Sequence[tuple[Path, int, int | None]], target: Path, new_i
         raise ValueError("nothing to keep: the cut is empty")
     if thread is not None:
         files = list(dict.fromkeys([*(p for p, _, _ in parts), thread]))
-        data += b"".join(_thread_state(files))
+        state = b"".join(_thread_state(files))
+        if state and not data.endswith(b"\n"):
+            data += b"\n"  # a torn last line stays a line of its own, left out on reading
+        data += state
     with tempfile.TemporaryDirectory(prefix="liminal-cut-") as folder:
         if parts[0][1] > 0:  # the first file's first turn, and its context, are left out
             data = _with_context(data, parts, Path(folder))
