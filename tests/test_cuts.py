@@ -214,3 +214,18 @@ def test_the_thread_state_a_cut_carries_is_never_joined_to_a_torn_last_line(tmp_
     cut = ClaudeSessions(GradientSettings()).cut([(src, 0, None)], src, NEW, keeps_thread=True)
     assert prompts(cut.path) == prompts(src)
     assert state(cut.path)["custom-title"] == "the user's name"
+
+
+def test_a_part_that_ends_in_a_torn_line_does_not_swallow_the_next_parts_first_line(
+        tmp_path: Path) -> None:
+    """/fork MARK takes the rest of the mark's file, then what the CLI appended to each later
+    session of the thread. A file the CLI died writing ends in a torn line; the next part's
+    first line (the prompt after the move) was glued to it and lost with it."""
+    src = session(tmp_path)
+    starts = turn_starts(src)
+    first = src.read_bytes()[:starts[4]] + b'{"type":"assistant","mess'
+    older = src.with_name("7e57a11d-0000-4000-8000-0000000000d1.jsonl")
+    older.write_bytes(first)
+    write_cut([(older, starts[2], None), (src, starts[4], None)], src.with_name(f"{NEW}.jsonl"),
+              NEW, GradientSettings())
+    assert prompts(src.with_name(f"{NEW}.jsonl")) == prompts(src)[2:]

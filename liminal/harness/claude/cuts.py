@@ -71,7 +71,9 @@ def _linked(chunks: Sequence[bytes], drop: frozenset[str] = frozenset()) -> byte
             try:  # the stdlib's reading too: orjson refuses a lone surrogate, which the CLI writes
                 record = loads(line)
             except (ValueError, UnicodeDecodeError):
-                out.append(line)
+                # A torn last line of a part stays a line of its own (skipped on reading): the
+                # next part's first line must not join it.
+                out.append(line if line.endswith(b"\n") else line + b"\n")
                 continue
             if record.get("type") in drop and not record.get("uuid"):
                 continue
