@@ -170,16 +170,20 @@ def _coerce(name: str, kind: Any, value: Any) -> Any:
                 return False
             raise ValueError(value)
         if kind is int:
-            if isinstance(value, bool):
+            # A TOML float is a whole number only when it is one (150000.0); 1.9 is not cut to 1,
+            # and inf or nan is refused like any other value, not an OverflowError.
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
                 raise ValueError(value)
             return int(str(value).replace("_", "")) if isinstance(value, str) else int(value)
         if kind is float:
+            if isinstance(value, bool):  # ``kill_grace_seconds = true`` is not one second
+                raise ValueError(value)
             return float(value)
         if kind is Path:
             return Path(str(value)).expanduser()
         if kind is str:
             return str(value)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise ConfigError(f"{name} = {value!r} is not accepted: a value of type {kind.__name__}") from exc
     raise ConfigError(f"{name}: unsupported setting type {kind!r}")
 

@@ -215,3 +215,29 @@ def test_the_deploy_config_lists_every_setting_and_loads_as_the_defaults(tmp_pat
     tomllib.loads(text)
     loaded = config.load(env={"LIMINAL_HOME": str(tmp_path)}, config_file=deploy)
     assert loaded == config.load(env={"LIMINAL_HOME": str(tmp_path)})
+
+
+@pytest.mark.parametrize("line", [
+    "[swap]\nhigh_tokens = inf\n",        # TOML's infinity for a whole number of tokens
+    "[swap]\nhigh_tokens = 1e400\n",      # a float too large: infinity too
+    "[swap]\nevery_turns = nan\n",
+    "[gradient]\ntruncate_chars = 1.9\n",  # was silently cut to 1
+    "[store]\nqueue_frames = 2.5\n",
+    "[proxy]\nkill_grace_seconds = true\n",  # a boolean is not a number of seconds
+])
+def test_a_number_of_the_wrong_kind_in_the_file_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], line: str,
+) -> None:
+    from liminal.cli import main
+
+    (tmp_path / "config.toml").write_text(line)
+    monkeypatch.setenv("LIMINAL_HOME", str(tmp_path))
+    assert main(["config"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert line.split("\n")[1].split(" =")[0] in err
+
+
+def test_a_whole_float_is_a_whole_number(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text("[swap]\nhigh_tokens = 150000.0\n")
+    assert config.load(env={"LIMINAL_HOME": str(tmp_path)}).swap.high_tokens == 150_000
