@@ -58,6 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     module = modules[args.command]
+    if args.config is not None:  # handed on to the MCP server, which starts in another folder
+        args.config = args.config.expanduser().absolute()
     overrides = {"home": args.home, "log_level": args.log_level}
     if hasattr(module, "overrides"):
         overrides.update(module.overrides(args))

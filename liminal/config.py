@@ -225,7 +225,9 @@ def load(
     known = set(setting_names())
 
     home_raw = (overrides or {}).get("home") or env.get("LIMINAL_HOME") or "~/.liminal"
-    home = Path(str(home_raw)).expanduser()
+    # Absolute: the home is handed on to processes that start elsewhere (the MCP server runs in
+    # the session's folder), where a relative one would name another place.
+    home = Path(str(home_raw)).expanduser().absolute()
     path = config_file or home / "config.toml"
     if config_file is not None and not config_file.is_file():
         raise ConfigError(f"--config {config_file}: no such file")
@@ -291,8 +293,8 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "proxy.kill_grace_seconds": (lambda v: 0 < v <= 3600, "seconds, more than 0 and at most 3600"),
     "store.queue_frames": (lambda v: v >= 1, "a number of frames, 1 or more"),
     "store.indexer": (lambda v: v in ("worker", "inline"), "worker or inline"),
-    "store.url": (lambda v: _scheme(v) in _URL_SCHEMES["store.url"],
-                  "empty (SQLite in the home), sqlite:///path or mongodb://host/db"),
+    "store.url": (lambda v: _scheme(v) in _URL_SCHEMES["store.url"] and _sqlite_file_ok(v),
+                  "empty (SQLite in the home), sqlite:///absolute/path or mongodb://host/db"),
     "cache.url": (lambda v: _scheme(v) in _URL_SCHEMES["cache.url"],
                   "empty (files in the home) or redis://host:port/db"),
     "cache.ttl_seconds": (lambda v: v >= 1, "seconds, 1 or more"),
@@ -327,6 +329,16 @@ def _host_port(text: str) -> tuple[str, int] | None:
     if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
         return None
     return host.strip("[]"), int(port)
+
+
+def _sqlite_file_ok(url: str) -> bool:
+    """A ``sqlite://`` URL names a file by its absolute path (``~`` allowed): a relative one is
+    another file for every process started in another folder (the MCP server, in the
+    session's)."""
+    if _scheme(url) != "sqlite":
+        return True
+    rest = url.partition("://")[2]
+    return bool(rest) and not rest.endswith("/") and Path(rest).expanduser().is_absolute()
 
 
 def _scheme(url: str) -> str:

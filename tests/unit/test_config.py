@@ -241,3 +241,19 @@ def test_a_number_of_the_wrong_kind_in_the_file_is_refused_in_one_line(
 def test_a_whole_float_is_a_whole_number(tmp_path: Path) -> None:
     (tmp_path / "config.toml").write_text("[swap]\nhigh_tokens = 150000.0\n")
     assert config.load(env={"LIMINAL_HOME": str(tmp_path)}).swap.high_tokens == 150_000
+
+
+def test_a_relative_home_is_where_liminal_started(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert config.load(env={"LIMINAL_HOME": "rel"}).home == tmp_path / "rel"
+    assert config.load({"home": Path("other")}, env={}).home == tmp_path / "other"
+
+
+@pytest.mark.parametrize("url", ["sqlite://liminal.db", "sqlite://", "sqlite:///"])
+def test_a_sqlite_store_is_an_absolute_file(tmp_path: Path, url: str) -> None:
+    """A relative one would be another file for the MCP server, which the agent starts in the
+    session's folder (and for every command run elsewhere)."""
+    with pytest.raises(config.ConfigError, match=r"store\.url"):
+        config.load(env={"LIMINAL_HOME": str(tmp_path), "LIMINAL_STORE_URL": url})
+    assert config.load(env={"LIMINAL_HOME": str(tmp_path),
+                            "LIMINAL_STORE_URL": f"sqlite://{tmp_path}/x.db"}).store.url
