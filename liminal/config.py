@@ -351,12 +351,28 @@ def value_of(settings: Settings, dotted: str) -> Any:
     return getattr(holder, key)
 
 
+def _home_problem(home: Path) -> str | None:
+    """Why ``home`` can never be liminal's folder (a file is there or on the way), or None."""
+    for path in (home, *home.parents):
+        if path.is_dir():
+            return None
+        if path.is_symlink():
+            return f"{path} is a link to nothing"
+        if os.path.lexists(path):
+            return f"{path} is a file"
+    return None
+
+
 def validate(settings: Settings) -> None:
     """Refuse any value a setting does not accept, naming the setting, the value and what is."""
     for dotted, (accepts, accepted) in _RULES.items():
         value = value_of(settings, dotted)
         if not accepts(value):
             raise ConfigError(f"{dotted} = {value!r} is not accepted: {accepted}")
+    problem = _home_problem(settings.home)
+    if problem:
+        raise ConfigError(f"home = {str(settings.home)!r} (LIMINAL_HOME, --home) is not accepted: "
+                          f"a folder, or a path where one can be made ({problem})")
     high, target = settings.swap.high_tokens, settings.swap.target_tokens
     if high is not None and target is not None and target >= high:
         raise ConfigError(

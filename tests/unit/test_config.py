@@ -257,3 +257,22 @@ def test_a_sqlite_store_is_an_absolute_file(tmp_path: Path, url: str) -> None:
         config.load(env={"LIMINAL_HOME": str(tmp_path), "LIMINAL_STORE_URL": url})
     assert config.load(env={"LIMINAL_HOME": str(tmp_path),
                             "LIMINAL_STORE_URL": f"sqlite://{tmp_path}/x.db"}).store.url
+
+
+@pytest.mark.parametrize("kind", ["file", "under a file", "dangling link"])
+@pytest.mark.parametrize("argv", [["threads"], ["swaps"], ["acp", "--", "true"]])
+def test_a_home_that_cannot_be_a_folder_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    kind: str, argv: list[str],
+) -> None:
+    from liminal.cli import main
+
+    (tmp_path / "a-file").write_text("x")
+    home = {"file": tmp_path / "a-file", "under a file": tmp_path / "a-file" / "home",
+            "dangling link": tmp_path / "link"}[kind]
+    if kind == "dangling link":
+        home.symlink_to(tmp_path / "nowhere" / "home")
+    monkeypatch.setenv("LIMINAL_HOME", str(home))
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "home" in err and "folder" in err, err
