@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import NoReturn
 
 from liminal import __version__, config, log, private
 
@@ -33,8 +34,16 @@ def _command_modules() -> dict[str, ModuleType]:
     return modules
 
 
+class Parser(argparse.ArgumentParser):
+    """A command line that is not understood is one line on stderr and exit 2, like a bad setting
+    (argparse's own prints the whole usage first). Its sub-commands' parsers are of this class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser(modules: dict[str, ModuleType]) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="liminal",
         description="A context manager for coding-agent CLIs that speak ACP.",
     )

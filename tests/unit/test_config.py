@@ -276,3 +276,40 @@ def test_a_home_that_cannot_be_a_folder_is_refused_in_one_line(
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "home" in err and "folder" in err, err
+
+
+@pytest.mark.parametrize("argv", [
+    ["frob"],                                      # no such command
+    ["--home"],                                    # a flag without its value
+    ["acp", "--swap-high-tokens"],
+    ["threads", "--limit", "abc"],
+    ["threads", "--limit", "-1"],                  # listed "no threads yet" with threads there
+    ["threads", "--limit", "0"],
+    ["search", "x", "--limit", "99999999999999999999"],  # an OverflowError traceback from SQLite
+    ["search", "x", "--limit", "-5"],
+    ["inspect", "x", "--largest", "-1"],
+])
+def test_a_bad_command_line_is_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+) -> None:
+    from liminal.cli import main
+    from liminal.store.records import Batch, ThreadUpdate
+    from liminal.store.sqlite import SqliteStore
+
+    async def one_thread() -> None:
+        store = await SqliteStore.open(tmp_path / "liminal.db")
+        await store.write(Batch(threads=[ThreadUpdate("t1", 1.0, title="one")]))
+        await store.aclose()
+
+    import anyio
+
+    anyio.run(one_thread)
+    monkeypatch.setenv("LIMINAL_HOME", str(tmp_path))
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code  # type: ignore[assignment]
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
