@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import anyio
@@ -171,3 +172,16 @@ def test_a_deleted_threads_lock_is_never_held_by_two(home: Path, monkeypatch: py
     if fd is not None:
         os.close(fd)
     anyio.run(later.release_all)
+
+
+@pytest.mark.parametrize("argv", [["threads", "delete", "", "--yes"], ["threads", "archive", " "],
+                                  ["threads", "rename", "", "New", "title"], ["history", ""]])
+def test_an_empty_thread_names_no_thread(home: Path, capsys: pytest.CaptureFixture[str],
+                                         argv: list[str]) -> None:
+    """An empty THREAD (``liminal threads delete "$T" --yes`` with T unset) is a prefix of every
+    id: with one thread in the store it named that one, and deleted it."""
+    assert cli.main(argv) == 1
+    assert re.search("no (single )?thread", capsys.readouterr().err)
+    assert cli.main(["threads", "--json"]) == 0
+    [t] = orjson.loads(capsys.readouterr().out)
+    assert (t["id"], t["title"], t["state"]) == ("sess-1", "Refactor the flux capacitor module", "active")
