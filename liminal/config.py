@@ -155,6 +155,14 @@ class Settings:
         return self.home / "swaps.jsonl"
 
 
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _coerce(name: str, kind: Any, value: Any) -> Any:
     """Turn a TOML or environment value into the declared type of a setting."""
     if isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union:
@@ -229,6 +237,8 @@ def load(
     # the session's folder), where a relative one would name another place.
     home = Path(str(home_raw)).expanduser().absolute()
     path = config_file or home / "config.toml"
+    if config_file is not None and not _is_utf8(str(config_file)):
+        raise ConfigError(f"--config {config_file!r}: the path is not UTF-8")
     if config_file is not None and not config_file.is_file():
         raise ConfigError(f"--config {config_file}: no such file")
     if path.is_file():
@@ -264,6 +274,17 @@ def load(
         _apply(merged, dotted, value)
         origin[dotted] = "flag"
     _apply(merged, "home", home)
+    home_from = "flag --home" if (overrides or {}).get("home") else "env LIMINAL_HOME"
+    # Bytes that are not UTF-8 (read as surrogates) cannot be written as JSON, and liminal
+    # writes its settings in JSON: to the agent (the MCP server's arguments), to the log, and
+    # in ``liminal config --json``.
+    for section, values in merged.items():
+        for key, raw in values.items():
+            if isinstance(raw, str | Path) and not _is_utf8(str(raw)):
+                dotted = f"{section}.{key}" if section else key
+                where = home_from if dotted == "home" else origin.get(dotted, "?")
+                raise ConfigError(f"{dotted} = {str(raw)!r} ({where}) is not "
+                                  "accepted: it is not UTF-8")
 
     top: dict[str, Any] = {}
     for name, kind in _fields(Settings).items():

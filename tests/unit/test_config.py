@@ -313,3 +313,33 @@ def test_a_bad_command_line_is_one_line_and_exit_2(
     out, err = capsys.readouterr()
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("where", ["LIMINAL_HOME", "LIMINAL_STORE_URL", "LIMINAL_SERVE_ORIGINS",
+                                   "--home", "--config"])
+def test_a_setting_that_is_not_utf8_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], where: str,
+) -> None:
+    """Bytes that are not UTF-8 in a variable or a flag (Python reads them as surrogates) cannot
+    be written as JSON: `liminal config --json` crashed, and liminal acp could not add its MCP
+    server (whose arguments name the home) to any session."""
+    from liminal.cli import main
+
+    bad = str(tmp_path) + "/x\udcff"
+    Path(bad).mkdir()
+    monkeypatch.setenv("LIMINAL_HOME", str(tmp_path))
+    argv = ["config", "--json"]
+    if where == "LIMINAL_STORE_URL":
+        monkeypatch.setenv(where, "mongodb://h\udcff/db")
+    elif where == "LIMINAL_SERVE_ORIGINS":
+        monkeypatch.setenv(where, "http://h\udcff")
+    elif where.startswith("LIMINAL_"):
+        monkeypatch.setenv(where, bad)
+    elif where == "--home":
+        argv = ["--home", bad, *argv]
+    else:
+        (Path(bad) / "c.toml").write_text("")
+        argv = ["--config", bad + "/c.toml", *argv]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1 and "UTF-8" in err, err
