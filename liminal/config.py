@@ -17,6 +17,7 @@ import os
 import tomllib
 import types
 import typing
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -316,7 +317,7 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "store.indexer": (lambda v: v in ("worker", "inline"), "worker or inline"),
     "store.url": (lambda v: _scheme(v) in _URL_SCHEMES["store.url"] and _sqlite_file_ok(v),
                   "empty (SQLite in the home), sqlite:///absolute/path or mongodb://host/db"),
-    "cache.url": (lambda v: _scheme(v) in _URL_SCHEMES["cache.url"],
+    "cache.url": (lambda v: _scheme(v) in _URL_SCHEMES["cache.url"] and _port_ok(v),
                   "empty (files in the home) or redis://host:port/db"),
     "cache.ttl_seconds": (lambda v: v >= 1, "seconds, 1 or more"),
     "gradient.target_tokens": (lambda v: v >= 1000, "tokens, 1000 or more"),
@@ -360,6 +361,17 @@ def _sqlite_file_ok(url: str) -> bool:
         return True
     rest = url.partition("://")[2]
     return bool(rest) and not rest.endswith("/") and Path(rest).expanduser().is_absolute()
+
+
+def _port_ok(url: str) -> bool:
+    """A network URL's host and port parse (what the Redis client refuses at every use)."""
+    if _scheme(url) in ("", "unix"):
+        return True
+    try:
+        urllib.parse.urlsplit(url).port  # noqa: B018 (a property that raises)
+    except ValueError:
+        return False
+    return True
 
 
 def _scheme(url: str) -> str:

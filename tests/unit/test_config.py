@@ -62,6 +62,10 @@ BAD_VALUES = [
     ("LIMINAL_STORE_URL", "postgres://localhost/x", "store.url"),
     ("LIMINAL_STORE_URL", "just-a-name", "store.url"),
     ("LIMINAL_CACHE_URL", "memcached://x", "cache.url"),
+    # Accepted before, then refused by the Redis client at each use (a warning, no shared locks).
+    ("LIMINAL_CACHE_URL", "redis://h:abc/0", "cache.url"),
+    ("LIMINAL_CACHE_URL", "redis://h:99999/0", "cache.url"),
+    ("LIMINAL_CACHE_URL", "rediss://[::1/0", "cache.url"),
     ("LIMINAL_CACHE_TTL_SECONDS", "-1", "cache.ttl_seconds"),
     ("LIMINAL_GRADIENT_TARGET_TOKENS", "0", "gradient.target_tokens"),
     ("LIMINAL_GRADIENT_RECENT_TOKENS", "-1", "gradient.recent_tokens"),
