@@ -11,6 +11,7 @@ import pytest
 
 from liminal import cli
 from liminal.ingest.indexer import Indexer
+from liminal.store.base import StoreError
 from liminal.store.sqlite import SqliteStore
 from tests.store.conftest import conversation, event
 
@@ -185,3 +186,32 @@ def test_an_empty_thread_names_no_thread(home: Path, capsys: pytest.CaptureFixtu
     assert cli.main(["threads", "--json"]) == 0
     [t] = orjson.loads(capsys.readouterr().out)
     assert (t["id"], t["title"], t["state"]) == ("sess-1", "Refactor the flux capacitor module", "active")
+
+
+@pytest.mark.parametrize("kind", ["a folder", "under a file", "a FIFO"])
+def test_a_sqlite_store_path_that_cannot_be_a_database_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], kind: str,
+) -> None:
+    """An OSError opening the file escaped as itself (a traceback from every reader; the index
+    worker died at each start), and a FIFO hung liminal for good on its open."""
+    import os
+
+    target = {"a folder": tmp_path / "db", "under a file": tmp_path / "f" / "x.db",
+              "a FIFO": tmp_path / "fifo"}[kind]
+    if kind == "a folder":
+        target.mkdir()
+    elif kind == "under a file":
+        target.parent.write_text("x")
+    else:
+        os.mkfifo(target)
+    monkeypatch.setenv("LIMINAL_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LIMINAL_STORE_URL", f"sqlite://{target}")
+    assert cli.main(["search", "x"]) == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+    async def create() -> None:
+        with anyio.fail_after(10), pytest.raises(StoreError):
+            await SqliteStore.open(target, create=True)
+
+    anyio.run(create)
