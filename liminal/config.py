@@ -249,6 +249,8 @@ def load(
             raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"{path}: {exc}") from exc
+        except RecursionError as exc:
+            raise ConfigError(f"{path}: nested too deeply to read") from exc
         for key, value in data.items():
             if isinstance(value, dict):
                 for sub, subvalue in value.items():

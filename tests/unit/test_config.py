@@ -117,6 +117,7 @@ def test_sources_say_where_each_setting_came_from(tmp_path: Path) -> None:
     (["threads"], {"LIMINAL_STORE_URL": "postgres://x/y"}),
     (["--config", "/nonexistent/liminal.toml", "threads"], {}),
     (["threads"], {"NOT_UTF8": "1"}),
+    (["threads"], {"DEEP": "1"}),  # nested past Python's recursion limit: a RecursionError
 ])
 def test_bad_configuration_is_one_line_and_exit_2(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
@@ -127,6 +128,8 @@ def test_bad_configuration_is_one_line_and_exit_2(
     monkeypatch.setenv("LIMINAL_HOME", str(tmp_path))
     if env.pop("NOT_UTF8", None):
         (tmp_path / "config.toml").write_bytes(b"log_level = '\xff'\n")
+    if env.pop("DEEP", None):
+        (tmp_path / "config.toml").write_text("x = " + "[" * 50_000 + "]" * 50_000 + "\n")
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     assert main(argv) == 2
