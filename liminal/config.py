@@ -258,6 +258,9 @@ def load(
                         raise ConfigError(f"{path}: unknown setting {key}.{sub}")
                     _apply(merged, f"{key}.{sub}", subvalue)
                     origin[f"{key}.{sub}"] = f"file {path}"
+            elif key == "home":
+                raise ConfigError(f"{path}: home cannot be set in a config file (the file is found "
+                                  "through it): use LIMINAL_HOME or --home")
             elif key in known:
                 _apply(merged, key, value)
                 origin[key] = f"file {path}"

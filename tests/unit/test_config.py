@@ -350,3 +350,15 @@ def test_a_setting_that_is_not_utf8_is_refused_in_one_line(
     assert main(argv) == 2
     out, err = capsys.readouterr()
     assert out == "" and len(err.strip().splitlines()) == 1 and "UTF-8" in err, err
+
+
+def test_home_in_a_config_file_is_refused_not_ignored(tmp_path: Path) -> None:
+    """The file is found through the home, so a home set in it was accepted and silently
+    ignored: everything went on being written where the user had asked it not to be."""
+    (tmp_path / "config.toml").write_text(f'home = "{tmp_path / "elsewhere"}"\n')
+    with pytest.raises(config.ConfigError, match=r"home.*LIMINAL_HOME or --home"):
+        config.load(env={"LIMINAL_HOME": str(tmp_path)})
+    other = tmp_path / "other.toml"
+    other.write_text(f'home = "{tmp_path / "elsewhere"}"\n')
+    with pytest.raises(config.ConfigError, match=r"home.*LIMINAL_HOME or --home"):
+        config.load(env={"LIMINAL_HOME": str(tmp_path)}, config_file=other)
