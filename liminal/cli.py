@@ -42,6 +42,13 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
+def _path(text: str) -> Path:
+    """A path flag's value: never empty (an unset variable), which Path would take for "."."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path is not accepted")
+    return Path(text)
+
+
 def build_parser(modules: dict[str, ModuleType]) -> argparse.ArgumentParser:
     parser = Parser(
         prog="liminal",
@@ -49,8 +56,8 @@ def build_parser(modules: dict[str, ModuleType]) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"liminal {__version__}")
     parser.add_argument("--log-level", help="debug, info, warning, error (default: info)")
-    parser.add_argument("--home", type=Path, help="liminal's home folder (default: ~/.liminal)")
-    parser.add_argument("--config", type=Path, help="config file (default: HOME/config.toml)")
+    parser.add_argument("--home", type=_path, help="liminal's home folder (default: ~/.liminal)")
+    parser.add_argument("--config", type=_path, help="config file (default: HOME/config.toml)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module in modules.items():
         command = sub.add_parser(name, help=module.HELP, description=module.HELP)

@@ -362,3 +362,24 @@ def test_home_in_a_config_file_is_refused_not_ignored(tmp_path: Path) -> None:
     other.write_text(f'home = "{tmp_path / "elsewhere"}"\n')
     with pytest.raises(config.ConfigError, match=r"home.*LIMINAL_HOME or --home"):
         config.load(env={"LIMINAL_HOME": str(tmp_path)}, config_file=other)
+
+
+@pytest.mark.parametrize("flag", ["--home", "--config"])
+def test_an_empty_home_or_config_flag_is_refused_not_the_current_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], flag: str,
+) -> None:
+    """``--home "$DIR"`` with DIR unset made the current folder liminal's home (Path("") is
+    "."): its files were written there, and the folder, the user's project, was made 0700."""
+    from liminal.cli import main
+
+    folder = tmp_path / "project"
+    folder.mkdir()
+    folder.chmod(0o755)
+    monkeypatch.chdir(folder)
+    monkeypatch.setenv("LIMINAL_HOME", str(tmp_path / "home"))
+    with pytest.raises(SystemExit) as exited:
+        main([flag, "", "swaps"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and flag in err, err
+    assert (folder.stat().st_mode & 0o777) == 0o755 and list(folder.iterdir()) == []
