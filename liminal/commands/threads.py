@@ -81,7 +81,8 @@ def _change(args: argparse.Namespace, settings: Settings) -> int:
     from liminal.store.records import Batch, ThreadUpdate
 
     need = 2 if args.action == "rename" else 1
-    if len(args.args) < need or (args.action != "rename" and len(args.args) > 1):
+    blank = args.action == "rename" and not " ".join(args.args[1:]).strip()  # changes nothing
+    if len(args.args) < need or blank or (args.action != "rename" and len(args.args) > 1):
         usage = "THREAD TITLE..." if args.action == "rename" else "THREAD"
         print(f"liminal threads {args.action}: give {usage}", file=sys.stderr)
         return 2

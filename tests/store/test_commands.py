@@ -215,3 +215,10 @@ def test_a_sqlite_store_path_that_cannot_be_a_database_is_one_line(
             await SqliteStore.open(target, create=True)
 
     anyio.run(create)
+
+
+def test_a_blank_title_is_refused_not_reported_as_done(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """It changed nothing (a blank title never replaces one) while saying 'renamed thread ...: '."""
+    assert cli.main(["threads", "rename", "sess", "  ", "\t"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "TITLE" in err
