@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import NoReturn
 
 from liminal import __version__, config, log, private
 
@@ -33,15 +34,30 @@ def _command_modules() -> dict[str, ModuleType]:
     return modules
 
 
+class Parser(argparse.ArgumentParser):
+    """A command line that is not understood is one line on stderr and exit 2, like a bad setting
+    (argparse's own prints the whole usage first). Its sub-commands' parsers are of this class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _path(text: str) -> Path:
+    """A path flag's value: never empty (an unset variable), which Path would take for "."."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path is not accepted")
+    return Path(text)
+
+
 def build_parser(modules: dict[str, ModuleType]) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="liminal",
         description="A context manager for coding-agent CLIs that speak ACP.",
     )
     parser.add_argument("--version", action="version", version=f"liminal {__version__}")
     parser.add_argument("--log-level", help="debug, info, warning, error (default: info)")
-    parser.add_argument("--home", type=Path, help="liminal's home folder (default: ~/.liminal)")
-    parser.add_argument("--config", type=Path, help="config file (default: HOME/config.toml)")
+    parser.add_argument("--home", type=_path, help="liminal's home folder (default: ~/.liminal)")
+    parser.add_argument("--config", type=_path, help="config file (default: HOME/config.toml)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module in modules.items():
         command = sub.add_parser(name, help=module.HELP, description=module.HELP)
@@ -58,6 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     module = modules[args.command]
+    if args.config is not None:  # handed on to the MCP server, which starts in another folder
+        args.config = args.config.expanduser().absolute()
     overrides = {"home": args.home, "log_level": args.log_level}
     if hasattr(module, "overrides"):
         overrides.update(module.overrides(args))

@@ -17,6 +17,7 @@ import os
 import tomllib
 import types
 import typing
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,6 +156,14 @@ class Settings:
         return self.home / "swaps.jsonl"
 
 
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _coerce(name: str, kind: Any, value: Any) -> Any:
     """Turn a TOML or environment value into the declared type of a setting."""
     if isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union:
@@ -170,16 +179,20 @@ def _coerce(name: str, kind: Any, value: Any) -> Any:
                 return False
             raise ValueError(value)
         if kind is int:
-            if isinstance(value, bool):
+            # A TOML float is a whole number only when it is one (150000.0); 1.9 is not cut to 1,
+            # and inf or nan is refused like any other value, not an OverflowError.
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
                 raise ValueError(value)
             return int(str(value).replace("_", "")) if isinstance(value, str) else int(value)
         if kind is float:
+            if isinstance(value, bool):  # ``kill_grace_seconds = true`` is not one second
+                raise ValueError(value)
             return float(value)
         if kind is Path:
             return Path(str(value)).expanduser()
         if kind is str:
             return str(value)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise ConfigError(f"{name} = {value!r} is not accepted: a value of type {kind.__name__}") from exc
     raise ConfigError(f"{name}: unsupported setting type {kind!r}")
 
@@ -221,8 +234,12 @@ def load(
     known = set(setting_names())
 
     home_raw = (overrides or {}).get("home") or env.get("LIMINAL_HOME") or "~/.liminal"
-    home = Path(str(home_raw)).expanduser()
+    # Absolute: the home is handed on to processes that start elsewhere (the MCP server runs in
+    # the session's folder), where a relative one would name another place.
+    home = Path(str(home_raw)).expanduser().absolute()
     path = config_file or home / "config.toml"
+    if config_file is not None and not _is_utf8(str(config_file)):
+        raise ConfigError(f"--config {config_file!r}: the path is not UTF-8")
     if config_file is not None and not config_file.is_file():
         raise ConfigError(f"--config {config_file}: no such file")
     if path.is_file():
@@ -232,6 +249,8 @@ def load(
             raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"{path}: {exc}") from exc
+        except RecursionError as exc:
+            raise ConfigError(f"{path}: nested too deeply to read") from exc
         for key, value in data.items():
             if isinstance(value, dict):
                 for sub, subvalue in value.items():
@@ -239,6 +258,9 @@ def load(
                         raise ConfigError(f"{path}: unknown setting {key}.{sub}")
                     _apply(merged, f"{key}.{sub}", subvalue)
                     origin[f"{key}.{sub}"] = f"file {path}"
+            elif key == "home":
+                raise ConfigError(f"{path}: home cannot be set in a config file (the file is found "
+                                  "through it): use LIMINAL_HOME or --home")
             elif key in known:
                 _apply(merged, key, value)
                 origin[key] = f"file {path}"
@@ -258,6 +280,17 @@ def load(
         _apply(merged, dotted, value)
         origin[dotted] = "flag"
     _apply(merged, "home", home)
+    home_from = "flag --home" if (overrides or {}).get("home") else "env LIMINAL_HOME"
+    # Bytes that are not UTF-8 (read as surrogates) cannot be written as JSON, and liminal
+    # writes its settings in JSON: to the agent (the MCP server's arguments), to the log, and
+    # in ``liminal config --json``.
+    for section, values in merged.items():
+        for key, raw in values.items():
+            if isinstance(raw, str | Path) and not _is_utf8(str(raw)):
+                dotted = f"{section}.{key}" if section else key
+                where = home_from if dotted == "home" else origin.get(dotted, "?")
+                raise ConfigError(f"{dotted} = {str(raw)!r} ({where}) is not "
+                                  "accepted: it is not UTF-8")
 
     top: dict[str, Any] = {}
     for name, kind in _fields(Settings).items():
@@ -287,9 +320,9 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "proxy.kill_grace_seconds": (lambda v: 0 < v <= 3600, "seconds, more than 0 and at most 3600"),
     "store.queue_frames": (lambda v: v >= 1, "a number of frames, 1 or more"),
     "store.indexer": (lambda v: v in ("worker", "inline"), "worker or inline"),
-    "store.url": (lambda v: _scheme(v) in _URL_SCHEMES["store.url"],
-                  "empty (SQLite in the home), sqlite:///path or mongodb://host/db"),
-    "cache.url": (lambda v: _scheme(v) in _URL_SCHEMES["cache.url"],
+    "store.url": (lambda v: _scheme(v) in _URL_SCHEMES["store.url"] and _sqlite_file_ok(v),
+                  "empty (SQLite in the home), sqlite:///absolute/path or mongodb://host/db"),
+    "cache.url": (lambda v: _scheme(v) in _URL_SCHEMES["cache.url"] and _port_ok(v),
                   "empty (files in the home) or redis://host:port/db"),
     "cache.ttl_seconds": (lambda v: v >= 1, "seconds, 1 or more"),
     "gradient.target_tokens": (lambda v: v >= 1000, "tokens, 1000 or more"),
@@ -325,6 +358,27 @@ def _host_port(text: str) -> tuple[str, int] | None:
     return host.strip("[]"), int(port)
 
 
+def _sqlite_file_ok(url: str) -> bool:
+    """A ``sqlite://`` URL names a file by its absolute path (``~`` allowed): a relative one is
+    another file for every process started in another folder (the MCP server, in the
+    session's)."""
+    if _scheme(url) != "sqlite":
+        return True
+    rest = url.partition("://")[2]
+    return bool(rest) and not rest.endswith("/") and Path(rest).expanduser().is_absolute()
+
+
+def _port_ok(url: str) -> bool:
+    """A network URL's host and port parse (what the Redis client refuses at every use)."""
+    if _scheme(url) in ("", "unix"):
+        return True
+    try:
+        urllib.parse.urlsplit(url).port  # noqa: B018 (a property that raises)
+    except ValueError:
+        return False
+    return True
+
+
 def _scheme(url: str) -> str:
     return url.partition("://")[0].lower() if "://" in url else ("" if not url else "?")
 
@@ -335,12 +389,28 @@ def value_of(settings: Settings, dotted: str) -> Any:
     return getattr(holder, key)
 
 
+def _home_problem(home: Path) -> str | None:
+    """Why ``home`` can never be liminal's folder (a file is there or on the way), or None."""
+    for path in (home, *home.parents):
+        if path.is_dir():
+            return None
+        if path.is_symlink():
+            return f"{path} is a link to nothing"
+        if os.path.lexists(path):
+            return f"{path} is a file"
+    return None
+
+
 def validate(settings: Settings) -> None:
     """Refuse any value a setting does not accept, naming the setting, the value and what is."""
     for dotted, (accepts, accepted) in _RULES.items():
         value = value_of(settings, dotted)
         if not accepts(value):
             raise ConfigError(f"{dotted} = {value!r} is not accepted: {accepted}")
+    problem = _home_problem(settings.home)
+    if problem:
+        raise ConfigError(f"home = {str(settings.home)!r} (LIMINAL_HOME, --home) is not accepted: "
+                          f"a folder, or a path where one can be made ({problem})")
     high, target = settings.swap.high_tokens, settings.swap.target_tokens
     if high is not None and target is not None and target >= high:
         raise ConfigError(

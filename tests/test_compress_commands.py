@@ -116,3 +116,16 @@ def test_progress_shows_only_for_long_files(capsys: pytest.CaptureFixture[str]) 
     big.close()
     err = capsys.readouterr().err
     assert "read:  50%" in err and "write: 100%" in err and err.endswith("\x1b[K")
+
+
+@pytest.mark.parametrize("new_id", ["../../x", "a/b", "x" * 300])
+def test_a_new_id_that_is_not_a_session_id_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], new_id: str,
+) -> None:
+    """Refused for a Codex rollout, a traceback (ValueError, or an OSError for a long name) for
+    a Claude Code session."""
+    src = session_file(tmp_path)
+    assert main(["compress", SID, "--new-id", new_id]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--new-id" in err, err
+    assert [p.name for p in src.parent.iterdir()] == [src.name]

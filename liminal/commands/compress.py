@@ -53,11 +53,15 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from liminal.harness.claude.conversation import ConversationError
     from liminal.harness.claude.gradient.rewrite import rewrite_session
     from liminal.harness.claude.gradient.validate import ValidationError
-    from liminal.harness.claude.paths import SessionNotFound, locate
+    from liminal.harness.claude.paths import SessionNotFound, is_session_id, locate
     from liminal.harness.claude.records import SessionFormatError
     from liminal.harness.codex import report as codex
     from liminal.harness.files import RewriteError
 
+    # It names the file written (both CLIs): checked before it becomes a path.
+    if args.new_id is not None and not is_session_id(args.new_id):
+        print(f"liminal compress: --new-id {args.new_id!r} is not a session id", file=sys.stderr)
+        return 2
     rollout = codex.detect(args.session)
     if rollout is not None:
         return _codex(rollout, args, settings)
@@ -74,7 +78,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     except (SessionNotFound, SessionFormatError, ConversationError) as exc:
         print(f"liminal compress: {exc}", file=sys.stderr)
         return 1
-    except (ValidationError, RewriteError) as exc:
+    except (ValidationError, RewriteError, OSError) as exc:
         print(f"liminal compress: {exc}; nothing written", file=sys.stderr)
         return 1
     finally:
@@ -103,14 +107,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 def _codex(path: Path, args: argparse.Namespace, settings: Settings) -> int:
     import orjson
 
-    from liminal.harness.claude.paths import is_session_id
     from liminal.harness.codex import report as codex
     from liminal.harness.codex.rollout import RolloutError
     from liminal.harness.files import RewriteError
 
-    if args.new_id is not None and not is_session_id(args.new_id):
-        print(f"liminal compress: --new-id {args.new_id!r} is not a session id", file=sys.stderr)
-        return 2
     try:
         result = codex.compress(path, settings.gradient, args.new_id, args.dry_run)
     except (RolloutError, RewriteError, OSError) as exc:

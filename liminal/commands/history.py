@@ -20,7 +20,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def resolve(store: Any, prefix: str) -> str | list[str]:
-    """The thread id ``prefix`` names, or the candidates when it names none or several."""
+    """The thread id ``prefix`` names, or the candidates when it names none or several. An empty
+    one names none: it is a prefix of every id (``liminal threads delete "$T" --yes`` with T
+    unset would take the store's only thread)."""
+    if not prefix.strip():
+        return []
     if await store.thread(prefix) is not None:
         return prefix
     matches = [s.thread.id for s in await store.threads(limit=100_000)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from liminal.commands._args import count
 from liminal.config import Settings
 
 HELP = "show a Claude Code or Codex session: records, turns, tools, context, tokens by band"
@@ -14,7 +15,7 @@ HELP = "show a Claude Code or Codex session: records, turns, tools, context, tok
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("session", help="session id or path to its .jsonl file")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--largest", type=int, default=10, help="how many of the largest items")
+    parser.add_argument("--largest", type=count(0), default=10, help="how many of the largest items")
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

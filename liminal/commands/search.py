@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from liminal.commands._args import count
 from liminal.config import Settings
 
 HELP = "full-text search across every thread's history, best match first"
@@ -13,7 +14,7 @@ HELP = "full-text search across every thread's history, best match first"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("query", nargs="+", help="words that must all appear")
     parser.add_argument("--thread", help="only this thread")
-    parser.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
+    parser.add_argument("--limit", type=count(), default=20, help="at most this many (default 20)")
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 

@@ -47,7 +47,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             return 2
         print(f"liminal serve: WARNING: listening on {host}, beyond this machine; anyone who can "
               "reach it with the token drives your agent. Put TLS in front of it.", file=sys.stderr)
-    token = tokens.load_or_create(settings.home)
+    try:
+        token = tokens.load_or_create(settings.home)
+    except tokens.TokenError as exc:
+        print(f"liminal serve: the token file {exc}", file=sys.stderr)
+        return 2
     server = AcpServer(settings, argv, token, config_file=getattr(args, "config", None))
 
     def ready(bound: int) -> None:

@@ -17,6 +17,7 @@ import sys
 import time
 from typing import Any
 
+from liminal.commands._args import count
 from liminal.config import Settings
 
 HELP = "list threads (title, harness, cwd, turns, context, swaps, activity); rename, archive, delete"
@@ -27,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", nargs="?", default="list", choices=ACTIONS, help="default: list")
     parser.add_argument("args", nargs="*", help="THREAD [TITLE...]")
     parser.add_argument("--json", action="store_true", help="print JSON")
-    parser.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
+    parser.add_argument("--limit", type=count(), default=100, help="at most this many (default 100)")
     parser.add_argument("--all", action="store_true", help="archived threads too")
     parser.add_argument("--yes", action="store_true", help="delete without asking")
 
@@ -80,7 +81,8 @@ def _change(args: argparse.Namespace, settings: Settings) -> int:
     from liminal.store.records import Batch, ThreadUpdate
 
     need = 2 if args.action == "rename" else 1
-    if len(args.args) < need or (args.action != "rename" and len(args.args) > 1):
+    blank = args.action == "rename" and not " ".join(args.args[1:]).strip()  # changes nothing
+    if len(args.args) < need or blank or (args.action != "rename" and len(args.args) > 1):
         usage = "THREAD TITLE..." if args.action == "rename" else "THREAD"
         print(f"liminal threads {args.action}: give {usage}", file=sys.stderr)
         return 2

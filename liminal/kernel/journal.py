@@ -66,7 +66,13 @@ class SwapRecord:
         for name, kinds in _TYPES.items():
             if not isinstance(getattr(record, name), kinds) or isinstance(getattr(record, name), bool):
                 raise ValueError(f"{name} is {getattr(record, name)!r}")
+        # A time no clock gives (years 1 to 9999) is damage: shown, it crashes the listing.
+        if not _EARLIEST <= record.started_at <= _LATEST:
+            raise ValueError(f"started_at is {record.started_at!r}")
         return record
+
+
+_EARLIEST, _LATEST = -62_135_596_800, 253_402_300_799
 
 
 _TYPES: dict[str, tuple[type, ...]] = {

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hmac
 import os
+import re
 import secrets
 from collections.abc import Iterable
 from pathlib import Path
@@ -20,22 +21,45 @@ TOKEN_FILE = "serve-token"
 PROTOCOL_PREFIX = "liminal.token."
 
 
+# What all three forms can carry: an HTTP token (RFC 9110), as a subprotocol must be.
+TOKEN = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")
+
+
+class TokenError(Exception):
+    """The token file is there but cannot be read as a token (one line for the user)."""
+
+
 def load_or_create(home: Path) -> str:
-    """The token, made (32 random bytes, URL-safe) and written 0600 the first time."""
+    """The token, made (32 random bytes, URL-safe) and written 0600 the first time; TokenError
+    when the file is there but holds no token."""
     path = home / TOKEN_FILE
-    home.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
-        text = path.read_text().strip()
-        if text:
-            return text
-        path.unlink()
-        return load_or_create(home)
+        return _read(home, path)
+    except OSError as exc:
+        raise TokenError(f"{path}: cannot be made: {exc.strerror or exc}") from exc
     token = secrets.token_urlsafe(32)
     with os.fdopen(fd, "w") as handle:
         handle.write(token + "\n")
     return token
+
+
+def _read(home: Path, path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+        if not text:
+            path.unlink()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
+        raise TokenError(f"{path}: {reason}; delete it for a new one") from exc
+    if not text:
+        return load_or_create(home)
+    if not TOKEN.fullmatch(text):
+        raise TokenError(f"{path}: not a token (letters, digits and !#$%&'*+.^_`|~- only, one "
+                         "line, as a browser must send it); delete it for a new one")
+    return text
 
 
 def offered(authorization: str | None, protocols: Iterable[str], path: str) -> list[str]:

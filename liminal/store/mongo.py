@@ -72,9 +72,16 @@ class MongoStore:
 
     @classmethod
     async def open(cls, url: str, *, timeout_ms: int = 5000) -> MongoStore:
-        client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
-            url, serverSelectionTimeoutMS=timeout_ms, connectTimeoutMS=timeout_ms)
-        name = client.get_default_database(default="liminal").name
+        try:  # the URL is parsed here, before any connection: refused, it is a StoreError too
+            client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
+                url, serverSelectionTimeoutMS=timeout_ms, connectTimeoutMS=timeout_ms)
+        except (PyMongoError, ValueError, TypeError) as exc:
+            raise StoreError(f"cannot open MongoDB store: {exc}") from exc
+        try:
+            name = client.get_default_database(default="liminal").name
+        except (PyMongoError, ValueError, TypeError) as exc:
+            await client.close()
+            raise StoreError(f"cannot open MongoDB store: {exc}") from exc
         store = cls(client, name)
         try:
             await client[name].command("ping")

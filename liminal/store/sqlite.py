@@ -144,7 +144,13 @@ class SqliteStore:
                 raise StoreError(f"no store at {path}")
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             # Made 0600 before SQLite opens it: its -wal and -shm files take the database's mode.
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+            # Not blocking: a FIFO there would hold this open for good (ENXIO instead).
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK, 0o600)
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise StoreError(f"cannot open {path}: not a regular file")
+            finally:
+                os.close(fd)
             _make_private(path)
             writer = _connect(path)
             use_fts = fts5_available() if fts is None else fts
@@ -160,8 +166,9 @@ class SqliteStore:
 
         try:
             store = await anyio.to_thread.run_sync(_open)
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot open {path}: {exc}") from exc
+        except (sqlite3.Error, OSError) as exc:  # a folder, a file on the way, no permission
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise StoreError(f"cannot open {path}: {reason}") from exc
         if not store.fts:
             log.get("liminal.store").warning(
                 "search degraded: this SQLite has no FTS5; using LIKE", path=str(path)

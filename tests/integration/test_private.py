@@ -129,3 +129,42 @@ def test_inspect_and_compress_refuse_what_is_not_a_session_in_one_line(
     assert done.returncode != 0
     assert b"Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_a_relative_home_or_config_reaches_the_mcp_server_as_the_same_place(
+    tmp_path: Path,
+) -> None:
+    """The agent starts liminal's MCP server in the session's folder, not in liminal's: a home,
+    a config file or a PYTHONPATH entry given relative to where liminal started must reach it
+    as the same place (else its tools look for bind files in a home made in the user's project,
+    and a relative --config there is "no such file")."""
+    import json
+
+    started = tmp_path / "started-here"
+    started.mkdir()
+    (started / "liminal.toml").write_text("[swap]\nnotice = \"info\"\n")
+    env = child_env(tmp_path, LIMINAL_HOME="rel-home", PYTHONPATH=os.path.relpath(REPO, started))
+    argv = [sys.executable, "-m", "liminal", "--config", "liminal.toml", "acp", "--",
+            *scripted_agent_argv()]
+    project = tmp_path / "project"
+    project.mkdir()
+    lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
+             {"jsonrpc": "2.0", "id": 2, "method": "session/new",
+              "params": {"cwd": str(project), "mcpServers": []}}]
+    done = subprocess.run(argv, input=b"".join(json.dumps(m).encode() + b"\n" for m in lines),
+                          env=env, cwd=started, capture_output=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    sent = [json.loads(line) for line in (tmp_path / "agent_in.bin").read_bytes().splitlines()]
+    spec = next(m for m in sent if m.get("method") == "session/new")["params"]["mcpServers"][0]
+    args = spec["args"]
+    assert args[args.index("--home") + 1] == str(started / "rel-home")
+    assert args[args.index("--config") + 1] == str(started / "liminal.toml")
+    assert Path({e["name"]: e["value"] for e in spec["env"]}["PYTHONPATH"]).resolve() == REPO.resolve()
+    # Started as the agent starts it, in the session's folder, it reads the same config.
+    shown = subprocess.run([spec["command"], "-m", "liminal", *args[args.index("--home"):args.index("--home") + 4],
+                            "config", "--json"],
+                           env={**env, **{e["name"]: e["value"] for e in spec["env"]}},
+                           cwd=project, capture_output=True, timeout=60, check=False)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["settings"]["swap.notice"]["value"] == "info"
+    assert not (project / "rel-home").exists()

@@ -484,3 +484,26 @@ def test_a_listen_address_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
             env=child_env(tmp_path), capture_output=True, timeout=60)
     lines = [line for line in done.stderr.decode().splitlines() if line.startswith("liminal serve: serve.listen")]
     assert done.returncode == 2 and len(lines) == 1 and "Traceback" not in done.stderr.decode(), done.stderr
+
+
+@pytest.mark.parametrize("kind", ["not UTF-8", "a folder", "not a token"])
+def test_a_token_file_that_cannot_be_the_token_is_one_line_and_exit_2(tmp_path: Path, kind: str) -> None:
+    """Left damaged (a disk error, a hand edit), the token file crashed liminal serve with a
+    traceback; one holding something no browser can offer was taken as the token."""
+    env = child_env(tmp_path)
+    home = Path(env["LIMINAL_HOME"])
+    home.mkdir(mode=0o700)
+    path = home / "serve-token"
+    if kind == "not UTF-8":
+        path.write_bytes(b"\xff\xfe" * 20 + b"\n")
+    elif kind == "a folder":
+        path.mkdir()
+    else:
+        path.write_text("my token, with spaces and é\n")
+    path.chmod(0o700 if kind == "a folder" else 0o600)
+    done = subprocess.run([sys.executable, "-m", "liminal", "serve", "--listen", "127.0.0.1:0", "--",
+                           *scripted_agent_argv()], env=env, capture_output=True, timeout=60, check=False)
+    err = done.stderr.decode()
+    assert done.returncode == 2 and "Traceback" not in err, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "serve-token" in lines[0] and "delete it" in lines[0], err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import anyio
@@ -10,6 +11,7 @@ import pytest
 
 from liminal import cli
 from liminal.ingest.indexer import Indexer
+from liminal.store.base import StoreError
 from liminal.store.sqlite import SqliteStore
 from tests.store.conftest import conversation, event
 
@@ -171,3 +173,52 @@ def test_a_deleted_threads_lock_is_never_held_by_two(home: Path, monkeypatch: py
     if fd is not None:
         os.close(fd)
     anyio.run(later.release_all)
+
+
+@pytest.mark.parametrize("argv", [["threads", "delete", "", "--yes"], ["threads", "archive", " "],
+                                  ["threads", "rename", "", "New", "title"], ["history", ""]])
+def test_an_empty_thread_names_no_thread(home: Path, capsys: pytest.CaptureFixture[str],
+                                         argv: list[str]) -> None:
+    """An empty THREAD (``liminal threads delete "$T" --yes`` with T unset) is a prefix of every
+    id: with one thread in the store it named that one, and deleted it."""
+    assert cli.main(argv) == 1
+    assert re.search("no (single )?thread", capsys.readouterr().err)
+    assert cli.main(["threads", "--json"]) == 0
+    [t] = orjson.loads(capsys.readouterr().out)
+    assert (t["id"], t["title"], t["state"]) == ("sess-1", "Refactor the flux capacitor module", "active")
+
+
+@pytest.mark.parametrize("kind", ["a folder", "under a file", "a FIFO"])
+def test_a_sqlite_store_path_that_cannot_be_a_database_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], kind: str,
+) -> None:
+    """An OSError opening the file escaped as itself (a traceback from every reader; the index
+    worker died at each start), and a FIFO hung liminal for good on its open."""
+    import os
+
+    target = {"a folder": tmp_path / "db", "under a file": tmp_path / "f" / "x.db",
+              "a FIFO": tmp_path / "fifo"}[kind]
+    if kind == "a folder":
+        target.mkdir()
+    elif kind == "under a file":
+        target.parent.write_text("x")
+    else:
+        os.mkfifo(target)
+    monkeypatch.setenv("LIMINAL_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LIMINAL_STORE_URL", f"sqlite://{target}")
+    assert cli.main(["search", "x"]) == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+    async def create() -> None:
+        with anyio.fail_after(10), pytest.raises(StoreError):
+            await SqliteStore.open(target, create=True)
+
+    anyio.run(create)
+
+
+def test_a_blank_title_is_refused_not_reported_as_done(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """It changed nothing (a blank title never replaces one) while saying 'renamed thread ...: '."""
+    assert cli.main(["threads", "rename", "sess", "  ", "\t"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "TITLE" in err

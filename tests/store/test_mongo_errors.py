@@ -48,3 +48,13 @@ async def test_a_mongodb_that_does_not_answer_is_a_store_error(call: str) -> Non
             await CALLS[call](store)
     finally:
         await store.aclose()
+
+
+@pytest.mark.parametrize("url", ["mongodb://h:abc/db", "mongodb://", "mongodb:///db", "mongodb://h/a b",
+                                 "mongodb+srv://h:1/db"])
+async def test_a_mongodb_url_the_client_refuses_is_a_store_error(url: str) -> None:
+    """Refused by pymongo before any connection (a ValueError, an InvalidURI): it escaped as
+    itself, so `liminal threads` crashed with a traceback and liminal acp's index worker died
+    at every start (the frames stayed in the spool)."""
+    with pytest.raises(StoreError, match="cannot open MongoDB store"):
+        await MongoStore.open(url, timeout_ms=100)

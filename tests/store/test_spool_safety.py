@@ -358,3 +358,26 @@ async def test_a_worker_that_replaces_a_dead_one_mid_turn_derives_the_turn_whole
     got = sorted((m.id, m.kind, m.text, m.turn_id, m.status) for m in await store.messages("sess-1"))
     assert got == want
     await store.aclose()
+
+
+@pytest.mark.parametrize("started_at", ["1e300", "-1e300", "1e20"])
+def test_a_journal_record_from_no_possible_time_is_damage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], started_at: str,
+) -> None:
+    """A start time no clock gives (a damaged or hand-edited line) crashed `liminal swaps` with
+    an OverflowError: every swap became unlistable for one bad line."""
+    from liminal import cli
+    from liminal.kernel.journal import SwapJournal, SwapRecord
+
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    good = SwapRecord("t", "t", "n", "committed", "context", 1.0e9, 0.1, 150_000, 90_000)
+    journal.append(good)
+    with journal.path.open("ab") as f:
+        f.write(b'{"thread_id": "u", "old_backing_id": "u", "new_backing_id": "x", "outcome": "committed",'
+                b' "reason": "", "started_at": ' + started_at.encode() + b', "duration_s": 0,'
+                b' "tokens_before": null, "tokens_after": null}\n')
+    assert journal.records() == [good]
+    monkeypatch.setenv("LIMINAL_HOME", str(tmp_path))
+    assert cli.main(["swaps"]) == 0
+    out, err = capsys.readouterr()
+    assert "committed" in out and '"line": 2' in err

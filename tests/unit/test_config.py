@@ -62,6 +62,10 @@ BAD_VALUES = [
     ("LIMINAL_STORE_URL", "postgres://localhost/x", "store.url"),
     ("LIMINAL_STORE_URL", "just-a-name", "store.url"),
     ("LIMINAL_CACHE_URL", "memcached://x", "cache.url"),
+    # Accepted before, then refused by the Redis client at each use (a warning, no shared locks).
+    ("LIMINAL_CACHE_URL", "redis://h:abc/0", "cache.url"),
+    ("LIMINAL_CACHE_URL", "redis://h:99999/0", "cache.url"),
+    ("LIMINAL_CACHE_URL", "rediss://[::1/0", "cache.url"),
     ("LIMINAL_CACHE_TTL_SECONDS", "-1", "cache.ttl_seconds"),
     ("LIMINAL_GRADIENT_TARGET_TOKENS", "0", "gradient.target_tokens"),
     ("LIMINAL_GRADIENT_RECENT_TOKENS", "-1", "gradient.recent_tokens"),
@@ -113,6 +117,7 @@ def test_sources_say_where_each_setting_came_from(tmp_path: Path) -> None:
     (["threads"], {"LIMINAL_STORE_URL": "postgres://x/y"}),
     (["--config", "/nonexistent/liminal.toml", "threads"], {}),
     (["threads"], {"NOT_UTF8": "1"}),
+    (["threads"], {"DEEP": "1"}),  # nested past Python's recursion limit: a RecursionError
 ])
 def test_bad_configuration_is_one_line_and_exit_2(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
@@ -123,6 +128,8 @@ def test_bad_configuration_is_one_line_and_exit_2(
     monkeypatch.setenv("LIMINAL_HOME", str(tmp_path))
     if env.pop("NOT_UTF8", None):
         (tmp_path / "config.toml").write_bytes(b"log_level = '\xff'\n")
+    if env.pop("DEEP", None):
+        (tmp_path / "config.toml").write_text("x = " + "[" * 50_000 + "]" * 50_000 + "\n")
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     assert main(argv) == 2
@@ -215,3 +222,164 @@ def test_the_deploy_config_lists_every_setting_and_loads_as_the_defaults(tmp_pat
     tomllib.loads(text)
     loaded = config.load(env={"LIMINAL_HOME": str(tmp_path)}, config_file=deploy)
     assert loaded == config.load(env={"LIMINAL_HOME": str(tmp_path)})
+
+
+@pytest.mark.parametrize("line", [
+    "[swap]\nhigh_tokens = inf\n",        # TOML's infinity for a whole number of tokens
+    "[swap]\nhigh_tokens = 1e400\n",      # a float too large: infinity too
+    "[swap]\nevery_turns = nan\n",
+    "[gradient]\ntruncate_chars = 1.9\n",  # was silently cut to 1
+    "[store]\nqueue_frames = 2.5\n",
+    "[proxy]\nkill_grace_seconds = true\n",  # a boolean is not a number of seconds
+])
+def test_a_number_of_the_wrong_kind_in_the_file_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], line: str,
+) -> None:
+    from liminal.cli import main
+
+    (tmp_path / "config.toml").write_text(line)
+    monkeypatch.setenv("LIMINAL_HOME", str(tmp_path))
+    assert main(["config"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert line.split("\n")[1].split(" =")[0] in err
+
+
+def test_a_whole_float_is_a_whole_number(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text("[swap]\nhigh_tokens = 150000.0\n")
+    assert config.load(env={"LIMINAL_HOME": str(tmp_path)}).swap.high_tokens == 150_000
+
+
+def test_a_relative_home_is_where_liminal_started(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert config.load(env={"LIMINAL_HOME": "rel"}).home == tmp_path / "rel"
+    assert config.load({"home": Path("other")}, env={}).home == tmp_path / "other"
+
+
+@pytest.mark.parametrize("url", ["sqlite://liminal.db", "sqlite://", "sqlite:///"])
+def test_a_sqlite_store_is_an_absolute_file(tmp_path: Path, url: str) -> None:
+    """A relative one would be another file for the MCP server, which the agent starts in the
+    session's folder (and for every command run elsewhere)."""
+    with pytest.raises(config.ConfigError, match=r"store\.url"):
+        config.load(env={"LIMINAL_HOME": str(tmp_path), "LIMINAL_STORE_URL": url})
+    assert config.load(env={"LIMINAL_HOME": str(tmp_path),
+                            "LIMINAL_STORE_URL": f"sqlite://{tmp_path}/x.db"}).store.url
+
+
+@pytest.mark.parametrize("kind", ["file", "under a file", "dangling link"])
+@pytest.mark.parametrize("argv", [["threads"], ["swaps"], ["acp", "--", "true"]])
+def test_a_home_that_cannot_be_a_folder_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    kind: str, argv: list[str],
+) -> None:
+    from liminal.cli import main
+
+    (tmp_path / "a-file").write_text("x")
+    home = {"file": tmp_path / "a-file", "under a file": tmp_path / "a-file" / "home",
+            "dangling link": tmp_path / "link"}[kind]
+    if kind == "dangling link":
+        home.symlink_to(tmp_path / "nowhere" / "home")
+    monkeypatch.setenv("LIMINAL_HOME", str(home))
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "home" in err and "folder" in err, err
+
+
+@pytest.mark.parametrize("argv", [
+    ["frob"],                                      # no such command
+    ["--home"],                                    # a flag without its value
+    ["acp", "--swap-high-tokens"],
+    ["threads", "--limit", "abc"],
+    ["threads", "--limit", "-1"],                  # listed "no threads yet" with threads there
+    ["threads", "--limit", "0"],
+    ["search", "x", "--limit", "99999999999999999999"],  # an OverflowError traceback from SQLite
+    ["search", "x", "--limit", "-5"],
+    ["inspect", "x", "--largest", "-1"],
+])
+def test_a_bad_command_line_is_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+) -> None:
+    from liminal.cli import main
+    from liminal.store.records import Batch, ThreadUpdate
+    from liminal.store.sqlite import SqliteStore
+
+    async def one_thread() -> None:
+        store = await SqliteStore.open(tmp_path / "liminal.db")
+        await store.write(Batch(threads=[ThreadUpdate("t1", 1.0, title="one")]))
+        await store.aclose()
+
+    import anyio
+
+    anyio.run(one_thread)
+    monkeypatch.setenv("LIMINAL_HOME", str(tmp_path))
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code  # type: ignore[assignment]
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("where", ["LIMINAL_HOME", "LIMINAL_STORE_URL", "LIMINAL_SERVE_ORIGINS",
+                                   "--home", "--config"])
+def test_a_setting_that_is_not_utf8_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], where: str,
+) -> None:
+    """Bytes that are not UTF-8 in a variable or a flag (Python reads them as surrogates) cannot
+    be written as JSON: `liminal config --json` crashed, and liminal acp could not add its MCP
+    server (whose arguments name the home) to any session."""
+    from liminal.cli import main
+
+    bad = str(tmp_path) + "/x\udcff"
+    Path(bad).mkdir()
+    monkeypatch.setenv("LIMINAL_HOME", str(tmp_path))
+    argv = ["config", "--json"]
+    if where == "LIMINAL_STORE_URL":
+        monkeypatch.setenv(where, "mongodb://h\udcff/db")
+    elif where == "LIMINAL_SERVE_ORIGINS":
+        monkeypatch.setenv(where, "http://h\udcff")
+    elif where.startswith("LIMINAL_"):
+        monkeypatch.setenv(where, bad)
+    elif where == "--home":
+        argv = ["--home", bad, *argv]
+    else:
+        (Path(bad) / "c.toml").write_text("")
+        argv = ["--config", bad + "/c.toml", *argv]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1 and "UTF-8" in err, err
+
+
+def test_home_in_a_config_file_is_refused_not_ignored(tmp_path: Path) -> None:
+    """The file is found through the home, so a home set in it was accepted and silently
+    ignored: everything went on being written where the user had asked it not to be."""
+    (tmp_path / "config.toml").write_text(f'home = "{tmp_path / "elsewhere"}"\n')
+    with pytest.raises(config.ConfigError, match=r"home.*LIMINAL_HOME or --home"):
+        config.load(env={"LIMINAL_HOME": str(tmp_path)})
+    other = tmp_path / "other.toml"
+    other.write_text(f'home = "{tmp_path / "elsewhere"}"\n')
+    with pytest.raises(config.ConfigError, match=r"home.*LIMINAL_HOME or --home"):
+        config.load(env={"LIMINAL_HOME": str(tmp_path)}, config_file=other)
+
+
+@pytest.mark.parametrize("flag", ["--home", "--config"])
+def test_an_empty_home_or_config_flag_is_refused_not_the_current_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], flag: str,
+) -> None:
+    """``--home "$DIR"`` with DIR unset made the current folder liminal's home (Path("") is
+    "."): its files were written there, and the folder, the user's project, was made 0700."""
+    from liminal.cli import main
+
+    folder = tmp_path / "project"
+    folder.mkdir()
+    folder.chmod(0o755)
+    monkeypatch.chdir(folder)
+    monkeypatch.setenv("LIMINAL_HOME", str(tmp_path / "home"))
+    with pytest.raises(SystemExit) as exited:
+        main([flag, "", "swaps"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and flag in err, err
+    assert (folder.stat().st_mode & 0o777) == 0o755 and list(folder.iterdir()) == []
