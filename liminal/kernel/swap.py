@@ -51,6 +51,24 @@ logger = log.get("liminal.swap")
 _ANSWER_MATTERS = frozenset({"session/new", "session/fork", "session/set_mode", "session/set_config_option"})
 
 
+# No model's window comes near this many tokens: a reading past it is not a context size.
+MAX_CONTEXT_TOKENS = 100_000_000
+
+
+def context_reading(update: dict[str, Any]) -> int | None:
+    """The context size a ``usage_update`` tells, or None when it tells none a window could hold:
+    not a whole number, negative, past ``MAX_CONTEXT_TOKENS``, or more than twice the window the
+    update names (the count may take in the answer's tokens, so a little past it is real). One
+    such reading taken for a context cost a swap at once, and as the biggest turn ever seen it
+    pushed the thread's trigger down to its target for good: a swap at every turn."""
+    used, size = update.get("used"), update.get("size")
+    if not isinstance(used, int) or isinstance(used, bool) or not 0 <= used <= MAX_CONTEXT_TOKENS:
+        return None
+    if isinstance(size, int) and not isinstance(size, bool) and size > 0 and used > 2 * size:
+        return None
+    return used
+
+
 class _TurnEnd(NamedTuple):
     """What the swap task is asked to look at when a thread's turn has ended."""
 
@@ -149,8 +167,13 @@ class SwapManager:
             state = self.threads.get(event.thread_id)
             if state is None:
                 return
-            if kind == "usage_update" and isinstance(update.get("used"), int):
-                state.context_tokens = update["used"]
+            if kind == "usage_update":
+                used = context_reading(update)
+                if used is not None:
+                    state.context_tokens = used
+                elif "used" in update:
+                    logger.warning("a context size no window holds; ignored", thread=event.thread_id,
+                                   used=str(update.get("used"))[:40], size=str(update.get("size"))[:40])
             elif kind == "current_mode_update" and isinstance(update.get("currentModeId"), str):
                 state.mode_id = update["currentModeId"]
         elif event.kind is Kind.RESPONSE:

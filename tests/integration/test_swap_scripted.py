@@ -318,6 +318,25 @@ async def test_below_the_threshold_nothing_happens(tmp_path: Path) -> None:
     assert manager.completed == 0
 
 
+async def test_a_context_size_no_window_holds_is_not_taken_for_one(tmp_path: Path) -> None:
+    """One absurd ``usage_update`` (used far past the window the same update names) is not a
+    context: taken for one, it cost a swap at once, and as the biggest turn ever seen it pushed
+    the thread's trigger down to the target for good, a swap (a prompt-cache rebuild) at every
+    turn from then on."""
+    harness = FakeHarness(tmp_path)
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    manager = SwapManager(settings(), journal, harness)
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
+        thread = await start(client)
+        await client.prompt(thread, "used:50000 chunks:1")
+        await client.prompt(thread, "used:10000000000000 chunks:1")  # size 200,000
+        for used in (52_000, 54_000):
+            await client.prompt(thread, f"used:{used} chunks:1")
+        assert proxy.router.backing_of(thread) == thread
+        assert manager.threads[thread].pace.biggest_turn < 200_000
+    assert journal.records() == [] and manager.completed == 0
+
+
 async def test_a_rewrite_that_stays_above_the_trigger_is_not_worth_a_swap(tmp_path: Path) -> None:
     harness = FakeHarness(tmp_path)
     harness.after = 120_000  # the recent band alone is past high_tokens
