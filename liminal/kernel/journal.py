@@ -100,6 +100,7 @@ class SwapJournal:
         self._read_id: tuple[int, int] | None = None  # (device, inode) of the file read
         self._commits: dict[str, list[str]] = {}  # thread -> backing ids committed, oldest first
         self._outcomes: dict[str, str] = {}  # new backing id -> the last outcome of its attempt
+        self._empty: set[str] = set()  # backing ids committed as sessions opened empty
 
     def append(self, record: SwapRecord) -> None:
         self._append(self.path, record.to_json() + b"\n")
@@ -119,13 +120,16 @@ class SwapJournal:
             raise ValueError(f"not a session id: {new_id!r}")
         return self.moving_folder / f"{new_id}.lock"
 
+    def _open_attempt_lock(self, new_id: str) -> int:
+        path = self._attempt_lock(new_id)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
     def begin(self, record: SwapRecord) -> None:
         """An attempt starts; the record names the file it will write (``unfinished``). Until
         ``finish``, no other liminal's start takes it for a crash's leftover."""
         new_id = record.new_backing_id or ""
-        path = self._attempt_lock(new_id)
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = self._open_attempt_lock(new_id)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)  # a fresh id: nobody else holds it
             self._moving[new_id] = fd
@@ -149,8 +153,7 @@ class SwapJournal:
         """Whether the attempt ``new_id`` is a crash's leftover: True when no live liminal runs
         it and it still has no end record; held so until the block ends."""
         path = self._attempt_lock(new_id)
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = self._open_attempt_lock(new_id)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -186,9 +189,10 @@ class SwapJournal:
         return found
 
     def opened_empty(self, thread_id: str, backing_id: str) -> bool:
-        """A committed move put the thread on ``backing_id`` opened empty (``SwapRecord.opened``)."""
-        return any(r.outcome == "committed" and r.new_backing_id == backing_id and r.opened == "empty"
-                   for r in self.records(thread_id))
+        """A committed move put the thread on ``backing_id`` opened empty (``SwapRecord.opened``).
+        Asked at every load of a moved thread: read on as ``current`` reads."""
+        self.current(thread_id)
+        return backing_id in self._empty and self._outcomes.get(backing_id) == "committed"
 
     def unfinished(self) -> list[SwapRecord]:
         """Attempts that began and never ended: liminal died during them."""
@@ -209,7 +213,7 @@ class SwapJournal:
                 st = os.fstat(f.fileno())
                 if (st.st_dev, st.st_ino) != self._read_id or st.st_size < self._read_to:
                     self._read_to, self._read_id = 0, (st.st_dev, st.st_ino)
-                    self._commits, self._outcomes = {}, {}
+                    self._commits, self._outcomes, self._empty = {}, {}, set()
                 f.seek(self._read_to)
                 data = f.read()
         except FileNotFoundError:
@@ -225,6 +229,8 @@ class SwapJournal:
             self._outcomes[record.new_backing_id] = record.outcome
             if record.outcome == "committed":
                 self._commits.setdefault(record.thread_id, []).append(record.new_backing_id)
+                if record.opened == "empty":
+                    self._empty.add(record.new_backing_id)
         self._read_to += end
         carried = [b for b in self._commits.get(thread_id, ()) if self._outcomes.get(b) == "committed"]
         return (carried[-1] if carried else None), carried

@@ -191,21 +191,8 @@ class ThreadMover:
         """Move a thread onto a new, empty session of the agent (``/clear``): its history stays
         with liminal, the model starts from nothing. Returns the new backing id."""
         proxy, state = self.known(thread_id)
-        async with self.lock:
-            self.claim(state)
-            old_backing = proxy.router.backing_of(thread_id)
-            try:
-                new_id, _ = await self._open_empty(proxy, state, old_backing, reason)
-            finally:
-                state.swapping = False
-                proxy.router.release(thread_id)
-                proxy.flush()
-            state.turns_since_swap = 0
-            state.last_prompt = None
-            state.context_tokens = state.file_tokens = state.last_context = None
-            state.calls = 0
-            await self.close(proxy, old_backing)
-            return new_id
+        new_id, _ = await self._move_to_empty(proxy, state, reason)
+        return new_id
 
     async def reopen_empty(self, thread_id: str, params: dict[str, Any]) -> dict[str, Any]:
         """Open a thread whose session has no file on a new, empty session of the agent, for
@@ -215,27 +202,34 @@ class ThreadMover:
         Journaled like any move. Returns the agent's answer to ``session/new`` (modes, models,
         config options: what an answer to a load carries too)."""
         assert self.proxy is not None
-        proxy, router = self.proxy, self.proxy.router
         state = self.threads.setdefault(thread_id, ThreadState(thread_id))
         if isinstance(params.get("cwd"), str):
             state.cwd = params["cwd"]
         if isinstance(params.get("mcpServers"), list):
             state.mcp_servers = list(params["mcpServers"])
+        _, result = await self._move_to_empty(
+            self.proxy, state, "reopened on an empty session: its session had no turn on disk")
+        return result
+
+    async def _move_to_empty(self, proxy: Proxy, state: ThreadState, reason: str) -> tuple[str, dict[str, Any]]:
+        """Hold the thread, open it an empty session (``_open_empty``), release it, close the
+        session it left (open only if this process made it)."""
+        router = proxy.router
         async with self.lock:
-            if state.swapping or router.is_held(thread_id):
-                raise SwapError("a context swap is under way; try again in a moment")
-            state.swapping = True
-            router.hold(thread_id)  # a prompt sent before the answer waits for the new session
-            old_backing = router.backing_of(thread_id)
+            self.claim(state)  # held: a prompt sent meanwhile waits for the new session
+            old_backing = router.backing_of(state.thread_id)
             try:
-                _, result = await self._open_empty(
-                    proxy, state, old_backing, "reopened on an empty session: its session had no turn on disk")
+                moved = await self._open_empty(proxy, state, old_backing, reason)
             finally:
                 state.swapping = False
-                router.release(thread_id)
+                router.release(state.thread_id)
                 proxy.flush()
-        await self.close(proxy, old_backing)  # open only if this same process made it
-        return result
+            state.turns_since_swap = 0
+            state.last_prompt = None
+            state.context_tokens = state.file_tokens = state.last_context = None
+            state.calls = 0
+            await self.close(proxy, old_backing)
+            return moved
 
     async def _open_empty(self, proxy: Proxy, state: ThreadState, old_backing: str,
                           reason: str) -> tuple[str, dict[str, Any]]:

@@ -69,6 +69,12 @@ def context_reading(update: dict[str, Any]) -> int | None:
     return used
 
 
+def _back_off(state: ThreadState) -> None:
+    """After a failed swap, skip twice as many turn ends as the last time (at most 32)."""
+    state.failures += 1
+    state.skip_turns = min(2 ** state.failures, 32)
+
+
 class _TurnEnd(NamedTuple):
     """What the swap task is asked to look at when a thread's turn has ended."""
 
@@ -408,8 +414,7 @@ class SwapManager:
                     left_behind = proxy.router.backing_of(thread_id)
                     committed = await self._maybe_swap(proxy, state, turn_end)
                 if committed is False:
-                    state.failures += 1
-                    state.skip_turns = min(2 ** state.failures, 32)
+                    _back_off(state)
                 elif committed:
                     state.failures = 0
                 if self.after_turn is not None:
@@ -417,8 +422,7 @@ class SwapManager:
             except Exception:
                 # Fails the run (the supervisor starts it again): the thread backs off as after
                 # any failed swap, rather than fail the next turn end the same way at once.
-                state.failures += 1
-                state.skip_turns = min(2 ** state.failures, 32)
+                _back_off(state)
                 raise
             finally:
                 state.swapping = False
