@@ -376,11 +376,9 @@ turn_shapes = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(shapes=turn_shapes, target=st.integers(2_000, 30_000))
-def test_any_session_rewrites_into_a_valid_one(tmp_path_factory: pytest.TempPathFactory,
-                                               shapes: list[Any], target: int) -> None:
-    folder = tmp_path_factory.mktemp("fuzz")
+def transcript_of(shapes: list[Any]) -> Transcript:
+    """A session of ``turn_shapes``: a prompt a turn, parallel tool calls answered in a shuffled
+    order, thinking on some, a reply."""
     t = Transcript()
     for n, (parallel, size, think, rnd) in enumerate(shapes):
         t.prompt(f"prompt {n}")
@@ -390,6 +388,15 @@ def test_any_session_rewrites_into_a_valid_one(tmp_path_factory: pytest.TempPath
             t.tools([("Read", {"file_path": f"/p{n}_{i}"}, "y" * size) for i in range(parallel)],
                     order=order, thinking="th" if think else None, text="calling")
         t.say(f"reply {n}")
+    return t
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(shapes=turn_shapes, target=st.integers(2_000, 30_000))
+def test_any_session_rewrites_into_a_valid_one(tmp_path_factory: pytest.TempPathFactory,
+                                               shapes: list[Any], target: int) -> None:
+    folder = tmp_path_factory.mktemp("fuzz")
+    t = transcript_of(shapes)
     prepared = prepare(t.write(folder), target, new_id=NEW, settings=SMALL)
     out = [json.loads(line) for line in prepared.rendered.lines]
     chain_ok(out)
@@ -406,18 +413,11 @@ def test_a_session_with_records_written_twice_rewrites_into_a_valid_one(
         tmp_path_factory: pytest.TempPathFactory, shapes: list[Any],
         again: list[tuple[float, float]], target: int) -> None:
     """Claude Code writes some records again, same uuid, same bytes, further down the file (a
-    reopened editor replays its entries, a hook re-emits its attachment): it keeps the last of
-    each uuid. A rewrite must read such a file as the CLI does, not refuse it."""
+    reopened editor replays its entries, a hook re-emits its attachment): one record per
+    uuid, the first line of it (``conversation.build``). A rewrite must read such a file as the
+    CLI does, not refuse it."""
     folder = tmp_path_factory.mktemp("again")
-    t = Transcript()
-    for n, (parallel, size, think, rnd) in enumerate(shapes):
-        t.prompt(f"prompt {n}")
-        if parallel:
-            order = list(range(parallel))
-            rnd.shuffle(order)
-            t.tools([("Read", {"file_path": f"/p{n}_{i}"}, "y" * size) for i in range(parallel)],
-                    order=order, thinking="th" if think else None, text="calling")
-        t.say(f"reply {n}")
+    t = transcript_of(shapes)
     for which, where in again:
         source = int(which * (len(t.records) - 1))
         at = source + 1 + int(where * (len(t.records) - source - 1))

@@ -27,6 +27,13 @@ def rewrites(folder: Path, *keep: str) -> list[str]:
     return sorted(p.stem for p in folder.glob("*-*-*-*-*.jsonl") if p.stem not in keep)
 
 
+async def reached(points: Path, point: str) -> None:
+    """Until the paused failpoint ``point`` has been reached (``liminal.faults``)."""
+    with anyio.fail_after(20):
+        while not (points / f"{point}.reached").exists():  # noqa: ASYNC110 - another process writes it
+            await anyio.sleep(0.01)
+
+
 @pytest.mark.parametrize("point", ["swap.move", "swap.moved"])
 async def test_a_client_that_leaves_during_a_swap_leaves_no_rewrite_behind(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str
@@ -41,9 +48,7 @@ async def test_a_client_that_leaves_during_a_swap_leaves_no_rewrite_behind(
     async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
         thread = await start(client)
         await client.prompt(thread, "used:130000")
-        with anyio.fail_after(20):
-            while not (tmp_path / "points" / f"{point}.reached").exists():  # noqa: ASYNC110
-                await anyio.sleep(0.01)
+        await reached(tmp_path / "points", point)
         [new_id] = rewrites(tmp_path, thread)  # the rewrite exists while the swap runs
         # leaving the block closes the client: liminal stops while the swap waits
     assert rewrites(tmp_path, thread) == []
@@ -199,9 +204,7 @@ async def test_a_liminal_starting_during_another_ones_swap_leaves_that_swap_alon
     async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (_, client):
         thread = await start(client)
         await client.prompt(thread, "used:130000")
-        with anyio.fail_after(20):
-            while not (tmp_path / "points" / "swap.moved.reached").exists():  # noqa: ASYNC110
-                await anyio.sleep(0.01)
+        await reached(tmp_path / "points", "swap.moved")
         [new_id] = rewrites(tmp_path, thread)  # the agent has the new session open
         other = SwapManager(settings(), SwapJournal(tmp_path / "swaps.jsonl"), FakeHarness(tmp_path))
         await anyio.to_thread.run_sync(other._recover)
@@ -328,9 +331,7 @@ async def test_a_client_that_closes_its_input_during_a_swap_gets_an_answer_to_it
             {"type": "text", "text": "first used:5000"}]}, rpc_id=10)
         await proxy.request("session/prompt", {"sessionId": thread, "prompt": [
             {"type": "text", "text": "the turn that triggers a swap used:130000"}]}, rpc_id=11)
-        with anyio.fail_after(20):
-            while not (points / "swap.move.reached").exists():  # noqa: ASYNC110
-                await anyio.sleep(0.01)
+        await reached(points, "swap.move")
         await proxy.send(json.dumps({"jsonrpc": "2.0", "id": held_id, "method": "session/prompt", "params": {
             "sessionId": thread, "prompt": [{"type": "text", "text": "held"}]}}).encode() + b"\n")
         await anyio.sleep(0.2)
