@@ -64,10 +64,10 @@ class CacheSettings:
 class GradientSettings:
     # The context the gradient aims for after a rewrite.
     target_tokens: int = 100_000
-    # Budgets of the bands, youngest first. The recent band is kept byte for byte, whatever the
-    # target (at least the last turn). Its size sets the floor the swap's cost policy cuts to:
-    # 20k with a 4k preamble: the most that still costs well under Claude Code's own
-    # compaction (docs/gradient.md, "The swap's defaults").
+    # Budgets of the bands, youngest first. The recent band is kept byte for byte (at least the
+    # last turn); under a target it holds no more than fits there with the preamble. Whole, it
+    # is the floor the swap's cost policy cuts to: 20k with a 4k preamble, the most that still
+    # costs well under Claude Code's own compaction (docs/gradient.md, "The swap's defaults").
     recent_tokens: int = 20_000
     middle_tokens: int = 40_000
     # Tool output in the middle band is cut to this many characters (and a few first lines).

@@ -103,6 +103,33 @@ def test_the_bands_and_what_each_does(tmp_path: Path, dialect: str) -> None:
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
+def test_a_target_is_met_by_shrinking_the_recent_band_never_below_the_last_turn(dialect: str) -> None:
+    """Under a target the recent band holds what fits with the summary, down to the last turn
+    whole. Kept at its 20k whatever the target, it made Codex under ``swap.high_tokens`` 20000 /
+    ``swap.target_tokens`` 12000 skip every swap ('the rewrite leaves 20369 tokens, not below
+    20000'): 0 swaps in 20 turns while the context grew (issue 20). 0 asks for the floor, which
+    keeps the configured band whole."""
+    rollout = split(parse_lines(conversation(dialect, 60, output_lines=200).bytes()))
+    config = GradientSettings(summary_tokens=1_500, middle_tokens=3_000)  # recent band 20k
+    floor = gradient.rewrite(rollout, 0, NEW, config)
+    assert set(floor.bands) == {Band.RECENT}  # all of it fits the 20k band
+    kept = []
+    for target in (10_000, 12_000, 15_000):
+        result = gradient.rewrite(rollout, target, NEW, config)
+        assert result.tokens_after <= target < floor.tokens_after, (target, result.bands)
+        assert result.bands[-1] is Band.RECENT and Band.ANCIENT in result.bands
+        gradient.check(result.lines, NEW)
+        kept.append(result.bands.count(Band.RECENT))
+    assert kept == sorted(kept) and kept[0] < kept[-1]  # a larger target keeps more whole
+    # Below what the instructions, the least summary and the last turn take: the last turn
+    # whole, everything older in the summary.
+    least = gradient.rewrite(rollout, 1_000, NEW, config)
+    assert least.bands[-1] is Band.RECENT and set(least.bands[:-1]) == {Band.ANCIENT}
+    last = [line.raw for line in rollout.turns[-1].items()]
+    assert items(least.lines)[-len(last):] == [json.loads(raw)["payload"] for raw in last]
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
 def test_a_marker_key_recalls_the_original_output(tmp_path: Path, dialect: str,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / ".codex"

@@ -4,6 +4,7 @@ records, written as a new rollout under a new id.
 Turns are banded by age, youngest first, by token budgets (``GradientSettings``):
 
 - recent: the youngest turns that fit ``recent_tokens`` (at least the last), byte for byte;
+  under a target, no more than fits under it (``liminal.gradient.bands.recent_budget``);
 - middle: the next that fit once tool outputs (and long string leaves of tool arguments) are cut
   to ``truncate_lines`` / ``truncate_chars``, each cut followed by a recall marker whose key is
   ``<session id>:<call_id>:<0 output | 1 call>[:<path>]``;
@@ -34,7 +35,14 @@ from typing import Any
 import orjson
 
 from liminal.config import GradientSettings
-from liminal.gradient.bands import MARKER_CHARS, Band, Cutter, already_cut
+from liminal.gradient.bands import (
+    MARKER_CHARS,
+    Band,
+    Cutter,
+    already_cut,
+    preamble_budget,
+    recent_budget,
+)
 from liminal.gradient.recall import RecallKey
 from liminal.gradient.summarize import PREAMBLE_INTRO, ExtractiveSummarizer, TurnDigest
 from liminal.harness.codex.rollout import (
@@ -145,7 +153,8 @@ def _digest(number: int, turn: Turn) -> TurnDigest:
     return TurnDigest(number, turn.prompt, tuple(replies), tuple(tools))
 
 
-def summary_text(turns: Sequence[Turn], settings: GradientSettings) -> str:
+def summary_text(turns: Sequence[Turn], settings: GradientSettings, budget_tokens: int | None = None) -> str:
+    """The preamble of ``turns``, in ``budget_tokens`` (``summary_tokens`` unless said)."""
     previous: str | None = None
     digests: list[TurnDigest] = []
     for n, turn in enumerate(turns):
@@ -157,23 +166,35 @@ def summary_text(turns: Sequence[Turn], settings: GradientSettings) -> str:
             if line.payload.get("role") == "user" and text.startswith(PREAMBLE_INTRO):
                 previous = text.removeprefix(PREAMBLE_INTRO)
         digests.append(_digest(n + 1, turn))
-    budget = max(400, settings.summary_tokens * 4 - len(PREAMBLE_INTRO))
+    tokens = settings.summary_tokens if budget_tokens is None else budget_tokens
+    budget = max(400, tokens * 4 - len(PREAMBLE_INTRO))
     return PREAMBLE_INTRO + ExtractiveSummarizer().summarize(digests, previous, budget)
+
+
+def preamble_tokens(target_tokens: int, overhead: int, settings: GradientSettings) -> int:
+    """The summary's budget: ``summary_tokens`` at the floor (a target of 0), else its share of
+    the room under the target (``liminal.gradient.bands.preamble_budget``)."""
+    if not target_tokens:
+        return settings.summary_tokens
+    return preamble_budget(target_tokens - overhead, settings)
 
 
 def assign_bands(turns: Sequence[Turn], target_tokens: int, overhead: int, settings: GradientSettings,
                  edits: _Edits) -> list[Band]:
-    """Youngest first: recent by ``recent_tokens`` (at least one turn), then middle and old by
-    what the target leaves (``target_tokens`` 0: nothing, the recent band and the summary only)."""
+    """Youngest first: recent by ``recent_tokens`` (at least one turn; under a target, no more
+    than fits under it with the summary), then middle and old by what the target leaves
+    (``target_tokens`` 0: nothing, the recent band and the summary only)."""
     bands = [Band.ANCIENT] * len(turns)
     n = len(turns) - 1
     used = 0
+    reserve = preamble_tokens(target_tokens, overhead, settings)
+    limit = recent_budget(target_tokens - overhead, reserve, settings, floor=not target_tokens)
     while n >= 0:
         full = _turn_cost(turns[n], None)
-        if n < len(turns) - 1 and used + full > settings.recent_tokens:
+        if n < len(turns) - 1 and used + full > limit:
             break
         bands[n], used, n = Band.RECENT, used + full, n - 1
-    room = max(0, target_tokens - overhead - used - settings.summary_tokens) if target_tokens else 0
+    room = max(0, target_tokens - overhead - used - reserve) if target_tokens else 0
     for band, budget, edit in ((Band.MIDDLE, min(settings.middle_tokens, room), edits.middle),
                                (Band.OLD, None, edits.old)):
         spent = 0
@@ -346,7 +367,11 @@ def rewrite(rollout: Rollout, target_tokens: int, new_id: str, settings: Gradien
     ancient = [t for t, b in zip(rollout.turns, bands, strict=True) if b is Band.ANCIENT]
     for n, (turn, band) in enumerate(zip(rollout.turns, bands, strict=True)):
         if band is Band.ANCIENT:
-            out.extend(_summary_turn(turn, summary_text(ancient, settings)) if n == 0 else _ancient_rest(turn))
+            if n == 0:
+                summary = summary_text(ancient, settings, preamble_tokens(target_tokens, overhead, settings))
+                out.extend(_summary_turn(turn, summary))
+            else:
+                out.extend(_ancient_rest(turn))
         else:
             out.extend(_render_turn(turn, band, edits))
     lines = finish(out, rollout.session_id, new_id)
