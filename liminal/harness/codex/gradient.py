@@ -70,6 +70,20 @@ def cost(n_bytes: int) -> int:
     return n_bytes // 4 + 1
 
 
+# Fields of a response item Codex keeps in the rollout and does not send to the model (0.166).
+NOT_SENT = ("internal_chat_message_metadata_passthrough",)
+
+
+def item_tokens(payload: dict[str, Any]) -> int:
+    """What a response item costs the model: its payload as the API is sent it, not the rollout
+    line around it (the timestamp, the type, 0.166's ordinal and metadata) nor the fields Codex
+    keeps for itself. Counted by the line, that wrapper (75 to 400 bytes an item) put a rewrite
+    that dropped 66 items 1.2k tokens under the context the model then saw."""
+    if any(k in payload for k in NOT_SENT):
+        payload = {k: v for k, v in payload.items() if k not in NOT_SENT}
+    return cost(len(orjson.dumps(payload)))
+
+
 @dataclass(frozen=True, slots=True)
 class CodexRewrite:
     lines: tuple[bytes, ...]
@@ -119,16 +133,19 @@ class _Edits:
         return payload if payload.get("type") == "message" else None
 
 
-def _item_cost(line: Line, payload: dict[str, Any] | None) -> int:
-    if payload is None:
-        return 0
-    if payload is line.payload:
-        return cost(len(line.raw))
-    return cost(len(orjson.dumps(payload)) + 60)
-
-
 def _turn_cost(turn: Turn, edit: Any) -> int:
-    return sum(_item_cost(line, edit(line.payload) if edit else line.payload) for line in turn.items())
+    """A turn's items in a band, but Codex's context messages, which every band keeps
+    (``_context_cost``)."""
+    payloads = (edit(line.payload) if edit else line.payload for line in turn.items()
+                if not is_context_message(line.payload))
+    return sum(item_tokens(payload) for payload in payloads if payload is not None)
+
+
+def _context_cost(turns: Sequence[Turn]) -> int:
+    """Codex's context messages (permissions, environment): kept whatever band their turn is in,
+    the summary's turn too, so they come off the room first (2.6k tokens with codex-agent)."""
+    return sum(item_tokens(line.payload) for turn in turns for line in turn.items()
+               if is_context_message(line.payload))
 
 
 def _digest(number: int, turn: Turn) -> TurnDigest:
@@ -186,6 +203,7 @@ def assign_bands(turns: Sequence[Turn], target_tokens: int, overhead: int, setti
     (``target_tokens`` 0: nothing, the recent band and the summary only)."""
     bands = [Band.ANCIENT] * len(turns)
     n = len(turns) - 1
+    overhead += _context_cost(turns)
     used = 0
     reserve = preamble_tokens(target_tokens, overhead, settings)
     limit = recent_budget(target_tokens - overhead, reserve, settings, floor=not target_tokens)
@@ -342,6 +360,11 @@ def finish(lines: list[Line], old_id: str, new_id: str, *, also: Collection[str]
     return tuple(out)
 
 
+def tokens_of(raw_lines: Sequence[bytes]) -> int:
+    """What the response items among ``raw_lines`` cost the model."""
+    return sum(item_tokens(line.payload) for line in parse_lines(b"".join(raw_lines)) if line.is_item)
+
+
 def check(raw_lines: Sequence[bytes], new_id: str) -> None:
     """Refuse a rollout Codex would refuse or resume wrongly: raises ``RolloutError``."""
     lines = parse_lines(b"".join(raw_lines))
@@ -358,7 +381,7 @@ def check(raw_lines: Sequence[bytes], new_id: str) -> None:
 
 def rewrite(rollout: Rollout, target_tokens: int, new_id: str, settings: GradientSettings) -> CodexRewrite:
     items = [line for line in rollout.lines if line.is_item]
-    estimate = sum(cost(len(line.raw)) for line in items)
+    estimate = sum(item_tokens(line.payload) for line in items)
     before = last_token_count(rollout.lines) or estimate
     overhead = max(0, before - estimate)  # instructions and tools: not in the file
     edits = _Edits(rollout.session_id, settings)
@@ -375,5 +398,5 @@ def rewrite(rollout: Rollout, target_tokens: int, new_id: str, settings: Gradien
         else:
             out.extend(_render_turn(turn, band, edits))
     lines = finish(out, rollout.session_id, new_id)
-    after = overhead + sum(cost(len(raw)) for raw in lines if b'"type":"response_item"' in raw)
+    after = overhead + tokens_of(lines)
     return CodexRewrite(lines, before, after, tuple(bands), edits.cutter.keys)
