@@ -195,7 +195,9 @@ class CostPolicy:
 
     def trigger(self, pace: Pace) -> int:
         if self.swap.high_tokens is not None:
-            return max(self.swap.high_tokens, pace.backed_off_to or 0)
+            # Backed off, never past where the next turn would carry the context to the ceiling.
+            backed = min(pace.backed_off_to or 0, self.ceiling - max(pace.biggest_turn, 2 * int(pace.growth)))
+            return max(self.swap.high_tokens, backed)
         target = self.target(pace)
         ratio = self.prices.write / self.prices.read
         best = target + max(MIN_GAP, math.sqrt(2 * ratio * target * pace.growth))

@@ -160,6 +160,11 @@ def test_a_target_below_the_clis_prompt_still_bounds_the_context() -> None:
     assert len(swapped) >= 3
     assert all(b - a >= 2 for a, b in itertools.pairwise(swapped)), swapped
     assert peak <= 12_500 + 3_600 + 4_000 + 3_600
+    # Backing off never carries the trigger to where the next turn would pass the ceiling.
+    near = policy(high_tokens=150_000, target_tokens=140_000)
+    thread = pace(overhead=140_000, biggest=6_000)
+    near.rewritten(thread, 158_000, committed=False)
+    assert thread.backed_off_to == 168_000 and near.trigger(thread) == CEILING - 6_000
 
 
 def test_what_bounds_the_floor_is_said() -> None:
