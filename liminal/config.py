@@ -64,10 +64,10 @@ class CacheSettings:
 class GradientSettings:
     # The context the gradient aims for after a rewrite.
     target_tokens: int = 100_000
-    # Budgets of the bands, youngest first. The recent band is kept byte for byte, whatever the
-    # target (at least the last turn). Its size sets the floor the swap's cost policy cuts to:
-    # 20k with a 4k preamble: the most that still costs well under Claude Code's own
-    # compaction (docs/gradient.md, "The swap's defaults").
+    # Budgets of the bands, youngest first. The recent band is kept byte for byte (at least the
+    # last turn); under a target it holds no more than fits there with the preamble. Whole, it
+    # is the floor the swap's cost policy cuts to: 20k with a 4k preamble, the most that still
+    # costs well under Claude Code's own compaction (docs/gradient.md, "The swap's defaults").
     recent_tokens: int = 20_000
     middle_tokens: int = 40_000
     # Tool output in the middle band is cut to this many characters (and a few first lines).
@@ -305,7 +305,7 @@ def load(
         elif name in merged.get("", {}):
             top[name] = _coerce(name, kind, merged[""][name])
     settings = Settings(**top)
-    validate(settings)
+    validate(settings, explicit=frozenset(origin))
     if sources is not None:
         sources.update(origin)
     return settings
@@ -401,8 +401,9 @@ def _home_problem(home: Path) -> str | None:
     return None
 
 
-def validate(settings: Settings) -> None:
-    """Refuse any value a setting does not accept, naming the setting, the value and what is."""
+def validate(settings: Settings, explicit: frozenset[str] = frozenset()) -> None:
+    """Refuse any value a setting does not accept, naming the setting, the value and what is.
+    ``explicit``: the settings given (in the file, the environment or a flag), not defaults."""
     for dotted, (accepts, accepted) in _RULES.items():
         value = value_of(settings, dotted)
         if not accepts(value):
@@ -416,3 +417,36 @@ def validate(settings: Settings) -> None:
         raise ConfigError(
             f"swap.target_tokens = {settings.swap.target_tokens} is not accepted: it must be below "
             f"swap.high_tokens ({settings.swap.high_tokens}), or every swap would trigger the next")
+    _thresholds_fit(settings, explicit)
+
+
+def _thresholds_fit(settings: Settings, explicit: frozenset[str]) -> None:
+    """Refuse thresholds the floor cannot fit under, where the settings alone (before the CLI's
+    own prompt, which a thread shows only once it runs) already say so. Under a target, a
+    recent band or preamble left at its default shrinks to fit (docs/gradient.md); one set by
+    hand is a promise to keep, and cannot be kept with the other."""
+    from liminal.gradient.bands import PREAMBLE_MIN_TOKENS
+
+    swap, gradient = settings.swap, settings.gradient
+    high, target = swap.high_tokens, swap.target_tokens
+    least_preamble = min(gradient.summary_tokens, PREAMBLE_MIN_TOKENS)
+    if target is not None:
+        if "gradient.summary_tokens" in explicit and gradient.summary_tokens >= target:
+            raise ConfigError(
+                f"gradient.summary_tokens = {gradient.summary_tokens} is not accepted with "
+                f"swap.target_tokens = {target}: the preamble alone would fill the target; lower "
+                "gradient.summary_tokens or raise swap.target_tokens")
+        if "gradient.recent_tokens" in explicit and gradient.recent_tokens + least_preamble >= target:
+            raise ConfigError(
+                f"gradient.recent_tokens = {gradient.recent_tokens} is not accepted with "
+                f"swap.target_tokens = {target}: the recent band kept whole and the preamble (at "
+                f"least {least_preamble}) must fit under the target; lower gradient.recent_tokens "
+                f"below {target - least_preamble} (or leave it unset: it then fits itself) or "
+                "raise swap.target_tokens")
+    elif high is not None and gradient.recent_tokens + gradient.summary_tokens >= high:
+        raise ConfigError(
+            f"swap.high_tokens = {high} is not accepted without swap.target_tokens: a swap goes down "
+            f"to the floor, gradient.recent_tokens ({gradient.recent_tokens}) and "
+            f"gradient.summary_tokens ({gradient.summary_tokens}) over the CLI's own prompt, which is "
+            "not below it; set swap.target_tokens too (the recent band then fits under it) or lower "
+            "gradient.recent_tokens")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -60,8 +61,9 @@ def test_reading_is_lossless_and_finds_the_turns(tmp_path: Path, dialect: str) -
 def test_the_bands_and_what_each_does(tmp_path: Path, dialect: str) -> None:
     path = conversation(dialect, 14).write(tmp_path)
     rollout = read_rollout(path)
-    # The file's context is 10.8k tokens, 8k of them instructions and tools (not in the file).
-    result = gradient.rewrite(rollout, 9_800, NEW, SMALL)
+    # The file's context is 10.8k tokens, 8.7k of them instructions and tools (not in the file);
+    # the middle band's 1k runs out before the target's room does, so the old band has turns.
+    result = gradient.rewrite(rollout, 9_800, NEW, replace(SMALL, middle_tokens=1_000))
     bands = result.bands
     assert bands[-1] is Band.RECENT and bands[0] is Band.ANCIENT and Band.OLD in bands
     assert list(bands) == sorted(bands, key=[Band.ANCIENT, Band.OLD, Band.MIDDLE, Band.RECENT].index)
@@ -100,6 +102,75 @@ def test_the_bands_and_what_each_does(tmp_path: Path, dialect: str) -> None:
     reasoning_turns = [n for n, b in enumerate(bands) if b is not Band.RECENT and n % 3 == 0]
     assert reasoning_turns and sum(1 for i in seen if i.get("type") == "reasoning") <= sum(
         1 for n, b in enumerate(bands) if b is Band.RECENT and n % 3 == 0)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_a_target_is_met_by_shrinking_the_recent_band_never_below_the_last_turn(dialect: str) -> None:
+    """Under a target the recent band holds what fits with the summary, down to the last turn
+    whole. Kept at its 20k whatever the target, it made Codex under ``swap.high_tokens`` 20000 /
+    ``swap.target_tokens`` 12000 skip every swap ('the rewrite leaves 20369 tokens, not below
+    20000'): 0 swaps in 20 turns while the context grew (issue 20). 0 asks for the floor, which
+    keeps the configured band whole."""
+    rollout = split(parse_lines(conversation(dialect, 60, output_lines=200).bytes()))
+    config = GradientSettings(summary_tokens=1_500, middle_tokens=3_000)  # recent band 20k
+    floor = gradient.rewrite(rollout, 0, NEW, config)
+    assert set(floor.bands) == {Band.RECENT}  # all of it fits the 20k band
+    kept = []
+    for target in (10_000, 12_000, 15_000):
+        result = gradient.rewrite(rollout, target, NEW, config)
+        assert result.tokens_after <= target < floor.tokens_after, (target, result.bands)
+        assert result.bands[-1] is Band.RECENT and Band.ANCIENT in result.bands
+        gradient.check(result.lines, NEW)
+        kept.append(result.bands.count(Band.RECENT))
+    assert kept == sorted(kept) and kept[0] < kept[-1]  # a larger target keeps more whole
+    # Below what the instructions, the least summary and the last turn take: the last turn
+    # whole, everything older in the summary.
+    least = gradient.rewrite(rollout, 1_000, NEW, config)
+    assert least.bands[-1] is Band.RECENT and set(least.bands[:-1]) == {Band.ANCIENT}
+    last = [line.raw for line in rollout.turns[-1].items()]
+    assert items(least.lines)[-len(last):] == [json.loads(raw)["payload"] for raw in last]
+
+
+def as_codex_agent_writes_it(builder: RolloutBuilder, prompt_tokens: int) -> None:
+    """Make a synthetic rollout look as codex-agent's do to the model: a long developer message
+    in the first turn, metadata on every item that the model is not sent, and usage that counts
+    what the model is sent (``prompt_tokens`` of instructions and tools, and the items' payloads
+    as the fake model counts them: bytes / 4)."""
+    sent = 0
+    for line in builder.lines:
+        payload = line["payload"]
+        if line["type"] == "response_item":
+            if payload.get("role") == "developer":
+                payload["content"][0]["text"] = "<permissions instructions>" + "be careful. " * 800
+            sent += len(json.dumps(payload, separators=(",", ":"))) // 4 + 1
+            if builder.dialect == "0.166":
+                payload["internal_chat_message_metadata_passthrough"] = {
+                    "turn_id": "01a215aa-c887-7b92-a4f1-2013a6981d1b", "create_time": 1795659843.77,
+                    "content_item_kinds": ["permissions.instructions"]}
+        elif payload.get("type") == "token_count":
+            payload["info"]["last_token_usage"]["total_tokens"] = prompt_tokens + sent
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_what_a_rewrite_says_it_leaves_is_what_the_model_is_sent(dialect: str) -> None:
+    """A rewrite's ``tokens_after`` is what the model is sent, and lands under the target. Counted
+    by the rollout's lines, the wrapper of each item (timestamp, type, 0.166's ordinal and the
+    metadata Codex keeps for itself) made the rewrite report 1.2k tokens less than the model
+    saw; and Codex's context messages, kept with the summary, were not budgeted (2.6k tokens with
+    codex-agent): swaps landed above the target (issue 20)."""
+    builder = conversation(dialect, 30, output_lines=200)
+    as_codex_agent_writes_it(builder, prompt_tokens=8_000)
+    rollout = split(parse_lines(builder.bytes()))
+    config = GradientSettings(summary_tokens=1_500, middle_tokens=3_000)
+    for target in (12_000, 16_000):
+        result = gradient.rewrite(rollout, target, NEW, config)
+        assert Band.ANCIENT in result.bands
+        sent = 8_000 + sum(len(json.dumps({k: v for k, v in item.items()
+                                           if k != "internal_chat_message_metadata_passthrough"},
+                                          separators=(",", ":"))) // 4 + 1
+                           for item in items(result.lines))
+        assert abs(result.tokens_after - sent) <= 0.01 * sent, (result.tokens_after, sent)
+        assert sent <= target, (sent, target)
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)

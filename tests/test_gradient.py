@@ -90,20 +90,33 @@ def test_recent_band_is_byte_for_byte(tmp_path: Path) -> None:
     assert recent_intact(src, result.path, result.turns["recent"])
 
 
-def test_a_target_below_the_recent_band_cuts_everything_older_never_the_recent_band(
+def test_a_target_is_met_by_shrinking_the_recent_band_never_below_the_last_turn(
     tmp_path: Path,
 ) -> None:
-    """Whatever the depth asked for, the recent band is whole; 0 asks for the floor."""
-    src = long_session(60).write(tmp_path)
-    whole = rewrite_session(src, new_id=NEW, settings=SMALL)
-    for target in (0, 2_000):
-        new_id = NEW[:-1] + str(target)[0]
-        deep = rewrite_session(src, target, new_id, settings=SMALL)
-        assert deep.turns["recent"] == whole.turns["recent"]
-        assert deep.turns["ancient"] > whole.turns["ancient"]
-        assert recent_intact(src, deep.path, deep.turns["recent"])
-        assert deep.tokens_after < whole.tokens_after
-    assert deep.target_tokens == 2_000
+    """A target below the configured recent band (20k) is met: the band shrinks to what fits
+    under it with the preamble, down to the last turn whole. Kept whole past the target, it
+    made every swap under ``swap.target_tokens`` 5000 land at the band's size (issue 20: 'the
+    rewrite leaves 9086 tokens, not below 9000', every swap skipped). 0 asks for the floor,
+    which keeps the configured band whole."""
+    src = long_session(80).write(tmp_path)
+    settings = GradientSettings(summary_tokens=1_500, middle_tokens=3_000)  # recent band 20k
+    floor = rewrite_session(src, 0, NEW, settings=settings)
+    assert floor.turns["recent"] >= 10 and floor.tokens_after > 20_000
+    assert recent_intact(src, floor.path, floor.turns["recent"])
+    kept = []
+    for n, target in enumerate((5_000, 8_000, 12_000)):
+        result = rewrite_session(src, target, NEW[:-1] + str(n + 2), settings=settings)
+        assert result.tokens_after <= target, (target, result.turns)
+        assert 1 <= result.turns["recent"] < floor.turns["recent"]
+        assert recent_intact(src, result.path, result.turns["recent"])
+        assert result.target_tokens == target
+        kept.append(result.turns["recent"])
+    assert kept == sorted(kept) and kept[0] < kept[-1]  # a larger target keeps more whole
+    # Below what the CLI's prompt, the least preamble and the last turn take: the last turn
+    # whole, everything older in the preamble, and no more.
+    least = rewrite_session(src, 2_000, NEW[:-1] + "9", settings=settings)
+    assert least.turns["recent"] == 1 and least.turns["middle"] == least.turns["old"] == 0
+    assert recent_intact(src, least.path, 1)
 
 
 def test_middle_band_cuts_with_recall_keys_that_resolve(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""``liminal config [--json]``: every setting, its value in effect and where that came from."""
+"""``liminal config [--json]``: every setting, its value in effect and where that came from, and
+what bounds the floor a swap lands on."""
 
 from __future__ import annotations
 
@@ -18,14 +19,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     import orjson
 
+    from liminal.kernel.policy import floor_bounds
+
     sources: dict[str, str] = getattr(args, "setting_sources", {})
+    # What bounds the floor a swap lands on (the CLI's own prompt comes on top: /context says
+    # a thread's).
+    floor = floor_bounds(settings.swap, settings.gradient)
     rows = [(name, config.value_of(settings, name), sources.get(name, "default"))
             for name in config.setting_names() if name != "home"]
     if args.json:
         out = {name: {"value": value if value is None or isinstance(value, (int, float, bool, str))
                       else str(value),
                       "source": source} for name, value, source in rows}
-        sys.stdout.write(orjson.dumps({"home": str(settings.home), "settings": out},
+        said = {"recent_tokens": floor.recent, "preamble_tokens": floor.preamble,
+                "limited_by": floor.limited_by, "text": floor.describe()}
+        sys.stdout.write(orjson.dumps({"home": str(settings.home), "settings": out, "floor": said},
                                       option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0
     print(f"home  {settings.home}")
@@ -33,4 +41,5 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     for name, value, source in rows:
         shown = repr(value) if isinstance(value, str) else "(chosen)" if value is None else str(value)
         print(f"{name:<{width}}  {shown:<24}  {source}")
+    print(f"floor  {floor.describe()}")
     return 0

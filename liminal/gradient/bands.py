@@ -1,4 +1,5 @@
-"""What every CLI's gradient shares: the bands, and cutting text with a recall marker.
+"""What every CLI's gradient shares: the bands and their budgets under a target, and cutting
+text with a recall marker.
 
 The bands and their budgets are described in docs/gradient.md; each CLI's gradient
 (``liminal.harness.claude.gradient``, ``liminal.harness.codex.gradient``) applies them to its
@@ -15,6 +16,9 @@ from liminal.config import GradientSettings
 from liminal.gradient.recall import KEY_IN_MARKER, MARKER_PREFIX, RecallError, RecallKey, marker
 
 MARKER_CHARS = 160  # the marker's own length, about
+# The preamble is never given less than this (a summary shorter says too little to be worth its
+# place), unless ``summary_tokens`` itself is smaller.
+PREAMBLE_MIN_TOKENS = 1_000
 
 
 class Band(enum.Enum):
@@ -22,6 +26,23 @@ class Band(enum.Enum):
     MIDDLE = "middle"
     OLD = "old"
     ANCIENT = "ancient"
+
+
+def preamble_budget(room: int, settings: GradientSettings) -> int:
+    """The preamble's share of ``room`` (the target less the CLI's own prompt): a quarter of a
+    small room, never less than ``PREAMBLE_MIN_TOKENS``, at most ``summary_tokens``."""
+    return min(settings.summary_tokens, max(PREAMBLE_MIN_TOKENS, room // 4))
+
+
+def recent_budget(room: int, reserve: int, settings: GradientSettings, *, floor: bool) -> int:
+    """What the recent band may hold (the gradient keeps at least the last turn whatever this
+    says). Asked for the floor (a target of 0), ``recent_tokens`` whole: the floor is defined by
+    it. Asked for a target, at most what fits under it once the preamble (``reserve``) has its
+    room: a target is a promise, and a band kept whole past it broke it at every swap (a
+    20k band under a 12k target: no swap could ever land under the trigger)."""
+    if floor:
+        return settings.recent_tokens
+    return max(0, min(settings.recent_tokens, room - reserve))
 
 
 def already_cut(text: str) -> bool:

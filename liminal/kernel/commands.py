@@ -514,8 +514,8 @@ class CommandCenter:
         return parts
 
     async def _cmd_context(self, thread: str, args: str) -> str:
-        """What the model sees now: its size, where the next swap comes and what it would keep of
-        each band, the marks, the last swap."""
+        """What the model sees now: its size, where the next swap comes, what bounds the floor it
+        lands on, what it would keep of each band, the marks, the last swap."""
         state = self.swaps.threads.get(thread)
         policy = self.swaps.policy
         lines = []
@@ -529,6 +529,8 @@ class CommandCenter:
                 tokens = await anyio.to_thread.run_sync(self.harness.context_tokens, path)
             lines.append(f"Context: {_count(tokens)} tokens. liminal swaps at "
                          f"{policy.trigger(state.pace):,}, down to about {policy.target(state.pace):,}.")
+            # What bounds that floor, and why the trigger is not the one set, if it is not.
+            lines.extend(policy.bounds(state.pace))
         if path is None:
             lines.append("No session file yet: nothing to band.")
         else:

@@ -19,6 +19,8 @@ from typing import Any
 
 import orjson
 
+from liminal.config import GradientSettings
+from liminal.gradient.bands import preamble_budget, recent_budget
 from liminal.kernel.policy import PRICES, CostPolicy, Pace, Prices
 
 # Claude Code's compaction, as simulated: one call reads the whole context and writes a summary
@@ -187,18 +189,25 @@ def replay(calls: Sequence[Call], name: str, policy: CostPolicy | None, *, overh
             decision = policy.decide(context, pace)
         if not decision.swap:
             continue
+        # The recent band: whole turns, at least the last; under a target, what fits there
+        # with the preamble (``liminal.gradient.bands``).
+        limit, reserve = recent_tokens, summary_tokens
+        if policy.aim:
+            budgets = GradientSettings(recent_tokens=recent_tokens, summary_tokens=summary_tokens)
+            reserve = preamble_budget(policy.aim - overhead, budgets)
+            limit = recent_budget(policy.aim - overhead, reserve, budgets, floor=False)
         kept, whole = 0, 0
-        for size in reversed(recent):  # the recent band: whole turns, at least the last
-            if whole and kept + size > recent_tokens:
+        for size in reversed(recent):
+            if whole and kept + size > limit:
                 break
             kept += size
             whole += 1
-        after = min(context, max(policy.aim, overhead + kept + summary_tokens))
-        if policy.worth_it(decision, after, pace) is not None:
+        after = min(context, max(policy.aim, overhead + kept + reserve))
+        taken = policy.worth_it(decision, after, pace) is None
+        policy.rewritten(pace, after, committed=taken)  # as the swap manager learns it
+        if not taken:
             continue
         context, cached = after, 0
-        if not policy.aim:
-            pace.floor = after  # as the swap manager learns it
         recent = recent[len(recent) - whole:]
         result.swaps += 1
         result.idle_swaps += decision.idle

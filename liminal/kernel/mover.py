@@ -68,6 +68,8 @@ class ThreadState:
     # so a session that cannot be rewritten does not pay for a rewrite at every turn.
     skip_turns: int = 0
     failures: int = 0
+    said_above_target: bool = False  # the log said once that the target is below its floor
+    trigger_backed_off: bool = False  # the swap just skipped moved the trigger instead (policy)
 
 
 class SwapError(Exception):

@@ -20,6 +20,13 @@ writes the whole prompt whatever liminal does, so it may as well write a smaller
 
 Set ``swap.high_tokens`` / ``swap.target_tokens`` and they are obeyed as given (``fixed``); what
 is not set, the cost model chooses. Figures behind the defaults: ``docs/gradient.md``.
+
+What a person sets cannot move the floor below the CLI's own prompt, the least preamble and the
+last turn (whole): a target under that is landed above. A swap must leave room for the turns
+until the next, at least half the leeway (``H - T``) under the trigger; one that cannot is
+skipped, and the thread's trigger backs off to a whole leeway above what that rewrite left, so a
+floor too high for the thresholds costs one swap per leeway of growth, not one at every turn
+(issue 20: a rewrite landing at 9k under a 9k trigger swapped 3 times in 4 turns).
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from liminal.config import GradientSettings, SwapSettings
+from liminal.gradient.bands import preamble_budget, recent_budget
 
 # Before a thread has shown its pace: a model call of a coding session adds about this much
 # (tool output, the answer), and the CLI's own prompt (system, tools) weighs about this.
@@ -62,6 +70,10 @@ class Pace:
     biggest_turn: int = 0  # the most one turn has added
     overhead: int | None = None  # the first context seen on a new thread: the CLI's own prompt
     floor: int | None = None  # what the last rewrite to the floor left: the floor, measured
+    landed: int | None = None  # what the last rewrite left (committed or skipped)
+    # With swap.high_tokens set: the trigger this thread backed off to, because a rewrite could
+    # not leave room under swap.high_tokens (``CostPolicy.rewritten``).
+    backed_off_to: int | None = None
 
     def observe(self, grew: int, calls: int) -> None:
         """A turn (or several) added ``grew`` tokens over ``calls`` model calls."""
@@ -94,6 +106,49 @@ class Decision:
     def as_dict(self) -> dict[str, Any]:
         return {k: (round(v, 1) if isinstance(v, float) else v) for k, v in asdict(self).items()
                 if k != "swap"}
+
+
+@dataclass(frozen=True, slots=True)
+class FloorBounds:
+    """What bounds the floor a swap lands on (``/context``, ``liminal config``): the recent band's
+    and the preamble's budgets in force, and the setting that bounds the recent band."""
+
+    recent: int  # the most the recent band keeps whole (at least the last turn, whatever this says)
+    preamble: int  # the most the preamble takes
+    limited_by: str  # the setting that bounds the recent band
+    target: int | None  # swap.target_tokens
+    overhead: int | None  # the CLI's own prompt, once a thread has shown it
+
+    def describe(self) -> str:
+        prompt = (f"the CLI's own prompt (about {self.overhead:,} tokens)" if self.overhead is not None
+                  else "the CLI's own prompt")
+        less = "" if self.overhead is not None else " less the CLI's own prompt"
+        if self.target is None:
+            return (f"Swaps go down to the floor: {prompt}, the last {self.recent:,} tokens of the "
+                    f"conversation kept whole (gradient.recent_tokens, at least the last turn) and "
+                    f"a preamble of up to {self.preamble:,} (gradient.summary_tokens).")
+        head = (f"Swaps aim at {self.target:,} tokens (swap.target_tokens): {prompt}, a preamble "
+                f"of up to {self.preamble:,}, and the recent band kept whole, ")
+        if self.limited_by == "gradient.recent_tokens":
+            return head + f"up to {self.recent:,} tokens (gradient.recent_tokens); older turns cut to fit."
+        if self.recent <= 0:
+            return (head + "only the last turn: the CLI's own prompt and the preamble leave no room "
+                    "under the target, so swaps land above it (raise swap.target_tokens).")
+        return (head + f"fitted under the target: up to {self.recent:,} tokens{less}, never less "
+                "than the last turn (swap.target_tokens bounds it; gradient.recent_tokens is larger).")
+
+
+def floor_bounds(swap: SwapSettings, gradient: GradientSettings, overhead: int | None = None) -> FloorBounds:
+    """The floor's bounds as the gradients apply them (``liminal.gradient.bands``)."""
+    target = swap.target_tokens
+    if target is None:
+        return FloorBounds(gradient.recent_tokens, gradient.summary_tokens, "gradient.recent_tokens",
+                           None, overhead)
+    room = target - (overhead or 0)
+    preamble = preamble_budget(room, gradient)
+    recent = recent_budget(room, preamble, gradient, floor=False)
+    limited = "gradient.recent_tokens" if recent >= gradient.recent_tokens else "swap.target_tokens"
+    return FloorBounds(recent, preamble, limited, target, overhead)
 
 
 class CostPolicy:
@@ -131,9 +186,18 @@ class CostPolicy:
         the recent band whole and the preamble at its budget, and cuts everything else)."""
         return self.swap.target_tokens if self.swap.target_tokens is not None else 0
 
+    def leeway(self, pace: Pace) -> int:
+        """With ``swap.high_tokens`` set, the room a swap must leave under the trigger, half of it
+        at least: ``H - T`` as set; with only the trigger set, it less the floor, at least
+        ``MIN_GAP``."""
+        high = self.swap.high_tokens if self.swap.high_tokens is not None else self.trigger(pace)
+        return max(high - self.target(pace), 1 if self.fixed else MIN_GAP)
+
     def trigger(self, pace: Pace) -> int:
         if self.swap.high_tokens is not None:
-            return self.swap.high_tokens
+            # Backed off, never past where the next turn would carry the context to the ceiling.
+            backed = min(pace.backed_off_to or 0, self.ceiling - max(pace.biggest_turn, 2 * int(pace.growth)))
+            return max(self.swap.high_tokens, backed)
         target = self.target(pace)
         ratio = self.prices.write / self.prices.read
         best = target + max(MIN_GAP, math.sqrt(2 * ratio * target * pace.growth))
@@ -172,6 +236,10 @@ class CostPolicy:
                                   f"the next call rewrites the prompt anyway; {context} -> ~{target} "
                                   f"tokens saves {-rebuild:.0f} now and {saves:.0f} a call")
         if context >= trigger:
+            high = self.swap.high_tokens
+            if high is not None and trigger > high:
+                return decision(True, f"context {context} tokens >= {trigger} (backed off from "
+                                      f"{high}: the last rewrite left {pace.landed})")
             if self.fixed:
                 return decision(True, f"context {context} tokens >= {trigger}")
             forced = trigger < target + MIN_GAP or payback > to_next
@@ -189,10 +257,19 @@ class CostPolicy:
             return None if tokens_after < decision.context else \
                 f"the rewrite leaves {tokens_after} tokens, no fewer than {decision.context}"
         if tokens_after >= decision.trigger:
-            # The recent band alone is past the trigger: swapping would buy one turn at the
-            # price of a full prompt-cache rebuild, then trigger again.
+            # The floor alone is past the trigger: swapping would buy one turn at the price of a
+            # full prompt-cache rebuild, then trigger again.
             return f"the rewrite leaves {tokens_after} tokens, not below {decision.trigger}"
-        if self.fixed or decision.forced or decision.every:
+        if decision.every:
+            return None  # asked for as set
+        if self.swap.high_tokens is not None:
+            leeway = self.leeway(pace)
+            room = decision.trigger - tokens_after
+            if 2 * room < leeway:
+                return (f"the rewrite leaves {tokens_after} tokens, {room} below the trigger "
+                        f"{decision.trigger}: less than half the leeway ({leeway}), so the next "
+                        "turns would swap again")
+        if self.fixed or decision.forced:
             return None  # asked for as set, or the ceiling leaves no choice
         if tokens_after >= decision.context:
             return f"the rewrite leaves {tokens_after} tokens, no fewer than {decision.context}"
@@ -202,3 +279,33 @@ class CostPolicy:
             return (f"the rewrite leaves {tokens_after} tokens: it pays back in {payback:.0f} calls, "
                     f"more than the {to_next:.0f} before the next swap")
         return None
+
+    def rewritten(self, pace: Pace, tokens_after: int, *, committed: bool) -> None:
+        """What a rewrite left tells of the thread: the floor, when one asked for it committed; and,
+        with ``swap.high_tokens`` set, how far the trigger must back off so that the next swap
+        has room to land. Committed, the trigger stays at least half the leeway above what the
+        swap left; skipped, the thread waits until its context has grown a whole leeway past
+        what the rewrite could reach, so the next attempt lands with room to spare."""
+        pace.landed = tokens_after
+        if committed and not self.aim:
+            pace.floor = tokens_after  # the thread's floor, as it is now measured
+        high = self.swap.high_tokens
+        if high is None:
+            return
+        leeway = self.leeway(pace)
+        wanted = tokens_after + ((leeway + 1) // 2 if committed else leeway)
+        pace.backed_off_to = wanted if wanted > high else None
+
+    def bounds(self, pace: Pace) -> list[str]:
+        """What bounds this thread's floor and trigger, in sentences (``/context``)."""
+        said = [floor_bounds(self.swap, self.gradient, pace.overhead).describe()]
+        target = self.swap.target_tokens
+        if pace.landed is not None and target is not None and pace.landed > target:
+            said.append(f"The last rewrite left {pace.landed:,} tokens, above the target: what the "
+                        "CLI's own prompt, the preamble and the last turn (kept whole) take.")
+        high = self.swap.high_tokens
+        if high is not None and pace.backed_off_to is not None:
+            said.append(f"The trigger backed off from {high:,} (swap.high_tokens) to "
+                        f"{self.trigger(pace):,}, so that each swap has room to land; raise "
+                        "swap.high_tokens and swap.target_tokens to swap lower.")
+        return said

@@ -413,7 +413,7 @@ class SwapManager:
                     # leave one of its own.
                     left_behind = proxy.router.backing_of(thread_id)
                     committed = await self._maybe_swap(proxy, state, turn_end)
-                if committed is False:
+                if committed is False and not state.trigger_backed_off:
                     _back_off(state)
                 elif committed:
                     state.failures = 0
@@ -426,6 +426,7 @@ class SwapManager:
                 raise
             finally:
                 state.swapping = False
+                state.trigger_backed_off = False
                 if proxy.router.is_held(thread_id):
                     proxy.router.release(thread_id)
                     proxy.flush()
@@ -543,7 +544,13 @@ class SwapManager:
         def check(rewritten: Rewritten) -> str | None:
             unpaid = self.policy.worth_it(decision, rewritten.tokens_after, state.pace)
             if unpaid is not None:
-                logger.info("swap skipped", thread=thread_id, why=unpaid)
+                self.policy.rewritten(state.pace, rewritten.tokens_after, committed=False)
+                # The trigger moved past what this rewrite could reach: that is the back-off;
+                # skipping turn ends as well would let the context run on past it.
+                state.trigger_backed_off = state.pace.backed_off_to is not None
+                logger.info("swap skipped", thread=thread_id, why=unpaid,
+                            trigger=self.policy.trigger(state.pace))
+            self._above_target(state, rewritten.tokens_after)
             return unpaid
 
         moved = await self.mover.relocate(proxy, state, old_backing=old_backing, path=path, reason=reason,
@@ -557,13 +564,25 @@ class SwapManager:
         timing = {"settle_s": round(t_settled - t0, 4), "decide_s": round(t_rewrite - t_settled, 4),
                   "rewrite_s": round(t_rewritten - t_rewrite, 4),
                   "move_s": round(t_moved - t_rewritten, 4), "moved_by": moved_by}
-        if not self.policy.aim:  # the rewrite went to the floor: now the floor is known
-            state.pace.floor = rewritten.tokens_after
+        self.policy.rewritten(state.pace, rewritten.tokens_after, committed=True)
         self._notice(proxy, thread_id, rewritten)
         logger.info("swap committed", thread=thread_id, old=old_backing, new=rewritten.new_id,
                     tokens_before=rewritten.tokens_before, tokens_after=rewritten.tokens_after,
                     seconds=round(time.monotonic() - t0, 3), why=reason, **timing)
         return True
+
+    def _above_target(self, state: ThreadState, tokens_after: int) -> None:
+        """Said once a thread: swap.target_tokens is below what this thread's floor takes (the
+        CLI's own prompt, the least preamble, the last turn whole), which no rewrite can go under."""
+        target = self.settings.target_tokens
+        if target is None or tokens_after <= target or state.said_above_target:
+            return
+        state.said_above_target = True
+        logger.warning("swap.target_tokens is below this thread's floor: the rewrite left more (the "
+                       "CLI's own prompt, the preamble and the last turn, kept whole); raise "
+                       "swap.target_tokens (and swap.high_tokens) above it to swap where you meant",
+                       thread=state.thread_id, target=target, left=tokens_after,
+                       prompt=state.pace.overhead)
 
     def _notice(self, proxy: Proxy, thread_id: str, rewritten: Rewritten) -> None:
         if self.settings.notice == "silent":

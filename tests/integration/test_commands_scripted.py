@@ -86,6 +86,11 @@ async def test_a_command_sent_while_a_prompt_runs_is_answered_and_changes_nothin
         context = await said(proxy, thread, "/context")
         assert "Context: 6,000 tokens." in context and "Marks: A" in context and "No swap yet." in context
         assert "A swap now would keep: recent " in context and " turns (" in context, context
+        # What bounds the floor (issue 20): the target set, the CLI's prompt (the first turn's
+        # context), the preamble's share and the recent band fitted under the rest.
+        assert ("Swaps aim at 20,000 tokens (swap.target_tokens): the CLI's own prompt (about "
+                "5,000 tokens), a preamble of up to 3,750") in context, context
+        assert "fitted under the target: up to 11,250 tokens" in context, context
         assert SwapJournal(tmp_path / "liminal-home" / "swaps.jsonl").records() == []
 
     await run_liminal(tmp_path, body)

@@ -354,6 +354,34 @@ async def test_a_rewrite_that_stays_above_the_trigger_is_not_worth_a_swap(tmp_pa
     assert len(harness.discarded) == 1 and harness.adopted_ids == []
 
 
+async def test_a_swap_that_lands_just_under_its_trigger_backs_off_instead_of_repeating(tmp_path: Path) -> None:
+    """Issue 20: every rewrite landed just under the trigger (the floor: the CLI's prompt, the
+    preamble, the last turn), so each turn passed it again and the thread swapped 3 times in 4
+    turns, a prompt-cache rebuild each. A rewrite that leaves less than half the leeway
+    (high 100k - target 80k) under the trigger is skipped, and the trigger backs off a whole
+    leeway above it; the next swap lands with room to spare."""
+    harness = FakeHarness(tmp_path)
+    harness.after = 95_000  # 5k under the trigger: the next turn would pass it again
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    manager = SwapManager(settings(), journal, harness)
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
+        thread = await start(client)
+        for used in (101_000, 102_000, 103_000, 104_000, 105_000, 106_000):
+            await client.prompt(thread, f"used:{used}")
+            await manager.wait_for_swaps(1)
+        assert proxy.router.backing_of(thread) == thread
+        state = manager.threads[thread]
+        assert manager.policy.trigger(state.pace) == 115_000  # what the rewrite left, and the leeway
+        await client.prompt(thread, "used:116000")  # grown a whole leeway past it: worth a swap
+        await manager.wait_for_swaps(2)
+        assert proxy.router.backing_of(thread) != thread
+        assert manager.policy.trigger(state.pace) == 105_000  # half the leeway above the landing
+    assert [r.outcome for r in journal.records()] == ["skipped", "committed"], journal.records()
+    skipped = journal.records()[0]
+    assert "less than half the leeway" in skipped.reason and skipped.tokens_after == 95_000
+    assert "backed off from 100000" in journal.records()[1].reason
+
+
 async def test_without_usage_the_session_file_decides(tmp_path: Path) -> None:
     # The older Claude adapter sends no usage_update: the context comes from the file. Far below
     # the trigger the check runs unheld; once near it, turn ends are held for the check.

@@ -201,6 +201,73 @@ def test_a_target_at_or_above_the_trigger_is_refused_when_both_are_set(tmp_path:
     assert only.swap.target_tokens == 90_000 and only.swap.high_tokens is None
 
 
+THRESHOLDS_THAT_CANNOT_WORK = [
+    # The recent band set by hand is kept whole: with the preamble it cannot fit the target.
+    ({"LIMINAL_SWAP_HIGH_TOKENS": "20000", "LIMINAL_SWAP_TARGET_TOKENS": "12000",
+      "LIMINAL_GRADIENT_RECENT_TOKENS": "20000"}, "gradient.recent_tokens = 20000"),
+    ({"LIMINAL_SWAP_TARGET_TOKENS": "5000", "LIMINAL_GRADIENT_RECENT_TOKENS": "4500"},
+     "gradient.recent_tokens = 4500"),
+    # The preamble set by hand fills the target alone.
+    ({"LIMINAL_SWAP_HIGH_TOKENS": "9000", "LIMINAL_SWAP_TARGET_TOKENS": "5000",
+      "LIMINAL_GRADIENT_SUMMARY_TOKENS": "6000"}, "gradient.summary_tokens = 6000"),
+    # A trigger alone under the floor it swaps to (recent band 20k and preamble 4k by default).
+    ({"LIMINAL_SWAP_HIGH_TOKENS": "20000"}, "swap.high_tokens = 20000"),
+]
+
+
+@pytest.mark.parametrize(("env", "named"), THRESHOLDS_THAT_CANNOT_WORK)
+def test_thresholds_the_floor_cannot_fit_under_are_refused_naming_the_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    env: dict[str, str], named: str,
+) -> None:
+    """Issue 20: swap.high_tokens / swap.target_tokens were accepted with a recent band that could
+    never fit under them, and then every swap was skipped (or landed at the trigger). A
+    combination that cannot work is refused at start, in one line naming what to change."""
+    from liminal.cli import main
+
+    with pytest.raises(config.ConfigError, match=named.replace(".", r"\.")):
+        config.load(env={"LIMINAL_HOME": str(tmp_path), **env})
+    monkeypatch.setenv("LIMINAL_HOME", str(tmp_path))
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert main(["acp", "--", "true"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and named in err and "Traceback" not in err, err
+
+
+def test_thresholds_a_default_band_fits_under_are_accepted(tmp_path: Path) -> None:
+    """The recent band and preamble left at their defaults shrink to fit a target (the issue's
+    9000/5000 and 20000/12000); set by hand under it, they are kept."""
+    for env in ({"LIMINAL_SWAP_HIGH_TOKENS": "9000", "LIMINAL_SWAP_TARGET_TOKENS": "5000"},
+                {"LIMINAL_SWAP_HIGH_TOKENS": "20000", "LIMINAL_SWAP_TARGET_TOKENS": "12000"},
+                {"LIMINAL_SWAP_HIGH_TOKENS": "9000", "LIMINAL_SWAP_TARGET_TOKENS": "6000",
+                 "LIMINAL_GRADIENT_RECENT_TOKENS": "4000"},
+                {"LIMINAL_SWAP_HIGH_TOKENS": "30000"}):
+        config.load(env={"LIMINAL_HOME": str(tmp_path), **env})
+
+
+def test_liminal_config_says_what_bounds_the_floor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    import json
+
+    from liminal.cli import main
+
+    monkeypatch.setenv("LIMINAL_HOME", str(tmp_path))
+    assert main(["config"]) == 0
+    floor = [line for line in capsys.readouterr().out.splitlines() if line.startswith("floor")]
+    assert floor and "gradient.recent_tokens" in floor[0] and "20,000" in floor[0], floor
+    monkeypatch.setenv("LIMINAL_SWAP_HIGH_TOKENS", "20000")
+    monkeypatch.setenv("LIMINAL_SWAP_TARGET_TOKENS", "12000")
+    assert main(["config"]) == 0
+    floor = [line for line in capsys.readouterr().out.splitlines() if line.startswith("floor")]
+    assert "swap.target_tokens" in floor[0] and "fitted under the target" in floor[0], floor
+    assert main(["config", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["floor"]
+    assert shown["limited_by"] == "swap.target_tokens" and shown["preamble_tokens"] == 3_000
+    assert shown["recent_tokens"] == 9_000  # at most: less the CLI's own prompt
+
+
 def test_the_deploy_config_lists_every_setting_and_loads_as_the_defaults(tmp_path: Path) -> None:
     """deploy/config.toml is what people copy: it must load, mean the defaults, and name every
     setting (those whose default is "chosen by liminal" commented out)."""

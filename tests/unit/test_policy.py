@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
@@ -90,9 +91,11 @@ def test_what_a_person_sets_is_obeyed_as_given() -> None:
     assert p.fixed and p.target(pace()) == 100_000 and p.trigger(pace()) == 120_000
     assert p.decide(120_000, pace()).swap and not p.decide(119_999, pace()).swap
     assert not p.decide(119_000, pace(), idle=True).swap  # no idle swaps on a fixed trigger
-    # A fixed swap is taken if the rewrite is below the trigger, whatever it costs.
+    # A fixed swap is taken if the rewrite leaves half the leeway below the trigger, whatever
+    # it costs; one that lands closer would trigger again within a turn or two.
     decision = p.decide(121_000, pace())
-    assert p.worth_it(decision, 115_000, pace()) is None
+    assert p.worth_it(decision, 110_000, pace()) is None
+    assert "half the leeway" in (p.worth_it(decision, 115_000, pace()) or "")
     assert p.worth_it(decision, 120_000, pace()) is not None
     # One end set: the other is the cost policy's.
     only_target = policy(target_tokens=60_000)
@@ -100,6 +103,85 @@ def test_what_a_person_sets_is_obeyed_as_given() -> None:
     assert only_target.idle_swaps
     only_high = policy(high_tokens=90_000)
     assert only_high.target(pace()) == only_high.floor(pace()) and not only_high.idle_swaps
+
+
+def run_thread(p: CostPolicy, thread: Pace, turns: list[int], floor: int) -> tuple[list[int], int]:
+    """Turn ends as the swap manager sees them: each turn adds its tokens; a swap's rewrite lands
+    on the target, or above it where ``floor`` (the CLI's prompt, the preamble) and the last turn
+    whole take more. The turns that swapped, and the largest context the thread reached."""
+    context = thread.overhead or 0
+    swapped: list[int] = []
+    peak = context
+    for n, grew in enumerate(turns):
+        context += grew
+        peak = max(peak, context)
+        thread.observe(grew, 1)
+        decision = p.decide(context, thread)
+        if not decision.swap:
+            continue
+        after = min(context, max(p.aim, floor + grew))
+        taken = p.worth_it(decision, after, thread) is None
+        p.rewritten(thread, after, committed=taken)
+        if taken:
+            context = after
+            swapped.append(n)
+    return swapped, peak
+
+
+def test_a_swap_that_cannot_land_well_below_its_trigger_backs_off() -> None:
+    """Issue 20: with the band lowered to 4000 and 9000/6000 set, every swap landed at about 9k
+    (the CLI's prompt alone is 8k), just under the trigger, and the thread swapped 3 times in 4
+    turns. A rewrite that leaves less than half the leeway under the trigger is skipped, and the
+    thread's trigger backs off a whole leeway above what the rewrite could reach: a swap per
+    leeway of growth, the context bounded near the floor plus the leeway."""
+    p = policy(high_tokens=9_000, target_tokens=6_000)
+    thread = pace(overhead=8_000, per_call=300, biggest=300)
+    swapped, peak = run_thread(p, thread, [300] * 40, floor=8_600)
+    assert swapped, "it still swaps"
+    assert all(b - a >= 4 for a, b in itertools.pairwise(swapped)), swapped
+    assert peak <= 8_600 + 300 + 3_000 + 300  # the floor, the last turn, the leeway, a turn
+    assert p.trigger(thread) > 9_000 and thread.backed_off_to is not None
+    assert any("backed off from 9,000" in line for line in p.bounds(thread))
+    # Where the floor is low enough, the thresholds are obeyed as given and nothing backs off.
+    roomy = pace(overhead=2_000, per_call=300, biggest=300)
+    swapped, peak = run_thread(p, roomy, [300] * 40, floor=2_600)
+    assert len(swapped) >= 2 and peak <= 9_000 + 300 and p.trigger(roomy) == 9_000
+    assert roomy.backed_off_to is None
+
+
+def test_a_target_below_the_clis_prompt_still_bounds_the_context() -> None:
+    """Issue 20, Claude Code with 9000/5000 set and a CLI prompt of 11.5k: every rewrite left
+    more than the trigger and was skipped, so the context grew without bound. Now the trigger backs
+    off above the floor and swaps keep the context within a leeway of it."""
+    p = policy(high_tokens=9_000, target_tokens=5_000)
+    thread = pace(overhead=11_500, per_call=400, biggest=3_600)
+    turns = [40, 250, 400, 3_600, 40] * 6
+    swapped, peak = run_thread(p, thread, turns, floor=12_500)
+    assert len(swapped) >= 3
+    assert all(b - a >= 2 for a, b in itertools.pairwise(swapped)), swapped
+    assert peak <= 12_500 + 3_600 + 4_000 + 3_600
+    # Backing off never carries the trigger to where the next turn would pass the ceiling.
+    near = policy(high_tokens=150_000, target_tokens=140_000)
+    thread = pace(overhead=140_000, biggest=6_000)
+    near.rewritten(thread, 158_000, committed=False)
+    assert thread.backed_off_to == 168_000 and near.trigger(thread) == CEILING - 6_000
+
+
+def test_what_bounds_the_floor_is_said() -> None:
+    """``/context`` and ``liminal config`` say which setting bounds the floor."""
+    from liminal.kernel.policy import floor_bounds
+
+    default = floor_bounds(SwapSettings(), GRADIENT)
+    assert (default.recent, default.preamble, default.limited_by) == (20_000, 4_000, "gradient.recent_tokens")
+    assert "gradient.recent_tokens" in default.describe()
+    fitted = floor_bounds(SwapSettings(high_tokens=20_000, target_tokens=12_000), GRADIENT, overhead=9_000)
+    assert fitted.limited_by == "swap.target_tokens" and fitted.preamble == 1_000
+    assert fitted.recent == 12_000 - 9_000 - 1_000
+    assert "fitted under the target" in fitted.describe() and "9,000" in fitted.describe()
+    roomy = floor_bounds(SwapSettings(target_tokens=100_000), GRADIENT, overhead=9_000)
+    assert roomy.limited_by == "gradient.recent_tokens" and roomy.recent == 20_000
+    none = floor_bounds(SwapSettings(high_tokens=9_000, target_tokens=5_000), GRADIENT, overhead=11_500)
+    assert none.recent == 0 and "raise swap.target_tokens" in none.describe()
 
 
 def test_never_past_the_ceiling() -> None:

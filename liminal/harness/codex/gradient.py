@@ -4,6 +4,7 @@ records, written as a new rollout under a new id.
 Turns are banded by age, youngest first, by token budgets (``GradientSettings``):
 
 - recent: the youngest turns that fit ``recent_tokens`` (at least the last), byte for byte;
+  under a target, no more than fits under it (``liminal.gradient.bands.recent_budget``);
 - middle: the next that fit once tool outputs (and long string leaves of tool arguments) are cut
   to ``truncate_lines`` / ``truncate_chars``, each cut followed by a recall marker whose key is
   ``<session id>:<call_id>:<0 output | 1 call>[:<path>]``;
@@ -34,7 +35,14 @@ from typing import Any
 import orjson
 
 from liminal.config import GradientSettings
-from liminal.gradient.bands import MARKER_CHARS, Band, Cutter, already_cut
+from liminal.gradient.bands import (
+    MARKER_CHARS,
+    Band,
+    Cutter,
+    already_cut,
+    preamble_budget,
+    recent_budget,
+)
 from liminal.gradient.recall import RecallKey
 from liminal.gradient.summarize import PREAMBLE_INTRO, ExtractiveSummarizer, TurnDigest
 from liminal.harness.codex.rollout import (
@@ -60,6 +68,20 @@ OUTPUT_BLOCK, CALL_BLOCK = 0, 1
 
 def cost(n_bytes: int) -> int:
     return n_bytes // 4 + 1
+
+
+# Fields of a response item Codex keeps in the rollout and does not send to the model (0.166).
+NOT_SENT = ("internal_chat_message_metadata_passthrough",)
+
+
+def item_tokens(payload: dict[str, Any]) -> int:
+    """What a response item costs the model: its payload as the API is sent it, not the rollout
+    line around it (the timestamp, the type, 0.166's ordinal and metadata) nor the fields Codex
+    keeps for itself. Counted by the line, that wrapper (75 to 400 bytes an item) put a rewrite
+    that dropped 66 items 1.2k tokens under the context the model then saw."""
+    if any(k in payload for k in NOT_SENT):
+        payload = {k: v for k, v in payload.items() if k not in NOT_SENT}
+    return cost(len(orjson.dumps(payload)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,16 +133,19 @@ class _Edits:
         return payload if payload.get("type") == "message" else None
 
 
-def _item_cost(line: Line, payload: dict[str, Any] | None) -> int:
-    if payload is None:
-        return 0
-    if payload is line.payload:
-        return cost(len(line.raw))
-    return cost(len(orjson.dumps(payload)) + 60)
-
-
 def _turn_cost(turn: Turn, edit: Any) -> int:
-    return sum(_item_cost(line, edit(line.payload) if edit else line.payload) for line in turn.items())
+    """A turn's items in a band, but Codex's context messages, which every band keeps
+    (``_context_cost``)."""
+    payloads = (edit(line.payload) if edit else line.payload for line in turn.items()
+                if not is_context_message(line.payload))
+    return sum(item_tokens(payload) for payload in payloads if payload is not None)
+
+
+def _context_cost(turns: Sequence[Turn]) -> int:
+    """Codex's context messages (permissions, environment): kept whatever band their turn is in,
+    the summary's turn too, so they come off the room first (2.6k tokens with codex-agent)."""
+    return sum(item_tokens(line.payload) for turn in turns for line in turn.items()
+               if is_context_message(line.payload))
 
 
 def _digest(number: int, turn: Turn) -> TurnDigest:
@@ -145,7 +170,8 @@ def _digest(number: int, turn: Turn) -> TurnDigest:
     return TurnDigest(number, turn.prompt, tuple(replies), tuple(tools))
 
 
-def summary_text(turns: Sequence[Turn], settings: GradientSettings) -> str:
+def summary_text(turns: Sequence[Turn], settings: GradientSettings, budget_tokens: int | None = None) -> str:
+    """The preamble of ``turns``, in ``budget_tokens`` (``summary_tokens`` unless said)."""
     previous: str | None = None
     digests: list[TurnDigest] = []
     for n, turn in enumerate(turns):
@@ -157,23 +183,36 @@ def summary_text(turns: Sequence[Turn], settings: GradientSettings) -> str:
             if line.payload.get("role") == "user" and text.startswith(PREAMBLE_INTRO):
                 previous = text.removeprefix(PREAMBLE_INTRO)
         digests.append(_digest(n + 1, turn))
-    budget = max(400, settings.summary_tokens * 4 - len(PREAMBLE_INTRO))
+    tokens = settings.summary_tokens if budget_tokens is None else budget_tokens
+    budget = max(400, tokens * 4 - len(PREAMBLE_INTRO))
     return PREAMBLE_INTRO + ExtractiveSummarizer().summarize(digests, previous, budget)
+
+
+def preamble_tokens(target_tokens: int, overhead: int, settings: GradientSettings) -> int:
+    """The summary's budget: ``summary_tokens`` at the floor (a target of 0), else its share of
+    the room under the target (``liminal.gradient.bands.preamble_budget``)."""
+    if not target_tokens:
+        return settings.summary_tokens
+    return preamble_budget(target_tokens - overhead, settings)
 
 
 def assign_bands(turns: Sequence[Turn], target_tokens: int, overhead: int, settings: GradientSettings,
                  edits: _Edits) -> list[Band]:
-    """Youngest first: recent by ``recent_tokens`` (at least one turn), then middle and old by
-    what the target leaves (``target_tokens`` 0: nothing, the recent band and the summary only)."""
+    """Youngest first: recent by ``recent_tokens`` (at least one turn; under a target, no more
+    than fits under it with the summary), then middle and old by what the target leaves
+    (``target_tokens`` 0: nothing, the recent band and the summary only)."""
     bands = [Band.ANCIENT] * len(turns)
     n = len(turns) - 1
+    overhead += _context_cost(turns)
     used = 0
+    reserve = preamble_tokens(target_tokens, overhead, settings)
+    limit = recent_budget(target_tokens - overhead, reserve, settings, floor=not target_tokens)
     while n >= 0:
         full = _turn_cost(turns[n], None)
-        if n < len(turns) - 1 and used + full > settings.recent_tokens:
+        if n < len(turns) - 1 and used + full > limit:
             break
         bands[n], used, n = Band.RECENT, used + full, n - 1
-    room = max(0, target_tokens - overhead - used - settings.summary_tokens) if target_tokens else 0
+    room = max(0, target_tokens - overhead - used - reserve) if target_tokens else 0
     for band, budget, edit in ((Band.MIDDLE, min(settings.middle_tokens, room), edits.middle),
                                (Band.OLD, None, edits.old)):
         spent = 0
@@ -321,6 +360,11 @@ def finish(lines: list[Line], old_id: str, new_id: str, *, also: Collection[str]
     return tuple(out)
 
 
+def tokens_of(raw_lines: Sequence[bytes]) -> int:
+    """What the response items among ``raw_lines`` cost the model."""
+    return sum(item_tokens(line.payload) for line in parse_lines(b"".join(raw_lines)) if line.is_item)
+
+
 def check(raw_lines: Sequence[bytes], new_id: str) -> None:
     """Refuse a rollout Codex would refuse or resume wrongly: raises ``RolloutError``."""
     lines = parse_lines(b"".join(raw_lines))
@@ -337,7 +381,7 @@ def check(raw_lines: Sequence[bytes], new_id: str) -> None:
 
 def rewrite(rollout: Rollout, target_tokens: int, new_id: str, settings: GradientSettings) -> CodexRewrite:
     items = [line for line in rollout.lines if line.is_item]
-    estimate = sum(cost(len(line.raw)) for line in items)
+    estimate = sum(item_tokens(line.payload) for line in items)
     before = last_token_count(rollout.lines) or estimate
     overhead = max(0, before - estimate)  # instructions and tools: not in the file
     edits = _Edits(rollout.session_id, settings)
@@ -346,9 +390,13 @@ def rewrite(rollout: Rollout, target_tokens: int, new_id: str, settings: Gradien
     ancient = [t for t, b in zip(rollout.turns, bands, strict=True) if b is Band.ANCIENT]
     for n, (turn, band) in enumerate(zip(rollout.turns, bands, strict=True)):
         if band is Band.ANCIENT:
-            out.extend(_summary_turn(turn, summary_text(ancient, settings)) if n == 0 else _ancient_rest(turn))
+            if n == 0:
+                summary = summary_text(ancient, settings, preamble_tokens(target_tokens, overhead, settings))
+                out.extend(_summary_turn(turn, summary))
+            else:
+                out.extend(_ancient_rest(turn))
         else:
             out.extend(_render_turn(turn, band, edits))
     lines = finish(out, rollout.session_id, new_id)
-    after = overhead + sum(cost(len(raw)) for raw in lines if b'"type":"response_item"' in raw)
+    after = overhead + tokens_of(lines)
     return CodexRewrite(lines, before, after, tuple(bands), edits.cutter.keys)

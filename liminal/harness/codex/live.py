@@ -175,7 +175,7 @@ class CodexSessions:
         size = self.write(target, raw)
         if keeps_thread:
             self._name_from[new_id] = like
-        tokens = sum(gradient.cost(len(r)) for r in raw if b'"type":"response_item"' in r)
+        tokens = gradient.tokens_of(raw)
         return Rewritten(new_id, target, tokens, tokens, size)
 
     def bands(self, path: Path, target_tokens: int) -> dict[str, dict[str, int]]:

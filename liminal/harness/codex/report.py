@@ -42,7 +42,7 @@ def _by_band(rollout: Rollout, plan: gradient.CodexRewrite) -> dict[str, dict[st
     out: dict[str, dict[str, int]] = {b.value: {"turns": 0, "tokens": 0} for b in Band}
     for turn, band in zip(rollout.turns, plan.bands, strict=True):
         out[band.value]["turns"] += 1
-        out[band.value]["tokens"] += sum(gradient.cost(len(line.raw)) for line in turn.items())
+        out[band.value]["tokens"] += sum(gradient.item_tokens(line.payload) for line in turn.items())
     return out
 
 
@@ -74,7 +74,7 @@ def inspect(path: Path, settings: GradientSettings, largest: int = 10) -> dict[s
         "bands": _by_band(rollout, plan),
         "planned_tokens": plan.tokens_after,
         "target_tokens": settings.target_tokens,
-        "largest": [{"line": n, "kind": line.kind, "tokens": gradient.cost(len(line.raw))}
+        "largest": [{"line": n, "kind": line.kind, "tokens": gradient.item_tokens(line.payload)}
                     for n, line in items[:largest]],
     }
 

@@ -5,6 +5,7 @@ youngest first, sized by token budgets rather than turn counts, so the result la
 target whatever the length of the session:
 
 - recent: the youngest turns that fit ``recent_tokens`` (at least the last turn), untouched;
+  under a target, no more than fits under it (``liminal.gradient.bands.recent_budget``);
 - middle: the next turns that fit ``middle_tokens`` once their tool results and the string
   leaves of their tool inputs are cut to ``truncate_lines`` lines / ``truncate_chars``
   characters, each cut followed by a marker with its recall key;
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import overload
 
 from liminal.config import GradientSettings
-from liminal.gradient.bands import MARKER_CHARS, Band
+from liminal.gradient.bands import MARKER_CHARS, Band, preamble_budget
 from liminal.gradient.summarize import TurnDigest
 from liminal.harness.claude.conversation import Conversation, Turn
 from liminal.harness.claude.records import Record
@@ -121,13 +122,13 @@ def assign_bands(
     keep: int = 0,
 ) -> list[Band]:
     """Bands for turns given (full, truncated, prose) token costs, oldest first. The recent band
-    gets ``keep`` tokens whatever the budget, and up to ``recent`` within it."""
+    gets ``keep`` tokens whatever the budget, and up to ``recent`` within it; the youngest turn
+    is recent whatever either says."""
     bands = [Band.ANCIENT] * len(costs)
     used = 0
     i = len(costs) - 1
-    # The configured recent band is whole whatever the target: a target below it cuts everything
-    # older, never the turns the model is working on (the swap's cost policy aims at that
-    # floor). Widened beyond it (``_fit``), it stays within the budget.
+    # ``keep`` is the floor's (a rewrite asked for the floor keeps the configured band whole:
+    # that is what the floor is); under a target the band is what fits (``recent_budget``).
     limit = max(keep, min(recent, budget - reserve))
     while i >= 0 and (i == len(costs) - 1 or used + costs[i][0] <= limit):
         bands[i] = Band.RECENT
@@ -183,14 +184,16 @@ def turn_costs(turns: Sequence[Turn], cal: Calibration, cut: int) -> list[_Cost]
 
 
 def _fit(
-    costs: Sequence[Sequence[int]], budget: int, reserve: int, settings: GradientSettings
+    costs: Sequence[Sequence[int]], budget: int, reserve: int, settings: GradientSettings,
+    *, floor: bool = False,
 ) -> list[Band]:
     """Bands at the configured budgets; when all of it fits without a preamble, widen them.
 
     The recent and middle budgets say how much fidelity to keep at least. If even then every
     older turn fits as prose, the remaining room under the target is better spent keeping more
     turns whole or merely cut, so both budgets grow together until one more step would push a
-    turn into the ancient band.
+    turn into the ancient band. ``floor``: the rewrite was asked for the floor, which keeps the
+    configured recent band whole.
     """
     def at(scale: float) -> list[Band]:
         return assign_bands(
@@ -199,7 +202,7 @@ def _fit(
             recent=int(settings.recent_tokens * scale),
             middle=int(settings.middle_tokens * scale),
             reserve=reserve,
-            keep=settings.recent_tokens,
+            keep=settings.recent_tokens if floor else 0,
         )
 
     bands = at(1.0)
@@ -233,7 +236,8 @@ def make_plan(
 ) -> Plan:
     target = settings.target_tokens if target_tokens is None else target_tokens
     cal, measured_context = measure(conversation)
-    if target <= 0:
+    floor = target <= 0
+    if floor:
         # The floor: the CLI's own prompt, the recent band whole and the preamble at its budget;
         # everything older is consolidated (the swap's cost policy asks for this).
         target = cal.overhead_tokens + settings.recent_tokens + settings.summary_tokens
@@ -244,16 +248,16 @@ def make_plan(
     # A percent of slack: estimates are rounded record by record, the check sums the file.
     budget = int((target - cal.overhead_tokens) * 0.99)
     # The preamble gets a quarter of a small budget, but never less than a readable minimum.
-    reserve = min(settings.summary_tokens, max(1000, budget // 4))
+    reserve = preamble_budget(budget, settings)
     # Room for the attachments carried forward: known only once the bands are, so fit again
     # until the room asked for covers what is carried (it only grows; two rounds in practice).
     carry = 0
     for _ in range(4):
-        bands = _fit(costs, budget - carry, reserve, settings)
+        bands = _fit(costs, budget - carry, reserve, settings, floor=floor)
         consolidate = Band.ANCIENT in bands
         if not consolidate and head_tokens:
             # No preamble to fold the old head into: it stays, and must fit too.
-            bands = _fit(costs, budget - carry - head_tokens, 0, settings)
+            bands = _fit(costs, budget - carry - head_tokens, 0, settings, floor=floor)
             consolidate = Band.ANCIENT in bands
         carried = _carried_attachments(conversation, turns, bands, consolidate)
         needed = cal.tokens(sum(i.record.extra_chars for i in carried if i.record is not None))
