@@ -55,7 +55,7 @@ COMMANDS: dict[str, tuple[str | None, str]] = {
     "undo": (None, "liminal: take the last turn out of the model's context"),
     "context": (None, "liminal: what the model sees now, the marks, the last swap"),
     "optimise": (None, "liminal: compress the context now (a gradient swap)"),
-    "search": ("TEXT", "liminal: search this thread's history"),
+    "search": ("[--all] TEXT", "liminal: search what was said in this thread"),
     "recall": ("KEY", "liminal: the full text behind a truncation marker"),
     "memo": ("TEXT #tag", "liminal: keep a memo that outlives this thread"),
     "memos": ("[#tag|TEXT]", "liminal: find memos"),
@@ -564,12 +564,21 @@ class CommandCenter:
         return f"Context optimised: {done.tokens_before // 1000}k -> {done.tokens_after // 1000}k tokens."
 
     async def _cmd_search(self, thread: str, args: str) -> str:
-        if not args:
-            raise CommandError("/search TEXT")
-        hits = await (await self.store()).search(args, thread_id=thread, limit=8)
-        if not hits:
-            return f"Nothing found for {args!r} in this thread."
-        return "\n".join(f"- {h.kind}: {h.snippet}" for h in hits)
+        """What was said in this thread (``liminal.kernel.search``); ``--all`` adds liminal's own
+        commands and notes and the CLI's bookkeeping records."""
+        from liminal.kernel.search import find
+
+        words = args.split(None, 1)
+        everything = bool(words) and words[0] == "--all"
+        query = (words[1] if len(words) > 1 else "") if everything else args
+        if not query.strip():
+            raise CommandError("/search TEXT (or /search --all TEXT)")
+        found = await find(await self.store(), query, thread_id=thread, limit=8, everything=everything)
+        if not found:
+            return f"Nothing found for {query!r} in this thread." + ("" if everything else (
+                " (/search --all TEXT also looks in liminal's own commands and the CLI's records.)"))
+        return "\n".join(f"- {f.where(title=False)} · {f.when} · {f.speaker}: {f.hit.snippet}"
+                         for f in found)
 
     async def _cmd_recall(self, thread: str, args: str) -> str:
         if not args:

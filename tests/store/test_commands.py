@@ -94,7 +94,7 @@ def test_history(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_search(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["search", "gigawatts"]) == 0
     out = capsys.readouterr().out
-    assert "sess-1" in out and "gigawatts" in out
+    assert "Refactor the flux capacitor module · turn 1 · tool (Read flux.py)" in out and "gigawatts" in out
     assert cli.main(["search", "gigawatts", "--thread", "other", "--json"]) == 0
     assert orjson.loads(capsys.readouterr().out) == []
     assert cli.main(["search", "flux", "--json"]) == 0
