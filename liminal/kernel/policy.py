@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from liminal.config import GradientSettings, SwapSettings
+from liminal.units import plural, tokens
 
 # Before a thread has shown its pace: a model call of a coding session adds about this much
 # (tool output, the answer), and the CLI's own prompt (system, tools) weighs about this.
@@ -167,38 +168,43 @@ class CostPolicy:
                 return decision(False, "idle swaps are off (swap.high_tokens is set)")
             floor = target + IDLE_SHARE * (trigger - target)
             if context < floor:
-                return decision(False, f"idle, but {context} tokens is below {int(floor)}")
+                return decision(False, f"idle, but {tokens(context)} tokens is below {tokens(floor)}")
             return decision(True, f"idle past the cache's life ({self.swap.cache_life_seconds:g}s): "
-                                  f"the next call rewrites the prompt anyway; {context} -> ~{target} "
-                                  f"tokens saves {-rebuild:.0f} now and {saves:.0f} a call")
+                                  f"the next call rewrites the prompt anyway; {tokens(context)} -> ~{tokens(target)} "
+                                  f"tokens saves {tokens(-rebuild)} now and {tokens(saves)} a call")
         if context >= trigger:
             if self.fixed:
-                return decision(True, f"context {context} tokens >= {trigger}")
+                return decision(True, f"context {tokens(context)} tokens >= {tokens(trigger)}")
             forced = trigger < target + MIN_GAP or payback > to_next
-            return decision(True, f"context {context} tokens >= {trigger}"
+            return decision(True, f"context {tokens(context)} tokens >= {tokens(trigger)}"
                             + (" (the ceiling forces it)" if forced else
-                               f": the rebuild ({rebuild:.0f}) pays back in {payback:.0f} calls "
-                               f"of the {to_next:.0f} before the next swap"), forced)
+                               f": the rebuild ({tokens(rebuild)}) pays back in "
+                               f"{_calls(payback)} of the {to_next:.0f} before the next swap"),
+                            forced)
         if self.swap.every_turns and turns_since_swap >= self.swap.every_turns:
-            return decision(True, f"{turns_since_swap} turns since the last swap", every=True)
-        return decision(False, f"context {context} tokens < {trigger}")
+            return decision(True, f"{plural(turns_since_swap, 'turn')} since the last swap", every=True)
+        return decision(False, f"context {tokens(context)} tokens < {tokens(trigger)}")
 
     def worth_it(self, decision: Decision, tokens_after: int, pace: Pace) -> str | None:
         """None if the rewrite as made still pays; else why it is skipped."""
         if decision.idle:  # the cache is gone either way: any cut is a saving
             return None if tokens_after < decision.context else \
-                f"the rewrite leaves {tokens_after} tokens, no fewer than {decision.context}"
+                f"the rewrite leaves {tokens(tokens_after)} tokens, no fewer than {tokens(decision.context)}"
         if tokens_after >= decision.trigger:
             # The recent band alone is past the trigger: swapping would buy one turn at the
             # price of a full prompt-cache rebuild, then trigger again.
-            return f"the rewrite leaves {tokens_after} tokens, not below {decision.trigger}"
+            return f"the rewrite leaves {tokens(tokens_after)} tokens, not below {tokens(decision.trigger)}"
         if self.fixed or decision.forced or decision.every:
             return None  # asked for as set, or the ceiling leaves no choice
         if tokens_after >= decision.context:
-            return f"the rewrite leaves {tokens_after} tokens, no fewer than {decision.context}"
+            return f"the rewrite leaves {tokens(tokens_after)} tokens, no fewer than {tokens(decision.context)}"
         _, _, payback, to_next = self.cost(decision.context, tokens_after, decision.trigger, pace,
                                            idle=False)
         if payback > to_next:
-            return (f"the rewrite leaves {tokens_after} tokens: it pays back in {payback:.0f} calls, "
-                    f"more than the {to_next:.0f} before the next swap")
+            return (f"the rewrite leaves {tokens(tokens_after)} tokens: it pays back in "
+                    f"{_calls(payback)}, more than the {to_next:.0f} before the next swap")
         return None
+
+
+def _calls(n: float) -> str:
+    return plural(round(n), "call") if math.isfinite(n) else "no number of calls"

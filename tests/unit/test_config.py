@@ -180,8 +180,9 @@ def test_doctor_and_the_readers_say_what_is_wrong_in_one_line(
     assert code == 1 and "PROBLEM" in out and "Traceback" not in out + err
     if broken == "open token":
         assert "chmod 600" in out
-    # Every line answers; the CLIs' folders and SQLite's FTS5 are among them.
-    assert all(line.startswith(("ok ", "PROBLEM")) for line in out.strip().splitlines())
+    # Every line answers (a long answer wraps under itself); the CLIs' folders and SQLite's FTS5
+    # are among them.
+    assert all(line.startswith(("ok ", "PROBLEM", " " * 16)) for line in out.strip().splitlines())
     assert any(" codex " in line and "sessions" in line for line in out.splitlines())
     assert any("FTS5" in line for line in out.splitlines())
     if broken == "damaged database":
