@@ -9,6 +9,7 @@ own drawing: ``docs/commands.md``, "What the commands print".
 
 from __future__ import annotations
 
+import re
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -33,6 +34,21 @@ def console() -> Console:
     from rich.console import Console
 
     return Console(file=sys.stdout, highlight=False)
+
+
+# What a stored text may hold that a terminal would obey rather than show: a tool's colours and
+# cursor moves (CSI), a window title or a hyperlink (OSC), other control characters. rich
+# passes them through as they are; a transcript of a tool's output must not retitle the
+# window or clear the screen of the person reading it.
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` without terminal escape sequences; any other control character shown as �."""
+    if "\x1b" in text:
+        text = _ESCAPES.sub("", text)
+    return _CONTROLS.sub("\ufffd", text)
 
 
 def cells(text: str) -> int:
@@ -84,7 +100,8 @@ def plain_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], width:
     """The table as text no wider than ``width``: its cuttable columns, widest first, give way."""
     if any(c.below for c in columns):
         side = [n for n, c in enumerate(columns) if not c.below]
-        notes = [" ".join(" ".join(r[n].split()) for n, c in enumerate(columns) if c.below) for r in rows]
+        notes = [" ".join(" ".join(printable(r[n]).split()) for n, c in enumerate(columns) if c.below)
+                 for r in rows]
         drawn = plain_table([columns[n] for n in side], [[r[n] for n in side] for r in rows], width)
         lines = drawn.split("\n")
         out = lines[:1]
@@ -93,7 +110,7 @@ def plain_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], width:
             out += textwrap.wrap(note, width, initial_indent="    ", subsequent_indent="    ",
                                  break_on_hyphens=False)
         return "\n".join(out)
-    grid = [[c.header for c in columns], *[[" ".join(cell.split()) for cell in r] for r in rows]]
+    grid = [[c.header for c in columns], *[[" ".join(printable(cell).split()) for cell in r] for r in rows]]
     widths = [max(cells(row[i]) for row in grid) for i in range(len(columns))]
     room = width - 2 * (len(columns) - 1)
     while sum(widths) > room:
@@ -138,7 +155,7 @@ def table(columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> None:
         drawn.add_column(c.header, justify="right" if c.right else "left", no_wrap=not c.fit,
                          min_width=min(c.least, natural) if c.fit else natural)
     for row in rows:
-        drawn.add_row(*(Text(cell, no_wrap=c.fit in ("end", "start"), overflow="ellipsis")
+        drawn.add_row(*(Text(printable(cell), no_wrap=c.fit in ("end", "start"), overflow="ellipsis")
                         for cell, c in zip(row, columns, strict=True)))
     shown.print(drawn)
 
@@ -155,6 +172,7 @@ class Transcript:
              hang: int = 0) -> None:
         """One line of the source (no newlines in ``text``); ``wrap=False`` cuts it instead;
         ``hang`` indents the lines it wraps onto further than the first."""
+        text = printable(text)
         if self._console is not None:
             from rich.padding import Padding
             from rich.text import Text
@@ -178,6 +196,8 @@ class Transcript:
     def rule(self, title: str) -> None:
         """A turn's heading."""
         if self._console is not None:
-            self._console.rule(title, align="left", style="dim")
+            from rich.text import Text
+
+            self._console.rule(Text(title), align="left", style="dim")  # a Text: no markup
         else:
             sys.stdout.write(cut(f"── {title}", WIDTH) + "\n")

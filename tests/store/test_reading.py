@@ -127,3 +127,40 @@ def test_a_terminal_gets_rich(home: Path, capsys: pytest.CaptureFixture[str],
 def test_the_when_column_is_local_time(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = "\n".join(lines_of(capsys, "swaps"))
     assert time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(1_790_000_200.0)) in out
+
+
+@pytest.mark.parametrize("on_terminal", [False, True], ids=["piped", "terminal"])
+def test_a_tools_escape_sequences_reach_no_terminal(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch, on_terminal: bool) -> None:
+    """A tool's output is stored as the tool wrote it, colours and all; shown as it was, a
+    window-title sequence in it retitled the reader's terminal (rich passes escapes through)."""
+    from liminal.ingest.indexer import Indexer
+    from tests.store.conftest import event
+
+    monkeypatch.setenv("LIMINAL_HOME", str(tmp_path))
+    monkeypatch.delenv("LIMINAL_STORE_URL", raising=False)
+    if on_terminal:
+        from liminal.commands import _out
+
+        monkeypatch.setattr(_out, "terminal", lambda: True)
+    output = "\x1b]0;pwned\x07\x1b[31mFAILED\x1b[0m test_flux\x1b[2J"
+
+    async def fill() -> None:
+        store = await SqliteStore.open(tmp_path / "liminal.db")
+        indexer = Indexer(store, tmp_path / "spool")
+        for n, message in enumerate([
+            {"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
+             "params": {"sessionId": "t1", "prompt": [{"type": "text", "text": "run the tests"}]}},
+            {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "t1", "update": {
+                "sessionUpdate": "tool_call", "toolCallId": "c1", "title": "pytest", "status": "completed",
+                "content": [{"type": "content", "content": {"type": "text", "text": output}}]}}},
+            {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}]):
+            indexer.offer(event("c2a" if n == 0 else "a2c", message, thread="t1", backing="t1",
+                                method="session/prompt" if n != 1 else None, time=1_790_000_000.0 + n))
+        await indexer.aclose()
+        await store.aclose()
+
+    anyio.run(fill)
+    assert cli.main(["history", "t1"]) == 0
+    out = capsys.readouterr().out
+    assert "FAILED test_flux" in out and "\x1b" not in out and "\x07" not in out, repr(out)
