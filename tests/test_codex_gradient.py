@@ -350,7 +350,7 @@ def test_rollout_lines_become_store_records_recall_can_read() -> None:
     assert output.uuid == "call_0001" and output.tool_ids == ("call_0001",) and "\n2\n" in output.text
     assert next(r for r in records if r.type == "event_msg:token_count").usage == {
         "input_tokens": 9100, "total_tokens": 9100}
-    assert any("question 1" in r.text for r in records if r.type == "response_item:message")
+    assert any("question 1" in r.text for r in records if r.type == "response_item:message:user")
     key = RecallKey(builder.session_id, "call_0001", 0)
     assert CodexSessions(SMALL).recall_in_line(output.raw, key) == json.loads(output.raw)["payload"]["output"].encode()
     assert parse_line(b"not json", "b", None, 0).text == ""

@@ -36,10 +36,17 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         sys.stdout.write(orjson.dumps({"home": str(settings.home), "settings": out, "floor": said},
                                       option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0
-    print(f"home  {settings.home}")
-    width = max(len(name) for name, _, _ in rows)
-    for name, value, source in rows:
-        shown = repr(value) if isinstance(value, str) else "(chosen)" if value is None else str(value)
-        print(f"{name:<{width}}  {shown:<24}  {source}")
-    print(f"floor  {floor.describe()}")
+    from liminal.commands._out import WIDTH, Column, console, table, terminal
+
+    table([Column("SETTING"), Column("VALUE", fit="wrap", least=16, keep=1), Column("FROM", fit="wrap", least=12)],
+          [("home", str(settings.home), sources.get("home", "default")), *(
+              (name, repr(value) if isinstance(value, str) else "(chosen)" if value is None else str(value),
+               source) for name, value, source in rows)])
+    floor_line = f"floor: {floor.describe()}"
+    if terminal():
+        console().print(floor_line)
+    else:
+        import textwrap
+
+        print(textwrap.fill(floor_line, WIDTH, subsequent_indent="  "))
     return 0

@@ -131,8 +131,12 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         found = shutil.which(agent[0])
         checks.append(("agent", found is not None,
                        f"{agent[0]} -> {found}" if found else f"{agent[0]}: not found on PATH"))
+    from liminal.commands._out import Transcript
+
+    out = Transcript()  # a check a line; a long finding wraps under itself
     for name, ok, text in checks:
-        print(f"{'ok     ' if ok else 'PROBLEM'}  {name:<6} {text}")
+        out.line(f"{'ok     ' if ok else 'PROBLEM'}  {name:<6} {text}", hang=16,
+                 style="" if ok else "bold red")
     bad = [name for name, ok, _ in checks if not ok]
     if bad:
         print(f"liminal doctor: {len(bad)} problem(s): {', '.join(bad)}", file=sys.stderr)

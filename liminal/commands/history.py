@@ -1,4 +1,11 @@
-"""``liminal history THREAD [--json]``: a thread as a readable transcript."""
+"""``liminal history THREAD [--json] [--full] [--all]``: a thread as a readable transcript.
+
+Each turn once, under a heading with its time and the context the model had at its end: the
+prompt, the model's thinking and text, each tool call with its title and its output once (the
+adapters send a tool's output twice, as content to show and as raw output), the plan, liminal's
+swaps between turns. The usage points the adapters send several times a turn are in the heading
+only, and a turn's end only when it did not end normally; ``--all`` shows every stored message.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +14,7 @@ import sys
 from typing import Any
 
 from liminal.config import Settings
-from liminal.store.records import MessageRecord, conversation
+from liminal.store.records import MessageRecord, conversation, turn_numbers
 
 HELP = "show a thread as a readable transcript (THREAD may be a unique prefix of its id)"
 OUTPUT_LINES = 8
@@ -17,6 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("thread", help="thread id, or a unique prefix of it")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument("--full", action="store_true", help="print tool output in full")
+    parser.add_argument("--all", action="store_true",
+                        help="every stored message: usage points and turn ends too")
 
 
 async def resolve(store: Any, prefix: str) -> str | list[str]:
@@ -33,7 +42,7 @@ async def resolve(store: Any, prefix: str) -> str | list[str]:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    from liminal.commands._store import print_json, run_with_store, when
+    from liminal.commands._store import print_json, run_with_store
     from liminal.store.records import Thread
 
     async def body(store: Any) -> tuple[Thread | None, list[MessageRecord]] | list[str]:
@@ -65,47 +74,157 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                 "text": m.text, "tool_call_id": m.tool_call_id, "status": m.status,
                 "data": m.data, "replayed": m.replayed} for m in shown]})
         return 0
-    if thread is not None:
-        print(f"# {thread.title or thread.id}")
-        print(f"thread {thread.id} · {thread.harness or '?'} · {thread.cwd or '?'} · "
-              f"{len(thread.backing_ids)} backing session(s)")
-    turn = None
-    turns = 0
-    for m in shown:
-        if m.turn_id != turn and m.turn_id is not None:
-            turn = m.turn_id
-            turns += 1
-            print(f"\n── turn {turns} · {when(m.time)}")
-        print(render(m, full=args.full))
+    transcript(thread, shown, full=args.full, everything=args.all)
     return 0
 
 
-def render(m: MessageRecord, *, full: bool = False) -> str:
-    if m.kind == "user":
-        return "\n".join("> " + line for line in (m.text or "").splitlines() or [""])
-    if m.kind == "agent":
-        return str(m.text)
-    if m.kind == "thought":
-        return "\n".join("  ~ " + line for line in m.text.splitlines())
-    if m.kind == "tool_call":
-        data = m.data
-        head = f"[tool {data.get('kind') or ''} · {m.status or '?'}] {data.get('title') or ''}"
-        lines = m.text.splitlines()[1:]
-        if not full and len(lines) > OUTPUT_LINES:
-            lines = [*lines[:OUTPUT_LINES], f"… {len(lines) - OUTPUT_LINES} more lines"]
-        return "\n".join([head, *("    " + line for line in lines)])
-    if m.kind == "plan":
-        marks = {"completed": "x", "in_progress": "~"}
-        return "\n".join(f"[plan] [{marks.get(e.get('status'), ' ')}] {e.get('content', '')}"
-                         for e in m.data.get("entries", []))
-    if m.kind == "usage":
+def transcript(thread: Any, shown: list[MessageRecord], *, full: bool = False,
+               everything: bool = False) -> None:
+    from liminal.commands._out import Transcript
+    from liminal.commands._store import when
+    from liminal.commands.threads import cli_name
+    from liminal.units import plural
+
+    out = Transcript()
+    if thread is not None:
+        out.line(f"# {thread.title or thread.id}", style="bold")
+        out.line(f"thread {thread.id} · {cli_name(thread.harness)} · {thread.cwd or '?'} · "
+                 f"{plural(len(thread.backing_ids), 'backing session')}", style="dim")
+    numbers = turn_numbers(shown)
+    context = _context_by_turn(shown)
+    turn = None
+    for m in shown:
+        if m.turn_id is not None and m.turn_id != turn and m.turn_id in numbers:
+            turn = m.turn_id
+            out.line()
+            out.rule(" · ".join(p for p in (f"turn {numbers[turn]}", when(m.time),
+                                            context.get(turn, "")) if p))
+        if not everything and not _shown(m):
+            continue
+        render(out, m, full=full)
+
+
+def _context_by_turn(messages: list[MessageRecord]) -> dict[str, str]:
+    """The context the model had at the end of each turn: its last usage point."""
+    from liminal.units import tokens
+
+    found: dict[str, str] = {}
+    for m in messages:
         used, size = m.data.get("used"), m.data.get("size")
-        return f"[usage] {used:,} / {size:,} tokens" if isinstance(used, int) and isinstance(
-            size, int) else f"[usage] {m.data}"
-    if m.kind == "turn_end":
-        return f"[end: {m.status or '?'}]"
-    if m.kind == "swap":
-        seconds = m.data.get("duration_s")
-        took = f" in {seconds:.2f} s" if isinstance(seconds, (int, float)) else ""
-        return f"[liminal: {m.text}{took}]"
-    return f"[{m.kind}] {m.text}"
+        if m.kind == "usage" and m.turn_id is not None and isinstance(used, int):
+            found[m.turn_id] = f"context {tokens(used)}" + (
+                f" of {tokens(size)} tokens" if isinstance(size, int) and size > 0 else " tokens")
+    return found
+
+
+def _shown(m: MessageRecord) -> bool:
+    """Whether a person reads this message in the transcript (``--all`` shows every one)."""
+    if m.kind == "usage":
+        return False  # in the turn's heading
+    return not (m.kind == "turn_end" and m.status == "end_turn")
+
+
+def tool_output(data: dict[str, Any]) -> str:
+    """A tool call's output, once: the content the adapter gave to show, else its raw output.
+    (Both carry the same output; a Markdown fence around it is left out.)"""
+    from liminal.ingest.derive import content_text
+
+    parts = []
+    for item in data.get("content") or []:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "content":
+            parts.append(_unfenced(content_text(item.get("content"))))
+        elif item.get("type") == "diff":
+            parts.append(f"diff {item.get('path', '')}\n{item.get('newText') or ''}")
+    if any(parts):
+        return "\n".join(p for p in parts if p)
+    raw = data.get("rawOutput")
+    if isinstance(raw, str):
+        return _unfenced(raw)
+    if raw is None:
+        return ""
+    texts = _texts(raw)
+    if texts:
+        return "\n".join(texts)
+    import orjson
+
+    return orjson.dumps(raw).decode(errors="replace")
+
+
+def _texts(value: Any) -> list[str]:
+    """The ``text`` of MCP content blocks anywhere in a raw output (an MCP tool's answer)."""
+    if isinstance(value, dict):
+        if value.get("type") == "text" and isinstance(value.get("text"), str):
+            return [value["text"]]
+        return [t for v in value.values() for t in _texts(v)]
+    if isinstance(value, list):
+        return [t for v in value for t in _texts(v)]
+    return []
+
+
+def _unfenced(text: str) -> str:
+    lines = text.strip("\n").splitlines()
+    if len(lines) >= 2 and lines[0].startswith("```") and lines[-1].strip() == "```":
+        return "\n".join(lines[1:-1])
+    return text
+
+
+def render(out: Any, m: MessageRecord, *, full: bool = False) -> None:
+    """One message into the transcript ``out`` (``liminal.commands._out.Transcript``)."""
+    if m.kind == "user":
+        for line in (m.text or "").splitlines() or [""]:
+            out.line("> " + line, style="bold cyan")
+    elif m.kind == "agent":
+        out.lines(str(m.text))
+    elif m.kind == "thought":
+        out.lines(m.text, indent=2, style="dim italic")
+    elif m.kind == "tool_call":
+        data = m.data
+        title = str(data.get("title") or data.get("name") or "tool")
+        if " " not in title.strip() and data.get("rawInput") is not None:  # a bare name: its input says what
+            import orjson
+
+            title += " " + orjson.dumps(data["rawInput"]).decode(errors="replace")
+        status = "" if m.status == "completed" else f" ({m.status or '?'})"
+        out.line(f"▸ {title}{status}", style="yellow", wrap=full)
+        lines = tool_output(data).splitlines()
+        if not full and len(lines) > OUTPUT_LINES:
+            lines = [*lines[:OUTPUT_LINES], f"… {len(lines) - OUTPUT_LINES} more lines (--full)"]
+        for line in lines:
+            out.line(line, indent=4, wrap=full)
+    elif m.kind == "plan":
+        marks = {"completed": "x", "in_progress": "~"}
+        for e in m.data.get("entries", []):
+            out.line(f"[plan] [{marks.get(e.get('status'), ' ')}] {e.get('content', '')}")
+    elif m.kind == "usage":
+        from liminal.units import tokens
+
+        used, size = m.data.get("used"), m.data.get("size")
+        out.line(f"[usage] {tokens(used)} of {tokens(size)} tokens" if isinstance(used, int)
+                 and isinstance(size, int) else f"[usage] {m.data}", style="dim")
+    elif m.kind == "turn_end":
+        error = m.data.get("error")
+        said = f": {error.get('message')}" if isinstance(error, dict) and error.get("message") else ""
+        out.line(f"[turn ended: {m.status or '?'}{said}]", style="red")
+    elif m.kind == "swap":
+        out.line(f"[liminal: {swap_text(m)}]", style="magenta")
+    else:
+        out.lines(f"[{m.kind}] {m.text}", style="dim")
+
+
+def swap_text(m: MessageRecord) -> str:
+    """``context swap committed, 130k -> 80k tokens, in 0.40 s`` (the reason when not done)."""
+    from liminal.units import tokens
+
+    data = m.data
+    before, after, seconds = data.get("tokens_before"), data.get("tokens_after"), data.get("duration_s")
+    outcome = str(data.get("outcome") or m.status or "?")
+    parts = [f"context swap {outcome}"]
+    if isinstance(before, int) and isinstance(after, int):
+        parts.append(f"{tokens(before)} -> {tokens(after)} tokens")
+    if outcome != "committed" and data.get("reason"):
+        parts.append(str(data["reason"]))
+    if isinstance(seconds, (int, float)):
+        parts.append(f"in {seconds:.2f} s")
+    return ", ".join(parts)

@@ -39,6 +39,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         return 1
     if args.json:
         sys.stdout.write(orjson.dumps(data).decode() + "\n")
-    else:
-        print(codex.table(data) if rollout is not None else claude.table(data))
+        return 0
+    from liminal.commands._out import Transcript
+
+    out = Transcript()
+    for line in (codex.table(data) if rollout is not None else claude.table(data)).splitlines():
+        # "types     assistant 68, ...": a long value wraps under itself, past its label.
+        out.line(line, hang=10 if line[:1].isalpha() and line[8:10] == "  " else 0)
     return 0

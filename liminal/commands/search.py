@@ -1,4 +1,7 @@
-"""``liminal search QUERY [--thread T] [--json]``: full-text search across history, best first."""
+"""``liminal search QUERY [--thread T] [--all] [--json]``: the conversation across history, best
+first: what the person and the model said and what tools returned, once each, with when and
+where (thread title, turn). ``--all`` adds what stays out otherwise: liminal's own commands and
+notes, and the CLIs' bookkeeping records (``liminal.kernel.search``)."""
 
 from __future__ import annotations
 
@@ -8,38 +11,49 @@ from typing import Any
 from liminal.commands._args import count
 from liminal.config import Settings
 
-HELP = "full-text search across every thread's history, best match first"
+HELP = "search what was said in every thread (or one), best match first"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("query", nargs="+", help="words that must all appear")
-    parser.add_argument("--thread", help="only this thread")
+    parser.add_argument("--thread", help="only this thread (its id, or a unique prefix of it)")
     parser.add_argument("--limit", type=count(), default=20, help="at most this many (default 20)")
+    parser.add_argument("--all", action="store_true",
+                        help="also liminal's own commands and notes and the CLIs' bookkeeping records")
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    from liminal.commands._store import print_json, run_with_store, when
-    from liminal.store.records import SearchHit
+    from liminal.commands._out import Transcript
+    from liminal.commands._store import print_json, run_with_store
+    from liminal.commands.history import resolve
+    from liminal.kernel.search import Found, find
 
     query = " ".join(args.query)
 
-    async def body(store: Any) -> list[SearchHit]:
-        hits: list[SearchHit] = await store.search(query, thread_id=args.thread,
-                                                   limit=args.limit)
-        return hits
+    async def body(store: Any) -> list[Found]:
+        thread = args.thread
+        if thread is not None:  # a prefix names the thread, as for liminal history
+            named = await resolve(store, thread)
+            thread = named if isinstance(named, str) else thread
+        return await find(store, query, thread_id=thread, limit=args.limit, everything=args.all)
 
-    hits = run_with_store(settings, body)
-    if hits is None:
+    found = run_with_store(settings, body)
+    if found is None:
         return 1
     if args.json:
-        print_json([{"source": h.source, "id": h.id, "thread_id": h.thread_id, "kind": h.kind,
-                     "time": h.time, "score": h.score, "snippet": h.snippet} for h in hits])
+        print_json([{
+            "thread_id": f.hit.thread_id, "thread_title": f.title, "turn": f.turn, "who": f.who,
+            "tool": f.tool or None, "time": f.hit.time, "snippet": f.hit.snippet,
+            "score": f.hit.score, "source": f.hit.source, "kind": f.hit.kind, "id": f.hit.id,
+            "message_id": f.hit.message_id} for f in found])
         return 0
-    if not hits:
-        print("no match")
+    out = Transcript()
+    if not found:
+        out.line("no match" + ("" if args.all else "; --all also searches liminal's own commands "
+                                                    "and the CLIs' records"))
         return 0
-    for h in hits:
-        where = h.thread_id or "?"
-        print(f"{where}  {when(h.time)}  {h.source}:{h.kind}  {h.id}\n    {h.snippet}")
+    for f in found:
+        out.line(f"{f.when} · {f.where()} · {f.speaker}", style="bold")
+        out.line(f.hit.snippet, indent=4)
     return 0

@@ -32,25 +32,38 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     # after the swap paid beyond continuing (negative when the thread was idle past the cache's
     # life: the swap saved on a rebuild that came anyway), "saves" what each later call saves,
     # "payback" the calls that takes.
-    print(f"{'when':19}  {'thread':36}  {'outcome':9}  {'before':>7}  {'after':>7}  {'rebuild':>8}  "
-          f"{'saves':>6}  {'payback':>7}  {'secs':>6}  why")
+    from liminal.commands._out import Column, table
+    from liminal.commands.threads import short_ids
+    from liminal.units import plural, tokens
+
+    ids = short_ids(list(dict.fromkeys(r.thread_id for r in records)))
+    rows = []
     for r in records:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.started_at))
-        before = f"{r.tokens_before // 1000}k" if r.tokens_before is not None else "-"
-        after = f"{r.tokens_after // 1000}k" if r.tokens_after is not None else "-"
+        size = "-"
+        if r.tokens_before is not None:
+            size = tokens(r.tokens_before) + (f" -> {tokens(r.tokens_after)}"
+                                              if r.tokens_after is not None else "")
         cost = r.cost or {}
-        rebuild = _k(cost.get("rebuild"))
-        saves = _k(cost.get("saves_per_call"))
         payback = cost.get("payback_calls")
-        payback_text = f"{payback:.0f}" if isinstance(payback, (int, float)) and payback != float("inf") else "-"
+        payback_text = "-"
         if cost.get("idle"):
             payback_text = "now"
-        print(f"{when}  {r.thread_id:36}  {r.outcome:9}  {before:>7}  {after:>7}  {rebuild:>8}  {saves:>6}  "
-              f"{payback_text:>7}  {r.duration_s:6.2f}  {r.reason}")
+        elif isinstance(payback, (int, float)) and not isinstance(payback, bool) \
+                and payback != float("inf"):
+            payback_text = plural(round(payback), "call")
+        saves = _k(cost.get("saves_per_call"))
+        rows.append((when, ids[r.thread_id], r.outcome, size, _k(cost.get("rebuild")),
+                     saves if saves == "-" else f"{saves}/call", payback_text,
+                     f"{r.duration_s:.2f} s", r.reason))
+    table([Column("WHEN"), Column("THREAD"), Column("OUTCOME"), Column("TOKENS", right=True),
+           Column("REBUILD", right=True), Column("SAVES", right=True),
+           Column("PAYBACK", right=True), Column("TOOK", right=True),
+           Column("WHY", least=24, below=True)], rows)
     return 0
 
 
 def _k(value: object) -> str:
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return "-"
-    return f"{value / 1000:.1f}k"
+    from liminal.units import tokens
+
+    return tokens(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"

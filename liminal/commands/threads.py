@@ -20,7 +20,7 @@ from typing import Any
 from liminal.commands._args import count
 from liminal.config import Settings
 
-HELP = "list threads (title, harness, cwd, turns, context, swaps, activity); rename, archive, delete"
+HELP = "list threads (title, CLI, cwd, turns, context, swaps, activity); rename, archive, delete"
 ACTIONS = ("list", "rename", "archive", "unarchive", "delete")
 
 
@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.action != "list":
         return _change(args, settings)
-    from liminal.commands._store import print_json, run_with_store, short, when
+    from liminal.commands._store import print_json, run_with_store, when
     from liminal.store.records import ThreadSummary
 
     async def body(store: Any) -> list[ThreadSummary]:
@@ -58,21 +58,55 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if not summaries:
         print("no threads yet" if not found else "no threads (archived ones: --all)")
         return 0
-    rows = [("THREAD", "TITLE", "HARNESS", "CWD", "TURNS", "CONTEXT", "SWAPS", "LAST ACTIVITY")]
+    from liminal.commands._out import Column, table
+    from liminal.units import tokens
+
+    ids = short_ids([s.thread.id for s in summaries])
+    rows = []
     for s in summaries:
         context = "-"
         if s.context_used is not None:
-            context = f"{s.context_used:,}" + (f"/{s.context_size:,}" if s.context_size else "")
-        title = short(s.thread.title, 40) or "-"
+            context = tokens(s.context_used) + (f"/{tokens(s.context_size)}" if s.context_size else "")
+        title = s.thread.title or "-"
         if s.thread.state == "archived":
             title += " (archived)"
-        rows.append((s.thread.id, title, s.thread.harness or "-",
-                     short(s.thread.cwd, 30) or "-", str(s.turns), context, str(s.swaps),
-                     when(s.last_activity)))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
+        rows.append((ids[s.thread.id], title, cli_name(s.thread.harness), _home_short(s.thread.cwd),
+                     str(s.turns), context, str(s.swaps), when(s.last_activity)))
+    table([Column("THREAD"), Column("TITLE", fit="end", least=16, keep=1), Column("CLI"),
+           Column("CWD", fit="start", least=12), Column("TURNS", right=True),
+           Column("CONTEXT", right=True), Column("SWAPS", right=True), Column("LAST ACTIVITY")], rows)
     return 0
+
+
+def short_ids(ids: list[str], least: int = 8) -> dict[str, str]:
+    """Each id by its shortest prefix (``least`` characters at the fewest) that no other of
+    ``ids`` shares: what ``liminal history`` and the other commands accept for the thread."""
+    out = {}
+    for thread_id in ids:
+        n = least
+        while n < len(thread_id) and any(o != thread_id and o.startswith(thread_id[:n]) for o in ids):
+            n += 1
+        out[thread_id] = thread_id[:n]
+    return out
+
+
+def cli_name(harness: str) -> str:
+    """The CLI behind a thread, in a word (``claude``, ``codex``), from the name its adapter
+    gave (``@agentclientprotocol/claude-agent-acp``); another adapter's name without its scope."""
+    from liminal.harness.base import guess
+
+    if not harness:
+        return "-"
+    return guess([harness], ["claude", "codex"]) or harness.rsplit("/", 1)[-1][:20]
+
+
+def _home_short(path: str) -> str:
+    from pathlib import Path
+
+    if not path:
+        return "-"
+    home = str(Path.home())
+    return "~" + path[len(home):] if home not in ("", "/") and (path == home or path.startswith(home + "/")) else path
 
 
 def _change(args: argparse.Namespace, settings: Settings) -> int:

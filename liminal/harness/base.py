@@ -251,3 +251,21 @@ def line_parser(path: Path) -> LineParser:
     from liminal.harness.claude.sessionfile import parse_line as claude_line
 
     return claude_line
+
+
+def conversation_record_types() -> frozenset[str]:
+    """The session record types, of every CLI, that hold the conversation (search looks only in
+    these unless asked for everything; ``liminal.kernel.search``)."""
+    from liminal.harness.claude.sessionfile import CONVERSATION_TYPES as CLAUDE
+    from liminal.harness.codex.records import CONVERSATION_TYPES as CODEX
+
+    return CLAUDE | CODEX
+
+
+def record_role(record_type: str | None, tool_ids: Sequence[str]) -> str | None:
+    """Who a stored session record speaks for: ``you``, ``model``, ``tool call``, ``tool
+    output`` (``message`` when the record does not say); None for a CLI's bookkeeping."""
+    from liminal.harness.claude.sessionfile import record_role as claude
+    from liminal.harness.codex.records import record_role as codex
+
+    return claude(record_type, tool_ids) or codex(record_type, tool_ids)

@@ -5,8 +5,9 @@ Rules, all in this file:
 * A ``session/prompt`` request opens a turn; its frame id is the turn id and it yields a ``user``
   message. Its response yields a ``turn_end`` message (stop reason, usage) and closes the turn.
 * Consecutive ``agent_message_chunk`` (or ``agent_thought_chunk``, ``user_message_chunk``) updates
-  of one thread are joined into one message; any other update, a new prompt, or a different
-  ``messageId`` starts a new one. A message's id is the id of the frame that started it, so
+  of one thread are joined into one message; any other update, a new prompt, a different
+  ``messageId``, or a chunk from another sender (liminal's notice before the agent's thought)
+  starts a new one. A message's id is the id of the frame that started it, so
   deriving the same frames again (after a crash, or from the frames table) gives the same ids.
 * ``tool_call`` starts a tool call message; ``tool_call_update`` merges into it (ACP: fields
   present replace, ``content`` replaces the whole list). The latest version is re-emitted.
@@ -52,6 +53,9 @@ class _Open:
     message: MessageRecord
     parts: list[str]
     message_id: str | None  # ACP messageId, when the agent sends one
+    # Who sent the chunks: liminal's own text (a swap notice, a command's answer, ``l2c``) is
+    # never joined to the agent's around it, so it stays liminal's (search leaves it out).
+    direction: str = ""
     closed: bool = False
 
     def record(self) -> MessageRecord:
@@ -285,7 +289,8 @@ class Deriver:
             current = state.open
             if (current is not None and current.message.kind == msg_kind
                     and current.message_id == message_id
-                    and current.message.replayed == state.loading):
+                    and current.message.replayed == state.loading
+                    and current.direction == frame.direction):
                 current.parts.append(text)
             else:
                 self._close_text(state)
@@ -293,7 +298,8 @@ class Deriver:
                 current = _Open(MessageRecord(
                     id=frame.id, thread_id=thread_id, turn_id=state.turn_id, time=frame.time,
                     order=_order(frame), kind=msg_kind, data=data, replayed=state.loading,
-                    backing_id=frame.backing_id or thread_id), [text], _str(message_id) or None)
+                    backing_id=frame.backing_id or thread_id), [text], _str(message_id) or None,
+                    frame.direction)
                 state.open = current
             self._changed[current.message.id] = current
             return

@@ -36,6 +36,7 @@ from liminal.kernel.mover import SwapError
 from liminal.kernel.swap import SwapManager
 from liminal.mcp.link import SlashRequest
 from liminal.store.records import Batch, ThreadUpdate
+from liminal.units import plural, tokens
 
 if TYPE_CHECKING:
     from liminal.kernel.recaller import Recaller
@@ -55,7 +56,7 @@ COMMANDS: dict[str, tuple[str | None, str]] = {
     "undo": (None, "liminal: take the last turn out of the model's context"),
     "context": (None, "liminal: what the model sees now, the marks, the last swap"),
     "optimise": (None, "liminal: compress the context now (a gradient swap)"),
-    "search": ("TEXT", "liminal: search this thread's history"),
+    "search": ("[--all] TEXT", "liminal: search what was said in this thread"),
     "recall": ("KEY", "liminal: the full text behind a truncation marker"),
     "memo": ("TEXT #tag", "liminal: keep a memo that outlives this thread"),
     "memos": ("[#tag|TEXT]", "liminal: find memos"),
@@ -74,11 +75,11 @@ OFFERED = [{"name": name, "description": text, **({"input": {"hint": hint}} if h
 
 # How a gradient rewrite treats each band (``liminal.gradient.bands.Band``), as ``/context`` says it.
 BAND_FATES = (("recent", "whole"), ("middle", "with long tool output cut to recall markers"),
-              ("old", "as their messages only"), ("ancient", "as one summary"))
+              ("old", "as messages only"), ("ancient", "as one summary"))
 
 
-def _count(tokens: int | None) -> str:
-    return f"{tokens:,}" if tokens is not None else "unknown"
+def _count(n: int | None) -> str:
+    return tokens(n) if n is not None else "unknown"
 
 
 class CommandError(Exception):
@@ -524,11 +525,12 @@ class CommandCenter:
         except CommandError:
             path = None
         if state is not None:
-            tokens = state.context_tokens if state.context_tokens is not None else state.file_tokens
-            if tokens is None and path is not None:  # no turn since liminal started: the file says
-                tokens = await anyio.to_thread.run_sync(self.harness.context_tokens, path)
-            lines.append(f"Context: {_count(tokens)} tokens. liminal swaps at "
-                         f"{policy.trigger(state.pace):,}, down to about {policy.target(state.pace):,}.")
+            used = state.context_tokens if state.context_tokens is not None else state.file_tokens
+            if used is None and path is not None:  # no turn since liminal started: the file says
+                used = await anyio.to_thread.run_sync(self.harness.context_tokens, path)
+            lines.append(f"Context: {_count(used)} tokens. liminal swaps at "
+                         f"{tokens(policy.trigger(state.pace))}, down to about "
+                         f"{tokens(policy.target(state.pace))} tokens.")
             # What bounds that floor, and why the trigger is not the one set, if it is not.
             lines.extend(policy.bounds(state.pace))
         if path is None:
@@ -537,7 +539,7 @@ class CommandCenter:
             try:
                 bands = await anyio.to_thread.run_sync(self.harness.bands, path, policy.aim)
                 lines.append("A swap now would keep: " + "; ".join(
-                    f"{band} {bands[band]['turns']} turns ({bands[band]['tokens']:,} tokens) {how}"
+                    f"{band} {plural(bands[band]['turns'], 'turn')} ({tokens(bands[band]['tokens'])} tokens) {how}"
                     for band, how in BAND_FATES if bands.get(band, {}).get("turns")) + ".")
             except Exception as exc:  # a file the gradient cannot read: said, the rest still shown
                 logger.warning("/context could not band the session", thread=thread, error=str(exc))
@@ -563,15 +565,24 @@ class CommandCenter:
             return self.swaps.harness.rewrite(current, aim, new_id)
 
         done = await self.swaps.mover.move_thread(thread, "/optimise", write)
-        return f"Context optimised: {done.tokens_before // 1000}k -> {done.tokens_after // 1000}k tokens."
+        return f"Context optimised: {tokens(done.tokens_before)} -> {tokens(done.tokens_after)} tokens."
 
     async def _cmd_search(self, thread: str, args: str) -> str:
-        if not args:
-            raise CommandError("/search TEXT")
-        hits = await (await self.store()).search(args, thread_id=thread, limit=8)
-        if not hits:
-            return f"Nothing found for {args!r} in this thread."
-        return "\n".join(f"- {h.kind}: {h.snippet}" for h in hits)
+        """What was said in this thread (``liminal.kernel.search``); ``--all`` adds liminal's own
+        commands and notes and the CLI's bookkeeping records."""
+        from liminal.kernel.search import find
+
+        words = args.split(None, 1)
+        everything = bool(words) and words[0] == "--all"
+        query = (words[1] if len(words) > 1 else "") if everything else args
+        if not query.strip():
+            raise CommandError("/search TEXT (or /search --all TEXT)")
+        found = await find(await self.store(), query, thread_id=thread, limit=8, everything=everything)
+        if not found:
+            return f"Nothing found for {query!r} in this thread." + ("" if everything else (
+                " (/search --all TEXT also looks in liminal's own commands and the CLI's records.)"))
+        return "\n".join(f"- {f.where(title=False)} · {f.when} · {f.speaker}: {f.hit.snippet}"
+                         for f in found)
 
     async def _cmd_recall(self, thread: str, args: str) -> str:
         if not args:

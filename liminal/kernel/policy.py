@@ -37,6 +37,7 @@ from typing import Any
 
 from liminal.config import GradientSettings, SwapSettings
 from liminal.gradient.bands import preamble_budget, recent_budget
+from liminal.units import plural, tokens
 
 # Before a thread has shown its pace: a model call of a coding session adds about this much
 # (tool output, the answer), and the CLI's own prompt (system, tools) weighs about this.
@@ -231,53 +232,55 @@ class CostPolicy:
                 return decision(False, "idle swaps are off (swap.high_tokens is set)")
             floor = target + IDLE_SHARE * (trigger - target)
             if context < floor:
-                return decision(False, f"idle, but {context} tokens is below {int(floor)}")
+                return decision(False, f"idle, but {tokens(context)} tokens is below {tokens(floor)}")
             return decision(True, f"idle past the cache's life ({self.swap.cache_life_seconds:g}s): "
-                                  f"the next call rewrites the prompt anyway; {context} -> ~{target} "
-                                  f"tokens saves {-rebuild:.0f} now and {saves:.0f} a call")
+                                  f"the next call rewrites the prompt anyway; {tokens(context)} -> ~{tokens(target)} "
+                                  f"tokens saves {tokens(-rebuild)} now and {tokens(saves)} a call")
         if context >= trigger:
             high = self.swap.high_tokens
             if high is not None and trigger > high:
-                return decision(True, f"context {context} tokens >= {trigger} (backed off from "
-                                      f"{high}: the last rewrite left {pace.landed})")
+                return decision(True, f"context {tokens(context)} tokens >= {tokens(trigger)} (backed "
+                                      f"off from {tokens(high)}: the last rewrite left "
+                                      f"{tokens(pace.landed)})")
             if self.fixed:
-                return decision(True, f"context {context} tokens >= {trigger}")
+                return decision(True, f"context {tokens(context)} tokens >= {tokens(trigger)}")
             forced = trigger < target + MIN_GAP or payback > to_next
-            return decision(True, f"context {context} tokens >= {trigger}"
+            return decision(True, f"context {tokens(context)} tokens >= {tokens(trigger)}"
                             + (" (the ceiling forces it)" if forced else
-                               f": the rebuild ({rebuild:.0f}) pays back in {payback:.0f} calls "
-                               f"of the {to_next:.0f} before the next swap"), forced)
+                               f": the rebuild ({tokens(rebuild)}) pays back in "
+                               f"{_calls(payback)} of the {to_next:.0f} before the next swap"),
+                            forced)
         if self.swap.every_turns and turns_since_swap >= self.swap.every_turns:
-            return decision(True, f"{turns_since_swap} turns since the last swap", every=True)
-        return decision(False, f"context {context} tokens < {trigger}")
+            return decision(True, f"{plural(turns_since_swap, 'turn')} since the last swap", every=True)
+        return decision(False, f"context {tokens(context)} tokens < {tokens(trigger)}")
 
     def worth_it(self, decision: Decision, tokens_after: int, pace: Pace) -> str | None:
         """None if the rewrite as made still pays; else why it is skipped."""
         if decision.idle:  # the cache is gone either way: any cut is a saving
             return None if tokens_after < decision.context else \
-                f"the rewrite leaves {tokens_after} tokens, no fewer than {decision.context}"
+                f"the rewrite leaves {tokens(tokens_after)} tokens, no fewer than {tokens(decision.context)}"
         if tokens_after >= decision.trigger:
             # The floor alone is past the trigger: swapping would buy one turn at the price of a
             # full prompt-cache rebuild, then trigger again.
-            return f"the rewrite leaves {tokens_after} tokens, not below {decision.trigger}"
+            return f"the rewrite leaves {tokens(tokens_after)} tokens, not below {tokens(decision.trigger)}"
         if decision.every:
             return None  # asked for as set
         if self.swap.high_tokens is not None:
             leeway = self.leeway(pace)
             room = decision.trigger - tokens_after
             if 2 * room < leeway:
-                return (f"the rewrite leaves {tokens_after} tokens, {room} below the trigger "
-                        f"{decision.trigger}: less than half the leeway ({leeway}), so the next "
-                        "turns would swap again")
+                return (f"the rewrite leaves {tokens(tokens_after)} tokens, {tokens(room)} below the "
+                        f"trigger {tokens(decision.trigger)}: less than half the leeway "
+                        f"({tokens(leeway)}), so the next turns would swap again")
         if self.fixed or decision.forced:
             return None  # asked for as set, or the ceiling leaves no choice
         if tokens_after >= decision.context:
-            return f"the rewrite leaves {tokens_after} tokens, no fewer than {decision.context}"
+            return f"the rewrite leaves {tokens(tokens_after)} tokens, no fewer than {tokens(decision.context)}"
         _, _, payback, to_next = self.cost(decision.context, tokens_after, decision.trigger, pace,
                                            idle=False)
         if payback > to_next:
-            return (f"the rewrite leaves {tokens_after} tokens: it pays back in {payback:.0f} calls, "
-                    f"more than the {to_next:.0f} before the next swap")
+            return (f"the rewrite leaves {tokens(tokens_after)} tokens: it pays back in "
+                    f"{_calls(payback)}, more than the {to_next:.0f} before the next swap")
         return None
 
     def rewritten(self, pace: Pace, tokens_after: int, *, committed: bool) -> None:
@@ -306,6 +309,10 @@ class CostPolicy:
         high = self.swap.high_tokens
         if high is not None and pace.backed_off_to is not None:
             said.append(f"The trigger backed off from {high:,} (swap.high_tokens) to "
-                        f"{self.trigger(pace):,}, so that each swap has room to land; raise "
-                        "swap.high_tokens and swap.target_tokens to swap lower.")
+                        f"{self.trigger(pace):,}, so that each swap has room to land below it; a larger "
+                        "leeway (swap.high_tokens - swap.target_tokens) keeps it where it is set.")
         return said
+
+
+def _calls(n: float) -> str:
+    return plural(round(n), "call") if math.isfinite(n) else "no number of calls"

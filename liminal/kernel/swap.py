@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import anyio
 import anyio.to_thread
 
-from liminal import log
+from liminal import log, units
 from liminal.acp import jsonrpc
 from liminal.acp.events import Direction, FrameEvent, Kind
 from liminal.config import GradientSettings, SwapSettings
@@ -587,8 +587,8 @@ class SwapManager:
     def _notice(self, proxy: Proxy, thread_id: str, rewritten: Rewritten) -> None:
         if self.settings.notice == "silent":
             return
-        text = (f"Context optimised by liminal: {rewritten.tokens_before // 1000}k -> "
-                f"{rewritten.tokens_after // 1000}k tokens.")
+        text = (f"Context optimised by liminal: {units.tokens(rewritten.tokens_before)} -> "
+                f"{units.tokens(rewritten.tokens_after)} tokens.")
         meta = {"liminal": {"swap": {"tokensBefore": rewritten.tokens_before,
                                      "tokensAfter": rewritten.tokens_after}}}
         if self.client_compaction:

@@ -6,7 +6,6 @@ session restarts its MCP servers and the next prompt waits for the slowest to be
 
 from __future__ import annotations
 
-import time
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,9 +74,11 @@ class LiminalTools:
                   "start": {"type": "integer", "description": "character to start from (default 0)"}},
                  ("key",), self.recall),
             Tool("search_history", "Full-text search over this conversation's whole history, also what "
-                 "is no longer in the context. `all_threads` searches every conversation liminal kept.",
+                 "is no longer in the context: what the user and you said and what tools returned, "
+                 "with when and which turn. `all_threads` searches every conversation liminal kept; "
+                 "`everything` adds liminal's own commands and the CLI's bookkeeping records.",
                  {"query": {"type": "string"}, "limit": {"type": "integer", "description": "default 8"},
-                  "all_threads": {"type": "boolean"}},
+                  "all_threads": {"type": "boolean"}, "everything": {"type": "boolean"}},
                  ("query",), self.search_history),
             Tool("slash", "Change your own context when this turn ends: `mark NAME` names this point; "
                  "`clear` empties the context, `clear NAME` goes back to mark NAME; `fork [NAME]` starts "
@@ -154,20 +155,18 @@ class LiminalTools:
         return [part]
 
     async def search_history(self, args: dict[str, Any]) -> list[str]:
+        from liminal.kernel.search import find
+
         thread = None if args.get("all_threads") else self.bound()
         limit = min(max(1, int(args.get("limit", 8))), 50)
-        found = await (await self.store()).search(args["query"], thread_id=thread, limit=limit + 4)
         # The model's own searches (this one is in the store already, as a tool call naming the
-        # query) are not the history it asks about.
-        hits = [h for h in found if not (h.kind == "tool_call" and "search_history" in h.snippet)][:limit]
-        if not hits:
+        # query) are liminal's tool calls: left out with the rest of liminal's own part.
+        found = await find(await self.store(), args["query"], thread_id=thread, limit=limit,
+                           everything=bool(args.get("everything")))
+        if not found:
             return [f"Nothing found for {args['query']!r}."]
-        lines = []
-        for hit in hits:
-            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(hit.time)) if hit.time else "?"
-            where = f" thread {hit.thread_id}" if thread is None else ""
-            lines.append(f"- [{hit.kind}, {when}{where}] {hit.snippet}")
-        return ["\n".join(lines)]
+        return ["\n".join(f"- [{f.speaker}, {f.when}, {f.where(title=thread is None)}] {f.hit.snippet}"
+                          for f in found)]
 
     async def slash(self, args: dict[str, Any]) -> list[str]:
         command, rest = args["command"], str(args.get("args", "")).strip()

@@ -8,12 +8,14 @@ specification; a backend is done when it passes it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
+import hashlib
+import unicodedata
+from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from liminal.config import Settings
 from liminal.store.records import (
@@ -71,9 +73,12 @@ class Store(Protocol):
         """Where indexing of this session file stopped: the byte after the last indexed line."""
 
     async def search(
-        self, query: str, *, thread_id: str | None = None, limit: int = 20
+        self, query: str, *, thread_id: str | None = None, limit: int = 20,
+        kinds: Collection[str] | None = None, record_types: Collection[str] | None = None,
     ) -> list[SearchHit]:
-        """Full-text search over messages and session records, best first."""
+        """Full-text search over messages and session records, best first (``ranked``); only
+        messages of ``kinds`` and session records of ``record_types`` when given. Messages a
+        load replayed are left out (the CLI's records hold that history)."""
 
     async def delete_thread(self, thread_id: str) -> int:
         """Remove the thread and everything recorded of it (its messages, frames, and the lines
@@ -121,8 +126,9 @@ class UnavailableStore:
     async def session_file_end(self, backing_id: str) -> int:
         raise StoreError(self.reason)
 
-    async def search(self, query: str, *, thread_id: str | None = None,
-                     limit: int = 20) -> list[SearchHit]:
+    async def search(self, query: str, *, thread_id: str | None = None, limit: int = 20,
+                     kinds: Collection[str] | None = None,
+                     record_types: Collection[str] | None = None) -> list[SearchHit]:
         raise StoreError(self.reason)
 
     async def delete_thread(self, thread_id: str) -> int:
@@ -198,16 +204,93 @@ def seconds(stamp: str | None) -> float | None:
         return None
 
 
+def digest(text: str) -> str:
+    """The words of ``text`` as a short key: whitespace and case folded, composed (NFC)."""
+    words = unicodedata.normalize("NFC", " ".join(text.split())).casefold()
+    return hashlib.blake2b(words.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+
+
+def head(text: str, width: int = 200) -> str:
+    """The first line of ``text`` (a tool call message's title), at most ``width`` characters."""
+    return text.lstrip("\n").split("\n", 1)[0][:width]
+
+
+class ToolCallPlace(NamedTuple):
+    """A tool call message, as far as placing a session record of its call on it needs."""
+
+    tool_call_id: str
+    thread_id: str
+    message_id: str
+    turn_id: str | None
+    time: float
+    text_head: str
+    direction: str | None
+    replayed: bool | int
+
+
+def place_tool_records(hits: list[SearchHit], calls: Iterable[ToolCallPlace]) -> list[SearchHit]:
+    """Each session record hit that names a tool call (its ids) whose message is in ``calls``
+    becomes a hit on that message: its id, turn, title and direction, so it is one find with
+    the message, and liminal's own tool calls are known as such. A call the client was shown
+    live wins over one a load replayed. The record's snippet and time are kept (the CLI's
+    record holds the whole output; the message may hold less)."""
+    found: dict[tuple[str | None, str], ToolCallPlace] = {}
+    for one in sorted(calls, key=lambda c: bool(c.replayed)):
+        found.setdefault((one.thread_id, one.tool_call_id), one)
+        found.setdefault((None, one.tool_call_id), one)
+    if not found:
+        return hits
+    placed = []
+    for hit in hits:
+        call: ToolCallPlace | None = None
+        if hit.source == "session":
+            call = next((found[k] for t in hit.tool_ids
+                         for k in ((hit.thread_id, t), (None, t)) if k in found), None)
+        if call is None:
+            placed.append(hit)
+            continue
+        placed.append(replace(
+            hit, message_id=call.message_id, head=head(call.text_head), direction=call.direction,
+            turn_id=None if call.replayed else call.turn_id,
+            time=hit.time if hit.time is not None else call.time))
+    return placed
+
+
 def ranked(hits: Iterable[SearchHit], limit: int) -> list[SearchHit]:
-    """Best first, one hit per text: what the client was shown and the CLI's record of the same
-    words (Codex records a prompt twice more in its rollout) are one find, not three. The kept
-    hit takes a time from a duplicate that has one."""
-    kept: dict[tuple[str | None, str], SearchHit] = {}
-    for hit in sorted(hits, key=lambda h: h.score, reverse=True):
-        key = (hit.thread_id, " ".join(hit.snippet.split()))
-        first = kept.get(key)
-        if first is None:
-            kept[key] = hit
-        elif first.time is None and hit.time is not None:
-            kept[key] = replace(first, time=hit.time)
-    return list(kept.values())[:limit]
+    """Best first, one hit per thing said. A session record of a tool call whose message the
+    store has (``message_id``) is that message; a record holding the same words as a message of
+    its thread is that message too, and records holding the same words as one another are one
+    (Codex keeps a prompt as a message item and again as an event). Of each group the message
+    stands for it, since it has a place in the conversation, with the snippet of the best match
+    and a time from any member that has one."""
+    ordered = sorted(hits, key=lambda h: h.score, reverse=True)
+
+    def words(hit: SearchHit) -> str:
+        return hit.digest or " ".join(hit.snippet.split())
+
+    said: dict[tuple[str | None, str], tuple[str, ...]] = {}
+    for hit in ordered:
+        if hit.source == "message":
+            said.setdefault((hit.thread_id, words(hit)), ("message", hit.id))
+    groups: dict[tuple[str | None, ...], list[SearchHit]] = {}
+    for hit in ordered:
+        if hit.source == "message":
+            key: tuple[str | None, ...] = ("message", hit.id)
+        elif hit.message_id is not None:
+            key = ("message", hit.message_id)
+        else:
+            key = said.get((hit.thread_id, words(hit)), ("words", hit.thread_id, words(hit)))
+        groups.setdefault(key, []).append(hit)
+    kept = []
+    for members in groups.values():  # in the order of each group's best member
+        lead = next((m for m in members if m.source == "message"), members[0])
+        time = lead.time if lead.time is not None else next(
+            (m.time for m in members if m.time is not None), None)
+        # A tool call's message joins its title, input and outputs in one text; the CLI's
+        # record is one of them, the better excerpt: the last written (the output, after the call).
+        shown = members[0]
+        records = [m for m in members if m.source == "session"]
+        if records and (lead.kind == "tool_call" or lead.message_id != lead.id):
+            shown = max(records, key=lambda m: (m.time or 0.0, m.id))
+        kept.append(replace(lead, snippet=shown.snippet, score=members[0].score, time=time))
+    return kept[:limit]

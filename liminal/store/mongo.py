@@ -18,7 +18,7 @@ represent, and the store must never refuse a frame for that.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Collection, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
 import orjson
@@ -26,7 +26,17 @@ from bson.binary import Binary
 from pymongo import ASCENDING, DESCENDING, TEXT, AsyncMongoClient, ReplaceOne, UpdateOne
 from pymongo.errors import PyMongoError
 
-from liminal.store.base import StoreError, fts_terms, ranked, seconds, snippet
+from liminal.store.base import (
+    StoreError,
+    ToolCallPlace,
+    digest,
+    fts_terms,
+    head,
+    place_tool_records,
+    ranked,
+    seconds,
+    snippet,
+)
 from liminal.store.records import (
     Batch,
     FrameRecord,
@@ -89,6 +99,7 @@ class MongoStore:
             await store._frames.create_index([("thread_id", ASCENDING), ("time", ASCENDING)])
             await store._messages.create_index([("thread_id", ASCENDING), ("ord", ASCENDING)])
             await store._messages.create_index([("thread_id", ASCENDING), ("kind", ASCENDING)])
+            await store._messages.create_index([("tool_call_id", ASCENDING)])
             await store._messages.create_index([("text", TEXT)], default_language="none")
             await store._sessions.create_index([("backing_id", ASCENDING), ("offset", ASCENDING)])
             await store._sessions.create_index([("text", TEXT)], default_language="none")
@@ -294,8 +305,9 @@ class MongoStore:
                                           sort=[("offset", DESCENDING)])
         return int(d["end"]) if d else 0
 
-    async def search(self, query: str, *, thread_id: str | None = None,
-                     limit: int = 20) -> list[SearchHit]:
+    async def search(self, query: str, *, thread_id: str | None = None, limit: int = 20,
+                     kinds: Collection[str] | None = None,
+                     record_types: Collection[str] | None = None) -> list[SearchHit]:
         terms = fts_terms(query)
         if not terms:
             return []
@@ -305,21 +317,56 @@ class MongoStore:
         if thread_id:
             text_query["thread_id"] = thread_id
         projection = {"score": {"$meta": "textScore"}, "text": 1, "thread_id": 1, "kind": 1,
-                      "time": 1, "type": 1}
+                      "time": 1, "type": 1, "turn_id": 1, "tool_call_id": 1, "tool_ids": 1}
         order = [("score", {"$meta": "textScore"})]
         hits: list[SearchHit] = []
         try:
             # More than asked from each source: duplicates across them are merged (``ranked``).
-            async for d in self._messages.find({**text_query, "replayed": False}, projection) \
-                    .sort(order).limit(limit * 3):
-                hits.append(SearchHit("message", d["_id"], d["thread_id"], d["kind"], d["time"],
-                                      snippet(d["text"], terms), float(d["score"])))
-            async for d in self._sessions.find(text_query, projection).sort(order).limit(limit * 3):
-                hits.append(SearchHit("session", d["_id"], d["thread_id"], d.get("type") or "",
-                                      seconds(d.get("time")), snippet(d["text"], terms), float(d["score"])))
+            query_messages = {**text_query, "replayed": False}
+            if kinds is not None:
+                query_messages["kind"] = {"$in": sorted(kinds)}
+            docs = await self._messages.find(query_messages, projection).sort(order) \
+                .limit(limit * 3).to_list(None)
+            directions = await self._directions([d["_id"] for d in docs])
+            for d in docs:
+                hits.append(SearchHit(
+                    "message", d["_id"], d["thread_id"], d["kind"], d["time"],
+                    snippet(d["text"], terms), float(d["score"]), message_id=d["_id"],
+                    turn_id=d.get("turn_id"), head=head(d["text"]), direction=directions.get(d["_id"]),
+                    tool_ids=(d["tool_call_id"],) if d.get("tool_call_id") else (),
+                    digest=digest(d["text"])))
+            query_records = dict(text_query)
+            if record_types is not None:
+                query_records["type"] = {"$in": sorted(record_types)}
+            async for d in self._sessions.find(query_records, projection).sort(order).limit(limit * 3):
+                hits.append(SearchHit(
+                    "session", d["_id"], d["thread_id"], d.get("type") or "", seconds(d.get("time")),
+                    snippet(d["text"], terms), float(d["score"]),
+                    tool_ids=tuple(d.get("tool_ids") or ()), digest=digest(d["text"])))
+            hits = await self._place_tools(hits)
         except PyMongoError as exc:
             raise StoreError(str(exc)) from exc
         return ranked(hits, limit)
+
+    async def _directions(self, frame_ids: list[str]) -> dict[str, str]:
+        """The direction of each frame (a message's id is the id of the frame that started it)."""
+        if not frame_ids:
+            return {}
+        return {d["_id"]: d["direction"] async for d in self._frames.find(
+            {"_id": {"$in": frame_ids}}, {"direction": 1})}
+
+    async def _place_tools(self, hits: list[SearchHit]) -> list[SearchHit]:
+        wanted = sorted({t for h in hits if h.source == "session" for t in h.tool_ids})
+        if not wanted:
+            return hits
+        docs = await self._messages.find(
+            {"tool_call_id": {"$in": wanted}, "kind": "tool_call"},
+            {"tool_call_id": 1, "thread_id": 1, "turn_id": 1, "time": 1, "text": 1,
+             "replayed": 1}).to_list(None)
+        directions = await self._directions([d["_id"] for d in docs])
+        return place_tool_records(hits, [ToolCallPlace(
+            d["tool_call_id"], d["thread_id"], d["_id"], d.get("turn_id"), d["time"],
+            d["text"][:400], directions.get(d["_id"]), bool(d.get("replayed"))) for d in docs])
 
     async def aclose(self) -> None:
         await self._client.close()

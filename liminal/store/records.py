@@ -8,7 +8,7 @@ ever creating duplicates.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,6 +79,16 @@ def conversation(messages: Sequence[MessageRecord]) -> list[MessageRecord]:
         first_load = _connection(earlier[0].id)
         earlier = [m for m in earlier if _connection(m.id) == first_load]
     return earlier + live
+
+
+def turn_numbers(messages: Iterable[MessageRecord]) -> dict[str, int]:
+    """The thread's turns numbered from 1 in the order they began (recorded live: a load's
+    replay has none): ``liminal history`` shows them so and search cites them so."""
+    numbers: dict[str, int] = {}
+    for m in messages:
+        if m.turn_id is not None and not m.replayed and m.turn_id not in numbers:
+            numbers[m.turn_id] = len(numbers) + 1
+    return numbers
 
 
 def _connection(message_id: str) -> str:
@@ -179,10 +189,23 @@ class SearchHit:
     source: str  # "message" or "session"
     id: str
     thread_id: str | None
-    kind: str
+    kind: str  # a message's kind, or a session record's type
     time: float | None
     snippet: str
     score: float  # higher is better
+    # Where the hit is in the conversation (``liminal.kernel.search`` places and sifts by these):
+    # the message it is (its own id; for a session record of a tool call, the tool call's
+    # message when the store has it), that message's turn, its first line (a tool call's
+    # title), and the direction of the frame that started it (``c2l``, ``l2c``, ``note``:
+    # liminal's own, a command it answered or a note it wrote).
+    message_id: str | None = None
+    turn_id: str | None = None
+    head: str = ""
+    direction: str | None = None
+    tool_ids: tuple[str, ...] = ()
+    # The whole text, its whitespace and case folded, hashed: the same words kept in two
+    # places (a prompt as the client saw it and as the CLI recorded it) are one find.
+    digest: str = ""
 
 
 @dataclass(frozen=True, slots=True)

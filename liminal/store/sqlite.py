@@ -20,7 +20,8 @@ import sqlite3
 import stat
 import threading
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -28,7 +29,17 @@ import anyio
 import orjson
 
 from liminal import log
-from liminal.store.base import StoreError, fts_terms, ranked, seconds, snippet
+from liminal.store.base import (
+    StoreError,
+    ToolCallPlace,
+    digest,
+    fts_terms,
+    head,
+    place_tool_records,
+    ranked,
+    seconds,
+    snippet,
+)
 from liminal.store.records import (
     Batch,
     FrameRecord,
@@ -58,6 +69,7 @@ CREATE TABLE IF NOT EXISTS messages (
     data TEXT NOT NULL, replayed INTEGER NOT NULL, backing_id TEXT);
 CREATE INDEX IF NOT EXISTS messages_thread ON messages (thread_id, ord);
 CREATE INDEX IF NOT EXISTS messages_kind ON messages (thread_id, kind);
+CREATE INDEX IF NOT EXISTS messages_tool ON messages (tool_call_id);
 CREATE TABLE IF NOT EXISTS threads (
     id TEXT PRIMARY KEY, title TEXT NOT NULL, cwd TEXT NOT NULL, harness TEXT NOT NULL,
     state TEXT NOT NULL, backing_ids TEXT NOT NULL, created REAL NOT NULL, updated REAL NOT NULL,
@@ -108,6 +120,15 @@ def _ready(conn: sqlite3.Connection, fts: bool) -> bool:
         return False
     row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     return row is not None and row[0] == str(SCHEMA_VERSION)
+
+
+def _add_indexes(conn: sqlite3.Connection) -> None:
+    """Indexes added since a database was made, built by a process that writes (the index
+    worker at its start), never by a reader such as ``liminal search``: building one on a big
+    store takes a while and waits for the writer. A reader without them is slower, not wrong."""
+    names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    if "messages_tool" not in names:
+        conn.execute("CREATE INDEX IF NOT EXISTS messages_tool ON messages (tool_call_id)")
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -162,6 +183,8 @@ class SqliteStore:
                     "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
                     (str(SCHEMA_VERSION),),
                 )
+            elif create:
+                _add_indexes(writer)
             return cls(path, writer, _connect(path), use_fts)
 
         try:
@@ -297,13 +320,15 @@ class SqliteStore:
             "ORDER BY offset DESC LIMIT 1", (backing_id,)).fetchone())
         return int(row[0]) if row else 0
 
-    async def search(self, query: str, *, thread_id: str | None = None,
-                     limit: int = 20) -> list[SearchHit]:
+    async def search(self, query: str, *, thread_id: str | None = None, limit: int = 20,
+                     kinds: Collection[str] | None = None,
+                     record_types: Collection[str] | None = None) -> list[SearchHit]:
         terms = fts_terms(query)
         if not terms:
             return []
+        where = _Where(thread_id, kinds, record_types)
         fn = _search_fts if self.fts else _search_like
-        return await self._read(lambda c: fn(c, terms, thread_id, limit))
+        return await self._read(lambda c: ranked(_place_tools(c, fn(c, terms, where, limit)), limit))
 
     async def aclose(self) -> None:
         if self._closed:
@@ -434,53 +459,113 @@ def _match(terms: Sequence[str]) -> str:
     return " ".join(parts)
 
 
-def _search_fts(c: sqlite3.Connection, terms: Sequence[str], thread_id: str | None,
+@dataclass(frozen=True, slots=True)
+class _Where:
+    """What a search is narrowed to, as SQL after the full-text match."""
+
+    thread_id: str | None
+    kinds: Collection[str] | None
+    record_types: Collection[str] | None
+
+    def messages(self) -> tuple[str, list[Any]]:
+        return self._sql("m", "kind", self.kinds)
+
+    def records(self) -> tuple[str, list[Any]]:
+        return self._sql("s", "type", self.record_types)
+
+    def _sql(self, alias: str, column: str, values: Collection[str] | None) -> tuple[str, list[Any]]:
+        sql, args = "", []
+        if self.thread_id:
+            sql, args = f" AND {alias}.thread_id = ?", [self.thread_id]
+        if values is not None:
+            chosen = sorted(values)
+            sql += f" AND {alias}.{column} IN ({', '.join('?' for _ in chosen) or 'NULL'})"
+            args += chosen
+        return sql, args
+
+
+# A message hit's columns: the frame that started it says whose it is (liminal's own commands
+# and notes have directions of their own).
+_MESSAGE_HIT = ("m.id, m.thread_id, m.kind, m.time, m.text, {score}, m.turn_id, m.tool_call_id, "
+                "f.direction FROM {source} LEFT JOIN frames f ON f.id = m.id")
+_RECORD_HIT = "s.id, s.thread_id, s.type, s.time, s.text, {score}, s.tool_ids FROM {source}"
+
+
+def _message_hit(row: Sequence[Any], terms: Sequence[str], score: float) -> SearchHit:
+    return SearchHit("message", row[0], row[1], row[2], row[3], snippet(row[4], terms), score,
+                     message_id=row[0], turn_id=row[6], head=head(row[4]), direction=row[8],
+                     tool_ids=(row[7],) if row[7] else (), digest=digest(row[4]))
+
+
+def _record_hit(row: Sequence[Any], terms: Sequence[str], score: float) -> SearchHit:
+    return SearchHit("session", row[0], row[1], row[2] or "", seconds(row[3]),
+                     snippet(row[4], terms), score, tool_ids=tuple(orjson.loads(row[6])),
+                     digest=digest(row[4]))
+
+
+def _search_fts(c: sqlite3.Connection, terms: Sequence[str], where: _Where,
                 limit: int) -> list[SearchHit]:
     match = _match(terms)
     terms = [f for t in terms for f in _forms(t)]  # for the snippet: the form the text holds
     hits: list[SearchHit] = []
-    thread_sql = " AND m.thread_id = ?" if thread_id else ""
     # More than asked from each source: duplicates across them are merged (``ranked``).
-    args: tuple[Any, ...] = (match, thread_id, limit * 3) if thread_id else (match, limit * 3)
+    sql, args = where.messages()
+    source = "messages_fts JOIN messages m ON m.rowid = messages_fts.rowid"
     for row in c.execute(
-        "SELECT m.id, m.thread_id, m.kind, m.time, m.text, bm25(messages_fts) FROM messages_fts "
-        "JOIN messages m ON m.rowid = messages_fts.rowid "
-        f"WHERE messages_fts MATCH ? AND m.replayed = 0{thread_sql} "
-        "ORDER BY bm25(messages_fts) LIMIT ?", args):
-        hits.append(SearchHit("message", row[0], row[1], row[2], row[3],
-                              snippet(row[4], terms), -row[5]))
-    thread_sql = " AND s.thread_id = ?" if thread_id else ""
+        f"SELECT {_MESSAGE_HIT.format(score='bm25(messages_fts)', source=source)} "
+        f"WHERE messages_fts MATCH ? AND m.replayed = 0{sql} "
+        "ORDER BY bm25(messages_fts) LIMIT ?", (match, *args, limit * 3)):
+        hits.append(_message_hit(row, terms, -row[5]))
+    sql, args = where.records()
+    source = "session_fts JOIN session_records s ON s.rowid = session_fts.rowid"
     for row in c.execute(
-        "SELECT s.id, s.thread_id, s.type, s.time, s.text, bm25(session_fts) FROM session_fts "
-        "JOIN session_records s ON s.rowid = session_fts.rowid "
-        f"WHERE session_fts MATCH ?{thread_sql} ORDER BY bm25(session_fts) LIMIT ?", args):
-        hits.append(SearchHit("session", row[0], row[1], row[2] or "", seconds(row[3]),
-                              snippet(row[4], terms), -row[5]))
-    return ranked(hits, limit)
+        f"SELECT {_RECORD_HIT.format(score='bm25(session_fts)', source=source)} "
+        f"WHERE session_fts MATCH ?{sql} ORDER BY bm25(session_fts) LIMIT ?",
+            (match, *args, limit * 3)):
+        hits.append(_record_hit(row, terms, -row[5]))
+    return hits
 
 
-def _search_like(c: sqlite3.Connection, terms: Sequence[str], thread_id: str | None,
+def _search_like(c: sqlite3.Connection, terms: Sequence[str], where: _Where,
                  limit: int) -> list[SearchHit]:
     """Without FTS5: every term must appear (case-insensitive); scored by occurrences."""
     forms = [_forms(t) for t in terms]
-    like = " AND ".join("(" + " OR ".join("text LIKE ? ESCAPE '\\'" for _ in f) + ")" for f in forms)
     # The user's words are words: "a_b" must not find "axb", nor "100%" find "1000 apples".
     pats = ["%" + f.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
             for fs in forms for f in fs]
     terms = [f for fs in forms for f in fs]  # for the score and the snippet
-    thread_sql = " AND thread_id = ?" if thread_id else ""
-    extra = [thread_id] if thread_id else []
+
+    def like(alias: str) -> str:
+        return " AND ".join("(" + " OR ".join(f"{alias}.text LIKE ? ESCAPE '\\'" for _ in f) + ")"
+                            for f in forms)
+
+    def score(text: str) -> float:
+        return float(sum(text.lower().count(t.lower()) for t in terms))
+
     hits: list[SearchHit] = []
+    sql, args = where.messages()
     for row in c.execute(
-        f"SELECT id, thread_id, kind, time, text FROM messages WHERE replayed = 0 AND {like}"
-        f"{thread_sql} LIMIT ?", (*pats, *extra, limit * 5)):
-        score = sum(row[4].lower().count(t.lower()) for t in terms)
-        hits.append(SearchHit("message", row[0], row[1], row[2], row[3],
-                              snippet(row[4], terms), float(score)))
+        f"SELECT {_MESSAGE_HIT.format(score='0', source='messages m')} "
+        f"WHERE m.replayed = 0 AND {like('m')}{sql} LIMIT ?", (*pats, *args, limit * 5)):
+        hits.append(_message_hit(row, terms, score(row[4])))
+    sql, args = where.records()
     for row in c.execute(
-        f"SELECT id, thread_id, type, time, text FROM session_records WHERE {like}{thread_sql} "
-        "LIMIT ?", (*pats, *extra, limit * 5)):
-        score = sum(row[4].lower().count(t.lower()) for t in terms)
-        hits.append(SearchHit("session", row[0], row[1], row[2] or "", seconds(row[3]),
-                              snippet(row[4], terms), float(score)))
-    return ranked(hits, limit)
+        f"SELECT {_RECORD_HIT.format(score='0', source='session_records s')} "
+        f"WHERE {like('s')}{sql} LIMIT ?", (*pats, *args, limit * 5)):
+        hits.append(_record_hit(row, terms, score(row[4])))
+    return hits
+
+
+def _place_tools(c: sqlite3.Connection, hits: list[SearchHit]) -> list[SearchHit]:
+    """A session record of a tool call (its input, its full output) is that tool call's
+    message where the store has it (``place_tool_records``)."""
+    wanted = sorted({t for h in hits if h.source == "session" for t in h.tool_ids})
+    calls: list[ToolCallPlace] = []
+    for at in range(0, len(wanted), 500):
+        part = wanted[at:at + 500]
+        calls += [ToolCallPlace(*row) for row in c.execute(
+            "SELECT m.tool_call_id, m.thread_id, m.id, m.turn_id, m.time, substr(m.text, 1, 400), "
+            "f.direction, m.replayed FROM messages m LEFT JOIN frames f ON f.id = m.id "
+            f"WHERE m.tool_call_id IN ({', '.join('?' for _ in part)}) AND m.kind = 'tool_call'",
+            part)]
+    return place_tool_records(hits, calls)

@@ -5,6 +5,9 @@ to the CLI or the model, and what they do to the model's context seen at the str
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 import threading
 
 import anyio
@@ -170,3 +173,44 @@ def test_a_thread_cleared_then_left_before_its_next_turn_opens_again(adapter: Ad
         said(again, thread, "after the restart kilo")
         seen = json.dumps(rig.server.views()[-1].body)
         assert "kilo" in seen and "alpha" not in seen
+
+
+FACT = "remember: the launch word is zanzibar-77"
+# What must never be a find: the CLIs' bookkeeping records, liminal's own commands, ids.
+NOT_SAID = ("api-request", "system-reminder", "response_item", "event_msg", "/search", "/rename",
+            "Thread renamed", "@0000")
+
+
+@pytest.mark.parametrize("adapter", ADAPTER_NAMES, indirect=True)
+def test_search_shows_what_was_said_once_with_a_time_and_a_place(adapter: Adapter, rig: Rig) -> None:
+    """Issue 20: /search returned a copy of the prompt from Claude Code's api-request-blob record,
+    with no time, and liminal search liminal's own /search, its answer and /rename among its
+    finds, labelled with internal ids. Both show the conversation: each thing said once, with a
+    time and where (the turn; the CLI the thread's title too)."""
+    rig.server.script = Scenario().add("TOOL", Shell("echo zanzibar-tool-output", "Echo"), "the tool ran")
+    with rig.client(via_liminal=True) as client:
+        client.initialize()
+        thread = client.new_session(rig.home.project)["sessionId"]
+        said(client, thread, FACT)
+        said(client, thread, "TOOL please")
+        said(client, thread, "/rename Flux work")
+        said(client, thread, "/search zanzibar")  # its prompt and answer are liminal's, not finds
+        answer = said(client, thread, "/search zanzibar")
+    lines = answer.splitlines()
+    assert answer.count(FACT) == 1 and "- turn 1 · " in answer, answer
+    assert all(re.match(r"- turn \d · \d{4}-\d\d-\d\d \d\d:\d\d · ", line) for line in lines), answer
+    assert re.search(rf"^- turn 1 · [^·]+ · you: {FACT}$", answer, re.M), answer
+    assert any(line.startswith("- turn 2 · ") and " · tool (" in line for line in lines), answer
+    for word in (*NOT_SAID, thread):
+        assert word not in answer, (word, answer)
+
+    found = subprocess.run([sys.executable, "-m", "liminal", "search", "zanzibar"], env=rig.home.env(),
+                           capture_output=True, text=True, timeout=60, check=True).stdout
+    assert found.count(FACT) == 1 and "· Flux work · turn 1 · you\n" in found, found
+    for word in (*NOT_SAID, thread):
+        assert word not in found, (word, found)
+    assert all(len(line) <= 100 for line in found.splitlines()), found
+    everything = subprocess.run([sys.executable, "-m", "liminal", "search", "zanzibar", "--all"],
+                                env=rig.home.env(), capture_output=True, text=True, timeout=60,
+                                check=True).stdout
+    assert "/search zanzibar" in everything, everything

@@ -11,6 +11,7 @@ marks its own context with ``slash``, which liminal runs when the turn ends.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -117,6 +118,12 @@ def test_the_model_recalls_searches_keeps_memos_and_marks(adapter: Adapter, rig:
         assert "zanzibar" not in json.dumps(rig.server.views()[-2].body)
         text, failed = tool_answer(rig)
         assert not failed and "zanzibar-77" in text, text
+        # What the person said, once, with when and which turn; none of the CLI's bookkeeping
+        # (Claude Code's api-request-blob holds a copy of the prompt), nor the model's own call.
+        assert text.count(FACT) == 1 and re.search(
+            rf"\[you, \d{{4}}-\d\d-\d\d \d\d:\d\d, turn 1\] remember: {FACT}", text), text
+        for word in ("api-request", "system-reminder", "response_item", "event_msg", "search_history"):
+            assert word not in text, (word, text)
 
         said(client, thread, "MEMO this")
         assert not tool_answer(rig)[1]

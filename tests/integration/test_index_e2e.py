@@ -81,7 +81,7 @@ async def test_a_conversation_through_liminal_acp_is_recorded(
     out = capsys.readouterr().out
     assert "> Explain the quasar ledger chunks:5" in out
     assert "".join(f"chunk {i} é中" for i in range(5)) in out
-    assert "[usage] 4,321 / 200,000 tokens" in out
+    assert "context 4.3k of 200k tokens" in out  # the turn's heading: its last usage point
     assert await anyio.to_thread.run_sync(cli.main, ["search", "quasar", "--json"]) == 0
     hits = orjson.loads(capsys.readouterr().out)
     assert hits and hits[0]["thread_id"] == session

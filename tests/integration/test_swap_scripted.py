@@ -252,7 +252,7 @@ async def test_after_a_restart_the_thread_resumes_on_its_last_committed_session(
         backing = proxy.router.backing_of(thread)
         await client.prompt(thread, "after the swap chunks:1 used:1000")
     [committed] = journal.records()
-    assert committed.reason == "context 130000 tokens >= 100000"  # why it started (high_tokens)
+    assert committed.reason == "context 130k tokens >= 100k"  # why it started (high_tokens)
     (tmp_path / "agent_in.bin").unlink()
     manager = SwapManager(settings(), journal, FakeHarness(tmp_path))
     replays = ReplayManager(shared(store), timeout=60)  # generous: a loaded CI machine is slow
@@ -379,7 +379,7 @@ async def test_a_swap_that_lands_just_under_its_trigger_backs_off_instead_of_rep
     assert [r.outcome for r in journal.records()] == ["skipped", "committed"], journal.records()
     skipped = journal.records()[0]
     assert "less than half the leeway" in skipped.reason and skipped.tokens_after == 95_000
-    assert "backed off from 100000" in journal.records()[1].reason
+    assert "backed off from 100k" in journal.records()[1].reason
 
 
 async def test_without_usage_the_session_file_decides(tmp_path: Path) -> None:

@@ -92,6 +92,21 @@ def test_message_ids_split_agent_text() -> None:
     assert by_kind(messages) == [("agent", "ab"), ("agent", "c")]
 
 
+def test_liminals_own_chunks_are_never_joined_to_the_agents() -> None:
+    """The swap notice liminal sends as a thought at the start of a turn, then the agent's own
+    thinking, neither with a messageId (claude-code-acp 0.16 sends none): two messages, so the
+    notice stays liminal's (its first frame's direction says so) and search keeps the agent's."""
+    def thought(direction: str, text: str) -> FrameEvent:
+        return event(direction, {"jsonrpc": "2.0", "method": "session/update", "params": {
+            "sessionId": "s", "update": {"sessionUpdate": "agent_thought_chunk",
+                                         "content": {"type": "text", "text": text}}}})
+
+    messages, _ = derive([thought("l2c", "Context optimised by liminal: 81k -> 38k tokens.\n"),
+                          thought("a2c", "Let me "), thought("a2c", "think.")])
+    assert by_kind(messages) == [("thought", "Context optimised by liminal: 81k -> 38k tokens.\n"),
+                                 ("thought", "Let me think.")]
+
+
 def test_session_load_replay_is_marked() -> None:
     events = [
         event("c2a", {"jsonrpc": "2.0", "id": 5, "method": "session/load",

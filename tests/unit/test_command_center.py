@@ -80,3 +80,69 @@ async def test_a_session_list_the_agent_does_not_answer_is_answered_with_an_erro
     answers = [json.loads(line) for line in router.take().to_client]
     assert router.local_pending() == [] and [a["id"] for a in answers] == [5], answers
     assert "session/list failed" in answers[0]["error"]["message"]
+
+
+class _Policy:
+    aim = 0
+
+    def trigger(self, pace: Any) -> int:
+        return 44_168
+
+    def target(self, pace: Any) -> int:
+        return 35_762
+
+    def bounds(self, pace: Any) -> list[str]:
+        return []
+
+
+class _Journal:
+    def records(self, thread: str) -> list[Any]:
+        return []
+
+
+class _Thread:
+    context_tokens = 12_141
+    file_tokens = None
+    pace = None
+    cwd = "/work/demo"
+
+
+class _ContextSwaps:
+    threads = {"t": _Thread()}
+    policy = _Policy()
+    journal = _Journal()
+
+
+class _Harness:
+    def locate(self, backing: str, cwd: str | None) -> Any:
+        from pathlib import Path
+
+        return Path("/work/demo/t.jsonl")
+
+    def bands(self, path: Any, aim: int) -> dict[str, dict[str, int]]:
+        return {"recent": {"turns": 1, "tokens": 2_854}, "middle": {"turns": 2, "tokens": 14_020},
+                "old": {"turns": 0, "tokens": 0}}
+
+
+class _MarksStore:
+    async def messages(self, thread: str, kind: str | None = None) -> list[Any]:
+        return []
+
+
+@pytest.mark.anyio
+async def test_context_says_its_numbers_with_units_and_nouns_in_number() -> None:
+    """/context said "recent 1 turns (2,854 tokens)" and "swaps at 44,168, down to about 35,762"."""
+    @contextlib.asynccontextmanager
+    async def open_store() -> AsyncIterator[Any]:
+        yield _MarksStore()
+
+    center = CommandCenter(_ContextSwaps(), harness=_Harness(), open_store=open_store)  # type: ignore[arg-type]
+    center._proxy = type("P", (), {"router": type("R", (), {"backing_of": staticmethod(lambda t: t)})()})()  # type: ignore[assignment]
+    try:
+        text = await center._cmd_context("t", "")
+    finally:
+        await center.aclose()
+    assert text.splitlines()[:2] == [
+        "Context: 12.1k tokens. liminal swaps at 44.2k, down to about 35.8k tokens.",
+        "A swap now would keep: recent 1 turn (2.9k tokens) whole; middle 2 turns (14k tokens) with "
+        "long tool output cut to recall markers."], text

@@ -180,8 +180,9 @@ def test_doctor_and_the_readers_say_what_is_wrong_in_one_line(
     assert code == 1 and "PROBLEM" in out and "Traceback" not in out + err
     if broken == "open token":
         assert "chmod 600" in out
-    # Every line answers; the CLIs' folders and SQLite's FTS5 are among them.
-    assert all(line.startswith(("ok ", "PROBLEM")) for line in out.strip().splitlines())
+    # Every line answers (a long answer wraps under itself); the CLIs' folders and SQLite's FTS5
+    # are among them.
+    assert all(line.startswith(("ok ", "PROBLEM", " " * 16)) for line in out.strip().splitlines())
     assert any(" codex " in line and "sessions" in line for line in out.splitlines())
     assert any("FTS5" in line for line in out.splitlines())
     if broken == "damaged database":
@@ -246,6 +247,15 @@ def test_thresholds_a_default_band_fits_under_are_accepted(tmp_path: Path) -> No
         config.load(env={"LIMINAL_HOME": str(tmp_path), **env})
 
 
+def _floor_paragraph(out: str) -> list[str]:
+    """The ``floor:`` paragraph of ``liminal config``, wrapped at 100 columns when piped, as one line."""
+    lines = out.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("floor")]
+    if not starts:
+        return []
+    return [" ".join(line.strip() for line in lines[starts[0]:])]
+
+
 def test_liminal_config_says_what_bounds_the_floor(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -255,12 +265,12 @@ def test_liminal_config_says_what_bounds_the_floor(
 
     monkeypatch.setenv("LIMINAL_HOME", str(tmp_path))
     assert main(["config"]) == 0
-    floor = [line for line in capsys.readouterr().out.splitlines() if line.startswith("floor")]
+    floor = _floor_paragraph(capsys.readouterr().out)
     assert floor and "gradient.recent_tokens" in floor[0] and "20,000" in floor[0], floor
     monkeypatch.setenv("LIMINAL_SWAP_HIGH_TOKENS", "20000")
     monkeypatch.setenv("LIMINAL_SWAP_TARGET_TOKENS", "12000")
     assert main(["config"]) == 0
-    floor = [line for line in capsys.readouterr().out.splitlines() if line.startswith("floor")]
+    floor = _floor_paragraph(capsys.readouterr().out)
     assert "swap.target_tokens" in floor[0] and "fitted under the target" in floor[0], floor
     assert main(["config", "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)["floor"]

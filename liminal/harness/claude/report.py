@@ -15,6 +15,7 @@ from liminal.harness.claude.gradient.plan import Plan, make_plan, turn_cost
 from liminal.harness.claude.paths import locate
 from liminal.harness.claude.records import read_session
 from liminal.harness.claude.tokens import context_size, estimate, total_chars
+from liminal.units import tokens
 
 
 def _by_band(conversation: Conversation, plan: Plan) -> dict[str, dict[str, int]]:
@@ -92,8 +93,9 @@ def table(data: dict[str, Any]) -> str:
         f"{data['tool_calls']} tool calls",
         f"beside    {data['subagent_files']} subagent transcripts, "
         f"{data['tool_result_files']} tool-result files",
-        f"context   {data['context_tokens'] or 'unknown':} tokens by usage; overhead "
-        f"{data['estimate']['overhead']:,}, {data['estimate']['chars_per_token']} chars/token",
+        f"context   {tokens(data['context_tokens']) if data['context_tokens'] else 'unknown'} tokens by "
+        f"usage; overhead {tokens(data['estimate']['overhead'])}, "
+        f"{data['estimate']['chars_per_token']} chars/token",
         "",
         f"{'category':<16}{'tokens':>10}",
     ]
@@ -102,8 +104,8 @@ def table(data: dict[str, Any]) -> str:
     out += ["", f"{'band':<10}{'turns':>7}{'tokens now':>12}"]
     for name, band in data["bands"].items():
         out.append(f"{name:<10}{band['turns']:>7}{band['tokens']:>12,}")
-    out.append(f"after the gradient: about {data['planned_tokens']:,} tokens "
-               f"(target {data['target_tokens']:,})")
+    out.append(f"after the gradient: about {tokens(data['planned_tokens'])} tokens "
+               f"(target {tokens(data['target_tokens'])})")
     out += ["", f"{'line':>7}  {'tokens':>8}  what"]
     for item in data["largest"]:
         out.append(f"{item['line']:>7}  {item['tokens']:>8,}  {item['type']}: {item['what']}")

@@ -54,6 +54,32 @@ def _text_of(content: Any, tool_ids: list[str]) -> Iterable[str]:
             yield from _text_of(block.get("content"), [])
 
 
+# Which of Claude Code's lines are the conversation: what the person and the model said and what
+# tools returned (the CLI's other lines are its bookkeeping: ``api-request-blob`` holds a copy of
+# every message sent, ``attachment`` what it injected, ``last-prompt``, ``queue-operation`` ...).
+# A prompt line the CLI wrote itself (``isMeta``: a caveat, a skill's text; ``isCompactSummary``:
+# its own compaction's summary) is typed apart when indexed (``user:meta``, ``user:summary``).
+CONVERSATION_TYPES = frozenset({"user", "assistant"})
+
+
+def record_role(record_type: str | None, tool_ids: Sequence[str]) -> str | None:
+    """Who a record of ``CONVERSATION_TYPES`` speaks for; None for the CLI's bookkeeping."""
+    if record_type == "user":
+        return "tool output" if tool_ids else "you"
+    if record_type == "assistant":
+        return "tool call" if tool_ids else "model"
+    return None
+
+
+def _type_of(obj: dict[str, Any]) -> str | None:
+    kind = _opt_str(obj.get("type"))
+    if kind == "user" and obj.get("isCompactSummary") is True:
+        return "user:summary"
+    if kind == "user" and obj.get("isMeta") is True:
+        return "user:meta"
+    return kind
+
+
 def parse_line(raw: bytes, backing_id: str, thread_id: str | None, offset: int) -> SessionRecord:
     """One JSONL line as a record; a line that is not a JSON object is kept with no fields."""
     rid = SessionRecord.make_id(backing_id, offset)
@@ -89,7 +115,7 @@ def parse_line(raw: bytes, backing_id: str, thread_id: str | None, offset: int) 
         if isinstance(value, str):
             parts.append(value)
     return SessionRecord(
-        rid, backing_id, thread_id, offset, _opt_str(obj.get("uuid")), _opt_str(obj.get("type")),
+        rid, backing_id, thread_id, offset, _opt_str(obj.get("uuid")), _type_of(obj),
         _opt_str(obj.get("timestamp")), usage, tuple(t for t in tool_ids if t),
         "\n".join(p for p in parts if p), raw)
 

@@ -5,12 +5,41 @@ arguments and full outputs); the usage of a ``token_count``; and, for a tool out
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
-from liminal.harness.codex.rollout import CALLS, OUTPUTS, call_id_of, text_of
+from liminal.harness.codex.rollout import CALLS, OUTPUTS, call_id_of, is_context_message, text_of
 from liminal.store.records import SessionRecord
+
+# Which rollout lines are the conversation: the message items of the person and the model (typed
+# with their role when indexed, ``response_item:message:user``; a message Codex writes itself,
+# its instructions and environment context, is ``...:context``), tool calls and their outputs.
+# The events that repeat them (``event_msg:user_message``, ``agent_message``) and the rest are
+# Codex's bookkeeping. ``response_item:message`` without a role is how liminal typed message
+# items before it told them apart.
+_CALL_TYPES = {f"response_item:{kind}" for kind in CALLS}
+_OUTPUT_TYPES = {f"response_item:{kind}" for kind in OUTPUTS}
+_SAID = {"response_item:message:user": "you", "response_item:message:assistant": "model",
+         "response_item:message": "message"}
+CONVERSATION_TYPES = frozenset(_SAID) | _CALL_TYPES | _OUTPUT_TYPES
+
+
+def record_role(record_type: str | None, tool_ids: Sequence[str]) -> str | None:
+    """Who a record of ``CONVERSATION_TYPES`` speaks for; None for Codex's bookkeeping."""
+    if record_type in _CALL_TYPES:
+        return "tool call"
+    if record_type in _OUTPUT_TYPES:
+        return "tool output"
+    return _SAID.get(record_type or "")
+
+
+def _message_type(payload: dict[str, Any]) -> str:
+    if is_context_message(payload):
+        return "response_item:message:context"
+    role = payload.get("role")
+    return f"response_item:message:{role}" if role in ("user", "assistant") else "response_item:message:other"
 
 
 def _output_text(output: Any) -> str:
@@ -49,7 +78,10 @@ def parse_line(raw: bytes, backing_id: str, thread_id: str | None, offset: int) 
     elif sub in ("user_message", "agent_message"):
         text = str(payload.get("message") or "")
     time = obj.get("timestamp")
+    record_type = f"{kind}:{sub}" if sub else kind or None
+    if record_type == "response_item:message":
+        record_type = _message_type(payload)
     return SessionRecord(rid, backing_id, thread_id, offset, call_id if sub in OUTPUTS else None,
-                         f"{kind}:{sub}" if sub else kind or None,
+                         record_type,
                          time if isinstance(time, str) else None, usage,
                          (call_id,) if call_id else (), text, raw)

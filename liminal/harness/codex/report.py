@@ -22,6 +22,7 @@ from liminal.harness.codex.rollout import (
     read_rollout,
     session_id_of,
 )
+from liminal.units import tokens
 
 
 def detect(ref: str) -> Path | None:
@@ -85,13 +86,14 @@ def table(data: dict[str, Any]) -> str:
         f"file      {data['path']} ({data['bytes']:,} bytes, {data['records']:,} records)",
         "types     " + ", ".join(f"{k} {v}" for k, v in data["records_by_type"].items()),
         f"turns     {data['turns']}, {data['tool_calls']} tool calls",
-        f"context   {data['context_tokens'] or 'unknown'} tokens (the last token_count)",
+        f"context   {tokens(data['context_tokens']) if data['context_tokens'] else 'unknown'} tokens "
+        "(the last token_count)",
         "", f"{'band':<10}{'turns':>7}{'tokens now':>12}",
     ]
     for name, band in data["bands"].items():
         out.append(f"{name:<10}{band['turns']:>7}{band['tokens']:>12,}")
-    out.append(f"after the gradient: about {data['planned_tokens']:,} tokens "
-               f"(target {data['target_tokens']:,})")
+    out.append(f"after the gradient: about {tokens(data['planned_tokens'])} tokens "
+               f"(target {tokens(data['target_tokens'])})")
     out += ["", f"{'line':>7}  {'tokens':>8}  what"]
     out += [f"{i['line']:>7}  {i['tokens']:>8,}  {i['kind']}" for i in data["largest"]]
     if not data["name_matches_id"]:

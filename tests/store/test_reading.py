@@ -1,0 +1,166 @@
+"""What people read (issue 20): every command a person reads prints a table or a transcript that
+fits 100 columns when piped (plain text) and goes through rich on a terminal; a thread's history
+shows each turn once (no usage point per line, each tool output once); numbers carry their units
+(tokens in k, payback in calls) and nouns their number."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from liminal import cli
+from liminal.kernel.journal import SwapJournal, SwapRecord
+from liminal.store.records import Batch, ThreadUpdate
+from liminal.store.sqlite import SqliteStore
+from tests.store.test_search_conversation import FACT, THREAD, fill
+
+REPO = Path(__file__).resolve().parents[2]
+LONG_CWD = "/home/someone/projects/a-rather-long-client-name/services/payments-gateway-reconciliation"
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("LIMINAL_HOME", str(tmp_path))
+    for var in ("LIMINAL_STORE_URL", "LIMINAL_CACHE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.delenv("COLUMNS", raising=False)
+    db = tmp_path / "liminal.db"
+    anyio.run(fill, db)
+
+    async def more() -> None:  # a second thread with a long title and folder
+        store = await SqliteStore.open(db)
+        await store.write(Batch(threads=[ThreadUpdate(
+            "0b8e2f3a-1c4d-4e5f-8a9b-0c1d2e3f4a5b", 1_790_000_500.0,
+            title="Work out why the nightly reconciliation job double-counts refunds issued "
+                  "after midnight UTC", cwd=LONG_CWD, harness="@zed-industries/codex-acp",
+            backing_ids=("0b8e2f3a-1c4d-4e5f-8a9b-0c1d2e3f4a5b",))]))
+        await store.aclose()
+
+    anyio.run(more)
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    journal.append(SwapRecord(
+        THREAD, THREAD, "9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a", "committed",
+        "context 131.2k tokens >= 120k: the rebuild (12.3k) pays back in 24 calls of the 80 before "
+        "the next swap", 1_790_000_200.0, 0.42, 131_200, 38_500, cwd="/work/demo",
+        cost={"rebuild": 12_345.6, "saves_per_call": 9_270.0, "payback_calls": 24.3,
+              "calls_to_next": 80.0}))
+    return tmp_path
+
+
+def lines_of(capsys: pytest.CaptureFixture[str], *argv: str) -> list[str]:
+    assert cli.main(list(argv)) == 0, argv
+    return capsys.readouterr().out.splitlines()
+
+
+def test_threads_names_the_cli_in_a_word_and_fits(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = lines_of(capsys, "threads")
+    assert all(len(line) <= 100 for line in out), "\n".join(out)
+    assert "@agentclientprotocol" not in "\n".join(out) and "codex-acp" not in "\n".join(out)
+    [row] = [line for line in out if line.startswith(THREAD[:8])]
+    assert " claude " in row and "Flux work" in row and "12.1k/1,000k" in row
+    [other] = [line for line in out if line.startswith("0b8e2f3a")]
+    assert " codex " in other and "Work out why the" in other and "…" in other
+    # A path is cut at its start: its end says most.
+    assert f"{LONG_CWD[-10:]} " in other and LONG_CWD[:10] not in other
+
+
+def test_history_shows_each_turn_once(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = "\n".join(lines_of(capsys, "history", THREAD[:8]))
+    # Three usage points a turn, once in the turn's heading as the context at its end.
+    assert "[usage]" not in out and "── turn 1 · " in out and "context 11.8k of 1,000k tokens" in out
+    # The tool's output came as content (in a Markdown fence) and again as raw output: once.
+    assert out.count("zanzibar-tool-output\n") == 2, out  # the call's title, its output
+    assert "```" not in out and "[end: end_turn]" not in out
+    assert "1 backing session\n" in out and "session(s)" not in out
+    assert out.count(f"> {FACT}") == 1
+    assert all(len(line) <= 100 for line in out.splitlines())
+    everything = "\n".join(lines_of(capsys, "history", THREAD, "--all"))
+    assert everything.count("[usage]") == 8
+
+
+def test_swaps_say_their_units(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = lines_of(capsys, "swaps")
+    assert all(len(line) <= 100 for line in out), "\n".join(out)
+    [row] = [line for line in out if "committed" in line]
+    assert "24 calls" in row and "131.2k -> 38.5k" in row and "12.3k" in row and "9.3k/call" in row
+    assert "0.42 s" in row and THREAD[:8] in row and THREAD not in row
+
+
+@pytest.mark.parametrize("argv", [
+    ["threads"], ["threads", "--all"], ["history", THREAD], ["history", THREAD, "--full"],
+    ["search", "zanzibar"], ["search", "zanzibar", "--all"], ["swaps"], ["config"], ["doctor"],
+    ["inspect", str(REPO / "fixtures/claude/new-32.jsonl")],
+], ids=" ".join)
+def test_piped_output_fits_100_columns(home: Path, capsys: pytest.CaptureFixture[str],
+                                       monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> None:
+    # What a person might have set: a store in a deep folder, a project there too.
+    monkeypatch.setenv("LIMINAL_STORE_URL", f"sqlite://{home}/liminal.db")
+    monkeypatch.setenv("PATH", f"{LONG_CWD}/node_modules/.bin:/usr/bin:/bin")
+    code = cli.main(argv)
+    out = capsys.readouterr().out
+    assert code in (0, 1) and out.strip(), argv
+    wide = [line for line in out.splitlines() if len(line) > 100]
+    assert not wide, "\n".join(wide)
+    assert "\x1b[" not in out  # no escape codes in a pipe
+
+
+@pytest.mark.parametrize("argv", [["threads"], ["history", THREAD], ["search", "zanzibar"], ["swaps"],
+                                  ["config"]], ids=" ".join)
+def test_a_terminal_gets_rich(home: Path, capsys: pytest.CaptureFixture[str],
+                              monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> None:
+    from liminal.commands import _out
+
+    monkeypatch.setattr(_out, "terminal", lambda: True)
+    monkeypatch.setenv("COLUMNS", "140")
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.strip() and max(len(line) for line in out.splitlines()) <= 140
+    if argv[0] in ("threads", "config"):
+        assert "─" in out  # rich's header rule
+    if argv[0] == "threads":
+        assert "Flux work" in out and " claude " in out
+
+
+def test_the_when_column_is_local_time(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = "\n".join(lines_of(capsys, "swaps"))
+    assert time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(1_790_000_200.0)) in out
+
+
+@pytest.mark.parametrize("on_terminal", [False, True], ids=["piped", "terminal"])
+def test_a_tools_escape_sequences_reach_no_terminal(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch, on_terminal: bool) -> None:
+    """A tool's output is stored as the tool wrote it, colours and all; shown as it was, a
+    window-title sequence in it retitled the reader's terminal (rich passes escapes through)."""
+    from liminal.ingest.indexer import Indexer
+    from tests.store.conftest import event
+
+    monkeypatch.setenv("LIMINAL_HOME", str(tmp_path))
+    monkeypatch.delenv("LIMINAL_STORE_URL", raising=False)
+    if on_terminal:
+        from liminal.commands import _out
+
+        monkeypatch.setattr(_out, "terminal", lambda: True)
+    output = "\x1b]0;pwned\x07\x1b[31mFAILED\x1b[0m test_flux\x1b[2J"
+
+    async def fill() -> None:
+        store = await SqliteStore.open(tmp_path / "liminal.db")
+        indexer = Indexer(store, tmp_path / "spool")
+        for n, message in enumerate([
+            {"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
+             "params": {"sessionId": "t1", "prompt": [{"type": "text", "text": "run the tests"}]}},
+            {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "t1", "update": {
+                "sessionUpdate": "tool_call", "toolCallId": "c1", "title": "pytest", "status": "completed",
+                "content": [{"type": "content", "content": {"type": "text", "text": output}}]}}},
+            {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}]):
+            indexer.offer(event("c2a" if n == 0 else "a2c", message, thread="t1", backing="t1",
+                                method="session/prompt" if n != 1 else None, time=1_790_000_000.0 + n))
+        await indexer.aclose()
+        await store.aclose()
+
+    anyio.run(fill)
+    assert cli.main(["history", "t1"]) == 0
+    out = capsys.readouterr().out
+    assert "FAILED test_flux" in out and "\x1b" not in out and "\x07" not in out, repr(out)
