@@ -49,6 +49,7 @@ class Lineage:
         self.paths: dict[str, Path] = {}
         self.order: list[str] = []
         self.rewritten: list[str] = []  # the sessions a rewrite was made of: what keys name
+        self.cli: ClaudeCli | CodexCli | None = None  # what appends the CLI's turns
 
     def original(self, session_id: str, path: Path) -> None:
         self.paths[session_id] = path
@@ -127,6 +128,7 @@ def claude_thread(tmp_path: Path) -> tuple[Lineage, dict[str, str]]:
         getattr(lineage, step)()
         cli.append(lineage.current, lineage.order[-1], 6)
     lineage.rewrite()
+    lineage.cli = cli
     return lineage, env
 
 
@@ -165,6 +167,7 @@ def codex_thread(tmp_path: Path) -> tuple[Lineage, dict[str, str]]:
         getattr(lineage, step)()
         cli.append(lineage.current, lineage.order[-1], 6)
     lineage.rewrite()
+    lineage.cli = cli
     return lineage, env
 
 
@@ -324,3 +327,31 @@ async def test_the_cache_keeps_what_was_recalled_and_never_a_failure(store: Stor
     assert await Recaller(store, cache, elsewhere).recall(str(key)) == expected
     # Then the store is gone too: the cache answers (Redis: for every sidecar on it).
     assert await Recaller(None, cache, elsewhere).recall(str(key)) == expected
+
+
+@pytest.mark.parametrize("cli", ["claude", "codex"])
+async def test_the_keys_of_a_fork_resolve_from_the_store_alone(
+        store: Store, tmp_path: Path, cli: str) -> None:
+    """``/fork`` writes a session that is a thread of its own: not noted as liminal's, its file
+    is indexed whole as the fork's when it is opened (its history is the fork's conversation);
+    the keys of the fork's own rewrite name it, and the keys it copied name the parent's
+    sessions."""
+    parent, env = (claude_thread if cli == "claude" else codex_thread)(tmp_path)
+    assert parent.cli is not None
+    fork = Lineage(parent.harness, tmp_path / "home")
+    fork_id = str(uuid.uuid4())
+    written = parent.harness.cut([(parent.current, 0, None)], parent.current, fork_id)
+    fork.original(fork_id, written.path)
+    parent.cli.append(fork.current, fork_id, 8)
+    fork.rewrite()
+    keys = list(dict.fromkeys(k for path in fork.paths.values() for k in keys_in(path)))
+    named = {k.session_id for k in keys}
+    assert fork_id in named and named & set(parent.order), named
+    expected = {key: await Recaller(None, None, env).recall(str(key)) for key in keys}
+    await parent.index(store, parent.order[0])
+    await fork.index(store, fork_id)
+    for path in [*parent.paths.values(), *fork.paths.values()]:
+        path.unlink()
+    recaller = Recaller(store, None, {name: str(tmp_path / "elsewhere") for name in env})
+    for key in keys:
+        assert await recaller.recall(str(key)) == expected[key], key
