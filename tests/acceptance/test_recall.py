@@ -16,6 +16,8 @@ import json
 import shutil
 from pathlib import Path
 
+import anyio
+
 from fixtures.harness import (
     AcpClient,
     Adapter,
@@ -32,6 +34,7 @@ from liminal.gradient.recall import KEY_IN_MARKER, RecallKey
 from liminal.harness.base import HarnessChoice, find_session_file, known_harnesses
 from liminal.ingest import rewrites
 from liminal.kernel.journal import SwapJournal
+from liminal.store.sqlite import SqliteStore
 from tests.acceptance.conftest import adapter_fixture
 
 adapter = adapter_fixture(["claude-agent", "codex-zed", "codex-agent"])
@@ -134,6 +137,14 @@ def mcp_text(text: str) -> str:
     return text
 
 
+async def listed_once(rig: Rig, thread: str) -> None:
+    store = await SqliteStore.open(rig.home.liminal_home / "liminal.db", create=False)
+    try:
+        assert [s.thread.id for s in await store.threads()] == [thread]
+    finally:
+        await store.aclose()
+
+
 def test_every_key_in_the_current_session_resolves_with_only_its_file_left(
         adapter: Adapter, rig: Rig) -> None:
     rig.server.script = scenario()
@@ -152,6 +163,9 @@ def test_every_key_in_the_current_session_resolves_with_only_its_file_left(
                 said(client, thread, "/mark M")
             elif n == 17:
                 assert "cleared back to mark M" in said(client, thread, "/clear M")
+    # One thread in the store, listed once: the sessions the thread left, which liminal wrote
+    # and closed, are no threads of their own.
+    anyio.run(listed_once, rig, thread)
     journal = SwapJournal(rig.home.liminal_home / "swaps.jsonl")
     current, lineage = journal.current(thread)
     assert current is not None and len(lineage) >= 4, (lineage, rig.stderr_tail())
