@@ -89,7 +89,8 @@ def from_store(thread: str) -> tuple[list[Call], Result] | None:
             messages = await store.messages(thread)
             backings[:] = [thread] + [str(m.data.get("new_backing_id")) for m in messages
                                       if m.kind == "swap" and m.status == "committed"]
-            records = [r for b in backings for r in await store.session_records(b)]
+            # The CLI's lines only: liminal's (a rewrite's head) copy calls billed earlier.
+            records = [r for b in backings for r in await store.session_records(b) if not r.own]
             return model_calls(records), sorted(m.time for m in messages if m.kind == "turn_end")
 
     rows, ends = anyio.run(read)

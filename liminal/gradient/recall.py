@@ -5,9 +5,10 @@ A key names the original bytes: ``<session id>:<record>:<block index>[:<path>]``
 and ``block`` mean is the CLI's (Claude Code: a record uuid and a content block; Codex: a
 ``call_id``, 0 for the output, 1 for the call): each harness reads its own keys
 (``SessionHarness.recall``); this module knows their syntax only. The
-original session file is never modified, so the key resolves for as long as that file exists
-(and later through the store, which indexes the same records). Keys survive a second rewrite:
-a record already cut carries the key to its first original.
+session a key names may be one liminal wrote (a rewrite, a cut): the store keeps every line of
+every session of a thread, liminal's own among them, so a key resolves from the store for as
+long as it holds the thread, and from the file while that exists (``liminal.kernel.recaller``).
+Keys survive a second rewrite: a record already cut carries the key to its first original.
 """
 
 from __future__ import annotations

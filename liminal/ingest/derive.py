@@ -217,7 +217,9 @@ class Deriver:
         state = self._state(thread_id)
         if method == "session/load":
             state.loading = True
-        elif method == "session/close":
+        elif method == "session/close" and frame.direction != "l2a":
+            # The client's close ends the thread; liminal's own (a move closing the session the
+            # thread left) names only that backing session, which is no thread of its own.
             out.threads.append(ThreadUpdate(thread_id, frame.time, state="closed"))
         elif method == "session/prompt":
             self._close_text(state)

@@ -101,9 +101,9 @@ class Indexer:
                  yield_max_seconds: float = YIELD_MAX_SECONDS) -> None:
         """``session_files(backing_id, cwd)`` locates a CLI session file to index as it grows
         (``liminal.harness.base.find_session_file``); None: frames only. ``own_bytes(backing_id)``:
-        how much of that file liminal wrote itself (a swap's rewrite), skipped when indexing. ``tail``: consume the
-        spool another process writes there (the worker, see ``liminal.ingest.worker``) instead of
-        taking offers. ``yield_bytes_per_second``:
+        how much of that file liminal wrote itself (a swap's rewrite, a cut), whose lines are
+        marked as its own. ``tail``: consume the spool another process writes there (the worker,
+        see ``liminal.ingest.worker``) instead of taking offers. ``yield_bytes_per_second``:
         in tail mode, pause while the writer appends faster than this (None: never pause), for up
         to ``yield_max_seconds`` at a stretch."""
         self.store = store

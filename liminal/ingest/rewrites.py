@@ -1,10 +1,12 @@
-"""``rewrites.jsonl``: how much of a session file liminal wrote itself, so indexing skips it.
+"""``rewrites.jsonl``: how much of a session file liminal wrote itself, so indexing marks it.
 
-A swap writes a compressed copy of a thread's session under a new id; its records are already in
-the store (indexed from the older file), so the session-file indexer starts past them. The swap
-notes the size here before the move (``note``); the index worker, which learns of the new session
-from the move's own frames, reads it (``own_bytes``). It lives with ingest because ingest is its
-reader, and the worker process must read it without the kernel.
+A swap (or the cut of ``/undo``, ``/clear MARK``) writes a thread's next session under a new id;
+its records copy ones already in the store (indexed from the older file), so the session-file
+indexer stores them marked as liminal's (``SessionRecord.own``: kept for the recall keys that
+will name this session, never a search hit). The move notes the size here before it
+(``note``); the index worker, which learns of the new session from the move's own frames, reads
+it (``own_bytes``). It lives with ingest because ingest is its reader, and the worker process
+must read it without the kernel.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ def note(path: Path, backing_id: str, size: int) -> None:
     """liminal wrote ``size`` bytes as the session file of ``backing_id``."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     # Not fsynced (it is inside the swap's hold): a note lost to a power cut only means the
-    # rewrite's records are indexed a second time, under the new session.
+    # rewrite's records are indexed as the CLI's (recall still finds them; search twice).
     append_line(path, orjson.dumps({"backing_id": backing_id, "bytes": size}) + b"\n", sync=False)
 
 

@@ -31,7 +31,7 @@ class SessionWatch:
     def __init__(self, store: Store, find: Callable[[str, str], Path | None],
                  own_bytes: Callable[[str], int] | None = None) -> None:
         """``find(backing_id, cwd)`` locates a session file; ``own_bytes(backing_id)`` says how
-        much of it liminal wrote itself (a swap's rewrite), which is skipped."""
+        much of it liminal wrote itself (a swap's rewrite, a cut), whose lines are marked so."""
         self.store = store
         self._find = find
         self._own_bytes = own_bytes
@@ -100,8 +100,8 @@ class SessionWatch:
         self._stop.set()
 
     async def _indexer(self, path: Path, backing_id: str, thread_id: str) -> SessionFileIndexer:
-        skip = 0
+        own = 0
         if self._own_bytes is not None:
-            skip = await anyio.to_thread.run_sync(self._own_bytes, backing_id)
-        return SessionFileIndexer(self.store, path, backing_id, thread_id, skip_bytes=skip,
+            own = await anyio.to_thread.run_sync(self._own_bytes, backing_id)
+        return SessionFileIndexer(self.store, path, backing_id, thread_id, own_bytes=own,
                                   parse=line_parser(path))

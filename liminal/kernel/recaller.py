@@ -2,9 +2,12 @@
 
 The key (``liminal.gradient.recall``) names a record of a CLI session file and a block in it;
 which CLI's, and how to read it there, only the harnesses know (``liminal.harness.base``).
-The store indexes every line of those files whole (``SessionRecord.raw``), so it answers for as
-long as the thread is kept, even once the CLI has deleted its file; the file is the fallback for
-a session liminal never indexed (``store.index = false``, or a ``liminal compress`` run by hand).
+The store indexes every line of those files whole (``SessionRecord.raw``), those liminal wrote
+into its rewrites and cuts too (``SessionRecord.own``: a key names the session it was cut from,
+which may be one of liminal's, and a record liminal copied into it), so it answers for as long
+as the thread is kept, even once the CLI has deleted its files, and for any sidecar that shares
+the store; the file is the fallback for a session liminal never indexed (``store.index =
+false``, a ``liminal compress`` run by hand) and for a store that is down.
 What was found is kept in the cache under ``recall:<key>``: Redis when configured, so every
 sidecar on a team sees it, else files under ``$LIMINAL_HOME/cache``.
 """
@@ -24,6 +27,7 @@ from liminal.harness.base import HarnessChoice, SessionHarness, known_harnesses
 if TYPE_CHECKING:
     from liminal.store.base import Store
     from liminal.store.cache import Cache
+    from liminal.store.records import SessionRecord
 
 logger = log.get("liminal.recall")
 
@@ -57,11 +61,25 @@ class Recaller:
         from liminal.store.base import StoreError
 
         try:
-            record = await self.store.session_record(key.session_id, key.uuid)
+            # Several lines may carry the id: a record the CLI wrote twice (the first is the one
+            # the model saw), a Codex call and its output (one ``call_id``, the key's block tells).
+            found = self._first(await self.store.session_records(key.session_id, uuid=key.uuid), key)
+            if found is None:
+                # A line stored without the id: indexed by a liminal that kept no id for a Codex
+                # call, or one its parser could not read. The session's lines, each asked (the
+                # harness looks for the id in the bytes before it parses one).
+                found = self._first(await self.store.session_records(key.session_id), key)
         except StoreError as exc:  # the file may still have it
             logger.warning("store unavailable for recall; reading the session file", error=str(exc))
             return None
-        return self.harness.recall_in_line(record.raw, key) if record is not None else None
+        return found
+
+    def _first(self, records: list[SessionRecord], key: RecallKey) -> bytes | None:
+        for record in records:
+            value = self.harness.recall_in_line(record.raw, key)
+            if value is not None:
+                return value
+        return None
 
     def _from_file(self, key: RecallKey) -> bytes:
         try:

@@ -63,11 +63,11 @@ class Store(Protocol):
     async def threads(self, limit: int = 1000) -> list[ThreadSummary]:
         """Threads, most recently active first."""
 
-    async def session_records(self, backing_id: str) -> list[SessionRecord]:
-        """A session file's indexed lines, in file order."""
-
-    async def session_record(self, backing_id: str, uuid: str) -> SessionRecord | None:
-        """The session file's line whose record has this uuid (what a recall key names)."""
+    async def session_records(self, backing_id: str, *, uuid: str | None = None,
+                              limit: int | None = None) -> list[SessionRecord]:
+        """A session file's indexed lines, in file order, liminal's own among them; with
+        ``uuid``, only the lines whose record has it (what a recall key names: a CLI may write a
+        record twice, and Codex names a call and its output by one id); the first ``limit``."""
 
     async def session_file_end(self, backing_id: str) -> int:
         """Where indexing of this session file stopped: the byte after the last indexed line."""
@@ -78,7 +78,8 @@ class Store(Protocol):
     ) -> list[SearchHit]:
         """Full-text search over messages and session records, best first (``ranked``); only
         messages of ``kinds`` and session records of ``record_types`` when given. Messages a
-        load replayed are left out (the CLI's records hold that history)."""
+        load replayed are left out (the CLI's records hold that history), and so is every record
+        liminal wrote itself (``SessionRecord.own``)."""
 
     async def delete_thread(self, thread_id: str) -> int:
         """Remove the thread and everything recorded of it (its messages, frames, and the lines
@@ -117,10 +118,8 @@ class UnavailableStore:
     async def threads(self, limit: int = 1000) -> list[ThreadSummary]:
         raise StoreError(self.reason)
 
-    async def session_records(self, backing_id: str) -> list[SessionRecord]:
-        raise StoreError(self.reason)
-
-    async def session_record(self, backing_id: str, uuid: str) -> SessionRecord | None:
+    async def session_records(self, backing_id: str, *, uuid: str | None = None,
+                              limit: int | None = None) -> list[SessionRecord]:
         raise StoreError(self.reason)
 
     async def session_file_end(self, backing_id: str) -> int:

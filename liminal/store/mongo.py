@@ -175,7 +175,7 @@ class MongoStore:
                    "offset": r.offset, "end": r.offset + len(r.raw) + 1, "uuid": r.uuid,
                    "type": r.type, "time": r.time,
                    "usage_json": orjson.dumps(r.usage).decode() if r.usage is not None else None,
-                   "tool_ids": list(r.tool_ids), "text": r.text[:SEARCH_CHARS]}
+                   "tool_ids": list(r.tool_ids), "text": r.text[:SEARCH_CHARS], "own": r.own}
             if len(r.raw) > INLINE_BYTES:
                 doc["raw_blob"], ops = self._blob_ops(f"session:{r.id}", r.raw)
                 blobs.extend(ops)
@@ -281,23 +281,22 @@ class MongoStore:
         return out[:limit]
 
     @_store_errors
-    async def session_records(self, backing_id: str) -> list[SessionRecord]:
-        docs = await self._sessions.find({"backing_id": backing_id}) \
-            .sort("offset", ASCENDING).to_list(None)
+    async def session_records(self, backing_id: str, *, uuid: str | None = None,
+                              limit: int | None = None) -> list[SessionRecord]:
+        if limit is not None and limit <= 0:
+            return []  # (MongoDB reads a limit of 0 as none)
+        query = {"backing_id": backing_id, **({"uuid": uuid} if uuid is not None else {})}
+        docs = await self._sessions.find(query).sort("offset", ASCENDING) \
+            .limit(limit or 0).to_list(None)
         return [await self._session(d) for d in docs]
-
-    @_store_errors
-    async def session_record(self, backing_id: str, uuid: str) -> SessionRecord | None:
-        doc = await self._sessions.find_one({"backing_id": backing_id, "uuid": uuid},
-                                            sort=[("offset", ASCENDING)])
-        return await self._session(doc) if doc else None
 
     async def _session(self, d: dict[str, Any]) -> SessionRecord:
         return SessionRecord(
             id=d["_id"], backing_id=d["backing_id"], thread_id=d["thread_id"],
             offset=d["offset"], uuid=d["uuid"], type=d["type"], time=d["time"],
             usage=orjson.loads(d["usage_json"]) if d["usage_json"] else None,
-            tool_ids=tuple(d["tool_ids"]), text=d["text"], raw=await self._raw(d))
+            tool_ids=tuple(d["tool_ids"]), text=d["text"], raw=await self._raw(d),
+            own=bool(d.get("own")))
 
     @_store_errors
     async def session_file_end(self, backing_id: str) -> int:
@@ -335,7 +334,8 @@ class MongoStore:
                     turn_id=d.get("turn_id"), head=head(d["text"]), direction=directions.get(d["_id"]),
                     tool_ids=(d["tool_call_id"],) if d.get("tool_call_id") else (),
                     digest=digest(d["text"])))
-            query_records = dict(text_query)
+            # liminal's own lines copy lines found already (under the session they came from).
+            query_records = {**text_query, "own": {"$ne": True}}
             if record_types is not None:
                 query_records["type"] = {"$in": sorted(record_types)}
             async for d in self._sessions.find(query_records, projection).sort(order).limit(limit * 3):

@@ -165,7 +165,8 @@ class ThreadSummary:
 
 @dataclass(frozen=True, slots=True)
 class SessionRecord:
-    """One line of a CLI's session file (Claude Code JSONL), kept whole for recall."""
+    """One line of a CLI's session file (a Claude Code session, a Codex rollout), kept whole:
+    for recall, and so that the file can be written again from the store."""
 
     id: str  # f"{backing_id}@{offset:012d}": re-indexing the same line is a no-op
     backing_id: str
@@ -178,6 +179,11 @@ class SessionRecord:
     tool_ids: tuple[str, ...]
     text: str  # the searchable text: message text, tool inputs and full tool outputs
     raw: bytes  # the line without its newline
+    # liminal wrote the line, not the CLI: the head of a session liminal made (a swap's rewrite,
+    # the cut of /undo or /clear MARK), copies of what the thread said in its older sessions.
+    # Kept for the recall keys that name that session; never a search hit (the older session's
+    # line is the one found), and it carries no text.
+    own: bool = False
 
     @staticmethod
     def make_id(backing_id: str, offset: int) -> str:

@@ -77,7 +77,7 @@ CREATE TABLE IF NOT EXISTS threads (
 CREATE TABLE IF NOT EXISTS session_records (
     id TEXT NOT NULL UNIQUE, backing_id TEXT NOT NULL, thread_id TEXT, offset INTEGER NOT NULL,
     uuid TEXT, type TEXT, time TEXT, usage TEXT, tool_ids TEXT NOT NULL, text TEXT NOT NULL,
-    raw BLOB NOT NULL);
+    raw BLOB NOT NULL, own INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS session_records_file ON session_records (backing_id, offset);
 """
 
@@ -100,6 +100,7 @@ _FTS = _fts("messages_fts", "messages", "messages") + _fts("session_fts", "sessi
 _FRAME_COLS = "id, connection_id, seq, time, direction, kind, thread_id, backing_id, method, rpc_id, size, raw"
 _MESSAGE_COLS = "id, thread_id, turn_id, time, ord, kind, text, tool_call_id, status, data, replayed, backing_id"
 _SESSION_COLS = "id, backing_id, thread_id, offset, uuid, type, time, usage, tool_ids, text, raw"
+# (``own`` is read through ``_own``: a database made before it has no such column.)
 _THREAD_COLS = "id, title, cwd, harness, state, backing_ids, created, updated"
 
 
@@ -302,17 +303,14 @@ class SqliteStore:
         out.sort(key=lambda s: s.last_activity, reverse=True)
         return out[:limit]
 
-    async def session_records(self, backing_id: str) -> list[SessionRecord]:
+    async def session_records(self, backing_id: str, *, uuid: str | None = None,
+                              limit: int | None = None) -> list[SessionRecord]:
+        where, args = ("backing_id = ? AND uuid = ?", (backing_id, uuid)) if uuid is not None \
+            else ("backing_id = ?", (backing_id,))
         rows = await self._read(lambda c: c.execute(
-            f"SELECT {_SESSION_COLS} FROM session_records WHERE backing_id = ? ORDER BY offset",
-            (backing_id,)).fetchall())
+            f"SELECT {_SESSION_COLS}, {_own(c)} FROM session_records WHERE {where} "
+            "ORDER BY offset LIMIT ?", (*args, -1 if limit is None else max(0, limit))).fetchall())
         return [_session(row) for row in rows]
-
-    async def session_record(self, backing_id: str, uuid: str) -> SessionRecord | None:
-        row = await self._read(lambda c: c.execute(
-            f"SELECT {_SESSION_COLS} FROM session_records WHERE backing_id = ? AND uuid = ? "
-            "ORDER BY offset LIMIT 1", (backing_id, uuid)).fetchone())
-        return _session(row) if row else None
 
     async def session_file_end(self, backing_id: str) -> int:
         row = await self._read(lambda c: c.execute(
@@ -383,15 +381,17 @@ def _write(c: sqlite3.Connection, batch: Batch) -> None:
         for update in batch.threads:
             _merge_thread(c, update)
         if batch.session_records:
+            if _own(c) == "0":
+                c.execute("ALTER TABLE session_records ADD COLUMN own INTEGER NOT NULL DEFAULT 0")
             c.executemany(
-                f"INSERT INTO session_records ({_SESSION_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?) "
+                f"INSERT INTO session_records ({_SESSION_COLS}, own) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) "
                 "ON CONFLICT (id) DO UPDATE SET thread_id = excluded.thread_id, "
                 "uuid = excluded.uuid, type = excluded.type, time = excluded.time, "
                 "usage = excluded.usage, tool_ids = excluded.tool_ids, text = excluded.text, "
-                "raw = excluded.raw",
+                "raw = excluded.raw, own = excluded.own",
                 [(r.id, r.backing_id, r.thread_id, r.offset, r.uuid, r.type, r.time,
                   orjson.dumps(r.usage).decode() if r.usage is not None else None,
-                  orjson.dumps(list(r.tool_ids)).decode(), r.text, r.raw)
+                  orjson.dumps(list(r.tool_ids)).decode(), r.text, r.raw, int(r.own))
                  for r in batch.session_records])
         c.execute("COMMIT")
     except BaseException:
@@ -411,6 +411,18 @@ def _named(c: sqlite3.Connection) -> str:
     until the writer adds it (``_merge_thread``); its threads read as not named."""
     columns = {row[1] for row in c.execute("PRAGMA table_info(threads)")}
     return "named" if "named" in columns else "0"
+
+
+def _own(c: sqlite3.Connection) -> str:
+    """The ``own`` column of session records where it exists: a database made before it was
+    added has none until the writer adds it (``_write``); its lines are all the CLI's."""
+    columns = {row[1] for row in c.execute("PRAGMA table_info(session_records)")}
+    return "own" if "own" in columns else "0"
+
+
+def _own_sql(c: sqlite3.Connection) -> str:
+    """``s.own`` in a query of session records aliased ``s``; ``0`` before the column exists."""
+    return "s.own" if _own(c) == "own" else "0"
 
 
 def _merge_thread(c: sqlite3.Connection, update: ThreadUpdate) -> None:
@@ -440,7 +452,7 @@ def _session(row: Sequence[Any]) -> SessionRecord:
     return SessionRecord(
         id=row[0], backing_id=row[1], thread_id=row[2], offset=row[3], uuid=row[4], type=row[5],
         time=row[6], usage=orjson.loads(row[7]) if row[7] else None,
-        tool_ids=tuple(orjson.loads(row[8])), text=row[9], raw=row[10])
+        tool_ids=tuple(orjson.loads(row[8])), text=row[9], raw=row[10], own=bool(row[11]))
 
 
 def _forms(term: str) -> list[str]:
@@ -520,7 +532,8 @@ def _search_fts(c: sqlite3.Connection, terms: Sequence[str], where: _Where,
     source = "session_fts JOIN session_records s ON s.rowid = session_fts.rowid"
     for row in c.execute(
         f"SELECT {_RECORD_HIT.format(score='bm25(session_fts)', source=source)} "
-        f"WHERE session_fts MATCH ?{sql} ORDER BY bm25(session_fts) LIMIT ?",
+        # liminal's own lines copy lines found already (under the session they came from).
+        f"WHERE session_fts MATCH ? AND {_own_sql(c)} = 0{sql} ORDER BY bm25(session_fts) LIMIT ?",
             (match, *args, limit * 3)):
         hits.append(_record_hit(row, terms, -row[5]))
     return hits
@@ -551,7 +564,7 @@ def _search_like(c: sqlite3.Connection, terms: Sequence[str], where: _Where,
     sql, args = where.records()
     for row in c.execute(
         f"SELECT {_RECORD_HIT.format(score='0', source='session_records s')} "
-        f"WHERE {like('s')}{sql} LIMIT ?", (*pats, *args, limit * 5)):
+        f"WHERE {_own_sql(c)} = 0 AND {like('s')}{sql} LIMIT ?", (*pats, *args, limit * 5)):
         hits.append(_record_hit(row, terms, score(row[4])))
     return hits
 

@@ -133,7 +133,7 @@ def test_the_codex_conversation_goes_on_across_swaps(adapter: Adapter, rig: Rig)
     assert reloaded.session_ids() == {thread}
 
     # The store has the thread from the frames, and every rollout of it from the tailing (a
-    # rewrite's from where liminal's own bytes end), the full outputs recall reads included.
+    # rewrite's own bytes marked as liminal's), the full outputs recall reads included.
     async def indexed() -> None:
         store = await SqliteStore.open(rig.home.liminal_home / "liminal.db", create=False)
         try:
@@ -144,9 +144,12 @@ def test_the_codex_conversation_goes_on_across_swaps(adapter: Adapter, rig: Rig)
             notes = SwapJournal(rig.home.liminal_home / "swaps.jsonl")
             for swap in committed:
                 assert swap.new_backing_id is not None
-                skipped = notes.own_bytes(swap.new_backing_id)
+                own = notes.own_bytes(swap.new_backing_id)
                 records = await store.session_records(swap.new_backing_id)
-                assert skipped and all(r.offset >= skipped for r in records), swap
+                # liminal's lines marked as its own (kept for recall, never a search hit),
+                # the CLI's after them.
+                assert own and records and records[0].offset == 0, swap
+                assert [r.own for r in records] == [r.offset < own for r in records], swap
         finally:
             await store.aclose()
 

@@ -155,17 +155,20 @@ def test_the_conversation_goes_on_across_several_swaps(adapter: Adapter, rig: Ri
         assert prompt in last, prompt
     assert BIG_OUTPUT not in last  # the first BIG turn's full output is long gone
 
-    # The store indexed each new session file from where liminal's rewrite ended: the records
-    # liminal wrote are copies of ones already indexed from the older file.
-    async def own_writes_skipped() -> None:
+    # The store indexed each new session file whole: the records liminal wrote (copies of ones
+    # indexed from the older file) marked as liminal's, the CLI's after them.
+    async def own_writes_marked() -> None:
         store = await SqliteStore.open(rig.home.liminal_home / "liminal.db", create=False)
         try:
             notes = SwapJournal(rig.home.liminal_home / "swaps.jsonl")
             for swap in committed:
                 assert swap.new_backing_id is not None
-                skipped = notes.own_bytes(swap.new_backing_id)
+                own = notes.own_bytes(swap.new_backing_id)
                 records = await store.session_records(swap.new_backing_id)
-                assert skipped and all(r.offset >= skipped for r in records), swap
+                # liminal's lines marked as its own (kept for recall, never a search hit),
+                # the CLI's after them.
+                assert own and records and records[0].offset == 0, swap
+                assert [r.own for r in records] == [r.offset < own for r in records], swap
             assert await store.session_records(committed[0].new_backing_id or "")  # turns after it
             # Each swap is in the store too, with the conversation, between its turns.
             noted = [m for m in await store.messages(thread) if m.kind == "swap"]
@@ -174,7 +177,7 @@ def test_the_conversation_goes_on_across_several_swaps(adapter: Adapter, rig: Ri
         finally:
             await store.aclose()
 
-    anyio.run(own_writes_skipped)
+    anyio.run(own_writes_marked)
 
     # The CLI's files were only ever appended to, and only by the CLI, under their own ids.
     final = session_files(rig)

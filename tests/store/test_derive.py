@@ -152,6 +152,28 @@ def test_errors_titles_close_and_junk() -> None:
     assert threads[-1].state == "closed"
 
 
+def test_a_session_liminal_closes_after_a_move_is_no_thread_and_closes_none() -> None:
+    """A move closes the session the thread left (``session/close``, liminal's own request,
+    which names the old backing id and no thread). Taken for the client's close, each became a
+    thread of its own in ``liminal threads`` (no title, closed), one per swap, and the first
+    (the thread's original id) marked the thread itself closed while it went on."""
+    events = [
+        event("c2a", {"jsonrpc": "2.0", "id": 1, "method": "session/new",
+                      "params": {"cwd": "/w", "mcpServers": []}}),
+        event("a2c", {"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "t"}},
+              method="session/new"),
+        event("l2a", {"jsonrpc": "2.0", "id": "liminal-x-1", "method": "session/close",
+                      "params": {"sessionId": "t"}}, backing="t"),
+        event("a2l", {"jsonrpc": "2.0", "id": "liminal-x-1", "result": {}}, method="session/close"),
+        event("l2a", {"jsonrpc": "2.0", "id": "liminal-x-2", "method": "session/close",
+                      "params": {"sessionId": "b1"}}, backing="b1"),
+        event("a2l", {"jsonrpc": "2.0", "id": "liminal-x-2", "result": {}}, method="session/close"),
+    ]
+    _, threads = derive(events)
+    assert {t.id for t in threads} == {"t"}
+    assert not [t for t in threads if t.state == "closed"]
+
+
 def test_fork_creates_a_new_thread() -> None:
     events = [
         event("c2a", {"jsonrpc": "2.0", "id": 3, "method": "session/fork",

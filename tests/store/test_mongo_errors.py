@@ -31,7 +31,7 @@ CALLS: dict[str, Callable[[MongoStore], Awaitable[Any]]] = {
     "thread": lambda s: s.thread("t"),
     "threads": lambda s: s.threads(),
     "session_records": lambda s: s.session_records("b"),
-    "session_record": lambda s: s.session_record("b", "u"),
+    "session_records of a uuid": lambda s: s.session_records("b", uuid="u"),
     "session_file_end": lambda s: s.session_file_end("b"),
     "search": lambda s: s.search("word"),
     "frames": lambda s: s.frames(thread_id="t"),

@@ -134,17 +134,25 @@ async def test_the_file_is_indexed_as_it_grows(tmp_path: Path) -> None:
     await store.aclose()
 
 
-async def test_what_liminal_wrote_is_skipped(tmp_path: Path) -> None:
-    """A swap's rewrite is a compressed copy of records indexed from the older file: only what
-    the CLI appends after it is indexed under the new session."""
+async def test_what_liminal_wrote_is_kept_as_liminals(tmp_path: Path) -> None:
+    """A swap's rewrite is a compressed copy of records indexed from the older file: kept
+    under the new session, for the recall keys that will name it, marked as liminal's and
+    without text (search finds the older file's line); what the CLI appends after it is the
+    CLI's."""
     store = await SqliteStore.open(tmp_path / "liminal.db")
     path = tmp_path / f"{SID}.jsonl"
     rewrite = line(RECORDS[0]) + line(RECORDS[1])
     path.write_bytes(rewrite + line(RECORDS[2]))
-    watcher = SessionFileIndexer(store, path, SID, "t", skip_bytes=len(rewrite))
-    assert await watcher.catch_up() == 1
-    [record] = await store.session_records(SID)
-    assert record.uuid == "u2" and record.offset == len(rewrite)
+    watcher = SessionFileIndexer(store, path, SID, "t", own_bytes=len(rewrite))
+    assert await watcher.catch_up() == 3
+    records = await store.session_records(SID)
+    assert [(r.uuid, r.own, bool(r.text)) for r in records] == [
+        ("u1", True, False), ("a1", True, False), ("u2", False, True)]
+    assert b"".join(r.raw + b"\n" for r in records) == path.read_bytes()
+    assert await store.search("capacitor") == []  # found in the older file, indexed before
+    assert [h.id for h in await store.search("gigawatts")] == [records[2].id]
+    # Read again from where the store says indexing stopped: nothing is indexed twice.
+    assert await SessionFileIndexer(store, path, SID, "t", own_bytes=len(rewrite)).catch_up() == 0
     await store.aclose()
 
 

@@ -99,3 +99,34 @@ async def test_a_database_readable_by_others_is_made_private_with_its_wal_and_sh
     finally:
         os.umask(old)
     assert modes == {"liminal.db": 0o600, "liminal.db-wal": 0o600, "liminal.db-shm": 0o600}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("fts", [True, False], ids=["fts5", "like"])
+async def test_a_database_made_before_liminal_kept_its_own_lines_reads_and_takes_them(
+        tmp_path: Path, fts: bool) -> None:
+    """A store made by an earlier liminal has no ``own`` column: read (by ``liminal mcp``'s
+    recall, by search) its lines are all the CLI's, and the first write of session lines adds
+    the column."""
+    path = tmp_path / "liminal.db"
+    store = await SqliteStore.open(path, fts=fts)
+    await store.aclose()
+    with sqlite3.connect(path) as old:
+        old.execute("ALTER TABLE session_records DROP COLUMN own")
+    cli = SessionRecord(SessionRecord.make_id("b1", 0), "b1", "t1", 0, "u1", "user", None, None,
+                        (), "the flux capacitor", b'{"uuid":"u1"}')
+    with sqlite3.connect(path) as old:
+        old.execute("INSERT INTO session_records (id, backing_id, thread_id, offset, uuid, type, "
+                    "tool_ids, text, raw) VALUES (?,?,?,?,?,?,?,?,?)",
+                    (cli.id, "b1", "t1", 0, "u1", "user", "[]", cli.text, cli.raw))
+    reader = await SqliteStore.open(path, create=False, fts=fts)
+    assert await reader.session_records("b1", uuid="u1") == [cli]
+    assert [h.id for h in await reader.search("flux")] == [cli.id]
+    writer = await SqliteStore.open(path, fts=fts)
+    copy = SessionRecord(SessionRecord.make_id("b2", 0), "b2", "t1", 0, "u1", "user", None, None,
+                         (), "", b'{"uuid":"u1","sessionId":"b2"}', own=True)
+    await writer.write(Batch(session_records=[copy]))
+    assert await reader.session_records("b2") == [copy]
+    assert [h.id for h in await reader.search("flux")] == [cli.id]
+    await writer.aclose()
+    await reader.aclose()

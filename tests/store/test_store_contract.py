@@ -131,10 +131,42 @@ async def test_session_records(store: Store) -> None:
     got = await store.session_records("b1")
     assert got == records
     assert await store.session_file_end("b1") == offset
-    # One line by its record's uuid: what a recall key names (liminal.kernel.recaller).
-    assert await store.session_record("b1", "u1") == records[1]
-    assert await store.session_record("b1", "nope") is None
-    assert await store.session_record("b2", "u1") is None
+    # The lines with a record's uuid: what a recall key names (liminal.kernel.recaller).
+    assert await store.session_records("b1", uuid="u1") == [records[1]]
+    assert await store.session_records("b1", uuid="nope") == []
+    assert await store.session_records("b2", uuid="u1") == []
+    assert await store.session_records("b1", limit=1) == records[:1]
+    assert await store.session_records("b1", limit=0) == []
+
+
+async def test_every_line_with_a_uuid_in_file_order(store: Store) -> None:
+    """A Codex call and its output share a ``call_id`` (a key's block tells which it names);
+    Claude Code may write a record twice. The recaller tries each, the first in the file first."""
+    records = [SessionRecord(SessionRecord.make_id("b1", n * 100), "b1", "t1", n * 100, uuid,
+                             kind, None, None, (), "", b"{}")
+               for n, (uuid, kind) in enumerate([("c1", "response_item:function_call"),
+                                                 ("c2", "response_item:function_call"),
+                                                 ("c1", "response_item:function_call_output")])]
+    await store.write(Batch(session_records=list(reversed(records))))
+    assert await store.session_records("b1", uuid="c1") == [records[0], records[2]]
+    assert await store.session_records("b1", uuid="c1", limit=1) == [records[0]]
+
+
+async def test_liminals_own_lines_are_kept_and_never_found(store: Store) -> None:
+    """The head of a rewrite is liminal's copy of lines indexed from the older session: it is
+    kept (recall keys name it, and the file can be written again) and marked so; search finds
+    the older session's line only."""
+    said = "tool output: the flux capacitor at 1.21 gigawatts"
+    original = SessionRecord("b1@000000000000", "b1", "t1", 0, "u1", "user", None, None, (), said,
+                             b'{"uuid":"u1"}')
+    copy = SessionRecord("b2@000000000000", "b2", "t1", 0, "u1", "user", None, None, (),
+                         said + " (copied)", b'{"uuid":"u1","sessionId":"b2"}', own=True)
+    await store.write(Batch(session_records=[original, copy]))
+    assert await store.session_records("b2") == [copy]
+    assert await store.session_records("b2", uuid="u1") == [copy]
+    assert [h.id for h in await store.search("gigawatts")] == [original.id]
+    assert [h.id for h in await store.search("copied")] == []
+    assert await store.session_file_end("b2") == len(copy.raw) + 1
 
 
 async def test_search_best_first_with_thread_filter(store: Store) -> None:

@@ -6,15 +6,18 @@ its newline is still being written), from a remembered offset: where the store s
 that file stopped, so a restart picks up where it left off and re-reading a line is a no-op (a
 record's id is its file and byte offset). ``watchfiles`` wakes it when the file changes.
 
-liminal's own writes (a swap writes the new file before the CLI appends to it) are skipped:
-indexing starts at ``skip_bytes`` at least, the size of what liminal wrote (the swap journal
-keeps it, ``SwapJournal.own_bytes``).
+liminal's own writes (a swap or a cut writes the new file before the CLI appends to it) are
+indexed too, marked as liminal's (``SessionRecord.own``): the lines before ``own_bytes``, the size
+of what liminal wrote (``rewrites.jsonl``, ``liminal.ingest.rewrites``). They are copies of lines
+indexed from the older file, so search leaves them out; but the recall keys of the next rewrite
+name this session and records liminal copied into it, and a key must resolve from the store
+once the files are gone (docs/gradient.md, "Recall").
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -155,23 +158,35 @@ def read_complete_lines(path: Path, offset: int,
 
 class SessionFileIndexer:
     def __init__(self, store: Store, path: Path, backing_id: str, thread_id: str | None = None,
-                 *, skip_bytes: int = 0,
+                 *, own_bytes: int = 0,
                  parse: Callable[[bytes, str, str | None, int], SessionRecord] = parse_line) -> None:
         """``parse`` makes a record of a line: Claude Code's by default (a Codex rollout's is
-        ``liminal.harness.codex.records.parse_line``); the tailing is the same for both."""
+        ``liminal.harness.codex.records.parse_line``); the tailing is the same for both.
+        ``own_bytes``: how much of the file liminal wrote (its lines are marked as liminal's)."""
         self.parse = parse
         self.store = store
         self.path = path
         self.backing_id = backing_id
         self.thread_id = thread_id
-        self.skip_bytes = skip_bytes
+        self.own_bytes = own_bytes
         self.offset: int | None = None
         self.indexed = 0
+
+    async def _start(self) -> int:
+        """Where to go on: where the store says indexing stopped. A store indexed by a liminal
+        that skipped its own bytes has the CLI's lines of a rewrite and not liminal's: then the
+        file is read again from its start (lines already there are written again, unchanged)."""
+        end = await self.store.session_file_end(self.backing_id)
+        if 0 < self.own_bytes <= end:
+            first = await self.store.session_records(self.backing_id, limit=1)
+            if not first or first[0].offset > 0:
+                return 0
+        return end
 
     async def catch_up(self) -> int:
         """Index every complete line not indexed yet; returns how many were."""
         if self.offset is None:
-            self.offset = max(await self.store.session_file_end(self.backing_id), self.skip_bytes)
+            self.offset = await self._start()
         total = 0
         while True:
             try:
@@ -180,7 +195,7 @@ class SessionFileIndexer:
                 return total
             if size < self.offset:
                 logger.warning("session file shrank; indexing it again", path=str(self.path))
-                self.offset = min(self.skip_bytes, size)
+                self.offset = 0
             lines, end = await anyio.to_thread.run_sync(read_complete_lines, self.path,
                                                         self.offset)
             if not lines:
@@ -198,14 +213,16 @@ class SessionFileIndexer:
 
     def _record(self, raw: bytes, offset: int) -> SessionRecord:
         """The line as a record; one the parser cannot read (JSON too deep to write again) is
-        kept like a line that is not JSON: its bytes, no fields."""
+        kept like a line that is not JSON: its bytes, no fields. A line liminal wrote is marked
+        so, without text: search finds the line it was copied from."""
         try:
-            return self.parse(raw, self.backing_id, self.thread_id, offset)
+            record = self.parse(raw, self.backing_id, self.thread_id, offset)
         except Exception as exc:
             logger.warning("session line kept unparsed", path=str(self.path), offset=offset,
                            error=f"{type(exc).__name__}: {exc}"[:200])
-            return SessionRecord(SessionRecord.make_id(self.backing_id, offset), self.backing_id,
-                                 self.thread_id, offset, None, None, None, None, (), "", raw)
+            record = SessionRecord(SessionRecord.make_id(self.backing_id, offset), self.backing_id,
+                                   self.thread_id, offset, None, None, None, None, (), "", raw)
+        return replace(record, own=True, text="") if offset < self.own_bytes else record
 
     async def run(self, stop: anyio.Event | None = None) -> None:
         """Catch up, then again every time the file changes, until ``stop`` is set."""

@@ -1,7 +1,9 @@
 """A Codex rollout line as a store record (``SessionRecord``), for the indexer's tailing
 (``liminal.ingest.sessions``): the line whole, for recall; its searchable text (messages, tool
-arguments and full outputs); the usage of a ``token_count``; and, for a tool output, its
-``call_id`` as the record's uuid, which is what a recall key of a Codex rewrite names."""
+arguments and full outputs); the usage of a ``token_count``; and, for a tool call and for its
+output, the ``call_id`` as the record's uuid: a recall key of a Codex rewrite names the call id,
+with block 0 for the output and 1 for the call's arguments (the store gives the recaller both
+lines, ``liminal.kernel.recaller``)."""
 
 from __future__ import annotations
 
@@ -81,7 +83,7 @@ def parse_line(raw: bytes, backing_id: str, thread_id: str | None, offset: int) 
     record_type = f"{kind}:{sub}" if sub else kind or None
     if record_type == "response_item:message":
         record_type = _message_type(payload)
-    return SessionRecord(rid, backing_id, thread_id, offset, call_id if sub in OUTPUTS else None,
-                         record_type,
+    # A call's line and its output's both carry the call_id: a recall key names either.
+    return SessionRecord(rid, backing_id, thread_id, offset, call_id or None, record_type,
                          time if isinstance(time, str) else None, usage,
                          (call_id,) if call_id else (), text, raw)
