@@ -13,7 +13,7 @@ HELP = "full-text search across every thread's history, best match first"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("query", nargs="+", help="words that must all appear")
-    parser.add_argument("--thread", help="only this thread")
+    parser.add_argument("--thread", help="only this thread (a unique prefix of its id is enough)")
     parser.add_argument("--limit", type=count(), default=20, help="at most this many (default 20)")
     parser.add_argument("--json", action="store_true", help="print JSON")
 
@@ -25,8 +25,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     query = " ".join(args.query)
 
     async def body(store: Any) -> list[SearchHit]:
-        hits: list[SearchHit] = await store.search(query, thread_id=args.thread,
-                                                   limit=args.limit)
+        thread = args.thread
+        if thread:  # a unique prefix of its id is enough, as for ``liminal history``
+            from liminal.commands.history import resolve
+
+            found = await resolve(store, thread)
+            thread = found if isinstance(found, str) else thread
+        hits: list[SearchHit] = await store.search(query, thread_id=thread, limit=args.limit)
         return hits
 
     hits = run_with_store(settings, body)
