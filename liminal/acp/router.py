@@ -340,6 +340,9 @@ class Router:
         self._own_pending[rpc_id] = _Pending(method, thread_id, None)
         self._out.to_agent.append(line)
         backing = params.get("sessionId") if isinstance(params, dict) else None
+        if thread_id is None and isinstance(backing, str):
+            # A session a thread was on (the close of the one a move left) is the thread's.
+            thread_id = self.thread_of(backing)
         self._tap(Direction.LIMINAL_TO_AGENT, Kind.REQUEST, now, line, None, thread_id, backing, method, rpc_id)
         return rpc_id
 

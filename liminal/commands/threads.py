@@ -1,13 +1,16 @@
 """``liminal threads``: every thread the store knows, most recently active first; and what can be
 done to one.
 
-    liminal threads [--json] [--limit N] [--all]     # archived threads only with --all
+    liminal threads [--json] [--limit N] [--all]     # archived and empty threads only with --all
     liminal threads rename THREAD TITLE...
     liminal threads archive|unarchive THREAD
     liminal threads delete THREAD --yes              # liminal's record of it; the CLIs' files stay
 
-THREAD may be a unique prefix of its id. A thread open in a connection of ``liminal serve`` (its
-lock is held, ``liminal.serve.locks``) cannot be deleted.
+A thread is listed once, however many sessions it moved through (swaps, ``/clear``, ``/undo``),
+under its first title or the name the user gave it. An empty thread (no title, nothing said: a
+session a client opened and never prompted) is left out unless ``--all``. THREAD may be a
+unique prefix of its id. A thread open in a connection of ``liminal serve`` (its lock is held,
+``liminal.serve.locks``) cannot be deleted.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("args", nargs="*", help="THREAD [TITLE...]")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument("--limit", type=count(), default=100, help="at most this many (default 100)")
-    parser.add_argument("--all", action="store_true", help="archived threads too")
+    parser.add_argument("--all", action="store_true",
+                        help="archived threads too, and empty ones (opened, never prompted)")
     parser.add_argument("--yes", action="store_true", help="delete without asking")
 
 
@@ -40,7 +44,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from liminal.store.records import ThreadSummary
 
     async def body(store: Any) -> list[ThreadSummary]:
-        result: list[ThreadSummary] = await store.threads(limit=args.limit)
+        result: list[ThreadSummary] = await store.threads(limit=args.limit, empty=args.all)
         return result
 
     found = run_with_store(settings, body)

@@ -15,6 +15,12 @@ Rules, all in this file:
 * ``session/new``, ``session/load``, ``session/resume``, ``session/fork`` results, and
   ``session_info_update`` titles, yield thread updates. Updates that arrive while a
   ``session/load`` is pending are the agent's replay: they are kept, marked ``replayed``.
+* One thread, one name. A title the agent gives the thread's own session is the thread's
+  title; one it gives a session liminal moved the thread onto (the CLI titles every new
+  session after its first prompt) only stands in for a missing one. A session liminal opens
+  for a thread joins its lineage when the move commits (its swap note), not when the agent
+  answers the open (a move can still fail). Only the client's ``session/close`` closes a
+  thread: liminal's closes the session a move left, which is no thread of its own.
 * A frame no rule can read (an unexpected shape) yields one ``problem`` message naming it and
   why; nothing else about it changes, and the frames around it are derived as usual.
 * Each frame is taken once: a frame whose sequence number is not past the last one seen on its
@@ -217,7 +223,7 @@ class Deriver:
         state = self._state(thread_id)
         if method == "session/load":
             state.loading = True
-        elif method == "session/close" and frame.direction != "l2a":
+        elif method == "session/close" and frame.direction == "c2a":
             # The client's close ends the thread; liminal's own (a move closing the session the
             # thread left) names only that backing session, which is no thread of its own.
             out.threads.append(ThreadUpdate(thread_id, frame.time, state="closed"))
@@ -271,6 +277,12 @@ class Deriver:
             id=frame.id, thread_id=thread_id, turn_id=state.turn_id, time=frame.time,
             order=_order(frame), kind="swap", text=text, status=outcome, data=record,
             backing_id=frame.backing_id or thread_id))
+        moved_to = _str(record.get("new_backing_id"))
+        if outcome == "committed" and moved_to:
+            # The journal's word on the lineage (what an answer to the open may not say).
+            lineage = tuple(b for b in (_str(record.get("old_backing_id")), moved_to) if b)
+            out.threads.append(ThreadUpdate(thread_id, frame.time, cwd=_str(record.get("cwd")),
+                                            backing_ids=lineage))
 
     # -- session/update -----------------------------------------------------------------------
 
@@ -332,8 +344,10 @@ class Deriver:
             out.messages.append(replace(base, kind="usage", data=data))
         elif kind == "session_info_update":
             title = _str(update.get("title"))
-            if title:
+            if title and frame.backing_id in (None, "", thread_id):
                 out.threads.append(ThreadUpdate(thread_id, frame.time, title=title))
+            elif title:  # a session the thread moved onto: titled after its own first prompt
+                out.threads.append(ThreadUpdate(thread_id, frame.time, fallback_title=title))
 
     # -- responses ----------------------------------------------------------------------------
 
@@ -389,6 +403,10 @@ class Deriver:
         state = self._state(thread_id)
         state.loading = False
         self._close_text(state)
+        if frame.direction == "a2l":
+            # A session liminal opened for the thread (a swap, /clear): the thread is on it
+            # only once the move commits, which its swap note says (``_swap``).
+            return
         out.threads.append(ThreadUpdate(
             thread_id, frame.time, cwd=_str(params.get("cwd")),
             harness=self._harness.get(frame.connection_id, ""), state="active",

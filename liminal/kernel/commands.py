@@ -166,7 +166,19 @@ class CommandCenter:
                            command=request.command)
 
     def update_hooks(self) -> list[tuple[tuple[str, ...], Callable[[str, dict[str, Any]], dict[str, Any] | None]]]:
-        return [(("available_commands_update",), self._with_ours)]
+        return [(("available_commands_update",), self._with_ours),
+                (("session_info_update",), self._thread_keeps_its_title)]
+
+    def _thread_keeps_its_title(self, thread: str, update: dict[str, Any]) -> dict[str, Any] | None:
+        """The agent's update without its ``title`` once the thread is on another session than
+        its own: the CLI titles each session liminal moves a thread onto after that session's
+        first prompt ("gamma after clear"), which is not the thread's name. The client goes on
+        showing the title it has (the thread's, also what ``session/list`` answers); the rest
+        of the update (``updatedAt``, ``_meta``) passes. The store keeps the update as sent."""
+        proxy = self.swaps.mover.proxy
+        if "title" not in update or proxy is None or proxy.router.backing_of(thread) == thread:
+            return None
+        return {k: v for k, v in update.items() if k != "title"}
 
     def _with_ours(self, thread: str, update: dict[str, Any]) -> dict[str, Any] | None:
         """The agent's command list with liminal's added (theirs of the same name left out:
@@ -258,7 +270,7 @@ class CommandCenter:
         threads = []
         if self._open_store is not None:
             try:
-                threads = await (await self.store()).threads(limit=10_000)
+                threads = await (await self.store()).threads(limit=10_000, empty=True)
             except Exception as exc:  # the store down: the agent's listing, mapped
                 logger.warning("thread list from the store failed; the agent's listing", error=str(exc))
         # The journal too: another liminal on this home (a second window, a serve connection)
@@ -276,7 +288,7 @@ class CommandCenter:
 
         hide = {r.new_backing_id for r in moving if r.new_backing_id and r.new_backing_id not in sessions_of_threads}
         sessions = listing(threads, agent.get("sessions") or [], thread_of, cwd,
-                           first_page=params.get("cursor") is None, hide=hide)
+                           first_page=params.get("cursor") is None, hide=hide, live=self.swaps.threads)
         result: dict[str, Any] = {"sessions": sessions}
         if agent.get("nextCursor") is not None:
             result["nextCursor"] = agent["nextCursor"]

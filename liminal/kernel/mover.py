@@ -412,6 +412,9 @@ class ThreadMover:
         async def request(method: str, params: dict[str, Any]) -> Any:
             return await proxy.request(method, params, timeout=timeout, thread_id=state.thread_id)
 
+        # The thread's from the first frame: what the agent says of the session while it opens
+        # (a title, its commands) is recorded as the thread's, not as a thread of its own.
+        router.adopt(new_id, state.thread_id)
         router.capture(new_id)
         try:
             method = await open_for_thread(request, state, base, self.capabilities())

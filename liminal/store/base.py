@@ -60,8 +60,10 @@ class Store(Protocol):
 
     async def thread(self, thread_id: str) -> Thread | None: ...
 
-    async def threads(self, limit: int = 1000) -> list[ThreadSummary]:
-        """Threads, most recently active first."""
+    async def threads(self, limit: int = 1000, *, empty: bool = False) -> list[ThreadSummary]:
+        """Threads, most recently active first, each once (``records.one_row_per_thread``: no
+        record kept under one of its backing sessions' ids); empty threads (no title, nothing
+        said: a session a client opened and never prompted) only with ``empty``."""
 
     async def session_records(self, backing_id: str, *, uuid: str | None = None,
                               limit: int | None = None) -> list[SessionRecord]:
@@ -115,7 +117,7 @@ class UnavailableStore:
     async def thread(self, thread_id: str) -> Thread | None:
         raise StoreError(self.reason)
 
-    async def threads(self, limit: int = 1000) -> list[ThreadSummary]:
+    async def threads(self, limit: int = 1000, *, empty: bool = False) -> list[ThreadSummary]:
         raise StoreError(self.reason)
 
     async def session_records(self, backing_id: str, *, uuid: str | None = None,

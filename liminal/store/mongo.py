@@ -46,6 +46,7 @@ from liminal.store.records import (
     Thread,
     ThreadSummary,
     merge_thread,
+    one_row_per_thread,
 )
 
 INLINE_BYTES = 1024 * 1024
@@ -197,7 +198,7 @@ class MongoStore:
             await self._threads.replace_one({"_id": t.id}, {
                 "_id": t.id, "title": t.title, "cwd": t.cwd, "harness": t.harness,
                 "state": t.state, "backing_ids": list(t.backing_ids), "created": t.created,
-                "updated": t.updated, "named": t.named}, upsert=True)
+                "updated": t.updated, "named": t.named, "titled": t.titled}, upsert=True)
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -249,7 +250,8 @@ class MongoStore:
             (self._messages, {"thread_id": thread_id}),
             (self._frames, {"$or": [{"thread_id": thread_id}, {"backing_id": {"$in": backings}}]}),
             (self._sessions, {"$or": [{"thread_id": thread_id}, {"backing_id": {"$in": backings}}]}),
-            (self._threads, {"_id": thread_id}),
+            # And a record an older liminal kept under a session of its lineage.
+            (self._threads, {"_id": {"$in": backings}}),
         ):
             gone += (await collection.delete_many(query)).deleted_count
         return gone
@@ -257,17 +259,13 @@ class MongoStore:
     @_store_errors
     async def thread(self, thread_id: str) -> Thread | None:
         d = await self._threads.find_one({"_id": thread_id})
-        if d is None:
-            return None
-        return Thread(d["_id"], d["title"], d["cwd"], d["harness"], d["state"],
-                      tuple(d["backing_ids"]), d["created"], d["updated"], bool(d.get("named")))
+        return None if d is None else _thread(d)
 
     @_store_errors
-    async def threads(self, limit: int = 1000) -> list[ThreadSummary]:
+    async def threads(self, limit: int = 1000, *, empty: bool = False) -> list[ThreadSummary]:
         out = []
         async for d in self._threads.find({}):
-            t = Thread(d["_id"], d["title"], d["cwd"], d["harness"], d["state"],
-                       tuple(d["backing_ids"]), d["created"], d["updated"], bool(d.get("named")))
+            t = _thread(d)
             turns = [x for x in await self._messages.distinct(
                 "turn_id", {"thread_id": t.id, "replayed": False}) if x is not None]
             usage_doc = await self._messages.find_one(
@@ -276,9 +274,11 @@ class MongoStore:
             last_doc = await self._messages.find_one(
                 {"thread_id": t.id}, sort=[("time", DESCENDING)])
             last = max(t.updated, last_doc["time"] if last_doc else 0.0)
-            out.append(ThreadSummary(t, len(turns), usage.get("used"), usage.get("size"), last))
-        out.sort(key=lambda s: s.last_activity, reverse=True)
-        return out[:limit]
+            said = await self._messages.find_one(
+                {"thread_id": t.id, "kind": {"$in": ["user", "agent"]}}, projection={"_id": 1})
+            out.append(ThreadSummary(t, len(turns), usage.get("used"), usage.get("size"), last,
+                                     empty=said is None and not t.title))
+        return one_row_per_thread(out, empty=empty)[:limit]
 
     @_store_errors
     async def session_records(self, backing_id: str, *, uuid: str | None = None,
@@ -370,3 +370,10 @@ class MongoStore:
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+def _thread(d: dict[str, Any]) -> Thread:
+    """A thread document as a ``Thread`` (``named``, ``titled``: absent from documents written
+    before they existed, which read as false)."""
+    return Thread(d["_id"], d["title"], d["cwd"], d["harness"], d["state"], tuple(d["backing_ids"]),
+                  d["created"], d["updated"], bool(d.get("named")), bool(d.get("titled")))

@@ -100,15 +100,25 @@ def _connection(message_id: str) -> str:
 class ThreadUpdate:
     """What one observation says about a thread; the store merges updates.
 
-    Merge rules (every backend): ``fallback_title`` fills an empty title; non-empty ``title``, ``cwd``, ``harness``, ``state`` replace the
-    stored ones; ``backing_ids`` are appended in order when new; ``created`` keeps the earliest and
-    ``updated`` the latest. Merging the same update twice changes nothing.
+    A thread keeps its title (docs/formats.md, "threads"): the opening words of its first prompt
+    stand in (``fallback_title``) until the agent titles the thread's own session (``title``),
+    and from then on only a name the user gives (``title`` with ``named``) replaces it. The
+    titles the agent gives the sessions liminal moves the thread onto (a swap's rewrite, the
+    session ``/clear`` or ``/undo`` opened) come as ``fallback_title``: the CLI titles each new
+    session after its own first prompt, which is not what the thread is about.
+
+    Merge rules (every backend): ``fallback_title`` fills an empty title; ``title`` replaces a
+    title that is still a stand-in (``Thread.titled`` false), a ``named`` one replaces any;
+    non-empty ``cwd``, ``harness``, ``state`` replace the stored ones; ``backing_ids`` are
+    appended in order when new; ``created`` keeps the earliest and ``updated`` the latest.
+    Merging the same update twice changes nothing.
     """
 
     id: str
     time: float
     title: str = ""
-    # Used only while the thread has no title yet (the first prompt's opening words).
+    # Used only while the thread has no title yet (the first prompt's opening words, the title
+    # of a session the thread moved to).
     fallback_title: str = ""
     cwd: str = ""
     harness: str = ""
@@ -130,6 +140,9 @@ class Thread:
     created: float
     updated: float
     named: bool = False  # its title was given by the user: the agent's titles do not replace it
+    # Its title is the agent's or the user's, no longer the first prompt's words standing in:
+    # the agent's later titles do not replace it (only the user's name does).
+    titled: bool = False
 
 
 def merge_thread(old: Thread | None, update: ThreadUpdate) -> Thread:
@@ -138,14 +151,16 @@ def merge_thread(old: Thread | None, update: ThreadUpdate) -> Thread:
     if old is None:
         return Thread(update.id, update.title or update.fallback_title, update.cwd, update.harness,
                       update.state or "active", tuple(dict.fromkeys(update.backing_ids)),
-                      update.time, update.time, named)
+                      update.time, update.time, named, bool(update.title))
     lineage = old.backing_ids + tuple(b for b in update.backing_ids if b not in old.backing_ids)
-    title = update.title if (named or not old.named) else ""
+    # An agent's title replaces only a stand-in; the user's name replaces anything.
+    title = update.title if (named or not (old.titled or old.named)) else ""
     return Thread(
         old.id, title or old.title or update.fallback_title, update.cwd or old.cwd,
         update.harness or old.harness, update.state or old.state,
         tuple(dict.fromkeys(lineage)),
-        min(old.created, update.time), max(old.updated, update.time), old.named or named)
+        min(old.created, update.time), max(old.updated, update.time), old.named or named,
+        old.titled or old.named or bool(title))
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,10 +172,27 @@ class ThreadSummary:
     context_used: int | None  # the last usage point's ``used`` tokens
     context_size: int | None
     last_activity: float
+    # Nothing to show of it: no title, and nothing said in it, live or replayed (a session a
+    # client opened and never prompted: a row of dashes). Left out of the lists unless asked
+    # for (``Store.threads``). A fork liminal wrote has a title and a context: it is listed.
+    empty: bool = False
 
     @property
     def swaps(self) -> int:
         return max(0, len(self.thread.backing_ids) - 1)
+
+
+def one_row_per_thread(summaries: Iterable[ThreadSummary], *, empty: bool) -> list[ThreadSummary]:
+    """What ``Store.threads`` answers, most recently active first: without the records kept
+    under a backing session's id (every session a thread moved onto is in its lineage; a row
+    of its own under that id is the same conversation seen through a frame that named the
+    session, not a thread: older liminals wrote one for each session a swap, ``/clear MARK`` or
+    ``/undo`` closed), and without empty threads (``ThreadSummary.empty``) unless ``empty``."""
+    rows = list(summaries)
+    backing = {b for s in rows for b in s.thread.backing_ids if b != s.thread.id}
+    kept = [s for s in rows if s.thread.id not in backing and (empty or not s.empty)]
+    kept.sort(key=lambda s: s.last_activity, reverse=True)
+    return kept
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,6 +50,7 @@ from liminal.store.records import (
     ThreadSummary,
     ThreadUpdate,
     merge_thread,
+    one_row_per_thread,
 )
 
 T = TypeVar("T")
@@ -73,7 +74,7 @@ CREATE INDEX IF NOT EXISTS messages_tool ON messages (tool_call_id);
 CREATE TABLE IF NOT EXISTS threads (
     id TEXT PRIMARY KEY, title TEXT NOT NULL, cwd TEXT NOT NULL, harness TEXT NOT NULL,
     state TEXT NOT NULL, backing_ids TEXT NOT NULL, created REAL NOT NULL, updated REAL NOT NULL,
-    named INTEGER NOT NULL DEFAULT 0);
+    named INTEGER NOT NULL DEFAULT 0, titled INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS session_records (
     id TEXT NOT NULL UNIQUE, backing_id TEXT NOT NULL, thread_id TEXT, offset INTEGER NOT NULL,
     uuid TEXT, type TEXT, time TEXT, usage TEXT, tool_ids TEXT NOT NULL, text TEXT NOT NULL,
@@ -261,7 +262,8 @@ class SqliteStore:
                     (f"DELETE FROM frames WHERE thread_id = ? OR backing_id IN ({marks})", (thread_id, *backings)),
                     (f"DELETE FROM session_records WHERE thread_id = ? OR backing_id IN ({marks})",
                      (thread_id, *backings)),
-                    ("DELETE FROM threads WHERE id = ?", (thread_id,)),
+                    # And a record an older liminal kept under a session of its lineage.
+                    (f"DELETE FROM threads WHERE id IN ({marks})", tuple(backings)),
                 ):
                     gone += c.execute(sql, args).rowcount
                 c.execute("COMMIT")
@@ -280,28 +282,29 @@ class SqliteStore:
 
     async def thread(self, thread_id: str) -> Thread | None:
         row = await self._read(lambda c: c.execute(
-            f"SELECT {_THREAD_COLS}, {_named(c)} FROM threads WHERE id = ?", (thread_id,)).fetchone())
-        return _thread(row[:8], bool(row[8])) if row else None
+            f"SELECT {_THREAD_COLS}, {_flags(c)} FROM threads WHERE id = ?", (thread_id,)).fetchone())
+        return _thread(row[:8], bool(row[8]), bool(row[9])) if row else None
 
-    async def threads(self, limit: int = 1000) -> list[ThreadSummary]:
+    async def threads(self, limit: int = 1000, *, empty: bool = False) -> list[ThreadSummary]:
         sql = """
             SELECT {cols},
               (SELECT COUNT(DISTINCT turn_id) FROM messages m WHERE m.thread_id = t.id
                  AND m.replayed = 0),
               (SELECT data FROM messages m WHERE m.thread_id = t.id AND m.kind = 'usage'
                  ORDER BY ord DESC LIMIT 1),
-              (SELECT MAX(time) FROM messages m WHERE m.thread_id = t.id), {named}
+              (SELECT MAX(time) FROM messages m WHERE m.thread_id = t.id),
+              EXISTS (SELECT 1 FROM messages m WHERE m.thread_id = t.id
+                 AND m.kind IN ('user', 'agent')), {flags}
             FROM threads t"""
-        rows = await self._read(lambda c: c.execute(sql.format(cols=_THREAD_COLS, named=_named(c))).fetchall())
+        rows = await self._read(lambda c: c.execute(sql.format(cols=_THREAD_COLS, flags=_flags(c))).fetchall())
         out = []
         for row in rows:
-            thread = _thread(row[:8], bool(row[11]))
+            thread = _thread(row[:8], bool(row[12]), bool(row[13]))
             usage = orjson.loads(row[9]) if row[9] else {}
             last = max(thread.updated, row[10] or 0.0)
             out.append(ThreadSummary(thread, int(row[8]), usage.get("used"), usage.get("size"),
-                                     last))
-        out.sort(key=lambda s: s.last_activity, reverse=True)
-        return out[:limit]
+                                     last, empty=not (row[11] or thread.title)))
+        return one_row_per_thread(out, empty=empty)[:limit]
 
     async def session_records(self, backing_id: str, *, uuid: str | None = None,
                               limit: int | None = None) -> list[SessionRecord]:
@@ -406,11 +409,15 @@ def _rollback(c: sqlite3.Connection) -> None:
         c.execute("ROLLBACK")
 
 
-def _named(c: sqlite3.Connection) -> str:
-    """The ``named`` column where it exists: a database made before it was added has none
-    until the writer adds it (``_merge_thread``); its threads read as not named."""
+_FLAGS = ("named", "titled")  # thread columns added after schema version 1 was released
+
+
+def _flags(c: sqlite3.Connection) -> str:
+    """The ``named`` and ``titled`` columns, where they exist: a database made before they were
+    added has them only once the writer adds them (``_merge_thread``); until then its threads
+    read as neither named nor titled."""
     columns = {row[1] for row in c.execute("PRAGMA table_info(threads)")}
-    return "named" if "named" in columns else "0"
+    return ", ".join(flag if flag in columns else "0" for flag in _FLAGS)
 
 
 def _own(c: sqlite3.Connection) -> str:
@@ -426,19 +433,21 @@ def _own_sql(c: sqlite3.Connection) -> str:
 
 
 def _merge_thread(c: sqlite3.Connection, update: ThreadUpdate) -> None:
-    if _named(c) == "0":
-        c.execute("ALTER TABLE threads ADD COLUMN named INTEGER NOT NULL DEFAULT 0")
-    row = c.execute(f"SELECT {_THREAD_COLS}, named FROM threads WHERE id = ?", (update.id,)).fetchone()
-    t = merge_thread(_thread(row[:8], bool(row[8])) if row else None, update)
+    for flag, present in zip(_FLAGS, _flags(c).split(", "), strict=True):
+        if present == "0":
+            c.execute(f"ALTER TABLE threads ADD COLUMN {flag} INTEGER NOT NULL DEFAULT 0")
+    row = c.execute(f"SELECT {_THREAD_COLS}, named, titled FROM threads WHERE id = ?",
+                    (update.id,)).fetchone()
+    t = merge_thread(_thread(row[:8], bool(row[8]), bool(row[9])) if row else None, update)
     c.execute(
-        f"INSERT OR REPLACE INTO threads ({_THREAD_COLS}, named) VALUES (?,?,?,?,?,?,?,?,?)",
+        f"INSERT OR REPLACE INTO threads ({_THREAD_COLS}, named, titled) VALUES (?,?,?,?,?,?,?,?,?,?)",
         (t.id, t.title, t.cwd, t.harness, t.state, orjson.dumps(list(t.backing_ids)).decode(),
-         t.created, t.updated, int(t.named)))
+         t.created, t.updated, int(t.named), int(t.titled)))
 
 
-def _thread(row: Sequence[Any], named: bool = False) -> Thread:
+def _thread(row: Sequence[Any], named: bool = False, titled: bool = False) -> Thread:
     return Thread(row[0], row[1], row[2], row[3], row[4], tuple(orjson.loads(row[5])),
-                  row[6], row[7], named)
+                  row[6], row[7], named, titled)
 
 
 def _message(row: Sequence[Any]) -> MessageRecord:

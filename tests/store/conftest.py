@@ -130,3 +130,44 @@ def conversation(session: str = "sess-1", *, connection: str = "conn1",
         out.append(event(direction, message, connection=connection, thread=thread,
                          backing=thread, method=method, time=t0 + i))
     return out
+
+
+def own_request(thread: str | None, backing: str, rpc: str, method: str, params: dict[str, Any],
+                result: dict[str, Any], t: float) -> list[FrameEvent]:
+    """A request of liminal's own to the agent and its answer, as the router taps them."""
+    return [event("l2a", {"jsonrpc": "2.0", "id": rpc, "method": method, "params": params},
+                  thread=thread, backing=backing, time=t),
+            event("a2l", {"jsonrpc": "2.0", "id": rpc, "result": result}, thread=thread,
+                  backing=backing, method=method, time=t + 0.1)]
+
+
+def moved(thread: str, backings: list[str], *, t0: float) -> list[FrameEvent]:
+    """The agent titles the thread ("Flux work"), then liminal moves it onto each of
+    ``backings`` in turn: the last by a ``/clear`` (``session/new``), the others as a swap, a
+    ``/clear MARK`` or an ``/undo`` do (``session/resume`` of a file liminal wrote). Each move's
+    swap note, liminal's ``session/close`` of the session left (naming the thread, as the router
+    does, or not, as an older one did), and the agent's title for the new session, after its
+    first prompt."""
+    frames = [event("a2c", {"jsonrpc": "2.0", "method": "session/update", "params": {
+        "sessionId": thread, "update": {"sessionUpdate": "session_info_update", "title": "Flux work"}}},
+        time=t0)]
+    t, old = t0 + 1, thread
+    for n, new in enumerate(backings):
+        if n == len(backings) - 1:
+            frames += own_request(thread, new, f"liminal-x-{n}", "session/new",
+                                  {"cwd": "/work/demo", "mcpServers": []}, {"sessionId": new}, t)
+        else:  # the answer to a resume names no session
+            frames += own_request(thread, old, f"liminal-x-{n}", "session/resume",
+                                  {"sessionId": new, "cwd": "/work/demo"}, {}, t)
+        record = {"thread_id": thread, "old_backing_id": old, "new_backing_id": new,
+                  "outcome": "committed", "reason": "r", "cwd": "/work/demo"}
+        frames.append(event("note", {"jsonrpc": "2.0", "method": "liminal/swap", "params": record},
+                            thread=thread, backing=old, time=t + 0.2))
+        frames += own_request(thread if n % 2 else None, old, f"liminal-c-{n}", "session/close",
+                              {"sessionId": old}, {}, t + 0.3)
+        frames.append(event("a2c", {"jsonrpc": "2.0", "method": "session/update", "params": {
+            "sessionId": new, "update": {"sessionUpdate": "session_info_update",
+                                         "title": f"first prompt after move {n}"}}},
+            thread=thread, backing=new, time=t + 0.5))
+        old, t = new, t + 1
+    return frames

@@ -222,3 +222,58 @@ def test_a_blank_title_is_refused_not_reported_as_done(home: Path, capsys: pytes
     assert cli.main(["threads", "rename", "sess", "  ", "\t"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and "TITLE" in err
+
+
+@pytest.fixture
+def moved_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A store the indexer filled with a thread liminal moved three times (two resumes of files
+    it wrote and a /clear), and a session a client opened and never prompted."""
+    from tests.store.conftest import moved
+
+    monkeypatch.setenv("LIMINAL_HOME", str(tmp_path))
+    for var in ("LIMINAL_STORE_URL", "LIMINAL_CACHE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    never_prompted = [
+        event("c2a", {"jsonrpc": "2.0", "id": 1, "method": "session/new",
+                      "params": {"cwd": "/work/demo", "mcpServers": []}}, connection="c2", time=3000.0),
+        event("a2c", {"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "e-empty"}}, connection="c2",
+              thread="e-empty", method="session/new", time=3000.1)]
+
+    async def fill() -> None:
+        store = await SqliteStore.open(tmp_path / "liminal.db")
+        indexer = Indexer(store, tmp_path / "spool")
+        for e in [*conversation(), *moved("sess-1", ["sess-2", "sess-3", "sess-4"], t0=2000.0),
+                  *never_prompted]:
+            indexer.offer(e)
+        await indexer.aclose()
+        await store.aclose()
+
+    anyio.run(fill)
+    return tmp_path
+
+
+def test_threads_lists_a_moved_thread_once_with_its_first_title(
+        moved_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """On main: three more rows (a row of dashes with 0 turns, 'closed', one per session a move
+    left), the thread titled after the last new session's first prompt, and the session a
+    client opened and never prompted listed for good."""
+    assert cli.main(["threads", "--json"]) == 0
+    [t] = orjson.loads(capsys.readouterr().out)
+    assert (t["id"], t["title"], t["state"], t["turns"], t["swaps"]) == (
+        "sess-1", "Flux work", "active", 1, 3)
+    assert t["backing_ids"] == ["sess-1", "sess-2", "sess-3", "sess-4"]
+    assert cli.main(["threads"]) == 0
+    rows = capsys.readouterr().out.splitlines()[1:]
+    assert len(rows) == 1 and rows[0].startswith("sess-1") and "Flux work" in rows[0]
+    # --all: the empty one too.
+    assert cli.main(["threads", "--all", "--json"]) == 0
+    assert [t["id"] for t in orjson.loads(capsys.readouterr().out)] == ["e-empty", "sess-1"]
+    # history and search find the thread by a prefix of its id, or by a session it moved onto.
+    for name in ("sess-1", "sess-", "sess-3"):
+        assert cli.main(["history", name, "--json"]) == 0
+        assert orjson.loads(capsys.readouterr().out)["thread"]["id"] == "sess-1"
+    assert cli.main(["search", "gigawatts", "--thread", "sess-", "--json"]) == 0
+    hits = orjson.loads(capsys.readouterr().out)
+    assert hits and {h["thread_id"] for h in hits} == {"sess-1"}
+    assert cli.main(["history", "e-e", "--json"]) == 0  # an empty thread is still a thread
+    assert orjson.loads(capsys.readouterr().out)["thread"]["id"] == "e-empty"

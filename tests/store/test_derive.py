@@ -7,8 +7,8 @@ from typing import Any
 from liminal.acp.events import FrameEvent
 from liminal.ingest.derive import Derived, Deriver
 from liminal.ingest.indexer import to_record
-from liminal.store.records import MessageRecord, ThreadUpdate
-from tests.store.conftest import conversation, event
+from liminal.store.records import MessageRecord, ThreadUpdate, merge_thread
+from tests.store.conftest import conversation, event, moved, own_request
 
 
 def derive(events: list[FrameEvent]) -> tuple[dict[str, MessageRecord], list[ThreadUpdate]]:
@@ -221,3 +221,29 @@ def test_a_command_liminal_answered_and_a_mark_are_kept_with_the_conversation() 
     assert [(m.kind, m.text) for m in ordered] == [
         ("user", "/mark A"), ("agent", "Mark A set here."), ("mark", "A"), ("turn_end", "")]
     assert ordered[2].data == {"backing_id": "sess-1", "offset": 1234}
+
+
+def test_a_thread_moved_three_times_stays_one_thread_with_its_first_title() -> None:
+    """What liminal's moves look like on the wire (a swap's session/resume of its rewrite, the
+    session/close of the session it left, the agent's titles for each new session, a /clear's
+    session/new) yield updates of the one thread: no thread under a backing id, never closed,
+    its lineage from the swap notes, and the agent's titles for the new sessions only standing
+    in. On main each close made a thread of the closed session (or closed the thread itself),
+    and each new session's title replaced the thread's."""
+    frames = [*conversation("t"), *moved("t", ["b1", "b2", "b3"], t0=2000.0)]
+    # A move that failed after the agent opened its session leaves the lineage as it was.
+    frames += own_request("t", "b3", "liminal-x-9", "session/resume",
+                          {"sessionId": "b9", "cwd": "/work/demo"}, {}, 3000.0)
+    _, threads = derive(frames)
+    assert {u.id for u in threads} == {"t"}
+    thread = None
+    for u in threads:
+        thread = merge_thread(thread, u)
+    assert thread is not None
+    assert (thread.title, thread.state, thread.backing_ids) == (
+        "Flux work", "active", ("t", "b1", "b2", "b3"))
+    # The client's own close closes the thread.
+    closed = [event("c2a", {"jsonrpc": "2.0", "id": 77, "method": "session/close",
+                            "params": {"sessionId": "t"}}, thread="t", backing="b3", time=3001.0)]
+    _, more = derive([*frames, *closed])
+    assert more[-1].state == "closed"

@@ -23,7 +23,7 @@ def frame(seq: int, raw: bytes, *, conn: str = "c1", thread: str | None = "t1",
                        "a2c", "notification", thread, thread, method, None, len(raw), raw)
 
 
-def message(mid: str, text: str, *, thread: str = "t1", kind: str = "agent", turn: str = "p1",
+def message(mid: str, text: str, *, thread: str = "t1", kind: str = "agent", turn: str | None = "p1",
             order: str | None = None, replayed: bool = False, time: float = 100.0,
             data: dict[str, object] | None = None) -> MessageRecord:
     return MessageRecord(id=mid, thread_id=thread, turn_id=turn, time=time,
@@ -249,8 +249,64 @@ async def test_a_title_the_user_gave_outlives_the_agents_titles(store: Store) ->
     thread = await store.thread("t1")
     assert thread is not None and thread.title == "Mine" and thread.named
     await store.write(Batch(threads=[ThreadUpdate("t1", 103.0, title="Mine again", named=True)]))
-    [summary] = await store.threads()
+    [summary] = await store.threads(empty=True)
     assert summary.thread.title == "Mine again"
+
+
+async def test_a_thread_keeps_its_first_title(store: Store) -> None:
+    """The first prompt's words stand in until the agent titles the thread; then the agent's
+    later titles (Claude Code titles each session after its latest prompt when it cannot
+    generate one) and the titles of the sessions the thread moved onto change nothing. On main
+    every title replaced the last: 'alpha topic first prompt' -> 'gamma after clear' ->
+    'delta after undo'."""
+    await store.write(Batch(threads=[ThreadUpdate("t1", 100.0, fallback_title="alpha topic first")]))
+    await store.write(Batch(threads=[ThreadUpdate("t1", 101.0, title="Alpha topic")]))
+    thread = await store.thread("t1")
+    assert thread is not None and (thread.title, thread.titled, thread.named) == ("Alpha topic", True, False)
+    for n, later in enumerate(["turn 8: BIG read please", "gamma after clear"]):
+        await store.write(Batch(threads=[ThreadUpdate("t1", 102.0 + n, title=later)]))
+    await store.write(Batch(threads=[ThreadUpdate("t1", 104.0, fallback_title="delta after undo")]))
+    thread = await store.thread("t1")
+    assert thread is not None and thread.title == "Alpha topic"
+    await store.write(Batch(threads=[ThreadUpdate("t1", 105.0, title="Mine", named=True)]))
+    await store.write(Batch(threads=[ThreadUpdate("t1", 106.0, title="agent again")]))
+    thread = await store.thread("t1")
+    assert thread is not None and (thread.title, thread.named) == ("Mine", True)
+    # A thread the agent never titles keeps its first prompt's words.
+    await store.write(Batch(threads=[ThreadUpdate("t2", 100.0, fallback_title="first words"),
+                                     ThreadUpdate("t2", 101.0, fallback_title="a moved-to session")]))
+    thread = await store.thread("t2")
+    assert thread is not None and (thread.title, thread.titled) == ("first words", False)
+
+
+async def test_each_thread_is_listed_once_and_empty_ones_on_request(store: Store) -> None:
+    """Records kept under a backing session's id (liminal's close of the session a swap left
+    made one per swap on main: a row of dashes with 0 turns) are the thread's, not threads; an
+    empty thread (no title, nothing said: opened, never prompted) is listed only when asked
+    for. A fork (named, nothing said through liminal yet) is a thread to open."""
+    await store.write(Batch(
+        threads=[ThreadUpdate("t1", 1.0, fallback_title="alpha", backing_ids=("t1", "b1", "b2")),
+                 ThreadUpdate("b1", 2.0, state="closed"), ThreadUpdate("b2", 3.0, state="closed"),
+                 ThreadUpdate("t2", 4.0, cwd="/p", backing_ids=("t2",)),
+                 ThreadUpdate("t3", 0.5, backing_ids=("t3",)),
+                 # /fork: a session file liminal wrote, named; nothing said in it through liminal yet
+                 ThreadUpdate("f1", 0.4, title="Fork of alpha", backing_ids=("f1",))],
+        messages=[message("u1", "alpha", kind="user", turn="p1", time=1.5),
+                  message("a3", "old answer", kind="agent", thread="t3", turn=None, replayed=True,
+                          time=0.6),  # a thread seen through a load: its history is its own
+                  message("use2", "", kind="usage", thread="t2", turn=None, time=4.5,
+                          data={"used": 10, "size": 100})]))
+    listed = await store.threads()
+    assert [(s.thread.id, s.thread.title, s.empty) for s in listed] == [
+        ("t1", "alpha", False), ("t3", "", False), ("f1", "Fork of alpha", False)]
+    everything = await store.threads(empty=True)
+    assert [(s.thread.id, s.empty) for s in everything] == [
+        ("t2", True), ("t1", False), ("t3", False), ("f1", False)]
+    assert [s.thread.id for s in await store.threads(limit=1, empty=True)] == ["t2"]
+    # Deleting the thread takes the records under its sessions' ids too.
+    await store.delete_thread("t1")
+    assert await store.thread("b1") is None and await store.thread("b2") is None
+    assert [s.thread.id for s in await store.threads(empty=True)] == ["t2", "t3", "f1"]
 
 
 @pytest.mark.parametrize(("query", "expected"), [

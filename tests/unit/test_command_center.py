@@ -41,7 +41,7 @@ class _Swaps:
 
 
 class _Store:
-    async def threads(self, limit: int) -> list[Any]:
+    async def threads(self, limit: int, *, empty: bool = False) -> list[Any]:
         return []
 
 
@@ -146,3 +146,30 @@ async def test_context_says_its_numbers_with_units_and_nouns_in_number() -> None
         "Context: 12.1k tokens. liminal swaps at 44.2k, down to about 35.8k tokens.",
         "A swap now would keep: recent 1 turn (2.9k tokens) whole; middle 2 turns (14k tokens) with "
         "long tool output cut to recall markers."], text
+
+
+def test_the_title_of_a_session_a_thread_moved_onto_never_reaches_the_client() -> None:
+    """Claude Code titles each session liminal moves a thread onto after that session's first
+    prompt: on main the editor's thread took the name 'gamma after clear', then 'delta after
+    undo'. Titles of the thread's own session pass, and the rest of the update always does."""
+    from types import SimpleNamespace
+
+    router = Router(max_frame_bytes=1 << 20)
+    swaps = _Swaps()
+    swaps.mover = SimpleNamespace(proxy=_Proxy(router))  # type: ignore[attr-defined]
+    center = CommandCenter(swaps, harness=None, open_store=None)  # type: ignore[arg-type]
+    for kinds, hook in center.update_hooks():
+        router.add_update_hook(kinds, hook)
+
+    def title_update(session: str, title: str) -> dict[str, Any]:
+        router.receive_from_agent(json.dumps({"jsonrpc": "2.0", "method": "session/update", "params": {
+            "sessionId": session, "update": {"sessionUpdate": "session_info_update", "title": title,
+                                             "updatedAt": "2026-11-26T00:00:00Z"}}}).encode() + b"\n", 0)
+        [line] = router.take().to_client
+        update: dict[str, Any] = json.loads(line)["params"]["update"]
+        return update
+
+    assert title_update("t1", "alpha topic first prompt")["title"] == "alpha topic first prompt"
+    router.bind("t1", "b1")  # a swap, /clear, /undo
+    moved = title_update("b1", "gamma after clear")
+    assert "title" not in moved and moved["updatedAt"] == "2026-11-26T00:00:00Z"

@@ -282,6 +282,17 @@ def test_own_requests_and_their_answers_never_reach_the_client() -> None:
     assert out.events[0].method == "session/load"
 
 
+def test_an_own_request_about_a_session_a_thread_left_is_the_threads() -> None:
+    """liminal closes the session a swap left without naming a thread: on main the frame named
+    none, and the store made the closed session a thread of its own (one per swap)."""
+    router = make()
+    router.adopt(BACKING, THREAD)  # the thread was on it; it is on another now
+    router.send_request("session/close", {"sessionId": BACKING}, NOW)
+    router.send_request("session/close", {"sessionId": "unknown"}, NOW)
+    tapped = router.take().events
+    assert [(e.thread_id, e.backing_id) for e in tapped] == [(THREAD, BACKING), ("unknown", "unknown")]
+
+
 def test_own_ids_do_not_collide_with_client_ids_that_look_alike() -> None:
     router = make()
     # a client that happens to use the same string: its answer is the client's

@@ -34,3 +34,16 @@ def test_the_stores_threads_first_newest_first_then_what_only_the_agent_knows() 
     assert [e["sessionId"] for e in later] == ["x8"]  # page one had the store's threads
     everywhere = listing(threads, [], lambda s: s, None, first_page=True)
     assert {e["sessionId"] for e in everywhere} == {"t1", "t2", "t4"}
+
+
+def test_a_thread_nothing_was_said_in_is_listed_only_while_open_here() -> None:
+    """acpx's ``sessions new`` opens a session and never prompts it: on main every later
+    listing had a blank row for it, for good."""
+    said = summary("t1", "Said something", last=200.0)
+    empty = ThreadSummary(Thread("e1", "", "/p", "claude", "active", ("e1",), 1.0, 300.0),
+                          0, None, None, 300.0, empty=True)
+    agent = [{"sessionId": "e1", "cwd": "/p"}]  # an agent that lists it too lists it no more
+    out = listing([said, empty], agent, lambda s: s, "/p", first_page=True)
+    assert [e["sessionId"] for e in out] == ["t1"]
+    here = listing([said, empty], agent, lambda s: s, "/p", first_page=True, live={"e1"})
+    assert [e["sessionId"] for e in here] == ["e1", "t1"]
