@@ -13,19 +13,29 @@ the first ``SEARCH_CHARS`` of its text inline so the text index still finds it.
 
 Message ``data`` is kept as JSON text (``data_json``): ACP payloads may hold integers BSON cannot
 represent, and the store must never refuse a frame for that.
+
+Search uses a text index where the server has one. Servers that speak MongoDB's protocol without
+text indexes (FerretDB 1.x, which CI runs; some managed Mongo-compatible services) refuse to
+create it: the store says so once and searches with case-insensitive regular expressions over
+the same text instead, as the SQLite backend falls back from FTS5 to ``LIKE``: every term must
+appear (inside a word too: "flux" finds "fluxes"), hits scored by occurrences. Every search then
+reads each message and session line, so it is slower on a large store.
 """
 
 from __future__ import annotations
 
 import functools
+import re
+import unicodedata
 from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
 import orjson
 from bson.binary import Binary
 from pymongo import ASCENDING, DESCENDING, TEXT, AsyncMongoClient, ReplaceOne, UpdateOne
-from pymongo.errors import PyMongoError
+from pymongo.errors import OperationFailure, PyMongoError
 
+from liminal import log
 from liminal.store.base import StoreError, fts_terms, ranked, seconds, snippet
 from liminal.store.records import (
     Batch,
@@ -63,6 +73,7 @@ class MongoStore:
 
     def __init__(self, client: AsyncMongoClient[dict[str, Any]], database: str) -> None:
         self._client = client
+        self.text_index = True
         db = client[database]
         self._frames = db["frames"]
         self._messages = db["messages"]
@@ -71,7 +82,9 @@ class MongoStore:
         self._blobs = db["blobs"]
 
     @classmethod
-    async def open(cls, url: str, *, timeout_ms: int = 5000) -> MongoStore:
+    async def open(cls, url: str, *, timeout_ms: int = 5000,
+                   text_index: bool = True) -> MongoStore:
+        """Open the store, creating its indexes; ``text_index=False`` forces the regex search."""
         try:  # the URL is parsed here, before any connection: refused, it is a StoreError too
             client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
                 url, serverSelectionTimeoutMS=timeout_ms, connectTimeoutMS=timeout_ms)
@@ -89,13 +102,33 @@ class MongoStore:
             await store._frames.create_index([("thread_id", ASCENDING), ("time", ASCENDING)])
             await store._messages.create_index([("thread_id", ASCENDING), ("ord", ASCENDING)])
             await store._messages.create_index([("thread_id", ASCENDING), ("kind", ASCENDING)])
-            await store._messages.create_index([("text", TEXT)], default_language="none")
             await store._sessions.create_index([("backing_id", ASCENDING), ("offset", ASCENDING)])
-            await store._sessions.create_index([("text", TEXT)], default_language="none")
+            refused = await store._create_text_indexes() if text_index else None
         except PyMongoError as exc:
             await client.close()
             raise StoreError(f"cannot open MongoDB store: {exc}") from exc
+        if not text_index or refused:
+            store.text_index, store.search_mode = False, "regex"
+        if refused:
+            log.get("liminal.store").warning(
+                "search degraded: this MongoDB server has no text indexes; using regular "
+                "expressions", database=name, server_said=refused)
         return store
+
+    async def _create_text_indexes(self) -> str | None:
+        """Create the text indexes; what the server said if it refused them (None: created).
+
+        A refusal is a command the server answered with an error (``OperationFailure``) after
+        it accepted every ordinary index: the server lacks the feature. FerretDB 1.x answers
+        ``IndexNotFound``, other servers ``CommandNotSupported`` or ``NotImplemented``; which
+        code does not matter, the fallback is the same. A connection failure is not a refusal:
+        it fails the open like any other."""
+        try:
+            await self._messages.create_index([("text", TEXT)], default_language="none")
+            await self._sessions.create_index([("text", TEXT)], default_language="none")
+        except OperationFailure as exc:
+            return str(exc.details.get("errmsg") if exc.details else exc) or repr(exc)
+        return None
 
     # -- blobs --------------------------------------------------------------------------------
 
@@ -299,6 +332,8 @@ class MongoStore:
         terms = fts_terms(query)
         if not terms:
             return []
+        if not self.text_index:
+            return await self._search_regex(terms, thread_id, limit)
         # Each term quoted: every one must appear, as with the SQLite backend.
         text_query: dict[str, Any] = {"$text": {"$search": " ".join(
             '"' + t.replace('"', "") + '"' for t in terms)}}
@@ -321,5 +356,40 @@ class MongoStore:
             raise StoreError(str(exc)) from exc
         return ranked(hits, limit)
 
+    @_store_errors
+    async def _search_regex(self, terms: list[str], thread_id: str | None,
+                            limit: int) -> list[SearchHit]:
+        """Without text indexes: every term must appear (case-insensitive); scored by
+        occurrences. Escaped, a term is the user's word, never a pattern; in either Unicode
+        form, as the SQLite backend's ``LIKE``."""
+        query: dict[str, Any] = {"$and": [
+            {"text": {"$regex": "|".join(re.escape(f) for f in _forms(t)), "$options": "i"}}
+            for t in terms]}
+        terms = [f for t in terms for f in _forms(t)]  # for the score and the snippet
+        if thread_id:
+            query["thread_id"] = thread_id
+        projection = {"text": 1, "thread_id": 1, "kind": 1, "time": 1, "type": 1}
+
+        def score(text: str) -> float:
+            lower = text.lower()
+            return float(sum(lower.count(t.lower()) for t in terms))
+
+        hits: list[SearchHit] = []
+        async for d in self._messages.find({**query, "replayed": False}, projection) \
+                .limit(limit * 5):
+            hits.append(SearchHit("message", d["_id"], d["thread_id"], d["kind"], d["time"],
+                                  snippet(d["text"], terms), score(d["text"])))
+        async for d in self._sessions.find(query, projection).limit(limit * 5):
+            hits.append(SearchHit("session", d["_id"], d["thread_id"], d.get("type") or "",
+                                  seconds(d.get("time")), snippet(d["text"], terms),
+                                  score(d["text"])))
+        return ranked(hits, limit)
+
     async def aclose(self) -> None:
         await self._client.close()
+
+
+def _forms(term: str) -> list[str]:
+    """The term composed (NFC) and taken apart (NFD), when they differ: a word a tool printed
+    decomposed (macOS file names) is found by the same word typed."""
+    return sorted({unicodedata.normalize("NFC", term), unicodedata.normalize("NFD", term)})

@@ -17,10 +17,14 @@ from tests.support.mongo import fresh_database, needs_mongo
 
 REDIS_URL = os.environ.get("LIMINAL_TEST_REDIS_URL", "")
 
+# Each backend in each of its search modes: SQLite with FTS5 and with its LIKE fallback;
+# MongoDB as the server offers (a text index, or regular expressions where the server has no
+# text indexes, as FerretDB) and with the regular expressions forced.
 BACKENDS = [
     "sqlite",
     "sqlite-like",
     pytest.param("mongodb", marks=needs_mongo),
+    pytest.param("mongodb-regex", marks=needs_mongo),
 ]
 
 
@@ -32,11 +36,11 @@ def anyio_backend() -> str:
 @pytest.fixture(params=BACKENDS)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     backend = request.param
-    if backend == "mongodb":
+    if backend.startswith("mongodb"):
         from liminal.store.mongo import MongoStore
 
         async with fresh_database() as url:
-            mongo = await MongoStore.open(url)
+            mongo = await MongoStore.open(url, text_index=backend == "mongodb")
             try:
                 yield mongo
             finally:

@@ -1,0 +1,68 @@
+"""What only the MongoDB backend has to get right, on a real server (``LIMINAL_TEST_MONGO_URL``):
+search on servers without text indexes."""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import structlog
+from pymongo import TEXT
+from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.errors import OperationFailure
+
+from liminal.store.mongo import MongoStore
+from liminal.store.records import Batch
+from tests.store.test_store_contract import message
+from tests.support.mongo import fresh_database, needs_mongo
+
+pytestmark = [pytest.mark.anyio, needs_mongo]
+
+
+@pytest.fixture
+async def url() -> AsyncIterator[str]:
+    async with fresh_database() as url:
+        yield url
+
+
+async def test_a_server_that_refuses_text_indexes_is_searched_by_regex_and_says_so(
+        url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """FerretDB 1.x (and managed Mongo-compatible services) refuse a text index: the store
+    opened nowhere (every liminal command failed, the index worker spooled for good). It
+    opens, says once why search is degraded, and search finds the same things."""
+    create_index = AsyncCollection.create_index
+
+    async def refuse_text(self: AsyncCollection[Any], keys: Any, **kwargs: Any) -> str:
+        if any(kind == TEXT for _, kind in keys):
+            raise OperationFailure("text indexes are not supported here", code=115)
+        return await create_index(self, keys, **kwargs)
+
+    monkeypatch.setattr(AsyncCollection, "create_index", refuse_text)
+    with structlog.testing.capture_logs() as logs:
+        store = await MongoStore.open(url)
+    try:
+        assert store.search_mode == "regex"
+        [said] = [e for e in logs if e["event"].startswith("search degraded")]
+        assert said["log_level"] == "warning" and "not supported" in said["server_said"]
+        await store.write(Batch(messages=[message("m1", "the Flux capacitor"),
+                                          message("m2", "flux flux")]))
+        assert [h.id for h in await store.search("flux CAPACITOR")] == ["m1"]
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.parametrize("word", ["が", "한국어", "café", "ǅ"])
+@pytest.mark.parametrize(("stored", "typed"), [("NFC", "NFD"), ("NFD", "NFC"), ("NFD", "NFD")])
+async def test_regex_search_finds_a_word_whichever_unicode_form_it_was_stored_or_typed_in(
+        url: str, word: str, stored: str, typed: str) -> None:
+    """As the SQLite backend's fallback: macOS file names (and the tools that print them) are
+    decomposed, what a person types is composed; neither form finds the other by bytes."""
+    store = await MongoStore.open(url, text_index=False)
+    try:
+        text = f"the word {unicodedata.normalize(stored, word)} was here"
+        await store.write(Batch(messages=[message("m1", text)]))
+        assert [h.id for h in await store.search(unicodedata.normalize(typed, word))] == ["m1"]
+    finally:
+        await store.aclose()
