@@ -234,10 +234,12 @@ class MongoStore:
                  [("time", ASCENDING), ("connection_id", ASCENDING), ("seq", ASCENDING)])
         try:
             docs = await self._frames.find(query).sort(order).limit(limit).to_list(None)
+            # A null field may be absent: in MongoDB's model the two are the same (a query for
+            # null finds both), and FerretDB's $setOnInsert drops null fields from the document.
             return [FrameRecord(
                 d["_id"], d["connection_id"], d["seq"], d["time"], d["direction"], d["kind"],
-                d["thread_id"], d["backing_id"], d["method"], d["rpc_id"], d["size"],
-                await self._raw(d)) for d in docs]
+                d.get("thread_id"), d.get("backing_id"), d.get("method"), d.get("rpc_id"),
+                d["size"], await self._raw(d)) for d in docs]
         except PyMongoError as exc:
             raise StoreError(str(exc)) from exc
 
