@@ -51,6 +51,7 @@ from liminal.store.records import (
 INLINE_BYTES = 1024 * 1024
 CHUNK_BYTES = 4 * 1024 * 1024
 SEARCH_CHARS = 256 * 1024
+_DELETE_CHUNK = 1000  # owners in one delete, far below the 16 MB a command may hold
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
 
@@ -103,6 +104,9 @@ class MongoStore:
             await store._messages.create_index([("thread_id", ASCENDING), ("ord", ASCENDING)])
             await store._messages.create_index([("thread_id", ASCENDING), ("kind", ASCENDING)])
             await store._sessions.create_index([("backing_id", ASCENDING), ("offset", ASCENDING)])
+            # A large record's pieces are found by their owner: without it every read of one
+            # scanned the whole collection of pieces, the store's largest by far.
+            await store._blobs.create_index([("owner", ASCENDING), ("n", ASCENDING)])
             refused = await store._create_text_indexes() if text_index else None
         except PyMongoError as exc:
             await client.close()
@@ -142,7 +146,10 @@ class MongoStore:
         return {"owner": owner, "chunks": len(ops), "size": len(data)}, ops
 
     async def _blob(self, ref: dict[str, Any]) -> bytes:
-        docs = await self._blobs.find({"owner": ref["owner"]}).sort("n", ASCENDING).to_list(None)
+        # Only the pieces this version has: a record rewritten smaller (a message replaced by
+        # id) leaves its earlier version's later pieces behind until the thread is deleted.
+        docs = await self._blobs.find({"owner": ref["owner"], "n": {"$lt": ref["chunks"]}}) \
+            .sort("n", ASCENDING).to_list(None)
         data = b"".join(bytes(d["data"]) for d in docs)
         if len(data) != ref["size"]:
             raise StoreError(f"blob {ref['owner']} is incomplete")
@@ -268,14 +275,24 @@ class MongoStore:
     async def delete_thread(self, thread_id: str) -> int:
         found = await self._threads.find_one({"_id": thread_id})
         backings = [thread_id, *(found["backing_ids"] if found else [])]
+        records = (
+            (self._messages, {"thread_id": thread_id}, "message:"),
+            (self._frames, {"$or": [{"thread_id": thread_id}, {"backing_id": {"$in": backings}}]}, ""),
+            (self._sessions, {"$or": [{"thread_id": thread_id}, {"backing_id": {"$in": backings}}]},
+             "session:"),
+        )
+        # The pieces of large records first, found by the ids of every record of the thread
+        # (also those that shrank since and no longer name theirs): deleted after the records,
+        # a delete that failed between would leave them with nothing left to find them by. The
+        # thread goes last, so a delete that failed part way is listed and can be run again.
+        for collection, query, prefix in records:
+            owners = [prefix + d["_id"] async for d in collection.find(query, {"_id": 1})]
+            for start in range(0, len(owners), _DELETE_CHUNK):
+                await self._blobs.delete_many({"owner": {"$in": owners[start:start + _DELETE_CHUNK]}})
         gone = 0
-        for collection, query in (
-            (self._messages, {"thread_id": thread_id}),
-            (self._frames, {"$or": [{"thread_id": thread_id}, {"backing_id": {"$in": backings}}]}),
-            (self._sessions, {"$or": [{"thread_id": thread_id}, {"backing_id": {"$in": backings}}]}),
-            (self._threads, {"_id": thread_id}),
-        ):
+        for collection, query, _ in records:
             gone += (await collection.delete_many(query)).deleted_count
+        gone += (await self._threads.delete_one({"_id": thread_id})).deleted_count
         return gone
 
     @_store_errors

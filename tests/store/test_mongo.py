@@ -1,5 +1,5 @@
 """What only the MongoDB backend has to get right, on a real server (``LIMINAL_TEST_MONGO_URL``):
-search on servers without text indexes."""
+where its large records' pieces go, and search on servers without text indexes."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from pymongo import TEXT
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import OperationFailure
 
-from liminal.store.mongo import MongoStore
-from liminal.store.records import Batch
-from tests.store.test_store_contract import message
+from liminal.store.mongo import INLINE_BYTES, MongoStore
+from liminal.store.records import Batch, SessionRecord, ThreadUpdate, frame_id
+from tests.store.test_store_contract import frame, message
 from tests.support.mongo import fresh_database, needs_mongo
 
 pytestmark = [pytest.mark.anyio, needs_mongo]
@@ -25,6 +25,44 @@ pytestmark = [pytest.mark.anyio, needs_mongo]
 async def url() -> AsyncIterator[str]:
     async with fresh_database() as url:
         yield url
+
+
+async def blob_owners(store: MongoStore) -> set[str]:
+    return {d["owner"] for d in await store._blobs.find({}, {"owner": 1}).to_list(None)}
+
+
+async def test_a_deleted_thread_leaves_none_of_its_large_records_behind(url: str) -> None:
+    """The pieces of a large frame, message or session line are kept apart from their record;
+    deleting the thread removed the records and left the pieces, the whole text of every
+    large tool output the user had asked to delete. Pieces a message left behind when it
+    shrank go too."""
+    store = await MongoStore.open(url)
+    try:
+        big = "secret " * (INLINE_BYTES // 7 + 1)
+        record = SessionRecord(SessionRecord.make_id("b1", 0), "b1", "t1", 0, "u1", "user", None,
+                               None, (), big, big.encode())
+        await store.write(Batch(
+            [frame(0, big.encode()), frame(1, big.encode(), thread="t2")],
+            [message("m1", big), message("m2", big), message("k1", big, thread="t2")],
+            [ThreadUpdate("t1", 1.0, backing_ids=("t1", "b1")), ThreadUpdate("t2", 1.0)],
+            [record]))
+        await store.write(Batch(messages=[message("m2", "shrank")]))  # its pieces stay behind
+        assert len(await blob_owners(store)) == 6
+        assert await store.delete_thread("t1") >= 5
+        assert await blob_owners(store) == {frame_id("c1", 1), "message:k1"}
+        [kept] = await store.messages("t2")
+        assert kept.text == big  # the other thread's large message is whole
+    finally:
+        await store.aclose()
+
+
+async def test_a_large_record_is_read_by_its_own_pieces_through_an_index(url: str) -> None:
+    store = await MongoStore.open(url)
+    try:
+        keys = [list(info["key"]) for info in (await store._blobs.index_information()).values()]
+        assert [("owner", 1), ("n", 1)] in keys
+    finally:
+        await store.aclose()
 
 
 async def test_a_server_that_refuses_text_indexes_is_searched_by_regex_and_says_so(
