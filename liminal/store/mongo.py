@@ -33,7 +33,7 @@ from typing import Any, ParamSpec, TypeVar
 import orjson
 from bson.binary import Binary
 from pymongo import ASCENDING, DESCENDING, TEXT, AsyncMongoClient, ReplaceOne, UpdateOne
-from pymongo.errors import OperationFailure, PyMongoError
+from pymongo.errors import DuplicateKeyError, OperationFailure, PyMongoError
 
 from liminal import log
 from liminal.store.base import StoreError, fts_terms, ranked, seconds, snippet
@@ -45,12 +45,16 @@ from liminal.store.records import (
     SessionRecord,
     Thread,
     ThreadSummary,
+    ThreadUpdate,
     merge_thread,
 )
 
 INLINE_BYTES = 1024 * 1024
 CHUNK_BYTES = 4 * 1024 * 1024
 SEARCH_CHARS = 256 * 1024
+# Merges of one thread that lose to another writer before one is written: with a handful of
+# writers per thread this is never reached; it bounds a loop, nothing more.
+_MERGE_ATTEMPTS = 100
 _DELETE_CHUNK = 1000  # owners in one delete, far below the 16 MB a command may hold
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
@@ -221,12 +225,31 @@ class MongoStore:
         if session_ops:
             await self._sessions.bulk_write(session_ops, ordered=False)
         for update in batch.threads:
-            old = await self.thread(update.id)
-            t = merge_thread(old, update)
-            await self._threads.replace_one({"_id": t.id}, {
-                "_id": t.id, "title": t.title, "cwd": t.cwd, "harness": t.harness,
-                "state": t.state, "backing_ids": list(t.backing_ids), "created": t.created,
-                "updated": t.updated, "named": t.named}, upsert=True)
+            await self._merge_thread(update)
+
+    async def _merge_thread(self, update: ThreadUpdate) -> None:
+        """Merge in Python, written only if nobody wrote the thread since it was read.
+
+        Without transactions a plain read-merge-replace lost updates: two writers (an index
+        worker and ``liminal threads rename``, two sidecars on one store) read the same thread
+        and the second replace dropped what the first had added (a backing id, the user's
+        title). Each write bumps ``rev``; a replace that finds another ``rev`` merges again."""
+        for _ in range(_MERGE_ATTEMPTS):
+            d = await self._threads.find_one({"_id": update.id})
+            t = merge_thread(_thread(d) if d else None, update)
+            doc = {"_id": t.id, "title": t.title, "cwd": t.cwd, "harness": t.harness,
+                   "state": t.state, "backing_ids": list(t.backing_ids), "created": t.created,
+                   "updated": t.updated, "named": t.named, "rev": (d.get("rev") or 0) + 1 if d else 1}
+            if d is None:
+                try:
+                    await self._threads.insert_one(doc)
+                    return
+                except DuplicateKeyError:
+                    continue  # created meanwhile: merge into that one
+            # A thread written before ``rev`` existed has none; null matches a missing field.
+            if (await self._threads.replace_one({"_id": t.id, "rev": d.get("rev")}, doc)).matched_count:
+                return
+        raise StoreError(f"thread {update.id}: changed by others at every attempt to merge")
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -298,10 +321,7 @@ class MongoStore:
     @_store_errors
     async def thread(self, thread_id: str) -> Thread | None:
         d = await self._threads.find_one({"_id": thread_id})
-        if d is None:
-            return None
-        return Thread(d["_id"], d["title"], d["cwd"], d["harness"], d["state"],
-                      tuple(d["backing_ids"]), d["created"], d["updated"], bool(d.get("named")))
+        return _thread(d) if d else None
 
     @_store_errors
     async def threads(self, limit: int = 1000) -> list[ThreadSummary]:
@@ -406,6 +426,11 @@ class MongoStore:
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+def _thread(d: dict[str, Any]) -> Thread:
+    return Thread(d["_id"], d["title"], d["cwd"], d["harness"], d["state"],
+                  tuple(d["backing_ids"]), d["created"], d["updated"], bool(d.get("named")))
 
 
 def _forms(term: str) -> list[str]:

@@ -1,5 +1,6 @@
 """What only the MongoDB backend has to get right, on a real server (``LIMINAL_TEST_MONGO_URL``):
-where its large records' pieces go, and search on servers without text indexes."""
+where its large records' pieces go, a thread's merge that another writer comes into, and search
+on servers without text indexes."""
 
 from __future__ import annotations
 
@@ -61,6 +62,54 @@ async def test_a_large_record_is_read_by_its_own_pieces_through_an_index(url: st
     try:
         keys = [list(info["key"]) for info in (await store._blobs.index_information()).values()]
         assert [("owner", 1), ("n", 1)] in keys
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.parametrize("exists", [True, False], ids=["updated", "created"])
+async def test_a_thread_written_by_another_between_read_and_write_keeps_both_updates(
+        url: str, exists: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A merge reads the thread, then writes it: a plain replace wrote over whatever another
+    writer (``liminal threads rename``, another sidecar) had written in between. Here the other
+    writer comes in exactly there, every time (the test of the same at random, on servers that
+    update atomically, is in the contract suite)."""
+    store, other = await MongoStore.open(url), await MongoStore.open(url)
+    try:
+        if exists:
+            await store.write(Batch(threads=[ThreadUpdate("t1", 10.0, backing_ids=("b0",))]))
+        find_one = store._threads.find_one
+        interleaved: list[bool] = []
+
+        async def read_then_let_the_other_write(*args: Any, **kwargs: Any) -> Any:
+            found = await find_one(*args, **kwargs)
+            if not interleaved:
+                interleaved.append(True)
+                await other.write(Batch(threads=[ThreadUpdate("t1", 30.0, title="Mine", named=True)]))
+            return found
+
+        monkeypatch.setattr(store._threads, "find_one", read_then_let_the_other_write)
+        await store.write(Batch(threads=[ThreadUpdate("t1", 20.0, backing_ids=("b1",),
+                                                      fallback_title="first prompt")]))
+        monkeypatch.undo()
+        t = await store.thread("t1")
+        assert t is not None and interleaved
+        assert (t.title, t.named, t.updated) == ("Mine", True, 30.0)
+        assert t.backing_ids == (("b0", "b1") if exists else ("b1",))
+    finally:
+        await store.aclose()
+        await other.aclose()
+
+
+async def test_a_thread_written_before_revisions_merges(url: str) -> None:
+    """Threads an earlier liminal wrote carry no revision: they still take updates."""
+    store = await MongoStore.open(url)
+    try:
+        await store._threads.insert_one({
+            "_id": "t1", "title": "old", "cwd": "/w", "harness": "claude", "state": "active",
+            "backing_ids": ["t1"], "created": 1.0, "updated": 1.0, "named": False})
+        await store.write(Batch(threads=[ThreadUpdate("t1", 2.0, backing_ids=("b1",))]))
+        t = await store.thread("t1")
+        assert t is not None and (t.title, t.backing_ids, t.updated) == ("old", ("t1", "b1"), 2.0)
     finally:
         await store.aclose()
 

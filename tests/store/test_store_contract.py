@@ -77,6 +77,26 @@ async def test_a_large_message_rewritten_smaller_reads_back_as_rewritten(store: 
     assert [m.text for m in await store.messages("t1")] == ["small now"]
 
 
+async def test_thread_updates_written_at_once_all_merge(store: Store) -> None:
+    """Writers that update one thread at the same moment (an index worker recording a swap
+    while ``liminal threads rename`` runs, two sidecars on one store) each keep what they said:
+    a merge that read the thread before another writer's update must not write over it."""
+    import anyio
+
+    from tests.support.mongo import atomic_updates
+
+    if not await atomic_updates(store):
+        pytest.skip("this server applies no update atomically (FerretDB 1.x): docs/operations.md")
+    async with anyio.create_task_group() as tg:
+        for n in range(8):
+            tg.start_soon(store.write, Batch(threads=[ThreadUpdate("t1", 100.0 + n, backing_ids=(f"b{n}",))]))
+        tg.start_soon(store.write, Batch(threads=[ThreadUpdate("t1", 50.0, title="Mine", named=True)]))
+    t = await store.thread("t1")
+    assert t is not None
+    assert sorted(t.backing_ids) == [f"b{n}" for n in range(8)]
+    assert (t.title, t.named, t.created, t.updated) == ("Mine", True, 50.0, 107.0)
+
+
 async def test_messages_replace_by_id_and_keep_order(store: Store) -> None:
     await store.write(Batch(messages=[message("m2", "second", time=2), message("m1", "fir", time=1)]))
     await store.write(Batch(messages=[message("m1", "first", time=1)]))

@@ -73,3 +73,16 @@ def fresh_database_sync(base: str = "") -> Iterator[str]:
         finally:
             client.close()
 
+
+async def atomic_updates(store: object) -> bool:
+    """Whether the store's server applies a conditional update to one document atomically.
+
+    MongoDB does (what a merge that writes only over the version it read relies on). FerretDB
+    1.x does not: it reads the matching documents, then writes them, with nothing between to
+    stop another writer; no update of it can keep two concurrent writers' changes."""
+    client = getattr(store, "_client", None)
+    if client is None:
+        return True
+    info = await client.admin.command("buildInfo")
+    return "ferretdbVersion" not in info
+
