@@ -14,6 +14,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -86,3 +87,25 @@ async def atomic_updates(store: object) -> bool:
     info = await client.admin.command("buildInfo")
     return "ferretdbVersion" not in info
 
+
+@contextmanager
+def liminal_on_mongodb(liminal_home: Path) -> Iterator[str]:
+    """A liminal home whose ``config.toml`` records into a new database on the test server,
+    named by its Unix socket (liminal in the rig runs in a loopback-only network namespace)."""
+    with fresh_database_sync(base=MONGO_SOCKET_URL) as url:
+        liminal_home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with (liminal_home / "config.toml").open("a", encoding="utf-8") as config:
+            config.write(f'[store]\nurl = "{url}"\n')
+        yield url
+
+
+@asynccontextmanager
+async def recorded(liminal_home: Path) -> AsyncIterator[Any]:
+    """The store a liminal with this home recorded into, as liminal itself finds it (its
+    ``config.toml``, else SQLite in the home)."""
+    from liminal import config
+    from liminal.store.base import open_store
+
+    settings = config.load(env={"LIMINAL_HOME": str(liminal_home)})
+    async with open_store(settings, create=False) as store:
+        yield store
