@@ -239,3 +239,11 @@ def test_a_blank_title_is_refused_not_reported_as_done(home: Path, capsys: pytes
     out, err = capsys.readouterr()
     assert out == "" and "TITLE" in err
 
+
+def test_doctor_says_how_the_store_searches(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A server without text indexes (FerretDB) is searched by scanning: slower, and said."""
+    assert cli.main(["doctor"]) == 0
+    [line] = [x for x in capsys.readouterr().out.splitlines() if " store " in x]
+    assert "opens (has threads); search: " in line
+    assert line.endswith(("full-text index (FTS5)", "text index",
+                          "scanning with regular expressions (the server has no text indexes)")), line
