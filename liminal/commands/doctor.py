@@ -20,6 +20,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("agent", nargs=argparse.REMAINDER, help="-- AGENT_COMMAND (optional)")
 
 
+# How each backend searches, as a person reads it (the fallbacks are slower on a large store).
+SEARCH_MODES = {
+    "fts5": "full-text index (FTS5)",
+    "like": "scanning with LIKE (this SQLite has no FTS5)",
+    "text-index": "text index",
+    "regex": "scanning with regular expressions (the server has no text indexes)",
+}
+
+
 def _home(settings: Settings) -> tuple[bool, str]:
     home = settings.home
     if not home.exists():
@@ -99,7 +108,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             with anyio.fail_after(10):
                 async with open_store(settings, create=False) as store:
                     threads = await store.threads(limit=1)
-            return True, f"{describe(settings)} opens ({'has threads' if threads else 'empty'})"
+                    mode = SEARCH_MODES.get(store.search_mode, store.search_mode)
+            return True, (f"{describe(settings)} opens ({'has threads' if threads else 'empty'}); "
+                          f"search: {mode}")
         except StoreError as exc:
             if "no store at" in str(exc):
                 return True, f"{describe(settings)}: none yet (created by the first liminal acp)"

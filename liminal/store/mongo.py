@@ -13,19 +13,29 @@ the first ``SEARCH_CHARS`` of its text inline so the text index still finds it.
 
 Message ``data`` is kept as JSON text (``data_json``): ACP payloads may hold integers BSON cannot
 represent, and the store must never refuse a frame for that.
+
+Search uses a text index where the server has one. Servers that speak MongoDB's protocol without
+text indexes (FerretDB 1.x, which CI runs; some managed Mongo-compatible services) refuse to
+create it: the store says so once and searches with case-insensitive regular expressions over
+the same text instead, as the SQLite backend falls back from FTS5 to ``LIKE``: every term must
+appear (inside a word too: "flux" finds "fluxes"), hits scored by occurrences. Every search then
+reads each message and session line, so it is slower on a large store.
 """
 
 from __future__ import annotations
 
 import functools
+import re
+import unicodedata
 from collections.abc import Callable, Collection, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
 import orjson
 from bson.binary import Binary
 from pymongo import ASCENDING, DESCENDING, TEXT, AsyncMongoClient, ReplaceOne, UpdateOne
-from pymongo.errors import PyMongoError
+from pymongo.errors import DuplicateKeyError, OperationFailure, PyMongoError
 
+from liminal import log
 from liminal.store.base import (
     StoreError,
     ToolCallPlace,
@@ -45,6 +55,7 @@ from liminal.store.records import (
     SessionRecord,
     Thread,
     ThreadSummary,
+    ThreadUpdate,
     merge_thread,
     one_row_per_thread,
 )
@@ -52,6 +63,10 @@ from liminal.store.records import (
 INLINE_BYTES = 1024 * 1024
 CHUNK_BYTES = 4 * 1024 * 1024
 SEARCH_CHARS = 256 * 1024
+# Merges of one thread that lose to another writer before one is written: with a handful of
+# writers per thread this is never reached; it bounds a loop, nothing more.
+_MERGE_ATTEMPTS = 100
+_DELETE_CHUNK = 1000  # owners in one delete, far below the 16 MB a command may hold
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
 
@@ -74,6 +89,7 @@ class MongoStore:
 
     def __init__(self, client: AsyncMongoClient[dict[str, Any]], database: str) -> None:
         self._client = client
+        self.text_index = True
         db = client[database]
         self._frames = db["frames"]
         self._messages = db["messages"]
@@ -82,7 +98,9 @@ class MongoStore:
         self._blobs = db["blobs"]
 
     @classmethod
-    async def open(cls, url: str, *, timeout_ms: int = 5000) -> MongoStore:
+    async def open(cls, url: str, *, timeout_ms: int = 5000,
+                   text_index: bool = True) -> MongoStore:
+        """Open the store, creating its indexes; ``text_index=False`` forces the regex search."""
         try:  # the URL is parsed here, before any connection: refused, it is a StoreError too
             client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
                 url, serverSelectionTimeoutMS=timeout_ms, connectTimeoutMS=timeout_ms)
@@ -101,13 +119,36 @@ class MongoStore:
             await store._messages.create_index([("thread_id", ASCENDING), ("ord", ASCENDING)])
             await store._messages.create_index([("thread_id", ASCENDING), ("kind", ASCENDING)])
             await store._messages.create_index([("tool_call_id", ASCENDING)])
-            await store._messages.create_index([("text", TEXT)], default_language="none")
             await store._sessions.create_index([("backing_id", ASCENDING), ("offset", ASCENDING)])
-            await store._sessions.create_index([("text", TEXT)], default_language="none")
+            # A large record's pieces are found by their owner: without it every read of one
+            # scanned the whole collection of pieces, the store's largest by far.
+            await store._blobs.create_index([("owner", ASCENDING), ("n", ASCENDING)])
+            refused = await store._create_text_indexes() if text_index else None
         except PyMongoError as exc:
             await client.close()
             raise StoreError(f"cannot open MongoDB store: {exc}") from exc
+        if not text_index or refused:
+            store.text_index, store.search_mode = False, "regex"
+        if refused:
+            log.get("liminal.store").warning(
+                "search degraded: this MongoDB server has no text indexes; using regular "
+                "expressions", database=name, server_said=refused)
         return store
+
+    async def _create_text_indexes(self) -> str | None:
+        """Create the text indexes; what the server said if it refused them (None: created).
+
+        A refusal is a command the server answered with an error (``OperationFailure``) after
+        it accepted every ordinary index: the server lacks the feature. FerretDB 1.x answers
+        ``IndexNotFound``, other servers ``CommandNotSupported`` or ``NotImplemented``; which
+        code does not matter, the fallback is the same. A connection failure is not a refusal:
+        it fails the open like any other."""
+        try:
+            await self._messages.create_index([("text", TEXT)], default_language="none")
+            await self._sessions.create_index([("text", TEXT)], default_language="none")
+        except OperationFailure as exc:
+            return str(exc.details.get("errmsg") if exc.details else exc) or repr(exc)
+        return None
 
     # -- blobs --------------------------------------------------------------------------------
 
@@ -121,7 +162,10 @@ class MongoStore:
         return {"owner": owner, "chunks": len(ops), "size": len(data)}, ops
 
     async def _blob(self, ref: dict[str, Any]) -> bytes:
-        docs = await self._blobs.find({"owner": ref["owner"]}).sort("n", ASCENDING).to_list(None)
+        # Only the pieces this version has: a record rewritten smaller (a message replaced by
+        # id) leaves its earlier version's later pieces behind until the thread is deleted.
+        docs = await self._blobs.find({"owner": ref["owner"], "n": {"$lt": ref["chunks"]}}) \
+            .sort("n", ASCENDING).to_list(None)
         data = b"".join(bytes(d["data"]) for d in docs)
         if len(data) != ref["size"]:
             raise StoreError(f"blob {ref['owner']} is incomplete")
@@ -193,12 +237,32 @@ class MongoStore:
         if session_ops:
             await self._sessions.bulk_write(session_ops, ordered=False)
         for update in batch.threads:
-            old = await self.thread(update.id)
-            t = merge_thread(old, update)
-            await self._threads.replace_one({"_id": t.id}, {
-                "_id": t.id, "title": t.title, "cwd": t.cwd, "harness": t.harness,
-                "state": t.state, "backing_ids": list(t.backing_ids), "created": t.created,
-                "updated": t.updated, "named": t.named, "titled": t.titled}, upsert=True)
+            await self._merge_thread(update)
+
+    async def _merge_thread(self, update: ThreadUpdate) -> None:
+        """Merge in Python, written only if nobody wrote the thread since it was read.
+
+        Without transactions a plain read-merge-replace lost updates: two writers (an index
+        worker and ``liminal threads rename``, two sidecars on one store) read the same thread
+        and the second replace dropped what the first had added (a backing id, the user's
+        title). Each write bumps ``rev``; a replace that finds another ``rev`` merges again."""
+        for _ in range(_MERGE_ATTEMPTS):
+            d = await self._threads.find_one({"_id": update.id})
+            t = merge_thread(_thread(d) if d else None, update)
+            doc = {"_id": t.id, "title": t.title, "cwd": t.cwd, "harness": t.harness,
+                   "state": t.state, "backing_ids": list(t.backing_ids), "created": t.created,
+                   "updated": t.updated, "named": t.named, "titled": t.titled,
+                   "rev": (d.get("rev") or 0) + 1 if d else 1}
+            if d is None:
+                try:
+                    await self._threads.insert_one(doc)
+                    return
+                except DuplicateKeyError:
+                    continue  # created meanwhile: merge into that one
+            # A thread written before ``rev`` existed has none; null matches a missing field.
+            if (await self._threads.replace_one({"_id": t.id, "rev": d.get("rev")}, doc)).matched_count:
+                return
+        raise StoreError(f"thread {update.id}: changed by others at every attempt to merge")
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -213,10 +277,12 @@ class MongoStore:
                  [("time", ASCENDING), ("connection_id", ASCENDING), ("seq", ASCENDING)])
         try:
             docs = await self._frames.find(query).sort(order).limit(limit).to_list(None)
+            # A null field may be absent: in MongoDB's model the two are the same (a query for
+            # null finds both), and FerretDB's $setOnInsert drops null fields from the document.
             return [FrameRecord(
                 d["_id"], d["connection_id"], d["seq"], d["time"], d["direction"], d["kind"],
-                d["thread_id"], d["backing_id"], d["method"], d["rpc_id"], d["size"],
-                await self._raw(d)) for d in docs]
+                d.get("thread_id"), d.get("backing_id"), d.get("method"), d.get("rpc_id"),
+                d["size"], await self._raw(d)) for d in docs]
         except PyMongoError as exc:
             raise StoreError(str(exc)) from exc
 
@@ -245,15 +311,25 @@ class MongoStore:
     async def delete_thread(self, thread_id: str) -> int:
         found = await self._threads.find_one({"_id": thread_id})
         backings = [thread_id, *(found["backing_ids"] if found else [])]
+        records = (
+            (self._messages, {"thread_id": thread_id}, "message:"),
+            (self._frames, {"$or": [{"thread_id": thread_id}, {"backing_id": {"$in": backings}}]}, ""),
+            (self._sessions, {"$or": [{"thread_id": thread_id}, {"backing_id": {"$in": backings}}]},
+             "session:"),
+        )
+        # The pieces of large records first, found by the ids of every record of the thread
+        # (also those that shrank since and no longer name theirs): deleted after the records,
+        # a delete that failed between would leave them with nothing left to find them by. The
+        # thread goes last, so a delete that failed part way is listed and can be run again.
+        for collection, query, prefix in records:
+            owners = [prefix + d["_id"] async for d in collection.find(query, {"_id": 1})]
+            for start in range(0, len(owners), _DELETE_CHUNK):
+                await self._blobs.delete_many({"owner": {"$in": owners[start:start + _DELETE_CHUNK]}})
         gone = 0
-        for collection, query in (
-            (self._messages, {"thread_id": thread_id}),
-            (self._frames, {"$or": [{"thread_id": thread_id}, {"backing_id": {"$in": backings}}]}),
-            (self._sessions, {"$or": [{"thread_id": thread_id}, {"backing_id": {"$in": backings}}]}),
-            # And a record an older liminal kept under a session of its lineage.
-            (self._threads, {"_id": {"$in": backings}}),
-        ):
+        for collection, query, _ in records:
             gone += (await collection.delete_many(query)).deleted_count
+        # The thread, and a record an older liminal kept under a session of its lineage.
+        gone += (await self._threads.delete_many({"_id": {"$in": backings}})).deleted_count
         return gone
 
     @_store_errors
@@ -310,38 +386,57 @@ class MongoStore:
         terms = fts_terms(query)
         if not terms:
             return []
-        # Each term quoted: every one must appear, as with the SQLite backend.
-        text_query: dict[str, Any] = {"$text": {"$search": " ".join(
-            '"' + t.replace('"', "") + '"' for t in terms)}}
+        fields = {"text": 1, "thread_id": 1, "kind": 1, "time": 1, "type": 1, "turn_id": 1,
+                  "tool_call_id": 1, "tool_ids": 1}
+        match: dict[str, Any]
+        if self.text_index:
+            # Each term quoted: every one must appear, as with the SQLite backend.
+            match = {"$text": {"$search": " ".join('"' + t.replace('"', "") + '"' for t in terms)}}
+            projection: dict[str, Any] = {"score": {"$meta": "textScore"}, **fields}
+            order: list[tuple[str, Any]] | None = [("score", {"$meta": "textScore"})]
+            take = limit * 3  # more than asked from each source: ``ranked`` merges duplicates
+            shown = terms
+
+            def score(d: dict[str, Any]) -> float:
+                return float(d["score"])
+        else:
+            # Without text indexes: every term must appear (case-insensitive), scored by
+            # occurrences. Escaped, a term is the user's word, never a pattern; in either Unicode
+            # form, as the SQLite backend's ``LIKE``.
+            match = {"$and": [{"text": {"$regex": "|".join(re.escape(f) for f in _forms(t)),
+                                        "$options": "i"}} for t in terms]}
+            projection, order, take = fields, None, limit * 5
+            shown = [f for t in terms for f in _forms(t)]  # for the score and the snippet
+
+            def score(d: dict[str, Any]) -> float:
+                lower = d["text"].lower()
+                return float(sum(lower.count(t.lower()) for t in shown))
         if thread_id:
-            text_query["thread_id"] = thread_id
-        projection = {"score": {"$meta": "textScore"}, "text": 1, "thread_id": 1, "kind": 1,
-                      "time": 1, "type": 1, "turn_id": 1, "tool_call_id": 1, "tool_ids": 1}
-        order = [("score", {"$meta": "textScore"})]
+            match["thread_id"] = thread_id
         hits: list[SearchHit] = []
         try:
-            # More than asked from each source: duplicates across them are merged (``ranked``).
-            query_messages = {**text_query, "replayed": False}
+            query_messages = {**match, "replayed": False}
             if kinds is not None:
                 query_messages["kind"] = {"$in": sorted(kinds)}
-            docs = await self._messages.find(query_messages, projection).sort(order) \
-                .limit(limit * 3).to_list(None)
+            found = self._messages.find(query_messages, projection)
+            docs = await (found.sort(order) if order else found).limit(take).to_list(None)
             directions = await self._directions([d["_id"] for d in docs])
             for d in docs:
                 hits.append(SearchHit(
                     "message", d["_id"], d["thread_id"], d["kind"], d["time"],
-                    snippet(d["text"], terms), float(d["score"]), message_id=d["_id"],
+                    snippet(d["text"], shown), score(d), message_id=d["_id"],
                     turn_id=d.get("turn_id"), head=head(d["text"]), direction=directions.get(d["_id"]),
                     tool_ids=(d["tool_call_id"],) if d.get("tool_call_id") else (),
                     digest=digest(d["text"])))
             # liminal's own lines copy lines found already (under the session they came from).
-            query_records = {**text_query, "own": {"$ne": True}}
+            query_records = {**match, "own": {"$ne": True}}
             if record_types is not None:
                 query_records["type"] = {"$in": sorted(record_types)}
-            async for d in self._sessions.find(query_records, projection).sort(order).limit(limit * 3):
+            found = self._sessions.find(query_records, projection)
+            async for d in (found.sort(order) if order else found).limit(take):
                 hits.append(SearchHit(
                     "session", d["_id"], d["thread_id"], d.get("type") or "", seconds(d.get("time")),
-                    snippet(d["text"], terms), float(d["score"]),
+                    snippet(d["text"], shown), score(d),
                     tool_ids=tuple(d.get("tool_ids") or ()), digest=digest(d["text"])))
             hits = await self._place_tools(hits)
         except PyMongoError as exc:
@@ -377,3 +472,9 @@ def _thread(d: dict[str, Any]) -> Thread:
     before they existed, which read as false)."""
     return Thread(d["_id"], d["title"], d["cwd"], d["harness"], d["state"], tuple(d["backing_ids"]),
                   d["created"], d["updated"], bool(d.get("named")), bool(d.get("titled")))
+
+
+def _forms(term: str) -> list[str]:
+    """The term composed (NFC) and taken apart (NFD), when they differ: a word a tool printed
+    decomposed (macOS file names) is found by the same word typed."""
+    return sorted({unicodedata.normalize("NFC", term), unicodedata.normalize("NFD", term)})

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,8 @@ from fixtures.harness import AcpClient, Adapter, Reply, Rig, Scenario, Shell, Te
 from fixtures.harness.anthropic import tokens
 from liminal.gradient.summarize import PREAMBLE_INTRO
 from liminal.kernel.journal import SwapJournal, SwapRecord
-from liminal.store.sqlite import SqliteStore
 from tests.acceptance.conftest import adapter_fixture
+from tests.support.mongo import liminal_on_mongodb, needs_mongo_socket, recorded
 
 CODEX = sorted(n for n, a in adapters().items() if a.model_api == "openai")
 adapter = adapter_fixture(CODEX)
@@ -43,9 +44,10 @@ def scenario() -> Scenario:
 
 def configure(rig: Rig, high: int, target: int) -> None:
     rig.home.liminal_home.mkdir(parents=True, exist_ok=True)
-    (rig.home.liminal_home / "config.toml").write_text(
-        f"[swap]\nhigh_tokens = {high}\ntarget_tokens = {target}\nhold_timeout_seconds = 60\n"
-        "[gradient]\nrecent_tokens = 600\nmiddle_tokens = 600\nsummary_tokens = 600\n")
+    with (rig.home.liminal_home / "config.toml").open("a") as config:  # after a [store] if set
+        config.write(
+            f"[swap]\nhigh_tokens = {high}\ntarget_tokens = {target}\nhold_timeout_seconds = 60\n"
+            "[gradient]\nrecent_tokens = 600\nmiddle_tokens = 600\nsummary_tokens = 600\n")
 
 
 def liminal_client(rig: Rig) -> AcpClient:
@@ -78,6 +80,21 @@ def last_input(rig: Rig) -> list[dict[str, Any]]:
 
 
 def test_the_codex_conversation_goes_on_across_swaps(adapter: Adapter, rig: Rig) -> None:
+    codex_swaps(rig)
+
+
+@needs_mongo_socket
+def test_the_codex_conversation_goes_on_across_swaps_with_the_store_on_mongodb(
+        make_rig: Callable[..., Rig]) -> None:
+    """The same with MongoDB as the store: the reloaded thread's history replays from it, every
+    rollout of the thread is indexed into it."""
+    rig = make_rig("codex-agent")
+    with liminal_on_mongodb(rig.home.liminal_home):
+        codex_swaps(rig)
+        assert not (rig.home.liminal_home / "liminal.db").exists()
+
+
+def codex_swaps(rig: Rig) -> None:
     rig.server.script = scenario()
     base = rig.overhead()
     # The leeway (high - target) must exceed the biggest turn (BIG: ~5k tokens).
@@ -135,8 +152,7 @@ def test_the_codex_conversation_goes_on_across_swaps(adapter: Adapter, rig: Rig)
     # The store has the thread from the frames, and every rollout of it from the tailing (a
     # rewrite's own bytes marked as liminal's), the full outputs recall reads included.
     async def indexed() -> None:
-        store = await SqliteStore.open(rig.home.liminal_home / "liminal.db", create=False)
-        try:
+        async with recorded(rig.home.liminal_home) as store:
             said = [m.text for m in await store.messages(thread) if m.kind == "user" and not m.replayed]
             assert said == PROMPTS
             original = await store.session_records(thread)
@@ -150,8 +166,6 @@ def test_the_codex_conversation_goes_on_across_swaps(adapter: Adapter, rig: Rig)
                 # the CLI's after them.
                 assert own and records and records[0].offset == 0, swap
                 assert [r.own for r in records] == [r.offset < own for r in records], swap
-        finally:
-            await store.aclose()
 
     anyio.run(indexed)
 

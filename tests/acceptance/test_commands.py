@@ -9,14 +9,15 @@ import re
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 
 import anyio
 import pytest
 
 from fixtures.harness import AcpClient, Adapter, Rig, Scenario, Shell
-from liminal.store.sqlite import SqliteStore
 from tests.acceptance.conftest import ADAPTER_NAMES, adapter_fixture
 from tests.acceptance.conftest import CLAUDE_NAMES as CLAUDE
+from tests.support.mongo import liminal_on_mongodb, needs_mongo_socket, recorded
 
 adapter = adapter_fixture(CLAUDE)
 
@@ -38,16 +39,27 @@ def last_request_text(rig: Rig) -> str:
 
 def history(rig: Rig, thread: str) -> list[str]:
     async def read() -> list[str]:
-        store = await SqliteStore.open(rig.home.liminal_home / "liminal.db", create=False)
-        try:
+        async with recorded(rig.home.liminal_home) as store:
             return [m.text for m in await store.messages(thread) if m.kind == "user"]
-        finally:
-            await store.aclose()
 
     return anyio.run(read)
 
 
 def test_mark_clear_fork_undo_move_the_models_context(adapter: Adapter, rig: Rig) -> None:
+    mark_clear_fork_undo(rig)
+
+
+@needs_mongo_socket
+def test_mark_clear_fork_undo_with_the_store_on_mongodb(make_rig: Callable[..., Rig]) -> None:
+    """The marks /clear and /fork look up, the turns /undo takes out, the history: all from a
+    MongoDB store."""
+    rig = make_rig("claude-agent")
+    with liminal_on_mongodb(rig.home.liminal_home):
+        mark_clear_fork_undo(rig)
+        assert not (rig.home.liminal_home / "liminal.db").exists()
+
+
+def mark_clear_fork_undo(rig: Rig) -> None:
     rig.server.script = scenario()
     with rig.client(via_liminal=True) as client:
         client.initialize()

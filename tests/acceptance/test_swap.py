@@ -12,6 +12,7 @@ validator refuses, a resume the adapter refuses, the adapter dying mid-swap.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +23,9 @@ from fixtures.harness import AcpClient, Adapter, Reply, Rig, Scenario, Shell, Te
 from fixtures.harness.anthropic import tokens
 from liminal.gradient.summarize import PREAMBLE_INTRO
 from liminal.kernel.journal import SwapJournal, SwapRecord
-from liminal.store.sqlite import SqliteStore
 from tests.acceptance.conftest import CLAUDE_NAMES as CLAUDE
 from tests.acceptance.conftest import adapter_fixture
+from tests.support.mongo import liminal_on_mongodb, needs_mongo_socket, recorded
 
 KINDS = ["plain question", "BASH list", "PAR count", "BIG read", "plain follow-up"]
 PROMPTS = [f"turn {n}: {KINDS[n % len(KINDS)]} please" for n in range(22)]
@@ -49,10 +50,11 @@ def configure(rig: Rig, base: int) -> tuple[int, int]:
     # turn would trigger a swap; the same holds at the real 120k/100k defaults.
     high, target = base + 9_000, base + 4_000
     rig.home.liminal_home.mkdir(parents=True, exist_ok=True)
-    (rig.home.liminal_home / "config.toml").write_text(
-        f"[swap]\nhigh_tokens = {high}\ntarget_tokens = {target}\nhold_timeout_seconds = 60\n"
-        "[gradient]\nrecent_tokens = 600\nmiddle_tokens = 600\nsummary_tokens = 600\n"
-    )
+    with (rig.home.liminal_home / "config.toml").open("a") as config:  # after a [store] if set
+        config.write(
+            f"[swap]\nhigh_tokens = {high}\ntarget_tokens = {target}\nhold_timeout_seconds = 60\n"
+            "[gradient]\nrecent_tokens = 600\nmiddle_tokens = 600\nsummary_tokens = 600\n"
+        )
     return high, target
 
 
@@ -92,6 +94,21 @@ def run_conversation(rig: Rig, client: AcpClient, thread: str, prompts: list[str
 
 
 def test_the_conversation_goes_on_across_several_swaps(adapter: Adapter, rig: Rig) -> None:
+    several_swaps(rig)
+
+
+@needs_mongo_socket
+def test_the_conversation_goes_on_across_several_swaps_with_the_store_on_mongodb(
+        make_rig: Callable[..., Rig]) -> None:
+    """The same with MongoDB as the store: the reloaded thread's history replays from it, each
+    swap is recorded in it, each new session file indexed into it from where the rewrite ended."""
+    rig = make_rig("claude-agent")
+    with liminal_on_mongodb(rig.home.liminal_home):
+        several_swaps(rig)
+        assert not (rig.home.liminal_home / "liminal.db").exists()
+
+
+def several_swaps(rig: Rig) -> None:
     rig.server.script = scenario()
     high, _ = configure(rig, rig.overhead())
     first_request = len(rig.server.messages_requests())
@@ -158,8 +175,7 @@ def test_the_conversation_goes_on_across_several_swaps(adapter: Adapter, rig: Ri
     # The store indexed each new session file whole: the records liminal wrote (copies of ones
     # indexed from the older file) marked as liminal's, the CLI's after them.
     async def own_writes_marked() -> None:
-        store = await SqliteStore.open(rig.home.liminal_home / "liminal.db", create=False)
-        try:
+        async with recorded(rig.home.liminal_home) as store:
             notes = SwapJournal(rig.home.liminal_home / "swaps.jsonl")
             for swap in committed:
                 assert swap.new_backing_id is not None
@@ -174,8 +190,6 @@ def test_the_conversation_goes_on_across_several_swaps(adapter: Adapter, rig: Ri
             noted = [m for m in await store.messages(thread) if m.kind == "swap"]
             assert [(m.data["new_backing_id"], m.status) for m in noted] == [
                 (s.new_backing_id, s.outcome) for s in swaps]
-        finally:
-            await store.aclose()
 
     anyio.run(own_writes_marked)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -10,8 +11,10 @@ import orjson
 import pytest
 
 from liminal import cli
+from liminal.store.base import Store
 from liminal.store.sqlite import SqliteStore
 from tests.support.commands import offered_liminal_server, without_liminal_server
+from tests.support.mongo import KINDS, fresh_database
 from tests.support.proxy_process import ProxyProcess, child_env, liminal_argv, scripted_agent_argv
 
 pytestmark = pytest.mark.anyio
@@ -21,11 +24,31 @@ def lines(data: bytes) -> list[bytes]:
     return [line for line in data.split(b"\n") if line]
 
 
+@pytest.fixture(params=KINDS)
+async def store_url(request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    """Empty for SQLite in liminal's home; else a MongoDB database of its own."""
+    if request.param == "sqlite":
+        yield ""
+        return
+    async with fresh_database() as url:
+        yield url
+
+
+async def open_recorded(home: Path, url: str) -> Store:
+    if url:
+        from liminal.store.mongo import MongoStore
+
+        return await MongoStore.open(url)
+    return await SqliteStore.open(home / "liminal.db", create=False)
+
+
 async def test_a_conversation_through_liminal_acp_is_recorded(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+        capsys: pytest.CaptureFixture[str], store_url: str) -> None:
     env = child_env(tmp_path)
     env.pop("LIMINAL_STORE_URL", None)
+    if store_url:
+        env["LIMINAL_STORE_URL"] = store_url
     home = Path(env["LIMINAL_HOME"])
     process = await anyio.open_process(
         liminal_argv(scripted_agent_argv()), env=env, start_new_session=True,
@@ -57,7 +80,7 @@ async def test_a_conversation_through_liminal_acp_is_recorded(
     finally:
         proxy.kill()
 
-    store = await SqliteStore.open(home / "liminal.db", create=False)
+    store = await open_recorded(home, store_url)
     frames = await store.frames(limit=100_000)
     await store.aclose()
     # Every frame, both directions, byte-exact and in order.
@@ -73,6 +96,8 @@ async def test_a_conversation_through_liminal_acp_is_recorded(
 
     monkeypatch.setenv("LIMINAL_HOME", str(home))
     monkeypatch.delenv("LIMINAL_STORE_URL", raising=False)
+    if store_url:
+        monkeypatch.setenv("LIMINAL_STORE_URL", store_url)
     assert await anyio.to_thread.run_sync(cli.main, ["threads", "--json"]) == 0
     [thread] = orjson.loads(capsys.readouterr().out)
     assert (thread["id"], thread["turns"], thread["context_used"]) == (session, 2, 4321)

@@ -1,4 +1,5 @@
-"""``python -m liminal.mcp`` as the CLI runs it: a process on stdio over a real SQLite store.
+"""``python -m liminal.mcp`` as the CLI runs it: a process on stdio over a real store (SQLite;
+MongoDB too when ``LIMINAL_TEST_MONGO_URL`` is set).
 
 Recall answers byte-exact from the store (the CLI's file deleted) and from the file (nothing
 indexed); search finds what a thread said; a memo saved under one thread is found from another
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +23,10 @@ import orjson
 import pytest
 
 from liminal.mcp import link
+from liminal.store.base import Store
 from liminal.store.records import Batch, MessageRecord, SessionRecord
 from liminal.store.sqlite import SqliteStore
+from tests.support.mongo import KINDS, fresh_database_sync
 
 THREAD = str(uuid.uuid4())
 SESSION = str(uuid.uuid4())
@@ -58,16 +62,33 @@ class Server:
         return self.proc.wait(30)
 
 
-@pytest.fixture
-def home(tmp_path: Path) -> Iterator[Path]:
+@pytest.fixture(params=KINDS)
+def home(request: pytest.FixtureRequest, tmp_path: Path,
+         monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A home whose store (SQLite in it, or a MongoDB database of its own) holds a thread."""
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
+    monkeypatch.delenv("LIMINAL_STORE_URL", raising=False)
+    with ExitStack() as stack:
+        if request.param == "mongodb":  # the server processes read it from their environment
+            monkeypatch.setenv("LIMINAL_STORE_URL", stack.enter_context(fresh_database_sync()))
+        yield from _seeded(home)
+
+
+def _seeded(home: Path) -> Iterator[Path]:
     line = orjson.dumps({"type": "user", "uuid": RECORD, "parentUuid": None, "sessionId": SESSION,
                          "message": {"role": "user", "content": [
                              {"type": "tool_result", "tool_use_id": "toolu_1", "content": ORIGINAL}]}})
 
     async def seed() -> None:
-        store = await SqliteStore.open(home / "liminal.db")
+        url = os.environ.get("LIMINAL_STORE_URL", "")
+        store: Store
+        if url:
+            from liminal.store.mongo import MongoStore
+
+            store = await MongoStore.open(url)
+        else:
+            store = await SqliteStore.open(home / "liminal.db")
         try:
             await store.write(Batch(
                 session_records=[SessionRecord(SessionRecord.make_id(SESSION, 0), SESSION, THREAD, 0, RECORD,

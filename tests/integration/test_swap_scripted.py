@@ -26,6 +26,7 @@ from liminal.kernel.swap import SwapManager
 from liminal.store.base import Store, StoreError
 from liminal.store.sqlite import SqliteStore
 from tests.support.inproc import PipeClient, proxy_in_process
+from tests.support.mongo import KINDS, fresh_database
 from tests.support.proxy_process import scripted_agent_argv
 
 pytestmark = pytest.mark.anyio
@@ -239,8 +240,21 @@ def shared(store: Store) -> Any:
     return lend
 
 
-async def test_after_a_restart_the_thread_resumes_on_its_last_committed_session(tmp_path: Path) -> None:
-    store = await SqliteStore.open(tmp_path / "liminal.db")
+@pytest.fixture(params=KINDS)
+async def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    """A store of each kind: SQLite, and a MongoDB database of its own when one is set."""
+    if request.param == "sqlite":
+        yield await SqliteStore.open(tmp_path / "liminal.db")
+        return
+    from liminal.store.mongo import MongoStore
+
+    async with fresh_database() as url:
+        yield await MongoStore.open(url)
+
+
+async def test_after_a_restart_the_thread_resumes_on_its_last_committed_session(
+        tmp_path: Path, any_store: Store) -> None:
+    store = any_store
     journal = SwapJournal(tmp_path / "swaps.jsonl")
     manager = SwapManager(settings(), journal, FakeHarness(tmp_path))
     indexer = Indexer(store, tmp_path / "spool")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,15 +13,18 @@ import pytest
 from liminal.acp.events import Direction, FrameEvent, Kind
 from liminal.store.base import Store
 from liminal.store.sqlite import SqliteStore
+from tests.support.mongo import fresh_database, needs_mongo
 
-MONGO_URL = os.environ.get("LIMINAL_TEST_MONGO_URL", "")
 REDIS_URL = os.environ.get("LIMINAL_TEST_REDIS_URL", "")
 
+# Each backend in each of its search modes: SQLite with FTS5 and with its LIKE fallback;
+# MongoDB as the server offers (a text index, or regular expressions where the server has no
+# text indexes, as FerretDB) and with the regular expressions forced.
 BACKENDS = [
     "sqlite",
     "sqlite-like",
-    pytest.param("mongodb", marks=pytest.mark.skipif(
-        not MONGO_URL, reason="LIMINAL_TEST_MONGO_URL is not set")),
+    pytest.param("mongodb", marks=needs_mongo),
+    pytest.param("mongodb-regex", marks=needs_mongo),
 ]
 
 
@@ -31,31 +33,18 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def mongo_test_url(base: str, database: str) -> str:
-    """``base`` with its database replaced (query string kept)."""
-    head, _, query = base.partition("?")
-    scheme, _, rest = head.partition("://")
-    hosts = rest.split("/", 1)[0]
-    return f"{scheme}://{hosts}/{database}" + (f"?{query}" if query else "")
-
-
 @pytest.fixture(params=BACKENDS)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     backend = request.param
-    if backend == "mongodb":
-        from pymongo import AsyncMongoClient
-
+    if backend.startswith("mongodb"):
         from liminal.store.mongo import MongoStore
 
-        name = f"liminal_test_{uuid.uuid4().hex[:12]}"
-        mongo = await MongoStore.open(mongo_test_url(MONGO_URL, name))
-        try:
-            yield mongo
-        finally:
-            await mongo.aclose()
-            client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(MONGO_URL)
-            await client.drop_database(name)
-            await client.close()
+        async with fresh_database() as url:
+            mongo = await MongoStore.open(url, text_index=backend == "mongodb")
+            try:
+                yield mongo
+            finally:
+                await mongo.aclose()
         return
     sqlite = await SqliteStore.open(tmp_path / "liminal.db", fts=backend == "sqlite")
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -11,19 +12,28 @@ import pytest
 
 from liminal import cli
 from liminal.ingest.indexer import Indexer
-from liminal.store.base import StoreError
+from liminal.store.base import Store, StoreError
 from liminal.store.sqlite import SqliteStore
 from tests.store.conftest import conversation, event
+from tests.support.mongo import KINDS, fresh_database_sync
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+@pytest.fixture(params=KINDS)
+def home(request: pytest.FixtureRequest, tmp_path: Path,
+         monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A home whose store (SQLite in it, or a MongoDB database of its own) the indexer filled."""
     monkeypatch.setenv("LIMINAL_HOME", str(tmp_path))
     for var in ("LIMINAL_STORE_URL", "LIMINAL_CACHE_URL"):
         monkeypatch.delenv(var, raising=False)
 
-    async def fill() -> None:
-        store = await SqliteStore.open(tmp_path / "liminal.db")
+    async def fill(url: str) -> None:
+        store: Store
+        if url:
+            from liminal.store.mongo import MongoStore
+
+            store = await MongoStore.open(url)
+        else:
+            store = await SqliteStore.open(tmp_path / "liminal.db")
         indexer = Indexer(store, tmp_path / "spool")
         for e in conversation():
             indexer.offer(e)
@@ -33,8 +43,14 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         await indexer.aclose()
         await store.aclose()
 
-    anyio.run(fill)
-    return tmp_path
+    if request.param == "sqlite":
+        anyio.run(fill, "")
+        yield tmp_path
+        return
+    with fresh_database_sync() as url:
+        monkeypatch.setenv("LIMINAL_STORE_URL", url)
+        anyio.run(fill, url)
+        yield tmp_path
 
 
 def test_threads(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -277,3 +293,17 @@ def test_threads_lists_a_moved_thread_once_with_its_first_title(
     assert hits and {h["thread_id"] for h in hits} == {"sess-1"}
     assert cli.main(["history", "e-e", "--json"]) == 0  # an empty thread is still a thread
     assert orjson.loads(capsys.readouterr().out)["thread"]["id"] == "e-empty"
+
+
+def test_doctor_says_how_the_store_searches(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A server without text indexes (FerretDB) is searched by scanning: slower, and said."""
+    assert cli.main(["doctor"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    [at] = [i for i, x in enumerate(lines) if " store " in x]
+    # The row as one line: a long one wraps onto indented lines when piped (100 columns).
+    rest = [x.strip() for x in lines[at + 1:]]
+    line = " ".join([lines[at].rstrip(), *rest[:next(
+        (i for i, x in enumerate(lines[at + 1:]) if not x.startswith(" ")), len(rest))]])
+    assert "opens (has threads); search: " in line
+    assert line.endswith(("full-text index (FTS5)", "text index",
+                          "scanning with regular expressions (the server has no text indexes)")), line

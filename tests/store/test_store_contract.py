@@ -63,6 +63,40 @@ async def test_large_frames_and_messages_round_trip(store: Store) -> None:
     assert m.text == text and m.data == {"big": text[:1000]}
 
 
+async def test_a_large_message_rewritten_smaller_reads_back_as_rewritten(store: Store) -> None:
+    """A message is replaced by id as it changes, and one too large to keep inline may shrink
+    (a tool call's streamed output replaced by its final one). Read back, it is the latest
+    version, whole, however many pieces the earlier one took."""
+    first = "a" * (9 * 1024 * 1024)  # more than two of MongoDB's 4 MB chunks
+    second = "b" * (5 * 1024 * 1024)  # two
+    await store.write(Batch(messages=[message("m1", first)]))
+    await store.write(Batch(messages=[message("m1", second)]))
+    [m] = await store.messages("t1")
+    assert len(m.text) == len(second) and m.text == second
+    await store.write(Batch(messages=[message("m1", "small now")]))
+    assert [m.text for m in await store.messages("t1")] == ["small now"]
+
+
+async def test_thread_updates_written_at_once_all_merge(store: Store) -> None:
+    """Writers that update one thread at the same moment (an index worker recording a swap
+    while ``liminal threads rename`` runs, two sidecars on one store) each keep what they said:
+    a merge that read the thread before another writer's update must not write over it."""
+    import anyio
+
+    from tests.support.mongo import atomic_updates
+
+    if not await atomic_updates(store):
+        pytest.skip("this server applies no update atomically (FerretDB 1.x): docs/operations.md")
+    async with anyio.create_task_group() as tg:
+        for n in range(8):
+            tg.start_soon(store.write, Batch(threads=[ThreadUpdate("t1", 100.0 + n, backing_ids=(f"b{n}",))]))
+        tg.start_soon(store.write, Batch(threads=[ThreadUpdate("t1", 50.0, title="Mine", named=True)]))
+    t = await store.thread("t1")
+    assert t is not None
+    assert sorted(t.backing_ids) == [f"b{n}" for n in range(8)]
+    assert (t.title, t.named, t.created, t.updated) == ("Mine", True, 50.0, 107.0)
+
+
 async def test_messages_replace_by_id_and_keep_order(store: Store) -> None:
     await store.write(Batch(messages=[message("m2", "second", time=2), message("m1", "fir", time=1)]))
     await store.write(Batch(messages=[message("m1", "first", time=1)]))
