@@ -33,6 +33,14 @@ class StoreError(Exception):
     """The store could not do what was asked (down, misconfigured, corrupt)."""
 
 
+class StoreRefused(StoreError):
+    """The store refused what a write held, not the write: a value it cannot encode (a lone
+    surrogate, an integer past 64 bits), a record past its size limit. Writing the same again
+    fails the same way, so the writer must change it or set it aside
+    (``liminal.ingest.poison``); any other ``StoreError`` is the store failing (down, locked,
+    full, slow), which a writer waits out and tries again."""
+
+
 class Store(Protocol):
     # "sqlite" or "mongodb"; and how search works here ("fts5", "like", "text-index").
     backend: str
@@ -40,7 +48,9 @@ class Store(Protocol):
 
     async def write(self, batch: Batch) -> None:
         """Commit the batch as a unit. Idempotent: frames already stored are left untouched,
-        messages and session records are replaced by id, thread updates merged."""
+        messages and session records are replaced by id, thread updates merged. Raw bytes of
+        any length are stored (in parts where one value could not hold them); a record the
+        backend cannot hold otherwise raises ``StoreRefused``."""
 
     async def frames(
         self,
@@ -49,8 +59,11 @@ class Store(Protocol):
         thread_id: str | None = None,
         after_seq: int = -1,
         limit: int = 10_000,
+        max_bytes: int | None = None,
     ) -> list[FrameRecord]:
-        """Frames in order (connection, seq); filtered by connection or thread."""
+        """Frames in order (connection, seq); filtered by connection or thread; with
+        ``max_bytes``, only as many of the first ``limit`` as fit in it (at least one): a reader
+        paging through a connection's frames holds a bounded part of them."""
 
     async def frame_count(self) -> int: ...
 
@@ -105,7 +118,8 @@ class UnavailableStore:
         raise StoreError(self.reason)
 
     async def frames(self, *, connection_id: str | None = None, thread_id: str | None = None,
-                     after_seq: int = -1, limit: int = 10_000) -> list[FrameRecord]:
+                     after_seq: int = -1, limit: int = 10_000,
+                     max_bytes: int | None = None) -> list[FrameRecord]:
         raise StoreError(self.reason)
 
     async def frame_count(self) -> int:
@@ -179,6 +193,16 @@ async def open_store(settings: Settings, *, create: bool = True) -> AsyncIterato
         yield store
     finally:
         await store.aclose()
+
+
+def within(max_bytes: int, sizes: Sequence[int]) -> int:
+    """How many of the first ``sizes`` add up to at most ``max_bytes`` (at least one)."""
+    total = 0
+    for n, size in enumerate(sizes):
+        total += size or 0
+        if total > max_bytes:
+            return max(1, n)
+    return len(sizes)
 
 
 def fts_terms(query: str) -> list[str]:

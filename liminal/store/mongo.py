@@ -12,7 +12,11 @@ text and data together pass ``INLINE_BYTES`` are stored in the ``blobs`` collect
 the first ``SEARCH_CHARS`` of its text inline so the text index still finds it.
 
 Message ``data`` is kept as JSON text (``data_json``): ACP payloads may hold integers BSON cannot
-represent, and the store must never refuse a frame for that.
+represent, and the store must never refuse a frame for that. A large record's pieces are written
+a few at a time (``BLOB_WRITE_BYTES``), so a 1.5 GB frame is not copied whole into BSON. A record
+the server or the driver refuses as such (a document past 16 MB: a thread whose cwd is that
+long; a value BSON cannot encode) is ``StoreRefused``; the writer cuts it or sets it aside
+(``liminal.ingest.poison``). Any other error is the server failing, and is tried again.
 
 Search uses a text index where the server has one. Servers that speak MongoDB's protocol without
 text indexes (FerretDB 1.x, which CI runs; some managed Mongo-compatible services) refuse to
@@ -25,6 +29,7 @@ reads each message and session line, so it is slower on a large store.
 from __future__ import annotations
 
 import functools
+import io
 import re
 import unicodedata
 from collections.abc import Callable, Collection, Coroutine
@@ -32,12 +37,21 @@ from typing import Any, ParamSpec, TypeVar
 
 import orjson
 from bson.binary import Binary
+from bson.errors import BSONError
 from pymongo import ASCENDING, DESCENDING, TEXT, AsyncMongoClient, ReplaceOne, UpdateOne
-from pymongo.errors import DuplicateKeyError, OperationFailure, PyMongoError
+from pymongo.asynchronous.cursor import AsyncCursor
+from pymongo.errors import (
+    BulkWriteError,
+    DuplicateKeyError,
+    OperationFailure,
+    ProtocolError,
+    PyMongoError,
+)
 
 from liminal import log
 from liminal.store.base import (
     StoreError,
+    StoreRefused,
     ToolCallPlace,
     digest,
     fts_terms,
@@ -46,6 +60,7 @@ from liminal.store.base import (
     ranked,
     seconds,
     snippet,
+    within,
 )
 from liminal.store.records import (
     Batch,
@@ -62,13 +77,40 @@ from liminal.store.records import (
 
 INLINE_BYTES = 1024 * 1024
 CHUNK_BYTES = 4 * 1024 * 1024
+BLOB_WRITE_BYTES = 32 * 1024 * 1024  # pieces written (and held as BSON) at a time
+# Documents in one reply of a read, so that a reply stays under the 48 MB a message may hold:
+# MongoDB cuts a reply at 16 MB itself, FerretDB 1.x does not (60 frames of 1 MiB came back as
+# one reply of 63 MB, which the driver refused, and a replay deriving a connection again failed
+# at every retry). A frame or a session line keeps at most 1 MiB inline (1.1 MiB with its
+# fields), a message 1 Mi characters (up to 4 MiB as UTF-8), a piece of a blob 4 MiB.
+_BATCH_FRAMES, _BATCH_LINES, _BATCH_MESSAGES, _BATCH_PIECES = 32, 16, 8, 8
 SEARCH_CHARS = 256 * 1024
 # Merges of one thread that lose to another writer before one is written: with a handful of
 # writers per thread this is never reached; it bounds a loop, nothing more.
 _MERGE_ATTEMPTS = 100
 _DELETE_CHUNK = 1000  # owners in one delete, far below the 16 MB a command may hold
+# Server error codes of a write that failed rather than was refused: the driver's retryable
+# ones (a primary stepping down, shutdown, network), a duplicate key from two writers racing on
+# an upsert, write conflicts and lock timeouts, time limits, authentication, a full disk. Any
+# other code refuses the documents (BSONObjectTooLarge 10334, a bad value, a bad field name).
+_FAILING_CODES = frozenset({6, 7, 89, 91, 134, 189, 262, 9001, 10058, 10107, 11600, 11602,
+                            13435, 13436, 11000, 112, 24, 50, 13, 18, 14031})
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
+
+
+def refused(exc: BaseException) -> bool:
+    """Whether the driver or the server refused what was written (see ``_FAILING_CODES``)."""
+    if isinstance(exc, (BSONError, UnicodeError, OverflowError, ValueError, TypeError)):
+        return True  # the driver could not encode it, or it is past the server's size
+    if isinstance(exc, BulkWriteError):
+        details = exc.details or {}
+        errors = details.get("writeErrors") or []
+        return bool(errors) and not details.get("writeConcernErrors") and all(
+            e.get("code") not in _FAILING_CODES for e in errors)
+    if isinstance(exc, OperationFailure):
+        return exc.code is not None and exc.code not in _FAILING_CODES
+    return False
 
 
 def _store_errors(method: Callable[_P, Coroutine[Any, Any, _T]]) -> Callable[_P, Coroutine[Any, Any, _T]]:
@@ -152,21 +194,40 @@ class MongoStore:
 
     # -- blobs --------------------------------------------------------------------------------
 
-    def _blob_ops(self, owner: str, data: bytes) -> tuple[dict[str, Any], list[ReplaceOne[dict[str, Any]]]]:
-        ops = []
-        for n, start in enumerate(range(0, len(data), CHUNK_BYTES)):
-            key = f"{owner}#{n}"
-            ops.append(ReplaceOne({"_id": key}, {"_id": key, "owner": owner, "n": n,
-                                                 "data": Binary(data[start:start + CHUNK_BYTES])},
-                                  upsert=True))
-        return {"owner": owner, "chunks": len(ops), "size": len(data)}, ops
+    @staticmethod
+    def _blob_ref(owner: str, data: bytes) -> dict[str, Any]:
+        return {"owner": owner, "chunks": (len(data) + CHUNK_BYTES - 1) // CHUNK_BYTES,
+                "size": len(data)}
+
+    async def _write_blobs(self, blobs: list[tuple[str, bytes]]) -> None:
+        """Every piece of every large record, ``BLOB_WRITE_BYTES`` at a time: each piece is
+        copied once (from a view of the record's bytes) just before it is sent."""
+        ops: list[ReplaceOne[dict[str, Any]]] = []
+        held = 0
+        for owner, data in blobs:
+            view = memoryview(data)
+            for n, start in enumerate(range(0, len(data), CHUNK_BYTES)):
+                key = f"{owner}#{n}"
+                piece = Binary(view[start:start + CHUNK_BYTES])
+                ops.append(ReplaceOne({"_id": key}, {"_id": key, "owner": owner, "n": n,
+                                                     "data": piece}, upsert=True))
+                held += len(piece)
+                if held >= BLOB_WRITE_BYTES:
+                    await self._blobs.bulk_write(ops, ordered=False)
+                    ops, held = [], 0
+        if ops:
+            await self._blobs.bulk_write(ops, ordered=False)
 
     async def _blob(self, ref: dict[str, Any]) -> bytes:
         # Only the pieces this version has: a record rewritten smaller (a message replaced by
         # id) leaves its earlier version's later pieces behind until the thread is deleted.
-        docs = await self._blobs.find({"owner": ref["owner"], "n": {"$lt": ref["chunks"]}}) \
-            .sort("n", ASCENDING).to_list(None)
-        data = b"".join(bytes(d["data"]) for d in docs)
+        # Joined as they arrive, into one buffer that becomes the result: a large frame is held
+        # once, not in pieces and again whole.
+        whole = io.BytesIO()
+        async for d in self._blobs.find({"owner": ref["owner"], "n": {"$lt": ref["chunks"]}}) \
+                .sort("n", ASCENDING).batch_size(_BATCH_PIECES):
+            whole.write(d["data"])
+        data = whole.getvalue()
         if len(data) != ref["size"]:
             raise StoreError(f"blob {ref['owner']} is incomplete")
         return data
@@ -183,11 +244,17 @@ class MongoStore:
             return
         try:
             await self._write(batch)
-        except PyMongoError as exc:
-            raise StoreError(str(exc)) from exc
+        except StoreError:
+            raise
+        except Exception as exc:
+            if refused(exc):
+                raise StoreRefused(f"{type(exc).__name__}: {str(exc)[:500]}") from exc
+            if isinstance(exc, PyMongoError):
+                raise StoreError(str(exc)) from exc
+            raise
 
     async def _write(self, batch: Batch) -> None:
-        blobs: list[ReplaceOne[dict[str, Any]]] = []
+        blobs: list[tuple[str, bytes]] = []
         frame_ops = []
         for f in batch.frames:
             doc: dict[str, Any] = {
@@ -196,8 +263,8 @@ class MongoStore:
                 "backing_id": f.backing_id, "method": f.method, "rpc_id": f.rpc_id,
                 "size": f.size}
             if len(f.raw) > INLINE_BYTES:
-                doc["raw_blob"], ops = self._blob_ops(f.id, f.raw)
-                blobs.extend(ops)
+                doc["raw_blob"] = self._blob_ref(f.id, f.raw)
+                blobs.append((f.id, f.raw))
             else:
                 doc["raw"] = Binary(f.raw)
             frame_ops.append(UpdateOne({"_id": f.id}, {"$setOnInsert": doc}, upsert=True))
@@ -210,8 +277,8 @@ class MongoStore:
                    "backing_id": m.backing_id}
             if len(m.text) + len(data_json) > INLINE_BYTES:
                 body = orjson.dumps({"text": m.text, "data_json": data_json})
-                doc["body_blob"], ops = self._blob_ops(f"message:{m.id}", body)
-                blobs.extend(ops)
+                doc["body_blob"] = self._blob_ref(f"message:{m.id}", body)
+                blobs.append((f"message:{m.id}", body))
                 doc["text"], doc["data_json"] = m.text[:SEARCH_CHARS], "{}"
             message_ops.append(ReplaceOne({"_id": m.id}, doc, upsert=True))
         session_ops = []
@@ -222,14 +289,14 @@ class MongoStore:
                    "usage_json": orjson.dumps(r.usage).decode() if r.usage is not None else None,
                    "tool_ids": list(r.tool_ids), "text": r.text[:SEARCH_CHARS], "own": r.own}
             if len(r.raw) > INLINE_BYTES:
-                doc["raw_blob"], ops = self._blob_ops(f"session:{r.id}", r.raw)
-                blobs.extend(ops)
+                doc["raw_blob"] = self._blob_ref(f"session:{r.id}", r.raw)
+                blobs.append((f"session:{r.id}", r.raw))
             else:
                 doc["raw"] = Binary(r.raw)
             session_ops.append(ReplaceOne({"_id": r.id}, doc, upsert=True))
         # Blobs first: a reference is never written before what it points to.
         if blobs:
-            await self._blobs.bulk_write(blobs, ordered=False)
+            await self._write_blobs(blobs)
         if frame_ops:
             await self._frames.bulk_write(frame_ops, ordered=False)
         if message_ops:
@@ -267,7 +334,8 @@ class MongoStore:
     # -- reading ------------------------------------------------------------------------------
 
     async def frames(self, *, connection_id: str | None = None, thread_id: str | None = None,
-                     after_seq: int = -1, limit: int = 10_000) -> list[FrameRecord]:
+                     after_seq: int = -1, limit: int = 10_000,
+                     max_bytes: int | None = None) -> list[FrameRecord]:
         query: dict[str, Any] = {"seq": {"$gt": after_seq}}
         if connection_id is not None:
             query["connection_id"] = connection_id
@@ -276,7 +344,14 @@ class MongoStore:
         order = ([("seq", ASCENDING)] if connection_id is not None else
                  [("time", ASCENDING), ("connection_id", ASCENDING), ("seq", ASCENDING)])
         try:
-            docs = await self._frames.find(query).sort(order).limit(limit).to_list(None)
+            if max_bytes is not None:  # their sizes first
+                sizes = await self._frames.find(query, {"size": 1}).sort(order).limit(limit) \
+                    .to_list(None)
+                limit = within(max_bytes, [d.get("size") or 0 for d in sizes])
+                if not limit:  # (a limit of 0 is none to MongoDB)
+                    return []
+            docs = await _all(lambda batch: self._frames.find(query).sort(order).limit(limit)
+                              .batch_size(batch), _BATCH_FRAMES)
             # A null field may be absent: in MongoDB's model the two are the same (a query for
             # null finds both), and FerretDB's $setOnInsert drops null fields from the document.
             return [FrameRecord(
@@ -304,7 +379,8 @@ class MongoStore:
     @_store_errors
     async def messages(self, thread_id: str, kind: str | None = None) -> list[MessageRecord]:
         query = {"thread_id": thread_id, **({"kind": kind} if kind else {})}
-        docs = await self._messages.find(query).sort("ord", ASCENDING).to_list(None)
+        docs = await _all(lambda batch: self._messages.find(query).sort("ord", ASCENDING)
+                          .batch_size(batch), _BATCH_MESSAGES)
         return [await self._message(d) for d in docs]
 
     @_store_errors
@@ -362,8 +438,8 @@ class MongoStore:
         if limit is not None and limit <= 0:
             return []  # (MongoDB reads a limit of 0 as none)
         query = {"backing_id": backing_id, **({"uuid": uuid} if uuid is not None else {})}
-        docs = await self._sessions.find(query).sort("offset", ASCENDING) \
-            .limit(limit or 0).to_list(None)
+        docs = await _all(lambda batch: self._sessions.find(query).sort("offset", ASCENDING)
+                          .limit(limit or 0).batch_size(batch), _BATCH_LINES)
         return [await self._session(d) for d in docs]
 
     async def _session(self, d: dict[str, Any]) -> SessionRecord:
@@ -419,7 +495,9 @@ class MongoStore:
             if kinds is not None:
                 query_messages["kind"] = {"$in": sorted(kinds)}
             found = self._messages.find(query_messages, projection)
-            docs = await (found.sort(order) if order else found).limit(take).to_list(None)
+            found = found.sort(order) if order else found
+            docs = await _all(lambda batch: found.clone().limit(take).batch_size(batch),
+                              _BATCH_MESSAGES)
             directions = await self._directions([d["_id"] for d in docs])
             for d in docs:
                 hits.append(SearchHit(
@@ -433,7 +511,9 @@ class MongoStore:
             if record_types is not None:
                 query_records["type"] = {"$in": sorted(record_types)}
             found = self._sessions.find(query_records, projection)
-            async for d in (found.sort(order) if order else found).limit(take):
+            found = found.sort(order) if order else found
+            for d in await _all(lambda batch: found.clone().limit(take).batch_size(batch),
+                                _BATCH_LINES):
                 hits.append(SearchHit(
                     "session", d["_id"], d["thread_id"], d.get("type") or "", seconds(d.get("time")),
                     snippet(d["text"], shown), score(d),
@@ -454,10 +534,10 @@ class MongoStore:
         wanted = sorted({t for h in hits if h.source == "session" for t in h.tool_ids})
         if not wanted:
             return hits
-        docs = await self._messages.find(
+        docs = await _all(lambda batch: self._messages.find(
             {"tool_call_id": {"$in": wanted}, "kind": "tool_call"},
             {"tool_call_id": 1, "thread_id": 1, "turn_id": 1, "time": 1, "text": 1,
-             "replayed": 1}).to_list(None)
+             "replayed": 1}).batch_size(batch), _BATCH_MESSAGES)
         directions = await self._directions([d["_id"] for d in docs])
         return place_tool_records(hits, [ToolCallPlace(
             d["tool_call_id"], d["thread_id"], d["_id"], d.get("turn_id"), d["time"],
@@ -465,6 +545,19 @@ class MongoStore:
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+async def _all(cursor: Callable[[int], AsyncCursor[dict[str, Any]]],
+               batch: int) -> list[dict[str, Any]]:
+    """Every document ``cursor(batch)`` finds, ``batch`` to a reply; a reply past the message
+    size all the same (documents near 16 MB, on a server that does not cut its replies) is read
+    again a document to a reply."""
+    try:
+        return await cursor(batch).to_list(None)
+    except ProtocolError as exc:
+        if "max message size" not in str(exc):
+            raise
+        return await cursor(1).to_list(None)
 
 
 def _thread(d: dict[str, Any]) -> Thread:

@@ -11,10 +11,18 @@ Why it is shaped this way:
   ``search_mode``; nothing else changes.
 * The full-text tables are external-content FTS5 tables kept in step by triggers, so a message
   that grows (agent text arriving in chunks) is re-indexed in the same transaction that grows it.
+* No string or blob may pass ``SQLITE_MAX_LENGTH`` (1e9 bytes by default, and a row no more):
+  a frame's or a session line's raw bytes past ``INLINE_BYTES`` (or half the connection's limit)
+  go to ``parts`` in pieces, and the record's ``raw`` is left empty. A 1.5 GB streamed answer
+  failed its batch with "string or blob too big" at every retry. Bound in pieces, a value is
+  never copied whole by SQLite either. Anything else the database refuses as such (a text past
+  the limit, a value it cannot bind) is ``StoreRefused``; the writer cuts or sets it aside
+  (``liminal.ingest.poison``).
 """
 
 from __future__ import annotations
 
+import io
 import os
 import sqlite3
 import stat
@@ -31,6 +39,7 @@ import orjson
 from liminal import log
 from liminal.store.base import (
     StoreError,
+    StoreRefused,
     ToolCallPlace,
     digest,
     fts_terms,
@@ -39,6 +48,7 @@ from liminal.store.base import (
     ranked,
     seconds,
     snippet,
+    within,
 )
 from liminal.store.records import (
     Batch,
@@ -55,6 +65,14 @@ from liminal.store.records import (
 
 T = TypeVar("T")
 SCHEMA_VERSION = 1
+# Raw bytes longer than this (or than half the connection's SQLITE_LIMIT_LENGTH) are stored in
+# ``parts`` of ``PART_BYTES``: frames up to the default ``proxy.max_frame_bytes`` stay inline.
+INLINE_BYTES = 64 * 1024 * 1024
+PART_BYTES = 16 * 1024 * 1024
+# SQLite's primary result codes that refuse what was written, not the write: SQLITE_TOOBIG,
+# SQLITE_CONSTRAINT, SQLITE_MISMATCH, SQLITE_RANGE. The others (busy, locked, full, I/O,
+# read-only, corrupt ...) are the database failing, and a write is tried again later.
+_REFUSING_CODES = {18, 19, 20, 25}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -80,7 +98,12 @@ CREATE TABLE IF NOT EXISTS session_records (
     uuid TEXT, type TEXT, time TEXT, usage TEXT, tool_ids TEXT NOT NULL, text TEXT NOT NULL,
     raw BLOB NOT NULL, own INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS session_records_file ON session_records (backing_id, offset);
+CREATE TABLE IF NOT EXISTS parts (
+    owner TEXT NOT NULL, n INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY (owner, n));
 """
+# Added by the writer to a database made before it (in its transaction: one statement).
+_PARTS = ("CREATE TABLE IF NOT EXISTS parts (owner TEXT NOT NULL, n INTEGER NOT NULL, "
+          "data BLOB NOT NULL, PRIMARY KEY (owner, n))")
 
 def _fts(index: str, table: str, prefix: str) -> str:
     """An external-content FTS5 index over ``table.text``, kept in step by triggers."""
@@ -131,6 +154,44 @@ def _add_indexes(conn: sqlite3.Connection) -> None:
     names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     if "messages_tool" not in names:
         conn.execute("CREATE INDEX IF NOT EXISTS messages_tool ON messages (tool_call_id)")
+    if not _has_parts(conn):
+        conn.execute(_PARTS)
+
+
+def _has_parts(conn: sqlite3.Connection) -> bool:
+    """Whether the database has the ``parts`` table (one made before it has none until the
+    writer adds it; with none, no record has parts)."""
+    return conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'parts'").fetchone() is not None
+
+
+def _join_parts(conn: sqlite3.Connection, owner: str) -> bytes:
+    """The raw bytes of a record stored in parts (empty when it has none: its raw was empty).
+    Joined as they are read, into one buffer that becomes the result: a 1.5 GB frame is held
+    once, not once in pieces and again whole."""
+    if not _has_parts(conn):
+        return b""
+    whole = io.BytesIO()
+    for (data,) in conn.execute("SELECT data FROM parts WHERE owner = ? ORDER BY n", (owner,)):
+        whole.write(data)
+    return whole.getvalue()
+
+
+def _parts_length(conn: sqlite3.Connection, owner: str) -> int:
+    if not _has_parts(conn):
+        return 0
+    row = conn.execute("SELECT SUM(length(data)) FROM parts WHERE owner = ?", (owner,)).fetchone()
+    return int(row[0] or 0)
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether SQLite refused what was written (``_REFUSING_CODES``), or a value could not be
+    bound at all (text that is not UTF-8, an integer past 64 bits), rather than failing."""
+    if isinstance(exc, (sqlite3.DataError, sqlite3.IntegrityError)):
+        return True
+    if isinstance(exc, sqlite3.Error):
+        return (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF in _REFUSING_CODES
+    return isinstance(exc, (UnicodeError, OverflowError, ValueError, TypeError))
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -220,13 +281,22 @@ class SqliteStore:
     # -- writing ------------------------------------------------------------------------------
 
     async def write(self, batch: Batch) -> None:
-        if batch:
+        if not batch:
+            return
+        try:
             await self._run(self._write_lock, self._writer, lambda c: _write(c, batch))
+        except StoreError as exc:
+            if exc.__cause__ is not None and _refused(exc.__cause__):
+                raise StoreRefused(str(exc)) from exc.__cause__
+            raise
+        except (UnicodeError, OverflowError, ValueError, TypeError) as exc:
+            raise StoreRefused(f"{type(exc).__name__}: {exc}") from exc
 
     # -- reading ------------------------------------------------------------------------------
 
     async def frames(self, *, connection_id: str | None = None, thread_id: str | None = None,
-                     after_seq: int = -1, limit: int = 10_000) -> list[FrameRecord]:
+                     after_seq: int = -1, limit: int = 10_000,
+                     max_bytes: int | None = None) -> list[FrameRecord]:
         where, args = ["seq > ?"], [after_seq]
         if connection_id is not None:
             where.append("connection_id = ?")
@@ -238,8 +308,20 @@ class SqliteStore:
                "ORDER BY time, connection_id, seq LIMIT ?")
         if connection_id is not None:
             sql = sql.replace("ORDER BY time, connection_id, seq", "ORDER BY seq")
-        rows = await self._read(lambda c: c.execute(sql, (*args, limit)).fetchall())
-        return [FrameRecord(*row) for row in rows]
+
+        def read(c: sqlite3.Connection) -> list[FrameRecord]:
+            count = limit
+            if max_bytes is not None:  # their sizes first (no blob is read for its length)
+                sizes = c.execute(sql.replace(_FRAME_COLS, "MAX(size, length(raw))"),
+                                  (*args, limit)).fetchall()
+                count = within(max_bytes, [row[0] for row in sizes])
+            rows = c.execute(sql, (*args, count)).fetchall()
+            # A frame stored in parts has no raw of its own (``_write``).
+            return [FrameRecord(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7],
+                                row[8], row[9], row[10], row[11] or _join_parts(c, f"frame:{row[0]}"))
+                    for row in rows]
+
+        return await self._read(read)
 
     async def frame_count(self) -> int:
         row = await self._read(lambda c: c.execute("SELECT COUNT(*) FROM frames").fetchone())
@@ -257,6 +339,11 @@ class SqliteStore:
                 row = c.execute("SELECT backing_ids FROM threads WHERE id = ?", (thread_id,)).fetchone()
                 backings = [thread_id, *(orjson.loads(row[0]) if row else [])]
                 marks = ", ".join("?" for _ in backings)
+                if _has_parts(c):  # the parts of its frames and lines first, found by them
+                    for owner, table in (("frame:", "frames"), ("session:", "session_records")):
+                        c.execute(f"DELETE FROM parts WHERE owner IN (SELECT '{owner}' || id "
+                                  f"FROM {table} WHERE thread_id = ? OR backing_id IN ({marks}))",
+                                  (thread_id, *backings))
                 for sql, args in (
                     ("DELETE FROM messages WHERE thread_id = ?", (thread_id,)),
                     (f"DELETE FROM frames WHERE thread_id = ? OR backing_id IN ({marks})", (thread_id, *backings)),
@@ -310,16 +397,26 @@ class SqliteStore:
                               limit: int | None = None) -> list[SessionRecord]:
         where, args = ("backing_id = ? AND uuid = ?", (backing_id, uuid)) if uuid is not None \
             else ("backing_id = ?", (backing_id,))
-        rows = await self._read(lambda c: c.execute(
-            f"SELECT {_SESSION_COLS}, {_own(c)} FROM session_records WHERE {where} "
-            "ORDER BY offset LIMIT ?", (*args, -1 if limit is None else max(0, limit))).fetchall())
-        return [_session(row) for row in rows]
+
+        def read(c: sqlite3.Connection) -> list[SessionRecord]:
+            rows = c.execute(
+                f"SELECT {_SESSION_COLS}, {_own(c)} FROM session_records WHERE {where} "
+                "ORDER BY offset LIMIT ?", (*args, -1 if limit is None else max(0, limit))).fetchall()
+            return [_session(row, row[10] or _join_parts(c, f"session:{row[0]}")) for row in rows]
+
+        return await self._read(read)
 
     async def session_file_end(self, backing_id: str) -> int:
-        row = await self._read(lambda c: c.execute(
-            "SELECT offset + length(raw) + 1 FROM session_records WHERE backing_id = ? "
-            "ORDER BY offset DESC LIMIT 1", (backing_id,)).fetchone())
-        return int(row[0]) if row else 0
+        def end(c: sqlite3.Connection) -> int:
+            row = c.execute(
+                "SELECT id, offset, length(raw) FROM session_records WHERE backing_id = ? "
+                "ORDER BY offset DESC LIMIT 1", (backing_id,)).fetchone()
+            if row is None:
+                return 0
+            length = row[2] or _parts_length(c, f"session:{row[0]}")
+            return int(row[1]) + int(length) + 1
+
+        return await self._read(end)
 
     async def search(self, query: str, *, thread_id: str | None = None, limit: int = 20,
                      kinds: Collection[str] | None = None,
@@ -363,13 +460,23 @@ def _make_private(path: Path) -> None:
 
 
 def _write(c: sqlite3.Connection, batch: Batch) -> None:
+    # What fits in one value: a row may be no longer than the limit either, so half of it.
+    room = max(1, c.getlimit(sqlite3.SQLITE_LIMIT_LENGTH) // 2)
+    inline, piece = min(INLINE_BYTES, room), min(PART_BYTES, room)
     c.execute("BEGIN IMMEDIATE")
     try:
         if batch.frames:
-            c.executemany(
-                f"INSERT OR IGNORE INTO frames ({_FRAME_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                [(f.id, f.connection_id, f.seq, f.time, f.direction, f.kind, f.thread_id,
-                  f.backing_id, f.method, f.rpc_id, f.size, f.raw) for f in batch.frames])
+            insert = f"INSERT OR IGNORE INTO frames ({_FRAME_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+            c.executemany(insert, [
+                (f.id, f.connection_id, f.seq, f.time, f.direction, f.kind, f.thread_id,
+                 f.backing_id, f.method, f.rpc_id, f.size, f.raw)
+                for f in batch.frames if len(f.raw) <= inline])
+            for f in batch.frames:
+                # Its parts only if the frame is new: a frame is written once.
+                if len(f.raw) > inline and c.execute(insert, (
+                        f.id, f.connection_id, f.seq, f.time, f.direction, f.kind, f.thread_id,
+                        f.backing_id, f.method, f.rpc_id, f.size, b"")).rowcount:
+                    _write_parts(c, f"frame:{f.id}", f.raw, piece)
         if batch.messages:
             c.executemany(
                 f"INSERT INTO messages ({_MESSAGE_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) "
@@ -394,12 +501,32 @@ def _write(c: sqlite3.Connection, batch: Batch) -> None:
                 "raw = excluded.raw, own = excluded.own",
                 [(r.id, r.backing_id, r.thread_id, r.offset, r.uuid, r.type, r.time,
                   orjson.dumps(r.usage).decode() if r.usage is not None else None,
-                  orjson.dumps(list(r.tool_ids)).decode(), r.text, r.raw, int(r.own))
+                  orjson.dumps(list(r.tool_ids)).decode(), r.text,
+                  r.raw if len(r.raw) <= inline else b"", int(r.own))
                  for r in batch.session_records])
+            for r in batch.session_records:
+                if len(r.raw) > inline:
+                    _write_parts(c, f"session:{r.id}", r.raw, piece, replace=True)
+                elif not r.raw and _has_parts(c):  # an empty line: no parts of an earlier one
+                    c.execute("DELETE FROM parts WHERE owner = ?", (f"session:{r.id}",))
         c.execute("COMMIT")
     except BaseException:
         _rollback(c)
         raise
+
+
+def _write_parts(c: sqlite3.Connection, owner: str, data: bytes, piece: int, *,
+                 replace: bool = False) -> None:
+    """``data`` as parts of ``piece`` bytes, bound as views of it (no copy of the whole)."""
+    if not _has_parts(c):
+        c.execute(_PARTS)
+    view = memoryview(data)
+    count = (len(data) + piece - 1) // piece
+    c.executemany(f"INSERT OR {'REPLACE' if replace else 'IGNORE'} INTO parts (owner, n, data) "
+                  "VALUES (?, ?, ?)",
+                  ((owner, n, view[n * piece:(n + 1) * piece]) for n in range(count)))
+    if replace:  # a line rewritten shorter leaves no piece of its earlier version
+        c.execute("DELETE FROM parts WHERE owner = ? AND n >= ?", (owner, count))
 
 
 def _rollback(c: sqlite3.Connection) -> None:
@@ -457,11 +584,11 @@ def _message(row: Sequence[Any]) -> MessageRecord:
         replayed=bool(row[10]), backing_id=row[11])
 
 
-def _session(row: Sequence[Any]) -> SessionRecord:
+def _session(row: Sequence[Any], raw: bytes) -> SessionRecord:
     return SessionRecord(
         id=row[0], backing_id=row[1], thread_id=row[2], offset=row[3], uuid=row[4], type=row[5],
         time=row[6], usage=orjson.loads(row[7]) if row[7] else None,
-        tool_ids=tuple(orjson.loads(row[8])), text=row[9], raw=row[10], own=bool(row[11]))
+        tool_ids=tuple(orjson.loads(row[8])), text=row[9], raw=raw, own=bool(row[11]))
 
 
 def _forms(term: str) -> list[str]:

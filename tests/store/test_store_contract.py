@@ -355,3 +355,15 @@ async def test_search_words_hold_no_wildcards(store: Store, query: str, expected
         message("m5", "path x\\y here"), message("m6", "path xy here")]))
     hits = await store.search(query)
     assert sorted(h.id for h in hits) == expected
+
+
+async def test_frames_are_read_back_a_bounded_number_of_bytes_at_a_time(store: Store) -> None:
+    """Deriving a connection again pages through its frames: a page bounded by count alone held
+    a streamed 1.5 GB answer whole. With ``max_bytes`` a page holds what fits, at least one."""
+    await store.write(Batch([frame(n, b"x" * 1000) for n in range(10)]))
+    assert [f.seq for f in await store.frames(connection_id="c1", max_bytes=3500)] == [0, 1, 2]
+    assert [f.seq for f in await store.frames(connection_id="c1", after_seq=7,
+                                              max_bytes=3500)] == [8, 9]
+    assert [f.seq for f in await store.frames(connection_id="c1", max_bytes=10)] == [0]
+    assert len(await store.frames(connection_id="c1", max_bytes=10**9)) == 10
+    assert await store.frames(connection_id="c1", after_seq=9, max_bytes=10) == []
