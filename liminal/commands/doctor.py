@@ -13,7 +13,8 @@ import sys
 
 from liminal.config import Settings
 
-HELP = "check the home folder, the store, the cache and the agent command; one line each"
+HELP = ("check the home folder, the store, the cache, records set aside and the agent command; "
+        "one line each")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -75,6 +76,19 @@ def _fts5() -> tuple[bool, str]:
     return True, f"SQLite {sqlite3.sqlite_version} with FTS5"
 
 
+def _quarantine(settings: Settings) -> tuple[bool, str]:
+    """Records the store refused even cut, set aside whole (``liminal.ingest.quarantine``): the
+    store lacks them until a person looks (docs/operations.md, "A record the store cannot take")."""
+    from liminal.ingest.quarantine import listing
+
+    found = listing(settings.home)
+    if not found:
+        return True, "nothing set aside"
+    return False, (f"{len(found)} record{'s' if len(found) != 1 else ''} the store refused "
+                   f"set aside in {found[0].parent}, the latest {found[-1].name} "
+                   "(docs/operations.md, \"A record the store cannot take\")")
+
+
 def _token(settings: Settings) -> tuple[bool, str]:
     from liminal.serve.token import TOKEN_FILE
 
@@ -101,6 +115,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     checks.append(("config", True, ("not the defaults: " + ", ".join(changed)) if changed else "all defaults"))
     checks.append(("sqlite", *_fts5()))
     checks.append(("token", *_token(settings)))
+    checks.append(("aside", *_quarantine(settings)))
     checks.extend(_clis())
 
     async def store_check() -> tuple[bool, str]:

@@ -25,6 +25,12 @@ Rules, all in this file:
   why; nothing else about it changes, and the frames around it are derived as usual.
 * Each frame is taken once: a frame whose sequence number is not past the last one seen on its
   connection is ignored, so replays of the spool never derive twice.
+* Bounded, whatever the agent sends: a message joined from chunks keeps its first
+  ``MESSAGE_TEXT_CHARS`` characters, then a note that the rest is in its frames (a 1.5 GB
+  streamed answer was held whole, joined again at every write, and refused by the store). A
+  frame past ``DERIVE_BYTES`` is derived from a copy whose strings past ``CUT_STRING_BYTES`` are
+  cut (``liminal.ingest.cutcopy``: its reader does that), and gets a ``problem`` message saying
+  so; the frame itself is stored whole.
 
 ``feed`` takes frames; ``take`` returns the messages created or changed since the last call, each
 once, in its latest version, and the thread updates.
@@ -49,6 +55,13 @@ _REMEMBERED = {"initialize", "session/new", "session/load", "session/resume", "s
 # liminal answers some client requests itself (its commands): "l2c" answers a "c2l" request.
 _RESPONSE_TO_REQUEST = {"a2c": "c2a", "a2l": "l2a", "l2c": "c2l"}
 TITLE_CHARS = 80
+# A message's text is kept up to this many characters (a model's longest answers are well below
+# a million); the rest stays in its frames.
+MESSAGE_TEXT_CHARS = 4 * 1024 * 1024
+# Frames up to this size are derived from their whole parsed copy (the default
+# ``proxy.max_frame_bytes``); longer ones from a copy with strings cut to ``CUT_STRING_BYTES``.
+DERIVE_BYTES = 64 * 1024 * 1024
+CUT_STRING_BYTES = 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -63,11 +76,21 @@ class _Open:
     # never joined to the agent's around it, so it stays liminal's (search leaves it out).
     direction: str = ""
     closed: bool = False
+    chars: int = 0  # characters held, in the text and the parts not joined yet
+    dropped: int = 0  # characters past ``MESSAGE_TEXT_CHARS``, left in the frames
 
     def record(self) -> MessageRecord:
         if self.parts:
-            self.message = replace(self.message, text=self.message.text + "".join(self.parts))
+            text = self.message.text + "".join(self.parts)
+            if len(text) > MESSAGE_TEXT_CHARS:
+                self.dropped += len(text) - MESSAGE_TEXT_CHARS
+                text = text[:MESSAGE_TEXT_CHARS]
+            self.message = replace(self.message, text=text)
             self.parts = []
+        if self.dropped:
+            return replace(self.message, text=self.message.text + (
+                f"\n[liminal: the rest of this message, {self.dropped:,} characters, "
+                "is in its frames]"))
         return self.message
 
 
@@ -157,6 +180,11 @@ class Deriver:
         if message is None or frame.kind in {"invalid", "oversized"}:
             return
         out = self._out
+        if len(frame.raw) > DERIVE_BYTES:
+            self._changed[f"{frame.id}:problem"] = problem_message(
+                frame.id, frame.thread_id, frame.time, frame.backing_id,
+                f"a frame of {len(frame.raw):,} bytes: derived from a copy with every string "
+                f"past {CUT_STRING_BYTES:,} bytes cut; the frame is stored whole")
         threads_before = len(out.threads)
         try:
             if frame.kind == "request":
@@ -305,7 +333,11 @@ class Deriver:
                     and current.message_id == message_id
                     and current.message.replayed == state.loading
                     and current.direction == frame.direction):
-                current.parts.append(text)
+                if current.chars < MESSAGE_TEXT_CHARS:
+                    current.parts.append(text)
+                    current.chars += len(text)
+                else:  # held no more: the frames have it
+                    current.dropped += len(text)
             else:
                 self._close_text(state)
                 data = {"messageId": message_id} if message_id else {}
@@ -313,7 +345,7 @@ class Deriver:
                     id=frame.id, thread_id=thread_id, turn_id=state.turn_id, time=frame.time,
                     order=_order(frame), kind=msg_kind, data=data, replayed=state.loading,
                     backing_id=frame.backing_id or thread_id), [text], _str(message_id) or None,
-                    frame.direction)
+                    frame.direction, chars=len(text))
                 state.open = current
             self._changed[current.message.id] = current
             return

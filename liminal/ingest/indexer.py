@@ -16,6 +16,10 @@ The path of a frame:
    are derived again from the frames table (``liminal.ingest.recovery``).
 5. The CLI's session file of every backing session seen is tailed too
    (``liminal.ingest.sessions``).
+6. A record the store refuses (past its size limit, a value it cannot encode) never fails its
+   batch for good: the batch is written without it, and it is stored cut or set aside in
+   ``$LIMINAL_HOME/quarantine`` (``liminal.ingest.poison``). Only a store that fails (down,
+   locked, slow) makes the indexer wait and try again.
 
 The crash guarantee (see docs/operations.md): what reached the spool survives SIGKILL and is in
 the store after the next start; what was still only in memory (at most ``queue_frames`` frames,
@@ -41,6 +45,7 @@ import orjson
 from liminal import log
 from liminal.acp.events import FrameEvent
 from liminal.config import Settings
+from liminal.ingest import derive
 from liminal.ingest.burst import (
     YIELD_BYTES_PER_SECOND,
     YIELD_MAX_SECONDS,
@@ -48,9 +53,10 @@ from liminal.ingest.burst import (
     BurstGate,
 )
 from liminal.ingest.derive import Deriver
-from liminal.ingest.recovery import parse, replay_orphans, write_or_salvage
+from liminal.ingest.poison import write_batch
+from liminal.ingest.recovery import parse_async, replay_orphans
 from liminal.ingest.sessions import SessionWatch
-from liminal.ingest.spool import SpoolDir
+from liminal.ingest.spool import READ_BYTES, SpoolDir
 from liminal.store.base import Store, StoreError, UnavailableStore, describe, open_store
 from liminal.store.records import Batch, FrameRecord, MessageRecord, ThreadUpdate, frame_id
 
@@ -98,16 +104,19 @@ class Indexer:
                  own_bytes: Callable[[str], int] | None = None,
                  tail: Path | None = None,
                  yield_bytes_per_second: float | None = YIELD_BYTES_PER_SECOND,
-                 yield_max_seconds: float = YIELD_MAX_SECONDS) -> None:
+                 yield_max_seconds: float = YIELD_MAX_SECONDS,
+                 quarantine: Path | None = None) -> None:
         """``session_files(backing_id, cwd)`` locates a CLI session file to index as it grows
         (``liminal.harness.base.find_session_file``); None: frames only. ``own_bytes(backing_id)``:
         how much of that file liminal wrote itself (a swap's rewrite, a cut), whose lines are
         marked as its own. ``tail``: consume the spool another process writes there (the worker,
         see ``liminal.ingest.worker``) instead of taking offers. ``yield_bytes_per_second``:
         in tail mode, pause while the writer appends faster than this (None: never pause), for up
-        to ``yield_max_seconds`` at a stretch."""
+        to ``yield_max_seconds`` at a stretch. ``quarantine``: where records the store refuses
+        even cut are set aside (default: ``quarantine/`` beside the spool root, in the home)."""
         self.store = store
         self.spool_root = spool_root
+        self.quarantine = quarantine or spool_root.parent / "quarantine"
         self.spool = SpoolDir(tail or spool_root / (spool_name or uuid.uuid4().hex))
         self._tailing = tail is not None
         self.stats = IndexerStats()
@@ -131,6 +140,7 @@ class Indexer:
         self._wakeup = anyio.Event()
         self._idle = False
         self._closing = False
+        self._stopping = anyio.Event()  # set with ``_closing``: what waits on the store stops
         self._running = False
         self._done = anyio.Event()
         self._closed = anyio.Event()  # ``aclose`` has finished: session files caught up too
@@ -139,7 +149,7 @@ class Indexer:
         self.recovered_all = anyio.Event()  # set once spools of stopped processes are replayed
         self._burst = (BurstGate(yield_bytes_per_second, yield_max_seconds)
                        if self._tailing and yield_bytes_per_second is not None else None)
-        self.sessions = (SessionWatch(store, session_files, own_bytes)
+        self.sessions = (SessionWatch(store, session_files, own_bytes, quarantine=self.quarantine)
                          if session_files is not None else None)
 
     # -- the forwarding path ------------------------------------------------------------------
@@ -223,7 +233,12 @@ class Indexer:
 
     async def _consume(self) -> None:
         backoff = self._retry
+        items: list[tuple[FrameRecord, dict[str, Any] | None]] = []
+        frames: list[FrameRecord] = []
         while True:
+            # The last round's frames go before the next are read: held across the read, a
+            # batch of large frames was in memory twice.
+            items, frames = [], []
             source_pos: int | None = None
             if self._tailing:
                 self.spool.refresh()
@@ -237,7 +252,11 @@ class Indexer:
                 self._inflight_n = self._queue[0][0]
                 for _ in range(min(self._batch, len(self._queue))):
                     _, seq, event = self._queue.popleft()
-                    items.append((to_record(seq, event), event.message))
+                    record = to_record(seq, event)
+                    # A frame past what is derived whole is derived from its cut copy, as
+                    # from the spool or the store: the same messages whichever way it came.
+                    items.append((record, event.message if len(record.raw) <= derive.DERIVE_BYTES
+                                  else await parse_async(record)))
                 from_memory = True
             elif self._spool_readable():
                 frames, source_pos = self.spool.read(self._batch)
@@ -255,7 +274,8 @@ class Indexer:
                     await anyio.sleep(backoff)
                     backoff = min(backoff * 2, 5.0)
                     continue
-                items = [(f, None if self._deriver.seen(f) else parse(f)) for f in frames]
+                items = [(f, None if self._deriver.seen(f) else await parse_async(f))
+                         for f in frames]
                 from_memory = False
             else:
                 self._spilling = False
@@ -309,10 +329,10 @@ class Indexer:
                 after = -1
                 while after < frame.seq - 1:
                     stored = await self.store.frames(connection_id=connection, after_seq=after,
-                                                     limit=5000)
+                                                     limit=5000, max_bytes=READ_BYTES)
                     earlier = [f for f in stored if f.seq < frame.seq]
                     for f in earlier:
-                        self._deriver.feed(f, parse(f))
+                        self._deriver.feed(f, await parse_async(f))
                     if len(earlier) < len(stored) or not stored:
                         break
                     after = stored[-1].seq
@@ -384,7 +404,7 @@ class Indexer:
         self._inflight, self._inflight_from_memory = frames, from_memory
         self._inflight_started = time.monotonic()
         try:
-            await write_or_salvage(self.store, batch)
+            await write_batch(self.store, batch, quarantine=self.quarantine)
         except Exception as exc:
             self.stats.store_failures += 1
             if not self._store_down:
@@ -443,7 +463,7 @@ class Indexer:
         """Replay the spools of processes that stopped (``liminal.ingest.recovery``)."""
         self.stats.recovered += await replay_orphans(
             self.store, self.spool_root, self.spool.path, batch_frames=self._batch,
-            retry_seconds=self._retry)
+            retry_seconds=self._retry, quarantine=self.quarantine, stopping=self._stopping)
         self.recovered_all.set()
 
     # -- closing ------------------------------------------------------------------------------
@@ -458,14 +478,15 @@ class Indexer:
         turn the CLI had just written was never indexed.)"""
         await self._closed.wait()
 
-    async def aclose(self) -> None:
-        """Flush: wait (up to ``close_timeout``) for everything to reach the store; whatever
-        cannot goes to the spool for the next start."""
+    async def aclose(self, timeout: float | None = None) -> None:
+        """Flush: wait (up to ``timeout``, by default ``close_timeout``) for everything to reach
+        the store; whatever cannot goes to the spool for the next start."""
         if self._closing and self._done.is_set():
             return
         self._closing = True
+        self._stopping.set()
         self._wakeup.set()
-        with anyio.move_on_after(self._close_timeout):
+        with anyio.move_on_after(self._close_timeout if timeout is None else timeout):
             if self._running:
                 await self._done.wait()
             else:  # never started (or not yet): drain here

@@ -8,30 +8,95 @@ write failed (the normal path pays nothing): every text is made UTF-8 (lone surr
 U+FFFD), every JSON value storable (big integers become their digits as a string, what is nested
 past ``MAX_DEPTH`` levels a note that the raw frame has it), and each
 record that had to change gets a ``problem`` message that says why, next to its frame.
+
+``cut_record`` is the next step, for one record a store still refuses (``liminal.ingest.poison``):
+every text longer than a store may hold in one record is cut (a thread whose cwd is 17 MB, a
+message past SQLite's length limit), and a message's data entries past ``CUT_DATA_BYTES`` are
+left out. What was cut is kept whole elsewhere: in the frames (a message, a thread's fields), in
+the raw line (a session record); raw bytes are never cut, every backend stores them in parts.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import fields, is_dataclass, replace
 from typing import Any
 
 import orjson
 
-from liminal.store.records import Batch, FrameRecord, MessageRecord
+from liminal.store.records import Batch, FrameRecord, MessageRecord, SessionRecord
 
 INT64 = (-(2**63), 2**63 - 1)
 # Below orjson's nesting limit (254) with room for the record around the value.
 MAX_DEPTH = 128
 TOO_DEEP = "[liminal: nested too deep to store; the raw frame has it]"
+# What a record cut to fit any store keeps (``cut_record``): a field that is an id, a name or a
+# path; the searchable text of a message or a session line; each entry of a message's data.
+CUT_FIELD_CHARS = 4096
+CUT_TEXT_CHARS = 64 * 1024
+CUT_DATA_BYTES = 64 * 1024
 
 
 def problem_message(frame_id: str, thread_id: str | None, time: float, backing_id: str | None,
-                    reason: str) -> MessageRecord:
+                    reason: str, **data: Any) -> MessageRecord:
     """What flags a frame the store keeps raw but could not (fully) derive or store."""
+    frame_id = cut_name(clean_text(frame_id))
     return MessageRecord(
-        id=f"{frame_id}:problem", thread_id=thread_id or "", turn_id=None, time=time,
-        order=f"{time:017.6f}|{frame_id}|problem", kind="problem", text=clean_text(reason),
-        data={"frame": frame_id}, backing_id=backing_id)
+        id=f"{frame_id}:problem", thread_id=cut_name(clean_text(thread_id or "")), turn_id=None,
+        time=time, order=f"{time:017.6f}|{frame_id}|problem", kind="problem",
+        text=clean_text(reason), data={"frame": frame_id, **data},
+        backing_id=None if backing_id is None else cut_name(clean_text(backing_id)))
+
+
+def cut_name(value: str) -> str:
+    """An id, name or path of at most ``CUT_FIELD_CHARS``: cut, with a digest of the whole so
+    that two long ones that start alike stay apart (the same one is always cut alike)."""
+    if len(value) <= CUT_FIELD_CHARS:
+        return value
+    whole = hashlib.blake2b(value.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    return f"{value[:CUT_FIELD_CHARS - 18]}~{whole}"
+
+
+def cut_text(value: str, where: str) -> str:
+    """A text of at most ``CUT_TEXT_CHARS`` (and a note): ``where`` says what holds the rest."""
+    if len(value) <= CUT_TEXT_CHARS:
+        return value
+    return (value[:CUT_TEXT_CHARS] + f"\n[liminal: cut here to fit the store; "
+            f"{len(value) - CUT_TEXT_CHARS:,} more characters are in {where}]")
+
+
+def _json_size(value: Any) -> int:
+    try:
+        return len(orjson.dumps(value))
+    except (TypeError, orjson.JSONEncodeError):
+        return len(str(value))
+
+
+def cut_record(record: Any, where: str) -> tuple[Any, list[str]]:
+    """The record with every field no store may refuse for its length, and the names of the
+    fields cut: texts (``text``) to ``CUT_TEXT_CHARS``, other strings (ids, names, paths, each
+    of a tuple) to ``CUT_FIELD_CHARS``, data entries (a message's ``data``, a session line's
+    ``usage``) past ``CUT_DATA_BYTES`` left out. Raw bytes are kept whole."""
+    assert is_dataclass(record) and not isinstance(record, type)
+    changed: dict[str, Any] = {}
+    for f in fields(record):
+        value = getattr(record, f.name)
+        if isinstance(value, str):
+            short = cut_text(value, where) if f.name == "text" else cut_name(value)
+            if short != value:
+                changed[f.name] = short
+        elif isinstance(value, tuple) and any(isinstance(v, str) and len(v) > CUT_FIELD_CHARS
+                                              for v in value):
+            changed[f.name] = tuple(cut_name(v) if isinstance(v, str) else v for v in value)
+        elif isinstance(value, dict) and _json_size(value) > CUT_DATA_BYTES:
+            if f.name == "data":
+                kept = {k: v for k, v in value.items() if _json_size(v) <= CUT_DATA_BYTES}
+                changed[f.name] = {**kept, "liminal_cut": sorted(set(value) - set(kept))}
+            else:
+                changed[f.name] = None
+    if isinstance(record, SessionRecord) and _json_size(list(record.tool_ids)) > CUT_DATA_BYTES:
+        changed["tool_ids"] = tuple(changed.get("tool_ids", record.tool_ids)[:64])
+    return (replace(record, **changed) if changed else record), sorted(changed)
 
 
 def clean_text(text: str) -> str:

@@ -29,10 +29,13 @@ WATCH_POLL_MAX_SECONDS = 30.0  # a session file that has not appeared is looked 
 
 class SessionWatch:
     def __init__(self, store: Store, find: Callable[[str, str], Path | None],
-                 own_bytes: Callable[[str], int] | None = None) -> None:
+                 own_bytes: Callable[[str], int] | None = None, *,
+                 quarantine: Path | None = None) -> None:
         """``find(backing_id, cwd)`` locates a session file; ``own_bytes(backing_id)`` says how
-        much of it liminal wrote itself (a swap's rewrite, a cut), whose lines are marked so."""
+        much of it liminal wrote itself (a swap's rewrite, a cut), whose lines are marked so;
+        ``quarantine``: where a line the store refuses even cut is set aside."""
         self.store = store
+        self.quarantine = quarantine
         self._find = find
         self._own_bytes = own_bytes
         self._requests: deque[tuple[str, str, str]] = deque()  # thread, backing, cwd
@@ -104,4 +107,4 @@ class SessionWatch:
         if self._own_bytes is not None:
             own = await anyio.to_thread.run_sync(self._own_bytes, backing_id)
         return SessionFileIndexer(self.store, path, backing_id, thread_id, own_bytes=own,
-                                  parse=line_parser(path))
+                                  parse=line_parser(path), quarantine=self.quarantine)

@@ -43,6 +43,12 @@ from liminal import log
 from liminal.store.records import FrameRecord, frame_id
 
 SEGMENT_BYTES = 64 * 1024 * 1024  # a new tail segment after this much
+# A reader takes whole blocks until it holds this many bytes of frames (at least one block):
+# 2,000 frames of a megabyte each were read, and then stored, as one batch.
+READ_BYTES = 64 * 1024 * 1024
+# A block larger than this is read a frame at a time, into the frame's own bytes: read whole
+# and sliced, a 1.5 GB frame was held twice.
+WHOLE_BLOCK_BYTES = 8 * 1024 * 1024
 IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024  # writev's limit
 _SUFFIX = ".spool"
 logger = log.get("liminal.ingest.spool")
@@ -246,12 +252,13 @@ class SpoolDir:
 
     # -- replaying ----------------------------------------------------------------------------
 
-    def read(self, max_frames: int) -> tuple[list[FrameRecord], int]:
-        """Up to ``max_frames`` frames from the head segment and the offset after them."""
+    def read(self, max_frames: int, max_bytes: int = READ_BYTES) -> tuple[list[FrameRecord], int]:
+        """Up to ``max_frames`` frames (and about ``max_bytes`` of them) from the head segment
+        and the offset after them."""
         if not self.segments:
             return [], 0
         seg = self.segments[0]
-        frames, pos = read_segment(seg.path, seg.read, seg.written, max_frames)
+        frames, pos = read_segment(seg.path, seg.read, seg.written, max_frames, max_bytes)
         if not frames and pos < seg.written:
             if len(self.segments) > 1:
                 # The writer has moved on to a later segment, so this rest (a block torn by a
@@ -305,15 +312,16 @@ class SpoolDir:
             self._tail_fd = None
 
 
-def read_segment(path: Path, start: int, end: int,
-                 max_frames: int) -> tuple[list[FrameRecord], int]:
-    """Whole blocks from ``start`` (not past ``end``) until at least ``max_frames`` frames:
-    the frames and the offset after them."""
+def read_segment(path: Path, start: int, end: int, max_frames: int,
+                 max_bytes: int | None = None) -> tuple[list[FrameRecord], int]:
+    """Whole blocks from ``start`` (not past ``end``) until at least ``max_frames`` frames, or
+    ``max_bytes`` of them: the frames and the offset after them."""
     frames: list[FrameRecord] = []
     pos = start
+    held = 0
     with open(path, "rb") as f:
         f.seek(pos)
-        while len(frames) < max_frames and pos < end:
+        while len(frames) < max_frames and pos < end and (max_bytes is None or held < max_bytes):
             # No fixed cap: a header holds each frame's rpc id, which the client chooses (up to
             # a frame's 64 MiB), so a cap failed a block the writer wrote whole, and with it the
             # rest of the segment. What the segment still holds bounds it.
@@ -332,16 +340,34 @@ def read_segment(path: Path, start: int, end: int,
             if not all(isinstance(n, int) and n >= 0 for n in lengths) \
                     or total + 1 > end - pos - len(header):
                 break
-            body = f.read(total + 1)
-            if len(body) != total + 1 or body[-1:] != b"\n":
+            raws = _read_raws(f, lengths, total)
+            if raws is None:
                 break  # torn block: the end of what was written whole
-            at = 0
-            for (c, seq, t, d, k, th, b, m, rpc, z), n in zip(rows, lengths, strict=True):
-                frames.append(FrameRecord(frame_id(c, seq), c, seq, t, d, k, th, b, m, rpc, z,
-                                          body[at:at + n]))
-                at += n
+            for (c, seq, t, d, k, th, b, m, rpc, z), raw in zip(rows, raws, strict=True):
+                frames.append(FrameRecord(frame_id(c, seq), c, seq, t, d, k, th, b, m, rpc, z, raw))
             pos += len(header) + total + 1
+            held += total
     return frames, pos
+
+
+def _read_raws(f: Any, lengths: list[int], total: int) -> list[bytes] | None:
+    """A block's frames' raw bytes and its closing newline; None if the block is torn."""
+    if total <= WHOLE_BLOCK_BYTES:
+        body = f.read(total + 1)
+        if len(body) != total + 1 or body[-1:] != b"\n":
+            return None
+        raws, at = [], 0
+        for n in lengths:
+            raws.append(body[at:at + n])
+            at += n
+        return raws
+    raws = []
+    for n in lengths:
+        raw = f.read(n)
+        if len(raw) != n:
+            return None
+        raws.append(raw)
+    return raws if f.read(1) == b"\n" else None
 
 
 def _rows(block: dict[str, Any], count: int) -> list[tuple[Any, ...]]:

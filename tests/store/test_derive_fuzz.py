@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from liminal.ingest.derive import Deriver
-from liminal.ingest.indexer import Indexer, write_or_salvage
+from liminal.ingest.indexer import Indexer
+from liminal.ingest.recovery import write_or_salvage
 from liminal.ingest.spool import SpoolDir
 from liminal.store.records import Batch, FrameRecord, frame_id
 from liminal.store.sqlite import SqliteStore

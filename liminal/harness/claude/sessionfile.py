@@ -159,11 +159,14 @@ def read_complete_lines(path: Path, offset: int,
 class SessionFileIndexer:
     def __init__(self, store: Store, path: Path, backing_id: str, thread_id: str | None = None,
                  *, own_bytes: int = 0,
-                 parse: Callable[[bytes, str, str | None, int], SessionRecord] = parse_line) -> None:
+                 parse: Callable[[bytes, str, str | None, int], SessionRecord] = parse_line,
+                 quarantine: Path | None = None) -> None:
         """``parse`` makes a record of a line: Claude Code's by default (a Codex rollout's is
         ``liminal.harness.codex.records.parse_line``); the tailing is the same for both.
-        ``own_bytes``: how much of the file liminal wrote (its lines are marked as liminal's)."""
+        ``own_bytes``: how much of the file liminal wrote (its lines are marked as liminal's).
+        ``quarantine``: where a line the store refuses even cut is set aside."""
         self.parse = parse
+        self.quarantine = quarantine
         self.store = store
         self.path = path
         self.backing_id = backing_id
@@ -202,11 +205,13 @@ class SessionFileIndexer:
                 return total
             records = [self._record(raw, at) for at, raw in lines]
             # One line the store refuses as parsed (a lone surrogate, an integer past 64 bits,
-            # nesting past orjson's 254 levels) failed the batch at every change: the file's
-            # indexing stopped there for good. Such values are made storable instead.
-            from liminal.ingest.recovery import write_or_salvage
+            # nesting past orjson's 254 levels, a record past its size limit) failed the batch
+            # at every change: the file's indexing stopped there for good. Such values are made
+            # storable, cut or set aside instead (``liminal.ingest.poison``).
+            from liminal.ingest.poison import write_batch
 
-            await write_or_salvage(self.store, Batch(session_records=records))
+            await write_batch(self.store, Batch(session_records=records),
+                              quarantine=self.quarantine)
             self.offset = end
             total += len(records)
             self.indexed += len(records)

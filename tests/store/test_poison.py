@@ -1,0 +1,475 @@
+"""A frame the store cannot take (issue 21): a 1.5 GB streamed answer passed SQLite's length
+limit, the index worker retried the batch forever (50-70% CPU, GBs of memory), every later start
+replayed the spool into the same failure, and the worker ignored SIGTERM.
+
+Here the limit is SQLite's, lowered per connection (``Connection.setlimit``) so a test needs
+17 MiB rather than a gigabyte, and MongoDB's 16 MB document: the same frames pass both. What
+must hold: the frames after it are indexed, what can be kept is in the store (whole, in parts)
+or set aside in ``$LIMINAL_HOME/quarantine`` (named in a warning and in a ``problem`` message),
+the batch is not retried forever, a restart does not replay it into the same failure, and a
+worker stuck on a write stops on SIGTERM within a bound; while a store that is down or locked
+is still waited for, with nothing set aside and nothing lost."""
+
+from __future__ import annotations
+
+import sqlite3
+import stat
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from liminal.ingest.indexer import Indexer, to_record
+from liminal.ingest.spool import SpoolDir
+from liminal.store.base import Store, StoreError
+from liminal.store.records import Batch, FrameRecord
+from liminal.store.sqlite import SqliteStore
+from tests.store.conftest import event
+from tests.support.mongo import KINDS, fresh_database
+
+pytestmark = pytest.mark.anyio
+ROOT = Path(__file__).resolve().parents[2]
+CONN = "conn-poison"
+THREAD = "sess-poison"
+# Past MongoDB's 16 MB document, and past the limit SQLite is given here.
+BIG = 17 * 1024 * 1024
+SQLITE_LIMIT = 8 * 1024 * 1024
+
+
+def prompt(rpc_id: int, text: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rpc_id, "method": "session/prompt",
+            "params": {"sessionId": THREAD, "prompt": [{"type": "text", "text": text}]}}
+
+
+def chunk(text: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": "session/update", "params": {
+        "sessionId": THREAD,
+        "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}}}
+
+
+def end(rpc_id: int) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rpc_id, "result": {"stopReason": "end_turn"}}
+
+
+def records(messages: list[tuple[str, dict[str, Any], str | None, str | None]]) -> list[FrameRecord]:
+    return [to_record(seq, event(direction, message, connection=CONN, thread=thread,
+                                 backing=thread, method=method, time=1000.0 + seq))
+            for seq, (direction, message, thread, method) in enumerate(messages)]
+
+
+def poison_frames(big: int = BIG) -> list[FrameRecord]:
+    """A session whose cwd is ``big`` characters (its thread's record is past the limit), a
+    one-frame answer of ``big`` characters (the frame and its message), then a turn after it."""
+    return records([
+        ("c2a", {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                 "params": {"protocolVersion": 1}}, None, None),
+        ("a2c", {"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 1}}, None, "initialize"),
+        ("c2a", {"jsonrpc": "2.0", "id": 1, "method": "session/new",
+                 "params": {"cwd": "/work/" + "d" * big, "mcpServers": []}}, None, None),
+        ("a2c", {"jsonrpc": "2.0", "id": 1, "result": {"sessionId": THREAD}}, THREAD, "session/new"),
+        ("c2a", prompt(2, "before the poison"), None, None),
+        ("a2c", chunk("a" * big), None, None),
+        ("a2c", end(2), THREAD, "session/prompt"),
+        ("c2a", prompt(3, "after the poison"), None, None),
+        ("a2c", chunk("still indexed"), None, None),
+        ("a2c", end(3), THREAD, "session/prompt"),
+    ])
+
+
+def limit(store: SqliteStore, length: int) -> None:
+    for conn in (store._writer, store._reader):
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, length)
+
+
+@asynccontextmanager
+async def limited_store(kind: str, tmp_path: Path, length: int = SQLITE_LIMIT) -> AsyncIterator[Store]:
+    """SQLite with its length limit lowered to ``length``, or MongoDB as the server has it."""
+    if kind == "mongodb":
+        from liminal.store.mongo import MongoStore
+
+        async with fresh_database() as url:
+            mongo = await MongoStore.open(url)
+            try:
+                yield mongo
+            finally:
+                await mongo.aclose()
+        return
+    sqlite = await SqliteStore.open(tmp_path / "liminal.db")
+    limit(sqlite, length)
+    try:
+        yield sqlite
+    finally:
+        await sqlite.aclose()
+
+
+class Counting:
+    """The store, counting writes (a batch retried forever is a count that keeps growing), and
+    failing them as the store would when it is down while ``down`` says so."""
+
+    def __init__(self, inner: Store, down: set[int] | None = None) -> None:
+        self.inner = inner
+        self.writes = 0
+        self.down = down or set()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def write(self, batch: Batch) -> None:
+        self.writes += 1
+        if self.writes in self.down:
+            raise StoreError("database is locked")
+        await self.inner.write(batch)
+
+
+def orphan_spool(root: Path, frames: list[FrameRecord]) -> Path:
+    """A spool whose writer is gone (its lock free), as a killed ``liminal acp`` leaves it."""
+    spool = SpoolDir(root / "dead")
+    assert spool.acquire()
+    for f in frames:
+        spool.append(f.seq, f)
+    spool.release(remove_if_empty=False)
+    return spool.path
+
+
+async def until_said(store: Store, text: str, timeout: float = 60) -> None:
+    with anyio.fail_after(timeout):
+        while not any(m.text == text for m in await store.messages(THREAD)):  # noqa: ASYNC110 - the store, no event
+            await anyio.sleep(0.05)
+
+
+def quarantined(home: Path) -> list[Path]:
+    return sorted((home / "quarantine").glob("*")) if (home / "quarantine").is_dir() else []
+
+
+async def assert_kept(store: Store, frames: list[FrameRecord]) -> None:
+    """Every frame in the store byte for byte (past the limit: in parts); the thread with its
+    cwd cut; the answer cut, saying where the whole is; each cut said by a ``problem`` message;
+    the turn after it indexed."""
+    stored = {f.id: f.raw for f in await store.frames(connection_id=CONN)}
+    assert set(stored) == {f.id for f in frames}
+    for f in frames:
+        assert stored[f.id] == f.raw, f.id
+    thread = await store.thread(THREAD)
+    assert thread is not None and thread.cwd.startswith("/work/ddd") and len(thread.cwd) < BIG
+    messages = await store.messages(THREAD)
+    said = [(m.kind, m.text) for m in messages if m.kind in {"user", "turn_end"}]
+    assert said == [("user", "before the poison"), ("turn_end", ""),
+                    ("user", "after the poison"), ("turn_end", "")]
+    agent = [m.text for m in messages if m.kind == "agent"]
+    assert len(agent) == 2 and agent[1] == "still indexed"
+    assert agent[0].startswith("aaaa") and len(agent[0]) < SQLITE_LIMIT
+    assert "in its frames" in agent[0]  # the note says where the whole answer is
+    problems = [m.text for m in messages if m.kind == "problem"]
+    assert any("cwd" in p and "cut" in p for p in problems), problems
+
+
+@pytest.mark.parametrize("store_kind", KINDS)
+async def test_a_frame_past_the_backends_limit_neither_spins_nor_blocks_the_frames_after_it(
+        tmp_path: Path, store_kind: str) -> None:
+    frames = poison_frames()
+    async with limited_store(store_kind, tmp_path) as inner:
+        store = Counting(inner)
+        live = SpoolDir(tmp_path / "spool" / "live")  # the proxy's, as the worker tails it
+        assert live.acquire()
+        for f in frames:
+            live.append(f.seq, f)
+        worker = Indexer(store, tmp_path / "spool", tail=live.path, recover=False,  # type: ignore[arg-type]
+                         yield_bytes_per_second=None)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(worker.run)
+            await until_said(inner, "still indexed")
+            live.seal()
+            await worker.aclose()
+        live.release(remove_if_empty=False)
+        await assert_kept(inner, frames)
+        assert not list(live.path.glob("*.spool"))  # released: every byte is in the store
+        assert store.writes < 60, store.writes  # isolated in a few writes, not retried forever
+        assert not quarantined(tmp_path)
+
+
+@pytest.mark.parametrize("store_kind", KINDS)
+async def test_a_restart_does_not_replay_a_frame_past_the_limit_into_the_same_failure(
+        tmp_path: Path, store_kind: str) -> None:
+    frames = poison_frames()
+    orphan = orphan_spool(tmp_path / "spool", frames)
+    async with limited_store(store_kind, tmp_path) as inner:
+        store = Counting(inner)
+        restarted = Indexer(store, tmp_path / "spool", yield_bytes_per_second=None)  # type: ignore[arg-type]
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(restarted.run)
+            with anyio.fail_after(60):
+                await restarted.recovered_all.wait()
+            await restarted.aclose()
+        await assert_kept(inner, frames)
+        assert not orphan.exists()  # replayed and released
+        assert store.writes < 60, store.writes
+
+
+async def test_a_store_down_around_a_poison_batch_sets_nothing_aside_and_loses_nothing(
+        tmp_path: Path) -> None:
+    """The store refuses the batch (a record past its limit), then fails the writes that look
+    for that record as a store that is down does: those failures are waited out with back-off
+    (nothing is taken for poison, nothing is set aside), then everything is kept."""
+    frames = poison_frames()
+    async with limited_store("sqlite", tmp_path) as inner:
+        store = Counting(inner, down={2, 3, 4, 5})
+        live = SpoolDir(tmp_path / "spool" / "live")
+        assert live.acquire()
+        for f in frames:
+            live.append(f.seq, f)
+        worker = Indexer(store, tmp_path / "spool", tail=live.path, recover=False,  # type: ignore[arg-type]
+                         yield_bytes_per_second=None, retry_seconds=0.05)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(worker.run)
+            await until_said(inner, "still indexed")
+            live.seal()
+            await worker.aclose()
+        live.release(remove_if_empty=False)
+        assert store.writes > 5  # the failures happened
+        await assert_kept(inner, frames)
+        assert not quarantined(tmp_path)
+        assert not list(live.path.glob("*.spool"))
+
+
+async def test_a_record_the_store_refuses_even_cut_is_set_aside_and_named(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """With SQLite's limit at 4 KiB, a prompt of 10 KiB makes a message no cut can fit: it is
+    set aside whole in ``quarantine/`` (0600, in a 0700 folder), named in a warning and in a
+    ``problem`` message in its thread; its frame is in the store (in parts); the turn after it is
+    indexed."""
+    from liminal import log
+
+    log.configure("info", json=True)
+    long_prompt = "flux " * 2048
+    frames = records([
+        ("c2a", {"jsonrpc": "2.0", "id": 1, "method": "session/new",
+                 "params": {"cwd": "/work", "mcpServers": []}}, None, None),
+        ("a2c", {"jsonrpc": "2.0", "id": 1, "result": {"sessionId": THREAD}}, THREAD, "session/new"),
+        ("c2a", prompt(2, long_prompt), None, None),
+        ("a2c", end(2), THREAD, "session/prompt"),
+        ("c2a", prompt(3, "after the poison"), None, None),
+        ("a2c", chunk("still indexed"), None, None),
+        ("a2c", end(3), THREAD, "session/prompt"),
+    ])
+    async with limited_store("sqlite", tmp_path, length=4096) as store:
+        live = SpoolDir(tmp_path / "spool" / "live")
+        assert live.acquire()
+        for f in frames:
+            live.append(f.seq, f)
+        worker = Indexer(store, tmp_path / "spool", tail=live.path, recover=False,
+                         yield_bytes_per_second=None)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(worker.run)
+            await until_said(store, "still indexed")
+            live.seal()
+            await worker.aclose()
+        live.release(remove_if_empty=False)
+        stored = {f.id: f.raw for f in await store.frames(connection_id=CONN)}
+        assert stored == {f.id: f.raw for f in frames}
+        messages = await store.messages(THREAD)
+        assert "after the poison" in [m.text for m in messages if m.kind == "user"]
+        [aside] = quarantined(tmp_path)
+        assert stat.S_IMODE(aside.stat().st_mode) == 0o600
+        assert stat.S_IMODE(aside.parent.stat().st_mode) == 0o700
+        header = orjson.loads(aside.read_bytes().split(b"\n", 1)[0])
+        assert header["record"]["text"] == long_prompt.strip() or \
+            header["record"]["text"] == long_prompt  # the message, whole
+        [problem] = [m for m in messages if m.kind == "problem"]
+        assert aside.name in problem.text and "set aside" in problem.text
+        assert aside.name in capsys.readouterr().err
+        assert not list(live.path.glob("*.spool"))
+
+
+# -- the pieces -------------------------------------------------------------------------------
+
+
+def test_a_streamed_answer_is_held_up_to_a_bound_and_says_its_frames_have_the_rest(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 1.5 GB streamed answer was held whole (and joined again at every write): the deriver
+    keeps ``MESSAGE_TEXT_CHARS`` of it and a note. (Lowered here: 1,000 characters.)"""
+    from liminal.ingest import derive
+
+    monkeypatch.setattr(derive, "MESSAGE_TEXT_CHARS", 1000)
+    frames = records([("c2a", prompt(1, "go"), None, None),
+                      *[("a2c", chunk("x" * 99 + "\n"), None, None) for _ in range(100)],
+                      ("a2c", end(1), THREAD, "session/prompt")])
+    deriver = derive.Deriver()
+    texts = []
+    for n, f in enumerate(frames):
+        deriver.feed(f, orjson.loads(f.raw))
+        if n % 7 == 0:  # written while it grows, as the indexer does
+            texts += [m.text for m in deriver.take().messages if m.kind == "agent"]
+    texts += [m.text for m in deriver.take().messages if m.kind == "agent"]
+    last = texts[-1]
+    assert last.startswith(("x" * 99 + "\n") * 10)
+    assert last.endswith("[liminal: the rest of this message, 9,000 characters, is in its frames]")
+    assert all(len(t) < 1100 for t in texts)
+
+
+def test_a_frame_too_large_to_parse_whole_is_derived_from_a_cut_copy(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A frame past ``DERIVE_BYTES`` (lowered here to 1 MiB) is derived from a copy with its
+    long strings cut, and gets a ``problem`` message saying so; its neighbours as usual."""
+    from liminal.ingest import derive
+    from liminal.ingest.recovery import parse
+
+    monkeypatch.setattr(derive, "DERIVE_BYTES", 1024 * 1024)
+    monkeypatch.setattr(derive, "CUT_STRING_BYTES", 1000)
+    text = "é\"\\\n" * 1_000_000  # escapes and two-byte characters all the way
+    frames = records([("c2a", prompt(1, text), None, None), ("a2c", chunk("ok"), None, None),
+                      ("a2c", end(1), THREAD, "session/prompt")])
+    assert len(frames[0].raw) > 1024 * 1024
+    deriver = derive.Deriver()
+    for f in frames:
+        deriver.feed(f, parse(f))
+    messages = {m.kind: m for m in deriver.take().messages}
+    user = messages["user"].text
+    assert text.startswith(user.split(" [liminal:")[0]) and len(user) < 2000
+    assert "bytes cut; the frame holds them]" in user
+    assert "derived from a copy" in messages["problem"].text
+    assert messages["agent"].text == "ok" and messages["turn_end"].status == "end_turn"
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=40),
+    lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12)
+
+
+@given(_json, st.integers(0, 30), st.booleans())
+@settings(max_examples=400, deadline=None)
+def test_a_cut_copy_parses_and_keeps_every_key_and_the_start_of_every_string(
+        value: Any, keep: int, ascii_only: bool) -> None:
+    import json
+
+    from liminal.ingest.cutcopy import cut_strings
+
+    raw = json.dumps(value, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
+    copy = json.loads(cut_strings(raw, keep))
+
+    def same(original: Any, cut: Any) -> None:
+        if isinstance(original, dict):
+            assert list(cut) == list(original)  # keys whole, in order
+            for k in original:
+                same(original[k], cut[k])
+        elif isinstance(original, list):
+            assert len(cut) == len(original)
+            for a, b in zip(original, cut, strict=True):
+                same(a, b)
+        elif isinstance(original, str) and cut != original:
+            head, note, _ = cut.rpartition(" [liminal: ")
+            assert note and cut.endswith(" bytes cut; the frame holds them]")
+            assert original.startswith(head)
+        else:
+            assert cut == original
+
+    same(value, copy)
+
+
+def test_each_backend_tells_a_refusal_from_a_failure() -> None:
+    """What the indexer may cut or set aside (a refusal: the same write fails again) and what it
+    must wait out (the store failing: it passes)."""
+    from bson.errors import InvalidDocument
+    from pymongo.errors import AutoReconnect, BulkWriteError, DocumentTooLarge, WriteError
+
+    from liminal.store import mongo
+    from liminal.store import sqlite as backend
+
+    too_big = sqlite3.DataError("string or blob too big")
+    locked = sqlite3.OperationalError("database is locked")
+    locked.sqlite_errorcode = 5  # type: ignore[attr-defined]
+    assert backend._refused(too_big) and backend._refused(UnicodeEncodeError("utf-8", "\ud800", 0, 1, "x"))
+    assert backend._refused(OverflowError("Python int too large to convert to SQLite INTEGER"))
+    assert not backend._refused(locked)
+    assert mongo.refused(DocumentTooLarge("BSON document too large"))
+    assert mongo.refused(InvalidDocument("Key names must not contain the NULL byte"))
+    assert mongo.refused(WriteError("BSONObj size is invalid", 10334, {"code": 10334}))
+    assert mongo.refused(BulkWriteError({"writeErrors": [{"index": 0, "code": 10334}],
+                                         "writeConcernErrors": []}))
+    assert not mongo.refused(BulkWriteError({"writeErrors": [{"index": 0, "code": 91}],
+                                             "writeConcernErrors": []}))
+    assert not mongo.refused(BulkWriteError({"writeErrors": [{"index": 0, "code": 10334}],
+                                             "writeConcernErrors": [{"code": 64}]}))
+    assert not mongo.refused(AutoReconnect("connection reset"))
+
+
+async def test_sqlite_keeps_a_frame_and_a_line_past_its_limit_in_parts(tmp_path: Path) -> None:
+    """Raw bytes past the connection's limit are stored in pieces and read back whole; a
+    session file's end counts them; deleting the thread takes the pieces too."""
+    from liminal.store.records import SessionRecord
+
+    store = await SqliteStore.open(tmp_path / "liminal.db")
+    limit(store, 64 * 1024)
+    raw = bytes(range(256)) * 1000  # 256,000 bytes
+    frame = FrameRecord("c:0000000001", "c", 1, 1.0, "a2c", "notification", THREAD, THREAD,
+                        "session/update", None, len(raw), raw)
+    line = SessionRecord(SessionRecord.make_id(THREAD, 0), THREAD, THREAD, 0, "u", "user", None,
+                         None, (), "words", raw)
+    await store.write(Batch([frame], session_records=[line]))
+    await store.write(Batch([frame], session_records=[line]))  # again: unchanged
+    assert [f.raw for f in await store.frames(thread_id=THREAD)] == [raw]
+    assert [r.raw for r in await store.session_records(THREAD)] == [raw]
+    assert await store.session_file_end(THREAD) == len(raw) + 1
+    assert await store.delete_thread(THREAD) >= 2
+    parts = store._reader.execute("SELECT COUNT(*) FROM parts").fetchone()[0]
+    assert parts == 0
+    await store.aclose()
+
+
+def test_doctor_names_what_was_set_aside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """How a person finds a record set aside, besides the warning and the thread's ``problem``
+    message: ``liminal doctor`` says where, and fails until it is dealt with."""
+    from liminal import cli
+    from liminal.ingest.quarantine import read_aside, set_aside
+
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    monkeypatch.setenv("LIMINAL_HOME", str(home))
+    for var in ("LIMINAL_STORE_URL", "LIMINAL_CACHE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    assert cli.main(["doctor"]) == 0
+    assert "nothing set aside" in capsys.readouterr().out
+    raw = b'{"jsonrpc":"2.0","method":"x","params":"\\ud800"}'
+    frame = FrameRecord("c:0000000007", "c", 7, 1.0, "a2c", "notification", "t\ud800", None,
+                        "x", None, len(raw), raw)
+    path = set_aside(home / "quarantine", "frame", frame, "the store refused it")
+    header, kept = read_aside(path)
+    assert kept == raw and header["record"]["thread_id"] == "t\ud800"  # whole, surrogate too
+    assert cli.main(["doctor"]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "PROBLEM aside 1 record the store refused set aside in" in out
+    assert path.name in out.replace(" ", "")  # (a long finding wraps)
+
+
+@pytest.mark.parametrize("store_kind", KINDS)
+async def test_a_batch_whose_total_is_past_a_message_of_the_server_is_stored(
+        tmp_path: Path, store_kind: str) -> None:
+    """MongoDB takes at most 48 MB in one message and 16 MB in one document: a batch of records
+    each just under what stays inline, 60 MiB together, goes in (the driver splits it) and
+    reads back whole; so does a record past 16 MB (in pieces). SQLite as it ships."""
+    from liminal.store.records import MessageRecord, SessionRecord
+
+    inline = 1024 * 1024
+    frames = [FrameRecord(f"{CONN}:{n:010d}", CONN, n, 1.0 + n, "a2c", "notification", THREAD,
+                          THREAD, "session/update", None, inline, bytes([n]) * inline)
+              for n in range(60)]
+    messages = [MessageRecord(f"m{n}", THREAD, None, 1.0 + n, f"{n:04d}", "agent",
+                              text=chr(0x4E00 + n) * (inline // 4)) for n in range(60)]
+    lines = [SessionRecord(SessionRecord.make_id(THREAD, n * inline), THREAD, THREAD, n * inline,
+                           None, "user", None, None, (), "", bytes([n]) * (inline - 1))
+             for n in range(60)]
+    big = FrameRecord(f"{CONN}:{60:010d}", CONN, 60, 61.0, "a2c", "notification", THREAD, THREAD,
+                      "session/update", None, 17 * inline, b"b" * (17 * inline))
+    async with limited_store(store_kind, tmp_path, length=1_000_000_000) as store:
+        await store.write(Batch([*frames, big], messages, session_records=lines))
+        assert [f.raw for f in await store.frames(connection_id=CONN)] == [f.raw for f in [*frames, big]]
+        assert [m.text for m in await store.messages(THREAD)] == [m.text for m in messages]
+        assert [r.raw for r in await store.session_records(THREAD)] == [r.raw for r in lines]
