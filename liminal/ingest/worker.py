@@ -18,6 +18,13 @@ Crash guarantee: a frame is on disk within ``flush_seconds`` (5 ms) of being off
 ``liminal acp`` loses at most those; the worker, if alive, keeps going, and otherwise the next
 start replays the spool. A SIGKILL of the worker loses nothing (the spool is only trimmed after
 the store has committed); the proxy starts a new one.
+
+Stopping is bounded: SIGTERM (or SIGINT) gives the worker ``STOP_SECONDS`` to store what it can,
+then ``EXIT_SECONDS`` more for a store call under way (a write waiting on a locked database, a
+slow server: it cannot be cancelled from here), and then the process exits regardless, as a
+SIGKILL would, losing nothing. A second signal exits at once. A worker after its proxy's
+``close_timeout`` is sent SIGTERM, and SIGKILL if it is still there that bound later: a worker
+stuck on a store call used to outlive its proxy (issue 21).
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections import Counter, deque
@@ -44,6 +52,8 @@ from liminal.ingest.spool import SpoolDir, encode_block, encode_columns
 
 logger = log.get("liminal.ingest.worker")
 WORKER_NICE = 10
+STOP_SECONDS = 5.0  # after SIGTERM: storing what the store takes at once
+EXIT_SECONDS = 3.0  # then a store call under way, before the process exits regardless
 # What a spool row holds (orjson writes the enums as their values), in spool.py's order.
 _FIELDS = attrgetter("connection_id", "time", "direction", "kind", "thread_id", "backing_id",
                      "method", "rpc_id", "size")
@@ -244,14 +254,44 @@ class SpoolWriter:
             if scope.cancelled_caught:
                 logger.warning("index worker still busy at exit; the spool is replayed at the "
                                "next start", spool=str(self.spool.path))
-                worker.terminate()
+                await _stop(worker)
         self.spool.refresh()
         self.spool.release(remove_if_empty=not self.spool.segments)
         logger.info("spool writer closed", spooled=self.spooled, lost=self.lost,
                     workers_started=self.workers_started, left=len(self.spool.segments))
 
 
+async def _stop(worker: Process) -> None:
+    """SIGTERM, and SIGKILL if the worker has not exited within its own bound on stopping."""
+    with contextlib.suppress(ProcessLookupError):
+        worker.terminate()
+    with anyio.move_on_after(STOP_SECONDS + EXIT_SECONDS + 1.0) as scope:
+        await worker.wait()
+    if scope.cancelled_caught:
+        logger.error("index worker did not stop on SIGTERM; killed", pid=worker.pid)
+        with contextlib.suppress(ProcessLookupError):
+            worker.kill()
+        with anyio.move_on_after(5.0):
+            await worker.wait()
+
+
 # -- the worker process ------------------------------------------------------------------------
+
+
+def _exit_after(seconds: float, code: int) -> None:
+    """Exit the process in ``seconds`` whatever it is doing (a thread: the event loop may be
+    waiting on a store call that cannot be cancelled). The spool keeps what was not stored."""
+
+    def exit_now() -> None:
+        logger.warning("index worker: a store call did not finish in time; exiting, the spool "
+                       "keeps what was not stored", seconds=seconds)
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        os._exit(code)
+
+    timer = threading.Timer(seconds, exit_now)
+    timer.daemon = True
+    timer.start()
 
 
 async def _worker(spool_dir: Path, settings: Settings) -> None:
@@ -288,11 +328,16 @@ async def _worker(spool_dir: Path, settings: Settings) -> None:
             await indexer.aclose()  # the proxy is done (or gone): drain, then stop
 
         async def watch_signals() -> None:
-            # An editor stopping liminal signals its whole process group: drain, then stop.
+            # An editor stopping liminal signals its whole process group: drain what the store
+            # takes at once, then stop, within a bound whatever the store does.
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                async for _ in signals:
-                    await indexer.aclose()
-                    return
+                stopping = False
+                async for signum in signals:
+                    if stopping:  # a second signal: now
+                        os._exit(128 + signum)
+                    stopping = True
+                    _exit_after(STOP_SECONDS + EXIT_SECONDS, 128 + signum)
+                    tg.start_soon(indexer.aclose, STOP_SECONDS)
 
         tg.start_soon(indexer.run)
         tg.start_soon(watch_stdin)

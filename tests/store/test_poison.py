@@ -12,8 +12,13 @@ is still waited for, with nothing set aside and nothing lost."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
 import stat
+import subprocess
+import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -284,6 +289,105 @@ async def test_a_record_the_store_refuses_even_cut_is_set_aside_and_named(
         assert aside.name in problem.text and "set aside" in problem.text
         assert aside.name in capsys.readouterr().err
         assert not list(live.path.glob("*.spool"))
+
+
+# -- the worker process -----------------------------------------------------------------------
+
+
+def holds_flock(pid: int, path: Path) -> bool:
+    """Whether process ``pid`` holds an flock on ``path`` (``/proc/locks``): looking by taking
+    the lock would make the worker take the spool for a live one and pass it by."""
+    inode = path.stat().st_ino
+    with open("/proc/locks") as f:
+        for line in f:
+            parts = line.split()
+            if "FLOCK" in parts and len(parts) >= 6:
+                owner, where = parts[4], parts[5]
+                if owner == str(pid) and where.rsplit(":", 1)[-1] == str(inode):
+                    return True
+    return False
+
+
+def start_worker(home: Path, live: Path, sqlite_limit: int) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LIMINAL_")}
+    env.update(PYTHONPATH=str(ROOT), LIMINAL_HOME=str(home),
+               LIMINAL_TEST_SQLITE_MAX_LENGTH=str(sqlite_limit))
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.store.limited_worker", str(live), "--home", str(home),
+         "--log-level", "warning"],
+        cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE)
+
+
+@pytest.mark.slow
+async def test_sigterm_stops_a_worker_stuck_on_a_poison_spool_within_a_bound(tmp_path: Path) -> None:
+    """A spool left with a frame past the limit, and a store another writer holds locked: the
+    worker's replay waits on the store. SIGTERM stops it within a bound (it waited out every
+    retry of the replay, five minutes, before), and the spool keeps every frame for later."""
+    home = tmp_path / "home"
+    frames = poison_frames()
+    orphan = orphan_spool(home / "spool", frames)
+    live = SpoolDir(home / "spool" / "live")
+    assert live.acquire()
+    await (await SqliteStore.open(home / "liminal.db")).aclose()  # made, then locked
+    lock = sqlite3.connect(home / "liminal.db", isolation_level=None)
+    lock.execute("BEGIN IMMEDIATE")
+    worker = start_worker(home, live.path, SQLITE_LIMIT)
+    try:
+        with anyio.fail_after(60):
+            while not holds_flock(worker.pid, orphan / ".lock"):
+                assert worker.poll() is None, worker.stderr.read() if worker.stderr else b""
+                await anyio.sleep(0.05)
+        await anyio.sleep(0.5)  # into its first write, which waits on the lock
+        worker.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        code = await anyio.to_thread.run_sync(lambda: _wait(worker, 60))
+        took = time.monotonic() - sent
+        assert code is not None, "the worker ignored SIGTERM"
+        assert took < 20, took
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        lock.execute("ROLLBACK")
+        lock.close()
+        live.release(remove_if_empty=False)
+    assert list(orphan.glob("*.spool"))  # nothing lost: the spool waits for the next start
+
+
+def _wait(process: subprocess.Popen[bytes], timeout: float) -> int | None:
+    try:
+        return process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+async def test_the_proxys_shutdown_does_not_leave_its_worker_behind(tmp_path: Path) -> None:
+    """A worker that does not stop on SIGTERM (stuck in a store call, or ignoring it) is
+    killed: ``aclose`` used to send SIGTERM and return, and the worker stayed."""
+    from liminal import config
+    from liminal.ingest.worker import SpoolWriter
+
+    stubborn = [sys.executable, "-c",
+                "import signal, sys, time\n"
+                "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                "sys.stdin.read()\n"  # it also outlives its stdin closing
+                "time.sleep(600)\n"]
+    writer = SpoolWriter(config.load({"home": tmp_path}), close_timeout=0.2, worker_argv=stubborn)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(writer.run)
+        with anyio.fail_after(20):
+            while writer._worker is None:  # noqa: ASYNC110 - the writer's state, no event
+                await anyio.sleep(0.02)
+        process = writer._worker
+        try:
+            with anyio.fail_after(30):
+                await writer.aclose()
+            tg.cancel_scope.cancel()
+            assert process.returncode is not None, "the worker was left running"
+        finally:
+            if process.returncode is None:
+                process.kill()
 
 
 # -- the pieces -------------------------------------------------------------------------------
