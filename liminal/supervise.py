@@ -25,7 +25,7 @@ fails again at once, and a loop of tracebacks helps nobody.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -49,7 +49,9 @@ class Supervised:
     offer_failures: int = 0
     crashes: int = 0
     off: bool = False
-    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    # Made when the run starts: a cancel scope needs a running event loop, and a proxy (with its
+    # supervisor) may be built before there is one (``anyio.run(proxy.run)``).
+    scope: anyio.CancelScope | None = None
 
 
 def name_of(component: Any) -> str:
@@ -99,7 +101,8 @@ class Supervisor:
     def switch_off(self, member: Supervised) -> None:
         member.off = True
         self._offering = [m for m in self._offering if m is not member]
-        member.scope.cancel()
+        if member.scope is not None:
+            member.scope.cancel()
 
     # --------------------------------------------------------------- prepare
 
@@ -121,6 +124,9 @@ class Supervisor:
     async def run(self, member: Supervised, proxy: Any) -> None:
         """Run one component's ``run`` until it returns, restarting it after a failure."""
         assert member.run is not None
+        member.scope = anyio.CancelScope()
+        if member.off:  # switched off before it started (its offer kept failing)
+            member.scope.cancel()
         with member.scope:
             while True:
                 try:
