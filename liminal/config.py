@@ -124,6 +124,9 @@ class ServeSettings:
     shutdown_seconds: float = 10.0
     # A request for a thread another connection has open waits this long, then is refused.
     busy_wait_seconds: float = 120.0
+    # A connection's agent starts when it sends ``initialize``; one that sends none within this
+    # long is closed (it held a connection slot and nothing else).
+    initialize_seconds: float = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,6 +350,7 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "serve.max_connections": (lambda v: v >= 1, "1 or more"),
     "serve.shutdown_seconds": (lambda v: 0 <= v <= 600, "seconds, 0 to 600"),
     "serve.busy_wait_seconds": (lambda v: 0 <= v <= 3600, "seconds, 0 to 3600"),
+    "serve.initialize_seconds": (lambda v: 0 < v <= 3600, "seconds, more than 0, at most 3600"),
 }
 
 

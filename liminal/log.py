@@ -1,18 +1,26 @@
 """Logging: structlog to stderr, always. Stdout belongs to the protocol.
 
 JSON lines when stderr is not a terminal (an editor capturing it, CI), coloured key=value
-otherwise.
+otherwise. One format for everything the process logs: the libraries' stdlib logging
+(websockets, watchfiles, asyncio), Python's warnings and an uncaught exception in a thread go
+through the same renderer (structlog's ``ProcessorFormatter``), so a reader of liminal's stderr
+never meets a plain ``watchfiles.main INFO 1 change detected`` between its JSON lines. A
+library's INFO is its routine chatter (a change seen, a connection opened) and is logged at
+debug; its warnings and errors keep their level.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+import threading
 from typing import Any, TextIO, cast
 
 import structlog
 
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
+_OWN = "liminal"  # loggers under this name are liminal's own: their INFO stays INFO
+_HANDLER = "liminal"
 
 
 def configure(level: str = "info", *, json: bool | None = None) -> None:
@@ -26,11 +34,12 @@ def configure(level: str = "info", *, json: bool | None = None) -> None:
         if json
         else structlog.dev.ConsoleRenderer(colors=True)
     )
+    stamp = structlog.processors.TimeStamper(fmt="iso", utc=True)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            stamp,
             structlog.processors.format_exc_info,
             renderer,
         ],
@@ -39,7 +48,44 @@ def configure(level: str = "info", *, json: bool | None = None) -> None:
         logger_factory=structlog.PrintLoggerFactory(file=cast(TextIO, _StderrProxy())),
         cache_logger_on_first_use=False,
     )
-    logging.basicConfig(level=number, stream=sys.stderr, format="%(name)s %(levelname)s %(message)s")
+    handler = logging.StreamHandler(cast(TextIO, _StderrProxy()))
+    handler.setFormatter(structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[structlog.stdlib.add_log_level, structlog.stdlib.add_logger_name, stamp],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                    structlog.processors.format_exc_info, renderer],
+    ))
+    handler.addFilter(_LibraryChatter(number))
+    handler.set_name(_HANDLER)
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if h.get_name() == _HANDLER]:  # configured again: one
+        root.removeHandler(old)
+    root.addHandler(handler)
+    # Records below INFO are not even made unless liminal logs at debug.
+    root.setLevel(min(number, logging.INFO))
+    logging.captureWarnings(True)
+    threading.excepthook = _thread_died
+
+
+class _LibraryChatter(logging.Filter):
+    """A library's INFO record is debug; then the configured level decides."""
+
+    def __init__(self, level: int) -> None:
+        super().__init__()
+        self.level = level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.INFO and not (record.name == _OWN or record.name.startswith(_OWN + ".")):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return record.levelno >= self.level
+
+
+def _thread_died(args: threading.ExceptHookArgs) -> None:
+    """An exception nothing caught in a thread: a log line like any other, not a bare traceback."""
+    if args.exc_type is SystemExit:
+        return
+    exc = args.exc_value if args.exc_value is not None else args.exc_type()
+    get("liminal.thread").error("a thread died", thread=getattr(args.thread, "name", None),
+                                exc_info=(args.exc_type, exc, args.exc_traceback))
 
 
 class _StderrProxy:

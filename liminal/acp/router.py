@@ -55,13 +55,20 @@ from typing import Any
 import orjson
 
 from liminal.acp import jsonrpc
-from liminal.acp.events import Direction, FrameEvent, Kind, make_event, make_lazy_event
+from liminal.acp.events import (
+    UPDATE_KIND_AT,
+    UPDATE_PREFIX,
+    Direction,
+    FrameEvent,
+    Kind,
+    kind_markers,
+    make_event,
+    make_lazy_event,
+)
 from liminal.acp.framing import LineFramer, Oversized
 
 OWN_ID_PREFIX = "liminal-"
-_UPDATE_PREFIX = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"'
-_UPDATE_PREFIX_LEN = len(_UPDATE_PREFIX)
-_UPDATE_KIND_AT = b'","update":{"sessionUpdate":"'  # right after the session id, canonically
+_UPDATE_PREFIX_LEN = len(UPDATE_PREFIX)
 _CREATES_SESSION = frozenset({"session/new", "session/fork"})
 _OPENS = frozenset({"session/load", "session/resume", "session/fork"})  # see ``Router.on_open``
 _DIRECT = {True: Direction.CLIENT_TO_AGENT, False: Direction.AGENT_TO_CLIENT}
@@ -199,6 +206,7 @@ class Router:
         self.agent_alive = True
         self._hooks: dict[str, list[RequestHook]] = {}  # method -> hooks, in the order added
         self._update_hooks: dict[str, list[UpdateHook]] = {}  # update kind -> hooks
+        self._hooked_kinds: tuple[bytes, ...] = ()  # their ``kind_markers``, for canonical lines
         self._local_pending: dict[Any, _Pending] = {}  # requests kept for ``answer_local``
         # Called with the thread of a client's session/load, resume or fork before it is routed:
         # a component may bind the thread first (``liminal.kernel.swap``: another liminal on
@@ -268,14 +276,7 @@ class Router:
         """Let ``hook`` amend every ``session/update`` of these kinds (see ``UpdateHook``)."""
         for kind in kinds:
             self._update_hooks.setdefault(kind, []).append(hook)
-
-    def _update_hooked(self, line: bytes, end: int) -> bool:
-        """Whether a canonical update line (session id ending at ``end``) is of a hooked kind."""
-        start = end + len(_UPDATE_KIND_AT)
-        if not line.startswith(_UPDATE_KIND_AT, end):
-            return False
-        stop = line.find(b'"', start)
-        return stop > 0 and line[start:stop].decode("ascii", "replace") in self._update_hooks
+        self._hooked_kinds = kind_markers(*self._update_hooks)
 
     def _amended(self, line: bytes, message: dict[str, Any], thread: str) -> bytes:
         params = message.get("params")
@@ -633,7 +634,7 @@ class Router:
         if isinstance(line, Oversized):
             self._agent_oversized(line, now)
             return
-        if line.startswith(_UPDATE_PREFIX):
+        if line.startswith(UPDATE_PREFIX):
             # The hottest path: a streamed session/update in the canonical form all four pinned
             # adapters write. The session id is read from the bytes (it is the first member of
             # the top-level params, so there is no ambiguity) and the parse is left to whoever
@@ -641,8 +642,11 @@ class Router:
             # still forwarded untouched, as any unparsable line is; its message reads as None.
             end = line.find(b'"', _UPDATE_PREFIX_LEN)
             raw_id = line[_UPDATE_PREFIX_LEN:end]
+            # A hooked kind takes the parsed path, and so does an update that does not follow
+            # the session id when there are hooks (its kind is not where the bytes can tell).
             if end > 0 and b"\\" not in raw_id and raw_id.isascii() and not (
-                    self._update_hooks and self._update_hooked(line, end)):
+                    self._hooked_kinds and (line.startswith(self._hooked_kinds, end)
+                                            or not line.startswith(UPDATE_KIND_AT, end))):
                 fast_backing = raw_id.decode()
                 fast_thread = self._thread_of.get(fast_backing, fast_backing)
                 direction = Direction.AGENT_TO_CLIENT

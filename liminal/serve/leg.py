@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
+from websockets.typing import Data
 
 from liminal import log
 from liminal.acp import jsonrpc
@@ -53,8 +54,11 @@ CLAIM_SECONDS = 30.0
 
 class WebSocketClientLeg:
     def __init__(self, connection: ServerConnection, *, locks: ThreadLocks | None = None,
-                 busy_wait: float = 120.0, detached_max: float = 3600.0) -> None:
+                 busy_wait: float = 120.0, detached_max: float = 3600.0,
+                 first: Data | None = None) -> None:
         self.connection = connection
+        # A message the server read before the proxy existed (``initialize``): read first.
+        self._first: deque[Data] = deque([first] if first is not None else [])
         self.locks = locks
         self.busy_wait = busy_wait
         self.detached_max = detached_max
@@ -100,7 +104,7 @@ class WebSocketClientLeg:
             try:
                 while True:
                     await self._reading.wait()
-                    message = await self.connection.recv()
+                    message = self._first.popleft() if self._first else await self.connection.recv()
                     data = message.encode() if isinstance(message, str) else bytes(message)
                     # One frame is one message: a newline inside it would split it for the framer.
                     data = data.replace(b"\n", b" ").replace(b"\r", b" ")

@@ -2,8 +2,9 @@
 
 One endpoint, ``/acp``: each text frame one JSON-RPC message, ``initialize`` first. Every
 connection gets an ``Acp-Connection-Id`` (a response header, also the proxy's connection id in
-the store) and its own proxy with the same components as ``liminal acp``, in front of its own
-agent process. ``GET /healthz`` answers ``ok``.
+the store) and, once it sends ``initialize``, its own proxy with the same components as
+``liminal acp``, in front of its own agent process; one that sends none within
+``serve.initialize_seconds`` is closed (1008). ``GET /healthz`` answers ``ok``.
 
 Refused before the WebSocket opens (the handshake's HTTP answer):
 
@@ -26,6 +27,7 @@ import asyncio
 import contextlib
 import ipaddress
 import signal
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from http import HTTPStatus
@@ -35,10 +37,12 @@ from urllib.parse import urlsplit
 
 import anyio
 from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
-from websockets.typing import Subprotocol
+from websockets.typing import Data, Subprotocol
 
 from liminal import log
+from liminal.acp import jsonrpc
 from liminal.config import Settings
 from liminal.serve import token as tokens
 from liminal.serve.leg import WebSocketClientLeg
@@ -77,6 +81,7 @@ class AcpServer:
         self.server: Server | None = None
         self._none_open = asyncio.Event()
         self._none_open.set()
+        self._stopping = False  # a SIGTERM came: a connection that initializes now starts nothing
 
     # -- the handshake ------------------------------------------------------------------------
 
@@ -128,11 +133,16 @@ class AcpServer:
         self.connections[connection] = connection_id
         self._none_open.clear()
         logger.info("connection opened", connection=connection_id, peer=str(connection.remote_address))
-        locks = ThreadLocks(self.settings.home, redis_url_of(self.settings.cache.url))
-        leg = WebSocketClientLeg(connection, locks=locks, busy_wait=self.settings.serve.busy_wait_seconds)
-        self.legs[connection] = leg
-        leg.find_detached = self._detached_holder
+        locks: ThreadLocks | None = None
         try:
+            initialize = await self._initialize_of(connection, connection_id)
+            if initialize is None or self._stopping:
+                return
+            locks = ThreadLocks(self.settings.home, redis_url_of(self.settings.cache.url))
+            leg = WebSocketClientLeg(connection, locks=locks, busy_wait=self.settings.serve.busy_wait_seconds,
+                                     first=initialize)
+            self.legs[connection] = leg
+            leg.find_detached = self._detached_holder
             code = await run_proxy(self.argv, self.settings, self.config_file, leg,
                                    connection_id=connection_id, watch_signals=False,
                                    restart_agent=True,
@@ -147,13 +157,48 @@ class AcpServer:
         except Exception:
             logger.exception("connection failed", connection=connection_id)
         finally:
-            await locks.release_all()
+            if locks is not None:
+                await locks.release_all()
             self.legs.pop(connection, None)
             self.connections.pop(connection, None)
             if not self.connections:
                 self._none_open.set()
             with contextlib.suppress(Exception):
                 await connection.close()
+
+    async def _initialize_of(self, connection: ServerConnection, connection_id: str) -> Data | None:
+        """The connection's ``initialize``, the message its agent starts with; None when it
+        closes, or sends none within ``serve.initialize_seconds`` (then it is closed).
+
+        Nothing is started before it: an agent process, its CLI and an index worker for every
+        socket that connects (a probe, a client that never gets going) would cost hundreds of
+        megabytes each. A request before it is answered with an error, as an agent that was not
+        initialized would; a notification is dropped.
+        """
+        deadline = time.monotonic() + self.settings.serve.initialize_seconds
+        try:
+            while True:
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                    message = await connection.recv()
+                data = message.encode() if isinstance(message, str) else bytes(message)
+                parsed = jsonrpc.parse(data)
+                if parsed is None:
+                    await connection.send(jsonrpc.error_frame(b"null", jsonrpc.PARSE_ERROR,
+                                                              "not a JSON-RPC message").decode())
+                    continue
+                if parsed.get("method") == "initialize" and "id" in parsed:
+                    return message
+                if "id" in parsed and "method" in parsed:
+                    await connection.send(jsonrpc.error_frame(
+                        jsonrpc.encode_id(parsed["id"], data), jsonrpc.INVALID_REQUEST,
+                        "send initialize first: the agent starts when the connection initializes").decode())
+        except TimeoutError:
+            logger.info("connection closed: no initialize", connection=connection_id,
+                        seconds=self.settings.serve.initialize_seconds)
+            await connection.close(1008, "no initialize within serve.initialize_seconds")
+        except ConnectionClosed:
+            pass
+        return None
 
     def _detached_holder(self, thread: str, asker: WebSocketClientLeg) -> WebSocketClientLeg | None:
         """The connection of this process whose client left while the thread's turn runs."""
@@ -205,11 +250,15 @@ class AcpServer:
             signum = await self._wait_for_signal()
             logger.warning("signal received; closing connections", signal=signum,
                            connections=len(self.connections))
+            self._stopping = True
             server.close(close_connections=False)
-            # Connections with nothing under way close now; a running turn gets the deadline.
-            for connection, leg in list(self.legs.items()):
-                if not leg.under_way():
-                    leg.give_up()
+            # Connections with nothing under way (or no agent yet) close now; a running turn
+            # gets the deadline.
+            for connection in list(self.connections):
+                leg = self.legs.get(connection)
+                if leg is None or not leg.under_way():
+                    if leg is not None:
+                        leg.give_up()
                     await connection.close(1001, "liminal is shutting down")
             with anyio.move_on_after(self.settings.serve.shutdown_seconds):
                 await self._none_open.wait()

@@ -4,6 +4,7 @@ oversized message, the token file, SIGTERM (issue 15)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -16,7 +17,7 @@ from typing import Any
 from urllib.request import urlopen
 
 import pytest
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
 from tests.support.proxy_process import child_env, scripted_agent_argv
@@ -507,3 +508,49 @@ def test_a_token_file_that_cannot_be_the_token_is_one_line_and_exit_2(tmp_path: 
     assert done.returncode == 2 and "Traceback" not in err, err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "serve-token" in lines[0] and "delete it" in lines[0], err
+
+
+def agents_started(tmp_path: Path) -> int:
+    """Agent processes started so far (the scripted agent notes its pid at start)."""
+    pids = tmp_path / "agent_in.bin.pids"
+    return len(pids.read_text().split()) if pids.exists() else 0
+
+
+def test_an_agent_starts_at_initialize_not_at_connect(served: Served, tmp_path: Path) -> None:
+    """Three authenticated probes that never send initialize start no agent and no index worker:
+    before, each accepted socket started both at once (three probes, three adapters)."""
+    with contextlib.ExitStack() as stack:
+        probes = [stack.enter_context(served.connect()) for _ in range(3)]
+        with served.connect() as ws:  # a client that initializes gets its agent, as before
+            assert rpc(ws, 1, "initialize", {"protocolVersion": 1})["result"]["protocolVersion"] == 1
+            assert "result" in rpc(ws, 2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})
+        assert agents_started(tmp_path) == 1
+        # What a probe sends before initialize is answered, and starts nothing either.
+        probes[0].send(json.dumps({"jsonrpc": "2.0", "id": 5, "method": "session/new",
+                                   "params": {"cwd": str(tmp_path), "mcpServers": []}}))
+        refused = json.loads(probes[0].recv(timeout=30))
+        assert refused["id"] == 5 and refused["error"]["code"] == -32600, refused
+        assert "initialize" in refused["error"]["message"]
+        probes[1].send('{"jsonrpc":"2.0","method":"session/cancel","params":{}}')  # dropped
+        probes[1].send("not json")
+        assert json.loads(probes[1].recv(timeout=30))["error"]["code"] == -32700
+        assert rpc(probes[2], 9, "session/list", {})["error"]["code"] == -32600
+        assert agents_started(tmp_path) == 1
+        log = (tmp_path / "serve.log").read_text()
+        assert log.count('"agent started"') == 1, log
+
+
+def test_a_connection_that_never_initializes_is_closed(tmp_path: Path) -> None:
+    server = serve(tmp_path, config="[serve]\ninitialize_seconds = 1\n")
+    try:
+        with server.connect() as ws:
+            with pytest.raises(ConnectionClosed) as closed:
+                ws.recv(timeout=60)
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
+        with server.connect() as ws:  # initialized in time: it stays, with its agent
+            assert rpc(ws, 1, "initialize", {"protocolVersion": 1})["result"]
+            assert "result" in rpc(ws, 2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})
+        assert agents_started(tmp_path) == 1
+    finally:
+        server.proc.kill()
+        server.proc.wait(10)

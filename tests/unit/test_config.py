@@ -78,6 +78,8 @@ BAD_VALUES = [
     ("LIMINAL_SWAP_HOLD_TIMEOUT_SECONDS", "0", "swap.hold_timeout_seconds"),
     ("LIMINAL_SWAP_ENABLED", "perhaps", "swap.enabled"),
     ("LIMINAL_LOG_LEVEL", "verbose", "log_level"),
+    ("LIMINAL_SERVE_INITIALIZE_SECONDS", "0", "serve.initialize_seconds"),
+    ("LIMINAL_SERVE_INITIALIZE_SECONDS", "7200", "serve.initialize_seconds"),
 ]
 
 

@@ -849,6 +849,22 @@ def test_an_update_hook_amends_what_the_client_gets_and_the_taps_keep_what_the_a
     assert from_agent(router, chunk).to_client == [chunk]  # other kinds take the fast path untouched
 
 
+def test_an_update_hook_sees_its_kind_whatever_the_order_of_the_params() -> None:
+    """A line that starts canonically but puts something between the session id and the update
+    cannot tell its kind from the bytes: it takes the parsed path, and the hook sees it (it went
+    by on the fast path untouched, liminal's commands missing from that listing)."""
+    router = make()
+    new_session(router)
+    router.add_update_hook(("available_commands_update",),
+                           lambda thread, update: {**update, "availableCommands": [{"name": "ours"}]})
+    line = (b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"' + THREAD.encode()
+            + b'","_meta":{"x":1},"update":{"sessionUpdate":"available_commands_update","availableCommands":[]}}}')
+    [sent] = from_agent(router, line).to_client
+    assert json.loads(sent)["params"]["update"]["availableCommands"] == [{"name": "ours"}]
+    other = line.replace(b"available_commands_update", b"agent_message_chunk")
+    assert from_agent(router, other).to_client == [other]  # parsed, not a hooked kind: as sent
+
+
 def test_a_failing_hook_never_stops_a_frame() -> None:
     router = make()
     new_session(router)
