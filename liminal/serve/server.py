@@ -6,8 +6,11 @@ the store) and, once it sends ``initialize``, its own proxy with the same compon
 ``liminal acp``, in front of its own agent process; one that sends none within
 ``serve.initialize_seconds`` is closed (1008). ``GET /healthz`` answers ``ok``.
 
-Refused before the WebSocket opens (the handshake's HTTP answer):
+Refused before the WebSocket opens (the handshake's HTTP answer), each with one log line:
 
+- a header that must come once (``SINGLE_HEADERS``) given twice: 400;
+- more than one credential (two ``token`` parameters, a header and a parameter ...): 400, before
+  any is compared: which of two would count is a question no answer of ours should settle;
 - no token, or a wrong one (``liminal.serve.token``): 401;
 - an ``Origin`` that is not in ``serve.origins`` (a web page the user happens to visit must not
   drive their agent): 403;
@@ -37,6 +40,7 @@ from urllib.parse import urlsplit
 
 import anyio
 from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.datastructures import MultipleValuesError
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 from websockets.typing import Data, Subprotocol
@@ -52,6 +56,11 @@ logger = log.get("liminal.serve")
 ENDPOINT = "/acp"
 HEALTH = "/healthz"
 SUBPROTOCOL = "acp"
+# Headers a request carries once (RFC 9112 for Host, RFC 6454 for Origin, RFC 6455 for the key
+# and the version; Authorization holds one credential). Given twice, the request means two
+# things, and which one a reader takes is up to the reader. websockets refuses a second key or
+# version itself, but after ``process_request`` has read the others.
+SINGLE_HEADERS = ("Host", "Origin", "Authorization", "Sec-WebSocket-Key", "Sec-WebSocket-Version")
 
 
 def is_loopback(host: str) -> bool:
@@ -91,6 +100,16 @@ class AcpServer:
         return connection.respond(status, why + "\n")
 
     def process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+        try:
+            return self._answer(connection, request)
+        except MultipleValuesError as exc:  # any other header read as one that came twice
+            return self._refuse(connection, HTTPStatus.BAD_REQUEST,
+                                f"the {exc.args[0] if exc.args else 'same'} header is given more than once")
+
+    def _answer(self, connection: ServerConnection, request: Request) -> Response | None:
+        twice = [name for name in SINGLE_HEADERS if len(request.headers.get_all(name)) > 1]
+        if twice:
+            return self._refuse(connection, HTTPStatus.BAD_REQUEST, f"the {twice[0]} header is given more than once")
         path = urlsplit(request.path).path
         if path == HEALTH:
             return connection.respond(HTTPStatus.OK, "ok\n")
@@ -101,6 +120,9 @@ class AcpServer:
             return self._refuse(connection, HTTPStatus.FORBIDDEN, "origin not allowed (serve.origins)")
         protocols = [p for value in request.headers.get_all("Sec-WebSocket-Protocol") for p in value.split(",")]
         offered = tokens.offered(request.headers.get("Authorization"), protocols, request.path)
+        if len(offered) > 1:
+            return self._refuse(connection, HTTPStatus.BAD_REQUEST,
+                                "more than one credential; send the token once, in one form")
         if not tokens.accepted(self.token, offered):
             return self._refuse(connection, HTTPStatus.UNAUTHORIZED,
                                 "a bearer token is required (see $LIMINAL_HOME/serve-token)")
@@ -114,6 +136,13 @@ class AcpServer:
         connection_id = self._ids.get(id(connection))
         if connection_id is not None and response.status_code == 101:
             response.headers["Acp-Connection-Id"] = connection_id
+        elif connection_id is not None:
+            # Let through here, refused by the library's own checks (a malformed key, no
+            # Upgrade): one line like ours, and no id kept for a connection that never opens.
+            del self._ids[id(connection)]
+            logger.warning("connection refused", status=response.status_code,
+                           why=(response.body or b"").decode("utf-8", "replace").strip()[:200],
+                           peer=str(connection.remote_address))
         return response
 
     def select_subprotocol(self, connection: ServerConnection,
