@@ -82,6 +82,7 @@ class AcpServer:
         self.settings = settings
         self.argv = list(agent_argv)
         self.token = token
+        log.secret(token)  # whatever logs it, at any level (liminal.log)
         self.config_file = config_file
         self.origins = {o.strip().rstrip("/") for o in settings.serve.origins.split(",") if o.strip()}
         self.connections: dict[ServerConnection, str] = {}
