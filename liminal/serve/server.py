@@ -19,9 +19,14 @@ Refused before the WebSocket opens (the handshake's HTTP answer), each with one 
 
 A message longer than the proxy's ``max_frame_bytes`` reaches the router like an oversized line
 on stdio and is answered with a JSON-RPC error; one past four times that closes the connection
-(1009); the server goes on either way. SIGTERM (or SIGINT): no new connections; an open one with nothing
-under way is closed at once, one with a turn under way after ``serve.shutdown_seconds`` at most;
-closing stops its agent and flushes its spool.
+(1009); the server goes on either way.
+
+SIGTERM (or SIGINT) stops the server within ``serve.shutdown_seconds``, all of it (``_shutdown``):
+no new connections; one with nothing under way is closed at once, one with a turn under way
+when its turn ends or when only the time its closing needs is left (``closing_seconds``); all
+close at the same time, each client given ``CLOSE_ANSWER_SECONDS`` to answer the close frame;
+closing stops each agent and flushes each spool. At the deadline what is left is killed (every
+agent's process group) and the server exits, saying so.
 """
 
 from __future__ import annotations
@@ -29,7 +34,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import os
 import signal
+import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -51,6 +58,7 @@ from liminal.config import Settings
 from liminal.serve import token as tokens
 from liminal.serve.leg import WebSocketClientLeg
 from liminal.serve.locks import ThreadLocks, redis_url_of
+from liminal.transport import reaper
 
 logger = log.get("liminal.serve")
 ENDPOINT = "/acp"
@@ -61,6 +69,15 @@ SUBPROTOCOL = "acp"
 # things, and which one a reader takes is up to the reader. websockets refuses a second key or
 # version itself, but after ``process_request`` has read the others.
 SINGLE_HEADERS = ("Host", "Origin", "Authorization", "Sec-WebSocket-Key", "Sec-WebSocket-Version")
+# At shutdown, how long a client gets to answer the close frame before its TCP connection is
+# dropped (the library's own 10 s, waited for each client in turn, made a stop take minutes).
+CLOSE_ANSWER_SECONDS = 2.0
+# How long the proxy lets an agent exit on its own once its input ends, before SIGTERM
+# (``Proxy.run``: ``wait_first``).
+AGENT_EOF_SECONDS = 2.0
+# What is left is killed this long before the deadline, to unwind (a spool's last flush).
+UNWIND_SECONDS = 1.0
+LOOK_SECONDS = 0.1
 
 
 def is_loopback(host: str) -> bool:
@@ -74,6 +91,20 @@ def is_loopback(host: str) -> bool:
 
 class ListenError(Exception):
     """The listen address cannot be bound (said as one line, exit 2)."""
+
+
+def closing_seconds(settings: Settings) -> float:
+    """The end of ``serve.shutdown_seconds`` kept for closing a connection whose turn is cut: its
+    client's answer to the close frame, its agent's exit on the end of its input, then on
+    SIGTERM (``proxy.kill_grace_seconds``). At most half: the other half is the turn's."""
+    wanted = CLOSE_ANSWER_SECONDS + min(AGENT_EOF_SECONDS, settings.proxy.kill_grace_seconds) \
+        + settings.proxy.kill_grace_seconds
+    return min(wanted, settings.serve.shutdown_seconds / 2)
+
+
+def unwind_seconds(settings: Settings) -> float:
+    """The very end of ``serve.shutdown_seconds``: what was killed at the deadline unwinds."""
+    return min(UNWIND_SECONDS, settings.serve.shutdown_seconds / 4)
 
 
 class AcpServer:
@@ -278,27 +309,75 @@ class AcpServer:
                 if result is not None:
                     await result
             signum = await self._wait_for_signal()
-            logger.warning("signal received; closing connections", signal=signum,
-                           connections=len(self.connections))
-            self._stopping = True
-            server.close(close_connections=False)
-            # Connections with nothing under way (or no agent yet) close now; a running turn
-            # gets the deadline.
-            for connection in list(self.connections):
-                leg = self.legs.get(connection)
-                if leg is None or not leg.under_way():
-                    if leg is not None:
-                        leg.give_up()
-                    await connection.close(1001, "liminal is shutting down")
-            with anyio.move_on_after(self.settings.serve.shutdown_seconds):
-                await self._none_open.wait()
-            for connection in list(self.connections):
-                if connection in self.legs:
-                    self.legs[connection].give_up()  # a detached turn is cut short too
-                await connection.close(1001, "liminal is shutting down")
-            with anyio.move_on_after(self.settings.proxy.kill_grace_seconds + 35):
-                await server.wait_closed()
+            await self._shutdown(server, signum)
         return 128 + signum
+
+    async def _shutdown(self, server: Server, signum: int) -> None:
+        """Every wait of the stop inside one deadline, ``serve.shutdown_seconds`` from the
+        signal; connections close all at once; what is left at the end is killed."""
+        budget = self.settings.serve.shutdown_seconds
+        started = time.monotonic()
+        deadline = started + budget
+        kill_at = deadline - unwind_seconds(self.settings)
+        turns_end = kill_at - closing_seconds(self.settings)
+        logger.warning("signal received; closing connections", signal=signum,
+                       connections=len(self.connections),
+                       turns=sum(1 for leg in self.legs.values() if leg.under_way()), seconds=budget)
+        self._stopping = True
+        server.close(close_connections=False)
+        closing: dict[ServerConnection, asyncio.Task[None]] = {}
+        closed = asyncio.ensure_future(server.wait_closed())  # every handler has returned
+        # Looked at until every handler has returned: a connection with nothing under way (or
+        # no agent yet) is closed at once, one with a turn when the turn ends or when only its
+        # closing's time is left (the turn is cut, with its agent); closing stops the agent and
+        # flushes the spool. All of them at the same time.
+        while not closed.done() and time.monotonic() < kill_at:
+            late = time.monotonic() >= turns_end
+            for leg in list(self.legs.values()):
+                if leg.proxy is not None:
+                    leg.proxy.restart_agent = False  # an agent that dies now is not started again
+                if late or not leg.under_way():
+                    leg.give_up()  # nor does a connection whose client left wait for its turn
+            for connection in list(self.connections):
+                serving = self._serving(connection)
+                if connection not in closing and (late or serving is None or not serving.under_way()):
+                    closing[connection] = self._close(connection, kill_at)
+            await asyncio.wait({closed}, timeout=max(0.0, min(LOOK_SECONDS, kill_at - time.monotonic())))
+        if not closed.done():
+            self._kill_what_is_left(budget)
+            await asyncio.wait({closed}, timeout=max(0.0, deadline - time.monotonic()))
+        logger.info("liminal serve stopped", signal=signum, seconds=round(time.monotonic() - started, 1),
+                    unfinished=0 if closed.done() else len(self.connections))
+        if not closed.done():
+            # A wait no kill ends (an index worker's drain, a store that does not answer) would
+            # hold the event loop's exit past the deadline. What is lost: nothing the spools do
+            # not hold; the index workers drain them on their own, or the next start does.
+            sys.stderr.flush()
+            os._exit(128 + signum)
+
+    def _serving(self, connection: ServerConnection) -> WebSocketClientLeg | None:
+        """The leg whose proxy the connection talks to: its own, or the one it took over."""
+        leg = self.legs.get(connection)
+        return leg.handover[0] if leg is not None and leg.handover is not None else leg
+
+    def _close(self, connection: ServerConnection, until: float) -> asyncio.Task[None]:
+        """Close with 1001 in a task of its own, its client's answer awaited at most
+        ``CLOSE_ANSWER_SECONDS`` (and never past ``until``)."""
+        connection.close_timeout = max(0.0, min(CLOSE_ANSWER_SECONDS, until - time.monotonic()))
+
+        async def close() -> None:
+            with contextlib.suppress(Exception):
+                await connection.close(1001, "liminal is shutting down")
+
+        return asyncio.get_running_loop().create_task(close())
+
+    def _kill_what_is_left(self, budget: float) -> None:
+        """SIGKILL to every agent's process group still there, and every connection dropped."""
+        agents = [group for group in reaper.watched() if _signal_group(group, signal.SIGKILL)]
+        for connection in list(self.connections):
+            connection.transport.abort()
+        logger.error("shutdown deadline reached; killing what is left", seconds=budget,
+                     connections=len(self.connections), agent_groups=agents)
 
     async def _wait_for_signal(self) -> int:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -306,3 +385,10 @@ class AcpServer:
                 return int(signum)
         return int(signal.SIGTERM)
 
+
+def _signal_group(group: int, sig: int) -> bool:
+    try:
+        os.killpg(group, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
