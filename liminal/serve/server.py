@@ -25,8 +25,8 @@ SIGTERM (or SIGINT) stops the server within ``serve.shutdown_seconds``, all of i
 no new connections; one with nothing under way is closed at once, one with a turn under way
 when its turn ends or when only the time its closing needs is left (``closing_seconds``); all
 close at the same time, each client given ``CLOSE_ANSWER_SECONDS`` to answer the close frame;
-closing stops each agent and flushes each spool. At the deadline what is left is killed (every
-agent's process group) and the server exits, saying so.
+closing stops each agent and flushes each spool. At the deadline, or at a second signal, what is
+left is killed (every agent's process group) and the server exits, saying so.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
@@ -123,6 +123,7 @@ class AcpServer:
         self._none_open = asyncio.Event()
         self._none_open.set()
         self._stopping = False  # a SIGTERM came: a connection that initializes now starts nothing
+        self._hurried = asyncio.Event()  # a second signal came: no more waiting
 
     # -- the handshake ------------------------------------------------------------------------
 
@@ -304,13 +305,23 @@ class AcpServer:
             bound = server.sockets[0].getsockname()[1] if server.sockets else port
             logger.info("serving ACP over WebSocket", url=f"ws://{host}:{bound}{ENDPOINT}",
                         agent=self.argv)
-            if ready is not None:
-                result = ready(bound)
-                if result is not None:
-                    await result
-            signum = await self._wait_for_signal()
-            await self._shutdown(server, signum)
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                if ready is not None:
+                    result = ready(bound)
+                    if result is not None:
+                        await result
+                signum = int(await anext(aiter(signals)))
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._hurry_on_another, signals)
+                    await self._shutdown(server, signum)
+                    tg.cancel_scope.cancel()
         return 128 + signum
+
+    async def _hurry_on_another(self, signals: AsyncIterator[signal.Signals]) -> None:
+        """A second SIGTERM or SIGINT (Ctrl-C again) during the stop: what is left is killed now."""
+        async for _ in signals:
+            self._hurried.set()
+            return
 
     async def _shutdown(self, server: Server, signum: int) -> None:
         """Every wait of the stop inside one deadline, ``serve.shutdown_seconds`` from the
@@ -327,11 +338,15 @@ class AcpServer:
         server.close(close_connections=False)
         closing: dict[ServerConnection, asyncio.Task[None]] = {}
         closed = asyncio.ensure_future(server.wait_closed())  # every handler has returned
+        hurried = asyncio.ensure_future(self._hurried.wait())
         # Looked at until every handler has returned: a connection with nothing under way (or
         # no agent yet) is closed at once, one with a turn when the turn ends or when only its
         # closing's time is left (the turn is cut, with its agent); closing stops the agent and
         # flushes the spool. All of them at the same time.
-        while not closed.done() and time.monotonic() < kill_at:
+        while True:
+            if self._hurried.is_set():
+                kill_at = turns_end = min(kill_at, time.monotonic())
+                deadline = min(deadline, kill_at + UNWIND_SECONDS)
             late = time.monotonic() >= turns_end
             for leg in list(self.legs.values()):
                 if leg.proxy is not None:
@@ -342,9 +357,13 @@ class AcpServer:
                 serving = self._serving(connection)
                 if connection not in closing and (late or serving is None or not serving.under_way()):
                     closing[connection] = self._close(connection, kill_at)
-            await asyncio.wait({closed}, timeout=max(0.0, min(LOOK_SECONDS, kill_at - time.monotonic())))
+            if closed.done() or time.monotonic() >= kill_at:
+                break
+            await asyncio.wait({closed, hurried}, timeout=max(0.0, min(LOOK_SECONDS, kill_at - time.monotonic())),
+                               return_when=asyncio.FIRST_COMPLETED)
+        hurried.cancel()
         if not closed.done():
-            self._kill_what_is_left(budget)
+            self._kill_what_is_left(budget, self._hurried.is_set())
             await asyncio.wait({closed}, timeout=max(0.0, deadline - time.monotonic()))
         logger.info("liminal serve stopped", signal=signum, seconds=round(time.monotonic() - started, 1),
                     unfinished=0 if closed.done() else len(self.connections))
@@ -371,19 +390,14 @@ class AcpServer:
 
         return asyncio.get_running_loop().create_task(close())
 
-    def _kill_what_is_left(self, budget: float) -> None:
+    def _kill_what_is_left(self, budget: float, hurried: bool) -> None:
         """SIGKILL to every agent's process group still there, and every connection dropped."""
         agents = [group for group in reaper.watched() if _signal_group(group, signal.SIGKILL)]
         for connection in list(self.connections):
             connection.transport.abort()
-        logger.error("shutdown deadline reached; killing what is left", seconds=budget,
+        logger.error("another signal; killing what is left" if hurried
+                     else "shutdown deadline reached; killing what is left", seconds=budget,
                      connections=len(self.connections), agent_groups=agents)
-
-    async def _wait_for_signal(self) -> int:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async for signum in signals:
-                return int(signum)
-        return int(signal.SIGTERM)
 
 
 def _signal_group(group: int, sig: int) -> bool:

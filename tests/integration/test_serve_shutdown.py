@@ -60,9 +60,9 @@ def gone(pids: list[int], timeout: float = 10.0) -> bool:
     return not any(alive(p) for p in pids)
 
 
-def stopped(server: Served, seconds: float) -> int | None:
-    """SIGTERM, then the exit code once it exits, or None if it has not by ``seconds``."""
-    server.proc.send_signal(signal.SIGTERM)
+def stopped(server: Served, seconds: float, sig: int = signal.SIGTERM) -> int | None:
+    """The signal, then the exit code once it exits, or None if it has not by ``seconds``."""
+    server.proc.send_signal(sig)
     try:
         return server.proc.wait(seconds)
     except subprocess.TimeoutExpired:
@@ -173,6 +173,38 @@ def test_a_store_that_takes_nothing_does_not_hold_the_stop_and_loses_nothing(tmp
         while stored_frames(db, "_echo") < 4 and time.monotonic() < deadline:
             time.sleep(0.2)
         assert stored_frames(db, "_echo") == 4  # two requests and their answers
+    finally:
+        for client in clients:
+            client.close()
+        if server.proc.poll() is None:
+            server.proc.kill()
+        server.proc.wait(10)
+
+
+def test_a_second_signal_kills_what_is_left_at_once(tmp_path: Path) -> None:
+    """Ctrl-C again (or a second SIGTERM) while a turn is given its time: the stop ends now, as
+    at its deadline, and says so. Before, a second SIGINT did not end the stop: it went on
+    waiting for the turn (here, 300 s)."""
+    server = serve(tmp_path, "[serve]\nshutdown_seconds = 300\n")
+    clients: list[RawClient] = []
+    try:
+        busy, thread = initialized(server, tmp_path)
+        clients.append(busy)
+        busy.send({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {
+            "sessionId": thread, "prompt": [{"type": "text", "text": "until-cancel"}]}})
+        while "working" not in str(busy.recv()):
+            pass
+        pids = agent_pids(tmp_path)
+        server.proc.send_signal(signal.SIGTERM)
+        log_path = tmp_path / "serve.log"
+        deadline = time.monotonic() + 30
+        while '"signal received; closing connections"' not in log_path.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        code = stopped(server, MARGIN, signal.SIGINT)
+        log = log_path.read_text()
+        assert code == 128 + signal.SIGTERM, log[-3000:]
+        assert '"another signal; killing what is left"' in log and '"liminal serve stopped"' in log
+        assert gone(pids)
     finally:
         for client in clients:
             client.close()
