@@ -120,8 +120,10 @@ class ServeSettings:
     origins: str = ""
     # At most this many connections at once; more are refused (503).
     max_connections: int = 32
-    # On SIGTERM, connections get this long to finish before they are closed.
-    shutdown_seconds: float = 10.0
+    # On SIGTERM, the whole stop takes at most this long (a turn under way gets the first part;
+    # the rest closes connections, stops agents, flushes spools; then what is left is killed).
+    # A service manager's stop timeout must be longer (deploy/liminal-serve.service).
+    shutdown_seconds: float = 20.0
     # A request for a thread another connection has open waits this long, then is refused.
     busy_wait_seconds: float = 120.0
     # A connection's agent starts when it sends ``initialize``; one that sends none within this

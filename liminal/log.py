@@ -7,20 +7,78 @@ through the same renderer (structlog's ``ProcessorFormatter``), so a reader of l
 never meets a plain ``watchfiles.main INFO 1 change detected`` between its JSON lines. A
 library's INFO is its routine chatter (a change seen, a connection opened) and is logged at
 debug; its warnings and errors keep their level.
+
+No credential reaches the log, whoever logs it and at any level: at debug the WebSocket library
+logs every request line and header of a handshake (``GET /acp?token=...``, ``Authorization:
+Bearer ...``). Every line is scrubbed just before it is rendered (``redact``): the forms a
+credential takes (a bearer credential, an ``Authorization`` header's value, a ``token`` query
+parameter, a ``liminal.token.`` subprotocol offer), wrong ones included, and every secret
+registered with ``secret`` wherever it appears.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import threading
 from typing import Any, TextIO, cast
+from urllib.parse import unquote
 
 import structlog
 
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 _OWN = "liminal"  # loggers under this name are liminal's own: their INFO stays INFO
 _HANDLER = "liminal"
+REDACTED = "[redacted]"
+_SECRETS: set[str] = set()
+# An Authorization header's value: to the end of the line in a header line (a scheme other than
+# Bearer has its credential after a space), to the closing quote in a mapping's repr; a
+# ``Bearer`` credential anywhere; a ``liminal.token.`` subprotocol offer (a token may hold any
+# of ``!#$%&'*+.^_`|~-``: only what cannot be in one ends it).
+_CREDENTIAL = re.compile(r"(?i:(\bauthorization:\s*))[^\r\n]*"
+                         r"|(?i:(\bauthorization[\"']\s*[:=]\s*[\"']))[^\"'\r\n]*"
+                         r"|(\bBearer\s+)[^\s\"]+"
+                         r"|(?i:(liminal\.token\.))[^\s,;\"]*")
+# A query parameter (its key percent-decoded, as the server reads it, decides), its value up to
+# the next parameter (a fragment after it too: a client may have meant it as part of the token).
+_PARAMETER = re.compile(r"(?<=[?&;])([^=&;#\s?\"']+)=([^&;\s\"]*)")
+
+
+def secret(value: str) -> None:
+    """Never log ``value``, in any line, from now on (the serve token)."""
+    if value:
+        _SECRETS.add(value)
+
+
+def redact(text: str) -> str:
+    for value in _SECRETS:
+        if value in text:
+            text = text.replace(value, REDACTED)
+    if "=" in text:
+        text = _PARAMETER.sub(_parameter, text)
+    return _CREDENTIAL.sub(lambda m: next(g for g in m.groups() if g) + REDACTED, text)
+
+
+def _parameter(match: re.Match[str]) -> str:
+    key = match.group(1)
+    return f"{key}={REDACTED}" if unquote(key).strip().lower() == "token" else match.group(0)
+
+
+def _scrubbed(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_scrubbed(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _scrubbed(v) for k, v in value.items()}
+    return value
+
+
+def _redact(_logger: Any, _method: str, event_dict: Any) -> Any:
+    """A structlog processor: every value of the line, scrubbed (after the exception is
+    formatted, so a traceback is scrubbed too)."""
+    return {key: _scrubbed(value) for key, value in event_dict.items()}
 
 
 def configure(level: str = "info", *, json: bool | None = None) -> None:
@@ -41,6 +99,7 @@ def configure(level: str = "info", *, json: bool | None = None) -> None:
             structlog.processors.add_log_level,
             stamp,
             structlog.processors.format_exc_info,
+            _redact,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(number),
@@ -52,7 +111,7 @@ def configure(level: str = "info", *, json: bool | None = None) -> None:
     handler.setFormatter(structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=[structlog.stdlib.add_log_level, structlog.stdlib.add_logger_name, stamp],
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                    structlog.processors.format_exc_info, renderer],
+                    structlog.processors.format_exc_info, _redact, renderer],
     ))
     handler.addFilter(_LibraryChatter(number))
     handler.set_name(_HANDLER)

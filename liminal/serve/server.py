@@ -6,8 +6,11 @@ the store) and, once it sends ``initialize``, its own proxy with the same compon
 ``liminal acp``, in front of its own agent process; one that sends none within
 ``serve.initialize_seconds`` is closed (1008). ``GET /healthz`` answers ``ok``.
 
-Refused before the WebSocket opens (the handshake's HTTP answer):
+Refused before the WebSocket opens (the handshake's HTTP answer), each with one log line:
 
+- a header that must come once (``SINGLE_HEADERS``) given twice: 400;
+- more than one credential (two ``token`` parameters, a header and a parameter ...): 400, before
+  any is compared: which of two would count is a question no answer of ours should settle;
 - no token, or a wrong one (``liminal.serve.token``): 401;
 - an ``Origin`` that is not in ``serve.origins`` (a web page the user happens to visit must not
   drive their agent): 403;
@@ -16,9 +19,14 @@ Refused before the WebSocket opens (the handshake's HTTP answer):
 
 A message longer than the proxy's ``max_frame_bytes`` reaches the router like an oversized line
 on stdio and is answered with a JSON-RPC error; one past four times that closes the connection
-(1009); the server goes on either way. SIGTERM (or SIGINT): no new connections; an open one with nothing
-under way is closed at once, one with a turn under way after ``serve.shutdown_seconds`` at most;
-closing stops its agent and flushes its spool.
+(1009); the server goes on either way.
+
+SIGTERM (or SIGINT) stops the server within ``serve.shutdown_seconds``, all of it (``_shutdown``):
+no new connections; one with nothing under way is closed at once, one with a turn under way
+when its turn ends or when only the time its closing needs is left (``closing_seconds``); all
+close at the same time, each client given ``CLOSE_ANSWER_SECONDS`` to answer the close frame;
+closing stops each agent and flushes each spool. At the deadline, or at a second signal, what is
+left is killed (every agent's process group) and the server exits, saying so.
 """
 
 from __future__ import annotations
@@ -26,10 +34,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import os
 import signal
+import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
@@ -37,6 +47,7 @@ from urllib.parse import urlsplit
 
 import anyio
 from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.datastructures import MultipleValuesError
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 from websockets.typing import Data, Subprotocol
@@ -47,11 +58,26 @@ from liminal.config import Settings
 from liminal.serve import token as tokens
 from liminal.serve.leg import WebSocketClientLeg
 from liminal.serve.locks import ThreadLocks, redis_url_of
+from liminal.transport import reaper
 
 logger = log.get("liminal.serve")
 ENDPOINT = "/acp"
 HEALTH = "/healthz"
 SUBPROTOCOL = "acp"
+# Headers a request carries once (RFC 9112 for Host, RFC 6454 for Origin, RFC 6455 for the key
+# and the version; Authorization holds one credential). Given twice, the request means two
+# things, and which one a reader takes is up to the reader. websockets refuses a second key or
+# version itself, but after ``process_request`` has read the others.
+SINGLE_HEADERS = ("Host", "Origin", "Authorization", "Sec-WebSocket-Key", "Sec-WebSocket-Version")
+# At shutdown, how long a client gets to answer the close frame before its TCP connection is
+# dropped (the library's own 10 s, waited for each client in turn, made a stop take minutes).
+CLOSE_ANSWER_SECONDS = 2.0
+# How long the proxy lets an agent exit on its own once its input ends, before SIGTERM
+# (``Proxy.run``: ``wait_first``).
+AGENT_EOF_SECONDS = 2.0
+# What is left is killed this long before the deadline, to unwind (a spool's last flush).
+UNWIND_SECONDS = 1.0
+LOOK_SECONDS = 0.1
 
 
 def is_loopback(host: str) -> bool:
@@ -67,12 +93,27 @@ class ListenError(Exception):
     """The listen address cannot be bound (said as one line, exit 2)."""
 
 
+def closing_seconds(settings: Settings) -> float:
+    """The end of ``serve.shutdown_seconds`` kept for closing a connection whose turn is cut: its
+    client's answer to the close frame, its agent's exit on the end of its input, then on
+    SIGTERM (``proxy.kill_grace_seconds``). At most half: the other half is the turn's."""
+    wanted = CLOSE_ANSWER_SECONDS + min(AGENT_EOF_SECONDS, settings.proxy.kill_grace_seconds) \
+        + settings.proxy.kill_grace_seconds
+    return min(wanted, settings.serve.shutdown_seconds / 2)
+
+
+def unwind_seconds(settings: Settings) -> float:
+    """The very end of ``serve.shutdown_seconds``: what was killed at the deadline unwinds."""
+    return min(UNWIND_SECONDS, settings.serve.shutdown_seconds / 4)
+
+
 class AcpServer:
     def __init__(self, settings: Settings, agent_argv: Sequence[str], token: str, *,
                  config_file: Path | None = None) -> None:
         self.settings = settings
         self.argv = list(agent_argv)
         self.token = token
+        log.secret(token)  # whatever logs it, at any level (liminal.log)
         self.config_file = config_file
         self.origins = {o.strip().rstrip("/") for o in settings.serve.origins.split(",") if o.strip()}
         self.connections: dict[ServerConnection, str] = {}
@@ -82,6 +123,7 @@ class AcpServer:
         self._none_open = asyncio.Event()
         self._none_open.set()
         self._stopping = False  # a SIGTERM came: a connection that initializes now starts nothing
+        self._hurried = asyncio.Event()  # a second signal came: no more waiting
 
     # -- the handshake ------------------------------------------------------------------------
 
@@ -91,6 +133,16 @@ class AcpServer:
         return connection.respond(status, why + "\n")
 
     def process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+        try:
+            return self._answer(connection, request)
+        except MultipleValuesError as exc:  # any other header read as one that came twice
+            return self._refuse(connection, HTTPStatus.BAD_REQUEST,
+                                f"the {exc.args[0] if exc.args else 'same'} header is given more than once")
+
+    def _answer(self, connection: ServerConnection, request: Request) -> Response | None:
+        twice = [name for name in SINGLE_HEADERS if len(request.headers.get_all(name)) > 1]
+        if twice:
+            return self._refuse(connection, HTTPStatus.BAD_REQUEST, f"the {twice[0]} header is given more than once")
         path = urlsplit(request.path).path
         if path == HEALTH:
             return connection.respond(HTTPStatus.OK, "ok\n")
@@ -101,6 +153,9 @@ class AcpServer:
             return self._refuse(connection, HTTPStatus.FORBIDDEN, "origin not allowed (serve.origins)")
         protocols = [p for value in request.headers.get_all("Sec-WebSocket-Protocol") for p in value.split(",")]
         offered = tokens.offered(request.headers.get("Authorization"), protocols, request.path)
+        if len(offered) > 1:
+            return self._refuse(connection, HTTPStatus.BAD_REQUEST,
+                                "more than one credential; send the token once, in one form")
         if not tokens.accepted(self.token, offered):
             return self._refuse(connection, HTTPStatus.UNAUTHORIZED,
                                 "a bearer token is required (see $LIMINAL_HOME/serve-token)")
@@ -114,6 +169,13 @@ class AcpServer:
         connection_id = self._ids.get(id(connection))
         if connection_id is not None and response.status_code == 101:
             response.headers["Acp-Connection-Id"] = connection_id
+        elif connection_id is not None:
+            # Let through here, refused by the library's own checks (a malformed key, no
+            # Upgrade): one line like ours, and no id kept for a connection that never opens.
+            del self._ids[id(connection)]
+            logger.warning("connection refused", status=response.status_code,
+                           why=(response.body or b"").decode("utf-8", "replace").strip()[:200],
+                           peer=str(connection.remote_address))
         return response
 
     def select_subprotocol(self, connection: ServerConnection,
@@ -243,36 +305,104 @@ class AcpServer:
             bound = server.sockets[0].getsockname()[1] if server.sockets else port
             logger.info("serving ACP over WebSocket", url=f"ws://{host}:{bound}{ENDPOINT}",
                         agent=self.argv)
-            if ready is not None:
-                result = ready(bound)
-                if result is not None:
-                    await result
-            signum = await self._wait_for_signal()
-            logger.warning("signal received; closing connections", signal=signum,
-                           connections=len(self.connections))
-            self._stopping = True
-            server.close(close_connections=False)
-            # Connections with nothing under way (or no agent yet) close now; a running turn
-            # gets the deadline.
-            for connection in list(self.connections):
-                leg = self.legs.get(connection)
-                if leg is None or not leg.under_way():
-                    if leg is not None:
-                        leg.give_up()
-                    await connection.close(1001, "liminal is shutting down")
-            with anyio.move_on_after(self.settings.serve.shutdown_seconds):
-                await self._none_open.wait()
-            for connection in list(self.connections):
-                if connection in self.legs:
-                    self.legs[connection].give_up()  # a detached turn is cut short too
-                await connection.close(1001, "liminal is shutting down")
-            with anyio.move_on_after(self.settings.proxy.kill_grace_seconds + 35):
-                await server.wait_closed()
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                if ready is not None:
+                    result = ready(bound)
+                    if result is not None:
+                        await result
+                signum = int(await anext(aiter(signals)))
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._hurry_on_another, signals)
+                    await self._shutdown(server, signum)
+                    tg.cancel_scope.cancel()
         return 128 + signum
 
-    async def _wait_for_signal(self) -> int:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async for signum in signals:
-                return int(signum)
-        return int(signal.SIGTERM)
+    async def _hurry_on_another(self, signals: AsyncIterator[signal.Signals]) -> None:
+        """A second SIGTERM or SIGINT (Ctrl-C again) during the stop: what is left is killed now."""
+        async for _ in signals:
+            self._hurried.set()
+            return
 
+    async def _shutdown(self, server: Server, signum: int) -> None:
+        """Every wait of the stop inside one deadline, ``serve.shutdown_seconds`` from the
+        signal; connections close all at once; what is left at the end is killed."""
+        budget = self.settings.serve.shutdown_seconds
+        started = time.monotonic()
+        deadline = started + budget
+        kill_at = deadline - unwind_seconds(self.settings)
+        turns_end = kill_at - closing_seconds(self.settings)
+        logger.warning("signal received; closing connections", signal=signum,
+                       connections=len(self.connections),
+                       turns=sum(1 for leg in self.legs.values() if leg.under_way()), seconds=budget)
+        self._stopping = True
+        server.close(close_connections=False)
+        closing: dict[ServerConnection, asyncio.Task[None]] = {}
+        closed = asyncio.ensure_future(server.wait_closed())  # every handler has returned
+        hurried = asyncio.ensure_future(self._hurried.wait())
+        # Looked at until every handler has returned: a connection with nothing under way (or
+        # no agent yet) is closed at once, one with a turn when the turn ends or when only its
+        # closing's time is left (the turn is cut, with its agent); closing stops the agent and
+        # flushes the spool. All of them at the same time.
+        while True:
+            if self._hurried.is_set():
+                kill_at = turns_end = min(kill_at, time.monotonic())
+                deadline = min(deadline, kill_at + UNWIND_SECONDS)
+            late = time.monotonic() >= turns_end
+            for leg in list(self.legs.values()):
+                if leg.proxy is not None:
+                    leg.proxy.restart_agent = False  # an agent that dies now is not started again
+                if late or not leg.under_way():
+                    leg.give_up()  # nor does a connection whose client left wait for its turn
+            for connection in list(self.connections):
+                serving = self._serving(connection)
+                if connection not in closing and (late or serving is None or not serving.under_way()):
+                    closing[connection] = self._close(connection, kill_at)
+            if closed.done() or time.monotonic() >= kill_at:
+                break
+            await asyncio.wait({closed, hurried}, timeout=max(0.0, min(LOOK_SECONDS, kill_at - time.monotonic())),
+                               return_when=asyncio.FIRST_COMPLETED)
+        hurried.cancel()
+        if not closed.done():
+            self._kill_what_is_left(budget, self._hurried.is_set())
+            await asyncio.wait({closed}, timeout=max(0.0, deadline - time.monotonic()))
+        logger.info("liminal serve stopped", signal=signum, seconds=round(time.monotonic() - started, 1),
+                    unfinished=0 if closed.done() else len(self.connections))
+        if not closed.done():
+            # A wait no kill ends (an index worker's drain, a store that does not answer) would
+            # hold the event loop's exit past the deadline. What is lost: nothing the spools do
+            # not hold; the index workers drain them on their own, or the next start does.
+            sys.stderr.flush()
+            os._exit(128 + signum)
+
+    def _serving(self, connection: ServerConnection) -> WebSocketClientLeg | None:
+        """The leg whose proxy the connection talks to: its own, or the one it took over."""
+        leg = self.legs.get(connection)
+        return leg.handover[0] if leg is not None and leg.handover is not None else leg
+
+    def _close(self, connection: ServerConnection, until: float) -> asyncio.Task[None]:
+        """Close with 1001 in a task of its own, its client's answer awaited at most
+        ``CLOSE_ANSWER_SECONDS`` (and never past ``until``)."""
+        connection.close_timeout = max(0.0, min(CLOSE_ANSWER_SECONDS, until - time.monotonic()))
+
+        async def close() -> None:
+            with contextlib.suppress(Exception):
+                await connection.close(1001, "liminal is shutting down")
+
+        return asyncio.get_running_loop().create_task(close())
+
+    def _kill_what_is_left(self, budget: float, hurried: bool) -> None:
+        """SIGKILL to every agent's process group still there, and every connection dropped."""
+        agents = [group for group in reaper.watched() if _signal_group(group, signal.SIGKILL)]
+        for connection in list(self.connections):
+            connection.transport.abort()
+        logger.error("another signal; killing what is left" if hurried
+                     else "shutdown deadline reached; killing what is left", seconds=budget,
+                     connections=len(self.connections), agent_groups=agents)
+
+
+def _signal_group(group: int, sig: int) -> bool:
+    try:
+        os.killpg(group, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
