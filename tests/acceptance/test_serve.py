@@ -221,7 +221,7 @@ def test_a_frame_the_lock_cannot_read_never_reaches_the_real_adapter(adapter: Ad
     ``session/load`` and ``session/prompt`` for its thread as binary frames with one invalid
     UTF-8 byte (Node reads it as U+FFFD), and as a batch. Both reached the second adapter and
     ran to end_turn beside the first; now each is refused, and the model never sees them."""
-    from tests.support.wsraw import RawWebSocket
+    from tests.support.raw_ws import RawClient
 
     flag = tmp_path / "go"
     rig.server.script = Scenario().add(
@@ -235,7 +235,7 @@ def test_a_frame_the_lock_cannot_read_never_reaches_the_real_adapter(adapter: Ad
             "sessionId": thread, "prompt": [{"type": "text", "text": "one WAIT alpha"}]}})
         rig.server.wait_for(lambda rs: any(b"one WAIT alpha" in r.raw and r.reply is not None
                                            for r in rs), timeout=120)
-        with RawWebSocket(int(url.rsplit(":", 1)[1].split("/")[0]), token) as second:
+        with RawClient(int(url.rsplit(":", 1)[1].split("/")[0]), token, answer_pings=True) as second:
             assert second.rpc(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}},
                               timeout=120)["result"]
             load = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "session/load", "params": {
@@ -247,7 +247,7 @@ def test_a_frame_the_lock_cannot_read_never_reaches_the_real_adapter(adapter: Ad
             second.send_binary(json.dumps(intrude).encode().replace(b"@", b"\xff"))
             assert second.answer_to(3, timeout=60)["error"]["code"] == -32700
             second.send_text(json.dumps([dict(intrude, id=4)]))
-            assert second.recv_json(timeout=60)["error"]["code"] == -32600
+            assert second.recv(timeout=60)["error"]["code"] == -32600
         flag.touch()
         first.wait_for(lambda frames: any(f.msg.get("id") == 99 for f in frames), timeout=180)
         answer = next(f.msg for f in first.received if f.msg.get("id") == 99)

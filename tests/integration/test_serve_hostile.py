@@ -1,5 +1,5 @@
 """``liminal serve`` against hostile and careless clients (issue 21), as a real process with the
-scripted agent behind it, driven with raw WebSocket frames (``tests.support.wsraw``): frames that
+scripted agent behind it, driven with raw WebSocket frames (``tests.support.raw_ws``): frames that
 do not parse as one message never reach a thread another connection holds; a dropped client's
 turn finishes, paused or not; what it is owed is answered or dropped within a bound; idle
 connections close; what the server holds is bounded in bytes."""
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.integration.test_serve import Served, serve
-from tests.support.wsraw import TEXT, Closed, RawWebSocket
+from tests.support.raw_ws import TEXT, Closed, RawClient
 
 
 @pytest.fixture
@@ -34,8 +34,8 @@ def started(cleanup: list[Served], tmp_path: Path, config: str = "") -> Served:
     return server
 
 
-def raw(server: Served, **options: Any) -> RawWebSocket:
-    return RawWebSocket(server.port, server.token, **options)
+def raw(server: Served, **options: Any) -> RawClient:
+    return RawClient(server.port, server.token, answer_pings=True, **options)
 
 
 def wait_until(done: Callable[[], bool], timeout: float, what: str) -> None:
@@ -45,7 +45,7 @@ def wait_until(done: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
-def opened(ws: RawWebSocket, tmp_path: Path) -> str:
+def opened(ws: RawClient, tmp_path: Path) -> str:
     """Initialize and open a new thread."""
     assert ws.rpc(1, "initialize", {"protocolVersion": 1})["result"]
     return str(ws.rpc(2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["result"]["sessionId"])
@@ -96,8 +96,8 @@ def test_no_spelling_of_a_frame_reaches_a_thread_another_connection_holds(
     server = started(cleanup, tmp_path, "[serve]\nbusy_wait_seconds = 1\n")
     with raw(server) as a, raw(server) as b:
         thread = opened(a, tmp_path)
-        a.send_json(prompt(3, thread, "until-cancel"))
-        while b"working" not in a.recv()[1]:
+        a.send(prompt(3, thread, "until-cancel"))
+        while "working" not in str(a.recv()):
             pass
         assert b.rpc(1, "initialize", {"protocolVersion": 1})["result"]
         pid = b.rpc(2, "_pid", {})["result"]["pid"]
@@ -113,18 +113,18 @@ def test_no_spelling_of_a_frame_reaches_a_thread_another_connection_holds(
         b.send_text(text([prompt(12, thread, "chunks:1")]))
         decoy = json.dumps(prompt(13, "decoy", "chunks:1")["params"])
         b.send_text(json.dumps(prompt(13, thread, "chunks:1"))[:-1] + ', "params": ' + decoy + "}")
-        b.send_json(prompt(14, thread.upper(), "chunks:1"))
-        b.send_json(prompt(15, thread.replace("-", ""), "chunks:1"))
-        b.send_json(prompt(16, "../" + thread, "chunks:1"))
+        b.send(prompt(14, thread.upper(), "chunks:1"))
+        b.send(prompt(15, thread.replace("-", ""), "chunks:1"))
+        b.send(prompt(16, "../" + thread, "chunks:1"))
         escaped = "".join(f"\\u{ord(c):04x}" for c in thread)
         b.send_text(json.dumps(prompt(17, "@@", "chunks:1")).replace("@@", escaped))
         b.send_binary(b'{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"%s","x":"\xff"}}'
                       % thread.encode())
-        b.send_json({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": thread}})
+        b.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": thread}})
         answers: dict[Any, dict[str, Any]] = {}
         unknown = []  # answers to what has no id that can be read (the batch, the cancel)
         while len(answers) < 7 or len(unknown) < 2:
-            message = b.recv_json()
+            message = b.recv()
             if "method" in message:
                 continue
             if message["id"] is None:
@@ -141,7 +141,7 @@ def test_no_spelling_of_a_frame_reaches_a_thread_another_connection_holds(
         seen = Path(f"{tmp_path / 'agent_in.bin'}.{pid}").read_bytes().lower()
         assert thread.encode() not in seen and thread.replace("-", "").encode() not in seen
         # A's turn was never disturbed: it ends when A cancels it.
-        a.send_json({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": thread}})
+        a.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": thread}})
         assert a.answer_to(3)["result"] == {"stopReason": "cancelled"}
     log = log_of(tmp_path)
     assert "frame refused" in log and "notification for a thread this connection has not opened" in log
@@ -159,7 +159,7 @@ def test_a_turn_whose_client_stopped_reading_and_left_finishes(cleanup: list[Ser
     ws = raw(server, rcvbuf=4096)
     thread = opened(ws, tmp_path)
     pid = ws.rpc(3, "_pid", {})["result"]["pid"]
-    ws.send_json(prompt(4, thread, "chunks:20000 size:1000"))
+    ws.send(prompt(4, thread, "chunks:20000 size:1000"))
     looks: list[int] = []
     wait_until(lambda: blocked_writing(pid, tmp_path / "agent_out.bin", looks), 120,
                "the agent paused for the client that does not read")
@@ -178,10 +178,10 @@ def test_a_request_id_an_agent_cannot_echo_is_refused_and_holds_no_slot(
     with raw(server) as ws:
         assert ws.rpc(1, "initialize", {"protocolVersion": 1})["result"]
         ws.send_text('{"jsonrpc":"2.0","id":' + digits + ',"method":"_echo","params":{}}')
-        answer = json.loads(ws.recv()[1], parse_int=str)
+        answer = json.loads(ws.recv_frame()[1], parse_int=str)
         assert answer["id"] == digits and answer["error"]["code"] == "-32600", answer  # (all as text)
         ws.send_text('{"jsonrpc":"2.0","id":9007199254740993,"method":"_echo","params":{}}')
-        assert ws.recv_json()["error"]["code"] == -32600
+        assert ws.recv()["error"]["code"] == -32600
     connected_again(server)
 
 
@@ -205,7 +205,7 @@ def test_a_dropped_connection_whose_agent_never_answers_frees_its_slot(
     server = started(cleanup, tmp_path, "[serve]\nmax_connections = 1\ndetached_quiet_seconds = 1\n")
     ws = raw(server)
     assert ws.rpc(1, "initialize", {"protocolVersion": 1})["result"]
-    ws.send_json({"jsonrpc": "2.0", "id": 2, "method": "_hang", "params": {}})
+    ws.send({"jsonrpc": "2.0", "id": 2, "method": "_hang", "params": {}})
     ws.rpc(3, "_pid", {})  # the agent has read the _hang before this
     ws.reset()
     connected_again(server)
@@ -218,15 +218,15 @@ def test_an_idle_connection_is_closed_and_one_with_a_turn_under_way_is_not(
     server = started(cleanup, tmp_path, "[serve]\nidle_seconds = 1\n")
     with raw(server) as busy, raw(server) as idle:
         thread = opened(busy, tmp_path)
-        busy.send_json(prompt(3, thread, "until-cancel"))
-        while b"working" not in busy.recv()[1]:
+        busy.send(prompt(3, thread, "until-cancel"))
+        while "working" not in str(busy.recv()):
             pass
         opened(idle, tmp_path)
         with pytest.raises(Closed) as closed:
             idle.recv(timeout=60)
         assert closed.value.code == 1000 and "serve.idle_seconds" in closed.value.reason
         # The busy one was quiet longer, and is still there: its turn ends when it says so.
-        busy.send_json({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": thread}})
+        busy.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": thread}})
         assert busy.answer_to(3)["result"] == {"stopReason": "cancelled"}
     assert "connection closed: idle" in log_of(tmp_path)
 
@@ -258,7 +258,7 @@ def test_a_client_that_never_reads_costs_the_server_a_bounded_number_of_bytes(
     thread = opened(ws, tmp_path)
     pid = ws.rpc(3, "_pid", {})["result"]["pid"]
     before = rss_kib(server.proc.pid)
-    ws.send_json(prompt(4, thread, "chunks:400 size:262144"))
+    ws.send(prompt(4, thread, "chunks:400 size:262144"))
     looks: list[int] = []
     out = tmp_path / "agent_out.bin"
     wait_until(lambda: blocked_writing(pid, out, looks) or b'"id":4,"result"' in out.read_bytes(), 120,
@@ -280,12 +280,12 @@ def test_messages_waiting_for_a_lock_are_bounded_in_bytes(cleanup: list[Served],
         for ws in (b, c, d):
             assert ws.rpc(1, "initialize", {"protocolVersion": 1})["result"]
         big = "chunks:1 " + "z" * 900_000
-        b.send_json(prompt(10, thread, big))  # waits for the lock
-        b.send_json(prompt(11, thread, big))  # would make this connection's waiting 1.8 MB
+        b.send(prompt(10, thread, big))  # waits for the lock
+        b.send(prompt(11, thread, big))  # would make this connection's waiting 1.8 MB
         refused = b.answer_to(11)
         assert refused["error"]["code"] == -32003 and "serve.max_message_bytes" in refused["error"]["message"]
-        c.send_json(prompt(20, other, big))  # waits too: 1.8 MB in the server
-        d.send_json(prompt(30, thread, big))  # would make it 2.7 MB
+        c.send(prompt(20, other, big))  # waits too: 1.8 MB in the server
+        d.send(prompt(30, thread, big))  # would make it 2.7 MB
         refused = d.answer_to(30)
         assert refused["error"]["code"] == -32003 and "serve.buffer_bytes" in refused["error"]["message"]
         assert d.rpc(31, "_echo", {"small": 1})["result"] == {"small": 1}
