@@ -14,9 +14,10 @@ What stdio never needed:
   if this connection holds it already.
 - **Bytes, not counts.** One task receives frames as they come (the socket's keepalive goes on
   while a message waits for a lock), another hands them on in order. What waits is counted in
-  bytes: at most ``serve.max_message_bytes`` per connection, and, with what is queued for
-  clients, ``serve.buffer_bytes`` in the whole server (``ByteBudget``); a message past either is
-  refused with an error, never kept. Past ``serve.queue_bytes`` queued for a client that reads
+  bytes: at most ``serve.max_message_bytes`` per connection (and 1 MiB more of messages of
+  64 KiB or less: a cancel behind a large prompt still goes), and, with what is queued for
+  clients, ``serve.buffer_bytes`` in the whole server (``ByteBudget``; small messages always
+  pass); a message past either is refused with an error, never kept. Past ``serve.queue_bytes`` queued for a client that reads
   slowly, its agent is paused until the client has taken three quarters of it.
 - **A connection dropped mid-turn.** The proxy is not told the client left while anything is
   under way (a prompt, a swap, a command's move): the agent is let go on writing (it was paused
@@ -62,6 +63,7 @@ FULL_CODE = -32003
 CLAIM_SECONDS = 30.0
 DETACHED_MAX_SECONDS = 3600.0
 SMALL_MESSAGE = 64 * 1024  # never refused for the server's budget (a cancel must get through)
+SMALL_ROOM = 1024 * 1024  # and a connection has this much beyond its limit for such messages
 LOCK_POLL_SECONDS = 0.1
 LOGGED_REFUSALS = 10  # refused frames logged per connection; a flood is said once
 
@@ -170,7 +172,8 @@ class WebSocketClientLeg:
         if self.closed or self._left:
             return  # nobody reads any more (the sender found the socket gone)
         size = len(message)
-        if self._inbound_bytes and self._inbound_bytes + size > self.settings.max_message_bytes:
+        limit = self.settings.max_message_bytes + (SMALL_ROOM if size <= SMALL_MESSAGE else 0)
+        if self._inbound_bytes and self._inbound_bytes + size > limit:
             self._refuse_in(message, "serve.max_message_bytes waits in this connection already")
             return
         if size > SMALL_MESSAGE:
