@@ -19,7 +19,8 @@ Everything that decides where a frame goes lives in this file. The rules:
    taps as ``AGENT_TO_LIMINAL``.
 5. **Held threads.** While a thread is held, every request and notification the client sends
    about it, or about no session at all, waits here, in order and bounded; ``release`` forwards
-   them, rewritten for the thread's backing id at that moment. Responses and other threads'
+   them, rewritten for the thread's backing id at that moment (past ``max_held_per_thread``
+   frames or ``max_held_bytes``, they are released at once). Responses and other threads'
    frames are never held. A ``session/cancel`` for a held thread answers its held
    prompts as cancelled (they never reached the agent); anything else held stays queued.
 6. **Bad input.** A line that is not a JSON-RPC object is forwarded unchanged and reported. A
@@ -173,6 +174,7 @@ class Router:
         connection_id: str = "",
         tapping: bool = True,
         max_held_per_thread: int = 64,
+        max_held_bytes: int | None = None,
         replay_from_store: bool = False,
     ) -> None:
         self.connection_id = connection_id
@@ -180,6 +182,11 @@ class Router:
         self.replay_from_store = replay_from_store
         self.tapping = tapping
         self.max_held_per_thread = max_held_per_thread
+        # Held frames are bounded in bytes too (one message of the longest size may wait).
+        self.max_held_bytes = max_frame_bytes if max_held_bytes is None else max_held_bytes
+        # When the agent last wrote anything (the ``now`` it was fed with): a caller that waits
+        # for an agent to finish can tell a busy one from one that has gone quiet.
+        self.agent_heard = 0.0
         self._client_framer = LineFramer(max_frame_bytes)
         self._agent_framer = LineFramer(max_frame_bytes)
         self._out = Output()
@@ -222,6 +229,7 @@ class Router:
 
     def receive_from_agent(self, data: bytes, now: float) -> None:
         self._now = now
+        self.agent_heard = now
         for line in self._agent_framer.feed(data):
             self._agent_line(line, now)
 
@@ -434,6 +442,10 @@ class Router:
         """The ids (``jsonrpc.id_key``) of the client's requests the agent has not answered."""
         return set(self._client_pending) | set(self._local_pending)
 
+    def owed_to_client(self) -> list[str]:
+        """The methods of the client's requests that nothing has answered yet, oldest first."""
+        return [p.method for p in self._client_pending.values()] + [p.method for p in self._local_pending.values()]
+
     def open_agent_requests(self) -> list[tuple[Any, str]]:
         """The agent's requests the client has not answered yet: (id, method), oldest first."""
         return list(self._agent_pending.items())
@@ -592,7 +604,8 @@ class Router:
                 else:
                     queue = self._held[holder]
                     queue.append(_Held(line, message))
-                    if len(queue) > self.max_held_per_thread:
+                    if (len(queue) > self.max_held_per_thread
+                            or sum(len(h.line) for h in queue) > self.max_held_bytes):
                         self._out.problems.append(f"too many frames held for {holder}; releasing them")
                         self.release(holder)
                     self._tap(Direction.CLIENT_TO_AGENT, kind, now, line, message, thread, backing, method, rpc_id)

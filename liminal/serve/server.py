@@ -17,9 +17,10 @@ Refused before the WebSocket opens (the handshake's HTTP answer), each with one 
 - more than ``serve.max_connections`` at once: 503;
 - any path but ``/acp`` and ``/healthz``: 404.
 
-A message longer than the proxy's ``max_frame_bytes`` reaches the router like an oversized line
-on stdio and is answered with a JSON-RPC error; one past four times that closes the connection
-(1009); the server goes on either way.
+A message longer than ``serve.max_message_bytes`` (or four times ``proxy.max_frame_bytes``)
+closes the connection (1009) before it is held whole; one longer than ``max_frame_bytes`` but
+within that reaches the router like an oversized line on stdio and is answered with a JSON-RPC
+error; the server goes on either way. What connections hold is bounded in bytes (``leg``).
 
 SIGTERM (or SIGINT) stops the server within ``serve.shutdown_seconds``, all of it (``_shutdown``):
 no new connections; one with nothing under way is closed at once, one with a turn under way
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import ipaddress
 import os
 import signal
@@ -56,7 +58,7 @@ from liminal import log
 from liminal.acp import jsonrpc
 from liminal.config import Settings
 from liminal.serve import token as tokens
-from liminal.serve.leg import WebSocketClientLeg
+from liminal.serve.leg import ByteBudget, WebSocketClientLeg
 from liminal.serve.locks import ThreadLocks, redis_url_of
 from liminal.transport import reaper
 
@@ -124,6 +126,12 @@ class AcpServer:
         self._none_open.set()
         self._stopping = False  # a SIGTERM came: a connection that initializes now starts nothing
         self._hurried = asyncio.Event()  # a second signal came: no more waiting
+        self.budget = ByteBudget(settings.serve.buffer_bytes)  # shared by every connection's leg
+        # A message is at most serve.max_message_bytes either way: the router's cap for lines
+        # from the agent too, or one line would be past what a connection may hold for its client.
+        frame = min(settings.proxy.max_frame_bytes, settings.serve.max_message_bytes)
+        self.proxy_settings = dataclasses.replace(
+            settings, proxy=dataclasses.replace(settings.proxy, max_frame_bytes=frame))
 
     # -- the handshake ------------------------------------------------------------------------
 
@@ -201,11 +209,11 @@ class AcpServer:
             if initialize is None or self._stopping:
                 return
             locks = ThreadLocks(self.settings.home, redis_url_of(self.settings.cache.url))
-            leg = WebSocketClientLeg(connection, locks=locks, busy_wait=self.settings.serve.busy_wait_seconds,
+            leg = WebSocketClientLeg(connection, locks=locks, settings=self.settings.serve, budget=self.budget,
                                      first=initialize)
             self.legs[connection] = leg
             leg.find_detached = self._detached_holder
-            code = await run_proxy(self.argv, self.settings, self.config_file, leg,
+            code = await run_proxy(self.argv, self.proxy_settings, self.config_file, leg,
                                    connection_id=connection_id, watch_signals=False,
                                    restart_agent=True,
                                    on_proxy=lambda proxy: setattr(leg, "proxy", proxy))
@@ -291,12 +299,16 @@ class AcpServer:
 
     async def run(self, host: str, port: int,
                   ready: Callable[[int], Awaitable[None] | None] | None = None) -> int:
+        # Past max_size the library closes the connection (1009) before it holds the message
+        # whole; between the router's cap and it, the router answers with an error. The leg
+        # takes each message as it comes, so a few frames queued are all the library holds.
         frame = self.settings.proxy.max_frame_bytes
+        max_size = min(4 * frame + 1024, self.settings.serve.max_message_bytes)
         try:
             listening = await serve(self.handle, host, port, process_request=self.process_request,
                                     process_response=self.process_response,
                                     select_subprotocol=self.select_subprotocol,
-                                    max_size=4 * frame + 1024, ping_interval=20, ping_timeout=20,
+                                    max_size=max_size, max_queue=4, ping_interval=20, ping_timeout=20,
                                     server_header="liminal")
         except OSError as exc:  # the port is taken, the host is not this machine's
             raise ListenError(exc.strerror or str(exc)) from exc

@@ -7,7 +7,8 @@ test can compare both sides of the proxy exactly. Behaviour by method:
   compressed session would: a ``[compressed]`` preamble, then the last prompt this agent was
   given (remembered beside $AGENT_LOG_IN, so across restarts too) and a short answer, and
   an ``available_commands_update``.
-- ``session/prompt``: the prompt text ``chunks:N`` streams N ``agent_message_chunk`` updates;
+- ``session/prompt``: the prompt text ``chunks:N`` streams N ``agent_message_chunk`` updates
+  (of about B bytes each with ``size:B``);
   ``ask`` first sends ``session/request_permission`` and waits for the answer; ``until-cancel``
   says ``working`` and runs until a ``session/cancel`` of its session (answered ``cancelled``),
   handling everything else meanwhile; ``used:N`` sends a
@@ -27,6 +28,9 @@ test can compare both sides of the proxy exactly. Behaviour by method:
   before the prompt is answered.
 - ``_close_stdout``: closes its stdout and goes on running (reading stdin, answering nothing).
 - anything else with an id: a -32601 error. Notifications are ignored.
+
+Lines are read as Node's ``TextDecoder`` reads them (the Claude adapters): invalid UTF-8 becomes
+U+FFFD and the rest is read as usual.
 
 Flags: ``--ignore-eof`` keeps running after stdin closes (like the older Claude adapter);
 ``--ignore-term`` also ignores SIGTERM (so only SIGKILL stops it).
@@ -54,6 +58,7 @@ import subprocess
 import sys
 import time
 import uuid
+from typing import Any
 
 IGNORE_EOF = "--ignore-eof" in sys.argv
 if "--ignore-term" in sys.argv:
@@ -100,6 +105,10 @@ def read_line() -> bytes | None:
             log.write(line)
             log.flush()
     return line
+
+
+def parse(line: bytes) -> Any:
+    return json.loads(line.decode("utf-8", "replace"))
 
 
 def session_opened() -> None:
@@ -237,7 +246,7 @@ def handle(message: dict) -> None:
                 line = read_line()
                 if line is None:
                     return
-                answer = json.loads(line)
+                answer = parse(line)
                 if answer.get("id") == 900:
                     break
                 handle(answer)  # the client goes on with other sessions meanwhile
@@ -247,18 +256,22 @@ def handle(message: dict) -> None:
                 line = read_line()
                 if line is None:
                     return
-                message = json.loads(line)
+                message = parse(line)
                 if message.get("method") == "session/cancel" and message["params"].get("sessionId") == sid:
                     send({"jsonrpc": "2.0", "id": rpc_id, "result": {"stopReason": "cancelled"}})
                     return
                 handle(message)
-        n = 0
+        n = size = 0
         for word in text.split():
             if word.startswith("chunks:"):
                 n = int(word.split(":", 1)[1])
+            if word.startswith("size:"):
+                size = int(word.split(":", 1)[1])
         for i in range(n):
+            chunk = f"chunk {i} é中"
             send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": {
-                "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": f"chunk {i} é中"}}}})
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": chunk + "x" * (size - len(chunk))}}}})
         path = claude_file(sid)
         if path is not None and path.exists():  # type: ignore[attr-defined]
             from tests.support import claude_files
@@ -307,7 +320,7 @@ def main() -> None:
         if line is None:
             break
         try:
-            message = json.loads(line)
+            message = parse(line)
         except ValueError:
             continue
         if isinstance(message, dict):

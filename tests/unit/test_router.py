@@ -405,6 +405,17 @@ def test_too_many_held_prompts_release_the_hold() -> None:
     assert not router.is_held(THREAD)
 
 
+def test_held_frames_are_bounded_in_bytes_too() -> None:
+    """64 frames of the longest size were 64 times the cap held; now past max_held_bytes the
+    hold is released as past the count."""
+    router = make(max_held_bytes=2 * len(prompt_frame(1)))
+    router.hold(THREAD)
+    assert from_client(router, prompt_frame(1), prompt_frame(2)).to_agent == []
+    out = from_client(router, prompt_frame(3))
+    assert out.to_agent == [prompt_frame(1), prompt_frame(2), prompt_frame(3)]
+    assert not router.is_held(THREAD) and any("releasing them" in p for p in out.problems)
+
+
 # ------------------------------------------------------------------- bad input
 
 def test_oversized_request_from_client_gets_an_error_and_is_not_forwarded() -> None:
