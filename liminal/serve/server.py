@@ -44,7 +44,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from http import HTTPStatus
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -61,6 +61,9 @@ from liminal.serve import token as tokens
 from liminal.serve.leg import ByteBudget, WebSocketClientLeg
 from liminal.serve.locks import ThreadLocks, redis_url_of
 from liminal.transport import reaper
+
+if TYPE_CHECKING:
+    from liminal.proxy import Proxy
 
 logger = log.get("liminal.serve")
 ENDPOINT = "/acp"
@@ -216,7 +219,7 @@ class AcpServer:
             code = await run_proxy(self.argv, self.proxy_settings, self.config_file, leg,
                                    connection_id=connection_id, watch_signals=False,
                                    restart_agent=True,
-                                   on_proxy=lambda proxy: setattr(leg, "proxy", proxy))
+                                   on_proxy=lambda proxy: self._bind(leg, proxy, locks))
             logger.info("connection closed", connection=connection_id, exit_code=code)
             if leg.handover is not None:
                 await leg.handed_over()
@@ -235,6 +238,15 @@ class AcpServer:
                 self._none_open.set()
             with contextlib.suppress(Exception):
                 await connection.close()
+
+    @staticmethod
+    def _bind(leg: WebSocketClientLeg, proxy: Proxy, locks: ThreadLocks) -> None:
+        leg.proxy = proxy
+        # The thread locks keep a second agent off the CLI's files: they end with this agent,
+        # not after the index worker has drained into the store, which took seconds under load
+        # while another connection's load of the thread waited (or gave up after
+        # serve.busy_wait_seconds).
+        proxy.on_agent_stopped.append(locks.release_all)
 
     async def _initialize_of(self, connection: ServerConnection, connection_id: str) -> Data | None:
         """The connection's ``initialize``, the message its agent starts with; None when it
