@@ -8,7 +8,7 @@ ever creating duplicates.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -169,7 +169,9 @@ class ThreadSummary:
 
     thread: Thread
     turns: int
-    context_used: int | None  # the last usage point's ``used`` tokens
+    # The context now: the last usage point's ``used`` tokens, or what a move that committed
+    # since left (``context_now``).
+    context_used: int | None
     context_size: int | None
     last_activity: float
     # Nothing to show of it: no title, and nothing said in it, live or replayed (a session a
@@ -180,6 +182,22 @@ class ThreadSummary:
     @property
     def swaps(self) -> int:
         return max(0, len(self.thread.backing_ids) - 1)
+
+
+def context_now(usage: tuple[str, Mapping[str, Any]] | None,
+                move: tuple[str, Mapping[str, Any]] | None) -> tuple[int | None, int | None]:
+    """The context a thread has now, and the window it has it in, from the latest ``usage``
+    message and the latest committed ``swap`` message (each as its order and data). A move
+    that committed after the last usage point set the context to its ``tokens_after`` (None
+    when it does not know it: ``/clear``'s new, empty session): the usage points after a swap
+    come only with the next model call. The window is the last usage point's."""
+    def number(value: Any) -> int | None:
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    size = number(usage[1].get("size")) if usage is not None else None
+    if move is not None and (usage is None or move[0] > usage[0]):
+        return number(move[1].get("tokens_after")), size
+    return (number(usage[1].get("used")) if usage is not None else None), size
 
 
 def one_row_per_thread(summaries: Iterable[ThreadSummary], *, empty: bool) -> list[ThreadSummary]:

@@ -25,7 +25,8 @@ test can compare both sides of the proxy exactly. Behaviour by method:
 - ``_die``: exits at once with ``params.code``.
 - ``$AGENT_CLAUDE_CONFIG_DIR``: keep a Claude Code session file per session there, as the CLI
   would (``tests.support.claude_files``): a fixture's copy for a new session, each turn appended
-  before the prompt is answered.
+  before the prompt is answered. With ``$AGENT_CLAUDE_NEW_EMPTY`` a new session has no file
+  until its first turn, as the real CLI's.
 - ``_close_stdout``: closes its stdout and goes on running (reading stdin, answering nothing).
 - anything else with an id: a -32601 error. Notifications are ignored.
 
@@ -207,7 +208,8 @@ def handle(message: dict) -> None:
             from tests.support import claude_files
 
             session_cwd[sid] = str(params.get("cwd") or "/work")
-            claude_files.create(Path(CLAUDE_DIR), session_cwd[sid], sid)
+            if not os.environ.get("AGENT_CLAUDE_NEW_EMPTY"):
+                claude_files.create(Path(CLAUDE_DIR), session_cwd[sid], sid)
         remember(sid)
         session_opened()
         send({"jsonrpc": "2.0", "id": rpc_id, "result": {"sessionId": sid}})
@@ -273,6 +275,9 @@ def handle(message: dict) -> None:
                 "sessionUpdate": "agent_message_chunk",
                 "content": {"type": "text", "text": chunk + "x" * (size - len(chunk))}}}})
         path = claude_file(sid)
+        if path is not None and not path.exists() and os.environ.get("AGENT_CLAUDE_NEW_EMPTY"):  # type: ignore[attr-defined]
+            path.parent.mkdir(parents=True, exist_ok=True)  # type: ignore[attr-defined]
+            path.touch()  # type: ignore[attr-defined]
         if path is not None and path.exists():  # type: ignore[attr-defined]
             from tests.support import claude_files
 
