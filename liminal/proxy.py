@@ -277,6 +277,7 @@ class Proxy:
                 pass  # the agent died and stays dead: answered in _agent_died
             else:
                 agent_gone.cancel()
+                await self._components_stopping()
                 self.agent.close_stdin()
                 agent_code = await self.agent.stop(self.settings.kill_grace_seconds,
                                                    wait_first=min(2.0, self.settings.kill_grace_seconds))
@@ -392,6 +393,21 @@ class Proxy:
         if owed:
             logger.warning("answered requests liminal still owed", count=len(owed), why=why)
             self.flush()
+
+    async def _components_stopping(self) -> None:
+        """The client has gone (or a signal came): before the agent is stopped, components end
+        what they do with it (a swap under way is abandoned, its rewrite removed). Stopping
+        the agent takes seconds (one that ignores the end of its input gets 2, then the kill
+        grace), and whatever ends liminal next (an editor that quits kills it a moment later)
+        would otherwise cut that short."""
+        for component in self.components:
+            stopping = getattr(component, "stopping", None)
+            if stopping is not None:
+                try:
+                    with anyio.fail_after(10):
+                        await stopping()
+                except Exception:
+                    logger.exception("component failed to stop", component=repr(component))
 
     async def _close_components(self) -> None:
         for component in self.components:

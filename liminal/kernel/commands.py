@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -224,8 +224,7 @@ class CommandCenter:
         thread = request.thread_id or ""
         parsed = parse(prompt_text(request.message)) or ("", "")
         try:
-            handler = getattr(self, f"_cmd_{parsed[0]}")
-            text = await handler(thread, parsed[1])
+            text = await self._run(thread, *parsed)
         except (CommandError, SwapError) as exc:
             text = f"{exc} (nothing changed)"
         except Exception as exc:  # a bug or a store down: said, and the prompt answered
@@ -298,7 +297,7 @@ class CommandCenter:
         try:
             if request.command not in SLASH_FOR_MODEL:
                 raise CommandError(f"{command} is not for the model")
-            text = await getattr(self, f"_cmd_{request.command}")(thread, request.args)
+            text = await self._run(thread, request.command, request.args)
             ok = True
         except (CommandError, SwapError) as exc:
             text, ok = f"{exc} (nothing changed)", False
@@ -312,6 +311,14 @@ class CommandCenter:
             "sessionUpdate": "agent_thought_chunk",
             "content": {"type": "text", "text": f"liminal ran {command} as the model asked: {text}\n"}}})
         proxy.flush()
+
+    async def _run(self, thread: str, name: str, args: str) -> str:
+        """The command's answer. One that takes no arguments refuses any (``/archive now``
+        archived the thread, ``/optimise hard`` swapped: the words were dropped unread)."""
+        if COMMANDS[name][0] is None and args:
+            raise CommandError(f"/{name} takes no arguments")
+        handler: Callable[[str, str], Awaitable[str]] = getattr(self, f"_cmd_{name}")
+        return await handler(thread, args)
 
     # ------------------------------------------------------------------ helpers
 
@@ -438,9 +445,6 @@ class CommandCenter:
         return "Context cleared. The conversation stays in liminal's history (liminal history, /search)."
 
     async def _cmd_undo(self, thread: str, args: str) -> str:
-        if args:
-            raise CommandError("/undo takes no arguments")
-
         if self._context_is_empty(thread):
             raise CommandError("the model's context is empty: there is no turn to take out")
 
@@ -630,8 +634,8 @@ class CommandCenter:
 
         try:
             data = await (await self.recaller()).recall(args)
-        except RecallError as exc:
-            raise CommandError(f"{args!r}: {exc}") from exc
+        except RecallError as exc:  # it names the key
+            raise CommandError(str(exc)) from exc
         return data.decode("utf-8", "replace")
 
     async def _cmd_memo(self, thread: str, args: str) -> str:
@@ -649,7 +653,8 @@ class CommandCenter:
         return f"Thread renamed: {title}"
 
     async def _cmd_archive(self, thread: str, args: str) -> str:
-        await (await self.store()).write(Batch(threads=[ThreadUpdate(thread, time.time(), state="archived")]))
+        await (await self.store()).write(Batch(threads=[ThreadUpdate(thread, time.time(), state="archived",
+                                                                     by_user=True)]))
         return "Thread archived: liminal threads lists it with --all; it goes on working here."
 
     async def _cmd_memos(self, thread: str, args: str) -> str:

@@ -153,9 +153,25 @@ class ThreadMover:
         self.proxy: Proxy | None = None
         self.lock = anyio.Lock()  # one move at a time: a swap, or a command's
         self._warned_no_close = False
+        self._stopping = False
+        self._moving: set[anyio.CancelScope] = set()  # moves not yet committed
 
     def attach(self, proxy: Proxy) -> None:
         self.proxy = proxy
+
+    async def stop_moves(self, timeout: float) -> None:
+        """liminal is stopping (the client closed its input, a signal): every move not yet
+        committed is abandoned now, and its rewrite removed, while the agent still runs; no
+        new one starts. Stopping the agent first (2 s for one that ignores the end of its
+        input, then its kill grace) let an editor that quits kill liminal before the move
+        ended: its rewrite stayed in the CLI's folder until liminal's next start. Waits for
+        the moves to end, at most ``timeout``."""
+        self._stopping = True
+        for scope in list(self._moving):
+            scope.cancel()
+        with anyio.move_on_after(timeout):
+            async with self.lock:
+                pass
 
     def known(self, thread_id: str) -> tuple[Proxy, ThreadState]:
         state = self.threads.get(thread_id)
@@ -297,6 +313,28 @@ class ThreadMover:
         context share. Journaled from before the file exists to the end; anything but a commit
         leaves no file and no open session behind (``_undo``). Returns (the rewrite, how it was
         opened, when written, when moved), or None: the thread stays where it was."""
+        if self._stopping:
+            return None
+        moved = None
+        # ``stop_moves`` cancels it up to the commit (which has no await in it); what follows
+        # the commit is outside.
+        with anyio.CancelScope() as scope:
+            self._moving.add(scope)
+            try:
+                moved = await self._move(proxy, state, old_backing, path, reason, started, t0,
+                                         tokens, write, check, decision, move)
+            finally:
+                self._moving.discard(scope)
+        if moved is not None:
+            await self._committed(state, moved[0])
+        return moved
+
+    async def _move(
+        self, proxy: Proxy, state: ThreadState, old_backing: str, path: Path, reason: str,
+        started: float, t0: float, tokens: int | None, write: Callable[[str], Rewritten],
+        check: Callable[[Rewritten], str | None] | None, decision: Decision | None, move: str,
+    ) -> tuple[Rewritten, str, float, float] | None:
+        """``relocate``'s move, to its commit (or none)."""
         router = proxy.router
         thread_id = state.thread_id
         new_id = str(uuid.uuid4())
@@ -316,6 +354,7 @@ class ThreadMover:
         try:
             try:
                 with anyio.fail_after(self.settings.hold_timeout_seconds):
+                    await faults.hit("swap.rewrite")  # begun, nothing written yet
                     rewritten = await anyio.to_thread.run_sync(write, new_id)
                     t_rewritten = time.monotonic()
                     unpaid = check(rewritten) if check is not None else None
@@ -370,10 +409,16 @@ class ThreadMover:
                 await self._undo(proxy, new_path, new_id, opened)
             # Ended (or nothing of it is left): another liminal's start may judge it now.
             self.journal.finish(new_id)
+        return rewritten, moved_by, t_rewritten, t_moved
+
+    async def _committed(self, state: ThreadState, rewritten: Rewritten) -> None:
+        """After the commit: the CLI's name for the thread carried over, the thread's state
+        reset to its new session."""
         try:
             await anyio.to_thread.run_sync(self.harness.adopted, rewritten)
         except Exception as exc:  # a name the CLI's picker misses, not a reason to undo the move
-            logger.warning("the CLI's name for the thread not carried over", thread=thread_id, error=str(exc))
+            logger.warning("the CLI's name for the thread not carried over", thread=state.thread_id,
+                           error=str(exc))
         # The new session's file is whole as liminal wrote it: no turn of it is still to reach
         # the disk (the last prompt named one of the old session's).
         state.last_prompt = None
@@ -382,7 +427,6 @@ class ThreadMover:
         state.file_tokens = rewritten.tokens_after  # until the file says otherwise
         state.last_context = rewritten.tokens_after
         state.calls = 0
-        return rewritten, moved_by, t_rewritten, t_moved
 
     async def _undo(self, proxy: Proxy, new_path: Path, new_id: str, opened: bool) -> None:
         """Leave nothing of a swap that did not commit: its file (so the CLI's picker and the

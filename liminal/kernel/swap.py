@@ -40,7 +40,7 @@ from liminal.config import GradientSettings, SwapSettings
 from liminal.harness.base import HarnessChoice, Rewritten, SessionHarness
 from liminal.harness.files import is_session_id
 from liminal.kernel.journal import SwapJournal, SwapRecord
-from liminal.kernel.mover import ThreadMover, ThreadState
+from liminal.kernel.mover import UNDO_CLOSE_SECONDS, ThreadMover, ThreadState
 from liminal.kernel.policy import CostPolicy, Decision
 
 if TYPE_CHECKING:
@@ -124,6 +124,12 @@ class SwapManager:
         # thread: the recycle (``liminal.kernel.recycle``) moves sessions to a fresh agent
         # process there, the thread's next prompt already waiting. Must not raise.
         self.after_turn: Callable[[str], Awaitable[None]] | None = None
+
+    async def stopping(self) -> None:
+        """liminal stops (``Proxy.run``, before it stops the agent): a move under way, a swap's
+        or a command's, is abandoned now, its rewrite removed and its new session closed while
+        the agent can still answer (``ThreadMover.stop_moves``)."""
+        await self.mover.stop_moves(UNDO_CLOSE_SECONDS + 1.0)
 
     def busy(self) -> bool:
         """A swap or a command's move is under way, or a turn end waits to be looked at: the

@@ -109,7 +109,8 @@ class ThreadUpdate:
 
     Merge rules (every backend): ``fallback_title`` fills an empty title; ``title`` replaces a
     title that is still a stand-in (``Thread.titled`` false), a ``named`` one replaces any;
-    non-empty ``cwd``, ``harness``, ``state`` replace the stored ones; ``backing_ids`` are
+    non-empty ``cwd``, ``harness``, ``state`` replace the stored ones (but ``archived``, which
+    only a ``by_user`` state replaces); ``backing_ids`` are
     appended in order when new; ``created`` keeps the earliest and ``updated`` the latest.
     Merging the same update twice changes nothing.
     """
@@ -127,6 +128,10 @@ class ThreadUpdate:
     # ``title`` is the user's (``liminal threads rename``, ``/rename``): it replaces any title,
     # and no title that is not the user's replaces it afterwards.
     named: bool = False
+    # ``state`` is the user's (``/archive``, ``liminal threads archive`` and ``unarchive``): it
+    # replaces any state. Another (an open's ``active``, a client's ``closed``) does not
+    # replace ``archived``: only the user brings an archived thread back.
+    by_user: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +150,9 @@ class Thread:
     titled: bool = False
 
 
+ARCHIVED = "archived"
+
+
 def merge_thread(old: Thread | None, update: ThreadUpdate) -> Thread:
     """The merge rules of ``ThreadUpdate``, shared by backends that merge in Python."""
     named = update.named and bool(update.title)
@@ -155,9 +163,11 @@ def merge_thread(old: Thread | None, update: ThreadUpdate) -> Thread:
     lineage = old.backing_ids + tuple(b for b in update.backing_ids if b not in old.backing_ids)
     # An agent's title replaces only a stand-in; the user's name replaces anything.
     title = update.title if (named or not (old.titled or old.named)) else ""
+    # The same for the state: an archived thread stays archived when the client opens or closes it.
+    state = update.state if (update.by_user or old.state != ARCHIVED) else ""
     return Thread(
         old.id, title or old.title or update.fallback_title, update.cwd or old.cwd,
-        update.harness or old.harness, update.state or old.state,
+        update.harness or old.harness, state or old.state,
         tuple(dict.fromkeys(lineage)),
         min(old.created, update.time), max(old.updated, update.time), old.named or named,
         old.titled or old.named or bool(title))

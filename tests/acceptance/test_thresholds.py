@@ -20,6 +20,7 @@ from fixtures.harness import AcpClient, Adapter, Reply, Rig, Scenario, Shell, Te
 from fixtures.harness.anthropic import tokens
 from liminal.kernel.journal import SwapJournal, SwapRecord
 from tests.acceptance.conftest import adapter_fixture
+from tests.support.listing import LISTING
 
 THRESHOLD_ADAPTERS = ["claude-agent", *sorted(n for n, a in adapters().items() if a.model_api == "openai")]
 adapter = adapter_fixture(THRESHOLD_ADAPTERS)
@@ -36,7 +37,7 @@ ESTIMATE = 1_000
 def scenario() -> Scenario:
     return (
         Scenario()
-        .add("BASH", Shell("ls /usr/bin | head -60", "List"), "listed them")
+        .add("BASH", Shell(LISTING, "List"), "listed them")
         .add("PAR", Reply((Text("Three at once."), Shell("seq 1 40", "a"), Shell("seq 1 60", "b"),
                            Shell("seq 1 80", "c"))), "counted all three")
         .add("BIG", Shell("seq 10000 12000", "Read a lot"), "read it")

@@ -17,7 +17,7 @@ from typing import Any
 from urllib.request import urlopen
 
 import pytest
-from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.exceptions import ConnectionClosed, ConnectionClosedError, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
 from tests.support.proxy_process import child_env, scripted_agent_argv
@@ -144,8 +144,12 @@ def test_an_oversized_message_gets_an_error_and_the_server_stays(served: Served)
         assert rpc(ws, 8, "_echo", {"small": 1})["result"] == {"small": 1}
     with served.connect() as ws:  # far past the limit: this connection closes, not the server
         ws.send("y" * 40_000)
-        with pytest.raises(Exception):  # noqa: B017 - closed, however it is reported
-            ws.recv(timeout=10)
+        # Closed by the server with 1009 (message too big): not any exception (a timeout of
+        # the recv passed too), and not the client giving up.
+        with pytest.raises(ConnectionClosedError) as closed:
+            ws.recv(timeout=30)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009, closed.value
+        assert closed.value.rcvd_then_sent is True  # the server closed first
     with served.connect() as ws:
         assert rpc(ws, 1, "initialize", {"protocolVersion": 1})["result"]
 
@@ -554,3 +558,81 @@ def test_a_connection_that_never_initializes_is_closed(tmp_path: Path) -> None:
     finally:
         server.proc.kill()
         server.proc.wait(10)
+
+
+def test_a_connection_past_max_connections_is_refused_with_503(tmp_path: Path) -> None:
+    """``serve.max_connections`` (issue 21: the 503 never ran in a test): the one past the limit
+    is refused before its socket opens, and once one closes there is room again."""
+    server = serve(tmp_path, config="[serve]\nmax_connections = 2\n")
+    try:
+        with server.connect() as first, server.connect() as second:
+            for ws in (first, second):  # both are being served (counted) before the third comes
+                assert rpc(ws, 1, "initialize", {"protocolVersion": 1})["result"]
+            with pytest.raises(InvalidStatus) as refused:
+                server.connect()
+            assert refused.value.response.status_code == 503
+            assert b"too many connections" in refused.value.response.body
+            # The two still work.
+            assert rpc(first, 2, "_echo", {"still": 1})["result"] == {"still": 1}
+        deadline = time.monotonic() + 30
+        while True:  # the server notices the two closes a moment after the client
+            try:
+                third = server.connect()
+                break
+            except InvalidStatus as exc:
+                assert exc.response.status_code == 503 and time.monotonic() < deadline
+                time.sleep(0.05)
+        with third:
+            assert rpc(third, 1, "initialize", {"protocolVersion": 1})["result"]
+        log = (tmp_path / "serve.log").read_text()
+        assert log.count("too many connections") >= 1, log
+    finally:
+        server.proc.kill()
+        server.proc.wait(10)
+
+
+def test_an_agent_that_keeps_dying_is_not_started_a_fourth_time(tmp_path: Path) -> None:
+    """The agent's crash loop ends (issue 21: the limit had no test): three deaths within two
+    minutes are each followed by a new agent that resumes the thread; the fourth is not, the
+    client's request is answered with the error, the connection closes, and the server goes on
+    serving others."""
+    claude = tmp_path / "claude"
+    claude.mkdir()
+    env = child_env(tmp_path, AGENT_CLAUDE_CONFIG_DIR=str(claude), CLAUDE_CONFIG_DIR=str(claude))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "liminal", "serve", "--listen", "127.0.0.1:0", "--print-port", "--",
+         *scripted_agent_argv()], env=env, stdout=subprocess.PIPE,
+        stderr=open(tmp_path / "serve.log", "wb"))  # noqa: SIM115
+    assert proc.stdout is not None
+    server = Served(proc, int(proc.stdout.readline()), Path(env["LIMINAL_HOME"]))
+    pids = tmp_path / "agent_in.bin.pids"
+    try:
+        with server.connect() as ws:
+            rpc(ws, 1, "initialize", {"protocolVersion": 1})
+            thread = rpc(ws, 2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["result"]["sessionId"]
+            prompt = {"sessionId": thread, "prompt": [{"type": "text", "text": "hello there"}]}
+            assert rpc(ws, 3, "session/prompt", prompt)["result"]["stopReason"] == "end_turn"
+            for death in range(1, 4):
+                assert "error" in rpc(ws, 10 * death, "_die", {"code": 3})
+                # Started again: the next prompt is answered by a new process.
+                answer = rpc(ws, 10 * death + 1, "session/prompt", prompt)
+                assert answer.get("result", {}).get("stopReason") == "end_turn", (
+                    death, answer, (tmp_path / "serve.log").read_text()[-3000:])
+                assert len(pids.read_text().split()) == 1 + death
+            died = rpc(ws, 40, "_die", {"code": 3})
+            assert "exit code 3" in died["error"]["message"], died
+            # Not again: the connection ends, with no fifth agent.
+            with pytest.raises(ConnectionClosed):
+                while True:
+                    ws.recv(timeout=30)
+        assert len(pids.read_text().split()) == 4
+        log = (tmp_path / "serve.log").read_text()
+        assert log.count("the agent keeps dying; not restarting it again") == 1, log[-3000:]
+        # The server is still there: the next connection gets an agent of its own.
+        with server.connect() as ws:
+            assert rpc(ws, 1, "initialize", {"protocolVersion": 1})["result"]
+            assert "result" in rpc(ws, 2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})
+        assert len(pids.read_text().split()) == 5
+    finally:
+        proc.kill()
+        proc.wait(10)

@@ -40,6 +40,8 @@ Several processes (liminal's recycle starts more): each appends its pid to
 ``$AGENT_LOG_IN.pids`` at start and logs what it reads to ``$AGENT_LOG_IN.<pid>`` as well.
 ``_pid`` answers ``{"pid": <its pid>}``.
 
+- ``$AGENT_OPEN_SECONDS``: ``session/load`` and ``session/resume`` take this long to answer (a
+  real adapter takes a second or more to open a session: the window a swap spends opening it).
 - ``$AGENT_NO_CLOSE``: no ``sessionCapabilities.close`` (like the older Claude adapter).
 - ``$AGENT_LIST``: ``sessionCapabilities.list`` advertised (``session/list`` answers either way).
 - ``$AGENT_CHILD_PER_SESSION``: every session opened (new, load, resume) starts a child process
@@ -224,6 +226,8 @@ def handle(message: dict) -> None:
         remember(sid)
         resumed.add(sid)
         session_opened()
+        if os.environ.get("AGENT_OPEN_SECONDS"):
+            time.sleep(float(os.environ["AGENT_OPEN_SECONDS"]))
         if CLAUDE_DIR and isinstance(sid, str):
             session_cwd[sid] = str(params.get("cwd") or "/work")
         if method == "session/load":
