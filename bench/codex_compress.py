@@ -1,7 +1,7 @@
 """Benchmark: ``liminal compress`` on one large Codex rollout, beside the Claude Code run
 (``bench/compress.py``).
 
-    .venv/bin/python bench/compress.py ... ; .venv/bin/python bench/codex_compress.py [--turns 600] [--runs 5]
+    .venv/bin/python bench/compress.py ... ; .venv/bin/python bench/codex_compress.py [--turns 600] [--runs 5] [--smoke]
 
 1. Synthesizes a Codex 0.166 rollout (``ordinal`` on every line, ``world_state``,
    ``item_completed``, ``token_usage_record``; ``tests/support/codex_rollouts.py``) of about 600
@@ -67,11 +67,14 @@ def run_once(path: Path, env: dict[str, str]) -> tuple[float, int, dict[str, obj
     return wall, max(peak, before), result
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", type=int, default=600)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--smoke", action="store_true", help="a small, quick run: does the script still work (its figures mean nothing)")
     args = parser.parse_args()
+    if args.smoke:
+        args.turns, args.runs = 30, 1
     with tempfile.TemporaryDirectory(prefix="liminal-codex-bench-") as tmp:
         home = Path(tmp) / ".codex"
         builder = synthesize(args.turns)
@@ -113,7 +116,8 @@ def main() -> None:
               f"{result['tokens_after']:,} | {turns['recent']}/{turns['middle']}/{turns['old']} "
               f"(+{turns['ancient']} summarized) | {kept} | {out.stat().st_size / 1e6:.2f} MB | "
               f"{'yes' if intact else 'NO'} |")
+    return 0 if intact else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,6 +1,6 @@
 """Benchmark: ``liminal compress`` against ``ccs-cloner@0.5.0`` on one large session.
 
-    .venv/bin/python bench/compress.py [--turns 600] [--runs 5] [--keep]
+    .venv/bin/python bench/compress.py [--turns 600] [--runs 5] [--keep] [--smoke]
 
 1. Synthesizes a Claude Code 2.1.44 session of about 600 turns and 40+ MB, record for record in
    the shapes of real files (``fixtures/claude/zed-32.jsonl``, FACTS.md): one content block per
@@ -25,6 +25,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -240,6 +241,12 @@ def context_left(path: Path, cal: Calibration) -> dict[str, Any]:
             "tool_pairs": pairs, "pairs_on_pure_chain": pure_pairs, "bytes": path.stat().st_size}
 
 
+def node_version() -> str:
+    if shutil.which("node") is None:
+        return "(none)"
+    return subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
+
+
 def ensure_ccs_cloner() -> Path:
     prefix = OUT / "npm"
     cli = prefix / "node_modules" / "ccs-cloner" / "dist" / "cli.js"
@@ -257,9 +264,15 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=4)
     ap.add_argument("--target-tokens", type=int, default=100_000)
     ap.add_argument("--keep", action="store_true", help="keep bench/out/claude afterwards")
+    ap.add_argument("--smoke", action="store_true",
+                    help="liminal alone (no npm), a small session, in a temporary folder: does it still run")
     a = ap.parse_args()
+    out = OUT
+    if a.smoke:
+        a.turns, a.runs, a.keep = 20, 1, False
+        out = Path(tempfile.mkdtemp(prefix="liminal-compress-smoke-"))
 
-    claude = OUT / "claude"
+    claude = out / "claude"
     shutil.rmtree(claude, ignore_errors=True)
     project = claude / "projects" / CWD.replace("/", "-")
     t = time.perf_counter()
@@ -269,9 +282,9 @@ def main() -> int:
     conv = build(read_session(locate(source)))
     cal = calibrate(conv)
     before = context_left(source, cal)
-    cli = ensure_ccs_cloner()
+    cli = None if a.smoke else ensure_ccs_cloner()  # smoke: no npm, no network
 
-    env = {**os.environ, "LIMINAL_HOME": str(OUT / "home"), "CLAUDE_CONFIG_DIR": str(claude)}
+    env = {**os.environ, "LIMINAL_HOME": str(out / "home"), "CLAUDE_CONFIG_DIR": str(claude)}
     rows: dict[str, Any] = {}
     runs = {
         "liminal compress": lambda new: [sys.executable, "-m", "liminal", "compress", str(source),
@@ -284,6 +297,8 @@ def main() -> int:
                                              "--claude-dir", str(claude), "--json",
                                              "-o", str(project / f"{new}.jsonl")],
     }
+    if cli is None:
+        runs = {name: command for name, command in runs.items() if name.startswith("liminal")}
     walls: dict[str, list[float]] = {name: [] for name in runs}
     rss: dict[str, list[int]] = {name: [] for name in runs}
     lasts: dict[str, tuple[dict[str, Any], Path]] = {}
@@ -313,7 +328,7 @@ def main() -> int:
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor())
     print(f"\nmachine: {os.cpu_count()} CPUs, {cpu}; Python {platform.python_version()}; "
-          f"node {subprocess.run(['node', '--version'], capture_output=True, text=True).stdout.strip()}; "
+          f"node {node_version()}; "
           f"{time.strftime('%Y-%m-%d')}")
     print(f"session: {size_mb:.1f} MB, {len(conv.session.records):,} records, {before['turns']} turns, "
           f"{before['tool_pairs']} tool calls ({before['pairs_on_pure_chain']} on the pure parent "
@@ -328,7 +343,9 @@ def main() -> int:
               f"| {row['bytes'] / 1e6:.2f} MB | {'yes' if row['recent_intact'] else '-' if row['recent_intact'] is None else 'NO'} |")
     if not a.keep:
         shutil.rmtree(claude, ignore_errors=True)
-    return 0
+    if a.smoke:
+        shutil.rmtree(out, ignore_errors=True)
+    return 0 if all(row["recent_intact"] is not False for row in rows.values()) else 1
 
 
 if __name__ == "__main__":

@@ -187,7 +187,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--triggers", action="store_true", help="the policy's trigger against fixed ones")
     parser.add_argument("--seeds", type=int, default=0,
                         help="with --sweep or --triggers: synthetic sessions of seeds 1..N (range shown)")
+    parser.add_argument("--smoke", action="store_true", help="a small, quick run: does the script still work (its figures mean nothing)")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.turns = 30
     made: Result | None = None
     overhead = SYSTEM_TOKENS
     if args.requests:

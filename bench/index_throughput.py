@@ -1,11 +1,11 @@
 """How fast the indexer takes frames into SQLite, and what indexing costs the proxy.
 
-    python bench/index_throughput.py [--frames N] [--proxy-frames N] [--runs R]
+    python bench/index_throughput.py [--frames N] [--proxy-frames N] [--runs R] [--smoke]
 
 1. ``indexer``: N frames (a long streamed answer: a prompt, chunk notifications, the response)
    offered to an ``Indexer`` on a fresh SQLite store as fast as the loop allows; frames/s from
    the first offer until the last frame is committed (messages derived and written too).
-2. ``proxy``: ``liminal acp -- bench/fast_agent.py`` streams N chunk notifications through the
+2. ``proxy``: ``liminal acp -- bench/support/fast_agent.py`` streams N chunk notifications through the
    proxy to a client reading as fast as it can, with indexing on (``LIMINAL_STORE_INDEX=1``) and
    off; frames/s as the client sees them, best of R runs each, from the prompt (sent a second
    after ``session/new``, once the index worker is up) to its answer. With indexing on, also the rate
@@ -122,7 +122,7 @@ def proxy_rate(n: int, home: Path, index: bool | None) -> tuple[float, float]:
     env = dict(os.environ, LIMINAL_HOME=str(home), LIMINAL_STORE_INDEX="1" if index else "0",
                LIMINAL_LOG_LEVEL="warning", PYTHONPATH=str(ROOT))
     env.pop("LIMINAL_STORE_URL", None)
-    agent = [sys.executable, str(ROOT / "bench" / "fast_agent.py")]
+    agent = [sys.executable, str(ROOT / "bench" / "support" / "fast_agent.py")]
     argv = ([sys.executable, "-m", "liminal", "acp", "--", *agent] if index is not None else
             [sys.executable, str(Path(__file__).resolve()), "--serve-noop", "--", *agent])
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -171,7 +171,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--serve-noop", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("agent", nargs="*", help=argparse.SUPPRESS)
+    parser.add_argument("--smoke", action="store_true", help="a small, quick run: does the script still work (its figures mean nothing)")
     args = parser.parse_args()
+    if args.smoke:
+        args.frames, args.proxy_frames, args.runs = 2_000, 2_000, 1
     if args.serve_noop:
         sys.exit(serve_noop(args.agent))
     load = os.getloadavg()[0]

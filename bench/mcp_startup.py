@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How soon ``liminal mcp`` answers after it is started, and its first tool call.
 
-    python bench/mcp_startup.py [--runs 30]
+    python bench/mcp_startup.py [--runs 30] [--smoke]
 
 Every resume of a session restarts its MCP servers, and the CLI's next prompt waits for the
 slowest to be ready (issue 13 asks for 0.2 s). Measured as the CLI sees it: from spawning the
@@ -57,7 +57,10 @@ def once(home: Path) -> tuple[float, float, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--smoke", action="store_true", help="a small, quick run: does the script still work (its figures mean nothing)")
     args = parser.parse_args()
+    if args.smoke:
+        args.runs = 2
     with tempfile.TemporaryDirectory() as folder:
         home = Path(folder) / "home"
         # A store to open, as on any machine that has run liminal.

@@ -30,7 +30,7 @@ Only the CLI's argument parsing is skipped; everything on the frame path is the 
 and case (d) covers the real command.
 
     .venv/bin/python bench/proxy_throughput.py [--frames 200000] [--paced-frames 20000]
-        [--repeat 3] [--cases pipe,relay,...] [--modes flat,paced] [--profile bench/out]
+        [--repeat 3] [--cases pipe,relay,...] [--modes flat,paced] [--profile bench/out] [--smoke]
 
 ``--profile DIR`` attaches py-spy to the proxy process of the liminal cases and writes collapsed
 stacks there (py-spy takes a core of its own, so the figures of such a run are not the real ones).
@@ -294,8 +294,11 @@ def run_case(case: str, count: int, rate: float, batch: int, timeout: float) -> 
             time.sleep(1.0)  # let it attach before the agent starts
         killer = threading.Timer(timeout, os.killpg, (proc.pid, signal.SIGKILL))
         killer.start()
+        failed = ""
         try:
             chunks, times, cpu = _receive(proc.stdin.fileno(), proc.stdout.fileno(), count, proc.pid)
+        except SystemExit as exc:
+            failed = str(exc)
         finally:
             proc.stdin.close()
             while os.read(proc.stdout.fileno(), 1 << 20):  # anything extra would be a bug below
@@ -304,6 +307,8 @@ def run_case(case: str, count: int, rate: float, batch: int, timeout: float) -> 
             killer.cancel()
         stderr.seek(0)
         errors = stderr.read().decode(errors="replace")
+    if failed:  # what the chain said is the only clue to why
+        raise SystemExit(f"{case}: {failed}; its stderr:\n{errors[-4000:]}")
     if code != 0:
         raise SystemExit(f"{case}: the chain exited with {code}:\n{errors[-4000:]}")
     received = b"".join(chunks)
@@ -405,7 +410,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     cut = argv.index("--") if "--" in argv else len(argv)
     parser.add_argument("--profile", metavar="DIR",
                         help="run the liminal cases under py-spy, collapsed stacks into DIR")
+    parser.add_argument("--smoke", action="store_true",
+                        help="every case and mode, a few thousand frames: does it still run (no figures)")
     args = parser.parse_args(argv[:cut])
+    if args.smoke:
+        args.frames, args.paced_frames, args.repeat = 2_000, 200, 1
+        args.cases = "pipe,relay,relay-lines,liminal,liminal-notap"
     if args.profile:
         Path(args.profile).mkdir(parents=True, exist_ok=True)
         PROFILE.append(args.profile)

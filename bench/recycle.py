@@ -1,6 +1,6 @@
 """Benchmark: the memory of the older Claude adapter across swaps, with and without recycling.
 
-    LIMINAL_HARNESS_DIR=/work/main/.harness .venv/bin/python bench/recycle.py [--swaps 20]
+    LIMINAL_HARNESS_DIR=/work/main/.harness .venv/bin/python bench/recycle.py [--swaps 20] [--smoke]
 
 The scenario of tests/acceptance/test_recycle.py (claude-zed, a fake Anthropic server on
 loopback, a swap at every turn end of a small conversation), once with ``swap.max_stale_sessions``
@@ -25,6 +25,8 @@ sys.path.insert(0, str(ROOT))
 from fixtures.harness import Rig, adapters  # noqa: E402
 from tests.acceptance.test_recycle import Sample, run_swaps  # noqa: E402
 
+SKIPPED = 77  # what a smoke run exits with when it cannot run here (tests/integration/test_bench_smoke.py)
+
 
 def measure(swaps: int, max_stale: int) -> tuple[list[Sample], float]:
     with tempfile.TemporaryDirectory(prefix="liminal-recycle-") as root:
@@ -42,11 +44,20 @@ def measure(swaps: int, max_stale: int) -> tuple[list[Sample], float]:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--swaps", type=int, default=20)
+    parser.add_argument("--smoke", action="store_true",
+                        help="two swaps and a recycle: does it still run (skips, exit 77, without the harness)")
     args = parser.parse_args()
+    reason = adapters()["claude-zed"].missing_reason()
+    if reason:
+        print(f"claude-zed: {reason} (export LIMINAL_HARNESS_DIR?)", file=sys.stderr)
+        return SKIPPED if args.smoke else 1
+    configs = [("recycling (max_stale_sessions 4)", 4), ("no recycling", 1000)]
+    if args.smoke:  # one recycle, after the second swap
+        args.swaps, configs = 2, [("recycling (max_stale_sessions 1)", 1)]
     print(f"# {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {os.getloadavg()[0]:.1f}")
     results = {}
-    for label, max_stale in (("recycling (max_stale_sessions 4)", 4), ("no recycling", 1000)):
+    for label, max_stale in configs:
         samples, seconds = measure(args.swaps, max_stale)
         results[label] = samples
         for s in samples:

@@ -6,7 +6,7 @@ with a long output and a usage point, and the CLI's records of them (Claude Code
 ``api-request-blob`` copy of the prompt among them). Words come from a small vocabulary, so a
 query matches nearly every message: the worst case for ranking.
 
-    .venv/bin/python bench/search.py [--threads 50] [--turns 100] [--repeat 5]
+    .venv/bin/python bench/search.py [--threads 50] [--turns 100] [--repeat 5] [--smoke]
 """
 
 from __future__ import annotations
@@ -86,7 +86,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=50)
     parser.add_argument("--turns", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--smoke", action="store_true",
+                        help="a small, quick run: does the script still work (its figures mean nothing)")
     args = parser.parse_args()
+    if args.smoke:
+        args.threads, args.turns, args.repeat = 3, 5, 1
     with tempfile.TemporaryDirectory() as folder:
         db = Path(folder) / "liminal.db"
         asyncio.run(build(db, args.threads, args.turns))
@@ -95,6 +99,8 @@ def main() -> None:
     print(f"store: {args.threads} threads x {args.turns} turns, {size / 1e6:.0f} MB")
     for name, found in times.items():
         print(f"{name:13} median {statistics.median(found) * 1000:6.0f} ms   max {max(found) * 1000:6.0f} ms")
+    if args.smoke and not all(times.values()):
+        raise SystemExit("no search was timed")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Benchmark: the pause a held prompt sees while liminal swaps a live Claude Code session.
 
     LIMINAL_HARNESS_DIR=/work/harness-cache .venv/bin/python bench/swap.py \\
-        [--sizes 50000,150000,400000,1000000] [--repeat 3] [--adapters claude-zed,claude-agent]
+        [--sizes 50000,150000,400000,1000000] [--repeat 3] [--adapters claude-zed,claude-agent] [--smoke]
 
 For each size, a Claude Code 2.1.44 session of about that many tokens of history is synthesized
 with ``bench/compress.py``'s generator. For each adapter, size and repeat, in a fresh world (the
@@ -57,6 +57,7 @@ from liminal.harness.claude.records import read_session  # noqa: E402
 from liminal.harness.claude.tokens import context_size  # noqa: E402
 from liminal.kernel.journal import SwapJournal  # noqa: E402
 
+SKIPPED = 77  # what a smoke run exits with when it cannot run here (tests/integration/test_bench_smoke.py)
 SEED = 4
 TOKENS_PER_TURN = 8_700  # about, for this generator; refined by measuring
 
@@ -252,12 +253,22 @@ def main() -> int:
     ap.add_argument("--adapters", default="claude-zed,claude-agent")
     ap.add_argument("--keep", action="store_true", help="keep every run's world (else only failed ones)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "swap")
+    ap.add_argument("--smoke", action="store_true",
+                    help="one small session, once, claude-agent, in a temporary folder: does it still "
+                         "run (skips, exit 77, without the harness)")
     a = ap.parse_args()
+    if a.smoke:
+        # The smallest size whose rewrite lands well below its trigger: in a 20k session the CLI's
+        # own prompt (12k) and the last turn, kept whole, are the whole floor, so the swap is
+        # skipped as one that would only come again (issue 20's rule) and nothing is measured.
+        a.sizes, a.repeat, a.adapters = "50000", 1, "claude-agent"
+        a.out = Path(tempfile.mkdtemp(prefix="liminal-swap-smoke-"))
     names = [n for n in a.adapters.split(",") if n]
     for name in names:
         reason = adapters()[name].missing_reason()
         if reason:
-            raise SystemExit(f"{name}: {reason} (export LIMINAL_HARNESS_DIR?)")
+            print(f"{name}: {reason} (export LIMINAL_HARNESS_DIR?)", file=sys.stderr)
+            return SKIPPED if a.smoke else 1
 
     sessions = []
     for wanted in (int(s) for s in a.sizes.split(",")):
@@ -338,6 +349,9 @@ def main() -> int:
         if len(xs) >= 2:
             print(f"  {name}: pause {statistics.linear_regression(xs, pause).slope:+.3f} s, "
                   f"hold {statistics.linear_regression(xs, hold).slope:+.3f} s")
+    if a.smoke:
+        shutil.rmtree(a.out, ignore_errors=True)
+        return 0 if all(r.outcome == "committed" for r in runs) else 1
     return 0
 
 

@@ -1,8 +1,8 @@
 """Benchmark: ``liminal serve`` under 50 concurrent WebSocket clients, against stdio.
 
-    .venv/bin/python bench/ws_load.py [--clients 50] [--prompts 5] [--chunks 2000] [--pings 300]
+    .venv/bin/python bench/ws_load.py [--clients 50] [--prompts 5] [--chunks 2000] [--pings 300] [--smoke]
 
-1. Starts ``liminal serve -- python bench/fast_agent.py`` in a fresh ``LIMINAL_HOME`` (default
+1. Starts ``liminal serve -- python bench/support/fast_agent.py`` in a fresh ``LIMINAL_HOME`` (default
    settings: the index worker records everything, the swap manager watches), on loopback.
 2. ``--clients`` clients connect at once (``websockets.asyncio.client``), each initializes, opens a
    session and sends ``--prompts`` prompts of ``chunks:N``: the agent streams N
@@ -31,7 +31,7 @@ from pathlib import Path
 from websockets.asyncio.client import ClientConnection, connect
 
 ROOT = Path(__file__).resolve().parent.parent
-AGENT = [sys.executable, str(ROOT / "bench" / "fast_agent.py")]
+AGENT = [sys.executable, str(ROOT / "bench" / "support" / "fast_agent.py")]
 
 
 def env_for(home: Path) -> dict[str, str]:
@@ -112,13 +112,16 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--prompts", type=int, default=5)
     parser.add_argument("--chunks", type=int, default=2000)
     parser.add_argument("--pings", type=int, default=300)
+    parser.add_argument("--smoke", action="store_true", help="a small, quick run: does the script still work (its figures mean nothing)")
     args = parser.parse_args()
+    if args.smoke:
+        args.clients, args.prompts, args.chunks, args.pings = 3, 1, 100, 10
     with tempfile.TemporaryDirectory(prefix="liminal-ws-bench-") as tmp:
         home = Path(tmp) / "home"
         (home).mkdir(mode=0o700)
@@ -163,7 +166,8 @@ def main() -> None:
         p50, p99 = statistics.median(times), pct(times, 0.99)
         print(f"| {name} | {p50 * 1000:.2f} ms | {p99 * 1000:.2f} ms | "
               f"{(p50 - base50) * 1000:+.2f} ms | {(p99 - base99) * 1000:+.2f} ms |")
+    return 0 if total == expected else 1  # a frame lost is a failure, not a figure
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import NoReturn
 
 from liminal import __version__, config, log, private
+from liminal.transport.stdio import reserve_standard_fds
 
 # Order is the order shown in --help.
 COMMANDS = ("acp", "serve", "inspect", "compress", "threads", "history", "search", "swaps", "config",
@@ -66,6 +67,7 @@ def build_parser(modules: dict[str, ModuleType]) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    reserve_standard_fds()  # before anything is opened (liminal.transport.stdio)
     private.tighten_umask()  # before anything is written (liminal.private)
     modules = _command_modules()
     parser = build_parser(modules)

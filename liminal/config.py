@@ -120,10 +120,32 @@ class ServeSettings:
     origins: str = ""
     # At most this many connections at once; more are refused (503).
     max_connections: int = 32
-    # On SIGTERM, connections get this long to finish before they are closed.
-    shutdown_seconds: float = 10.0
+    # On SIGTERM, the whole stop takes at most this long (a turn under way gets the first part;
+    # the rest closes connections, stops agents, flushes spools; then what is left is killed).
+    # A service manager's stop timeout must be longer (deploy/liminal-serve.service).
+    shutdown_seconds: float = 20.0
     # A request for a thread another connection has open waits this long, then is refused.
     busy_wait_seconds: float = 120.0
+    # A connection's agent starts when it sends ``initialize``; one that sends none within this
+    # long is closed (it held a connection slot and nothing else).
+    initialize_seconds: float = 30.0
+    # An initialized connection with no traffic either way and nothing under way for this long is
+    # closed (its agent, CLI and index worker stop); 0: never.
+    idle_seconds: float = 1800.0
+    # A connection that dropped mid-turn keeps its agent until the turn ends, or until the agent
+    # has said nothing for this long (what the gone client is still owed is then dropped).
+    detached_quiet_seconds: float = 600.0
+    # The longest message a client may send, and that is sent to it (the WebSocket's own limit:
+    # longer closes the connection, 1009, before it is held whole). Room for a prompt with a few
+    # images (the Claude API takes 5 MB an image).
+    max_message_bytes: int = 16 * MiB
+    # What one connection may have queued for a client that reads slower than its agent writes:
+    # past it the agent is paused until the client has taken three quarters.
+    queue_bytes: int = 4 * MiB
+    # What all connections together may hold in messages on their way (waiting for a thread's
+    # lock or the agent, queued for a client): a client's message that would go past it is
+    # refused with an error. 32 connections' queues fit in it with room to spare.
+    buffer_bytes: int = 256 * MiB
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,6 +369,12 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "serve.max_connections": (lambda v: v >= 1, "1 or more"),
     "serve.shutdown_seconds": (lambda v: 0 <= v <= 600, "seconds, 0 to 600"),
     "serve.busy_wait_seconds": (lambda v: 0 <= v <= 3600, "seconds, 0 to 3600"),
+    "serve.initialize_seconds": (lambda v: 0 < v <= 3600, "seconds, more than 0, at most 3600"),
+    "serve.idle_seconds": (lambda v: 0 <= v <= 7 * 86400, "seconds, 0 (never) to 604800"),
+    "serve.detached_quiet_seconds": (lambda v: 0 < v <= 3600, "seconds, more than 0, at most 3600"),
+    "serve.max_message_bytes": (lambda v: 4096 <= v <= 1024 * MiB, "a number of bytes, 4096 to 1073741824"),
+    "serve.queue_bytes": (lambda v: 64 * 1024 <= v <= 1024 * MiB, "a number of bytes, 65536 to 1073741824"),
+    "serve.buffer_bytes": (lambda v: MiB <= v <= 64 * 1024 * MiB, "a number of bytes, 1048576 to 68719476736"),
 }
 
 
@@ -417,6 +445,11 @@ def validate(settings: Settings, explicit: frozenset[str] = frozenset()) -> None
         raise ConfigError(
             f"swap.target_tokens = {settings.swap.target_tokens} is not accepted: it must be below "
             f"swap.high_tokens ({settings.swap.high_tokens}), or every swap would trigger the next")
+    if settings.serve.buffer_bytes < settings.serve.max_message_bytes:
+        raise ConfigError(
+            f"serve.buffer_bytes = {settings.serve.buffer_bytes} is not accepted: it must be at least "
+            f"serve.max_message_bytes ({settings.serve.max_message_bytes}), or the longest message "
+            "could never be taken")
     _thresholds_fit(settings, explicit)
 
 

@@ -12,6 +12,12 @@ deterministically. A failpoint is off unless ``LIMINAL_FAILPOINTS`` names it::
 - anything else is passed to the caller as the failpoint's value (``swap.resume=wrong-id``).
 
 Unset, a failpoint costs one dictionary lookup.
+
+The swap's points, in order (``liminal.kernel.mover``): ``swap.rewrite`` (its ``begin`` is in
+the journal, nothing written yet), ``swap.move`` (the rewrite is on disk, the agent not asked
+yet; ``kill-agent`` kills the adapter there), ``swap.resume`` (``wrong-id``: the open names a
+session the agent cannot have), ``swap.moved`` (the agent has the new session open, nothing
+committed); ``swap.corrupt_rewrite`` (a harness writes a rewrite its validator refuses).
 """
 
 from __future__ import annotations

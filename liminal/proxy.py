@@ -20,7 +20,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 import anyio
@@ -96,6 +96,10 @@ class Proxy:
         # An agent that dies while the client is connected is started again and its threads
         # resumed (``liminal serve``), by a component's ``restart_agent``, a few times at most.
         self.restart_agent = restart_agent
+        # Called once the agent has stopped for good, before the components close (the index
+        # worker may then take seconds to drain): what only the agent's life needed ends here
+        # (``liminal serve``'s thread locks, which keep a second agent off the CLI's files).
+        self.on_agent_stopped: list[Callable[[], Awaitable[None]]] = []
         self._restarts: list[float] = []
         self._restarting: list[bytes] | None = None  # the client's bytes while a restart runs
         self.components = list(components)
@@ -273,6 +277,7 @@ class Proxy:
                 pass  # the agent died and stays dead: answered in _agent_died
             else:
                 agent_gone.cancel()
+                await self._components_stopping()
                 self.agent.close_stdin()
                 agent_code = await self.agent.stop(self.settings.kill_grace_seconds,
                                                    wait_first=min(2.0, self.settings.kill_grace_seconds))
@@ -282,6 +287,11 @@ class Proxy:
                 # a headless client closes its input first and reads the answers after.
                 self.router.agent_gone(time.time(), "the client closed its input; liminal stopped it")
                 self._flush()
+            for stopped in self.on_agent_stopped:
+                try:
+                    await stopped()
+                except Exception:
+                    logger.exception("a callback at the agent's stop failed")
             await self._close_components()
             self._answer_what_liminal_owes("liminal is stopping: the agent exited")
             tg.cancel_scope.cancel()
@@ -383,6 +393,21 @@ class Proxy:
         if owed:
             logger.warning("answered requests liminal still owed", count=len(owed), why=why)
             self.flush()
+
+    async def _components_stopping(self) -> None:
+        """The client has gone (or a signal came): before the agent is stopped, components end
+        what they do with it (a swap under way is abandoned, its rewrite removed). Stopping
+        the agent takes seconds (one that ignores the end of its input gets 2, then the kill
+        grace), and whatever ends liminal next (an editor that quits kills it a moment later)
+        would otherwise cut that short."""
+        for component in self.components:
+            stopping = getattr(component, "stopping", None)
+            if stopping is not None:
+                try:
+                    with anyio.fail_after(10):
+                        await stopping()
+                except Exception:
+                    logger.exception("component failed to stop", component=repr(component))
 
     async def _close_components(self) -> None:
         for component in self.components:

@@ -7,6 +7,8 @@ places, and each is contained here:
 - ``offer(event)``, on the forwarding path: the exception is logged once with its traceback;
   after ``OFFER_FAILURES`` failures the component is switched off (its offer is no longer
   called, its ``run`` is stopped), which is said once. Frames it missed are its loss alone.
+  A component whose offer has nothing to do with notifications (nearly every frame is one: a
+  streamed chunk) says so with ``skips_notifications = True`` and is not called for them.
 - ``run(proxy)``: the exception is logged with its traceback, every thread a hold kept waiting
   is released (a component that dies while holding a thread would otherwise keep the client's
   prompts forever), and the component is started again after a pause, at most ``RESTARTS``
@@ -25,12 +27,13 @@ fails again at once, and a loop of tracebacks helps nobody.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
 
 from liminal import log
+from liminal.acp.events import Kind
 
 logger = log.get("liminal.supervise")
 
@@ -46,10 +49,13 @@ class Supervised:
     name: str
     offer: Callable[[Any], None] | None
     run: Callable[[Any], Awaitable[None]] | None
+    skips_notifications: bool = False
     offer_failures: int = 0
     crashes: int = 0
     off: bool = False
-    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    # Made when the run starts: a cancel scope needs a running event loop, and a proxy (with its
+    # supervisor) may be built before there is one (``anyio.run(proxy.run)``).
+    scope: anyio.CancelScope | None = None
 
 
 def name_of(component: Any) -> str:
@@ -61,7 +67,8 @@ class Supervisor:
 
     def __init__(self, components: Sequence[Any], *, release_holds: Callable[[], None]) -> None:
         self.members = [
-            Supervised(c, name_of(c), getattr(c, "offer", None), getattr(c, "run", None))
+            Supervised(c, name_of(c), getattr(c, "offer", None), getattr(c, "run", None),
+                       getattr(c, "skips_notifications", False) is True)
             for c in components
         ]
         self._offering = [m for m in self.members if m.offer is not None]
@@ -75,10 +82,17 @@ class Supervisor:
 
     def offer(self, events: Iterable[Any]) -> None:
         """Give every event to every component that takes frames (on the forwarding path)."""
+        others: list[Any] | None = None  # the events but notifications, made once if needed
         for member in self._offering:
             offer = member.offer
             assert offer is not None
-            for event in events:
+            batch = events
+            if member.skips_notifications:
+                if others is None:
+                    notification = Kind.NOTIFICATION
+                    others = [e for e in events if e.kind is not notification]
+                batch = others
+            for event in batch:
                 try:
                     offer(event)
                 except Exception:
@@ -99,7 +113,8 @@ class Supervisor:
     def switch_off(self, member: Supervised) -> None:
         member.off = True
         self._offering = [m for m in self._offering if m is not member]
-        member.scope.cancel()
+        if member.scope is not None:
+            member.scope.cancel()
 
     # --------------------------------------------------------------- prepare
 
@@ -121,6 +136,9 @@ class Supervisor:
     async def run(self, member: Supervised, proxy: Any) -> None:
         """Run one component's ``run`` until it returns, restarting it after a failure."""
         assert member.run is not None
+        member.scope = anyio.CancelScope()
+        if member.off:  # switched off before it started (its offer kept failing)
+            member.scope.cancel()
         with member.scope:
             while True:
                 try:

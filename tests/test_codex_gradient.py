@@ -17,7 +17,7 @@ from liminal.config import GradientSettings
 from liminal.gradient.bands import Band
 from liminal.gradient.recall import KEY_IN_MARKER, RecallError, RecallKey
 from liminal.gradient.summarize import PREAMBLE_INTRO
-from liminal.harness.base import HarnessChoice, known_harnesses
+from liminal.harness.base import HarnessChoice, Turns, known_harnesses
 from liminal.harness.codex import gradient
 from liminal.harness.codex.live import CodexSessions
 from liminal.harness.codex.rollout import (
@@ -240,7 +240,7 @@ def test_cuts_by_position(tmp_path: Path, dialect: str) -> None:
     builder = conversation(dialect, 5)
     path = builder.write(home)
     sessions = CodexSessions(SMALL, {"CODEX_HOME": str(home)})
-    starts = sessions.turn_starts(path)
+    starts = sessions.turns(path).starts
     assert len(starts) == 5 and sessions.position(path) == path.stat().st_size
     # /undo: everything before the last turn.
     undo = sessions.cut([(path, 0, starts[-1])], path, NEW)
@@ -372,7 +372,7 @@ def test_a_cut_across_a_swap_names_only_its_own_thread(tmp_path: Path) -> None:
     with copy.open("ab") as out:  # what Codex appends to the copy it resumed
         out.write(b"".join(appended))
     fork_id = NEW.replace("5", "8")
-    starts = sessions.turn_starts(path)
+    starts = sessions.turns(path).starts
     fork = sessions.cut([(path, starts[2], None), (copy, own, None)], copy, fork_id)
     named = {str(line.payload.get("thread_id")) for line in read_lines(fork.path) if "thread_id" in line.payload}
     assert named == {fork_id}, named
@@ -503,7 +503,7 @@ def test_a_thread_named_in_codex_keeps_its_name_when_undo_moves_it(tmp_path: Pat
     index.write_text(json.dumps({"id": builder.session_id, "thread_name": "my work",
                                  "updated_at": "2026-11-25T00:00:00Z"}) + "\n")
     sessions = CodexSessions(SMALL, {"CODEX_HOME": str(home)})
-    starts = sessions.turn_starts(path)
+    starts = sessions.turns(path).starts
     fork = NEW.replace("5", "6")
     sessions.cut([(path, 0, None)], path, fork)
     sessions.adopted(sessions.cut([(path, 0, starts[-1])], path, NEW, keeps_thread=True))
@@ -562,3 +562,30 @@ def test_every_marker_names_a_key_that_recalls_what_it_cut(tmp_path_factory: pyt
             assert sessions.recall(RecallKey.parse(KEY_IN_MARKER.findall(text)[-1])) in (b"x" * 500, b"y" * 500)
         else:  # left whole
             assert text in ("x" * 500, "y" * 500)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_undo_after_a_swap_that_kept_one_turn(tmp_path: Path, dialect: str) -> None:
+    """A rewrite's first turn holds the summary of the older ones: history, no turn of the
+    person's (a second /undo took it out: the summary of every older turn went with one
+    keystroke). The cut to the one turn kept keeps it, and says the context it leaves with the
+    instructions and tools the model is sent besides, though the rewrite has no usage line of
+    its own (it said 2.6k of a 14k context)."""
+    home = tmp_path / ".codex"
+    builder = conversation(dialect, 8, output_lines=200)
+    as_codex_agent_writes_it(builder, prompt_tokens=8_000)
+    path = builder.write(home)
+    sessions = CodexSessions(GradientSettings(recent_tokens=0, middle_tokens=0, summary_tokens=300),
+                             {"CODEX_HOME": str(home)})
+    first = sessions.turns(path)
+    assert len(first.starts) == 8 and not first.earlier  # a session's own first prompt
+    rewritten = sessions.rewrite(path, 0, NEW)
+    found = sessions.turns(rewritten.path)
+    assert len(found.starts) == 1 and found.earlier
+    assert [t.prompt.startswith(PREAMBLE_INTRO) for t in read_rollout(rewritten.path).turns] == [True, False]
+    undo = sessions.cut([(rewritten.path, 0, found.starts[0])], rewritten.path, NEW.replace("5", "6"),
+                        keeps_thread=True)
+    assert sessions.turns(undo.path) == Turns((), True)
+    assert [t.prompt.startswith(PREAMBLE_INTRO) for t in read_rollout(undo.path).turns] == [True]
+    assert 8_000 < undo.tokens_after < rewritten.tokens_after, (undo.tokens_after, rewritten.tokens_after)
+    assert undo.tokens_before == rewritten.tokens_after  # where the move started from

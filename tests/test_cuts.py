@@ -7,8 +7,10 @@ import json
 from pathlib import Path
 
 from liminal.config import GradientSettings
+from liminal.harness.base import Turns
+from liminal.harness.claude import tail
 from liminal.harness.claude.conversation import build
-from liminal.harness.claude.cuts import turn_starts, write_cut
+from liminal.harness.claude.cuts import turn_starts, turns, write_cut
 from liminal.harness.claude.live import ClaudeSessions
 from liminal.harness.claude.paths import locate
 from liminal.harness.claude.records import read_session
@@ -17,6 +19,7 @@ from tests.transcript import SID, Transcript
 NEW = "7e57a11d-0000-4000-8000-0000000000c1"
 OTHER = "7e57a11d-0000-4000-8000-0000000000c2"
 THIRD = "7e57a11d-0000-4000-8000-0000000000c3"
+FOURTH = "7e57a11d-0000-4000-8000-0000000000c4"
 
 
 def prompts(path: Path) -> list[str]:
@@ -229,3 +232,53 @@ def test_a_part_that_ends_in_a_torn_line_does_not_swallow_the_next_parts_first_l
     write_cut([(older, starts[2], None), (src, starts[4], None)], src.with_name(f"{NEW}.jsonl"),
               NEW, GradientSettings())
     assert prompts(src.with_name(f"{NEW}.jsonl")) == prompts(src)[2:]
+
+
+def test_turns_say_whether_a_summary_comes_before_them(tmp_path: Path) -> None:
+    src = with_context(tmp_path)
+    assert turns(src) == Turns(tuple(turn_starts(src)), False)  # a session's own first prompt
+    small = GradientSettings(recent_tokens=0, middle_tokens=0, summary_tokens=200)
+    rewritten = ClaudeSessions(small).rewrite(src, 0, OTHER).path
+    found = turns(rewritten)
+    assert len(found.starts) == 1 and found.earlier  # the preamble, then the last turn whole
+
+
+def test_a_cut_of_the_one_turn_a_rewrite_kept_leaves_its_summary_and_its_context(tmp_path: Path) -> None:
+    """/undo right after a swap that kept one turn whole. The rewrite carried the context
+    attachments to that turn's prompt (2.1.316 sends an empty system message without them, which
+    the API refuses); the cut keeps the summary and carries them to just after it, where the
+    CLI's own compaction puts them and chains the next prompt."""
+    src = with_context(tmp_path)
+    small = GradientSettings(recent_tokens=0, middle_tokens=0, summary_tokens=200)
+    rewritten = ClaudeSessions(small).rewrite(src, 0, OTHER).path
+    [start] = turns(rewritten).starts
+    target = src.with_name(f"{NEW}.jsonl")
+    tokens, _ = write_cut([(rewritten, 0, start)], target, NEW, GradientSettings(), thread=rewritten)
+    assert turns(target) == Turns((), True) and prompts(target) == []
+    records = [json.loads(line) for line in target.read_bytes().splitlines()[1:]]
+    chained = [r for r in records if "uuid" in r]
+    assert chained[0]["subtype"] == "compact_boundary" and chained[1].get("isCompactSummary") is True
+    assert [(r["attachment"]["type"], r["rendered"][0]["content"]) for r in chained[2:]] == [
+        ("environment", "# Environment: /work/project, linux"), ("model", "You are claude-test."),
+        ("date", "Today is 2026-01-02.")]
+    previous = None
+    for record in chained:
+        assert record["parentUuid"] == previous and record["sessionId"] == NEW
+        previous = record["uuid"]
+    # Claude Code 2.1.44 resumes from the newest message: the chain's last, none as new.
+    times = [r["timestamp"] for r in chained]
+    assert times[-1] > max(times[:-1]), times
+    header = json.loads(target.read_bytes().splitlines()[0])
+    assert tokens > header["overheadTokens"] and header["tokensAfter"] == tokens
+    assert header["lastRecordUuid"] == chained[-1]["uuid"]
+    # What the move is journaled with: the context it left, and the one it came from.
+    moved = ClaudeSessions(small).cut([(rewritten, 0, start)], rewritten, FOURTH, keeps_thread=True)
+    assert (moved.tokens_before, moved.tokens_after) == (
+        json.loads(rewritten.read_bytes().splitlines()[0])["tokensAfter"], tokens)
+    # No turn is under way in it: the commands need not wait for one.
+    assert tail.ends_a_turn(target) and not tail.ends_a_turn(target, "the next prompt")
+    # A cut of the whole of it (/clear to a mark set there) keeps them too.
+    again = src.with_name(f"{THIRD}.jsonl")
+    write_cut([(target, 0, None)], again, THIRD, GradientSettings(), thread=target)
+    kinds = [json.loads(line).get("attachment", {}).get("type") for line in again.read_bytes().splitlines()]
+    assert [k for k in kinds if k] == ["environment", "model", "date"]

@@ -19,7 +19,8 @@ Everything that decides where a frame goes lives in this file. The rules:
    taps as ``AGENT_TO_LIMINAL``.
 5. **Held threads.** While a thread is held, every request and notification the client sends
    about it, or about no session at all, waits here, in order and bounded; ``release`` forwards
-   them, rewritten for the thread's backing id at that moment. Responses and other threads'
+   them, rewritten for the thread's backing id at that moment (past ``max_held_per_thread``
+   frames or ``max_held_bytes``, they are released at once). Responses and other threads'
    frames are never held. A ``session/cancel`` for a held thread answers its held
    prompts as cancelled (they never reached the agent); anything else held stays queued.
 6. **Bad input.** A line that is not a JSON-RPC object is forwarded unchanged and reported. A
@@ -55,13 +56,20 @@ from typing import Any
 import orjson
 
 from liminal.acp import jsonrpc
-from liminal.acp.events import Direction, FrameEvent, Kind, make_event, make_lazy_event
+from liminal.acp.events import (
+    UPDATE_KIND_AT,
+    UPDATE_PREFIX,
+    Direction,
+    FrameEvent,
+    Kind,
+    kind_markers,
+    make_event,
+    make_lazy_event,
+)
 from liminal.acp.framing import LineFramer, Oversized
 
 OWN_ID_PREFIX = "liminal-"
-_UPDATE_PREFIX = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"'
-_UPDATE_PREFIX_LEN = len(_UPDATE_PREFIX)
-_UPDATE_KIND_AT = b'","update":{"sessionUpdate":"'  # right after the session id, canonically
+_UPDATE_PREFIX_LEN = len(UPDATE_PREFIX)
 _CREATES_SESSION = frozenset({"session/new", "session/fork"})
 _OPENS = frozenset({"session/load", "session/resume", "session/fork"})  # see ``Router.on_open``
 _DIRECT = {True: Direction.CLIENT_TO_AGENT, False: Direction.AGENT_TO_CLIENT}
@@ -166,6 +174,7 @@ class Router:
         connection_id: str = "",
         tapping: bool = True,
         max_held_per_thread: int = 64,
+        max_held_bytes: int | None = None,
         replay_from_store: bool = False,
     ) -> None:
         self.connection_id = connection_id
@@ -173,6 +182,11 @@ class Router:
         self.replay_from_store = replay_from_store
         self.tapping = tapping
         self.max_held_per_thread = max_held_per_thread
+        # Held frames are bounded in bytes too (one message of the longest size may wait).
+        self.max_held_bytes = max_frame_bytes if max_held_bytes is None else max_held_bytes
+        # When the agent last wrote anything (the ``now`` it was fed with): a caller that waits
+        # for an agent to finish can tell a busy one from one that has gone quiet.
+        self.agent_heard = 0.0
         self._client_framer = LineFramer(max_frame_bytes)
         self._agent_framer = LineFramer(max_frame_bytes)
         self._out = Output()
@@ -199,6 +213,7 @@ class Router:
         self.agent_alive = True
         self._hooks: dict[str, list[RequestHook]] = {}  # method -> hooks, in the order added
         self._update_hooks: dict[str, list[UpdateHook]] = {}  # update kind -> hooks
+        self._hooked_kinds: tuple[bytes, ...] = ()  # their ``kind_markers``, for canonical lines
         self._local_pending: dict[Any, _Pending] = {}  # requests kept for ``answer_local``
         # Called with the thread of a client's session/load, resume or fork before it is routed:
         # a component may bind the thread first (``liminal.kernel.swap``: another liminal on
@@ -214,6 +229,7 @@ class Router:
 
     def receive_from_agent(self, data: bytes, now: float) -> None:
         self._now = now
+        self.agent_heard = now
         for line in self._agent_framer.feed(data):
             self._agent_line(line, now)
 
@@ -268,14 +284,7 @@ class Router:
         """Let ``hook`` amend every ``session/update`` of these kinds (see ``UpdateHook``)."""
         for kind in kinds:
             self._update_hooks.setdefault(kind, []).append(hook)
-
-    def _update_hooked(self, line: bytes, end: int) -> bool:
-        """Whether a canonical update line (session id ending at ``end``) is of a hooked kind."""
-        start = end + len(_UPDATE_KIND_AT)
-        if not line.startswith(_UPDATE_KIND_AT, end):
-            return False
-        stop = line.find(b'"', start)
-        return stop > 0 and line[start:stop].decode("ascii", "replace") in self._update_hooks
+        self._hooked_kinds = kind_markers(*self._update_hooks)
 
     def _amended(self, line: bytes, message: dict[str, Any], thread: str) -> bytes:
         params = message.get("params")
@@ -432,6 +441,10 @@ class Router:
     def pending_client_ids(self) -> set[Any]:
         """The ids (``jsonrpc.id_key``) of the client's requests the agent has not answered."""
         return set(self._client_pending) | set(self._local_pending)
+
+    def owed_to_client(self) -> list[str]:
+        """The methods of the client's requests that nothing has answered yet, oldest first."""
+        return [p.method for p in self._client_pending.values()] + [p.method for p in self._local_pending.values()]
 
     def open_agent_requests(self) -> list[tuple[Any, str]]:
         """The agent's requests the client has not answered yet: (id, method), oldest first."""
@@ -591,7 +604,8 @@ class Router:
                 else:
                     queue = self._held[holder]
                     queue.append(_Held(line, message))
-                    if len(queue) > self.max_held_per_thread:
+                    if (len(queue) > self.max_held_per_thread
+                            or sum(len(h.line) for h in queue) > self.max_held_bytes):
                         self._out.problems.append(f"too many frames held for {holder}; releasing them")
                         self.release(holder)
                     self._tap(Direction.CLIENT_TO_AGENT, kind, now, line, message, thread, backing, method, rpc_id)
@@ -633,7 +647,7 @@ class Router:
         if isinstance(line, Oversized):
             self._agent_oversized(line, now)
             return
-        if line.startswith(_UPDATE_PREFIX):
+        if line.startswith(UPDATE_PREFIX):
             # The hottest path: a streamed session/update in the canonical form all four pinned
             # adapters write. The session id is read from the bytes (it is the first member of
             # the top-level params, so there is no ambiguity) and the parse is left to whoever
@@ -641,8 +655,11 @@ class Router:
             # still forwarded untouched, as any unparsable line is; its message reads as None.
             end = line.find(b'"', _UPDATE_PREFIX_LEN)
             raw_id = line[_UPDATE_PREFIX_LEN:end]
+            # A hooked kind takes the parsed path, and so does an update that does not follow
+            # the session id when there are hooks (its kind is not where the bytes can tell).
             if end > 0 and b"\\" not in raw_id and raw_id.isascii() and not (
-                    self._update_hooks and self._update_hooked(line, end)):
+                    self._hooked_kinds and (line.startswith(self._hooked_kinds, end)
+                                            or not line.startswith(UPDATE_KIND_AT, end))):
                 fast_backing = raw_id.decode()
                 fast_thread = self._thread_of.get(fast_backing, fast_backing)
                 direction = Direction.AGENT_TO_CLIENT

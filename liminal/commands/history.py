@@ -219,17 +219,8 @@ def render(out: Any, m: MessageRecord, *, full: bool = False) -> None:
 
 
 def swap_text(m: MessageRecord) -> str:
-    """``context swap committed, 130k -> 80k tokens, in 0.40 s`` (the reason when not done)."""
-    from liminal.units import tokens
+    """``swap committed, 130k -> 80k tokens, in 0.40 s``, ``/undo failed: ...`` (``liminal.moves``:
+    why only when it did not happen)."""
+    from liminal import moves
 
-    data = m.data
-    before, after, seconds = data.get("tokens_before"), data.get("tokens_after"), data.get("duration_s")
-    outcome = str(data.get("outcome") or m.status or "?")
-    parts = [f"context swap {outcome}"]
-    if isinstance(before, int) and isinstance(after, int):
-        parts.append(f"{tokens(before)} -> {tokens(after)} tokens")
-    if outcome != "committed" and data.get("reason"):
-        parts.append(str(data["reason"]))
-    if isinstance(seconds, (int, float)):
-        parts.append(f"in {seconds:.2f} s")
-    return ", ".join(parts)
+    return moves.describe({"outcome": m.status, **m.data}, committed_why=False, took=True)

@@ -8,7 +8,7 @@ import time
 
 from liminal.config import Settings
 
-HELP = "list swaps: when, tokens before and after, what each cost and saves, outcome"
+HELP = "list swaps and the commands' moves: when, tokens before and after, cost and savings, outcome"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,6 +32,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     # after the swap paid beyond continuing (negative when the thread was idle past the cache's
     # life: the swap saved on a rebuild that came anyway), "saves" what each later call saves,
     # "payback" the calls that takes.
+    from dataclasses import asdict
+
+    from liminal import moves
     from liminal.commands._out import Column, table
     from liminal.commands.threads import short_ids
     from liminal.units import plural, tokens
@@ -44,6 +47,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         if r.tokens_before is not None:
             size = tokens(r.tokens_before) + (f" -> {tokens(r.tokens_after)}"
                                               if r.tokens_after is not None else "")
+        fields = asdict(r)
         cost = r.cost or {}
         payback = cost.get("payback_calls")
         payback_text = "-"
@@ -53,10 +57,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                 and payback != float("inf"):
             payback_text = plural(round(payback), "call")
         saves = _k(cost.get("saves_per_call"))
-        rows.append((when, ids[r.thread_id], r.outcome, size, _k(cost.get("rebuild")),
+        rows.append((when, ids[r.thread_id], f"{r.outcome} {moves.what(fields)}", size, _k(cost.get("rebuild")),
                      saves if saves == "-" else f"{saves}/call", payback_text,
-                     f"{r.duration_s:.2f} s", r.reason))
-    table([Column("WHEN"), Column("THREAD"), Column("OUTCOME"), Column("TOKENS", right=True),
+                     f"{r.duration_s:.2f} s", moves.why(fields)))
+    table([Column("WHEN"), Column("THREAD"), Column("OUTCOME", fit="end", least=14), Column("TOKENS", right=True),
            Column("REBUILD", right=True), Column("SAVES", right=True),
            Column("PAYBACK", right=True), Column("TOOK", right=True),
            Column("WHY", least=24, below=True)], rows)

@@ -157,7 +157,7 @@ def _change(args: argparse.Namespace, settings: Settings) -> int:
             done = f"renamed thread {found}: {title}"
         else:
             state = "archived" if args.action == "archive" else "active"
-            update = ThreadUpdate(found, time.time(), state=state)
+            update = ThreadUpdate(found, time.time(), state=state, by_user=True)
             done = f"thread {found} is {state}"
         await store.write(Batch(threads=[update]))
         print(done)

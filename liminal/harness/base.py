@@ -35,6 +35,17 @@ class Rewritten:
     size: int = 0  # bytes liminal wrote; the CLI appends after them
 
 
+@dataclass(frozen=True, slots=True)
+class Turns:
+    """The turns of a session file that a person typed, as ``/undo`` takes them out."""
+
+    starts: tuple[int, ...]  # where each begins (a byte offset at a line start), oldest first
+    # The model sees conversation before the first of them: a summary of older turns (a swap's
+    # preamble, the CLI's own compaction). A summary is no turn of the person's: it is never
+    # one of ``starts``.
+    earlier: bool
+
+
 class SessionHarness(Protocol):
     """One CLI's session files, as the swap (``liminal.kernel.swap``), the commands
     (``liminal.kernel.commands``) and recall (``liminal.kernel.recaller``) use them."""
@@ -76,8 +87,9 @@ class SessionHarness(Protocol):
     def position(self, path: Path) -> int:
         """Where the session stands now, between turns (the CLIs only append)."""
 
-    def turn_starts(self, path: Path) -> list[int]:
-        """Where each turn begins (a byte offset at a line start), oldest first."""
+    def turns(self, path: Path) -> Turns:
+        """Where each turn the person typed begins, and whether a summary of older ones comes
+        before them (``Turns``)."""
 
     def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str, *,
             keeps_thread: bool = False) -> Rewritten:
@@ -203,8 +215,8 @@ class HarnessChoice:
     def position(self, path: Path) -> int:
         return self.current.position(path)
 
-    def turn_starts(self, path: Path) -> list[int]:
-        return self.current.turn_starts(path)
+    def turns(self, path: Path) -> Turns:
+        return self.current.turns(path)
 
     def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str, *,
             keeps_thread: bool = False) -> Rewritten:

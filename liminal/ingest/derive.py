@@ -41,6 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from liminal import moves
 from liminal.ingest.salvage import problem_message
 from liminal.store.records import FrameRecord, MessageRecord, ThreadUpdate
 
@@ -295,12 +296,8 @@ class Deriver:
             return
         state = self._state(thread_id)
         self._close_text(state)
-        before, after = record.get("tokens_before"), record.get("tokens_after")
-        tokens = (f"{before:,} -> {after:,} tokens" if isinstance(before, int) and isinstance(after, int)
-                  else "")
         outcome = _str(record.get("outcome")) or "?"
-        text = " ".join(p for p in (f"context swap {outcome}", tokens,
-                                    _str(record.get("reason")) if outcome != "committed" else "") if p)
+        text = moves.describe(record, committed_why=False)
         out.messages.append(MessageRecord(
             id=frame.id, thread_id=thread_id, turn_id=state.turn_id, time=frame.time,
             order=_order(frame), kind="swap", text=text, status=outcome, data=record,

@@ -18,21 +18,21 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 
-from liminal import log
+from liminal import log, moves
 from liminal.acp.router import LOCAL, Local, LocalRequest
-from liminal.harness.base import Rewritten, SessionHarness
+from liminal.harness.base import SessionHarness
 from liminal.kernel import reopen
 from liminal.kernel.memos import describe, find_memos, save_memo, split_tags
-from liminal.kernel.mover import SwapError
+from liminal.kernel.mover import SwapError, Writer
 from liminal.kernel.swap import SwapManager
 from liminal.mcp.link import SlashRequest
 from liminal.store.records import Batch, ThreadUpdate
@@ -76,10 +76,6 @@ OFFERED = [{"name": name, "description": text, **({"input": {"hint": hint}} if h
 # How a gradient rewrite treats each band (``liminal.gradient.bands.Band``), as ``/context`` says it.
 BAND_FATES = (("recent", "whole"), ("middle", "with long tool output cut to recall markers"),
               ("old", "as messages only"), ("ancient", "as one summary"))
-
-
-def _count(n: int | None) -> str:
-    return tokens(n) if n is not None else "unknown"
 
 
 class CommandError(Exception):
@@ -228,8 +224,7 @@ class CommandCenter:
         thread = request.thread_id or ""
         parsed = parse(prompt_text(request.message)) or ("", "")
         try:
-            handler = getattr(self, f"_cmd_{parsed[0]}")
-            text = await handler(thread, parsed[1])
+            text = await self._run(thread, *parsed)
         except (CommandError, SwapError) as exc:
             text = f"{exc} (nothing changed)"
         except Exception as exc:  # a bug or a store down: said, and the prompt answered
@@ -302,7 +297,7 @@ class CommandCenter:
         try:
             if request.command not in SLASH_FOR_MODEL:
                 raise CommandError(f"{command} is not for the model")
-            text = await getattr(self, f"_cmd_{request.command}")(thread, request.args)
+            text = await self._run(thread, request.command, request.args)
             ok = True
         except (CommandError, SwapError) as exc:
             text, ok = f"{exc} (nothing changed)", False
@@ -316,6 +311,14 @@ class CommandCenter:
             "sessionUpdate": "agent_thought_chunk",
             "content": {"type": "text", "text": f"liminal ran {command} as the model asked: {text}\n"}}})
         proxy.flush()
+
+    async def _run(self, thread: str, name: str, args: str) -> str:
+        """The command's answer. One that takes no arguments refuses any (``/archive now``
+        archived the thread, ``/optimise hard`` swapped: the words were dropped unread)."""
+        if COMMANDS[name][0] is None and args:
+            raise CommandError(f"/{name} takes no arguments")
+        handler: Callable[[str, str], Awaitable[str]] = getattr(self, f"_cmd_{name}")
+        return await handler(thread, args)
 
     # ------------------------------------------------------------------ helpers
 
@@ -431,10 +434,10 @@ class CommandCenter:
         if source is None:
             raise CommandError(f"the session file of mark {mark.name} is gone")
 
-        def write(current: Path, new_id: str) -> Rewritten:
-            return self.harness.cut([(source, 0, mark.offset)], current, new_id, keeps_thread=True)
+        def plan(current: Path) -> Writer:
+            return lambda new_id: self.harness.cut([(source, 0, mark.offset)], current, new_id, keeps_thread=True)
 
-        await self.swaps.mover.move_thread(thread, f"/clear {mark.name}", write)
+        await self.swaps.mover.move_thread(thread, f"/clear {mark.name}", plan)
         return f"Context cleared back to mark {mark.name}. What came after stays in liminal's history."
 
     async def _clear_all(self, thread: str) -> str:
@@ -442,17 +445,41 @@ class CommandCenter:
         return "Context cleared. The conversation stays in liminal's history (liminal history, /search)."
 
     async def _cmd_undo(self, thread: str, args: str) -> str:
-        if args:
-            raise CommandError("/undo takes no arguments")
+        if self._context_is_empty(thread):
+            raise CommandError("the model's context is empty: there is no turn to take out")
 
-        def write(current: Path, new_id: str) -> Rewritten:
-            starts = self.harness.turn_starts(current)
-            if len(starts) < 2:
-                raise SwapError("there is no earlier turn to go back to")
-            return self.harness.cut([(current, 0, starts[-1])], current, new_id, keeps_thread=True)
+        def plan(current: Path) -> Writer | None:
+            """Back to where the last turn began, what came before kept (earlier turns, or the
+            summary of older ones a swap left: the preamble). A session's only turn with nothing
+            before it leaves an empty context, what /clear makes: cut there, the session would
+            hold none of the conversation, and the CLI's own records of its first turn (its
+            environment, its tools) would go too."""
+            turns = self.harness.turns(current)
+            if not turns.starts:
+                raise CommandError(
+                    "no turn is left in the model's context, only the summary of earlier ones "
+                    "(/clear empties it, /clear MARK goes back to a mark)" if turns.earlier
+                    else "the model's context holds no turn to take out")
+            if len(turns.starts) == 1 and not turns.earlier:
+                return None
+            end = turns.starts[-1]
+            return lambda new_id: self.harness.cut([(current, 0, end)], current, new_id, keeps_thread=True)
 
-        await self.swaps.mover.move_thread(thread, "/undo", write)
+        if await self.swaps.mover.move_thread(thread, "/undo", plan) is None:
+            return ("The only turn is out of the model's context, which is empty now, as after /clear "
+                    "(the turn stays in liminal's history).")
         return "The last turn is out of the model's context (it stays in liminal's history)."
+
+    def _context_is_empty(self, thread: str) -> bool:
+        """The thread is on a session a move opened empty (/clear, an /undo of its only turn), or
+        on the one the client's ``session/new`` made, and nothing was prompted since: the CLI
+        writes that session's file only at its first turn."""
+        assert self._proxy is not None
+        state = self.swaps.threads.get(thread)
+        backing = self._proxy.router.backing_of(thread)
+        if state is None or state.calls or self.harness.locate(backing, state.cwd) is not None:
+            return False  # (a prompt since: its turn may still be on its way to the file)
+        return self.swaps.journal.opened_empty(thread, backing) or (state.new and backing == thread)
 
     async def _cmd_fork(self, thread: str, args: str) -> str:
         assert self._proxy is not None
@@ -540,9 +567,15 @@ class CommandCenter:
             used = state.context_tokens if state.context_tokens is not None else state.file_tokens
             if used is None and path is not None:  # no turn since liminal started: the file says
                 used = await anyio.to_thread.run_sync(self.harness.context_tokens, path)
-            lines.append(f"Context: {_count(used)} tokens. liminal swaps at "
-                         f"{tokens(policy.trigger(state.pace))}, down to about "
-                         f"{tokens(policy.target(state.pace))} tokens.")
+            if used is not None:
+                now = f"{tokens(used)} tokens"
+            elif self._context_is_empty(thread):  # a /clear's session, before its first prompt
+                prompt = state.pace.overhead
+                now = "empty" + (f" (the CLI's own prompt, about {tokens(prompt)} tokens)" if prompt else "")
+            else:
+                now = "not known until the next model call"
+            lines.append(f"Context: {now}. liminal swaps at {tokens(policy.trigger(state.pace))}, "
+                         f"down to about {tokens(policy.target(state.pace))} tokens.")
             # What bounds that floor, and why the trigger is not the one set, if it is not.
             lines.extend(policy.bounds(state.pace))
         if path is None:
@@ -550,21 +583,18 @@ class CommandCenter:
         else:
             try:
                 bands = await anyio.to_thread.run_sync(self.harness.bands, path, policy.aim)
-                lines.append("A swap now would keep: " + "; ".join(
+                kept = "; ".join(
                     f"{band} {plural(bands[band]['turns'], 'turn')} ({tokens(bands[band]['tokens'])} tokens) {how}"
-                    for band, how in BAND_FATES if bands.get(band, {}).get("turns")) + ".")
+                    for band, how in BAND_FATES if bands.get(band, {}).get("turns"))
+                # (No turn: an /undo took out the one a swap kept after its summary.)
+                lines.append(f"A swap now would keep: {kept}." if kept else "No turn in the context for a swap to keep.")
             except Exception as exc:  # a file the gradient cannot read: said, the rest still shown
                 logger.warning("/context could not band the session", thread=thread, error=str(exc))
                 lines.append(f"The session file could not be read for its bands ({type(exc).__name__}).")
         marks = await self.marks(thread)
         lines.append("Marks: " + (", ".join(sorted(marks)) or "none"))
         records = self.swaps.journal.records(thread)
-        if records:
-            last = records[-1]
-            lines.append(f"Last swap: {last.outcome}, {_count(last.tokens_before)} -> "
-                         f"{_count(last.tokens_after)} tokens, {last.reason}")
-        else:
-            lines.append("No swap yet.")
+        lines.append(f"Last move: {moves.describe(asdict(records[-1]))}." if records else "No move yet.")
         return "\n".join(lines)
 
     async def _cmd_optimise(self, thread: str, args: str) -> str:
@@ -573,10 +603,11 @@ class CommandCenter:
             raise CommandError("liminal has not seen this thread opened")
         aim = self.swaps.policy.aim
 
-        def write(current: Path, new_id: str) -> Rewritten:
-            return self.swaps.harness.rewrite(current, aim, new_id)
+        def plan(current: Path) -> Writer:
+            return lambda new_id: self.swaps.harness.rewrite(current, aim, new_id)
 
-        done = await self.swaps.mover.move_thread(thread, "/optimise", write)
+        done = await self.swaps.mover.move_thread(thread, "/optimise", plan)
+        assert done is not None  # a rewrite, never an empty session
         return f"Context optimised: {tokens(done.tokens_before)} -> {tokens(done.tokens_after)} tokens."
 
     async def _cmd_search(self, thread: str, args: str) -> str:
@@ -603,8 +634,8 @@ class CommandCenter:
 
         try:
             data = await (await self.recaller()).recall(args)
-        except RecallError as exc:
-            raise CommandError(f"{args!r}: {exc}") from exc
+        except RecallError as exc:  # it names the key
+            raise CommandError(str(exc)) from exc
         return data.decode("utf-8", "replace")
 
     async def _cmd_memo(self, thread: str, args: str) -> str:
@@ -622,7 +653,8 @@ class CommandCenter:
         return f"Thread renamed: {title}"
 
     async def _cmd_archive(self, thread: str, args: str) -> str:
-        await (await self.store()).write(Batch(threads=[ThreadUpdate(thread, time.time(), state="archived")]))
+        await (await self.store()).write(Batch(threads=[ThreadUpdate(thread, time.time(), state="archived",
+                                                                     by_user=True)]))
         return "Thread archived: liminal threads lists it with --all; it goes on working here."
 
     async def _cmd_memos(self, thread: str, args: str) -> str:

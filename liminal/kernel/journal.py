@@ -52,6 +52,10 @@ class SwapRecord:
     # "empty": the new session was opened empty (``session/new``, by /clear), and the CLI writes
     # its file only at its first turn (``liminal.kernel.reopen``); None: a session liminal wrote.
     opened: str | None = None
+    # What moved the thread: liminal's own swap (``swap``), a command as it was given
+    # (``/undo``, ``/clear A``, ``/clear``, ``/optimise``), or ``reopen`` (``reopen_empty``).
+    # None in records written before it: a committed one's ``reason`` then names a command.
+    move: str | None = None
 
     def to_json(self) -> bytes:
         return orjson.dumps(asdict(self))
@@ -80,7 +84,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "outcome": (str,), "reason": (str,), "started_at": (int, float), "duration_s": (int, float),
     "tokens_before": (int, type(None)), "tokens_after": (int, type(None)), "harness": (str,),
     "cwd": (str, type(None)), "new_path": (str, type(None)), "cost": (dict, type(None)),
-    "opened": (str, type(None)),
+    "opened": (str, type(None)), "move": (str, type(None)),
 }
 
 

@@ -98,6 +98,8 @@ class ModelTools:
 
     # -------------------------------------------------------------- the taps' side
 
+    skips_notifications = True  # it reads answers only (``liminal.supervise``)
+
     def offer(self, event: FrameEvent) -> None:
         if event.kind is not Kind.RESPONSE:
             return

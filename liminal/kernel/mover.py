@@ -73,10 +73,29 @@ class ThreadState:
 
 
 class SwapError(Exception):
-    pass
+    """Why a move did not happen, worded for the person who asked for it."""
+
+
+def failure(exc: BaseException) -> str:
+    """A failed move's reason, as journaled and shown: a ``SwapError`` says it in words; any
+    other error (a file that would not validate, a bug) is named by its type too."""
+    return str(exc) if isinstance(exc, SwapError) else f"{type(exc).__name__}: {exc}"
 
 
 Request = Callable[[str, dict[str, Any]], Awaitable[Any]]
+# What a command's move writes (``ThreadMover.move_thread``): the next session's file as
+# ``new_id``; and the step that chooses it from the thread's current file (None: an empty one).
+Writer = Callable[[str], Rewritten]
+Plan = Callable[[Path], Writer | None]
+
+
+def _emptied(state: ThreadState) -> None:
+    """The thread is on a new, empty session: nothing of its context is known until its next
+    turn, and no turn of it is still to reach the disk."""
+    state.turns_since_swap = 0
+    state.last_prompt = None
+    state.context_tokens = state.file_tokens = state.last_context = None
+    state.calls = 0
 
 
 async def open_for_thread(request: Request, state: ThreadState, base: dict[str, Any],
@@ -134,9 +153,25 @@ class ThreadMover:
         self.proxy: Proxy | None = None
         self.lock = anyio.Lock()  # one move at a time: a swap, or a command's
         self._warned_no_close = False
+        self._stopping = False
+        self._moving: set[anyio.CancelScope] = set()  # moves not yet committed
 
     def attach(self, proxy: Proxy) -> None:
         self.proxy = proxy
+
+    async def stop_moves(self, timeout: float) -> None:
+        """liminal is stopping (the client closed its input, a signal): every move not yet
+        committed is abandoned now, and its rewrite removed, while the agent still runs; no
+        new one starts. Stopping the agent first (2 s for one that ignores the end of its
+        input, then its kill grace) let an editor that quits kill liminal before the move
+        ended: its rewrite stayed in the CLI's folder until liminal's next start. Waits for
+        the moves to end, at most ``timeout``."""
+        self._stopping = True
+        for scope in list(self._moving):
+            scope.cancel()
+        with anyio.move_on_after(timeout):
+            async with self.lock:
+                pass
 
     def known(self, thread_id: str) -> tuple[Proxy, ThreadState]:
         state = self.threads.get(thread_id)
@@ -155,11 +190,14 @@ class ThreadMover:
         state.swapping = True
         router.hold(thread_id)
 
-    async def move_thread(self, thread_id: str, reason: str,
-                          write: Callable[[Path, str], Rewritten]) -> Rewritten:
-        """Move a thread, between turns, onto a session ``write(current file, new_id)`` makes:
-        the commands' step (``liminal.kernel.commands``). Holds the thread, waits for its last
-        turn to be on disk, then ``_relocate``. Raises ``SwapError`` saying why the thread stayed."""
+    async def move_thread(self, thread_id: str, reason: str, plan: Plan) -> Rewritten | None:
+        """Move a thread, between turns, onto the session ``plan`` chooses: the commands' step
+        (``liminal.kernel.commands``). Holds the thread and waits for its last turn to be on
+        disk; then ``plan(current file)``, in a worker thread, before anything is journaled,
+        returns the writer of the next session (``write(new_id)``, moved onto by ``relocate``),
+        or None for a new, empty session of the agent (``/clear``'s), or raises to refuse (the
+        thread stays, nothing is journaled: the error is the answer). Returns the rewrite (None
+        for an empty session). Raises ``SwapError`` saying why the thread stayed."""
         proxy, state = self.known(thread_id)
         router = proxy.router
         async with self.lock:
@@ -172,10 +210,15 @@ class ThreadMover:
                     raise SwapError("no session file for this thread yet")
                 if not await self.settle(path, state.last_prompt, 2.0):
                     raise SwapError("the last turn is not on disk yet")
+                write = await anyio.to_thread.run_sync(plan, path)
+                if write is None:
+                    await self._open_empty(proxy, state, old_backing, reason, move=reason)
+                    committed = True
+                    _emptied(state)
+                    return None
                 moved = await self.relocate(
-                    proxy, state, old_backing=old_backing, path=path, reason=reason,
-                    started=self.clock(), t0=time.monotonic(), tokens=None,
-                    write=lambda new_id: write(path, new_id))
+                    proxy, state, old_backing=old_backing, path=path, reason=reason, move=reason,
+                    started=self.clock(), t0=time.monotonic(), tokens=None, write=write)
                 if moved is None:
                     last = self.journal.records(thread_id)
                     raise SwapError(last[-1].reason if last else "the move failed")
@@ -193,7 +236,7 @@ class ThreadMover:
         """Move a thread onto a new, empty session of the agent (``/clear``): its history stays
         with liminal, the model starts from nothing. Returns the new backing id."""
         proxy, state = self.known(thread_id)
-        new_id, _ = await self._move_to_empty(proxy, state, reason)
+        new_id, _ = await self._move_to_empty(proxy, state, reason, move=reason)
         return new_id
 
     async def reopen_empty(self, thread_id: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -210,10 +253,11 @@ class ThreadMover:
         if isinstance(params.get("mcpServers"), list):
             state.mcp_servers = list(params["mcpServers"])
         _, result = await self._move_to_empty(
-            self.proxy, state, "reopened on an empty session: its session had no turn on disk")
+            self.proxy, state, "reopened on an empty session: its session had no turn on disk", move="reopen")
         return result
 
-    async def _move_to_empty(self, proxy: Proxy, state: ThreadState, reason: str) -> tuple[str, dict[str, Any]]:
+    async def _move_to_empty(self, proxy: Proxy, state: ThreadState, reason: str,
+                             *, move: str) -> tuple[str, dict[str, Any]]:
         """Hold the thread, open it an empty session (``_open_empty``), release it, close the
         session it left (open only if this process made it)."""
         router = proxy.router
@@ -221,20 +265,17 @@ class ThreadMover:
             self.claim(state)  # held: a prompt sent meanwhile waits for the new session
             old_backing = router.backing_of(state.thread_id)
             try:
-                moved = await self._open_empty(proxy, state, old_backing, reason)
+                moved = await self._open_empty(proxy, state, old_backing, reason, move=move)
             finally:
                 state.swapping = False
                 router.release(state.thread_id)
                 proxy.flush()
-            state.turns_since_swap = 0
-            state.last_prompt = None
-            state.context_tokens = state.file_tokens = state.last_context = None
-            state.calls = 0
+            _emptied(state)
             await self.close(proxy, old_backing)
             return moved
 
     async def _open_empty(self, proxy: Proxy, state: ThreadState, old_backing: str,
-                          reason: str) -> tuple[str, dict[str, Any]]:
+                          reason: str, *, move: str) -> tuple[str, dict[str, Any]]:
         """``session/new`` for a held thread, its settings given, the move journaled and the
         thread bound to it; on any failure the new session is closed again."""
         router, thread_id = proxy.router, state.thread_id
@@ -252,7 +293,7 @@ class ThreadMover:
             await carry_settings(functools.partial(proxy.request, timeout=self.settings.hold_timeout_seconds,
                                                    thread_id=thread_id), state, new_id)
             self.record(state, old_backing, new_id, "committed", reason, started, t0, None, None,
-                        opened="empty")
+                        opened="empty", move=move)
             router.bind(thread_id, new_id)
             return new_id, result
         except BaseException:
@@ -263,14 +304,37 @@ class ThreadMover:
 
     async def relocate(
         self, proxy: Proxy, state: ThreadState, *, old_backing: str, path: Path, reason: str,
-        started: float, t0: float, tokens: int | None, write: Callable[[str], Rewritten],
+        started: float, t0: float, tokens: int | None, write: Writer,
         check: Callable[[Rewritten], str | None] | None = None, decision: Decision | None = None,
+        move: str = "swap",
     ) -> tuple[Rewritten, str, float, float] | None:
         """Write the thread's next session with ``write(new_id)`` (in a worker thread) and move
         the held thread onto it: the step a swap and every command that rewrites a thread's
         context share. Journaled from before the file exists to the end; anything but a commit
         leaves no file and no open session behind (``_undo``). Returns (the rewrite, how it was
         opened, when written, when moved), or None: the thread stays where it was."""
+        if self._stopping:
+            return None
+        moved = None
+        # ``stop_moves`` cancels it up to the commit (which has no await in it); what follows
+        # the commit is outside.
+        with anyio.CancelScope() as scope:
+            self._moving.add(scope)
+            try:
+                moved = await self._move(proxy, state, old_backing, path, reason, started, t0,
+                                         tokens, write, check, decision, move)
+            finally:
+                self._moving.discard(scope)
+        if moved is not None:
+            await self._committed(state, moved[0])
+        return moved
+
+    async def _move(
+        self, proxy: Proxy, state: ThreadState, old_backing: str, path: Path, reason: str,
+        started: float, t0: float, tokens: int | None, write: Callable[[str], Rewritten],
+        check: Callable[[Rewritten], str | None] | None, decision: Decision | None, move: str,
+    ) -> tuple[Rewritten, str, float, float] | None:
+        """``relocate``'s move, to its commit (or none)."""
         router = proxy.router
         thread_id = state.thread_id
         new_id = str(uuid.uuid4())
@@ -282,7 +346,7 @@ class ThreadMover:
             thread_id=thread_id, old_backing_id=old_backing, new_backing_id=new_id,
             outcome="begin", reason=reason, started_at=started, duration_s=0.0,
             tokens_before=tokens, tokens_after=None, harness=self.harness.name, cwd=state.cwd,
-            new_path=str(new_path), cost=cost))
+            new_path=str(new_path), cost=cost, move=move))
         rewritten: Rewritten | None = None
         opened = False  # the agent has (or may have) the new session open
         ended = False  # an end record (committed, failed, abandoned, skipped) is journaled
@@ -290,13 +354,14 @@ class ThreadMover:
         try:
             try:
                 with anyio.fail_after(self.settings.hold_timeout_seconds):
+                    await faults.hit("swap.rewrite")  # begun, nothing written yet
                     rewritten = await anyio.to_thread.run_sync(write, new_id)
                     t_rewritten = time.monotonic()
                     unpaid = check(rewritten) if check is not None else None
                     if unpaid is not None:
                         ended = True
                         self.record(state, old_backing, new_id, "skipped", unpaid, started, t0,
-                                      rewritten.tokens_before, rewritten.tokens_after, decision)
+                                      rewritten.tokens_before, rewritten.tokens_after, decision, move=move)
                         return None
                     await anyio.to_thread.run_sync(self.journal.note_rewrite, new_id, rewritten.size)
                     opened = True
@@ -306,14 +371,14 @@ class ThreadMover:
                 ended = True
                 self.record(state, old_backing, new_id, "abandoned",
                               f"overran {self.settings.hold_timeout_seconds}s", started, t0, tokens,
-                              rewritten.tokens_after if rewritten else None)
+                              rewritten.tokens_after if rewritten else None, move=move)
                 return None
             except Exception as exc:
                 logger.warning("move failed; the thread stays on its session", thread=thread_id,
                                error=str(exc), reason=reason)
                 ended = True
-                self.record(state, old_backing, new_id, "failed", f"{type(exc).__name__}: {exc}",
-                              started, t0, tokens, rewritten.tokens_after if rewritten else None)
+                self.record(state, old_backing, new_id, "failed", failure(exc),
+                              started, t0, tokens, rewritten.tokens_after if rewritten else None, move=move)
                 return None
             if not router.is_held(thread_id):
                 # The hold overflowed (the client sent more than the router keeps) and let the
@@ -321,12 +386,12 @@ class ThreadMover:
                 ended = True
                 self.record(state, old_backing, new_id, "abandoned",
                               "the hold overflowed; the thread went on on its old session", started,
-                              t0, tokens, rewritten.tokens_after)
+                              t0, tokens, rewritten.tokens_after, move=move)
                 return None
             # The journal first: a thread is on its new session only once that is on disk (a
             # journal that cannot be written fails the swap, and the thread stays).
             self.record(state, old_backing, new_id, "committed", reason, started, t0,
-                          rewritten.tokens_before, rewritten.tokens_after, decision)
+                          rewritten.tokens_before, rewritten.tokens_after, decision, move=move)
             ended = True
             router.bind(thread_id, new_id)
             committed = True
@@ -337,17 +402,23 @@ class ThreadMover:
                 with contextlib.suppress(Exception):
                     self.record(state, old_backing, new_id, "abandoned",
                                   f"stopped during the swap ({type(exc).__name__})", started, t0,
-                                  tokens, None)
+                                  tokens, None, move=move)
             raise
         finally:
             if not committed:  # whatever went wrong: no new file, no new session left open
                 await self._undo(proxy, new_path, new_id, opened)
             # Ended (or nothing of it is left): another liminal's start may judge it now.
             self.journal.finish(new_id)
+        return rewritten, moved_by, t_rewritten, t_moved
+
+    async def _committed(self, state: ThreadState, rewritten: Rewritten) -> None:
+        """After the commit: the CLI's name for the thread carried over, the thread's state
+        reset to its new session."""
         try:
             await anyio.to_thread.run_sync(self.harness.adopted, rewritten)
         except Exception as exc:  # a name the CLI's picker misses, not a reason to undo the move
-            logger.warning("the CLI's name for the thread not carried over", thread=thread_id, error=str(exc))
+            logger.warning("the CLI's name for the thread not carried over", thread=state.thread_id,
+                           error=str(exc))
         # The new session's file is whole as liminal wrote it: no turn of it is still to reach
         # the disk (the last prompt named one of the old session's).
         state.last_prompt = None
@@ -356,7 +427,6 @@ class ThreadMover:
         state.file_tokens = rewritten.tokens_after  # until the file says otherwise
         state.last_context = rewritten.tokens_after
         state.calls = 0
-        return rewritten, moved_by, t_rewritten, t_moved
 
     async def _undo(self, proxy: Proxy, new_path: Path, new_id: str, opened: bool) -> None:
         """Leave nothing of a swap that did not commit: its file (so the CLI's picker and the
@@ -442,7 +512,7 @@ class ThreadMover:
 
     def record(self, state: ThreadState, old: str, new: str | None, outcome: str, reason: str,
                  started: float, t0: float, before: int | None, after: int | None,
-                 decision: Decision | None = None, opened: str | None = None) -> None:
+                 decision: Decision | None = None, opened: str | None = None, move: str = "swap") -> None:
         cost = None
         if decision is not None:
             cost = decision.as_dict()
@@ -452,7 +522,7 @@ class ThreadMover:
             thread_id=state.thread_id, old_backing_id=old, new_backing_id=new, outcome=outcome,
             reason=reason, started_at=started, duration_s=round(time.monotonic() - t0, 4),
             tokens_before=before, tokens_after=after, harness=self.harness.name, cwd=state.cwd,
-            cost=cost, opened=opened,
+            cost=cost, opened=opened, move=move,
         )
         self.journal.append(record)  # the authority (see journal.py)
         if self.proxy is not None:  # and a note in the store, with the conversation

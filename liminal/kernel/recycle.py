@@ -178,9 +178,11 @@ class Recycler:
 
     # ------------------------------------------------------------ observation
 
+    skips_notifications = True  # nothing here is learnt from them (``liminal.supervise``)
+
     def offer(self, event: FrameEvent) -> None:
         if event.kind is Kind.NOTIFICATION:
-            return  # nearly every frame; nothing here is learnt from notifications
+            return
         if event.direction is Direction.CLIENT_TO_AGENT:
             if event.kind is Kind.REQUEST and event.method in _REMEMBERED and event.message is not None:
                 self._asked[event.rpc_id] = (event.method, event.message.get("params"))

@@ -35,12 +35,12 @@ import anyio.to_thread
 
 from liminal import log, units
 from liminal.acp import jsonrpc
-from liminal.acp.events import Direction, FrameEvent, Kind
+from liminal.acp.events import Direction, FrameEvent, Kind, LazyFrameEvent, kind_markers
 from liminal.config import GradientSettings, SwapSettings
 from liminal.harness.base import HarnessChoice, Rewritten, SessionHarness
 from liminal.harness.files import is_session_id
 from liminal.kernel.journal import SwapJournal, SwapRecord
-from liminal.kernel.mover import ThreadMover, ThreadState
+from liminal.kernel.mover import UNDO_CLOSE_SECONDS, ThreadMover, ThreadState
 from liminal.kernel.policy import CostPolicy, Decision
 
 if TYPE_CHECKING:
@@ -48,6 +48,9 @@ if TYPE_CHECKING:
 
 logger = log.get("liminal.swap")
 # Client requests whose answer the swap manager reads (``offer``).
+# The streamed updates this manager reads: tool calls (it counts model calls from them), the
+# context size and the mode. Every other kind (text, thoughts, plans) it never looks at.
+_WATCHED = kind_markers("tool_call", "tool_call_update", "usage_update", "current_mode_update")
 _ANSWER_MATTERS = frozenset({"session/new", "session/fork", "session/set_mode", "session/set_config_option"})
 
 
@@ -122,6 +125,12 @@ class SwapManager:
         # process there, the thread's next prompt already waiting. Must not raise.
         self.after_turn: Callable[[str], Awaitable[None]] | None = None
 
+    async def stopping(self) -> None:
+        """liminal stops (``Proxy.run``, before it stops the agent): a move under way, a swap's
+        or a command's, is abandoned now, its rewrite removed and its new session closed while
+        the agent can still answer (``ThreadMover.stop_moves``)."""
+        await self.mover.stop_moves(UNDO_CLOSE_SECONDS + 1.0)
+
     def busy(self) -> bool:
         """A swap or a command's move is under way, or a turn end waits to be looked at: the
         agent must not be stopped yet (``liminal serve`` finishing a detached connection)."""
@@ -140,8 +149,12 @@ class SwapManager:
     # ------------------------------------------------------------ observation
 
     def offer(self, event: FrameEvent) -> None:
+        # Nearly every frame is a streamed chunk the router recognised from its bytes: decided
+        # from the kind's place in the line, before anything else (searching each chunk for
+        # the kinds read here cost more than all the rest of this component).
+        if isinstance(event, LazyFrameEvent) and event.update_kind_in(_WATCHED) is False:
+            return
         if event.kind is Kind.NOTIFICATION and event.direction is Direction.AGENT_TO_CLIENT:
-            # Nearly every frame is a streamed chunk: decide from the bytes before parsing.
             raw = event.raw
             if b'"tool_call' in raw:
                 self._tool_frame(event.thread_id, raw)

@@ -26,6 +26,7 @@ import orjson
 from liminal.mcp.args import add_binding, checked
 from liminal.mcp.protocol import Call, McpServer, internal_error, parse_error, too_large
 from liminal.mcp.tools import INSTRUCTIONS, LiminalTools
+from liminal.transport.stdio import reserve_standard_fds
 
 if TYPE_CHECKING:
     import asyncio
@@ -44,6 +45,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    reserve_standard_fds()  # a closed stdin or stdout: before anything takes its number
     # Private by default, as ``liminal.private.tighten_umask`` makes liminal (not imported: it
     # loads the log): the agent starts this server with the user's umask, and it creates
     # folders under liminal's home (mcp/slash) and opens the store.

@@ -1,22 +1,33 @@
 """A WebSocket connection as the proxy's client leg (``liminal.transport.legs.ClientSide``):
-each text frame is one JSON-RPC message, handed to the router as one line; each line the router
+each frame is one JSON-RPC message, handed to the router as one line; each line the router
 writes to the client goes out as one text frame, in order.
 
-Two things stdio never needed:
+What stdio never needed:
 
-- **Thread locks.** A request that names a thread (``session/load``, ``prompt`` ...) is let
-  through only once this connection holds the thread's lock (``liminal.serve.locks``); while
-  another connection holds it the request waits (at most ``busy_wait`` seconds, then it is
-  answered with an error). Reading waits with it, so the client's order is kept.
+- **Strict reading.** A frame reaches the agent only when it is one JSON-RPC message that every
+  parser reads alike (``liminal.serve.frames``); anything else is answered here.
+- **Thread locks.** A request that names a thread (``params.sessionId``: a load, a prompt, a
+  mode ...) goes on only once this connection holds the thread's lock
+  (``liminal.serve.locks``); while another connection holds it the request waits (at most
+  ``serve.busy_wait_seconds``, then it is answered with an error), and what came after it waits
+  behind it: the client's order is kept. A notification (a cancel) naming a thread goes on only
+  if this connection holds it already.
+- **Bytes, not counts.** One task receives frames as they come (the socket's keepalive goes on
+  while a message waits for a lock), another hands them on in order. What waits is counted in
+  bytes: at most ``serve.max_message_bytes`` per connection (and 1 MiB more of messages of
+  64 KiB or less: a cancel behind a large prompt still goes), and, with what is queued for
+  clients, ``serve.buffer_bytes`` in the whole server (``ByteBudget``; small messages always
+  pass); a message past either is refused with an error, never kept. Past ``serve.queue_bytes`` queued for a client that reads
+  slowly, its agent is paused until the client has taken three quarters of it.
 - **A connection dropped mid-turn.** The proxy is not told the client left while anything is
-  under way (a prompt, a swap, a command's move): the turn finishes, is recorded and swapped as
-  usual, and what the agent sends meanwhile goes nowhere, its requests (a permission) answered
-  as a client that has left would answer them (cancelled). Then the proxy ends, and a client
-  that connects again and loads the thread gets it whole, from the store.
-
-Flow control: while more than ``HIGH_WATER`` frames wait to be sent, the proxy is told to stop
-reading the agent, and to go on at ``LOW_WATER``; while the proxy asks this leg to pause, no
-further frame is read from the socket.
+  under way (a prompt, a swap, a command's move): the agent is let go on writing (it was paused
+  for a slow client, perhaps), its output reaches the store and no socket, its requests are
+  answered as a client that has left would (permission: cancelled). When the turn ends the proxy
+  ends, and a client that connects again and loads the thread gets it whole, from the store. An
+  agent that says nothing for ``serve.detached_quiet_seconds`` (a request it never answers), or
+  a turn past an hour, ends it sooner: what the gone client is still owed is dropped.
+- **Idleness.** A connection with no traffic either way and nothing under way for
+  ``serve.idle_seconds`` is closed (1000).
 """
 
 from __future__ import annotations
@@ -32,47 +43,85 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
+from websockets.typing import Data
 
 from liminal import log
 from liminal.acp import jsonrpc
+from liminal.acp.framing import HEAD_BYTES, TAIL_BYTES
+from liminal.config import ServeSettings
+from liminal.serve import frames
 
 if TYPE_CHECKING:
     from liminal.proxy import Proxy
     from liminal.serve.locks import ThreadLocks
 
 logger = log.get("liminal.serve")
-HIGH_WATER = 1024
-LOW_WATER = 256
-THREAD_METHODS = frozenset({"session/load", "session/resume", "session/prompt", "session/fork",
-                            "session/set_mode", "session/set_config_option", "session/set_model"})
 IDLE_LOOKS = 4  # a detached proxy ends after this many looks in a row find nothing under way
 LOOK_SECONDS = 0.25
 BUSY_CODE = -32002
+FULL_CODE = -32003
 CLAIM_SECONDS = 30.0
+DETACHED_MAX_SECONDS = 3600.0
+SMALL_MESSAGE = 64 * 1024  # never refused for the server's budget (a cancel must get through)
+SMALL_ROOM = 1024 * 1024  # and a connection has this much beyond its limit for such messages
+LOCK_POLL_SECONDS = 0.1
+LOGGED_REFUSALS = 10  # refused frames logged per connection; a flood is said once
+
+
+class ByteBudget:
+    """What all connections of one server hold in messages on their way (``serve.buffer_bytes``):
+    a client's message reserves its bytes and is refused past the limit; what is queued for a
+    client is counted too (and bounded per connection, by pausing its agent)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def reserve(self, size: int) -> bool:
+        if self.used + size > self.limit:
+            return False
+        self.used += size
+        return True
+
+    def add(self, size: int) -> None:
+        self.used += size
+
+    def release(self, size: int) -> None:
+        self.used = max(0, self.used - size)
 
 
 class WebSocketClientLeg:
     def __init__(self, connection: ServerConnection, *, locks: ThreadLocks | None = None,
-                 busy_wait: float = 120.0, detached_max: float = 3600.0) -> None:
+                 settings: ServeSettings | None = None, budget: ByteBudget | None = None,
+                 first: Data | None = None, detached_max: float = DETACHED_MAX_SECONDS) -> None:
         self.connection = connection
         self.locks = locks
-        self.busy_wait = busy_wait
+        self.settings = settings or ServeSettings()
+        self.budget = budget or ByteBudget(self.settings.buffer_bytes)
         self.detached_max = detached_max
         self.proxy: Proxy | None = None  # set once the proxy exists: its router says what runs
-        self.closed = False
+        self.closed = False  # the reading is over: the proxy has been told the client left
         self.detached = False
+        # From the client: received, waiting to be handed on (counted until handed on).
+        self._inbound: deque[bytes] = deque()
+        self._inbound_bytes = 0
+        self._wake = asyncio.Event()  # a message came, the client left, or reading may go on
+        self._paused_in = False  # the proxy asked: the agent's stdin is full
+        self._left = False  # the client's socket is gone
+        self._activity = time.monotonic()
+        self._refusals = 0
+        # To the client.
         self._out: deque[bytes] = deque()
+        self._out_bytes = 0
         self._ready = asyncio.Event()
-        self._reading = asyncio.Event()
-        self._reading.set()
         self._paused_agent = False
+        self._sender: asyncio.Task[None] | None = None
+        self._sent_all = asyncio.Event()
+        self._sent_all.set()
         self._tasks: list[asyncio.Task[None]] = []
         self._on_flow: Callable[[bool], None] = lambda pause: None
         self._on_data: Callable[[bytes], None] = lambda data: None
         self._closing: asyncio.Task[None] | None = None
-        self._sent_all = asyncio.Event()
-        self._sent_all.set()
-        self._deadline = 0.0
         self._given_up = False
         self._pending_takes: set[asyncio.Task[bool]] = set()
         self._new_sessions: set[Any] = set()  # ids of session/new requests: their answers name threads
@@ -85,84 +134,181 @@ class WebSocketClientLeg:
         self._orphans: set[Any] = set()  # the gone client's requests still pending: answers dropped
         self._renames: dict[str, bytes] = {}  # our id for a new request whose id an orphan has -> its id
         self._rename_count = itertools.count(1)
+        if first is not None:  # the ``initialize`` the server read before the proxy existed
+            self._take_in(first.encode() if isinstance(first, str) else bytes(first))
 
     async def open(self, on_data: Callable[[bytes], None], on_eof: Callable[[], None],
                    on_flow: Callable[[bool], None]) -> None:
         self._on_flow = on_flow
         self._on_data = on_data
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._read(on_data, on_eof)), loop.create_task(self._send())]
+        self._sender = loop.create_task(self._send(self.connection))
+        self._tasks = [loop.create_task(self._forward(on_data, on_eof)), self._sender,
+                       loop.create_task(self._receive(self.connection))]
 
-    # -- from the client -------------------------------------------------------------------------
+    # -- from the client: receiving ----------------------------------------------------------------
 
-    async def _read(self, on_data: Callable[[bytes], None], on_eof: Callable[[], None]) -> None:
+    async def _receive(self, connection: ServerConnection) -> None:
+        """Take every frame as it comes (or refuse it), until the socket closes."""
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout(self._idle_left()):
+                        message = await connection.recv(decode=False)
+                except TimeoutError:
+                    await self._close_if_idle(connection)
+                    continue
+                self._activity = time.monotonic()
+                self._take_in(message)
+        except ConnectionClosed:
+            pass
+        except Exception:
+            logger.exception("reading the WebSocket failed")
+        finally:
+            if connection is self.connection:
+                self._lost()
+
+    def _take_in(self, message: bytes) -> None:
+        if self.closed or self._left:
+            return  # nobody reads any more (the sender found the socket gone)
+        size = len(message)
+        limit = self.settings.max_message_bytes + (SMALL_ROOM if size <= SMALL_MESSAGE else 0)
+        if self._inbound_bytes and self._inbound_bytes + size > limit:
+            self._refuse_in(message, "serve.max_message_bytes waits in this connection already")
+            return
+        if size > SMALL_MESSAGE:
+            if not self.budget.reserve(size):
+                self._refuse_in(message, "the server holds serve.buffer_bytes for its connections")
+                return
+        else:
+            self.budget.add(size)
+        self._inbound.append(message)
+        self._inbound_bytes += size
+        self._wake.set()
+
+    def _refuse_in(self, message: bytes, why: str) -> None:
+        found = jsonrpc.recover_top_level(message[:HEAD_BYTES], message[-TAIL_BYTES:])
+        self._log_refusal("message refused: too much waiting", why=why, size=len(message))
+        if "id" in found and "method" in found:
+            self._answer(jsonrpc.error_frame(found["id"], FULL_CODE,
+                                             f"liminal serve is holding too much already ({why}); "
+                                             "send it again later"))
+
+    def _log_refusal(self, event: str, **fields: Any) -> None:
+        self._refusals += 1
+        if self._refusals <= LOGGED_REFUSALS:
+            logger.warning(event, connection=self._connection_id(), **fields)
+        if self._refusals == LOGGED_REFUSALS:
+            logger.warning("further refused frames of this connection are not logged",
+                           connection=self._connection_id())
+
+    def _idle_left(self) -> float | None:
+        idle = self.settings.idle_seconds
+        return None if not idle else max(0.0, self._activity + idle - time.monotonic())
+
+    async def _close_if_idle(self, connection: ServerConnection) -> None:
+        idle = self.settings.idle_seconds
+        now = time.monotonic()
+        if now - self._activity < idle:
+            return  # something was sent to the client meanwhile
+        if self.under_way() or self._inbound or self._out or self.detached or self.handover is not None:
+            self._activity = now  # a turn under way is not idleness
+            return
+        logger.info("connection closed: idle", connection=self._connection_id(), seconds=idle)
+        await connection.close(1000, f"idle for {idle:g} s (serve.idle_seconds)")
+
+    # -- from the client: handing on ---------------------------------------------------------------
+
+    async def _forward(self, on_data: Callable[[bytes], None], on_eof: Callable[[], None]) -> None:
         while True:
-            try:
-                while True:
-                    await self._reading.wait()
-                    message = await self.connection.recv()
-                    data = message.encode() if isinstance(message, str) else bytes(message)
-                    # One frame is one message: a newline inside it would split it for the framer.
-                    data = data.replace(b"\n", b" ").replace(b"\r", b" ")
-                    if self.handover is not None:
-                        break  # this connection goes on with another's proxy (``adopt``)
-                    data = self._renamed_in(data)
-                    if await self._admit(data):
-                        on_data(data + b"\n")
-                    if self.handover is not None:
-                        break
-            except ConnectionClosed:
-                pass
-            except Exception:
-                logger.exception("reading the WebSocket failed")
+            while (data := await self._next()) is not None:
+                try:
+                    await self._hand_on(data, on_data)
+                except Exception:  # one message's failure is not the connection's end
+                    logger.exception("handing a client's message on failed")
+                finally:
+                    self._done_with(data)
+                if self.handover is not None:
+                    break
             if self.handover is not None:
-                break
+                break  # this connection goes on with another's proxy (``adopt``)
             await self._finish_turns()
             if not self._adopted.is_set():
                 break
-            self._adopted.clear()  # a new connection took this proxy over: read from it
+            self._adopted.clear()  # a new connection took this proxy over: go on with it
         self.closed = True
         self.detached = False
         self.finished.set()
         on_eof()
 
-    async def _admit(self, data: bytes) -> bool:
+    async def _next(self) -> bytes | None:
+        """The next message to hand on; None once the client has left and none is left. While
+        the agent's stdin is full, none (unless the client has left: its last words, a cancel
+        perhaps, still go, and what waits is bounded)."""
+        while True:
+            if self._inbound and (not self._paused_in or self._left):
+                return self._inbound.popleft()  # still counted until ``_done_with``
+            if self._left:
+                return None
+            self._wake.clear()
+            await self._wake.wait()
+
+    def _done_with(self, data: bytes) -> None:
+        self._inbound_bytes -= len(data)
+        self.budget.release(len(data))
+
+    async def _hand_on(self, data: bytes, on_data: Callable[[bytes], None]) -> None:
+        # One frame is one line: a newline (only whitespace, in JSON that reads) would split it.
+        data = data.replace(b"\n", b" ").replace(b"\r", b" ")
+        verdict = frames.read(data)
+        if isinstance(verdict, frames.Refusal):
+            self._log_refusal("frame refused", why=verdict.why, size=len(data))
+            if verdict.answer is not None:
+                self._answer(verdict.answer)
+            return
+        if await self._admit(verdict, data) and self.handover is None:
+            on_data(self._renamed_in(data) + b"\n")
+
+    async def _admit(self, verdict: frames.Message, data: bytes) -> bool:
         """Whether the message may go to the agent now; it waits while another connection
-        holds its thread, and is answered here if that lasts past ``busy_wait``."""
-        if self.locks is None:
+        holds its thread, and is answered here if that lasts past ``busy_wait_seconds``."""
+        method, rpc_id = verdict.method, verdict.rpc_id
+        if method == "session/new" and rpc_id is not None:
+            self._new_sessions.add(rpc_id)
             return True
-        # Read as the router reads it (``jsonrpc.parse`` takes NaN and escaped keys, which a
-        # byte test or orjson alone would wave through to the agent past the lock).
-        message = jsonrpc.parse(data)
-        if message is None:
-            return True  # the router answers what does not parse
-        method, params = message.get("method"), message.get("params")
-        if method == "session/new" and "id" in message:
-            self._new_sessions.add(jsonrpc.id_key(message["id"]))
+        if self.locks is None or verdict.thread is None:
             return True
-        thread = params.get("sessionId") if isinstance(params, dict) else None
-        if method not in THREAD_METHODS or not isinstance(thread, str):
-            return True
+        # A session a thread was moved onto is the thread's: its lock is the thread's.
+        thread = self.proxy.router.thread_of(verdict.thread) if self.proxy is not None else verdict.thread
         holder = self.find_detached(thread, self) if self.find_detached is not None else None
-        if holder is not None and method in ("session/load", "session/resume") and "id" in message:
+        if holder is not None and method in ("session/load", "session/resume") and rpc_id is not None:
             # The thread's turn still runs in the proxy of a connection that dropped: this
             # connection takes that proxy over and gets the rest live (``adopt``). Claimed now,
             # in this step, so that proxy does not end while this one winds down; what this
             # connection asked its own proxy before is answered first.
             holder.claimed = time.monotonic()
             await self._own_requests_answered(CLAIM_SECONDS / 2)
+            message = jsonrpc.parse(data)
+            assert message is not None  # it was read strictly: the router reads it too
             self.handover = (holder, message)
             return False
-        deadline = time.monotonic() + self.busy_wait
+        if rpc_id is None:
+            # A notification (a cancel) opens nothing and is answered by nobody: it is for a
+            # thread this connection holds, or for no agent of this connection.
+            if self.locks.holds(thread):
+                return True
+            self._log_refusal("notification for a thread this connection has not opened: dropped",
+                              method=method, thread=thread)
+            return False
+        deadline = time.monotonic() + self.settings.busy_wait_seconds
         while not await self.locks.try_take(thread):
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline or self._left:
                 logger.warning("thread in use by another connection", thread=thread, method=method)
-                if "id" in message:
-                    self.write(jsonrpc.error_frame(
-                        jsonrpc.encode_id(message["id"]), BUSY_CODE,
-                        "this thread is open in another connection of liminal; try again when it is closed"))
+                self._answer(jsonrpc.error_frame(
+                    jsonrpc.encode_id(rpc_id), BUSY_CODE,
+                    "this thread is open in another connection of liminal; try again when it is closed"))
                 return False
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(LOCK_POLL_SECONDS)
         return True
 
     async def _own_requests_answered(self, timeout: float) -> None:
@@ -172,26 +318,64 @@ class WebSocketClientLeg:
                and time.monotonic() < deadline):
             await asyncio.sleep(0.02)
 
+    # -- the client left -------------------------------------------------------------------------
+
+    def _lost(self) -> None:
+        """The socket is gone (seen by the reader or the sender): nothing more is queued for it,
+        and an agent paused for it goes on (else a turn under way waits for nobody)."""
+        if self._left:
+            return
+        self._left = True
+        self._drop_queue()
+        self._unpause()
+        self._wake.set()
+
     async def _finish_turns(self) -> None:
         """The client left: let what is under way finish before the proxy hears of it."""
         if self._given_up or not self.under_way():
             return
         self.detached = True
-        logger.info("connection dropped with a turn under way; it goes on", connection=self._connection_id())
-        if self.proxy is not None:  # what the agent asked the client that left
-            for rpc_id, method in self.proxy.router.open_agent_requests():
-                self._on_data(self._answer(jsonrpc.encode_id(rpc_id), method) + b"\n")
-        self._deadline = time.monotonic() + self.detached_max
-        quiet = 0
-        while ((quiet < IDLE_LOOKS or self._claim_holds()) and time.monotonic() < self._deadline
-               and not self._given_up):
+        self._drop_queue()
+        self._unpause()
+        proxy = self.proxy
+        logger.info("connection dropped with a turn under way; it goes on", connection=self._connection_id(),
+                    owed=proxy.router.owed_to_client() if proxy is not None else [])
+        if proxy is not None:  # what the agent asked the client that left
+            for rpc_id, method in proxy.router.open_agent_requests():
+                self._on_data(self._answer_from_gone_client(jsonrpc.encode_id(rpc_id), method) + b"\n")
+        since = time.time()
+        deadline = time.monotonic() + self.detached_max
+        quiet_limit = self.settings.detached_quiet_seconds
+        idle_looks = 0
+        why = "the turn ended"
+        while True:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(LOOK_SECONDS):
                     await self._adopted.wait()
             if self._adopted.is_set():
                 return  # live again, with another connection
-            quiet = 0 if self.under_way() else quiet + 1
-        logger.info("detached connection finished", connection=self._connection_id())
+            if self._given_up:
+                why = "liminal is stopping"
+                break
+            if time.monotonic() >= deadline:
+                why = f"{self.detached_max:g} s since the client left"
+                break
+            if self._claim_holds():
+                continue
+            if not self.under_way():
+                idle_looks += 1
+                if idle_looks >= IDLE_LOOKS:
+                    break
+                continue
+            idle_looks = 0
+            heard = max(proxy.router.agent_heard if proxy is not None else 0.0, since)
+            if time.time() - heard > quiet_limit:
+                why = f"the agent said nothing for {quiet_limit:g} s (serve.detached_quiet_seconds)"
+                logger.warning("a dropped connection's agent has gone quiet; what it owed is dropped",
+                               connection=self._connection_id(),
+                               owed=proxy.router.owed_to_client() if proxy is not None else [])
+                break
+        logger.info("detached connection finished", connection=self._connection_id(), why=why)
 
     def _claim_holds(self) -> bool:
         """A new connection is taking this proxy over (``adopt`` comes within 30 s)."""
@@ -215,21 +399,58 @@ class WebSocketClientLeg:
 
     # -- to the client ---------------------------------------------------------------------------
 
-    async def _send(self) -> None:
+    async def _send(self, connection: ServerConnection) -> None:
         try:
-            while True:
+            while connection is self.connection:
                 while not self._out:
                     self._sent_all.set()
                     self._ready.clear()
                     await self._ready.wait()
+                    if connection is not self.connection:
+                        return
                 line = self._out.popleft()
-                if self._paused_agent and len(self._out) <= LOW_WATER:
-                    self._paused_agent = False
-                    self._on_flow(False)
-                await self.connection.send(line.decode("utf-8", "replace"))
+                try:
+                    await connection.send(line.decode("utf-8", "replace"))
+                finally:
+                    self._sent(len(line))
         except ConnectionClosed:
-            self._out.clear()
-            self._sent_all.set()
+            if connection is self.connection:
+                self._lost()
+
+    def _sent(self, size: int) -> None:
+        self._out_bytes -= size
+        self.budget.release(size)
+        if self._paused_agent and self._out_bytes <= self.settings.queue_bytes // 4:
+            self._unpause()
+
+    def _queue(self, line: bytes) -> None:
+        self._out.append(line)
+        self._out_bytes += len(line)
+        self.budget.add(len(line))
+        self._activity = time.monotonic()
+        self._sent_all.clear()
+        self._ready.set()
+        if not self._paused_agent and self._out_bytes > self.settings.queue_bytes:
+            self._paused_agent = True
+            self._on_flow(True)
+
+    def _drop_queue(self) -> None:
+        dropped = sum(len(line) for line in self._out)  # a line being sent is the sender's to count
+        self._out_bytes -= dropped
+        self.budget.release(dropped)
+        self._out.clear()
+        self._sent_all.set()
+
+    def _unpause(self) -> None:
+        if self._paused_agent:
+            self._paused_agent = False
+            self._on_flow(False)
+
+    def _answer(self, line: bytes) -> None:
+        """A line of the leg's own for the client (an error for a message that never reached the
+        proxy: no id of it was renamed)."""
+        if not (self.detached or self.closed or self._left):
+            self._queue(line)
 
     def write(self, data: bytes) -> None:
         for line in data.split(b"\n"):
@@ -239,17 +460,12 @@ class WebSocketClientLeg:
                 self._lock_new_session(line)
             if self.detached:
                 self._answer_for_the_client(line)
-            elif not self.closed:
+            elif not (self.closed or self._left):
                 if self._orphans or self._renames:  # (an answer may hold the text "method")
                     line = self._renamed_out(line)
                     if not line:
                         continue
-                self._out.append(line)
-        self._sent_all.clear()
-        self._ready.set()
-        if not self._paused_agent and len(self._out) > HIGH_WATER:
-            self._paused_agent = True
-            self._on_flow(True)
+                self._queue(line)
 
     def _lock_new_session(self, line: bytes) -> None:
         message = jsonrpc.parse(line)
@@ -262,7 +478,7 @@ class WebSocketClientLeg:
             thread = result.get("sessionId") if isinstance(result, dict) else None
             if isinstance(thread, str) and self.locks is not None:
                 # A new thread: free everywhere, unless an id repeats; taken before the client
-                # can name it (its next message is read after this task has run).
+                # can name it (its next message is handed on after this task has run).
                 task = asyncio.get_running_loop().create_task(self.locks.try_take(thread))
                 self._pending_takes.add(task)
                 task.add_done_callback(self._pending_takes.discard)
@@ -274,15 +490,17 @@ class WebSocketClientLeg:
         message = jsonrpc.parse(line)
         if message is None or "id" not in message or "method" not in message:
             return
-        answer = self._answer(jsonrpc.encode_id(message["id"]), str(message["method"]))
+        answer = self._answer_from_gone_client(jsonrpc.encode_id(message["id"]), str(message["method"]))
         # Not from inside the proxy's flush that is writing this line.
         asyncio.get_running_loop().call_soon(self._on_data, answer + b"\n")
 
     @staticmethod
-    def _answer(rpc_id: bytes, method: str) -> bytes:
+    def _answer_from_gone_client(rpc_id: bytes, method: str) -> bytes:
         if method == "session/request_permission":
             return b'{"jsonrpc":"2.0","id":' + rpc_id + b',"result":{"outcome":{"outcome":"cancelled"}}}'
         return jsonrpc.error_frame(rpc_id, jsonrpc.INTERNAL_ERROR, "the client has disconnected")
+
+    # -- a new connection takes over ---------------------------------------------------------------
 
     async def adopt(self, connection: ServerConnection, load: dict[str, Any],
                     history: list[dict[str, Any]]) -> None:
@@ -293,17 +511,21 @@ class WebSocketClientLeg:
         their ids is renamed on its way (and back)."""
         thread = str((load.get("params") or {}).get("sessionId"))
         self._orphans = set(self.proxy.router.pending_client_ids()) if self.proxy is not None else set()
+        if self._sender is not None:
+            self._sender.cancel()
         self.connection = connection
         self.closed = False
         self.detached = False
-        self._out.clear()
+        self._left = False
+        self._activity = time.monotonic()
+        self._drop_queue()
         for update in history:
-            self._out.append(orjson.dumps({"jsonrpc": "2.0", "method": "session/update",
-                                           "params": {"sessionId": thread, "update": update}}))
-        self._out.append(b'{"jsonrpc":"2.0","id":' + jsonrpc.encode_id(load["id"]) + b',"result":{}}')
-        self._sent_all.clear()
-        self._tasks.append(asyncio.get_running_loop().create_task(self._send()))
-        self._ready.set()
+            self._queue(orjson.dumps({"jsonrpc": "2.0", "method": "session/update",
+                                      "params": {"sessionId": thread, "update": update}}))
+        self._queue(b'{"jsonrpc":"2.0","id":' + jsonrpc.encode_id(load["id"]) + b',"result":{}}')
+        loop = asyncio.get_running_loop()
+        self._sender = loop.create_task(self._send(connection))
+        self._tasks += [self._sender, loop.create_task(self._receive(connection))]
         self.claimed = None
         self._adopted.set()
         logger.info("a new connection took over a detached turn", thread=thread, connection=self._connection_id())
@@ -335,7 +557,9 @@ class WebSocketClientLeg:
         return line
 
     def pause_reading(self, pause: bool) -> None:
-        (self._reading.clear if pause else self._reading.set)()
+        self._paused_in = pause
+        if not pause:
+            self._wake.set()
 
     def close(self) -> None:
         """Send what is queued (for up to two seconds), then close the connection (unless it
@@ -351,19 +575,29 @@ class WebSocketClientLeg:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(2.0):
                 await self._sent_all.wait()
+        await self._stop_tasks()  # before another leg reads this socket
+
+    async def _stop_tasks(self) -> None:
         for task in self._tasks:
             task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def handed_over(self) -> None:
-        """What this connection's own proxy answered went out; its sender is stopped."""
+        """What this connection's own proxy answered went out, its tasks are stopped, and what
+        the client sent after its load is the proxy's it goes on with."""
         if self._closing is not None:
             with contextlib.suppress(Exception):
                 await self._closing
+        if self.handover is not None and self._inbound:
+            holder = self.handover[0]
+            holder._inbound.extend(self._inbound)
+            holder._inbound_bytes += self._inbound_bytes
+            self._inbound.clear()
+            self._inbound_bytes = 0
 
     async def _drain_and_close(self) -> None:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(2.0):
                 await self._sent_all.wait()
-        for task in self._tasks:
-            task.cancel()
+        await self._stop_tasks()
         await self.connection.close()

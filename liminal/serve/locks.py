@@ -12,6 +12,10 @@ for it. Two layers, both taken:
   expiry that a task renews every 10 s while held; released by compare-and-delete. A holder that
   died stops renewing: its lock is seen as stale and free 30 s later at most. A Redis that does
   not answer does not block anyone (logged once): the home's lock still holds on one machine.
+
+A thread is locked under one name however it is spelled (``lock_name``): an id that is a UUID
+under its canonical form, since an agent that reads session ids as UUIDs (Codex's) opens the same
+session for ``ABC...``, ``abc...`` and the 32 digits without hyphens.
 """
 
 from __future__ import annotations
@@ -38,6 +42,16 @@ if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) 
 return 0"""
 
 
+def lock_name(thread_id: str) -> str | None:
+    """The name the thread is locked under; None when it cannot be one (not a file name)."""
+    if not safe(thread_id):
+        return None
+    try:
+        return str(uuid.UUID(thread_id))
+    except ValueError:
+        return thread_id
+
+
 def redis_url_of(cache_url: str) -> str | None:
     return cache_url if cache_url.startswith(("redis://", "rediss://", "unix://")) else None
 
@@ -59,15 +73,18 @@ class ThreadLocks:
         self._released = False
 
     def holds(self, thread_id: str) -> bool:
-        return thread_id in self._held
+        return lock_name(thread_id) in self._held
 
     async def try_take(self, thread_id: str) -> bool:
         """Take the thread's lock if it is free (or already ours); False if another has it. An
-        id that cannot be a file name is not locked (and counts as taken)."""
+        id that cannot be a file name is not locked (and counts as taken: ``liminal serve``
+        refuses such an id before it asks)."""
         if self._released:
             return False
-        if thread_id in self._held or not safe(thread_id):
+        name = lock_name(thread_id)
+        if name is None or name in self._held:
             return True
+        thread_id = name
         fd = self._take_file(thread_id)
         if fd is None:
             return False
@@ -107,9 +124,11 @@ class ThreadLocks:
     def remove(self, thread_id: str) -> None:
         """Remove a held thread's lock file (the thread is deleted), then let go of it: removed
         while held, so that no taker can hold the file it names meanwhile (``_take_file``)."""
-        fd = self._held.pop(thread_id, None)
-        if fd is None:
+        name = lock_name(thread_id)
+        fd = self._held.pop(name, None) if name is not None else None
+        if fd is None or name is None:
             return
+        thread_id = name
         with contextlib.suppress(OSError):
             (self.folder / f"{thread_id}.lock").unlink()
         with contextlib.suppress(OSError):

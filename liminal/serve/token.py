@@ -4,7 +4,14 @@ on a WebSocket:
 
 - ``Authorization: Bearer <token>``;
 - a ``Sec-WebSocket-Protocol`` offer ``liminal.token.<token>`` (beside ``acp``, which is chosen);
-- ``?token=<token>`` in the URL (it ends up in logs and history more easily: the last resort).
+- ``?token=<token>`` in the URL (it ends up in logs and history more easily: the last resort;
+  liminal's own log never shows it, ``liminal.log``).
+
+Exactly one: a request that carries two (two ``token`` parameters, a header and a parameter, two
+offers) is refused before any is compared, whether they agree or not, rather than settling which
+one counts: a proxy in front that checks the first, and liminal any, would disagree on who is
+in. An ``Authorization`` header of another scheme (``Basic``, from a proxy in front) is not one
+of liminal's and is left alone.
 """
 
 from __future__ import annotations
@@ -63,12 +70,13 @@ def _read(home: Path, path: Path) -> str:
 
 
 def offered(authorization: str | None, protocols: Iterable[str], path: str) -> list[str]:
-    """Every token the request carries, in the three forms."""
+    """Every token the request carries, in the three forms (an empty one too: it is one)."""
     found: list[str] = []
-    if authorization and authorization.lower().startswith("bearer "):
-        found.append(authorization[7:].strip())
+    scheme, _, credential = (authorization or "").strip().partition(" ")
+    if scheme.lower() == "bearer":
+        found.append(credential.strip())
     found += [p.strip()[len(PROTOCOL_PREFIX):] for p in protocols if p.strip().startswith(PROTOCOL_PREFIX)]
-    found += parse_qs(urlsplit(path).query).get("token", [])
+    found += parse_qs(urlsplit(path).query, keep_blank_values=True).get("token", [])
     return found
 
 

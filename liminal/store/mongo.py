@@ -71,6 +71,7 @@ from liminal.store.records import (
     Thread,
     ThreadSummary,
     ThreadUpdate,
+    context_now,
     merge_thread,
     one_row_per_thread,
 )
@@ -422,13 +423,17 @@ class MongoStore:
                 "turn_id", {"thread_id": t.id, "replayed": False}) if x is not None]
             usage_doc = await self._messages.find_one(
                 {"thread_id": t.id, "kind": "usage"}, sort=[("ord", DESCENDING)])
-            usage = orjson.loads(usage_doc["data_json"]) if usage_doc else {}
+            move_doc = await self._messages.find_one(
+                {"thread_id": t.id, "kind": "swap", "status": "committed"}, sort=[("ord", DESCENDING)])
+            latest = [None if d is None else (d["ord"], (await self._message(d)).data)
+                      for d in (usage_doc, move_doc)]
+            used, size = context_now(latest[0], latest[1])
             last_doc = await self._messages.find_one(
                 {"thread_id": t.id}, sort=[("time", DESCENDING)])
             last = max(t.updated, last_doc["time"] if last_doc else 0.0)
             said = await self._messages.find_one(
                 {"thread_id": t.id, "kind": {"$in": ["user", "agent"]}}, projection={"_id": 1})
-            out.append(ThreadSummary(t, len(turns), usage.get("used"), usage.get("size"), last,
+            out.append(ThreadSummary(t, len(turns), used, size, last,
                                      empty=said is None and not t.title))
         return one_row_per_thread(out, empty=empty)[:limit]
 

@@ -8,7 +8,7 @@ ever creating duplicates.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,7 +109,8 @@ class ThreadUpdate:
 
     Merge rules (every backend): ``fallback_title`` fills an empty title; ``title`` replaces a
     title that is still a stand-in (``Thread.titled`` false), a ``named`` one replaces any;
-    non-empty ``cwd``, ``harness``, ``state`` replace the stored ones; ``backing_ids`` are
+    non-empty ``cwd``, ``harness``, ``state`` replace the stored ones (but ``archived``, which
+    only a ``by_user`` state replaces); ``backing_ids`` are
     appended in order when new; ``created`` keeps the earliest and ``updated`` the latest.
     Merging the same update twice changes nothing.
     """
@@ -127,6 +128,10 @@ class ThreadUpdate:
     # ``title`` is the user's (``liminal threads rename``, ``/rename``): it replaces any title,
     # and no title that is not the user's replaces it afterwards.
     named: bool = False
+    # ``state`` is the user's (``/archive``, ``liminal threads archive`` and ``unarchive``): it
+    # replaces any state. Another (an open's ``active``, a client's ``closed``) does not
+    # replace ``archived``: only the user brings an archived thread back.
+    by_user: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +150,9 @@ class Thread:
     titled: bool = False
 
 
+ARCHIVED = "archived"
+
+
 def merge_thread(old: Thread | None, update: ThreadUpdate) -> Thread:
     """The merge rules of ``ThreadUpdate``, shared by backends that merge in Python."""
     named = update.named and bool(update.title)
@@ -155,9 +163,11 @@ def merge_thread(old: Thread | None, update: ThreadUpdate) -> Thread:
     lineage = old.backing_ids + tuple(b for b in update.backing_ids if b not in old.backing_ids)
     # An agent's title replaces only a stand-in; the user's name replaces anything.
     title = update.title if (named or not (old.titled or old.named)) else ""
+    # The same for the state: an archived thread stays archived when the client opens or closes it.
+    state = update.state if (update.by_user or old.state != ARCHIVED) else ""
     return Thread(
         old.id, title or old.title or update.fallback_title, update.cwd or old.cwd,
-        update.harness or old.harness, update.state or old.state,
+        update.harness or old.harness, state or old.state,
         tuple(dict.fromkeys(lineage)),
         min(old.created, update.time), max(old.updated, update.time), old.named or named,
         old.titled or old.named or bool(title))
@@ -169,7 +179,9 @@ class ThreadSummary:
 
     thread: Thread
     turns: int
-    context_used: int | None  # the last usage point's ``used`` tokens
+    # The context now: the last usage point's ``used`` tokens, or what a move that committed
+    # since left (``context_now``).
+    context_used: int | None
     context_size: int | None
     last_activity: float
     # Nothing to show of it: no title, and nothing said in it, live or replayed (a session a
@@ -180,6 +192,22 @@ class ThreadSummary:
     @property
     def swaps(self) -> int:
         return max(0, len(self.thread.backing_ids) - 1)
+
+
+def context_now(usage: tuple[str, Mapping[str, Any]] | None,
+                move: tuple[str, Mapping[str, Any]] | None) -> tuple[int | None, int | None]:
+    """The context a thread has now, and the window it has it in, from the latest ``usage``
+    message and the latest committed ``swap`` message (each as its order and data). A move
+    that committed after the last usage point set the context to its ``tokens_after`` (None
+    when it does not know it: ``/clear``'s new, empty session): the usage points after a swap
+    come only with the next model call. The window is the last usage point's."""
+    def number(value: Any) -> int | None:
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    size = number(usage[1].get("size")) if usage is not None else None
+    if move is not None and (usage is None or move[0] > usage[0]):
+        return number(move[1].get("tokens_after")), size
+    return (number(usage[1].get("used")) if usage is not None else None), size
 
 
 def one_row_per_thread(summaries: Iterable[ThreadSummary], *, empty: bool) -> list[ThreadSummary]:

@@ -59,6 +59,7 @@ from liminal.store.records import (
     Thread,
     ThreadSummary,
     ThreadUpdate,
+    context_now,
     merge_thread,
     one_row_per_thread,
 )
@@ -377,8 +378,10 @@ class SqliteStore:
             SELECT {cols},
               (SELECT COUNT(DISTINCT turn_id) FROM messages m WHERE m.thread_id = t.id
                  AND m.replayed = 0),
-              (SELECT data FROM messages m WHERE m.thread_id = t.id AND m.kind = 'usage'
-                 ORDER BY ord DESC LIMIT 1),
+              (SELECT ord || char(10) || data FROM messages m WHERE m.thread_id = t.id
+                 AND m.kind = 'usage' ORDER BY ord DESC LIMIT 1),
+              (SELECT ord || char(10) || data FROM messages m WHERE m.thread_id = t.id
+                 AND m.kind = 'swap' AND m.status = 'committed' ORDER BY ord DESC LIMIT 1),
               (SELECT MAX(time) FROM messages m WHERE m.thread_id = t.id),
               EXISTS (SELECT 1 FROM messages m WHERE m.thread_id = t.id
                  AND m.kind IN ('user', 'agent')), {flags}
@@ -386,11 +389,11 @@ class SqliteStore:
         rows = await self._read(lambda c: c.execute(sql.format(cols=_THREAD_COLS, flags=_flags(c))).fetchall())
         out = []
         for row in rows:
-            thread = _thread(row[:8], bool(row[12]), bool(row[13]))
-            usage = orjson.loads(row[9]) if row[9] else {}
-            last = max(thread.updated, row[10] or 0.0)
-            out.append(ThreadSummary(thread, int(row[8]), usage.get("used"), usage.get("size"),
-                                     last, empty=not (row[11] or thread.title)))
+            thread = _thread(row[:8], bool(row[13]), bool(row[14]))
+            used, size = context_now(_ordered(row[9]), _ordered(row[10]))
+            last = max(thread.updated, row[11] or 0.0)
+            out.append(ThreadSummary(thread, int(row[8]), used, size, last,
+                                     empty=not (row[12] or thread.title)))
         return one_row_per_thread(out, empty=empty)[:limit]
 
     async def session_records(self, backing_id: str, *, uuid: str | None = None,
@@ -582,6 +585,15 @@ def _message(row: Sequence[Any]) -> MessageRecord:
         id=row[0], thread_id=row[1], turn_id=row[2], time=row[3], order=row[4], kind=row[5],
         text=row[6], tool_call_id=row[7], status=row[8], data=orjson.loads(row[9]),
         replayed=bool(row[10]), backing_id=row[11])
+
+
+def _ordered(value: str | None) -> tuple[str, dict[str, Any]] | None:
+    """A message's (order, data), read as ``ord || char(10) || data`` (an order holds no newline)."""
+    if not value:
+        return None
+    order, _, data = value.partition("\n")
+    found = orjson.loads(data)
+    return order, found if isinstance(found, dict) else {}
 
 
 def _session(row: Sequence[Any], raw: bytes) -> SessionRecord:

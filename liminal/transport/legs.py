@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import selectors
 import signal
+import stat
 import threading
 from collections.abc import Callable, Sequence
 from typing import IO, Any, Protocol
@@ -77,8 +79,28 @@ class ClientSide(Protocol):
     def close(self) -> None: ...
 
 
+def pollable(fd: int) -> bool:
+    """Whether the event loop can watch ``fd``: a pipe, a socket, a terminal. A regular file
+    (``< frames.ndjson``) or a character device such as ``/dev/null`` cannot be: epoll refuses
+    them (EPERM), and asyncio's pipe transports say so only from a callback, after they were
+    made, as a traceback and an input that never ends. Asked of the same kind of selector the
+    loop uses, so the answer is the loop's own."""
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+    except (OSError, ValueError):
+        return False
+    mode = os.fstat(fd).st_mode  # what asyncio's pipe transports take (kqueue takes files too)
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
+
+
 class ClientLeg:
-    """liminal's own stdin (frames from the client) and stdout (frames to the client)."""
+    """liminal's own stdin (frames from the client) and stdout (frames to the client).
+
+    Either may be something the loop cannot watch (``pollable``): such a stdin is read by a
+    thread, such a stdout written with blocking writes (a file or a device never stalls for
+    long). A read that fails (a folder, an I/O error) is the end of the input.
+    """
 
     def __init__(self, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
         self._stdin_fd = stdin_fd
@@ -86,35 +108,44 @@ class ClientLeg:
         self._reader: asyncio.ReadTransport | None = None
         self._writer: asyncio.WriteTransport | None = None
         self._thread_reader: threading.Thread | None = None
+        self._thread_may_read = threading.Event()  # cleared: the thread reader waits (flow control)
+        self._thread_may_read.set()
+        self._thread_stop = False
         self.closed = False  # stdout is gone: nothing more can reach the client
 
     async def open(self, on_data: OnData, on_eof: OnEof, on_flow: OnFlow) -> None:
         loop = asyncio.get_running_loop()
-        stdin: IO[bytes] = os.fdopen(self._stdin_fd, "rb", buffering=0, closefd=False)
-        try:
+        if pollable(self._stdin_fd):
+            stdin: IO[bytes] = os.fdopen(self._stdin_fd, "rb", buffering=0, closefd=False)
             self._reader, _ = await loop.connect_read_pipe(lambda: _ReadProtocol(on_data, on_eof), stdin)
-        except ValueError:
-            # A regular file (``liminal acp < frames.ndjson``) is not a pipe; read it in a thread.
+        else:
             self._thread_reader = threading.Thread(
-                target=self._read_blocking, args=(loop, on_data, on_eof), daemon=True
+                target=self._read_blocking, args=(loop, on_data, on_eof), daemon=True,
+                name="liminal-stdin",
             )
             self._thread_reader.start()
-        stdout: IO[bytes] = os.fdopen(self._stdout_fd, "wb", buffering=0, closefd=False)
-        try:
+        if pollable(self._stdout_fd):
+            stdout: IO[bytes] = os.fdopen(self._stdout_fd, "wb", buffering=0, closefd=False)
             self._writer, _ = await loop.connect_write_pipe(
                 lambda: _WriteProtocol(on_flow, self._lost), stdout
             )
-        except ValueError:
-            self._writer = None  # a regular file: blocking writes are fast and never stall
+        # else: blocking writes (``write``)
 
     def _read_blocking(self, loop: asyncio.AbstractEventLoop, on_data: OnData, on_eof: OnEof) -> None:
-        # No flow control on this path: a file is read as fast as the agent takes it.
-        while True:
-            data = os.read(self._stdin_fd, 1 << 16)
-            if not data:
-                loop.call_soon_threadsafe(on_eof)
-                return
-            loop.call_soon_threadsafe(on_data, data)
+        data = b""
+        try:
+            while not self._thread_stop:
+                self._thread_may_read.wait()
+                try:
+                    data = os.read(self._stdin_fd, 1 << 16)
+                except OSError:
+                    data = b""  # unreadable (a folder, EIO): the input ends here
+                if not data or self._thread_stop:
+                    break
+                loop.call_soon_threadsafe(on_data, data)
+            loop.call_soon_threadsafe(on_eof)
+        except RuntimeError:
+            pass  # the loop has closed: the proxy is over and wants nothing more
 
     def _lost(self) -> None:
         self.closed = True
@@ -139,10 +170,14 @@ class ClientLeg:
     def pause_reading(self, pause: bool) -> None:
         if self._reader is not None:
             (self._reader.pause_reading if pause else self._reader.resume_reading)()
+        elif self._thread_reader is not None:
+            (self._thread_may_read.clear if pause else self._thread_may_read.set)()
 
     def close(self) -> None:
         if self._reader is not None:
             self._reader.close()
+        self._thread_stop = True
+        self._thread_may_read.set()
         if self._writer is not None and not self._writer.is_closing():
             self._writer.close()
 

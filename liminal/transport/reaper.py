@@ -135,3 +135,8 @@ def watch(pid: int) -> None:
 
 def forget(pid: int) -> None:
     reaper.forget(pid)
+
+
+def watched() -> list[int]:
+    """The agent process groups this process started and has not stopped yet."""
+    return sorted(reaper._watched)

@@ -21,6 +21,7 @@ from fixtures.harness.anthropic import tokens
 from liminal.gradient.summarize import PREAMBLE_INTRO
 from liminal.kernel.journal import SwapJournal, SwapRecord
 from tests.acceptance.conftest import adapter_fixture
+from tests.support.listing import LISTING, LISTING_END
 from tests.support.mongo import liminal_on_mongodb, needs_mongo_socket, recorded
 
 CODEX = sorted(n for n, a in adapters().items() if a.model_api == "openai")
@@ -34,7 +35,7 @@ BIG_OUTPUT = "\n".join(str(n) for n in range(10000, 12001))  # ~12 KB, ~3k token
 def scenario() -> Scenario:
     return (
         Scenario()
-        .add("BASH", Shell("ls /usr/bin | head -60", "List"), "listed them")
+        .add("BASH", Shell(LISTING, "List"), "listed them")
         .add("PAR", Reply((Text("Three at once."), Shell("seq 1 40", "a"), Shell("seq 1 60", "b"),
                            Shell("seq 1 80", "c"))), "counted all three")
         .add("BIG", Shell("seq 10000 12000", "Read a lot"), "read it")
@@ -137,7 +138,9 @@ def codex_swaps(rig: Rig) -> None:
     assert PREAMBLE_INTRO[:60] in last
     assert BIG_OUTPUT not in last  # the first BIG turn's full output is long gone
     recent = [i for i in last_input(rig) if i.get("type") == "function_call_output"][-1]
-    assert "[liminal: " not in json.dumps(recent) and "\\ncbt" in json.dumps(recent)  # whole
+    # The last BASH turn's output, whole: to its last line (it was "cbt", the 60th program in
+    # this machine's /usr/bin, which a machine with more programs does not list there).
+    assert "[liminal: " not in json.dumps(recent) and json.dumps(LISTING_END)[1:-1] in json.dumps(recent)
 
     # A new liminal client (an editor restarted) loads the thread: it lives on a compressed
     # rollout now, but the history replayed is the conversation as it happened, from the store.

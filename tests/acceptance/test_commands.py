@@ -226,3 +226,96 @@ def test_search_shows_what_was_said_once_with_a_time_and_a_place(adapter: Adapte
                                 env=rig.home.env(), capture_output=True, text=True, timeout=60,
                                 check=True).stdout
     assert "/search zanzibar" in everything, everything
+
+
+ORIGINAL = "\n".join(str(i) for i in range(10000, 12001))
+
+
+def threads_json(rig: Rig, *flags: str) -> dict[str, dict[str, object]]:
+    """``liminal threads --json`` as a person would run it: id -> thread."""
+    out = subprocess.run([sys.executable, "-m", "liminal", "threads", "--json", *flags], env=rig.home.env(),
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    return {t["id"]: t for t in json.loads(out)}
+
+
+def session_list(client: AcpClient, rig: Rig) -> dict[str, dict[str, object]]:
+    listed = client.request("session/list", {"cwd": str(rig.home.project)})["sessions"]
+    return {s["sessionId"]: s for s in listed}
+
+
+@pytest.mark.parametrize("adapter", ADAPTER_NAMES, indirect=True)
+def test_recall_memo_memos_rename_archive_as_a_person_types_them(adapter: Adapter, rig: Rig) -> None:
+    """The commands nothing tested (issue 21), through the real CLI: ``/recall KEY`` after a swap
+    answers the bytes the marker cut; ``/memo`` in one thread is found by ``/memos`` in another;
+    ``/rename`` shows in ``liminal threads`` and ``session/list``; ``/archive`` hides the thread
+    from both, also after the editor opens it again (on main the load made it active: listed
+    again); bad arguments are answered and change nothing; none reaches the model."""
+    script = Scenario().add("BIG", Shell("seq 10000 12000", "Read a lot"), "read it")
+    rig.server.script = script
+    base = rig.overhead()
+    rig.server.script = script
+    rig.home.liminal_home.mkdir(parents=True, exist_ok=True)
+    with (rig.home.liminal_home / "config.toml").open("a") as config:
+        # No swap but /optimise's, to a target the big output does not fit in whole: cut to a
+        # marker (with less room, codex-zed's rewrite leaves its call out altogether).
+        config.write(f"[swap]\nhigh_tokens = 10000000\ntarget_tokens = {base + 4000}\n"
+                     "hold_timeout_seconds = 60\n"
+                     "[gradient]\nrecent_tokens = 600\nmiddle_tokens = 40000\nsummary_tokens = 600\n")
+    with rig.client(via_liminal=True) as client:
+        client.initialize()
+        thread = client.new_session(rig.home.project)["sessionId"]
+        said(client, thread, "first question alpha")
+        said(client, thread, "BIG please")
+        said(client, thread, "a short turn")
+        said(client, thread, "another short turn")
+        assert "Context optimised" in said(client, thread, "/optimise")
+        said(client, thread, "after the swap bravo")
+        requests = len(rig.server.views())
+        keys = re.findall(r"call liminal's recall tool with key (\S+?)\]", json.dumps(rig.server.views()[-1].body))
+        assert keys, "the swap cut the big output to a marker"
+
+        # /recall: what the marker cut, as the CLI's tool gave it back (Codex's has its exit
+        # code and timing around the output).
+        recalled = said(client, thread, f"/recall {keys[0]}")
+        assert ORIGINAL in recalled and len(recalled) < len(ORIGINAL) + 400, recalled[:300]
+        assert said(client, thread, "/recall") == "/recall KEY (from a truncation marker) (nothing changed)"
+        assert said(client, thread, "/recall not-a-key") == "not a recall key: 'not-a-key' (nothing changed)"
+
+        # /memo here, /memos from another thread.
+        assert said(client, thread, "/memo deploys need the VPN #ops") == "Memo kept with #ops."
+        assert said(client, thread, "/memo #ops") == "/memo TEXT #tag (nothing changed)"
+        other = client.new_session(rig.home.project)["sessionId"]
+        assert said(client, other, "/memos #ops") == "- deploys need the VPN  #ops"
+        assert said(client, other, "/memos vpn") == "- deploys need the VPN  #ops"
+        assert said(client, other, "/memos #nothing") == "No memos found."
+
+        # /rename: both lists show the name.
+        assert said(client, thread, "/rename") == "/rename TITLE (nothing changed)"
+        assert said(client, thread, "/rename  Flux   work ") == "Thread renamed: Flux work"
+        assert session_list(client, rig)[thread]["title"] == "Flux work"
+        assert threads_json(rig)[thread]["title"] == "Flux work"
+
+        # /archive: hidden from both; the thread goes on working.
+        assert said(client, thread, "/archive now") == "/archive takes no arguments (nothing changed)"
+        assert thread in session_list(client, rig) and thread in threads_json(rig)
+        assert said(client, thread, "/archive").startswith("Thread archived")
+        assert thread not in session_list(client, rig) and thread not in threads_json(rig)
+        assert threads_json(rig, "--all")[thread]["state"] == "archived"
+        said(client, thread, "still working charlie")
+        assert "charlie" in json.dumps(rig.server.views()[-1].body)
+        # Of everything typed since the swap, only that prompt reached the model.
+        asked = rig.server.views()[requests:]
+        assert asked and all("charlie" in json.dumps(v.body) for v in asked), len(asked)
+        seen = json.dumps([v.body for v in rig.server.views()])
+        for word in ("deploys need the VPN", "Flux", "/archive now", "Thread archived", f"/recall {keys[0]}",
+                     "not-a-key", "#nothing", "Memo kept"):
+            assert word not in seen, word
+
+    # The editor starts again and opens the thread: it stays archived.
+    with rig.client(via_liminal=True) as again:
+        again.initialize()
+        again.load_session(thread, rig.home.project, timeout=120)
+        said(again, thread, "after the restart delta")
+        assert thread not in session_list(again, rig)
+    assert thread not in threads_json(rig)
+    assert threads_json(rig, "--all")[thread]["title"] == "Flux work"

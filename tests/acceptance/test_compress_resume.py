@@ -25,6 +25,7 @@ from liminal.harness.claude.paths import locate
 from liminal.harness.claude.records import read_session
 from tests.acceptance.conftest import CLAUDE_NAMES as CLAUDE
 from tests.acceptance.conftest import adapter_fixture
+from tests.support.listing import LONG_LISTING
 
 KINDS = ["plain question", "BASH list", "PAR count", "BIG read", "THINK design", "plain follow-up"]
 PROMPTS = [f"turn {n}: {KINDS[n % len(KINDS)]} please" for n in range(32)]
@@ -52,7 +53,7 @@ adapter = adapter_fixture(CLAUDE)
 def scenario() -> Scenario:
     return (
         Scenario()
-        .add("BASH", Shell("ls -la /usr/bin | head -80", "List"), "listed them")
+        .add("BASH", Shell(LONG_LISTING, "List"), "listed them")
         .add("PAR", Reply((Text("Three at once."), Shell("seq 1 40", "a"), Shell("seq 1 60", "b"),
                            Shell("seq 1 80", "c"))), "counted all three")
         .add("BIG", Shell("seq 1000 1400", "Read a lot"), "read it")

@@ -92,7 +92,7 @@ def test_the_model_recalls_searches_keeps_memos_and_marks(adapter: Adapter, rig:
     # No automatic swap; /optimise rewrites to a target the big output does not fit in: the
     # recent band (two short turns) whole, the big output cut to a marker.
     (rig.home.liminal_home / "config.toml").write_text(
-        f"[swap]\nhigh_tokens = 10000000\ntarget_tokens = {base + 2000}\nhold_timeout_seconds = 60\n"
+        f"[swap]\nhigh_tokens = 10000000\ntarget_tokens = {base + 3000}\nhold_timeout_seconds = 60\n"
         "[gradient]\nrecent_tokens = 600\nmiddle_tokens = 40000\nsummary_tokens = 600\n")
     with rig.client(via_liminal=True) as client:
         client.initialize()

@@ -150,7 +150,7 @@ def test_every_key_in_the_current_session_resolves_with_only_its_file_left(
     rig.server.script = scenario()
     base = rig.overhead()
     rig.server.script = scenario()
-    configure(rig, base + 5_000, base + 2_500)
+    configure(rig, base + 7_000, base + 4_000)
     with liminal_client(rig) as client:
         client.initialize()
         thread = client.new_session(rig.home.project)["sessionId"]

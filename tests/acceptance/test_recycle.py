@@ -13,6 +13,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -88,7 +89,9 @@ def run_swaps(rig: Rig, swaps: int, max_stale: int) -> Run:
     client.initialize()
     thread = client.new_session(rig.home.project)["sessionId"]
     while not samples or samples[-1].swaps < swaps:
-        assert len(prompts) < swaps + 5, rig.stderr_tail()
+        # A turn end that does not swap (the CLI writes its first turn after answering: the first
+        # turn end may find no file, and the thread then skips two) costs turns, not the test.
+        assert len(prompts) < 2 * swaps + 10, (samples, rig.stderr_tail())
         prompts.append(f"turn {len(prompts)}: hello")
         result = client.prompt(thread, prompts[-1], timeout=180)
         assert result.stop_reason == "end_turn", rig.stderr_tail()
@@ -104,17 +107,26 @@ def test_memory_stays_flat_across_twenty_swaps(adapter: Adapter, rig: Rig) -> No
     run = run_swaps(rig, 20, max_stale)
     run.client.close()
     samples = run.samples
-    after_5 = next(s for s in samples if s.swaps == 5)
-    after_20 = samples[-1]
-    assert after_20.swaps == 20
-    assert after_20.rss_kib <= 1.5 * after_5.rss_kib, (after_5, after_20)
-    # Between recycles it grows a process a swap, then falls back: the second ten swaps' peak is
-    # the first ten's (without recycling it would be 2,000 MB higher, docs/benchmarks.md).
+    assert samples[-1].swaps == 20
+    # Between recycles it grows a process a swap, then falls back. Whole windows are compared,
+    # never one turn's sample with another's: where in the cycle a given swap falls depends on
+    # the turn each recycle lands on (at a turn end when the agent is idle; when it is not, the
+    # next), and a sample at swap 20 taken one turn before its recycle is four processes larger
+    # than one just after. The last five swaps' largest group is the first five's; the second
+    # ten swaps' peak the first ten's (without recycling it would be 2,000 MB higher,
+    # docs/benchmarks.md).
+    first_5 = max(s.rss_kib for s in samples if 1 <= s.swaps <= 5)
+    last_5 = max(s.rss_kib for s in samples if 16 <= s.swaps <= 20)
+    assert last_5 <= 1.5 * first_5, samples
     peak_first = max(s.rss_kib for s in samples if 1 <= s.swaps <= 10)
     peak_second = max(s.rss_kib for s in samples if 11 <= s.swaps <= 20)
     assert peak_second <= 1.5 * peak_first, samples
-    # Never more Claude Code processes than the live thread's and the sessions allowed to linger.
-    assert max(s.claude for s in samples) <= 1 + max_stale, samples
+    # Never more Claude Code processes than the live thread's and the sessions allowed to linger
+    # (and one more, a recycle that waited a turn end for the agent to be idle), and back to
+    # one after each recycle.
+    assert max(s.claude for s in samples) <= 2 + max_stale, samples
+    assert sum(1 for before, now in pairwise(samples)
+               if now.claude == 1 and before.claude > 1) >= 3, samples
     # Each with its one MCP server of liminal's, stopped with it.
     assert all(s.mcp <= s.claude for s in samples) and max(s.mcp for s in samples) >= 1, samples
     assert all(s.adapters == 1 for s in samples), samples
@@ -164,7 +176,14 @@ def test_a_thread_the_old_process_wrote_to_goes_on_whole_in_the_new_one(adapter:
         b_turn.join(180)
         assert waited == ["waited"], rig.stderr_tail()
         client.request("session/set_mode", {"sessionId": b, "modeId": "default"}, timeout=180)
-        assert sample(client, 1).adapters == 1 and adapter_processes(client)[0].pid != first
+        # The move comes at b's turn end if the agent is idle then, else at the next turn end
+        # (a line of b's turn still being written): b's file has just had a turn appended either way.
+        for extra in range(3):
+            if sample(client, 1).adapters == 1 and adapter_processes(client)[0].pid != first:
+                break
+            client.prompt(b, f"b1.{extra}: hello", timeout=180)
+            client.request("session/set_mode", {"sessionId": b, "modeId": "default"}, timeout=180)
+        assert sample(client, 1).adapters == 1 and adapter_processes(client)[0].pid != first, rig.stderr_tail()
         client.prompt(b, "b2: hello", timeout=180)
         last_b = json.dumps(rig.server.messages_requests()[-1].json["messages"])
         client.prompt(a, "a5: hello", timeout=180)

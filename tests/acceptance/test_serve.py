@@ -213,3 +213,47 @@ def test_a_client_that_returns_while_its_turn_runs_gets_the_rest_live(adapter: A
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(90) == 128 + signal.SIGTERM
+
+
+def test_a_frame_the_lock_cannot_read_never_reaches_the_real_adapter(adapter: Adapter, rig: Rig,
+                                                                      tmp_path: Path) -> None:
+    """Issue 21's attack on the real adapter: while one connection's turn runs, another sends
+    ``session/load`` and ``session/prompt`` for its thread as binary frames with one invalid
+    UTF-8 byte (Node reads it as U+FFFD), and as a batch. Both reached the second adapter and
+    ran to end_turn beside the first; now each is refused, and the model never sees them."""
+    from tests.support.raw_ws import RawClient
+
+    flag = tmp_path / "go"
+    rig.server.script = Scenario().add(
+        "WAIT", Shell(f"while [ ! -e {flag} ]; do sleep 0.05; done", "Wait for the flag"), "waited")
+    proc, url, token = start_serve(rig)
+    try:
+        first = client(rig, url, token)
+        first.initialize()
+        thread = first.new_session(rig.home.project)["sessionId"]
+        first.send({"jsonrpc": "2.0", "id": 99, "method": "session/prompt", "params": {
+            "sessionId": thread, "prompt": [{"type": "text", "text": "one WAIT alpha"}]}})
+        rig.server.wait_for(lambda rs: any(b"one WAIT alpha" in r.raw and r.reply is not None
+                                           for r in rs), timeout=120)
+        with RawClient(int(url.rsplit(":", 1)[1].split("/")[0]), token, answer_pings=True) as second:
+            assert second.rpc(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}},
+                              timeout=120)["result"]
+            load = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "session/load", "params": {
+                "sessionId": thread, "cwd": str(rig.home.project), "mcpServers": [], "_meta": {"x": "@"}}})
+            second.send_binary(load.encode().replace(b"@", b"\xff"))
+            assert second.answer_to(2, timeout=60)["error"]["code"] == -32700
+            intrude = {"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {
+                "sessionId": thread, "prompt": [{"type": "text", "text": "INTRUDER @"}]}}
+            second.send_binary(json.dumps(intrude).encode().replace(b"@", b"\xff"))
+            assert second.answer_to(3, timeout=60)["error"]["code"] == -32700
+            second.send_text(json.dumps([dict(intrude, id=4)]))
+            assert second.recv(timeout=60)["error"]["code"] == -32600
+        flag.touch()
+        first.wait_for(lambda frames: any(f.msg.get("id") == 99 for f in frames), timeout=180)
+        answer = next(f.msg for f in first.received if f.msg.get("id") == 99)
+        assert answer.get("result", {}).get("stopReason") == "end_turn", answer
+        assert not any(b"INTRUDER" in r.raw for r in rig.server.messages_requests())
+        first.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(90) == 128 + signal.SIGTERM

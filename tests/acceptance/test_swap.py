@@ -25,6 +25,7 @@ from liminal.gradient.summarize import PREAMBLE_INTRO
 from liminal.kernel.journal import SwapJournal, SwapRecord
 from tests.acceptance.conftest import CLAUDE_NAMES as CLAUDE
 from tests.acceptance.conftest import adapter_fixture
+from tests.support.listing import LISTING
 from tests.support.mongo import liminal_on_mongodb, needs_mongo_socket, recorded
 
 KINDS = ["plain question", "BASH list", "PAR count", "BIG read", "plain follow-up"]
@@ -38,7 +39,7 @@ adapter = adapter_fixture(CLAUDE)
 def scenario() -> Scenario:
     return (
         Scenario()
-        .add("BASH", Shell("ls /usr/bin | head -60", "List"), "listed them")
+        .add("BASH", Shell(LISTING, "List"), "listed them")
         .add("PAR", Reply((Text("Three at once."), Shell("seq 1 40", "a"), Shell("seq 1 60", "b"),
                            Shell("seq 1 80", "c"))), "counted all three")
         .add("BIG", Shell("seq 10000 12000", "Read a lot"), "read it")

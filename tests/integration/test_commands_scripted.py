@@ -27,14 +27,14 @@ pytestmark = pytest.mark.anyio
 CWD = "/work/project"
 
 
-async def run_liminal(home: Path, body: Callable[[ProxyProcess], Awaitable[None]]) -> None:
+async def run_liminal(home: Path, body: Callable[[ProxyProcess], Awaitable[None]], **env: str) -> None:
     """``body``, then a clean exit; liminal's store on, its MCP server off (no model here)."""
     async def then_leave(proxy: ProxyProcess) -> None:
         await body(proxy)
         await proxy.close_stdin()
 
-    code = await run(home, then_leave, LIMINAL_MCP_ENABLED="false",
-                     LIMINAL_SWAP_HIGH_TOKENS="100000", LIMINAL_SWAP_TARGET_TOKENS="20000")
+    code = await run(home, then_leave, **{"LIMINAL_MCP_ENABLED": "false", "LIMINAL_SWAP_HIGH_TOKENS": "100000",
+                                          "LIMINAL_SWAP_TARGET_TOKENS": "20000", **env})
     assert code == 0, (home / "liminal-home").as_posix()
 
 
@@ -85,7 +85,7 @@ async def test_a_command_sent_while_a_prompt_runs_is_answered_and_changes_nothin
         marks = await said(proxy, thread, "/marks")
         assert "A (" in marks and "B (" not in marks, marks
         context = await said(proxy, thread, "/context")
-        assert "Context: 6k tokens." in context and "Marks: A" in context and "No swap yet." in context
+        assert "Context: 6k tokens." in context and "Marks: A" in context and "No move yet." in context
         assert re.search(r"A swap now would keep: recent \d+ turns? \(", context), context
         # What bounds the floor (issue 20): the target set, the CLI's prompt (the first turn's
         # context), the preamble's share and the recent band fitted under the rest.
@@ -119,7 +119,7 @@ async def test_marks_outlive_a_swap_and_a_restart(tmp_path: Path) -> None:
         await opened(proxy, thread)
         assert "A (" in await said(proxy, thread, "/marks")
         context = await said(proxy, thread, "/context")
-        assert "Last swap: committed, " in context and "A swap now would keep: recent " in context, context
+        assert "Last move: swap committed, " in context and "A swap now would keep: recent " in context, context
         assert "Context: unknown" not in context, context
         fork = (await said(proxy, thread, "/fork A")).split("session ")[1].split(":")[0]
         forked = session_files(tmp_path)[fork].decode()
@@ -183,3 +183,94 @@ async def test_a_command_waiting_when_the_agent_dies_is_answered(tmp_path: Path)
         assert len(answers) == 1, proxy.messages()[-5:]
 
     await run(tmp_path, body, LIMINAL_MCP_ENABLED="false")
+
+
+def turns_of(home: Path, backing: str) -> tuple[int, bool]:
+    """How many prompts the session file holds, and whether a compaction's summary precedes
+    them (read here, not by the harness under test)."""
+    prompts, summary = 0, False
+    for line in session_path(home / "claude", CWD, backing).read_bytes().splitlines():
+        record = json.loads(line)
+        if record.get("type") != "user" or record.get("isMeta"):
+            continue
+        if record.get("isCompactSummary"):
+            summary = summary or prompts == 0
+            continue
+        content = record["message"]["content"]
+        blocks = [{"type": "text"}] if isinstance(content, str) else content
+        if not any(b.get("type") == "tool_result" for b in blocks):
+            prompts += 1
+    return prompts, summary
+
+
+async def test_undo_right_after_a_swap_that_kept_one_turn(tmp_path: Path) -> None:
+    """Found by the lead with the real CLI: after a swap whose rewrite kept one turn whole (the
+    preamble, then that turn), /undo said "SwapError: there is no earlier turn to go back to
+    (nothing changed)", and /context "Last swap: failed, unknown -> unknown tokens, SwapError:
+    ...". The turn leaves the context and the preamble stays; once only the preamble is left,
+    /undo says so and journals nothing."""
+    journal = SwapJournal(tmp_path / "liminal-home" / "swaps.jsonl")
+
+    async def body(proxy: ProxyProcess) -> None:
+        thread = await opened(proxy)
+        await said(proxy, thread, "turn alpha used:5000")
+        await said(proxy, thread, "turn bravo used:130000")  # past the trigger: a swap
+        with anyio.fail_after(30):
+            while not journal.records():  # noqa: ASYNC110 - another process writes it
+                await anyio.sleep(0.05)
+        [swap] = journal.records()
+        assert swap.outcome == "committed" and swap.new_backing_id is not None, swap
+        assert turns_of(tmp_path, swap.new_backing_id) == (1, True)  # the preamble, then bravo
+
+        assert "out of the model's context" in await said(proxy, thread, "/undo")
+        undone = journal.records()[-1]
+        assert (undone.outcome, undone.move, undone.old_backing_id) == ("committed", "/undo", swap.new_backing_id)
+        assert undone.new_backing_id is not None
+        kept = session_files(tmp_path)[undone.new_backing_id].decode()
+        assert "This session is being continued" in kept and "turn bravo" not in kept
+        assert turns_of(tmp_path, undone.new_backing_id) == (0, True)
+        context = await said(proxy, thread, "/context")
+        assert "Last move: /undo committed, " in context and "unknown" not in context, context
+
+        # Only the preamble left: nothing to take out, and nothing journaled.
+        refused = await said(proxy, thread, "/undo")
+        assert refused == ("no turn is left in the model's context, only the summary of earlier ones "
+                           "(/clear empties it, /clear MARK goes back to a mark) (nothing changed)"), refused
+        assert journal.records()[-1] == undone
+
+        # The thread goes on from the preamble.
+        await said(proxy, thread, "turn charlie used:9000")
+        assert "out of the model's context" in await said(proxy, thread, "/undo")
+        again = journal.records()[-1]
+        assert again.new_backing_id is not None and again.old_backing_id == undone.new_backing_id
+        assert turns_of(tmp_path, again.new_backing_id) == (0, True)
+
+    await run_liminal(tmp_path, body, LIMINAL_SWAP_TARGET_TOKENS="1000",
+                      LIMINAL_GRADIENT_RECENT_TOKENS="0", LIMINAL_GRADIENT_MIDDLE_TOKENS="0",
+                      LIMINAL_GRADIENT_SUMMARY_TOKENS="100")
+
+
+async def test_undo_of_a_sessions_only_turn_empties_the_context(tmp_path: Path) -> None:
+    """The first prompt of a fresh session has nothing before it: /undo leaves the context
+    empty, as /clear does (a new session of the agent), and says so; a second /undo finds the
+    context empty at once."""
+    journal = SwapJournal(tmp_path / "liminal-home" / "swaps.jsonl")
+
+    async def body(proxy: ProxyProcess) -> None:
+        await proxy.request("initialize", {"protocolVersion": 1})
+        found = await proxy.request("session/new", {"cwd": CWD, "mcpServers": []})
+        thread = str(found["result"]["sessionId"])
+        await said(proxy, thread, "the first question alpha used:5000")
+        assert turns_of(tmp_path, thread) == (1, False)
+        answer = await said(proxy, thread, "/undo")
+        assert answer.startswith("The only turn is out of the model's context, which is empty now"), answer
+        [moved] = journal.records()
+        assert (moved.outcome, moved.move, moved.opened, moved.reason) == ("committed", "/undo", "empty", "/undo")
+        assert (await said(proxy, thread, "/undo")) == (
+            "the model's context is empty: there is no turn to take out (nothing changed)")
+        assert journal.records() == [moved]
+        await said(proxy, thread, "after the undo bravo used:5000")
+        assert turns_of(tmp_path, str(moved.new_backing_id)) == (1, False)
+
+    # Sessions start with no file, as the CLI's: it writes one at the first turn.
+    await run_liminal(tmp_path, body, AGENT_CLAUDE_NEW_EMPTY="1")

@@ -212,3 +212,39 @@ async def test_a_store_locked_for_ten_seconds_does_not_slow_forwarding(tmp_path:
         assert await proxy.wait_exit() == 0
     seqs = await stored_seqs(home / "liminal.db")
     assert seqs == list(range(2 + 2 + 3 * 2 + 2000 + 20_000 * 2))
+
+
+async def test_a_stopped_index_worker_does_not_stop_forwarding(tmp_path: Path) -> None:
+    """Forwarding never waits for the store (issue 21: nothing bounded it). The index worker is
+    stopped (SIGSTOP) for a whole turn of 20,000 frames: the turn is forwarded whole and
+    answered, every frame of it reaches the spool, and the store takes none of it, so nothing
+    on the way waited for the store. Continued, the worker stores it all. No timing is asserted:
+    ``bench/forward_latency.py`` measures the latency of the same, stalled and not."""
+    home = tmp_path / "liminal-home"
+    async with liminal(tmp_path) as (proxy, session):
+        await prompt(proxy, 2, session, "chunks:100")
+        await answered(proxy, 2)
+        await wait_stored(home / "liminal.db", 2 + 2 + 102)
+        await until(lambda: worker_of(proxy.process.pid) is not None, 10)
+        worker = worker_of(proxy.process.pid)
+        assert worker is not None
+        os.kill(worker, signal.SIGSTOP)
+        try:
+            before = await frame_count(home / "liminal.db")
+            spooled_before = spooled_frames(home)
+            lines_before = len(proxy.lines)
+            await prompt(proxy, 3, session, "chunks:20000")
+            await answered(proxy, 3)
+            assert len(proxy.lines) - lines_before == 20_001  # every update and the answer
+            # Every frame of the turn is in the spool (its request, updates, answer) ...
+            await until(lambda: spooled_frames(home) >= spooled_before + 20_002, 30)
+            # ... and none in the store: the worker could not run.
+            assert await frame_count(home / "liminal.db") == before
+            assert worker_of(proxy.process.pid) == worker  # still there, stopped, not replaced
+        finally:
+            os.kill(worker, signal.SIGCONT)
+        await wait_stored(home / "liminal.db", 2 + 2 + 102 + 20_002)
+        await proxy.close_stdin()
+        assert await proxy.wait_exit() == 0
+    seqs = await stored_seqs(home / "liminal.db")
+    assert seqs == list(range(2 + 2 + 102 + 20_002))

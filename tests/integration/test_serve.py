@@ -4,6 +4,7 @@ oversized message, the token file, SIGTERM (issue 15)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -16,7 +17,7 @@ from typing import Any
 from urllib.request import urlopen
 
 import pytest
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosed, ConnectionClosedError, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
 from tests.support.proxy_process import child_env, scripted_agent_argv
@@ -143,8 +144,12 @@ def test_an_oversized_message_gets_an_error_and_the_server_stays(served: Served)
         assert rpc(ws, 8, "_echo", {"small": 1})["result"] == {"small": 1}
     with served.connect() as ws:  # far past the limit: this connection closes, not the server
         ws.send("y" * 40_000)
-        with pytest.raises(Exception):  # noqa: B017 - closed, however it is reported
-            ws.recv(timeout=10)
+        # Closed by the server with 1009 (message too big): not any exception (a timeout of
+        # the recv passed too), and not the client giving up.
+        with pytest.raises(ConnectionClosedError) as closed:
+            ws.recv(timeout=30)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009, closed.value
+        assert closed.value.rcvd_then_sent is True  # the server closed first
     with served.connect() as ws:
         assert rpc(ws, 1, "initialize", {"protocolVersion": 1})["result"]
 
@@ -507,3 +512,127 @@ def test_a_token_file_that_cannot_be_the_token_is_one_line_and_exit_2(tmp_path: 
     assert done.returncode == 2 and "Traceback" not in err, err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "serve-token" in lines[0] and "delete it" in lines[0], err
+
+
+def agents_started(tmp_path: Path) -> int:
+    """Agent processes started so far (the scripted agent notes its pid at start)."""
+    pids = tmp_path / "agent_in.bin.pids"
+    return len(pids.read_text().split()) if pids.exists() else 0
+
+
+def test_an_agent_starts_at_initialize_not_at_connect(served: Served, tmp_path: Path) -> None:
+    """Three authenticated probes that never send initialize start no agent and no index worker:
+    before, each accepted socket started both at once (three probes, three adapters)."""
+    with contextlib.ExitStack() as stack:
+        probes = [stack.enter_context(served.connect()) for _ in range(3)]
+        with served.connect() as ws:  # a client that initializes gets its agent, as before
+            assert rpc(ws, 1, "initialize", {"protocolVersion": 1})["result"]["protocolVersion"] == 1
+            assert "result" in rpc(ws, 2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})
+        assert agents_started(tmp_path) == 1
+        # What a probe sends before initialize is answered, and starts nothing either.
+        probes[0].send(json.dumps({"jsonrpc": "2.0", "id": 5, "method": "session/new",
+                                   "params": {"cwd": str(tmp_path), "mcpServers": []}}))
+        refused = json.loads(probes[0].recv(timeout=30))
+        assert refused["id"] == 5 and refused["error"]["code"] == -32600, refused
+        assert "initialize" in refused["error"]["message"]
+        probes[1].send('{"jsonrpc":"2.0","method":"session/cancel","params":{}}')  # dropped
+        probes[1].send("not json")
+        assert json.loads(probes[1].recv(timeout=30))["error"]["code"] == -32700
+        assert rpc(probes[2], 9, "session/list", {})["error"]["code"] == -32600
+        assert agents_started(tmp_path) == 1
+        log = (tmp_path / "serve.log").read_text()
+        assert log.count('"agent started"') == 1, log
+
+
+def test_a_connection_that_never_initializes_is_closed(tmp_path: Path) -> None:
+    server = serve(tmp_path, config="[serve]\ninitialize_seconds = 1\n")
+    try:
+        with server.connect() as ws:
+            with pytest.raises(ConnectionClosed) as closed:
+                ws.recv(timeout=60)
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
+        with server.connect() as ws:  # initialized in time: it stays, with its agent
+            assert rpc(ws, 1, "initialize", {"protocolVersion": 1})["result"]
+            assert "result" in rpc(ws, 2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})
+        assert agents_started(tmp_path) == 1
+    finally:
+        server.proc.kill()
+        server.proc.wait(10)
+
+
+def test_a_connection_past_max_connections_is_refused_with_503(tmp_path: Path) -> None:
+    """``serve.max_connections`` (issue 21: the 503 never ran in a test): the one past the limit
+    is refused before its socket opens, and once one closes there is room again."""
+    server = serve(tmp_path, config="[serve]\nmax_connections = 2\n")
+    try:
+        with server.connect() as first, server.connect() as second:
+            for ws in (first, second):  # both are being served (counted) before the third comes
+                assert rpc(ws, 1, "initialize", {"protocolVersion": 1})["result"]
+            with pytest.raises(InvalidStatus) as refused:
+                server.connect()
+            assert refused.value.response.status_code == 503
+            assert b"too many connections" in refused.value.response.body
+            # The two still work.
+            assert rpc(first, 2, "_echo", {"still": 1})["result"] == {"still": 1}
+        deadline = time.monotonic() + 30
+        while True:  # the server notices the two closes a moment after the client
+            try:
+                third = server.connect()
+                break
+            except InvalidStatus as exc:
+                assert exc.response.status_code == 503 and time.monotonic() < deadline
+                time.sleep(0.05)
+        with third:
+            assert rpc(third, 1, "initialize", {"protocolVersion": 1})["result"]
+        log = (tmp_path / "serve.log").read_text()
+        assert log.count("too many connections") >= 1, log
+    finally:
+        server.proc.kill()
+        server.proc.wait(10)
+
+
+def test_an_agent_that_keeps_dying_is_not_started_a_fourth_time(tmp_path: Path) -> None:
+    """The agent's crash loop ends (issue 21: the limit had no test): three deaths within two
+    minutes are each followed by a new agent that resumes the thread; the fourth is not, the
+    client's request is answered with the error, the connection closes, and the server goes on
+    serving others."""
+    claude = tmp_path / "claude"
+    claude.mkdir()
+    env = child_env(tmp_path, AGENT_CLAUDE_CONFIG_DIR=str(claude), CLAUDE_CONFIG_DIR=str(claude))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "liminal", "serve", "--listen", "127.0.0.1:0", "--print-port", "--",
+         *scripted_agent_argv()], env=env, stdout=subprocess.PIPE,
+        stderr=open(tmp_path / "serve.log", "wb"))  # noqa: SIM115
+    assert proc.stdout is not None
+    server = Served(proc, int(proc.stdout.readline()), Path(env["LIMINAL_HOME"]))
+    pids = tmp_path / "agent_in.bin.pids"
+    try:
+        with server.connect() as ws:
+            rpc(ws, 1, "initialize", {"protocolVersion": 1})
+            thread = rpc(ws, 2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["result"]["sessionId"]
+            prompt = {"sessionId": thread, "prompt": [{"type": "text", "text": "hello there"}]}
+            assert rpc(ws, 3, "session/prompt", prompt)["result"]["stopReason"] == "end_turn"
+            for death in range(1, 4):
+                assert "error" in rpc(ws, 10 * death, "_die", {"code": 3})
+                # Started again: the next prompt is answered by a new process.
+                answer = rpc(ws, 10 * death + 1, "session/prompt", prompt)
+                assert answer.get("result", {}).get("stopReason") == "end_turn", (
+                    death, answer, (tmp_path / "serve.log").read_text()[-3000:])
+                assert len(pids.read_text().split()) == 1 + death
+            died = rpc(ws, 40, "_die", {"code": 3})
+            assert "exit code 3" in died["error"]["message"], died
+            # Not again: the connection ends, with no fifth agent.
+            with pytest.raises(ConnectionClosed):
+                while True:
+                    ws.recv(timeout=30)
+        assert len(pids.read_text().split()) == 4
+        log = (tmp_path / "serve.log").read_text()
+        assert log.count("the agent keeps dying; not restarting it again") == 1, log[-3000:]
+        # The server is still there: the next connection gets an agent of its own.
+        with server.connect() as ws:
+            assert rpc(ws, 1, "initialize", {"protocolVersion": 1})["result"]
+            assert "result" in rpc(ws, 2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})
+        assert len(pids.read_text().split()) == 5
+    finally:
+        proc.kill()
+        proc.wait(10)

@@ -126,3 +126,54 @@ async def test_a_swap_manager_whose_journal_fails_does_not_stop_the_proxy(
         with anyio.fail_after(10):  # started again, it may be trying (and failing) a swap
             while proxy.router.held_threads():  # noqa: ASYNC110
                 await anyio.sleep(0.01)
+
+
+class Counting:
+    """A component with a run (the supervisor gives it a cancel scope) and an offer."""
+
+    def __init__(self) -> None:
+        self.frames = 0
+
+    def offer(self, event: Any) -> None:
+        self.frames += 1
+
+    async def run(self, proxy: Any) -> None:
+        await anyio.sleep_forever()
+
+
+def test_a_proxy_with_components_is_built_before_any_event_loop(tmp_path: Path) -> None:
+    """``anyio.run(Proxy(...).run)``, the public API as bench/proxy_throughput.py uses it: the
+    supervisor made each component's cancel scope in its constructor, which needs a running
+    loop (anyio's NoEventLoopError), so the bench's ``liminal`` case died before its first frame."""
+    from liminal import config
+    from liminal.proxy import Proxy
+
+    counting = Counting()
+    proxy = Proxy(["true"], config.load({}, env={"LIMINAL_HOME": str(tmp_path)}).proxy,
+                  components=[counting])
+    assert proxy.supervisor.members[0].scope is None  # made when the run starts
+
+
+def test_a_component_that_skips_notifications_is_offered_everything_else_in_order() -> None:
+    from liminal.acp.events import Direction, Kind, make_event
+
+    def event(kind: Kind, n: int) -> Any:
+        return make_event(Direction.AGENT_TO_CLIENT, kind, 1.0, b"{}", {}, "c", None, None, "m", n, 2)
+
+    class Every:
+        skips_notifications = False
+
+        def __init__(self) -> None:
+            self.seen: list[int] = []
+
+        def offer(self, e: Any) -> None:
+            self.seen.append(e.rpc_id)
+
+    class AnswersOnly(Every):
+        skips_notifications = True
+
+    every, answers = Every(), AnswersOnly()
+    supervisor = supervise.Supervisor([every, answers], release_holds=lambda: None)
+    supervisor.offer([event(Kind.NOTIFICATION, 1), event(Kind.RESPONSE, 2), event(Kind.NOTIFICATION, 3),
+                      event(Kind.REQUEST, 4)])
+    assert every.seen == [1, 2, 3, 4] and answers.seen == [2, 4]

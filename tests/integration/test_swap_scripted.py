@@ -517,7 +517,7 @@ async def test_each_move_closes_the_session_it_left_when_another_move_follows_at
         async def after_turn(thread_id: str) -> None:
             if thread_id == one:
                 await manager.mover.move_thread(two, "a command's move",
-                                                lambda path, new_id: harness.rewrite(path, 0, new_id))
+                                                lambda path: lambda new_id: harness.rewrite(path, 0, new_id))
 
         manager.after_turn = after_turn
         await client.prompt(one, "used:130000")

@@ -99,7 +99,7 @@ def test_history(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
                  "  Let me think.", "I will read the file.", "── turn 1 · ", "context 12.3k of 200k tokens",
                  "▸ Read flux.py", "    def gigawatts(): return 1.21",
                  "[plan] [ ] Rename gigawatts",
-                 "[liminal: context swap committed, 130k -> 80k tokens, in 0.40 s]"):
+                 "[liminal: swap committed, 130k -> 80k tokens, in 0.40 s]"):
         assert line in out
     assert cli.main(["history", "sess-1", "--json"]) == 0
     data = orjson.loads(capsys.readouterr().out)

@@ -192,13 +192,18 @@ def test_a_swap_note_becomes_a_swap_message_between_turns() -> None:
               "tokens_after": 80000, "harness": "claude", "cwd": "/work/demo"}
     failed = dict(record, outcome="failed", new_backing_id=None, tokens_after=None,
                   reason="OwnRequestError: session/resume: boom")
+    # A command's move that failed says which command, and why in words (it said "context
+    # swap failed SwapError: ..." of an /undo).
+    undo = dict(record, outcome="failed", tokens_before=None, tokens_after=None, move="/undo",
+                reason="the last turn is not on disk yet")
     notes = [event("note", {"jsonrpc": "2.0", "method": "liminal/swap", "params": r},
-                   thread="sess-1", backing="b2", time=1001.5) for r in (record, failed)]
+                   thread="sess-1", backing="b2", time=1001.5 + n) for n, r in enumerate((record, failed, undo))]
     messages, _ = derive([*conversation(), *notes])
     swaps = [m for m in sorted(messages.values(), key=lambda m: m.order) if m.kind == "swap"]
     assert [(m.status, m.text) for m in swaps] == [
-        ("committed", "context swap committed 130,000 -> 80,000 tokens"),
-        ("failed", "context swap failed OwnRequestError: session/resume: boom")]
+        ("committed", "swap committed, 130k -> 80k tokens"),
+        ("failed", "move failed, at 130k tokens: OwnRequestError: session/resume: boom"),
+        ("failed", "/undo failed: the last turn is not on disk yet")]
     assert all(m.turn_id is None and m.data["duration_s"] == 0.4 for m in swaps)  # between turns
     # The same notification from the agent or the client is not liminal's: no swap message.
     forged = event("a2c", {"jsonrpc": "2.0", "method": "liminal/swap", "params": record})

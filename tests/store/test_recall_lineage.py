@@ -70,7 +70,7 @@ class Lineage:
     def undo(self) -> str:
         """``/undo``: a cut of the current session up to its last turn."""
         current = self.paths[self.order[-1]]
-        starts = self.harness.turn_starts(current)
+        starts = self.harness.turns(current).starts
         new_id = str(uuid.uuid4())
         return self.moved(self.harness.cut([(current, 0, starts[-1])], current, new_id,
                                            keeps_thread=True))

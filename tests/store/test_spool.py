@@ -189,16 +189,19 @@ def test_the_spool_writer_stores_what_it_was_offered(tmp_path: Path) -> None:
     assert got == [to_record(seq, e) for seq, e in enumerate(events)]
 
 
-def test_a_block_whose_header_is_larger_than_any_fixed_cap_is_read(
+def test_a_block_whose_header_is_larger_than_the_old_fixed_cap_is_read(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The writer puts every frame's rpc id (the client's to choose, up to a frame's 64 MiB) in
     the header, so no fixed cap on a header's length holds: the reader used to stop at 64 MiB,
-    take the block as torn, and never read it or any block after it in the segment. Shown
-    here with the cap lowered (raising=False: the reader may have none)."""
+    take the block as torn, and never read it or any block after it in the segment. Two frames
+    with ids of 33 MiB each make a header past that old cap. (This test used to lower a
+    ``MAX_HEADER`` that no longer exists, with ``raising=False``: it set nothing, and a header
+    of 10 kB passed under any cap.)"""
     from liminal.ingest import spool as spool_module
 
-    monkeypatch.setattr(spool_module, "MAX_HEADER", 4096, raising=False)
-    long_id = orjson.dumps("x" * 10_000).decode()
+    # The blocks after it stay in its segment (a new one starts past 64 MiB written).
+    monkeypatch.setattr(spool_module, "SEGMENT_BYTES", 1 << 30)
+    long_id = orjson.dumps("x" * (33 << 20)).decode()
     odd = [FrameRecord(frame_id("c", i), "c", i, 1.0 + i, "c2a", "request", "t", "t",
                        "session/prompt", long_id, 3, b"req") for i in range(2)]
     spool = SpoolDir(tmp_path / "s")
@@ -208,5 +211,8 @@ def test_a_block_whose_header_is_larger_than_any_fixed_cap_is_read(
     for f in after:
         spool.append(f.seq, f)
     seg = spool.segments[0]
+    assert len(spool.segments) == 1
+    with open(seg.path, "rb") as f:
+        assert len(f.readline()) > 64 << 20  # the header alone
     got, pos = read_segment(seg.path, 0, seg.written, 100)
     assert got == [*odd, *after] and pos == seg.written

@@ -25,10 +25,10 @@ def frame(seq: int, raw: bytes, *, conn: str = "c1", thread: str | None = "t1",
 
 def message(mid: str, text: str, *, thread: str = "t1", kind: str = "agent", turn: str | None = "p1",
             order: str | None = None, replayed: bool = False, time: float = 100.0,
-            data: dict[str, object] | None = None) -> MessageRecord:
+            data: dict[str, object] | None = None, status: str | None = None) -> MessageRecord:
     return MessageRecord(id=mid, thread_id=thread, turn_id=turn, time=time,
                          order=order or f"{time:017.6f}|{mid}", kind=kind, text=text,
-                         data=data or {}, replayed=replayed)
+                         data=data or {}, replayed=replayed, status=status)
 
 
 async def test_frames_are_stored_byte_exact_and_only_once(store: Store) -> None:
@@ -148,6 +148,35 @@ async def test_thread_summaries(store: Store) -> None:
     assert (t1.turns, t1.context_used, t1.context_size, t1.swaps, t1.last_activity) == (
         2, 900, 1000, 1, 5.0)
     assert (summaries[1].turns, summaries[1].context_used) == (1, None)
+
+
+def move(mid: str, outcome: str, time: float, before: int | None, after: int | None) -> MessageRecord:
+    """A ``swap`` message as the indexer derives it from liminal's note of a move."""
+    return message(mid, f"swap {outcome}", kind="swap", turn=None, time=time, status=outcome,
+                   data={"outcome": outcome, "tokens_before": before, "tokens_after": after})
+
+
+async def test_a_threads_context_is_the_one_it_has_now(store: Store) -> None:
+    """``liminal threads`` showed 22.9k for a thread that ``/context`` said had 15.4k: the last
+    usage point was from before the last swap. After a move, until the next model call, the
+    context is what the move left."""
+    async def context() -> tuple[int | None, int | None]:
+        [summary] = await store.threads()
+        return summary.context_used, summary.context_size
+
+    await store.write(Batch(threads=[ThreadUpdate("t1", 1.0)], messages=[
+        message("u1", "hello", kind="user", turn="p1", time=3.0),
+        message("use1", "", kind="usage", turn="p1", time=4.0, data={"used": 22_900, "size": 200_000}),
+        move("sw1", "committed", 5.0, 22_900, 15_400),
+        move("sw2", "skipped", 6.0, 15_400, 15_000),  # not done: the context stays
+        move("sw3", "failed", 6.5, 15_400, None)]))
+    assert await context() == (15_400, 200_000)
+    await store.write(Batch(messages=[
+        message("use2", "", kind="usage", turn="p2", time=7.0, data={"used": 16_100, "size": 200_000})]))
+    assert await context() == (16_100, 200_000)
+    # /clear: a new, empty session, whose size nothing says until the next call.
+    await store.write(Batch(messages=[move("sw4", "committed", 8.0, None, None)]))
+    assert await context() == (None, 200_000)
 
 
 async def test_session_records(store: Store) -> None:

@@ -7,7 +7,8 @@ test can compare both sides of the proxy exactly. Behaviour by method:
   compressed session would: a ``[compressed]`` preamble, then the last prompt this agent was
   given (remembered beside $AGENT_LOG_IN, so across restarts too) and a short answer, and
   an ``available_commands_update``.
-- ``session/prompt``: the prompt text ``chunks:N`` streams N ``agent_message_chunk`` updates;
+- ``session/prompt``: the prompt text ``chunks:N`` streams N ``agent_message_chunk`` updates
+  (of about B bytes each with ``size:B``);
   ``ask`` first sends ``session/request_permission`` and waits for the answer; ``until-cancel``
   says ``working`` and runs until a ``session/cancel`` of its session (answered ``cancelled``),
   handling everything else meanwhile; ``used:N`` sends a
@@ -24,9 +25,13 @@ test can compare both sides of the proxy exactly. Behaviour by method:
 - ``_die``: exits at once with ``params.code``.
 - ``$AGENT_CLAUDE_CONFIG_DIR``: keep a Claude Code session file per session there, as the CLI
   would (``tests.support.claude_files``): a fixture's copy for a new session, each turn appended
-  before the prompt is answered.
+  before the prompt is answered. With ``$AGENT_CLAUDE_NEW_EMPTY`` a new session has no file
+  until its first turn, as the real CLI's.
 - ``_close_stdout``: closes its stdout and goes on running (reading stdin, answering nothing).
 - anything else with an id: a -32601 error. Notifications are ignored.
+
+Lines are read as Node's ``TextDecoder`` reads them (the Claude adapters): invalid UTF-8 becomes
+U+FFFD and the rest is read as usual.
 
 Flags: ``--ignore-eof`` keeps running after stdin closes (like the older Claude adapter);
 ``--ignore-term`` also ignores SIGTERM (so only SIGKILL stops it).
@@ -35,6 +40,8 @@ Several processes (liminal's recycle starts more): each appends its pid to
 ``$AGENT_LOG_IN.pids`` at start and logs what it reads to ``$AGENT_LOG_IN.<pid>`` as well.
 ``_pid`` answers ``{"pid": <its pid>}``.
 
+- ``$AGENT_OPEN_SECONDS``: ``session/load`` and ``session/resume`` take this long to answer (a
+  real adapter takes a second or more to open a session: the window a swap spends opening it).
 - ``$AGENT_NO_CLOSE``: no ``sessionCapabilities.close`` (like the older Claude adapter).
 - ``$AGENT_LIST``: ``sessionCapabilities.list`` advertised (``session/list`` answers either way).
 - ``$AGENT_CHILD_PER_SESSION``: every session opened (new, load, resume) starts a child process
@@ -54,6 +61,7 @@ import subprocess
 import sys
 import time
 import uuid
+from typing import Any
 
 IGNORE_EOF = "--ignore-eof" in sys.argv
 if "--ignore-term" in sys.argv:
@@ -100,6 +108,10 @@ def read_line() -> bytes | None:
             log.write(line)
             log.flush()
     return line
+
+
+def parse(line: bytes) -> Any:
+    return json.loads(line.decode("utf-8", "replace"))
 
 
 def session_opened() -> None:
@@ -198,7 +210,8 @@ def handle(message: dict) -> None:
             from tests.support import claude_files
 
             session_cwd[sid] = str(params.get("cwd") or "/work")
-            claude_files.create(Path(CLAUDE_DIR), session_cwd[sid], sid)
+            if not os.environ.get("AGENT_CLAUDE_NEW_EMPTY"):
+                claude_files.create(Path(CLAUDE_DIR), session_cwd[sid], sid)
         remember(sid)
         session_opened()
         send({"jsonrpc": "2.0", "id": rpc_id, "result": {"sessionId": sid}})
@@ -213,6 +226,8 @@ def handle(message: dict) -> None:
         remember(sid)
         resumed.add(sid)
         session_opened()
+        if os.environ.get("AGENT_OPEN_SECONDS"):
+            time.sleep(float(os.environ["AGENT_OPEN_SECONDS"]))
         if CLAUDE_DIR and isinstance(sid, str):
             session_cwd[sid] = str(params.get("cwd") or "/work")
         if method == "session/load":
@@ -237,7 +252,7 @@ def handle(message: dict) -> None:
                 line = read_line()
                 if line is None:
                     return
-                answer = json.loads(line)
+                answer = parse(line)
                 if answer.get("id") == 900:
                     break
                 handle(answer)  # the client goes on with other sessions meanwhile
@@ -247,19 +262,26 @@ def handle(message: dict) -> None:
                 line = read_line()
                 if line is None:
                     return
-                message = json.loads(line)
+                message = parse(line)
                 if message.get("method") == "session/cancel" and message["params"].get("sessionId") == sid:
                     send({"jsonrpc": "2.0", "id": rpc_id, "result": {"stopReason": "cancelled"}})
                     return
                 handle(message)
-        n = 0
+        n = size = 0
         for word in text.split():
             if word.startswith("chunks:"):
                 n = int(word.split(":", 1)[1])
+            if word.startswith("size:"):
+                size = int(word.split(":", 1)[1])
         for i in range(n):
+            chunk = f"chunk {i} é中"
             send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": {
-                "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": f"chunk {i} é中"}}}})
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": chunk + "x" * (size - len(chunk))}}}})
         path = claude_file(sid)
+        if path is not None and not path.exists() and os.environ.get("AGENT_CLAUDE_NEW_EMPTY"):  # type: ignore[attr-defined]
+            path.parent.mkdir(parents=True, exist_ok=True)  # type: ignore[attr-defined]
+            path.touch()  # type: ignore[attr-defined]
         if path is not None and path.exists():  # type: ignore[attr-defined]
             from tests.support import claude_files
 
@@ -307,7 +329,7 @@ def main() -> None:
         if line is None:
             break
         try:
-            message = json.loads(line)
+            message = parse(line)
         except ValueError:
             continue
         if isinstance(message, dict):

@@ -78,7 +78,22 @@ BAD_VALUES = [
     ("LIMINAL_SWAP_HOLD_TIMEOUT_SECONDS", "0", "swap.hold_timeout_seconds"),
     ("LIMINAL_SWAP_ENABLED", "perhaps", "swap.enabled"),
     ("LIMINAL_LOG_LEVEL", "verbose", "log_level"),
+    ("LIMINAL_SERVE_INITIALIZE_SECONDS", "0", "serve.initialize_seconds"),
+    ("LIMINAL_SERVE_INITIALIZE_SECONDS", "7200", "serve.initialize_seconds"),
+    ("LIMINAL_SERVE_IDLE_SECONDS", "-1", "serve.idle_seconds"),
+    ("LIMINAL_SERVE_DETACHED_QUIET_SECONDS", "0", "serve.detached_quiet_seconds"),
+    ("LIMINAL_SERVE_MAX_MESSAGE_BYTES", "100", "serve.max_message_bytes"),
+    ("LIMINAL_SERVE_QUEUE_BYTES", "1000", "serve.queue_bytes"),
+    ("LIMINAL_SERVE_BUFFER_BYTES", "1000", "serve.buffer_bytes"),
 ]
+
+
+def test_a_server_budget_smaller_than_one_message_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(config.ConfigError) as caught:
+        config.load(env={"LIMINAL_HOME": str(tmp_path), "LIMINAL_SERVE_BUFFER_BYTES": str(2 << 20),
+                         "LIMINAL_SERVE_MAX_MESSAGE_BYTES": str(4 << 20)})
+    message = str(caught.value)
+    assert "serve.buffer_bytes" in message and "serve.max_message_bytes" in message and "\n" not in message
 
 
 @pytest.mark.parametrize(("var", "value", "name"), BAD_VALUES)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import orjson
 import pytest
@@ -40,3 +41,23 @@ def test_a_lazy_event_parses_on_demand_and_equals_the_eager_one() -> None:
     broken = make_lazy_event(Direction.AGENT_TO_CLIENT, Kind.NOTIFICATION, 1.0, raw[:-5], "c", "t", "s",
                              "session/update", 5)
     assert broken.message is None
+
+
+def test_a_lazy_event_tells_its_update_kind_from_the_bytes() -> None:
+    from liminal.acp.events import kind_markers, make_lazy_event
+
+    def lazy(raw: bytes) -> Any:
+        return make_lazy_event(Direction.AGENT_TO_CLIENT, Kind.NOTIFICATION, 1.0, raw, "c", "t", "sess-1",
+                               "session/update", len(raw))
+
+    head = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess-1"'
+    watched = kind_markers("usage_update", "tool_call")
+    assert lazy(head + b',"update":{"sessionUpdate":"usage_update","used":5}}}').update_kind_in(watched) is True
+    assert lazy(head + b',"update":{"sessionUpdate":"tool_call","toolCallId":"1"}}}').update_kind_in(watched) is True
+    # A kind that only starts like a watched one is not it.
+    assert lazy(head + b',"update":{"sessionUpdate":"tool_call_update"}}}').update_kind_in(watched) is False
+    assert lazy(head + b',"update":{"sessionUpdate":"agent_message_chunk"}}}').update_kind_in(watched) is False
+    # The update elsewhere in params: the bytes cannot tell, the parsed copy can.
+    other = lazy(head + b',"_meta":{},"update":{"sessionUpdate":"usage_update"}}}')
+    assert other.update_kind_in(watched) is None
+    assert other.message["params"]["update"]["sessionUpdate"] == "usage_update"

@@ -405,6 +405,17 @@ def test_too_many_held_prompts_release_the_hold() -> None:
     assert not router.is_held(THREAD)
 
 
+def test_held_frames_are_bounded_in_bytes_too() -> None:
+    """64 frames of the longest size were 64 times the cap held; now past max_held_bytes the
+    hold is released as past the count."""
+    router = make(max_held_bytes=2 * len(prompt_frame(1)))
+    router.hold(THREAD)
+    assert from_client(router, prompt_frame(1), prompt_frame(2)).to_agent == []
+    out = from_client(router, prompt_frame(3))
+    assert out.to_agent == [prompt_frame(1), prompt_frame(2), prompt_frame(3)]
+    assert not router.is_held(THREAD) and any("releasing them" in p for p in out.problems)
+
+
 # ------------------------------------------------------------------- bad input
 
 def test_oversized_request_from_client_gets_an_error_and_is_not_forwarded() -> None:
@@ -847,6 +858,22 @@ def test_an_update_hook_amends_what_the_client_gets_and_the_taps_keep_what_the_a
     chunk = (b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"' + THREAD.encode()
              + b'","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"}}}}')
     assert from_agent(router, chunk).to_client == [chunk]  # other kinds take the fast path untouched
+
+
+def test_an_update_hook_sees_its_kind_whatever_the_order_of_the_params() -> None:
+    """A line that starts canonically but puts something between the session id and the update
+    cannot tell its kind from the bytes: it takes the parsed path, and the hook sees it (it went
+    by on the fast path untouched, liminal's commands missing from that listing)."""
+    router = make()
+    new_session(router)
+    router.add_update_hook(("available_commands_update",),
+                           lambda thread, update: {**update, "availableCommands": [{"name": "ours"}]})
+    line = (b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"' + THREAD.encode()
+            + b'","_meta":{"x":1},"update":{"sessionUpdate":"available_commands_update","availableCommands":[]}}}')
+    [sent] = from_agent(router, line).to_client
+    assert json.loads(sent)["params"]["update"]["availableCommands"] == [{"name": "ours"}]
+    other = line.replace(b"available_commands_update", b"agent_message_chunk")
+    assert from_agent(router, other).to_client == [other]  # parsed, not a hooked kind: as sent
 
 
 def test_a_failing_hook_never_stops_a_frame() -> None:

@@ -27,16 +27,20 @@ import re
 import tempfile
 import uuid
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import orjson
 
 from liminal.config import GradientSettings
+from liminal.harness.base import Turns
 from liminal.harness.claude.conversation import ConversationError, build
 from liminal.harness.claude.gradient.plan import context_attachments
 from liminal.harness.claude.gradient.rewrite import prepare
+from liminal.harness.claude.gradient.validate import validate
 from liminal.harness.claude.paths import locate
 from liminal.harness.claude.records import Record, SessionFormatError, dumps, loads, read_session
+from liminal.harness.claude.tokens import total_chars
 from liminal.harness.files import write_atomically
 
 UNLIMITED = 10**9  # a target no session reaches: the gradient keeps every turn whole
@@ -53,8 +57,16 @@ _STATE_TYPE = re.compile(b'"(?:' + b"|".join(re.escape(k.encode()) for k in sort
 
 def turn_starts(path: Path) -> list[int]:
     """Where each turn of the session begins (the offset of its prompt's line), oldest first."""
+    return list(turns(path).starts)
+
+
+def turns(path: Path) -> Turns:
+    """Each typed prompt's offset, and whether the conversation holds a message before the
+    first: the summary of a compaction (liminal's preamble, the CLI's own ``/compact``), which
+    the model reads and no prompt starts. (Claude Code's ``isMeta`` notes are not history.)"""
     conversation = build(read_session(locate(path)))
-    return [turn.records[0].offset for turn in conversation.turns]
+    return Turns(tuple(turn.records[0].offset for turn in conversation.turns),
+                 any(r.type == "assistant" or (r.type == "user" and not r.meta) for r in conversation.head))
 
 
 def _linked(chunks: Sequence[bytes], drop: frozenset[str] = frozenset()) -> bytes:
@@ -116,49 +128,67 @@ def _scratch(folder: Path, data: bytes) -> Path:
 
 def _left_out(parts: Sequence[tuple[Path, int, int | None]],
               folder: Path) -> tuple[list[Record], dict[str, bytes]]:
-    """The records on the conversation of what each part leaves out before its start, parts in
-    order, and the lines of those with a uuid. A part whose left-out bytes hold no conversation
-    gives nothing."""
+    """The records on the conversation of what each part leaves out, before its start and after
+    its end, parts in order, and the lines of those with a uuid. Left-out bytes that hold no
+    conversation give nothing."""
     records: list[Record] = []
     lines: dict[str, bytes] = {}
-    for path, start, _ in parts:
-        if start <= 0:
-            continue
+    for path, start, end in parts:
         with path.open("rb") as f:
-            before = f.read(start)
-        try:
-            session = read_session(locate(_scratch(folder, before)))
-            conversation = build(session)
-        except (SessionFormatError, ConversationError):
-            continue
-        found = [*conversation.head, *conversation.records]
-        records += found
-        raw = session.raw(found)
-        lines.update((r.uuid, raw[r.line]) for r in found if r.uuid)
+            left = [f.read(start) if start > 0 else b""]
+            if end is not None:
+                f.seek(end)
+                left.append(f.read())
+        for data in left:
+            if not data.strip():
+                continue
+            try:
+                session = read_session(locate(_scratch(folder, data)))
+                conversation = build(session)
+            except (SessionFormatError, ConversationError):
+                continue
+            found = [*conversation.head, *conversation.records]
+            records += found
+            raw = session.raw(found)
+            lines.update((r.uuid, raw[r.line]) for r in found if r.uuid)
     return records, lines
 
 
 def _with_context(data: bytes, parts: Sequence[tuple[Path, int, int | None]],
-                  folder: Path) -> bytes:
+                  folder: Path, *, session_id: str | None = None, within: bytes = b"") -> bytes:
     """``data`` with the context attachments of what the parts leave out carried to just after
-    its first user message (the prompt and the user lines that follow it), chained between that
-    message and what hung off it. Kinds the cut's first turn announces itself are not carried."""
+    its first user message (the prompt and the user lines that follow it; with no turn, the
+    summary that is all the cut holds), chained between that message and what hung off it.
+    Kinds the cut's first turn (or its summary) announces itself are not carried. With
+    ``session_id``, the carried records are that session's. ``within``: what the parts hold,
+    whose attachments after its last message (an earlier such cut's) count too."""
     try:
         conversation = build(read_session(locate(_scratch(folder, data))))
     except (SessionFormatError, ConversationError):
         return data  # the validation of the cut itself says what is wrong
-    if not conversation.turns:
-        return data
     order = conversation.records
-    at = order.index(conversation.turns[0].prompt)
+    if conversation.turns:
+        at = order.index(conversation.turns[0].prompt)
+        announced = conversation.turns[0].records
+    else:
+        users = [n for n, r in enumerate(order) if r.type == "user" and not r.meta]
+        if not users:
+            return data
+        at, announced = users[0], order
     while at + 1 < len(order) and order[at + 1].type == "user":
         at += 1
     anchor = order[at]
     if anchor.uuid is None:
         return data
-    own = {r.subtype or "" for r in conversation.turns[0].records if r.type == "attachment"}
+    own = {r.subtype or "" for r in announced if r.type == "attachment"}
     present = {r.uuid for r in conversation.session.records if r.uuid}
     records, lines = _left_out(parts, folder)
+    if within:
+        session = read_session(locate(_scratch(folder, within)))
+        own_lines = [r for r in session.records if r.type == "attachment" and r.uuid and not r.sidechain]
+        raw = session.raw(own_lines)
+        records = own_lines + records
+        lines.update((r.uuid, raw[r.line]) for r in own_lines if r.uuid)
     carried = [r.uuid for r in context_attachments(records, own)
                if r.uuid and r.uuid not in present]
     if not carried:
@@ -169,6 +199,8 @@ def _with_context(data: bytes, parts: Sequence[tuple[Path, int, int | None]],
         value = loads(lines[carried_uuid])
         value["parentUuid"] = parent
         value["isSidechain"] = False
+        if session_id is not None:
+            value["sessionId"] = session_id
         block.append(dumps(value))
         parent = carried_uuid
     children = {r.offset for r in conversation.session.records
@@ -187,6 +219,35 @@ def _with_context(data: bytes, parts: Sequence[tuple[Path, int, int | None]],
         if offset == end:
             out += block
     return b"".join(out)
+
+
+def _when(record: dict[str, object]) -> datetime | None:
+    value = record.get("timestamp")
+    try:
+        return datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
+def _last_is_newest(data: bytes) -> bytes:
+    """``data`` with the last record of its chain strictly the newest by ``timestamp``. Claude
+    Code 2.1.44 resumes a session from its newest message, not its last: the rewrite gives its
+    boundary and summary the time of the first turn it keeps, and with that turn cut out the
+    boundary (first of equals) won, the summary was never sent and the next prompt hung off the
+    boundary."""
+    lines = data.splitlines(keepends=True)
+    records = {n: loads(line) for n, line in enumerate(lines) if b'"uuid"' in line}
+    chained = [n for n, record in records.items() if record.get("uuid")]
+    stamps = [when for n in chained if (when := _when(records[n])) is not None]
+    if not chained or not stamps:
+        return data
+    last, newest = records[chained[-1]], max(stamps)
+    if _when(last) == newest and stamps.count(newest) == 1:
+        return data
+    later = (newest + timedelta(milliseconds=1)).astimezone(UTC)
+    last["timestamp"] = later.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    lines[chained[-1]] = dumps(last)
+    return b"".join(lines)
 
 
 def write_cut(parts: Sequence[tuple[Path, int, int | None]], target: Path, new_id: str,
@@ -222,6 +283,21 @@ def write_cut(parts: Sequence[tuple[Path, int, int | None]], target: Path, new_i
         first = parts[0][0]
         note.update(sourceSessionId=first.stem, sourcePath=str(first),
                     cut=[{"path": str(p), "start": start, "end": end} for p, start, end in parts])
-        lines = (orjson.dumps(note) + b"\n", *prepared.rendered.lines[1:])
+        body = b"".join(prepared.rendered.lines[1:])
+        tokens = prepared.result.tokens_after
+        if not prepared.conversation.turns:
+            # No turn left, only a swap's summary (``/undo`` of the one turn a rewrite kept after
+            # it): the context went with the turns after the cut's end. After the summary, where
+            # Claude Code's own compaction puts it and chains the next prompt to it; the
+            # gradient would leave it out, being after the last message.
+            body = _last_is_newest(_with_context(body, parts, Path(folder), session_id=new_id, within=data))
+            checked = validate(body.splitlines(keepends=True), new_id)
+            calibration = prepared.plan.calibration
+            tokens = calibration.overhead_tokens + calibration.tokens(
+                sum(total_chars(r) for r in checked.records if r.uuid))
+            # The header's word on what the file holds, as a rewrite's (``tail.context_tokens``).
+            note.update(tokensAfter=tokens,
+                        lastRecordUuid=next((r.uuid for r in reversed(checked.records) if r.uuid), None))
+        lines = (orjson.dumps(note) + b"\n", *body.splitlines(keepends=True))
         write_atomically(target, lines)
-    return prepared.result.tokens_after, sum(len(line) for line in lines)
+    return tokens, sum(len(line) for line in lines)

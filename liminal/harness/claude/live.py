@@ -13,7 +13,7 @@ from pathlib import Path
 from liminal import faults
 from liminal.config import GradientSettings
 from liminal.gradient.recall import RecallKey
-from liminal.harness.base import Rewritten
+from liminal.harness.base import Rewritten, Turns
 from liminal.harness.claude import cuts, tail
 from liminal.harness.claude.gradient import prepare, rewrite_session
 from liminal.harness.claude.gradient.validate import validate
@@ -58,8 +58,8 @@ class ClaudeSessions:
         """Where the session stands now (its size: the CLI only appends, between turns)."""
         return path.stat().st_size
 
-    def turn_starts(self, path: Path) -> list[int]:
-        return cuts.turn_starts(path)
+    def turns(self, path: Path) -> Turns:
+        return cuts.turns(path)
 
     def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str, *,
             keeps_thread: bool = False) -> Rewritten:
@@ -69,7 +69,10 @@ class ClaudeSessions:
         target = self.target_path(like, new_id)
         tokens, size = cuts.write_cut(parts, target, new_id, self.settings, self.env,
                                       thread=like if keeps_thread else None)
-        return Rewritten(new_id, target, tokens, tokens, size)
+        # Before: the context of the session the thread is on (what /undo and /clear MARK
+        # leave), not the cut's own (it said "11.8k -> 11.8k" of an /undo from 15.4k).
+        before = tail.context_tokens(like)
+        return Rewritten(new_id, target, tokens if before is None else before, tokens, size)
 
     def bands(self, path: Path, target_tokens: int) -> dict[str, dict[str, int]]:
         from liminal.harness.claude import report

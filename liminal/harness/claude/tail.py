@@ -145,7 +145,9 @@ def _squash(text: str) -> str:
 
 
 def ends_a_turn(path: Path, prompt: str | None = None) -> bool:
-    """Every line is complete and the last conversational record is a finished answer.
+    """Every line is complete and the last conversational record is a finished answer, or the
+    summary of a compaction with no turn after it (an ``/undo`` took out the one turn a swap
+    left after its preamble: no turn is under way).
 
     With ``prompt``, also that answer follows the last prompt record, and that record is this
     prompt: the turn that just ended is on disk, not only the one before it.
@@ -163,6 +165,8 @@ def ends_a_turn(path: Path, prompt: str | None = None) -> bool:
         if kind not in ("user", "assistant") or record.get("isSidechain"):
             continue
         if not answered:
+            if kind == "user" and record.get("isCompactSummary") is True:
+                return not prompt
             if kind == "user" and not _interruption(record):
                 return False
             content = (record.get("message") or {}).get("content")

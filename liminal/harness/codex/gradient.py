@@ -379,6 +379,16 @@ def check(raw_lines: Sequence[bytes], new_id: str) -> None:
         raise RolloutError("the rewrite's ordinals are not contiguous from 0")
 
 
+def overhead(rollout: Rollout) -> int | None:
+    """What the model is sent beyond the rollout's response items (instructions, tools): the
+    last ``token_count`` less the items' estimate. None when the rollout has no ``token_count``
+    (a rewrite or cut not resumed yet: ``finish`` copies no usage lines)."""
+    counted = last_token_count(rollout.lines)
+    if counted is None:
+        return None
+    return max(0, counted - sum(item_tokens(line.payload) for line in rollout.lines if line.is_item))
+
+
 def rewrite(rollout: Rollout, target_tokens: int, new_id: str, settings: GradientSettings) -> CodexRewrite:
     items = [line for line in rollout.lines if line.is_item]
     estimate = sum(item_tokens(line.payload) for line in items)

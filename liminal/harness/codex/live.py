@@ -21,7 +21,8 @@ import orjson
 
 from liminal import faults
 from liminal.config import GradientSettings
-from liminal.harness.base import Rewritten
+from liminal.gradient.summarize import PREAMBLE_INTRO
+from liminal.harness.base import Rewritten, Turns
 from liminal.harness.codex import gradient
 from liminal.harness.codex.rollout import (
     OUTPUTS,
@@ -144,8 +145,20 @@ class CodexSessions:
     def position(self, path: Path) -> int:
         return path.stat().st_size
 
-    def turn_starts(self, path: Path) -> list[int]:
-        return [turn.start for turn in read_rollout(path).turns]
+    def turns(self, path: Path) -> Turns:
+        """The turns with a prompt of the person's. A rewrite's first turn holds its summary
+        of the older turns as its only user message (``gradient._summary_turn``): that turn,
+        and one of Codex's own with no prompt (its compaction's ``compacted`` line), are the
+        history before them when the model sees something of them."""
+        starts: list[int] = []
+        earlier = False
+        for turn in read_rollout(path).turns:
+            if turn.prompt and not turn.prompt.startswith(PREAMBLE_INTRO):
+                starts.append(turn.start)
+            elif not starts:
+                earlier = earlier or any(line.type == "compacted" or (
+                    line.is_item and not is_context_message(line.payload)) for line in turn.lines)
+        return Turns(tuple(starts), earlier)
 
     def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str, *,
             keeps_thread: bool = False) -> Rewritten:
@@ -175,8 +188,32 @@ class CodexSessions:
         size = self.write(target, raw)
         if keeps_thread:
             self._name_from[new_id] = like
-        tokens = gradient.tokens_of(raw)
-        return Rewritten(new_id, target, tokens, tokens, size)
+        # The context the cut leaves: its items and what every call sends besides (without
+        # the latter an /undo right after a swap said 2.6k of a 14k context).
+        overhead = self._overhead(like)
+        tokens = overhead + gradient.tokens_of(raw)
+        # Before: the context of the rollout the thread is on, as its last call counted it, or
+        # as a rewrite not resumed since holds it.
+        before = self.context_tokens(like)
+        if before is None:
+            before = overhead + gradient.tokens_of(tuple(line.raw for line in read_lines(like)))
+        return Rewritten(new_id, target, before, tokens, size)
+
+    def _overhead(self, path: Path) -> int:
+        """The instructions and tools the model is sent with ``path``'s items, from its last
+        ``token_count``, or from the rollout it was copied from when it has none yet (a
+        rewrite or cut liminal wrote, not resumed since: ``forked_from_id``); 0 if none says."""
+        seen: set[Path] = set()
+        found: Path | None = path
+        while found is not None and found not in seen and len(seen) < 8:
+            seen.add(found)
+            rollout = read_rollout(found)
+            known = gradient.overhead(rollout)
+            if known is not None:
+                return known
+            parent = rollout.meta.get("forked_from_id")
+            found = self.locate(parent, None) if isinstance(parent, str) else None
+        return 0
 
     def bands(self, path: Path, target_tokens: int) -> dict[str, dict[str, int]]:
         from liminal.harness.codex import report

@@ -1,0 +1,66 @@
+"""A thread's moves as a person reads them (``liminal.moves``): ``/context``, ``liminal swaps``,
+``liminal history`` and search say them the same way.
+
+Found by the lead: after an ``/undo`` that failed, ``/context`` said "Last swap: failed,
+unknown -> unknown tokens, SwapError: there is no earlier turn to go back to": not which
+command, figures that were never there, and an exception's name."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from liminal import moves
+from liminal.cli import main
+from liminal.kernel.journal import SwapJournal, SwapRecord
+from liminal.kernel.mover import SwapError, failure
+
+
+def record(outcome: str, reason: str, before: int | None = None, after: int | None = None,
+           move: str | None = None, cost: dict[str, object] | None = None) -> SwapRecord:
+    return SwapRecord(thread_id="7e57a11d-0000-4000-8000-000000000001", old_backing_id="a",
+                      new_backing_id="b", outcome=outcome, reason=reason, started_at=1_700_000_000.0,
+                      duration_s=0.21, tokens_before=before, tokens_after=after, cost=cost, move=move)
+
+
+@pytest.mark.parametrize(("fields", "said"), [
+    (record("failed", "the last turn is not on disk yet", move="/undo"),
+     "/undo failed: the last turn is not on disk yet"),
+    (record("committed", "/undo", 15_400, 8_800, move="/undo"), "/undo committed, 15.4k -> 8.8k tokens"),
+    (record("committed", "/clear", move="/clear"), "/clear committed"),
+    (record("committed", "context 131.2k tokens >= 120k", 131_200, 38_500, move="swap", cost={}),
+     "swap committed, 131.2k -> 38.5k tokens: context 131.2k tokens >= 120k"),
+    (record("failed", "RewriteError: the rewrite would lose a turn", 131_200, move="swap", cost={}),
+     "swap failed, at 131.2k tokens: RewriteError: the rewrite would lose a turn"),
+    # Journaled before ``move``: what each was, as well as the record tells.
+    (record("failed", "SwapError: there is no earlier turn to go back to"),
+     "move failed: there is no earlier turn to go back to"),
+    (record("committed", "/clear A", 20_000, 9_000), "/clear A committed, 20k -> 9k tokens"),
+    (record("skipped", "the rewrite would not pay back", 120_000, 118_000, cost={}),
+     "swap skipped, 120k -> 118k tokens: the rewrite would not pay back"),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_a_move_says_what_it_was_what_it_did_and_why(fields: SwapRecord, said: str) -> None:
+    assert moves.describe(asdict(fields)) == said
+    assert "unknown" not in said and "SwapError" not in said
+
+
+def test_a_failed_moves_reason_is_its_words() -> None:
+    assert failure(SwapError("the last turn is not on disk yet")) == "the last turn is not on disk yet"
+    assert failure(ValueError("bad line 3")) == "ValueError: bad line 3"  # a bug says what it is
+
+
+def test_liminal_swaps_names_each_move(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    journal.append(record("committed", "/undo", 15_400, 8_800, move="/undo"))
+    journal.append(record("failed", "SwapError: there is no earlier turn to go back to"))
+    monkeypatch.setenv("LIMINAL_HOME", str(tmp_path))
+    assert main(["swaps"]) == 0
+    out = capsys.readouterr().out
+    header, done, failed, why = out.splitlines()
+    assert "OUTCOME" in header and "TOKENS" in header
+    assert " committed /undo " in done and "15.4k -> 8.8k" in done
+    assert " failed move " in failed
+    assert why.strip() == "there is no earlier turn to go back to"  # no type name, no "-"
