@@ -35,6 +35,7 @@ import unicodedata
 from collections.abc import Callable, Collection, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
+import bson
 import orjson
 from bson.binary import Binary
 from bson.errors import BSONError
@@ -77,6 +78,13 @@ from liminal.store.records import (
 )
 
 INLINE_BYTES = 1024 * 1024
+# The largest document MongoDB takes (its maxBsonObjectSize). Every document liminal builds is
+# checked against it before anything of the batch is sent, and one past it is ``StoreRefused``:
+# FerretDB 1.x took an update's document past it (and one such write crashed it, SIGBUS in its
+# embedded SQLite), MongoDB refuses it, the driver checks only an insert's; so every server
+# refuses alike, and none is sent what it should not hold. Tests lower it (a piece of a blob,
+# ``CHUNK_BYTES``, must still fit).
+MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 CHUNK_BYTES = 4 * 1024 * 1024
 BLOB_WRITE_BYTES = 32 * 1024 * 1024  # pieces written (and held as BSON) at a time
 # Documents in one reply of a read, so that a reply stays under the 48 MB a message may hold:
@@ -112,6 +120,30 @@ def refused(exc: BaseException) -> bool:
     if isinstance(exc, OperationFailure):
         return exc.code is not None and exc.code not in _FAILING_CODES
     return False
+
+
+def _bound(value: Any) -> int:
+    """At least the BSON size of ``value``, cheaply (a character is at most 4 bytes of UTF-8)."""
+    if isinstance(value, str):
+        return 4 * len(value) + 8
+    if isinstance(value, (bytes, Binary)):
+        return len(value) + 8
+    if isinstance(value, dict):
+        return sum(4 * len(k) + 8 + _bound(v) for k, v in value.items()) + 8
+    if isinstance(value, (list, tuple)):
+        return sum(_bound(v) + 16 for v in value) + 8
+    return 16
+
+
+def check_size(doc: dict[str, Any]) -> None:
+    """``StoreRefused`` if ``doc`` is past ``MAX_DOCUMENT_BYTES`` (encoded only when its cheap
+    bound is past it)."""
+    if _bound(doc) <= MAX_DOCUMENT_BYTES:
+        return
+    size = len(bson.encode(doc))
+    if size > MAX_DOCUMENT_BYTES:
+        raise StoreRefused(f"a document of {size:,} bytes ({str(doc.get('_id'))[:80]!r}), past "
+                           f"the {MAX_DOCUMENT_BYTES:,} a MongoDB document may hold")
 
 
 def _store_errors(method: Callable[_P, Coroutine[Any, Any, _T]]) -> Callable[_P, Coroutine[Any, Any, _T]]:
@@ -268,6 +300,7 @@ class MongoStore:
                 blobs.append((f.id, f.raw))
             else:
                 doc["raw"] = Binary(f.raw)
+            check_size(doc)
             frame_ops.append(UpdateOne({"_id": f.id}, {"$setOnInsert": doc}, upsert=True))
         message_ops = []
         for m in batch.messages:
@@ -281,6 +314,7 @@ class MongoStore:
                 doc["body_blob"] = self._blob_ref(f"message:{m.id}", body)
                 blobs.append((f"message:{m.id}", body))
                 doc["text"], doc["data_json"] = m.text[:SEARCH_CHARS], "{}"
+            check_size(doc)
             message_ops.append(ReplaceOne({"_id": m.id}, doc, upsert=True))
         session_ops = []
         for r in batch.session_records:
@@ -294,6 +328,7 @@ class MongoStore:
                 blobs.append((f"session:{r.id}", r.raw))
             else:
                 doc["raw"] = Binary(r.raw)
+            check_size(doc)
             session_ops.append(ReplaceOne({"_id": r.id}, doc, upsert=True))
         # Blobs first: a reference is never written before what it points to.
         if blobs:
@@ -321,6 +356,7 @@ class MongoStore:
                    "state": t.state, "backing_ids": list(t.backing_ids), "created": t.created,
                    "updated": t.updated, "named": t.named, "titled": t.titled,
                    "rev": (d.get("rev") or 0) + 1 if d else 1}
+            check_size(doc)
             if d is None:
                 try:
                     await self._threads.insert_one(doc)
