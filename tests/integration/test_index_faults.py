@@ -21,12 +21,17 @@ from liminal.store.sqlite import SqliteStore
 from tests.support.proxy_process import ProxyProcess, child_env, liminal_argv, scripted_agent_argv
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+SQLITE_LIMIT_SITE = Path(__file__).resolve().parents[1] / "support" / "sqlite_limit"
 
 
 @asynccontextmanager
-async def liminal(tmp_path: Path) -> AsyncIterator[tuple[ProxyProcess, str]]:
+async def liminal(tmp_path: Path, *, sqlite_limit: int = 0) -> AsyncIterator[tuple[ProxyProcess, str]]:
+    """``sqlite_limit``: SQLite's length limit in liminal's processes (0: SQLite's own)."""
     env = child_env(tmp_path, LIMINAL_LOG_LEVEL="warning")
     env.pop("LIMINAL_STORE_URL", None)
+    if sqlite_limit:
+        env["PYTHONPATH"] = str(SQLITE_LIMIT_SITE) + os.pathsep + env["PYTHONPATH"]
+        env["LIMINAL_TEST_SQLITE_MAX_LENGTH"] = str(sqlite_limit)
     process = await anyio.open_process(
         liminal_argv(scripted_agent_argv()), env=env, start_new_session=True,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -248,3 +253,42 @@ async def test_a_stopped_index_worker_does_not_stop_forwarding(tmp_path: Path) -
         assert await proxy.wait_exit() == 0
     seqs = await stored_seqs(home / "liminal.db")
     assert seqs == list(range(2 + 2 + 102 + 20_002))
+
+
+async def test_an_answer_past_the_stores_limit_is_forwarded_whole_and_the_turns_after_it_are_indexed(
+        tmp_path: Path) -> None:
+    """A frame the store cannot take (issue 21) through the real ``liminal acp`` and its worker,
+    with SQLite's length limit lowered to 1 MiB in both (``tests/support/sqlite_limit``): a
+    3 MB answer in one chunk reaches the client byte for byte and the turn after it is answered
+    (forwarding never waits for the store); the store keeps the frame whole (in parts), the
+    answer's message cut with a ``problem`` message saying so, and the turn after it; nothing is
+    left in the spool or set aside, and liminal exits 0. On main the worker wrote the refused
+    batch again and again: the turn after it never reached the store."""
+    home = tmp_path / "liminal-home"
+    size = 3_000_000
+    async with liminal(tmp_path, sqlite_limit=1024 * 1024) as (proxy, session):
+        await prompt(proxy, 2, session, f"chunks:1 size:{size}")
+        await answered(proxy, 2)
+        await prompt(proxy, 3, session, "chunks:2")
+        await answered(proxy, 3)
+        big = [line for line in proxy.lines if len(line) > size]
+        sent = [line for line in (tmp_path / "agent_out.bin").read_bytes().split(b"\n")
+                if len(line) > size]
+        assert len(big) == 1 and big == sent  # forwarded unchanged
+        await proxy.close_stdin()  # liminal waits for its worker to store the spool
+        assert await proxy.wait_exit(60) == 0
+    assert not spool_files(home)
+    store = await SqliteStore.open(home / "liminal.db", create=False)
+    try:
+        frames = await store.frames(limit=1_000)
+        assert big[0] in [f.raw for f in frames]  # whole, read back from its parts
+        messages = await store.messages(session)
+    finally:
+        await store.aclose()
+    agent = [m.text for m in messages if m.kind == "agent"]
+    assert agent[0].startswith("chunk 0 é中xxx") and len(agent[0]) < 100_000
+    assert "cut here to fit the store" in agent[0]
+    assert agent[1:] == ["chunk 0 é中chunk 1 é中"]  # the turn after it
+    assert any("stored cut to fit the store" in m.text for m in messages if m.kind == "problem")
+    assert [m.kind for m in messages].count("turn_end") == 2
+    assert not (home / "quarantine").exists()
