@@ -26,6 +26,9 @@ from liminal.store.base import Store
 logger = log.get("liminal.ingest.sessions")
 WATCH_POLL_MAX_SECONDS = 30.0  # a session file that has not appeared is looked for this often
 
+# What ``SessionWatch.close`` gives each file to catch up with what the CLI wrote last.
+CLOSE_SECONDS_PER_FILE = 5.0
+
 
 class SessionWatch:
     def __init__(self, store: Store, find: Callable[[str, str], Path | None],
@@ -89,11 +92,13 @@ class SessionWatch:
             await anyio.sleep(wait)
             wait = min(wait * 2, WATCH_POLL_MAX_SECONDS)
 
-    async def close(self) -> None:
-        """What the CLI wrote last, including files that appeared after the last look; then stop."""
+    async def close(self, seconds_per_file: float = CLOSE_SECONDS_PER_FILE) -> None:
+        """What the CLI wrote last, including files that appeared after the last look; then stop.
+        Each file gets ``seconds_per_file`` to catch up: a worker that is stopping keeps its
+        deadline, and what a file still holds is indexed at the next start."""
         for backing, (thread, cwd) in list(self._watched.items()):
             watcher = self.indexers.get(backing)
-            with anyio.move_on_after(5), contextlib.suppress(Exception):
+            with anyio.move_on_after(seconds_per_file), contextlib.suppress(Exception):
                 if watcher is None:
                     path = await anyio.to_thread.run_sync(self._find, backing, cwd)
                     if path is None:
