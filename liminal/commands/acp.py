@@ -55,7 +55,8 @@ def components(settings: Settings, config_file: Path | None = None,
                argv: list[str] | None = None) -> list[Component]:
     """The components that hang off the proxy, as the settings ask; ``argv``, the agent's
     command, helps choose its harness."""
-    from liminal.harness.base import HarnessChoice, known_harnesses
+    from liminal.harness.base import HarnessChoice
+    from liminal.harness.known import known_harnesses
     from liminal.kernel.journal import SwapJournal
     from liminal.kernel.swap import SwapManager
 

@@ -25,8 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     from liminal.commands._out import Transcript
-    from liminal.commands._store import print_json, run_with_store
-    from liminal.commands.history import resolve
+    from liminal.commands._store import print_json, resolve, run_with_store
     from liminal.kernel.search import Found, find
 
     query = " ".join(args.query)

@@ -12,13 +12,10 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-from liminal.config import GradientSettings
+from liminal.config import PREAMBLE_MIN_TOKENS, GradientSettings
 from liminal.gradient.recall import KEY_IN_MARKER, MARKER_PREFIX, RecallError, RecallKey, marker
 
 MARKER_CHARS = 160  # the marker's own length, about
-# The preamble is never given less than this (a summary shorter says too little to be worth its
-# place), unless ``summary_tokens`` itself is smaller.
-PREAMBLE_MIN_TOKENS = 1_000
 
 
 class Band(enum.Enum):

@@ -509,7 +509,7 @@ async def open_indexer(settings: Settings, connection_id: str | None = None, *,
                     logger.error("store unavailable; frames are spooled until the next start",
                                  store=describe(settings), error=str(exc))
                     store = UnavailableStore(str(exc))
-            from liminal.harness.base import find_session_file
+            from liminal.harness.known import find_session_file
             from liminal.ingest.rewrites import own_bytes
 
             rewrites_path = settings.home / "rewrites.jsonl"

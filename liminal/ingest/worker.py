@@ -255,7 +255,7 @@ class SpoolWriter:
 
 
 async def _worker(spool_dir: Path, settings: Settings) -> None:
-    from liminal.harness.base import find_session_file
+    from liminal.harness.known import find_session_file
     from liminal.ingest.indexer import Indexer
     from liminal.ingest.rewrites import own_bytes
     from liminal.store.base import StoreError, UnavailableStore, describe, open_store

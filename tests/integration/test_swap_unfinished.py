@@ -148,7 +148,8 @@ async def test_with_swapping_off_a_swapped_thread_still_resumes_on_its_current_s
 def test_a_start_after_a_crash_removes_what_an_unfinished_codex_swap_left(tmp_path: Path) -> None:
     # A Codex rollout is named rollout-<time>-<id>.jsonl, not <id>.jsonl: the clean-up must
     # know a rewrite by its CLI's own naming, or the orphan stays in Codex's resume picker.
-    from liminal.harness.base import HarnessChoice, known_harnesses
+    from liminal.harness.base import HarnessChoice
+    from liminal.harness.known import known_harnesses
 
     home = tmp_path / "codex"
     day = home / "sessions" / "2026" / "11" / "25"
