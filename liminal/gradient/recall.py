@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from liminal.harness.files import is_session_id
+from liminal.sessionfiles import is_session_id
 
 MARKER_PREFIX = "[liminal: "
 # The marker names the tool that returns the text (``liminal mcp``'s ``recall``) and the key:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from liminal.harness.files import is_session_id as is_session_id
+from liminal.sessionfiles import is_session_id as is_session_id
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9]")
 # Exactly the form Claude Code names its files with. An id from a frame or the command line

@@ -41,7 +41,7 @@ from liminal.harness.codex.rollout import (
     tail_from,
     text_of,
 )
-from liminal.harness.files import HeldStill, is_session_id, make_private_folder, write_atomically
+from liminal.sessionfiles import HeldStill, is_session_id, make_private_folder, write_atomically
 
 if TYPE_CHECKING:
     from liminal.gradient.recall import RecallKey
