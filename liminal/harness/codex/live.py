@@ -216,9 +216,9 @@ class CodexSessions:
         return 0
 
     def bands(self, path: Path, target_tokens: int) -> dict[str, dict[str, int]]:
-        from liminal.harness.codex import report
+        from liminal.harness.codex import gradient
 
-        return report.bands(path, replace(self.settings, target_tokens=target_tokens))
+        return gradient.band_table(path, replace(self.settings, target_tokens=target_tokens))
 
     # -- recall -------------------------------------------------------------------------------
 
