@@ -47,7 +47,7 @@ class Turns:
 
 class SessionHarness(Protocol):
     """One CLI's session files, as the swap (``liminal.kernel.swap``), the commands
-    (``liminal.kernel.commands``) and recall (``liminal.kernel.recaller``) use them."""
+    (``liminal.kernel.commands``) and recall (``liminal.lookup.recaller``) use them."""
 
     @property
     def name(self) -> str: ...

@@ -60,7 +60,7 @@ def line_parser(path: Path) -> LineParser:
 
 def conversation_record_types() -> frozenset[str]:
     """The session record types, of every CLI, that hold the conversation (search looks only in
-    these unless asked for everything; ``liminal.kernel.search``)."""
+    these unless asked for everything; ``liminal.lookup.search``)."""
     from liminal.harness.claude.sessionfile import CONVERSATION_TYPES as CLAUDE
     from liminal.harness.codex.records import CONVERSATION_TYPES as CODEX
 

@@ -28,7 +28,7 @@ from liminal.harness.codex.live import CodexSessions
 from liminal.harness.known import line_parser
 from liminal.ingest import rewrites
 from liminal.ingest.sessions import SessionWatch
-from liminal.kernel.recaller import Recaller
+from liminal.lookup.recaller import Recaller
 from liminal.store.base import Store, StoreError
 from liminal.store.cache import LocalCache
 from liminal.store.records import Batch
