@@ -200,7 +200,7 @@ class AcpServer:
     # -- a connection ---------------------------------------------------------------------------
 
     async def handle(self, connection: ServerConnection) -> None:
-        from liminal.commands.acp import run_proxy
+        from liminal.wiring import run_proxy
 
         connection_id = self._ids.pop(id(connection), None) or uuid.uuid4().hex
         self.connections[connection] = connection_id
