@@ -81,7 +81,7 @@ def from_store(thread: str) -> tuple[list[Call], Result] | None:
 
     from liminal import config
     from liminal.harness.claude.sessionfile import ModelCall, model_calls
-    from liminal.store.base import open_store
+    from liminal.store.configured import open_store
 
     settings = config.load()
 

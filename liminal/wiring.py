@@ -34,7 +34,7 @@ def components(settings: Settings, config_file: Path | None = None,
     # swap a crash cut short); a thread must never resume on its stale original.
     journal = SwapJournal(settings.journal_path)
     from liminal.kernel.commands import CommandCenter
-    from liminal.store.base import open_store
+    from liminal.store.configured import open_store
 
     forced = None if settings.harness.name == "auto" else settings.harness.name
     harness = HarnessChoice(known_harnesses(settings.gradient), forced=forced, argv=argv or [])
@@ -82,7 +82,7 @@ async def run_proxy(argv: list[str], settings: Settings, config_file: Path | Non
 
     if not settings.store.index:
         return await made(Proxy(argv, settings.proxy, components=extra, **options)).run()
-    from liminal.ingest.indexer import open_indexer
+    from liminal.ingest.configured import open_indexer
 
     # The indexer is a component like the others: the proxy runs it, offers it every frame and
     # closes it (which flushes it).

@@ -22,7 +22,8 @@ def run_with_store(settings: Settings, body: Callable[[Any], Awaitable[T]]) -> T
     """Open the configured store (never creating one), run ``body(store)``; None if absent."""
     import anyio
 
-    from liminal.store.base import StoreError, describe, open_store
+    from liminal.store.base import StoreError, describe
+    from liminal.store.configured import open_store
 
     async def main() -> T | None:
         try:

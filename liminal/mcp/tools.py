@@ -117,7 +117,7 @@ class LiminalTools:
         if self._store is None:
             if not self.settings.store.index:
                 raise ToolError("liminal's store is off (store.index = false): no history to search")
-            from liminal.store.base import open_store
+            from liminal.store.configured import open_store
 
             self._store = await self._stack.enter_async_context(open_store(self.settings, create=False))
         return self._store

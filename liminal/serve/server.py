@@ -297,7 +297,8 @@ class AcpServer:
         history: list[dict[str, Any]] = []
         if self.settings.store.index:
             from liminal.kernel.replay import history_updates
-            from liminal.store.base import StoreError, open_store
+            from liminal.store.base import StoreError
+            from liminal.store.configured import open_store
 
             try:
                 async with open_store(self.settings, create=False) as store:
