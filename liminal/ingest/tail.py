@@ -19,14 +19,13 @@ Here, not beside Claude Code's line parser where it was: it writes through the i
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import anyio
 
 from liminal import log
-from liminal.harness.claude.sessionfile import parse_line
+from liminal.harness.known import LineParser, line_parser
 from liminal.ingest.recovery import write_or_salvage
 from liminal.store.base import Store
 from liminal.store.records import Batch, SessionRecord
@@ -68,11 +67,11 @@ def read_complete_lines(path: Path, offset: int,
 class SessionFileIndexer:
     def __init__(self, store: Store, path: Path, backing_id: str, thread_id: str | None = None,
                  *, own_bytes: int = 0,
-                 parse: Callable[[bytes, str, str | None, int], SessionRecord] = parse_line) -> None:
-        """``parse`` makes a record of a line: Claude Code's by default (a Codex rollout's is
-        ``liminal.harness.codex.records.parse_line``); the tailing is the same for both.
+                 parse: LineParser | None = None) -> None:
+        """``parse`` makes a record of a line: by default the parser of the CLI whose file
+        ``path`` is (``liminal.harness.known.line_parser``); the tailing is the same for all.
         ``own_bytes``: how much of the file liminal wrote (its lines are marked as liminal's)."""
-        self.parse = parse
+        self.parse = parse or line_parser(path)
         self.store = store
         self.path = path
         self.backing_id = backing_id

@@ -11,7 +11,6 @@ from typing import Any
 
 from liminal.config import GradientSettings
 from liminal.gradient.bands import Band
-from liminal.harness.claude.paths import open_regular
 from liminal.harness.codex import gradient
 from liminal.harness.codex.live import CodexSessions
 from liminal.harness.codex.rollout import (
@@ -21,6 +20,7 @@ from liminal.harness.codex.rollout import (
     read_rollout,
     session_id_of,
 )
+from liminal.sessionfiles import open_regular
 from liminal.units import tokens
 
 
