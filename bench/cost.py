@@ -9,7 +9,7 @@
     python bench/cost.py --sweep                  # the recent band's size against cost
 
 Cost is in input-token equivalents (``liminal.kernel.policy.Prices``: cache read 0.10, cache
-write 1.25, output 5.0). The conversation is replayed as its growth (``bench.costmodel``)
+write 1.25, output 5.0). The conversation is replayed as its growth (``bench.support.costmodel``)
 under: no management; Claude Code's auto-compact at 167k (a summary call, then the CLI's prompt
 and the summary); liminal's fixed policies as the settings once defaulted to; and liminal's
 default, the cost policy, which is the very code the swap manager runs. A log of real requests
@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.costmodel import Call, Request, Result, growth, measure, replay  # noqa: E402
+from bench.support.costmodel import Call, Request, Result, growth, measure, replay  # noqa: E402
 from liminal.config import GradientSettings, SwapSettings  # noqa: E402
 from liminal.kernel.policy import PRICES, CostPolicy  # noqa: E402
 

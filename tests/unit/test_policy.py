@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bench.costmodel import Call, Request, growth, measure, replay
+from bench.support.costmodel import Call, Request, growth, measure, replay
 from liminal.config import GradientSettings, SwapSettings
 from liminal.kernel.policy import PRICES, CostPolicy, Pace
 
