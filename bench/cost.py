@@ -9,7 +9,7 @@
     python bench/cost.py --sweep                  # the recent band's size against cost
 
 Cost is in input-token equivalents (``liminal.kernel.policy.Prices``: cache read 0.10, cache
-write 1.25, output 5.0). The conversation is replayed as its growth (``liminal.kernel.costmodel``)
+write 1.25, output 5.0). The conversation is replayed as its growth (``bench.support.costmodel``)
 under: no management; Claude Code's auto-compact at 167k (a summary call, then the CLI's prompt
 and the summary); liminal's fixed policies as the settings once defaulted to; and liminal's
 default, the cost policy, which is the very code the swap manager runs. A log of real requests
@@ -27,9 +27,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from liminal.config import GradientSettings, SwapSettings
-from liminal.kernel.costmodel import Call, Request, Result, growth, measure, replay
-from liminal.kernel.policy import PRICES, CostPolicy
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.support.costmodel import Call, Request, Result, growth, measure, replay  # noqa: E402
+from liminal.config import GradientSettings, SwapSettings  # noqa: E402
+from liminal.kernel.policy import PRICES, CostPolicy  # noqa: E402
 
 SYSTEM_TOKENS = 15_000  # the CLI's system prompt and tool definitions
 AUTO_COMPACT_AT = 167_000  # Claude Code's own compaction, near 83% of a 200k window
@@ -78,7 +81,7 @@ def from_store(thread: str) -> tuple[list[Call], Result] | None:
 
     from liminal import config
     from liminal.harness.claude.sessionfile import ModelCall, model_calls
-    from liminal.store.base import open_store
+    from liminal.store.configured import open_store
 
     settings = config.load()
 

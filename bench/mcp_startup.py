@@ -69,8 +69,8 @@ def main() -> int:
         import anyio
 
         from liminal.config import load
-        from liminal.store.base import open_store  # noqa: F401  (warm the file cache alike)
-        from liminal.store.base import open_store as opener
+        from liminal.store.configured import open_store  # noqa: F401  (warm the file cache alike)
+        from liminal.store.configured import open_store as opener
 
         async def create() -> None:
             async with opener(load({"home": home})):

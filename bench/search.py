@@ -1,4 +1,4 @@
-"""How long a search takes (issue 20): ``liminal.kernel.search.find``, what ``liminal search``,
+"""How long a search takes (issue 20): ``liminal.lookup.search.find``, what ``liminal search``,
 ``/search`` and ``search_history`` run, against the store's raw ``search`` it is built on.
 
 A SQLite store of THREADS threads of TURNS turns, each turn a prompt, an answer, a tool call
@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from liminal.kernel.search import find
+from liminal.lookup.search import find
 from liminal.store.records import Batch, FrameRecord, MessageRecord, SessionRecord, ThreadUpdate
 from liminal.store.sqlite import SqliteStore
 

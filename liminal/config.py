@@ -60,6 +60,12 @@ class CacheSettings:
     ttl_seconds: int = 7 * 24 * 3600
 
 
+# The preamble is never given less than this (a summary shorter says too little to be worth its
+# place), unless ``summary_tokens`` itself is smaller. Here, beside the settings, because both
+# the gradient's budgets (``liminal.gradient.bands``) and the check of the settings read it.
+PREAMBLE_MIN_TOKENS = 1_000
+
+
 @dataclass(frozen=True, slots=True)
 class GradientSettings:
     # The context the gradient aims for after a rewrite.
@@ -458,8 +464,6 @@ def _thresholds_fit(settings: Settings, explicit: frozenset[str]) -> None:
     own prompt, which a thread shows only once it runs) already say so. Under a target, a
     recent band or preamble left at its default shrinks to fit (docs/gradient.md); one set by
     hand is a promise to keep, and cannot be kept with the other."""
-    from liminal.gradient.bands import PREAMBLE_MIN_TOKENS
-
     swap, gradient = settings.swap, settings.gradient
     high, target = swap.high_tokens, swap.target_tokens
     least_preamble = min(gradient.summary_tokens, PREAMBLE_MIN_TOKENS)

@@ -17,7 +17,7 @@ from liminal.config import GradientSettings
 from liminal.gradient.bands import Band
 from liminal.gradient.recall import KEY_IN_MARKER, RecallError, RecallKey
 from liminal.gradient.summarize import PREAMBLE_INTRO
-from liminal.harness.base import HarnessChoice, Turns, known_harnesses
+from liminal.harness.base import HarnessChoice, Turns
 from liminal.harness.codex import gradient
 from liminal.harness.codex.live import CodexSessions
 from liminal.harness.codex.rollout import (
@@ -28,6 +28,7 @@ from liminal.harness.codex.rollout import (
     read_rollout,
     split,
 )
+from liminal.harness.known import known_harnesses
 from tests.support.codex_rollouts import Call, RolloutBuilder, TurnSpec, conversation
 
 DIALECTS = ["0.137", "0.166"]
@@ -340,8 +341,8 @@ def test_inspect_and_compress_detect_a_codex_rollout(tmp_path: Path, monkeypatch
 
 
 def test_rollout_lines_become_store_records_recall_can_read() -> None:
-    from liminal.harness.base import line_parser
     from liminal.harness.codex.records import parse_line
+    from liminal.harness.known import line_parser
 
     builder = conversation("0.166", 2)
     raw = builder.bytes().splitlines()

@@ -19,7 +19,7 @@ from liminal.harness.claude.gradient.rewrite import prepare, rewrite_session
 from liminal.harness.claude.gradient.validate import ValidationError, validate
 from liminal.harness.claude.paths import locate
 from liminal.harness.claude.recall import resolve, resolve_in
-from liminal.harness.files import RewriteError
+from liminal.sessionfiles import RewriteError
 from tests.support.gradient import recent_intact
 from tests.transcript import SID, Transcript, read_lines
 

@@ -13,6 +13,10 @@ import enum
 from dataclasses import dataclass
 from typing import Any, cast
 
+# ``Kind`` is JSON-RPC's word for a line; named here too, where every subscriber reads it.
+from liminal.acp.jsonrpc import Kind as Kind
+from liminal.acp.jsonrpc import parse
+
 
 class Direction(enum.Enum):
     CLIENT_TO_AGENT = "c2a"
@@ -28,14 +32,6 @@ class Direction(enum.Enum):
     CLIENT_TO_LIMINAL = "c2l"
     # Notes liminal records about what it did (a swap), for the store; never on a wire.
     LIMINAL_NOTE = "note"
-
-
-class Kind(enum.Enum):
-    REQUEST = "request"
-    NOTIFICATION = "notification"
-    RESPONSE = "response"
-    INVALID = "invalid"  # not JSON, not an object, or not JSON-RPC
-    OVERSIZED = "oversized"  # over the frame cap; ``raw`` holds only the head
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +112,6 @@ class LazyFrameEvent(FrameEvent):
     def message(self) -> dict[str, Any] | None:
         value = _SLOT_MESSAGE.__get__(self, FrameEvent)
         if value is _UNPARSED:
-            from liminal.acp.jsonrpc import parse  # here: jsonrpc imports this module
-
             value = parse(self.raw)
             _SLOT_MESSAGE.__set__(self, value)
         return cast("dict[str, Any] | None", value)

@@ -7,13 +7,13 @@ raw frame, because orjson reads integers beyond 64 bits as floats.
 
 from __future__ import annotations
 
+import enum
 import json
 import re
 from typing import Any
 
 import orjson
 
-from liminal.acp.events import Kind
 from liminal.acp.framing import HEAD_BYTES, TAIL_BYTES
 
 PARSE_ERROR = -32700
@@ -21,6 +21,14 @@ INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INTERNAL_ERROR = -32603
 REQUEST_CANCELLED = -32800
+
+
+class Kind(enum.Enum):
+    REQUEST = "request"
+    NOTIFICATION = "notification"
+    RESPONSE = "response"
+    INVALID = "invalid"  # not JSON, not an object, or not JSON-RPC
+    OVERSIZED = "oversized"  # over the frame cap; ``raw`` holds only the head
 
 
 def parse(raw: bytes) -> dict[str, Any] | None:

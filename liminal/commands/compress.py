@@ -56,7 +56,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from liminal.harness.claude.paths import SessionNotFound, is_session_id, locate
     from liminal.harness.claude.records import SessionFormatError
     from liminal.harness.codex import report as codex
-    from liminal.harness.files import RewriteError
+    from liminal.sessionfiles import RewriteError
 
     # It names the file written (both CLIs): checked before it becomes a path.
     if args.new_id is not None and not is_session_id(args.new_id):
@@ -109,7 +109,7 @@ def _codex(path: Path, args: argparse.Namespace, settings: Settings) -> int:
 
     from liminal.harness.codex import report as codex
     from liminal.harness.codex.rollout import RolloutError
-    from liminal.harness.files import RewriteError
+    from liminal.sessionfiles import RewriteError
 
     try:
         result = codex.compress(path, settings.gradient, args.new_id, args.dry_run)

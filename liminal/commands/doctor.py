@@ -105,8 +105,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     import anyio
 
     from liminal.config import setting_names, value_of
-    from liminal.store.base import StoreError, describe, open_store
+    from liminal.store.base import StoreError, describe
     from liminal.store.cache import open_cache
+    from liminal.store.configured import open_store
 
     checks: list[tuple[str, bool, str]] = []
     checks.append(("home", *_home(settings)))

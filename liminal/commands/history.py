@@ -28,27 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="every stored message: usage points and turn ends too")
 
 
-async def resolve(store: Any, prefix: str) -> str | list[str]:
-    """The thread id ``prefix`` names, or the candidates when it names none or several. An empty
-    one names none: it is a prefix of every id (``liminal threads delete "$T" --yes`` with T
-    unset would take the store's only thread). The id of a session a thread moved onto (a
-    swap's rewrite, the session of a ``/clear``: the name of a CLI's session file) names that
-    thread; so does a prefix of one, when no thread's own id starts with it."""
-    if not prefix.strip():
-        return []
-    threads: list[Thread] = [s.thread for s in await store.threads(limit=100_000, empty=True)]
-    exact = [t.id for t in threads if prefix == t.id] or [t.id for t in threads if prefix in t.backing_ids]
-    if exact:
-        return exact[0]
-    for names in (lambda t: (t.id,), lambda t: t.backing_ids):
-        matches = sorted({t.id for t in threads if any(n.startswith(prefix) for n in names(t))})
-        if matches:
-            return matches[0] if len(matches) == 1 else matches
-    return []
-
-
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    from liminal.commands._store import print_json, run_with_store
+    from liminal.commands._store import print_json, resolve, run_with_store
 
     async def body(store: Any) -> tuple[Thread | None, list[MessageRecord]] | list[str]:
         found = await resolve(store, args.thread)

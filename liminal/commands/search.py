@@ -1,7 +1,7 @@
 """``liminal search QUERY [--thread T] [--all] [--json]``: the conversation across history, best
 first: what the person and the model said and what tools returned, once each, with when and
 where (thread title, turn). ``--all`` adds what stays out otherwise: liminal's own commands and
-notes, and the CLIs' bookkeeping records (``liminal.kernel.search``)."""
+notes, and the CLIs' bookkeeping records (``liminal.lookup.search``)."""
 
 from __future__ import annotations
 
@@ -25,9 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     from liminal.commands._out import Transcript
-    from liminal.commands._store import print_json, run_with_store
-    from liminal.commands.history import resolve
-    from liminal.kernel.search import Found, find
+    from liminal.commands._store import print_json, resolve, run_with_store
+    from liminal.lookup.search import Found, find
 
     query = " ".join(args.query)
 

@@ -114,8 +114,7 @@ def _home_short(path: str) -> str:
 
 
 def _change(args: argparse.Namespace, settings: Settings) -> int:
-    from liminal.commands._store import run_with_store
-    from liminal.commands.history import resolve
+    from liminal.commands._store import resolve, run_with_store
     from liminal.store.records import Batch, ThreadUpdate
 
     need = 2 if args.action == "rename" else 1

@@ -10,15 +10,13 @@ original (``liminal.gradient.recall``); text already cut keeps its first key.
 from __future__ import annotations
 
 import enum
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, overload
 
-from liminal.config import GradientSettings
+from liminal.config import PREAMBLE_MIN_TOKENS, GradientSettings
 from liminal.gradient.recall import KEY_IN_MARKER, MARKER_PREFIX, RecallError, RecallKey, marker
 
 MARKER_CHARS = 160  # the marker's own length, about
-# The preamble is never given less than this (a summary shorter says too little to be worth its
-# place), unless ``summary_tokens`` itself is smaller.
-PREAMBLE_MIN_TOKENS = 1_000
 
 
 class Band(enum.Enum):
@@ -43,6 +41,74 @@ def recent_budget(room: int, reserve: int, settings: GradientSettings, *, floor:
     if floor:
         return settings.recent_tokens
     return max(0, min(settings.recent_tokens, room - reserve))
+
+
+def assign_bands(
+    costs: Sequence[Sequence[int]],
+    *,
+    budget: int,
+    recent: int,
+    middle: int,
+    reserve: int,
+    keep: int = 0,
+) -> list[Band]:
+    """Bands for turns given (full, truncated, prose) token costs, oldest first. The recent band
+    gets ``keep`` tokens whatever the budget, and up to ``recent`` within it; the youngest turn
+    is recent whatever either says. Then middle turns up to ``middle`` of what the budget leaves
+    after the recent band and ``reserve`` (the preamble's), then old turns in the rest; the
+    others are ancient (consolidated into the preamble). Each CLI's gradient costs its own
+    turns (Claude Code's records, Codex's response items) and asks this for the bands."""
+    bands = [Band.ANCIENT] * len(costs)
+    used = 0
+    i = len(costs) - 1
+    # ``keep`` is the floor's (a rewrite asked for the floor keeps the configured band whole:
+    # that is what the floor is); under a target the band is what fits (``recent_budget``).
+    limit = max(keep, min(recent, budget - reserve))
+    while i >= 0 and (i == len(costs) - 1 or used + costs[i][0] <= limit):
+        bands[i] = Band.RECENT
+        used += costs[i][0]
+        i -= 1
+    limit = used + min(middle, max(0, budget - reserve - used))
+    while i >= 0 and used + costs[i][1] <= limit:
+        bands[i] = Band.MIDDLE
+        used += costs[i][1]
+        i -= 1
+    limit = budget - reserve
+    while i >= 0 and used + costs[i][2] <= limit:
+        bands[i] = Band.OLD
+        used += costs[i][2]
+        i -= 1
+    return bands
+
+
+class TurnCost(Sequence[int]):
+    """One turn's token cost in the recent, middle and old bands (whole, cut, prose), each computed
+    when first asked for: band assignment walks from the youngest turn and stops where the
+    ancient band begins, and asks each turn only for the cost of the band it is trying."""
+
+    __slots__ = ("_cost", "_values")
+
+    def __init__(self, cost: Callable[[Band], int]) -> None:
+        self._cost = cost
+        self._values: list[int | None] = [None, None, None]
+
+    def __len__(self) -> int:
+        return 3
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[int]: ...
+
+    def __getitem__(self, index: int | slice) -> int | Sequence[int]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(3))]
+        value = self._values[index]
+        if value is None:
+            value = self._cost((Band.RECENT, Band.MIDDLE, Band.OLD)[index])
+            self._values[index] = value
+        return value
 
 
 def already_cut(text: str) -> bool:

@@ -7,7 +7,7 @@ and ``block`` mean is the CLI's (Claude Code: a record uuid and a content block;
 (``SessionHarness.recall``); this module knows their syntax only. The
 session a key names may be one liminal wrote (a rewrite, a cut): the store keeps every line of
 every session of a thread, liminal's own among them, so a key resolves from the store for as
-long as it holds the thread, and from the file while that exists (``liminal.kernel.recaller``).
+long as it holds the thread, and from the file while that exists (``liminal.lookup.recaller``).
 Keys survive a second rewrite: a record already cut carries the key to its first original.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from liminal.harness.files import is_session_id
+from liminal.sessionfiles import is_session_id
 
 MARKER_PREFIX = "[liminal: "
 # The marker names the tool that returns the text (``liminal mcp``'s ``recall``) and the key:

@@ -33,18 +33,16 @@ import os
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import orjson
 
 from liminal import log
 from liminal.acp.events import FrameEvent
-from liminal.config import Settings
 from liminal.ingest import derive
 from liminal.ingest.burst import (
     YIELD_BYTES_PER_SECOND,
@@ -57,11 +55,8 @@ from liminal.ingest.poison import write_batch
 from liminal.ingest.recovery import parse_async, replay_orphans
 from liminal.ingest.sessions import SessionWatch
 from liminal.ingest.spool import READ_BYTES, SpoolDir
-from liminal.store.base import Store, StoreError, UnavailableStore, describe, open_store
+from liminal.store.base import Store
 from liminal.store.records import Batch, FrameRecord, MessageRecord, ThreadUpdate, frame_id
-
-if TYPE_CHECKING:
-    from liminal.ingest.worker import SpoolWriter
 
 logger = log.get("liminal.ingest.indexer")
 _PARSED_KINDS = {"request", "notification", "response"}
@@ -502,49 +497,3 @@ class Indexer:
             logger.warning("indexer: closed with frames still spooled; replayed at next start",
                            spool=str(self.spool.path))
         self._closed.set()
-
-
-@asynccontextmanager
-async def open_indexer(settings: Settings, connection_id: str | None = None, *,
-                       run: bool = True, store: Store | None = None,
-                       watch_sessions: bool = True) -> AsyncIterator[Indexer | SpoolWriter]:
-    """The configured indexer, running for the block's duration: a tap subscriber to give the
-    proxy as a component (a proxy that also calls ``run`` is harmless).
-
-    ``store.indexer = "worker"`` (default): a ``SpoolWriter``, indexing in a process of its own.
-    ``"inline"`` (or a ``store`` given): an ``Indexer`` on the configured store, in this process.
-    """
-    spool_root = settings.home / "spool"
-    async with contextlib.AsyncExitStack() as stack:
-        indexer: Indexer | SpoolWriter
-        if settings.store.indexer == "worker" and store is None:
-            from liminal.ingest.worker import SpoolWriter
-
-            indexer = SpoolWriter(settings, spool_name=connection_id)
-        else:
-            if store is None:
-                try:
-                    store = await stack.enter_async_context(open_store(settings))
-                except StoreError as exc:
-                    # Never in the way: proxy anyway, spool everything for the next start.
-                    logger.error("store unavailable; frames are spooled until the next start",
-                                 store=describe(settings), error=str(exc))
-                    store = UnavailableStore(str(exc))
-            from liminal.harness.base import find_session_file
-            from liminal.ingest.rewrites import own_bytes
-
-            rewrites_path = settings.home / "rewrites.jsonl"
-
-            indexer = Indexer(store, spool_root, spool_name=connection_id,
-                              queue_frames=settings.store.queue_frames,
-                              session_files=find_session_file if watch_sessions else None,
-                              own_bytes=lambda backing: own_bytes(rewrites_path, backing))
-        async with anyio.create_task_group() as tg:
-            if run:
-                tg.start_soon(indexer.run)
-            try:
-                yield indexer
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await indexer.aclose()
-                tg.cancel_scope.cancel()

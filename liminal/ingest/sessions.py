@@ -19,8 +19,8 @@ import anyio
 import anyio.to_thread
 
 from liminal import log
-from liminal.harness.base import line_parser
-from liminal.harness.claude.sessionfile import SessionFileIndexer
+from liminal.harness.known import line_parser
+from liminal.ingest.tail import SessionFileIndexer
 from liminal.store.base import Store
 
 logger = log.get("liminal.ingest.sessions")

@@ -295,10 +295,11 @@ def _exit_after(seconds: float, code: int) -> None:
 
 
 async def _worker(spool_dir: Path, settings: Settings) -> None:
-    from liminal.harness.base import find_session_file
+    from liminal.harness.known import find_session_file
     from liminal.ingest.indexer import Indexer
     from liminal.ingest.rewrites import own_bytes
-    from liminal.store.base import StoreError, UnavailableStore, describe, open_store
+    from liminal.store.base import StoreError, UnavailableStore, describe
+    from liminal.store.configured import open_store
 
     async with anyio.create_task_group() as tg:
         try:

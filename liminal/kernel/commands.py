@@ -31,15 +31,15 @@ from liminal import log, moves
 from liminal.acp.router import LOCAL, Local, LocalRequest
 from liminal.harness.base import SessionHarness
 from liminal.kernel import reopen
-from liminal.kernel.memos import describe, find_memos, save_memo, split_tags
 from liminal.kernel.mover import SwapError, Writer
 from liminal.kernel.swap import SwapManager
+from liminal.lookup.memos import describe, find_memos, save_memo, split_tags
 from liminal.mcp.link import SlashRequest
 from liminal.store.records import Batch, ThreadUpdate
 from liminal.units import plural, tokens
 
 if TYPE_CHECKING:
-    from liminal.kernel.recaller import Recaller
+    from liminal.lookup.recaller import Recaller
     from liminal.proxy import Proxy
     from liminal.store.base import Store
     from liminal.store.cache import Cache
@@ -239,7 +239,7 @@ class CommandCenter:
     async def _list(self, proxy: Proxy, request: LocalRequest) -> None:
         """``session/list``: the store's threads and what the agent lists besides."""
         from liminal.acp import jsonrpc
-        from liminal.kernel.threadlist import listing
+        from liminal.lookup.threadlist import listing
         from liminal.proxy import OwnRequestError
 
         params = request.message.get("params")
@@ -333,7 +333,7 @@ class CommandCenter:
     async def recaller(self) -> Recaller:
         """Recall keys resolved through the cache, then the store, then the CLI's file."""
         if self._recaller is None:
-            from liminal.kernel.recaller import Recaller
+            from liminal.lookup.recaller import Recaller
             from liminal.store.base import StoreError
 
             try:
@@ -613,7 +613,7 @@ class CommandCenter:
     async def _cmd_search(self, thread: str, args: str) -> str:
         """What was said in this thread (``liminal.kernel.search``); ``--all`` adds liminal's own
         commands and notes and the CLI's bookkeeping records."""
-        from liminal.kernel.search import find
+        from liminal.lookup.search import find
 
         words = args.split(None, 1)
         everything = bool(words) and words[0] == "--all"

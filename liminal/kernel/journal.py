@@ -20,8 +20,8 @@ from typing import Any
 import orjson
 
 from liminal import log
-from liminal.harness.files import is_session_id
 from liminal.ingest import rewrites
+from liminal.sessionfiles import is_session_id
 
 logger = log.get("liminal.kernel.journal")
 

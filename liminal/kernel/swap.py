@@ -38,10 +38,10 @@ from liminal.acp import jsonrpc
 from liminal.acp.events import Direction, FrameEvent, Kind, LazyFrameEvent, kind_markers
 from liminal.config import GradientSettings, SwapSettings
 from liminal.harness.base import HarnessChoice, Rewritten, SessionHarness
-from liminal.harness.files import is_session_id
 from liminal.kernel.journal import SwapJournal, SwapRecord
 from liminal.kernel.mover import UNDO_CLOSE_SECONDS, ThreadMover, ThreadState
 from liminal.kernel.policy import CostPolicy, Decision
+from liminal.sessionfiles import is_session_id
 
 if TYPE_CHECKING:
     from liminal.proxy import Proxy

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import asyncio
 
     from liminal.config import Settings
-    from liminal.kernel.recaller import Recaller
+    from liminal.lookup.recaller import Recaller
     from liminal.store.base import Store
 
 # What the model may ask liminal to do to its own context (the commands meant for people, such
@@ -117,7 +117,7 @@ class LiminalTools:
         if self._store is None:
             if not self.settings.store.index:
                 raise ToolError("liminal's store is off (store.index = false): no history to search")
-            from liminal.store.base import open_store
+            from liminal.store.configured import open_store
 
             self._store = await self._stack.enter_async_context(open_store(self.settings, create=False))
         return self._store
@@ -125,7 +125,7 @@ class LiminalTools:
     async def recaller(self) -> Recaller:
         async with self._lock():
             if self._recaller is None:
-                from liminal.kernel.recaller import Recaller
+                from liminal.lookup.recaller import Recaller
                 from liminal.store.base import StoreError
                 from liminal.store.cache import open_cache
 
@@ -155,7 +155,7 @@ class LiminalTools:
         return [part]
 
     async def search_history(self, args: dict[str, Any]) -> list[str]:
-        from liminal.kernel.search import find
+        from liminal.lookup.search import find
 
         thread = None if args.get("all_threads") else self.bound()
         limit = min(max(1, int(args.get("limit", 8))), 50)
@@ -182,7 +182,7 @@ class LiminalTools:
         return [f"liminal will run /{command}{' ' + rest if rest else ''} when this turn ends."]
 
     async def memo_save(self, args: dict[str, Any]) -> list[str]:
-        from liminal.kernel.memos import save_memo
+        from liminal.lookup.memos import save_memo
 
         content = args["content"].strip()
         if not content:
@@ -197,7 +197,7 @@ class LiminalTools:
         return [f"Memo kept ({memo.id})."]
 
     async def memo_find(self, args: dict[str, Any]) -> list[str]:
-        from liminal.kernel.memos import describe, find_memos
+        from liminal.lookup.memos import describe, find_memos
 
         found = await find_memos(await self.store(), [str(t) for t in args.get("tags", [])],
                                  str(args.get("text", "")))

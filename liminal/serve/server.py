@@ -200,7 +200,7 @@ class AcpServer:
     # -- a connection ---------------------------------------------------------------------------
 
     async def handle(self, connection: ServerConnection) -> None:
-        from liminal.commands.acp import run_proxy
+        from liminal.wiring import run_proxy
 
         connection_id = self._ids.pop(id(connection), None) or uuid.uuid4().hex
         self.connections[connection] = connection_id
@@ -297,7 +297,8 @@ class AcpServer:
         history: list[dict[str, Any]] = []
         if self.settings.store.index:
             from liminal.kernel.replay import history_updates
-            from liminal.store.base import StoreError, open_store
+            from liminal.store.base import StoreError
+            from liminal.store.configured import open_store
 
             try:
                 async with open_store(self.settings, create=False) as store:

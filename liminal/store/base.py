@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import unicodedata
-from collections.abc import AsyncIterator, Collection, Iterable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -167,32 +166,6 @@ def describe(settings: Settings) -> str:
     if not url:
         return f"sqlite:{sqlite_path(settings)}"
     return url.split("@")[-1] if "@" in url else url
-
-
-@asynccontextmanager
-async def open_store(settings: Settings, *, create: bool = True) -> AsyncIterator[Store]:
-    """Open the configured store: MongoDB for ``mongodb://`` URLs, else SQLite.
-
-    ``store.url`` may be empty (SQLite at ``$LIMINAL_HOME/liminal.db``), ``sqlite:///PATH`` or a
-    MongoDB URL (``mongodb://`` or ``mongodb+srv://``; the database is the URL's path, default
-    ``liminal``).
-    """
-    url = settings.store.url
-    store: Store
-    if url.startswith(("mongodb://", "mongodb+srv://")):
-        from liminal.store.mongo import MongoStore
-
-        store = await MongoStore.open(url)
-    elif not url or url.startswith("sqlite:"):
-        from liminal.store.sqlite import SqliteStore
-
-        store = await SqliteStore.open(sqlite_path(settings), create=create)
-    else:
-        raise StoreError(f"store.url: unsupported scheme in {url!r} (sqlite:// or mongodb://)")
-    try:
-        yield store
-    finally:
-        await store.aclose()
 
 
 def within(max_bytes: int, sizes: Sequence[int]) -> int:

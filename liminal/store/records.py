@@ -259,7 +259,7 @@ class SearchHit:
     time: float | None
     snippet: str
     score: float  # higher is better
-    # Where the hit is in the conversation (``liminal.kernel.search`` places and sifts by these):
+    # Where the hit is in the conversation (``liminal.lookup.search`` places and sifts by these):
     # the message it is (its own id; for a session record of a tool call, the tool call's
     # message when the store has it), that message's turn, its first line (a tool call's
     # title), and the direction of the frame that started it (``c2l``, ``l2c``, ``note``:

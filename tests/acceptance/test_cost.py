@@ -17,8 +17,8 @@ import json
 import re
 import sys
 
+from bench.support.costmodel import Request, growth, measure, replay
 from fixtures.harness import Adapter, ModelRequest, Reply, Rig, Scenario, Shell, Text
-from liminal.kernel.costmodel import Request, growth, measure, replay
 from liminal.kernel.journal import SwapJournal
 from tests.acceptance.conftest import adapter_fixture
 

@@ -31,7 +31,8 @@ from fixtures.harness import (
 )
 from liminal.config import GradientSettings
 from liminal.gradient.recall import KEY_IN_MARKER, RecallKey
-from liminal.harness.base import HarnessChoice, find_session_file, known_harnesses
+from liminal.harness.base import HarnessChoice
+from liminal.harness.known import find_session_file, known_harnesses
 from liminal.ingest import rewrites
 from liminal.kernel.journal import SwapJournal
 from liminal.store.sqlite import SqliteStore

@@ -265,7 +265,7 @@ def test_calls_that_come_together_open_one_store(home: Path, monkeypatch: pytest
     import asyncio
 
     from liminal.mcp.tools import LiminalTools
-    from liminal.store import base
+    from liminal.store import configured as base
 
     opened: list[object] = []
     real = base.open_store

@@ -126,8 +126,8 @@ async def test_a_start_after_a_crash_removes_what_an_unfinished_swap_left(tmp_pa
 async def test_with_swapping_off_a_swapped_thread_still_resumes_on_its_current_session(
     tmp_path: Path,
 ) -> None:
-    from liminal.commands.acp import components
     from liminal.config import Settings, StoreSettings
+    from liminal.wiring import components
 
     settings_off = Settings(home=tmp_path / "home", swap=SwapSettings(enabled=False),
                             store=StoreSettings(index=False))
@@ -148,7 +148,8 @@ async def test_with_swapping_off_a_swapped_thread_still_resumes_on_its_current_s
 def test_a_start_after_a_crash_removes_what_an_unfinished_codex_swap_left(tmp_path: Path) -> None:
     # A Codex rollout is named rollout-<time>-<id>.jsonl, not <id>.jsonl: the clean-up must
     # know a rewrite by its CLI's own naming, or the orphan stays in Codex's resume picker.
-    from liminal.harness.base import HarnessChoice, known_harnesses
+    from liminal.harness.base import HarnessChoice
+    from liminal.harness.known import known_harnesses
 
     home = tmp_path / "codex"
     day = home / "sessions" / "2026" / "11" / "25"
@@ -223,8 +224,8 @@ async def test_a_load_sent_at_once_after_a_start_goes_to_the_threads_current_ses
     # The journal is read while the client's first bytes already arrive (a long journal, a slow
     # disk): a load forwarded before the thread is bound would resume it on its stale original,
     # without every turn since the swap.
-    from liminal.commands.acp import components
     from liminal.config import Settings, StoreSettings
+    from liminal.wiring import components
 
     real_recover = SwapManager._recover
 

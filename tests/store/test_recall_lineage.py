@@ -22,12 +22,13 @@ import pytest
 
 from liminal.config import GradientSettings
 from liminal.gradient.recall import KEY_IN_MARKER, RecallError, RecallKey
-from liminal.harness.base import Rewritten, SessionHarness, line_parser
+from liminal.harness.base import Rewritten, SessionHarness
 from liminal.harness.claude.live import ClaudeSessions
 from liminal.harness.codex.live import CodexSessions
+from liminal.harness.known import line_parser
 from liminal.ingest import rewrites
 from liminal.ingest.sessions import SessionWatch
-from liminal.kernel.recaller import Recaller
+from liminal.lookup.recaller import Recaller
 from liminal.store.base import Store, StoreError
 from liminal.store.cache import LocalCache
 from liminal.store.records import Batch

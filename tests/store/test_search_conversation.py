@@ -223,7 +223,7 @@ async def _opened(db: Path) -> AsyncIterator[SqliteStore]:
 def test_a_hit_past_liminals_own_is_still_found(tmp_path: Path) -> None:
     """Liminal's own part of a thread taking the first places does not push what was said out
     of a short list: the search asks again for more."""
-    from liminal.kernel.search import find
+    from liminal.lookup.search import find
 
     async def run() -> list[str]:
         db = tmp_path / "liminal.db"

@@ -15,13 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from liminal.harness.claude.paths import encode_cwd, find
-from liminal.harness.claude.sessionfile import (
-    SessionFileIndexer,
-    model_calls,
-    parse_line,
-    read_complete_lines,
-)
+from liminal.harness.claude.sessionfile import model_calls, parse_line
 from liminal.ingest.indexer import Indexer
+from liminal.ingest.tail import SessionFileIndexer, read_complete_lines
 from liminal.kernel.journal import SwapJournal
 from liminal.store.base import StoreError
 from liminal.store.sqlite import SqliteStore

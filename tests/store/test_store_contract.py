@@ -194,7 +194,7 @@ async def test_session_records(store: Store) -> None:
     got = await store.session_records("b1")
     assert got == records
     assert await store.session_file_end("b1") == offset
-    # The lines with a record's uuid: what a recall key names (liminal.kernel.recaller).
+    # The lines with a record's uuid: what a recall key names (liminal.lookup.recaller).
     assert await store.session_records("b1", uuid="u1") == [records[1]]
     assert await store.session_records("b1", uuid="nope") == []
     assert await store.session_records("b2", uuid="u1") == []

@@ -23,8 +23,8 @@ import pytest
 from liminal.acp.router import Router
 from liminal.ingest.indexer import Indexer
 from liminal.kernel.commands import CommandCenter
-from liminal.kernel.memos import MEMO_THREAD
-from liminal.kernel.threadlist import listing
+from liminal.lookup.memos import MEMO_THREAD
+from liminal.lookup.threadlist import listing
 from liminal.store.base import Store
 from liminal.store.records import Batch, ThreadUpdate
 from tests.store.conftest import event
@@ -141,7 +141,7 @@ async def reopened_and_closed(store: Store, thread: str, t0: float, spool: Path)
 
 
 def listed(threads: list[Any]) -> list[str]:
-    """What ``session/list`` answers of the store's threads (``liminal.kernel.threadlist``)."""
+    """What ``session/list`` answers of the store's threads (``liminal.lookup.threadlist``)."""
     return [s["sessionId"] for s in listing(threads, [], lambda b: b, None, first_page=True,
                                             hide=set(), live={})]
 
@@ -220,7 +220,7 @@ async def test_every_command_that_takes_no_arguments_refuses_them(store: Store) 
 
 async def test_recall_answers_the_bytes_behind_a_key(store: Store, tmp_path: Path) -> None:
     from liminal.gradient.recall import RecallKey
-    from liminal.kernel.recaller import Recaller
+    from liminal.lookup.recaller import Recaller
     from tests.store.test_recall_lineage import claude_thread, keys_in
 
     lineage, env = claude_thread(tmp_path)

@@ -104,7 +104,7 @@ async def recorded(liminal_home: Path) -> AsyncIterator[Any]:
     """The store a liminal with this home recorded into, as liminal itself finds it (its
     ``config.toml``, else SQLite in the home)."""
     from liminal import config
-    from liminal.store.base import open_store
+    from liminal.store.configured import open_store
 
     settings = config.load(env={"LIMINAL_HOME": str(liminal_home)})
     async with open_store(settings, create=False) as store:

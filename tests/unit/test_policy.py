@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bench.support.costmodel import Call, Request, growth, measure, replay
 from liminal.config import GradientSettings, SwapSettings
-from liminal.kernel.costmodel import Call, Request, growth, measure, replay
 from liminal.kernel.policy import PRICES, CostPolicy, Pace
 
 GRADIENT = GradientSettings()  # recent band 20k, preamble 4k

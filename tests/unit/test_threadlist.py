@@ -1,8 +1,8 @@
-"""``session/list`` from liminal's threads (``liminal.kernel.threadlist.listing``)."""
+"""``session/list`` from liminal's threads (``liminal.lookup.threadlist.listing``)."""
 
 from __future__ import annotations
 
-from liminal.kernel.threadlist import listing
+from liminal.lookup.threadlist import listing
 from liminal.store.records import Thread, ThreadSummary
 
 

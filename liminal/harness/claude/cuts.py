@@ -41,7 +41,7 @@ from liminal.harness.claude.gradient.validate import validate
 from liminal.harness.claude.paths import locate
 from liminal.harness.claude.records import Record, SessionFormatError, dumps, loads, read_session
 from liminal.harness.claude.tokens import total_chars
-from liminal.harness.files import write_atomically
+from liminal.sessionfiles import write_atomically
 
 UNLIMITED = 10**9  # a target no session reaches: the gradient keeps every turn whole
 # What Claude Code reads as the state of a session, the last line of each kind winning: what the

@@ -19,7 +19,7 @@ from liminal.harness.claude.gradient import prepare, rewrite_session
 from liminal.harness.claude.gradient.validate import validate
 from liminal.harness.claude.paths import SessionNotFound, find, locate_id
 from liminal.harness.claude.recall import resolve_in, value_in_line
-from liminal.harness.files import RewriteError, is_session_id
+from liminal.sessionfiles import RewriteError, is_session_id
 
 
 class ClaudeSessions:

@@ -9,7 +9,6 @@ is the one thing every build agrees on. Beside a session live ``<id>/subagents/a
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import stat
@@ -17,16 +16,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from liminal.harness.files import is_session_id as is_session_id
+from liminal.sessionfiles import SessionNotFound as SessionNotFound
+from liminal.sessionfiles import is_session_id as is_session_id
+from liminal.sessionfiles import open_regular as open_regular
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9]")
 # Exactly the form Claude Code names its files with. An id from a frame or the command line
 # becomes part of a path only once it matches: nothing else (``../x``, ``a/b``) ever does.
 MAX_FOLDER_CHARS = 200
-
-
-class SessionNotFound(LookupError):
-    """No session file matches the reference given."""
 
 
 def config_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -38,21 +35,6 @@ def config_dir(env: Mapping[str, str] | None = None) -> Path:
 def encode_cwd(cwd: str | Path) -> str:
     """The project folder name for a cwd, by the simple rule (long names need the scan)."""
     return _UNSAFE.sub("-", str(cwd))
-
-
-def open_regular(path: Path) -> io.BufferedReader:
-    """Open ``path`` for reading only if it is a regular file (after symlinks): a FIFO would
-    block the reader forever and a device such as ``/dev/zero`` would never end. Checked on
-    the open descriptor, so the file cannot be swapped between the check and the read."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise SessionNotFound(f"{path}: not a regular file")
-        os.set_blocking(fd, True)
-        return io.open(fd, "rb")  # noqa: UP020 - a buffered reader, typed as one
-    except BaseException:
-        os.close(fd)
-        raise
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ from typing import Any
 
 from liminal.harness.claude.paths import open_regular
 from liminal.harness.claude.records import INTERRUPTED, loads
-from liminal.harness.files import HeldStill
+from liminal.sessionfiles import HeldStill
 
 TAIL_BYTES = 512 * 1024
 

@@ -28,8 +28,11 @@ it resumes its own: docs/formats.md, "Codex rollouts".
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -39,9 +42,10 @@ from liminal.gradient.bands import (
     MARKER_CHARS,
     Band,
     Cutter,
+    TurnCost,
     already_cut,
+    assign_bands,
     preamble_budget,
-    recent_budget,
 )
 from liminal.gradient.recall import RecallKey
 from liminal.gradient.summarize import PREAMBLE_INTRO, ExtractiveSummarizer, TurnDigest
@@ -56,6 +60,7 @@ from liminal.harness.codex.rollout import (
     is_context_message,
     last_token_count,
     parse_lines,
+    read_rollout,
     text_of,
 )
 
@@ -196,34 +201,26 @@ def preamble_tokens(target_tokens: int, overhead: int, settings: GradientSetting
     return preamble_budget(target_tokens - overhead, settings)
 
 
-def assign_bands(turns: Sequence[Turn], target_tokens: int, overhead: int, settings: GradientSettings,
-                 edits: _Edits) -> list[Band]:
+def turn_bands(turns: Sequence[Turn], target_tokens: int, overhead: int, settings: GradientSettings,
+               edits: _Edits) -> list[Band]:
     """Youngest first: recent by ``recent_tokens`` (at least one turn; under a target, no more
     than fits under it with the summary), then middle and old by what the target leaves
-    (``target_tokens`` 0: nothing, the recent band and the summary only)."""
-    bands = [Band.ANCIENT] * len(turns)
-    n = len(turns) - 1
+    (``target_tokens`` 0: nothing, the recent band and the summary only). The walk is the
+    gradient's (``liminal.gradient.bands.assign_bands``); a turn's cost in each band is its
+    response items as that band edits them."""
     overhead += _context_cost(turns)
-    used = 0
     reserve = preamble_tokens(target_tokens, overhead, settings)
-    limit = recent_budget(target_tokens - overhead, reserve, settings, floor=not target_tokens)
-    while n >= 0:
-        full = _turn_cost(turns[n], None)
-        if n < len(turns) - 1 and used + full > limit:
-            break
-        bands[n], used, n = Band.RECENT, used + full, n - 1
-    room = max(0, target_tokens - overhead - used - reserve) if target_tokens else 0
-    for band, budget, edit in ((Band.MIDDLE, min(settings.middle_tokens, room), edits.middle),
-                               (Band.OLD, None, edits.old)):
-        spent = 0
-        limit = budget if budget is not None else room
-        while n >= 0:
-            size = _turn_cost(turns[n], edit)
-            if spent + size > limit:
-                break
-            bands[n], spent, n = band, spent + size, n - 1
-        room = max(0, room - spent)
-    return bands
+    floor = not target_tokens
+    costs = [TurnCost(partial(_band_cost, turn, edits)) for turn in turns]
+    # At the floor nothing but the recent band (kept whole) and the summary: no budget left.
+    return assign_bands(costs, budget=0 if floor else target_tokens - overhead,
+                        recent=settings.recent_tokens, middle=settings.middle_tokens,
+                        reserve=reserve, keep=settings.recent_tokens if floor else 0)
+
+
+def _band_cost(turn: Turn, edits: _Edits, band: Band) -> int:
+    edit = {Band.RECENT: None, Band.MIDDLE: edits.middle, Band.OLD: edits.old}[band]
+    return _turn_cost(turn, edit)
 
 
 def _item_completed_id(line: Line) -> str | None:
@@ -395,7 +392,7 @@ def rewrite(rollout: Rollout, target_tokens: int, new_id: str, settings: Gradien
     before = last_token_count(rollout.lines) or estimate
     overhead = max(0, before - estimate)  # instructions and tools: not in the file
     edits = _Edits(rollout.session_id, settings)
-    bands = assign_bands(rollout.turns, target_tokens, overhead, settings, edits)
+    bands = turn_bands(rollout.turns, target_tokens, overhead, settings, edits)
     out: list[Line] = list(rollout.head)
     ancient = [t for t, b in zip(rollout.turns, bands, strict=True) if b is Band.ANCIENT]
     for n, (turn, band) in enumerate(zip(rollout.turns, bands, strict=True)):
@@ -410,3 +407,18 @@ def rewrite(rollout: Rollout, target_tokens: int, new_id: str, settings: Gradien
     lines = finish(out, rollout.session_id, new_id)
     after = overhead + tokens_of(lines)
     return CodexRewrite(lines, before, after, tuple(bands), edits.cutter.keys)
+
+
+def by_band(rollout: Rollout, plan: CodexRewrite) -> dict[str, dict[str, int]]:
+    """Each band's turns and what they weigh now, whole."""
+    out: dict[str, dict[str, int]] = {b.value: {"turns": 0, "tokens": 0} for b in Band}
+    for turn, band in zip(rollout.turns, plan.bands, strict=True):
+        out[band.value]["turns"] += 1
+        out[band.value]["tokens"] += sum(item_tokens(line.payload) for line in turn.items())
+    return out
+
+
+def band_table(path: Path, settings: GradientSettings) -> dict[str, dict[str, int]]:
+    """The rollout's turns as a rewrite to ``settings.target_tokens`` would band them (``/context``)."""
+    rollout = read_rollout(path)
+    return by_band(rollout, rewrite(rollout, settings.target_tokens, str(uuid.uuid4()), settings))

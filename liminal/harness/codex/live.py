@@ -41,7 +41,7 @@ from liminal.harness.codex.rollout import (
     tail_from,
     text_of,
 )
-from liminal.harness.files import HeldStill, is_session_id, make_private_folder, write_atomically
+from liminal.sessionfiles import HeldStill, is_session_id, make_private_folder, write_atomically
 
 if TYPE_CHECKING:
     from liminal.gradient.recall import RecallKey
@@ -216,9 +216,9 @@ class CodexSessions:
         return 0
 
     def bands(self, path: Path, target_tokens: int) -> dict[str, dict[str, int]]:
-        from liminal.harness.codex import report
+        from liminal.harness.codex import gradient
 
-        return report.bands(path, replace(self.settings, target_tokens=target_tokens))
+        return gradient.band_table(path, replace(self.settings, target_tokens=target_tokens))
 
     # -- recall -------------------------------------------------------------------------------
 

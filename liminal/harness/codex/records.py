@@ -3,7 +3,7 @@
 arguments and full outputs); the usage of a ``token_count``; and, for a tool call and for its
 output, the ``call_id`` as the record's uuid: a recall key of a Codex rewrite names the call id,
 with block 0 for the output and 1 for the call's arguments (the store gives the recaller both
-lines, ``liminal.kernel.recaller``)."""
+lines, ``liminal.lookup.recaller``)."""
 
 from __future__ import annotations
 

@@ -11,17 +11,16 @@ from typing import Any
 
 from liminal.config import GradientSettings
 from liminal.gradient.bands import Band
-from liminal.harness.claude.paths import open_regular
 from liminal.harness.codex import gradient
 from liminal.harness.codex.live import CodexSessions
 from liminal.harness.codex.rollout import (
     CALLS,
-    Rollout,
     find,
     last_token_count,
     read_rollout,
     session_id_of,
 )
+from liminal.sessionfiles import open_regular
 from liminal.units import tokens
 
 
@@ -38,19 +37,9 @@ def detect(ref: str) -> Path | None:
     return find(ref)
 
 
-def _by_band(rollout: Rollout, plan: gradient.CodexRewrite) -> dict[str, dict[str, int]]:
-    """Each band's turns and what they weigh now, whole."""
-    out: dict[str, dict[str, int]] = {b.value: {"turns": 0, "tokens": 0} for b in Band}
-    for turn, band in zip(rollout.turns, plan.bands, strict=True):
-        out[band.value]["turns"] += 1
-        out[band.value]["tokens"] += sum(gradient.item_tokens(line.payload) for line in turn.items())
-    return out
-
-
 def bands(path: Path, settings: GradientSettings) -> dict[str, dict[str, int]]:
     """The rollout's turns as a rewrite to ``settings.target_tokens`` would band them (``/context``)."""
-    rollout = read_rollout(path)
-    return _by_band(rollout, gradient.rewrite(rollout, settings.target_tokens, str(uuid.uuid4()), settings))
+    return gradient.band_table(path, settings)
 
 
 def inspect(path: Path, settings: GradientSettings, largest: int = 10) -> dict[str, Any]:
@@ -72,7 +61,7 @@ def inspect(path: Path, settings: GradientSettings, largest: int = 10) -> dict[s
         "turns": len(rollout.turns),
         "tool_calls": sum(1 for line in lines if line.is_item and line.kind in CALLS),
         "context_tokens": last_token_count(lines),
-        "bands": _by_band(rollout, plan),
+        "bands": gradient.by_band(rollout, plan),
         "planned_tokens": plan.tokens_after,
         "target_tokens": settings.target_tokens,
         "largest": [{"line": n, "kind": line.kind, "tokens": gradient.item_tokens(line.payload)}

@@ -22,8 +22,7 @@ from typing import Any
 
 import orjson
 
-from liminal.harness.claude.paths import open_regular
-from liminal.harness.files import is_session_id
+from liminal.sessionfiles import is_session_id, open_regular
 
 _NAME = re.compile(r"rollout-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-(?P<id>[0-9a-fA-F-]{36})\.jsonl")
 # Messages Codex injects as context (permissions, environment, AGENTS.md), not the user's words.

@@ -13,6 +13,6 @@ from liminal.harness.claude.gradient.rewrite import (
     rewrite_session,
 )
 from liminal.harness.claude.gradient.validate import ValidationError
-from liminal.harness.files import RewriteError
+from liminal.sessionfiles import RewriteError
 
 __all__ = ["Prepared", "RewriteError", "RewriteResult", "ValidationError", "prepare", "rewrite_session"]

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import overload
+from functools import partial
 
 from liminal.config import GradientSettings
-from liminal.gradient.bands import MARKER_CHARS, Band, preamble_budget
+from liminal.gradient.bands import MARKER_CHARS, Band, TurnCost, assign_bands, preamble_budget
 from liminal.gradient.summarize import TurnDigest
 from liminal.harness.claude.conversation import Conversation, Turn
 from liminal.harness.claude.records import Record
@@ -112,75 +112,14 @@ def turn_cost(turn: Turn, mode: Band, cut: int) -> int:
     return sum(_record_cost(r, mode, cut) for r in turn.records)
 
 
-def assign_bands(
-    costs: Sequence[Sequence[int]],
-    *,
-    budget: int,
-    recent: int,
-    middle: int,
-    reserve: int,
-    keep: int = 0,
-) -> list[Band]:
-    """Bands for turns given (full, truncated, prose) token costs, oldest first. The recent band
-    gets ``keep`` tokens whatever the budget, and up to ``recent`` within it; the youngest turn
-    is recent whatever either says."""
-    bands = [Band.ANCIENT] * len(costs)
-    used = 0
-    i = len(costs) - 1
-    # ``keep`` is the floor's (a rewrite asked for the floor keeps the configured band whole:
-    # that is what the floor is); under a target the band is what fits (``recent_budget``).
-    limit = max(keep, min(recent, budget - reserve))
-    while i >= 0 and (i == len(costs) - 1 or used + costs[i][0] <= limit):
-        bands[i] = Band.RECENT
-        used += costs[i][0]
-        i -= 1
-    limit = used + min(middle, max(0, budget - reserve - used))
-    while i >= 0 and used + costs[i][1] <= limit:
-        bands[i] = Band.MIDDLE
-        used += costs[i][1]
-        i -= 1
-    limit = budget - reserve
-    while i >= 0 and used + costs[i][2] <= limit:
-        bands[i] = Band.OLD
-        used += costs[i][2]
-        i -= 1
-    return bands
+def turn_costs(turns: Sequence[Turn], cal: Calibration, cut: int) -> list[TurnCost]:
+    """(full, truncated, prose) tokens of each turn, lazily (``TurnCost``): on a long session most
+    turns are never costed at all."""
+    return [TurnCost(partial(_tokens, t, cal, cut)) for t in turns]
 
 
-class _Cost(Sequence[int]):
-    """One turn's token cost in each band, each computed when first asked for."""
-
-    __slots__ = ("_cal", "_cut", "_turn", "_values")
-
-    def __init__(self, turn: Turn, cal: Calibration, cut: int) -> None:
-        self._turn, self._cal, self._cut = turn, cal, cut
-        self._values: list[int | None] = [None, None, None]
-
-    def __len__(self) -> int:
-        return 3
-
-    @overload
-    def __getitem__(self, index: int) -> int: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[int]: ...
-
-    def __getitem__(self, index: int | slice) -> int | Sequence[int]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(3))]
-        value = self._values[index]
-        if value is None:
-            mode = (Band.RECENT, Band.MIDDLE, Band.OLD)[index]
-            value = self._cal.tokens(turn_cost(self._turn, mode, self._cut))
-            self._values[index] = value
-        return value
-
-
-def turn_costs(turns: Sequence[Turn], cal: Calibration, cut: int) -> list[_Cost]:
-    """(full, truncated, prose) tokens of each turn, lazily: band assignment walks from the
-    youngest turn and stops where the ancient band begins, and asks each turn only for the
-    cost of the band it is trying; on a long session most turns are never costed at all."""
-    return [_Cost(t, cal, cut) for t in turns]
+def _tokens(turn: Turn, cal: Calibration, cut: int, band: Band) -> int:
+    return cal.tokens(turn_cost(turn, band, cut))
 
 
 def _fit(

@@ -27,7 +27,7 @@ from liminal.harness.claude.gradient.validate import validate, validate_note
 from liminal.harness.claude.paths import SessionLocation, locate
 from liminal.harness.claude.records import dumps, loads, read_session
 from liminal.harness.claude.tokens import REWRITE_RECORD, total_chars
-from liminal.harness.files import RewriteError, is_session_id, write_atomically
+from liminal.sessionfiles import RewriteError, is_session_id, write_atomically
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 

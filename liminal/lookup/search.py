@@ -90,7 +90,7 @@ def liminals(hit: SearchHit) -> bool:
 async def find(store: Store, query: str, *, thread_id: str | None = None, limit: int = 20,
                everything: bool = False) -> list[Found]:
     """Best first, at most ``limit``, each placed in its thread."""
-    from liminal.harness.base import conversation_record_types
+    from liminal.harness.known import conversation_record_types
 
     kinds = None if everything else CONVERSATION_KINDS
     types = None if everything else conversation_record_types()
@@ -107,7 +107,7 @@ async def find(store: Store, query: str, *, thread_id: str | None = None, limit:
 
 async def place(store: Store, hits: list[SearchHit]) -> list[Found]:
     """Each hit with its thread's title, its turn and who said it."""
-    from liminal.harness.base import record_role
+    from liminal.harness.known import record_role
 
     titles: dict[str, str] = {}
     turns: dict[str, tuple[dict[str, int], list[float]]] = {}

@@ -22,7 +22,8 @@ import anyio.to_thread
 from liminal import log
 from liminal.config import GradientSettings
 from liminal.gradient.recall import RecallError, RecallKey
-from liminal.harness.base import HarnessChoice, SessionHarness, known_harnesses
+from liminal.harness.base import HarnessChoice, SessionHarness
+from liminal.harness.known import known_harnesses
 
 if TYPE_CHECKING:
     from liminal.store.base import Store

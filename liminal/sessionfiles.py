@@ -1,10 +1,17 @@
 """What every CLI's session files get from liminal alike: ids checked before they become paths,
-the stillness a settled turn shows, and careful writing."""
+the stillness a settled turn shows, and careful writing.
+
+Beneath ``harness/`` and ``gradient/`` both (it knows no CLI's format): a recall key names a
+session by the same id the harnesses check, and in ``harness/`` it made the gradient import the
+package that imports the gradient.
+"""
 
 from __future__ import annotations
 
+import io
 import os
 import re
+import stat
 from pathlib import Path
 
 # Both CLIs name sessions by a uuid. An id from a frame or the command line becomes part of a
@@ -12,8 +19,27 @@ from pathlib import Path
 _SESSION_ID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
+class SessionNotFound(LookupError):
+    """No session file matches the reference given."""
+
+
 def is_session_id(text: str) -> bool:
     return isinstance(text, str) and _SESSION_ID.fullmatch(text) is not None
+
+
+def open_regular(path: Path) -> io.BufferedReader:
+    """Open ``path`` for reading only if it is a regular file (after symlinks): a FIFO would
+    block the reader forever and a device such as ``/dev/zero`` would never end. Checked on
+    the open descriptor, so the file cannot be swapped between the check and the read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SessionNotFound(f"{path}: not a regular file")
+        os.set_blocking(fd, True)
+        return io.open(fd, "rb")  # noqa: UP020 - a buffered reader, typed as one
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 class HeldStill:

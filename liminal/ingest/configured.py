@@ -1,0 +1,66 @@
+"""The configured indexer for a proxy: in a worker process of its own (``SpoolWriter``), or inline.
+
+Here, not in ``indexer.py``: the worker process runs an ``Indexer``, so the indexer's file
+choosing the worker's ``SpoolWriter`` made a circle of the two.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+
+from liminal import log
+from liminal.config import Settings
+from liminal.ingest.indexer import Indexer
+from liminal.ingest.worker import SpoolWriter
+from liminal.store.base import Store, StoreError, UnavailableStore, describe
+from liminal.store.configured import open_store
+
+logger = log.get("liminal.ingest.indexer")
+
+
+@asynccontextmanager
+async def open_indexer(settings: Settings, connection_id: str | None = None, *,
+                       run: bool = True, store: Store | None = None,
+                       watch_sessions: bool = True) -> AsyncIterator[Indexer | SpoolWriter]:
+    """The configured indexer, running for the block's duration: a tap subscriber to give the
+    proxy as a component (a proxy that also calls ``run`` is harmless).
+
+    ``store.indexer = "worker"`` (default): a ``SpoolWriter``, indexing in a process of its own.
+    ``"inline"`` (or a ``store`` given): an ``Indexer`` on the configured store, in this process.
+    """
+    spool_root = settings.home / "spool"
+    async with contextlib.AsyncExitStack() as stack:
+        indexer: Indexer | SpoolWriter
+        if settings.store.indexer == "worker" and store is None:
+            indexer = SpoolWriter(settings, spool_name=connection_id)
+        else:
+            if store is None:
+                try:
+                    store = await stack.enter_async_context(open_store(settings))
+                except StoreError as exc:
+                    # Never in the way: proxy anyway, spool everything for the next start.
+                    logger.error("store unavailable; frames are spooled until the next start",
+                                 store=describe(settings), error=str(exc))
+                    store = UnavailableStore(str(exc))
+            from liminal.harness.known import find_session_file
+            from liminal.ingest.rewrites import own_bytes
+
+            rewrites_path = settings.home / "rewrites.jsonl"
+
+            indexer = Indexer(store, spool_root, spool_name=connection_id,
+                              queue_frames=settings.store.queue_frames,
+                              session_files=find_session_file if watch_sessions else None,
+                              own_bytes=lambda backing: own_bytes(rewrites_path, backing))
+        async with anyio.create_task_group() as tg:
+            if run:
+                tg.start_soon(indexer.run)
+            try:
+                yield indexer
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await indexer.aclose()
+                tg.cancel_scope.cancel()
