@@ -105,6 +105,11 @@ def error_frame(id_json: bytes, code: int, message: str, data: Any = None) -> by
     return b'{"jsonrpc":"2.0","id":' + id_json + b',"error":' + orjson.dumps(error) + b"}"
 
 
+def result_frame(id_json: bytes, result_json: bytes) -> bytes:
+    """A result response line, from the id's and the result's JSON bytes."""
+    return b'{"jsonrpc":"2.0","id":' + id_json + b',"result":' + result_json + b"}"
+
+
 def request_frame(rpc_id: str, method: str, params: Any) -> bytes:
     return orjson.dumps({"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params})
 
