@@ -1,7 +1,7 @@
 """The router: liminal's protocol object. Bytes in, lines and events out; no I/O.
 
-Everything that decides where a frame goes is decided in this file; the bookkeeping of rule 8
-is in an object of its own (``moved_loads``), rule 2's byte rewriting in
+Everything that decides where a frame goes is decided in this file; the bookkeeping of rules 8
+and 9 is in objects of their own (``moved_loads``, ``takeover``), rule 2's byte rewriting in
 ``session_ids`` and what components plug in in ``hooks`` (all in ``liminal.acp``). The rules:
 
 1. **Forward untouched.** A line reaches the other side with exactly the bytes it arrived with,
@@ -36,6 +36,11 @@ is in an object of its own (``moved_loads``), rule 2's byte rewriting in
    given, the agent's replayed lines that are not history (commands, mode, usage), then the
    answer; given none, the agent's own replay. An error answer is forwarded at once. A load
    that waited in a hold gets the same when it is released.
+9. **A new client takes over.** After ``client_replaced`` (``liminal serve``: a connection takes
+   over the proxy of one that dropped mid-turn), the requests the old client is still owed are
+   *orphans*: their answers are dropped, never taken for the new client's, which counts its ids
+   from 1 too. A request of the new client that reuses an orphan's id goes to the agent as
+   ``liminal-re-N``, and its answer comes back under the client's id.
 
 Every line, whichever way it goes and whether or not it is forwarded, becomes a ``FrameEvent``
 for the taps (``Output.events``) when ``tapping`` is on.
@@ -66,6 +71,7 @@ from liminal.acp.framing import LineFramer, Oversized
 from liminal.acp.hooks import LOCAL, Hooks, Local, LocalRequest, RequestHook, UpdateHook
 from liminal.acp.moved_loads import Load, MovedLoads, ReplayRequest
 from liminal.acp.session_ids import map_all, rewrite
+from liminal.acp.takeover import TakeOver
 
 __all__ = ["LOCAL", "OWN_ID_PREFIX", "Local", "LocalRequest", "Output", "ReplayRequest",
            "RequestHook", "Router", "UpdateHook"]
@@ -141,6 +147,7 @@ class Router:
         self._captured: set[str] = set()  # rule 4
         self._held: dict[str, deque[_Held]] = {}  # rule 5
         self._loads = MovedLoads()  # rule 8
+        self._takeover = TakeOver()  # rule 9
         # Notifications of liminal's own waiting for their thread's next turn (``notify_in_next_turn``).
         self._turn_notices: dict[str, list[tuple[str, Any]]] = {}
         self._hooks = Hooks()
@@ -407,6 +414,10 @@ class Router:
         self._captured.clear()
         self._loads.forget_unanswered()
 
+    def client_replaced(self) -> None:
+        """Rule 9: a new client goes on from here; what the old one is owed becomes orphans."""
+        self._takeover.begin(self.pending_client_ids())
+
     # ------------------------------------------------------------ client -> agent
 
     def _client_line(self, line: bytes | Oversized, now: float) -> None:
@@ -427,6 +438,8 @@ class Router:
             self._tap(Direction.CLIENT_TO_AGENT, kind, now, line, message, about,
                       self.backing_of(about) if about else None, asked, message["id"])
             return
+        if kind is Kind.REQUEST and self._takeover.active:
+            line, message = self._takeover.incoming(line, message)
         method: str = message["method"]
         thread = _session_in(message)
         if thread is not None and self.on_open is not None and method in _OPENS and kind is Kind.REQUEST:
@@ -652,8 +665,10 @@ class Router:
     # ----------------------------------------------------------------- helpers
 
     def _answer_client(self, key: Any, line: bytes) -> None:
-        """Every answer to a client request leaves through here."""
-        self._out.to_client.append(line)
+        """Every answer to a client request leaves through here (rule 9 applies to all)."""
+        out = self._takeover.outgoing(key, line) if self._takeover.active else line
+        if out is not None:  # None: the answer to a request of the client that left
+            self._out.to_client.append(out)
 
     def _answer_from_liminal(self, key: Any, line: bytes, now: float, method: str | None,
                              thread: str | None) -> None:
