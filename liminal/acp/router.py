@@ -540,7 +540,7 @@ class Router:
             method: Any = "session/update"
         else:
             message = jsonrpc.parse(line)
-            # ``jsonrpc.classify`` and ``_session_of`` inlined: a string method and no id.
+            # ``jsonrpc.classify`` and ``_session_in`` inlined: a string method and no id.
             method = message.get("method") if message is not None else None
             if method.__class__ is not str or "id" in message:  # type: ignore[operator]
                 self._agent_message(line, message, now)
