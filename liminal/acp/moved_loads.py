@@ -5,9 +5,10 @@ recall keys where tool output was. The client must see the thread's real history
 the store, ``liminal.kernel.replay``). So, for each such load, from the request to its answer:
 
 1. ``start``: the router forwards the load to the backing session and captures that session;
-   what the agent sends for it meanwhile is ``keep``-t here, not sent.
-2. ``answered``: the agent's answer came (or cannot come). An error: ``end`` it, the captured
-   lines are dropped. A result: ``park`` it; the router reports a ``ReplayRequest``.
+   what the agent sends for it meanwhile is kept here (``keep``), not sent.
+2. ``answered``: the agent's answer came (or cannot come). ``end`` the load (the router stops
+   capturing the session once no load of it is left). An error is forwarded and the captured
+   lines dropped; a result is ``park``-ed and the router reports a ``ReplayRequest``.
 3. ``finish``: whoever answers the request says whether it has the history. The router sends
    the history (if any), then ``Finished.lines``, then the parked answer.
 
