@@ -90,6 +90,15 @@ def encode_id(rpc_id: Any, raw: bytes | None = None) -> bytes:
         found = recover_top_level(raw[:HEAD_BYTES], raw[-TAIL_BYTES:]).get("id")
         if found is not None:
             return found
+    if isinstance(rpc_id, (list, dict)) and raw is not None:
+        # An array or object id (not JSON-RPC, but answered all the same) may hold an integer
+        # past 64 bits that orjson read as a float: the stdlib reads it exactly (rarely needed).
+        try:
+            exact = json.loads(raw, parse_int=_int)
+            if isinstance(exact, dict) and "id" in exact:
+                return json.dumps(exact["id"]).encode()
+        except (ValueError, RecursionError):
+            pass
     try:
         return orjson.dumps(rpc_id)
     except TypeError:
@@ -102,6 +111,11 @@ def error_frame(id_json: bytes, code: int, message: str, data: Any = None) -> by
     if data is not None:
         error["data"] = data
     return b'{"jsonrpc":"2.0","id":' + id_json + b',"error":' + orjson.dumps(error) + b"}"
+
+
+def result_frame(id_json: bytes, result_json: bytes) -> bytes:
+    """A result response line, from the id's and the result's JSON bytes."""
+    return b'{"jsonrpc":"2.0","id":' + id_json + b',"result":' + result_json + b"}"
 
 
 def request_frame(rpc_id: str, method: str, params: Any) -> bytes:

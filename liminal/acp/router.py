@@ -1,6 +1,8 @@
 """The router: liminal's protocol object. Bytes in, lines and events out; no I/O.
 
-Everything that decides where a frame goes lives in this file. The rules:
+Everything that decides where a frame goes is decided in this file; the bookkeeping of rules 8
+and 9 is in objects of their own (``moved_loads``, ``takeover``), rule 2's byte rewriting in
+``session_ids`` and what components plug in in ``hooks`` (all in ``liminal.acp``). The rules:
 
 1. **Forward untouched.** A line reaches the other side with exactly the bytes it arrived with,
    unless one of the rules below changes it. The router reads a parsed copy; it never
@@ -29,14 +31,16 @@ Everything that decides where a frame goes lives in this file. The rules:
 7. **The agent gone.** Every request the client is still waiting on gets an error.
 8. **Loading a moved thread.** With ``replay_from_store`` on, a client's ``session/load`` of a
    thread whose backing id differs from it (liminal moved it) captures the backing id until the
-   agent answers: the agent's replay is the *compressed* history, so the client must not see it.
-   Those lines are kept. A successful answer is parked and reported in ``Output.replays``;
-   ``finish_replay`` then sends the client the history it is given (``session/update``
-   notifications under the thread id), the agent's replayed notifications that are not history
-   (commands, mode, usage), then the parked answer. Given no history, it sends the agent's own
-   replay instead, rewritten to the thread id. An error answer is forwarded at once, and the
-   captured lines dropped. Notifications after the answer are not held back. A load that waited
-   in a hold gets the same treatment when it is released.
+   agent answers: its replay is the *compressed* history, which the client must not see. A
+   successful answer is parked (``Output.replays``); ``finish_replay`` sends the history it is
+   given, the agent's replayed lines that are not history (commands, mode, usage), then the
+   answer; given none, the agent's own replay. An error answer is forwarded at once. A load
+   that waited in a hold gets the same when it is released.
+9. **A new client takes over.** After ``client_replaced`` (``liminal serve``: a connection takes
+   over the proxy of one that dropped mid-turn), the requests the old client is still owed are
+   *orphans*: their answers are dropped, never taken for the new client's, which counts its ids
+   from 1 too. A request of the new client that reuses an orphan's id goes to the agent as
+   ``liminal-re-N``, and its answer comes back under the client's id.
 
 Every line, whichever way it goes and whether or not it is forwarded, becomes a ``FrameEvent``
 for the taps (``Output.events``) when ``tapping`` is on.
@@ -45,8 +49,6 @@ for the taps (``Output.events``) when ``tapping`` is on.
 from __future__ import annotations
 
 import itertools
-import json
-import re
 import secrets
 from collections import deque
 from collections.abc import Callable
@@ -62,17 +64,22 @@ from liminal.acp.events import (
     Direction,
     FrameEvent,
     Kind,
-    kind_markers,
     make_event,
     make_lazy_event,
 )
 from liminal.acp.framing import LineFramer, Oversized
+from liminal.acp.hooks import LOCAL, Hooks, Local, LocalRequest, RequestHook, UpdateHook
+from liminal.acp.moved_loads import Load, MovedLoads, ReplayRequest
+from liminal.acp.session_ids import map_all, rewrite
+from liminal.acp.takeover import TakeOver
+
+__all__ = ["LOCAL", "OWN_ID_PREFIX", "Local", "LocalRequest", "Output", "ReplayRequest",
+           "RequestHook", "Router", "UpdateHook"]
 
 OWN_ID_PREFIX = "liminal-"
 _UPDATE_PREFIX_LEN = len(UPDATE_PREFIX)
 _CREATES_SESSION = frozenset({"session/new", "session/fork"})
 _OPENS = frozenset({"session/load", "session/resume", "session/fork"})  # see ``Router.on_open``
-_DIRECT = {True: Direction.CLIENT_TO_AGENT, False: Direction.AGENT_TO_CLIENT}
 
 
 @dataclass(slots=True)
@@ -82,75 +89,10 @@ class Output:
     to_client: list[bytes] = field(default_factory=list)  # lines without "\n"
     to_agent: list[bytes] = field(default_factory=list)
     events: list[FrameEvent] = field(default_factory=list)
-    # Answers to liminal's own requests: (rpc id, the parsed response).
-    own_responses: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    # Human-readable reports of bad input, for the shell to log.
-    problems: list[str] = field(default_factory=list)
-    # Loads of moved threads the agent has answered, waiting for ``Router.finish_replay``.
-    replays: list[ReplayRequest] = field(default_factory=list)
-    # Client requests a hook kept for liminal to answer (``Router.answer_local``).
-    local: list[LocalRequest] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class ReplayRequest:
-    """The client loaded a moved thread and the agent has answered: its history is wanted."""
-
-    token: int  # for ``Router.finish_replay``
-    thread_id: str
-    backing_id: str
-    # The agent's own replay as it sent it (backing ids), for whoever wants to compare.
-    agent_lines: tuple[bytes, ...]
-
-
-# What a history replay is made of; anything else an agent sends during a load (available
-# commands, mode, config options, usage, title) describes the session now and is passed on.
-HISTORY_UPDATES = frozenset({"user_message_chunk", "agent_message_chunk", "agent_thought_chunk",
-                             "tool_call", "tool_call_update", "plan"})
-
-
-@dataclass(slots=True)
-class _Replay:
-    token: int
-    key: Any  # the client's load request, as ``jsonrpc.id_key``
-    thread: str
-    backing: str
-    captured: list[bytes] = field(default_factory=list)
-    # The agent's answer, once it came: the line for the client, and what the taps get.
-    answer: bytes = b""
-    raw: bytes = b""
-    message: dict[str, Any] | None = None
-    rpc_id: Any = None
-
-
-
-@dataclass(frozen=True, slots=True)
-class LocalRequest:
-    """A client request a component answers itself (``Router.answer_local``); the agent never
-    sees it."""
-
-    key: Any  # ``jsonrpc.id_key`` of its id: what ``answer_local`` takes
-    method: str
-    thread_id: str | None
-    message: dict[str, Any]  # as the request hooks left it (``RequestHook``)
-
-
-class Local:
-    """A request hook's verdict: liminal answers this request (see ``LocalRequest``)."""
-
-
-LOCAL = Local()
-
-# A request hook sees each client request whose method it registered for, before the router
-# acts on it: it returns None (forward as sent), ``LOCAL``, or a new message to forward instead
-# (``mcpServers`` amended, say). Hooks are called inside the flush that read the request, in the
-# order added, each with the message as the ones before it left it; a ``LOCAL`` from any keeps
-# the request for liminal, amended (a load liminal answers still carries liminal's MCP server).
-RequestHook = Callable[[str, dict[str, Any], "str | None"], "Local | dict[str, Any] | None"]
-# An update hook sees each ``session/update`` of its kind the agent sends the client, with the
-# thread it is for; it returns None (forward as sent) or the update to forward instead (liminal's
-# commands added to ``available_commands_update``). The taps get what the agent sent.
-UpdateHook = Callable[[str, dict[str, Any]], "dict[str, Any] | None"]
+    own_responses: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (rpc id, answer)
+    problems: list[str] = field(default_factory=list)  # reports of bad input, for the shell to log
+    replays: list[ReplayRequest] = field(default_factory=list)  # rule 8, for ``finish_replay``
+    local: list[LocalRequest] = field(default_factory=list)  # kept by a hook, for ``answer_local``
 
 
 @dataclass(slots=True)
@@ -167,16 +109,9 @@ class _Held:
 
 
 class Router:
-    def __init__(
-        self,
-        *,
-        max_frame_bytes: int,
-        connection_id: str = "",
-        tapping: bool = True,
-        max_held_per_thread: int = 64,
-        max_held_bytes: int | None = None,
-        replay_from_store: bool = False,
-    ) -> None:
+    def __init__(self, *, max_frame_bytes: int, connection_id: str = "", tapping: bool = True,
+                 max_held_per_thread: int = 64, max_held_bytes: int | None = None,
+                 replay_from_store: bool = False) -> None:
         self.connection_id = connection_id
         # Rule 8: someone (``liminal.kernel.replay``) answers ``Output.replays``.
         self.replay_from_store = replay_from_store
@@ -184,41 +119,39 @@ class Router:
         self.max_held_per_thread = max_held_per_thread
         # Held frames are bounded in bytes too (one message of the longest size may wait).
         self.max_held_bytes = max_frame_bytes if max_held_bytes is None else max_held_bytes
+        self.agent_alive = True
         # When the agent last wrote anything (the ``now`` it was fed with): a caller that waits
         # for an agent to finish can tell a busy one from one that has gone quiet.
         self.agent_heard = 0.0
-        self._client_framer = LineFramer(max_frame_bytes)
-        self._agent_framer = LineFramer(max_frame_bytes)
-        self._out = Output()
-        self._backing_of: dict[str, str] = {}  # thread -> backing, only where they differ
-        self._thread_of: dict[str, str] = {}  # backing -> thread, only where they differ
-        self._client_pending: dict[Any, _Pending] = {}  # client requests the agent owes
-        self._agent_pending: dict[Any, str] = {}  # agent requests the client owes -> method
-        self._agent_pending_threads: dict[Any, str | None] = {}  # ... -> the thread they concern
-        self._own_pending: dict[str, _Pending] = {}
-        self._own_ids = itertools.count(1)
-        # A client may use ids like ours (another liminal in front of this one counts its own
-        # from 1 too): a random part per router keeps an agent's answer from reaching the wrong
-        # asker whichever request came first.
-        self._own_prefix = f"{OWN_ID_PREFIX}{secrets.token_hex(6)}-"
-        self._captured: set[str] = set()
-        self._held: dict[str, deque[_Held]] = {}
-        # Notifications of liminal's own waiting for their thread's next turn (``notify_in_next_turn``).
-        self._turn_notices: dict[str, list[tuple[str, Any]]] = {}
-        self._now = 0.0  # the time of the last bytes fed: for what a release sends
-        self._loading: dict[Any, _Replay] = {}  # client request key -> its replay, until answered
-        self._loading_backing: dict[str, deque[_Replay]] = {}  # backing -> its loads, in order
-        self._parked: dict[int, _Replay] = {}  # answered, waiting for ``finish_replay``
-        self._replay_tokens = itertools.count(1)
-        self.agent_alive = True
-        self._hooks: dict[str, list[RequestHook]] = {}  # method -> hooks, in the order added
-        self._update_hooks: dict[str, list[UpdateHook]] = {}  # update kind -> hooks
-        self._hooked_kinds: tuple[bytes, ...] = ()  # their ``kind_markers``, for canonical lines
-        self._local_pending: dict[Any, _Pending] = {}  # requests kept for ``answer_local``
         # Called with the thread of a client's session/load, resume or fork before it is routed:
         # a component may bind the thread first (``liminal.kernel.swap``: another liminal on
         # the home moved it since this one read the swap journal).
         self.on_open: Callable[[str], None] | None = None
+        self._client_framer = LineFramer(max_frame_bytes)
+        self._agent_framer = LineFramer(max_frame_bytes)
+        self._out = Output()
+        self._now = 0.0  # the time of the last bytes fed: for what a release sends
+        # Rule 2.
+        self._backing_of: dict[str, str] = {}  # thread -> backing, only where they differ
+        self._thread_of: dict[str, str] = {}  # backing -> thread, only where they differ
+        # Who owes whom an answer.
+        self._client_pending: dict[Any, _Pending] = {}  # client requests the agent owes
+        self._local_pending: dict[Any, _Pending] = {}  # client requests kept for ``answer_local``
+        self._agent_pending: dict[Any, tuple[str, str | None]] = {}  # agent requests -> (method, thread)
+        # Rule 3. A client may use ids like ours (another liminal in front of this one counts its
+        # own from 1 too): a random part per router keeps an agent's answer from reaching the
+        # wrong asker whichever request came first.
+        self._own_pending: dict[str, _Pending] = {}
+        self._own_ids = itertools.count(1)
+        self._own_prefix = f"{OWN_ID_PREFIX}{secrets.token_hex(6)}-"
+        self._captured: set[str] = set()  # rule 4
+        self._held: dict[str, deque[_Held]] = {}  # rule 5
+        self._loads = MovedLoads()  # rule 8
+        self._takeover = TakeOver()  # rule 9
+        # Notifications of liminal's own waiting for their thread's next turn (``notify_in_next_turn``).
+        self._turn_notices: dict[str, list[tuple[str, Any]]] = {}
+        self._hooks = Hooks()
+        self._hooked_kinds: tuple[bytes, ...] = ()  # ``Hooks.update_markers``, kept at hand
 
     # ----------------------------------------------------------------- feeding
 
@@ -277,30 +210,12 @@ class Router:
 
     def add_request_hook(self, methods: tuple[str, ...], hook: RequestHook) -> None:
         """Let ``hook`` see every client request of these methods (see ``RequestHook``)."""
-        for method in methods:
-            self._hooks.setdefault(method, []).append(hook)
+        self._hooks.add_request_hook(methods, hook)
 
     def add_update_hook(self, kinds: tuple[str, ...], hook: UpdateHook) -> None:
         """Let ``hook`` amend every ``session/update`` of these kinds (see ``UpdateHook``)."""
-        for kind in kinds:
-            self._update_hooks.setdefault(kind, []).append(hook)
-        self._hooked_kinds = kind_markers(*self._update_hooks)
-
-    def _amended(self, line: bytes, message: dict[str, Any], thread: str) -> bytes:
-        params = message.get("params")
-        update = params.get("update") if isinstance(params, dict) else None
-        kind = update.get("sessionUpdate") if isinstance(update, dict) else None
-        for hook in self._update_hooks.get(kind, ()) if isinstance(kind, str) else ():
-            try:
-                new = hook(thread, update)  # type: ignore[arg-type]
-            except Exception as exc:  # a component's fault never stops a frame
-                self._out.problems.append(f"update hook failed ({type(exc).__name__}: {exc}); "
-                                          "the agent's update passed as sent")
-                return line
-            if new is not None:
-                assert isinstance(params, dict)
-                return orjson.dumps({**message, "params": {**params, "update": new}})
-        return line
+        self._hooks.add_update_hook(kinds, hook)
+        self._hooked_kinds = self._hooks.update_markers
 
     def answer_local(self, key: Any, result: Any = None, *, error: tuple[int, str] | None = None,
                      now: float | None = None) -> bool:
@@ -308,39 +223,19 @@ class Router:
         pending = self._local_pending.pop(key, None)
         if pending is None:
             return False
-        when = self._now if now is None else now
         id_json = pending.id_json if pending.id_json is not None else jsonrpc.encode_id(key)
         if error is not None:
-            self._error_to_client(id_json, error[0], error[1], when, pending.method, pending.thread_id)
+            line = jsonrpc.error_frame(id_json, error[0], error[1])
         else:
-            self._result_to_client(id_json, orjson.dumps(result if result is not None else {}), when,
-                                   pending.method, pending.thread_id)
+            line = jsonrpc.result_frame(id_json, orjson.dumps(result if result is not None else {}))
+        when = self._now if now is None else now
+        self._answer_from_liminal(key, line, when, pending.method, pending.thread_id)
         return True
 
     def local_pending(self) -> list[Any]:
         return list(self._local_pending)
 
-    def _hooked(self, method: str, message: dict[str, Any], thread: str | None
-                ) -> tuple[Local | dict[str, Any] | None, dict[str, Any]]:
-        """The hooks' verdict (see ``RequestHook``) and the message as they amended it."""
-        local = False
-        current = message
-        for hook in self._hooks.get(method, ()):
-            try:
-                verdict = hook(method, current, thread)
-            except Exception as exc:  # a component's fault never stops a request
-                self._out.problems.append(f"request hook failed ({type(exc).__name__}: {exc}); "
-                                          f"{method} goes on without it")
-                continue
-            if verdict is LOCAL:
-                local = True
-            elif isinstance(verdict, dict):
-                current = verdict
-        if local:
-            return LOCAL, current
-        return (current if current is not message else None), current
-
-    # --------------------------------------------------------- own requests
+    # --------------------------------------------------------- liminal's own frames
 
     def send_request(self, method: str, params: Any, now: float, *, thread_id: str | None = None) -> str:
         """Queue a request of liminal's own to the agent; its answer comes in ``own_responses``."""
@@ -354,6 +249,10 @@ class Router:
             thread_id = self.thread_of(backing)
         self._tap(Direction.LIMINAL_TO_AGENT, Kind.REQUEST, now, line, None, thread_id, backing, method, rpc_id)
         return rpc_id
+
+    def cancel_own(self, rpc_id: str) -> None:
+        """Forget an own request (its answer, if one ever comes, is then dropped quietly)."""
+        self._own_pending.pop(rpc_id, None)
 
     def notify_client(self, method: str, params: Any, now: float) -> None:
         """A notification of liminal's own to the client (``params`` already in thread ids)."""
@@ -370,20 +269,12 @@ class Router:
         prints a turn's updates) glued it to the previous answer."""
         self._turn_notices.setdefault(thread_id, []).append((method, params))
 
-    def _turn_started(self, thread_id: str, now: float) -> None:
-        for method, params in self._turn_notices.pop(thread_id, ()):
-            self.notify_client(method, params, now)
-
     def note(self, method: str, params: dict[str, Any], now: float, *, thread_id: str) -> None:
         """Record what liminal did (``liminal/swap``) as a notification frame that only the taps
         see: the store keeps it with the conversation's frames, in order."""
         line = jsonrpc.notification_frame(method, params)
         self._tap(Direction.LIMINAL_NOTE, Kind.NOTIFICATION, now, line, {"jsonrpc": "2.0", "method": method,
                   "params": params}, thread_id, self.backing_of(thread_id), method, None)
-
-    def cancel_own(self, rpc_id: str) -> None:
-        """Forget an own request (its answer, if one ever comes, is then dropped quietly)."""
-        self._own_pending.pop(rpc_id, None)
 
     # ------------------------------------------------------- captures and holds
 
@@ -412,20 +303,20 @@ class Router:
             return 0
         backing = self.backing_of(thread_id)
         for held in waiting:
-            line = held.line if backing == thread_id else _rewrite(held.line, thread_id, backing)
-            if held.message.get("method") == "session/load" and "id" in held.message:
-                self._maybe_replay(held.message["id"], thread_id, backing)
-            self._out.to_agent.append(line)
-            if self._turn_notices and held.message.get("method") == "session/prompt":
+            method = held.message.get("method")
+            if method == "session/load" and "id" in held.message:
+                self._start_load(held.message["id"], thread_id, backing)
+            self._out.to_agent.append(rewrite(held.line, thread_id, backing))
+            if method == "session/prompt":
                 self._turn_started(thread_id, self._now)
         return len(waiting)
 
+    # ------------------------------------------------------- what is under way
+
     def prompt_in_flight(self, thread_id: str) -> bool:
         """A client prompt for the thread is still waiting for the agent's answer."""
-        return any(
-            p.method == "session/prompt" and p.thread_id == thread_id
-            for p in self._client_pending.values()
-        )
+        return any(p.method == "session/prompt" and p.thread_id == thread_id
+                   for p in self._client_pending.values())
 
     def agent_idle(self) -> bool:
         """Nothing is under way at the agent: it owes no answer to the client (held requests
@@ -436,92 +327,80 @@ class Router:
                             if "id" in held.message and "method" in held.message)
         return (self.agent_alive and len(self._client_pending) == held_requests
                 and not self._agent_pending and not self._own_pending and not self._captured
-                and not self._loading and not self._parked and self._agent_framer.buffered == 0)
+                and not self._loads.under_way() and self._agent_framer.buffered == 0)
 
     def pending_client_ids(self) -> set[Any]:
         """The ids (``jsonrpc.id_key``) of the client's requests the agent has not answered."""
         return set(self._client_pending) | set(self._local_pending)
 
+    @property
+    def pending_client_requests(self) -> int:
+        return len(self._client_pending)
+
     def owed_to_client(self) -> list[str]:
         """The methods of the client's requests that nothing has answered yet, oldest first."""
-        return [p.method for p in self._client_pending.values()] + [p.method for p in self._local_pending.values()]
+        return [p.method for p in (*self._client_pending.values(), *self._local_pending.values())]
 
     def open_agent_requests(self) -> list[tuple[Any, str]]:
         """The agent's requests the client has not answered yet: (id, method), oldest first."""
-        return list(self._agent_pending.items())
+        return [(key, method) for key, (method, _) in self._agent_pending.items()]
 
     def agent_request_open(self, thread_id: str) -> bool:
         """The agent asked the client something about the thread that is still unanswered."""
-        return any(t == thread_id for t in self._agent_pending_threads.values())
+        return any(thread == thread_id for _, thread in self._agent_pending.values())
 
     # ------------------------------------------------------- loads of moved threads
-
-    def _maybe_replay(self, rpc_id: Any, thread: str, backing: str) -> None:
-        """Rule 8: a client's load of ``thread``, on its way to ``backing``."""
-        if not self.replay_from_store or backing == thread:
-            return
-        replay = _Replay(next(self._replay_tokens), jsonrpc.id_key(rpc_id), thread, backing)
-        self._loading[replay.key] = replay
-        self._loading_backing.setdefault(backing, deque()).append(replay)
-        self._captured.add(backing)
-
-    def _keep_replayed(self, backing: str, line: bytes) -> None:
-        loads = self._loading_backing.get(backing)
-        if loads:  # an agent answers one load at a time: the replay is the oldest one's
-            loads[0].captured.append(line)
-
-    def _end_loading(self, replay: _Replay) -> None:
-        self._loading.pop(replay.key, None)
-        loads = self._loading_backing.get(replay.backing)
-        if loads is not None:
-            if replay in loads:
-                loads.remove(replay)
-            if not loads:
-                del self._loading_backing[replay.backing]
-                self._captured.discard(replay.backing)
 
     @property
     def replays_waiting(self) -> int:
         """Loads of moved threads that the agent has answered and ``finish_replay`` has not."""
-        return len(self._parked)
+        return len(self._loads.parked)
 
     def finish_replay(self, token: int, history: list[dict[str, Any]] | None, now: float) -> bool:
         """Answer a parked load (``Output.replays``): ``history`` (``session/update`` updates,
         oldest first) goes to the client as the thread's, then the agent's replayed lines that
         are not history, then the agent's answer. ``None``: the agent's own replay instead.
         False if the token is unknown (already finished)."""
-        replay = self._parked.pop(token, None)
-        if replay is None:
+        done = self._loads.finish(token, history is not None)
+        if done is None:
             return False
-        thread, backing = replay.thread, replay.backing
-        if history is not None:
-            for update in history:
-                self.notify_client("session/update", {"sessionId": thread, "update": update}, now)
-        for line in replay.captured:
-            if history is not None and _update_kind(line) in HISTORY_UPDATES:
-                continue
-            out_line = _rewrite(line, backing, thread)
+        load = done.load
+        for update in history or ():
+            self.notify_client("session/update", {"sessionId": load.thread, "update": update}, now)
+        for line in done.lines:
+            out_line = rewrite(line, load.backing, load.thread)
             self._out.to_client.append(out_line)
-            self._tap(Direction.LIMINAL_TO_CLIENT, Kind.NOTIFICATION, now, out_line, None, thread, backing,
-                      "session/update", None)
-        self._out.to_client.append(replay.answer)
-        self._tap(Direction.AGENT_TO_CLIENT, Kind.RESPONSE, now, replay.raw, replay.message, thread, backing,
-                  "session/load", replay.rpc_id)
+            self._tap(Direction.LIMINAL_TO_CLIENT, Kind.NOTIFICATION, now, out_line, None, load.thread,
+                      load.backing, "session/update", None)
+        self._answer_client(load.key, load.answer)
+        self._tap(Direction.AGENT_TO_CLIENT, Kind.RESPONSE, now, load.raw, load.message, load.thread,
+                  load.backing, "session/load", load.rpc_id)
         return True
 
-    # -------------------------------------------------------------- the agent gone
+    def _start_load(self, rpc_id: Any, thread: str, backing: str) -> None:
+        """Rule 8: a client's load of ``thread``, on its way to ``backing``."""
+        if self.replay_from_store and backing != thread:
+            self._loads.start(jsonrpc.id_key(rpc_id), thread, backing)
+            self._captured.add(backing)
+
+    def _end_load(self, load: Load) -> None:
+        if self._loads.end(load):
+            self._captured.discard(load.backing)
+
+    # ------------------------------------------------------- either side gone
 
     def agent_gone(self, now: float, reason: str) -> None:
         """Answer every client request still waiting on the agent with an error."""
         self.agent_alive = False
         for key, pending in list(self._client_pending.items()):
-            self._error_to_client(pending.id_json or jsonrpc.encode_id(key), jsonrpc.INTERNAL_ERROR,
-                                  f"the agent exited before answering ({reason})", now, pending.method)
+            line = jsonrpc.error_frame(pending.id_json or jsonrpc.encode_id(key), jsonrpc.INTERNAL_ERROR,
+                                       f"the agent exited before answering ({reason})")
+            self._answer_from_liminal(key, line, now, pending.method, None)
         self._client_pending.clear()
         self._held.clear()  # held prompts are pending client requests too: answered above
-        for replay in list(self._loading.values()):  # answered above
-            self._end_loading(replay)
-        for token in list(self._parked):  # the agent did answer these: let them through
+        for load in self._loads.unanswered():  # answered above
+            self._end_load(load)
+        for token in self._loads.parked:  # the agent did answer these: let them through
             self.finish_replay(token, None, now)
 
     def agent_restarted(self) -> None:
@@ -531,21 +410,19 @@ class Router:
         self.agent_alive = True
         self._agent_framer = LineFramer(self._client_framer.max_size)
         self._agent_pending.clear()
-        self._agent_pending_threads.clear()
         self._own_pending.clear()
         self._captured.clear()
-        self._loading.clear()
-        self._loading_backing.clear()
+        self._loads.forget_unanswered()
 
-    @property
-    def pending_client_requests(self) -> int:
-        return len(self._client_pending)
+    def client_replaced(self) -> None:
+        """Rule 9: a new client goes on from here; what the old one is owed becomes orphans."""
+        self._takeover.begin(self.pending_client_ids())
 
     # ------------------------------------------------------------ client -> agent
 
     def _client_line(self, line: bytes | Oversized, now: float) -> None:
         if isinstance(line, Oversized):
-            self._client_oversized(line, now)
+            self._oversized(line, now, from_client=True)
             return
         message = jsonrpc.parse(line)
         kind = jsonrpc.classify(message)
@@ -555,423 +432,268 @@ class Router:
             self._out.to_agent.append(line)
             self._tap(Direction.CLIENT_TO_AGENT, kind, now, line, message, None, None, None, None)
             return
-        method: str | None = message.get("method")
-        rpc_id = message.get("id")
-        thread = _session_of(message)
+        if kind is Kind.RESPONSE:  # to a request of the agent's
+            asked, about = self._agent_pending.pop(jsonrpc.id_key(message["id"]), (None, None))
+            self._out.to_agent.append(line)
+            self._tap(Direction.CLIENT_TO_AGENT, kind, now, line, message, about,
+                      self.backing_of(about) if about else None, asked, message["id"])
+            return
+        if kind is Kind.REQUEST and self._takeover.active:
+            line, message = self._takeover.incoming(line, message)
+        method: str = message["method"]
+        thread = _session_in(message)
         if thread is not None and self.on_open is not None and method in _OPENS and kind is Kind.REQUEST:
             try:
                 self.on_open(thread)
             except Exception as exc:  # the request goes on as the router knows the thread
                 self._out.problems.append(f"binding {thread} before its {method} failed: {exc!r}")
         backing = self._backing_of.get(thread, thread) if thread is not None else None
-        out_line = line
-        if kind is Kind.RESPONSE:
-            method = self._agent_pending.pop(jsonrpc.id_key(rpc_id), None)
-            thread = self._agent_pending_threads.pop(jsonrpc.id_key(rpc_id), None)
-            backing = self.backing_of(thread) if thread else None
-        else:
-            if thread is not None and backing != thread:
-                assert backing is not None
-                out_line = _rewrite(line, thread, backing)
-            if kind is Kind.REQUEST:
-                key = jsonrpc.id_key(rpc_id)
-                # A string or an integer id is written back exactly from its parsed value; any
-                # other (a float that may be a rounded big integer, an object or array id that
-                # JSON-RPC does not allow but a client sent) keeps its bytes for the answer.
-                exact = isinstance(rpc_id, (str, int))
-                pending = _Pending(method or "", thread, None if exact else jsonrpc.encode_id(rpc_id, line))
-                verdict, hooked = self._hooked(method or "", message, thread) if method in self._hooks else (None, message)
-                if verdict is LOCAL:
-                    self._local_pending[key] = pending
-                    self._out.local.append(LocalRequest(key, method or "", thread, hooked))
-                    self._tap(Direction.CLIENT_TO_LIMINAL, kind, now, line, message, thread, backing,
-                              method, rpc_id)
-                    return
-                amended = _encoded(verdict, message, line) if isinstance(verdict, dict) else None
-                if amended is not None:
-                    message, line = verdict, amended  # type: ignore[assignment]
-                    out_line = line if thread is None or backing == thread else _rewrite(line, thread, backing or thread)
-                elif isinstance(verdict, dict):
-                    self._out.problems.append(f"a request hook's {method} cannot be encoded; forwarded as sent")
-                self._client_pending[key] = pending
-            # While a thread is held, what the client sends about it, and what it sends about
-            # no session at all, waits in the thread's queue: the agent sees the client's order
-            # (a set_mode sent after a prompt still arrives after it). Other threads pass.
-            holder = thread if thread is not None else next(iter(self._held), None)
-            if holder is not None and holder in self._held:
-                if method == "session/cancel":
-                    self._cancel_held(holder, now)
-                else:
-                    queue = self._held[holder]
-                    queue.append(_Held(line, message))
-                    if (len(queue) > self.max_held_per_thread
-                            or sum(len(h.line) for h in queue) > self.max_held_bytes):
-                        self._out.problems.append(f"too many frames held for {holder}; releasing them")
-                        self.release(holder)
-                    self._tap(Direction.CLIENT_TO_AGENT, kind, now, line, message, thread, backing, method, rpc_id)
-                    return
-            if method == "session/load" and kind is Kind.REQUEST and thread is not None:
-                assert backing is not None
-                self._maybe_replay(rpc_id, thread, backing)
-        self._out.to_agent.append(out_line)
-        self._tap(Direction.CLIENT_TO_AGENT, kind, now, line, message, thread, backing, method, rpc_id)
-        if self._turn_notices and method == "session/prompt" and thread is not None:
+        if kind is Kind.REQUEST:
+            kept = self._client_request(line, message, thread, backing, now)
+            if kept is None:
+                return  # for liminal to answer
+            line, message = kept
+        # While a thread is held, what the client sends about it, and what it sends about
+        # no session at all, waits in the thread's queue: the agent sees the client's order
+        # (a set_mode sent after a prompt still arrives after it). Other threads pass.
+        holder = thread if thread is not None else next(iter(self._held), None)
+        if holder is not None and holder in self._held:
+            if method != "session/cancel":
+                self._hold_back(holder, line, message)
+                self._tap(Direction.CLIENT_TO_AGENT, kind, now, line, message, thread, backing, method,
+                          message.get("id"))
+                return
+            self._cancel_held(holder, now)
+        if thread is not None and method == "session/load" and kind is Kind.REQUEST:
+            self._start_load(message["id"], thread, backing or thread)
+        forwarded = line if thread is None or backing == thread else rewrite(line, thread, backing or thread)
+        self._out.to_agent.append(forwarded)
+        self._tap(Direction.CLIENT_TO_AGENT, kind, now, line, message, thread, backing, method,
+                  message.get("id"))
+        if method == "session/prompt" and thread is not None:
             self._turn_started(thread, now)
+
+    def _client_request(self, line: bytes, message: dict[str, Any], thread: str | None, backing: str | None,
+                        now: float) -> tuple[bytes, dict[str, Any]] | None:
+        """Record what the agent owes the client, after the request hooks: the line and message
+        to go on with, or None when a hook kept the request for liminal (``LOCAL``)."""
+        method: str = message["method"]
+        rpc_id = message["id"]
+        key = jsonrpc.id_key(rpc_id)
+        # A string or an integer id is written back exactly from its parsed value; any other (a
+        # float that may be a rounded big integer, an object or array id that JSON-RPC does not
+        # allow but a client sent) keeps its bytes for the answer.
+        exact = None if isinstance(rpc_id, (str, int)) else jsonrpc.encode_id(rpc_id, line)
+        pending = _Pending(method, thread, exact)
+        local, amended_line, amended = self._hooks.request(method, message, thread, line, self._out.problems)
+        if local:
+            self._local_pending[key] = pending
+            self._out.local.append(LocalRequest(key, method, thread, amended))
+            self._tap(Direction.CLIENT_TO_LIMINAL, Kind.REQUEST, now, line, message, thread, backing, method,
+                      rpc_id)
+            return None
+        self._client_pending[key] = pending
+        return amended_line, amended
+
+    def _hold_back(self, thread: str, line: bytes, message: dict[str, Any]) -> None:
+        queue = self._held[thread]
+        queue.append(_Held(line, message))
+        if len(queue) > self.max_held_per_thread or sum(len(h.line) for h in queue) > self.max_held_bytes:
+            self._out.problems.append(f"too many frames held for {thread}; releasing them")
+            self.release(thread)
 
     def _cancel_held(self, thread: str, now: float) -> None:
         """A cancel for a held thread: its held prompts never reached the agent; answer them."""
         queue = self._held[thread]
         for held in [h for h in queue if h.message.get("method") == "session/prompt"]:
             queue.remove(held)
-            self._client_pending.pop(jsonrpc.id_key(held.message.get("id")), None)
-            self._result_to_client(jsonrpc.encode_id(held.message.get("id"), held.line),
-                                   b'{"stopReason":"cancelled"}', now, "session/prompt", thread)
+            rpc_id = held.message.get("id")
+            key = jsonrpc.id_key(rpc_id)
+            self._client_pending.pop(key, None)
+            line = jsonrpc.result_frame(jsonrpc.encode_id(rpc_id, held.line), b'{"stopReason":"cancelled"}')
+            self._answer_from_liminal(key, line, now, "session/prompt", thread)
 
-    def _client_oversized(self, line: Oversized, now: float) -> None:
-        found = jsonrpc.recover_top_level(line.head, line.tail)
-        id_json = found.get("id")
-        method = _text(found.get("method"))
-        self._out.problems.append(
-            f"client sent a {line.size}-byte line, over the {self._client_framer.max_size}-byte cap; dropped"
-        )
-        self._tap(Direction.CLIENT_TO_AGENT, Kind.OVERSIZED, now, line.head, None, None, None,
-                  method, None, size=line.size)
-        if id_json is not None and method is not None:
-            self._error_to_client(id_json, jsonrpc.INVALID_REQUEST,
-                                  f"request of {line.size} bytes exceeds liminal's limit of "
-                                  f"{self._client_framer.max_size} bytes", now, method)
+    def _turn_started(self, thread_id: str, now: float) -> None:
+        for method, params in self._turn_notices.pop(thread_id, ()) if self._turn_notices else ():
+            self.notify_client(method, params, now)
 
     # ------------------------------------------------------------ agent -> client
 
     def _agent_line(self, line: bytes | Oversized, now: float) -> None:
+        """Every line of the agent's. A notification (every streamed chunk is one) goes its one
+        way here, without a further call; anything else in ``_agent_message``."""
         if isinstance(line, Oversized):
-            self._agent_oversized(line, now)
+            self._oversized(line, now, from_client=False)
             return
-        if line.startswith(UPDATE_PREFIX):
-            # The hottest path: a streamed session/update in the canonical form all four pinned
-            # adapters write. The session id is read from the bytes (it is the first member of
-            # the top-level params, so there is no ambiguity) and the parse is left to whoever
-            # asks for the event's message. A line that only looks canonical but is cut short is
-            # still forwarded untouched, as any unparsable line is; its message reads as None.
-            end = line.find(b'"', _UPDATE_PREFIX_LEN)
-            raw_id = line[_UPDATE_PREFIX_LEN:end]
-            # A hooked kind takes the parsed path, and so does an update that does not follow
-            # the session id when there are hooks (its kind is not where the bytes can tell).
-            if end > 0 and b"\\" not in raw_id and raw_id.isascii() and not (
-                    self._hooked_kinds and (line.startswith(self._hooked_kinds, end)
-                                            or not line.startswith(UPDATE_KIND_AT, end))):
-                fast_backing = raw_id.decode()
-                fast_thread = self._thread_of.get(fast_backing, fast_backing)
-                direction = Direction.AGENT_TO_CLIENT
-                if fast_backing in self._captured:
-                    direction = Direction.AGENT_TO_LIMINAL  # a replay the client must not see
-                    if self._loading_backing:
-                        self._keep_replayed(fast_backing, line)
-                else:
-                    self._out.to_client.append(
-                        line if fast_thread == fast_backing else _rewrite(line, fast_backing, fast_thread))
-                if self.tapping:
-                    self._out.events.append(make_lazy_event(
-                        direction, Kind.NOTIFICATION, now, line, self.connection_id,
-                        fast_thread, fast_backing, "session/update", len(line)))
+        message: dict[str, Any] | None = None
+        end = line.find(b'"', _UPDATE_PREFIX_LEN) if line.startswith(UPDATE_PREFIX) else -1
+        raw_id = line[_UPDATE_PREFIX_LEN:end] if end > 0 else None
+        # A session/update in the canonical form all four pinned adapters write is read from its
+        # bytes (the session id is the first member of the top-level params: no ambiguity); the
+        # parse is left to whoever asks for the event's message (``LazyFrameEvent``). One that
+        # only looks canonical is still forwarded untouched, its message None. A hooked kind is
+        # parsed, and so is any update when there are hooks and its kind is not where expected.
+        if raw_id is not None and b"\\" not in raw_id and raw_id.isascii() and not (
+                self._hooked_kinds and (line.startswith(self._hooked_kinds, end)
+                                        or not line.startswith(UPDATE_KIND_AT, end))):
+            backing: str | None = raw_id.decode()
+            method: Any = "session/update"
+        else:
+            message = jsonrpc.parse(line)
+            # ``jsonrpc.classify`` and ``_session_in`` inlined: a string method and no id.
+            method = message.get("method") if message is not None else None
+            if method.__class__ is not str or "id" in message:  # type: ignore[operator]
+                self._agent_message(line, message, now)
                 return
-        message = jsonrpc.parse(line)
-        # The hot path (every streamed chunk is a notification): ``jsonrpc.classify`` and
-        # ``_session_of`` inlined, events made inline. Same rules: a string method and no id.
-        method = message.get("method") if message is not None else None
-        if method.__class__ is str and "id" not in message:  # type: ignore[operator]
-            assert message is not None
-            kind = Kind.NOTIFICATION
-            params = message.get("params")
+            params = message.get("params")  # type: ignore[union-attr]
             backing = params.get("sessionId") if params.__class__ is dict else None
             if backing.__class__ is not str:
                 backing = None
-            if backing is None:
-                self._out.to_client.append(line)
-                if self.tapping:
-                    self._out.events.append(make_event(
-                        Direction.AGENT_TO_CLIENT, kind, now, line, message, self.connection_id,
-                        None, None, method, None, len(line)))
-                return
+        thread: str | None = None
+        direction = Direction.AGENT_TO_CLIENT
+        if backing is None:
+            self._out.to_client.append(line)
+        elif backing in self._captured:
             thread = self._thread_of.get(backing, backing)
-            if backing in self._captured:
-                if self._loading_backing:
-                    self._keep_replayed(backing, line)
-                self._tap(Direction.AGENT_TO_LIMINAL, kind, now, line, message, thread, backing,
-                          message["method"], None)
-                return
-            out_line = self._amended(line, message, thread) if self._update_hooks else line
-            self._out.to_client.append(out_line if thread == backing else _rewrite(out_line, backing, thread))
-            if self.tapping:
-                self._out.events.append(make_event(
-                    Direction.AGENT_TO_CLIENT, kind, now, line, message, self.connection_id,
-                    thread, backing, method, None, len(line)))
-            return
+            direction = Direction.AGENT_TO_LIMINAL  # rule 4: a replay the client must not see
+            self._loads.keep(backing, line)
+        else:
+            thread = self._thread_of.get(backing, backing)
+            out_line = self._hooks.update(line, message, thread, self._out.problems) if (
+                self._hooked_kinds and message is not None) else line
+            self._out.to_client.append(out_line if thread == backing else rewrite(out_line, backing, thread))
+        if self.tapping:
+            self._out.events.append(
+                make_lazy_event(direction, Kind.NOTIFICATION, now, line, self.connection_id, thread, backing,
+                                method, len(line)) if message is None else
+                make_event(direction, Kind.NOTIFICATION, now, line, message, self.connection_id, thread, backing,
+                           method, None, len(line)))
+
+    def _agent_message(self, line: bytes, message: dict[str, Any] | None, now: float) -> None:
+        """A line of the agent's that is not a notification."""
         kind = jsonrpc.classify(message)
         if kind is Kind.RESPONSE:
             assert message is not None
             self._agent_response(line, message, now)
-            return
-        if kind is Kind.REQUEST:
+        elif kind is Kind.REQUEST:
             assert message is not None
-            rpc_id = message["id"]
-            asked_backing = _session_of(message)
-            asked_thread = self.thread_of(asked_backing) if asked_backing is not None else None
-            key = jsonrpc.id_key(rpc_id)
-            self._agent_pending[key] = message["method"]
-            self._agent_pending_threads[key] = asked_thread
-            out_line = line
-            if asked_backing is not None and asked_thread != asked_backing:
-                out_line = _rewrite(line, asked_backing, asked_thread or asked_backing)
-            self._out.to_client.append(out_line)
-            self._tap(Direction.AGENT_TO_CLIENT, kind, now, line, message, asked_thread, asked_backing,
-                      message["method"], rpc_id)
-            return
-        if line.strip():
-            self._out.problems.append(f"agent sent a line that is not JSON-RPC: {line[:200]!r}")
-        self._out.to_client.append(line)
-        self._tap(Direction.AGENT_TO_CLIENT, kind, now, line, message, None, None, None, None)
+            self._agent_request(line, message, now)
+        else:
+            if line.strip():
+                self._out.problems.append(f"agent sent a line that is not JSON-RPC: {line[:200]!r}")
+            self._out.to_client.append(line)
+            self._tap(Direction.AGENT_TO_CLIENT, kind, now, line, message, None, None, None, None)
+
+    def _agent_request(self, line: bytes, message: dict[str, Any], now: float) -> None:
+        rpc_id = message["id"]
+        backing = _session_in(message)
+        thread = self.thread_of(backing) if backing is not None else None
+        self._agent_pending[jsonrpc.id_key(rpc_id)] = (message["method"], thread)
+        self._out.to_client.append(line if backing is None else rewrite(line, backing, thread or backing))
+        self._tap(Direction.AGENT_TO_CLIENT, Kind.REQUEST, now, line, message, thread, backing,
+                  message["method"], rpc_id)
 
     def _agent_response(self, line: bytes, message: dict[str, Any], now: float) -> None:
         rpc_id = message["id"]
         key = jsonrpc.id_key(rpc_id)
-        if isinstance(rpc_id, str) and rpc_id.startswith(OWN_ID_PREFIX):
-            own = self._own_pending.pop(rpc_id, None)
-            if own is not None:
-                created = _result_session(message) if own.method in _CREATES_SESSION else None
-                if created is not None and own.thread_id is not None:
-                    # A session liminal opened for a thread (``/clear``): what the agent says of
-                    # it from now on reaches the client under the thread's id, even before the
-                    # component that asked binds the thread to it.
-                    self.adopt(created, own.thread_id)
-                self._out.own_responses.append((rpc_id, message))
-                self._tap(Direction.AGENT_TO_LIMINAL, Kind.RESPONSE, now, line, message, own.thread_id,
-                          _result_session(message) or (self.backing_of(own.thread_id) if own.thread_id else None),
-                          own.method, rpc_id)
-                return
+        if isinstance(rpc_id, str) and rpc_id.startswith(OWN_ID_PREFIX) and rpc_id in self._own_pending:
+            self._own_response(line, message, now)
+            return
         pending = self._client_pending.pop(key, None)
-        replay = self._loading.get(key) if self._loading and pending is not None else None
-        if replay is not None:
-            self._end_loading(replay)
+        load = self._loads.answered(key) if pending is not None else None
+        if load is not None:
+            self._end_load(load)
         method = pending.method if pending else None
         thread = pending.thread_id if pending else None
         backing = self.backing_of(thread) if thread else None
-        out_line = line
         if method in _CREATES_SESSION:
-            created = _result_session(message)
+            created = _session_in(message, "result")
             if created is not None:
                 backing = created
                 thread = self._thread_of.get(created, created)
-        if self._thread_of and b'"sessionId"' in line:
-            out_line = _map_session_ids(line, self._thread_of)
-            if method == "session/list":
-                out_line = self._one_entry_per_thread(line, message, out_line)
-        if replay is not None and "error" not in message:
-            replay.answer, replay.raw, replay.message, replay.rpc_id = out_line, line, message, rpc_id
-            self._parked[replay.token] = replay
-            self._out.replays.append(ReplayRequest(replay.token, replay.thread, replay.backing,
-                                                   tuple(replay.captured)))
+        out_line = map_all(line, self._thread_of) if self._thread_of and b'"sessionId"' in line else line
+        if load is not None and "error" not in message:
+            self._out.replays.append(self._loads.park(load, out_line, line, message, rpc_id))
             return  # tapped when it reaches the client, after the history
-        self._out.to_client.append(out_line)
+        self._answer_client(key, out_line)
         self._tap(Direction.AGENT_TO_CLIENT, Kind.RESPONSE, now, line, message, thread, backing, method, rpc_id)
 
-    def _agent_oversized(self, line: Oversized, now: float) -> None:
+    def _own_response(self, line: bytes, message: dict[str, Any], now: float) -> None:
+        rpc_id = message["id"]
+        own = self._own_pending.pop(rpc_id)
+        created = _session_in(message, "result")
+        if created is not None and own.method in _CREATES_SESSION and own.thread_id is not None:
+            # A session liminal opened for a thread (``/clear``): what the agent says of it from
+            # now on reaches the client under the thread's id, even before the component that
+            # asked binds the thread to it.
+            self.adopt(created, own.thread_id)
+        self._out.own_responses.append((rpc_id, message))
+        self._tap(Direction.AGENT_TO_LIMINAL, Kind.RESPONSE, now, line, message, own.thread_id,
+                  created or (self.backing_of(own.thread_id) if own.thread_id else None), own.method, rpc_id)
+
+    def _oversized(self, line: Oversized, now: float, *, from_client: bool) -> None:
+        """Rule 6: a line over the cap is dropped; a request's sender gets an error, and so does
+        the client for an answer of the agent's to it (the agent's answers to liminal, dropped)."""
         found = jsonrpc.recover_top_level(line.head, line.tail)
-        id_json = found.get("id")
-        method = _text(found.get("method"))
-        cap = self._agent_framer.max_size
-        self._out.problems.append(f"agent sent a {line.size}-byte line, over the {cap}-byte cap; dropped")
-        self._tap(Direction.AGENT_TO_CLIENT, Kind.OVERSIZED, now, line.head, None, None, None,
-                  method, None, size=line.size)
-        if id_json is not None and method is not None:
+        id_json, method, cap = found.get("id"), _loaded(found.get("method")), self._client_framer.max_size
+        method = method if isinstance(method, str) else None
+        self._out.problems.append(f"{'client' if from_client else 'agent'} sent a {line.size}-byte line, "
+                                  f"over the {cap}-byte cap; dropped")
+        self._tap(Direction.CLIENT_TO_AGENT if from_client else Direction.AGENT_TO_CLIENT, Kind.OVERSIZED, now,
+                  line.head, None, None, None, method, None, size=line.size)
+        if id_json is None or (from_client and method is None):
+            return
+        key = jsonrpc.id_key(_loaded(id_json))
+        if method is not None:
             error = jsonrpc.error_frame(id_json, jsonrpc.INVALID_REQUEST,
                                         f"request of {line.size} bytes exceeds liminal's limit of {cap} bytes")
-            self._out.to_agent.append(error)
-            self._tap(Direction.LIMINAL_TO_AGENT, Kind.RESPONSE, now, error, None, None, None, method, None)
-        elif id_json is not None:
-            try:
-                key = jsonrpc.id_key(orjson.loads(id_json))
-            except orjson.JSONDecodeError:
-                key = None
-            pending = self._client_pending.pop(key, None)
-            if pending is not None and key in self._loading:
-                self._end_loading(self._loading[key])
-            if pending is not None:
-                self._error_to_client(id_json, jsonrpc.INTERNAL_ERROR,
-                                      f"the agent's answer of {line.size} bytes exceeds liminal's limit "
-                                      f"of {cap} bytes", now, pending.method)
-
-    def _one_entry_per_thread(self, line: bytes, message: dict[str, Any], rewritten: bytes) -> bytes:
-        """A ``session/list`` result in which a thread appears once, under its own id.
-
-        The agent lists every session file it has, and a thread that liminal moved has several:
-        its original and each rewrite. Listed as they are, the user would see the thread once per
-        swap. So the entries of one thread become one: the current backing session's (newest
-        content and time) under the thread's id, with the original session's title when it has
-        one (a rewrite's first prompt can be a summary). Only then is the frame re-encoded;
-        a listing without such duplicates is forwarded as rewritten byte for byte.
-        """
-        result = message.get("result")
-        sessions = result.get("sessions") if isinstance(result, dict) else None
-        if not isinstance(sessions, list):
-            return rewritten
-        groups: dict[str, list[dict[str, Any]]] = {}
-        order: list[dict[str, Any] | str] = []  # entries, or a thread id at its first entry
-        for entry in sessions:
-            backing = entry.get("sessionId") if isinstance(entry, dict) else None
-            if not isinstance(backing, str):
-                order.append(entry)
-                continue
-            thread = self._thread_of.get(backing, backing)
-            if thread not in groups:
-                groups[thread] = []
-                order.append(thread)
-            groups[thread].append(entry)
-        if all(len(group) == 1 for group in groups.values()):
-            return rewritten
-        merged: list[Any] = []
-        for item in order:
-            if not isinstance(item, str):
-                merged.append(item)
-                continue
-            group = groups[item]
-            current = self.backing_of(item)
-            chosen = next((e for e in group if e["sessionId"] == current), group[0])
-            entry = dict(chosen, sessionId=item)
-            original = next((e for e in group if e["sessionId"] == item), None)
-            if original is not None and original.get("title"):
-                entry["title"] = original["title"]
-            merged.append(entry)
-        assert isinstance(result, dict)
-        try:
-            result_json = orjson.dumps(dict(result, sessions=merged))
-        except TypeError:  # a value orjson cannot write: better duplicates than a broken frame
-            return rewritten
-        id_json = jsonrpc.encode_id(message.get("id"), line)
-        return b'{"jsonrpc":"2.0","id":' + id_json + b',"result":' + result_json + b"}"
+            if from_client:
+                self._answer_from_liminal(key, error, now, method, None)
+            else:
+                self._out.to_agent.append(error)
+                self._tap(Direction.LIMINAL_TO_AGENT, Kind.RESPONSE, now, error, None, None, None, method, None)
+            return
+        pending = self._client_pending.pop(key, None)
+        if pending is not None:
+            load = self._loads.answered(key)
+            if load is not None:
+                self._end_load(load)
+            error = jsonrpc.error_frame(id_json, jsonrpc.INTERNAL_ERROR, f"the agent's answer of {line.size} "
+                                        f"bytes exceeds liminal's limit of {cap} bytes")
+            self._answer_from_liminal(key, error, now, pending.method, None)
 
     # ----------------------------------------------------------------- helpers
 
-    def _error_to_client(self, id_json: bytes, code: int, text: str, now: float, method: str | None,
-                         thread: str | None = None) -> None:
-        line = jsonrpc.error_frame(id_json, code, text)
-        self._out.to_client.append(line)
+    def _answer_client(self, key: Any, line: bytes) -> None:
+        """Every answer to a client request leaves through here (rule 9 applies to all)."""
+        out = self._takeover.outgoing(key, line) if self._takeover.active else line
+        if out is not None:  # None: the answer to a request of the client that left
+            self._out.to_client.append(out)
+
+    def _answer_from_liminal(self, key: Any, line: bytes, now: float, method: str | None,
+                             thread: str | None) -> None:
+        self._answer_client(key, line)
         self._tap(Direction.LIMINAL_TO_CLIENT, Kind.RESPONSE, now, line, None, thread,
                   self.backing_of(thread) if thread else None, method, None)
 
-    def _result_to_client(self, id_json: bytes, result_json: bytes, now: float, method: str,
-                          thread: str | None) -> None:
-        line = b'{"jsonrpc":"2.0","id":' + id_json + b',"result":' + result_json + b"}"
-        self._out.to_client.append(line)
-        self._tap(Direction.LIMINAL_TO_CLIENT, Kind.RESPONSE, now, line, None, thread,
-                  self.backing_of(thread) if thread else None, method, None)
-
-    def _tap(
-        self,
-        direction: Direction,
-        kind: Kind,
-        now: float,
-        raw: bytes,
-        message: dict[str, Any] | None,
-        thread: str | None,
-        backing: str | None,
-        method: str | None,
-        rpc_id: Any,
-        *,
-        size: int | None = None,
-    ) -> None:
+    def _tap(self, direction: Direction, kind: Kind, now: float, raw: bytes, message: dict[str, Any] | None,
+             thread: str | None, backing: str | None, method: str | None, rpc_id: Any, *,
+             size: int | None = None) -> None:
         if self.tapping:
-            self._out.events.append(make_event(
-                direction, kind, now, raw, message, self.connection_id, thread, backing, method, rpc_id,
-                len(raw) if size is None else size,
-            ))
+            self._out.events.append(make_event(direction, kind, now, raw, message, self.connection_id, thread,
+                                               backing, method, rpc_id, len(raw) if size is None else size))
 
 
-def _session_in(message: dict[str, Any], member: str) -> str | None:
+def _session_in(message: dict[str, Any], member: str = "params") -> str | None:
     """``message[member].sessionId`` when it is a string (``params`` or ``result``)."""
     part = message.get(member)
-    if isinstance(part, dict):
-        session = part.get("sessionId")
-        if isinstance(session, str):
-            return session
-    return None
+    session = part.get("sessionId") if isinstance(part, dict) else None
+    return session if isinstance(session, str) else None
 
 
-def _session_of(message: dict[str, Any]) -> str | None:
-    return _session_in(message, "params")
-
-
-def _result_session(message: dict[str, Any]) -> str | None:
-    return _session_in(message, "result")
-
-
-def _update_kind(line: bytes) -> str | None:
-    """``params.update.sessionUpdate`` of a notification line, if it has one."""
-    message = jsonrpc.parse(line)
-    params = message.get("params") if message is not None else None
-    update = params.get("update") if isinstance(params, dict) else None
-    kind = update.get("sessionUpdate") if isinstance(update, dict) else None
-    return kind if isinstance(kind, str) else None
-
-
-def _encoded(amended: dict[str, Any], parsed: dict[str, Any], line: bytes) -> bytes | None:
-    """A hook's message as a line, or None when the parsed copy of the client's line lost
-    something (a big integer read as a float, a number past a double's range), so that
-    re-encoding would change what the client sent. Only for the few requests hooks amend."""
+def _loaded(raw_json: bytes | None) -> Any:
+    """A scalar recovered from an oversized line (``jsonrpc.recover_top_level``), or None."""
     try:
-        if json.loads(line) != parsed:
-            return None
-        return orjson.dumps(amended)
-    except (ValueError, TypeError):
-        return None
-
-
-def _text(raw_json: bytes | None) -> str | None:
-    if raw_json is None:
-        return None
-    try:
-        value = orjson.loads(raw_json)
+        return orjson.loads(raw_json) if raw_json is not None else None
     except orjson.JSONDecodeError:
         return None
-    return value if isinstance(value, str) else None
-
-
-_SESSION_ID_MEMBER = re.compile(rb'("sessionId"\s*:\s*)("(?:[^"\\]|\\.)*")')
-
-
-def _map_session_ids(line: bytes, mapping: dict[str, str]) -> bytes:
-    """Every ``"sessionId": "<id>"`` whose id ``mapping`` knows, rewritten to its value, in one
-    pass over the line, whatever the number of mappings (a journal of many swaps adopts every
-    backing id it ever committed). The rest of the line is untouched, as in ``_rewrite``."""
-
-    def swap(found: re.Match[bytes]) -> bytes:
-        try:
-            old = orjson.loads(found.group(2))
-        except orjson.JSONDecodeError:
-            return found.group(0)
-        new = mapping.get(old) if isinstance(old, str) else None
-        return found.group(0) if new is None else found.group(1) + orjson.dumps(new)
-
-    return _SESSION_ID_MEMBER.sub(swap, line)
-
-
-_REWRITE_CACHE: dict[tuple[str, str], tuple[re.Pattern[bytes], bytes]] = {}
-
-
-def _rewrite(line: bytes, old: str, new: str) -> bytes:
-    """Replace ``"sessionId": "<old>"`` by ``"sessionId": "<new>"`` anywhere in the line.
-
-    Byte-level, so the rest of the frame (big integers, key order, whitespace) is untouched.
-    Session ids are UUIDs in practice, so the quoted form is what orjson writes.
-    """
-    if old == new or not old:
-        return line
-    cached = _REWRITE_CACHE.get((old, new))
-    if cached is None:
-        pattern = re.compile(rb'("sessionId"\s*:\s*)' + re.escape(orjson.dumps(old)))
-        cached = (pattern, orjson.dumps(new).replace(b"\\", b"\\\\"))
-        if len(_REWRITE_CACHE) > 1024:
-            _REWRITE_CACHE.clear()
-        _REWRITE_CACHE[(old, new)] = cached
-    pattern, replacement = cached
-    return pattern.sub(rb"\g<1>" + replacement, line)

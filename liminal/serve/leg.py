@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import time
 from collections import deque
 from collections.abc import Callable
@@ -131,9 +130,6 @@ class WebSocketClientLeg:
         self._adopted = asyncio.Event()
         self.claimed: float | None = None  # when a new connection chose to take this proxy over
         self.finished = asyncio.Event()  # the reading is over: the proxy is told the client left
-        self._orphans: set[Any] = set()  # the gone client's requests still pending: answers dropped
-        self._renames: dict[str, bytes] = {}  # our id for a new request whose id an orphan has -> its id
-        self._rename_count = itertools.count(1)
         if first is not None:  # the ``initialize`` the server read before the proxy existed
             self._take_in(first.encode() if isinstance(first, str) else bytes(first))
 
@@ -267,7 +263,7 @@ class WebSocketClientLeg:
                 self._answer(verdict.answer)
             return
         if await self._admit(verdict, data) and self.handover is None:
-            on_data(self._renamed_in(data) + b"\n")
+            on_data(data + b"\n")
 
     async def _admit(self, verdict: frames.Message, data: bytes) -> bool:
         """Whether the message may go to the agent now; it waits while another connection
@@ -461,10 +457,6 @@ class WebSocketClientLeg:
             if self.detached:
                 self._answer_for_the_client(line)
             elif not (self.closed or self._left):
-                if self._orphans or self._renames:  # (an answer may hold the text "method")
-                    line = self._renamed_out(line)
-                    if not line:
-                        continue
                 self._queue(line)
 
     def _lock_new_session(self, line: bytes) -> None:
@@ -506,11 +498,11 @@ class WebSocketClientLeg:
                     history: list[dict[str, Any]]) -> None:
         """A new connection takes over this detached proxy: its ``load`` (or ``resume``) of the
         thread is answered here with the thread's history (from the store) and the rest of the
-        running turn goes to it live; it can cancel it. The gone client's requests still
-        pending are orphans: their answers are dropped, and a new request that reuses one of
-        their ids is renamed on its way (and back)."""
+        running turn goes to it live; it can cancel it. What the gone client is still owed is
+        dropped, not taken for this client's own (the router's rule 9, ``client_replaced``)."""
         thread = str((load.get("params") or {}).get("sessionId"))
-        self._orphans = set(self.proxy.router.pending_client_ids()) if self.proxy is not None else set()
+        if self.proxy is not None:
+            self.proxy.router.client_replaced()
         if self._sender is not None:
             self._sender.cancel()
         self.connection = connection
@@ -529,32 +521,6 @@ class WebSocketClientLeg:
         self.claimed = None
         self._adopted.set()
         logger.info("a new connection took over a detached turn", thread=thread, connection=self._connection_id())
-
-    def _renamed_in(self, data: bytes) -> bytes:
-        if not self._orphans:
-            return data
-        message = jsonrpc.parse(data)
-        if message is None or "method" not in message or "id" not in message \
-                or jsonrpc.id_key(message["id"]) not in self._orphans:
-            return data
-        # Never reused while the client runs: a count of what is still open could hand out an
-        # id a request still waits under.
-        ours = f"liminal-re-{next(self._rename_count)}"
-        self._renames[ours] = jsonrpc.encode_id(message["id"])
-        return orjson.dumps({**message, "id": ours})
-
-    def _renamed_out(self, line: bytes) -> bytes:
-        message = jsonrpc.parse(line)
-        if message is None or "id" not in message or "method" in message:
-            return line
-        key = jsonrpc.id_key(message["id"])
-        if isinstance(key, str) and key in self._renames:
-            original = self._renames.pop(key)
-            return orjson.dumps({**message, "id": orjson.loads(original)})
-        if key in self._orphans:
-            self._orphans.discard(key)
-            return b""  # the answer to a request of the client that left
-        return line
 
     def pause_reading(self, pause: bool) -> None:
         self._paused_in = pause

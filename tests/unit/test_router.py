@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import orjson
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from liminal.acp import jsonrpc
@@ -146,29 +146,6 @@ def listing(*entries: dict[str, object], rpc_id: bytes = b"5") -> bytes:
             + orjson.dumps(list(entries)) + b',"nextCursor":"c2"}}')
 
 
-def test_a_moved_thread_is_listed_once_with_its_original_title() -> None:
-    router = make()
-    new_session(router)
-    router.adopt(SWAPPED, THREAD)  # an earlier rewrite, remembered from the journal
-    router.bind(THREAD, BACKING)  # the current one
-    other = {"sessionId": "other", "cwd": "/w", "title": "elsewhere"}
-    from_client(router, b'{"jsonrpc":"2.0","id":123456789012345678901,"method":"session/list","params":{}}')
-    out = from_agent(router, listing(
-        {"sessionId": BACKING, "cwd": "/w", "title": "[summary] ...", "updatedAt": "2026-11-22T10:00:00Z"},
-        other,
-        {"sessionId": THREAD, "cwd": "/w", "title": "fix the flux capacitor", "updatedAt": "2026-11-21T09:00:00Z"},
-        {"sessionId": SWAPPED, "cwd": "/w", "title": "[summary] ..", "updatedAt": "2026-11-21T12:00:00Z"},
-        rpc_id=b"123456789012345678901"))
-    [line] = out.to_client
-    assert line.startswith(b'{"jsonrpc":"2.0","id":123456789012345678901,')
-    result = orjson.loads(line)["result"]
-    assert result == {"nextCursor": "c2", "sessions": [
-        {"sessionId": THREAD, "cwd": "/w", "title": "fix the flux capacitor",
-         "updatedAt": "2026-11-22T10:00:00Z"},
-        other]}
-    assert out.events[0].raw.count(b"sessionId") == 4  # the store keeps what the agent sent
-
-
 def test_a_listing_without_duplicates_is_only_rewritten() -> None:
     router = make()
     new_session(router)
@@ -185,22 +162,6 @@ def test_an_adopted_backing_id_reaches_the_client_as_its_thread() -> None:
             + b'","update":{"sessionUpdate":"agent_message_chunk"}}}')
     assert from_agent(router, late).to_client == [late.replace(SWAPPED.encode(), THREAD.encode())]
     assert router.backing_of(THREAD) == THREAD  # adopting does not move the thread
-
-
-@settings(max_examples=200)
-@given(st.lists(st.fixed_dictionaries(
-    {"sessionId": st.sampled_from([THREAD, BACKING, SWAPPED, "other", "more"])},
-    optional={"title": st.text(max_size=5), "updatedAt": st.text(max_size=5)}), max_size=8))
-def test_any_listing_names_each_thread_once_and_no_backing_id(entries: list[dict[str, str]]) -> None:
-    router = make()
-    router.adopt(SWAPPED, THREAD)
-    router.bind(THREAD, BACKING)
-    from_client(router, b'{"jsonrpc":"2.0","id":5,"method":"session/list","params":{}}')
-    [line] = from_agent(router, listing(*entries)).to_client
-    ids = [e["sessionId"] for e in orjson.loads(line)["result"]["sessions"]]
-    as_threads = {THREAD if e["sessionId"] in (BACKING, SWAPPED) else e["sessionId"] for e in entries}
-    assert set(ids) == as_threads and BACKING not in ids and SWAPPED not in ids
-    assert ids.count(THREAD) <= 1
 
 
 def test_results_are_rewritten_in_one_pass_whatever_the_lineage() -> None:
@@ -471,6 +432,7 @@ any_id = st.recursive(
 
 
 @given(rpc_id=any_id)
+@example(rpc_id=[-9223372036854775809])  # an integer past 64 bits in an array: came back a float
 @settings(max_examples=150, deadline=None)
 def test_agent_gone_answers_a_request_whatever_its_id(rpc_id: object) -> None:
     # An object or array id is not what JSON-RPC allows, but a client that sends one still gets
