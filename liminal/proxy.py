@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import anyio
 
 from liminal import log
+from liminal.acp.port import AgentProcess, OwnRequestError, Port
 from liminal.acp.router import LocalRequest, Router
 from liminal.config import ProxySettings
 from liminal.supervise import Supervisor
@@ -66,13 +67,206 @@ class Component(Protocol):
     optional (``liminal.supervise``)."""
 
 
-class OwnRequestError(Exception):
-    """The agent answered one of liminal's own requests with an error."""
+async def ask(router: Router, waiters: dict[str, asyncio.Future[dict[str, Any]]], flush: Callable[[], None],
+              method: str, params: Any, timeout: float, thread_id: str | None) -> Any:
+    """Send a request of liminal's own through ``router`` and wait for its answer: the one
+    request path, to the agent and to a process being prepared (``_PreparedAgent``) alike,
+    so every own request has an id of the router's namespace (``liminal-<random>-N``).
+    ``flush`` writes what the router produced and settles ``waiters`` from its answers."""
+    if not router.agent_alive:
+        raise OwnRequestError(method, "the agent is gone")
+    rpc_id = router.send_request(method, params, time.time(), thread_id=thread_id)
+    waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+    waiters[rpc_id] = waiter
+    flush()
+    try:
+        with anyio.fail_after(timeout):
+            message = await waiter
+    finally:
+        if waiters.pop(rpc_id, None) is not None:
+            router.cancel_own(rpc_id)
+    if "error" in message:
+        raise OwnRequestError(method, message["error"])
+    return message.get("result")
 
-    def __init__(self, method: str, error: Any) -> None:
-        super().__init__(f"{method}: {error}")
-        self.method = method
-        self.error = error
+
+def _settle(waiters: dict[str, asyncio.Future[dict[str, Any]]], answers: list[tuple[str, dict[str, Any]]]) -> None:
+    for rpc_id, message in answers:
+        waiter = waiters.pop(rpc_id, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(message)
+
+
+class _PreparedAgent:
+    """A process of the agent command liminal prepares before it becomes the agent (the
+    recycle, the agent restart: ``Port.start_agent``). Its lines go through a router of its
+    own, which does not tap: liminal's requests and their answers take the same path as to
+    the agent (``ask``); what it says besides (replays, command lists) is dropped; a request
+    of its own to the client fails it."""
+
+    def __init__(self, leg: AgentLeg, max_frame_bytes: int) -> None:
+        self.leg = leg
+        self.router = Router(max_frame_bytes=max_frame_bytes, tapping=False)
+        self.max_line = max_frame_bytes
+        self._buffer = bytearray()
+        self._waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self.failure: str | None = None
+        self.dropped = 0
+
+    @property
+    def pid(self) -> int | None:
+        return self.leg.pid
+
+    def feed(self, data: bytes) -> None:
+        self._buffer += data
+        end = self._buffer.rfind(b"\n")
+        if end >= 0:  # whole lines only: the rest is the agent's once it is switched in
+            self.router.receive_from_agent(bytes(self._buffer[:end + 1]), time.time())
+            del self._buffer[:end + 1]
+            self._flush()
+        if len(self._buffer) > self.max_line:
+            self._fail(f"a line over {self.max_line} bytes")
+
+    def _flush(self) -> None:
+        out = self.router.take()
+        if out.to_agent:
+            out.to_agent.append(b"")
+            self.leg.write(b"\n".join(out.to_agent))
+        self.dropped += len(out.to_client) + len(out.problems)
+        _settle(self._waiters, out.own_responses)
+        asked = self.router.open_agent_requests()
+        if asked:
+            self._fail(f"the new process asked the client {asked[0][1]!r}")
+
+    def eof(self) -> None:
+        self._fail("the new process closed its output")
+
+    def _fail(self, why: str) -> None:
+        self.failure = self.failure or why
+        for waiter in self._waiters.values():
+            if not waiter.done():
+                waiter.set_exception(OwnRequestError("", why))
+        self._waiters.clear()
+
+    def pending(self) -> bytes:
+        """What the process wrote after its last whole line, for whoever reads it next."""
+        return bytes(self._buffer)
+
+    async def request(self, method: str, params: Any, *, timeout: float,
+                      thread_id: str | None = None) -> Any:
+        if self.failure is not None:
+            raise OwnRequestError(method, self.failure)
+        return await ask(self.router, self._waiters, self._flush, method, params, timeout, thread_id)
+
+
+class ProxyPort:
+    """The ``Port`` (``liminal.acp.port``) the proxy gives its components: its router, written
+    out after every act that produces frames, and its agent process."""
+
+    def __init__(self, proxy: Proxy) -> None:
+        self._proxy = proxy
+        self._router = proxy.router
+        self._flush = proxy.flush
+
+    # what is known
+    @property
+    def agent_alive(self) -> bool:
+        return self._router.agent_alive
+
+    def backing_of(self, thread_id: str) -> str:
+        return self._router.backing_of(thread_id)
+
+    def thread_of(self, backing_id: str) -> str:
+        return self._router.thread_of(backing_id)
+
+    def is_held(self, thread_id: str) -> bool:
+        return self._router.is_held(thread_id)
+
+    def prompt_in_flight(self, thread_id: str) -> bool:
+        return self._router.prompt_in_flight(thread_id)
+
+    def agent_request_open(self, thread_id: str) -> bool:
+        return self._router.agent_request_open(thread_id)
+
+    def agent_idle(self) -> bool:
+        return self._router.agent_idle()
+
+    # the threads
+    def hold(self, thread_id: str) -> None:
+        self._router.hold(thread_id)
+
+    def release(self, thread_id: str) -> int:
+        released = self._router.release(thread_id)
+        self._flush()
+        return released
+
+    def bind(self, thread_id: str, backing_id: str) -> None:
+        self._router.bind(thread_id, backing_id)
+
+    def adopt(self, backing_id: str, thread_id: str) -> None:
+        self._router.adopt(backing_id, thread_id)
+
+    def capture(self, backing_id: str) -> None:
+        self._router.capture(backing_id)
+
+    def uncapture(self, backing_id: str) -> None:
+        self._router.uncapture(backing_id)
+
+    def on_open(self, hook: Callable[[str], None] | None) -> None:
+        self._router.on_open = hook
+
+    # messages
+    async def request(self, method: str, params: Any, *, timeout: float,
+                      thread_id: str | None = None) -> Any:
+        return await self._proxy.request(method, params, timeout=timeout, thread_id=thread_id)
+
+    def answer_local(self, key: Any, result: Any = None, *, error: tuple[int, str] | None = None) -> None:
+        self._router.answer_local(key, result, error=error)
+        self._flush()
+
+    def notify_client(self, method: str, params: Any) -> None:
+        self._router.notify_client(method, params, time.time())
+        self._flush()
+
+    def notify_in_next_turn(self, thread_id: str, method: str, params: Any) -> None:
+        self._router.notify_in_next_turn(thread_id, method, params)
+
+    def note(self, method: str, data: dict[str, Any], *, thread_id: str, at: float | None = None) -> None:
+        self._router.note(method, data, time.time() if at is None else at, thread_id=thread_id)
+        self._flush()
+
+    def finish_replay(self, token: int, history: list[dict[str, Any]] | None) -> bool:
+        finished = self._router.finish_replay(token, history, time.time())
+        self._flush()
+        return finished
+
+    # the agent process
+    async def start_agent(self) -> _PreparedAgent:
+        return await self._proxy.start_agent()
+
+    def switch_agent(self, process: AgentProcess) -> None:
+        assert isinstance(process, _PreparedAgent)
+        self._proxy.switch_agent(process)
+
+    def discard_agent(self, process: AgentProcess) -> None:
+        assert isinstance(process, _PreparedAgent)
+        self._proxy.stop_soon(process.leg)
+
+    def agent_restarted(self) -> None:
+        self._router.agent_restarted()
+
+    def kill_agent(self) -> None:
+        self._proxy.agent.signal_group(signal.SIGKILL)
+
+    def agent_token(self) -> object:
+        return self._proxy.agent
+
+    def agent_running(self, token: object) -> bool:
+        return token is self._proxy.agent and not self._proxy.agent.exited.is_set()
+
+    async def agents_stopped(self) -> None:
+        if self._proxy.stopping_agents:
+            await asyncio.wait(set(self._proxy.stopping_agents))
 
 
 class Proxy:
@@ -130,6 +324,8 @@ class Proxy:
         self._agent_eof = asyncio.Event()
         self._agent_replaced = asyncio.Event()
         self._signalled: int | None = None
+        self.stopping_agents: set[asyncio.Future[None]] = set()  # processes ``stop_soon`` stops
+        self.port: Port = ProxyPort(self)
 
     # ------------------------------------------------------------- callbacks
 
@@ -168,10 +364,8 @@ class Proxy:
             self.client.write(b"\n".join(out.to_client))
         if out.events:
             self.supervisor.offer(out.events)
-        for rpc_id, message in out.own_responses:
-            waiter = self._own_waiters.pop(rpc_id, None)
-            if waiter is not None and not waiter.done():
-                waiter.set_result(message)
+        if out.own_responses:
+            _settle(self._own_waiters, out.own_responses)
         for problem in out.problems:
             logger.warning(problem)
         for local in out.local:
@@ -216,21 +410,42 @@ class Proxy:
     async def request(self, method: str, params: Any, *, timeout: float,
                       thread_id: str | None = None) -> Any:
         """Send a request of liminal's own to the agent and wait for its result."""
-        if not self.router.agent_alive:
-            raise OwnRequestError(method, "the agent is gone")
-        rpc_id = self.router.send_request(method, params, time.time(), thread_id=thread_id)
-        waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._own_waiters[rpc_id] = waiter
-        self._flush()
+        return await ask(self.router, self._own_waiters, self._flush, method, params, timeout, thread_id)
+
+    # ------------------------------------------------------ other agent processes
+
+    async def start_agent(self) -> _PreparedAgent:
+        """A new process of the agent command, read through a router of its own until
+        ``switch_agent`` makes it the agent (``Port.start_agent``)."""
+        old = self.agent
+        leg = AgentLeg(old.argv, env=old.env, cwd=old.cwd)
+        process = _PreparedAgent(leg, self.settings.max_frame_bytes)
         try:
-            with anyio.fail_after(timeout):
-                message = await waiter
-        finally:
-            if self._own_waiters.pop(rpc_id, None) is not None:
-                self.router.cancel_own(rpc_id)
-        if "error" in message:
-            raise OwnRequestError(method, message["error"])
-        return message.get("result")
+            await leg.open(process.feed, process.eof, _ignore)
+        except BaseException:
+            self.stop_soon(leg)
+            raise
+        return process
+
+    def switch_agent(self, process: _PreparedAgent) -> None:
+        """``process`` becomes the agent; the old process is stopped in the background."""
+        old = self.replace_agent(process.leg, process.pending())
+        self.stop_soon(old)
+
+    def stop_soon(self, leg: AgentLeg) -> None:
+        """Stop a process group that is not the agent (any more), in a task of its own."""
+        if leg.pid is None:
+            return  # never started
+        leg.connect(_ignore, _nothing, _ignore)
+        task = asyncio.ensure_future(self._stop_leg(leg, self.settings.kill_grace_seconds))
+        self.stopping_agents.add(task)  # the loop keeps only weak references to tasks
+        task.add_done_callback(self.stopping_agents.discard)
+
+    @staticmethod
+    async def _stop_leg(leg: AgentLeg, grace: float) -> None:
+        leg.close_stdin()
+        code = await leg.stop(grace)
+        logger.debug("agent process stopped", pid=leg.pid, exit_code=code)
 
     # ---------------------------------------------------------------- running
 
@@ -247,7 +462,7 @@ class Proxy:
             return 127 if isinstance(exc, FileNotFoundError) else 126
         # What must be in the router before any client request passes (the threads the swap
         # journal binds: a load read earlier would resume a swapped thread on its stale session).
-        await self.supervisor.prepare(self)
+        await self.supervisor.prepare(self.port)
         # Through ``self.agent`` at each call: the agent process can be replaced (``replace_agent``).
         await self.client.open(self._from_client, self._on_client_eof,
                                lambda pause: self.agent.pause_reading(pause))
@@ -256,7 +471,7 @@ class Proxy:
         async with anyio.create_task_group() as tg:
             for member in self.supervisor.members:
                 if member.run is not None:
-                    tg.start_soon(self.supervisor.run, member, self)
+                    tg.start_soon(self.supervisor.run, member, self.port)
             if self.watch_signals:
                 tg.start_soon(self._watch_signals, tg.cancel_scope)
             while True:
@@ -367,7 +582,7 @@ class Proxy:
                 if restart is None:
                     continue
                 try:
-                    if await restart(self, agent_code):
+                    if await restart(self.port, agent_code):
                         self._agent_eof = asyncio.Event()
                         self._agent_replaced = asyncio.Event()
                         restarted = True
@@ -410,6 +625,9 @@ class Proxy:
                     logger.exception("component failed to stop", component=repr(component))
 
     async def _close_components(self) -> None:
+        if self.stopping_agents:  # processes a recycle or a restart left, stopping
+            with anyio.move_on_after(self.settings.kill_grace_seconds + 5):
+                await asyncio.wait(set(self.stopping_agents))
         for component in self.components:
             closer = getattr(component, "aclose", None)
             if closer is not None:

@@ -25,6 +25,7 @@ from typing import Any
 from liminal import log
 from liminal.acp import jsonrpc
 from liminal.acp.events import Direction, FrameEvent, Kind
+from liminal.acp.port import Port
 from liminal.acp.router import Local
 from liminal.mcp import link
 
@@ -66,7 +67,7 @@ class ModelTools:
         self.on_slash = on_slash
         self._nonces: dict[Any, str] = {}  # session/new request id -> nonce, until answered
 
-    async def run(self, proxy: Any) -> None:
+    async def run(self, port: Port) -> None:
         """Once, at start: bind files older than a month go (``link.sweep``)."""
         import anyio.to_thread
 

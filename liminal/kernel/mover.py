@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import signal
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.to_thread
@@ -39,7 +38,7 @@ from liminal.kernel.journal import SwapJournal, SwapRecord
 from liminal.kernel.policy import Decision, Pace
 
 if TYPE_CHECKING:
-    from liminal.proxy import Proxy
+    from liminal.acp.port import Port
 
 logger = log.get("liminal.swap")
 SETTLE_POLL_MAX = 0.02  # seconds between looks at the session file while the turn settles
@@ -130,6 +129,14 @@ async def carry_settings(request: Request, state: ThreadState, session_id: str) 
                  mode=state.mode_id, options=len(state.config_options))
 
 
+class Requester(Protocol):
+    """Whatever liminal's own requests go to: the agent (``Port``) or a process being prepared
+    to become it (``AgentProcess``)."""
+
+    async def request(self, method: str, params: Any, *, timeout: float,
+                      thread_id: str | None = None) -> Any: ...
+
+
 class ThreadMover:
     def __init__(
         self,
@@ -150,14 +157,14 @@ class ThreadMover:
         self.capabilities = capabilities  # the agent's, from its ``initialize``
         # What a committed swap costs and saves, for its journal record (the swap's policy).
         self.priced = priced
-        self.proxy: Proxy | None = None
+        self.port: Port | None = None
         self.lock = anyio.Lock()  # one move at a time: a swap, or a command's
         self._warned_no_close = False
         self._stopping = False
         self._moving: set[anyio.CancelScope] = set()  # moves not yet committed
 
-    def attach(self, proxy: Proxy) -> None:
-        self.proxy = proxy
+    def attach(self, port: Port) -> None:
+        self.port = port
 
     async def stop_moves(self, timeout: float) -> None:
         """liminal is stopping (the client closed its input, a signal): every move not yet
@@ -173,16 +180,16 @@ class ThreadMover:
             async with self.lock:
                 pass
 
-    def known(self, thread_id: str) -> tuple[Proxy, ThreadState]:
+    def known(self, thread_id: str) -> tuple[Port, ThreadState]:
         state = self.threads.get(thread_id)
-        if self.proxy is None or state is None:
+        if self.port is None or state is None:
             raise SwapError("liminal has not seen this thread opened in this session")
-        return self.proxy, state
+        return self.port, state
 
     def claim(self, state: ThreadState) -> None:
         """Hold a thread for a command's move, if nothing is under way on it."""
-        assert self.proxy is not None
-        router, thread_id = self.proxy.router, state.thread_id
+        assert self.port is not None
+        router, thread_id = self.port, state.thread_id
         if state.swapping or router.is_held(thread_id):
             raise SwapError("a context swap is under way; try again in a moment")
         if router.prompt_in_flight(thread_id) or router.agent_request_open(thread_id):
@@ -198,8 +205,8 @@ class ThreadMover:
         or None for a new, empty session of the agent (``/clear``'s), or raises to refuse (the
         thread stays, nothing is journaled: the error is the answer). Returns the rewrite (None
         for an empty session). Raises ``SwapError`` saying why the thread stayed."""
-        proxy, state = self.known(thread_id)
-        router = proxy.router
+        port, state = self.known(thread_id)
+        router = port
         async with self.lock:
             self.claim(state)
             committed = False
@@ -212,12 +219,12 @@ class ThreadMover:
                     raise SwapError("the last turn is not on disk yet")
                 write = await anyio.to_thread.run_sync(plan, path)
                 if write is None:
-                    await self._open_empty(proxy, state, old_backing, reason, move=reason)
+                    await self._open_empty(port, state, old_backing, reason, move=reason)
                     committed = True
                     _emptied(state)
                     return None
                 moved = await self.relocate(
-                    proxy, state, old_backing=old_backing, path=path, reason=reason, move=reason,
+                    port, state, old_backing=old_backing, path=path, reason=reason, move=reason,
                     started=self.clock(), t0=time.monotonic(), tokens=None, write=write)
                 if moved is None:
                     last = self.journal.records(thread_id)
@@ -228,15 +235,14 @@ class ThreadMover:
                 state.swapping = False
                 if router.is_held(thread_id):
                     router.release(thread_id)
-                    proxy.flush()
                 if committed:
-                    await self.close(proxy, old_backing)
+                    await self.close(port, old_backing)
 
     async def fresh_session(self, thread_id: str, reason: str) -> str:
         """Move a thread onto a new, empty session of the agent (``/clear``): its history stays
         with liminal, the model starts from nothing. Returns the new backing id."""
-        proxy, state = self.known(thread_id)
-        new_id, _ = await self._move_to_empty(proxy, state, reason, move=reason)
+        port, state = self.known(thread_id)
+        new_id, _ = await self._move_to_empty(port, state, reason, move=reason)
         return new_id
 
     async def reopen_empty(self, thread_id: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -246,51 +252,50 @@ class ThreadMover:
         load to a session the agent cannot find, and the thread could never be opened again.
         Journaled like any move. Returns the agent's answer to ``session/new`` (modes, models,
         config options: what an answer to a load carries too)."""
-        assert self.proxy is not None
+        assert self.port is not None
         state = self.threads.setdefault(thread_id, ThreadState(thread_id))
         if isinstance(params.get("cwd"), str):
             state.cwd = params["cwd"]
         if isinstance(params.get("mcpServers"), list):
             state.mcp_servers = list(params["mcpServers"])
         _, result = await self._move_to_empty(
-            self.proxy, state, "reopened on an empty session: its session had no turn on disk", move="reopen")
+            self.port, state, "reopened on an empty session: its session had no turn on disk", move="reopen")
         return result
 
-    async def _move_to_empty(self, proxy: Proxy, state: ThreadState, reason: str,
+    async def _move_to_empty(self, port: Port, state: ThreadState, reason: str,
                              *, move: str) -> tuple[str, dict[str, Any]]:
         """Hold the thread, open it an empty session (``_open_empty``), release it, close the
         session it left (open only if this process made it)."""
-        router = proxy.router
+        router = port
         async with self.lock:
             self.claim(state)  # held: a prompt sent meanwhile waits for the new session
             old_backing = router.backing_of(state.thread_id)
             try:
-                moved = await self._open_empty(proxy, state, old_backing, reason, move=move)
+                moved = await self._open_empty(port, state, old_backing, reason, move=move)
             finally:
                 state.swapping = False
                 router.release(state.thread_id)
-                proxy.flush()
             _emptied(state)
-            await self.close(proxy, old_backing)
+            await self.close(port, old_backing)
             return moved
 
-    async def _open_empty(self, proxy: Proxy, state: ThreadState, old_backing: str,
+    async def _open_empty(self, port: Port, state: ThreadState, old_backing: str,
                           reason: str, *, move: str) -> tuple[str, dict[str, Any]]:
         """``session/new`` for a held thread, its settings given, the move journaled and the
         thread bound to it; on any failure the new session is closed again."""
-        router, thread_id = proxy.router, state.thread_id
+        router, thread_id = port, state.thread_id
         started, t0 = self.clock(), time.monotonic()
         new_id = ""
         try:
             with anyio.fail_after(self.settings.hold_timeout_seconds):
-                result = await proxy.request(
+                result = await port.request(
                     "session/new", {"cwd": state.cwd or ".", "mcpServers": state.mcp_servers},
                     timeout=self.settings.hold_timeout_seconds, thread_id=thread_id)
             result = result if isinstance(result, dict) else {}
             new_id = str(result.get("sessionId") or "")
             if not new_id:
                 raise SwapError("the agent opened no session")
-            await carry_settings(functools.partial(proxy.request, timeout=self.settings.hold_timeout_seconds,
+            await carry_settings(functools.partial(port.request, timeout=self.settings.hold_timeout_seconds,
                                                    thread_id=thread_id), state, new_id)
             self.record(state, old_backing, new_id, "committed", reason, started, t0, None, None,
                         opened="empty", move=move)
@@ -299,11 +304,11 @@ class ThreadMover:
         except BaseException:
             if new_id and router.agent_alive:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(UNDO_CLOSE_SECONDS):
-                    await self.close(proxy, new_id)
+                    await self.close(port, new_id)
             raise
 
     async def relocate(
-        self, proxy: Proxy, state: ThreadState, *, old_backing: str, path: Path, reason: str,
+        self, port: Port, state: ThreadState, *, old_backing: str, path: Path, reason: str,
         started: float, t0: float, tokens: int | None, write: Writer,
         check: Callable[[Rewritten], str | None] | None = None, decision: Decision | None = None,
         move: str = "swap",
@@ -321,7 +326,7 @@ class ThreadMover:
         with anyio.CancelScope() as scope:
             self._moving.add(scope)
             try:
-                moved = await self._move(proxy, state, old_backing, path, reason, started, t0,
+                moved = await self._move(port, state, old_backing, path, reason, started, t0,
                                          tokens, write, check, decision, move)
             finally:
                 self._moving.discard(scope)
@@ -330,12 +335,12 @@ class ThreadMover:
         return moved
 
     async def _move(
-        self, proxy: Proxy, state: ThreadState, old_backing: str, path: Path, reason: str,
+        self, port: Port, state: ThreadState, old_backing: str, path: Path, reason: str,
         started: float, t0: float, tokens: int | None, write: Callable[[str], Rewritten],
         check: Callable[[Rewritten], str | None] | None, decision: Decision | None, move: str,
     ) -> tuple[Rewritten, str, float, float] | None:
         """``relocate``'s move, to its commit (or none)."""
-        router = proxy.router
+        router = port
         thread_id = state.thread_id
         new_id = str(uuid.uuid4())
         new_path = self.harness.target_path(path, new_id)
@@ -365,7 +370,7 @@ class ThreadMover:
                         return None
                     await anyio.to_thread.run_sync(self.journal.note_rewrite, new_id, rewritten.size)
                     opened = True
-                    moved_by = await self._open(proxy, state, old_backing, new_id)
+                    moved_by = await self._open(port, state, old_backing, new_id)
                     t_moved = time.monotonic()
             except TimeoutError:
                 ended = True
@@ -406,7 +411,7 @@ class ThreadMover:
             raise
         finally:
             if not committed:  # whatever went wrong: no new file, no new session left open
-                await self._undo(proxy, new_path, new_id, opened)
+                await self._undo(port, new_path, new_id, opened)
             # Ended (or nothing of it is left): another liminal's start may judge it now.
             self.journal.finish(new_id)
         return rewritten, moved_by, t_rewritten, t_moved
@@ -428,7 +433,7 @@ class ThreadMover:
         state.last_context = rewritten.tokens_after
         state.calls = 0
 
-    async def _undo(self, proxy: Proxy, new_path: Path, new_id: str, opened: bool) -> None:
+    async def _undo(self, port: Port, new_path: Path, new_id: str, opened: bool) -> None:
         """Leave nothing of a swap that did not commit: its file (so the CLI's picker and the
         agent's ``session/list`` never show the thread twice) and, if the agent opened it, its
         session. Shielded: it runs when the swap was cancelled too (the client left)."""
@@ -439,9 +444,9 @@ class ThreadMover:
             except Exception as exc:
                 logger.error("cannot remove an unused rewrite; remove it by hand", path=str(new_path),
                              error=str(exc))
-            if opened and proxy.router.agent_alive:
+            if opened and port.agent_alive:
                 with anyio.move_on_after(UNDO_CLOSE_SECONDS):
-                    await self.close(proxy, new_id)
+                    await self.close(port, new_id)
 
     async def appeared(self, backing: str, cwd: str | None, timeout: float) -> Path | None:
         """The session's file, waited for up to ``timeout``: Claude Code 2.1.44 may create it only
@@ -468,19 +473,19 @@ class ThreadMover:
             return True
         return False
 
-    async def _open(self, proxy: Proxy, state: ThreadState, old_backing: str, new_id: str) -> str:
+    async def _open(self, port: Port, state: ThreadState, old_backing: str, new_id: str) -> str:
         """Open ``new_id`` for the thread; returns the method that did it."""
-        router = proxy.router
+        router = port
         base = {"sessionId": new_id, "cwd": state.cwd or ".", "mcpServers": state.mcp_servers}
         timeout = self.settings.hold_timeout_seconds
         if faults.value("swap.move") == "kill-agent":
-            proxy.agent.signal_group(signal.SIGKILL)  # the adapter dying in the middle of a swap
+            port.kill_agent()  # the adapter dying in the middle of a swap
         await faults.hit("swap.move")
         if faults.value("swap.resume") == "wrong-id":
             base = dict(base, sessionId=str(uuid.uuid4()))  # a session the agent cannot have
 
         async def request(method: str, params: dict[str, Any]) -> Any:
-            return await proxy.request(method, params, timeout=timeout, thread_id=state.thread_id)
+            return await port.request(method, params, timeout=timeout, thread_id=state.thread_id)
 
         # The thread's from the first frame: what the agent says of the session while it opens
         # (a title, its commands) is recorded as the thread's, not as a thread of its own.
@@ -493,7 +498,23 @@ class ThreadMover:
         finally:
             router.uncapture(new_id)
 
-    async def close(self, proxy: Proxy, old_backing: str) -> None:
+    async def open_on(self, target: Requester, threads: list[str], capabilities: dict[str, Any]) -> None:
+        """Open each thread on its current backing session in ``target``, a fresh process of the
+        agent (the recycle, the agent restart): the sessions do not change, so nothing is
+        journaled; ``open_for_thread`` as for a swap, through the same request path."""
+        assert self.port is not None
+        timeout = self.settings.hold_timeout_seconds
+        for thread in threads:
+            state = self.threads[thread]
+
+            async def request(method: str, params: dict[str, Any], thread: str = thread) -> Any:
+                return await target.request(method, params, timeout=timeout, thread_id=thread)
+
+            base = {"sessionId": self.port.backing_of(thread), "cwd": state.cwd or ".",
+                    "mcpServers": state.mcp_servers}
+            await open_for_thread(request, state, base, capabilities)
+
+    async def close(self, port: Port, old_backing: str) -> None:
         """Close the session a committed swap left, if the agent supports it."""
         if "close" not in (self.capabilities().get("sessionCapabilities") or {}):
             if not self._warned_no_close:
@@ -504,7 +525,7 @@ class ThreadMover:
             return
         t = time.monotonic()
         try:
-            await proxy.request("session/close", {"sessionId": old_backing},
+            await port.request("session/close", {"sessionId": old_backing},
                                 timeout=self.settings.hold_timeout_seconds)
         except Exception as exc:  # the old session lingering costs memory, not correctness
             logger.info("old session not closed", session=old_backing, error=str(exc))
@@ -525,6 +546,5 @@ class ThreadMover:
             cost=cost, opened=opened, move=move,
         )
         self.journal.append(record)  # the authority (see journal.py)
-        if self.proxy is not None:  # and a note in the store, with the conversation
-            self.proxy.router.note("liminal/swap", asdict(record), self.clock(), thread_id=state.thread_id)
-            self.proxy.flush()
+        if self.port is not None:  # and a note in the store, with the conversation
+            self.port.note("liminal/swap", asdict(record), thread_id=state.thread_id)

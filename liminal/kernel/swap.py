@@ -44,7 +44,7 @@ from liminal.kernel.mover import UNDO_CLOSE_SECONDS, ThreadMover, ThreadState
 from liminal.kernel.policy import CostPolicy, Decision
 
 if TYPE_CHECKING:
-    from liminal.proxy import Proxy
+    from liminal.acp.port import Port
 
 logger = log.get("liminal.swap")
 # Client requests whose answer the swap manager reads (``offer``).
@@ -111,7 +111,7 @@ class SwapManager:
         # shows compactions itself, and the swap notice is one (``_notice``).
         self.client_compaction = False
         self._requests: dict[Any, dict[str, Any]] = {}  # session/new and fork in flight -> params
-        self._proxy: Proxy | None = None
+        self._port: Port | None = None
         self._prepared = False  # the journal's bindings are in the router (``prepare``)
         self._running = False  # ``run`` is looking at turn ends
         self._send, self._receive = anyio.create_memory_object_stream[_TurnEnd](64)
@@ -277,7 +277,7 @@ class SwapManager:
         state = self.threads.get(thread_id)
         if state is not None:
             state.idle_since = time.monotonic()
-        if (state is None or self._proxy is None or state.swapping or not self.settings.enabled
+        if (state is None or self._port is None or state.swapping or not self.settings.enabled
                 or not self._running):
             logger.debug("turn ended; not considered", thread=thread_id,
                          swapping=state.swapping if state else None)
@@ -288,7 +288,7 @@ class SwapManager:
         if state.skip_turns:
             state.skip_turns -= 1
             return
-        router = self._proxy.router
+        router = self._port
         if router.prompt_in_flight(thread_id) or router.agent_request_open(thread_id):
             logger.debug("turn ended with work in flight; no swap now", thread=thread_id,
                          prompt=router.prompt_in_flight(thread_id),
@@ -315,7 +315,7 @@ class SwapManager:
         self._enqueue(state, _TurnEnd(thread_id, decision, held, state.last_prompt))
 
     def _enqueue(self, state: ThreadState, turn_end: _TurnEnd) -> None:
-        assert self._proxy is not None
+        assert self._port is not None
         try:
             # The prompt of the turn that just ended, taken now: by the time the task runs, an
             # unheld client may already have sent the next one.
@@ -326,13 +326,13 @@ class SwapManager:
         if turn_end.held:
             # Inside the flush that delivered the turn's end (or, idle, with no prompt in
             # flight): the client's next prompt cannot have been read yet, so it is certain to wait.
-            self._proxy.router.hold(state.thread_id)
+            self._port.hold(state.thread_id)
 
     def _idle_check(self, now: float) -> None:
         """Threads idle past the cache's life: their next call rewrites the whole prompt anyway,
         so a swap now costs nothing more (``CostPolicy``), and the person is not waiting."""
         life = self.settings.cache_life_seconds
-        router = self._proxy.router if self._proxy is not None else None
+        router = self._port if self._port is not None else None
         if router is None or not self.policy.idle_swaps or not self.settings.enabled:
             return
         for state in list(self.threads.values()):
@@ -360,21 +360,21 @@ class SwapManager:
 
     # ----------------------------------------------------------------- running
 
-    async def prepare(self, proxy: Proxy) -> None:
+    async def prepare(self, port: Port) -> None:
         """Before the client's first byte is read (``Proxy.run``): clean up after a crash and
         bind every swapped thread to its current session, so that no load or prompt can pass
         to a stale one."""
-        self._proxy = proxy
-        self.mover.attach(proxy)
+        self._port = port
+        self.mover.attach(port)
         await anyio.to_thread.run_sync(self._recover, abandon_on_cancel=True)
         # Every session a thread has been on names the thread towards the client (a listing
         # shows the thread once); new frames go to the last one.
         lineage = await anyio.to_thread.run_sync(self.journal.lineage, abandon_on_cancel=True)
         for thread_id, backing_id in lineage:
-            proxy.router.adopt(backing_id, thread_id)
+            port.adopt(backing_id, thread_id)
         for thread_id, backing_id in dict(lineage).items():  # the last committed of each thread
-            proxy.router.bind(thread_id, backing_id)
-        proxy.router.on_open = self._opening
+            port.bind(thread_id, backing_id)
+        port.on_open(self._opening)
         self._prepared = True
 
     def _opening(self, thread_id: str) -> None:
@@ -383,10 +383,10 @@ class SwapManager:
         one read the journal. Opened on a session it has left, the thread would go on without
         every turn since. The journal is read on from where it was (``SwapJournal.current``)."""
         state = self.threads.get(thread_id)
-        if self._proxy is None or (state is not None and state.swapping):
+        if self._port is None or (state is not None and state.swapping):
             return  # this liminal is moving it: its own view is the newer one
         current, carried = self.journal.current(thread_id)
-        router = self._proxy.router
+        router = self._port
         if current is None or current == router.backing_of(thread_id):
             return
         for backing in carried:
@@ -395,9 +395,9 @@ class SwapManager:
         logger.info("thread moved by another liminal; opened on its current session",
                     thread=thread_id, backing=current)
 
-    async def run(self, proxy: Proxy) -> None:
+    async def run(self, port: Port) -> None:
         if not self._prepared:  # it failed, or a restart after a failure: read the journal again
-            await self.prepare(proxy)
+            await self.prepare(port)
         self._prepared = False
         # Turn ends are taken (and their threads held) only while a task looks at them: not in
         # the pause before the supervisor starts a failed run again, when a held thread's
@@ -406,12 +406,12 @@ class SwapManager:
         try:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(self._idle_watch)
-                await self._swaps(proxy)
+                await self._swaps(port)
                 tasks.cancel_scope.cancel()
         finally:
             self._running = False
 
-    async def _swaps(self, proxy: Proxy) -> None:
+    async def _swaps(self, port: Port) -> None:
         # Not closed on the way out: a failure is followed by ``run`` again (the supervisor),
         # which must find the stream open, or it fails at once and swaps stay off.
         async for turn_end in self._receive:
@@ -424,8 +424,8 @@ class SwapManager:
                     # The session this swap would leave, taken under the lock: another move
                     # (a command's) may run in the quiet moment below (``after_turn``) and
                     # leave one of its own.
-                    left_behind = proxy.router.backing_of(thread_id)
-                    committed = await self._maybe_swap(proxy, state, turn_end)
+                    left_behind = port.backing_of(thread_id)
+                    committed = await self._maybe_swap(port, state, turn_end)
                 if committed is False and not state.trigger_backed_off:
                     _back_off(state)
                 elif committed:
@@ -440,12 +440,11 @@ class SwapManager:
             finally:
                 state.swapping = False
                 state.trigger_backed_off = False
-                if proxy.router.is_held(thread_id):
-                    proxy.router.release(thread_id)
-                    proxy.flush()
+                if port.is_held(thread_id):
+                    port.release(thread_id)
                 if committed:
                     # After the release: the held prompts need only the new session.
-                    await self.mover.close(proxy, left_behind)
+                    await self.mover.close(port, left_behind)
                 if committed is not None:
                     self.completed += 1
                 self._progress.set()
@@ -500,11 +499,11 @@ class SwapManager:
         while self.completed < count:
             await self._progress.wait()
 
-    async def _maybe_swap(self, proxy: Proxy, state: ThreadState, turn_end: _TurnEnd) -> bool | None:
+    async def _maybe_swap(self, port: Port, state: ThreadState, turn_end: _TurnEnd) -> bool | None:
         """True: committed; False: tried and failed; None: no swap was needed after all."""
         decision, held = turn_end.decision, turn_end.held
         decided = decision is not None
-        router = proxy.router
+        router = port
         thread_id = state.thread_id
         old_backing = router.backing_of(thread_id)
         started = self.clock()
@@ -566,7 +565,7 @@ class SwapManager:
             self._above_target(state, rewritten.tokens_after)
             return unpaid
 
-        moved = await self.mover.relocate(proxy, state, old_backing=old_backing, path=path, reason=reason,
+        moved = await self.mover.relocate(port, state, old_backing=old_backing, path=path, reason=reason,
                                           started=started, t0=t0, tokens=tokens, write=rewrite,
                                           check=check, decision=decision)
         if moved is None:
@@ -578,7 +577,7 @@ class SwapManager:
                   "rewrite_s": round(t_rewritten - t_rewrite, 4),
                   "move_s": round(t_moved - t_rewritten, 4), "moved_by": moved_by}
         self.policy.rewritten(state.pace, rewritten.tokens_after, committed=True)
-        self._notice(proxy, thread_id, rewritten)
+        self._notice(port, thread_id, rewritten)
         logger.info("swap committed", thread=thread_id, old=old_backing, new=rewritten.new_id,
                     tokens_before=rewritten.tokens_before, tokens_after=rewritten.tokens_after,
                     seconds=round(time.monotonic() - t0, 3), why=reason, **timing)
@@ -597,7 +596,7 @@ class SwapManager:
                        thread=state.thread_id, target=target, left=tokens_after,
                        prompt=state.pace.overhead)
 
-    def _notice(self, proxy: Proxy, thread_id: str, rewritten: Rewritten) -> None:
+    def _notice(self, port: Port, thread_id: str, rewritten: Rewritten) -> None:
         if self.settings.notice == "silent":
             return
         text = (f"Context optimised by liminal: {units.tokens(rewritten.tokens_before)} -> "
@@ -615,9 +614,8 @@ class SwapManager:
                 {"sessionUpdate": "compaction_update", "compactionId": compaction,
                  "status": "completed", "summary": [{"type": "text", "text": text}], "_meta": meta}]
             for step in steps:
-                proxy.router.notify_in_next_turn(thread_id, "session/update",
+                port.notify_in_next_turn(thread_id, "session/update",
                                                  {"sessionId": thread_id, "update": step})
-            proxy.flush()
             return
         if self.settings.notice == "thought":
             update: dict[str, Any] = {"sessionUpdate": "agent_thought_chunk",
@@ -626,9 +624,8 @@ class SwapManager:
             update = {"sessionUpdate": "session_info_update", "_meta": meta}
         # Inside the thread's next turn (its held prompt, or the next one the client sends),
         # never as a stray update after the last answer (``Router.notify_in_next_turn``).
-        proxy.router.notify_in_next_turn(thread_id, "session/update",
+        port.notify_in_next_turn(thread_id, "session/update",
                                          {"sessionId": thread_id, "update": update})
-        proxy.flush()
 
     def _priced(self, state: ThreadState, decision: Decision, after: int) -> dict[str, Any]:
         """What a swap as made costs and saves (the decision had only the plan's aim)."""
