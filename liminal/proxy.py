@@ -159,6 +159,18 @@ class _PreparedAgent:
         return await ask(self.router, self._waiters, self._flush, method, params, timeout, thread_id)
 
 
+def with_parts(components: Sequence[Component]) -> list[Component]:
+    """The components, each preceded by the parts it is built on (``parts()``: the thread model
+    the swap manager, the recycle and the model tools read), each part once, however many
+    components share it: fed every frame once, before those that read it."""
+    found: list[Component] = []
+    for component in components:
+        for part in [*getattr(component, "parts", list)(), component]:
+            if not any(part is seen for seen in found):
+                found.append(part)
+    return found
+
+
 class ProxyPort:
     """The ``Port`` (``liminal.acp.port``) the proxy gives its components: its router, written
     out after every act that produces frames, and its agent process."""
@@ -296,7 +308,7 @@ class Proxy:
         self.on_agent_stopped: list[Callable[[], Awaitable[None]]] = []
         self._restarts: list[float] = []
         self._restarting: list[bytes] | None = None  # the client's bytes while a restart runs
-        self.components = list(components)
+        self.components = with_parts(components)
         self.supervisor = Supervisor(self.components, release_holds=self._release_holds)
         self._replayers = [r for r in (getattr(c, "replay_requested", None) for c in self.components)
                            if r is not None]

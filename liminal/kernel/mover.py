@@ -24,7 +24,7 @@ import functools
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -35,7 +35,8 @@ from liminal import faults, log
 from liminal.config import SwapSettings
 from liminal.harness.base import Rewritten, SessionHarness
 from liminal.kernel.journal import SwapJournal, SwapRecord
-from liminal.kernel.policy import Decision, Pace
+from liminal.kernel.policy import Decision
+from liminal.kernel.threads import ThreadState
 
 if TYPE_CHECKING:
     from liminal.acp.port import Port
@@ -43,32 +44,6 @@ if TYPE_CHECKING:
 logger = log.get("liminal.swap")
 SETTLE_POLL_MAX = 0.02  # seconds between looks at the session file while the turn settles
 UNDO_CLOSE_SECONDS = 2.0  # closing the new session of a move that failed (the agent may be going)
-
-
-@dataclass(slots=True)
-class ThreadState:
-    thread_id: str
-    cwd: str | None = None
-    mcp_servers: list[Any] = field(default_factory=list)
-    mode_id: str | None = None
-    config_options: dict[str, Any] = field(default_factory=dict)
-    context_tokens: int | None = None  # from usage_update
-    last_prompt: str | None = None  # the text of the newest session/prompt, to find it on disk
-    file_tokens: int | None = None  # the context last read from the session file (no usage_update)
-    turns_since_swap: int = 0
-    pace: Pace = field(default_factory=Pace)
-    last_context: int | None = None  # the context at the last turn end whose size was known
-    calls: int = 0  # model calls since then (one a turn, one more per round of tool results)
-    results_since_call: bool = False  # a result of the current round of tool calls came back
-    new: bool = False  # opened by session/new here: its first context is the CLI's own prompt
-    idle_since: float | None = None  # monotonic time of the turn end, until the next prompt
-    swapping: bool = False
-    # After a failed swap, skip this many turn ends before trying again (doubling per failure),
-    # so a session that cannot be rewritten does not pay for a rewrite at every turn.
-    skip_turns: int = 0
-    failures: int = 0
-    said_above_target: bool = False  # the log said once that the target is below its floor
-    trigger_backed_off: bool = False  # the swap just skipped moved the trigger instead (policy)
 
 
 class SwapError(Exception):

@@ -11,23 +11,24 @@ left open pass ``swap.max_stale_sessions``, at a quiet moment it:
 2. **Settles**: waits until each thread's session file holds its last turn (the CLI may write it
    after answering), as the swap does before a rewrite, for at most ``SETTLE_TIMEOUT``. A
    thread never prompted has no file and nothing to resume: the move waits for its first turn.
-3. **Prepares** a new process of the same command (argv, environment, cwd) on a channel of its
-   own: the client's ``initialize`` (and ``authenticate``, if it sent one) as liminal's
-   requests, then for each live thread its current backing session, by ``session/resume`` or
-   ``session/load`` with the thread's cwd and MCP servers, and the thread's mode and config
-   options (``liminal.kernel.swap.open_for_thread``). What the process says meanwhile besides
+3. **Prepares** a new process of the same command (argv, environment, cwd) through the port
+   (``Port.start_agent``), asked the way the agent is: the client's ``initialize`` (and
+   ``authenticate``, if it sent one) as liminal's requests, then the mover opens each live
+   thread on its current backing session (``ThreadMover.open_on``: ``session/resume`` or
+   ``session/load`` with the thread's cwd and MCP servers, its mode and config options). What the process says meanwhile besides
    the answers (replays, command lists) goes nowhere, as a swap's capture does.
-4. **Switches**: if every hold is still in place and the old process is still idle, the port's
-   agent becomes the new process (``Proxy.replace_agent``), the holds are released to it, and
-   the old process group is stopped.
+4. **Switches**: if every hold is still in place and the old process is still idle, the new
+   process becomes the agent (``Port.switch_agent``), the holds are released to it, and the old
+   process group is stopped.
 
 Any failure, or the move overrunning ``swap.hold_timeout_seconds``, stops the new process and
 releases the holds to the old one, which keeps working; the next attempt waits 2, 4, 8 ... (at
 most 32) turn ends. Session ids do not change, so nothing is journaled.
 
-The quiet moments are turn ends: the swap task calls ``after_turn`` at the end of each turn end
-it looked at (the thread still held when it was; right after a committed swap is when the count
-passes the bound), and ``offer`` takes a turn end the swap manager let by.
+The quiet moments are turn ends, as the thread model (``liminal.kernel.threads``) tells them:
+``ThreadModel.on_quiet`` once the swap task has finished with a turn end it looked at (the
+thread still held when it was; right after a committed swap is when the count passes the
+bound), and ``on_turn_end`` for a turn end the swap manager let by.
 """
 
 from __future__ import annotations
@@ -40,10 +41,10 @@ import anyio
 import anyio.to_thread
 
 from liminal import log
-from liminal.acp.events import Direction, FrameEvent, Kind
 from liminal.acp.port import AgentProcess, Port
 from liminal.kernel.mover import SETTLE_POLL_MAX
 from liminal.kernel.swap import SwapManager
+from liminal.kernel.threads import ThreadModel
 
 logger = log.get("liminal.recycle")
 # Claude Code 2.1.44 has a turn on disk about 0.1 s after answering; a file not settled in this
@@ -64,13 +65,12 @@ class Recycler:
         self.swaps = swaps
         self.max_stale = swaps.settings.max_stale_sessions if max_stale_sessions is None else max_stale_sessions
         self.timeout = swaps.settings.hold_timeout_seconds
-        swaps.after_turn = self.after_turn
+        self.model = swaps.model
+        self.model.on_opened.append(self._opened)
+        self.model.on_turn_end.append(self._turn_end)
+        self.model.on_quiet.append(self.after_turn)
         self.live: list[str] = []  # threads the client opened on the agent, in order
         self.opened = 0  # sessions opened on the agent process in use (client's and liminal's)
-        self.capabilities: dict[str, Any] | None = None
-        self._initialize: Any = None  # the client's params, for the new process
-        self._authenticate: Any = None
-        self._asked: dict[Any, tuple[str, Any]] = {}  # client requests in flight -> method, params
         self._port: Port | None = None
         self._moving = False
         self._skip = 0  # turn ends to let pass after a failure
@@ -92,50 +92,34 @@ class Recycler:
 
     # ------------------------------------------------------------ observation
 
-    skips_notifications = True  # nothing here is learnt from them (``liminal.supervise``)
+    def parts(self) -> list[ThreadModel]:
+        return [self.model]
 
-    def offer(self, event: FrameEvent) -> None:
-        if event.kind is Kind.NOTIFICATION:
-            return
-        if event.direction is Direction.CLIENT_TO_AGENT:
-            if event.kind is Kind.REQUEST and event.method in _REMEMBERED and event.message is not None:
-                self._asked[event.rpc_id] = (event.method, event.message.get("params"))
-            return
-        if event.kind is not Kind.RESPONSE or event.message is None:
-            return
-        succeeded = "result" in event.message
-        if event.direction is Direction.AGENT_TO_LIMINAL:
+    @property
+    def capabilities(self) -> dict[str, Any] | None:
+        return self.model.capabilities
+
+    def _opened(self, thread: str, method: str, key: Any, by_liminal: bool) -> None:
+        """``ThreadModel.on_opened``: a session is open in the agent process."""
+        self.opened += 1
+        if by_liminal:
             # A swap opened the thread's next session: the one it leaves (or, failed, the one it
             # opened) stays open in the process.
-            if succeeded and event.method in ("session/resume", "session/load"):
-                self.opened += 1
             return
-        if event.direction is not Direction.AGENT_TO_CLIENT:
-            return
-        asked = self._asked.pop(event.rpc_id, None)
-        if asked is not None and succeeded:
-            method, params = asked
-            if method == "initialize":
-                self._initialize = params
-                result = event.message["result"]
-                caps = result.get("agentCapabilities") if isinstance(result, dict) else None
-                self.capabilities = caps if isinstance(caps, dict) else {}
-            elif method == "authenticate":
-                self._authenticate = params
-            elif event.thread_id:
-                self.opened += 1
-                if event.thread_id not in self.live:
-                    self.live.append(event.thread_id)
-                if method in ("session/load", "session/resume"):
-                    self._written.add(event.thread_id)  # an existing session: it has a file
-        if event.method == "session/prompt":
-            if event.thread_id:
-                self._written.add(event.thread_id)
-            self._turn_ended()
+        if thread not in self.live:
+            self.live.append(thread)
+        if method in ("session/load", "session/resume"):
+            self._written.add(thread)  # an existing session: it has a file
+
+    def _turn_end(self, thread: str, ok: bool) -> None:
+        """``ThreadModel.on_turn_end``: the thread's session has a file (or is about to), and a
+        quiet moment may have come."""
+        self._written.add(thread)
+        self._turn_ended()
 
     def wanted(self) -> bool:
         """The sessions left open are past the bound, and a move could work."""
-        if self.stale <= self.max_stale or self.capabilities is None or self._initialize is None:
+        if self.stale <= self.max_stale or self.capabilities is None or self.model.initialize is None:
             return False
         sessions = self.capabilities.get("sessionCapabilities") or {}
         if "close" in sessions:
@@ -225,12 +209,12 @@ class Recycler:
                 await self._settle(port, paths)
                 t_settled = time.monotonic()
                 process = await port.start_agent()
-                result = await process.request("initialize", self._initialize, timeout=self.timeout)
+                result = await process.request("initialize", self.model.initialize, timeout=self.timeout)
                 caps = result.get("agentCapabilities") if isinstance(result, dict) else None
                 if caps != self.capabilities:
                     raise RecycleError("the new process offers other capabilities than the old one")
-                if self._authenticate is not None:
-                    await process.request("authenticate", self._authenticate, timeout=self.timeout)
+                if self.model.authenticate is not None:
+                    await process.request("authenticate", self.model.authenticate, timeout=self.timeout)
                 t_started = time.monotonic()
                 await self.swaps.mover.open_on(process, threads, self.capabilities or {})
             # From here to the switch nothing awaits: what is checked still holds at the switch.
@@ -275,18 +259,18 @@ class Recycler:
         every live thread that has a session file on its backing session, mode and options
         included. Each such thread's next turn says so, once. False (the proxy then ends as
         before) if the new process cannot be made ready."""
-        if self._initialize is None:
+        if self.model.initialize is None:
             return False
         process: AgentProcess | None = None
         resumed: list[str] = []
         try:
             with anyio.fail_after(self.timeout):
                 process = await port.start_agent()
-                result = await process.request("initialize", self._initialize, timeout=self.timeout)
+                result = await process.request("initialize", self.model.initialize, timeout=self.timeout)
                 caps = result.get("agentCapabilities") if isinstance(result, dict) else None
-                self.capabilities = caps if isinstance(caps, dict) else {}
-                if self._authenticate is not None:
-                    await process.request("authenticate", self._authenticate, timeout=self.timeout)
+                capabilities = self.model.capabilities = caps if isinstance(caps, dict) else {}
+                if self.model.authenticate is not None:
+                    await process.request("authenticate", self.model.authenticate, timeout=self.timeout)
                 for thread in self.live:
                     state = self.swaps.threads.get(thread)
                     if state is None:
@@ -295,7 +279,7 @@ class Recycler:
                                                           state.cwd)
                     if path is not None:  # never written: the CLI has nothing to resume
                         resumed.append(thread)
-                await self.swaps.mover.open_on(process, resumed, self.capabilities)
+                await self.swaps.mover.open_on(process, resumed, capabilities)
             if process.failure is not None:
                 raise RecycleError(process.failure)
         except Exception as exc:

@@ -26,7 +26,7 @@ the journal records why.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -34,42 +34,18 @@ import anyio
 import anyio.to_thread
 
 from liminal import log, units
-from liminal.acp import jsonrpc
-from liminal.acp.events import Direction, FrameEvent, Kind, LazyFrameEvent, kind_markers
 from liminal.config import GradientSettings, SwapSettings
 from liminal.harness.base import HarnessChoice, Rewritten, SessionHarness
 from liminal.harness.files import is_session_id
 from liminal.kernel.journal import SwapJournal, SwapRecord
-from liminal.kernel.mover import UNDO_CLOSE_SECONDS, ThreadMover, ThreadState
+from liminal.kernel.mover import UNDO_CLOSE_SECONDS, ThreadMover
 from liminal.kernel.policy import CostPolicy, Decision
+from liminal.kernel.threads import ThreadModel, ThreadState
 
 if TYPE_CHECKING:
     from liminal.acp.port import Port
 
 logger = log.get("liminal.swap")
-# Client requests whose answer the swap manager reads (``offer``).
-# The streamed updates this manager reads: tool calls (it counts model calls from them), the
-# context size and the mode. Every other kind (text, thoughts, plans) it never looks at.
-_WATCHED = kind_markers("tool_call", "tool_call_update", "usage_update", "current_mode_update")
-_ANSWER_MATTERS = frozenset({"session/new", "session/fork", "session/set_mode", "session/set_config_option"})
-
-
-# No model's window comes near this many tokens: a reading past it is not a context size.
-MAX_CONTEXT_TOKENS = 100_000_000
-
-
-def context_reading(update: dict[str, Any]) -> int | None:
-    """The context size a ``usage_update`` tells, or None when it tells none a window could hold:
-    not a whole number, negative, past ``MAX_CONTEXT_TOKENS``, or more than twice the window the
-    update names (the count may take in the answer's tokens, so a little past it is real). One
-    such reading taken for a context cost a swap at once, and as the biggest turn ever seen it
-    pushed the thread's trigger down to its target for good: a swap at every turn."""
-    used, size = update.get("used"), update.get("size")
-    if not isinstance(used, int) or isinstance(used, bool) or not 0 <= used <= MAX_CONTEXT_TOKENS:
-        return None
-    if isinstance(size, int) and not isinstance(size, bool) and size > 0 and used > 2 * size:
-        return None
-    return used
 
 
 def _back_off(state: ThreadState) -> None:
@@ -97,6 +73,7 @@ class SwapManager:
         clock: Callable[[], float] = time.time,
         settle_timeout: float = 10.0,
         gradient: GradientSettings | None = None,
+        model: ThreadModel | None = None,
     ) -> None:
         self.settings = settings
         self.policy = CostPolicy(settings, gradient or GradientSettings(),
@@ -105,12 +82,10 @@ class SwapManager:
         self.harness = harness
         self.clock = clock
         self.settle_timeout = settle_timeout
-        self.threads: dict[str, ThreadState] = {}
-        self.capabilities: dict[str, Any] = {}
-        # The client declared ACP's ``session.compaction`` capability (in ``initialize``): it
-        # shows compactions itself, and the swap notice is one (``_notice``).
-        self.client_compaction = False
-        self._requests: dict[Any, dict[str, Any]] = {}  # session/new and fork in flight -> params
+        # What liminal knows of each thread; its turn ends are this manager's cue.
+        self.model = model or ThreadModel()
+        self.model.on_turn_end.append(self._turn_ended)
+        self.model.on_agent_info.append(self._agent_said)
         self._port: Port | None = None
         self._prepared = False  # the journal's bindings are in the router (``prepare``)
         self._running = False  # ``run`` is looking at turn ends
@@ -120,10 +95,6 @@ class SwapManager:
         # The step every move of a thread shares (liminal.kernel.mover), the commands' too.
         self.mover = ThreadMover(settings, journal, harness, self.threads, clock=clock,
                                  capabilities=lambda: self.capabilities, priced=self._priced)
-        # Called at the end of every turn end the swap task looked at, before it releases the
-        # thread: the recycle (``liminal.kernel.recycle``) moves sessions to a fresh agent
-        # process there, the thread's next prompt already waiting. Must not raise.
-        self.after_turn: Callable[[str], Awaitable[None]] | None = None
 
     async def stopping(self) -> None:
         """liminal stops (``Proxy.run``, before it stops the agent): a move under way, a swap's
@@ -148,121 +119,17 @@ class SwapManager:
 
     # ------------------------------------------------------------ observation
 
-    def offer(self, event: FrameEvent) -> None:
-        # Nearly every frame is a streamed chunk the router recognised from its bytes: decided
-        # from the kind's place in the line, before anything else (searching each chunk for
-        # the kinds read here cost more than all the rest of this component).
-        if isinstance(event, LazyFrameEvent) and event.update_kind_in(_WATCHED) is False:
-            return
-        if event.kind is Kind.NOTIFICATION and event.direction is Direction.AGENT_TO_CLIENT:
-            raw = event.raw
-            if b'"tool_call' in raw:
-                self._tool_frame(event.thread_id, raw)
-            if b'"usage_update"' not in raw and b'"current_mode_update"' not in raw:
-                return
-        message = event.message
-        if message is None:
-            return
-        if event.direction is Direction.CLIENT_TO_AGENT:
-            if event.kind is Kind.REQUEST:
-                params = message.get("params")
-                if isinstance(params, dict):
-                    if event.method == "initialize":
-                        caps = params.get("clientCapabilities")
-                        session = caps.get("session") if isinstance(caps, dict) else None
-                        compaction = session.get("compaction") if isinstance(session, dict) else None
-                        self.client_compaction = isinstance(compaction, dict)
-                    if event.method in _ANSWER_MATTERS:
-                        # Its answer names the thread (new, fork), or says the agent took the
-                        # setting (a mode or option it refused must not reach the next session).
-                        self._requests[jsonrpc.id_key(event.rpc_id)] = params
-                    self._client_request(event.method or "", params)
-            return
-        if event.direction is not Direction.AGENT_TO_CLIENT:
-            return
-        if event.kind is Kind.NOTIFICATION and event.method == "session/update" and event.thread_id:
-            update = (message.get("params") or {}).get("update") or {}
-            kind = update.get("sessionUpdate")
-            state = self.threads.get(event.thread_id)
-            if state is None:
-                return
-            if kind == "usage_update":
-                used = context_reading(update)
-                if used is not None:
-                    state.context_tokens = used
-                elif "used" in update:
-                    logger.warning("a context size no window holds; ignored", thread=event.thread_id,
-                                   used=str(update.get("used"))[:40], size=str(update.get("size"))[:40])
-            elif kind == "current_mode_update" and isinstance(update.get("currentModeId"), str):
-                state.mode_id = update["currentModeId"]
-        elif event.kind is Kind.RESPONSE:
-            params = self._requests.pop(jsonrpc.id_key(event.rpc_id), {}) if event.rpc_id is not None else {}
-            if "error" in message:
-                return
-            if event.method in ("session/set_mode", "session/set_config_option"):
-                self._setting_taken(event.method, params)
-                return
-            result = message.get("result")
-            if not isinstance(result, dict):
-                return
-            if event.method == "initialize":
-                caps = result.get("agentCapabilities")
-                self.capabilities = caps if isinstance(caps, dict) else {}
-                self._agent_said(result.get("agentInfo"))
-            elif event.method in ("session/new", "session/fork") and event.thread_id:
-                state = self.threads.setdefault(event.thread_id, ThreadState(event.thread_id))
-                state.new = event.method == "session/new"
-                state.cwd = params.get("cwd") if isinstance(params.get("cwd"), str) else state.cwd
-                state.mcp_servers = list(params.get("mcpServers") or [])
-                modes = result.get("modes")
-                if isinstance(modes, dict) and isinstance(modes.get("currentModeId"), str):
-                    state.mode_id = modes["currentModeId"]
-            elif event.method == "session/prompt" and event.thread_id:
-                self._turn_ended(event.thread_id)
+    @property
+    def threads(self) -> dict[str, ThreadState]:
+        return self.model.threads
 
-    def _client_request(self, method: str, params: dict[str, Any]) -> None:
-        thread = params.get("sessionId")
-        if not isinstance(thread, str):
-            return
-        if method in ("session/load", "session/resume"):
-            state = self.threads.setdefault(thread, ThreadState(thread))
-            state.cwd = params.get("cwd") if isinstance(params.get("cwd"), str) else state.cwd
-            state.mcp_servers = list(params.get("mcpServers") or [])
-        elif method == "session/prompt" and thread in self.threads:
-            blocks = params.get("prompt")
-            texts = [b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text"] \
-                if isinstance(blocks, list) else []
-            text = "\n".join(t for t in texts if isinstance(t, str))
-            # Slash commands are rewritten by the CLI before they reach the file.
-            state = self.threads[thread]
-            state.last_prompt = text if text and not text.startswith("/") else None
-            state.calls += 1
-            state.results_since_call = False
-            state.idle_since = None
+    @property
+    def capabilities(self) -> dict[str, Any]:
+        return self.model.capabilities or {}
 
-    def _setting_taken(self, method: str, params: dict[str, Any]) -> None:
-        """The agent accepted the client's mode or config option for a thread: re-applied to
-        every session the thread moves to from now on."""
-        state = self.threads.get(params.get("sessionId"))  # type: ignore[arg-type]
-        if state is None:
-            return
-        if method == "session/set_mode" and isinstance(params.get("modeId"), str):
-            state.mode_id = params["modeId"]
-        elif method == "session/set_config_option" and isinstance(params.get("configId"), str):
-            state.config_options[params["configId"]] = params.get("value")
-
-    def _tool_frame(self, thread_id: str | None, raw: bytes) -> None:
-        """Count model calls from the tool frames: the first result of a round of tool calls
-        goes back to the model in a call of its own (parallel calls share one)."""
-        state = self.threads.get(thread_id) if thread_id else None
-        if state is None:
-            return
-        if b'"tool_call"' in raw:
-            state.results_since_call = False
-        elif b'"tool_call_update"' in raw and (b'"completed"' in raw or b'"failed"' in raw):
-            if not state.results_since_call:
-                state.calls += 1
-            state.results_since_call = True
+    def parts(self) -> list[ThreadModel]:
+        """The thread model this manager reads, run as a component ahead of it."""
+        return [self.model]
 
     def _observe(self, state: ThreadState, context: int) -> None:
         """A turn end's context is known: what the turns since the last one added, per call."""
@@ -273,10 +140,11 @@ class SwapManager:
         state.last_context = context
         state.calls = 0
 
-    def _turn_ended(self, thread_id: str) -> None:
+    def _turn_ended(self, thread_id: str, ok: bool) -> None:
+        """The thread model saw a turn end (``ThreadModel.on_turn_end``)."""
+        if not ok:
+            return
         state = self.threads.get(thread_id)
-        if state is not None:
-            state.idle_since = time.monotonic()
         if (state is None or self._port is None or state.swapping or not self.settings.enabled
                 or not self._running):
             logger.debug("turn ended; not considered", thread=thread_id,
@@ -430,8 +298,9 @@ class SwapManager:
                     _back_off(state)
                 elif committed:
                     state.failures = 0
-                if self.after_turn is not None:
-                    await self.after_turn(thread_id)
+                # A quiet moment, the thread's next prompt (if any) still waiting: the recycle
+                # (``liminal.kernel.recycle``) moves sessions to a fresh agent process there.
+                await self.model.quiet(thread_id)
             except Exception:
                 # Fails the run (the supervisor starts it again): the thread backs off as after
                 # any failed swap, rather than fail the next turn end the same way at once.
@@ -603,7 +472,7 @@ class SwapManager:
                 f"{units.tokens(rewritten.tokens_after)} tokens.")
         meta = {"liminal": {"swap": {"tokensBefore": rewritten.tokens_before,
                                      "tokensAfter": rewritten.tokens_after}}}
-        if self.client_compaction:
+        if self.model.client_compaction:
             # A client that shows compactions gets the swap as one, in the protocol's own
             # updates (as the newer Claude adapter reports the CLI's compactions): started, then
             # completed with what it did as its summary.

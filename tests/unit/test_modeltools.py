@@ -9,6 +9,7 @@ from pathlib import Path
 from liminal.acp import jsonrpc
 from liminal.acp.router import Router
 from liminal.kernel.modeltools import SERVER_NAME, ModelTools
+from liminal.kernel.threads import ThreadModel
 from liminal.mcp import link
 
 THREAD = "11111111-1111-4111-8111-111111111111"
@@ -19,7 +20,7 @@ THEIRS = {"name": "github", "command": "gh-mcp", "args": [], "env": []}
 
 def wired(tmp_path: Path) -> tuple[Router, ModelTools, list[link.SlashRequest]]:
     asked: list[link.SlashRequest] = []
-    tools = ModelTools(tmp_path, on_slash=asked.append)
+    tools = ModelTools(tmp_path, on_slash=asked.append, threads=ThreadModel())
     router = Router(max_frame_bytes=1 << 20, connection_id="c1")
     for methods, hook in tools.request_hooks():
         router.add_request_hook(methods, hook)
@@ -30,14 +31,14 @@ def client(router: Router, tools: ModelTools, line: bytes) -> list[bytes]:
     router.receive_from_client(line + b"\n", NOW)
     out = router.take()
     for event in out.events:  # as the proxy's supervisor offers them
-        tools.offer(event)
+        tools.model.offer(event)  # the thread model tells the tools what they need
     return out.to_agent
 
 
 def agent(router: Router, tools: ModelTools, line: bytes) -> None:
     router.receive_from_agent(line + b"\n", NOW)
     for event in router.take().events:
-        tools.offer(event)
+        tools.model.offer(event)  # the thread model tells the tools what they need
 
 
 def forwarded(router: Router, tools: ModelTools, line: bytes) -> dict[str, object]:
