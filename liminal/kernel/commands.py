@@ -457,7 +457,7 @@ class CommandCenter:
             end = turns.starts[-1]
             return lambda new_id: self.harness.cut([(current, 0, end)], current, new_id, keeps_thread=True)
 
-        if await self.swaps.mover.move_thread(thread, "/undo", plan) is None:
+        if (await self.swaps.mover.move_thread(thread, "/undo", plan)).rewritten is None:
             return ("The only turn is out of the model's context, which is empty now, as after /clear "
                     "(the turn stays in liminal's history).")
         return "The last turn is out of the model's context (it stays in liminal's history)."
@@ -598,7 +598,7 @@ class CommandCenter:
         def plan(current: Path) -> Writer:
             return lambda new_id: self.swaps.harness.rewrite(current, aim, new_id)
 
-        done = await self.swaps.mover.move_thread(thread, "/optimise", plan)
+        done = (await self.swaps.mover.move_thread(thread, "/optimise", plan)).rewritten
         assert done is not None  # a rewrite, never an empty session
         return f"Context optimised: {tokens(done.tokens_before)} -> {tokens(done.tokens_after)} tokens."
 

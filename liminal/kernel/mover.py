@@ -23,8 +23,8 @@ import contextlib
 import functools
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from dataclasses import asdict
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -44,6 +44,32 @@ if TYPE_CHECKING:
 logger = log.get("liminal.swap")
 SETTLE_POLL_MAX = 0.02  # seconds between looks at the session file while the turn settles
 UNDO_CLOSE_SECONDS = 2.0  # closing the new session of a move that failed (the agent may be going)
+
+
+@dataclass(frozen=True, slots=True)
+class Moved:
+    """What a move came to, as its journal record says it: ``committed``, or ``failed``,
+    ``abandoned``, ``skipped`` (the thread stays where it was), and why."""
+
+    outcome: str
+    reason: str
+    new_backing_id: str | None = None
+    rewritten: Rewritten | None = None  # the file written (None: an empty session, or none)
+    opened_by: str | None = None  # session/resume, session/load or session/new
+    t_rewritten: float = 0.0  # ``time.monotonic()`` when written, and when opened
+    t_moved: float = 0.0
+
+    @property
+    def committed(self) -> bool:
+        return self.outcome == "committed"
+
+
+@dataclass(slots=True)
+class _Hold:
+    """A held move in progress (``ThreadMover.holding``)."""
+
+    left: str  # the session the thread is on; closed once the move has committed
+    committed: bool = False
 
 
 class SwapError(Exception):
@@ -161,6 +187,28 @@ class ThreadMover:
             raise SwapError("liminal has not seen this thread opened in this session")
         return self.port, state
 
+    @contextlib.asynccontextmanager
+    async def holding(self, state: ThreadState, *, claim: bool = True) -> AsyncIterator[_Hold]:
+        """The one hold -> release -> close sequence of every move. ``claim``: hold the thread
+        now (``claim``; else the caller held it, as the swap does inside the flush that saw the
+        turn end). On the way out, whatever happened: the thread is no longer moving, its held
+        frames go (to the new session if the move committed, else to the one it stayed on),
+        and a committed move's old session is closed, after the release (the held prompts
+        need only the new one)."""
+        assert self.port is not None
+        port, thread_id = self.port, state.thread_id
+        if claim:
+            self.claim(state)
+        hold = _Hold(port.backing_of(thread_id))
+        try:
+            yield hold
+        finally:
+            state.swapping = False
+            if port.is_held(thread_id):
+                port.release(thread_id)
+            if hold.committed:
+                await self.close(port, hold.left)
+
     def claim(self, state: ThreadState) -> None:
         """Hold a thread for a command's move, if nothing is under way on it."""
         assert self.port is not None
@@ -172,7 +220,7 @@ class ThreadMover:
         state.swapping = True
         router.hold(thread_id)
 
-    async def move_thread(self, thread_id: str, reason: str, plan: Plan) -> Rewritten | None:
+    async def move_thread(self, thread_id: str, reason: str, plan: Plan) -> Moved:
         """Move a thread, between turns, onto the session ``plan`` chooses: the commands' step
         (``liminal.kernel.commands``). Holds the thread and waits for its last turn to be on
         disk; then ``plan(current file)``, in a worker thread, before anything is journaled,
@@ -181,44 +229,34 @@ class ThreadMover:
         thread stays, nothing is journaled: the error is the answer). Returns the rewrite (None
         for an empty session). Raises ``SwapError`` saying why the thread stayed."""
         port, state = self.known(thread_id)
-        router = port
-        async with self.lock:
-            self.claim(state)
-            committed = False
-            old_backing = router.backing_of(thread_id)
-            try:
-                path = await self.appeared(old_backing, state.cwd, 2.0)
-                if path is None:
-                    raise SwapError("no session file for this thread yet")
-                if not await self.settle(path, state.last_prompt, 2.0):
-                    raise SwapError("the last turn is not on disk yet")
-                write = await anyio.to_thread.run_sync(plan, path)
-                if write is None:
-                    await self._open_empty(port, state, old_backing, reason, move=reason)
-                    committed = True
-                    _emptied(state)
-                    return None
-                moved = await self.relocate(
-                    port, state, old_backing=old_backing, path=path, reason=reason, move=reason,
-                    started=self.clock(), t0=time.monotonic(), tokens=None, write=write)
-                if moved is None:
-                    last = self.journal.records(thread_id)
-                    raise SwapError(last[-1].reason if last else "the move failed")
-                committed = True
-                return moved[0]
-            finally:
-                state.swapping = False
-                if router.is_held(thread_id):
-                    router.release(thread_id)
-                if committed:
-                    await self.close(port, old_backing)
+        async with self.lock, self.holding(state) as hold:
+            old_backing = hold.left
+            path = await self.appeared(old_backing, state.cwd, 2.0)
+            if path is None:
+                raise SwapError("no session file for this thread yet")
+            if not await self.settle(path, state.last_prompt, 2.0):
+                raise SwapError("the last turn is not on disk yet")
+            write = await anyio.to_thread.run_sync(plan, path)
+            if write is None:
+                moved = await self._open_empty(port, state, old_backing, reason, move=reason)
+                hold.committed = True
+                _emptied(state)
+                return moved
+            moved = await self.relocate(
+                port, state, old_backing=old_backing, path=path, reason=reason, move=reason,
+                started=self.clock(), t0=time.monotonic(), tokens=None, write=write)
+            if not moved.committed:
+                raise SwapError(moved.reason)
+            hold.committed = True
+            return moved
 
     async def fresh_session(self, thread_id: str, reason: str) -> str:
         """Move a thread onto a new, empty session of the agent (``/clear``): its history stays
         with liminal, the model starts from nothing. Returns the new backing id."""
         port, state = self.known(thread_id)
-        new_id, _ = await self._move_to_empty(port, state, reason, move=reason)
-        return new_id
+        moved, _ = await self._move_to_empty(port, state, reason, move=reason)
+        assert moved.new_backing_id is not None
+        return moved.new_backing_id
 
     async def reopen_empty(self, thread_id: str, params: dict[str, Any]) -> dict[str, Any]:
         """Open a thread whose session has no file on a new, empty session of the agent, for
@@ -238,24 +276,19 @@ class ThreadMover:
         return result
 
     async def _move_to_empty(self, port: Port, state: ThreadState, reason: str,
-                             *, move: str) -> tuple[str, dict[str, Any]]:
-        """Hold the thread, open it an empty session (``_open_empty``), release it, close the
-        session it left (open only if this process made it)."""
-        router = port
-        async with self.lock:
-            self.claim(state)  # held: a prompt sent meanwhile waits for the new session
-            old_backing = router.backing_of(state.thread_id)
-            try:
-                moved = await self._open_empty(port, state, old_backing, reason, move=move)
-            finally:
-                state.swapping = False
-                router.release(state.thread_id)
+                             *, move: str) -> tuple[Moved, dict[str, Any]]:
+        """Hold the thread (a prompt sent meanwhile waits for the new session), open it an
+        empty session (``_open_empty``), release it, close the session it left (open only if
+        this process made it)."""
+        async with self.lock, self.holding(state) as hold:
+            opened: dict[str, Any] = {}
+            moved = await self._open_empty(port, state, hold.left, reason, move=move, answer=opened)
+            hold.committed = True
             _emptied(state)
-            await self.close(port, old_backing)
-            return moved
+        return moved, opened
 
     async def _open_empty(self, port: Port, state: ThreadState, old_backing: str,
-                          reason: str, *, move: str) -> tuple[str, dict[str, Any]]:
+                          reason: str, *, move: str, answer: dict[str, Any] | None = None) -> Moved:
         """``session/new`` for a held thread, its settings given, the move journaled and the
         thread bound to it; on any failure the new session is closed again."""
         router, thread_id = port, state.thread_id
@@ -272,10 +305,12 @@ class ThreadMover:
                 raise SwapError("the agent opened no session")
             await carry_settings(functools.partial(port.request, timeout=self.settings.hold_timeout_seconds,
                                                    thread_id=thread_id), state, new_id)
-            self.record(state, old_backing, new_id, "committed", reason, started, t0, None, None,
-                        opened="empty", move=move)
+            record = self.record(state, old_backing, new_id, "committed", reason, started, t0, None, None,
+                                 opened="empty", move=move)
             router.bind(thread_id, new_id)
-            return new_id, result
+            if answer is not None:
+                answer.update(result)
+            return Moved(record.outcome, record.reason, new_id, opened_by="session/new")
         except BaseException:
             if new_id and router.agent_alive:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(UNDO_CLOSE_SECONDS):
@@ -287,15 +322,15 @@ class ThreadMover:
         started: float, t0: float, tokens: int | None, write: Writer,
         check: Callable[[Rewritten], str | None] | None = None, decision: Decision | None = None,
         move: str = "swap",
-    ) -> tuple[Rewritten, str, float, float] | None:
+    ) -> Moved:
         """Write the thread's next session with ``write(new_id)`` (in a worker thread) and move
         the held thread onto it: the step a swap and every command that rewrites a thread's
         context share. Journaled from before the file exists to the end; anything but a commit
-        leaves no file and no open session behind (``_undo``). Returns (the rewrite, how it was
-        opened, when written, when moved), or None: the thread stays where it was."""
+        leaves no file and no open session behind (``_undo``). Returns what it came to: only a
+        committed move has moved the thread."""
         if self._stopping:
-            return None
-        moved = None
+            return Moved("abandoned", "liminal is stopping")
+        moved = Moved("abandoned", "stopped during the move")
         # ``stop_moves`` cancels it up to the commit (which has no await in it); what follows
         # the commit is outside.
         with anyio.CancelScope() as scope:
@@ -305,15 +340,16 @@ class ThreadMover:
                                          tokens, write, check, decision, move)
             finally:
                 self._moving.discard(scope)
-        if moved is not None:
-            await self._committed(state, moved[0])
+        if moved.committed:
+            assert moved.rewritten is not None
+            await self._committed(state, moved.rewritten)
         return moved
 
     async def _move(
         self, port: Port, state: ThreadState, old_backing: str, path: Path, reason: str,
         started: float, t0: float, tokens: int | None, write: Callable[[str], Rewritten],
         check: Callable[[Rewritten], str | None] | None, decision: Decision | None, move: str,
-    ) -> tuple[Rewritten, str, float, float] | None:
+    ) -> Moved:
         """``relocate``'s move, to its commit (or none)."""
         router = port
         thread_id = state.thread_id
@@ -340,38 +376,37 @@ class ThreadMover:
                     unpaid = check(rewritten) if check is not None else None
                     if unpaid is not None:
                         ended = True
-                        self.record(state, old_backing, new_id, "skipped", unpaid, started, t0,
-                                      rewritten.tokens_before, rewritten.tokens_after, decision, move=move)
-                        return None
+                        return self._ended(self.record(
+                            state, old_backing, new_id, "skipped", unpaid, started, t0,
+                            rewritten.tokens_before, rewritten.tokens_after, decision, move=move), rewritten)
                     await anyio.to_thread.run_sync(self.journal.note_rewrite, new_id, rewritten.size)
                     opened = True
                     moved_by = await self._open(port, state, old_backing, new_id)
                     t_moved = time.monotonic()
             except TimeoutError:
                 ended = True
-                self.record(state, old_backing, new_id, "abandoned",
-                              f"overran {self.settings.hold_timeout_seconds}s", started, t0, tokens,
-                              rewritten.tokens_after if rewritten else None, move=move)
-                return None
+                return self._ended(self.record(
+                    state, old_backing, new_id, "abandoned", f"overran {self.settings.hold_timeout_seconds}s",
+                    started, t0, tokens, rewritten.tokens_after if rewritten else None, move=move), rewritten)
             except Exception as exc:
                 logger.warning("move failed; the thread stays on its session", thread=thread_id,
                                error=str(exc), reason=reason)
                 ended = True
-                self.record(state, old_backing, new_id, "failed", failure(exc),
-                              started, t0, tokens, rewritten.tokens_after if rewritten else None, move=move)
-                return None
+                return self._ended(self.record(
+                    state, old_backing, new_id, "failed", failure(exc), started, t0, tokens,
+                    rewritten.tokens_after if rewritten else None, move=move), rewritten)
             if not router.is_held(thread_id):
                 # The hold overflowed (the client sent more than the router keeps) and let the
                 # thread's frames through to the old session: the new one lacks what they did.
                 ended = True
-                self.record(state, old_backing, new_id, "abandoned",
-                              "the hold overflowed; the thread went on on its old session", started,
-                              t0, tokens, rewritten.tokens_after, move=move)
-                return None
+                return self._ended(self.record(
+                    state, old_backing, new_id, "abandoned",
+                    "the hold overflowed; the thread went on on its old session", started, t0, tokens,
+                    rewritten.tokens_after, move=move), rewritten)
             # The journal first: a thread is on its new session only once that is on disk (a
             # journal that cannot be written fails the swap, and the thread stays).
-            self.record(state, old_backing, new_id, "committed", reason, started, t0,
-                          rewritten.tokens_before, rewritten.tokens_after, decision, move=move)
+            record = self.record(state, old_backing, new_id, "committed", reason, started, t0,
+                                 rewritten.tokens_before, rewritten.tokens_after, decision, move=move)
             ended = True
             router.bind(thread_id, new_id)
             committed = True
@@ -389,7 +424,12 @@ class ThreadMover:
                 await self._undo(port, new_path, new_id, opened)
             # Ended (or nothing of it is left): another liminal's start may judge it now.
             self.journal.finish(new_id)
-        return rewritten, moved_by, t_rewritten, t_moved
+        return Moved(record.outcome, record.reason, new_id, rewritten, moved_by, t_rewritten, t_moved)
+
+    @staticmethod
+    def _ended(record: SwapRecord, rewritten: Rewritten | None) -> Moved:
+        """A move that did not commit, as its end record says."""
+        return Moved(record.outcome, record.reason, record.new_backing_id, rewritten)
 
     async def _committed(self, state: ThreadState, rewritten: Rewritten) -> None:
         """After the commit: the CLI's name for the thread carried over, the thread's state
@@ -508,7 +548,7 @@ class ThreadMover:
 
     def record(self, state: ThreadState, old: str, new: str | None, outcome: str, reason: str,
                  started: float, t0: float, before: int | None, after: int | None,
-                 decision: Decision | None = None, opened: str | None = None, move: str = "swap") -> None:
+                 decision: Decision | None = None, opened: str | None = None, move: str = "swap") -> SwapRecord:
         cost = None
         if decision is not None:
             cost = decision.as_dict()
@@ -523,3 +563,4 @@ class ThreadMover:
         self.journal.append(record)  # the authority (see journal.py)
         if self.port is not None:  # and a note in the store, with the conversation
             self.port.note("liminal/swap", asdict(record), thread_id=state.thread_id)
+        return record

@@ -286,34 +286,34 @@ class SwapManager:
             thread_id = turn_end.thread_id
             state = self.threads[thread_id]
             committed: bool | None = None
-            left_behind = ""
             try:
-                async with self.mover.lock:
-                    # The session this swap would leave, taken under the lock: another move
-                    # (a command's) may run in the quiet moment below (``after_turn``) and
-                    # leave one of its own.
-                    left_behind = port.backing_of(thread_id)
-                    committed = await self._maybe_swap(port, state, turn_end)
-                if committed is False and not state.trigger_backed_off:
-                    _back_off(state)
-                elif committed:
-                    state.failures = 0
-                # A quiet moment, the thread's next prompt (if any) still waiting: the recycle
-                # (``liminal.kernel.recycle``) moves sessions to a fresh agent process there.
-                await self.model.quiet(thread_id)
-            except Exception:
-                # Fails the run (the supervisor starts it again): the thread backs off as after
-                # any failed swap, rather than fail the next turn end the same way at once.
-                _back_off(state)
-                raise
+                # Held since ``_enqueue`` (if it was), released on the way out, the session it
+                # left closed if the swap committed: the mover's one sequence for every move.
+                async with self.mover.holding(state, claim=False) as hold:
+                    try:
+                        async with self.mover.lock:
+                            # The session this swap would leave, taken under the lock: another
+                            # move (a command's) may run in the quiet moment below and leave
+                            # one of its own.
+                            hold.left = port.backing_of(thread_id)
+                            committed = await self._maybe_swap(port, state, turn_end)
+                            hold.committed = bool(committed)
+                        if committed is False and not state.trigger_backed_off:
+                            _back_off(state)
+                        elif committed:
+                            state.failures = 0
+                        # A quiet moment, the thread's next prompt (if any) still waiting: the
+                        # recycle (``liminal.kernel.recycle``) moves sessions to a fresh agent
+                        # process there.
+                        await self.model.quiet(thread_id)
+                    except Exception:
+                        # Fails the run (the supervisor starts it again): the thread backs off as
+                        # after any failed swap, rather than fail the next turn end the same way.
+                        _back_off(state)
+                        raise
+                    finally:
+                        state.trigger_backed_off = False
             finally:
-                state.swapping = False
-                state.trigger_backed_off = False
-                if port.is_held(thread_id):
-                    port.release(thread_id)
-                if committed:
-                    # After the release: the held prompts need only the new session.
-                    await self.mover.close(port, left_behind)
                 if committed is not None:
                     self.completed += 1
                 self._progress.set()
@@ -437,9 +437,10 @@ class SwapManager:
         moved = await self.mover.relocate(port, state, old_backing=old_backing, path=path, reason=reason,
                                           started=started, t0=t0, tokens=tokens, write=rewrite,
                                           check=check, decision=decision)
-        if moved is None:
+        if not moved.committed:
             return False
-        rewritten, moved_by, t_rewritten, t_moved = moved
+        rewritten, moved_by, t_rewritten, t_moved = moved.rewritten, moved.opened_by, moved.t_rewritten, moved.t_moved
+        assert rewritten is not None
         # Where the hold went (bench/swap.py reads these): waiting for the file, reading the
         # context size when the agent sent none, the gradient rewrite, the resume or load.
         timing = {"settle_s": round(t_settled - t0, 4), "decide_s": round(t_rewrite - t_settled, 4),
