@@ -4,12 +4,13 @@ This is the only place where the router's output turns into I/O. Each callback f
 then ``_flush`` writes what it produced (one write per side per chunk), offers the events to the
 taps, settles liminal's own requests and logs bad input.
 
-Components (the indexer, the swap manager, ...) are objects with any of: ``offer(event)``, a tap
-subscriber called for every frame (see ``liminal.acp.taps``; a component that needs no frames
-has none, and costs the forwarding path nothing); ``async run(proxy)``, which runs for the life
-of the proxy; ``async aclose()``, awaited after the agent has gone so they can flush; and
-``replay_requested(request)``, which answers the router's replay requests (rule 8, see
-``liminal.kernel.replay``; without one, loads of moved threads are forwarded as they are).
+Components (the indexer, the thread model, the swap manager, ...) are ``liminal.acp.port.Component``
+subclasses: typed hooks the proxy calls, each doing nothing unless overridden (``offer`` for the
+frames its ``frames`` asks, a tap subscriber: ``liminal.acp.taps``; ``prepare``, ``run``,
+``stopping``, ``aclose``; the router's hooks; ``local_requested``, ``replay_requested``,
+``restart_agent``). They act on the conversation only through the port the proxy hands them
+(``ProxyPort``, a ``liminal.acp.port.Port``), which writes out what each act produced: no
+component holds the proxy, its router or its legs.
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 
 from liminal import log
 from liminal.acp.port import AgentProcess, OwnRequestError, Port
+from liminal.acp.port import Component as Component  # what a component is, for those that make them
 from liminal.acp.router import LocalRequest, Router
 from liminal.config import ProxySettings
 from liminal.supervise import Supervisor
@@ -60,11 +62,6 @@ def _ignore(_: object) -> None:
 
 def _nothing() -> None:
     pass
-
-
-class Component(Protocol):
-    """Duck-typed: ``offer``, ``prepare``, ``run``, ``aclose`` and ``replay_requested`` are each
-    optional (``liminal.supervise``)."""
 
 
 async def ask(router: Router, waiters: dict[str, asyncio.Future[dict[str, Any]]], flush: Callable[[], None],
@@ -165,7 +162,7 @@ def with_parts(components: Sequence[Component]) -> list[Component]:
     components share it: fed every frame once, before those that read it."""
     found: list[Component] = []
     for component in components:
-        for part in [*getattr(component, "parts", list)(), component]:
+        for part in [*component.parts(), component]:
             if not any(part is seen for seen in found):
                 found.append(part)
     return found
@@ -310,8 +307,7 @@ class Proxy:
         self._restarting: list[bytes] | None = None  # the client's bytes while a restart runs
         self.components = with_parts(components)
         self.supervisor = Supervisor(self.components, release_holds=self._release_holds)
-        self._replayers = [r for r in (getattr(c, "replay_requested", None) for c in self.components)
-                           if r is not None]
+        self._replayers = [c.replay_requested for c in self.components if c.answers_replays]
         self.router = Router(
             max_frame_bytes=settings.max_frame_bytes,
             connection_id=self.connection_id,
@@ -322,13 +318,12 @@ class Proxy:
         # (``liminal.kernel.commands``): their hooks see those requests before anything else.
         self._local_handlers: list[Callable[[LocalRequest], None]] = []
         for component in self.components:
-            for methods, hook in getattr(component, "request_hooks", lambda: [])():
+            for methods, hook in component.request_hooks():
                 self.router.add_request_hook(methods, hook)
-            for kinds, update_hook in getattr(component, "update_hooks", lambda: [])():
+            for kinds, update_hook in component.update_hooks():
                 self.router.add_update_hook(kinds, update_hook)
-            handler = getattr(component, "local_requested", None)
-            if handler is not None:
-                self._local_handlers.append(handler)
+            if component.answers_local:
+                self._local_handlers.append(component.local_requested)
         self.client = client or ClientLeg()
         self.agent = AgentLeg(agent_argv, env=agent_env, cwd=agent_cwd)
         self._own_waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
@@ -590,11 +585,8 @@ class Proxy:
         restarted = False
         try:
             for component in self.components:
-                restart = getattr(component, "restart_agent", None)
-                if restart is None:
-                    continue
                 try:
-                    if await restart(self.port, agent_code):
+                    if await component.restart_agent(self.port, agent_code):
                         self._agent_eof = asyncio.Event()
                         self._agent_replaced = asyncio.Event()
                         restarted = True
@@ -628,26 +620,22 @@ class Proxy:
         grace), and whatever ends liminal next (an editor that quits kills it a moment later)
         would otherwise cut that short."""
         for component in self.components:
-            stopping = getattr(component, "stopping", None)
-            if stopping is not None:
-                try:
-                    with anyio.fail_after(10):
-                        await stopping()
-                except Exception:
-                    logger.exception("component failed to stop", component=repr(component))
+            try:
+                with anyio.fail_after(10):
+                    await component.stopping()
+            except Exception:
+                logger.exception("component failed to stop", component=repr(component))
 
     async def _close_components(self) -> None:
         if self.stopping_agents:  # processes a recycle or a restart left, stopping
             with anyio.move_on_after(self.settings.kill_grace_seconds + 5):
                 await asyncio.wait(set(self.stopping_agents))
         for component in self.components:
-            closer = getattr(component, "aclose", None)
-            if closer is not None:
-                try:
-                    with anyio.fail_after(30):
-                        await closer()
-                except Exception:
-                    logger.exception("component failed to close", component=repr(component))
+            try:
+                with anyio.fail_after(30):
+                    await component.aclose()
+            except Exception:
+                logger.exception("component failed to close", component=repr(component))
 
     async def _watch_signals(self, scope: anyio.CancelScope) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

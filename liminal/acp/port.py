@@ -19,8 +19,12 @@ path as every own request (``AgentProcess.request``), and make it the agent (``s
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Protocol
+import enum
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, Protocol
+
+from liminal.acp.events import FrameEvent
+from liminal.acp.router import LocalRequest, ReplayRequest, RequestHook, UpdateHook
 
 
 class OwnRequestError(Exception):
@@ -138,3 +142,73 @@ class Port(Protocol):
 
     async def agents_stopped(self) -> None:
         """Until every process the port is stopping has exited."""
+
+
+class Frames(enum.Enum):
+    """Which frames a component's ``offer`` is called for (on the forwarding path)."""
+
+    NONE = "none"
+    ALL = "all"
+    # All but notifications: nearly every frame is one (a streamed chunk), and a component that
+    # learns nothing from them costs forwarding nothing for them (``liminal.supervise``).
+    NO_NOTIFICATIONS = "no notifications"
+
+
+class Component:
+    """What the proxy calls on each of its components: every hook does nothing unless the
+    component overrides it. The proxy supervises each call (``liminal.supervise``): a component
+    that fails never takes forwarding down.
+
+    - ``parts()``: components this one is built on (the thread model the swap manager reads),
+      run ahead of it, each once however many components name it.
+    - ``offer(event)``: each frame, as ``frames`` says, synchronously and on the forwarding
+      path (``liminal.acp.taps``: it must return at once).
+    - ``prepare(port)``: before the client's first byte is read.
+    - ``run(port)``: for the life of the proxy (restarted after a failure).
+    - ``stopping()``: the client has gone; before the agent is stopped.
+    - ``aclose()``: after the agent has gone.
+    - ``request_hooks()``, ``update_hooks()``: the router's hooks (``RequestHook``, ``UpdateHook``).
+    - ``local_requested(request)``: a client request a request hook kept for liminal
+      (``answers_local``: this component answers them).
+    - ``replay_requested(request)``: a moved thread's load, for its history from the store
+      (``answers_replays``; raising hands the load back to the agent's own replay).
+    - ``restart_agent(port, exit_code)``: the agent died with the client connected; True once
+      this component has started a new process of it.
+    """
+
+    frames: ClassVar[Frames] = Frames.NONE
+    answers_local: ClassVar[bool] = False
+    answers_replays: ClassVar[bool] = False
+
+    def parts(self) -> Sequence[Component]:
+        return ()
+
+    def offer(self, event: FrameEvent) -> None:
+        return None
+
+    async def prepare(self, port: Port) -> None:
+        return None
+
+    async def run(self, port: Port) -> None:
+        return None
+
+    async def stopping(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+    def request_hooks(self) -> Sequence[tuple[tuple[str, ...], RequestHook]]:
+        return ()
+
+    def update_hooks(self) -> Sequence[tuple[tuple[str, ...], UpdateHook]]:
+        return ()
+
+    def local_requested(self, request: LocalRequest) -> None:
+        raise NotImplementedError("this component answers no local requests")
+
+    def replay_requested(self, request: ReplayRequest) -> None:
+        raise NotImplementedError("this component answers no replays")
+
+    async def restart_agent(self, port: Port, exit_code: int) -> bool:
+        return False

@@ -28,6 +28,7 @@ import anyio
 import anyio.to_thread
 
 from liminal import log, moves
+from liminal.acp.port import Component, Port
 from liminal.acp.router import LOCAL, Local, LocalRequest
 from liminal.harness.base import SessionHarness
 from liminal.kernel import reopen
@@ -39,7 +40,6 @@ from liminal.store.records import Batch, ThreadUpdate
 from liminal.units import plural, tokens
 
 if TYPE_CHECKING:
-    from liminal.acp.port import Port
     from liminal.kernel.recaller import Recaller
     from liminal.store.base import Store
     from liminal.store.cache import Cache
@@ -115,7 +115,9 @@ StoreOpener = Callable[[], AbstractAsyncContextManager["Store"]]
 CacheOpener = Callable[[], AbstractAsyncContextManager["Cache"]]
 
 
-class CommandCenter:
+class CommandCenter(Component):
+    answers_local = True  # the prompts its request hook keeps, and the loads and lists
+
     def __init__(self, swaps: SwapManager, harness: SessionHarness, open_store: StoreOpener | None,
                  open_cache: CacheOpener | None = None) -> None:
         self.swaps = swaps

@@ -24,7 +24,7 @@ from typing import Any
 
 from liminal import log
 from liminal.acp import jsonrpc
-from liminal.acp.port import Port
+from liminal.acp.port import Component, Port
 from liminal.acp.router import Local
 from liminal.kernel.threads import ThreadModel
 from liminal.mcp import link
@@ -59,7 +59,7 @@ def _absolute_paths(search_path: str) -> str:
     return os.pathsep.join(str(Path(entry).absolute()) for entry in search_path.split(os.pathsep))
 
 
-class ModelTools:
+class ModelTools(Component):
     def __init__(self, home: Path, config_file: Path | None = None,
                  on_slash: Callable[[link.SlashRequest], None] | None = None, *,
                  threads: ThreadModel | None = None) -> None:

@@ -41,7 +41,7 @@ import anyio
 import anyio.to_thread
 
 from liminal import log
-from liminal.acp.port import AgentProcess, Port
+from liminal.acp.port import AgentProcess, Component, Port
 from liminal.kernel.mover import SETTLE_POLL_MAX
 from liminal.kernel.swap import SwapManager
 from liminal.kernel.threads import ThreadModel
@@ -58,7 +58,7 @@ class RecycleError(Exception):
     pass
 
 
-class Recycler:
+class Recycler(Component):
     """A port component beside the swap manager, whose thread states and harness it reads."""
 
     def __init__(self, swaps: SwapManager, *, max_stale_sessions: int | None = None) -> None:

@@ -26,12 +26,12 @@ import anyio
 import orjson
 
 from liminal import log
+from liminal.acp.port import Component, Port
 from liminal.acp.router import ReplayRequest
 from liminal.ingest.derive import content_text
 from liminal.store.records import MessageRecord, conversation
 
 if TYPE_CHECKING:
-    from liminal.acp.port import Port
     from liminal.store.base import Store
 
 logger = log.get("liminal.replay")
@@ -42,7 +42,9 @@ FRESH_POLL_SECONDS = 0.05
 StoreOpener = Callable[[], AbstractAsyncContextManager["Store"]]
 
 
-class ReplayManager:
+class ReplayManager(Component):
+    answers_replays = True
+
     def __init__(self, open_store: StoreOpener, *, timeout: float = 3.0) -> None:
         self._open_store = open_store
         self.timeout = timeout

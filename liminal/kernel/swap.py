@@ -28,12 +28,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import anyio
 import anyio.to_thread
 
 from liminal import log, units
+from liminal.acp.port import Component, Port
 from liminal.config import GradientSettings, SwapSettings
 from liminal.harness.base import HarnessChoice, Rewritten, SessionHarness
 from liminal.harness.files import is_session_id
@@ -41,9 +42,6 @@ from liminal.kernel.journal import SwapJournal, SwapRecord
 from liminal.kernel.mover import UNDO_CLOSE_SECONDS, ThreadMover
 from liminal.kernel.policy import CostPolicy, Decision
 from liminal.kernel.threads import ThreadModel, ThreadState
-
-if TYPE_CHECKING:
-    from liminal.acp.port import Port
 
 logger = log.get("liminal.swap")
 
@@ -63,7 +61,7 @@ class _TurnEnd(NamedTuple):
     prompt: str | None  # the prompt of the turn that ended, to find that turn on disk
 
 
-class SwapManager:
+class SwapManager(Component):
     def __init__(
         self,
         settings: SwapSettings,

@@ -34,6 +34,7 @@ from typing import Any
 from liminal import log
 from liminal.acp import jsonrpc
 from liminal.acp.events import Direction, FrameEvent, Kind, LazyFrameEvent, kind_markers
+from liminal.acp.port import Component, Frames
 from liminal.kernel.policy import Pace
 
 logger = log.get("liminal.threads")
@@ -93,8 +94,8 @@ Opened = Callable[[str, str, Any, bool], None]
 Quiet = Callable[[str], Awaitable[None]]
 
 
-class ThreadModel:
-    skips_notifications = False  # usage, mode and tool calls come as notifications
+class ThreadModel(Component):
+    frames = Frames.ALL  # usage, mode and tool calls come as notifications
 
     def __init__(self) -> None:
         self.threads: dict[str, ThreadState] = {}

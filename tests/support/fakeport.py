@@ -18,21 +18,21 @@ from typing import Any
 
 import orjson
 
-from liminal.acp.port import AgentProcess, OwnRequestError
+from liminal.acp.port import AgentProcess, Component, Frames, OwnRequestError
 from liminal.acp.router import Router
 
 Answer = Callable[[str, dict[str, Any]], Any]
 
 
 class FakePort:
-    def __init__(self, router: Router | None = None, components: Sequence[Any] = (),
+    def __init__(self, router: Router | None = None, components: Sequence[Component] = (),
                  answer: Answer | None = None) -> None:
         self.router = router or Router(max_frame_bytes=1 << 20)
         self.components = list(components)
         for component in self.components:
-            for methods, hook in getattr(component, "request_hooks", list)():
+            for methods, hook in component.request_hooks():
                 self.router.add_request_hook(methods, hook)
-            for kinds, update_hook in getattr(component, "update_hooks", list)():
+            for kinds, update_hook in component.update_hooks():
                 self.router.add_update_hook(kinds, update_hook)
         self.answer = answer
         self.to_client: list[dict[str, Any]] = []  # parsed
@@ -63,16 +63,16 @@ class FakePort:
             if event.method and event.method.startswith("liminal/") and event.message is not None:
                 self.notes.append((event.method, event.message["params"]))
             for component in self.components:
-                if hasattr(component, "offer"):
+                if component.frames is not Frames.NONE:
                     component.offer(event)
         for rpc_id, message in out.own_responses:
             waiter = self._waiters.pop(rpc_id, None)
             if waiter is not None and not waiter.done():
                 waiter.set_result(message)
         for local in out.local:
-            next(c for c in self.components if hasattr(c, "local_requested")).local_requested(local)
+            next(c for c in self.components if c.answers_local).local_requested(local)
         for request in out.replays:
-            next(c for c in self.components if hasattr(c, "replay_requested")).replay_requested(request)
+            next(c for c in self.components if c.answers_replays).replay_requested(request)
         if self.answer is not None:
             for message in sent:
                 rpc_id = message.get("id")
