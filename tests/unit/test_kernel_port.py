@@ -201,3 +201,22 @@ async def test_a_command_while_a_prompt_runs_changes_nothing(tmp_path: Path) -> 
         text = await say(port, 11, "/undo")
     assert "a prompt is running" in text and "nothing changed" in text
     assert port.backing_of(THREAD) == THREAD and not port.is_held(THREAD)
+
+
+def test_the_kernel_imports_neither_the_proxy_nor_the_transport() -> None:
+    """The kernel acts through the port: on main six kernel files imported ``Proxy`` (under
+    ``TYPE_CHECKING`` too, which is still a layer the kernel leans on) and the recycle started
+    agent processes with ``liminal.transport.legs``."""
+    import ast
+
+    import liminal.kernel
+
+    root = Path(liminal.kernel.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            found += [f"{path.name}: {name}" for name in names
+                      if name.startswith(("liminal.proxy", "liminal.transport"))]
+    assert found == []
