@@ -71,6 +71,7 @@ class ModelTools(Component):
         self.model = threads or ThreadModel()
         self.model.on_opened.append(self._opened)
         self.model.on_turn_end.append(self._turn_end)
+        self.model.on_open_failed.append(self._open_failed)
 
     def parts(self) -> list[ThreadModel]:
         return [self.model]
@@ -114,6 +115,9 @@ class ModelTools(Component):
                 link.bind(self.home, nonce, thread)
             except OSError as exc:  # the tools say they are not bound; the session works
                 logger.warning("cannot bind liminal's MCP server to its thread", error=str(exc))
+
+    def _open_failed(self, method: str, key: Any) -> None:
+        self._nonces.pop(key, None)  # no session: nothing for the nonce to name
 
     def _turn_end(self, thread: str, ok: bool) -> None:
         # Told inside the flush that delivered the answer, not in a task: the model's commands

@@ -11,7 +11,7 @@ of each parsing frames of its own:
   its quiet moment, the model tools hand over the model's slash commands.
 - ``on_opened(thread, method, key, by_liminal)``: the agent opened a session for a thread
   (``session/new``, ``fork``, ``load`` or ``resume`` with a result; ``key``: the client's request
-  id, or None for liminal's own).
+  id, or None for liminal's own); ``on_open_failed(method, key)`` for a client's that failed.
 - ``on_quiet(thread)``: awaited by the swap task once it has finished with a turn end it took
   (the thread still held if it was): a quiet moment for the recycle, told through the model
   rather than by patching the swap manager.
@@ -110,6 +110,7 @@ class ThreadModel(Component):
         self.client_compaction = False
         self.on_turn_end: list[TurnEnd] = []
         self.on_opened: list[Opened] = []
+        self.on_open_failed: list[Callable[[str, Any], None]] = []  # (method, the client's key)
         self.on_quiet: list[Quiet] = []
         self.on_agent_info: list[Callable[[Any], None]] = []
         self._asked: dict[Any, tuple[str, dict[str, Any]]] = {}  # client requests in flight
@@ -247,6 +248,8 @@ class ThreadModel(Component):
                 self._tell(self.on_turn_end, event.thread_id, ended)
             return
         if "result" not in message or "error" in message:
+            if method in OPENS:
+                self._tell(self.on_open_failed, method, key)
             return
         result = message.get("result")
         if method in ("session/set_mode", "session/set_config_option"):

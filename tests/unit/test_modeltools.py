@@ -64,6 +64,16 @@ def test_a_new_session_gets_a_server_bound_by_nonce_once_the_agent_names_it(tmp_
     assert link.bound_thread(tmp_path, nonce) == THREAD
 
 
+def test_a_new_session_the_agent_refuses_leaves_no_nonce_waiting(tmp_path: Path) -> None:
+    """The nonce of a session/new is forgotten with its answer, an error too: the thread model
+    tells the tools of opens that failed as of those that succeeded."""
+    router, tools, _ = wired(tmp_path)
+    forwarded(router, tools, jsonrpc.request_frame(1, "session/new", {"cwd": "/w", "mcpServers": []}))
+    assert len(tools._nonces) == 1
+    agent(router, tools, b'{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"no"}}')
+    assert tools._nonces == {}
+
+
 def test_loads_and_resumes_name_their_thread_and_replace_a_server_called_liminal(tmp_path: Path) -> None:
     router, tools, _ = wired(tmp_path)
     for rpc_id, method in enumerate(("session/load", "session/resume"), start=2):
