@@ -34,6 +34,7 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from liminal.acp.port import Component, Frames  # noqa: E402
 from liminal.ingest.indexer import Indexer  # noqa: E402
 from liminal.store.sqlite import SqliteStore  # noqa: E402
 from tests.store.streams import stream  # noqa: E402
@@ -96,8 +97,10 @@ async def stored_rate(home: Path, seconds: float, expected: int) -> float:
     return count / seconds
 
 
-class NoOpTap:
+class NoOpTap(Component):
     """A subscriber that takes nothing: what the router's tapping costs by itself."""
+
+    frames = Frames.ALL
 
     def offer(self, event: object) -> None:
         return None

@@ -55,6 +55,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from liminal.acp.port import Component, Frames
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
@@ -180,9 +182,11 @@ def relay_lines(argv: Sequence[str]) -> int:
 # --------------------------------------------------------------------------- (c) liminal, tapped
 
 
-class CountingTap:
+class CountingTap(Component):
     """A component that takes every frame, as the spool writer does: ``offer`` keeps the event
     in a bounded buffer that a task of its own empties (what a subscriber costs forwarding)."""
+
+    frames = Frames.ALL
 
     def __init__(self, maxsize: int) -> None:
         self.buffer: deque[Any] = deque(maxlen=maxsize)

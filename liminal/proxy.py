@@ -4,12 +4,13 @@ This is the only place where the router's output turns into I/O. Each callback f
 then ``_flush`` writes what it produced (one write per side per chunk), offers the events to the
 taps, settles liminal's own requests and logs bad input.
 
-Components (the indexer, the swap manager, ...) are objects with any of: ``offer(event)``, a tap
-subscriber called for every frame (see ``liminal.acp.taps``; a component that needs no frames
-has none, and costs the forwarding path nothing); ``async run(proxy)``, which runs for the life
-of the proxy; ``async aclose()``, awaited after the agent has gone so they can flush; and
-``replay_requested(request)``, which answers the router's replay requests (rule 8, see
-``liminal.kernel.replay``; without one, loads of moved threads are forwarded as they are).
+Components (the indexer, the thread model, the swap manager, ...) are ``liminal.acp.port.Component``
+subclasses: typed hooks the proxy calls, each doing nothing unless overridden (``offer`` for the
+frames its ``frames`` asks, a tap subscriber: ``liminal.acp.taps``; ``prepare``, ``run``,
+``stopping``, ``aclose``; the router's hooks; ``local_requested``, ``replay_requested``,
+``restart_agent``). They act on the conversation only through the port the proxy hands them
+(``ProxyPort``, a ``liminal.acp.port.Port``), which writes out what each act produced: no
+component holds the proxy, its router or its legs.
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 
 from liminal import log
+from liminal.acp.port import AgentProcess, OwnRequestError, Port
+from liminal.acp.port import Component as Component  # what a component is, for those that make them
 from liminal.acp.router import LocalRequest, Router
 from liminal.config import ProxySettings
 from liminal.supervise import Supervisor
@@ -61,18 +64,218 @@ def _nothing() -> None:
     pass
 
 
-class Component(Protocol):
-    """Duck-typed: ``offer``, ``prepare``, ``run``, ``aclose`` and ``replay_requested`` are each
-    optional (``liminal.supervise``)."""
+async def ask(router: Router, waiters: dict[str, asyncio.Future[dict[str, Any]]], flush: Callable[[], None],
+              method: str, params: Any, timeout: float, thread_id: str | None) -> Any:
+    """Send a request of liminal's own through ``router`` and wait for its answer: the one
+    request path, to the agent and to a process being prepared (``_PreparedAgent``) alike,
+    so every own request has an id of the router's namespace (``liminal-<random>-N``).
+    ``flush`` writes what the router produced and settles ``waiters`` from its answers."""
+    if not router.agent_alive:
+        raise OwnRequestError(method, "the agent is gone")
+    rpc_id = router.send_request(method, params, time.time(), thread_id=thread_id)
+    waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+    waiters[rpc_id] = waiter
+    flush()
+    try:
+        with anyio.fail_after(timeout):
+            message = await waiter
+    finally:
+        if waiters.pop(rpc_id, None) is not None:
+            router.cancel_own(rpc_id)
+    if "error" in message:
+        raise OwnRequestError(method, message["error"])
+    return message.get("result")
 
 
-class OwnRequestError(Exception):
-    """The agent answered one of liminal's own requests with an error."""
+def _settle(waiters: dict[str, asyncio.Future[dict[str, Any]]], answers: list[tuple[str, dict[str, Any]]]) -> None:
+    for rpc_id, message in answers:
+        waiter = waiters.pop(rpc_id, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(message)
 
-    def __init__(self, method: str, error: Any) -> None:
-        super().__init__(f"{method}: {error}")
-        self.method = method
-        self.error = error
+
+class _PreparedAgent:
+    """A process of the agent command liminal prepares before it becomes the agent (the
+    recycle, the agent restart: ``Port.start_agent``). Its lines go through a router of its
+    own, which does not tap: liminal's requests and their answers take the same path as to
+    the agent (``ask``); what it says besides (replays, command lists) is dropped; a request
+    of its own to the client fails it."""
+
+    def __init__(self, leg: AgentLeg, max_frame_bytes: int) -> None:
+        self.leg = leg
+        self.router = Router(max_frame_bytes=max_frame_bytes, tapping=False)
+        self.max_line = max_frame_bytes
+        self._buffer = bytearray()
+        self._waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self.failure: str | None = None
+        self.dropped = 0
+
+    @property
+    def pid(self) -> int | None:
+        return self.leg.pid
+
+    def feed(self, data: bytes) -> None:
+        self._buffer += data
+        end = self._buffer.rfind(b"\n")
+        if end >= 0:  # whole lines only: the rest is the agent's once it is switched in
+            self.router.receive_from_agent(bytes(self._buffer[:end + 1]), time.time())
+            del self._buffer[:end + 1]
+            self._flush()
+        if len(self._buffer) > self.max_line:
+            self._fail(f"a line over {self.max_line} bytes")
+
+    def _flush(self) -> None:
+        out = self.router.take()
+        if out.to_agent:
+            out.to_agent.append(b"")
+            self.leg.write(b"\n".join(out.to_agent))
+        self.dropped += len(out.to_client) + len(out.problems)
+        _settle(self._waiters, out.own_responses)
+        asked = self.router.open_agent_requests()
+        if asked:
+            self._fail(f"the new process asked the client {asked[0][1]!r}")
+
+    def eof(self) -> None:
+        self._fail("the new process closed its output")
+
+    def _fail(self, why: str) -> None:
+        self.failure = self.failure or why
+        for waiter in self._waiters.values():
+            if not waiter.done():
+                waiter.set_exception(OwnRequestError("", why))
+        self._waiters.clear()
+
+    def pending(self) -> bytes:
+        """What the process wrote after its last whole line, for whoever reads it next."""
+        return bytes(self._buffer)
+
+    async def request(self, method: str, params: Any, *, timeout: float,
+                      thread_id: str | None = None) -> Any:
+        if self.failure is not None:
+            raise OwnRequestError(method, self.failure)
+        return await ask(self.router, self._waiters, self._flush, method, params, timeout, thread_id)
+
+
+def with_parts(components: Sequence[Component]) -> list[Component]:
+    """The components, each preceded by the parts it is built on (``parts()``: the thread model
+    the swap manager, the recycle and the model tools read), each part once, however many
+    components share it: fed every frame once, before those that read it."""
+    found: list[Component] = []
+    for component in components:
+        for part in [*component.parts(), component]:
+            if not any(part is seen for seen in found):
+                found.append(part)
+    return found
+
+
+class ProxyPort:
+    """The ``Port`` (``liminal.acp.port``) the proxy gives its components: its router, written
+    out after every act that produces frames, and its agent process."""
+
+    def __init__(self, proxy: Proxy) -> None:
+        self._proxy = proxy
+        self._router = proxy.router
+        self._flush = proxy.flush
+
+    # what is known
+    @property
+    def agent_alive(self) -> bool:
+        return self._router.agent_alive
+
+    def backing_of(self, thread_id: str) -> str:
+        return self._router.backing_of(thread_id)
+
+    def thread_of(self, backing_id: str) -> str:
+        return self._router.thread_of(backing_id)
+
+    def is_held(self, thread_id: str) -> bool:
+        return self._router.is_held(thread_id)
+
+    def prompt_in_flight(self, thread_id: str) -> bool:
+        return self._router.prompt_in_flight(thread_id)
+
+    def agent_request_open(self, thread_id: str) -> bool:
+        return self._router.agent_request_open(thread_id)
+
+    def agent_idle(self) -> bool:
+        return self._router.agent_idle()
+
+    # the threads
+    def hold(self, thread_id: str) -> None:
+        self._router.hold(thread_id)
+
+    def release(self, thread_id: str) -> int:
+        released = self._router.release(thread_id)
+        self._flush()
+        return released
+
+    def bind(self, thread_id: str, backing_id: str) -> None:
+        self._router.bind(thread_id, backing_id)
+
+    def adopt(self, backing_id: str, thread_id: str) -> None:
+        self._router.adopt(backing_id, thread_id)
+
+    def capture(self, backing_id: str) -> None:
+        self._router.capture(backing_id)
+
+    def uncapture(self, backing_id: str) -> None:
+        self._router.uncapture(backing_id)
+
+    def on_open(self, hook: Callable[[str], None] | None) -> None:
+        self._router.on_open = hook
+
+    # messages
+    async def request(self, method: str, params: Any, *, timeout: float,
+                      thread_id: str | None = None) -> Any:
+        return await self._proxy.request(method, params, timeout=timeout, thread_id=thread_id)
+
+    def answer_local(self, key: Any, result: Any = None, *, error: tuple[int, str] | None = None) -> None:
+        self._router.answer_local(key, result, error=error)
+        self._flush()
+
+    def notify_client(self, method: str, params: Any) -> None:
+        self._router.notify_client(method, params, time.time())
+        self._flush()
+
+    def notify_in_next_turn(self, thread_id: str, method: str, params: Any) -> None:
+        self._router.notify_in_next_turn(thread_id, method, params)
+
+    def note(self, method: str, data: dict[str, Any], *, thread_id: str, at: float | None = None) -> None:
+        self._router.note(method, data, time.time() if at is None else at, thread_id=thread_id)
+        self._flush()
+
+    def finish_replay(self, token: int, history: list[dict[str, Any]] | None) -> bool:
+        finished = self._router.finish_replay(token, history, time.time())
+        self._flush()
+        return finished
+
+    # the agent process
+    async def start_agent(self) -> _PreparedAgent:
+        return await self._proxy.start_agent()
+
+    def switch_agent(self, process: AgentProcess) -> None:
+        assert isinstance(process, _PreparedAgent)
+        self._proxy.switch_agent(process)
+
+    def discard_agent(self, process: AgentProcess) -> None:
+        assert isinstance(process, _PreparedAgent)
+        self._proxy.stop_soon(process.leg)
+
+    def agent_restarted(self) -> None:
+        self._router.agent_restarted()
+
+    def kill_agent(self) -> None:
+        self._proxy.agent.signal_group(signal.SIGKILL)
+
+    def agent_token(self) -> object:
+        return self._proxy.agent
+
+    def agent_running(self, token: object) -> bool:
+        return token is self._proxy.agent and not self._proxy.agent.exited.is_set()
+
+    async def agents_stopped(self) -> None:
+        if self._proxy.stopping_agents:
+            await asyncio.wait(set(self._proxy.stopping_agents))
 
 
 class Proxy:
@@ -102,10 +305,9 @@ class Proxy:
         self.on_agent_stopped: list[Callable[[], Awaitable[None]]] = []
         self._restarts: list[float] = []
         self._restarting: list[bytes] | None = None  # the client's bytes while a restart runs
-        self.components = list(components)
+        self.components = with_parts(components)
         self.supervisor = Supervisor(self.components, release_holds=self._release_holds)
-        self._replayers = [r for r in (getattr(c, "replay_requested", None) for c in self.components)
-                           if r is not None]
+        self._replayers = [c.replay_requested for c in self.components if c.answers_replays]
         self.router = Router(
             max_frame_bytes=settings.max_frame_bytes,
             connection_id=self.connection_id,
@@ -116,13 +318,12 @@ class Proxy:
         # (``liminal.kernel.commands``): their hooks see those requests before anything else.
         self._local_handlers: list[Callable[[LocalRequest], None]] = []
         for component in self.components:
-            for methods, hook in getattr(component, "request_hooks", lambda: [])():
+            for methods, hook in component.request_hooks():
                 self.router.add_request_hook(methods, hook)
-            for kinds, update_hook in getattr(component, "update_hooks", lambda: [])():
+            for kinds, update_hook in component.update_hooks():
                 self.router.add_update_hook(kinds, update_hook)
-            handler = getattr(component, "local_requested", None)
-            if handler is not None:
-                self._local_handlers.append(handler)
+            if component.answers_local:
+                self._local_handlers.append(component.local_requested)
         self.client = client or ClientLeg()
         self.agent = AgentLeg(agent_argv, env=agent_env, cwd=agent_cwd)
         self._own_waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
@@ -130,6 +331,8 @@ class Proxy:
         self._agent_eof = asyncio.Event()
         self._agent_replaced = asyncio.Event()
         self._signalled: int | None = None
+        self.stopping_agents: set[asyncio.Future[None]] = set()  # processes ``stop_soon`` stops
+        self.port: Port = ProxyPort(self)
 
     # ------------------------------------------------------------- callbacks
 
@@ -168,10 +371,8 @@ class Proxy:
             self.client.write(b"\n".join(out.to_client))
         if out.events:
             self.supervisor.offer(out.events)
-        for rpc_id, message in out.own_responses:
-            waiter = self._own_waiters.pop(rpc_id, None)
-            if waiter is not None and not waiter.done():
-                waiter.set_result(message)
+        if out.own_responses:
+            _settle(self._own_waiters, out.own_responses)
         for problem in out.problems:
             logger.warning(problem)
         for local in out.local:
@@ -216,21 +417,42 @@ class Proxy:
     async def request(self, method: str, params: Any, *, timeout: float,
                       thread_id: str | None = None) -> Any:
         """Send a request of liminal's own to the agent and wait for its result."""
-        if not self.router.agent_alive:
-            raise OwnRequestError(method, "the agent is gone")
-        rpc_id = self.router.send_request(method, params, time.time(), thread_id=thread_id)
-        waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._own_waiters[rpc_id] = waiter
-        self._flush()
+        return await ask(self.router, self._own_waiters, self._flush, method, params, timeout, thread_id)
+
+    # ------------------------------------------------------ other agent processes
+
+    async def start_agent(self) -> _PreparedAgent:
+        """A new process of the agent command, read through a router of its own until
+        ``switch_agent`` makes it the agent (``Port.start_agent``)."""
+        old = self.agent
+        leg = AgentLeg(old.argv, env=old.env, cwd=old.cwd)
+        process = _PreparedAgent(leg, self.settings.max_frame_bytes)
         try:
-            with anyio.fail_after(timeout):
-                message = await waiter
-        finally:
-            if self._own_waiters.pop(rpc_id, None) is not None:
-                self.router.cancel_own(rpc_id)
-        if "error" in message:
-            raise OwnRequestError(method, message["error"])
-        return message.get("result")
+            await leg.open(process.feed, process.eof, _ignore)
+        except BaseException:
+            self.stop_soon(leg)
+            raise
+        return process
+
+    def switch_agent(self, process: _PreparedAgent) -> None:
+        """``process`` becomes the agent; the old process is stopped in the background."""
+        old = self.replace_agent(process.leg, process.pending())
+        self.stop_soon(old)
+
+    def stop_soon(self, leg: AgentLeg) -> None:
+        """Stop a process group that is not the agent (any more), in a task of its own."""
+        if leg.pid is None:
+            return  # never started
+        leg.connect(_ignore, _nothing, _ignore)
+        task = asyncio.ensure_future(self._stop_leg(leg, self.settings.kill_grace_seconds))
+        self.stopping_agents.add(task)  # the loop keeps only weak references to tasks
+        task.add_done_callback(self.stopping_agents.discard)
+
+    @staticmethod
+    async def _stop_leg(leg: AgentLeg, grace: float) -> None:
+        leg.close_stdin()
+        code = await leg.stop(grace)
+        logger.debug("agent process stopped", pid=leg.pid, exit_code=code)
 
     # ---------------------------------------------------------------- running
 
@@ -247,7 +469,7 @@ class Proxy:
             return 127 if isinstance(exc, FileNotFoundError) else 126
         # What must be in the router before any client request passes (the threads the swap
         # journal binds: a load read earlier would resume a swapped thread on its stale session).
-        await self.supervisor.prepare(self)
+        await self.supervisor.prepare(self.port)
         # Through ``self.agent`` at each call: the agent process can be replaced (``replace_agent``).
         await self.client.open(self._from_client, self._on_client_eof,
                                lambda pause: self.agent.pause_reading(pause))
@@ -256,7 +478,7 @@ class Proxy:
         async with anyio.create_task_group() as tg:
             for member in self.supervisor.members:
                 if member.run is not None:
-                    tg.start_soon(self.supervisor.run, member, self)
+                    tg.start_soon(self.supervisor.run, member, self.port)
             if self.watch_signals:
                 tg.start_soon(self._watch_signals, tg.cancel_scope)
             while True:
@@ -363,11 +585,8 @@ class Proxy:
         restarted = False
         try:
             for component in self.components:
-                restart = getattr(component, "restart_agent", None)
-                if restart is None:
-                    continue
                 try:
-                    if await restart(self, agent_code):
+                    if await component.restart_agent(self.port, agent_code):
                         self._agent_eof = asyncio.Event()
                         self._agent_replaced = asyncio.Event()
                         restarted = True
@@ -401,23 +620,22 @@ class Proxy:
         grace), and whatever ends liminal next (an editor that quits kills it a moment later)
         would otherwise cut that short."""
         for component in self.components:
-            stopping = getattr(component, "stopping", None)
-            if stopping is not None:
-                try:
-                    with anyio.fail_after(10):
-                        await stopping()
-                except Exception:
-                    logger.exception("component failed to stop", component=repr(component))
+            try:
+                with anyio.fail_after(10):
+                    await component.stopping()
+            except Exception:
+                logger.exception("component failed to stop", component=repr(component))
 
     async def _close_components(self) -> None:
+        if self.stopping_agents:  # processes a recycle or a restart left, stopping
+            with anyio.move_on_after(self.settings.kill_grace_seconds + 5):
+                await asyncio.wait(set(self.stopping_agents))
         for component in self.components:
-            closer = getattr(component, "aclose", None)
-            if closer is not None:
-                try:
-                    with anyio.fail_after(30):
-                        await closer()
-                except Exception:
-                    logger.exception("component failed to close", component=repr(component))
+            try:
+                with anyio.fail_after(30):
+                    await component.aclose()
+            except Exception:
+                logger.exception("component failed to close", component=repr(component))
 
     async def _watch_signals(self, scope: anyio.CancelScope) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

@@ -8,7 +8,8 @@ places, and each is contained here:
   after ``OFFER_FAILURES`` failures the component is switched off (its offer is no longer
   called, its ``run`` is stopped), which is said once. Frames it missed are its loss alone.
   A component whose offer has nothing to do with notifications (nearly every frame is one: a
-  streamed chunk) says so with ``skips_notifications = True`` and is not called for them.
+  streamed chunk) says so with ``frames = Frames.NO_NOTIFICATIONS`` and is not called for them
+  (``liminal.acp.port.Component``: each hook is typed there, and does nothing unless overridden).
 - ``run(proxy)``: the exception is logged with its traceback, every thread a hold kept waiting
   is released (a component that dies while holding a thread would otherwise keep the client's
   prompts forever), and the component is started again after a pause, at most ``RESTARTS``
@@ -34,6 +35,7 @@ import anyio
 
 from liminal import log
 from liminal.acp.events import Kind
+from liminal.acp.port import Component, Frames
 
 logger = log.get("liminal.supervise")
 
@@ -45,7 +47,7 @@ PREPARE_SECONDS = 10.0
 
 @dataclass(slots=True)
 class Supervised:
-    component: Any
+    component: Component
     name: str
     offer: Callable[[Any], None] | None
     run: Callable[[Any], Awaitable[None]] | None
@@ -65,10 +67,10 @@ def name_of(component: Any) -> str:
 class Supervisor:
     """Holds the components of one proxy and calls them the way that cannot hurt it."""
 
-    def __init__(self, components: Sequence[Any], *, release_holds: Callable[[], None]) -> None:
+    def __init__(self, components: Sequence[Component], *, release_holds: Callable[[], None]) -> None:
         self.members = [
-            Supervised(c, name_of(c), getattr(c, "offer", None), getattr(c, "run", None),
-                       getattr(c, "skips_notifications", False) is True)
+            Supervised(c, name_of(c), None if c.frames is Frames.NONE else c.offer, c.run,
+                       c.frames is Frames.NO_NOTIFICATIONS)
             for c in components
         ]
         self._offering = [m for m in self.members if m.offer is not None]
@@ -121,12 +123,9 @@ class Supervisor:
     async def prepare(self, proxy: Any) -> None:
         """Each component's ``prepare``, in order, before the client is read."""
         for member in self.members:
-            prepare = getattr(member.component, "prepare", None)
-            if prepare is None:
-                continue
             try:
                 with anyio.fail_after(PREPARE_SECONDS):
-                    await prepare(proxy)
+                    await member.component.prepare(proxy)
             except Exception:
                 logger.exception("component failed to prepare; forwarding goes on",
                                  component=member.name)

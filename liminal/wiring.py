@@ -49,7 +49,8 @@ def components(settings: Settings, config_file: Path | None = None,
         # liminal's MCP server (recall, search_history, slash, memos) in every session.
         from liminal.kernel.modeltools import ModelTools
 
-        found.append(ModelTools(settings.home, config_file, commands.slash_requested))
+        found.append(ModelTools(settings.home, config_file, commands.slash_requested,
+                                threads=swaps.model))
     if opener is not None:
         # A moved thread's load replays its history from the store, not the compressed one.
         from liminal.kernel.replay import ReplayManager

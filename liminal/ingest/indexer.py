@@ -43,6 +43,7 @@ import orjson
 
 from liminal import log
 from liminal.acp.events import FrameEvent
+from liminal.acp.port import Component, Frames
 from liminal.ingest import derive
 from liminal.ingest.burst import (
     YIELD_BYTES_PER_SECOND,
@@ -90,7 +91,9 @@ def to_record(seq: int, event: FrameEvent) -> FrameRecord:
         rpc, event.size, event.raw)
 
 
-class Indexer:
+class Indexer(Component):
+    frames = Frames.ALL  # every frame is kept
+
     def __init__(self, store: Store, spool_root: Path, *, spool_name: str | None = None,
                  queue_frames: int = 100_000, batch_frames: int = 2000,
                  stall_seconds: float = 2.0, retry_seconds: float = 0.5,

@@ -47,6 +47,7 @@ from anyio.abc import Process
 
 from liminal import log
 from liminal.acp.events import FrameEvent
+from liminal.acp.port import Component, Frames
 from liminal.config import Settings
 from liminal.ingest.spool import SpoolDir, encode_block, encode_columns
 
@@ -64,8 +65,10 @@ _COLUMN_FIELDS = [attrgetter(name) for name in (
 _CONNECTION = attrgetter("connection_id")
 
 
-class SpoolWriter:
+class SpoolWriter(Component):
     """The proxy's side: frames to the spool, the worker started and supervised."""
+
+    frames = Frames.ALL  # every frame is kept
 
     def __init__(self, settings: Settings, *, spool_name: str | None = None,
                  flush_seconds: float = 0.005, queue_frames: int | None = None,

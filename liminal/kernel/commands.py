@@ -28,6 +28,7 @@ import anyio
 import anyio.to_thread
 
 from liminal import log, moves
+from liminal.acp.port import Component, Port
 from liminal.acp.router import LOCAL, Local, LocalRequest
 from liminal.harness.base import SessionHarness
 from liminal.kernel import reopen
@@ -40,7 +41,6 @@ from liminal.units import plural, tokens
 
 if TYPE_CHECKING:
     from liminal.lookup.recaller import Recaller
-    from liminal.proxy import Proxy
     from liminal.store.base import Store
     from liminal.store.cache import Cache
 
@@ -115,7 +115,9 @@ StoreOpener = Callable[[], AbstractAsyncContextManager["Store"]]
 CacheOpener = Callable[[], AbstractAsyncContextManager["Cache"]]
 
 
-class CommandCenter:
+class CommandCenter(Component):
+    answers_local = True  # the prompts its request hook keeps, and the loads and lists
+
     def __init__(self, swaps: SwapManager, harness: SessionHarness, open_store: StoreOpener | None,
                  open_cache: CacheOpener | None = None) -> None:
         self.swaps = swaps
@@ -128,14 +130,14 @@ class CommandCenter:
         self._recaller: Recaller | None = None
         self._marks: dict[str, dict[str, Mark]] = {}  # thread -> name -> mark set in this process
         self._send, self._receive = anyio.create_memory_object_stream[LocalRequest | SlashRequest](256)
-        self._proxy: Proxy | None = None
+        self._port: Port | None = None
 
     # -------------------------------------------------------------- the router's side
 
     def request_hooks(self) -> list[tuple[tuple[str, ...], Callable[..., Local | dict[str, Any] | None]]]:
         hooks: list[tuple[tuple[str, ...], Callable[..., Local | dict[str, Any] | None]]] = [
             (("session/prompt",), self._prompt_hook)]
-        # The threads come from the store (liminal.kernel.threadlist) and the swap journal; with
+        # The threads come from the store (liminal.lookup.threadlist) and the swap journal; with
         # the store off, from the journal alone: the router knows only the lineage it read at
         # start and its own swaps, not another liminal's since.
         hooks.append((("session/list",), lambda method, message, thread: LOCAL))
@@ -144,7 +146,7 @@ class CommandCenter:
 
     def _open_hook(self, method: str, message: dict[str, Any], thread: str | None) -> Local | None:
         """A load or resume of a thread whose session has no file (``liminal.kernel.reopen``)."""
-        return LOCAL if reopen.without_file(self.swaps.mover.proxy, self.harness, self.swaps.journal, thread,
+        return LOCAL if reopen.without_file(self.swaps.mover.port, self.harness, self.swaps.journal, thread,
                                           message) else None
 
     def _prompt_hook(self, method: str, message: dict[str, Any], thread: str | None) -> Local | None:
@@ -171,8 +173,8 @@ class CommandCenter:
         first prompt ("gamma after clear"), which is not the thread's name. The client goes on
         showing the title it has (the thread's, also what ``session/list`` answers); the rest
         of the update (``updatedAt``, ``_meta``) passes. The store keeps the update as sent."""
-        proxy = self.swaps.mover.proxy
-        if "title" not in update or proxy is None or proxy.router.backing_of(thread) == thread:
+        port = self.swaps.mover.port
+        if "title" not in update or port is None or port.backing_of(thread) == thread:
             return None
         return {k: v for k, v in update.items() if k != "title"}
 
@@ -187,13 +189,13 @@ class CommandCenter:
 
     # ------------------------------------------------------------------ running
 
-    async def run(self, proxy: Proxy) -> None:
-        self._proxy = proxy
+    async def run(self, port: Port) -> None:
+        self._port = port
         async for request in self._receive:
             if isinstance(request, SlashRequest):
-                await self._run_slash(proxy, request)
+                await self._run_slash(port, request)
             else:
-                await self._answer(proxy, request)
+                await self._answer(port, request)
 
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):
@@ -201,7 +203,7 @@ class CommandCenter:
                 if cm is not None:
                     await cm.__aexit__(None, None, None)
 
-    async def _answer(self, proxy: Proxy, request: LocalRequest) -> None:
+    async def _answer(self, port: Port, request: LocalRequest) -> None:
         if request.method in reopen.OPENS:
             store = None
             if self._open_store is not None:
@@ -209,17 +211,16 @@ class CommandCenter:
                     store = await self.store()
                 except Exception as exc:  # the thread opens all the same, without its history
                     logger.warning("store not opened for a reopen", error=str(exc))
-            await reopen.reopen(proxy, self.swaps.mover, store, request)
+            await reopen.reopen(port, self.swaps.mover, store, request)
             return
         if request.method == "session/list":
             try:
-                await self._list(proxy, request)
+                await self._list(port, request)
             except Exception as exc:  # the agent's list timed out, a bug: answered all the same
                 from liminal.acp import jsonrpc
 
                 logger.exception("session/list failed", thread=request.thread_id)
-                proxy.router.answer_local(request.key, error=(jsonrpc.INTERNAL_ERROR, f"session/list failed: {exc}"))
-                proxy.flush()
+                port.answer_local(request.key, error=(jsonrpc.INTERNAL_ERROR, f"session/list failed: {exc}"))
             return
         thread = request.thread_id or ""
         parsed = parse(prompt_text(request.message)) or ("", "")
@@ -230,17 +231,15 @@ class CommandCenter:
         except Exception as exc:  # a bug or a store down: said, and the prompt answered
             logger.exception("command failed", command=parsed[0], thread=thread)
             text = f"/{parsed[0]} failed: {type(exc).__name__}: {exc} (nothing changed)"
-        proxy.router.notify_client("session/update", {"sessionId": thread, "update": {
-            "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}},
-            time.time())
-        proxy.router.answer_local(request.key, {"stopReason": "end_turn"})
-        proxy.flush()
+        port.notify_client("session/update", {"sessionId": thread, "update": {
+            "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}})
+        port.answer_local(request.key, {"stopReason": "end_turn"})
 
-    async def _list(self, proxy: Proxy, request: LocalRequest) -> None:
+    async def _list(self, port: Port, request: LocalRequest) -> None:
         """``session/list``: the store's threads and what the agent lists besides."""
         from liminal.acp import jsonrpc
+        from liminal.acp.port import OwnRequestError
         from liminal.lookup.threadlist import listing
-        from liminal.proxy import OwnRequestError
 
         params = request.message.get("params")
         params = params if isinstance(params, dict) else {}
@@ -250,16 +249,15 @@ class CommandCenter:
         # whatever the agent advertises, its error the answer.
         if "list" in (self.swaps.capabilities.get("sessionCapabilities") or {}) or self._open_store is None:
             try:
-                found = await proxy.request("session/list", params, timeout=30)
+                found = await port.request("session/list", params, timeout=30)
                 agent = found if isinstance(found, dict) else {}
             except OwnRequestError as exc:
                 if params.get("cursor") is not None or self._open_store is None:  # only the agent can page its own cursor
                     said = exc.error if isinstance(exc.error, dict) else {}
                     code, text = said.get("code"), said.get("message")
-                    proxy.router.answer_local(request.key, error=(
+                    port.answer_local(request.key, error=(
                         code if isinstance(code, int) else jsonrpc.INTERNAL_ERROR,
                         text if isinstance(text, str) else str(exc)))
-                    proxy.flush()
                     return
                 logger.warning("the agent's session list failed; the store's threads only", error=str(exc))
         threads = []
@@ -278,7 +276,7 @@ class CommandCenter:
         sessions_of_threads = {t for t, _ in lineage} | {r.old_backing_id for r in moving}
 
         def thread_of(backing: str) -> str:
-            mapped = proxy.router.thread_of(backing)
+            mapped = port.thread_of(backing)
             return mapped if mapped != backing else carried.get(backing, backing)
 
         hide = {r.new_backing_id for r in moving if r.new_backing_id and r.new_backing_id not in sessions_of_threads}
@@ -287,10 +285,9 @@ class CommandCenter:
         result: dict[str, Any] = {"sessions": sessions}
         if agent.get("nextCursor") is not None:
             result["nextCursor"] = agent["nextCursor"]
-        proxy.router.answer_local(request.key, result)
-        proxy.flush()
+        port.answer_local(request.key, result)
 
-    async def _run_slash(self, proxy: Proxy, request: SlashRequest) -> None:
+    async def _run_slash(self, port: Port, request: SlashRequest) -> None:
         """As if the user had typed the command when the turn ended; the UI hears of it in the
         thread's next turn (as a swap notice), the store in a ``liminal/slash`` note."""
         thread, command = request.thread, f"/{request.command}{' ' + request.args if request.args else ''}"
@@ -304,13 +301,11 @@ class CommandCenter:
         except Exception as exc:
             logger.exception("slash command failed", command=command, thread=thread)
             text, ok = f"failed: {type(exc).__name__}: {exc} (nothing changed)", False
-        now = time.time()
-        proxy.router.note("liminal/slash", {"thread_id": thread, "command": command, "ok": ok, "said": text},
-                          now, thread_id=thread)
-        proxy.router.notify_in_next_turn(thread, "session/update", {"sessionId": thread, "update": {
+        port.note("liminal/slash", {"thread_id": thread, "command": command, "ok": ok, "said": text},
+                  thread_id=thread)
+        port.notify_in_next_turn(thread, "session/update", {"sessionId": thread, "update": {
             "sessionUpdate": "agent_thought_chunk",
             "content": {"type": "text", "text": f"liminal ran {command} as the model asked: {text}\n"}}})
-        proxy.flush()
 
     async def _run(self, thread: str, name: str, args: str) -> str:
         """The command's answer. One that takes no arguments refuses any (``/archive now``
@@ -365,9 +360,9 @@ class CommandCenter:
         return found
 
     def _state_path(self, thread: str) -> tuple[str, Path]:
-        assert self._proxy is not None
+        assert self._port is not None
         state = self.swaps.threads.get(thread)
-        backing = self._proxy.router.backing_of(thread)
+        backing = self._port.backing_of(thread)
         path = self.harness.locate(backing, state.cwd if state else None)
         if path is None:
             raise CommandError("this thread has no session file yet: send a first prompt")
@@ -377,8 +372,8 @@ class CommandCenter:
         """The thread's session file once the turn just answered is on it. The CLI may write a
         turn a little after answering it (Claude Code 2.1.44, about 0.1 s), and after a first
         prompt the file may not exist yet: looked for again for up to 2 s."""
-        assert self._proxy is not None
-        await self.swaps.mover.appeared(self._proxy.router.backing_of(thread), self._cwd(thread), 2.0)
+        assert self._port is not None
+        await self.swaps.mover.appeared(self._port.backing_of(thread), self._cwd(thread), 2.0)
         backing, path = self._state_path(thread)
         state = self.swaps.threads.get(thread)
         await self.swaps.mover.settle(path, state.last_prompt if state else None)
@@ -392,18 +387,17 @@ class CommandCenter:
         if not NAME.match(name):
             raise CommandError(f"{name!r} is not a mark name: letters, digits, '.', '_' or '-', "
                                "no spaces, at most 64")
-        assert self._proxy is not None
-        if self._proxy.router.prompt_in_flight(thread):
+        assert self._port is not None
+        if self._port.prompt_in_flight(thread):
             raise CommandError("a prompt is running: mark between turns")
         backing, path = await self._settled_path(thread)
         offset = await anyio.to_thread.run_sync(self.harness.position, path)
-        if self._proxy.router.prompt_in_flight(thread):  # came while the file settled: the
+        if self._port.prompt_in_flight(thread):  # came while the file settled: the
             raise CommandError("a prompt started: mark between turns")  # offset may be inside it
         mark = Mark(name, backing, offset, time.time())
         self._marks.setdefault(thread, {})[name] = mark
-        self._proxy.router.note("liminal/mark", {"thread_id": thread, "name": name, "backing_id": backing,
-                                                 "offset": offset}, mark.at, thread_id=thread)
-        self._proxy.flush()
+        self._port.note("liminal/mark", {"thread_id": thread, "name": name, "backing_id": backing,
+                                         "offset": offset}, thread_id=thread, at=mark.at)
         return mark
 
     async def _known_mark(self, thread: str, name: str) -> Mark:
@@ -465,7 +459,7 @@ class CommandCenter:
             end = turns.starts[-1]
             return lambda new_id: self.harness.cut([(current, 0, end)], current, new_id, keeps_thread=True)
 
-        if await self.swaps.mover.move_thread(thread, "/undo", plan) is None:
+        if (await self.swaps.mover.move_thread(thread, "/undo", plan)).rewritten is None:
             return ("The only turn is out of the model's context, which is empty now, as after /clear "
                     "(the turn stays in liminal's history).")
         return "The last turn is out of the model's context (it stays in liminal's history)."
@@ -474,16 +468,16 @@ class CommandCenter:
         """The thread is on a session a move opened empty (/clear, an /undo of its only turn), or
         on the one the client's ``session/new`` made, and nothing was prompted since: the CLI
         writes that session's file only at its first turn."""
-        assert self._proxy is not None
+        assert self._port is not None
         state = self.swaps.threads.get(thread)
-        backing = self._proxy.router.backing_of(thread)
+        backing = self._port.backing_of(thread)
         if state is None or state.calls or self.harness.locate(backing, state.cwd) is not None:
             return False  # (a prompt since: its turn may still be on its way to the file)
         return self.swaps.journal.opened_empty(thread, backing) or (state.new and backing == thread)
 
     async def _cmd_fork(self, thread: str, args: str) -> str:
-        assert self._proxy is not None
-        if self._proxy.router.prompt_in_flight(thread):
+        assert self._port is not None
+        if self._port.prompt_in_flight(thread):
             raise CommandError("a prompt is running: fork between turns")
         _, path = await self._settled_path(thread)
         end = await anyio.to_thread.run_sync(self.harness.position, path)
@@ -500,7 +494,7 @@ class CommandCenter:
         else:
             parts = [(path, 0, None)]
             what = "this thread's context"
-        if self._proxy.router.prompt_in_flight(thread):  # came while the file settled
+        if self._port.prompt_in_flight(thread):  # came while the file settled
             raise CommandError("a prompt started: fork between turns")
         # The thread's own file up to where it stood once settled: a prompt that starts now
         # appends past that, and its half-written turn stays out of the fork.
@@ -606,12 +600,12 @@ class CommandCenter:
         def plan(current: Path) -> Writer:
             return lambda new_id: self.swaps.harness.rewrite(current, aim, new_id)
 
-        done = await self.swaps.mover.move_thread(thread, "/optimise", plan)
+        done = (await self.swaps.mover.move_thread(thread, "/optimise", plan)).rewritten
         assert done is not None  # a rewrite, never an empty session
         return f"Context optimised: {tokens(done.tokens_before)} -> {tokens(done.tokens_after)} tokens."
 
     async def _cmd_search(self, thread: str, args: str) -> str:
-        """What was said in this thread (``liminal.kernel.search``); ``--all`` adds liminal's own
+        """What was said in this thread (``liminal.lookup.search``); ``--all`` adds liminal's own
         commands and notes and the CLI's bookkeeping records."""
         from liminal.lookup.search import find
 

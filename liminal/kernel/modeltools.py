@@ -24,8 +24,9 @@ from typing import Any
 
 from liminal import log
 from liminal.acp import jsonrpc
-from liminal.acp.events import Direction, FrameEvent, Kind
+from liminal.acp.port import Component, Port
 from liminal.acp.router import Local
+from liminal.kernel.threads import ThreadModel
 from liminal.mcp import link
 
 logger = log.get("liminal.modeltools")
@@ -58,15 +59,24 @@ def _absolute_paths(search_path: str) -> str:
     return os.pathsep.join(str(Path(entry).absolute()) for entry in search_path.split(os.pathsep))
 
 
-class ModelTools:
+class ModelTools(Component):
     def __init__(self, home: Path, config_file: Path | None = None,
-                 on_slash: Callable[[link.SlashRequest], None] | None = None) -> None:
+                 on_slash: Callable[[link.SlashRequest], None] | None = None, *,
+                 threads: ThreadModel | None = None) -> None:
         self.home = home
         self.config_file = config_file
         self.on_slash = on_slash
         self._nonces: dict[Any, str] = {}  # session/new request id -> nonce, until answered
+        # Told of sessions opened and turn ends by the thread model (``liminal.kernel.threads``).
+        self.model = threads or ThreadModel()
+        self.model.on_opened.append(self._opened)
+        self.model.on_turn_end.append(self._turn_end)
+        self.model.on_open_failed.append(self._open_failed)
 
-    async def run(self, proxy: Any) -> None:
+    def parts(self) -> list[ThreadModel]:
+        return [self.model]
+
+    async def run(self, port: Port) -> None:
         """Once, at start: bind files older than a month go (``link.sweep``)."""
         import anyio.to_thread
 
@@ -96,24 +106,24 @@ class ModelTools:
             if isinstance(servers, list) else []
         return {**message, "params": {**params, "mcpServers": [*theirs, spec]}}
 
-    # -------------------------------------------------------------- the taps' side
+    # -------------------------------------------------------------- the thread model's side
 
-    skips_notifications = True  # it reads answers only (``liminal.supervise``)
+    def _opened(self, thread: str, method: str, key: Any, by_liminal: bool) -> None:
+        nonce = self._nonces.pop(key, None) if method in OPENS_SESSION else None
+        if nonce is not None and link.safe(thread):
+            try:
+                link.bind(self.home, nonce, thread)
+            except OSError as exc:  # the tools say they are not bound; the session works
+                logger.warning("cannot bind liminal's MCP server to its thread", error=str(exc))
 
-    def offer(self, event: FrameEvent) -> None:
-        if event.kind is not Kind.RESPONSE:
-            return
-        if event.method in OPENS_SESSION and event.direction is Direction.AGENT_TO_CLIENT:
-            nonce = self._nonces.pop(jsonrpc.id_key(event.rpc_id), None)
-            if nonce is not None and event.thread_id is not None and link.safe(event.thread_id):
-                try:
-                    link.bind(self.home, nonce, event.thread_id)
-                except OSError as exc:  # the tools say they are not bound; the session works
-                    logger.warning("cannot bind liminal's MCP server to its thread", error=str(exc))
-        elif event.method == "session/prompt" and event.direction is Direction.AGENT_TO_CLIENT \
-                and event.thread_id is not None and self.on_slash is not None:
-            # Read here, in the tap, not in a task: the model's commands must reach the command
-            # center's queue before the user's next command does (a /marks right after the turn
-            # sees the mark the model asked for). A directory listing once per turn end.
-            for request in link.take_slash(self.home, event.thread_id):
+    def _open_failed(self, method: str, key: Any) -> None:
+        self._nonces.pop(key, None)  # no session: nothing for the nonce to name
+
+    def _turn_end(self, thread: str, ok: bool) -> None:
+        # Told inside the flush that delivered the answer, not in a task: the model's commands
+        # must reach the command center's queue before the user's next command does (a /marks
+        # right after the turn sees the mark the model asked for). A directory listing once
+        # per turn end.
+        if self.on_slash is not None:
+            for request in link.take_slash(self.home, thread):
                 self.on_slash(request)

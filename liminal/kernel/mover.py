@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import signal
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.to_thread
@@ -36,40 +35,41 @@ from liminal import faults, log
 from liminal.config import SwapSettings
 from liminal.harness.base import Rewritten, SessionHarness
 from liminal.kernel.journal import SwapJournal, SwapRecord
-from liminal.kernel.policy import Decision, Pace
+from liminal.kernel.policy import Decision
+from liminal.kernel.threads import ThreadState
 
 if TYPE_CHECKING:
-    from liminal.proxy import Proxy
+    from liminal.acp.port import Port
 
 logger = log.get("liminal.swap")
 SETTLE_POLL_MAX = 0.02  # seconds between looks at the session file while the turn settles
 UNDO_CLOSE_SECONDS = 2.0  # closing the new session of a move that failed (the agent may be going)
 
 
+@dataclass(frozen=True, slots=True)
+class Moved:
+    """What a move came to, as its journal record says it: ``committed``, or ``failed``,
+    ``abandoned``, ``skipped`` (the thread stays where it was), and why."""
+
+    outcome: str
+    reason: str
+    new_backing_id: str | None = None
+    rewritten: Rewritten | None = None  # the file written (None: an empty session, or none)
+    opened_by: str | None = None  # session/resume, session/load or session/new
+    t_rewritten: float = 0.0  # ``time.monotonic()`` when written, and when opened
+    t_moved: float = 0.0
+
+    @property
+    def committed(self) -> bool:
+        return self.outcome == "committed"
+
+
 @dataclass(slots=True)
-class ThreadState:
-    thread_id: str
-    cwd: str | None = None
-    mcp_servers: list[Any] = field(default_factory=list)
-    mode_id: str | None = None
-    config_options: dict[str, Any] = field(default_factory=dict)
-    context_tokens: int | None = None  # from usage_update
-    last_prompt: str | None = None  # the text of the newest session/prompt, to find it on disk
-    file_tokens: int | None = None  # the context last read from the session file (no usage_update)
-    turns_since_swap: int = 0
-    pace: Pace = field(default_factory=Pace)
-    last_context: int | None = None  # the context at the last turn end whose size was known
-    calls: int = 0  # model calls since then (one a turn, one more per round of tool results)
-    results_since_call: bool = False  # a result of the current round of tool calls came back
-    new: bool = False  # opened by session/new here: its first context is the CLI's own prompt
-    idle_since: float | None = None  # monotonic time of the turn end, until the next prompt
-    swapping: bool = False
-    # After a failed swap, skip this many turn ends before trying again (doubling per failure),
-    # so a session that cannot be rewritten does not pay for a rewrite at every turn.
-    skip_turns: int = 0
-    failures: int = 0
-    said_above_target: bool = False  # the log said once that the target is below its floor
-    trigger_backed_off: bool = False  # the swap just skipped moved the trigger instead (policy)
+class _Hold:
+    """A held move in progress (``ThreadMover.holding``)."""
+
+    left: str  # the session the thread is on; closed once the move has committed
+    committed: bool = False
 
 
 class SwapError(Exception):
@@ -130,6 +130,14 @@ async def carry_settings(request: Request, state: ThreadState, session_id: str) 
                  mode=state.mode_id, options=len(state.config_options))
 
 
+class Requester(Protocol):
+    """Whatever liminal's own requests go to: the agent (``Port``) or a process being prepared
+    to become it (``AgentProcess``)."""
+
+    async def request(self, method: str, params: Any, *, timeout: float,
+                      thread_id: str | None = None) -> Any: ...
+
+
 class ThreadMover:
     def __init__(
         self,
@@ -150,14 +158,14 @@ class ThreadMover:
         self.capabilities = capabilities  # the agent's, from its ``initialize``
         # What a committed swap costs and saves, for its journal record (the swap's policy).
         self.priced = priced
-        self.proxy: Proxy | None = None
+        self.port: Port | None = None
         self.lock = anyio.Lock()  # one move at a time: a swap, or a command's
         self._warned_no_close = False
         self._stopping = False
         self._moving: set[anyio.CancelScope] = set()  # moves not yet committed
 
-    def attach(self, proxy: Proxy) -> None:
-        self.proxy = proxy
+    def attach(self, port: Port) -> None:
+        self.port = port
 
     async def stop_moves(self, timeout: float) -> None:
         """liminal is stopping (the client closed its input, a signal): every move not yet
@@ -173,16 +181,38 @@ class ThreadMover:
             async with self.lock:
                 pass
 
-    def known(self, thread_id: str) -> tuple[Proxy, ThreadState]:
+    def known(self, thread_id: str) -> tuple[Port, ThreadState]:
         state = self.threads.get(thread_id)
-        if self.proxy is None or state is None:
+        if self.port is None or state is None:
             raise SwapError("liminal has not seen this thread opened in this session")
-        return self.proxy, state
+        return self.port, state
+
+    @contextlib.asynccontextmanager
+    async def holding(self, state: ThreadState, *, claim: bool = True) -> AsyncIterator[_Hold]:
+        """The one hold -> release -> close sequence of every move. ``claim``: hold the thread
+        now (``claim``; else the caller held it, as the swap does inside the flush that saw the
+        turn end). On the way out, whatever happened: the thread is no longer moving, its held
+        frames go (to the new session if the move committed, else to the one it stayed on),
+        and a committed move's old session is closed, after the release (the held prompts
+        need only the new one)."""
+        assert self.port is not None
+        port, thread_id = self.port, state.thread_id
+        if claim:
+            self.claim(state)
+        hold = _Hold(port.backing_of(thread_id))
+        try:
+            yield hold
+        finally:
+            state.swapping = False
+            if port.is_held(thread_id):
+                port.release(thread_id)
+            if hold.committed:
+                await self.close(port, hold.left)
 
     def claim(self, state: ThreadState) -> None:
         """Hold a thread for a command's move, if nothing is under way on it."""
-        assert self.proxy is not None
-        router, thread_id = self.proxy.router, state.thread_id
+        assert self.port is not None
+        router, thread_id = self.port, state.thread_id
         if state.swapping or router.is_held(thread_id):
             raise SwapError("a context swap is under way; try again in a moment")
         if router.prompt_in_flight(thread_id) or router.agent_request_open(thread_id):
@@ -190,7 +220,7 @@ class ThreadMover:
         state.swapping = True
         router.hold(thread_id)
 
-    async def move_thread(self, thread_id: str, reason: str, plan: Plan) -> Rewritten | None:
+    async def move_thread(self, thread_id: str, reason: str, plan: Plan) -> Moved:
         """Move a thread, between turns, onto the session ``plan`` chooses: the commands' step
         (``liminal.kernel.commands``). Holds the thread and waits for its last turn to be on
         disk; then ``plan(current file)``, in a worker thread, before anything is journaled,
@@ -198,46 +228,35 @@ class ThreadMover:
         or None for a new, empty session of the agent (``/clear``'s), or raises to refuse (the
         thread stays, nothing is journaled: the error is the answer). Returns the rewrite (None
         for an empty session). Raises ``SwapError`` saying why the thread stayed."""
-        proxy, state = self.known(thread_id)
-        router = proxy.router
-        async with self.lock:
-            self.claim(state)
-            committed = False
-            old_backing = router.backing_of(thread_id)
-            try:
-                path = await self.appeared(old_backing, state.cwd, 2.0)
-                if path is None:
-                    raise SwapError("no session file for this thread yet")
-                if not await self.settle(path, state.last_prompt, 2.0):
-                    raise SwapError("the last turn is not on disk yet")
-                write = await anyio.to_thread.run_sync(plan, path)
-                if write is None:
-                    await self._open_empty(proxy, state, old_backing, reason, move=reason)
-                    committed = True
-                    _emptied(state)
-                    return None
-                moved = await self.relocate(
-                    proxy, state, old_backing=old_backing, path=path, reason=reason, move=reason,
-                    started=self.clock(), t0=time.monotonic(), tokens=None, write=write)
-                if moved is None:
-                    last = self.journal.records(thread_id)
-                    raise SwapError(last[-1].reason if last else "the move failed")
-                committed = True
-                return moved[0]
-            finally:
-                state.swapping = False
-                if router.is_held(thread_id):
-                    router.release(thread_id)
-                    proxy.flush()
-                if committed:
-                    await self.close(proxy, old_backing)
+        port, state = self.known(thread_id)
+        async with self.lock, self.holding(state) as hold:
+            old_backing = hold.left
+            path = await self.appeared(old_backing, state.cwd, 2.0)
+            if path is None:
+                raise SwapError("no session file for this thread yet")
+            if not await self.settle(path, state.last_prompt, 2.0):
+                raise SwapError("the last turn is not on disk yet")
+            write = await anyio.to_thread.run_sync(plan, path)
+            if write is None:
+                moved = await self._open_empty(port, state, old_backing, reason, move=reason)
+                hold.committed = True
+                _emptied(state)
+                return moved
+            moved = await self.relocate(
+                port, state, old_backing=old_backing, path=path, reason=reason, move=reason,
+                started=self.clock(), t0=time.monotonic(), tokens=None, write=write)
+            if not moved.committed:
+                raise SwapError(moved.reason)
+            hold.committed = True
+            return moved
 
     async def fresh_session(self, thread_id: str, reason: str) -> str:
         """Move a thread onto a new, empty session of the agent (``/clear``): its history stays
         with liminal, the model starts from nothing. Returns the new backing id."""
-        proxy, state = self.known(thread_id)
-        new_id, _ = await self._move_to_empty(proxy, state, reason, move=reason)
-        return new_id
+        port, state = self.known(thread_id)
+        moved, _ = await self._move_to_empty(port, state, reason, move=reason)
+        assert moved.new_backing_id is not None
+        return moved.new_backing_id
 
     async def reopen_empty(self, thread_id: str, params: dict[str, Any]) -> dict[str, Any]:
         """Open a thread whose session has no file on a new, empty session of the agent, for
@@ -246,96 +265,93 @@ class ThreadMover:
         load to a session the agent cannot find, and the thread could never be opened again.
         Journaled like any move. Returns the agent's answer to ``session/new`` (modes, models,
         config options: what an answer to a load carries too)."""
-        assert self.proxy is not None
+        assert self.port is not None
         state = self.threads.setdefault(thread_id, ThreadState(thread_id))
         if isinstance(params.get("cwd"), str):
             state.cwd = params["cwd"]
         if isinstance(params.get("mcpServers"), list):
             state.mcp_servers = list(params["mcpServers"])
         _, result = await self._move_to_empty(
-            self.proxy, state, "reopened on an empty session: its session had no turn on disk", move="reopen")
+            self.port, state, "reopened on an empty session: its session had no turn on disk", move="reopen")
         return result
 
-    async def _move_to_empty(self, proxy: Proxy, state: ThreadState, reason: str,
-                             *, move: str) -> tuple[str, dict[str, Any]]:
-        """Hold the thread, open it an empty session (``_open_empty``), release it, close the
-        session it left (open only if this process made it)."""
-        router = proxy.router
-        async with self.lock:
-            self.claim(state)  # held: a prompt sent meanwhile waits for the new session
-            old_backing = router.backing_of(state.thread_id)
-            try:
-                moved = await self._open_empty(proxy, state, old_backing, reason, move=move)
-            finally:
-                state.swapping = False
-                router.release(state.thread_id)
-                proxy.flush()
+    async def _move_to_empty(self, port: Port, state: ThreadState, reason: str,
+                             *, move: str) -> tuple[Moved, dict[str, Any]]:
+        """Hold the thread (a prompt sent meanwhile waits for the new session), open it an
+        empty session (``_open_empty``), release it, close the session it left (open only if
+        this process made it)."""
+        async with self.lock, self.holding(state) as hold:
+            opened: dict[str, Any] = {}
+            moved = await self._open_empty(port, state, hold.left, reason, move=move, answer=opened)
+            hold.committed = True
             _emptied(state)
-            await self.close(proxy, old_backing)
-            return moved
+        return moved, opened
 
-    async def _open_empty(self, proxy: Proxy, state: ThreadState, old_backing: str,
-                          reason: str, *, move: str) -> tuple[str, dict[str, Any]]:
+    async def _open_empty(self, port: Port, state: ThreadState, old_backing: str,
+                          reason: str, *, move: str, answer: dict[str, Any] | None = None) -> Moved:
         """``session/new`` for a held thread, its settings given, the move journaled and the
         thread bound to it; on any failure the new session is closed again."""
-        router, thread_id = proxy.router, state.thread_id
+        router, thread_id = port, state.thread_id
         started, t0 = self.clock(), time.monotonic()
         new_id = ""
         try:
             with anyio.fail_after(self.settings.hold_timeout_seconds):
-                result = await proxy.request(
+                result = await port.request(
                     "session/new", {"cwd": state.cwd or ".", "mcpServers": state.mcp_servers},
                     timeout=self.settings.hold_timeout_seconds, thread_id=thread_id)
             result = result if isinstance(result, dict) else {}
             new_id = str(result.get("sessionId") or "")
             if not new_id:
                 raise SwapError("the agent opened no session")
-            await carry_settings(functools.partial(proxy.request, timeout=self.settings.hold_timeout_seconds,
+            await carry_settings(functools.partial(port.request, timeout=self.settings.hold_timeout_seconds,
                                                    thread_id=thread_id), state, new_id)
-            self.record(state, old_backing, new_id, "committed", reason, started, t0, None, None,
-                        opened="empty", move=move)
+            record = self.record(state, old_backing, new_id, "committed", reason, started, t0, None, None,
+                                 opened="empty", move=move)
             router.bind(thread_id, new_id)
-            return new_id, result
+            if answer is not None:
+                answer.update(result)
+            return Moved(record.outcome, record.reason, new_id, opened_by="session/new")
         except BaseException:
             if new_id and router.agent_alive:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(UNDO_CLOSE_SECONDS):
-                    await self.close(proxy, new_id)
+                    await self.close(port, new_id)
             raise
 
     async def relocate(
-        self, proxy: Proxy, state: ThreadState, *, old_backing: str, path: Path, reason: str,
+        self, port: Port, state: ThreadState, *, old_backing: str, path: Path, reason: str,
         started: float, t0: float, tokens: int | None, write: Writer,
         check: Callable[[Rewritten], str | None] | None = None, decision: Decision | None = None,
         move: str = "swap",
-    ) -> tuple[Rewritten, str, float, float] | None:
+    ) -> Moved:
         """Write the thread's next session with ``write(new_id)`` (in a worker thread) and move
         the held thread onto it: the step a swap and every command that rewrites a thread's
         context share. Journaled from before the file exists to the end; anything but a commit
-        leaves no file and no open session behind (``_undo``). Returns (the rewrite, how it was
-        opened, when written, when moved), or None: the thread stays where it was."""
+        leaves no file and no open session behind (``_undo``). Returns what it came to: only a
+        committed move has moved the thread."""
         if self._stopping:
-            return None
-        moved = None
+            return Moved("abandoned", "liminal is stopping")
+        moved = Moved("abandoned", "stopped during the move")
         # ``stop_moves`` cancels it up to the commit (which has no await in it); what follows
         # the commit is outside.
         with anyio.CancelScope() as scope:
             self._moving.add(scope)
             try:
-                moved = await self._move(proxy, state, old_backing, path, reason, started, t0,
+                moved = await self._move(port, state, old_backing, path, reason, started, t0,
                                          tokens, write, check, decision, move)
             finally:
                 self._moving.discard(scope)
-        if moved is not None:
-            await self._committed(state, moved[0])
+        if moved.committed:
+            assert moved.rewritten is not None
+            await self._committed(state, moved.rewritten)
         return moved
 
     async def _move(
-        self, proxy: Proxy, state: ThreadState, old_backing: str, path: Path, reason: str,
+        self, port: Port, state: ThreadState, old_backing: str, path: Path, reason: str,
         started: float, t0: float, tokens: int | None, write: Callable[[str], Rewritten],
         check: Callable[[Rewritten], str | None] | None, decision: Decision | None, move: str,
-    ) -> tuple[Rewritten, str, float, float] | None:
+    ) -> Moved:
         """``relocate``'s move, to its commit (or none)."""
-        router = proxy.router
+        router = port
         thread_id = state.thread_id
         new_id = str(uuid.uuid4())
         new_path = self.harness.target_path(path, new_id)
@@ -360,38 +376,37 @@ class ThreadMover:
                     unpaid = check(rewritten) if check is not None else None
                     if unpaid is not None:
                         ended = True
-                        self.record(state, old_backing, new_id, "skipped", unpaid, started, t0,
-                                      rewritten.tokens_before, rewritten.tokens_after, decision, move=move)
-                        return None
+                        return self._ended(self.record(
+                            state, old_backing, new_id, "skipped", unpaid, started, t0,
+                            rewritten.tokens_before, rewritten.tokens_after, decision, move=move), rewritten)
                     await anyio.to_thread.run_sync(self.journal.note_rewrite, new_id, rewritten.size)
                     opened = True
-                    moved_by = await self._open(proxy, state, old_backing, new_id)
+                    moved_by = await self._open(port, state, old_backing, new_id)
                     t_moved = time.monotonic()
             except TimeoutError:
                 ended = True
-                self.record(state, old_backing, new_id, "abandoned",
-                              f"overran {self.settings.hold_timeout_seconds}s", started, t0, tokens,
-                              rewritten.tokens_after if rewritten else None, move=move)
-                return None
+                return self._ended(self.record(
+                    state, old_backing, new_id, "abandoned", f"overran {self.settings.hold_timeout_seconds}s",
+                    started, t0, tokens, rewritten.tokens_after if rewritten else None, move=move), rewritten)
             except Exception as exc:
                 logger.warning("move failed; the thread stays on its session", thread=thread_id,
                                error=str(exc), reason=reason)
                 ended = True
-                self.record(state, old_backing, new_id, "failed", failure(exc),
-                              started, t0, tokens, rewritten.tokens_after if rewritten else None, move=move)
-                return None
+                return self._ended(self.record(
+                    state, old_backing, new_id, "failed", failure(exc), started, t0, tokens,
+                    rewritten.tokens_after if rewritten else None, move=move), rewritten)
             if not router.is_held(thread_id):
                 # The hold overflowed (the client sent more than the router keeps) and let the
                 # thread's frames through to the old session: the new one lacks what they did.
                 ended = True
-                self.record(state, old_backing, new_id, "abandoned",
-                              "the hold overflowed; the thread went on on its old session", started,
-                              t0, tokens, rewritten.tokens_after, move=move)
-                return None
+                return self._ended(self.record(
+                    state, old_backing, new_id, "abandoned",
+                    "the hold overflowed; the thread went on on its old session", started, t0, tokens,
+                    rewritten.tokens_after, move=move), rewritten)
             # The journal first: a thread is on its new session only once that is on disk (a
             # journal that cannot be written fails the swap, and the thread stays).
-            self.record(state, old_backing, new_id, "committed", reason, started, t0,
-                          rewritten.tokens_before, rewritten.tokens_after, decision, move=move)
+            record = self.record(state, old_backing, new_id, "committed", reason, started, t0,
+                                 rewritten.tokens_before, rewritten.tokens_after, decision, move=move)
             ended = True
             router.bind(thread_id, new_id)
             committed = True
@@ -406,10 +421,15 @@ class ThreadMover:
             raise
         finally:
             if not committed:  # whatever went wrong: no new file, no new session left open
-                await self._undo(proxy, new_path, new_id, opened)
+                await self._undo(port, new_path, new_id, opened)
             # Ended (or nothing of it is left): another liminal's start may judge it now.
             self.journal.finish(new_id)
-        return rewritten, moved_by, t_rewritten, t_moved
+        return Moved(record.outcome, record.reason, new_id, rewritten, moved_by, t_rewritten, t_moved)
+
+    @staticmethod
+    def _ended(record: SwapRecord, rewritten: Rewritten | None) -> Moved:
+        """A move that did not commit, as its end record says."""
+        return Moved(record.outcome, record.reason, record.new_backing_id, rewritten)
 
     async def _committed(self, state: ThreadState, rewritten: Rewritten) -> None:
         """After the commit: the CLI's name for the thread carried over, the thread's state
@@ -428,7 +448,7 @@ class ThreadMover:
         state.last_context = rewritten.tokens_after
         state.calls = 0
 
-    async def _undo(self, proxy: Proxy, new_path: Path, new_id: str, opened: bool) -> None:
+    async def _undo(self, port: Port, new_path: Path, new_id: str, opened: bool) -> None:
         """Leave nothing of a swap that did not commit: its file (so the CLI's picker and the
         agent's ``session/list`` never show the thread twice) and, if the agent opened it, its
         session. Shielded: it runs when the swap was cancelled too (the client left)."""
@@ -439,9 +459,9 @@ class ThreadMover:
             except Exception as exc:
                 logger.error("cannot remove an unused rewrite; remove it by hand", path=str(new_path),
                              error=str(exc))
-            if opened and proxy.router.agent_alive:
+            if opened and port.agent_alive:
                 with anyio.move_on_after(UNDO_CLOSE_SECONDS):
-                    await self.close(proxy, new_id)
+                    await self.close(port, new_id)
 
     async def appeared(self, backing: str, cwd: str | None, timeout: float) -> Path | None:
         """The session's file, waited for up to ``timeout``: Claude Code 2.1.44 may create it only
@@ -468,19 +488,19 @@ class ThreadMover:
             return True
         return False
 
-    async def _open(self, proxy: Proxy, state: ThreadState, old_backing: str, new_id: str) -> str:
+    async def _open(self, port: Port, state: ThreadState, old_backing: str, new_id: str) -> str:
         """Open ``new_id`` for the thread; returns the method that did it."""
-        router = proxy.router
+        router = port
         base = {"sessionId": new_id, "cwd": state.cwd or ".", "mcpServers": state.mcp_servers}
         timeout = self.settings.hold_timeout_seconds
         if faults.value("swap.move") == "kill-agent":
-            proxy.agent.signal_group(signal.SIGKILL)  # the adapter dying in the middle of a swap
+            port.kill_agent()  # the adapter dying in the middle of a swap
         await faults.hit("swap.move")
         if faults.value("swap.resume") == "wrong-id":
             base = dict(base, sessionId=str(uuid.uuid4()))  # a session the agent cannot have
 
         async def request(method: str, params: dict[str, Any]) -> Any:
-            return await proxy.request(method, params, timeout=timeout, thread_id=state.thread_id)
+            return await port.request(method, params, timeout=timeout, thread_id=state.thread_id)
 
         # The thread's from the first frame: what the agent says of the session while it opens
         # (a title, its commands) is recorded as the thread's, not as a thread of its own.
@@ -493,7 +513,23 @@ class ThreadMover:
         finally:
             router.uncapture(new_id)
 
-    async def close(self, proxy: Proxy, old_backing: str) -> None:
+    async def open_on(self, target: Requester, threads: list[str], capabilities: dict[str, Any]) -> None:
+        """Open each thread on its current backing session in ``target``, a fresh process of the
+        agent (the recycle, the agent restart): the sessions do not change, so nothing is
+        journaled; ``open_for_thread`` as for a swap, through the same request path."""
+        assert self.port is not None
+        timeout = self.settings.hold_timeout_seconds
+        for thread in threads:
+            state = self.threads[thread]
+
+            async def request(method: str, params: dict[str, Any], thread: str = thread) -> Any:
+                return await target.request(method, params, timeout=timeout, thread_id=thread)
+
+            base = {"sessionId": self.port.backing_of(thread), "cwd": state.cwd or ".",
+                    "mcpServers": state.mcp_servers}
+            await open_for_thread(request, state, base, capabilities)
+
+    async def close(self, port: Port, old_backing: str) -> None:
         """Close the session a committed swap left, if the agent supports it."""
         if "close" not in (self.capabilities().get("sessionCapabilities") or {}):
             if not self._warned_no_close:
@@ -504,7 +540,7 @@ class ThreadMover:
             return
         t = time.monotonic()
         try:
-            await proxy.request("session/close", {"sessionId": old_backing},
+            await port.request("session/close", {"sessionId": old_backing},
                                 timeout=self.settings.hold_timeout_seconds)
         except Exception as exc:  # the old session lingering costs memory, not correctness
             logger.info("old session not closed", session=old_backing, error=str(exc))
@@ -512,7 +548,7 @@ class ThreadMover:
 
     def record(self, state: ThreadState, old: str, new: str | None, outcome: str, reason: str,
                  started: float, t0: float, before: int | None, after: int | None,
-                 decision: Decision | None = None, opened: str | None = None, move: str = "swap") -> None:
+                 decision: Decision | None = None, opened: str | None = None, move: str = "swap") -> SwapRecord:
         cost = None
         if decision is not None:
             cost = decision.as_dict()
@@ -525,6 +561,6 @@ class ThreadMover:
             cost=cost, opened=opened, move=move,
         )
         self.journal.append(record)  # the authority (see journal.py)
-        if self.proxy is not None:  # and a note in the store, with the conversation
-            self.proxy.router.note("liminal/swap", asdict(record), self.clock(), thread_id=state.thread_id)
-            self.proxy.flush()
+        if self.port is not None:  # and a note in the store, with the conversation
+            self.port.note("liminal/swap", asdict(record), thread_id=state.thread_id)
+        return record

@@ -11,46 +11,40 @@ left open pass ``swap.max_stale_sessions``, at a quiet moment it:
 2. **Settles**: waits until each thread's session file holds its last turn (the CLI may write it
    after answering), as the swap does before a rewrite, for at most ``SETTLE_TIMEOUT``. A
    thread never prompted has no file and nothing to resume: the move waits for its first turn.
-3. **Prepares** a new process of the same command (argv, environment, cwd) on a channel of its
-   own: the client's ``initialize`` (and ``authenticate``, if it sent one) as liminal's
-   requests, then for each live thread its current backing session, by ``session/resume`` or
-   ``session/load`` with the thread's cwd and MCP servers, and the thread's mode and config
-   options (``liminal.kernel.swap.open_for_thread``). What the process says meanwhile besides
+3. **Prepares** a new process of the same command (argv, environment, cwd) through the port
+   (``Port.start_agent``), asked the way the agent is: the client's ``initialize`` (and
+   ``authenticate``, if it sent one) as liminal's requests, then the mover opens each live
+   thread on its current backing session (``ThreadMover.open_on``: ``session/resume`` or
+   ``session/load`` with the thread's cwd and MCP servers, its mode and config options). What the process says meanwhile besides
    the answers (replays, command lists) goes nowhere, as a swap's capture does.
-4. **Switches**: if every hold is still in place and the old process is still idle, the proxy's
-   agent becomes the new process (``Proxy.replace_agent``), the holds are released to it, and
-   the old process group is stopped.
+4. **Switches**: if every hold is still in place and the old process is still idle, the new
+   process becomes the agent (``Port.switch_agent``), the holds are released to it, and the old
+   process group is stopped.
 
 Any failure, or the move overrunning ``swap.hold_timeout_seconds``, stops the new process and
 releases the holds to the old one, which keeps working; the next attempt waits 2, 4, 8 ... (at
 most 32) turn ends. Session ids do not change, so nothing is journaled.
 
-The quiet moments are turn ends: the swap task calls ``after_turn`` at the end of each turn end
-it looked at (the thread still held when it was; right after a committed swap is when the count
-passes the bound), and ``offer`` takes a turn end the swap manager let by.
+The quiet moments are turn ends, as the thread model (``liminal.kernel.threads``) tells them:
+``ThreadModel.on_quiet`` once the swap task has finished with a turn end it looked at (the
+thread still held when it was; right after a committed swap is when the count passes the
+bound), and ``on_turn_end`` for a turn end the swap manager let by.
 """
 
 from __future__ import annotations
 
-import asyncio
-import itertools
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import anyio.to_thread
-import orjson
 
 from liminal import log
-from liminal.acp import jsonrpc
-from liminal.acp.events import Direction, FrameEvent, Kind
-from liminal.kernel.mover import SETTLE_POLL_MAX, open_for_thread
+from liminal.acp.port import AgentProcess, Component, Port
+from liminal.kernel.mover import SETTLE_POLL_MAX
 from liminal.kernel.swap import SwapManager
-from liminal.transport.legs import AgentLeg
-
-if TYPE_CHECKING:
-    from liminal.proxy import Proxy
+from liminal.kernel.threads import ThreadModel
 
 logger = log.get("liminal.recycle")
 # Claude Code 2.1.44 has a turn on disk about 0.1 s after answering; a file not settled in this
@@ -64,99 +58,20 @@ class RecycleError(Exception):
     pass
 
 
-class _Channel:
-    """liminal's own connection to a process it is preparing: its requests and their answers.
-
-    Whatever else the process writes before it becomes the agent (the replay of a loaded
-    session, command lists) is dropped; a request it makes of the client fails the move (the
-    client must not be asked by a process it does not talk to yet)."""
-
-    def __init__(self, leg: AgentLeg, max_line: int) -> None:
-        self.leg = leg
-        self.max_line = max_line
-        self._buffer = bytearray()
-        self._waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
-        self._ids = itertools.count(1)
-        self.failure: str | None = None
-        self.dropped = 0
-
-    def feed(self, data: bytes) -> None:
-        self._buffer += data
-        while (end := self._buffer.find(b"\n")) >= 0:
-            line = bytes(self._buffer[:end])
-            del self._buffer[:end + 1]
-            self._line(line)
-        if len(self._buffer) > self.max_line:
-            self._fail(f"a line over {self.max_line} bytes")
-
-    def _line(self, line: bytes) -> None:
-        message = jsonrpc.parse(line)
-        kind = jsonrpc.classify(message)
-        if kind is Kind.RESPONSE and message is not None:
-            waiter = self._waiters.pop(str(message.get("id")), None)
-            if waiter is not None and not waiter.done():
-                waiter.set_result(message)
-                return
-        elif kind is Kind.REQUEST and message is not None:
-            self._fail(f"the new process asked the client {message.get('method')!r}")
-            return
-        self.dropped += 1
-
-    def eof(self) -> None:
-        self._fail("the new process closed its output")
-
-    def _fail(self, why: str) -> None:
-        self.failure = self.failure or why
-        for waiter in self._waiters.values():
-            if not waiter.done():
-                waiter.set_exception(RecycleError(why))
-        self._waiters.clear()
-
-    def pending(self) -> bytes:
-        """What the process wrote after its last whole line, for whoever reads it next."""
-        return bytes(self._buffer)
-
-    async def request(self, method: str, params: Any, timeout: float) -> Any:
-        if self.failure is not None:
-            raise RecycleError(self.failure)
-        rpc_id = f"liminal-recycle-{next(self._ids)}"
-        waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._waiters[rpc_id] = waiter
-        self.leg.write(orjson.dumps({"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params})
-                       + b"\n")
-        try:
-            with anyio.fail_after(timeout):
-                message = await waiter
-        finally:
-            self._waiters.pop(rpc_id, None)
-        if "error" in message:
-            raise RecycleError(f"{method}: {message['error']}")
-        return message.get("result")
-
-
-def _ignore(_: object) -> None:
-    pass
-
-
-def _nothing() -> None:
-    pass
-
-
-class Recycler:
-    """A proxy component beside the swap manager, whose thread states and harness it reads."""
+class Recycler(Component):
+    """A port component beside the swap manager, whose thread states and harness it reads."""
 
     def __init__(self, swaps: SwapManager, *, max_stale_sessions: int | None = None) -> None:
         self.swaps = swaps
         self.max_stale = swaps.settings.max_stale_sessions if max_stale_sessions is None else max_stale_sessions
         self.timeout = swaps.settings.hold_timeout_seconds
-        swaps.after_turn = self.after_turn
+        self.model = swaps.model
+        self.model.on_opened.append(self._opened)
+        self.model.on_turn_end.append(self._turn_end)
+        self.model.on_quiet.append(self.after_turn)
         self.live: list[str] = []  # threads the client opened on the agent, in order
         self.opened = 0  # sessions opened on the agent process in use (client's and liminal's)
-        self.capabilities: dict[str, Any] | None = None
-        self._initialize: Any = None  # the client's params, for the new process
-        self._authenticate: Any = None
-        self._asked: dict[Any, tuple[str, Any]] = {}  # client requests in flight -> method, params
-        self._proxy: Proxy | None = None
+        self._port: Port | None = None
         self._moving = False
         self._skip = 0  # turn ends to let pass after a failure
         self._failures = 0
@@ -165,7 +80,6 @@ class Recycler:
         self.last_failure: str | None = None
         self._progress = anyio.Event()
         self._send, self._receive = anyio.create_memory_object_stream[list[str]](1)
-        self._stopping: set[asyncio.Future[None]] = set()
         self._warned: set[str] = set()
         # Threads whose session has a file, or is about to: prompted, or opened from one.
         self._written: set[str] = set()
@@ -178,50 +92,34 @@ class Recycler:
 
     # ------------------------------------------------------------ observation
 
-    skips_notifications = True  # nothing here is learnt from them (``liminal.supervise``)
+    def parts(self) -> list[ThreadModel]:
+        return [self.model]
 
-    def offer(self, event: FrameEvent) -> None:
-        if event.kind is Kind.NOTIFICATION:
-            return
-        if event.direction is Direction.CLIENT_TO_AGENT:
-            if event.kind is Kind.REQUEST and event.method in _REMEMBERED and event.message is not None:
-                self._asked[event.rpc_id] = (event.method, event.message.get("params"))
-            return
-        if event.kind is not Kind.RESPONSE or event.message is None:
-            return
-        succeeded = "result" in event.message
-        if event.direction is Direction.AGENT_TO_LIMINAL:
+    @property
+    def capabilities(self) -> dict[str, Any] | None:
+        return self.model.capabilities
+
+    def _opened(self, thread: str, method: str, key: Any, by_liminal: bool) -> None:
+        """``ThreadModel.on_opened``: a session is open in the agent process."""
+        self.opened += 1
+        if by_liminal:
             # A swap opened the thread's next session: the one it leaves (or, failed, the one it
             # opened) stays open in the process.
-            if succeeded and event.method in ("session/resume", "session/load"):
-                self.opened += 1
             return
-        if event.direction is not Direction.AGENT_TO_CLIENT:
-            return
-        asked = self._asked.pop(event.rpc_id, None)
-        if asked is not None and succeeded:
-            method, params = asked
-            if method == "initialize":
-                self._initialize = params
-                result = event.message["result"]
-                caps = result.get("agentCapabilities") if isinstance(result, dict) else None
-                self.capabilities = caps if isinstance(caps, dict) else {}
-            elif method == "authenticate":
-                self._authenticate = params
-            elif event.thread_id:
-                self.opened += 1
-                if event.thread_id not in self.live:
-                    self.live.append(event.thread_id)
-                if method in ("session/load", "session/resume"):
-                    self._written.add(event.thread_id)  # an existing session: it has a file
-        if event.method == "session/prompt":
-            if event.thread_id:
-                self._written.add(event.thread_id)
-            self._turn_ended()
+        if thread not in self.live:
+            self.live.append(thread)
+        if method in ("session/load", "session/resume"):
+            self._written.add(thread)  # an existing session: it has a file
+
+    def _turn_end(self, thread: str, ok: bool) -> None:
+        """``ThreadModel.on_turn_end``: the thread's session has a file (or is about to), and a
+        quiet moment may have come."""
+        self._written.add(thread)
+        self._turn_ended()
 
     def wanted(self) -> bool:
         """The sessions left open are past the bound, and a move could work."""
-        if self.stale <= self.max_stale or self.capabilities is None or self._initialize is None:
+        if self.stale <= self.max_stale or self.capabilities is None or self.model.initialize is None:
             return False
         sessions = self.capabilities.get("sessionCapabilities") or {}
         if "close" in sessions:
@@ -238,12 +136,12 @@ class Recycler:
         if self._skip:
             self._skip -= 1
             return
-        proxy = self._proxy
-        if proxy is None or self._moving or not self.wanted():
+        port = self._port
+        if port is None or self._moving or not self.wanted():
             return
         if any(state.swapping for state in self.swaps.threads.values()):
             return  # the swap task has this turn end; it calls after_turn when done
-        router = proxy.router
+        router = port
         if any(router.is_held(thread) for thread in self.live) or not router.agent_idle():
             return
         try:
@@ -256,22 +154,22 @@ class Recycler:
 
     # ----------------------------------------------------------------- running
 
-    async def run(self, proxy: Proxy) -> None:
-        self._proxy = proxy
+    async def run(self, port: Port) -> None:
+        self._port = port
         # Not closed on the way out: ``run`` again after a failure (the supervisor) must find it open.
         async for held in self._receive:
             try:
-                await self._recycle_safely(proxy, held)
+                await self._recycle_safely(port, held)
             finally:
                 self._moving = False
 
     async def after_turn(self, thread_id: str) -> None:
         """From the swap task, at the end of a turn end it looked at (``thread_id`` still held
         if it was): a quiet moment, if nothing else is under way."""
-        proxy = self._proxy
-        if proxy is None or self._moving or self._skip or not self.wanted():
+        port = self._port
+        if port is None or self._moving or self._skip or not self.wanted():
             return
-        router = proxy.router
+        router = port
         if not router.agent_idle():
             logger.debug("sessions to recycle, but the agent is busy", stale=self.stale)
             return
@@ -280,14 +178,14 @@ class Recycler:
             router.hold(thread)
         self._moving = True
         try:
-            await self._recycle_safely(proxy, mine)
+            await self._recycle_safely(port, mine)
         finally:
             self._moving = False
 
-    async def _recycle_safely(self, proxy: Proxy, held: list[str]) -> None:
-        # A bug here must not end the proxy (this runs in the proxy's task group or the swap's).
+    async def _recycle_safely(self, port: Port, held: list[str]) -> None:
+        # A bug here must not end the port (this runs in the port's task group or the swap's).
         try:
-            await self._recycle(proxy, held)
+            await self._recycle(port, held)
         except Exception:
             logger.exception("recycle went wrong; the sessions stay on the agent process in use")
 
@@ -296,47 +194,37 @@ class Recycler:
         while self.completed + self.failed < attempts:
             await self._progress.wait()
 
-    async def _recycle(self, proxy: Proxy, held: list[str]) -> None:
+    async def _recycle(self, port: Port, held: list[str]) -> None:
         """Move every live thread to a fresh process; ``held`` are the threads held for it."""
-        router = proxy.router
         threads = list(self.live)
-        old = proxy.agent
-        leg = AgentLeg(old.argv, env=old.env, cwd=old.cwd)
-        channel = _Channel(leg, proxy.settings.max_frame_bytes)
+        old = port.agent_token()
+        process: AgentProcess | None = None
         t0 = time.monotonic()
         switched = False
         try:
-            paths = await self._session_files(proxy, threads)
+            paths = await self._session_files(port, threads)
             if paths is None:
                 return  # not a failure: a thread not yet written waits for its first turn
             with anyio.fail_after(self.timeout):
-                await self._settle(proxy, paths)
+                await self._settle(port, paths)
                 t_settled = time.monotonic()
-                await leg.open(channel.feed, channel.eof, _ignore)
-                result = await channel.request("initialize", self._initialize, self.timeout)
+                process = await port.start_agent()
+                result = await process.request("initialize", self.model.initialize, timeout=self.timeout)
                 caps = result.get("agentCapabilities") if isinstance(result, dict) else None
                 if caps != self.capabilities:
                     raise RecycleError("the new process offers other capabilities than the old one")
-                if self._authenticate is not None:
-                    await channel.request("authenticate", self._authenticate, self.timeout)
+                if self.model.authenticate is not None:
+                    await process.request("authenticate", self.model.authenticate, timeout=self.timeout)
                 t_started = time.monotonic()
-                for thread in threads:
-                    state = self.swaps.threads[thread]
-                    base = {"sessionId": router.backing_of(thread), "cwd": state.cwd or ".",
-                            "mcpServers": state.mcp_servers}
-
-                    async def request(method: str, params: dict[str, Any]) -> Any:
-                        return await channel.request(method, params, self.timeout)
-
-                    await open_for_thread(request, state, base, self.capabilities or {})
+                await self.swaps.mover.open_on(process, threads, self.capabilities or {})
             # From here to the switch nothing awaits: what is checked still holds at the switch.
-            if [thread for thread in held if not router.is_held(thread)]:
+            if [thread for thread in held if not port.is_held(thread)]:
                 raise RecycleError("a hold overflowed: the client's frames reached the old process")
-            if not router.agent_idle() or old.exited.is_set() or proxy.agent is not old:
+            if not port.agent_idle() or not port.agent_running(old):
                 raise RecycleError("the old process is no longer idle")
-            if channel.failure is not None:
-                raise RecycleError(channel.failure)
-            proxy.replace_agent(leg, channel.pending())
+            if process.failure is not None:
+                raise RecycleError(process.failure)
+            port.switch_agent(process)  # the old process is stopped in the background
             switched = True
         except Exception as exc:
             self._failures += 1
@@ -348,82 +236,72 @@ class Recycler:
                            retry_after_turns=self._skip)
         finally:
             for thread in held:  # to the new process, or back to the old one
-                router.release(thread)
-            proxy.flush()
+                port.release(thread)
             # Whatever happened, even the proxy going down: the process not in use is stopped.
-            self._stop_soon(old if switched else leg, proxy.settings.kill_grace_seconds)
+            if process is not None and not switched:
+                port.discard_agent(process)
             self._progress.set()
             self._progress = anyio.Event()
         if not switched:
             return
+        assert process is not None
         self.opened = len(threads)
         self._failures = 0
         self.completed += 1
-        logger.info("sessions moved to a fresh agent process", old_pid=old.pid, pid=leg.pid,
+        logger.info("sessions moved to a fresh agent process", pid=process.pid,
                     threads=len(threads), settle_s=round(t_settled - t0, 4),
                     start_s=round(t_started - t_settled, 4),
-                    open_s=round(time.monotonic() - t_started, 4), dropped=channel.dropped)
+                    open_s=round(time.monotonic() - t_started, 4), dropped=process.dropped)
 
-    async def restart_agent(self, proxy: Proxy, exit_code: int) -> bool:
+    async def restart_agent(self, port: Port, exit_code: int) -> bool:
         """The agent died with the client connected (``Proxy.restart_agent``): start a new
         process of it, give it the client's ``initialize`` (and ``authenticate``), and resume
         every live thread that has a session file on its backing session, mode and options
         included. Each such thread's next turn says so, once. False (the proxy then ends as
         before) if the new process cannot be made ready."""
-        if self._initialize is None:
+        if self.model.initialize is None:
             return False
-        router = proxy.router
-        old = proxy.agent
-        leg = AgentLeg(old.argv, env=old.env, cwd=old.cwd)
-        channel = _Channel(leg, proxy.settings.max_frame_bytes)
+        process: AgentProcess | None = None
         resumed: list[str] = []
         try:
             with anyio.fail_after(self.timeout):
-                await leg.open(channel.feed, channel.eof, _ignore)
-                result = await channel.request("initialize", self._initialize, self.timeout)
+                process = await port.start_agent()
+                result = await process.request("initialize", self.model.initialize, timeout=self.timeout)
                 caps = result.get("agentCapabilities") if isinstance(result, dict) else None
-                self.capabilities = caps if isinstance(caps, dict) else {}
-                if self._authenticate is not None:
-                    await channel.request("authenticate", self._authenticate, self.timeout)
-
-                async def request(method: str, params: dict[str, Any]) -> Any:
-                    return await channel.request(method, params, self.timeout)
-
+                capabilities = self.model.capabilities = caps if isinstance(caps, dict) else {}
+                if self.model.authenticate is not None:
+                    await process.request("authenticate", self.model.authenticate, timeout=self.timeout)
                 for thread in self.live:
                     state = self.swaps.threads.get(thread)
                     if state is None:
                         continue
-                    backing = router.backing_of(thread)
-                    path = await anyio.to_thread.run_sync(self.swaps.harness.locate, backing, state.cwd)
-                    if path is None:
-                        continue  # never written: the CLI has nothing to resume
-                    await open_for_thread(request, state, {"sessionId": backing, "cwd": state.cwd or ".",
-                                                           "mcpServers": state.mcp_servers},
-                                          self.capabilities)
-                    resumed.append(thread)
-            if channel.failure is not None:
-                raise RecycleError(channel.failure)
+                    path = await anyio.to_thread.run_sync(self.swaps.harness.locate, port.backing_of(thread),
+                                                          state.cwd)
+                    if path is not None:  # never written: the CLI has nothing to resume
+                        resumed.append(thread)
+                await self.swaps.mover.open_on(process, resumed, capabilities)
+            if process.failure is not None:
+                raise RecycleError(process.failure)
         except Exception as exc:
             logger.error("the agent died and could not be started again", exit_code=exit_code,
                          error=f"{type(exc).__name__}: {exc}")
-            self._stop_soon(leg, proxy.settings.kill_grace_seconds)
+            if process is not None:
+                port.discard_agent(process)
             return False
-        router.agent_restarted()
-        dead = proxy.replace_agent(leg, channel.pending())
-        self._stop_soon(dead, proxy.settings.kill_grace_seconds)  # its group, and its transport
+        port.agent_restarted()
+        port.switch_agent(process)  # the dead one's group, and its transport, are stopped
         self.opened = len(resumed)
         self.live = resumed
         for thread in resumed:
             note = {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": (
                 f"The agent stopped unexpectedly (exit code {exit_code}); liminal started it again "
                 "and the conversation goes on.")}, "_meta": {"liminal": {"agentRestarted": exit_code}}}
-            router.notify_in_next_turn(thread, "session/update", {"sessionId": thread, "update": note})
-        proxy.flush()
-        logger.warning("agent restarted after it died", exit_code=exit_code, pid=leg.pid,
+            port.notify_in_next_turn(thread, "session/update", {"sessionId": thread, "update": note})
+        logger.warning("agent restarted after it died", exit_code=exit_code, pid=process.pid,
                        threads=len(resumed))
         return True
 
-    async def _session_files(self, proxy: Proxy, threads: list[str]) -> dict[str, Path | None] | None:
+    async def _session_files(self, port: Port, threads: list[str]) -> dict[str, Path | None] | None:
         """Each thread's session file, None for one the CLI is about to write; None in all if a
         thread has no file and none is coming (never prompted: nothing to resume)."""
         paths: dict[str, Path | None] = {}
@@ -431,7 +309,7 @@ class Recycler:
             state = self.swaps.threads.get(thread)
             if state is None:
                 return None
-            path = await anyio.to_thread.run_sync(self.swaps.harness.locate, proxy.router.backing_of(thread),
+            path = await anyio.to_thread.run_sync(self.swaps.harness.locate, port.backing_of(thread),
                                                   state.cwd)
             if path is None and thread not in self._written:
                 self._warn(f"thread {thread} has no session file yet (no prompt?): sessions are "
@@ -440,7 +318,7 @@ class Recycler:
             paths[thread] = path
         return paths
 
-    async def _settle(self, proxy: Proxy, paths: dict[str, Path | None]) -> None:
+    async def _settle(self, port: Port, paths: dict[str, Path | None]) -> None:
         """Until every thread's file holds its last turn (the CLI can write it, the first time
         the file itself, after answering).
 
@@ -458,30 +336,15 @@ class Recycler:
                     await anyio.sleep(delay)
                     delay = min(delay * 2, SETTLE_POLL_MAX)
                     if path is None:
-                        path = await anyio.to_thread.run_sync(harness.locate, proxy.router.backing_of(thread),
+                        path = await anyio.to_thread.run_sync(harness.locate, port.backing_of(thread),
                                                               state.cwd)
             return
         raise RecycleError(f"thread {thread}: its file does not end with a finished turn")
 
-    def _stop_soon(self, leg: AgentLeg, grace: float) -> None:
-        """Stop a process group that is not the agent (any more), in a task of its own."""
-        if leg.pid is None:
-            return  # never started
-        leg.connect(_ignore, _nothing, _ignore)
-        task = asyncio.ensure_future(self._stop(leg, grace))
-        self._stopping.add(task)  # the loop keeps only weak references to tasks
-        task.add_done_callback(self._stopping.discard)
-
-    @staticmethod
-    async def _stop(leg: AgentLeg, grace: float) -> None:
-        leg.close_stdin()
-        code = await leg.stop(grace)
-        logger.debug("agent process stopped", pid=leg.pid, exit_code=code)
-
     async def aclose(self) -> None:
         """Wait for the processes being stopped (the proxy stops the agent in use itself)."""
-        if self._stopping:
-            await asyncio.wait(set(self._stopping))
+        if self._port is not None:
+            await self._port.agents_stopped()
 
     def _warn(self, text: str) -> None:
         """Once per text: these are asked again at every turn end."""

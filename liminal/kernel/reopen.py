@@ -12,7 +12,6 @@ answer. The model's context was empty at that point, and stays so.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
 from liminal import log
@@ -22,10 +21,10 @@ from liminal.kernel.replay import history_updates
 from liminal.store.records import conversation
 
 if TYPE_CHECKING:
+    from liminal.acp.port import Port
     from liminal.harness.base import SessionHarness
     from liminal.kernel.journal import SwapJournal
     from liminal.kernel.mover import ThreadMover
-    from liminal.proxy import Proxy
     from liminal.store.base import Store
 
 logger = log.get("liminal.reopen")
@@ -37,20 +36,20 @@ def params_of(message: dict[str, Any]) -> dict[str, Any]:
     return params if isinstance(params, dict) else {}
 
 
-def without_file(proxy: Proxy | None, harness: SessionHarness, journal: SwapJournal, thread: str | None,
+def without_file(port: Port | None, harness: SessionHarness, journal: SwapJournal, thread: str | None,
                  message: dict[str, Any]) -> bool:
     """The thread is on a session liminal opened empty for it, and that session has no file
     yet. (Any other session the agent cannot find is the agent's to say so.)"""
-    if thread is None or proxy is None:
+    if thread is None or port is None:
         return False
-    backing = proxy.router.backing_of(thread)
+    backing = port.backing_of(thread)
     if backing == thread or not journal.opened_empty(thread, backing):
         return False
     cwd = params_of(message).get("cwd")
     return harness.locate(backing, cwd if isinstance(cwd, str) else None) is None
 
 
-async def reopen(proxy: Proxy, mover: ThreadMover, store: Store | None, request: LocalRequest) -> None:
+async def reopen(port: Port, mover: ThreadMover, store: Store | None, request: LocalRequest) -> None:
     """Answer the kept load or resume (``request``) on a new empty session."""
     thread = request.thread_id or ""
     params = params_of(request.message)
@@ -58,8 +57,7 @@ async def reopen(proxy: Proxy, mover: ThreadMover, store: Store | None, request:
         result = await mover.reopen_empty(thread, params)
     except Exception as exc:
         logger.warning("thread not reopened", thread=thread, error=f"{type(exc).__name__}: {exc}")
-        proxy.router.answer_local(request.key, error=(jsonrpc.INTERNAL_ERROR, f"liminal could not open the thread: {exc}"))
-        proxy.flush()
+        port.answer_local(request.key, error=(jsonrpc.INTERNAL_ERROR, f"liminal could not open the thread: {exc}"))
         return
     if request.method == "session/load" and store is not None:
         try:
@@ -68,10 +66,9 @@ async def reopen(proxy: Proxy, mover: ThreadMover, store: Store | None, request:
             logger.warning("history not read from the store", thread=thread, error=str(exc))
             updates = []
         for update in updates:
-            proxy.router.notify_client("session/update", {"sessionId": thread, "update": update}, time.time())
+            port.notify_client("session/update", {"sessionId": thread, "update": update})
     answer = {k: v for k, v in result.items() if k != "sessionId"}
-    proxy.router.answer_local(request.key, answer)
-    proxy.flush()
+    port.answer_local(request.key, answer)
     logger.info("thread reopened on an empty session (its session had no file)", thread=thread,
-                backing=proxy.router.backing_of(thread))
+                backing=port.backing_of(thread))
 

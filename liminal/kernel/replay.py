@@ -26,12 +26,12 @@ import anyio
 import orjson
 
 from liminal import log
+from liminal.acp.port import Component, Port
 from liminal.acp.router import ReplayRequest
 from liminal.ingest.derive import content_text
 from liminal.store.records import MessageRecord, conversation
 
 if TYPE_CHECKING:
-    from liminal.proxy import Proxy
     from liminal.store.base import Store
 
 logger = log.get("liminal.replay")
@@ -42,7 +42,9 @@ FRESH_POLL_SECONDS = 0.05
 StoreOpener = Callable[[], AbstractAsyncContextManager["Store"]]
 
 
-class ReplayManager:
+class ReplayManager(Component):
+    answers_replays = True
+
     def __init__(self, open_store: StoreOpener, *, timeout: float = 3.0) -> None:
         self._open_store = open_store
         self.timeout = timeout
@@ -67,29 +69,28 @@ class ReplayManager:
         except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
             raise RuntimeError("the replay queue cannot take the load") from exc
 
-    async def run(self, proxy: Proxy) -> None:
+    async def run(self, port: Port) -> None:
         # The stream is not closed on the way out: ``run`` again after a failure (the
         # supervisor) must find it open. Loads queued meanwhile wait for it.
         self._stopped = False
         try:
             async with anyio.create_task_group() as tg:
                 async for request in self._receive:
-                    tg.start_soon(self._answered, proxy, request)
+                    tg.start_soon(self._answered, port, request)
         finally:
             self._stopped = True
 
-    async def _answered(self, proxy: Proxy, request: ReplayRequest) -> None:
+    async def _answered(self, port: Port, request: ReplayRequest) -> None:
         """``_answer``, and whatever happens to it (a failure, cancelled with ``run``), the load
         answered: with the agent's own replay if nothing better came."""
         try:
-            await self._answer(proxy, request)
+            await self._answer(port, request)
         except Exception:
             logger.exception("replay failed; the agent's replay is used", thread=request.thread_id)
         finally:
-            if proxy.router.finish_replay(request.token, None, time.time()):
-                proxy.flush()
+            port.finish_replay(request.token, None)
 
-    async def _answer(self, proxy: Proxy, request: ReplayRequest) -> None:
+    async def _answer(self, port: Port, request: ReplayRequest) -> None:
         history: list[dict[str, Any]] | None = None
         t0 = time.monotonic()
         with anyio.move_on_after(self.timeout) as scope:
@@ -101,8 +102,7 @@ class ReplayManager:
         if scope.cancelled_caught:
             logger.warning("history not read from the store in time; the agent's replay is used",
                            thread=request.thread_id, timeout=self.timeout)
-        proxy.router.finish_replay(request.token, history, time.time())
-        proxy.flush()
+        port.finish_replay(request.token, history)
         source = "agent" if history is None else "store"
         logger.info("moved thread loaded", thread=request.thread_id, backing=request.backing_id,
                     history_from=source, updates=len(history or ()),

@@ -26,50 +26,24 @@ the journal records why.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import anyio
 import anyio.to_thread
 
 from liminal import log, units
-from liminal.acp import jsonrpc
-from liminal.acp.events import Direction, FrameEvent, Kind, LazyFrameEvent, kind_markers
+from liminal.acp.port import Component, Port
 from liminal.config import GradientSettings, SwapSettings
 from liminal.harness.base import HarnessChoice, Rewritten, SessionHarness
 from liminal.kernel.journal import SwapJournal, SwapRecord
-from liminal.kernel.mover import UNDO_CLOSE_SECONDS, ThreadMover, ThreadState
+from liminal.kernel.mover import UNDO_CLOSE_SECONDS, ThreadMover
 from liminal.kernel.policy import CostPolicy, Decision
+from liminal.kernel.threads import ThreadModel, ThreadState
 from liminal.sessionfiles import is_session_id
 
-if TYPE_CHECKING:
-    from liminal.proxy import Proxy
-
 logger = log.get("liminal.swap")
-# Client requests whose answer the swap manager reads (``offer``).
-# The streamed updates this manager reads: tool calls (it counts model calls from them), the
-# context size and the mode. Every other kind (text, thoughts, plans) it never looks at.
-_WATCHED = kind_markers("tool_call", "tool_call_update", "usage_update", "current_mode_update")
-_ANSWER_MATTERS = frozenset({"session/new", "session/fork", "session/set_mode", "session/set_config_option"})
-
-
-# No model's window comes near this many tokens: a reading past it is not a context size.
-MAX_CONTEXT_TOKENS = 100_000_000
-
-
-def context_reading(update: dict[str, Any]) -> int | None:
-    """The context size a ``usage_update`` tells, or None when it tells none a window could hold:
-    not a whole number, negative, past ``MAX_CONTEXT_TOKENS``, or more than twice the window the
-    update names (the count may take in the answer's tokens, so a little past it is real). One
-    such reading taken for a context cost a swap at once, and as the biggest turn ever seen it
-    pushed the thread's trigger down to its target for good: a swap at every turn."""
-    used, size = update.get("used"), update.get("size")
-    if not isinstance(used, int) or isinstance(used, bool) or not 0 <= used <= MAX_CONTEXT_TOKENS:
-        return None
-    if isinstance(size, int) and not isinstance(size, bool) and size > 0 and used > 2 * size:
-        return None
-    return used
 
 
 def _back_off(state: ThreadState) -> None:
@@ -87,7 +61,7 @@ class _TurnEnd(NamedTuple):
     prompt: str | None  # the prompt of the turn that ended, to find that turn on disk
 
 
-class SwapManager:
+class SwapManager(Component):
     def __init__(
         self,
         settings: SwapSettings,
@@ -97,6 +71,7 @@ class SwapManager:
         clock: Callable[[], float] = time.time,
         settle_timeout: float = 10.0,
         gradient: GradientSettings | None = None,
+        model: ThreadModel | None = None,
     ) -> None:
         self.settings = settings
         self.policy = CostPolicy(settings, gradient or GradientSettings(),
@@ -105,13 +80,11 @@ class SwapManager:
         self.harness = harness
         self.clock = clock
         self.settle_timeout = settle_timeout
-        self.threads: dict[str, ThreadState] = {}
-        self.capabilities: dict[str, Any] = {}
-        # The client declared ACP's ``session.compaction`` capability (in ``initialize``): it
-        # shows compactions itself, and the swap notice is one (``_notice``).
-        self.client_compaction = False
-        self._requests: dict[Any, dict[str, Any]] = {}  # session/new and fork in flight -> params
-        self._proxy: Proxy | None = None
+        # What liminal knows of each thread; its turn ends are this manager's cue.
+        self.model = model or ThreadModel()
+        self.model.on_turn_end.append(self._turn_ended)
+        self.model.on_agent_info.append(self._agent_said)
+        self._port: Port | None = None
         self._prepared = False  # the journal's bindings are in the router (``prepare``)
         self._running = False  # ``run`` is looking at turn ends
         self._send, self._receive = anyio.create_memory_object_stream[_TurnEnd](64)
@@ -120,10 +93,6 @@ class SwapManager:
         # The step every move of a thread shares (liminal.kernel.mover), the commands' too.
         self.mover = ThreadMover(settings, journal, harness, self.threads, clock=clock,
                                  capabilities=lambda: self.capabilities, priced=self._priced)
-        # Called at the end of every turn end the swap task looked at, before it releases the
-        # thread: the recycle (``liminal.kernel.recycle``) moves sessions to a fresh agent
-        # process there, the thread's next prompt already waiting. Must not raise.
-        self.after_turn: Callable[[str], Awaitable[None]] | None = None
 
     async def stopping(self) -> None:
         """liminal stops (``Proxy.run``, before it stops the agent): a move under way, a swap's
@@ -148,121 +117,17 @@ class SwapManager:
 
     # ------------------------------------------------------------ observation
 
-    def offer(self, event: FrameEvent) -> None:
-        # Nearly every frame is a streamed chunk the router recognised from its bytes: decided
-        # from the kind's place in the line, before anything else (searching each chunk for
-        # the kinds read here cost more than all the rest of this component).
-        if isinstance(event, LazyFrameEvent) and event.update_kind_in(_WATCHED) is False:
-            return
-        if event.kind is Kind.NOTIFICATION and event.direction is Direction.AGENT_TO_CLIENT:
-            raw = event.raw
-            if b'"tool_call' in raw:
-                self._tool_frame(event.thread_id, raw)
-            if b'"usage_update"' not in raw and b'"current_mode_update"' not in raw:
-                return
-        message = event.message
-        if message is None:
-            return
-        if event.direction is Direction.CLIENT_TO_AGENT:
-            if event.kind is Kind.REQUEST:
-                params = message.get("params")
-                if isinstance(params, dict):
-                    if event.method == "initialize":
-                        caps = params.get("clientCapabilities")
-                        session = caps.get("session") if isinstance(caps, dict) else None
-                        compaction = session.get("compaction") if isinstance(session, dict) else None
-                        self.client_compaction = isinstance(compaction, dict)
-                    if event.method in _ANSWER_MATTERS:
-                        # Its answer names the thread (new, fork), or says the agent took the
-                        # setting (a mode or option it refused must not reach the next session).
-                        self._requests[jsonrpc.id_key(event.rpc_id)] = params
-                    self._client_request(event.method or "", params)
-            return
-        if event.direction is not Direction.AGENT_TO_CLIENT:
-            return
-        if event.kind is Kind.NOTIFICATION and event.method == "session/update" and event.thread_id:
-            update = (message.get("params") or {}).get("update") or {}
-            kind = update.get("sessionUpdate")
-            state = self.threads.get(event.thread_id)
-            if state is None:
-                return
-            if kind == "usage_update":
-                used = context_reading(update)
-                if used is not None:
-                    state.context_tokens = used
-                elif "used" in update:
-                    logger.warning("a context size no window holds; ignored", thread=event.thread_id,
-                                   used=str(update.get("used"))[:40], size=str(update.get("size"))[:40])
-            elif kind == "current_mode_update" and isinstance(update.get("currentModeId"), str):
-                state.mode_id = update["currentModeId"]
-        elif event.kind is Kind.RESPONSE:
-            params = self._requests.pop(jsonrpc.id_key(event.rpc_id), {}) if event.rpc_id is not None else {}
-            if "error" in message:
-                return
-            if event.method in ("session/set_mode", "session/set_config_option"):
-                self._setting_taken(event.method, params)
-                return
-            result = message.get("result")
-            if not isinstance(result, dict):
-                return
-            if event.method == "initialize":
-                caps = result.get("agentCapabilities")
-                self.capabilities = caps if isinstance(caps, dict) else {}
-                self._agent_said(result.get("agentInfo"))
-            elif event.method in ("session/new", "session/fork") and event.thread_id:
-                state = self.threads.setdefault(event.thread_id, ThreadState(event.thread_id))
-                state.new = event.method == "session/new"
-                state.cwd = params.get("cwd") if isinstance(params.get("cwd"), str) else state.cwd
-                state.mcp_servers = list(params.get("mcpServers") or [])
-                modes = result.get("modes")
-                if isinstance(modes, dict) and isinstance(modes.get("currentModeId"), str):
-                    state.mode_id = modes["currentModeId"]
-            elif event.method == "session/prompt" and event.thread_id:
-                self._turn_ended(event.thread_id)
+    @property
+    def threads(self) -> dict[str, ThreadState]:
+        return self.model.threads
 
-    def _client_request(self, method: str, params: dict[str, Any]) -> None:
-        thread = params.get("sessionId")
-        if not isinstance(thread, str):
-            return
-        if method in ("session/load", "session/resume"):
-            state = self.threads.setdefault(thread, ThreadState(thread))
-            state.cwd = params.get("cwd") if isinstance(params.get("cwd"), str) else state.cwd
-            state.mcp_servers = list(params.get("mcpServers") or [])
-        elif method == "session/prompt" and thread in self.threads:
-            blocks = params.get("prompt")
-            texts = [b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text"] \
-                if isinstance(blocks, list) else []
-            text = "\n".join(t for t in texts if isinstance(t, str))
-            # Slash commands are rewritten by the CLI before they reach the file.
-            state = self.threads[thread]
-            state.last_prompt = text if text and not text.startswith("/") else None
-            state.calls += 1
-            state.results_since_call = False
-            state.idle_since = None
+    @property
+    def capabilities(self) -> dict[str, Any]:
+        return self.model.capabilities or {}
 
-    def _setting_taken(self, method: str, params: dict[str, Any]) -> None:
-        """The agent accepted the client's mode or config option for a thread: re-applied to
-        every session the thread moves to from now on."""
-        state = self.threads.get(params.get("sessionId"))  # type: ignore[arg-type]
-        if state is None:
-            return
-        if method == "session/set_mode" and isinstance(params.get("modeId"), str):
-            state.mode_id = params["modeId"]
-        elif method == "session/set_config_option" and isinstance(params.get("configId"), str):
-            state.config_options[params["configId"]] = params.get("value")
-
-    def _tool_frame(self, thread_id: str | None, raw: bytes) -> None:
-        """Count model calls from the tool frames: the first result of a round of tool calls
-        goes back to the model in a call of its own (parallel calls share one)."""
-        state = self.threads.get(thread_id) if thread_id else None
-        if state is None:
-            return
-        if b'"tool_call"' in raw:
-            state.results_since_call = False
-        elif b'"tool_call_update"' in raw and (b'"completed"' in raw or b'"failed"' in raw):
-            if not state.results_since_call:
-                state.calls += 1
-            state.results_since_call = True
+    def parts(self) -> list[ThreadModel]:
+        """The thread model this manager reads, run as a component ahead of it."""
+        return [self.model]
 
     def _observe(self, state: ThreadState, context: int) -> None:
         """A turn end's context is known: what the turns since the last one added, per call."""
@@ -273,11 +138,12 @@ class SwapManager:
         state.last_context = context
         state.calls = 0
 
-    def _turn_ended(self, thread_id: str) -> None:
+    def _turn_ended(self, thread_id: str, ok: bool) -> None:
+        """The thread model saw a turn end (``ThreadModel.on_turn_end``)."""
+        if not ok:
+            return
         state = self.threads.get(thread_id)
-        if state is not None:
-            state.idle_since = time.monotonic()
-        if (state is None or self._proxy is None or state.swapping or not self.settings.enabled
+        if (state is None or self._port is None or state.swapping or not self.settings.enabled
                 or not self._running):
             logger.debug("turn ended; not considered", thread=thread_id,
                          swapping=state.swapping if state else None)
@@ -288,7 +154,7 @@ class SwapManager:
         if state.skip_turns:
             state.skip_turns -= 1
             return
-        router = self._proxy.router
+        router = self._port
         if router.prompt_in_flight(thread_id) or router.agent_request_open(thread_id):
             logger.debug("turn ended with work in flight; no swap now", thread=thread_id,
                          prompt=router.prompt_in_flight(thread_id),
@@ -315,7 +181,7 @@ class SwapManager:
         self._enqueue(state, _TurnEnd(thread_id, decision, held, state.last_prompt))
 
     def _enqueue(self, state: ThreadState, turn_end: _TurnEnd) -> None:
-        assert self._proxy is not None
+        assert self._port is not None
         try:
             # The prompt of the turn that just ended, taken now: by the time the task runs, an
             # unheld client may already have sent the next one.
@@ -326,13 +192,13 @@ class SwapManager:
         if turn_end.held:
             # Inside the flush that delivered the turn's end (or, idle, with no prompt in
             # flight): the client's next prompt cannot have been read yet, so it is certain to wait.
-            self._proxy.router.hold(state.thread_id)
+            self._port.hold(state.thread_id)
 
     def _idle_check(self, now: float) -> None:
         """Threads idle past the cache's life: their next call rewrites the whole prompt anyway,
         so a swap now costs nothing more (``CostPolicy``), and the person is not waiting."""
         life = self.settings.cache_life_seconds
-        router = self._proxy.router if self._proxy is not None else None
+        router = self._port if self._port is not None else None
         if router is None or not self.policy.idle_swaps or not self.settings.enabled:
             return
         for state in list(self.threads.values()):
@@ -360,21 +226,21 @@ class SwapManager:
 
     # ----------------------------------------------------------------- running
 
-    async def prepare(self, proxy: Proxy) -> None:
+    async def prepare(self, port: Port) -> None:
         """Before the client's first byte is read (``Proxy.run``): clean up after a crash and
         bind every swapped thread to its current session, so that no load or prompt can pass
         to a stale one."""
-        self._proxy = proxy
-        self.mover.attach(proxy)
+        self._port = port
+        self.mover.attach(port)
         await anyio.to_thread.run_sync(self._recover, abandon_on_cancel=True)
         # Every session a thread has been on names the thread towards the client (a listing
         # shows the thread once); new frames go to the last one.
         lineage = await anyio.to_thread.run_sync(self.journal.lineage, abandon_on_cancel=True)
         for thread_id, backing_id in lineage:
-            proxy.router.adopt(backing_id, thread_id)
+            port.adopt(backing_id, thread_id)
         for thread_id, backing_id in dict(lineage).items():  # the last committed of each thread
-            proxy.router.bind(thread_id, backing_id)
-        proxy.router.on_open = self._opening
+            port.bind(thread_id, backing_id)
+        port.on_open(self._opening)
         self._prepared = True
 
     def _opening(self, thread_id: str) -> None:
@@ -383,10 +249,10 @@ class SwapManager:
         one read the journal. Opened on a session it has left, the thread would go on without
         every turn since. The journal is read on from where it was (``SwapJournal.current``)."""
         state = self.threads.get(thread_id)
-        if self._proxy is None or (state is not None and state.swapping):
+        if self._port is None or (state is not None and state.swapping):
             return  # this liminal is moving it: its own view is the newer one
         current, carried = self.journal.current(thread_id)
-        router = self._proxy.router
+        router = self._port
         if current is None or current == router.backing_of(thread_id):
             return
         for backing in carried:
@@ -395,9 +261,9 @@ class SwapManager:
         logger.info("thread moved by another liminal; opened on its current session",
                     thread=thread_id, backing=current)
 
-    async def run(self, proxy: Proxy) -> None:
+    async def run(self, port: Port) -> None:
         if not self._prepared:  # it failed, or a restart after a failure: read the journal again
-            await self.prepare(proxy)
+            await self.prepare(port)
         self._prepared = False
         # Turn ends are taken (and their threads held) only while a task looks at them: not in
         # the pause before the supervisor starts a failed run again, when a held thread's
@@ -406,46 +272,46 @@ class SwapManager:
         try:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(self._idle_watch)
-                await self._swaps(proxy)
+                await self._swaps(port)
                 tasks.cancel_scope.cancel()
         finally:
             self._running = False
 
-    async def _swaps(self, proxy: Proxy) -> None:
+    async def _swaps(self, port: Port) -> None:
         # Not closed on the way out: a failure is followed by ``run`` again (the supervisor),
         # which must find the stream open, or it fails at once and swaps stay off.
         async for turn_end in self._receive:
             thread_id = turn_end.thread_id
             state = self.threads[thread_id]
             committed: bool | None = None
-            left_behind = ""
             try:
-                async with self.mover.lock:
-                    # The session this swap would leave, taken under the lock: another move
-                    # (a command's) may run in the quiet moment below (``after_turn``) and
-                    # leave one of its own.
-                    left_behind = proxy.router.backing_of(thread_id)
-                    committed = await self._maybe_swap(proxy, state, turn_end)
-                if committed is False and not state.trigger_backed_off:
-                    _back_off(state)
-                elif committed:
-                    state.failures = 0
-                if self.after_turn is not None:
-                    await self.after_turn(thread_id)
-            except Exception:
-                # Fails the run (the supervisor starts it again): the thread backs off as after
-                # any failed swap, rather than fail the next turn end the same way at once.
-                _back_off(state)
-                raise
+                # Held since ``_enqueue`` (if it was), released on the way out, the session it
+                # left closed if the swap committed: the mover's one sequence for every move.
+                async with self.mover.holding(state, claim=False) as hold:
+                    try:
+                        async with self.mover.lock:
+                            # The session this swap would leave, taken under the lock: another
+                            # move (a command's) may run in the quiet moment below and leave
+                            # one of its own.
+                            hold.left = port.backing_of(thread_id)
+                            committed = await self._maybe_swap(port, state, turn_end)
+                            hold.committed = bool(committed)
+                        if committed is False and not state.trigger_backed_off:
+                            _back_off(state)
+                        elif committed:
+                            state.failures = 0
+                        # A quiet moment, the thread's next prompt (if any) still waiting: the
+                        # recycle (``liminal.kernel.recycle``) moves sessions to a fresh agent
+                        # process there.
+                        await self.model.quiet(thread_id)
+                    except Exception:
+                        # Fails the run (the supervisor starts it again): the thread backs off as
+                        # after any failed swap, rather than fail the next turn end the same way.
+                        _back_off(state)
+                        raise
+                    finally:
+                        state.trigger_backed_off = False
             finally:
-                state.swapping = False
-                state.trigger_backed_off = False
-                if proxy.router.is_held(thread_id):
-                    proxy.router.release(thread_id)
-                    proxy.flush()
-                if committed:
-                    # After the release: the held prompts need only the new session.
-                    await self.mover.close(proxy, left_behind)
                 if committed is not None:
                     self.completed += 1
                 self._progress.set()
@@ -500,11 +366,11 @@ class SwapManager:
         while self.completed < count:
             await self._progress.wait()
 
-    async def _maybe_swap(self, proxy: Proxy, state: ThreadState, turn_end: _TurnEnd) -> bool | None:
+    async def _maybe_swap(self, port: Port, state: ThreadState, turn_end: _TurnEnd) -> bool | None:
         """True: committed; False: tried and failed; None: no swap was needed after all."""
         decision, held = turn_end.decision, turn_end.held
         decided = decision is not None
-        router = proxy.router
+        router = port
         thread_id = state.thread_id
         old_backing = router.backing_of(thread_id)
         started = self.clock()
@@ -566,19 +432,20 @@ class SwapManager:
             self._above_target(state, rewritten.tokens_after)
             return unpaid
 
-        moved = await self.mover.relocate(proxy, state, old_backing=old_backing, path=path, reason=reason,
+        moved = await self.mover.relocate(port, state, old_backing=old_backing, path=path, reason=reason,
                                           started=started, t0=t0, tokens=tokens, write=rewrite,
                                           check=check, decision=decision)
-        if moved is None:
+        if not moved.committed:
             return False
-        rewritten, moved_by, t_rewritten, t_moved = moved
+        rewritten, moved_by, t_rewritten, t_moved = moved.rewritten, moved.opened_by, moved.t_rewritten, moved.t_moved
+        assert rewritten is not None
         # Where the hold went (bench/swap.py reads these): waiting for the file, reading the
         # context size when the agent sent none, the gradient rewrite, the resume or load.
         timing = {"settle_s": round(t_settled - t0, 4), "decide_s": round(t_rewrite - t_settled, 4),
                   "rewrite_s": round(t_rewritten - t_rewrite, 4),
                   "move_s": round(t_moved - t_rewritten, 4), "moved_by": moved_by}
         self.policy.rewritten(state.pace, rewritten.tokens_after, committed=True)
-        self._notice(proxy, thread_id, rewritten)
+        self._notice(port, thread_id, rewritten)
         logger.info("swap committed", thread=thread_id, old=old_backing, new=rewritten.new_id,
                     tokens_before=rewritten.tokens_before, tokens_after=rewritten.tokens_after,
                     seconds=round(time.monotonic() - t0, 3), why=reason, **timing)
@@ -597,14 +464,14 @@ class SwapManager:
                        thread=state.thread_id, target=target, left=tokens_after,
                        prompt=state.pace.overhead)
 
-    def _notice(self, proxy: Proxy, thread_id: str, rewritten: Rewritten) -> None:
+    def _notice(self, port: Port, thread_id: str, rewritten: Rewritten) -> None:
         if self.settings.notice == "silent":
             return
         text = (f"Context optimised by liminal: {units.tokens(rewritten.tokens_before)} -> "
                 f"{units.tokens(rewritten.tokens_after)} tokens.")
         meta = {"liminal": {"swap": {"tokensBefore": rewritten.tokens_before,
                                      "tokensAfter": rewritten.tokens_after}}}
-        if self.client_compaction:
+        if self.model.client_compaction:
             # A client that shows compactions gets the swap as one, in the protocol's own
             # updates (as the newer Claude adapter reports the CLI's compactions): started, then
             # completed with what it did as its summary.
@@ -615,9 +482,8 @@ class SwapManager:
                 {"sessionUpdate": "compaction_update", "compactionId": compaction,
                  "status": "completed", "summary": [{"type": "text", "text": text}], "_meta": meta}]
             for step in steps:
-                proxy.router.notify_in_next_turn(thread_id, "session/update",
+                port.notify_in_next_turn(thread_id, "session/update",
                                                  {"sessionId": thread_id, "update": step})
-            proxy.flush()
             return
         if self.settings.notice == "thought":
             update: dict[str, Any] = {"sessionUpdate": "agent_thought_chunk",
@@ -626,9 +492,8 @@ class SwapManager:
             update = {"sessionUpdate": "session_info_update", "_meta": meta}
         # Inside the thread's next turn (its held prompt, or the next one the client sends),
         # never as a stray update after the last answer (``Router.notify_in_next_turn``).
-        proxy.router.notify_in_next_turn(thread_id, "session/update",
+        port.notify_in_next_turn(thread_id, "session/update",
                                          {"sessionId": thread_id, "update": update})
-        proxy.flush()
 
     def _priced(self, state: ThreadState, decision: Decision, after: int) -> dict[str, Any]:
         """What a swap as made costs and saves (the decision had only the plan's aim)."""

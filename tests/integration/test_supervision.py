@@ -13,6 +13,7 @@ import anyio
 import pytest
 
 from liminal import supervise
+from liminal.acp.port import Component, Frames
 from liminal.kernel.journal import SwapJournal
 from liminal.kernel.swap import SwapManager
 from tests.integration.test_swap_scripted import FakeHarness, settings, start
@@ -27,7 +28,7 @@ def quick_restarts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(supervise, "RESTART_PAUSE_SECONDS", (0.0, 0.0, 0.0))
 
 
-class Crashing:
+class Crashing(Component):
     """A component whose run fails every time, after holding the thread it was told about."""
 
     def __init__(self) -> None:
@@ -41,7 +42,7 @@ class Crashing:
         self.started.set()
         await self.go.wait()
         if self.thread is not None and self.runs == 1:
-            proxy.router.hold(self.thread)
+            proxy.hold(self.thread)  # the port it is given
         raise RuntimeError("a bug in a component")
 
 
@@ -80,7 +81,9 @@ async def test_a_hold_left_by_a_failed_component_is_released(tmp_path: Path) -> 
         assert not proxy.router.is_held(thread)
 
 
-class BadTap:
+class BadTap(Component):
+    frames = Frames.ALL
+
     def __init__(self) -> None:
         self.offers = 0
 
@@ -128,14 +131,16 @@ async def test_a_swap_manager_whose_journal_fails_does_not_stop_the_proxy(
                 await anyio.sleep(0.01)
 
 
-class Counting:
+class Counting(Component):
     """A component with a run (the supervisor gives it a cancel scope) and an offer."""
 
+    frames = Frames.ALL
+
     def __init__(self) -> None:
-        self.frames = 0
+        self.offered = 0
 
     def offer(self, event: Any) -> None:
-        self.frames += 1
+        self.offered += 1
 
     async def run(self, proxy: Any) -> None:
         await anyio.sleep_forever()
@@ -160,8 +165,8 @@ def test_a_component_that_skips_notifications_is_offered_everything_else_in_orde
     def event(kind: Kind, n: int) -> Any:
         return make_event(Direction.AGENT_TO_CLIENT, kind, 1.0, b"{}", {}, "c", None, None, "m", n, 2)
 
-    class Every:
-        skips_notifications = False
+    class Every(Component):
+        frames = Frames.ALL
 
         def __init__(self) -> None:
             self.seen: list[int] = []
@@ -170,7 +175,7 @@ def test_a_component_that_skips_notifications_is_offered_everything_else_in_orde
             self.seen.append(e.rpc_id)
 
     class AnswersOnly(Every):
-        skips_notifications = True
+        frames = Frames.NO_NOTIFICATIONS
 
     every, answers = Every(), AnswersOnly()
     supervisor = supervise.Supervisor([every, answers], release_holds=lambda: None)

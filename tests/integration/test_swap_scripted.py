@@ -520,7 +520,7 @@ async def test_each_move_closes_the_session_it_left_when_another_move_follows_at
                 await manager.mover.move_thread(two, "a command's move",
                                                 lambda path: lambda new_id: harness.rewrite(path, 0, new_id))
 
-        manager.after_turn = after_turn
+        manager.model.on_quiet.append(after_turn)  # where the recycle subscribes
         await client.prompt(one, "used:130000")
         with anyio.fail_after(10):
             await manager.wait_for_swaps(1)

@@ -28,20 +28,11 @@ from liminal.lookup.threadlist import listing
 from liminal.store.base import Store
 from liminal.store.records import Batch, ThreadUpdate
 from tests.store.conftest import event
+from tests.support.fakeport import FakePort
 
 pytestmark = pytest.mark.anyio
 ONE = "7a1b2c3d-0000-4000-8000-000000000001"
 TWO = "7a1b2c3d-0000-4000-8000-000000000002"
-
-
-class _Proxy:
-    """What the command center uses of the proxy for these commands."""
-
-    def __init__(self, router: Router) -> None:
-        self.router = router
-
-    def flush(self) -> None:
-        pass
 
 
 class Typist:
@@ -52,7 +43,8 @@ class Typist:
         for methods, hook in center.request_hooks():
             self.router.add_request_hook(methods, hook)
         self.center = center
-        self.center.swaps.mover = SimpleNamespace(proxy=_Proxy(self.router))
+        self.port = FakePort(self.router)
+        self.center.swaps.mover = SimpleNamespace(port=self.port)
         self._ids = itertools.count(100)
 
     async def type(self, thread: str, text: str) -> str:
@@ -69,8 +61,8 @@ class Typist:
         with anyio.fail_after(20):
             while answer is None:
                 await anyio.sleep(0.005)
-                for line in self.router.take().to_client:
-                    message = orjson.loads(line)
+                said_now, self.port.to_client[:] = list(self.port.to_client), []
+                for message in said_now:
                     if message.get("id") == rpc_id:
                         answer = message
                     elif message.get("method") == "session/update":
@@ -95,7 +87,7 @@ async def typist(store: Store, harness: Any = None) -> AsyncIterator[Typist]:
         center = CommandCenter(swaps, harness, opener)  # type: ignore[arg-type]
         typing = Typist(center)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(center.run, _Proxy(typing.router))
+            tg.start_soon(center.run, typing.port)
             try:
                 yield typing
             finally:

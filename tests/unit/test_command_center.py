@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from liminal.acp.router import Router
 from liminal.kernel.commands import COMMANDS, CommandCenter, parse
+from tests.support.fakeport import FakePort
 
 WHITESPACE = st.sampled_from([" ", "\t", "\n", "\xa0", "  ", " \n "])
 
@@ -45,17 +46,11 @@ class _Store:
         return []
 
 
-class _Proxy:
-    """The proxy's side the command center uses; the agent's session/list never comes."""
-
-    def __init__(self, router: Router) -> None:
-        self.router = router
+class _Port(FakePort):
+    """The agent's session/list never comes."""
 
     async def request(self, method: str, params: Any, *, timeout: float, thread_id: str | None = None) -> Any:
         raise TimeoutError  # what Proxy.request raises when the agent does not answer in time
-
-    def flush(self) -> None:
-        pass
 
 
 @pytest.mark.anyio
@@ -71,13 +66,14 @@ async def test_a_session_list_the_agent_does_not_answer_is_answered_with_an_erro
     router.receive_from_client(b'{"jsonrpc":"2.0","id":5,"method":"session/list","params":{}}\n', 0)
     for local in router.take().local:
         center.local_requested(local)
+    port = _Port(router)
     with anyio.move_on_after(2):
         async with anyio.create_task_group() as tg:
-            tg.start_soon(center.run, _Proxy(router))
+            tg.start_soon(center.run, port)
             while router.local_pending():  # noqa: ASYNC110 - the router has no event for it
                 await anyio.sleep(0.01)
             tg.cancel_scope.cancel()
-    answers = [json.loads(line) for line in router.take().to_client]
+    answers = port.to_client
     assert router.local_pending() == [] and [a["id"] for a in answers] == [5], answers
     assert "session/list failed" in answers[0]["error"]["message"]
 
@@ -137,7 +133,7 @@ async def test_context_says_its_numbers_with_units_and_nouns_in_number() -> None
         yield _MarksStore()
 
     center = CommandCenter(_ContextSwaps(), harness=_Harness(), open_store=open_store)  # type: ignore[arg-type]
-    center._proxy = type("P", (), {"router": type("R", (), {"backing_of": staticmethod(lambda t: t)})()})()  # type: ignore[assignment]
+    center._port = FakePort()
     try:
         text = await center._cmd_context("t", "")
     finally:
@@ -156,7 +152,7 @@ def test_the_title_of_a_session_a_thread_moved_onto_never_reaches_the_client() -
 
     router = Router(max_frame_bytes=1 << 20)
     swaps = _Swaps()
-    swaps.mover = SimpleNamespace(proxy=_Proxy(router))  # type: ignore[attr-defined]
+    swaps.mover = SimpleNamespace(port=FakePort(router))  # type: ignore[attr-defined]
     center = CommandCenter(swaps, harness=None, open_store=None)  # type: ignore[arg-type]
     for kinds, hook in center.update_hooks():
         router.add_update_hook(kinds, hook)

@@ -9,6 +9,7 @@ from pathlib import Path
 from liminal.acp import jsonrpc
 from liminal.acp.router import Router
 from liminal.kernel.modeltools import SERVER_NAME, ModelTools
+from liminal.kernel.threads import ThreadModel
 from liminal.mcp import link
 
 THREAD = "11111111-1111-4111-8111-111111111111"
@@ -19,7 +20,7 @@ THEIRS = {"name": "github", "command": "gh-mcp", "args": [], "env": []}
 
 def wired(tmp_path: Path) -> tuple[Router, ModelTools, list[link.SlashRequest]]:
     asked: list[link.SlashRequest] = []
-    tools = ModelTools(tmp_path, on_slash=asked.append)
+    tools = ModelTools(tmp_path, on_slash=asked.append, threads=ThreadModel())
     router = Router(max_frame_bytes=1 << 20, connection_id="c1")
     for methods, hook in tools.request_hooks():
         router.add_request_hook(methods, hook)
@@ -30,14 +31,14 @@ def client(router: Router, tools: ModelTools, line: bytes) -> list[bytes]:
     router.receive_from_client(line + b"\n", NOW)
     out = router.take()
     for event in out.events:  # as the proxy's supervisor offers them
-        tools.offer(event)
+        tools.model.offer(event)  # the thread model tells the tools what they need
     return out.to_agent
 
 
 def agent(router: Router, tools: ModelTools, line: bytes) -> None:
     router.receive_from_agent(line + b"\n", NOW)
     for event in router.take().events:
-        tools.offer(event)
+        tools.model.offer(event)  # the thread model tells the tools what they need
 
 
 def forwarded(router: Router, tools: ModelTools, line: bytes) -> dict[str, object]:
@@ -61,6 +62,16 @@ def test_a_new_session_gets_a_server_bound_by_nonce_once_the_agent_names_it(tmp_
     assert link.bound_thread(tmp_path, nonce) is None
     agent(router, tools, b'{"jsonrpc":"2.0","id":1,"result":{"sessionId":"' + THREAD.encode() + b'"}}')
     assert link.bound_thread(tmp_path, nonce) == THREAD
+
+
+def test_a_new_session_the_agent_refuses_leaves_no_nonce_waiting(tmp_path: Path) -> None:
+    """The nonce of a session/new is forgotten with its answer, an error too: the thread model
+    tells the tools of opens that failed as of those that succeeded."""
+    router, tools, _ = wired(tmp_path)
+    forwarded(router, tools, jsonrpc.request_frame(1, "session/new", {"cwd": "/w", "mcpServers": []}))
+    assert len(tools._nonces) == 1
+    agent(router, tools, b'{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"no"}}')
+    assert tools._nonces == {}
 
 
 def test_loads_and_resumes_name_their_thread_and_replace_a_server_called_liminal(tmp_path: Path) -> None:

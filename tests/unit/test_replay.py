@@ -14,6 +14,7 @@ from acp.schema import SessionNotification
 from liminal.acp.router import ReplayRequest, Router
 from liminal.kernel.replay import ReplayManager, agent_last_prompt, history_updates
 from liminal.store.records import MessageRecord, conversation
+from tests.support.fakeport import FakePort
 
 THREAD = "11111111-1111-4111-8111-111111111111"
 BACKING = "22222222-2222-4222-8222-222222222222"
@@ -134,16 +135,6 @@ async def test_nothing_stored_means_the_agents_replay() -> None:
     await manager.aclose()
 
 
-class StubProxy:
-    def __init__(self) -> None:
-        self.router = Router(max_frame_bytes=1 << 20, replay_from_store=True)
-        self.router.bind(THREAD, BACKING)
-        self.flushed = anyio.Event()
-
-    def flush(self) -> None:
-        self.flushed.set()
-
-
 @pytest.mark.anyio
 @pytest.mark.parametrize("store", [FakeStore([], hang=True), None], ids=["hangs", "unavailable"])
 async def test_a_store_that_hangs_or_fails_falls_back_to_the_agents_replay(store: FakeStore | None) -> None:
@@ -153,22 +144,23 @@ async def test_a_store_that_hangs_or_fails_falls_back_to_the_agents_replay(store
         yield  # pragma: no cover
 
     manager = ReplayManager(lend(store) if store else broken, timeout=0.2)
-    proxy = StubProxy()
-    router = proxy.router
+    router = Router(max_frame_bytes=1 << 20, replay_from_store=True)
+    router.bind(THREAD, BACKING)
+    port = FakePort(router)
     router.receive_from_client(b'{"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":"'
                                + THREAD.encode() + b'","cwd":"/","mcpServers":[]}}\n', 0)
     router.receive_from_agent(line("user_message_chunk", "[summary]") + b"\n"
                               + b'{"jsonrpc":"2.0","id":1,"result":{}}\n', 0)
     [wanted] = router.take().replays
     async with anyio.create_task_group() as tg:
-        tg.start_soon(manager.run, proxy)
+        tg.start_soon(manager.run, port)
         manager.replay_requested(wanted)
         with anyio.fail_after(5):
             await manager.wait_for_replays(1)
         tg.cancel_scope.cancel()
     await manager.aclose()
     assert manager.finished == [(THREAD, "agent")]
-    sent = router.take().to_client
+    sent = port.client_lines
     assert b"[summary]" in sent[0] and THREAD.encode() in sent[0]
     assert sent[1] == b'{"jsonrpc":"2.0","id":1,"result":{}}'
 

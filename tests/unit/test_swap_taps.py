@@ -42,7 +42,7 @@ def fed(tmp_path: Path, canonical: bool) -> SwapManager:
     ):
         router.receive_from_agent(line, 2.0)
     for event in router.take().events:
-        manager.offer(event)
+        manager.model.offer(event)  # the thread model reads the frames the swap manager uses
     return manager
 
 

@@ -1,0 +1,222 @@
+"""The kernel driven as the router is: literal frames in, through the thread model, and a fake
+port (``tests/support/fakeport.py``) for everything it does; no process, no proxy.
+
+The swap (hold inside the flush that saw the turn end, rewrite, resume, commit, release to the
+new session, close the old one) and each of liminal's commands that needs no store (the store's
+commands are driven the same way, with every store, in ``tests/store/test_typed_commands.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from liminal.acp.port import OwnRequestError
+from liminal.config import SwapSettings
+from liminal.harness.base import Rewritten, Turns
+from liminal.kernel.commands import CommandCenter
+from liminal.kernel.journal import SwapJournal
+from liminal.kernel.swap import SwapManager
+from tests.integration.test_swap_scripted import FakeHarness
+from tests.support.fakeport import FakePort
+
+pytestmark = pytest.mark.anyio
+THREAD = "9b1f3a55-2c41-4c6e-9a57-0d6f2f4f0e11"
+CAPS = {"loadSession": True, "sessionCapabilities": {"resume": {}, "close": {}}}
+
+
+class CuttingHarness(FakeHarness):
+    """The fake harness with what the commands read: positions, turns, cuts."""
+
+    def position(self, path: Path) -> int:
+        return 100
+
+    def turns(self, path: Path) -> Turns:
+        return Turns(starts=(0, 50), earlier=False)
+
+    def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str, *,
+            keeps_thread: bool = False) -> Rewritten:
+        new_path = self.target_path(like, new_id)
+        new_path.write_text("{}\n")
+        return Rewritten(new_id, new_path, 150_000, 40_000)
+
+    def bands(self, path: Path, target_tokens: int) -> dict[str, dict[str, int]]:
+        return {"recent": {"turns": 1, "tokens": 2_000}}
+
+
+def agent_answers(opened: list[str]) -> Callable[[str, dict[str, Any]], Any]:
+    """The agent's side of liminal's own requests: every session it is asked for exists."""
+
+    def answer(method: str, params: dict[str, Any]) -> Any:
+        if method == "session/new":
+            opened.append(f"7a1b2c3d-0000-4000-8000-{len(opened):012d}")
+            return {"sessionId": opened[-1]}
+        if method == "session/list":
+            raise OwnRequestError(method, {"code": -32601, "message": "not here"})
+        return {}
+
+    return answer
+
+
+def request(rpc_id: int, method: str, **params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params}
+
+
+def prompt(rpc_id: int, text: str) -> dict[str, Any]:
+    return request(rpc_id, "session/prompt", sessionId=THREAD, prompt=[{"type": "text", "text": text}])
+
+
+def usage(used: int) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": "session/update", "params": {
+        "sessionId": THREAD, "update": {"sessionUpdate": "usage_update", "used": used, "size": 200_000}}}
+
+
+def answered(rpc_id: int, result: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rpc_id, "result": result}
+
+
+def sent(port: FakePort, method: str) -> list[dict[str, Any]]:
+    return [m for m in port.to_agent if m.get("method") == method]
+
+
+@asynccontextmanager
+async def kernel(tmp_path: Path, *, commands: bool = False) -> AsyncIterator[tuple[FakePort, SwapManager]]:
+    """The swap manager (and the command center) on a fake port, a thread opened and prompted
+    once (its context 20k tokens: no swap)."""
+    harness = CuttingHarness(tmp_path)
+    manager = SwapManager(SwapSettings(high_tokens=100_000, target_tokens=80_000, hold_timeout_seconds=10),
+                          SwapJournal(tmp_path / "swaps.jsonl"), harness)
+    parts: list[Any] = [manager.model]
+    if commands:
+        parts.append(CommandCenter(manager, harness, open_store=None))
+    port = FakePort(components=parts, answer=agent_answers([]))
+    await manager.prepare(port)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(manager.run, port)
+        if commands:
+            tg.start_soon(parts[1].run, port)
+        while not manager._running:  # noqa: ASYNC110 - turn ends are taken once the task looks
+            await anyio.sleep(0.001)
+        port.from_client(request(0, "initialize", protocolVersion=1))
+        port.from_agent(answered(0, {"protocolVersion": 1, "agentCapabilities": CAPS}))
+        port.from_client(request(1, "session/new", cwd="/work", mcpServers=[]))
+        port.from_agent(answered(1, {"sessionId": THREAD, "modes": {"currentModeId": "default"}}))
+        port.from_client(prompt(2, "first"))
+        port.from_agent(usage(20_000), answered(2, {"stopReason": "end_turn"}))
+        yield port, manager
+        tg.cancel_scope.cancel()
+
+
+async def test_a_swap_runs_through_the_thread_model_and_the_port(tmp_path: Path) -> None:
+    async with kernel(tmp_path) as (port, manager):
+        port.from_client(request(3, "session/set_mode", sessionId=THREAD, modeId="plan"))
+        port.from_agent(answered(3, {}))
+        port.from_client(prompt(4, "second"))
+        port.from_agent(usage(130_000), answered(4, {"stopReason": "end_turn"}))
+        # Held inside the flush that delivered the turn's end: the next prompt waits.
+        assert port.is_held(THREAD)
+        port.from_client(prompt(5, "third"))
+        assert not [m for m in port.to_agent if m.get("id") == 5]
+        with anyio.fail_after(10):
+            await manager.wait_for_swaps(1)
+    new = port.backing_of(THREAD)
+    assert new != THREAD and not port.is_held(THREAD)
+    [resume] = sent(port, "session/resume")
+    assert resume["params"] == {"sessionId": new, "cwd": "/work", "mcpServers": []}
+    assert resume["id"].startswith("liminal-")  # the router's own namespace
+    assert sent(port, "session/set_mode")[-1]["params"] == {"sessionId": new, "modeId": "plan"}
+    [held] = [m for m in port.to_agent if m.get("id") == 5]
+    assert held["params"]["sessionId"] == new  # released to the new session
+    [close] = sent(port, "session/close")
+    assert close["params"] == {"sessionId": THREAD}
+    assert port.to_agent.index(resume) < port.to_agent.index(held) < port.to_agent.index(close)
+    [note] = [data for method, data in port.notes if method == "liminal/swap"]
+    assert note["outcome"] == "committed" and note["new_backing_id"] == new
+    # The notice waits for the thread's next turn (the released prompt's).
+    assert any(m.get("method") == "session/update" and m["params"]["update"].get("_meta")
+               for m in port.to_client)
+
+
+async def test_a_turn_ended_with_an_error_is_no_swap(tmp_path: Path) -> None:
+    async with kernel(tmp_path) as (port, manager):
+        port.from_client(prompt(4, "second"))
+        port.from_agent(usage(130_000), {"jsonrpc": "2.0", "id": 4, "error": {"code": -1, "message": "no"}})
+        assert not port.is_held(THREAD) and manager.completed == 0
+
+
+async def say(port: FakePort, rpc_id: int, text: str) -> str:
+    """A prompt the command center answers: its text, once the prompt has its answer."""
+    start = len(port.to_client)
+    port.from_client(prompt(rpc_id, text))
+    with anyio.fail_after(10):
+        while not [m for m in port.to_client[start:] if m.get("id") == rpc_id]:  # noqa: ASYNC110 - no event
+            await anyio.sleep(0.005)
+    said = port.to_client[start:]
+    assert said[-1] == answered(rpc_id, {"stopReason": "end_turn"})
+    assert not [m for m in port.to_agent if m.get("id") == rpc_id]  # never reached the agent
+    return "".join(m["params"]["update"]["content"]["text"] for m in said[:-1]
+                   if m["params"]["update"].get("sessionUpdate") == "agent_message_chunk")
+
+
+@pytest.mark.parametrize(("command", "moves", "says"), [
+    ("/clear", True, "Context cleared."),
+    ("/optimise", True, "Context optimised: 150k -> 90k tokens."),
+    ("/undo", True, "The last turn is out of the model's context"),
+    ("/fork", False, "Forked this thread's context as session"),
+    ("/mark A", False, "Mark A set here."),
+    ("/marks", False, "No marks in this thread."),
+    ("/context", False, "Context: 20k tokens."),
+    ("/search x", False, "the store is off"),
+])
+async def test_each_command_runs_through_the_thread_model_and_the_port(
+    tmp_path: Path, command: str, moves: bool, says: str
+) -> None:
+    async with kernel(tmp_path, commands=True) as (port, _):
+        text = await say(port, 10, command)
+    assert says in text, text
+    new = port.backing_of(THREAD)
+    assert (new != THREAD) is moves, new
+    if moves:  # the session left is closed, after the move's release
+        assert sent(port, "session/close")[-1]["params"] == {"sessionId": THREAD}
+        [note] = [data for method, data in port.notes if method == "liminal/swap"]
+        assert note["outcome"] == "committed" and note["move"] == command
+
+
+async def test_a_mark_then_clear_to_it_through_the_port(tmp_path: Path) -> None:
+    async with kernel(tmp_path, commands=True) as (port, _):
+        assert "Mark A set here." in await say(port, 10, "/mark A")
+        assert [data["name"] for method, data in port.notes if method == "liminal/mark"] == ["A"]
+        assert "cleared back to mark A" in await say(port, 11, "/clear A")
+    assert port.backing_of(THREAD) != THREAD
+
+
+async def test_a_command_while_a_prompt_runs_changes_nothing(tmp_path: Path) -> None:
+    async with kernel(tmp_path, commands=True) as (port, _):
+        port.from_client(prompt(10, "a long one"))  # not answered yet
+        text = await say(port, 11, "/undo")
+    assert "a prompt is running" in text and "nothing changed" in text
+    assert port.backing_of(THREAD) == THREAD and not port.is_held(THREAD)
+
+
+def test_the_kernel_imports_neither_the_proxy_nor_the_transport() -> None:
+    """The kernel acts through the port: on main six kernel files imported ``Proxy`` (under
+    ``TYPE_CHECKING`` too, which is still a layer the kernel leans on) and the recycle started
+    agent processes with ``liminal.transport.legs``."""
+    import ast
+
+    import liminal.kernel
+
+    root = Path(liminal.kernel.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            found += [f"{path.name}: {name}" for name in names
+                      if name.startswith(("liminal.proxy", "liminal.transport"))]
+    assert found == []
