@@ -57,6 +57,7 @@ from websockets.typing import Data, Subprotocol
 from liminal import log
 from liminal.acp import jsonrpc
 from liminal.config import Settings
+from liminal.dashboard import app as dashboard
 from liminal.serve import token as tokens
 from liminal.serve.leg import ByteBudget, WebSocketClientLeg
 from liminal.serve.locks import ThreadLocks, redis_url_of
@@ -130,6 +131,7 @@ class AcpServer:
         self._stopping = False  # a SIGTERM came: a connection that initializes now starts nothing
         self._hurried = asyncio.Event()  # a second signal came: no more waiting
         self.budget = ByteBudget(settings.serve.buffer_bytes)  # shared by every connection's leg
+        self.dashboard = dashboard.Dashboard(settings, token)
         # A message is at most serve.max_message_bytes either way: the router's cap for lines
         # from the agent too, or one line would be past what a connection may hold for its client.
         frame = min(settings.proxy.max_frame_bytes, settings.serve.max_message_bytes)
@@ -143,20 +145,23 @@ class AcpServer:
                        peer=str(connection.remote_address))
         return connection.respond(status, why + "\n")
 
-    def process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+    def process_request(self, connection: ServerConnection,
+                        request: Request) -> Response | Awaitable[Response] | None:
         try:
             return self._answer(connection, request)
         except MultipleValuesError as exc:  # any other header read as one that came twice
             return self._refuse(connection, HTTPStatus.BAD_REQUEST,
                                 f"the {exc.args[0] if exc.args else 'same'} header is given more than once")
 
-    def _answer(self, connection: ServerConnection, request: Request) -> Response | None:
+    def _answer(self, connection: ServerConnection, request: Request) -> Response | Awaitable[Response] | None:
         twice = [name for name in SINGLE_HEADERS if len(request.headers.get_all(name)) > 1]
         if twice:
             return self._refuse(connection, HTTPStatus.BAD_REQUEST, f"the {twice[0]} header is given more than once")
         path = urlsplit(request.path).path
         if path == HEALTH:
             return connection.respond(HTTPStatus.OK, "ok\n")
+        if dashboard.handles(path):  # read-only pages and data, under the same token (docs/dashboard.md)
+            return self.dashboard.answer(request)
         if path != ENDPOINT:
             return self._refuse(connection, HTTPStatus.NOT_FOUND, f"no such endpoint; ACP is at {ENDPOINT}")
         origin = request.headers.get("Origin")
@@ -324,7 +329,8 @@ class AcpServer:
                                     server_header="liminal")
         except OSError as exc:  # the port is taken, the host is not this machine's
             raise ListenError(exc.strerror or str(exc)) from exc
-        async with listening as server:
+        async with listening as server, contextlib.AsyncExitStack() as stack:
+            stack.push_async_callback(self.dashboard.aclose)
             self.server = server
             bound = server.sockets[0].getsockname()[1] if server.sockets else port
             logger.info("serving ACP over WebSocket", url=f"ws://{host}:{bound}{ENDPOINT}",
