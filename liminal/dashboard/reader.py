@@ -76,14 +76,17 @@ class Reader:
         return rows
 
     async def stamp(self, thread_id: str | None) -> str:
-        """What changes when a turn ends or a move commits (a new message, a later time, the
-        context, the title): the page asks for this every few seconds and reloads its data
-        only when it changed."""
+        """What changes when a turn ends or a move commits: the page asks for this every few
+        seconds and reloads its data only when it changed. A thread's is its record, which the
+        indexer touches at every turn's end and every committed move (``Thread.updated``, its
+        lineage), and at a new title or state: one read by key. The list's is every row's."""
         store = await self.store()
-        rows = [s for s in await store.threads(limit=100_000, empty=True)
-                if thread_id is None or s.thread.id == thread_id]
+        if thread_id is not None:
+            t = await store.thread(thread_id)
+            return "" if t is None else f"{t.updated}:{len(t.backing_ids)}:{t.state}:{t.title}"
         return "|".join(f"{s.thread.id}:{s.last_activity}:{s.turns}:{s.context_used}:{s.swaps}:"
-                        f"{s.thread.state}:{s.thread.title}" for s in rows)
+                        f"{s.thread.state}:{s.thread.title}"
+                        for s in await store.threads(limit=100_000, empty=True))
 
     async def resolve(self, thread_id: str) -> Thread:
         thread = await (await self.store()).thread(thread_id)
@@ -93,12 +96,15 @@ class Reader:
 
     async def thread(self, thread_id: str) -> dict[str, Any]:
         store = await self.store()
+        stamp = await self.stamp(thread_id)  # before the reading: a change during it shows next time
         thread = await self.resolve(thread_id)
         messages = await store.messages(thread_id)
         backing = thread.backing_ids[-1] if thread.backing_ids else thread.id
         in_file, summary_before = await self._turns_in_file(thread, backing)
         cut = await self._cut(backing)
-        return views.thread_view(thread, messages, in_file=in_file, summary_before=summary_before, cut=cut)
+        view = views.thread_view(thread, messages, in_file=in_file, summary_before=summary_before, cut=cut)
+        view["stamp"] = stamp
+        return view
 
     async def _turns_in_file(self, thread: Thread, backing: str) -> tuple[int | None, bool]:
         """How many turns the model's session file holds now, and whether a summary precedes

@@ -47,8 +47,11 @@ def require_browser() -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """One Chromium for a module's tests. Not for the session: Playwright's sync API keeps an
+    event loop running in the main thread while it is open, and the anyio tests that run after
+    this module would find it there."""
     require_browser()
     from playwright.sync_api import sync_playwright
 
@@ -98,7 +101,9 @@ class Running:
         """Open the address ``liminal dashboard`` prints (the token in its fragment), then go
         to ``route`` as a click on a link would."""
         page.goto(f"{self.base}#token={self.token}")
-        page.wait_for_function("location.hash === '#/'")
+        # (Locators, never wait_for_function: the page's policy refuses the eval it needs.)
+        page.locator("h1", has_text="Threads").wait_for()
+        assert "token" not in page.url  # it left the address bar
         if route != "#/":
             page.evaluate("route => { location.hash = route; }", route)
 

@@ -144,7 +144,7 @@ def test_a_request_without_the_token_is_refused(dashboard: Running, page: Any, a
     assert page.locator("#threads").count() == 0
     page.fill("#token-input", "wrong")
     page.press("#token-input", "Enter")
-    page.wait_for_function("document.querySelector('main').innerText.includes('missing or wrong')")
+    page.get_by_text("the token is missing or wrong").wait_for()
     page.screenshot(path=str(artifacts / "token.png"))
     page.fill("#token-input", token)
     page.press("#token-input", "Enter")

@@ -106,25 +106,31 @@ function failed(err) {
 
 // -- live updates: the page asks for a cheap stamp and reloads its data when it changes ----------
 
-function live(thread, reload) {
+function live(thread, reload, since) {
   clearInterval(poller);
-  stamp = null;
+  stamp = since ?? null; // the data on show was read at this stamp
   const badge = document.getElementById("live");
+  let busy = false; // a slow answer is not asked again on top of itself
   const tick = async () => {
+    if (busy) return;
+    busy = true;
     try {
       const now = (await api("stamp" + (thread ? `?thread=${encodeURIComponent(thread)}` : ""))).stamp;
+      badge.className = "on";
       if (stamp !== null && now !== stamp) {
-        await reload();
         badge.dataset.updated = String(Number(badge.dataset.updated || 0) + 1);
         badge.title = `Updated ${new Date().toLocaleTimeString()}`;
+        return await reload(); // which starts polling again from the stamp it read
       }
       stamp = now;
-      badge.className = "on";
     } catch (err) {
       badge.className = "off";
+    } finally {
+      busy = false;
     }
   };
-  tick();
+  if (stamp === null) tick();
+  else badge.className = "on";
   poller = setInterval(tick, POLL_MS);
 }
 
@@ -221,7 +227,7 @@ async function threadPage(id, target) {
     const bottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
     await threadPage(id, null);
     window.scrollTo(0, bottom ? document.body.scrollHeight : keep);
-  });
+  }, data.stamp);
 }
 
 function card(label, value, note) {
