@@ -93,7 +93,9 @@ def main() -> None:
         home.mkdir(mode=0o700)
         db = home / "liminal.db"
         count = asyncio.run(build(db, args.turns))
-        env = dict(os.environ, LIMINAL_HOME=str(home))
+        # The CLIs' folders are the run's own (empty): the machine's are never read.
+        env = dict(os.environ, LIMINAL_HOME=str(home), CLAUDE_CONFIG_DIR=str(Path(folder) / "claude"),
+                   CODEX_HOME=str(Path(folder) / "codex"))
         proc = subprocess.Popen([sys.executable, "-m", "liminal", "dashboard", "--listen", "127.0.0.1:0",
                                  "--print-port"], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         try:

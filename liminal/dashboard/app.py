@@ -30,6 +30,7 @@ from websockets.http11 import Request, Response
 from liminal import log
 from liminal.config import Settings
 from liminal.dashboard.reader import NotFound, Reader
+from liminal.dashboard.views import Window
 from liminal.serve import token as tokens
 
 logger = log.get("liminal.dashboard")
@@ -63,6 +64,16 @@ def _json(value: Any, status: HTTPStatus = HTTPStatus.OK) -> Response:
 
 def _error(status: HTTPStatus, why: str) -> Response:
     return _json({"error": why}, status)
+
+
+def _window(query: dict[str, str]) -> Window:
+    """The transcript's turns a request asks for (``views.Window``): ``lo`` and ``hi``, or around
+    a message (``msg``) or a turn (``turn``); numbers that are not are left out."""
+    def number(name: str) -> int | None:
+        value = query.get(name, "")
+        return int(value) if value.isdigit() and len(value) < 10 else None
+
+    return Window(lo=number("lo"), hi=number("hi"), at=query.get("msg") or None, turn=number("turn"))
 
 
 class Dashboard:
@@ -140,7 +151,9 @@ class Dashboard:
         if parts == ["recall"]:
             return await reader.recall(query.get("key", ""))
         if len(parts) == 2 and parts[0] == "thread":
-            return await reader.thread(parts[1])
+            return await reader.thread(parts[1], _window(query))
+        if len(parts) == 3 and parts[0] == "thread" and parts[2] == "turns":
+            return (await reader.thread(parts[1], _window(query)))["transcript"]
         if len(parts) == 3 and parts[0] == "thread" and parts[2] == "bands":
             return await reader.bands(parts[1])
         if len(parts) == 3 and parts[0] == "thread" and parts[2] == "message":

@@ -94,7 +94,7 @@ class Reader:
             raise NotFound(f"no thread {thread_id}")
         return thread
 
-    async def thread(self, thread_id: str) -> dict[str, Any]:
+    async def thread(self, thread_id: str, window: views.Window | None = None) -> dict[str, Any]:
         store = await self.store()
         stamp = await self.stamp(thread_id)  # before the reading: a change during it shows next time
         thread = await self.resolve(thread_id)
@@ -102,7 +102,8 @@ class Reader:
         backing = thread.backing_ids[-1] if thread.backing_ids else thread.id
         in_file, summary_before = await self._turns_in_file(thread, backing)
         cut = await self._cut(backing)
-        view = views.thread_view(thread, messages, in_file=in_file, summary_before=summary_before, cut=cut)
+        view = views.thread_view(thread, messages, in_file=in_file, summary_before=summary_before, cut=cut,
+                                 window=window)
         view["stamp"] = stamp
         return view
 

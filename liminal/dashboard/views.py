@@ -242,30 +242,64 @@ def message_view(m: MessageRecord, cut: dict[str, list[str]]) -> dict[str, Any] 
     return view
 
 
+@dataclass(frozen=True, slots=True)
+class Window:
+    """Which turns of a transcript to send: ``lo`` to ``hi`` (indexes, ``hi`` excluded), or
+    ``WINDOW`` of them from a little before the turn holding message ``at`` or numbered
+    ``turn``, or else the last ``WINDOW``. A page holds a window, and asks for more."""
+
+    lo: int | None = None
+    hi: int | None = None
+    at: str | None = None
+    turn: int | None = None
+
+    def range(self, turns: Sequence[dict[str, Any]]) -> tuple[int, int]:
+        count = len(turns)
+        if self.lo is not None or self.hi is not None:
+            lo = max(0, min(count, self.lo or 0))
+            return lo, max(lo, min(count, self.hi if self.hi is not None else count))
+        found = next((n for n, t in enumerate(turns)
+                      if (self.turn is not None and t["n"] == self.turn)
+                      or (self.at is not None and any(m.id == self.at for m in t["raw"]))), None)
+        if found is None:
+            return max(0, count - WINDOW), count
+        lo = max(0, found - 5)
+        return lo, min(count, lo + WINDOW)
+
+
+WINDOW = 60
+
+
 def transcript(shown: Sequence[MessageRecord], numbers: dict[str, int], seen: dict[str, str],
-               cut: dict[str, list[str]]) -> list[dict[str, Any]]:
+               cut: dict[str, list[str]], window: Window) -> dict[str, Any]:
     """The conversation as turns: each with its number (None before liminal saw the thread),
-    time, the context at its end, what the model sees of it now, and its messages."""
+    time, the context at its end, what the model sees of it now, and, for the turns of
+    ``window`` only, its messages (a 1,000-turn thread is a megabyte of them)."""
     turns: list[dict[str, Any]] = []
     current: dict[str, Any] | None = None
     for m in shown:
         number = numbers.get(m.turn_id or "") if not m.replayed else None
         if current is None or (number is not None and number != current["n"]) \
-                or (m.kind == "user" and current["messages"] and number is None):
-            current = {"n": number, "time": m.time, "context": None, "seen": None, "messages": []}
+                or (m.kind == "user" and current["raw"] and number is None):
+            current = {"n": number, "time": m.time, "context": None, "seen": None, "raw": []}
             turns.append(current)
         if m.kind == "usage" and _int(m.data.get("used")) is not None:
             current["context"] = m.data["used"]
         if m.kind == "user" and m.id in seen and current["seen"] is None:
             current["seen"] = seen[m.id]
-        view = message_view(m, cut)
-        if view is not None:
-            current["messages"].append(view)
-    return turns
+        current["raw"].append(m)
+    lo, hi = window.range(turns)
+    sent = []
+    for turn in turns[lo:hi]:
+        raw = turn.pop("raw")
+        turn["messages"] = [v for v in (message_view(m, cut) for m in raw) if v is not None]
+        sent.append(turn)
+    return {"turns": sent, "lo": lo, "hi": hi, "count": len(turns)}
 
 
 def thread_view(thread: Any, messages: Sequence[MessageRecord], *, in_file: int | None,
-                summary_before: bool, cut: dict[str, list[str]]) -> dict[str, Any]:
+                summary_before: bool, cut: dict[str, list[str]],
+                window: Window | None = None) -> dict[str, Any]:
     """Everything a thread's page shows but its bands (asked for apart: they read the CLI's
     file, ``Reader.bands``)."""
     shown = conversation(messages)
@@ -294,5 +328,5 @@ def thread_view(thread: Any, messages: Sequence[MessageRecord], *, in_file: int 
         "moves": every_move, "marks": marks, "ceiling": ceiling_of(harness),
         "savings": savings(calls, committed, ceiling_of(harness)),
         "context_file": in_file is not None, "summary_before": summary_before,
-        "turns": transcript(shown, numbers, seen, cut),
+        "turn_count": len(numbers), "transcript": transcript(shown, numbers, seen, cut, window or Window()),
     }

@@ -23,6 +23,8 @@ import anyio
 import pytest
 from websockets.sync.client import ClientConnection, connect
 
+from liminal.store.records import Batch
+from liminal.store.sqlite import SqliteStore
 from tests.browser.conftest import Running, start
 from tests.support import dashboard_store as fixture
 from tests.support.proxy_process import scripted_agent_argv
@@ -35,7 +37,11 @@ def dashboard(tmp_path: Path) -> Iterator[Running]:
     # In a thread of its own: Playwright's sync API keeps an event loop running in this one.
     with ThreadPoolExecutor(1) as pool:
         pool.submit(anyio.run, fixture.build, home / "liminal.db").result()
-    running = start(tmp_path, "dashboard", "--listen", "127.0.0.1:0", "--print-port")
+    # The CLIs' folders are the test's own: never the machine's.
+    claude = tmp_path / "claude"
+    fixture.session_files(claude)
+    running = start(tmp_path, "dashboard", "--listen", "127.0.0.1:0", "--print-port",
+                    CLAUDE_CONFIG_DIR=str(claude), CODEX_HOME=str(tmp_path / "codex"))
     try:
         yield running
     finally:
@@ -95,7 +101,16 @@ def test_a_thread_page_draws_its_swaps_at_the_calls_where_they_happened(
     assert "94k → 38k" in moves.nth(0).inner_text() and "3 calls" in moves.nth(0).inner_text()
     assert "118k → 41k" in moves.nth(1).inner_text()
     assert "Saved vs auto-compact" in page.locator(".cards").inner_text()
+    # What the model sees now: its session file holds the last 7 turns after a preamble.
+    turns = page.locator("#transcript article")
+    assert [t.get_attribute("data-seen") for t in turns.all()] == ["summarised"] * 5 + ["context"] * 7
+    assert "summarised" in turns.nth(0).locator(".seen").inner_text()
+    page.locator('#band-table tr[data-band="recent"]').wait_for()
+    assert "7 turns, 2.1k" in page.locator('#band-table tr[data-band="recent"]').inner_text()
     page.screenshot(path=str(artifacts / "thread.png"))
+    page.screenshot(path=str(artifacts / "thread-full.png"), full_page=True)
+    page.screenshot(path=str(artifacts / "dashboard.png"), full_page=True,  # docs/dashboard.png
+                    clip={"x": 0, "y": 0, "width": 1280, "height": 1500})
 
 
 def test_a_search_finds_a_fact_cut_from_the_context_and_opens_it(
@@ -126,6 +141,37 @@ def test_a_search_finds_a_fact_cut_from_the_context_and_opens_it(
     page.press("#search-box", "Enter")
     page.locator("#memos li").wait_for()
     assert "The relay's spare is in drawer 4" in page.locator("#memos").inner_text()
+
+
+def test_a_long_thread_shows_its_last_turns_and_more_on_request(tmp_path: Path, page: Any) -> None:
+    home = tmp_path / "liminal-home"
+    home.mkdir(mode=0o700)
+    messages, update = fixture.long_thread(150)
+
+    async def build() -> None:
+        store = await SqliteStore.open(home / "liminal.db")
+        try:
+            await store.write(Batch(messages=messages, threads=[update]))
+        finally:
+            await store.aclose()
+
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(anyio.run, build).result()
+    running = start(tmp_path, "dashboard", "--listen", "127.0.0.1:0", "--print-port",
+                    CLAUDE_CONFIG_DIR=str(tmp_path / "claude"), CODEX_HOME=str(tmp_path / "codex"))
+    try:
+        running.enter(page, f"#/thread/{update.id}")
+        turns = page.locator("#transcript article")
+        turns.first.wait_for()
+        assert turns.count() == 60 and turns.first.get_attribute("data-turn") == "91"
+        assert page.locator("#later").is_hidden()
+        assert page.locator("#chart .move.swap").count() == 6  # every 25 turns: all drawn
+        page.click("#earlier")  # the 90 before them (up to 120 a click)
+        page.locator('#transcript article[data-turn="1"]').wait_for()
+        assert turns.count() == 150 and page.locator("#earlier").is_hidden()
+        assert [t.get_attribute("data-turn") for t in turns.all()] == [str(n) for n in range(1, 151)]
+    finally:
+        running.stop()
 
 
 def test_a_request_without_the_token_is_refused(dashboard: Running, page: Any, artifacts: Path) -> None:

@@ -198,3 +198,20 @@ def long_thread(turns: int, thread: str = "44444444-4444-4444-8444-444444444444"
             used = 40_000
     return w.messages, ThreadUpdate(thread, START, title=f"A thread of {turns} turns", cwd="/home/dev/long",
                                     harness=CLAUDE, state="active", backing_ids=tuple(lineage))
+
+
+def session_files(claude_dir: Path) -> Path:
+    """The Flux thread's session as the model works from it now, in a Claude Code config folder:
+    a real fixture session compressed by liminal's own rewrite under the thread's current
+    backing id (a preamble, then 7 turns whole), so the dashboard finds how many turns the model
+    still sees (turns 6 to 12 of the thread; 1 to 5 only in the preamble) and the bands. The
+    words are the fixture's, not the thread's: only the shape counts here."""
+    from liminal.config import GradientSettings
+    from liminal.harness.base import known_harnesses
+    from tests.support import claude_files
+
+    _, _, _, backings = flux_thread()
+    harness = known_harnesses(GradientSettings(recent_tokens=2200, summary_tokens=1000),
+                              {"CLAUDE_CONFIG_DIR": str(claude_dir)})["claude"]()
+    before = claude_files.create(claude_dir, "/home/dev/flux", backings[1])
+    return harness.rewrite(before, 0, backings[2]).path

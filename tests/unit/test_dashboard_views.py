@@ -99,9 +99,31 @@ def test_a_cut_tool_output_carries_its_recall_keys() -> None:
 
     view = views.thread_view(merge_thread(None, update), writer.messages, in_file=None, summary_before=False,
                              cut={"toolu_fact": ["KEY"]})
-    tools = [m for t in view["turns"] for m in t["messages"] if m["kind"] == "tool_call"]
+    tools = [m for t in view["transcript"]["turns"] for m in t["messages"] if m["kind"] == "tool_call"]
     assert tools[0]["keys"] == ["KEY"] and tools[0]["more"] is True  # 42 lines: the head only
     assert all(not m["keys"] for m in tools[1:])
+
+
+def test_a_long_transcript_is_sent_a_window_at_a_time() -> None:
+    messages, update = fixture.long_thread(200)
+    from liminal.store.records import merge_thread
+
+    thread = merge_thread(None, update)
+
+    def window(**kw: object) -> dict:
+        view = views.thread_view(thread, messages, in_file=None, summary_before=False, cut={},
+                                 window=views.Window(**kw))  # type: ignore[arg-type]
+        assert view["turn_count"] == 200 and len(view["points"]) == 600  # the chart has them all
+        return view["transcript"]
+
+    last = window()
+    assert (last["lo"], last["hi"], last["count"]) == (140, 200, 200)
+    assert [t["n"] for t in last["turns"]] == list(range(141, 201))
+    found = window(at=messages[30].id)  # turn 4's (seven messages a turn, a swap every 25)
+    assert found["lo"] == 0 and found["turns"][3]["messages"]
+    assert window(turn=100)["turns"][5]["n"] == 100
+    assert [t["n"] for t in window(lo=10, hi=12)["turns"]] == [11, 12]
+    assert window(lo=500)["turns"] == []
 
 
 # -- the HTTP rules, and a store that is only read ---------------------------------------------

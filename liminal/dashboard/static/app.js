@@ -198,8 +198,11 @@ function savedText(s) {
 
 const MOVE_CLASS = (m) => m.move === "swap" || m.move === "/optimise" ? "swap" : m.move.startsWith("/clear") ? "clear" : m.move === "/undo" ? "undo" : "other";
 
-async function threadPage(id, target) {
-  const data = await api(`thread/${encodeURIComponent(id)}`);
+async function threadPage(id, target, keepFrom) {
+  // A live reload keeps the turns on show from the first one shown; new ones join at the end.
+  const around = keepFrom !== undefined ? `?lo=${keepFrom}`
+    : target ? (target.msg ? `?msg=${encodeURIComponent(target.msg)}` : `?turn=${target.turn}`) : "";
+  const data = await api(`thread/${encodeURIComponent(id)}${around}`);
   const t = data.thread || { id, title: "", cli: "?", cwd: "" };
   const committed = data.moves.filter((m) => m.outcome === "committed");
   const last = data.points.length ? data.points[data.points.length - 1] : null;
@@ -212,9 +215,9 @@ async function threadPage(id, target) {
         t.state === "archived" ? el("span", { class: "tag", text: "archived" }) : null)),
     el("section", { class: "cards" },
       card("Context now", last ? tokens(last.used) : "?", last && last.size ? `of ${tokens(last.size)}` : ""),
-      card("Model calls", data.points.length, `${data.turns.filter((x) => x.n).length} turns`),
+      card("Model calls", data.points.length, `${data.turn_count} turns`),
       card("Swaps", committed.filter((m) => MOVE_CLASS(m) === "swap").length, `${committed.length} moves in all`),
-      card("Saved vs auto-compact", s ? big(s.saved) : "-", s ? `input-token equivalents: ${Math.round(s.saved_share * 100)}% of the ${big(s.auto_compact)} the CLI's own compaction would have cost (estimate); mean context ${tokens(s.mean_context)} against ${tokens(s.mean_context_auto)}` : "too few model calls to say")),
+      card("Saved vs auto-compact", s ? big(s.saved) : "-", s ? `${Math.round(s.saved_share * 100)}% of ${big(s.auto_compact)} (input-token equivalents, estimated); mean context ${tokens(s.mean_context)}, not ${tokens(s.mean_context_auto)}` : "too few model calls to say")),
     el("section", { class: "card" }, el("h2", { text: "Context at every model call" }), chart(data), legend()),
     bands,
     el("section", { class: "card" }, el("h2", { text: "Swaps and moves" }), movesTable(data.moves)),
@@ -225,7 +228,7 @@ async function threadPage(id, target) {
   live(id, async () => {
     const keep = window.scrollY;
     const bottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
-    await threadPage(id, null);
+    await threadPage(id, null, view.lo);
     window.scrollTo(0, bottom ? document.body.scrollHeight : keep);
   }, data.stamp);
 }
@@ -317,12 +320,12 @@ async function loadBands(id, box) {
     const total = Math.max(1, rows.reduce((a, [, v]) => a + v.tokens, 0) + (b.preamble || 0));
     box.replaceChildren(head,
       el("div", { class: "bar" },
-        b.preamble ? el("span", { class: "band preamble", style: null, title: `the preamble: about ${tokens(b.preamble)} tokens of summary`, "data-w": b.preamble / total }) : null,
+        b.preamble ? el("span", { class: "band preamble", style: null, title: `the preamble: up to ${tokens(b.preamble)} tokens of summary`, "data-w": b.preamble / total }) : null,
         rows.filter(([, v]) => v.tokens).map(([k, v]) => el("span", { class: `band ${k}`, title: `${k}: ${v.turns} turns, ${tokens(v.tokens)} tokens`, "data-w": v.tokens / total }))),
       el("table", { class: "bands", id: "band-table" }, el("tbody", {},
         el("tr", {}, el("td", {}, el("span", { class: "key preamble" }), "preamble"), el("td", { class: "num", text: `≤ ${tokens(b.preamble)}` }), el("td", { text: "the summary a swap writes of what it does not keep" })),
         rows.map(([k, v, how]) => el("tr", { "data-band": k }, el("td", {}, el("span", { class: `key ${k}` }), k),
-          el("td", { class: "num", text: `${v.turns} turns, ${tokens(v.tokens)}` }), el("td", { text: how }))),
+          el("td", { class: "num", text: `${v.turns} turn${v.turns === 1 ? "" : "s"}, ${tokens(v.tokens)}` }), el("td", { text: how }))),
         el("tr", {}, el("td", { text: "dynamic zone" }), el("td", { class: "num", text: "-" }), el("td", { class: "quiet", text: "none: liminal keeps no dynamic zone yet" })))));
     for (const span of box.querySelectorAll(".band")) span.style.flexGrow = span.dataset.w;
   } catch (err) {
@@ -344,22 +347,31 @@ function contextNote(data) {
 }
 
 function transcript(data, target) {
-  const turns = data.turns;
+  // The server sends a window of the turns (the last 60, or those around a search's find);
+  // the buttons ask for more on either side.
+  const t = data.transcript;
+  let lo = t.lo, hi = t.hi;
+  const count = t.count;
   const box = el("div", { id: "transcript" });
-  let lo = Math.max(0, turns.length - WINDOW), hi = turns.length;
-  if (target) {
-    const at = turns.findIndex((t) => (target.turn && t.n === target.turn) || (target.msg && t.messages.some((m) => m.id === target.msg)));
-    if (at >= 0) { lo = Math.max(0, at - 5); hi = Math.min(turns.length, lo + WINDOW); }
-  }
-  const draw = () => {
-    box.replaceChildren(...[
-      lo > 0 ? el("button", { class: "more", id: "earlier", onclick: () => { lo = Math.max(0, lo - WINDOW * 2); draw(); } }, `Show earlier turns (${lo} more)`) : null,
-      ...turns.slice(lo, hi).map(turnView),
-      hi < turns.length ? el("button", { class: "more", id: "later", onclick: () => { hi = Math.min(turns.length, hi + WINDOW * 2); draw(); } }, `Show later turns (${turns.length - hi} more)`) : null,
-    ].filter(Boolean));
+  const more = async (from, to, before) => {
+    const got = await api(`thread/${encodeURIComponent(view.id)}/turns?lo=${from}&hi=${to}`);
+    const nodes = got.turns.map(turnView);
+    if (before) { lo = got.lo; box.querySelector(".turns").prepend(...nodes); }
+    else { hi = got.hi; box.querySelector(".turns").append(...nodes); }
+    buttons();
   };
-  draw();
-  if (!turns.length) box.append(el("p", { class: "quiet", text: "Nothing said yet." }));
+  const earlier = el("button", { class: "more", id: "earlier", onclick: () => more(Math.max(0, lo - WINDOW * 2), lo, true) });
+  const later = el("button", { class: "more", id: "later", onclick: () => more(hi, Math.min(count, hi + WINDOW * 2), false) });
+  const buttons = () => {
+    view.lo = lo;
+    earlier.textContent = `Show earlier turns (${lo} more)`;
+    earlier.hidden = lo <= 0;
+    later.textContent = `Show later turns (${count - hi} more)`;
+    later.hidden = hi >= count;
+  };
+  box.append(earlier, el("div", { class: "turns" }, t.turns.map(turnView)), later);
+  buttons();
+  if (!count) box.append(el("p", { class: "quiet", text: "Nothing said yet." }));
   return box;
 }
 
@@ -381,6 +393,7 @@ function messageView(m) {
   if (m.kind === "thought") return el("div", attrs, el("div", { class: "text", text: m.text }));
   if (m.kind === "plan") return el("div", attrs, el("ul", {}, m.entries.map((e) => el("li", { class: e.status || "", text: e.content }))));
   if (m.kind === "swap") return el("div", attrs, el("span", { class: "liminal", text: `liminal: ${m.text}` }));
+  if (m.kind === "mark") return el("div", attrs, el("span", { class: "mark-note", text: `mark ${m.text} set here` }));
   if (m.kind === "tool_call") {
     const out = el("pre", { class: "output", text: m.output });
     const node = el("div", attrs, el("div", { class: "tool-title" }, `▸ ${m.title}`, m.status && m.status !== "completed" ? el("span", { class: "quiet", text: ` (${m.status})` }) : ""), out);
