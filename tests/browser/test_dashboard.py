@@ -128,6 +128,7 @@ def test_a_search_finds_a_fact_cut_from_the_context_and_opens_it(
     found = page.locator(".msg.focus")
     found.wait_for()
     assert fixture.FACT in found.locator(".output").inner_text()
+    assert found.locator("mark").inner_text() == "gigawatts"  # the find's words, marked
     # The swap cut it from what the model sees: the transcript says so and gives the key.
     cut = found.locator(".cut")
     assert cut.get_attribute("data-key") == f"{fixture.FLUX}:5e1f0000-0000-4000-8000-000000000002:0"

@@ -397,11 +397,17 @@ function messageView(m) {
   if (m.kind === "tool_call") {
     const out = el("pre", { class: "output", text: m.output });
     const node = el("div", attrs, el("div", { class: "tool-title" }, `▸ ${m.title}`, m.status && m.status !== "completed" ? el("span", { class: "quiet", text: ` (${m.status})` }) : ""), out);
-    if (m.more) node.append(el("button", { class: "link", onclick: async (e) => {
-      e.target.disabled = true;
-      const full = await api(`thread/${encodeURIComponent(view.id)}/message?id=${encodeURIComponent(m.id)}`);
-      out.textContent = full.output; e.target.remove();
-    } }, "show all output"));
+    if (m.more) {
+      const button = el("button", { class: "link more-output" }, "show all output");
+      node.showAll = async () => {
+        button.disabled = true;
+        const full = await api(`thread/${encodeURIComponent(view.id)}/message?id=${encodeURIComponent(m.id)}`);
+        out.textContent = full.output;
+        button.remove();
+      };
+      button.addEventListener("click", () => node.showAll());
+      node.append(button);
+    }
     for (const key of m.keys || []) node.append(recallView(key));
     return node;
   }
@@ -422,11 +428,25 @@ function recallView(key) {
   return box;
 }
 
-function focus(target) {
+async function focus(target) {
   const node = target.msg ? document.getElementById(`m-${target.msg}`) : document.querySelector(`[data-turn="${target.turn}"]`);
   if (!node) return;
   node.classList.add("focus");
   node.scrollIntoView({ block: "center" });
+  if (!target.q) return;
+  // A search's find: the words may be past the output's head; show it all, and mark them.
+  if (node.showAll) await node.showAll().catch(() => null);
+  const words = target.q.toLowerCase().split(/\s+/).filter(Boolean);
+  for (const box of node.querySelectorAll(".text, .output")) {
+    const text = box.textContent;
+    const at = Math.min(...words.map((w) => text.toLowerCase().indexOf(w)).filter((i) => i >= 0));
+    if (!Number.isFinite(at)) continue;
+    const word = words.find((w) => text.toLowerCase().indexOf(w) === at);
+    const found = el("mark", { text: text.slice(at, at + word.length) });
+    box.replaceChildren(text.slice(0, at), found, text.slice(at + word.length));
+    found.scrollIntoView({ block: "center" });
+    break;
+  }
 }
 
 // -- search ----------------------------------------------------------------------------------
@@ -438,7 +458,7 @@ async function searchPage(query) {
   const found = await api(`search?q=${encodeURIComponent(query)}`);
   show(el("section", {}, el("h1", {}, "Search: ", el("q", { text: query })),
     el("ol", { class: "hits", id: "hits" }, found.hits.map((h) => el("li", {},
-      el("a", { href: `#/thread/${encodeURIComponent(h.thread_id)}` + (h.message_id ? `/msg/${encodeURIComponent(h.message_id)}` : h.turn ? `/turn/${h.turn}` : ""), class: "hit" },
+      el("a", { href: `#/thread/${encodeURIComponent(h.thread_id)}` + (h.message_id ? `/msg/${encodeURIComponent(h.message_id)}/${encodeURIComponent(query)}` : h.turn ? `/turn/${h.turn}` : ""), class: "hit" },
         el("span", { class: "where", text: `${h.title || (h.thread_id || "?").slice(0, 8)} · ${h.turn ? `turn ${h.turn}` : "before liminal"} · ${h.who}` }),
         el("span", { class: "quiet", text: ` ${when(h.time)}` })),
       el("div", { class: "snippet", text: h.snippet })))),
@@ -465,7 +485,7 @@ function route() {
   const parts = hash.slice(2).split("/").map(decodeURIComponent);
   window.scrollTo(0, 0);
   if (parts[0] === "thread" && parts[1]) {
-    const target = parts[2] === "msg" ? { msg: parts[3] } : parts[2] === "turn" ? { turn: Number(parts[3]) } : null;
+    const target = parts[2] === "msg" ? { msg: parts[3], q: parts.slice(4).join("/") } : parts[2] === "turn" ? { turn: Number(parts[3]) } : null;
     view = { kind: "thread", id: parts[1] };
     return threadPage(parts[1], target).catch(failed);
   }
