@@ -8,12 +8,13 @@ the model no longer sees, updating as the turns end."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from fixtures.harness import Adapter, Rig
 from tests.acceptance.conftest import adapter_fixture
 from tests.acceptance.test_one_thread import BIG, FIRST, committed, liminal_client, said, scenario
-from tests.browser.conftest import Running, browser, page, require_browser, start  # noqa: F401
+from tests.browser.conftest import Running, artifacts, browser, page, require_browser, start  # noqa: F401
 from tests.browser.test_dashboard import get
 
 adapter = adapter_fixture(["claude-agent"])
@@ -42,7 +43,8 @@ def recorded(running: Running, thread: str, moves: int) -> None:
     raise AssertionError(f"the store never had {moves} moves of {thread}: {rows}")
 
 
-def test_the_dashboard_shows_what_liminal_did_to_a_real_thread(adapter: Adapter, rig: Rig, page: Any) -> None:  # noqa: F811
+def test_the_dashboard_shows_what_liminal_did_to_a_real_thread(adapter: Adapter, rig: Rig, page: Any,  # noqa: F811
+                                                              artifacts: Path) -> None:  # noqa: F811
     require_browser()
     rig.server.script = scenario()
     configure(rig)
@@ -85,7 +87,7 @@ def test_the_dashboard_shows_what_liminal_did_to_a_real_thread(adapter: Adapter,
             page.locator("#hits li a").first.click()
             page.locator(".msg.focus mark").wait_for()  # the whole output, the words marked
             assert page.locator(".msg.focus mark").inner_text() == "11998"
-            page.screenshot(path=str(rig.home.root / "dashboard-swaps.png"), full_page=True)
+            page.screenshot(path=str(artifacts / "real-claude-swaps.png"), full_page=True)
 
             # The person's moves, seen live on the open page.
             running.enter(page, f"#/thread/{thread}")
@@ -112,6 +114,8 @@ def test_the_dashboard_shows_what_liminal_did_to_a_real_thread(adapter: Adapter,
         assert seen[BIG[0]] == "cleared" and seen["beta two"] == "undone", seen
         assert seen["delta after undo"] == "context", seen
         assert page.get_attribute("#live", "class") == "on"
-        page.screenshot(path=str(rig.home.root / "dashboard-moves.png"), full_page=True)
+        page.screenshot(path=str(artifacts / "real-claude-moves.png"), full_page=True)
+        page.evaluate("window.scrollTo(0, 0)")
+        page.screenshot(path=str(artifacts / "real-claude.png"))
     finally:
         running.stop()

@@ -14,6 +14,7 @@ from typing import Any
 
 from liminal.gradient.recall import RecallKey, marker
 from liminal.kernel.journal import SwapRecord
+from liminal.store.base import Store
 from liminal.store.records import Batch, MessageRecord, SessionRecord, ThreadUpdate
 from liminal.store.sqlite import SqliteStore
 
@@ -164,15 +165,20 @@ def memo() -> MessageRecord:
                          "The relay's spare is in drawer 4", data={"tags": ["flux"], "thread": FLUX})
 
 
+async def write(store: Store) -> None:
+    """The three threads (and a memo) into ``store``."""
+    flux, records, flux_update, _ = flux_thread()
+    codex, codex_update = codex_thread()
+    old, old_update = old_thread()
+    await store.write(Batch(messages=[*flux.messages, *codex.messages, *old.messages, memo()],
+                            threads=[flux_update, codex_update, old_update], session_records=records))
+
+
 async def build(db: Path) -> None:
     """The three threads (and a memo) in a new SQLite store at ``db``."""
     store = await SqliteStore.open(db)
     try:
-        flux, records, flux_update, _ = flux_thread()
-        codex, codex_update = codex_thread()
-        old, old_update = old_thread()
-        await store.write(Batch(messages=[*flux.messages, *codex.messages, *old.messages, memo()],
-                                threads=[flux_update, codex_update, old_update], session_records=records))
+        await write(store)
     finally:
         await store.aclose()
 

@@ -218,7 +218,7 @@ async function threadPage(id, target, keepFrom) {
       card("Model calls", data.points.length, `${data.turn_count} turns`),
       card("Swaps", committed.filter((m) => MOVE_CLASS(m) === "swap").length, `${committed.length} moves in all`),
       card("Saved vs auto-compact", s ? big(s.saved) : "-", s ? `${Math.round(s.saved_share * 100)}% of ${big(s.auto_compact)} (input-token equivalents, estimated); mean context ${tokens(s.mean_context)}, not ${tokens(s.mean_context_auto)}` : "too few model calls to say")),
-    el("section", { class: "card" }, el("h2", { text: "Context at every model call" }), chart(data), legend()),
+    el("section", { class: "card" }, el("h2", { text: "Context at every model call" }), chart(data), legend(data)),
     bands,
     el("section", { class: "card" }, el("h2", { text: "Swaps and moves" }), movesTable(data.moves)),
     el("section", { class: "card" }, el("h2", { text: "Transcript" }), contextNote(data), transcript(data, target)),
@@ -237,11 +237,18 @@ function card(label, value, note) {
   return el("div", { class: "card stat" }, el("div", { class: "label", text: label }), el("div", { class: "value", text: value }), el("div", { class: "quiet", text: note || "" }));
 }
 
-function legend() {
+function showsCeiling(data) {
+  // The CLI's compaction point is on the scale when the context came within a third of it;
+  // a thread far below it is drawn at its own size, and the legend names the point.
+  return Math.max(0, ...data.points.map((p) => p.used)) * 1.5 >= data.ceiling;
+}
+
+function legend(data) {
   return el("p", { class: "legend" },
     el("span", { class: "key swap" }), "swap ", el("span", { class: "key clear" }), "/clear ",
     el("span", { class: "key undo" }), "/undo ", el("span", { class: "key mark" }), "mark ",
-    el("span", { class: "key ceiling" }), "the CLI's auto-compact");
+    el("span", { class: "key ceiling" }), showsCeiling(data) ? "the CLI's auto-compact"
+      : `the CLI's auto-compact, at ${tokens(data.ceiling)}: far above this thread`);
 }
 
 function chart(data) {
@@ -249,7 +256,9 @@ function chart(data) {
   const pts = data.points;
   if (!pts.length) return el("p", { class: "quiet", text: "No model call recorded yet." });
   const n = pts.length;
-  const most = Math.max(data.ceiling, ...pts.map((p) => p.used));
+  const peak = Math.max(...pts.map((p) => p.used));
+  const ceilingShown = showsCeiling(data);
+  const most = ceilingShown ? Math.max(data.ceiling, peak) : peak;
   const step = niceStep(most / 4);
   const top = Math.ceil((most * 1.04) / step) * step;
   const x = (i) => L + (n === 1 ? (W - L - R) / 2 : (i * (W - L - R)) / (n - 1));
@@ -259,9 +268,11 @@ function chart(data) {
     root.append(svg("line", { x1: L, x2: W - R, y1: y(v), y2: y(v), class: "grid" }),
       svg("text", { x: L - 6, y: y(v) + 4, class: "axis", "text-anchor": "end" }, tokens(v)));
   }
-  root.append(svg("line", { x1: L, x2: W - R, y1: y(data.ceiling), y2: y(data.ceiling), class: "ceiling" },
-    svg("title", {}, `the CLI compacts on its own at ${tokens(data.ceiling)}`)));
-  root.append(svg("text", { x: W - R, y: y(data.ceiling) - 5, class: "axis", "text-anchor": "end" }, `auto-compact ${tokens(data.ceiling)}`));
+  if (ceilingShown) {
+    root.append(svg("line", { x1: L, x2: W - R, y1: y(data.ceiling), y2: y(data.ceiling), class: "ceiling" },
+      svg("title", {}, `the CLI compacts on its own at ${tokens(data.ceiling)}`)));
+    root.append(svg("text", { x: W - R, y: y(data.ceiling) - 5, class: "axis", "text-anchor": "end" }, `auto-compact ${tokens(data.ceiling)}`));
+  }
   const ticks = Math.min(n, 8);
   for (let k = 0; k < ticks; k++) {
     const i = Math.round((k * (n - 1)) / Math.max(ticks - 1, 1));
