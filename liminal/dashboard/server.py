@@ -39,7 +39,7 @@ async def serve_dashboard(settings: Settings, token: str, host: str, port: int,
     try:
         async with serve(never, host, port, process_request=answer, server_header="liminal") as server:
             bound = server.sockets[0].getsockname()[1] if server.sockets else port
-            logger.info("serving the dashboard", url=f"http://{host}:{bound}/dashboard/")
+            logger.debug("serving the dashboard", url=f"http://{host}:{bound}/dashboard/")
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                 if ready is not None:
                     ready(bound)
