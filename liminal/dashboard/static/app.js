@@ -84,12 +84,15 @@ async function api(path) {
 }
 
 function askToken(why) {
+  clearInterval(poller);
+  document.getElementById("live").className = "";
   const input = el("input", { type: "password", id: "token-input", placeholder: "token", autocomplete: "off", size: 48 });
   show(el("section", { class: "card narrow" },
     el("h1", { text: "This dashboard needs liminal's token" }),
-    el("p", {}, why ? `${why}. ` : "", "Open the address ", el("code", { text: "liminal dashboard" }),
-      " printed (it carries the token after #token=), or paste the token from ",
-      el("code", { text: "$LIMINAL_HOME/serve-token" }), "."),
+    why ? el("p", { class: "bad", text: why.charAt(0).toUpperCase() + why.slice(1) + "." }) : null,
+    el("p", {}, "Open the address ", el("code", { text: "liminal dashboard" }),
+      " printed (the token follows #token=), or paste the token from ",
+      el("code", { text: "$LIMINAL_HOME/serve-token" }), " (liminal serve's too)."),
     el("form", { onsubmit: (e) => { e.preventDefault(); setToken(input.value.trim()); route(); } },
       input, " ", el("button", { type: "submit", text: "Open" }))));
 }
@@ -464,7 +467,8 @@ async function focus(target) {
 
 async function searchPage(query) {
   document.getElementById("search-box").value = query;
-  clearInterval(poller);
+  clearInterval(poller); // a search's finds are of the moment: no live updates here
+  document.getElementById("live").className = "";
   if (!query.trim()) return show(el("section", {}, el("h1", { text: "Search" }), el("p", { class: "quiet", text: "Type words in the box above: every thread and the memos are searched." })));
   const found = await api(`search?q=${encodeURIComponent(query)}`);
   show(el("section", {}, el("h1", {}, "Search: ", el("q", { text: query })),
