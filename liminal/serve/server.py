@@ -15,7 +15,8 @@ Refused before the WebSocket opens (the handshake's HTTP answer), each with one 
 - an ``Origin`` that is not in ``serve.origins`` (a web page the user happens to visit must not
   drive their agent): 403;
 - more than ``serve.max_connections`` at once: 503;
-- any path but ``/acp`` and ``/healthz``: 404.
+- any path but ``/acp``, ``/healthz`` and ``/dashboard/...``: 404. (The dashboard's paths are
+  answered by ``liminal.dashboard.app``, read-only, under the same token and Origin rules.)
 
 A message longer than ``serve.max_message_bytes`` (or four times ``proxy.max_frame_bytes``)
 closes the connection (1009) before it is held whole; one longer than ``max_frame_bytes`` but
