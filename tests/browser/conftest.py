@@ -125,5 +125,8 @@ def start(tmp: Path, *argv: str, **env: str) -> Running:
                             stdout=subprocess.PIPE, stderr=log.open("wb"))
     assert proc.stdout is not None
     line = proc.stdout.readline()
-    assert line.strip().isdigit(), log.read_text()
+    if not line.strip().isdigit():
+        proc.kill()
+        proc.wait(10)
+        raise AssertionError(f"no port from liminal {argv[0]}: {log.read_text()}")
     return Running(proc, int(line), home, log)

@@ -13,6 +13,8 @@ from pathlib import Path
 from urllib.error import HTTPError
 from urllib.request import Request, urlopen
 
+import pytest
+
 from tests.support.proxy_process import child_env
 
 
@@ -24,21 +26,24 @@ def dashboard(tmp_path: Path, *args: str) -> subprocess.Popen[bytes]:
 def test_it_prints_where_to_open_it_and_stops_on_sigterm(tmp_path: Path) -> None:
     proc = dashboard(tmp_path, "--listen", "127.0.0.1:0", "--print-port")
     assert proc.stdout is not None and proc.stderr is not None
-    port = int(proc.stdout.readline())
-    said = proc.stderr.readline().decode()
-    token = (tmp_path / "liminal-home" / "serve-token").read_text().strip()
-    assert said.strip() == f"liminal dashboard: http://127.0.0.1:{port}/dashboard/#token={token}"
-    request = Request(f"http://127.0.0.1:{port}/dashboard/api/threads",
-                      headers={"Authorization": f"Bearer {token}"})
     try:
-        urlopen(request, timeout=30)
-        raise AssertionError("answered without a store")
-    except HTTPError as no_store:
-        assert no_store.code == 503 and "no store" in json.loads(no_store.read())["error"]
-    assert not (tmp_path / "liminal-home" / "liminal.db").exists()
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(20) == 128 + signal.SIGTERM
-    assert b"Traceback" not in proc.stderr.read()
+        port = int(proc.stdout.readline())
+        said = proc.stderr.readline().decode()
+        token = (tmp_path / "liminal-home" / "serve-token").read_text().strip()
+        assert said.strip() == f"liminal dashboard: http://127.0.0.1:{port}/dashboard/#token={token}"
+        request = Request(f"http://127.0.0.1:{port}/dashboard/api/threads",
+                          headers={"Authorization": f"Bearer {token}"})
+        with pytest.raises(HTTPError) as no_store:
+            urlopen(request, timeout=30)
+        assert no_store.value.code == 503 and "no store" in json.loads(no_store.value.read())["error"]
+        assert not (tmp_path / "liminal-home" / "liminal.db").exists()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 128 + signal.SIGTERM
+        assert b"Traceback" not in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
 
 
 def test_a_listen_address_it_cannot_use_is_one_line(tmp_path: Path) -> None:
