@@ -1,4 +1,4 @@
-"""The dashboard over what the real Claude Code left (issue 26), read in headless Chromium as a
+"""The dashboard over what the real Claude Code and Codex left (issue 26), read in headless Chromium as a
 person would, while the thread goes on through ``liminal acp``: turns that each read 2,000 lines
 until three swaps have cut the older outputs, then ``/clear MARK``, ``/undo`` and more turns.
 The thread is listed once; a cut output is found by search and its original opened by its
@@ -17,7 +17,7 @@ from tests.acceptance.test_one_thread import BIG, FIRST, committed, liminal_clie
 from tests.browser.conftest import Running, artifacts, browser, page, require_browser, start  # noqa: F401
 from tests.browser.test_dashboard import get
 
-adapter = adapter_fixture(["claude-agent"])
+adapter = adapter_fixture(["claude-agent", "codex-agent"])
 
 
 def configure(rig: Rig) -> None:
@@ -51,7 +51,7 @@ def test_the_dashboard_shows_what_liminal_did_to_a_real_thread(adapter: Adapter,
     env = rig.home.env()
     (rig.home.root / "dashboard").mkdir()
     running = start(rig.home.root / "dashboard", "dashboard", "--listen", "127.0.0.1:0", "--print-port",
-                    **{k: v for k, v in env.items() if k in ("LIMINAL_HOME", "CLAUDE_CONFIG_DIR", "HOME")})
+                    **{k: v for k, v in env.items() if k in ("LIMINAL_HOME", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "HOME")})
     try:
         with liminal_client(rig) as client:
             client.initialize()
@@ -87,7 +87,7 @@ def test_the_dashboard_shows_what_liminal_did_to_a_real_thread(adapter: Adapter,
             page.locator("#hits li a").first.click()
             page.locator(".msg.focus mark").wait_for()  # the whole output, the words marked
             assert page.locator(".msg.focus mark").inner_text() == "11998"
-            page.screenshot(path=str(artifacts / "real-claude-swaps.png"), full_page=True)
+            page.screenshot(path=str(artifacts / f"real-{adapter.name}-swaps.png"), full_page=True)
 
             # The person's moves, seen live on the open page.
             running.enter(page, f"#/thread/{thread}")
@@ -114,8 +114,8 @@ def test_the_dashboard_shows_what_liminal_did_to_a_real_thread(adapter: Adapter,
         assert seen[BIG[0]] == "cleared" and seen["beta two"] == "undone", seen
         assert seen["delta after undo"] == "context", seen
         assert page.get_attribute("#live", "class") == "on"
-        page.screenshot(path=str(artifacts / "real-claude-moves.png"), full_page=True)
+        page.screenshot(path=str(artifacts / f"real-{adapter.name}-moves.png"), full_page=True)
         page.evaluate("window.scrollTo(0, 0)")
-        page.screenshot(path=str(artifacts / "real-claude.png"))
+        page.screenshot(path=str(artifacts / f"real-{adapter.name}.png"))
     finally:
         running.stop()

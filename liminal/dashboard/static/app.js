@@ -13,6 +13,7 @@ let token = sessionStorage.getItem("liminal-token") || "";
 let stamp = null; // what the server last said about the data on show
 let poller = null;
 let view = null; // {kind, ...} of the page on show
+const finds = new Map(); // the last search's snippets by message: shown if the message lacks the words
 
 // -- small helpers ---------------------------------------------------------------------------
 
@@ -451,16 +452,30 @@ async function focus(target) {
   // A search's find: the words may be past the output's head; show it all, and mark them.
   if (node.showAll) await node.showAll().catch(() => null);
   const words = target.q.toLowerCase().split(/\s+/).filter(Boolean);
+  let found = null;
   for (const box of node.querySelectorAll(".text, .output")) {
-    const text = box.textContent;
-    const at = Math.min(...words.map((w) => text.toLowerCase().indexOf(w)).filter((i) => i >= 0));
-    if (!Number.isFinite(at)) continue;
-    const word = words.find((w) => text.toLowerCase().indexOf(w) === at);
-    const found = el("mark", { text: text.slice(at, at + word.length) });
-    box.replaceChildren(text.slice(0, at), found, text.slice(at + word.length));
-    found.scrollIntoView({ block: "center" });
-    break;
+    found = markIn(box, words);
+    if (found) break;
   }
+  const snippet = finds.get(target.msg);
+  if (!found && snippet) {
+    // The words are in the CLI's own record of the call, which the client was not shown (an
+    // adapter that sends no output): what search found there.
+    const box = el("pre", { class: "output", text: snippet });
+    node.append(el("div", { class: "record-find" }, "Found in the CLI's own record of this call:", box));
+    found = markIn(box, words);
+  }
+  if (found) found.scrollIntoView({ block: "center" });
+}
+
+function markIn(box, words) { // the first of the words in the box's text, marked
+  const text = box.textContent;
+  const at = Math.min(...words.map((w) => text.toLowerCase().indexOf(w)).filter((i) => i >= 0));
+  if (!Number.isFinite(at)) return null;
+  const word = words.find((w) => text.toLowerCase().indexOf(w) === at);
+  const mark = el("mark", { text: text.slice(at, at + word.length) });
+  box.replaceChildren(text.slice(0, at), mark, text.slice(at + word.length));
+  return mark;
 }
 
 // -- search ----------------------------------------------------------------------------------
@@ -471,6 +486,8 @@ async function searchPage(query) {
   document.getElementById("live").className = "";
   if (!query.trim()) return show(el("section", {}, el("h1", { text: "Search" }), el("p", { class: "quiet", text: "Type words in the box above: every thread and the memos are searched." })));
   const found = await api(`search?q=${encodeURIComponent(query)}`);
+  finds.clear();
+  for (const h of found.hits) if (h.message_id) finds.set(h.message_id, h.snippet);
   show(el("section", {}, el("h1", {}, "Search: ", el("q", { text: query })),
     el("ol", { class: "hits", id: "hits" }, found.hits.map((h) => el("li", {},
       el("a", { href: `#/thread/${encodeURIComponent(h.thread_id)}` + (h.message_id ? `/msg/${encodeURIComponent(h.message_id)}/${encodeURIComponent(query)}` : h.turn ? `/turn/${h.turn}` : ""), class: "hit" },
