@@ -20,7 +20,7 @@ from liminal.harness.base import HarnessChoice, known_harnesses
 
 if TYPE_CHECKING:
     from liminal.store.base import Store
-    from liminal.store.records import Thread
+    from liminal.store.records import SessionRecord, Thread
 
 logger = log.get("liminal.dashboard")
 SEARCH_LIMIT = 40
@@ -100,16 +100,20 @@ class Reader:
         thread = await self.resolve(thread_id)
         messages = await store.messages(thread_id)
         backing = thread.backing_ids[-1] if thread.backing_ids else thread.id
-        in_file, summary_before = await self._turns_in_file(thread, backing)
-        cut = await self._cut(backing)
-        view = views.thread_view(thread, messages, in_file=in_file, summary_before=summary_before, cut=cut,
+        records = await store.session_records(backing)
+        # Where liminal's own bytes end in the session (a rewrite's, a cut's): 0 for the CLI's.
+        own_end = max((r.offset + len(r.raw) + 1 for r in records if r.own), default=0)
+        head, summary_before = await self._head_turns(thread, backing, own_end)
+        cut = await self._cut([r for r in records if r.own])
+        view = views.thread_view(thread, messages, head=head, summary_before=summary_before, cut=cut,
                                  window=window)
         view["stamp"] = stamp
         return view
 
-    async def _turns_in_file(self, thread: Thread, backing: str) -> tuple[int | None, bool]:
-        """How many turns the model's session file holds now, and whether a summary precedes
-        them; (None, False) when the file is not on this machine or cannot be read."""
+    async def _head_turns(self, thread: Thread, backing: str, own_end: int) -> tuple[int | None, bool]:
+        """How many turns of the model's session file start in what liminal wrote (``own_end``
+        bytes), and whether a summary precedes them; (None, False) when the file is not on this
+        machine or cannot be read."""
         harness = self.harness(cli_name(thread.harness))
 
         def read() -> tuple[int | None, bool]:
@@ -117,7 +121,7 @@ class Reader:
             if path is None:
                 return None, False
             turns = harness.turns(path)
-            return len(turns.starts), turns.earlier
+            return sum(1 for start in turns.starts if start < own_end), turns.earlier
 
         try:
             return await anyio.to_thread.run_sync(read)
@@ -125,19 +129,18 @@ class Reader:
             logger.warning("the session file could not be read", thread=thread.id, error=str(exc)[:200])
             return None, False
 
-    async def _cut(self, backing: str) -> dict[str, list[str]]:
+    async def _cut(self, own: list[SessionRecord]) -> dict[str, list[str]]:
         """The recall keys in the session the model works from (in the lines liminal wrote into
-        it), by the tool call whose output each cut: the call's ids, as the CLI's original
-        record of the key names them."""
+        it, ``own``), by the tool call whose output each cut: the call's ids, as the CLI's
+        original record of the key names them."""
         store = await self.store()
         keys: dict[str, RecallKey] = {}
-        for record in await store.session_records(backing):
-            if record.own:
-                for found in KEY_IN_MARKER.finditer(record.raw.decode("utf-8", "replace")):
-                    try:
-                        keys.setdefault(found.group(1), RecallKey.parse(found.group(1)))
-                    except RecallError:
-                        continue
+        for record in own:
+            for found in KEY_IN_MARKER.finditer(record.raw.decode("utf-8", "replace")):
+                try:
+                    keys.setdefault(found.group(1), RecallKey.parse(found.group(1)))
+                except RecallError:
+                    continue
         cut: dict[str, list[str]] = {}
         for text, key in keys.items():
             for original in await store.session_records(key.session_id, uuid=key.uuid, limit=4):

@@ -159,8 +159,10 @@ def thread_row(summary: ThreadSummary, messages: Sequence[MessageRecord]) -> dic
     return {
         "id": t.id, "title": t.title, "cli": cli_name(t.harness), "cwd": t.cwd, "state": t.state,
         "turns": summary.turns, "context_used": summary.context_used,
-        "context_size": summary.context_size, "swaps": summary.swaps,
-        "moves": len(committed), "last_activity": summary.last_activity, "created": t.created,
+        "context_size": summary.context_size,
+        # liminal's own rewrites, as the thread's page counts them; every move (/clear, /undo
+        # too) is ``moves``, and the sessions the thread went through ``liminal threads``' SWAPS.
+        "swaps": sum(1 for m in committed if m["move"] in REWRITES), "moves": len(committed), "last_activity": summary.last_activity, "created": t.created,
         "savings": savings(calls, committed, ceiling_of(t.harness)),
     }
 
@@ -175,19 +177,23 @@ def is_command(text: str) -> bool:
     return parse(text) is not None
 
 
-def seen_states(shown: Sequence[MessageRecord], in_file: int | None, summary_before: bool) -> dict[str, str]:
+def seen_states(shown: Sequence[MessageRecord], head: int | None, summary_before: bool) -> dict[str, str]:
     """What the model sees now of each prompt that reached it, by message id: ``context`` (in
     its context now, whole or with tool output cut), ``summarised`` (only in a swap's preamble),
     ``cleared`` (taken out by ``/clear``), ``undone`` (by ``/undo``), or ``unknown`` (the
     session file is not on this machine to count its turns).
 
     The moves, in order, take prompts out: ``/clear`` all of them, ``/clear MARK`` those after
-    the mark, ``/undo`` the last. Of those left, the model's session file holds the last
-    ``in_file`` turns (``SessionHarness.turns``); the older ones live on only in the summary
-    that precedes them (``summary_before``) or not at all."""
+    the mark, ``/undo`` the last. The session the last move opened begins with what liminal
+    wrote into it: ``head`` turns (the file's turns that start in liminal's bytes), which are
+    the last ``head`` of the prompts left at that move; the older ones live on only in the
+    summary before them (``summary_before``) or not at all. Every prompt since is the CLI's
+    own, appended: in the context, whether or not the CLI has written it yet (counting from
+    the file's end would shift by the turn under way)."""
     marks: dict[str, str] = {}
     live: list[MessageRecord] = []
     state: dict[str, str] = {}
+    moved = 0  # prompts left at the last move: the ones liminal wrote into the session
     for m in shown:
         if m.kind == "user" and not is_command(m.text):
             live.append(m)
@@ -205,11 +211,14 @@ def seen_states(shown: Sequence[MessageRecord], in_file: int | None, summary_bef
                 if since is not None:
                     state.update((p.id, "cleared") for p in live if p.order > since)
                     live = [p for p in live if p.order <= since]
-    if in_file is None:
-        state.update((p.id, "unknown") for p in live)
+            moved = len(live)
+    older, newer = live[:moved], live[moved:]
+    state.update((p.id, "context") for p in newer)
+    if head is None:
+        state.update((p.id, "unknown") for p in older)
         return state
-    kept = len(live) - min(in_file, len(live))
-    for n, p in enumerate(live):
+    kept = len(older) - min(head, len(older))
+    for n, p in enumerate(older):
         state[p.id] = "context" if n >= kept else ("summarised" if summary_before else "cleared")
     return state
 
@@ -297,7 +306,7 @@ def transcript(shown: Sequence[MessageRecord], numbers: dict[str, int], seen: di
     return {"turns": sent, "lo": lo, "hi": hi, "count": len(turns)}
 
 
-def thread_view(thread: Any, messages: Sequence[MessageRecord], *, in_file: int | None,
+def thread_view(thread: Any, messages: Sequence[MessageRecord], *, head: int | None,
                 summary_before: bool, cut: dict[str, list[str]],
                 window: Window | None = None) -> dict[str, Any]:
     """Everything a thread's page shows but its bands (asked for apart: they read the CLI's
@@ -318,7 +327,7 @@ def thread_view(thread: Any, messages: Sequence[MessageRecord], *, in_file: int 
     marks = [{"name": m.text, "at": at_call(orders, m.order), "time": m.time, "turn": turn_of[m.id]}
              for m in shown if m.kind == "mark"]
     harness = thread.harness if thread is not None else ""
-    seen = seen_states(shown, in_file, summary_before)
+    seen = seen_states(shown, head, summary_before)
     return {
         "thread": None if thread is None else {
             "id": thread.id, "title": thread.title, "cli": cli_name(thread.harness),
@@ -327,6 +336,6 @@ def thread_view(thread: Any, messages: Sequence[MessageRecord], *, in_file: int 
         "points": [{"turn": p.turn, "used": p.used, "size": p.size, "time": p.time} for p in calls],
         "moves": every_move, "marks": marks, "ceiling": ceiling_of(harness),
         "savings": savings(calls, committed, ceiling_of(harness)),
-        "context_file": in_file is not None, "summary_before": summary_before,
+        "context_file": head is not None, "summary_before": summary_before,
         "turn_count": len(numbers), "transcript": transcript(shown, numbers, seen, cut, window or Window()),
     }

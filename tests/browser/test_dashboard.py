@@ -34,12 +34,21 @@ from tests.support.proxy_process import scripted_agent_argv
 def dashboard(tmp_path: Path) -> Iterator[Running]:
     home = tmp_path / "liminal-home"
     home.mkdir(mode=0o700)
-    # In a thread of its own: Playwright's sync API keeps an event loop running in this one.
-    with ThreadPoolExecutor(1) as pool:
-        pool.submit(anyio.run, fixture.build, home / "liminal.db").result()
     # The CLIs' folders are the test's own: never the machine's.
     claude = tmp_path / "claude"
-    fixture.session_files(claude)
+    lines = fixture.session_files(claude)
+
+    async def build() -> None:
+        await fixture.build(home / "liminal.db")
+        store = await SqliteStore.open(home / "liminal.db")
+        try:
+            await store.write(Batch(session_records=lines))
+        finally:
+            await store.aclose()
+
+    # In a thread of its own: Playwright's sync API keeps an event loop running in this one.
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(anyio.run, build).result()
     running = start(tmp_path, "dashboard", "--listen", "127.0.0.1:0", "--print-port",
                     CLAUDE_CONFIG_DIR=str(claude), CODEX_HOME=str(tmp_path / "codex"))
     try:
@@ -101,9 +110,9 @@ def test_a_thread_page_draws_its_swaps_at_the_calls_where_they_happened(
     assert "94k → 38k" in moves.nth(0).inner_text() and "3 calls" in moves.nth(0).inner_text()
     assert "118k → 41k" in moves.nth(1).inner_text()
     assert "Saved vs auto-compact" in page.locator(".cards").inner_text()
-    # What the model sees now: its session file holds the last 7 turns after a preamble.
+    # What the model sees now: the last swap kept 7 turns after a preamble; two turns since.
     turns = page.locator("#transcript article")
-    assert [t.get_attribute("data-seen") for t in turns.all()] == ["summarised"] * 5 + ["context"] * 7
+    assert [t.get_attribute("data-seen") for t in turns.all()] == ["summarised"] * 3 + ["context"] * 9
     assert "summarised" in turns.nth(0).locator(".seen").inner_text()
     page.locator('#band-table tr[data-band="recent"]').wait_for()
     assert "7 turns, 2.1k" in page.locator('#band-table tr[data-band="recent"]').inner_text()

@@ -134,7 +134,8 @@ def flux_thread() -> tuple[Writer, list[SessionRecord], ThreadUpdate, list[str]]
             used = 41_000
             key = RecallKey(FLUX, tool_uuid, 0)
             head = {"type": "user", "sessionId": backings[2], "content": "# Flux notes" + marker(2100, key)}
-            records.append(SessionRecord(SessionRecord.make_id(backings[2], 0), backings[2], FLUX, 0, None,
+            # (At offset 1: the lines of the rewrite itself, ``session_records``, start at 0.)
+            records.append(SessionRecord(SessionRecord.make_id(backings[2], 1), backings[2], FLUX, 1, None,
                                          "user", None, None, (), "", json.dumps(head).encode(), own=True))
     update = ThreadUpdate(FLUX, START, title="Flux capacitor relay", cwd="/home/dev/flux",
                           harness=CLAUDE, state="active", backing_ids=tuple(backings))
@@ -206,12 +207,13 @@ def long_thread(turns: int, thread: str = "44444444-4444-4444-8444-444444444444"
                                     harness=CLAUDE, state="active", backing_ids=tuple(lineage))
 
 
-def session_files(claude_dir: Path) -> Path:
+def session_files(claude_dir: Path) -> list[SessionRecord]:
     """The Flux thread's session as the model works from it now, in a Claude Code config folder:
     a real fixture session compressed by liminal's own rewrite under the thread's current
-    backing id (a preamble, then 7 turns whole), so the dashboard finds how many turns the model
-    still sees (turns 6 to 12 of the thread; 1 to 5 only in the preamble) and the bands. The
-    words are the fixture's, not the thread's: only the shape counts here."""
+    backing id (a preamble, then 7 turns whole), and its lines as the indexer keeps them (liminal's
+    own), to add to the store: the dashboard finds that the model still sees the 7 turns before
+    the last swap (turns 4 to 10; 1 to 3 only in the preamble) and the two since, and the bands.
+    The words are the fixture's, not the thread's: only the shape counts here."""
     from liminal.config import GradientSettings
     from liminal.harness.base import known_harnesses
     from tests.support import claude_files
@@ -220,4 +222,10 @@ def session_files(claude_dir: Path) -> Path:
     harness = known_harnesses(GradientSettings(recent_tokens=2200, summary_tokens=1000),
                               {"CLAUDE_CONFIG_DIR": str(claude_dir)})["claude"]()
     before = claude_files.create(claude_dir, "/home/dev/flux", backings[1])
-    return harness.rewrite(before, 0, backings[2]).path
+    written = harness.rewrite(before, 0, backings[2])
+    lines, offset = [], 0
+    for raw in written.path.read_bytes()[:written.size].splitlines(keepends=True):
+        lines.append(SessionRecord(SessionRecord.make_id(backings[2], offset), backings[2], FLUX, offset,
+                                   None, None, None, None, (), "", raw.rstrip(b"\n"), own=True))
+        offset += len(raw)
+    return lines

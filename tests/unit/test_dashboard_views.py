@@ -23,11 +23,11 @@ from tests.support import dashboard_store as fixture
 pytestmark = pytest.mark.anyio
 
 
-def flux_view(in_file: int | None = None, summary_before: bool = False) -> dict:
+def flux_view(head: int | None = None, summary_before: bool = False) -> dict:
     writer, _, update, _ = fixture.flux_thread()
     from liminal.store.records import merge_thread
 
-    return views.thread_view(merge_thread(None, update), writer.messages, in_file=in_file,
+    return views.thread_view(merge_thread(None, update), writer.messages, head=head,
                              summary_before=summary_before, cut={})
 
 
@@ -41,6 +41,19 @@ def test_the_chart_has_a_point_per_model_call_and_the_moves_between_them() -> No
     assert view["points"][15]["used"] < swaps[0]["tokens_before"]
     assert view["marks"] == [{"name": "relay-ok", "at": 9, "time": view["marks"][0]["time"], "turn": 3}]
     assert swaps[0]["payback_calls"] == 3.2 and swaps[0]["rebuild"] == 41_000.0
+
+
+def test_the_list_counts_liminals_swaps_apart_from_the_persons_moves() -> None:
+    w = fixture.Writer("t", "c", 0.0)
+    for n, move in enumerate(("swap", "/clear", "/optimise", "/undo"), 1):
+        w.turn_of(f"p{n}", "ok", 1000 * n)
+        w.move(move, 1000 * n, 500, f"new-{n}", old="t")
+    from liminal.store.records import ThreadSummary, merge_thread
+
+    thread = merge_thread(None, ThreadUpdate("t", 0.0, title="t", backing_ids=("t", "a", "b", "c", "d")))
+    row = views.thread_row(ThreadSummary(thread, 4, 500, 10_000, 10.0),
+                           [m for m in w.messages if m.kind in ("usage", "swap")])
+    assert (row["swaps"], row["moves"]) == (2, 4)
 
 
 def test_a_usage_point_repeated_within_a_call_is_one_point() -> None:
@@ -65,14 +78,25 @@ def test_what_the_model_still_sees_of_each_turn() -> None:
     w.add("swap", status="committed", data={"move": "/undo", "outcome": "committed"})
     shown = conversation(w.messages)
     prompts = {m.text: m.id for m in shown if m.kind == "user"}
-    # /clear A took out turns 3 and 4, /undo turn 7; the file holds the last 2 of those left.
-    seen = views.seen_states(shown, in_file=2, summary_before=True)
+    # /clear A took out turns 3 and 4, /undo turn 7; the session /undo wrote holds the last 2 of
+    # those left, after a summary.
+    seen = views.seen_states(shown, head=2, summary_before=True)
     assert {text: seen.get(i) for text, i in prompts.items()} == {
         "prompt 1": "summarised", "prompt 2": "summarised", "prompt 3": "cleared", "prompt 4": "cleared",
         "prompt 5": "context", "prompt 6": "context", "/context": None, "prompt 7": "undone"}
+    # A prompt since the last move is the CLI's own, in the context whether or not the file has
+    # it yet (counted from the file's end, turn 8 under way shifted every mark by one); without
+    # the file, what the last move kept is not known, and what came since still is.
+    w.prompt("prompt 8")
+    shown = conversation(w.messages)
+    seen = views.seen_states(shown, head=2, summary_before=True)
+    assert [seen[m.id] for m in shown if m.kind == "user" and m.text in ("prompt 2", "prompt 5", "prompt 8")] \
+        == ["summarised", "context", "context"]
+    seen = views.seen_states(shown, head=None, summary_before=False)
+    assert [seen[m.id] for m in shown if m.kind == "user" and m.text in ("prompt 5", "prompt 8")] == ["unknown", "context"]
     # /clear: nothing before it; without the file, nothing said of what is left.
     w.add("swap", status="committed", data={"move": "/clear", "outcome": "committed"})
-    seen = views.seen_states(conversation(w.messages), in_file=None, summary_before=False)
+    seen = views.seen_states(conversation(w.messages), head=None, summary_before=False)
     assert seen[prompts["prompt 5"]] == "cleared" and seen[prompts["prompt 1"]] == "cleared"
 
 
@@ -97,7 +121,7 @@ def test_a_cut_tool_output_carries_its_recall_keys() -> None:
     writer, _, update, _ = fixture.flux_thread()
     from liminal.store.records import merge_thread
 
-    view = views.thread_view(merge_thread(None, update), writer.messages, in_file=None, summary_before=False,
+    view = views.thread_view(merge_thread(None, update), writer.messages, head=None, summary_before=False,
                              cut={"toolu_fact": ["KEY"]})
     tools = [m for t in view["transcript"]["turns"] for m in t["messages"] if m["kind"] == "tool_call"]
     assert tools[0]["keys"] == ["KEY"] and tools[0]["more"] is True  # 42 lines: the head only
@@ -111,7 +135,7 @@ def test_a_long_transcript_is_sent_a_window_at_a_time() -> None:
     thread = merge_thread(None, update)
 
     def window(**kw: object) -> dict:
-        view = views.thread_view(thread, messages, in_file=None, summary_before=False, cut={},
+        view = views.thread_view(thread, messages, head=None, summary_before=False, cut={},
                                  window=views.Window(**kw))  # type: ignore[arg-type]
         assert view["turn_count"] == 200 and len(view["points"]) == 600  # the chart has them all
         return view["transcript"]

@@ -175,7 +175,7 @@ async function threadsPage(state) {
         el("td", { title: when(r.last_activity), text: ago(r.last_activity) }),
         el("td", { class: "num" }, tokens(r.context_used), r.context_size ? el("span", { class: "quiet", text: ` / ${tokens(r.context_size)}` }) : ""),
         el("td", { class: "num", text: r.turns }),
-        el("td", { class: "num", text: r.swaps }),
+        el("td", { class: "num", title: `${r.moves} moves in all (/clear and /undo too)`, text: r.swaps }),
         el("td", { class: "num" }, savedText(r.savings)),
       ))));
     document.getElementById("count").textContent = `${shown.length} of ${rows.length} threads`;
