@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from liminal import config  # noqa: E402
-from liminal.wiring import components  # noqa: E402
 from liminal.proxy import Proxy  # noqa: E402
+from liminal.wiring import components  # noqa: E402
 
 THREAD = "9b1f3a55-2c41-4c6e-9a57-0d6f2f4f0e11"
 

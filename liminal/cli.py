@@ -20,8 +20,8 @@ from liminal import __version__, config, log, private
 from liminal.transport.stdio import reserve_standard_fds
 
 # Order is the order shown in --help.
-COMMANDS = ("acp", "serve", "inspect", "compress", "threads", "history", "search", "swaps", "config",
-            "doctor", "mcp")
+COMMANDS = ("acp", "serve", "inspect", "compress", "threads", "history", "search", "swaps", "dashboard",
+            "config", "doctor", "mcp")
 
 
 def _command_modules() -> dict[str, ModuleType]:

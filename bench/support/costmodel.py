@@ -21,11 +21,7 @@ import orjson
 
 from liminal.config import GradientSettings
 from liminal.gradient.bands import preamble_budget, recent_budget
-from liminal.kernel.policy import PRICES, CostPolicy, Pace, Prices
-
-# Claude Code's compaction, as simulated: one call reads the whole context and writes a summary
-# of about this size; the conversation goes on from the CLI's prompt and that summary.
-AUTO_COMPACT_SUMMARY = 8_000
+from liminal.kernel.policy import AUTO_COMPACT_SUMMARY, PRICES, CostPolicy, Pace, Prices
 
 
 @dataclass(frozen=True, slots=True)

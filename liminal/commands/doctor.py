@@ -90,7 +90,7 @@ def _quarantine(settings: Settings) -> tuple[bool, str]:
 
 
 def _token(settings: Settings) -> tuple[bool, str]:
-    from liminal.serve.token import TOKEN_FILE
+    from liminal.access import TOKEN_FILE
 
     path = settings.home / TOKEN_FILE
     if not path.exists():

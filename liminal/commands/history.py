@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from liminal.config import Settings
+from liminal.lookup.shown import cli_name, tool_output
 from liminal.store.records import MessageRecord, Thread, conversation, turn_numbers
 
 HELP = "show a thread as a readable transcript (THREAD may be a unique prefix of its id)"
@@ -68,7 +69,6 @@ def transcript(thread: Any, shown: list[MessageRecord], *, full: bool = False,
                everything: bool = False) -> None:
     from liminal.commands._out import Transcript
     from liminal.commands._store import when
-    from liminal.commands.threads import cli_name
     from liminal.units import plural
 
     out = Transcript()
@@ -108,52 +108,6 @@ def _shown(m: MessageRecord) -> bool:
     if m.kind == "usage":
         return False  # in the turn's heading
     return not (m.kind == "turn_end" and m.status == "end_turn")
-
-
-def tool_output(data: dict[str, Any]) -> str:
-    """A tool call's output, once: the content the adapter gave to show, else its raw output.
-    (Both carry the same output; a Markdown fence around it is left out.)"""
-    from liminal.ingest.derive import content_text
-
-    parts = []
-    for item in data.get("content") or []:
-        if not isinstance(item, dict):
-            continue
-        if item.get("type") == "content":
-            parts.append(_unfenced(content_text(item.get("content"))))
-        elif item.get("type") == "diff":
-            parts.append(f"diff {item.get('path', '')}\n{item.get('newText') or ''}")
-    if any(parts):
-        return "\n".join(p for p in parts if p)
-    raw = data.get("rawOutput")
-    if isinstance(raw, str):
-        return _unfenced(raw)
-    if raw is None:
-        return ""
-    texts = _texts(raw)
-    if texts:
-        return "\n".join(texts)
-    import orjson
-
-    return orjson.dumps(raw).decode(errors="replace")
-
-
-def _texts(value: Any) -> list[str]:
-    """The ``text`` of MCP content blocks anywhere in a raw output (an MCP tool's answer)."""
-    if isinstance(value, dict):
-        if value.get("type") == "text" and isinstance(value.get("text"), str):
-            return [value["text"]]
-        return [t for v in value.values() for t in _texts(v)]
-    if isinstance(value, list):
-        return [t for v in value for t in _texts(v)]
-    return []
-
-
-def _unfenced(text: str) -> str:
-    lines = text.strip("\n").splitlines()
-    if len(lines) >= 2 and lines[0].startswith("```") and lines[-1].strip() == "```":
-        return "\n".join(lines[1:-1])
-    return text
 
 
 def render(out: Any, m: MessageRecord, *, full: bool = False) -> None:

@@ -28,10 +28,11 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     import anyio
 
+    from liminal import access as tokens
+    from liminal.access import is_loopback
     from liminal.commands.acp import agent_command
     from liminal.config import _host_port
-    from liminal.serve import token as tokens
-    from liminal.serve.server import AcpServer, ListenError, is_loopback
+    from liminal.serve.server import AcpServer, ListenError
 
     argv = agent_command(args, "serve")
     if argv is None:

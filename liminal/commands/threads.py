@@ -22,6 +22,7 @@ from typing import Any
 
 from liminal.commands._args import count
 from liminal.config import Settings
+from liminal.lookup.shown import cli_name
 
 HELP = "list threads (title, CLI, cwd, turns, context, swaps, activity); rename, archive, delete"
 ACTIONS = ("list", "rename", "archive", "unarchive", "delete")
@@ -92,16 +93,6 @@ def short_ids(ids: list[str], least: int = 8) -> dict[str, str]:
             n += 1
         out[thread_id] = thread_id[:n]
     return out
-
-
-def cli_name(harness: str) -> str:
-    """The CLI behind a thread, in a word (``claude``, ``codex``), from the name its adapter
-    gave (``@agentclientprotocol/claude-agent-acp``); another adapter's name without its scope."""
-    from liminal.harness.base import guess
-
-    if not harness:
-        return "-"
-    return guess([harness], ["claude", "codex"]) or harness.rsplit("/", 1)[-1][:20]
 
 
 def _home_short(path: str) -> str:

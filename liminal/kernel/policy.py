@@ -62,6 +62,11 @@ class Prices:
 
 PRICES = Prices()
 
+# Claude Code's compaction, as simulated (bench/support/costmodel.py, and the dashboard's
+# estimate of what it would have cost): one call reads the whole context and writes a summary of
+# about this size; the conversation goes on from the CLI's prompt and that summary.
+AUTO_COMPACT_SUMMARY = 8_000
+
 
 @dataclass(slots=True)
 class Pace:

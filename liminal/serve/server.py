@@ -11,11 +11,12 @@ Refused before the WebSocket opens (the handshake's HTTP answer), each with one 
 - a header that must come once (``SINGLE_HEADERS``) given twice: 400;
 - more than one credential (two ``token`` parameters, a header and a parameter ...): 400, before
   any is compared: which of two would count is a question no answer of ours should settle;
-- no token, or a wrong one (``liminal.serve.token``): 401;
+- no token, or a wrong one (``liminal.access``): 401;
 - an ``Origin`` that is not in ``serve.origins`` (a web page the user happens to visit must not
   drive their agent): 403;
 - more than ``serve.max_connections`` at once: 503;
-- any path but ``/acp`` and ``/healthz``: 404.
+- any path but ``/acp``, ``/healthz`` and ``/dashboard/...``: 404. (The dashboard's paths are
+  answered by ``liminal.dashboard.app``, read-only, under the same token and Origin rules.)
 
 A message longer than ``serve.max_message_bytes`` (or four times ``proxy.max_frame_bytes``)
 closes the connection (1009) before it is held whole; one longer than ``max_frame_bytes`` but
@@ -35,7 +36,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import ipaddress
 import os
 import signal
 import sys
@@ -54,10 +54,11 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 from websockets.typing import Data, Subprotocol
 
+from liminal import access as tokens
 from liminal import log
 from liminal.acp import jsonrpc
 from liminal.config import Settings
-from liminal.serve import token as tokens
+from liminal.dashboard import app as dashboard
 from liminal.serve.leg import ByteBudget, WebSocketClientLeg
 from liminal.serve.locks import ThreadLocks, redis_url_of
 from liminal.transport import reaper
@@ -85,13 +86,6 @@ UNWIND_SECONDS = 1.0
 LOOK_SECONDS = 0.1
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class ListenError(Exception):
@@ -130,6 +124,7 @@ class AcpServer:
         self._stopping = False  # a SIGTERM came: a connection that initializes now starts nothing
         self._hurried = asyncio.Event()  # a second signal came: no more waiting
         self.budget = ByteBudget(settings.serve.buffer_bytes)  # shared by every connection's leg
+        self.dashboard = dashboard.Dashboard(settings, token)
         # A message is at most serve.max_message_bytes either way: the router's cap for lines
         # from the agent too, or one line would be past what a connection may hold for its client.
         frame = min(settings.proxy.max_frame_bytes, settings.serve.max_message_bytes)
@@ -143,20 +138,23 @@ class AcpServer:
                        peer=str(connection.remote_address))
         return connection.respond(status, why + "\n")
 
-    def process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+    def process_request(self, connection: ServerConnection,
+                        request: Request) -> Response | Awaitable[Response] | None:
         try:
             return self._answer(connection, request)
         except MultipleValuesError as exc:  # any other header read as one that came twice
             return self._refuse(connection, HTTPStatus.BAD_REQUEST,
                                 f"the {exc.args[0] if exc.args else 'same'} header is given more than once")
 
-    def _answer(self, connection: ServerConnection, request: Request) -> Response | None:
+    def _answer(self, connection: ServerConnection, request: Request) -> Response | Awaitable[Response] | None:
         twice = [name for name in SINGLE_HEADERS if len(request.headers.get_all(name)) > 1]
         if twice:
             return self._refuse(connection, HTTPStatus.BAD_REQUEST, f"the {twice[0]} header is given more than once")
         path = urlsplit(request.path).path
         if path == HEALTH:
             return connection.respond(HTTPStatus.OK, "ok\n")
+        if dashboard.handles(path):  # read-only pages and data, under the same token (docs/dashboard.md)
+            return self.dashboard.answer(request)
         if path != ENDPOINT:
             return self._refuse(connection, HTTPStatus.NOT_FOUND, f"no such endpoint; ACP is at {ENDPOINT}")
         origin = request.headers.get("Origin")
@@ -325,7 +323,8 @@ class AcpServer:
                                     server_header="liminal")
         except OSError as exc:  # the port is taken, the host is not this machine's
             raise ListenError(exc.strerror or str(exc)) from exc
-        async with listening as server:
+        async with listening as server, contextlib.AsyncExitStack() as stack:
+            stack.push_async_callback(self.dashboard.aclose)
             self.server = server
             bound = server.sockets[0].getsockname()[1] if server.sockets else port
             logger.info("serving ACP over WebSocket", url=f"ws://{host}:{bound}{ENDPOINT}",

@@ -178,6 +178,8 @@ def within(max_bytes: int, sizes: Sequence[int]) -> int:
     return len(sizes)
 
 
+
+
 def fts_terms(query: str) -> list[str]:
     """Split a user's query into plain terms (quotes and operators are not special)."""
     return [t for t in (w.strip("\"'") for w in query.split()) if t]

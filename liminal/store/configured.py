@@ -14,8 +14,12 @@ from liminal.store.base import Store, StoreError, sqlite_path
 
 
 @asynccontextmanager
-async def open_store(settings: Settings, *, create: bool = True) -> AsyncIterator[Store]:
+async def open_store(settings: Settings, *, create: bool = True,
+                     readonly: bool = False) -> AsyncIterator[Store]:
     """Open the configured store: MongoDB for ``mongodb://`` URLs, else SQLite.
+
+    ``readonly`` (the dashboard): SQLite's connections cannot write (``SqliteStore.open``);
+    MongoDB's are the same as ever, and the reader simply never writes.
 
     ``store.url`` may be empty (SQLite at ``$LIMINAL_HOME/liminal.db``), ``sqlite:///PATH`` or a
     MongoDB URL (``mongodb://`` or ``mongodb+srv://``; the database is the URL's path, default
@@ -30,7 +34,7 @@ async def open_store(settings: Settings, *, create: bool = True) -> AsyncIterato
     elif not url or url.startswith("sqlite:"):
         from liminal.store.sqlite import SqliteStore
 
-        store = await SqliteStore.open(sqlite_path(settings), create=create)
+        store = await SqliteStore.open(sqlite_path(settings), create=create, readonly=readonly)
     else:
         raise StoreError(f"store.url: unsupported scheme in {url!r} (sqlite:// or mongodb://)")
     try:

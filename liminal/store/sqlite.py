@@ -221,10 +221,15 @@ class SqliteStore:
 
     @classmethod
     async def open(cls, path: Path, *, create: bool = True,
-                   fts: bool | None = None) -> SqliteStore:
-        """Open (creating if allowed) the database; ``fts=False`` forces the LIKE fallback."""
+                   fts: bool | None = None, readonly: bool = False) -> SqliteStore:
+        """Open (creating if allowed) the database; ``fts=False`` forces the LIKE fallback.
+        ``readonly``: an existing store, through connections SQLite itself keeps from writing
+        (``mode=ro``, ``query_only``): ``write`` fails, nothing is created or changed (the
+        dashboard)."""
 
         def _open() -> SqliteStore:
+            if readonly:
+                return cls._open_readonly(path, fts)
             if not path.exists() and not create:
                 raise StoreError(f"no store at {path}")
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -261,6 +266,25 @@ class SqliteStore:
                 "search degraded: this SQLite has no FTS5; using LIKE", path=str(path)
             )
         return store
+
+    @classmethod
+    def _open_readonly(cls, path: Path, fts: bool | None) -> SqliteStore:
+        if not path.is_file():
+            raise StoreError(f"no store at {path}")
+        def connect() -> sqlite3.Connection:
+            conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True,
+                                   check_same_thread=False, isolation_level=None, timeout=30)
+            conn.execute("PRAGMA query_only=ON")
+            return conn
+
+        conn = connect()
+        names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+        if "messages" not in names:
+            conn.close()
+            raise StoreError(f"{path} is not a liminal store (no messages table)")
+        use_fts = ("messages_fts" in names and fts5_available()) if fts is None else fts
+        # Two connections, as a writing store has: each is used under its own lock.
+        return cls(path, connect(), conn, use_fts)
 
     async def _run(self, lock: threading.Lock, conn: sqlite3.Connection,
                    fn: Callable[[sqlite3.Connection], T]) -> T:

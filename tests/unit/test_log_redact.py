@@ -15,9 +15,9 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from liminal import log
-from liminal.serve.token import TOKEN
+from liminal.access import TOKEN
 
-# Anything a client can offer as a token (an HTTP token, as ``liminal.serve.token`` takes it).
+# Anything a client can offer as a token (an HTTP token, as ``liminal.access`` takes it).
 TOKENS = st.from_regex(TOKEN, fullmatch=True).filter(lambda t: len(t) >= 12)
 FORMS = [
     "< GET /acp?token={} HTTP/1.1",

@@ -1,4 +1,5 @@
-"""The bearer token of ``liminal serve``: made on first run, kept in ``$LIMINAL_HOME/serve-token``
+"""Who may reach liminal's listeners (``liminal serve``, ``liminal dashboard``): loopback, and the bearer
+token, made on first run, kept in ``$LIMINAL_HOME/serve-token``
 (0600), required on every connection in one of three forms, since a browser cannot set headers
 on a WebSocket:
 
@@ -17,6 +18,7 @@ of liminal's and is left alone.
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import os
 import re
 import secrets
@@ -86,3 +88,11 @@ def accepted(token: str, candidates: Iterable[str]) -> bool:
     for candidate in candidates:
         ok |= hmac.compare_digest(candidate.encode(), token.encode())
     return ok
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,222 @@
+"""The dashboard's reads: the store opened read-only once and kept, the CLIs' files through the
+harness (what the model sees now: its turns, its cuts, its bands), recall. Every answer is a
+JSON-ready value (``liminal.dashboard.views`` shapes them); nothing here writes anywhere (the
+recall cache too is left alone: ``Recaller`` without a cache)."""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+
+from liminal import log
+from liminal.config import Settings
+from liminal.dashboard import views
+from liminal.gradient.recall import KEY_IN_MARKER, RecallError, RecallKey
+from liminal.harness.base import HarnessChoice
+from liminal.harness.known import known_harnesses
+from liminal.lookup.shown import cli_name
+
+if TYPE_CHECKING:
+    from liminal.store.base import Store
+    from liminal.store.records import SessionRecord, Thread
+
+logger = log.get("liminal.dashboard")
+SEARCH_LIMIT = 40
+
+
+class NotFound(LookupError):
+    """The thread or message asked for is not in the store."""
+
+
+class Reader:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._stack = AsyncExitStack()
+        self._store: Store | None = None
+        self._opening = anyio.Lock()
+        self._harnesses: dict[str, HarnessChoice] = {}
+
+    async def store(self) -> Store:
+        """The configured store, read-only, opened at the first request (``StoreError`` while
+        it cannot be: the next request tries again)."""
+        async with self._opening:
+            if self._store is None:
+                from liminal.store.base import StoreError
+                from liminal.store.configured import open_store
+
+                if not self.settings.store.index:
+                    raise StoreError("store.index = false: liminal keeps no history to show")
+                self._store = await self._stack.enter_async_context(
+                    open_store(self.settings, create=False, readonly=True))
+            return self._store
+
+    async def aclose(self) -> None:
+        await self._stack.aclose()
+        self._store = None
+
+    def harness(self, cli: str) -> HarnessChoice:
+        if cli not in self._harnesses:
+            forced = cli if cli in ("claude", "codex") else None
+            self._harnesses[cli] = HarnessChoice(known_harnesses(self.settings.gradient), forced=forced)
+        return self._harnesses[cli]
+
+    # -- the list and a thread ------------------------------------------------------------------
+
+    async def threads(self, *, archived: bool) -> list[dict[str, Any]]:
+        store = await self.store()
+        rows = []
+        for summary in await store.threads(limit=100_000):
+            if summary.thread.state == "archived" and not archived:
+                continue
+            messages = [*await store.messages(summary.thread.id, kind="usage"),
+                        *await store.messages(summary.thread.id, kind="swap")]
+            messages.sort(key=lambda m: m.order)
+            rows.append(views.thread_row(summary, messages))
+        return rows
+
+    async def stamp(self, thread_id: str | None) -> str:
+        """What changes when a turn ends or a move commits: the page asks for this every few
+        seconds and reloads its data only when it changed. A thread's is its record, which the
+        indexer touches at every turn's end and every committed move (``Thread.updated``, its
+        lineage), and at a new title or state: one read by key. The list's is every row's."""
+        store = await self.store()
+        if thread_id is not None:
+            t = await store.thread(thread_id)
+            return "" if t is None else f"{t.updated}:{len(t.backing_ids)}:{t.state}:{t.title}"
+        return "|".join(f"{s.thread.id}:{s.last_activity}:{s.turns}:{s.context_used}:{s.swaps}:"
+                        f"{s.thread.state}:{s.thread.title}"
+                        for s in await store.threads(limit=100_000, empty=True))
+
+    async def resolve(self, thread_id: str) -> Thread:
+        thread = await (await self.store()).thread(thread_id)
+        if thread is None:
+            raise NotFound(f"no thread {thread_id}")
+        return thread
+
+    async def thread(self, thread_id: str, window: views.Window | None = None) -> dict[str, Any]:
+        store = await self.store()
+        stamp = await self.stamp(thread_id)  # before the reading: a change during it shows next time
+        thread = await self.resolve(thread_id)
+        messages = await store.messages(thread_id)
+        backing = thread.backing_ids[-1] if thread.backing_ids else thread.id
+        records = await store.session_records(backing)
+        # Where liminal's own bytes end in the session (a rewrite's, a cut's): 0 for the CLI's.
+        own_end = max((r.offset + len(r.raw) + 1 for r in records if r.own), default=0)
+        head, summary_before = await self._head_turns(thread, backing, own_end)
+        cut = await self._cut([r for r in records if r.own])
+        view = views.thread_view(thread, messages, head=head, summary_before=summary_before, cut=cut,
+                                 window=window)
+        view["stamp"] = stamp
+        return view
+
+    async def _head_turns(self, thread: Thread, backing: str, own_end: int) -> tuple[int | None, bool]:
+        """How many turns of the model's session file start in what liminal wrote (``own_end``
+        bytes), and whether a summary precedes them; (None, False) when the file is not on this
+        machine or cannot be read."""
+        harness = self.harness(cli_name(thread.harness))
+
+        def read() -> tuple[int | None, bool]:
+            path = harness.locate(backing, thread.cwd or None)
+            if path is None:
+                return None, False
+            turns = harness.turns(path)
+            return sum(1 for start in turns.starts if start < own_end), turns.earlier
+
+        try:
+            return await anyio.to_thread.run_sync(read)
+        except Exception as exc:  # a file the harness cannot read: the rest is still shown
+            logger.warning("the session file could not be read", thread=thread.id, error=str(exc)[:200])
+            return None, False
+
+    async def _cut(self, own: list[SessionRecord]) -> dict[str, list[str]]:
+        """The recall keys in the session the model works from (in the lines liminal wrote into
+        it, ``own``), by the tool call whose output each cut: the call's ids, as the CLI's
+        original record of the key names them."""
+        store = await self.store()
+        keys: dict[str, RecallKey] = {}
+        for record in own:
+            for found in KEY_IN_MARKER.finditer(record.raw.decode("utf-8", "replace")):
+                try:
+                    keys.setdefault(found.group(1), RecallKey.parse(found.group(1)))
+                except RecallError:
+                    continue
+        cut: dict[str, list[str]] = {}
+        for text, key in keys.items():
+            for original in await store.session_records(key.session_id, uuid=key.uuid, limit=4):
+                for tool_id in original.tool_ids:
+                    if text not in cut.setdefault(tool_id, []):
+                        cut[tool_id].append(text)
+        return cut
+
+    async def bands(self, thread_id: str) -> dict[str, Any]:
+        """The bands a swap would make now (``SessionHarness.bands``, as ``/context`` says them),
+        and the preamble it would write: from the CLI's file, so only where it is."""
+        from liminal.gradient.bands import preamble_budget
+        from liminal.kernel.policy import CostPolicy
+
+        thread = await self.resolve(thread_id)
+        harness = self.harness(cli_name(thread.harness))
+        backing = thread.backing_ids[-1] if thread.backing_ids else thread.id
+        aim = CostPolicy(self.settings.swap, self.settings.gradient, harness.ceiling_tokens).aim
+
+        def read() -> dict[str, Any]:
+            path = harness.locate(backing, thread.cwd or None)
+            if path is None:
+                return {"bands": None, "why": "the session file is not on this machine"}
+            bands = harness.bands(path, aim)
+            return {"bands": bands, "target": aim or None, "summary_before": harness.turns(path).earlier}
+
+        try:
+            found = await anyio.to_thread.run_sync(read)
+        except Exception as exc:
+            logger.warning("the session file could not be banded", thread=thread_id, error=str(exc)[:200])
+            return {"bands": None, "why": f"the session file could not be read ({type(exc).__name__})"}
+        if found["bands"] is not None:
+            room = (aim or self.settings.gradient.target_tokens)
+            found["preamble"] = preamble_budget(room, self.settings.gradient)
+            # The dynamic zone (what a CLI re-sends every call) is not a band liminal keeps yet.
+            found["dynamic"] = None
+        return found
+
+    async def message(self, thread_id: str, message_id: str) -> dict[str, Any]:
+        """A tool call's whole output (the transcript carries its head)."""
+        from liminal.lookup.shown import tool_output
+
+        for m in await (await self.store()).messages(thread_id, kind="tool_call"):
+            if m.id == message_id:
+                return {"id": m.id, "output": tool_output(m.data)}
+        raise NotFound(f"no tool call {message_id} in {thread_id}")
+
+    async def recall(self, key: str) -> dict[str, Any]:
+        from liminal.lookup.recaller import Recaller
+
+        recaller = Recaller(await self.store(), None, harness=self.harness("auto"))
+        data = await recaller.recall(key)  # RecallError names the key
+        return {"key": key, "text": data.decode("utf-8", "replace")}
+
+    # -- search ---------------------------------------------------------------------------------
+
+    async def search(self, query: str) -> dict[str, Any]:
+        """What ``liminal search`` finds, each linked to its place in a transcript, and the memos
+        holding every word of the query."""
+        from liminal.lookup.memos import find_memos
+        from liminal.lookup.search import find
+        from liminal.store.base import fts_terms
+
+        store = await self.store()
+        found = await find(store, query, limit=SEARCH_LIMIT)
+        terms = [t.lower() for t in fts_terms(query)]
+        memos = [m for m in await find_memos(store, [], "")
+                 if terms and all(t in m.text.lower() for t in terms)]
+        return {
+            "query": query,
+            "hits": [{"thread_id": f.hit.thread_id, "title": f.title, "turn": f.turn,
+                      "who": f.speaker, "time": f.hit.time, "snippet": f.hit.snippet,
+                      "message_id": f.hit.message_id or (f.hit.id if f.hit.source == "message" else None)}
+                     for f in found],
+            "memos": [{"text": m.text, "tags": m.data.get("tags") or [], "time": m.time,
+                       "thread_id": m.data.get("thread")} for m in memos],
+        }

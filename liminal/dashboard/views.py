@@ -1,0 +1,339 @@
+"""What the dashboard shows, as JSON-ready values computed from the store (read only).
+
+The same reading as the commands: ``Store.threads`` for the list (``liminal threads``),
+``conversation`` and ``turn_numbers`` for a transcript (``liminal history``), ``moves`` for a
+move's words (``liminal swaps``), ``kernel.search.find`` for search (``liminal search``) and
+``kernel.memos.find_memos`` for the memos. What is new here is the chart's points, where moves
+and marks fall on them, what the model still sees of each turn, and the savings estimate
+(``savings``), each a pure function of the thread's messages.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from liminal import moves
+from liminal.kernel.policy import AUTO_COMPACT_SUMMARY, PRICES, Prices
+from liminal.lookup.shown import cli_name, tool_output
+from liminal.store.records import MessageRecord, ThreadSummary, conversation, turn_numbers
+
+# What a transcript carries of a tool's output; the rest on request (``/api/message``).
+OUTPUT_CHARS = 1_500
+OUTPUT_LINES = 12
+# The moves that are liminal's rewrite of the context; the others (/clear, /undo, reopen) are
+# the person's, and the CLI without liminal has them too.
+REWRITES = ("swap", "/optimise")
+# Claude Code compacts on its own at 167k (``liminal.harness.claude.live``), Codex at 230k.
+CEILINGS = {"claude": 167_000, "codex": 230_000}
+CACHE_LIFE_SECONDS = 300.0
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+# -- the chart ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    order: str
+    time: float
+    turn: int | None
+    used: int
+    size: int | None
+
+
+def points(messages: Sequence[MessageRecord], numbers: dict[str, int]) -> list[Point]:
+    """The context at every model call: the usage points recorded live, a repeat of the same
+    size in the same turn left out (the adapters send one several times a call)."""
+    out: list[Point] = []
+    for m in messages:
+        used = _int(m.data.get("used"))
+        if m.kind != "usage" or m.replayed or used is None:
+            continue
+        turn = numbers.get(m.turn_id or "")
+        if out and out[-1].used == used and out[-1].turn == turn:
+            continue
+        out.append(Point(m.order, m.time, turn, used, _int(m.data.get("size"))))
+    return out
+
+
+def at_call(orders: list[str], order: str) -> int:
+    """How many model calls came before something recorded at ``order``: where it is drawn."""
+    return bisect.bisect_left(orders, order)
+
+
+def move_view(m: MessageRecord, at: int, turn: int | None) -> dict[str, Any]:
+    record = {"outcome": m.status, **m.data}
+    found = m.data.get("cost")
+    cost: dict[str, Any] = found if isinstance(found, dict) else {}
+    payback = cost.get("payback_calls")
+    return {
+        "id": m.id, "at": at, "turn": turn, "time": m.time, "move": moves.what(record),
+        "outcome": m.status, "tokens_before": _int(m.data.get("tokens_before")),
+        "tokens_after": _int(m.data.get("tokens_after")), "why": moves.why(record),
+        "text": moves.describe(record, took=True),
+        "duration_s": m.data.get("duration_s"), "rebuild": cost.get("rebuild"),
+        "saves_per_call": cost.get("saves_per_call"),
+        "payback_calls": payback if isinstance(payback, (int, float)) and payback != float("inf") else None,
+        "idle": bool(cost.get("idle")),
+    }
+
+
+# -- what it saved ------------------------------------------------------------------------------
+
+
+def savings(calls: Sequence[Point], committed: Sequence[dict[str, Any]], ceiling: int,
+            prices: Prices = PRICES) -> dict[str, Any] | None:
+    """The thread's model calls priced as made against the same conversation under the CLI's
+    own auto-compact, in input-token equivalents (``liminal.kernel.policy.Prices``): a call
+    reads from the cache what the previous call sent unless a move came between (a rewrite is
+    written anew) or it came after the cache's life; without liminal, the context grows by what
+    the conversation added and the CLI compacts past ``ceiling`` at a turn's end (one call
+    reading it all and writing ``AUTO_COMPACT_SUMMARY``). The person's own moves (``/clear``,
+    ``/undo``) happen in both. Output is the same both ways and left out. An estimate from the
+    usage points: None for a thread with fewer than two."""
+    if len(calls) < 2:
+        return None
+    by_call: dict[int, list[dict[str, Any]]] = {}
+    for move in committed:
+        by_call.setdefault(move["at"], []).append(move)
+    made = auto = 0.0
+    made_sum = auto_sum = 0
+    compactions = 0
+    overhead = calls[0].used
+    context_auto = calls[0].used
+    cached_made = cached_auto = 0
+    for n, call in enumerate(calls):
+        before = by_call.get(n, []) if n else []
+        if n:
+            grew = call.used - calls[n - 1].used
+            if call.time - calls[n - 1].time > CACHE_LIFE_SECONDS:
+                cached_made = cached_auto = 0
+            if before:
+                cached_made = 0
+                last = before[-1]
+                if all(m["move"] in REWRITES for m in before) and last["tokens_after"] is not None:
+                    grew = call.used - last["tokens_after"]
+                else:  # the person's move: the same without liminal
+                    context_auto, cached_auto, grew = call.used, 0, 0
+            context_auto += grew
+        made += prices.read * min(cached_made, call.used) + prices.write * max(0, call.used - cached_made)
+        auto += prices.read * min(cached_auto, context_auto) + prices.write * max(0, context_auto - cached_auto)
+        made_sum += call.used
+        auto_sum += context_auto
+        cached_made, cached_auto = call.used, context_auto
+        turn_ends = n + 1 == len(calls) or calls[n + 1].turn != call.turn
+        if turn_ends and context_auto > ceiling:
+            auto += prices.read * context_auto + prices.output * AUTO_COMPACT_SUMMARY
+            context_auto, cached_auto = overhead + AUTO_COMPACT_SUMMARY, 0
+            compactions += 1
+    return {"made": round(made), "auto_compact": round(auto), "saved": round(auto - made),
+            "saved_share": round((auto - made) / auto, 3) if auto else 0.0,
+            "mean_context": round(made_sum / len(calls)),
+            "mean_context_auto": round(auto_sum / len(calls)), "compactions": compactions,
+            "ceiling": ceiling}
+
+
+def ceiling_of(harness: str) -> int:
+    return CEILINGS.get(cli_name(harness), CEILINGS["claude"])
+
+
+# -- the list -----------------------------------------------------------------------------------
+
+
+def thread_row(summary: ThreadSummary, messages: Sequence[MessageRecord]) -> dict[str, Any]:
+    """One row of the threads list; ``messages``: the thread's usage and swap messages."""
+    t = summary.thread
+    numbers = turn_numbers(m for m in messages if m.kind == "usage")
+    calls = points(messages, numbers)
+    orders = [p.order for p in calls]
+    committed = [move_view(m, at_call(orders, m.order), None) for m in messages
+                 if m.kind == "swap" and m.status == "committed"]
+    return {
+        "id": t.id, "title": t.title, "cli": cli_name(t.harness), "cwd": t.cwd, "state": t.state,
+        "turns": summary.turns, "context_used": summary.context_used,
+        "context_size": summary.context_size,
+        # liminal's own rewrites, as the thread's page counts them; every move (/clear, /undo
+        # too) is ``moves``, and the sessions the thread went through ``liminal threads``' SWAPS.
+        "swaps": sum(1 for m in committed if m["move"] in REWRITES), "moves": len(committed), "last_activity": summary.last_activity, "created": t.created,
+        "savings": savings(calls, committed, ceiling_of(t.harness)),
+    }
+
+
+# -- a thread -----------------------------------------------------------------------------------
+
+
+def is_command(text: str) -> bool:
+    """A prompt liminal answered itself (``/mark A``): it never reached the model."""
+    from liminal.kernel.commands import parse
+
+    return parse(text) is not None
+
+
+def seen_states(shown: Sequence[MessageRecord], head: int | None, summary_before: bool) -> dict[str, str]:
+    """What the model sees now of each prompt that reached it, by message id: ``context`` (in
+    its context now, whole or with tool output cut), ``summarised`` (only in a swap's preamble),
+    ``cleared`` (taken out by ``/clear``), ``undone`` (by ``/undo``), or ``unknown`` (the
+    session file is not on this machine to count its turns).
+
+    The moves, in order, take prompts out: ``/clear`` all of them, ``/clear MARK`` those after
+    the mark, ``/undo`` the last. The session the last move opened begins with what liminal
+    wrote into it: ``head`` turns (the file's turns that start in liminal's bytes), which are
+    the last ``head`` of the prompts left at that move; the older ones live on only in the
+    summary before them (``summary_before``) or not at all. Every prompt since is the CLI's
+    own, appended: in the context, whether or not the CLI has written it yet (counting from
+    the file's end would shift by the turn under way)."""
+    marks: dict[str, str] = {}
+    live: list[MessageRecord] = []
+    state: dict[str, str] = {}
+    moved = 0  # prompts left at the last move: the ones liminal wrote into the session
+    for m in shown:
+        if m.kind == "user" and not is_command(m.text):
+            live.append(m)
+        elif m.kind == "mark":
+            marks[m.text] = m.order
+        elif m.kind == "swap" and m.status == "committed":
+            what = moves.what({"outcome": m.status, **m.data})
+            if what == "/undo" and live:
+                state[live.pop().id] = "undone"
+            elif what == "/clear":
+                state.update((p.id, "cleared") for p in live)
+                live = []
+            elif what.startswith("/clear "):
+                since = marks.get(what.split(None, 1)[1])
+                if since is not None:
+                    state.update((p.id, "cleared") for p in live if p.order > since)
+                    live = [p for p in live if p.order <= since]
+            moved = len(live)
+    older, newer = live[:moved], live[moved:]
+    state.update((p.id, "context") for p in newer)
+    if head is None:
+        state.update((p.id, "unknown") for p in older)
+        return state
+    kept = len(older) - min(head, len(older))
+    for n, p in enumerate(older):
+        state[p.id] = "context" if n >= kept else ("summarised" if summary_before else "cleared")
+    return state
+
+
+def message_view(m: MessageRecord, cut: dict[str, list[str]]) -> dict[str, Any] | None:
+    """A message as the transcript shows it; None for what a person does not read (usage
+    points, a turn that ended normally)."""
+    if m.kind == "usage" or (m.kind == "turn_end" and m.status == "end_turn"):
+        return None
+    view: dict[str, Any] = {"id": m.id, "kind": m.kind, "time": m.time}
+    if m.kind == "tool_call":
+        data = m.data
+        title = str(data.get("title") or data.get("name") or "tool")
+        output = tool_output(data)
+        lines = output.splitlines()
+        short = "\n".join(lines[:OUTPUT_LINES])[:OUTPUT_CHARS]
+        view.update(title=title, status=m.status, output=short, more=len(short) < len(output),
+                    keys=cut.get(m.tool_call_id or "", []))
+    elif m.kind == "plan":
+        view["entries"] = [{"content": str(e.get("content", "")), "status": e.get("status")}
+                           for e in m.data.get("entries", []) if isinstance(e, dict)]
+    elif m.kind == "swap":
+        view["text"] = moves.describe({"outcome": m.status, **m.data}, committed_why=False, took=True)
+    elif m.kind == "turn_end":
+        error = m.data.get("error")
+        said = f": {error.get('message')}" if isinstance(error, dict) and error.get("message") else ""
+        view["text"] = f"turn ended: {m.status or '?'}{said}"
+    else:
+        view["text"] = m.text
+    return view
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """Which turns of a transcript to send: ``lo`` to ``hi`` (indexes, ``hi`` excluded), or
+    ``WINDOW`` of them from a little before the turn holding message ``at`` or numbered
+    ``turn``, or else the last ``WINDOW``. A page holds a window, and asks for more."""
+
+    lo: int | None = None
+    hi: int | None = None
+    at: str | None = None
+    turn: int | None = None
+
+    def range(self, turns: Sequence[dict[str, Any]]) -> tuple[int, int]:
+        count = len(turns)
+        if self.lo is not None or self.hi is not None:
+            lo = max(0, min(count, self.lo or 0))
+            return lo, max(lo, min(count, self.hi if self.hi is not None else count))
+        found = next((n for n, t in enumerate(turns)
+                      if (self.turn is not None and t["n"] == self.turn)
+                      or (self.at is not None and any(m.id == self.at for m in t["raw"]))), None)
+        if found is None:
+            return max(0, count - WINDOW), count
+        lo = max(0, found - 5)
+        return lo, min(count, lo + WINDOW)
+
+
+WINDOW = 60
+
+
+def transcript(shown: Sequence[MessageRecord], numbers: dict[str, int], seen: dict[str, str],
+               cut: dict[str, list[str]], window: Window) -> dict[str, Any]:
+    """The conversation as turns: each with its number (None before liminal saw the thread),
+    time, the context at its end, what the model sees of it now, and, for the turns of
+    ``window`` only, its messages (a 1,000-turn thread is a megabyte of them)."""
+    turns: list[dict[str, Any]] = []
+    current: dict[str, Any] | None = None
+    for m in shown:
+        number = numbers.get(m.turn_id or "") if not m.replayed else None
+        if current is None or (number is not None and number != current["n"]) \
+                or (m.kind == "user" and current["raw"] and number is None):
+            current = {"n": number, "time": m.time, "context": None, "seen": None, "raw": []}
+            turns.append(current)
+        if m.kind == "usage" and _int(m.data.get("used")) is not None:
+            current["context"] = m.data["used"]
+        if m.kind == "user" and m.id in seen and current["seen"] is None:
+            current["seen"] = seen[m.id]
+        current["raw"].append(m)
+    lo, hi = window.range(turns)
+    sent = []
+    for turn in turns[lo:hi]:
+        raw = turn.pop("raw")
+        turn["messages"] = [v for v in (message_view(m, cut) for m in raw) if v is not None]
+        sent.append(turn)
+    return {"turns": sent, "lo": lo, "hi": hi, "count": len(turns)}
+
+
+def thread_view(thread: Any, messages: Sequence[MessageRecord], *, head: int | None,
+                summary_before: bool, cut: dict[str, list[str]],
+                window: Window | None = None) -> dict[str, Any]:
+    """Everything a thread's page shows but its bands (asked for apart: they read the CLI's
+    file, ``Reader.bands``)."""
+    shown = conversation(messages)
+    numbers = turn_numbers(shown)
+    calls = points(shown, numbers)
+    orders = [p.order for p in calls]
+    # A move or a mark between turns has no turn of its own: it is after the last one begun.
+    turn_of: dict[str, int | None] = {}
+    last: int | None = None
+    for m in shown:
+        last = numbers.get(m.turn_id or "", last) if not m.replayed else last
+        turn_of[m.id] = last
+    every_move = [move_view(m, at_call(orders, m.order), turn_of[m.id])
+                  for m in shown if m.kind == "swap"]
+    committed = [m for m in every_move if m["outcome"] == "committed"]
+    marks = [{"name": m.text, "at": at_call(orders, m.order), "time": m.time, "turn": turn_of[m.id]}
+             for m in shown if m.kind == "mark"]
+    harness = thread.harness if thread is not None else ""
+    seen = seen_states(shown, head, summary_before)
+    return {
+        "thread": None if thread is None else {
+            "id": thread.id, "title": thread.title, "cli": cli_name(thread.harness),
+            "cwd": thread.cwd, "state": thread.state, "backing_ids": list(thread.backing_ids),
+            "created": thread.created, "updated": thread.updated},
+        "points": [{"turn": p.turn, "used": p.used, "size": p.size, "time": p.time} for p in calls],
+        "moves": every_move, "marks": marks, "ceiling": ceiling_of(harness),
+        "savings": savings(calls, committed, ceiling_of(harness)),
+        "context_file": head is not None, "summary_before": summary_before,
+        "turn_count": len(numbers), "transcript": transcript(shown, numbers, seen, cut, window or Window()),
+    }

@@ -1,0 +1,70 @@
+"""The dashboard's reads on each store (``liminal.dashboard.reader``): SQLite opened read-only,
+and MongoDB when ``LIMINAL_TEST_MONGO_URL`` names a server. The same three threads
+(``tests.support.dashboard_store``), the same answers: the list, a thread's chart and moves, the
+recall key of a cut output and its original, search over the threads and the memos, the stamp
+that moves when a turn ends."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from liminal.config import load
+from liminal.dashboard.reader import NotFound, Reader
+from liminal.store.configured import open_store
+from liminal.store.records import Batch, ThreadUpdate
+from tests.support import dashboard_store as fixture
+from tests.support.mongo import KINDS, fresh_database
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=KINDS)
+async def reader(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Reader]:
+    async def made(url: str) -> Reader:
+        settings = load({"home": tmp_path, "store.url": url}, env={})
+        async with open_store(settings) as store:
+            await fixture.write(store)
+        return Reader(settings)
+
+    if request.param == "mongodb":
+        async with fresh_database() as url:
+            found = await made(url)
+            yield found
+            await found.aclose()
+        return
+    found = await made(f"sqlite://{tmp_path / 'liminal.db'}")
+    yield found
+    await found.aclose()
+
+
+async def test_the_same_answers_from_each_store(reader: Reader) -> None:
+    rows = await reader.threads(archived=False)
+    assert [r["title"] for r in rows] == ["Tidy the parser", "Flux capacitor relay"]
+    assert len(await reader.threads(archived=True)) == 3
+    flux = await reader.thread(fixture.FLUX)
+    assert [m["at"] for m in flux["moves"]] == [15, 30]
+    tools = [m for t in flux["transcript"]["turns"] for m in t["messages"] if m["kind"] == "tool_call"]
+    key = f"{fixture.FLUX}:5e1f0000-0000-4000-8000-000000000002:0"
+    assert tools[0]["keys"] == [key]
+    assert fixture.FACT in (await reader.recall(key))["text"]
+    found = await reader.search("gigawatts")
+    assert [(h["thread_id"], h["turn"]) for h in found["hits"]] == [(fixture.FLUX, 2)]
+    assert [m["text"] for m in (await reader.search("drawer"))["memos"]] == ["The relay's spare is in drawer 4"]
+    with pytest.raises(NotFound):
+        await reader.thread("no-such-thread")
+
+
+async def test_the_stamp_moves_when_a_turn_ends(reader: Reader) -> None:
+    before = await reader.stamp(fixture.CODEX)
+    assert before == (await reader.thread(fixture.CODEX))["stamp"]
+    assert await reader.stamp(fixture.CODEX) == before  # nothing happened: the same
+    whole = await reader.stamp(None)
+    # The indexer's update at a turn's end (``derive``: the thread's time).
+    async with open_store(reader.settings) as store:
+        await store.write(Batch(threads=[ThreadUpdate(fixture.CODEX, time.time())]))
+    assert await reader.stamp(fixture.CODEX) != before
+    assert await reader.stamp(None) != whole

@@ -1,0 +1,219 @@
+"""What the dashboard computes from a thread's messages (``liminal.dashboard.views``), and its
+HTTP rules (``liminal.dashboard.app``) without a browser: the chart's points and where moves
+fall on them, what the model still sees of each turn, the savings estimate, the token and
+Origin rules, and a store that is never written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+from websockets.datastructures import Headers
+from websockets.http11 import Request
+
+from liminal.config import load
+from liminal.dashboard import views
+from liminal.dashboard.app import Dashboard
+from liminal.store.base import StoreError
+from liminal.store.records import Batch, ThreadUpdate, conversation, turn_numbers
+from liminal.store.sqlite import SqliteStore
+from tests.support import dashboard_store as fixture
+
+pytestmark = pytest.mark.anyio
+
+
+def flux_view(head: int | None = None, summary_before: bool = False) -> dict:
+    writer, _, update, _ = fixture.flux_thread()
+    from liminal.store.records import merge_thread
+
+    return views.thread_view(merge_thread(None, update), writer.messages, head=head,
+                             summary_before=summary_before, cut={})
+
+
+def test_the_chart_has_a_point_per_model_call_and_the_moves_between_them() -> None:
+    view = flux_view()
+    assert len(view["points"]) == 36  # three calls a turn, twelve turns
+    swaps = [m for m in view["moves"] if m["move"] == "swap"]
+    assert [m["at"] for m in swaps] == [15, 30]  # after turn 5's and turn 10's last call
+    assert [m["turn"] for m in swaps] == [5, 10]
+    assert view["points"][14]["used"] == swaps[0]["tokens_before"]
+    assert view["points"][15]["used"] < swaps[0]["tokens_before"]
+    assert view["marks"] == [{"name": "relay-ok", "at": 9, "time": view["marks"][0]["time"], "turn": 3}]
+    assert swaps[0]["payback_calls"] == 3.2 and swaps[0]["rebuild"] == 41_000.0
+
+
+def test_the_list_counts_liminals_swaps_apart_from_the_persons_moves() -> None:
+    w = fixture.Writer("t", "c", 0.0)
+    for n, move in enumerate(("swap", "/clear", "/optimise", "/undo"), 1):
+        w.turn_of(f"p{n}", "ok", 1000 * n)
+        w.move(move, 1000 * n, 500, f"new-{n}", old="t")
+    from liminal.store.records import ThreadSummary, merge_thread
+
+    thread = merge_thread(None, ThreadUpdate("t", 0.0, title="t", backing_ids=("t", "a", "b", "c", "d")))
+    row = views.thread_row(ThreadSummary(thread, 4, 500, 10_000, 10.0),
+                           [m for m in w.messages if m.kind in ("usage", "swap")])
+    assert (row["swaps"], row["moves"]) == (2, 4)
+
+
+def test_a_usage_point_repeated_within_a_call_is_one_point() -> None:
+    w = fixture.Writer("t", "c", 0.0)
+    w.prompt("hello")
+    for used in (1000, 1000, 1500, 1500, 1500):
+        w.add("usage", data={"used": used, "size": 10_000})
+    numbers = turn_numbers(w.messages)
+    assert [p.used for p in views.points(w.messages, numbers)] == [1000, 1500]
+
+
+def test_what_the_model_still_sees_of_each_turn() -> None:
+    w = fixture.Writer("t", "c", 0.0)
+    for n in range(1, 7):
+        w.turn_of(f"prompt {n}", "ok", 1000 * n)
+        if n == 2:
+            w.mark("A", "t", 10)
+        if n == 4:
+            w.add("swap", status="committed", data={"move": "/clear A", "outcome": "committed"})
+    w.prompt("/context")  # liminal answers it: never a turn of the model's
+    w.turn_of("prompt 7", "ok", 500)
+    w.add("swap", status="committed", data={"move": "/undo", "outcome": "committed"})
+    shown = conversation(w.messages)
+    prompts = {m.text: m.id for m in shown if m.kind == "user"}
+    # /clear A took out turns 3 and 4, /undo turn 7; the session /undo wrote holds the last 2 of
+    # those left, after a summary.
+    seen = views.seen_states(shown, head=2, summary_before=True)
+    assert {text: seen.get(i) for text, i in prompts.items()} == {
+        "prompt 1": "summarised", "prompt 2": "summarised", "prompt 3": "cleared", "prompt 4": "cleared",
+        "prompt 5": "context", "prompt 6": "context", "/context": None, "prompt 7": "undone"}
+    # A prompt since the last move is the CLI's own, in the context whether or not the file has
+    # it yet (counted from the file's end, turn 8 under way shifted every mark by one); without
+    # the file, what the last move kept is not known, and what came since still is.
+    w.prompt("prompt 8")
+    shown = conversation(w.messages)
+    seen = views.seen_states(shown, head=2, summary_before=True)
+    assert [seen[m.id] for m in shown if m.kind == "user" and m.text in ("prompt 2", "prompt 5", "prompt 8")] \
+        == ["summarised", "context", "context"]
+    seen = views.seen_states(shown, head=None, summary_before=False)
+    assert [seen[m.id] for m in shown if m.kind == "user" and m.text in ("prompt 5", "prompt 8")] == ["unknown", "context"]
+    # /clear: nothing before it; without the file, nothing said of what is left.
+    w.add("swap", status="committed", data={"move": "/clear", "outcome": "committed"})
+    seen = views.seen_states(conversation(w.messages), head=None, summary_before=False)
+    assert seen[prompts["prompt 5"]] == "cleared" and seen[prompts["prompt 1"]] == "cleared"
+
+
+def test_savings_against_auto_compact() -> None:
+    view = flux_view()
+    saved = view["savings"]
+    # Without the swaps the context would have reached 167k and compacted once.
+    assert saved["compactions"] == 1 and saved["ceiling"] == 167_000
+    assert saved["auto_compact"] > saved["made"] and saved["saved"] == saved["auto_compact"] - saved["made"]
+    assert saved["mean_context"] < saved["mean_context_auto"]
+    # A thread liminal never moved costs what it would have.
+    w = fixture.Writer("t", "c", 0.0)
+    for n in range(1, 6):
+        w.turn_of(f"p{n}", "ok", 10_000 + 1000 * n, calls=(9_000 + 1000 * n,))
+    calls = views.points(w.messages, turn_numbers(w.messages))
+    same = views.savings(calls, [], 167_000)
+    assert same is not None and same["saved"] == 0
+    assert views.savings(calls[:1], [], 167_000) is None
+
+
+def test_a_cut_tool_output_carries_its_recall_keys() -> None:
+    writer, _, update, _ = fixture.flux_thread()
+    from liminal.store.records import merge_thread
+
+    view = views.thread_view(merge_thread(None, update), writer.messages, head=None, summary_before=False,
+                             cut={"toolu_fact": ["KEY"]})
+    tools = [m for t in view["transcript"]["turns"] for m in t["messages"] if m["kind"] == "tool_call"]
+    assert tools[0]["keys"] == ["KEY"] and tools[0]["more"] is True  # 42 lines: the head only
+    assert all(not m["keys"] for m in tools[1:])
+
+
+def test_a_long_transcript_is_sent_a_window_at_a_time() -> None:
+    messages, update = fixture.long_thread(200)
+    from liminal.store.records import merge_thread
+
+    thread = merge_thread(None, update)
+
+    def window(**kw: object) -> dict:
+        view = views.thread_view(thread, messages, head=None, summary_before=False, cut={},
+                                 window=views.Window(**kw))  # type: ignore[arg-type]
+        assert view["turn_count"] == 200 and len(view["points"]) == 600  # the chart has them all
+        return view["transcript"]
+
+    last = window()
+    assert (last["lo"], last["hi"], last["count"]) == (140, 200, 200)
+    assert [t["n"] for t in last["turns"]] == list(range(141, 201))
+    found = window(at=messages[30].id)  # turn 4's (seven messages a turn, a swap every 25)
+    assert found["lo"] == 0 and found["turns"][3]["messages"]
+    assert window(turn=100)["turns"][5]["n"] == 100
+    assert [t["n"] for t in window(lo=10, hi=12)["turns"]] == [11, 12]
+    assert window(lo=500)["turns"] == []
+
+
+# -- the HTTP rules, and a store that is only read ---------------------------------------------
+
+
+def request(path: str, **headers: str) -> Request:
+    return Request(path, Headers(list(headers.items())))
+
+
+@pytest.fixture
+async def dashboard(tmp_path: Path) -> Dashboard:
+    home = tmp_path / "home"
+    home.mkdir()
+    await fixture.build(home / "liminal.db")
+    return Dashboard(load({"home": home}, env={}), "secret-token")
+
+
+async def test_data_needs_the_token_once_and_no_foreign_origin(dashboard: Dashboard) -> None:
+    api = "/dashboard/api/threads"
+    good = "Bearer secret-token"
+    assert (await dashboard.answer(request(api))).status_code == 401
+    assert (await dashboard.answer(request(api, Authorization="Bearer nope"))).status_code == 401
+    assert (await dashboard.answer(request(api + "?token=secret-token&token=secret-token"))).status_code == 400
+    assert (await dashboard.answer(request(api + "?token=secret-token", Authorization=good))).status_code == 400
+    foreign = request(api, Authorization=good, Origin="http://evil.example", Host="127.0.0.1:8765")
+    assert (await dashboard.answer(foreign)).status_code == 403
+    # Its own page's origin, on loopback, is the dashboard's; the same origin on another name is not.
+    own = request(api, Authorization=good, Origin="http://127.0.0.1:8765", Host="127.0.0.1:8765")
+    assert (await dashboard.answer(own)).status_code == 200
+    rebound = request(api, Authorization=good, Origin="http://evil.example:8765", Host="evil.example:8765")
+    assert (await dashboard.answer(rebound)).status_code == 403
+    answer = await dashboard.answer(request(api + "?token=secret-token"))
+    assert answer.status_code == 200 and len(orjson.loads(answer.body)) == 2
+    await dashboard.aclose()
+
+
+async def test_the_page_itself_holds_no_data_and_is_served_without_the_token(dashboard: Dashboard) -> None:
+    page = await dashboard.answer(request("/dashboard/"))
+    assert page.status_code == 200 and b"app.js" in page.body
+    assert "script-src 'self'" in page.headers["Content-Security-Policy"]
+    assert (await dashboard.answer(request("/dashboard/app.js"))).status_code == 200
+    assert (await dashboard.answer(request("/dashboard/../liminal.db"))).status_code == 404
+    assert (await dashboard.answer(request("/dashboard/api/nothing", Authorization="Bearer secret-token"))).status_code == 404
+    await dashboard.aclose()
+
+
+async def test_no_store_is_an_answer_not_a_crash(tmp_path: Path) -> None:
+    dashboard = Dashboard(load({"home": tmp_path / "nowhere"}, env={}), "t")
+    answer = await dashboard.answer(request("/dashboard/api/threads", Authorization="Bearer t"))
+    assert answer.status_code == 503 and b"the store cannot be read" in answer.body
+    assert not (tmp_path / "nowhere" / "liminal.db").exists()  # nothing made on the way
+    await dashboard.aclose()
+
+
+async def test_the_store_is_opened_read_only(tmp_path: Path) -> None:
+    db = tmp_path / "liminal.db"
+    await fixture.build(db)
+    before = db.stat().st_mtime_ns, db.read_bytes()
+    store = await SqliteStore.open(db, readonly=True)
+    try:
+        assert len(await store.threads()) == 3  # the archived one too
+        with pytest.raises(StoreError, match="readonly"):
+            await store.write(Batch(threads=[ThreadUpdate("x", 1.0, title="x")]))
+    finally:
+        await store.aclose()
+    assert (db.stat().st_mtime_ns, db.read_bytes()) == before
+    with pytest.raises(StoreError, match="no store"):
+        await SqliteStore.open(tmp_path / "absent.db", readonly=True)
+    assert not (tmp_path / "absent.db").exists()
