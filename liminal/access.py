@@ -23,6 +23,7 @@ import os
 import re
 import secrets
 from collections.abc import Iterable
+from http import HTTPStatus
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -96,3 +97,23 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def origins(setting: str) -> set[str]:
+    """``serve.origins``: the browser origins allowed, comma-separated, without a final slash."""
+    return {o.strip().rstrip("/") for o in setting.split(",") if o.strip()}
+
+
+def refusal(token: str, allowed: set[str], origin: str | None, authorization: str | None,
+            protocols: Iterable[str], path: str) -> tuple[HTTPStatus, str] | None:
+    """Why a request may not in, or None: the one rule of every listener (``/acp`` and the
+    dashboard). A foreign ``Origin`` first (a web page the user happens to visit), then more
+    than one credential (refused before any is compared), then no token or a wrong one."""
+    if origin is not None and origin.rstrip("/") not in allowed:
+        return HTTPStatus.FORBIDDEN, "origin not allowed (serve.origins)"
+    credentials = offered(authorization, protocols, path)
+    if len(credentials) > 1:
+        return HTTPStatus.BAD_REQUEST, "more than one credential; send the token once, in one form"
+    if not accepted(token, credentials):
+        return HTTPStatus.UNAUTHORIZED, f"a bearer token is required (see $LIMINAL_HOME/{TOKEN_FILE})"
+    return None

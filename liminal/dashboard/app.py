@@ -82,7 +82,7 @@ class Dashboard:
     def __init__(self, settings: Settings, token: str) -> None:
         self.settings = settings
         self.token = token
-        self.origins = {o.strip().rstrip("/") for o in settings.serve.origins.split(",") if o.strip()}
+        self.origins = tokens.origins(settings.serve.origins)
         self.reader = Reader(settings)
         self._files: dict[str, bytes] = {}
 
@@ -96,15 +96,10 @@ class Dashboard:
 
     def _refused(self, request: Request) -> Response | None:
         """The rules of ``/acp`` (``liminal.serve.server``) for a data request."""
-        origin = request.headers.get("Origin")
-        if origin is not None and origin.rstrip("/") not in self.origins | self._own_origins(request):
-            return _error(HTTPStatus.FORBIDDEN, "origin not allowed (serve.origins)")
-        offered = tokens.offered(request.headers.get("Authorization"), [], request.path)
-        if len(offered) > 1:
-            return _error(HTTPStatus.BAD_REQUEST, "more than one credential; send the token once, in one form")
-        if not tokens.accepted(self.token, offered):
-            return _error(HTTPStatus.UNAUTHORIZED, "a bearer token is required (see $LIMINAL_HOME/serve-token)")
-        return None
+        refused = tokens.refusal(self.token, self.origins | self._own_origins(request),
+                                 request.headers.get("Origin"), request.headers.get("Authorization"), [],
+                                 request.path)
+        return None if refused is None else _error(*refused)
 
     @staticmethod
     def _own_origins(request: Request) -> set[str]:

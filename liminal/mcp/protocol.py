@@ -15,10 +15,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from liminal import __version__
+from liminal.acp.jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+)
 
 LATEST = "2025-06-18"
-PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
-INTERNAL_ERROR = -32603
 
 
 class ToolError(Exception):

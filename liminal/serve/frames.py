@@ -28,7 +28,6 @@ from liminal.acp.framing import HEAD_BYTES, TAIL_BYTES
 from liminal.serve.locks import lock_name
 
 MAX_EXACT_INTEGER = 2**53 - 1  # JavaScript's Number.MAX_SAFE_INTEGER
-INVALID_PARAMS = -32602
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +120,7 @@ def read(data: bytes) -> Message | Refusal:
     if not isinstance(session, str):
         return Message(method, None, rpc_id)
     if lock_name(session) is None:
-        return _refused(data, INVALID_PARAMS, "sessionId is not a session id", "a sessionId no lock can be taken on",
+        return _refused(data, jsonrpc.INVALID_PARAMS, "sessionId is not a session id", "a sessionId no lock can be taken on",
                         strict)
     return Message(method, session, rpc_id)
 

@@ -330,9 +330,7 @@ class WebSocketClientLeg:
         """The client left: let what is under way finish before the proxy hears of it."""
         if self._given_up or not self.under_way():
             return
-        self.detached = True
-        self._drop_queue()
-        self._unpause()
+        self.detached = True  # (``_lost`` dropped the queue and unpaused the agent already)
         proxy = self.proxy
         logger.info("connection dropped with a turn under way; it goes on", connection=self._connection_id(),
                     owed=proxy.router.owed_to_client() if proxy is not None else [])

@@ -49,7 +49,6 @@ from urllib.parse import urlsplit
 
 import anyio
 from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.datastructures import MultipleValuesError
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 from websockets.typing import Data, Subprotocol
@@ -59,6 +58,7 @@ from liminal import log
 from liminal.acp import jsonrpc
 from liminal.config import Settings
 from liminal.dashboard import app as dashboard
+from liminal.serve import frames
 from liminal.serve.leg import ByteBudget, WebSocketClientLeg
 from liminal.serve.locks import ThreadLocks, redis_url_of
 from liminal.transport import reaper
@@ -114,13 +114,11 @@ class AcpServer:
         self.token = token
         log.secret(token)  # whatever logs it, at any level (liminal.log)
         self.config_file = config_file
-        self.origins = {o.strip().rstrip("/") for o in settings.serve.origins.split(",") if o.strip()}
+        self.origins = tokens.origins(settings.serve.origins)
         self.connections: dict[ServerConnection, str] = {}
         self.legs: dict[ServerConnection, WebSocketClientLeg] = {}
         self._ids: dict[int, str] = {}  # id(connection) -> its Acp-Connection-Id, from the handshake
         self.server: Server | None = None
-        self._none_open = asyncio.Event()
-        self._none_open.set()
         self._stopping = False  # a SIGTERM came: a connection that initializes now starts nothing
         self._hurried = asyncio.Event()  # a second signal came: no more waiting
         self.budget = ByteBudget(settings.serve.buffer_bytes)  # shared by every connection's leg
@@ -140,13 +138,8 @@ class AcpServer:
 
     def process_request(self, connection: ServerConnection,
                         request: Request) -> Response | Awaitable[Response] | None:
-        try:
-            return self._answer(connection, request)
-        except MultipleValuesError as exc:  # any other header read as one that came twice
-            return self._refuse(connection, HTTPStatus.BAD_REQUEST,
-                                f"the {exc.args[0] if exc.args else 'same'} header is given more than once")
-
-    def _answer(self, connection: ServerConnection, request: Request) -> Response | Awaitable[Response] | None:
+        # The headers read here as one are in SINGLE_HEADERS: given twice, they are refused
+        # first (``Headers.get`` would raise MultipleValuesError).
         twice = [name for name in SINGLE_HEADERS if len(request.headers.get_all(name)) > 1]
         if twice:
             return self._refuse(connection, HTTPStatus.BAD_REQUEST, f"the {twice[0]} header is given more than once")
@@ -157,17 +150,11 @@ class AcpServer:
             return self.dashboard.answer(request)
         if path != ENDPOINT:
             return self._refuse(connection, HTTPStatus.NOT_FOUND, f"no such endpoint; ACP is at {ENDPOINT}")
-        origin = request.headers.get("Origin")
-        if origin is not None and origin.rstrip("/") not in self.origins:
-            return self._refuse(connection, HTTPStatus.FORBIDDEN, "origin not allowed (serve.origins)")
         protocols = [p for value in request.headers.get_all("Sec-WebSocket-Protocol") for p in value.split(",")]
-        offered = tokens.offered(request.headers.get("Authorization"), protocols, request.path)
-        if len(offered) > 1:
-            return self._refuse(connection, HTTPStatus.BAD_REQUEST,
-                                "more than one credential; send the token once, in one form")
-        if not tokens.accepted(self.token, offered):
-            return self._refuse(connection, HTTPStatus.UNAUTHORIZED,
-                                "a bearer token is required (see $LIMINAL_HOME/serve-token)")
+        refused = tokens.refusal(self.token, self.origins, request.headers.get("Origin"),
+                                 request.headers.get("Authorization"), protocols, request.path)
+        if refused is not None:
+            return self._refuse(connection, *refused)
         if len(self.connections) >= self.settings.serve.max_connections:
             return self._refuse(connection, HTTPStatus.SERVICE_UNAVAILABLE, "too many connections")
         self._ids[id(connection)] = uuid.uuid4().hex
@@ -202,7 +189,6 @@ class AcpServer:
 
         connection_id = self._ids.pop(id(connection), None) or uuid.uuid4().hex
         self.connections[connection] = connection_id
-        self._none_open.clear()
         logger.info("connection opened", connection=connection_id, peer=str(connection.remote_address))
         locks: ThreadLocks | None = None
         try:
@@ -232,8 +218,6 @@ class AcpServer:
                 await locks.release_all()
             self.legs.pop(connection, None)
             self.connections.pop(connection, None)
-            if not self.connections:
-                self._none_open.set()
             with contextlib.suppress(Exception):
                 await connection.close()
 
@@ -261,16 +245,18 @@ class AcpServer:
                 async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
                     message = await connection.recv()
                 data = message.encode() if isinstance(message, str) else bytes(message)
-                parsed = jsonrpc.parse(data)
-                if parsed is None:
-                    await connection.send(jsonrpc.error_frame(b"null", jsonrpc.PARSE_ERROR,
-                                                              "not a JSON-RPC message").decode())
+                # Read as the leg reads every frame after it (``frames.read``): what the leg
+                # would refuse starts nothing here either.
+                verdict = frames.read(data)
+                if isinstance(verdict, frames.Refusal):
+                    if verdict.answer is not None:
+                        await connection.send(verdict.answer.decode())
                     continue
-                if parsed.get("method") == "initialize" and "id" in parsed:
+                if verdict.method == "initialize" and verdict.rpc_id is not None:
                     return message
-                if "id" in parsed and "method" in parsed:
+                if verdict.method is not None and verdict.rpc_id is not None:
                     await connection.send(jsonrpc.error_frame(
-                        jsonrpc.encode_id(parsed["id"], data), jsonrpc.INVALID_REQUEST,
+                        jsonrpc.encode_id(verdict.rpc_id, data), jsonrpc.INVALID_REQUEST,
                         "send initialize first: the agent starts when the connection initializes").decode())
         except TimeoutError:
             logger.info("connection closed: no initialize", connection=connection_id,
