@@ -315,6 +315,32 @@ async def test_a_command_and_a_swap_of_one_thread_take_turns(tmp_path: Path) -> 
     assert records[5].new_backing_id == port.backing_of(THREAD)
 
 
+async def test_the_agent_restart_waits_for_every_threads_move(tmp_path: Path) -> None:
+    """The agent restart opens every live thread on a new process: not while one is moving
+    (its move fails with the dead agent, and ends first)."""
+    recycler: list[Recycler] = []
+    started: list[int] = []
+    restarted: list[bool] = []
+
+    async def start_agent() -> Any:
+        started.append(1)
+        raise OwnRequestError("start", "a fake port starts no process")
+
+    async with kernel(tmp_path, recycler=recycler) as (port, manager):
+        port.start_agent = start_agent  # type: ignore[method-assign]
+        assert recycler[0].live == [THREAD] and manager.model.moves.try_take([THREAD])  # a move
+
+        async def restart() -> None:
+            restarted.append(await recycler[0].restart_agent(port, 1))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(restart)
+            await anyio.sleep(0.05)
+            assert started == []
+            manager.model.moves.give([THREAD])  # the move ended
+    assert started == [1] and restarted == [False] and not manager.model.moves.taken()
+
+
 async def test_the_move_locks_take_threads_together_or_not_at_all() -> None:
     locks = MoveLocks()
     assert locks.try_take(["a"]) and not locks.try_take(["b", "a"]) and not locks.taken("b")
