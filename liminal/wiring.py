@@ -43,7 +43,8 @@ def components(settings: Settings, config_file: Path | None = None,
 
     opener = (lambda: open_store(settings, create=False)) if settings.store.index else None
     # liminal's slash commands (/mark, /clear, /fork, /undo ...): answered by liminal.
-    commands = CommandCenter(swaps, harness, opener, lambda: open_cache(settings))
+    commands = CommandCenter(swaps.model, swaps.mover, journal, swaps.policy, harness, opener,
+                             lambda: open_cache(settings))
     found: list[Component] = [swaps, commands]
     if settings.mcp.enabled:
         # liminal's MCP server (recall, search_history, slash, memos) in every session.
@@ -60,7 +61,7 @@ def components(settings: Settings, config_file: Path | None = None,
     # what starts the agent again after it died, where the proxy asks for that (liminal serve).
     from liminal.kernel.recycle import Recycler
 
-    found.append(Recycler(swaps))
+    found.append(Recycler(swaps.model, swaps.mover, harness, settings.swap))
     return found
 
 

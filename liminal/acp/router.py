@@ -39,8 +39,8 @@ and 9 is in objects of their own (``moved_loads``, ``takeover``), rule 2's byte 
 9. **A new client takes over.** After ``client_replaced`` (``liminal serve``: a connection takes
    over the proxy of one that dropped mid-turn), the requests the old client is still owed are
    *orphans*: their answers are dropped, never taken for the new client's, which counts its ids
-   from 1 too. A request of the new client that reuses an orphan's id goes to the agent as
-   ``liminal-re-N``, and its answer comes back under the client's id.
+   from 1 too. A request of the new client that reuses an orphan's id goes to the agent under
+   one of liminal's own ids, and its answer comes back under the client's id.
 
 Every line, whichever way it goes and whether or not it is forwarded, becomes a ``FrameEvent``
 for the taps (``Output.events``) when ``tapping`` is on.
@@ -142,12 +142,12 @@ class Router:
         # own from 1 too): a random part per router keeps an agent's answer from reaching the
         # wrong asker whichever request came first.
         self._own_pending: dict[str, _Pending] = {}
-        self._own_ids = itertools.count(1)
-        self._own_prefix = f"{OWN_ID_PREFIX}{secrets.token_hex(6)}-"
+        # One namespace: liminal's own requests' ids and those rule 9 renames a client's to.
+        self._own_ids = map(f"{OWN_ID_PREFIX}{secrets.token_hex(6)}-{{}}".format, itertools.count(1))
         self._captured: set[str] = set()  # rule 4
         self._held: dict[str, deque[_Held]] = {}  # rule 5
         self._loads = MovedLoads()  # rule 8
-        self._takeover = TakeOver()  # rule 9
+        self._takeover = TakeOver(self._own_ids)  # rule 9
         # Notifications of liminal's own waiting for their thread's next turn (``notify_in_next_turn``).
         self._turn_notices: dict[str, list[tuple[str, Any]]] = {}
         self._hooks = Hooks()
@@ -239,7 +239,7 @@ class Router:
 
     def send_request(self, method: str, params: Any, now: float, *, thread_id: str | None = None) -> str:
         """Queue a request of liminal's own to the agent; its answer comes in ``own_responses``."""
-        rpc_id = f"{self._own_prefix}{next(self._own_ids)}"
+        rpc_id = next(self._own_ids)
         line = jsonrpc.request_frame(rpc_id, method, params)
         self._own_pending[rpc_id] = _Pending(method, thread_id, None)
         self._out.to_agent.append(line)

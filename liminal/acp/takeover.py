@@ -3,28 +3,28 @@
 ``liminal serve`` lets a connection take over the proxy of one that dropped mid-turn. What the
 old client is still owed (its *orphans*) must not reach the new one, which counts its request
 ids from 1 too: an orphan's answer is dropped, and a request of the new client under an orphan's
-id goes to the agent under one of ours (``liminal-re-N``, never reused: an open request may hold
-one), its answer back under the client's id. No I/O; the router calls ``incoming`` for each
-client request and ``outgoing`` for each answer to one, while ``active``.
+id goes to the agent under one of ours, its answer back under the client's id. Ours is one of the
+router's own ids (``liminal-<random per router>-N``, the namespace of liminal's own requests,
+never reused: an open request may hold one); it had a namespace of its own, ``liminal-re-N``,
+which a client could send itself. No I/O; the router calls ``incoming`` for each client request
+and ``outgoing`` for each answer to one, while ``active``.
 """
 
 from __future__ import annotations
 
-import itertools
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
 
 from liminal.acp import jsonrpc
 
-RENAMED_ID_PREFIX = "liminal-re-"
-
 
 class TakeOver:
-    def __init__(self) -> None:
+    def __init__(self, own_ids: Iterator[str]) -> None:
+        self._own_ids = own_ids  # the router's ids of its own
         self._orphans: set[Any] = set()  # ``jsonrpc.id_key`` of what the old client is owed
         self._renames: dict[str, bytes] = {}  # our id -> the new client's id, as JSON
-        self._count = itertools.count(1)
 
     @property
     def active(self) -> bool:
@@ -38,7 +38,7 @@ class TakeOver:
         """A new client's request: under one of our ids if an orphan has its id."""
         if jsonrpc.id_key(message["id"]) not in self._orphans:
             return line, message
-        ours = f"{RENAMED_ID_PREFIX}{next(self._count)}"
+        ours = next(self._own_ids)
         self._renames[ours] = jsonrpc.encode_id(message["id"], line)
         message = {**message, "id": ours}
         return orjson.dumps(message), message

@@ -8,9 +8,14 @@ The agent's ``available_commands_update`` reaches the client with liminal's comm
 router update hook), so the UI offers both; no frame is added to the stream.
 
 Moving the model's context (``/clear``, ``/undo``) is the swap's step with other file contents
-(``SwapManager.move_thread``); ``/fork`` writes a session the agent lists and leaves the thread
+(``ThreadMover.move_thread``); ``/fork`` writes a session the agent lists and leaves the thread
 where it is. Marks are notes in the store (``liminal/mark``, one ``mark`` message per name: the
-latest wins), so they survive swaps and restarts.
+latest wins), so they survive swaps and restarts; those set in this process are kept in the
+thread model until the store has them (``ThreadModel.marks``).
+
+The center is given what it uses: the thread model (the threads, the agent's capabilities, the
+marks in flight), the mover (every move, one per thread at a time), the journal (the moves
+made) and the cost policy (``/context``, ``/optimise``).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,8 +37,10 @@ from liminal.acp.port import Component, Port
 from liminal.acp.router import LOCAL, Local, LocalRequest
 from liminal.harness.base import SessionHarness
 from liminal.kernel import reopen
-from liminal.kernel.mover import SwapError, Writer
-from liminal.kernel.swap import SwapManager
+from liminal.kernel.journal import SwapJournal
+from liminal.kernel.mover import SwapError, ThreadMover, Writer
+from liminal.kernel.policy import CostPolicy
+from liminal.kernel.threads import Mark, ThreadModel
 from liminal.lookup.memos import describe, find_memos, save_memo, split_tags
 from liminal.mcp.link import SlashRequest
 from liminal.store.records import Batch, ThreadUpdate
@@ -82,14 +89,6 @@ class CommandError(Exception):
     """Said to the user as the command's answer; nothing changed."""
 
 
-@dataclass(frozen=True, slots=True)
-class Mark:
-    name: str
-    backing_id: str
-    offset: int
-    at: float
-
-
 def parse(text: str) -> tuple[str, str] | None:
     """``("mark", "A")`` for ``/mark A``; None when the text is not one of liminal's commands."""
     stripped = text.strip()
@@ -118,9 +117,13 @@ CacheOpener = Callable[[], AbstractAsyncContextManager["Cache"]]
 class CommandCenter(Component):
     answers_local = True  # the prompts its request hook keeps, and the loads and lists
 
-    def __init__(self, swaps: SwapManager, harness: SessionHarness, open_store: StoreOpener | None,
+    def __init__(self, model: ThreadModel, mover: ThreadMover, journal: SwapJournal, policy: CostPolicy,
+                 harness: SessionHarness, open_store: StoreOpener | None,
                  open_cache: CacheOpener | None = None) -> None:
-        self.swaps = swaps
+        self.model = model
+        self.mover = mover
+        self.journal = journal
+        self.policy = policy
         self.harness = harness
         self._open_store = open_store
         self._open_cache = open_cache
@@ -128,7 +131,6 @@ class CommandCenter(Component):
         self._store_cm: AbstractAsyncContextManager[Store] | None = None
         self._cache_cm: AbstractAsyncContextManager[Cache] | None = None
         self._recaller: Recaller | None = None
-        self._marks: dict[str, dict[str, Mark]] = {}  # thread -> name -> mark set in this process
         self._send, self._receive = anyio.create_memory_object_stream[LocalRequest | SlashRequest](256)
         self._port: Port | None = None
 
@@ -146,7 +148,7 @@ class CommandCenter(Component):
 
     def _open_hook(self, method: str, message: dict[str, Any], thread: str | None) -> Local | None:
         """A load or resume of a thread whose session has no file (``liminal.kernel.reopen``)."""
-        return LOCAL if reopen.without_file(self.swaps.mover.port, self.harness, self.swaps.journal, thread,
+        return LOCAL if reopen.without_file(self.mover.port, self.harness, self.journal, thread,
                                           message) else None
 
     def _prompt_hook(self, method: str, message: dict[str, Any], thread: str | None) -> Local | None:
@@ -173,7 +175,7 @@ class CommandCenter(Component):
         first prompt ("gamma after clear"), which is not the thread's name. The client goes on
         showing the title it has (the thread's, also what ``session/list`` answers); the rest
         of the update (``updatedAt``, ``_meta``) passes. The store keeps the update as sent."""
-        port = self.swaps.mover.port
+        port = self.mover.port
         if "title" not in update or port is None or port.backing_of(thread) == thread:
             return None
         return {k: v for k, v in update.items() if k != "title"}
@@ -211,7 +213,7 @@ class CommandCenter(Component):
                     store = await self.store()
                 except Exception as exc:  # the thread opens all the same, without its history
                     logger.warning("store not opened for a reopen", error=str(exc))
-            await reopen.reopen(port, self.swaps.mover, store, request)
+            await reopen.reopen(port, self.mover, store, request)
             return
         if request.method == "session/list":
             try:
@@ -247,7 +249,7 @@ class CommandCenter(Component):
         agent: dict[str, Any] = {}
         # With the store off the agent's listing is all there is: asked as the client asked it,
         # whatever the agent advertises, its error the answer.
-        if "list" in (self.swaps.capabilities.get("sessionCapabilities") or {}) or self._open_store is None:
+        if "list" in ((self.model.capabilities or {}).get("sessionCapabilities") or {}) or self._open_store is None:
             try:
                 found = await port.request("session/list", params, timeout=30)
                 agent = found if isinstance(found, dict) else {}
@@ -269,7 +271,7 @@ class CommandCenter(Component):
         # The journal too: another liminal on this home (a second window, a serve connection)
         # may have moved a thread since this one read it at start, or be moving one now; its
         # rewrites are sessions to the agent, never threads of their own.
-        journal = self.swaps.journal
+        journal = self.journal
         lineage, moving = await anyio.to_thread.run_sync(
             lambda: (journal.lineage(), journal.unfinished()))
         carried = {backing: thread for thread, backing in lineage}
@@ -281,7 +283,7 @@ class CommandCenter(Component):
 
         hide = {r.new_backing_id for r in moving if r.new_backing_id and r.new_backing_id not in sessions_of_threads}
         sessions = listing(threads, agent.get("sessions") or [], thread_of, cwd,
-                           first_page=params.get("cursor") is None, hide=hide, live=self.swaps.threads)
+                           first_page=params.get("cursor") is None, hide=hide, live=self.model.threads)
         result: dict[str, Any] = {"sessions": sessions}
         if agent.get("nextCursor") is not None:
             result["nextCursor"] = agent["nextCursor"]
@@ -356,12 +358,12 @@ class CommandCenter(Component):
                     found[m.text] = Mark(m.text, data["backing_id"], data["offset"], m.time)
         except (CommandError, StoreError) as exc:
             logger.warning("marks from this process only", thread=thread, error=str(exc))
-        found.update(self._marks.get(thread, {}))
+        found.update(self.model.marks_of(thread))
         return found
 
     def _state_path(self, thread: str) -> tuple[str, Path]:
         assert self._port is not None
-        state = self.swaps.threads.get(thread)
+        state = self.model.threads.get(thread)
         backing = self._port.backing_of(thread)
         path = self.harness.locate(backing, state.cwd if state else None)
         if path is None:
@@ -373,14 +375,14 @@ class CommandCenter(Component):
         turn a little after answering it (Claude Code 2.1.44, about 0.1 s), and after a first
         prompt the file may not exist yet: looked for again for up to 2 s."""
         assert self._port is not None
-        await self.swaps.mover.appeared(self._port.backing_of(thread), self._cwd(thread), 2.0)
+        await self.mover.appeared(self._port.backing_of(thread), self._cwd(thread), 2.0)
         backing, path = self._state_path(thread)
-        state = self.swaps.threads.get(thread)
-        await self.swaps.mover.settle(path, state.last_prompt if state else None)
+        state = self.model.threads.get(thread)
+        await self.mover.settle(path, state.last_prompt if state else None)
         return backing, path
 
     def _cwd(self, thread: str) -> str | None:
-        state = self.swaps.threads.get(thread)
+        state = self.model.threads.get(thread)
         return state.cwd if state else None
 
     async def _mark(self, thread: str, name: str) -> Mark:
@@ -395,7 +397,7 @@ class CommandCenter(Component):
         if self._port.prompt_in_flight(thread):  # came while the file settled: the
             raise CommandError("a prompt started: mark between turns")  # offset may be inside it
         mark = Mark(name, backing, offset, time.time())
-        self._marks.setdefault(thread, {})[name] = mark
+        self.model.mark(thread, mark)
         self._port.note("liminal/mark", {"thread_id": thread, "name": name, "backing_id": backing,
                                          "offset": offset}, thread_id=thread, at=mark.at)
         return mark
@@ -431,11 +433,11 @@ class CommandCenter(Component):
         def plan(current: Path) -> Writer:
             return lambda new_id: self.harness.cut([(source, 0, mark.offset)], current, new_id, keeps_thread=True)
 
-        await self.swaps.mover.move_thread(thread, f"/clear {mark.name}", plan)
+        await self.mover.move_thread(thread, f"/clear {mark.name}", plan)
         return f"Context cleared back to mark {mark.name}. What came after stays in liminal's history."
 
     async def _clear_all(self, thread: str) -> str:
-        await self.swaps.mover.fresh_session(thread, "/clear")
+        await self.mover.fresh_session(thread, "/clear")
         return "Context cleared. The conversation stays in liminal's history (liminal history, /search)."
 
     async def _cmd_undo(self, thread: str, args: str) -> str:
@@ -459,7 +461,7 @@ class CommandCenter(Component):
             end = turns.starts[-1]
             return lambda new_id: self.harness.cut([(current, 0, end)], current, new_id, keeps_thread=True)
 
-        if (await self.swaps.mover.move_thread(thread, "/undo", plan)).rewritten is None:
+        if (await self.mover.move_thread(thread, "/undo", plan)).rewritten is None:
             return ("The only turn is out of the model's context, which is empty now, as after /clear "
                     "(the turn stays in liminal's history).")
         return "The last turn is out of the model's context (it stays in liminal's history)."
@@ -469,11 +471,11 @@ class CommandCenter(Component):
         on the one the client's ``session/new`` made, and nothing was prompted since: the CLI
         writes that session's file only at its first turn."""
         assert self._port is not None
-        state = self.swaps.threads.get(thread)
+        state = self.model.threads.get(thread)
         backing = self._port.backing_of(thread)
         if state is None or state.calls or self.harness.locate(backing, state.cwd) is not None:
             return False  # (a prompt since: its turn may still be on its way to the file)
-        return self.swaps.journal.opened_empty(thread, backing) or (state.new and backing == thread)
+        return self.journal.opened_empty(thread, backing) or (state.new and backing == thread)
 
     async def _cmd_fork(self, thread: str, args: str) -> str:
         assert self._port is not None
@@ -522,7 +524,7 @@ class CommandCenter(Component):
         (``/undo``, ``/clear``, ``/clear MARK``), if one did. ``_after`` reads what the CLI wrote
         after the mark, file by file, and cannot leave such turns out; a gradient swap only
         compresses, so the fork has those turns whole."""
-        for record in self.swaps.journal.records(thread):
+        for record in self.journal.records(thread):
             if record.outcome == "committed" and record.started_at >= mark.at \
                     and record.reason.split(" ", 1)[0] in ("/undo", "/clear"):
                 return record.reason
@@ -536,7 +538,7 @@ class CommandCenter(Component):
         if source is None:
             raise CommandError(f"the session file of mark {mark.name} is gone")
         parts: list[tuple[Path, int, int | None]] = [(source, mark.offset, None)]
-        lineage = [b for t, b in self.swaps.journal.lineage() if t == thread]
+        lineage = [b for t, b in self.journal.lineage() if t == thread]
         if mark.backing_id in lineage:
             later = lineage[lineage.index(mark.backing_id) + 1:]
         else:
@@ -544,14 +546,14 @@ class CommandCenter(Component):
         for backing in later:
             path = self.harness.locate(backing, cwd)
             if path is not None:  # liminal's own bytes (the rewrite) hold nothing new
-                parts.append((path, self.swaps.journal.own_bytes(backing), None))
+                parts.append((path, self.journal.own_bytes(backing), None))
         return parts
 
     async def _cmd_context(self, thread: str, args: str) -> str:
         """What the model sees now: its size, where the next swap comes, what bounds the floor it
         lands on, what it would keep of each band, the marks, the last swap."""
-        state = self.swaps.threads.get(thread)
-        policy = self.swaps.policy
+        state = self.model.threads.get(thread)
+        policy = self.policy
         lines = []
         try:
             path: Path | None = self._state_path(thread)[1]
@@ -587,20 +589,20 @@ class CommandCenter(Component):
                 lines.append(f"The session file could not be read for its bands ({type(exc).__name__}).")
         marks = await self.marks(thread)
         lines.append("Marks: " + (", ".join(sorted(marks)) or "none"))
-        records = self.swaps.journal.records(thread)
+        records = self.journal.records(thread)
         lines.append(f"Last move: {moves.describe(asdict(records[-1]))}." if records else "No move yet.")
         return "\n".join(lines)
 
     async def _cmd_optimise(self, thread: str, args: str) -> str:
-        state = self.swaps.threads.get(thread)
+        state = self.model.threads.get(thread)
         if state is None:
             raise CommandError("liminal has not seen this thread opened")
-        aim = self.swaps.policy.aim
+        aim = self.policy.aim
 
         def plan(current: Path) -> Writer:
-            return lambda new_id: self.swaps.harness.rewrite(current, aim, new_id)
+            return lambda new_id: self.harness.rewrite(current, aim, new_id)
 
-        done = (await self.swaps.mover.move_thread(thread, "/optimise", plan)).rewritten
+        done = (await self.mover.move_thread(thread, "/optimise", plan)).rewritten
         assert done is not None  # a rewrite, never an empty session
         return f"Context optimised: {tokens(done.tokens_before)} -> {tokens(done.tokens_after)} tokens."
 

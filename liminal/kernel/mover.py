@@ -9,8 +9,10 @@ next session file (``write(new_id)`` in a worker thread: a gradient rewrite for 
 file and no open session behind. ``move_thread`` wraps it for the commands (claim the thread,
 wait for its last turn on disk, release); ``fresh_session`` moves a thread onto a new, empty
 session (``/clear``). The swap manager (``liminal.kernel.swap``) decides when to swap and calls
-``relocate``; the command center (``liminal.kernel.commands``) calls the others. One move at a
-time (``lock``), whoever asks.
+``relocate``; the command center (``liminal.kernel.commands``) calls the others; the recycle
+(``liminal.kernel.recycle``) holds every live thread through ``holding_all`` and opens them on a
+fresh process with ``open_on``. One move of a thread at a time, whoever asks: the thread model's
+per-thread move lock (``ThreadModel.moves``); two threads move at once.
 
 The journal (``liminal.kernel.journal``) is the authority: a ``begin`` before the file exists,
 an end record (committed, failed, abandoned, skipped) after; each also a ``liminal/swap`` note in
@@ -36,7 +38,7 @@ from liminal.config import SwapSettings
 from liminal.harness.base import Rewritten, SessionHarness
 from liminal.kernel.journal import SwapJournal, SwapRecord
 from liminal.kernel.policy import Decision
-from liminal.kernel.threads import ThreadState
+from liminal.kernel.threads import MoveLocks, ThreadState
 
 if TYPE_CHECKING:
     from liminal.acp.port import Port
@@ -66,8 +68,9 @@ class Moved:
 
 @dataclass(slots=True)
 class _Hold:
-    """A held move in progress (``ThreadMover.holding``)."""
+    """A held thread of a move in progress (``ThreadMover.holding``)."""
 
+    state: ThreadState
     left: str  # the session the thread is on; closed once the move has committed
     committed: bool = False
 
@@ -149,6 +152,7 @@ class ThreadMover:
         clock: Callable[[], float] = time.time,
         capabilities: Callable[[], dict[str, Any]] = dict,
         priced: Callable[[ThreadState, Decision, int], dict[str, Any]] | None = None,
+        moves: MoveLocks | None = None,
     ) -> None:
         self.settings = settings
         self.journal = journal
@@ -159,7 +163,9 @@ class ThreadMover:
         # What a committed swap costs and saves, for its journal record (the swap's policy).
         self.priced = priced
         self.port: Port | None = None
-        self.lock = anyio.Lock()  # one move at a time: a swap, or a command's
+        # One move of a thread at a time (a swap, a command's): the thread model's, which the
+        # recycle takes for every thread.
+        self.moves = moves if moves is not None else MoveLocks()
         self._warned_no_close = False
         self._stopping = False
         self._moving: set[anyio.CancelScope] = set()  # moves not yet committed
@@ -178,8 +184,7 @@ class ThreadMover:
         for scope in list(self._moving):
             scope.cancel()
         with anyio.move_on_after(timeout):
-            async with self.lock:
-                pass
+            await self.moves.none_taken()
 
     def known(self, thread_id: str) -> tuple[Port, ThreadState]:
         state = self.threads.get(thread_id)
@@ -195,19 +200,29 @@ class ThreadMover:
         frames go (to the new session if the move committed, else to the one it stayed on),
         and a committed move's old session is closed, after the release (the held prompts
         need only the new one)."""
-        assert self.port is not None
-        port, thread_id = self.port, state.thread_id
         if claim:
             self.claim(state)
-        hold = _Hold(port.backing_of(thread_id))
-        try:
+        async with self.holding_all([state]) as [hold]:
             yield hold
+
+    @contextlib.asynccontextmanager
+    async def holding_all(self, states: list[ThreadState]) -> AsyncIterator[list[_Hold]]:
+        """``holding`` for threads the caller held (the swap, one; the recycle, every live
+        thread, held in the flush that saw its quiet moment): released on the way out, each to
+        the session it is on then, and the session a committed one left closed."""
+        assert self.port is not None
+        port = self.port
+        holds = [_Hold(state, port.backing_of(state.thread_id)) for state in states]
+        try:
+            yield holds
         finally:
-            state.swapping = False
-            if port.is_held(thread_id):
-                port.release(thread_id)
-            if hold.committed:
-                await self.close(port, hold.left)
+            for hold in holds:
+                hold.state.swapping = False
+                if port.is_held(hold.state.thread_id):
+                    port.release(hold.state.thread_id)
+            for hold in holds:
+                if hold.committed:
+                    await self.close(port, hold.left)
 
     def claim(self, state: ThreadState) -> None:
         """Hold a thread for a command's move, if nothing is under way on it."""
@@ -229,7 +244,7 @@ class ThreadMover:
         thread stays, nothing is journaled: the error is the answer). Returns the rewrite (None
         for an empty session). Raises ``SwapError`` saying why the thread stayed."""
         port, state = self.known(thread_id)
-        async with self.lock, self.holding(state) as hold:
+        async with self.moves.moving(thread_id), self.holding(state) as hold:
             old_backing = hold.left
             path = await self.appeared(old_backing, state.cwd, 2.0)
             if path is None:
@@ -280,7 +295,7 @@ class ThreadMover:
         """Hold the thread (a prompt sent meanwhile waits for the new session), open it an
         empty session (``_open_empty``), release it, close the session it left (open only if
         this process made it)."""
-        async with self.lock, self.holding(state) as hold:
+        async with self.moves.moving(state.thread_id), self.holding(state) as hold:
             opened: dict[str, Any] = {}
             moved = await self._open_empty(port, state, hold.left, reason, move=move, answer=opened)
             hold.committed = True

@@ -5,9 +5,12 @@ keeps every session a swap leaves, and with it a CLI process of a few hundred MB
 exits. A day of swaps is dozens of them. liminal owns the agent process, so once the sessions
 left open pass ``swap.max_stale_sessions``, at a quiet moment it:
 
-1. **Holds** every live thread (synchronously, in the step that saw the moment, so no request
-   can slip through), once nothing is under way at the agent (``Router.agent_idle``: no request
-   either way unanswered, no permission asked, no replay, no own request) and no swap runs.
+1. **Holds** every live thread and takes its move lock (``ThreadModel.moves``: no swap or
+   command moves one meanwhile), synchronously, in the step that saw the moment, so no request
+   can slip through, once nothing is under way at the agent (``Router.agent_idle``: no request
+   either way unanswered, no permission asked, no replay, no own request) and no thread is
+   moving. The holds are released through the mover's one sequence
+   (``ThreadMover.holding_all``).
 2. **Settles**: waits until each thread's session file holds its last turn (the CLI may write it
    after answering), as the swap does before a rewrite, for at most ``SETTLE_TIMEOUT``. A
    thread never prompted has no file and nothing to resume: the move waits for its first turn.
@@ -42,8 +45,9 @@ import anyio.to_thread
 
 from liminal import log
 from liminal.acp.port import AgentProcess, Component, Port
-from liminal.kernel.mover import SETTLE_POLL_MAX
-from liminal.kernel.swap import SwapManager
+from liminal.config import SwapSettings
+from liminal.harness.base import SessionHarness
+from liminal.kernel.mover import SETTLE_POLL_MAX, ThreadMover
 from liminal.kernel.threads import ThreadModel
 
 logger = log.get("liminal.recycle")
@@ -59,13 +63,18 @@ class RecycleError(Exception):
 
 
 class Recycler(Component):
-    """A port component beside the swap manager, whose thread states and harness it reads."""
+    """A port component beside the swap manager: given the thread model (the threads, their
+    move locks, the agent's capabilities, the client's ``initialize``), the mover (the one
+    hold -> release sequence, opening a thread on a process) and the harness (the session
+    files)."""
 
-    def __init__(self, swaps: SwapManager, *, max_stale_sessions: int | None = None) -> None:
-        self.swaps = swaps
-        self.max_stale = swaps.settings.max_stale_sessions if max_stale_sessions is None else max_stale_sessions
-        self.timeout = swaps.settings.hold_timeout_seconds
-        self.model = swaps.model
+    def __init__(self, model: ThreadModel, mover: ThreadMover, harness: SessionHarness,
+                 settings: SwapSettings, *, max_stale_sessions: int | None = None) -> None:
+        self.model = model
+        self.mover = mover
+        self.harness = harness
+        self.max_stale = settings.max_stale_sessions if max_stale_sessions is None else max_stale_sessions
+        self.timeout = settings.hold_timeout_seconds
         self.model.on_opened.append(self._opened)
         self.model.on_turn_end.append(self._turn_end)
         self.model.on_quiet.append(self.after_turn)
@@ -139,17 +148,21 @@ class Recycler(Component):
         port = self._port
         if port is None or self._moving or not self.wanted():
             return
-        if any(state.swapping for state in self.swaps.threads.values()):
+        if any(state.swapping for state in self.model.threads.values()):
             return  # the swap task has this turn end; it calls after_turn when done
         router = port
         if any(router.is_held(thread) for thread in self.live) or not router.agent_idle():
             return
+        live = list(self.live)
+        if not self.model.moves.try_take(live):
+            return  # a command moves a thread: the next quiet moment
         try:
-            self._send.send_nowait(list(self.live))
+            self._send.send_nowait(live)
         except anyio.WouldBlock:
+            self.model.moves.give(live)
             return
         self._moving = True
-        for thread in self.live:  # before the client's next bytes are read
+        for thread in live:  # before the client's next bytes are read
             router.hold(thread)
 
     # ----------------------------------------------------------------- running
@@ -161,6 +174,7 @@ class Recycler(Component):
             try:
                 await self._recycle_safely(port, held)
             finally:
+                self.model.moves.give(held)
                 self._moving = False
 
     async def after_turn(self, thread_id: str) -> None:
@@ -173,13 +187,18 @@ class Recycler(Component):
         if not router.agent_idle():
             logger.debug("sessions to recycle, but the agent is busy", stale=self.stale)
             return
-        mine = [thread for thread in self.live if not router.is_held(thread)]
+        live = list(self.live)
+        if not self.model.moves.try_take(live):
+            logger.debug("sessions to recycle, but a thread is moving", stale=self.stale)
+            return
+        mine = [thread for thread in live if not router.is_held(thread)]
         for thread in mine:
             router.hold(thread)
         self._moving = True
         try:
             await self._recycle_safely(port, mine)
         finally:
+            self.model.moves.give(live)
             self._moving = False
 
     async def _recycle_safely(self, port: Port, held: list[str]) -> None:
@@ -195,7 +214,13 @@ class Recycler(Component):
             await self._progress.wait()
 
     async def _recycle(self, port: Port, held: list[str]) -> None:
-        """Move every live thread to a fresh process; ``held`` are the threads held for it."""
+        """Move every live thread to a fresh process; ``held`` are the threads held for it,
+        released (to the new process, or back to the old one) by the mover's one sequence."""
+        held_states = [self.model.state(thread) for thread in held]
+        async with self.mover.holding_all(held_states):
+            await self._move_all(port, held)
+
+    async def _move_all(self, port: Port, held: list[str]) -> None:
         threads = list(self.live)
         old = port.agent_token()
         process: AgentProcess | None = None
@@ -216,7 +241,7 @@ class Recycler(Component):
                 if self.model.authenticate is not None:
                     await process.request("authenticate", self.model.authenticate, timeout=self.timeout)
                 t_started = time.monotonic()
-                await self.swaps.mover.open_on(process, threads, self.capabilities or {})
+                await self.mover.open_on(process, threads, self.capabilities or {})
             # From here to the switch nothing awaits: what is checked still holds at the switch.
             if [thread for thread in held if not port.is_held(thread)]:
                 raise RecycleError("a hold overflowed: the client's frames reached the old process")
@@ -235,8 +260,6 @@ class Recycler(Component):
                            error=self.last_failure, seconds=round(time.monotonic() - t0, 3),
                            retry_after_turns=self._skip)
         finally:
-            for thread in held:  # to the new process, or back to the old one
-                port.release(thread)
             # Whatever happened, even the proxy going down: the process not in use is stopped.
             if process is not None and not switched:
                 port.discard_agent(process)
@@ -263,23 +286,27 @@ class Recycler(Component):
             return False
         process: AgentProcess | None = None
         resumed: list[str] = []
+        live = list(self.live)
         try:
+            # Every live thread's move lock: a move under way when the agent died fails (its
+            # requests fail with the agent) and ends before the threads are opened again.
             with anyio.fail_after(self.timeout):
-                process = await port.start_agent()
-                result = await process.request("initialize", self.model.initialize, timeout=self.timeout)
-                caps = result.get("agentCapabilities") if isinstance(result, dict) else None
-                capabilities = self.model.capabilities = caps if isinstance(caps, dict) else {}
-                if self.model.authenticate is not None:
-                    await process.request("authenticate", self.model.authenticate, timeout=self.timeout)
-                for thread in self.live:
-                    state = self.swaps.threads.get(thread)
-                    if state is None:
-                        continue
-                    path = await anyio.to_thread.run_sync(self.swaps.harness.locate, port.backing_of(thread),
-                                                          state.cwd)
-                    if path is not None:  # never written: the CLI has nothing to resume
-                        resumed.append(thread)
-                await self.swaps.mover.open_on(process, resumed, capabilities)
+                async with self.model.moves.moving(*live):
+                    process = await port.start_agent()
+                    result = await process.request("initialize", self.model.initialize, timeout=self.timeout)
+                    caps = result.get("agentCapabilities") if isinstance(result, dict) else None
+                    capabilities = self.model.capabilities = caps if isinstance(caps, dict) else {}
+                    if self.model.authenticate is not None:
+                        await process.request("authenticate", self.model.authenticate, timeout=self.timeout)
+                    for thread in live:
+                        state = self.model.threads.get(thread)
+                        if state is None:
+                            continue
+                        path = await anyio.to_thread.run_sync(self.harness.locate, port.backing_of(thread),
+                                                              state.cwd)
+                        if path is not None:  # never written: the CLI has nothing to resume
+                            resumed.append(thread)
+                    await self.mover.open_on(process, resumed, capabilities)
             if process.failure is not None:
                 raise RecycleError(process.failure)
         except Exception as exc:
@@ -306,10 +333,10 @@ class Recycler(Component):
         thread has no file and none is coming (never prompted: nothing to resume)."""
         paths: dict[str, Path | None] = {}
         for thread in threads:
-            state = self.swaps.threads.get(thread)
+            state = self.model.threads.get(thread)
             if state is None:
                 return None
-            path = await anyio.to_thread.run_sync(self.swaps.harness.locate, port.backing_of(thread),
+            path = await anyio.to_thread.run_sync(self.harness.locate, port.backing_of(thread),
                                                   state.cwd)
             if path is None and thread not in self._written:
                 self._warn(f"thread {thread} has no session file yet (no prompt?): sessions are "
@@ -325,10 +352,10 @@ class Recycler(Component):
         Bounded by ``SETTLE_TIMEOUT``, not the hold's: a file that does not end with a finished
         turn (one cancelled midway) will not within a hold, and the prompts waiting should not
         wait for it."""
-        harness = self.swaps.harness
+        harness = self.harness
         with anyio.move_on_after(SETTLE_TIMEOUT):
             for thread, found in paths.items():
-                state = self.swaps.threads[thread]
+                state = self.model.threads[thread]
                 path = found
                 delay = 0.005
                 while path is None or not await anyio.to_thread.run_sync(harness.turn_settled, path,

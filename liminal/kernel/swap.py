@@ -92,7 +92,8 @@ class SwapManager(Component):
         self._progress = anyio.Event()
         # The step every move of a thread shares (liminal.kernel.mover), the commands' too.
         self.mover = ThreadMover(settings, journal, harness, self.threads, clock=clock,
-                                 capabilities=lambda: self.capabilities, priced=self._priced)
+                                 capabilities=lambda: self.capabilities, priced=self._priced,
+                                 moves=self.model.moves)
 
     async def stopping(self) -> None:
         """liminal stops (``Proxy.run``, before it stops the agent): a move under way, a swap's
@@ -103,7 +104,7 @@ class SwapManager(Component):
     def busy(self) -> bool:
         """A swap or a command's move is under way, or a turn end waits to be looked at: the
         agent must not be stopped yet (``liminal serve`` finishing a detached connection)."""
-        return (self.mover.lock.locked() or any(s.swapping for s in self.threads.values())
+        return (self.model.moves.taken() or any(s.swapping for s in self.threads.values())
                 or self._receive.statistics().current_buffer_used > 0)
 
     def _agent_said(self, agent_info: Any) -> None:
@@ -289,10 +290,10 @@ class SwapManager(Component):
                 # left closed if the swap committed: the mover's one sequence for every move.
                 async with self.mover.holding(state, claim=False) as hold:
                     try:
-                        async with self.mover.lock:
-                            # The session this swap would leave, taken under the lock: another
-                            # move (a command's) may run in the quiet moment below and leave
-                            # one of its own.
+                        async with self.model.moves.moving(thread_id):
+                            # The session this swap would leave, taken under the thread's move
+                            # lock: another move of it (the recycle's, which takes every
+                            # thread's) may have ended while this one waited.
                             hold.left = port.backing_of(thread_id)
                             committed = await self._maybe_swap(port, state, turn_end)
                             hold.committed = bool(committed)

@@ -21,15 +21,25 @@ Subscribers are called in the order they subscribed, inside the flush that deliv
 logged and the others are still called.
 
 The swap manager's own bookkeeping (its pace, back-off, whether it is swapping) rides on the
-same ``ThreadState``: one object per thread, whoever reads it.
+same ``ThreadState``: one object per thread, whoever reads it. So do two things every mover of a
+thread shares:
+
+- ``moves``, the per-thread move lock (``MoveLocks``): one move of a thread at a time (a swap, a
+  command's), while two threads move at once; the recycle and the agent restart, which move
+  every thread, take every thread's lock together.
+- ``marks``, the marks set in this process (``Mark``): the store has them too, a little later
+  (its index runs behind), so ``/clear MARK`` right after ``/mark`` reads them here.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+import anyio
 
 from liminal import log
 from liminal.acp import jsonrpc
@@ -75,6 +85,65 @@ class ThreadState:
     trigger_backed_off: bool = False  # the swap just skipped moved the trigger instead (policy)
 
 
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """A named point of a thread (``/mark NAME``): the session it was on and the byte offset of
+    that session's file there."""
+
+    name: str
+    backing_id: str
+    offset: int
+    at: float
+
+
+class MoveLocks:
+    """The per-thread move lock. A thread is taken by one move at a time; several threads are
+    taken together (``take`` waits until every one is free, then takes them all in one step,
+    with no await between: two movers of overlapping threads cannot each hold half). Not an
+    ``anyio.Lock`` per thread: the recycle takes them in the flush that saw its quiet moment and
+    gives them back from its own task, and an ``anyio.Lock`` belongs to the task that took it."""
+
+    def __init__(self) -> None:
+        self._taken: set[str] = set()
+        self._freed = anyio.Event()
+
+    def taken(self, thread_id: str | None = None) -> bool:
+        """``thread_id`` is moving; with none, any thread is."""
+        return thread_id in self._taken if thread_id is not None else bool(self._taken)
+
+    def try_take(self, threads: Iterable[str]) -> bool:
+        """Take every one of ``threads`` now, or none (False: one is moving)."""
+        wanted = set(threads)
+        if wanted & self._taken:
+            return False
+        self._taken |= wanted
+        return True
+
+    async def take(self, threads: Iterable[str]) -> None:
+        wanted = set(threads)
+        while not self.try_take(wanted):
+            await self._freed.wait()
+
+    def give(self, threads: Iterable[str]) -> None:
+        self._taken -= set(threads)
+        self._freed.set()
+        self._freed = anyio.Event()
+
+    @contextlib.asynccontextmanager
+    async def moving(self, *threads: str) -> AsyncIterator[None]:
+        """Hold the move lock of ``threads`` for the block."""
+        await self.take(threads)
+        try:
+            yield
+        finally:
+            self.give(threads)
+
+    async def none_taken(self) -> None:
+        """Until no thread is moving."""
+        while self._taken:
+            await self._freed.wait()
+
+
 def context_reading(update: dict[str, Any]) -> int | None:
     """The context size a ``usage_update`` tells, or None when it tells none a window could hold:
     not a whole number, negative, past ``MAX_CONTEXT_TOKENS``, or more than twice the window the
@@ -114,6 +183,15 @@ class ThreadModel(Component):
         self.on_quiet: list[Quiet] = []
         self.on_agent_info: list[Callable[[Any], None]] = []
         self._asked: dict[Any, tuple[str, dict[str, Any]]] = {}  # client requests in flight
+        self.moves = MoveLocks()  # one move of a thread at a time
+        self.marks: dict[str, dict[str, Mark]] = {}  # thread -> name -> mark set in this process
+
+    def mark(self, thread_id: str, mark: Mark) -> None:
+        """A mark set in this process, until the store has it (and after: the later wins)."""
+        self.marks.setdefault(thread_id, {})[mark.name] = mark
+
+    def marks_of(self, thread_id: str) -> dict[str, Mark]:
+        return dict(self.marks.get(thread_id, {}))
 
     def state(self, thread_id: str) -> ThreadState:
         """The thread's state, made if liminal had not seen it yet."""

@@ -45,7 +45,7 @@ def received_by(tmp_path: Path, pid: int) -> list[dict[str, Any]]:
 def components(tmp_path: Path, max_stale: int, hold_timeout: float = 10) -> tuple[SwapManager, Recycler]:
     swap_settings = dataclasses.replace(settings(), hold_timeout_seconds=hold_timeout)
     manager = SwapManager(swap_settings, SwapJournal(tmp_path / "swaps.jsonl"), FakeHarness(tmp_path))
-    return manager, Recycler(manager, max_stale_sessions=max_stale)
+    return manager, Recycler(manager.model, manager.mover, manager.harness, manager.settings, max_stale_sessions=max_stale)
 
 
 async def gone(pgid: int) -> None:
@@ -167,7 +167,7 @@ async def test_a_file_without_its_last_turn_fails_the_move_without_holding_for_l
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(recycle, "SETTLE_TIMEOUT", 0.2)
     manager = SwapManager(settings(), SwapJournal(tmp_path / "swaps.jsonl"), UnsettledAfterRewrite(tmp_path))
-    recycler = Recycler(manager, max_stale_sessions=0)
+    recycler = Recycler(manager.model, manager.mover, manager.harness, manager.settings, max_stale_sessions=0)
     async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager, recycler], **NO_CLOSE) as (_, client):
         thread = await start(client)
         first = await pid_of_agent(client)
@@ -192,7 +192,7 @@ class Unwritten(FakeHarness):
 async def test_a_thread_never_prompted_holds_the_move_back_until_its_first_turn(tmp_path: Path) -> None:
     harness = Unwritten(tmp_path)
     manager = SwapManager(settings(), SwapJournal(tmp_path / "swaps.jsonl"), harness)
-    recycler = Recycler(manager, max_stale_sessions=0)
+    recycler = Recycler(manager.model, manager.mover, manager.harness, manager.settings, max_stale_sessions=0)
     async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager, recycler], **NO_CLOSE) as (_, client):
         used = await start(client)
         empty = str((await client.request("session/new", {"cwd": "/work", "mcpServers": []}))["result"]["sessionId"])

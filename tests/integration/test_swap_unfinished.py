@@ -365,7 +365,8 @@ async def test_a_listing_shows_a_thread_once_whatever_another_liminal_swapped_si
 
     journal = SwapJournal(tmp_path / "swaps.jsonl")
     manager = SwapManager(settings(), journal, FakeHarness(tmp_path))
-    commands = CommandCenter(manager, FakeHarness(tmp_path),  # type: ignore[arg-type]
+    commands = CommandCenter(manager.model, manager.mover, manager.journal, manager.policy,
+                             FakeHarness(tmp_path),  # type: ignore[arg-type]
                              unavailable if store == "not answering" else None)
     done = "0b7d1f4e-0000-4000-8000-00000000000b"
     under_way = "0b7d1f4e-0000-4000-8000-00000000000c"

@@ -193,7 +193,7 @@ def test_the_models_search_and_slash_search_show_the_conversation(home: Path) ->
             async with contextlib.AsyncExitStack() as stack:
                 yield await stack.enter_async_context(_opened(home / "liminal.db"))
 
-        center = CommandCenter(None, None, open_store)  # type: ignore[arg-type]
+        center = CommandCenter(None, None, None, None, None, open_store)  # type: ignore[arg-type]
         try:
             slash = await center._cmd_search(THREAD, "zanzibar")
             assert "api-request-blob" in await center._cmd_search(THREAD, "--all zanzibar")

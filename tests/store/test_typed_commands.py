@@ -23,6 +23,7 @@ import pytest
 from liminal.acp.router import Router
 from liminal.ingest.indexer import Indexer
 from liminal.kernel.commands import CommandCenter
+from liminal.kernel.threads import ThreadModel
 from liminal.lookup.memos import MEMO_THREAD
 from liminal.lookup.threadlist import listing
 from liminal.store.base import Store
@@ -44,7 +45,7 @@ class Typist:
             self.router.add_request_hook(methods, hook)
         self.center = center
         self.port = FakePort(self.router)
-        self.center.swaps.mover = SimpleNamespace(port=self.port)
+        self.center.mover = SimpleNamespace(port=self.port)  # type: ignore[assignment]
         self._ids = itertools.count(100)
 
     async def type(self, thread: str, text: str) -> str:
@@ -82,9 +83,8 @@ def no_store_opened_twice(store: Store) -> Iterator[Any]:
 
 @contextlib.asynccontextmanager
 async def typist(store: Store, harness: Any = None) -> AsyncIterator[Typist]:
-    swaps = SimpleNamespace(capabilities={}, threads={}, journal=None)
     with no_store_opened_twice(store) as opener:
-        center = CommandCenter(swaps, harness, opener)  # type: ignore[arg-type]
+        center = CommandCenter(ThreadModel(), None, None, None, harness, opener)  # type: ignore[arg-type]
         typing = Typist(center)
         async with anyio.create_task_group() as tg:
             tg.start_soon(center.run, typing.port)

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from liminal.acp.router import Router
 from liminal.kernel.commands import COMMANDS, CommandCenter, parse
+from liminal.kernel.threads import ThreadModel
 from tests.support.fakeport import FakePort
 
 WHITESPACE = st.sampled_from([" ", "\t", "\n", "\xa0", "  ", " \n "])
@@ -36,9 +37,12 @@ def test_any_whitespace_ends_the_commands_name(name: str, gap: str, arg: str, ta
     assert parse(f"/{name}x") is None or f"{name}x" in COMMANDS  # /markA is not /mark
 
 
-class _Swaps:
-    capabilities = {"sessionCapabilities": {"list": {}}}
-    threads: dict[str, Any] = {}
+def _model(**threads: Any) -> ThreadModel:
+    """The thread model, its agent able to list sessions."""
+    model = ThreadModel()
+    model.capabilities = {"sessionCapabilities": {"list": {}}}
+    model.threads.update(threads)
+    return model
 
 
 class _Store:
@@ -60,7 +64,7 @@ async def test_a_session_list_the_agent_does_not_answer_is_answered_with_an_erro
         yield _Store()
 
     router = Router(max_frame_bytes=1 << 20)
-    center = CommandCenter(_Swaps(), harness=None, open_store=open_store)  # type: ignore[arg-type]
+    center = CommandCenter(_model(), None, None, None, harness=None, open_store=open_store)  # type: ignore[arg-type]
     for methods, hook in center.request_hooks():
         router.add_request_hook(methods, hook)
     router.receive_from_client(b'{"jsonrpc":"2.0","id":5,"method":"session/list","params":{}}\n', 0)
@@ -103,11 +107,6 @@ class _Thread:
     cwd = "/work/demo"
 
 
-class _ContextSwaps:
-    threads = {"t": _Thread()}
-    policy = _Policy()
-    journal = _Journal()
-
 
 class _Harness:
     def locate(self, backing: str, cwd: str | None) -> Any:
@@ -132,7 +131,8 @@ async def test_context_says_its_numbers_with_units_and_nouns_in_number() -> None
     async def open_store() -> AsyncIterator[Any]:
         yield _MarksStore()
 
-    center = CommandCenter(_ContextSwaps(), harness=_Harness(), open_store=open_store)  # type: ignore[arg-type]
+    center = CommandCenter(_model(t=_Thread()), None, _Journal(), _Policy(),  # type: ignore[arg-type]
+                           harness=_Harness(), open_store=open_store)
     center._port = FakePort()
     try:
         text = await center._cmd_context("t", "")
@@ -151,9 +151,8 @@ def test_the_title_of_a_session_a_thread_moved_onto_never_reaches_the_client() -
     from types import SimpleNamespace
 
     router = Router(max_frame_bytes=1 << 20)
-    swaps = _Swaps()
-    swaps.mover = SimpleNamespace(port=FakePort(router))  # type: ignore[attr-defined]
-    center = CommandCenter(swaps, harness=None, open_store=None)  # type: ignore[arg-type]
+    mover = SimpleNamespace(port=FakePort(router))
+    center = CommandCenter(_model(), mover, None, None, harness=None, open_store=None)  # type: ignore[arg-type]
     for kinds, hook in center.update_hooks():
         router.add_update_hook(kinds, hook)
 

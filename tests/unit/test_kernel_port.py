@@ -8,6 +8,7 @@ commands are driven the same way, with every store, in ``tests/store/test_typed_
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,7 +22,10 @@ from liminal.config import SwapSettings
 from liminal.harness.base import Rewritten, Turns
 from liminal.kernel.commands import CommandCenter
 from liminal.kernel.journal import SwapJournal
+from liminal.kernel.recycle import Recycler
 from liminal.kernel.swap import SwapManager
+from liminal.kernel.threads import MoveLocks
+from liminal.mcp.link import SlashRequest
 from tests.integration.test_swap_scripted import FakeHarness
 from tests.support.fakeport import FakePort
 
@@ -85,25 +89,31 @@ def sent(port: FakePort, method: str) -> list[dict[str, Any]]:
 
 
 @asynccontextmanager
-async def kernel(tmp_path: Path, *, commands: bool = False) -> AsyncIterator[tuple[FakePort, SwapManager]]:
-    """The swap manager (and the command center) on a fake port, a thread opened and prompted
-    once (its context 20k tokens: no swap)."""
-    harness = CuttingHarness(tmp_path)
+async def kernel(tmp_path: Path, *, commands: bool = False, harness: CuttingHarness | None = None,
+                 caps: dict[str, Any] = CAPS, recycler: list[Recycler] | None = None,
+                 ) -> AsyncIterator[tuple[FakePort, SwapManager]]:
+    """The swap manager (and the command center, and the recycle into ``recycler``) on a fake
+    port, a thread opened and prompted once (its context 20k tokens: no swap)."""
+    harness = harness or CuttingHarness(tmp_path)
     manager = SwapManager(SwapSettings(high_tokens=100_000, target_tokens=80_000, hold_timeout_seconds=10),
                           SwapJournal(tmp_path / "swaps.jsonl"), harness)
     parts: list[Any] = [manager.model]
     if commands:
-        parts.append(CommandCenter(manager, harness, open_store=None))
+        parts.append(CommandCenter(manager.model, manager.mover, manager.journal, manager.policy, harness,
+                                   open_store=None))
+    if recycler is not None:
+        recycler.append(Recycler(manager.model, manager.mover, harness, manager.settings, max_stale_sessions=0))
+        parts.append(recycler[0])
     port = FakePort(components=parts, answer=agent_answers([]))
     await manager.prepare(port)
     async with anyio.create_task_group() as tg:
         tg.start_soon(manager.run, port)
-        if commands:
-            tg.start_soon(parts[1].run, port)
+        for part in parts[1:]:
+            tg.start_soon(part.run, port)
         while not manager._running:  # noqa: ASYNC110 - turn ends are taken once the task looks
             await anyio.sleep(0.001)
         port.from_client(request(0, "initialize", protocolVersion=1))
-        port.from_agent(answered(0, {"protocolVersion": 1, "agentCapabilities": CAPS}))
+        port.from_agent(answered(0, {"protocolVersion": 1, "agentCapabilities": caps}))
         port.from_client(request(1, "session/new", cwd="/work", mcpServers=[]))
         port.from_agent(answered(1, {"sessionId": THREAD, "modes": {"currentModeId": "default"}}))
         port.from_client(prompt(2, "first"))
@@ -188,9 +198,10 @@ async def test_each_command_runs_through_the_thread_model_and_the_port(
 
 
 async def test_a_mark_then_clear_to_it_through_the_port(tmp_path: Path) -> None:
-    async with kernel(tmp_path, commands=True) as (port, _):
+    async with kernel(tmp_path, commands=True) as (port, manager):
         assert "Mark A set here." in await say(port, 10, "/mark A")
         assert [data["name"] for method, data in port.notes if method == "liminal/mark"] == ["A"]
+        assert list(manager.model.marks_of(THREAD)) == ["A"]  # in flight: the thread model's
         assert "cleared back to mark A" in await say(port, 11, "/clear A")
     assert port.backing_of(THREAD) != THREAD
 
@@ -201,6 +212,152 @@ async def test_a_command_while_a_prompt_runs_changes_nothing(tmp_path: Path) -> 
         text = await say(port, 11, "/undo")
     assert "a prompt is running" in text and "nothing changed" in text
     assert port.backing_of(THREAD) == THREAD and not port.is_held(THREAD)
+
+
+OTHER = "9b1f3a55-2c41-4c6e-9a57-0d6f2f4f0e22"
+NO_CLOSE = {"loadSession": True, "sessionCapabilities": {"resume": {}}}  # the recycle's agent
+
+
+class GatedHarness(CuttingHarness):
+    """Rewrites of the sessions named in ``gates`` wait for their gate; ``entered`` says whose
+    rewrite has started."""
+
+    def __init__(self, tmp: Path) -> None:
+        super().__init__(tmp)
+        self.gates: dict[str, threading.Event] = {}
+        self.entered: list[str] = []
+
+    def rewrite(self, path: Path, target_tokens: int, new_id: str) -> Rewritten:
+        self.entered.append(path.stem)
+        gate = self.gates.get(path.stem)
+        if gate is not None:
+            gate.wait(10)
+        return super().rewrite(path, target_tokens, new_id)
+
+
+def open_other(port: FakePort) -> None:
+    """A second thread, opened and prompted once (20k tokens: no swap)."""
+    port.from_client(request(20, "session/new", cwd="/work", mcpServers=[]))
+    port.from_agent(answered(20, {"sessionId": OTHER}))
+    port.from_client(request(21, "session/prompt", sessionId=OTHER, prompt=[{"type": "text", "text": "hi"}]))
+    port.from_agent({"jsonrpc": "2.0", "method": "session/update", "params": {
+        "sessionId": OTHER, "update": {"sessionUpdate": "usage_update", "used": 20_000, "size": 200_000}}},
+        answered(21, {"stopReason": "end_turn"}))
+
+
+async def until(check: Callable[[], bool]) -> None:
+    with anyio.fail_after(5):
+        while not check():  # noqa: ASYNC110 - no event for it
+            await anyio.sleep(0.005)
+
+
+async def test_two_threads_move_at_once(tmp_path: Path) -> None:
+    """The move lock is the thread's: a swap of one thread commits while a command's move of
+    another is still writing. On main one lock served every thread, and the swap waited for
+    the command (here, for ever: the command waits for the swap to be done)."""
+    harness = GatedHarness(tmp_path)
+    gate = harness.gates[OTHER] = threading.Event()
+    recycler: list[Recycler] = []
+    async with kernel(tmp_path, commands=True, harness=harness, caps=NO_CLOSE, recycler=recycler) \
+            as (port, manager):
+        open_other(port)
+        port.from_client(request(30, "session/prompt", sessionId=OTHER,
+                                 prompt=[{"type": "text", "text": "/optimise"}]))
+        await until(lambda: OTHER in harness.entered)  # the command's move of OTHER is writing
+        port.from_client(prompt(4, "second"))
+        port.from_agent(usage(130_000), answered(4, {"stopReason": "end_turn"}))
+        with anyio.fail_after(5):
+            await manager.wait_for_swaps(1)
+        assert port.backing_of(THREAD) != THREAD and not port.is_held(THREAD)
+        assert port.backing_of(OTHER) == OTHER and port.is_held(OTHER)  # still moving
+        # The swap's quiet moment found a session to recycle (no close: the one it left), but
+        # not every thread's move lock: the recycle waits for the next moment, no attempt.
+        assert recycler[0].stale > recycler[0].max_stale and recycler[0].failed == 0
+        gate.set()
+        await until(lambda: any(m.get("id") == 30 for m in port.to_client))
+    assert port.backing_of(OTHER) != OTHER and not port.is_held(OTHER)
+    assert sorted(r.outcome for r in manager.journal.records()) == ["committed", "committed"]
+
+
+async def test_a_command_and_a_swap_of_one_thread_take_turns(tmp_path: Path) -> None:
+    """One move of a thread at a time. While the thread's swap writes, the model's /undo (its
+    ``slash`` tool, which no hold stops) waits for the thread's move lock, and the /undo the
+    person types waits in the swap's hold; each runs once the move before it is done, from the
+    session that move left."""
+    harness = GatedHarness(tmp_path)
+    gate = harness.gates[THREAD] = threading.Event()
+    async with kernel(tmp_path, commands=True, harness=harness) as (port, manager):
+        center = port.components[1]
+        assert isinstance(center, CommandCenter)
+        port.from_client(prompt(4, "second"))
+        port.from_agent(usage(130_000), answered(4, {"stopReason": "end_turn"}))
+        await until(lambda: THREAD in harness.entered)
+        assert manager.model.moves.taken(THREAD)
+        center.slash_requested(SlashRequest(THREAD, "undo", "", tmp_path / "slash"))
+        port.from_client(prompt(10, "/undo"))  # typed: waits in the hold
+        await anyio.sleep(0.1)
+        assert not any(method == "liminal/slash" for method, _ in port.notes)
+        assert not any(m.get("id") == 10 for m in port.to_client)
+        assert port.backing_of(THREAD) == THREAD
+        assert [r.outcome for r in manager.journal.records(begins=True)] == ["begin"]  # the swap's
+        gate.set()
+        await until(lambda: any(m.get("id") == 10 for m in port.to_client))
+    [slash] = [data for method, data in port.notes if method == "liminal/slash"]
+    assert slash["ok"], slash
+    assert not port.is_held(THREAD)
+    records = manager.journal.records(begins=True)
+    # Each move begun after the one before it ended, from the session it left.
+    assert [(r.outcome, r.move) for r in records] == [
+        ("begin", "swap"), ("committed", "swap"), ("begin", "/undo"), ("committed", "/undo"),
+        ("begin", "/undo"), ("committed", "/undo")], records
+    assert records[2].old_backing_id == records[1].new_backing_id
+    assert records[4].old_backing_id == records[3].new_backing_id
+    assert records[5].new_backing_id == port.backing_of(THREAD)
+
+
+async def test_the_agent_restart_waits_for_every_threads_move(tmp_path: Path) -> None:
+    """The agent restart opens every live thread on a new process: not while one is moving
+    (its move fails with the dead agent, and ends first)."""
+    recycler: list[Recycler] = []
+    started: list[int] = []
+    restarted: list[bool] = []
+
+    async def start_agent() -> Any:
+        started.append(1)
+        raise OwnRequestError("start", "a fake port starts no process")
+
+    async with kernel(tmp_path, recycler=recycler) as (port, manager):
+        port.start_agent = start_agent  # type: ignore[method-assign]
+        assert recycler[0].live == [THREAD] and manager.model.moves.try_take([THREAD])  # a move
+
+        async def restart() -> None:
+            restarted.append(await recycler[0].restart_agent(port, 1))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(restart)
+            await anyio.sleep(0.05)
+            assert started == []
+            manager.model.moves.give([THREAD])  # the move ended
+    assert started == [1] and restarted == [False] and not manager.model.moves.taken()
+
+
+async def test_the_move_locks_take_threads_together_or_not_at_all() -> None:
+    locks = MoveLocks()
+    assert locks.try_take(["a"]) and not locks.try_take(["b", "a"]) and not locks.taken("b")
+    order: list[str] = []
+
+    async def everything() -> None:  # the recycle: every thread, once none is moving
+        async with locks.moving("a", "b"):
+            order.append("all")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(everything)
+        await anyio.sleep(0.01)
+        assert order == [] and not locks.taken("b")  # waits, holding nothing
+        async with locks.moving("b"):
+            order.append("b")
+        locks.give(["a"])
+    assert order == ["b", "all"] and not locks.taken()
 
 
 def test_the_kernel_imports_neither_the_proxy_nor_the_transport() -> None:

@@ -68,6 +68,28 @@ def test_a_renamed_id_is_never_handed_out_twice() -> None:
     assert orjson.loads(back) == {"jsonrpc": "2.0", "id": 3, "result": {"note": '"method"'}}
 
 
+def test_a_renamed_id_is_one_of_the_routers_own_ids() -> None:
+    """One id namespace towards the agent: a renamed request gets an id as liminal's own
+    requests do (``liminal-<random per router>-N``, one count). On main it was ``liminal-re-N``,
+    a namespace of its own that a client's own ids could hold: the agent then had two requests
+    open under ``liminal-re-1``, and the second answer went to the wrong one."""
+    router = taken_over(5)
+    clients = prompt("liminal-re-1")  # a client's own id, never an orphan's
+    assert from_client(router, clients).to_agent == [clients]
+    [sent] = from_client(router, prompt(5)).to_agent
+    ours = orjson.loads(sent)["id"]
+    own = router.send_request("session/close", {"sessionId": BACKING}, NOW)
+    router.take()
+    assert ours != "liminal-re-1" and ours != own
+    assert ours.rsplit("-", 1)[0] == own.rsplit("-", 1)[0]  # the router's prefix
+    assert int(own.rsplit("-", 1)[1]) == int(ours.rsplit("-", 1)[1]) + 1  # and its count
+    [back] = from_agent(router, answer(ours)).to_client
+    assert orjson.loads(back)["id"] == 5
+    [theirs] = from_agent(router, answer("liminal-re-1")).to_client
+    assert orjson.loads(theirs)["id"] == "liminal-re-1"
+    assert from_agent(router, answer(own)).own_responses[0][0] == own
+
+
 def test_a_big_integer_id_comes_back_byte_for_byte() -> None:
     big = b"123456789012345678901234567890"
     router = make()
