@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.harness import Adapter, Rig, adapters
+from fixtures.harness import Adapter, Rig, Scenario, Shell, adapters
 from fixtures.harness.pytest_plugin import require_adapter
 
 ADAPTER_NAMES = sorted(adapters())
@@ -51,3 +51,10 @@ adapter = adapter_fixture(ADAPTER_NAMES)
 @pytest.fixture
 def rig(adapter: Adapter, make_rig: Callable[..., Rig]) -> Rig:
     return make_rig(adapter.name)
+
+
+def flag_scenario(flag: Path) -> Scenario:
+    """A model that, asked anything with WAIT in it, runs a tool that waits until ``flag``
+    exists: a turn that stays under way until the test lets it end."""
+    return Scenario().add(
+        "WAIT", Shell(f"while [ ! -e {flag} ]; do sleep 0.05; done", "Wait for the flag"), "waited")

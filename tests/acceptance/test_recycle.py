@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.harness import AcpClient, Adapter, Rig, Scenario, Shell
+from fixtures.harness import AcpClient, Adapter, Rig, Scenario
 from liminal.kernel.journal import SwapJournal
-from tests.acceptance.conftest import adapter_fixture
+from tests.acceptance.conftest import adapter_fixture, flag_scenario
 from tests.support.processes import Process, descendants, group
 
 adapter = adapter_fixture(["claude-zed"])
@@ -143,8 +143,7 @@ def test_a_thread_the_old_process_wrote_to_goes_on_whole_in_the_new_one(adapter:
     """The move waits while another thread's turn runs, and happens at that turn's end: the new
     process resumes a file the old one has just appended a turn to, and the model still sees it."""
     flag = tmp_path / "go"
-    rig.server.script = Scenario().add(
-        "WAIT", Shell(f"while [ ! -e {flag} ]; do sleep 0.05; done", "Wait for the flag"), "waited")
+    rig.server.script = flag_scenario(flag)
     rig.home.liminal_home.mkdir(parents=True, exist_ok=True)
     (rig.home.liminal_home / "config.toml").write_text(
         "[swap]\nevery_turns = 2\nhigh_tokens = 1000000\ntarget_tokens = 900000\n"

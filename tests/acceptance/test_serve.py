@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import anyio
 
@@ -23,12 +24,13 @@ from fixtures.harness.acp_client import AcpError, Frame
 from fixtures.harness.ws_client import WsAcpClient
 from liminal.kernel.journal import SwapJournal
 from liminal.serve.locks import ThreadLocks
-from tests.acceptance.conftest import adapter_fixture
+from tests.acceptance.conftest import adapter_fixture, flag_scenario
 
 adapter = adapter_fixture(["claude-agent"])
 
 
 def start_serve(rig: Rig) -> tuple[subprocess.Popen[bytes], str, str]:
+    """``liminal serve`` in front of the rig's adapter: its process, its URL, its token."""
     rig.home.liminal_home.mkdir(parents=True, exist_ok=True)
     (rig.home.liminal_home / "config.toml").write_text(
         "[swap]\nevery_turns = 2\nhold_timeout_seconds = 60\n")
@@ -88,8 +90,7 @@ def test_a_turn_under_way_when_the_connection_drops_is_there_on_return(adapter: 
     """Connect, prompt, drop the connection mid-turn, reconnect, load the thread: the history has
     the turn that finished while away, a swap happened in between, and no new id was seen."""
     flag = tmp_path / "go"
-    rig.server.script = Scenario().add(
-        "WAIT", Shell(f"while [ ! -e {flag} ]; do sleep 0.05; done", "Wait for the flag"), "waited")
+    rig.server.script = flag_scenario(flag)
     proc, url, token = start_serve(rig)
     try:
         first = client(rig, url, token)
@@ -174,8 +175,7 @@ def test_the_thread_goes_on_after_the_adapter_is_killed(adapter: Adapter, rig: R
 def test_a_client_that_returns_while_its_turn_runs_gets_the_rest_live(adapter: Adapter, rig: Rig,
                                                                      tmp_path: Path) -> None:
     flag = tmp_path / "go"
-    rig.server.script = Scenario().add(
-        "WAIT", Shell(f"while [ ! -e {flag} ]; do sleep 0.05; done", "Wait for the flag"), "waited")
+    rig.server.script = flag_scenario(flag)
     proc, url, token = start_serve(rig)
     try:
         first = client(rig, url, token)
@@ -224,8 +224,7 @@ def test_a_frame_the_lock_cannot_read_never_reaches_the_real_adapter(adapter: Ad
     from tests.support.raw_ws import RawClient
 
     flag = tmp_path / "go"
-    rig.server.script = Scenario().add(
-        "WAIT", Shell(f"while [ ! -e {flag} ]; do sleep 0.05; done", "Wait for the flag"), "waited")
+    rig.server.script = flag_scenario(flag)
     proc, url, token = start_serve(rig)
     try:
         first = client(rig, url, token)
@@ -235,7 +234,7 @@ def test_a_frame_the_lock_cannot_read_never_reaches_the_real_adapter(adapter: Ad
             "sessionId": thread, "prompt": [{"type": "text", "text": "one WAIT alpha"}]}})
         rig.server.wait_for(lambda rs: any(b"one WAIT alpha" in r.raw and r.reply is not None
                                            for r in rs), timeout=120)
-        with RawClient(int(url.rsplit(":", 1)[1].split("/")[0]), token, answer_pings=True) as second:
+        with RawClient(urlsplit(url).port or 0, token, answer_pings=True) as second:
             assert second.rpc(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}},
                               timeout=120)["result"]
             load = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "session/load", "params": {

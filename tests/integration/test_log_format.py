@@ -19,8 +19,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.integration.test_serve import rpc, serve
 from tests.support.proxy_process import ProxyProcess, run_liminal
+from tests.support.served import rpc, serve
 
 CWD = "/work/project"
 

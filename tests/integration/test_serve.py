@@ -18,44 +18,9 @@ from urllib.request import urlopen
 
 import pytest
 from websockets.exceptions import ConnectionClosed, ConnectionClosedError, InvalidStatus
-from websockets.sync.client import ClientConnection, connect
 
-from tests.support.proxy_process import child_env, scripted_agent_argv
-
-
-class Served:
-    def __init__(self, proc: subprocess.Popen[bytes], port: int, home: Path) -> None:
-        self.proc = proc
-        self.port = port
-        self.home = home
-
-    @property
-    def url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/acp"
-
-    @property
-    def token(self) -> str:
-        return (self.home / "serve-token").read_text().strip()
-
-    def connect(self, **kwargs: Any) -> ClientConnection:
-        headers = kwargs.pop("headers", {"Authorization": f"Bearer {self.token}"})
-        return connect(kwargs.pop("url", self.url), additional_headers=headers, open_timeout=20, **kwargs)
-
-
-def serve(tmp_path: Path, *options: str, config: str = "") -> Served:
-    env = child_env(tmp_path)
-    home = Path(env["LIMINAL_HOME"])
-    if config:
-        home.mkdir(parents=True, exist_ok=True)
-        (home / "config.toml").write_text(config)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "liminal", "serve", "--listen", "127.0.0.1:0", "--print-port",
-         *options, "--", *scripted_agent_argv()],
-        env=env, stdout=subprocess.PIPE, stderr=open(tmp_path / "serve.log", "wb"))  # noqa: SIM115
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.strip().isdigit(), (tmp_path / "serve.log").read_text()
-    return Served(proc, int(line), home)
+from tests.support.proxy_process import agent_pids, child_env, scripted_agent_argv
+from tests.support.served import Served, rpc, serve
 
 
 @pytest.fixture
@@ -64,17 +29,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
     try:
         yield server
     finally:
-        if server.proc.poll() is None:
-            server.proc.kill()
-        server.proc.wait(10)
-
-
-def rpc(ws: ClientConnection, rpc_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    ws.send(json.dumps({"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params}))
-    while True:
-        message = json.loads(ws.recv(timeout=30))
-        if message.get("id") == rpc_id and "method" not in message:
-            return dict(message)
+        server.stop()
 
 
 def test_acp_over_a_websocket(served: Served, tmp_path: Path) -> None:
@@ -132,8 +87,7 @@ def test_an_allowed_origin_connects(tmp_path: Path) -> None:
                                      "Origin": "http://localhost:3000"}) as ws:
             assert rpc(ws, 1, "initialize", {"protocolVersion": 1})["result"]
     finally:
-        server.proc.kill()
-        server.proc.wait(10)
+        server.stop()
 
 
 def test_an_oversized_message_gets_an_error_and_the_server_stays(served: Served) -> None:
@@ -201,8 +155,7 @@ def test_a_thread_open_in_one_connection_is_locked_in_another(tmp_path: Path) ->
         lock_files = list((server.home / "locks").glob("*.lock"))
         assert lock_files and all(p.stat().st_mode & 0o777 == 0o600 for p in lock_files)
     finally:
-        server.proc.kill()
-        server.proc.wait(10)
+        server.stop()
 
 
 def test_a_turn_under_way_when_the_client_leaves_finishes(served: Served, tmp_path: Path) -> None:
@@ -259,14 +212,7 @@ def test_a_client_that_takes_over_a_running_turn_can_cancel_it(served: Served, t
 def test_the_agent_dying_mid_conversation_is_started_again(tmp_path: Path) -> None:
     claude = tmp_path / "claude"
     claude.mkdir()
-    env_extra = {"AGENT_CLAUDE_CONFIG_DIR": str(claude), "CLAUDE_CONFIG_DIR": str(claude)}
-    env = child_env(tmp_path, **env_extra)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "liminal", "serve", "--listen", "127.0.0.1:0", "--print-port", "--",
-         *scripted_agent_argv()], env=env, stdout=subprocess.PIPE,
-        stderr=open(tmp_path / "serve.log", "wb"))  # noqa: SIM115
-    assert proc.stdout is not None
-    server = Served(proc, int(proc.stdout.readline()), Path(env["LIMINAL_HOME"]))
+    server = serve(tmp_path, env={"AGENT_CLAUDE_CONFIG_DIR": str(claude), "CLAUDE_CONFIG_DIR": str(claude)})
     try:
         with server.connect() as ws:
             rpc(ws, 1, "initialize", {"protocolVersion": 1})
@@ -288,13 +234,12 @@ def test_the_agent_dying_mid_conversation_is_started_again(tmp_path: Path) -> No
             assert message["result"]["stopReason"] == "end_turn", (tmp_path / "serve.log").read_text()[-2000:]
             notes = [m for m in frames if "started it again" in json.dumps(m)]
             assert len(notes) == 1 and notes[0]["params"]["sessionId"] == thread
-        pids = (tmp_path / "agent_in.bin.pids").read_text().split()
+        pids = agent_pids(tmp_path)
         assert len(pids) == 2
         resumed = (tmp_path / f"agent_in.bin.{pids[1]}").read_text()
         assert "session/resume" in resumed or "session/load" in resumed
     finally:
-        proc.kill()
-        proc.wait(10)
+        server.stop()
 
 
 def test_two_servers_on_one_home_see_each_others_locks(tmp_path: Path) -> None:
@@ -317,8 +262,7 @@ def test_two_servers_on_one_home_see_each_others_locks(tmp_path: Path) -> None:
                                                                "mcpServers": []})
     finally:
         for server in (one, two):
-            server.proc.kill()
-            server.proc.wait(10)
+            server.stop()
 
 
 @pytest.mark.skipif(not os.environ.get("LIMINAL_TEST_REDIS_URL"), reason="LIMINAL_TEST_REDIS_URL is not set")
@@ -345,8 +289,7 @@ def test_two_servers_on_two_homes_and_one_redis_see_each_others_locks(tmp_path: 
             assert answer.get("error", {}).get("code") != -32002, answer
     finally:
         for server in (one, two):
-            server.proc.kill()
-            server.proc.wait(10)
+            server.stop()
 
 
 @pytest.mark.skipif(not os.environ.get("LIMINAL_TEST_REDIS_URL"), reason="LIMINAL_TEST_REDIS_URL is not set")
@@ -418,8 +361,7 @@ def test_sigterm_does_not_wait_for_a_turn_that_does_not_end(tmp_path: Path) -> N
             assert time.monotonic() - started < 15
     finally:
         if server.proc.poll() is None:
-            server.proc.kill()
-        server.proc.wait(10)
+            server.stop()
 
 
 def drop_mid_turn(served: Served, tmp_path: Path) -> str:
@@ -473,8 +415,7 @@ def test_a_message_only_the_lenient_parser_reads_still_waits_for_the_lock(tmp_pa
                     pass
                 assert answer.get("error", {}).get("code") == -32002, answer
     finally:
-        server.proc.kill()
-        server.proc.wait(10)
+        server.stop()
 
 
 def test_a_listen_address_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
@@ -514,12 +455,6 @@ def test_a_token_file_that_cannot_be_the_token_is_one_line_and_exit_2(tmp_path: 
     assert len(lines) == 1 and "serve-token" in lines[0] and "delete it" in lines[0], err
 
 
-def agents_started(tmp_path: Path) -> int:
-    """Agent processes started so far (the scripted agent notes its pid at start)."""
-    pids = tmp_path / "agent_in.bin.pids"
-    return len(pids.read_text().split()) if pids.exists() else 0
-
-
 def test_an_agent_starts_at_initialize_not_at_connect(served: Served, tmp_path: Path) -> None:
     """Three authenticated probes that never send initialize start no agent and no index worker:
     before, each accepted socket started both at once (three probes, three adapters)."""
@@ -528,7 +463,7 @@ def test_an_agent_starts_at_initialize_not_at_connect(served: Served, tmp_path: 
         with served.connect() as ws:  # a client that initializes gets its agent, as before
             assert rpc(ws, 1, "initialize", {"protocolVersion": 1})["result"]["protocolVersion"] == 1
             assert "result" in rpc(ws, 2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})
-        assert agents_started(tmp_path) == 1
+        assert len(agent_pids(tmp_path)) == 1
         # What a probe sends before initialize is answered, and starts nothing either.
         probes[0].send(json.dumps({"jsonrpc": "2.0", "id": 5, "method": "session/new",
                                    "params": {"cwd": str(tmp_path), "mcpServers": []}}))
@@ -539,7 +474,7 @@ def test_an_agent_starts_at_initialize_not_at_connect(served: Served, tmp_path: 
         probes[1].send("not json")
         assert json.loads(probes[1].recv(timeout=30))["error"]["code"] == -32700
         assert rpc(probes[2], 9, "session/list", {})["error"]["code"] == -32600
-        assert agents_started(tmp_path) == 1
+        assert len(agent_pids(tmp_path)) == 1
         log = (tmp_path / "serve.log").read_text()
         assert log.count('"agent started"') == 1, log
 
@@ -554,10 +489,9 @@ def test_a_connection_that_never_initializes_is_closed(tmp_path: Path) -> None:
         with server.connect() as ws:  # initialized in time: it stays, with its agent
             assert rpc(ws, 1, "initialize", {"protocolVersion": 1})["result"]
             assert "result" in rpc(ws, 2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})
-        assert agents_started(tmp_path) == 1
+        assert len(agent_pids(tmp_path)) == 1
     finally:
-        server.proc.kill()
-        server.proc.wait(10)
+        server.stop()
 
 
 def test_a_connection_past_max_connections_is_refused_with_503(tmp_path: Path) -> None:
@@ -587,8 +521,7 @@ def test_a_connection_past_max_connections_is_refused_with_503(tmp_path: Path) -
         log = (tmp_path / "serve.log").read_text()
         assert log.count("too many connections") >= 1, log
     finally:
-        server.proc.kill()
-        server.proc.wait(10)
+        server.stop()
 
 
 def test_an_agent_that_keeps_dying_is_not_started_a_fourth_time(tmp_path: Path) -> None:
@@ -598,14 +531,7 @@ def test_an_agent_that_keeps_dying_is_not_started_a_fourth_time(tmp_path: Path) 
     serving others."""
     claude = tmp_path / "claude"
     claude.mkdir()
-    env = child_env(tmp_path, AGENT_CLAUDE_CONFIG_DIR=str(claude), CLAUDE_CONFIG_DIR=str(claude))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "liminal", "serve", "--listen", "127.0.0.1:0", "--print-port", "--",
-         *scripted_agent_argv()], env=env, stdout=subprocess.PIPE,
-        stderr=open(tmp_path / "serve.log", "wb"))  # noqa: SIM115
-    assert proc.stdout is not None
-    server = Served(proc, int(proc.stdout.readline()), Path(env["LIMINAL_HOME"]))
-    pids = tmp_path / "agent_in.bin.pids"
+    server = serve(tmp_path, env={"AGENT_CLAUDE_CONFIG_DIR": str(claude), "CLAUDE_CONFIG_DIR": str(claude)})
     try:
         with server.connect() as ws:
             rpc(ws, 1, "initialize", {"protocolVersion": 1})
@@ -618,21 +544,20 @@ def test_an_agent_that_keeps_dying_is_not_started_a_fourth_time(tmp_path: Path) 
                 answer = rpc(ws, 10 * death + 1, "session/prompt", prompt)
                 assert answer.get("result", {}).get("stopReason") == "end_turn", (
                     death, answer, (tmp_path / "serve.log").read_text()[-3000:])
-                assert len(pids.read_text().split()) == 1 + death
+                assert len(agent_pids(tmp_path)) == 1 + death
             died = rpc(ws, 40, "_die", {"code": 3})
             assert "exit code 3" in died["error"]["message"], died
             # Not again: the connection ends, with no fifth agent.
             with pytest.raises(ConnectionClosed):
                 while True:
                     ws.recv(timeout=30)
-        assert len(pids.read_text().split()) == 4
+        assert len(agent_pids(tmp_path)) == 4
         log = (tmp_path / "serve.log").read_text()
         assert log.count("the agent keeps dying; not restarting it again") == 1, log[-3000:]
         # The server is still there: the next connection gets an agent of its own.
         with server.connect() as ws:
             assert rpc(ws, 1, "initialize", {"protocolVersion": 1})["result"]
             assert "result" in rpc(ws, 2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})
-        assert len(pids.read_text().split()) == 5
+        assert len(agent_pids(tmp_path)) == 5
     finally:
-        proc.kill()
-        proc.wait(10)
+        server.stop()

@@ -9,34 +9,21 @@ import json
 import os
 import secrets
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from websockets.sync.client import connect
 
-from tests.integration.test_serve import Served
-from tests.support.proxy_process import child_env, scripted_agent_argv
 from tests.support.raw_ws import RawClient, answer_head, request, status_of
+from tests.support.served import Served
+from tests.support.served import serve as served_process
 
 ORIGIN = "http://localhost:3000"
 
 
 def serve(tmp_path: Path, config: str = "", **env_extra: str) -> Served:
-    env = child_env(tmp_path, **env_extra)
-    home = Path(env["LIMINAL_HOME"])
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "config.toml").write_text(f'[serve]\norigins = "{ORIGIN}"\n' + config)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "liminal", "serve", "--listen", "127.0.0.1:0", "--print-port", "--",
-         *scripted_agent_argv()],
-        env=env, stdout=subprocess.PIPE, stderr=open(tmp_path / "serve.log", "wb"))  # noqa: SIM115
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.strip().isdigit(), (tmp_path / "serve.log").read_text()
-    return Served(proc, int(line), home)
+    return served_process(tmp_path, config=f'[serve]\norigins = "{ORIGIN}"\n' + config, env=env_extra)
 
 
 @pytest.fixture
@@ -45,9 +32,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
     try:
         yield server
     finally:
-        if server.proc.poll() is None:
-            server.proc.kill()
-        server.proc.wait(10)
+        server.stop()
 
 
 def log_lines(tmp_path: Path) -> list[str]:

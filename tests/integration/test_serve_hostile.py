@@ -8,30 +8,19 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.test_serve import Served, serve
+from tests.support.processes import rss_kib
 from tests.support.raw_ws import TEXT, Closed, RawClient
+from tests.support.served import Served, Servers
 
 
-@pytest.fixture
-def cleanup() -> Iterator[list[Served]]:
-    servers: list[Served] = []
-    yield servers
-    for server in servers:
-        if server.proc.poll() is None:
-            server.proc.kill()
-        server.proc.wait(10)
-
-
-def started(cleanup: list[Served], tmp_path: Path, config: str = "") -> Served:
-    server = serve(tmp_path, config=config)
-    cleanup.append(server)
-    return server
+def started(servers: Servers, tmp_path: Path, config: str = "") -> Served:
+    return servers.serve(tmp_path, config=config)
 
 
 def raw(server: Served, **options: Any) -> RawClient:
@@ -72,13 +61,6 @@ def blocked_writing(pid: int, out: Path, looks: list[int]) -> bool:
     return still
 
 
-def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
-
-
 def log_of(tmp_path: Path) -> str:
     return (tmp_path / "serve.log").read_text()
 
@@ -87,13 +69,13 @@ def log_of(tmp_path: Path) -> str:
 
 
 def test_no_spelling_of_a_frame_reaches_a_thread_another_connection_holds(
-        cleanup: list[Served], tmp_path: Path) -> None:
+        servers: Servers, tmp_path: Path) -> None:
     """A holds a thread with a turn running. B names it in every way a lenient parser reads
     differently from the lock: invalid UTF-8 in a binary frame (the issue's attack: both turns
     ran to end_turn), a batch, a repeated key, the id in capitals or without hyphens (one UUID
     to Codex), a path around it, escapes. B gets an error for each, and B's agent never reads
     the thread's id; A's turn runs on, alone."""
-    server = started(cleanup, tmp_path, "[serve]\nbusy_wait_seconds = 1\n")
+    server = started(servers, tmp_path, "[serve]\nbusy_wait_seconds = 1\n")
     with raw(server) as a, raw(server) as b:
         thread = opened(a, tmp_path)
         a.send(prompt(3, thread, "until-cancel"))
@@ -150,12 +132,12 @@ def test_no_spelling_of_a_frame_reaches_a_thread_another_connection_holds(
 # -- slots held for an hour -----------------------------------------------------------------------
 
 
-def test_a_turn_whose_client_stopped_reading_and_left_finishes(cleanup: list[Served], tmp_path: Path) -> None:
+def test_a_turn_whose_client_stopped_reading_and_left_finishes(servers: Servers, tmp_path: Path) -> None:
     """The client stops reading while its agent streams, until liminal pauses the agent, then
     vanishes (a reset). The agent went on paused for good (only a take-over freed it, else the
     hour's limit); now it is let go, its output goes to the store, the turn ends and so does
     the connection."""
-    server = started(cleanup, tmp_path)
+    server = started(servers, tmp_path)
     ws = raw(server, rcvbuf=4096)
     thread = opened(ws, tmp_path)
     pid = ws.rpc(3, "_pid", {})["result"]["pid"]
@@ -170,10 +152,10 @@ def test_a_turn_whose_client_stopped_reading_and_left_finishes(cleanup: list[Ser
 
 
 def test_a_request_id_an_agent_cannot_echo_is_refused_and_holds_no_slot(
-        cleanup: list[Served], tmp_path: Path) -> None:
+        servers: Servers, tmp_path: Path) -> None:
     """A 5,000-digit id: an agent answers it with id null (or not at all), so the request
     stayed owed and a dropped connection 'under way' for an hour, holding its slot."""
-    server = started(cleanup, tmp_path, "[serve]\nmax_connections = 1\n")
+    server = started(servers, tmp_path, "[serve]\nmax_connections = 1\n")
     digits = "9" * 5000
     with raw(server) as ws:
         assert ws.rpc(1, "initialize", {"protocolVersion": 1})["result"]
@@ -199,10 +181,10 @@ def connected_again(server: Served) -> None:
 
 
 def test_a_dropped_connection_whose_agent_never_answers_frees_its_slot(
-        cleanup: list[Served], tmp_path: Path) -> None:
+        servers: Servers, tmp_path: Path) -> None:
     """A request the agent never answers kept a dropped connection 'under way' for an hour; now
     the agent's silence past serve.detached_quiet_seconds ends it, and says what was owed."""
-    server = started(cleanup, tmp_path, "[serve]\nmax_connections = 1\ndetached_quiet_seconds = 1\n")
+    server = started(servers, tmp_path, "[serve]\nmax_connections = 1\ndetached_quiet_seconds = 1\n")
     ws = raw(server)
     assert ws.rpc(1, "initialize", {"protocolVersion": 1})["result"]
     ws.send({"jsonrpc": "2.0", "id": 2, "method": "_hang", "params": {}})
@@ -214,8 +196,8 @@ def test_a_dropped_connection_whose_agent_never_answers_frees_its_slot(
 
 
 def test_an_idle_connection_is_closed_and_one_with_a_turn_under_way_is_not(
-        cleanup: list[Served], tmp_path: Path) -> None:
-    server = started(cleanup, tmp_path, "[serve]\nidle_seconds = 1\n")
+        servers: Servers, tmp_path: Path) -> None:
+    server = started(servers, tmp_path, "[serve]\nidle_seconds = 1\n")
     with raw(server) as busy, raw(server) as idle:
         thread = opened(busy, tmp_path)
         busy.send(prompt(3, thread, "until-cancel"))
@@ -234,10 +216,10 @@ def test_an_idle_connection_is_closed_and_one_with_a_turn_under_way_is_not(
 # -- memory bounded by bytes ----------------------------------------------------------------------
 
 
-def test_a_message_past_max_message_bytes_closes_before_it_is_held(cleanup: list[Served], tmp_path: Path) -> None:
+def test_a_message_past_max_message_bytes_closes_before_it_is_held(servers: Servers, tmp_path: Path) -> None:
     """With the defaults, a message of 17 MiB (256 MiB were taken and held whole) closes the
     connection at its header: the server never reads the rest."""
-    server = started(cleanup, tmp_path)
+    server = started(servers, tmp_path)
     with raw(server) as ws:
         assert ws.rpc(1, "initialize", {"protocolVersion": 1})["result"]
         ws.send_header(TEXT, 17 * 1024 * 1024)
@@ -249,11 +231,11 @@ def test_a_message_past_max_message_bytes_closes_before_it_is_held(cleanup: list
 
 
 def test_a_client_that_never_reads_costs_the_server_a_bounded_number_of_bytes(
-        cleanup: list[Served], tmp_path: Path) -> None:
+        servers: Servers, tmp_path: Path) -> None:
     """The agent streams 400 updates of 256 KiB to a client that reads none: they were all
     queued (up to 1,024 frames, whatever their size); now the agent is paused once
     serve.queue_bytes (4 MiB) wait, and the server holds a few megabytes more, not 100."""
-    server = started(cleanup, tmp_path)
+    server = started(servers, tmp_path)
     ws = raw(server, rcvbuf=4096)
     thread = opened(ws, tmp_path)
     pid = ws.rpc(3, "_pid", {})["result"]["pid"]
@@ -268,12 +250,12 @@ def test_a_client_that_never_reads_costs_the_server_a_bounded_number_of_bytes(
     ws.reset()
 
 
-def test_messages_waiting_for_a_lock_are_bounded_in_bytes(cleanup: list[Served], tmp_path: Path) -> None:
+def test_messages_waiting_for_a_lock_are_bounded_in_bytes(servers: Servers, tmp_path: Path) -> None:
     """Messages that wait for a thread's lock were all held (12 x 60 MiB: 733 MB). Now one
     connection holds at most serve.max_message_bytes waiting, and all of them
     serve.buffer_bytes: past either, a message is refused at once; small ones still pass."""
     config = ("[serve]\nbusy_wait_seconds = 60\nmax_message_bytes = 1048576\nbuffer_bytes = 2097152\n")
-    server = started(cleanup, tmp_path, config)
+    server = started(servers, tmp_path, config)
     with raw(server) as a, raw(server) as b, raw(server) as c, raw(server) as d:
         thread = opened(a, tmp_path)
         other = a.rpc(3, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["result"]["sessionId"]

@@ -22,14 +22,18 @@ class Process:
 
     @property
     def rss_kib(self) -> int:
-        """VmRSS, 0 once the process is gone."""
-        try:
-            for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-        except OSError:
-            pass
-        return 0
+        return rss_kib(self.pid)
+
+
+def rss_kib(pid: int) -> int:
+    """VmRSS, 0 once the process is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 def running() -> list[Process]:

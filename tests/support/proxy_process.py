@@ -36,6 +36,13 @@ def child_env(tmp: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+def agent_pids(tmp: Path) -> list[int]:
+    """The scripted agent's processes started so far with ``child_env(tmp)`` (each notes its pid
+    at start, in ``AGENT_LOG_IN``.pids)."""
+    pids = tmp / "agent_in.bin.pids"
+    return [int(p) for p in pids.read_text().split()] if pids.exists() else []
+
+
 class LineClient:
     """The client's side of an NDJSON connection: lines in, JSON-RPC waits and requests."""
 
