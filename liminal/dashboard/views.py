@@ -18,7 +18,13 @@ from typing import Any
 from liminal import moves
 from liminal.kernel.policy import AUTO_COMPACT_SUMMARY, PRICES, Prices
 from liminal.lookup.shown import cli_name, tool_output
-from liminal.store.records import MessageRecord, ThreadSummary, conversation, turn_numbers
+from liminal.store.records import (
+    MessageRecord,
+    ThreadSummary,
+    context_now,
+    conversation,
+    turn_numbers,
+)
 
 # What a transcript carries of a tool's output; the rest on request (``/api/message``).
 OUTPUT_CHARS = 1_500
@@ -326,11 +332,17 @@ def thread_view(thread: Any, messages: Sequence[MessageRecord], *, head: int | N
              for m in shown if m.kind == "mark"]
     harness = thread.harness if thread is not None else ""
     seen = seen_states(shown, head, summary_before)
+    # As the list and ``liminal threads`` say it: a move since the last model call set it.
+    usage = next((m for m in reversed(messages) if m.kind == "usage"), None)
+    move = next((m for m in reversed(messages) if m.kind == "swap" and m.status == "committed"), None)
+    used, size = context_now(None if usage is None else (usage.order, usage.data),
+                             None if move is None else (move.order, move.data))
     return {
         "thread": None if thread is None else {
             "id": thread.id, "title": thread.title, "cli": cli_name(thread.harness),
             "cwd": thread.cwd, "state": thread.state, "backing_ids": list(thread.backing_ids),
             "created": thread.created, "updated": thread.updated},
+        "context_now": {"used": used, "size": size},
         "points": [{"turn": p.turn, "used": p.used, "size": p.size, "time": p.time} for p in calls],
         "moves": every_move, "marks": marks, "ceiling": ceiling_of(harness),
         "savings": savings(calls, committed, ceiling_of(harness)),

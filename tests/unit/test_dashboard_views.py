@@ -56,6 +56,24 @@ def test_the_list_counts_liminals_swaps_apart_from_the_persons_moves() -> None:
     assert (row["swaps"], row["moves"]) == (2, 4)
 
 
+def test_context_now_is_what_a_move_since_the_last_model_call_left() -> None:
+    # /undo from 150k to 60k with no model call since: the page says 60k, as the list and
+    # ``liminal threads`` do (``records.context_now``), not the last usage point's 150k.
+    w = fixture.Writer("t", "c", 0.0)
+    w.turn_of("p1", "ok", 100_000)
+    w.turn_of("p2", "ok", 150_000)
+    w.move("/undo", 150_000, 60_000, "new-1", old="t")
+    from liminal.store.records import merge_thread
+
+    thread = merge_thread(None, ThreadUpdate("t", 0.0, title="t", backing_ids=("t", "new-1")))
+    view = views.thread_view(thread, w.messages, head=None, summary_before=False, cut={})
+    assert view["points"][-1]["used"] == 150_000
+    assert view["context_now"] == {"used": 60_000, "size": 200_000}
+    w.turn_of("p3", "ok", 61_000)  # the next model call's point is the context again
+    view = views.thread_view(thread, w.messages, head=None, summary_before=False, cut={})
+    assert view["context_now"] == {"used": 61_000, "size": 200_000}
+
+
 def test_a_usage_point_repeated_within_a_call_is_one_point() -> None:
     w = fixture.Writer("t", "c", 0.0)
     w.prompt("hello")

@@ -209,7 +209,7 @@ async function threadPage(id, target, keepFrom) {
   const data = await api(`thread/${encodeURIComponent(id)}${around}`);
   const t = data.thread || { id, title: "", cli: "?", cwd: "" };
   const committed = data.moves.filter((m) => m.outcome === "committed");
-  const last = data.points.length ? data.points[data.points.length - 1] : null;
+  const now = data.context_now;
   const s = data.savings;
   const bands = el("div", { id: "bands", class: "card" }, el("h2", { text: "What a swap would make now" }), el("p", { class: "quiet", text: "Reading the session file…" }));
   show(
@@ -218,7 +218,7 @@ async function threadPage(id, target, keepFrom) {
       el("p", { class: "quiet" }, t.cli && t.cli !== "-" ? `${t.cli} · ` : "", el("span", { class: "path", text: t.cwd || "?" }), ` · thread ${t.id}`,
         t.state === "archived" ? el("span", { class: "tag", text: "archived" }) : null)),
     el("section", { class: "cards" },
-      card("Context now", last ? tokens(last.used) : "?", last && last.size ? `of ${tokens(last.size)}` : ""),
+      card("Context now", now.used !== null ? tokens(now.used) : "?", now.size ? `of ${tokens(now.size)}` : ""),
       card("Model calls", data.points.length, `${data.turn_count} turns`),
       card("Swaps", committed.filter((m) => MOVE_CLASS(m) === "swap").length, `${committed.length} moves in all`),
       card("Saved vs auto-compact", s ? big(s.saved) : "-", s ? `${Math.round(s.saved_share * 100)}% of ${big(s.auto_compact)} (input-token equivalents, estimated); mean context ${tokens(s.mean_context)}, not ${tokens(s.mean_context_auto)}` : "too few model calls to say")),
