@@ -20,6 +20,7 @@ from liminal.kernel.policy import AUTO_COMPACT_SUMMARY, PRICES, Prices
 from liminal.lookup.shown import cli_name, tool_output
 from liminal.store.records import (
     MessageRecord,
+    Thread,
     ThreadSummary,
     context_now,
     conversation,
@@ -310,7 +311,7 @@ def transcript(shown: Sequence[MessageRecord], numbers: dict[str, int], seen: di
     return {"turns": sent, "lo": lo, "hi": hi, "count": len(turns)}
 
 
-def thread_view(thread: Any, messages: Sequence[MessageRecord], *, head: int | None,
+def thread_view(thread: Thread, messages: Sequence[MessageRecord], *, head: int | None,
                 summary_before: bool, cut: dict[str, list[str]],
                 window: Window | None = None) -> dict[str, Any]:
     """Everything a thread's page shows but its bands (asked for apart: they read the CLI's
@@ -330,7 +331,6 @@ def thread_view(thread: Any, messages: Sequence[MessageRecord], *, head: int | N
     committed = [m for m in every_move if m["outcome"] == "committed"]
     marks = [{"name": m.text, "at": at_call(orders, m.order), "time": m.time, "turn": turn_of[m.id]}
              for m in shown if m.kind == "mark"]
-    harness = thread.harness if thread is not None else ""
     seen = seen_states(shown, head, summary_before)
     # As the list and ``liminal threads`` say it: a move since the last model call set it.
     usage = next((m for m in reversed(messages) if m.kind == "usage"), None)
@@ -338,14 +338,14 @@ def thread_view(thread: Any, messages: Sequence[MessageRecord], *, head: int | N
     used, size = context_now(None if usage is None else (usage.order, usage.data),
                              None if move is None else (move.order, move.data))
     return {
-        "thread": None if thread is None else {
+        "thread": {
             "id": thread.id, "title": thread.title, "cli": cli_name(thread.harness),
             "cwd": thread.cwd, "state": thread.state, "backing_ids": list(thread.backing_ids),
             "created": thread.created, "updated": thread.updated},
         "context_now": {"used": used, "size": size},
         "points": [{"turn": p.turn, "used": p.used, "size": p.size, "time": p.time} for p in calls],
-        "moves": every_move, "marks": marks, "ceiling": ceiling_of(harness),
-        "savings": savings(calls, committed, ceiling_of(harness)),
+        "moves": every_move, "marks": marks, "ceiling": ceiling_of(thread.harness),
+        "savings": savings(calls, committed, ceiling_of(thread.harness)),
         "context_file": head is not None, "summary_before": summary_before,
         "turn_count": len(numbers), "transcript": transcript(shown, numbers, seen, cut, window or Window()),
     }

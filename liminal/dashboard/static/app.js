@@ -207,7 +207,7 @@ async function threadPage(id, target, keepFrom) {
   const around = keepFrom !== undefined ? `?lo=${keepFrom}`
     : target ? (target.msg ? `?msg=${encodeURIComponent(target.msg)}` : `?turn=${target.turn}`) : "";
   const data = await api(`thread/${encodeURIComponent(id)}${around}`);
-  const t = data.thread || { id, title: "", cli: "?", cwd: "" };
+  const t = data.thread;
   const committed = data.moves.filter((m) => m.outcome === "committed");
   const now = data.context_now;
   const s = data.savings;
