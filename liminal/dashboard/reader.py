@@ -63,6 +63,11 @@ class Reader:
             self._harnesses[cli] = HarnessChoice(known_harnesses(self.settings.gradient), forced=forced)
         return self._harnesses[cli]
 
+    def ceiling(self, thread: Thread) -> int:
+        """The context the thread's CLI compacts past without liminal: the setting that bounds
+        liminal's swaps if set, else the CLI's own auto-compaction point (as the swap has it)."""
+        return self.settings.swap.ceiling_tokens or self.harness(cli_name(thread.harness)).ceiling_tokens
+
     # -- the list and a thread ------------------------------------------------------------------
 
     async def threads(self, *, archived: bool) -> list[dict[str, Any]]:
@@ -74,7 +79,8 @@ class Reader:
             messages = [*await store.messages(summary.thread.id, kind="usage"),
                         *await store.messages(summary.thread.id, kind="swap")]
             messages.sort(key=lambda m: m.order)
-            rows.append(views.thread_row(summary, messages))
+            rows.append(views.thread_row(summary, messages, ceiling=self.ceiling(summary.thread),
+                                         cache_life=self.settings.swap.cache_life_seconds))
         return rows
 
     async def stamp(self, thread_id: str | None) -> str:
@@ -108,7 +114,8 @@ class Reader:
         head, summary_before = await self._head_turns(thread, backing, own_end)
         cut = await self._cut([r for r in records if r.own])
         view = views.thread_view(thread, messages, head=head, summary_before=summary_before, cut=cut,
-                                 window=window)
+                                 ceiling=self.ceiling(thread),
+                                 cache_life=self.settings.swap.cache_life_seconds, window=window)
         view["stamp"] = stamp
         return view
 

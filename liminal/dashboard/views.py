@@ -33,9 +33,6 @@ OUTPUT_LINES = 12
 # The moves that are liminal's rewrite of the context; the others (/clear, /undo, reopen) are
 # the person's, and the CLI without liminal has them too.
 REWRITES = ("swap", "/optimise")
-# Claude Code compacts on its own at 167k (``liminal.harness.claude.live``), Codex at 230k.
-CEILINGS = {"claude": 167_000, "codex": 230_000}
-CACHE_LIFE_SECONDS = 300.0
 
 
 def _int(value: Any) -> int | None:
@@ -95,11 +92,11 @@ def move_view(m: MessageRecord, at: int, turn: int | None) -> dict[str, Any]:
 
 
 def savings(calls: Sequence[Point], committed: Sequence[dict[str, Any]], ceiling: int,
-            prices: Prices = PRICES) -> dict[str, Any] | None:
+            cache_life: float, prices: Prices = PRICES) -> dict[str, Any] | None:
     """The thread's model calls priced as made against the same conversation under the CLI's
     own auto-compact, in input-token equivalents (``liminal.kernel.policy.Prices``): a call
     reads from the cache what the previous call sent unless a move came between (a rewrite is
-    written anew) or it came after the cache's life; without liminal, the context grows by what
+    written anew) or it came more than ``cache_life`` seconds after it; without liminal, the context grows by what
     the conversation added and the CLI compacts past ``ceiling`` at a turn's end (one call
     reading it all and writing ``AUTO_COMPACT_SUMMARY``). The person's own moves (``/clear``,
     ``/undo``) happen in both. Output is the same both ways and left out. An estimate from the
@@ -119,7 +116,7 @@ def savings(calls: Sequence[Point], committed: Sequence[dict[str, Any]], ceiling
         before = by_call.get(n, []) if n else []
         if n:
             grew = call.used - calls[n - 1].used
-            if call.time - calls[n - 1].time > CACHE_LIFE_SECONDS:
+            if call.time - calls[n - 1].time > cache_life:
                 cached_made = cached_auto = 0
             if before:
                 cached_made = 0
@@ -146,15 +143,13 @@ def savings(calls: Sequence[Point], committed: Sequence[dict[str, Any]], ceiling
             "ceiling": ceiling}
 
 
-def ceiling_of(harness: str) -> int:
-    return CEILINGS.get(cli_name(harness), CEILINGS["claude"])
-
-
 # -- the list -----------------------------------------------------------------------------------
 
 
-def thread_row(summary: ThreadSummary, messages: Sequence[MessageRecord]) -> dict[str, Any]:
-    """One row of the threads list; ``messages``: the thread's usage and swap messages."""
+def thread_row(summary: ThreadSummary, messages: Sequence[MessageRecord], *, ceiling: int,
+               cache_life: float) -> dict[str, Any]:
+    """One row of the threads list; ``messages``: the thread's usage and swap messages;
+    ``ceiling`` and ``cache_life`` as ``savings`` takes them."""
     t = summary.thread
     numbers = turn_numbers(m for m in messages if m.kind == "usage")
     calls = points(messages, numbers)
@@ -168,7 +163,7 @@ def thread_row(summary: ThreadSummary, messages: Sequence[MessageRecord]) -> dic
         # liminal's own rewrites, as the thread's page counts them; every move (/clear, /undo
         # too) is ``moves``, and the sessions the thread went through ``liminal threads``' SWAPS.
         "swaps": sum(1 for m in committed if m["move"] in REWRITES), "moves": len(committed), "last_activity": summary.last_activity, "created": t.created,
-        "savings": savings(calls, committed, ceiling_of(t.harness)),
+        "savings": savings(calls, committed, ceiling, cache_life),
     }
 
 
@@ -312,10 +307,10 @@ def transcript(shown: Sequence[MessageRecord], numbers: dict[str, int], seen: di
 
 
 def thread_view(thread: Thread, messages: Sequence[MessageRecord], *, head: int | None,
-                summary_before: bool, cut: dict[str, list[str]],
+                summary_before: bool, cut: dict[str, list[str]], ceiling: int, cache_life: float,
                 window: Window | None = None) -> dict[str, Any]:
     """Everything a thread's page shows but its bands (asked for apart: they read the CLI's
-    file, ``Reader.bands``)."""
+    file, ``Reader.bands``); ``ceiling`` and ``cache_life`` as ``savings`` takes them."""
     shown = conversation(messages)
     numbers = turn_numbers(shown)
     calls = points(shown, numbers)
@@ -344,8 +339,8 @@ def thread_view(thread: Thread, messages: Sequence[MessageRecord], *, head: int 
             "created": thread.created, "updated": thread.updated},
         "context_now": {"used": used, "size": size},
         "points": [{"turn": p.turn, "used": p.used, "size": p.size, "time": p.time} for p in calls],
-        "moves": every_move, "marks": marks, "ceiling": ceiling_of(thread.harness),
-        "savings": savings(calls, committed, ceiling_of(thread.harness)),
+        "moves": every_move, "marks": marks, "ceiling": ceiling,
+        "savings": savings(calls, committed, ceiling, cache_life),
         "context_file": head is not None, "summary_before": summary_before,
         "turn_count": len(numbers), "transcript": transcript(shown, numbers, seen, cut, window or Window()),
     }

@@ -68,3 +68,24 @@ async def test_the_stamp_moves_when_a_turn_ends(reader: Reader) -> None:
         await store.write(Batch(threads=[ThreadUpdate(fixture.CODEX, time.time())]))
     assert await reader.stamp(fixture.CODEX) != before
     assert await reader.stamp(None) != whole
+
+
+async def test_savings_against_the_clis_ceiling_or_the_setting(tmp_path: Path) -> None:
+    """The CLI's own auto-compaction point (the harness's), unless ``swap.ceiling_tokens`` bounds
+    the context lower: what the savings estimate compacts past without liminal."""
+    async def ceilings(**given: object) -> dict[str, int]:
+        settings = load({"home": tmp_path, **given}, env={})
+        reader = Reader(settings)
+        try:
+            rows = await reader.threads(archived=False)
+            flux = await reader.thread(fixture.FLUX)
+        finally:
+            await reader.aclose()
+        found = {r["cli"]: r["savings"]["ceiling"] for r in rows}
+        assert flux["ceiling"] == found["claude"]
+        return found
+
+    async with open_store(load({"home": tmp_path}, env={})) as store:
+        await fixture.write(store)
+    assert await ceilings() == {"claude": 167_000, "codex": 230_000}
+    assert await ceilings(**{"swap.ceiling_tokens": 100_000}) == {"claude": 100_000, "codex": 100_000}
