@@ -160,21 +160,21 @@ class Reader:
 
     async def bands(self, thread_id: str) -> dict[str, Any]:
         """The bands a swap would make now (``SessionHarness.bands``, as ``/context`` says them),
-        and the preamble it would write: from the CLI's file, so only where it is."""
-        from liminal.gradient.bands import preamble_budget
-        from liminal.kernel.policy import CostPolicy
+        and the preamble's budget (``kernel.policy.floor_bounds``, as the gradient has it): from
+        the CLI's file, so only where it is."""
+        from liminal.kernel.policy import floor_bounds
 
         thread = await self.resolve(thread_id)
         harness = self.harness(cli_name(thread.harness))
         backing = thread.backing_ids[-1] if thread.backing_ids else thread.id
-        aim = CostPolicy(self.settings.swap, self.settings.gradient, harness.ceiling_tokens).aim
+        swap = self.settings.swap
+        aim = swap.target_tokens or 0  # what a swap asks the rewrite for (``CostPolicy.aim``)
 
         def read() -> dict[str, Any]:
             path = harness.locate(backing, thread.cwd or None)
             if path is None:
                 return {"bands": None, "why": "the session file is not on this machine"}
-            bands = harness.bands(path, aim)
-            return {"bands": bands, "target": aim or None, "summary_before": harness.turns(path).earlier}
+            return {"bands": harness.bands(path, aim)}
 
         try:
             found = await anyio.to_thread.run_sync(read)
@@ -182,10 +182,7 @@ class Reader:
             logger.warning("the session file could not be banded", thread=thread_id, error=str(exc)[:200])
             return {"bands": None, "why": f"the session file could not be read ({type(exc).__name__})"}
         if found["bands"] is not None:
-            room = (aim or self.settings.gradient.target_tokens)
-            found["preamble"] = preamble_budget(room, self.settings.gradient)
-            # The dynamic zone (what a CLI re-sends every call) is not a band liminal keeps yet.
-            found["dynamic"] = None
+            found["preamble"] = floor_bounds(swap, self.settings.gradient).preamble
         return found
 
     async def message(self, thread_id: str, message_id: str) -> dict[str, Any]:
