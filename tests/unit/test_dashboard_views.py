@@ -227,13 +227,15 @@ async def test_the_store_is_opened_read_only(tmp_path: Path) -> None:
     db = tmp_path / "liminal.db"
     await fixture.build(db)
     before = db.stat().st_mtime_ns, db.read_bytes()
-    store = await SqliteStore.open(db, readonly=True)
+    # The store the dashboard itself opens (``Reader.store``): it lists, and refuses a write.
+    dashboard = Dashboard(load({"home": tmp_path}, env={}), "t")
     try:
+        store = await dashboard.reader.store()
         assert len(await store.threads()) == 3  # the archived one too
         with pytest.raises(StoreError, match="readonly"):
             await store.write(Batch(threads=[ThreadUpdate("x", 1.0, title="x")]))
     finally:
-        await store.aclose()
+        await dashboard.aclose()
     assert (db.stat().st_mtime_ns, db.read_bytes()) == before
     with pytest.raises(StoreError, match="no store"):
         await SqliteStore.open(tmp_path / "absent.db", readonly=True)
