@@ -2,10 +2,10 @@
 
 The same reading as the commands: ``Store.threads`` for the list (``liminal threads``),
 ``conversation`` and ``turn_numbers`` for a transcript (``liminal history``), ``moves`` for a
-move's words (``liminal swaps``), ``kernel.search.find`` for search (``liminal search``) and
-``kernel.memos.find_memos`` for the memos. What is new here is the chart's points, where moves
-and marks fall on them, what the model still sees of each turn, and the savings estimate
-(``savings``), each a pure function of the thread's messages.
+move's words (``liminal swaps``), and in the Reader ``liminal.lookup.search.find`` for search
+(``liminal search``) and ``liminal.lookup.memos.find_memos`` for the memos. What is new here is
+the chart's points, where moves and marks fall on them, what the model still sees of each turn,
+and the savings estimate (``savings``), each a pure function of the thread's messages.
 """
 
 from __future__ import annotations
