@@ -30,9 +30,6 @@ from liminal.store.records import (
 # What a transcript carries of a tool's output; the rest on request (``/api/message``).
 OUTPUT_CHARS = 1_500
 OUTPUT_LINES = 12
-# The moves that are liminal's rewrite of the context; the others (/clear, /undo, reopen) are
-# the person's, and the CLI without liminal has them too.
-REWRITES = ("swap", "/optimise")
 
 
 def _int(value: Any) -> int | None:
@@ -78,6 +75,7 @@ def move_view(m: MessageRecord, at: int, turn: int | None) -> dict[str, Any]:
     payback = cost.get("payback_calls")
     return {
         "id": m.id, "at": at, "turn": turn, "time": m.time, "move": moves.what(record),
+        "rewrite": moves.is_rewrite(record),
         "outcome": m.status, "tokens_before": _int(m.data.get("tokens_before")),
         "tokens_after": _int(m.data.get("tokens_after")), "why": moves.why(record),
         "text": moves.describe(record, took=True),
@@ -121,7 +119,7 @@ def savings(calls: Sequence[Point], committed: Sequence[dict[str, Any]], ceiling
             if before:
                 cached_made = 0
                 last = before[-1]
-                if all(m["move"] in REWRITES for m in before) and last["tokens_after"] is not None:
+                if all(m["rewrite"] for m in before) and last["tokens_after"] is not None:
                     grew = call.used - last["tokens_after"]
                 else:  # the person's move: the same without liminal
                     context_auto, cached_auto, grew = call.used, 0, 0
@@ -160,9 +158,10 @@ def thread_row(summary: ThreadSummary, messages: Sequence[MessageRecord], *, cei
         "id": t.id, "title": t.title, "cli": cli_name(t.harness), "cwd": t.cwd, "state": t.state,
         "turns": summary.turns, "context_used": summary.context_used,
         "context_size": summary.context_size,
-        # liminal's own rewrites, as the thread's page counts them; every move (/clear, /undo
-        # too) is ``moves``, and the sessions the thread went through ``liminal threads``' SWAPS.
-        "swaps": sum(1 for m in committed if m["move"] in REWRITES), "moves": len(committed), "last_activity": summary.last_activity, "created": t.created,
+        # liminal's own rewrites (``moves.is_rewrite``), as the thread's page counts them; every
+        # move (/clear, /undo too) is ``moves``, as ``liminal threads`` MOVES.
+        "swaps": sum(1 for m in committed if m["rewrite"]), "moves": len(committed),
+        "last_activity": summary.last_activity, "created": t.created,
         "savings": savings(calls, committed, ceiling, cache_life),
     }
 
@@ -340,6 +339,7 @@ def thread_view(thread: Thread, messages: Sequence[MessageRecord], *, head: int 
         "context_now": {"used": used, "size": size},
         "points": [{"turn": p.turn, "used": p.used, "size": p.size, "time": p.time} for p in calls],
         "moves": every_move, "marks": marks, "ceiling": ceiling,
+        "swaps": sum(1 for m in committed if m["rewrite"]), "move_count": len(committed),
         "savings": savings(calls, committed, ceiling, cache_life),
         "context_file": head is not None, "summary_before": summary_before,
         "turn_count": len(numbers), "transcript": transcript(shown, numbers, seen, cut, window or Window()),

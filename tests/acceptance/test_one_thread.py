@@ -127,6 +127,7 @@ def test_liminal_threads_lists_a_moved_thread_once_with_its_first_title(adapter:
     # The command, as a person runs it: one thread, its first title, every move in its lineage.
     [listed] = json.loads(liminal(rig, "threads", "--json"))
     assert (listed["id"], listed["title"], listed["state"], listed["swaps"]) == (thread, first, "active", 5)
+    assert listed["moves"] == 5  # every move: the table's MOVES
     assert listed["backing_ids"] == [thread, *backings]
     text = liminal(rig, "threads")
     # The title as the table fits it in 100 columns (the whole of it is in --json, above).

@@ -57,6 +57,9 @@ def test_the_list_counts_liminals_swaps_apart_from_the_persons_moves() -> None:
     row = views.thread_row(ThreadSummary(thread, 4, 500, 10_000, 10.0),
                            [m for m in w.messages if m.kind in ("usage", "swap")], **TERMS)
     assert (row["swaps"], row["moves"]) == (2, 4)
+    # The thread's page says the same, from the same helper (``moves.is_rewrite``).
+    view = views.thread_view(thread, w.messages, head=None, summary_before=False, cut={}, **TERMS)
+    assert (view["swaps"], view["move_count"]) == (2, 4)
 
 
 def test_context_now_is_what_a_move_since_the_last_model_call_left() -> None:
