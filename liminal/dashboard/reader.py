@@ -21,10 +21,15 @@ from liminal.lookup.shown import cli_name
 
 if TYPE_CHECKING:
     from liminal.store.base import Store
-    from liminal.store.records import SessionRecord, Thread
+    from liminal.store.records import MessageRecord, SessionRecord, Thread, ThreadSummary
 
 logger = log.get("liminal.dashboard")
 SEARCH_LIMIT = 40
+
+
+def _stamp(t: Thread) -> str:
+    """A thread's stamp (``Reader.stamp``) from its record."""
+    return f"{t.updated}:{len(t.backing_ids)}:{t.state}:{t.title}"
 
 
 class NotFound(LookupError):
@@ -38,6 +43,7 @@ class Reader:
         self._store: Store | None = None
         self._opening = anyio.Lock()
         self._harnesses: dict[str, HarnessChoice] = {}
+        self._rows: dict[str, tuple[ThreadSummary, dict[str, Any]]] = {}  # the list's, by thread
 
     async def store(self) -> Store:
         """The configured store, read-only, opened at the first request (``StoreError`` while
@@ -71,16 +77,25 @@ class Reader:
     # -- the list and a thread ------------------------------------------------------------------
 
     async def threads(self, *, archived: bool) -> list[dict[str, Any]]:
+        """The list's rows. A row is a thread's summary and its usage and swap messages: one whose
+        summary is as it was at the last load (``last_activity`` moves with every message) is the
+        row made then, so a list reloaded when a turn ends elsewhere reads only that thread's."""
         store = await self.store()
         rows = []
+        kept: dict[str, tuple[ThreadSummary, dict[str, Any]]] = {}
         for summary in await store.threads(limit=100_000):
             if summary.thread.state == "archived" and not archived:
                 continue
-            messages = [*await store.messages(summary.thread.id, kind="usage"),
-                        *await store.messages(summary.thread.id, kind="swap")]
-            messages.sort(key=lambda m: m.order)
-            rows.append(views.thread_row(summary, messages, ceiling=self.ceiling(summary.thread),
-                                         cache_life=self.settings.swap.cache_life_seconds))
+            made = self._rows.get(summary.thread.id)
+            if made is None or made[0] != summary:
+                messages = [*await store.messages(summary.thread.id, kind="usage"),
+                            *await store.messages(summary.thread.id, kind="swap")]
+                messages.sort(key=lambda m: m.order)
+                made = summary, views.thread_row(summary, messages, ceiling=self.ceiling(summary.thread),
+                                                 cache_life=self.settings.swap.cache_life_seconds)
+            kept[summary.thread.id] = made
+            rows.append(made[1])
+        self._rows = kept
         return rows
 
     async def stamp(self, thread_id: str | None) -> str:
@@ -91,7 +106,7 @@ class Reader:
         store = await self.store()
         if thread_id is not None:
             t = await store.thread(thread_id)
-            return "" if t is None else f"{t.updated}:{len(t.backing_ids)}:{t.state}:{t.title}"
+            return "" if t is None else _stamp(t)
         return "|".join(f"{s.thread.id}:{s.last_activity}:{s.turns}:{s.context_used}:{s.swaps}:"
                         f"{s.thread.state}:{s.thread.title}"
                         for s in await store.threads(limit=100_000, empty=True))
@@ -103,21 +118,35 @@ class Reader:
         return thread
 
     async def thread(self, thread_id: str, window: views.Window | None = None) -> dict[str, Any]:
-        store = await self.store()
-        stamp = await self.stamp(thread_id)  # before the reading: a change during it shows next time
         thread = await self.resolve(thread_id)
-        messages = await store.messages(thread_id)
+        stamp = _stamp(thread)  # before the reading: a change during it shows next time
+        messages, head, summary_before, cut = await self._seen(thread)
+        view = views.thread_view(thread, messages, head=head, summary_before=summary_before, cut=cut,
+                                 ceiling=self.ceiling(thread),
+                                 cache_life=self.settings.swap.cache_life_seconds, window=window)
+        view["stamp"] = stamp
+        return view
+
+    async def turns(self, thread_id: str, window: views.Window | None = None) -> dict[str, Any]:
+        """A window of the thread's transcript alone (``views.transcript``): a page asking for more
+        turns needs none of the rest."""
+        messages, head, summary_before, cut = await self._seen(await self.resolve(thread_id))
+        return views.turns_view(messages, head=head, summary_before=summary_before, cut=cut,
+                                window=window)
+
+    async def _seen(self, thread: Thread) -> tuple[list[MessageRecord], int | None, bool,
+                                                   dict[str, list[str]]]:
+        """The thread's messages and what the model sees of them: the turns that start in what
+        liminal wrote into its session (``_head_turns``) and the recall keys of the cut outputs."""
+        store = await self.store()
+        messages = await store.messages(thread.id)
         backing = thread.backing_ids[-1] if thread.backing_ids else thread.id
         records = await store.session_records(backing)
         # Where liminal's own bytes end in the session (a rewrite's, a cut's): 0 for the CLI's.
         own_end = max((r.offset + len(r.raw) + 1 for r in records if r.own), default=0)
         head, summary_before = await self._head_turns(thread, backing, own_end)
         cut = await self._cut([r for r in records if r.own])
-        view = views.thread_view(thread, messages, head=head, summary_before=summary_before, cut=cut,
-                                 ceiling=self.ceiling(thread),
-                                 cache_life=self.settings.swap.cache_life_seconds, window=window)
-        view["stamp"] = stamp
-        return view
+        return messages, head, summary_before, cut
 
     async def _head_turns(self, thread: Thread, backing: str, own_end: int) -> tuple[int | None, bool]:
         """How many turns of the model's session file start in what liminal wrote (``own_end``

@@ -305,6 +305,14 @@ def transcript(shown: Sequence[MessageRecord], numbers: dict[str, int], seen: di
     return {"turns": sent, "lo": lo, "hi": hi, "count": len(turns)}
 
 
+def turns_view(messages: Sequence[MessageRecord], *, head: int | None, summary_before: bool,
+               cut: dict[str, list[str]], window: Window | None = None) -> dict[str, Any]:
+    """The transcript alone, as ``thread_view`` has it (a page asking for more turns)."""
+    shown = conversation(messages)
+    return transcript(shown, turn_numbers(shown), seen_states(shown, head, summary_before), cut,
+                      window or Window())
+
+
 def thread_view(thread: Thread, messages: Sequence[MessageRecord], *, head: int | None,
                 summary_before: bool, cut: dict[str, list[str]], ceiling: int, cache_life: float,
                 window: Window | None = None) -> dict[str, Any]:
