@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from liminal import moves
-from liminal.kernel.policy import AUTO_COMPACT_SUMMARY, PRICES, Prices
+from liminal.kernel.policy import PRICES, Prices, auto_compact, still_cached
 from liminal.lookup.shown import cli_name, tool_output
 from liminal.store.records import (
     MessageRecord,
@@ -94,9 +94,9 @@ def savings(calls: Sequence[Point], committed: Sequence[dict[str, Any]], ceiling
     """The thread's model calls priced as made against the same conversation under the CLI's
     own auto-compact, in input-token equivalents (``liminal.kernel.policy.Prices``): a call
     reads from the cache what the previous call sent unless a move came between (a rewrite is
-    written anew) or it came more than ``cache_life`` seconds after it; without liminal, the context grows by what
-    the conversation added and the CLI compacts past ``ceiling`` at a turn's end (one call
-    reading it all and writing ``AUTO_COMPACT_SUMMARY``). The person's own moves (``/clear``,
+    written anew) or it came more than ``cache_life`` seconds after it; without liminal, the
+    context grows by what the conversation added and the CLI compacts past ``ceiling`` at a
+    turn's end (``kernel.policy.auto_compact``, as the cost model has it). The person's own moves (``/clear``,
     ``/undo``) happen in both. Output is the same both ways and left out. An estimate from the
     usage points: None for a thread with fewer than two."""
     if len(calls) < 2:
@@ -114,8 +114,9 @@ def savings(calls: Sequence[Point], committed: Sequence[dict[str, Any]], ceiling
         before = by_call.get(n, []) if n else []
         if n:
             grew = call.used - calls[n - 1].used
-            if call.time - calls[n - 1].time > cache_life:
-                cached_made = cached_auto = 0
+            idle = call.time - calls[n - 1].time
+            cached_made = still_cached(cached_made, idle, cache_life)
+            cached_auto = still_cached(cached_auto, idle, cache_life)
             if before:
                 cached_made = 0
                 last = before[-1]
@@ -124,15 +125,16 @@ def savings(calls: Sequence[Point], committed: Sequence[dict[str, Any]], ceiling
                 else:  # the person's move: the same without liminal
                     context_auto, cached_auto, grew = call.used, 0, 0
             context_auto += grew
-        made += prices.read * min(cached_made, call.used) + prices.write * max(0, call.used - cached_made)
-        auto += prices.read * min(cached_auto, context_auto) + prices.write * max(0, context_auto - cached_auto)
+        made += prices.input(call.used, cached_made)
+        auto += prices.input(context_auto, cached_auto)
         made_sum += call.used
         auto_sum += context_auto
         cached_made, cached_auto = call.used, context_auto
         turn_ends = n + 1 == len(calls) or calls[n + 1].turn != call.turn
         if turn_ends and context_auto > ceiling:
-            auto += prices.read * context_auto + prices.output * AUTO_COMPACT_SUMMARY
-            context_auto, cached_auto = overhead + AUTO_COMPACT_SUMMARY, 0
+            cost, context_auto = auto_compact(context_auto, overhead, prices)
+            auto += cost
+            cached_auto = 0
             compactions += 1
     return {"made": round(made), "auto_compact": round(auto), "saved": round(auto - made),
             "saved_share": round((auto - made) / auto, 3) if auto else 0.0,
