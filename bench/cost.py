@@ -32,10 +32,11 @@ sys.path.insert(0, str(ROOT))
 
 from bench.support.costmodel import Call, Request, Result, growth, measure, replay  # noqa: E402
 from liminal.config import GradientSettings, SwapSettings  # noqa: E402
+from liminal.harness.claude.live import ClaudeSessions  # noqa: E402
 from liminal.kernel.policy import PRICES, CostPolicy  # noqa: E402
 
 SYSTEM_TOKENS = 15_000  # the CLI's system prompt and tool definitions
-AUTO_COMPACT_AT = 167_000  # Claude Code's own compaction, near 83% of a 200k window
+AUTO_COMPACT_AT = ClaudeSessions.ceiling_tokens  # Claude Code's own compaction (167k of a 200k window)
 
 
 def synthetic(turns: int = 130, seed: int = 12, idle: float = 0.0) -> list[Call]:

@@ -25,8 +25,8 @@ from urllib.request import Request, urlopen
 from liminal.store.records import Batch
 from liminal.store.sqlite import SqliteStore
 from tests.support import dashboard_store
+from tests.support.browser import CHROMIUM, FLAGS
 
-CHROMIUM = "/usr/bin/chromium"
 LONG = "44444444-4444-4444-8444-444444444444"
 
 
@@ -57,11 +57,9 @@ def in_browser(base: str, token: str, repeat: int) -> list[float] | str:
         from playwright.sync_api import sync_playwright
     except ImportError:
         return "no playwright package"
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync"]
     times = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=flags, headless=True)
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
         try:
             for _ in range(repeat):
                 page = browser.new_page()

@@ -5,7 +5,7 @@ the clock, which a machine shared with other work makes noisy: on two cores at a
 10 its figures moved by half from one run to the next. This one feeds the router streamed
 chunks (a tool call and a usage update among each hundred, as an agent at work sends them)
 and offers the events to the components ``liminal acp`` runs by default
-(``liminal.commands.acp.components``: the thread model, the swap manager, the command center,
+(``liminal.wiring.components``: the thread model, the swap manager, the command center,
 the model tools, the replay manager, the recycle), as the proxy does in each flush, and takes
 the process's CPU time, best of ``--rounds``. No bytes are written anywhere.
 

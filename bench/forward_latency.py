@@ -48,6 +48,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve()
 ROOT = HERE.parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.proxy_throughput import percentile  # noqa: E402
+from tests.support.processes import descendants  # noqa: E402
+
 SESSION = "5b3f7c2e-1d4a-4e8b-9c6f-0a2b4c6d8e10"
 STAMP = re.compile(rb" at (\d{19}) ")
 CASES = ("no-store", "store", "worker-stopped", "store-locked")
@@ -153,16 +158,9 @@ def worker_of(pid: int, timeout: float = 30) -> int:
     """The index worker liminal started (``python -m liminal.ingest.worker``)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                stat = (entry / "stat").read_text()
-                cmdline = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if int(stat[stat.rindex(")") + 2:].split()[1]) == pid and b"liminal.ingest.worker" in cmdline:
-                return int(entry.name)
+        for process in descendants(pid):
+            if "liminal.ingest.worker" in process.cmdline:
+                return process.pid
         time.sleep(0.05)
     raise SystemExit("liminal started no index worker")
 
@@ -227,8 +225,8 @@ class Result:
 
 
 def pct(values: list[int], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1e6
+    """The ``q`` quantile (0 to 1) of nanosecond latencies, in milliseconds."""
+    return percentile(sorted(values), q * 100) / 1e6
 
 
 def run_case(case: str, frames: int, rate: int, workdir: Path) -> Result:

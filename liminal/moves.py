@@ -42,6 +42,18 @@ def what(record: Mapping[str, Any]) -> str:
     return "swap" if isinstance(record.get("cost"), dict) else "move"
 
 
+# liminal's own rewrites of the context; the other moves (/clear, /undo, reopen) are the person's,
+# and the CLI without liminal has them too.
+REWRITES = ("swap", "/optimise")
+
+
+def is_rewrite(record: Mapping[str, Any]) -> bool:
+    """A move that is liminal's rewrite of the context: a swap, or ``/optimise`` (with its words,
+    ``/optimise hard``, too): what the dashboard counts as swaps."""
+    words = what(record).split(None, 1)
+    return bool(words) and words[0] in REWRITES
+
+
 def why(record: Mapping[str, Any]) -> str:
     """Why it happened, or why not: empty when the reason only repeats the command's name."""
     reason = str(record.get("reason") or "").removeprefix(_OLD_PREFIX)

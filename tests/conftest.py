@@ -22,4 +22,5 @@ def anyio_backend() -> str:
 
 
 # The harness rig's fixtures (fake model servers, real adapters): fixtures/harness/pytest_plugin.py
-pytest_plugins = ["fixtures.harness.pytest_plugin"]
+# and Chromium's for the dashboard's pages: tests/support/browser.py.
+pytest_plugins = ["fixtures.harness.pytest_plugin", "tests.support.browser"]

@@ -21,7 +21,7 @@ import orjson
 
 from liminal.config import GradientSettings
 from liminal.gradient.bands import preamble_budget, recent_budget
-from liminal.kernel.policy import AUTO_COMPACT_SUMMARY, PRICES, CostPolicy, Pace, Prices
+from liminal.kernel.policy import PRICES, CostPolicy, Pace, Prices, auto_compact, still_cached
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +47,7 @@ class Result:
         return self.context_sum / max(self.calls, 1)
 
     def add_call(self, context: int, cached: int, output: int, prices: Prices) -> None:
-        self.cost += (prices.read * min(cached, context) + prices.write * max(0, context - cached)
-                      + prices.output * output)
+        self.cost += prices.input(context, cached) + prices.output * output
         self.context_sum += context
         self.calls += 1
         self.peak = max(self.peak, context)
@@ -115,8 +114,7 @@ def measure(requests: Sequence[Request], name: str = "as made", *, prices: Price
             # a swap or a compaction.
             if common < len(previous.parts) - 1 and request.size < previous.size:
                 result.swaps += 1
-            if request.t - previous.t > cache_life:
-                cached = 0
+            cached = still_cached(cached, request.t - previous.t, cache_life)
         result.add_call(request.size, cached, request.output, prices)
         previous = request
     return result
@@ -157,8 +155,7 @@ def replay(calls: Sequence[Call], name: str, policy: CostPolicy | None, *, overh
         context += call.growth
         turn_growth += call.growth
         turn_calls += 1
-        if call.t - last_t > cache_life:
-            cached = 0
+        cached = still_cached(cached, call.t - last_t, cache_life)
         result.add_call(context, cached, call.output, prices)
         cached = context
         last_t = call.t
@@ -173,8 +170,9 @@ def replay(calls: Sequence[Call], name: str, policy: CostPolicy | None, *, overh
         turn_growth = turn_calls = 0
         if auto_compact_at is not None:
             if context > auto_compact_at:
-                result.cost += prices.read * context + prices.output * AUTO_COMPACT_SUMMARY
-                context, cached = overhead + AUTO_COMPACT_SUMMARY, 0
+                cost, context = auto_compact(context, overhead, prices)
+                result.cost += cost
+                cached = 0
                 result.swaps += 1
             continue
         if policy is None:

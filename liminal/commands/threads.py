@@ -24,7 +24,7 @@ from liminal.commands._args import count
 from liminal.config import Settings
 from liminal.lookup.shown import cli_name
 
-HELP = "list threads (title, CLI, cwd, turns, context, swaps, activity); rename, archive, delete"
+HELP = "list threads (title, CLI, cwd, turns, context, moves, activity); rename, archive, delete"
 ACTIONS = ("list", "rename", "archive", "unarchive", "delete")
 
 
@@ -56,7 +56,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print_json([{
             "id": s.thread.id, "title": s.thread.title, "harness": s.thread.harness,
             "cwd": s.thread.cwd, "state": s.thread.state, "turns": s.turns,
-            "context_used": s.context_used, "context_size": s.context_size, "swaps": s.swaps,
+            "context_used": s.context_used, "context_size": s.context_size,
+            # Every move (liminal's swaps, /clear, /undo): "swaps" is the older name of the same.
+            "moves": s.swaps, "swaps": s.swaps,
             "backing_ids": list(s.thread.backing_ids), "created": s.thread.created,
             "last_activity": s.last_activity} for s in summaries])
         return 0
@@ -79,7 +81,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                      str(s.turns), context, str(s.swaps), when(s.last_activity)))
     table([Column("THREAD"), Column("TITLE", fit="end", least=16, keep=1), Column("CLI"),
            Column("CWD", fit="start", least=12), Column("TURNS", right=True),
-           Column("CONTEXT", right=True), Column("SWAPS", right=True), Column("LAST ACTIVITY")], rows)
+           Column("CONTEXT", right=True), Column("MOVES", right=True), Column("LAST ACTIVITY")], rows)
     return 0
 
 

@@ -148,7 +148,7 @@ class Dashboard:
         if len(parts) == 2 and parts[0] == "thread":
             return await reader.thread(parts[1], _window(query))
         if len(parts) == 3 and parts[0] == "thread" and parts[2] == "turns":
-            return (await reader.thread(parts[1], _window(query)))["transcript"]
+            return await reader.turns(parts[1], _window(query))
         if len(parts) == 3 and parts[0] == "thread" and parts[2] == "bands":
             return await reader.bands(parts[1])
         if len(parts) == 3 and parts[0] == "thread" and parts[2] == "message":

@@ -21,10 +21,15 @@ from liminal.lookup.shown import cli_name
 
 if TYPE_CHECKING:
     from liminal.store.base import Store
-    from liminal.store.records import SessionRecord, Thread
+    from liminal.store.records import MessageRecord, SessionRecord, Thread, ThreadSummary
 
 logger = log.get("liminal.dashboard")
 SEARCH_LIMIT = 40
+
+
+def _stamp(t: Thread) -> str:
+    """A thread's stamp (``Reader.stamp``) from its record."""
+    return f"{t.updated}:{len(t.backing_ids)}:{t.state}:{t.title}"
 
 
 class NotFound(LookupError):
@@ -38,6 +43,7 @@ class Reader:
         self._store: Store | None = None
         self._opening = anyio.Lock()
         self._harnesses: dict[str, HarnessChoice] = {}
+        self._rows: dict[str, tuple[ThreadSummary, dict[str, Any]]] = {}  # the list's, by thread
 
     async def store(self) -> Store:
         """The configured store, read-only, opened at the first request (``StoreError`` while
@@ -63,18 +69,33 @@ class Reader:
             self._harnesses[cli] = HarnessChoice(known_harnesses(self.settings.gradient), forced=forced)
         return self._harnesses[cli]
 
+    def ceiling(self, thread: Thread) -> int:
+        """The context the thread's CLI compacts past without liminal: the setting that bounds
+        liminal's swaps if set, else the CLI's own auto-compaction point (as the swap has it)."""
+        return self.settings.swap.ceiling_tokens or self.harness(cli_name(thread.harness)).ceiling_tokens
+
     # -- the list and a thread ------------------------------------------------------------------
 
     async def threads(self, *, archived: bool) -> list[dict[str, Any]]:
+        """The list's rows. A row is a thread's summary and its usage and swap messages: one whose
+        summary is as it was at the last load (``last_activity`` moves with every message) is the
+        row made then, so a list reloaded when a turn ends elsewhere reads only that thread's."""
         store = await self.store()
         rows = []
+        kept: dict[str, tuple[ThreadSummary, dict[str, Any]]] = {}
         for summary in await store.threads(limit=100_000):
             if summary.thread.state == "archived" and not archived:
                 continue
-            messages = [*await store.messages(summary.thread.id, kind="usage"),
-                        *await store.messages(summary.thread.id, kind="swap")]
-            messages.sort(key=lambda m: m.order)
-            rows.append(views.thread_row(summary, messages))
+            made = self._rows.get(summary.thread.id)
+            if made is None or made[0] != summary:
+                messages = [*await store.messages(summary.thread.id, kind="usage"),
+                            *await store.messages(summary.thread.id, kind="swap")]
+                messages.sort(key=lambda m: m.order)
+                made = summary, views.thread_row(summary, messages, ceiling=self.ceiling(summary.thread),
+                                                 cache_life=self.settings.swap.cache_life_seconds)
+            kept[summary.thread.id] = made
+            rows.append(made[1])
+        self._rows = kept
         return rows
 
     async def stamp(self, thread_id: str | None) -> str:
@@ -85,7 +106,7 @@ class Reader:
         store = await self.store()
         if thread_id is not None:
             t = await store.thread(thread_id)
-            return "" if t is None else f"{t.updated}:{len(t.backing_ids)}:{t.state}:{t.title}"
+            return "" if t is None else _stamp(t)
         return "|".join(f"{s.thread.id}:{s.last_activity}:{s.turns}:{s.context_used}:{s.swaps}:"
                         f"{s.thread.state}:{s.thread.title}"
                         for s in await store.threads(limit=100_000, empty=True))
@@ -97,20 +118,35 @@ class Reader:
         return thread
 
     async def thread(self, thread_id: str, window: views.Window | None = None) -> dict[str, Any]:
-        store = await self.store()
-        stamp = await self.stamp(thread_id)  # before the reading: a change during it shows next time
         thread = await self.resolve(thread_id)
-        messages = await store.messages(thread_id)
+        stamp = _stamp(thread)  # before the reading: a change during it shows next time
+        messages, head, summary_before, cut = await self._seen(thread)
+        view = views.thread_view(thread, messages, head=head, summary_before=summary_before, cut=cut,
+                                 ceiling=self.ceiling(thread),
+                                 cache_life=self.settings.swap.cache_life_seconds, window=window)
+        view["stamp"] = stamp
+        return view
+
+    async def turns(self, thread_id: str, window: views.Window | None = None) -> dict[str, Any]:
+        """A window of the thread's transcript alone (``views.transcript``): a page asking for more
+        turns needs none of the rest."""
+        messages, head, summary_before, cut = await self._seen(await self.resolve(thread_id))
+        return views.turns_view(messages, head=head, summary_before=summary_before, cut=cut,
+                                window=window)
+
+    async def _seen(self, thread: Thread) -> tuple[list[MessageRecord], int | None, bool,
+                                                   dict[str, list[str]]]:
+        """The thread's messages and what the model sees of them: the turns that start in what
+        liminal wrote into its session (``_head_turns``) and the recall keys of the cut outputs."""
+        store = await self.store()
+        messages = await store.messages(thread.id)
         backing = thread.backing_ids[-1] if thread.backing_ids else thread.id
         records = await store.session_records(backing)
         # Where liminal's own bytes end in the session (a rewrite's, a cut's): 0 for the CLI's.
         own_end = max((r.offset + len(r.raw) + 1 for r in records if r.own), default=0)
         head, summary_before = await self._head_turns(thread, backing, own_end)
         cut = await self._cut([r for r in records if r.own])
-        view = views.thread_view(thread, messages, head=head, summary_before=summary_before, cut=cut,
-                                 window=window)
-        view["stamp"] = stamp
-        return view
+        return messages, head, summary_before, cut
 
     async def _head_turns(self, thread: Thread, backing: str, own_end: int) -> tuple[int | None, bool]:
         """How many turns of the model's session file start in what liminal wrote (``own_end``
@@ -153,21 +189,21 @@ class Reader:
 
     async def bands(self, thread_id: str) -> dict[str, Any]:
         """The bands a swap would make now (``SessionHarness.bands``, as ``/context`` says them),
-        and the preamble it would write: from the CLI's file, so only where it is."""
-        from liminal.gradient.bands import preamble_budget
-        from liminal.kernel.policy import CostPolicy
+        and the preamble's budget (``kernel.policy.floor_bounds``, as the gradient has it): from
+        the CLI's file, so only where it is."""
+        from liminal.kernel.policy import floor_bounds
 
         thread = await self.resolve(thread_id)
         harness = self.harness(cli_name(thread.harness))
         backing = thread.backing_ids[-1] if thread.backing_ids else thread.id
-        aim = CostPolicy(self.settings.swap, self.settings.gradient, harness.ceiling_tokens).aim
+        swap = self.settings.swap
+        aim = swap.target_tokens or 0  # what a swap asks the rewrite for (``CostPolicy.aim``)
 
         def read() -> dict[str, Any]:
             path = harness.locate(backing, thread.cwd or None)
             if path is None:
                 return {"bands": None, "why": "the session file is not on this machine"}
-            bands = harness.bands(path, aim)
-            return {"bands": bands, "target": aim or None, "summary_before": harness.turns(path).earlier}
+            return {"bands": harness.bands(path, aim)}
 
         try:
             found = await anyio.to_thread.run_sync(read)
@@ -175,10 +211,7 @@ class Reader:
             logger.warning("the session file could not be banded", thread=thread_id, error=str(exc)[:200])
             return {"bands": None, "why": f"the session file could not be read ({type(exc).__name__})"}
         if found["bands"] is not None:
-            room = (aim or self.settings.gradient.target_tokens)
-            found["preamble"] = preamble_budget(room, self.settings.gradient)
-            # The dynamic zone (what a CLI re-sends every call) is not a band liminal keeps yet.
-            found["dynamic"] = None
+            found["preamble"] = floor_bounds(swap, self.settings.gradient).preamble
         return found
 
     async def message(self, thread_id: str, message_id: str) -> dict[str, Any]:

@@ -2,10 +2,10 @@
 
 The same reading as the commands: ``Store.threads`` for the list (``liminal threads``),
 ``conversation`` and ``turn_numbers`` for a transcript (``liminal history``), ``moves`` for a
-move's words (``liminal swaps``), ``kernel.search.find`` for search (``liminal search``) and
-``kernel.memos.find_memos`` for the memos. What is new here is the chart's points, where moves
-and marks fall on them, what the model still sees of each turn, and the savings estimate
-(``savings``), each a pure function of the thread's messages.
+move's words (``liminal swaps``), and in the Reader ``liminal.lookup.search.find`` for search
+(``liminal search``) and ``liminal.lookup.memos.find_memos`` for the memos. What is new here is
+the chart's points, where moves and marks fall on them, what the model still sees of each turn,
+and the savings estimate (``savings``), each a pure function of the thread's messages.
 """
 
 from __future__ import annotations
@@ -16,19 +16,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from liminal import moves
-from liminal.kernel.policy import AUTO_COMPACT_SUMMARY, PRICES, Prices
+from liminal.kernel.policy import PRICES, Prices, auto_compact, still_cached
 from liminal.lookup.shown import cli_name, tool_output
-from liminal.store.records import MessageRecord, ThreadSummary, conversation, turn_numbers
+from liminal.store.records import (
+    MessageRecord,
+    Thread,
+    ThreadSummary,
+    context_now,
+    conversation,
+    turn_numbers,
+)
 
 # What a transcript carries of a tool's output; the rest on request (``/api/message``).
 OUTPUT_CHARS = 1_500
 OUTPUT_LINES = 12
-# The moves that are liminal's rewrite of the context; the others (/clear, /undo, reopen) are
-# the person's, and the CLI without liminal has them too.
-REWRITES = ("swap", "/optimise")
-# Claude Code compacts on its own at 167k (``liminal.harness.claude.live``), Codex at 230k.
-CEILINGS = {"claude": 167_000, "codex": 230_000}
-CACHE_LIFE_SECONDS = 300.0
 
 
 def _int(value: Any) -> int | None:
@@ -74,6 +75,7 @@ def move_view(m: MessageRecord, at: int, turn: int | None) -> dict[str, Any]:
     payback = cost.get("payback_calls")
     return {
         "id": m.id, "at": at, "turn": turn, "time": m.time, "move": moves.what(record),
+        "rewrite": moves.is_rewrite(record),
         "outcome": m.status, "tokens_before": _int(m.data.get("tokens_before")),
         "tokens_after": _int(m.data.get("tokens_after")), "why": moves.why(record),
         "text": moves.describe(record, took=True),
@@ -88,13 +90,13 @@ def move_view(m: MessageRecord, at: int, turn: int | None) -> dict[str, Any]:
 
 
 def savings(calls: Sequence[Point], committed: Sequence[dict[str, Any]], ceiling: int,
-            prices: Prices = PRICES) -> dict[str, Any] | None:
+            cache_life: float, prices: Prices = PRICES) -> dict[str, Any] | None:
     """The thread's model calls priced as made against the same conversation under the CLI's
     own auto-compact, in input-token equivalents (``liminal.kernel.policy.Prices``): a call
     reads from the cache what the previous call sent unless a move came between (a rewrite is
-    written anew) or it came after the cache's life; without liminal, the context grows by what
-    the conversation added and the CLI compacts past ``ceiling`` at a turn's end (one call
-    reading it all and writing ``AUTO_COMPACT_SUMMARY``). The person's own moves (``/clear``,
+    written anew) or it came more than ``cache_life`` seconds after it; without liminal, the
+    context grows by what the conversation added and the CLI compacts past ``ceiling`` at a
+    turn's end (``kernel.policy.auto_compact``, as the cost model has it). The person's own moves (``/clear``,
     ``/undo``) happen in both. Output is the same both ways and left out. An estimate from the
     usage points: None for a thread with fewer than two."""
     if len(calls) < 2:
@@ -112,25 +114,27 @@ def savings(calls: Sequence[Point], committed: Sequence[dict[str, Any]], ceiling
         before = by_call.get(n, []) if n else []
         if n:
             grew = call.used - calls[n - 1].used
-            if call.time - calls[n - 1].time > CACHE_LIFE_SECONDS:
-                cached_made = cached_auto = 0
+            idle = call.time - calls[n - 1].time
+            cached_made = still_cached(cached_made, idle, cache_life)
+            cached_auto = still_cached(cached_auto, idle, cache_life)
             if before:
                 cached_made = 0
                 last = before[-1]
-                if all(m["move"] in REWRITES for m in before) and last["tokens_after"] is not None:
+                if all(m["rewrite"] for m in before) and last["tokens_after"] is not None:
                     grew = call.used - last["tokens_after"]
                 else:  # the person's move: the same without liminal
                     context_auto, cached_auto, grew = call.used, 0, 0
             context_auto += grew
-        made += prices.read * min(cached_made, call.used) + prices.write * max(0, call.used - cached_made)
-        auto += prices.read * min(cached_auto, context_auto) + prices.write * max(0, context_auto - cached_auto)
+        made += prices.input(call.used, cached_made)
+        auto += prices.input(context_auto, cached_auto)
         made_sum += call.used
         auto_sum += context_auto
         cached_made, cached_auto = call.used, context_auto
         turn_ends = n + 1 == len(calls) or calls[n + 1].turn != call.turn
         if turn_ends and context_auto > ceiling:
-            auto += prices.read * context_auto + prices.output * AUTO_COMPACT_SUMMARY
-            context_auto, cached_auto = overhead + AUTO_COMPACT_SUMMARY, 0
+            cost, context_auto = auto_compact(context_auto, overhead, prices)
+            auto += cost
+            cached_auto = 0
             compactions += 1
     return {"made": round(made), "auto_compact": round(auto), "saved": round(auto - made),
             "saved_share": round((auto - made) / auto, 3) if auto else 0.0,
@@ -139,15 +143,13 @@ def savings(calls: Sequence[Point], committed: Sequence[dict[str, Any]], ceiling
             "ceiling": ceiling}
 
 
-def ceiling_of(harness: str) -> int:
-    return CEILINGS.get(cli_name(harness), CEILINGS["claude"])
-
-
 # -- the list -----------------------------------------------------------------------------------
 
 
-def thread_row(summary: ThreadSummary, messages: Sequence[MessageRecord]) -> dict[str, Any]:
-    """One row of the threads list; ``messages``: the thread's usage and swap messages."""
+def thread_row(summary: ThreadSummary, messages: Sequence[MessageRecord], *, ceiling: int,
+               cache_life: float) -> dict[str, Any]:
+    """One row of the threads list; ``messages``: the thread's usage and swap messages;
+    ``ceiling`` and ``cache_life`` as ``savings`` takes them."""
     t = summary.thread
     numbers = turn_numbers(m for m in messages if m.kind == "usage")
     calls = points(messages, numbers)
@@ -158,10 +160,11 @@ def thread_row(summary: ThreadSummary, messages: Sequence[MessageRecord]) -> dic
         "id": t.id, "title": t.title, "cli": cli_name(t.harness), "cwd": t.cwd, "state": t.state,
         "turns": summary.turns, "context_used": summary.context_used,
         "context_size": summary.context_size,
-        # liminal's own rewrites, as the thread's page counts them; every move (/clear, /undo
-        # too) is ``moves``, and the sessions the thread went through ``liminal threads``' SWAPS.
-        "swaps": sum(1 for m in committed if m["move"] in REWRITES), "moves": len(committed), "last_activity": summary.last_activity, "created": t.created,
-        "savings": savings(calls, committed, ceiling_of(t.harness)),
+        # liminal's own rewrites (``moves.is_rewrite``), as the thread's page counts them; every
+        # move (/clear, /undo too) is ``moves``, as ``liminal threads`` MOVES.
+        "swaps": sum(1 for m in committed if m["rewrite"]), "moves": len(committed),
+        "last_activity": summary.last_activity, "created": t.created,
+        "savings": savings(calls, committed, ceiling, cache_life),
     }
 
 
@@ -304,11 +307,19 @@ def transcript(shown: Sequence[MessageRecord], numbers: dict[str, int], seen: di
     return {"turns": sent, "lo": lo, "hi": hi, "count": len(turns)}
 
 
-def thread_view(thread: Any, messages: Sequence[MessageRecord], *, head: int | None,
-                summary_before: bool, cut: dict[str, list[str]],
+def turns_view(messages: Sequence[MessageRecord], *, head: int | None, summary_before: bool,
+               cut: dict[str, list[str]], window: Window | None = None) -> dict[str, Any]:
+    """The transcript alone, as ``thread_view`` has it (a page asking for more turns)."""
+    shown = conversation(messages)
+    return transcript(shown, turn_numbers(shown), seen_states(shown, head, summary_before), cut,
+                      window or Window())
+
+
+def thread_view(thread: Thread, messages: Sequence[MessageRecord], *, head: int | None,
+                summary_before: bool, cut: dict[str, list[str]], ceiling: int, cache_life: float,
                 window: Window | None = None) -> dict[str, Any]:
     """Everything a thread's page shows but its bands (asked for apart: they read the CLI's
-    file, ``Reader.bands``)."""
+    file, ``Reader.bands``); ``ceiling`` and ``cache_life`` as ``savings`` takes them."""
     shown = conversation(messages)
     numbers = turn_numbers(shown)
     calls = points(shown, numbers)
@@ -324,16 +335,22 @@ def thread_view(thread: Any, messages: Sequence[MessageRecord], *, head: int | N
     committed = [m for m in every_move if m["outcome"] == "committed"]
     marks = [{"name": m.text, "at": at_call(orders, m.order), "time": m.time, "turn": turn_of[m.id]}
              for m in shown if m.kind == "mark"]
-    harness = thread.harness if thread is not None else ""
     seen = seen_states(shown, head, summary_before)
+    # As the list and ``liminal threads`` say it: a move since the last model call set it.
+    usage = next((m for m in reversed(messages) if m.kind == "usage"), None)
+    move = next((m for m in reversed(messages) if m.kind == "swap" and m.status == "committed"), None)
+    used, size = context_now(None if usage is None else (usage.order, usage.data),
+                             None if move is None else (move.order, move.data))
     return {
-        "thread": None if thread is None else {
+        "thread": {
             "id": thread.id, "title": thread.title, "cli": cli_name(thread.harness),
             "cwd": thread.cwd, "state": thread.state, "backing_ids": list(thread.backing_ids),
             "created": thread.created, "updated": thread.updated},
+        "context_now": {"used": used, "size": size},
         "points": [{"turn": p.turn, "used": p.used, "size": p.size, "time": p.time} for p in calls],
-        "moves": every_move, "marks": marks, "ceiling": ceiling_of(harness),
-        "savings": savings(calls, committed, ceiling_of(harness)),
+        "moves": every_move, "marks": marks, "ceiling": ceiling,
+        "swaps": sum(1 for m in committed if m["rewrite"]), "move_count": len(committed),
+        "savings": savings(calls, committed, ceiling, cache_life),
         "context_file": head is not None, "summary_before": summary_before,
         "turn_count": len(numbers), "transcript": transcript(shown, numbers, seen, cut, window or Window()),
     }

@@ -59,6 +59,11 @@ class Prices:
     write: float = 1.25
     output: float = 5.0
 
+    def input(self, context: int, cached: int) -> float:
+        """A call's input: what the prompt cache holds of it (``cached`` tokens, from the previous
+        call) read, the rest written."""
+        return self.read * min(cached, context) + self.write * max(0, context - cached)
+
 
 PRICES = Prices()
 
@@ -66,6 +71,17 @@ PRICES = Prices()
 # estimate of what it would have cost): one call reads the whole context and writes a summary of
 # about this size; the conversation goes on from the CLI's prompt and that summary.
 AUTO_COMPACT_SUMMARY = 8_000
+
+
+def auto_compact(context: int, overhead: int, prices: Prices = PRICES) -> tuple[float, int]:
+    """Claude Code's compaction of ``context``, as simulated: what it costs, and the context after
+    (the CLI's own prompt, ``overhead``, and the summary; nothing of it in the cache)."""
+    return prices.read * context + prices.output * AUTO_COMPACT_SUMMARY, overhead + AUTO_COMPACT_SUMMARY
+
+
+def still_cached(cached: int, idle: float, cache_life: float) -> int:
+    """What the prompt cache still holds after ``idle`` seconds: nothing past its life."""
+    return 0 if idle > cache_life else cached
 
 
 @dataclass(slots=True)

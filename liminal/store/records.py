@@ -191,6 +191,9 @@ class ThreadSummary:
 
     @property
     def swaps(self) -> int:
+        """Every move the thread made (liminal's swaps, ``/clear``, ``/undo``): the sessions it
+        went through, less the first (``liminal threads`` MOVES; the dashboard's swaps are only
+        liminal's rewrites, ``moves.is_rewrite``)."""
         return max(0, len(self.thread.backing_ids) - 1)
 
 

@@ -13,21 +13,24 @@ from typing import Any
 
 from fixtures.harness import Adapter, Rig
 from tests.acceptance.conftest import adapter_fixture
-from tests.acceptance.test_one_thread import BIG, FIRST, committed, liminal_client, said, scenario
-from tests.browser.conftest import Running, artifacts, browser, page, require_browser, start  # noqa: F401
-from tests.browser.test_dashboard import get
+from tests.support.acp_thread import (
+    BIG,
+    FIRST,
+    committed,
+    configure,
+    liminal_client,
+    said,
+    scenario,
+)
+from tests.support.browser import Running, get, require_browser, start
 
 adapter = adapter_fixture(["claude-agent", "codex-agent"])
 
 
-def configure(rig: Rig) -> None:
+def moving(rig: Rig) -> None:
     """Swaps after about two turns, each keeping the last turn whole and the outputs before it
     cut to recall markers (a middle band, as tests/acceptance/test_recall.py sets it)."""
-    base = rig.overhead()
-    rig.home.liminal_home.mkdir(parents=True, exist_ok=True)
-    (rig.home.liminal_home / "config.toml").write_text(
-        f"[swap]\nhigh_tokens = {base + 20_000}\ntarget_tokens = {base + 12_000}\nhold_timeout_seconds = 60\n"
-        "[gradient]\nrecent_tokens = 600\nmiddle_tokens = 4000\nsummary_tokens = 600\n")
+    configure(rig, high=20_000, target=12_000, middle=4000)
 
 
 def recorded(running: Running, thread: str, moves: int) -> None:
@@ -43,11 +46,11 @@ def recorded(running: Running, thread: str, moves: int) -> None:
     raise AssertionError(f"the store never had {moves} moves of {thread}: {rows}")
 
 
-def test_the_dashboard_shows_what_liminal_did_to_a_real_thread(adapter: Adapter, rig: Rig, page: Any,  # noqa: F811
-                                                              artifacts: Path) -> None:  # noqa: F811
+def test_the_dashboard_shows_what_liminal_did_to_a_real_thread(adapter: Adapter, rig: Rig, page: Any,
+                                                              artifacts: Path) -> None:
     require_browser()
     rig.server.script = scenario()
-    configure(rig)
+    moving(rig)
     env = rig.home.env()
     (rig.home.root / "dashboard").mkdir()
     running = start(rig.home.root / "dashboard", "dashboard", "--listen", "127.0.0.1:0", "--print-port",

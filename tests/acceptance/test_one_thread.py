@@ -11,78 +11,39 @@ moved onto (what its picker shows) keeps the thread's title too.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
-import subprocess
-import sys
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
 
 from fixtures.harness import AcpClient, Adapter, Reply, Rig, Scenario, Shell, Text
 from fixtures.harness.script import ModelRequest
-from liminal.kernel.journal import SwapJournal, SwapRecord
+from liminal.kernel.journal import SwapRecord
 from liminal.store.sqlite import SqliteStore
 from tests.acceptance.conftest import adapter_fixture
+from tests.support.acp_thread import (
+    BIG,
+    FIRST,
+    committed,
+    configure,
+    liminal,
+    liminal_client,
+    said,
+    scenario,
+)
 
 adapter = adapter_fixture(["claude-agent", "codex-agent"])
 
-FIRST = "alpha topic first prompt"
-BIG = [f"turn {n}: BIG read please" for n in range(30)]
 
-
-def scenario() -> Scenario:
-    return Scenario().add("BIG", Shell("seq 10000 12000", "Read a lot"), "read it")
-
-
-def configure(rig: Rig) -> None:
+def moving(rig: Rig) -> None:
     # Each BIG turn adds ~3-5k tokens; the leeway (high - target) must exceed one (test_swap).
-    base = rig.overhead()
-    rig.home.liminal_home.mkdir(parents=True, exist_ok=True)
-    (rig.home.liminal_home / "config.toml").write_text(
-        f"[swap]\nhigh_tokens = {base + 9_000}\ntarget_tokens = {base + 4_000}\nhold_timeout_seconds = 60\n"
-        "[gradient]\nrecent_tokens = 600\nmiddle_tokens = 600\nsummary_tokens = 600\n")
-
-
-@contextlib.contextmanager
-def liminal_client(rig: Rig) -> Iterator[AcpClient]:
-    """A client of ``liminal acp``, closed by closing its input and waiting for liminal to exit:
-    its index worker has then stored every frame (the client's default close signals the
-    process group after a second, which on a busy machine cut the worker's last batch off)."""
-    n = len(rig.clients)
-    client = AcpClient(rig.home.liminal_argv(), rig.home.env(), rig.home.project,
-                       rig.home.logs / f"stderr-{n}-liminal.log")
-    rig.clients.append(client)
-    try:
-        yield client
-    finally:
-        client.close(grace=60)
+    configure(rig, high=9_000, target=4_000)
 
 
 def listed_ids(table: str) -> list[str]:
     """The THREAD column of ``liminal threads``: each thread's shortest unique prefix."""
     return [line.split()[0] for line in table.splitlines()[1:] if line.strip()]
-
-
-def said(client: AcpClient, thread: str, text: str) -> str:
-    result = client.prompt(thread, text, timeout=180)
-    assert result.stop_reason == "end_turn", text
-    return result.text
-
-
-def committed(rig: Rig) -> list[SwapRecord]:
-    records = SwapJournal(rig.home.liminal_home / "swaps.jsonl").records()
-    return [r for r in records if r.outcome == "committed"]
-
-
-def liminal(rig: Rig, *args: str) -> str:
-    """The ``liminal`` command, as a person runs it against the rig's home."""
-    done = subprocess.run([sys.executable, "-m", "liminal", *args], env=rig.home.env(),
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def titles(frames: list[Any]) -> list[str]:
@@ -114,7 +75,7 @@ def move_a_thread(rig: Rig, client: AcpClient) -> tuple[str, list[SwapRecord]]:
 
 def test_liminal_threads_lists_a_moved_thread_once_with_its_first_title(adapter: Adapter, rig: Rig) -> None:
     rig.server.script = scenario()
-    configure(rig)
+    moving(rig)
     with liminal_client(rig) as client:
         client.initialize()
         thread, moves = move_a_thread(rig, client)
@@ -127,6 +88,7 @@ def test_liminal_threads_lists_a_moved_thread_once_with_its_first_title(adapter:
     # The command, as a person runs it: one thread, its first title, every move in its lineage.
     [listed] = json.loads(liminal(rig, "threads", "--json"))
     assert (listed["id"], listed["title"], listed["state"], listed["swaps"]) == (thread, first, "active", 5)
+    assert listed["moves"] == 5  # every move: the table's MOVES
     assert listed["backing_ids"] == [thread, *backings]
     text = liminal(rig, "threads")
     # The title as the table fits it in 100 columns (the whole of it is in --json, above).
@@ -197,7 +159,7 @@ class TitledScenario(Scenario):
 def test_the_clis_own_title_follows_the_thread(make_rig: Any) -> None:
     rig: Rig = make_rig("claude-agent")
     rig.server.script = TitledScenario().add("BIG", Shell("seq 10000 12000", "Read a lot"), "read it")
-    configure(rig)
+    moving(rig)
     with liminal_client(rig) as client:
         client.initialize()
         thread, moves = move_a_thread(rig, client)

@@ -10,17 +10,13 @@ fresh session taken out leaves the context empty, as ``/clear`` does (docs/comma
 
 from __future__ import annotations
 
-import contextlib
 import json
-import subprocess
-import sys
-from collections.abc import Iterator
 
-from fixtures.harness import AcpClient, Adapter, Rig, Scenario, Shell
+from fixtures.harness import Adapter, Rig
 from liminal.gradient.summarize import PREAMBLE_INTRO
-from liminal.kernel.journal import SwapJournal, SwapRecord
 from liminal.units import tokens
 from tests.acceptance.conftest import ADAPTER_NAMES, adapter_fixture
+from tests.support.acp_thread import configure, liminal, liminal_client, records, said, scenario
 
 adapter = adapter_fixture(ADAPTER_NAMES)
 
@@ -28,51 +24,11 @@ PREAMBLE = "This session is being continued from a previous conversation"
 assert PREAMBLE_INTRO.startswith(PREAMBLE)
 
 
-def scenario() -> Scenario:
-    return Scenario().add("BIG", Shell("seq 10000 12000", "Read a lot"), "read it")
-
-
-def configure(rig: Rig) -> None:
+def still(rig: Rig) -> None:
     """The lead's gradient (each BIG turn, 3-5k tokens, is past the recent band: a rewrite
     keeps the last turn whole and summarises the rest) with a trigger no turn here reaches:
     the swap is ``/optimise``'s, so the test knows when it has happened."""
-    base = rig.overhead()
-    rig.home.liminal_home.mkdir(parents=True, exist_ok=True)
-    (rig.home.liminal_home / "config.toml").write_text(
-        f"[swap]\nhigh_tokens = {base + 100_000}\ntarget_tokens = {base + 4_000}\nhold_timeout_seconds = 60\n"
-        "[gradient]\nrecent_tokens = 600\nmiddle_tokens = 600\nsummary_tokens = 600\n")
-
-
-@contextlib.contextmanager
-def liminal_client(rig: Rig) -> Iterator[AcpClient]:
-    """Closed by closing its input and waiting for liminal to exit: its index worker has then
-    stored every frame (``liminal history`` reads them)."""
-    n = len(rig.clients)
-    client = AcpClient(rig.home.liminal_argv(), rig.home.env(), rig.home.project,
-                       rig.home.logs / f"stderr-{n}-liminal.log")
-    rig.clients.append(client)
-    try:
-        yield client
-    finally:
-        client.close(grace=60)
-
-
-def said(client: AcpClient, thread: str, text: str) -> str:
-    result = client.prompt(thread, text, timeout=180)
-    assert result.stop_reason == "end_turn", text
-    return result.text
-
-
-def records(rig: Rig) -> list[SwapRecord]:
-    return SwapJournal(rig.home.liminal_home / "swaps.jsonl").records()
-
-
-def liminal(rig: Rig, *args: str) -> str:
-    """The ``liminal`` command, as a person runs it against the rig's home."""
-    done = subprocess.run([sys.executable, "-m", "liminal", *args], env=rig.home.env(),
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    configure(rig, high=100_000, target=4_000)
 
 
 def last_request(rig: Rig) -> str:
@@ -82,7 +38,7 @@ def last_request(rig: Rig) -> str:
 
 def test_undo_right_after_a_swap_that_kept_one_turn(adapter: Adapter, rig: Rig) -> None:
     rig.server.script = scenario()
-    configure(rig)
+    still(rig)
     prompts = ["first prompt alpha", *(f"turn {n} BIG read please" for n in range(3)),
                "turn 3 BIG read please xray"]
     with liminal_client(rig) as client:

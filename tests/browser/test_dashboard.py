@@ -5,7 +5,7 @@ while a scripted turn ends under ``liminal serve``, and a request without the to
 
 The store is written through the store's API as the indexer leaves it
 (``tests.support.dashboard_store``); the live test drives ``liminal serve`` with the scripted
-agent, so there the indexer writes it. Each test saves a screenshot (``conftest.artifacts``).
+agent, so there the indexer writes it. Each test saves a screenshot (``tests.support.browser.artifacts``).
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
-from urllib.error import HTTPError
-from urllib.request import Request, urlopen
 
 import anyio
 import pytest
@@ -25,8 +23,8 @@ from websockets.sync.client import ClientConnection, connect
 
 from liminal.store.records import Batch
 from liminal.store.sqlite import SqliteStore
-from tests.browser.conftest import Running, start
 from tests.support import dashboard_store as fixture
+from tests.support.browser import Running, get, start
 from tests.support.proxy_process import scripted_agent_argv
 
 
@@ -55,16 +53,6 @@ def dashboard(tmp_path: Path) -> Iterator[Running]:
         yield running
     finally:
         running.stop()
-
-
-def get(running: Running, path: str, headers: dict[str, str] | None = None) -> tuple[int, Any]:
-    """A request as a program sends it: the status and the JSON answer."""
-    request = Request(f"{running.base}api/{path}", headers=headers or {})
-    try:
-        with urlopen(request, timeout=30) as answer:
-            return answer.status, json.loads(answer.read())
-    except HTTPError as refused:
-        return refused.code, json.loads(refused.read())
 
 
 def test_the_thread_list_of_a_store_with_three_threads(dashboard: Running, page: Any, artifacts: Path) -> None:

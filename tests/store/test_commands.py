@@ -61,6 +61,8 @@ def test_threads(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["threads", "--json"]) == 0
     [t] = orjson.loads(capsys.readouterr().out)
     assert (t["id"], t["turns"], t["swaps"], t["cwd"]) == ("sess-1", 1, 0, "/work/demo")
+    assert t["moves"] == t["swaps"]  # every move; "swaps" its older name in --json
+    assert " MOVES " in out and "SWAPS" not in out  # the dashboard's Swaps are liminal's rewrites only
 
 
 def test_rename_archive_and_delete_a_thread(home: Path, capsys: pytest.CaptureFixture[str]) -> None:

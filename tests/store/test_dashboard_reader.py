@@ -14,6 +14,7 @@ import pytest
 
 from liminal.config import load
 from liminal.dashboard.reader import NotFound, Reader
+from liminal.dashboard.views import Window
 from liminal.store.configured import open_store
 from liminal.store.records import Batch, ThreadUpdate
 from tests.support import dashboard_store as fixture
@@ -54,6 +55,8 @@ async def test_the_same_answers_from_each_store(reader: Reader) -> None:
     found = await reader.search("gigawatts")
     assert [(h["thread_id"], h["turn"]) for h in found["hits"]] == [(fixture.FLUX, 2)]
     assert [m["text"] for m in (await reader.search("drawer"))["memos"]] == ["The relay's spare is in drawer 4"]
+    some = Window(lo=2, hi=5)  # what a page asking for more turns gets: the transcript alone
+    assert await reader.turns(fixture.FLUX, some) == (await reader.thread(fixture.FLUX, some))["transcript"]
     with pytest.raises(NotFound):
         await reader.thread("no-such-thread")
 
@@ -68,3 +71,48 @@ async def test_the_stamp_moves_when_a_turn_ends(reader: Reader) -> None:
         await store.write(Batch(threads=[ThreadUpdate(fixture.CODEX, time.time())]))
     assert await reader.stamp(fixture.CODEX) != before
     assert await reader.stamp(None) != whole
+
+
+async def test_savings_against_the_clis_ceiling_or_the_setting(tmp_path: Path) -> None:
+    """The CLI's own auto-compaction point (the harness's), unless ``swap.ceiling_tokens`` bounds
+    the context lower: what the savings estimate compacts past without liminal."""
+    async def ceilings(**given: object) -> dict[str, int]:
+        settings = load({"home": tmp_path, **given}, env={})
+        reader = Reader(settings)
+        try:
+            rows = await reader.threads(archived=False)
+            flux = await reader.thread(fixture.FLUX)
+        finally:
+            await reader.aclose()
+        found = {r["cli"]: r["savings"]["ceiling"] for r in rows}
+        assert flux["ceiling"] == found["claude"]
+        return found
+
+    async with open_store(load({"home": tmp_path}, env={})) as store:
+        await fixture.write(store)
+    assert await ceilings() == {"claude": 167_000, "codex": 230_000}
+    assert await ceilings(**{"swap.ceiling_tokens": 100_000}) == {"claude": 100_000, "codex": 100_000}
+
+
+async def test_a_list_reload_reads_only_the_threads_that_changed(reader: Reader) -> None:
+    store = await reader.store()
+    read: list[str] = []
+    messages = store.messages
+
+    async def counted(thread_id: str, kind: str | None = None) -> list:
+        read.append(thread_id)
+        return await messages(thread_id, kind)
+
+    store.messages = counted  # type: ignore[method-assign]
+    first = await reader.threads(archived=False)
+    assert sorted(set(read)) == sorted([fixture.FLUX, fixture.CODEX])
+    read.clear()
+    assert await reader.threads(archived=False) == first and read == []
+    # A turn ends in the Codex thread: its row is made again, the other one kept.
+    codex, _ = fixture.codex_thread()
+    codex.turn_of("Codex task 5: one more.", "Done.", 40_000)
+    async with open_store(reader.settings) as writer:
+        await writer.write(Batch(messages=codex.messages[-4:]))
+    rows = await reader.threads(archived=False)
+    assert set(read) == {fixture.CODEX}
+    assert [r["turns"] for r in rows if r["id"] == fixture.CODEX] == [5]

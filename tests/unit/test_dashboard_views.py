@@ -6,6 +6,7 @@ Origin rules, and a store that is never written."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -21,6 +22,8 @@ from liminal.store.sqlite import SqliteStore
 from tests.support import dashboard_store as fixture
 
 pytestmark = pytest.mark.anyio
+# Claude Code's auto-compaction point, and the prompt cache's life (the settings' default).
+TERMS: dict[str, Any] = {"ceiling": 167_000, "cache_life": 300.0}
 
 
 def flux_view(head: int | None = None, summary_before: bool = False) -> dict:
@@ -28,7 +31,7 @@ def flux_view(head: int | None = None, summary_before: bool = False) -> dict:
     from liminal.store.records import merge_thread
 
     return views.thread_view(merge_thread(None, update), writer.messages, head=head,
-                             summary_before=summary_before, cut={})
+                             summary_before=summary_before, cut={}, **TERMS)
 
 
 def test_the_chart_has_a_point_per_model_call_and_the_moves_between_them() -> None:
@@ -52,8 +55,29 @@ def test_the_list_counts_liminals_swaps_apart_from_the_persons_moves() -> None:
 
     thread = merge_thread(None, ThreadUpdate("t", 0.0, title="t", backing_ids=("t", "a", "b", "c", "d")))
     row = views.thread_row(ThreadSummary(thread, 4, 500, 10_000, 10.0),
-                           [m for m in w.messages if m.kind in ("usage", "swap")])
+                           [m for m in w.messages if m.kind in ("usage", "swap")], **TERMS)
     assert (row["swaps"], row["moves"]) == (2, 4)
+    # The thread's page says the same, from the same helper (``moves.is_rewrite``).
+    view = views.thread_view(thread, w.messages, head=None, summary_before=False, cut={}, **TERMS)
+    assert (view["swaps"], view["move_count"]) == (2, 4)
+
+
+def test_context_now_is_what_a_move_since_the_last_model_call_left() -> None:
+    # /undo from 150k to 60k with no model call since: the page says 60k, as the list and
+    # ``liminal threads`` do (``records.context_now``), not the last usage point's 150k.
+    w = fixture.Writer("t", "c", 0.0)
+    w.turn_of("p1", "ok", 100_000)
+    w.turn_of("p2", "ok", 150_000)
+    w.move("/undo", 150_000, 60_000, "new-1", old="t")
+    from liminal.store.records import merge_thread
+
+    thread = merge_thread(None, ThreadUpdate("t", 0.0, title="t", backing_ids=("t", "new-1")))
+    view = views.thread_view(thread, w.messages, head=None, summary_before=False, cut={}, **TERMS)
+    assert view["points"][-1]["used"] == 150_000
+    assert view["context_now"] == {"used": 60_000, "size": 200_000}
+    w.turn_of("p3", "ok", 61_000)  # the next model call's point is the context again
+    view = views.thread_view(thread, w.messages, head=None, summary_before=False, cut={}, **TERMS)
+    assert view["context_now"] == {"used": 61_000, "size": 200_000}
 
 
 def test_a_usage_point_repeated_within_a_call_is_one_point() -> None:
@@ -112,9 +136,9 @@ def test_savings_against_auto_compact() -> None:
     for n in range(1, 6):
         w.turn_of(f"p{n}", "ok", 10_000 + 1000 * n, calls=(9_000 + 1000 * n,))
     calls = views.points(w.messages, turn_numbers(w.messages))
-    same = views.savings(calls, [], 167_000)
+    same = views.savings(calls, [], 167_000, 300.0)
     assert same is not None and same["saved"] == 0
-    assert views.savings(calls[:1], [], 167_000) is None
+    assert views.savings(calls[:1], [], 167_000, 300.0) is None
 
 
 def test_a_cut_tool_output_carries_its_recall_keys() -> None:
@@ -122,7 +146,7 @@ def test_a_cut_tool_output_carries_its_recall_keys() -> None:
     from liminal.store.records import merge_thread
 
     view = views.thread_view(merge_thread(None, update), writer.messages, head=None, summary_before=False,
-                             cut={"toolu_fact": ["KEY"]})
+                             cut={"toolu_fact": ["KEY"]}, **TERMS)
     tools = [m for t in view["transcript"]["turns"] for m in t["messages"] if m["kind"] == "tool_call"]
     assert tools[0]["keys"] == ["KEY"] and tools[0]["more"] is True  # 42 lines: the head only
     assert all(not m["keys"] for m in tools[1:])
@@ -135,7 +159,7 @@ def test_a_long_transcript_is_sent_a_window_at_a_time() -> None:
     thread = merge_thread(None, update)
 
     def window(**kw: object) -> dict:
-        view = views.thread_view(thread, messages, head=None, summary_before=False, cut={},
+        view = views.thread_view(thread, messages, head=None, summary_before=False, cut={}, **TERMS,
                                  window=views.Window(**kw))  # type: ignore[arg-type]
         assert view["turn_count"] == 200 and len(view["points"]) == 600  # the chart has them all
         return view["transcript"]
@@ -206,13 +230,15 @@ async def test_the_store_is_opened_read_only(tmp_path: Path) -> None:
     db = tmp_path / "liminal.db"
     await fixture.build(db)
     before = db.stat().st_mtime_ns, db.read_bytes()
-    store = await SqliteStore.open(db, readonly=True)
+    # The store the dashboard itself opens (``Reader.store``): it lists, and refuses a write.
+    dashboard = Dashboard(load({"home": tmp_path}, env={}), "t")
     try:
+        store = await dashboard.reader.store()
         assert len(await store.threads()) == 3  # the archived one too
         with pytest.raises(StoreError, match="readonly"):
             await store.write(Batch(threads=[ThreadUpdate("x", 1.0, title="x")]))
     finally:
-        await store.aclose()
+        await dashboard.aclose()
     assert (db.stat().st_mtime_ns, db.read_bytes()) == before
     with pytest.raises(StoreError, match="no store"):
         await SqliteStore.open(tmp_path / "absent.db", readonly=True)

@@ -46,6 +46,14 @@ def test_a_move_says_what_it_was_what_it_did_and_why(fields: SwapRecord, said: s
     assert "unknown" not in said and "SwapError" not in said
 
 
+def test_liminals_rewrites_are_swaps_and_optimise_the_rest_the_persons() -> None:
+    rewrites = [asdict(record("committed", "/optimise hard", 90_000, 30_000)),
+                asdict(record("committed", "context 120k", 120_000, 40_000, cost={})),
+                {"move": "/optimise", "outcome": "committed"}, {"move": "swap", "outcome": "failed"}]
+    theirs = [asdict(record("committed", "/clear A", 20_000, 9_000)), {"move": "/undo"}, {"move": "reopen"}]
+    assert [moves.is_rewrite(r) for r in rewrites + theirs] == [True] * 4 + [False] * 3
+
+
 def test_a_failed_moves_reason_is_its_words() -> None:
     assert failure(SwapError("the last turn is not on disk yet")) == "the last turn is not on disk yet"
     assert failure(ValueError("bad line 3")) == "ValueError: bad line 3"  # a bug says what it is

@@ -200,16 +200,15 @@ function savedText(s) {
 
 // -- a thread --------------------------------------------------------------------------------
 
-const MOVE_CLASS = (m) => m.move === "swap" || m.move === "/optimise" ? "swap" : m.move.startsWith("/clear") ? "clear" : m.move === "/undo" ? "undo" : "other";
+const MOVE_CLASS = (m) => m.rewrite ? "swap" : m.move.startsWith("/clear") ? "clear" : m.move === "/undo" ? "undo" : "other";
 
 async function threadPage(id, target, keepFrom) {
   // A live reload keeps the turns on show from the first one shown; new ones join at the end.
   const around = keepFrom !== undefined ? `?lo=${keepFrom}`
     : target ? (target.msg ? `?msg=${encodeURIComponent(target.msg)}` : `?turn=${target.turn}`) : "";
   const data = await api(`thread/${encodeURIComponent(id)}${around}`);
-  const t = data.thread || { id, title: "", cli: "?", cwd: "" };
-  const committed = data.moves.filter((m) => m.outcome === "committed");
-  const last = data.points.length ? data.points[data.points.length - 1] : null;
+  const t = data.thread;
+  const now = data.context_now;
   const s = data.savings;
   const bands = el("div", { id: "bands", class: "card" }, el("h2", { text: "What a swap would make now" }), el("p", { class: "quiet", text: "Reading the session file…" }));
   show(
@@ -218,9 +217,9 @@ async function threadPage(id, target, keepFrom) {
       el("p", { class: "quiet" }, t.cli && t.cli !== "-" ? `${t.cli} · ` : "", el("span", { class: "path", text: t.cwd || "?" }), ` · thread ${t.id}`,
         t.state === "archived" ? el("span", { class: "tag", text: "archived" }) : null)),
     el("section", { class: "cards" },
-      card("Context now", last ? tokens(last.used) : "?", last && last.size ? `of ${tokens(last.size)}` : ""),
+      card("Context now", now.used !== null ? tokens(now.used) : "?", now.size ? `of ${tokens(now.size)}` : ""),
       card("Model calls", data.points.length, `${data.turn_count} turns`),
-      card("Swaps", committed.filter((m) => MOVE_CLASS(m) === "swap").length, `${committed.length} moves in all`),
+      card("Swaps", data.swaps, `${data.move_count} moves in all`),
       card("Saved vs auto-compact", s ? big(s.saved) : "-", s ? `${Math.round(s.saved_share * 100)}% of ${big(s.auto_compact)} (input-token equivalents, estimated); mean context ${tokens(s.mean_context)}, not ${tokens(s.mean_context_auto)}` : "too few model calls to say")),
     el("section", { class: "card" }, el("h2", { text: "Context at every model call" }), chart(data), legend(data)),
     bands,

@@ -1,5 +1,9 @@
-"""Headless Chromium for the dashboard's browser tests: Debian's ``chromium`` (never a browser
-Playwright downloads: there is none to fetch), driven by Playwright's Python package.
+"""Headless Chromium for the dashboard's browser tests (tests/browser, and the acceptance test
+tests/acceptance/test_dashboard.py; ``bench/dashboard.py`` launches the same): Debian's
+``chromium`` (never a browser Playwright downloads: there is none to fetch), driven by
+Playwright's Python package. Its fixtures (``browser``, ``page``, ``artifacts``) are a pytest
+plugin (``tests/conftest.py``); ``start`` runs ``liminal dashboard`` or ``liminal serve``, and
+``get`` asks it for data as a program would.
 
 Missing locally (no ``/usr/bin/chromium``, or no ``playwright`` package), the tests skip with the
 reason; under ``CI=true`` they fail instead, as the acceptance tests do for a missing adapter
@@ -9,12 +13,15 @@ default ``test-artifacts/dashboard`` in the checkout.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.error import HTTPError
+from urllib.request import Request, urlopen
 
 import pytest
 
@@ -130,3 +137,13 @@ def start(tmp: Path, *argv: str, **env: str) -> Running:
         proc.wait(10)
         raise AssertionError(f"no port from liminal {argv[0]}: {log.read_text()}")
     return Running(proc, int(line), home, log)
+
+
+def get(running: Running, path: str, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    """A request as a program sends it: the status and the JSON answer."""
+    request = Request(f"{running.base}api/{path}", headers=headers or {})
+    try:
+        with urlopen(request, timeout=30) as answer:
+            return answer.status, json.loads(answer.read())
+    except HTTPError as refused:
+        return refused.code, json.loads(refused.read())
