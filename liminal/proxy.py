@@ -168,14 +168,17 @@ def with_parts(components: Sequence[Component]) -> list[Component]:
     return found
 
 
-class ProxyPort:
-    """The ``Port`` (``liminal.acp.port``) the proxy gives its components: its router, written
-    out after every act that produces frames, and its agent process."""
+class RouterPort:
+    """The part of a ``Port`` (``liminal.acp.port``) that is the router's: what it knows, the
+    threads, the messages, each act written out by ``flush`` (which settles ``waiters`` from the
+    router's answers), own requests through ``ask``. The proxy's port adds its agent process
+    (``ProxyPort``); tests put their own flush over a bare router (``tests/support/fakeport.py``)."""
 
-    def __init__(self, proxy: Proxy) -> None:
-        self._proxy = proxy
-        self._router = proxy.router
-        self._flush = proxy.flush
+    def __init__(self, router: Router, flush: Callable[[], None],
+                 waiters: dict[str, asyncio.Future[dict[str, Any]]]) -> None:
+        self._router = router
+        self._flush = flush
+        self._waiters = waiters
 
     # what is known
     @property
@@ -227,7 +230,7 @@ class ProxyPort:
     # messages
     async def request(self, method: str, params: Any, *, timeout: float,
                       thread_id: str | None = None) -> Any:
-        return await self._proxy.request(method, params, timeout=timeout, thread_id=thread_id)
+        return await ask(self._router, self._waiters, self._flush, method, params, timeout, thread_id)
 
     def answer_local(self, key: Any, result: Any = None, *, error: tuple[int, str] | None = None) -> None:
         self._router.answer_local(key, result, error=error)
@@ -248,6 +251,15 @@ class ProxyPort:
         finished = self._router.finish_replay(token, history, time.time())
         self._flush()
         return finished
+
+
+class ProxyPort(RouterPort):
+    """The ``Port`` the proxy gives its components: its router, written out after every act
+    that produces frames (``RouterPort``), and its agent process."""
+
+    def __init__(self, proxy: Proxy) -> None:
+        super().__init__(proxy.router, proxy.flush, proxy.own_waiters)
+        self._proxy = proxy
 
     # the agent process
     async def start_agent(self) -> _PreparedAgent:
@@ -326,7 +338,7 @@ class Proxy:
                 self._local_handlers.append(component.local_requested)
         self.client = client or ClientLeg()
         self.agent = AgentLeg(agent_argv, env=agent_env, cwd=agent_cwd)
-        self._own_waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self.own_waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._client_eof = asyncio.Event()
         self._agent_eof = asyncio.Event()
         self._agent_replaced = asyncio.Event()
@@ -372,7 +384,7 @@ class Proxy:
         if out.events:
             self.supervisor.offer(out.events)
         if out.own_responses:
-            _settle(self._own_waiters, out.own_responses)
+            _settle(self.own_waiters, out.own_responses)
         for problem in out.problems:
             logger.warning(problem)
         for local in out.local:
@@ -411,13 +423,6 @@ class Proxy:
         if pending:
             self._from_agent(pending)
         return old
-
-    # ------------------------------------------------------------ own requests
-
-    async def request(self, method: str, params: Any, *, timeout: float,
-                      thread_id: str | None = None) -> Any:
-        """Send a request of liminal's own to the agent and wait for its result."""
-        return await ask(self.router, self._own_waiters, self._flush, method, params, timeout, thread_id)
 
     # ------------------------------------------------------ other agent processes
 
@@ -559,7 +564,7 @@ class Proxy:
     def _agent_died(self, agent_code: int) -> int:
         self.router.agent_gone(time.time(), f"exit code {agent_code}")
         self._flush()
-        for waiter in self._own_waiters.values():
+        for waiter in self.own_waiters.values():
             if not waiter.done():
                 waiter.set_exception(OwnRequestError("", "the agent is gone"))
         message = f"liminal: the agent ({self.agent.argv[0]}) exited with code {agent_code}"
