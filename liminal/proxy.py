@@ -589,15 +589,11 @@ class Proxy:
         self._restarting = []
         restarted = False
         try:
-            for component in self.components:
-                try:
-                    if await component.restart_agent(self.port, agent_code):
-                        self._agent_eof = asyncio.Event()
-                        self._agent_replaced = asyncio.Event()
-                        restarted = True
-                        break
-                except Exception:
-                    logger.exception("restarting the agent failed")
+            if await self.supervisor.each(lambda c: c.restart_agent(self.port, agent_code), None,
+                                          "restarting the agent failed") is not None:
+                self._agent_eof = asyncio.Event()
+                self._agent_replaced = asyncio.Event()
+                restarted = True
         finally:
             # What the client sent meanwhile: to the new process, or answered as for a dead one.
             waiting, self._restarting = self._restarting, None
@@ -624,23 +620,13 @@ class Proxy:
         the agent takes seconds (one that ignores the end of its input gets 2, then the kill
         grace), and whatever ends liminal next (an editor that quits kills it a moment later)
         would otherwise cut that short."""
-        for component in self.components:
-            try:
-                with anyio.fail_after(10):
-                    await component.stopping()
-            except Exception:
-                logger.exception("component failed to stop", component=repr(component))
+        await self.supervisor.each(lambda c: c.stopping(), 10, "component failed to stop")
 
     async def _close_components(self) -> None:
         if self.stopping_agents:  # processes a recycle or a restart left, stopping
             with anyio.move_on_after(self.settings.kill_grace_seconds + 5):
                 await asyncio.wait(set(self.stopping_agents))
-        for component in self.components:
-            try:
-                with anyio.fail_after(30):
-                    await component.aclose()
-            except Exception:
-                logger.exception("component failed to close", component=repr(component))
+        await self.supervisor.each(lambda c: c.aclose(), 30, "component failed to close")
 
     async def _watch_signals(self, scope: anyio.CancelScope) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
