@@ -285,10 +285,6 @@ class ProxyPort(RouterPort):
     def agent_running(self, token: object) -> bool:
         return token is self._proxy.agent and not self._proxy.agent.exited.is_set()
 
-    async def agents_stopped(self) -> None:
-        if self._proxy.stopping_agents:
-            await asyncio.wait(set(self._proxy.stopping_agents))
-
 
 class Proxy:
     def __init__(

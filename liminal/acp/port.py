@@ -140,9 +140,6 @@ class Port(Protocol):
     def kill_agent(self) -> None:
         """Kill the agent's process group at once (fault injection only: ``liminal.faults``)."""
 
-    async def agents_stopped(self) -> None:
-        """Until every process the port is stopping has exited."""
-
 
 class Frames(enum.Enum):
     """Which frames a component's ``offer`` is called for (on the forwarding path)."""

@@ -368,11 +368,6 @@ class Recycler(Component):
             return
         raise RecycleError(f"thread {thread}: its file does not end with a finished turn")
 
-    async def aclose(self) -> None:
-        """Wait for the processes being stopped (the proxy stops the agent in use itself)."""
-        if self._port is not None:
-            await self._port.agents_stopped()
-
     def _warn(self, text: str) -> None:
         """Once per text: these are asked again at every turn end."""
         if text not in self._warned:

@@ -104,6 +104,3 @@ class FakePort(RouterPort):
 
     def kill_agent(self) -> None:
         self.killed += 1
-
-    async def agents_stopped(self) -> None:
-        pass
