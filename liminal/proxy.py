@@ -21,7 +21,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -307,10 +307,6 @@ class Proxy:
         # An agent that dies while the client is connected is started again and its threads
         # resumed (``liminal serve``), by a component's ``restart_agent``, a few times at most.
         self.restart_agent = restart_agent
-        # Called once the agent has stopped for good, before the components close (the index
-        # worker may then take seconds to drain): what only the agent's life needed ends here
-        # (``liminal serve``'s thread locks, which keep a second agent off the CLI's files).
-        self.on_agent_stopped: list[Callable[[], Awaitable[None]]] = []
         self._restarts: list[float] = []
         self._restarting: list[bytes] | None = None  # the client's bytes while a restart runs
         self.components = with_parts(components)
@@ -510,11 +506,6 @@ class Proxy:
                 # a headless client closes its input first and reads the answers after.
                 self.router.agent_gone(time.time(), "the client closed its input; liminal stopped it")
                 self._flush()
-            for stopped in self.on_agent_stopped:
-                try:
-                    await stopped()
-                except Exception:
-                    logger.exception("a callback at the agent's stop failed")
             await self._close_components()
             self._answer_what_liminal_owes("liminal is stopping: the agent exited")
             tg.cancel_scope.cancel()
