@@ -224,9 +224,6 @@ class RouterPort:
     def uncapture(self, backing_id: str) -> None:
         self._router.uncapture(backing_id)
 
-    def on_open(self, hook: Callable[[str], None] | None) -> None:
-        self._router.on_open = hook
-
     # messages
     async def request(self, method: str, params: Any, *, timeout: float,
                       thread_id: str | None = None) -> Any:

@@ -20,7 +20,7 @@ path as every own request (``AgentProcess.request``), and make it the agent (``s
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol
 
 from liminal.acp.events import FrameEvent
@@ -93,9 +93,6 @@ class Port(Protocol):
     def capture(self, backing_id: str) -> None: ...
 
     def uncapture(self, backing_id: str) -> None: ...
-
-    def on_open(self, hook: Callable[[str], None] | None) -> None:
-        """Called with the thread of each client load, resume or fork before it is routed."""
 
     # ------------------------------------------------------------ messages
 

@@ -241,14 +241,21 @@ class SwapManager(Component):
             port.adopt(backing_id, thread_id)
         for thread_id, backing_id in dict(lineage).items():  # the last committed of each thread
             port.bind(thread_id, backing_id)
-        port.on_open(self._opening)
         self._prepared = True
 
-    def _opening(self, thread_id: str) -> None:
+    def request_hooks(self) -> list[tuple[tuple[str, ...], Callable[..., None]]]:
+        # Ahead of the command center's (the components' order): its hook reads where the
+        # thread is (``liminal.kernel.reopen``).
+        return [(("session/load", "session/resume", "session/fork"), self._opening)]
+
+    def _opening(self, method: str, message: dict[str, Any], thread_id: str | None) -> None:
         """The client opens a thread (load, resume, fork): another liminal on this home (an
         editor's second window, a connection of ``liminal serve``) may have moved it since this
         one read the journal. Opened on a session it has left, the thread would go on without
-        every turn since. The journal is read on from where it was (``SwapJournal.current``)."""
+        every turn since. The journal is read on from where it was (``SwapJournal.current``),
+        and the thread bound before the router routes the request."""
+        if thread_id is None:
+            return
         state = self.threads.get(thread_id)
         if self._port is None or (state is not None and state.swapping):
             return  # this liminal is moving it: its own view is the newer one

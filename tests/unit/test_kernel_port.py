@@ -21,7 +21,7 @@ from liminal.acp.port import OwnRequestError
 from liminal.config import SwapSettings
 from liminal.harness.base import Rewritten, Turns
 from liminal.kernel.commands import CommandCenter
-from liminal.kernel.journal import SwapJournal
+from liminal.kernel.journal import SwapJournal, SwapRecord
 from liminal.kernel.recycle import Recycler
 from liminal.kernel.swap import SwapManager
 from liminal.kernel.threads import MoveLocks
@@ -135,6 +135,22 @@ async def test_an_own_request_that_times_out_leaves_the_agent_idle() -> None:
     port.router.agent_gone(0.0, "exited")
     with pytest.raises(OwnRequestError):
         await port.request("session/list", {}, timeout=5)
+
+
+async def test_a_load_of_a_thread_another_liminal_moved_goes_to_its_current_session(tmp_path: Path) -> None:
+    """Another liminal on the home moved the thread after this one read the journal: the swap
+    manager's request hook reads on and binds the thread before the router routes the load
+    (and the command center's hook, after it, sees the thread where it is)."""
+    async with kernel(tmp_path, commands=True) as (port, _):
+        moved = "4d6c8e2a-1f3b-4a5c-9d7e-2b8f6a1c3e50"
+        SwapJournal(tmp_path / "swaps.jsonl").append(SwapRecord(
+            thread_id=THREAD, old_backing_id=THREAD, new_backing_id=moved, outcome="committed",
+            reason="swap", started_at=0.0, duration_s=0.0, tokens_before=None, tokens_after=None,
+            move="swap"))
+        port.from_client(request(5, "session/load", sessionId=THREAD, cwd="/work", mcpServers=[]))
+        assert port.backing_of(THREAD) == moved
+        [load] = sent(port, "session/load")
+        assert load["params"]["sessionId"] == moved
 
 
 async def test_a_swap_runs_through_the_thread_model_and_the_port(tmp_path: Path) -> None:
