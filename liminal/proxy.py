@@ -21,7 +21,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -168,14 +168,17 @@ def with_parts(components: Sequence[Component]) -> list[Component]:
     return found
 
 
-class ProxyPort:
-    """The ``Port`` (``liminal.acp.port``) the proxy gives its components: its router, written
-    out after every act that produces frames, and its agent process."""
+class RouterPort:
+    """The part of a ``Port`` (``liminal.acp.port``) that is the router's: what it knows, the
+    threads, the messages, each act written out by ``flush`` (which settles ``waiters`` from the
+    router's answers), own requests through ``ask``. The proxy's port adds its agent process
+    (``ProxyPort``); tests put their own flush over a bare router (``tests/support/fakeport.py``)."""
 
-    def __init__(self, proxy: Proxy) -> None:
-        self._proxy = proxy
-        self._router = proxy.router
-        self._flush = proxy.flush
+    def __init__(self, router: Router, flush: Callable[[], None],
+                 waiters: dict[str, asyncio.Future[dict[str, Any]]]) -> None:
+        self._router = router
+        self._flush = flush
+        self._waiters = waiters
 
     # what is known
     @property
@@ -221,13 +224,10 @@ class ProxyPort:
     def uncapture(self, backing_id: str) -> None:
         self._router.uncapture(backing_id)
 
-    def on_open(self, hook: Callable[[str], None] | None) -> None:
-        self._router.on_open = hook
-
     # messages
     async def request(self, method: str, params: Any, *, timeout: float,
                       thread_id: str | None = None) -> Any:
-        return await self._proxy.request(method, params, timeout=timeout, thread_id=thread_id)
+        return await ask(self._router, self._waiters, self._flush, method, params, timeout, thread_id)
 
     def answer_local(self, key: Any, result: Any = None, *, error: tuple[int, str] | None = None) -> None:
         self._router.answer_local(key, result, error=error)
@@ -248,6 +248,15 @@ class ProxyPort:
         finished = self._router.finish_replay(token, history, time.time())
         self._flush()
         return finished
+
+
+class ProxyPort(RouterPort):
+    """The ``Port`` the proxy gives its components: its router, written out after every act
+    that produces frames (``RouterPort``), and its agent process."""
+
+    def __init__(self, proxy: Proxy) -> None:
+        super().__init__(proxy.router, proxy.flush, proxy.own_waiters)
+        self._proxy = proxy
 
     # the agent process
     async def start_agent(self) -> _PreparedAgent:
@@ -273,10 +282,6 @@ class ProxyPort:
     def agent_running(self, token: object) -> bool:
         return token is self._proxy.agent and not self._proxy.agent.exited.is_set()
 
-    async def agents_stopped(self) -> None:
-        if self._proxy.stopping_agents:
-            await asyncio.wait(set(self._proxy.stopping_agents))
-
 
 class Proxy:
     def __init__(
@@ -299,10 +304,6 @@ class Proxy:
         # An agent that dies while the client is connected is started again and its threads
         # resumed (``liminal serve``), by a component's ``restart_agent``, a few times at most.
         self.restart_agent = restart_agent
-        # Called once the agent has stopped for good, before the components close (the index
-        # worker may then take seconds to drain): what only the agent's life needed ends here
-        # (``liminal serve``'s thread locks, which keep a second agent off the CLI's files).
-        self.on_agent_stopped: list[Callable[[], Awaitable[None]]] = []
         self._restarts: list[float] = []
         self._restarting: list[bytes] | None = None  # the client's bytes while a restart runs
         self.components = with_parts(components)
@@ -326,7 +327,7 @@ class Proxy:
                 self._local_handlers.append(component.local_requested)
         self.client = client or ClientLeg()
         self.agent = AgentLeg(agent_argv, env=agent_env, cwd=agent_cwd)
-        self._own_waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self.own_waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._client_eof = asyncio.Event()
         self._agent_eof = asyncio.Event()
         self._agent_replaced = asyncio.Event()
@@ -372,7 +373,7 @@ class Proxy:
         if out.events:
             self.supervisor.offer(out.events)
         if out.own_responses:
-            _settle(self._own_waiters, out.own_responses)
+            _settle(self.own_waiters, out.own_responses)
         for problem in out.problems:
             logger.warning(problem)
         for local in out.local:
@@ -411,13 +412,6 @@ class Proxy:
         if pending:
             self._from_agent(pending)
         return old
-
-    # ------------------------------------------------------------ own requests
-
-    async def request(self, method: str, params: Any, *, timeout: float,
-                      thread_id: str | None = None) -> Any:
-        """Send a request of liminal's own to the agent and wait for its result."""
-        return await ask(self.router, self._own_waiters, self._flush, method, params, timeout, thread_id)
 
     # ------------------------------------------------------ other agent processes
 
@@ -509,11 +503,6 @@ class Proxy:
                 # a headless client closes its input first and reads the answers after.
                 self.router.agent_gone(time.time(), "the client closed its input; liminal stopped it")
                 self._flush()
-            for stopped in self.on_agent_stopped:
-                try:
-                    await stopped()
-                except Exception:
-                    logger.exception("a callback at the agent's stop failed")
             await self._close_components()
             self._answer_what_liminal_owes("liminal is stopping: the agent exited")
             tg.cancel_scope.cancel()
@@ -559,7 +548,7 @@ class Proxy:
     def _agent_died(self, agent_code: int) -> int:
         self.router.agent_gone(time.time(), f"exit code {agent_code}")
         self._flush()
-        for waiter in self._own_waiters.values():
+        for waiter in self.own_waiters.values():
             if not waiter.done():
                 waiter.set_exception(OwnRequestError("", "the agent is gone"))
         message = f"liminal: the agent ({self.agent.argv[0]}) exited with code {agent_code}"
@@ -584,15 +573,11 @@ class Proxy:
         self._restarting = []
         restarted = False
         try:
-            for component in self.components:
-                try:
-                    if await component.restart_agent(self.port, agent_code):
-                        self._agent_eof = asyncio.Event()
-                        self._agent_replaced = asyncio.Event()
-                        restarted = True
-                        break
-                except Exception:
-                    logger.exception("restarting the agent failed")
+            if await self.supervisor.each(lambda c: c.restart_agent(self.port, agent_code), None,
+                                          "restarting the agent failed") is not None:
+                self._agent_eof = asyncio.Event()
+                self._agent_replaced = asyncio.Event()
+                restarted = True
         finally:
             # What the client sent meanwhile: to the new process, or answered as for a dead one.
             waiting, self._restarting = self._restarting, None
@@ -619,23 +604,13 @@ class Proxy:
         the agent takes seconds (one that ignores the end of its input gets 2, then the kill
         grace), and whatever ends liminal next (an editor that quits kills it a moment later)
         would otherwise cut that short."""
-        for component in self.components:
-            try:
-                with anyio.fail_after(10):
-                    await component.stopping()
-            except Exception:
-                logger.exception("component failed to stop", component=repr(component))
+        await self.supervisor.each(lambda c: c.stopping(), 10, "component failed to stop")
 
     async def _close_components(self) -> None:
         if self.stopping_agents:  # processes a recycle or a restart left, stopping
             with anyio.move_on_after(self.settings.kill_grace_seconds + 5):
                 await asyncio.wait(set(self.stopping_agents))
-        for component in self.components:
-            try:
-                with anyio.fail_after(30):
-                    await component.aclose()
-            except Exception:
-                logger.exception("component failed to close", component=repr(component))
+        await self.supervisor.each(lambda c: c.aclose(), 30, "component failed to close")
 
     async def _watch_signals(self, scope: anyio.CancelScope) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

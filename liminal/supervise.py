@@ -10,12 +10,13 @@ places, and each is contained here:
   A component whose offer has nothing to do with notifications (nearly every frame is one: a
   streamed chunk) says so with ``frames = Frames.NO_NOTIFICATIONS`` and is not called for them
   (``liminal.acp.port.Component``: each hook is typed there, and does nothing unless overridden).
-- ``run(proxy)``: the exception is logged with its traceback, every thread a hold kept waiting
+- ``run(port)``: the exception is logged with its traceback, every thread a hold kept waiting
   is released (a component that dies while holding a thread would otherwise keep the client's
   prompts forever), and the component is started again after a pause, at most ``RESTARTS``
   times; then it is switched off. A ``run`` that returns is simply done.
-- ``aclose()``: logged; the next component is closed all the same (``Proxy``).
-- ``prepare(proxy)``, awaited before the client's first byte is read (what must be in the
+- ``stopping()``, ``aclose()``, ``restart_agent(port, code)``: logged; the next component is
+  called all the same (``Supervisor.each``, which ``Proxy`` calls).
+- ``prepare(port)``, awaited before the client's first byte is read (what must be in the
   router before any request passes: the swap journal's bindings): logged, and the proxy starts
   all the same after at most ``PREPARE_SECONDS`` (the component's ``run`` tries again).
 
@@ -120,19 +121,28 @@ class Supervisor:
 
     # --------------------------------------------------------------- prepare
 
-    async def prepare(self, proxy: Any) -> None:
+    async def prepare(self, port: Any) -> None:
         """Each component's ``prepare``, in order, before the client is read."""
+        await self.each(lambda c: c.prepare(port), PREPARE_SECONDS,
+                        "component failed to prepare; forwarding goes on")
+
+    async def each(self, hook: Callable[[Component], Awaitable[object]], seconds: float | None,
+                   failed: str) -> Component | None:
+        """``hook`` on each component in order, each given ``seconds`` at most (None: no bound);
+        one that fails is logged with ``failed`` and the next is called all the same. Stops at
+        the first whose hook returns True (``restart_agent``) and returns that component."""
         for member in self.members:
             try:
-                with anyio.fail_after(PREPARE_SECONDS):
-                    await member.component.prepare(proxy)
+                with anyio.fail_after(seconds):
+                    if await hook(member.component) is True:
+                        return member.component
             except Exception:
-                logger.exception("component failed to prepare; forwarding goes on",
-                                 component=member.name)
+                logger.exception(failed, component=member.name)
+        return None
 
     # ------------------------------------------------------------------- run
 
-    async def run(self, member: Supervised, proxy: Any) -> None:
+    async def run(self, member: Supervised, port: Any) -> None:
         """Run one component's ``run`` until it returns, restarting it after a failure."""
         assert member.run is not None
         member.scope = anyio.CancelScope()
@@ -141,7 +151,7 @@ class Supervisor:
         with member.scope:
             while True:
                 try:
-                    await member.run(proxy)
+                    await member.run(port)
                     return
                 except Exception:
                     member.crashes += 1

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from liminal.config import Settings
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from liminal.proxy import Component, Proxy
     from liminal.transport.legs import ClientSide
@@ -68,10 +68,13 @@ def components(settings: Settings, config_file: Path | None = None,
 async def run_proxy(argv: list[str], settings: Settings, config_file: Path | None = None,
                     client: ClientSide | None = None, *, connection_id: str | None = None,
                     watch_signals: bool = True, restart_agent: bool = False,
+                    leading: Sequence[Component] = (),
                     on_proxy: Callable[[Proxy], None] | None = None) -> int:
     """One proxy with its components in front of one agent process, until the client leaves or
     the agent dies: ``liminal acp`` on stdio, and ``liminal serve`` per WebSocket connection
-    (``on_proxy`` is told of the proxy before it runs)."""
+    (``on_proxy`` is told of the proxy before it runs). ``leading``: the caller's components,
+    put first, so that they close before the index worker drains (``liminal serve``'s
+    thread locks: ``liminal.serve.locks.LockRelease``)."""
     from liminal.proxy import Proxy
 
     extra = components(settings, config_file, argv)
@@ -83,10 +86,11 @@ async def run_proxy(argv: list[str], settings: Settings, config_file: Path | Non
         return proxy
 
     if not settings.store.index:
-        return await made(Proxy(argv, settings.proxy, components=extra, **options)).run()
+        return await made(Proxy(argv, settings.proxy, components=[*leading, *extra], **options)).run()
     from liminal.ingest.configured import open_indexer
 
     # The indexer is a component like the others: the proxy runs it, offers it every frame and
     # closes it (which flushes it).
     async with open_indexer(settings, run=False) as indexer:
-        return await made(Proxy(argv, settings.proxy, components=[indexer, *extra], **options)).run()
+        return await made(Proxy(argv, settings.proxy, components=[*leading, indexer, *extra],
+                                **options)).run()

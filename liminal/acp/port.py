@@ -20,7 +20,7 @@ path as every own request (``AgentProcess.request``), and make it the agent (``s
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol
 
 from liminal.acp.events import FrameEvent
@@ -94,9 +94,6 @@ class Port(Protocol):
 
     def uncapture(self, backing_id: str) -> None: ...
 
-    def on_open(self, hook: Callable[[str], None] | None) -> None:
-        """Called with the thread of each client load, resume or fork before it is routed."""
-
     # ------------------------------------------------------------ messages
 
     async def request(self, method: str, params: Any, *, timeout: float,
@@ -139,9 +136,6 @@ class Port(Protocol):
 
     def kill_agent(self) -> None:
         """Kill the agent's process group at once (fault injection only: ``liminal.faults``)."""
-
-    async def agents_stopped(self) -> None:
-        """Until every process the port is stopping has exited."""
 
 
 class Frames(enum.Enum):

@@ -51,7 +51,6 @@ from __future__ import annotations
 import itertools
 import secrets
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,7 +78,6 @@ __all__ = ["LOCAL", "OWN_ID_PREFIX", "Local", "LocalRequest", "Output", "ReplayR
 OWN_ID_PREFIX = "liminal-"
 _UPDATE_PREFIX_LEN = len(UPDATE_PREFIX)
 _CREATES_SESSION = frozenset({"session/new", "session/fork"})
-_OPENS = frozenset({"session/load", "session/resume", "session/fork"})  # see ``Router.on_open``
 
 
 @dataclass(slots=True)
@@ -123,10 +121,6 @@ class Router:
         # When the agent last wrote anything (the ``now`` it was fed with): a caller that waits
         # for an agent to finish can tell a busy one from one that has gone quiet.
         self.agent_heard = 0.0
-        # Called with the thread of a client's session/load, resume or fork before it is routed:
-        # a component may bind the thread first (``liminal.kernel.swap``: another liminal on
-        # the home moved it since this one read the swap journal).
-        self.on_open: Callable[[str], None] | None = None
         self._client_framer = LineFramer(max_frame_bytes)
         self._agent_framer = LineFramer(max_frame_bytes)
         self._out = Output()
@@ -442,17 +436,14 @@ class Router:
             line, message = self._takeover.incoming(line, message)
         method: str = message["method"]
         thread = _session_in(message)
-        if thread is not None and self.on_open is not None and method in _OPENS and kind is Kind.REQUEST:
-            try:
-                self.on_open(thread)
-            except Exception as exc:  # the request goes on as the router knows the thread
-                self._out.problems.append(f"binding {thread} before its {method} failed: {exc!r}")
-        backing = self._backing_of.get(thread, thread) if thread is not None else None
         if kind is Kind.REQUEST:
-            kept = self._client_request(line, message, thread, backing, now)
+            kept = self._client_request(line, message, thread, now)
             if kept is None:
                 return  # for liminal to answer
             line, message = kept
+        # Read after the request hooks: one may bind the thread first (``liminal.kernel.swap``,
+        # at a load of a thread another liminal on the home moved since this one read the journal).
+        backing = self._backing_of.get(thread, thread) if thread is not None else None
         # While a thread is held, what the client sends about it, and what it sends about
         # no session at all, waits in the thread's queue: the agent sees the client's order
         # (a set_mode sent after a prompt still arrives after it). Other threads pass.
@@ -473,7 +464,7 @@ class Router:
         if method == "session/prompt" and thread is not None:
             self._turn_started(thread, now)
 
-    def _client_request(self, line: bytes, message: dict[str, Any], thread: str | None, backing: str | None,
+    def _client_request(self, line: bytes, message: dict[str, Any], thread: str | None,
                         now: float) -> tuple[bytes, dict[str, Any]] | None:
         """Record what the agent owes the client, after the request hooks: the line and message
         to go on with, or None when a hook kept the request for liminal (``LOCAL``)."""
@@ -487,6 +478,7 @@ class Router:
         pending = _Pending(method, thread, exact)
         local, amended_line, amended = self._hooks.request(method, message, thread, line, self._out.problems)
         if local:
+            backing = self._backing_of.get(thread, thread) if thread is not None else None
             self._local_pending[key] = pending
             self._out.local.append(LocalRequest(key, method, thread, amended))
             self._tap(Direction.CLIENT_TO_LIMINAL, Kind.REQUEST, now, line, message, thread, backing, method,

@@ -525,9 +525,11 @@ class CommandCenter(Component):
         after the mark, file by file, and cannot leave such turns out; a gradient swap only
         compresses, so the fork has those turns whole."""
         for record in self.journal.records(thread):
-            if record.outcome == "committed" and record.started_at >= mark.at \
-                    and record.reason.split(" ", 1)[0] in ("/undo", "/clear"):
-                return record.reason
+            if record.outcome != "committed" or record.started_at < mark.at:
+                continue
+            move = moves.what(asdict(record))  # the command as given: ``/clear A``
+            if move.split(" ", 1)[0] in ("/undo", "/clear"):
+                return move
         return None
 
     async def _after(self, thread: str, mark: Mark) -> list[tuple[Path, int, int | None]]:

@@ -28,7 +28,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -41,7 +41,7 @@ from liminal.kernel.policy import Decision
 from liminal.kernel.threads import MoveLocks, ThreadState
 
 if TYPE_CHECKING:
-    from liminal.acp.port import Port
+    from liminal.acp.port import AgentProcess, Port
 
 logger = log.get("liminal.swap")
 SETTLE_POLL_MAX = 0.02  # seconds between looks at the session file while the turn settles
@@ -133,14 +133,6 @@ async def carry_settings(request: Request, state: ThreadState, session_id: str) 
                  mode=state.mode_id, options=len(state.config_options))
 
 
-class Requester(Protocol):
-    """Whatever liminal's own requests go to: the agent (``Port``) or a process being prepared
-    to become it (``AgentProcess``)."""
-
-    async def request(self, method: str, params: Any, *, timeout: float,
-                      thread_id: str | None = None) -> Any: ...
-
-
 class ThreadMover:
     def __init__(
         self,
@@ -173,6 +165,11 @@ class ThreadMover:
     def attach(self, port: Port) -> None:
         self.port = port
 
+    def attached(self) -> Port:
+        """The port every move acts through (``attach``, at the swap manager's ``prepare``)."""
+        assert self.port is not None
+        return self.port
+
     async def stop_moves(self, timeout: float) -> None:
         """liminal is stopping (the client closed its input, a signal): every move not yet
         committed is abandoned now, and its rewrite removed, while the agent still runs; no
@@ -186,11 +183,11 @@ class ThreadMover:
         with anyio.move_on_after(timeout):
             await self.moves.none_taken()
 
-    def known(self, thread_id: str) -> tuple[Port, ThreadState]:
+    def known(self, thread_id: str) -> ThreadState:
         state = self.threads.get(thread_id)
         if self.port is None or state is None:
             raise SwapError("liminal has not seen this thread opened in this session")
-        return self.port, state
+        return state
 
     @contextlib.asynccontextmanager
     async def holding(self, state: ThreadState, *, claim: bool = True) -> AsyncIterator[_Hold]:
@@ -210,8 +207,7 @@ class ThreadMover:
         """``holding`` for threads the caller held (the swap, one; the recycle, every live
         thread, held in the flush that saw its quiet moment): released on the way out, each to
         the session it is on then, and the session a committed one left closed."""
-        assert self.port is not None
-        port = self.port
+        port = self.attached()
         holds = [_Hold(state, port.backing_of(state.thread_id)) for state in states]
         try:
             yield holds
@@ -222,18 +218,17 @@ class ThreadMover:
                     port.release(hold.state.thread_id)
             for hold in holds:
                 if hold.committed:
-                    await self.close(port, hold.left)
+                    await self.close(hold.left)
 
     def claim(self, state: ThreadState) -> None:
         """Hold a thread for a command's move, if nothing is under way on it."""
-        assert self.port is not None
-        router, thread_id = self.port, state.thread_id
-        if state.swapping or router.is_held(thread_id):
+        port, thread_id = self.attached(), state.thread_id
+        if state.swapping or port.is_held(thread_id):
             raise SwapError("a context swap is under way; try again in a moment")
-        if router.prompt_in_flight(thread_id) or router.agent_request_open(thread_id):
+        if port.prompt_in_flight(thread_id) or port.agent_request_open(thread_id):
             raise SwapError("a prompt is running")
         state.swapping = True
-        router.hold(thread_id)
+        port.hold(thread_id)
 
     async def move_thread(self, thread_id: str, reason: str, plan: Plan) -> Moved:
         """Move a thread, between turns, onto the session ``plan`` chooses: the commands' step
@@ -243,7 +238,7 @@ class ThreadMover:
         or None for a new, empty session of the agent (``/clear``'s), or raises to refuse (the
         thread stays, nothing is journaled: the error is the answer). Returns the rewrite (None
         for an empty session). Raises ``SwapError`` saying why the thread stayed."""
-        port, state = self.known(thread_id)
+        state = self.known(thread_id)
         async with self.moves.moving(thread_id), self.holding(state) as hold:
             old_backing = hold.left
             path = await self.appeared(old_backing, state.cwd, 2.0)
@@ -253,12 +248,12 @@ class ThreadMover:
                 raise SwapError("the last turn is not on disk yet")
             write = await anyio.to_thread.run_sync(plan, path)
             if write is None:
-                moved = await self._open_empty(port, state, old_backing, reason, move=reason)
+                moved = await self._open_empty(state, old_backing, reason, move=reason)
                 hold.committed = True
                 _emptied(state)
                 return moved
             moved = await self.relocate(
-                port, state, old_backing=old_backing, path=path, reason=reason, move=reason,
+                state, old_backing=old_backing, path=path, reason=reason, move=reason,
                 started=self.clock(), t0=time.monotonic(), tokens=None, write=write)
             if not moved.committed:
                 raise SwapError(moved.reason)
@@ -268,8 +263,8 @@ class ThreadMover:
     async def fresh_session(self, thread_id: str, reason: str) -> str:
         """Move a thread onto a new, empty session of the agent (``/clear``): its history stays
         with liminal, the model starts from nothing. Returns the new backing id."""
-        port, state = self.known(thread_id)
-        moved, _ = await self._move_to_empty(port, state, reason, move=reason)
+        state = self.known(thread_id)
+        moved, _ = await self._move_to_empty(state, reason, move=reason)
         assert moved.new_backing_id is not None
         return moved.new_backing_id
 
@@ -287,26 +282,26 @@ class ThreadMover:
         if isinstance(params.get("mcpServers"), list):
             state.mcp_servers = list(params["mcpServers"])
         _, result = await self._move_to_empty(
-            self.port, state, "reopened on an empty session: its session had no turn on disk", move="reopen")
+            state, "reopened on an empty session: its session had no turn on disk", move="reopen")
         return result
 
-    async def _move_to_empty(self, port: Port, state: ThreadState, reason: str,
+    async def _move_to_empty(self, state: ThreadState, reason: str,
                              *, move: str) -> tuple[Moved, dict[str, Any]]:
         """Hold the thread (a prompt sent meanwhile waits for the new session), open it an
         empty session (``_open_empty``), release it, close the session it left (open only if
         this process made it)."""
         async with self.moves.moving(state.thread_id), self.holding(state) as hold:
             opened: dict[str, Any] = {}
-            moved = await self._open_empty(port, state, hold.left, reason, move=move, answer=opened)
+            moved = await self._open_empty(state, hold.left, reason, move=move, answer=opened)
             hold.committed = True
             _emptied(state)
         return moved, opened
 
-    async def _open_empty(self, port: Port, state: ThreadState, old_backing: str,
+    async def _open_empty(self, state: ThreadState, old_backing: str,
                           reason: str, *, move: str, answer: dict[str, Any] | None = None) -> Moved:
         """``session/new`` for a held thread, its settings given, the move journaled and the
         thread bound to it; on any failure the new session is closed again."""
-        router, thread_id = port, state.thread_id
+        port, thread_id = self.attached(), state.thread_id
         started, t0 = self.clock(), time.monotonic()
         new_id = ""
         try:
@@ -322,18 +317,18 @@ class ThreadMover:
                                                    thread_id=thread_id), state, new_id)
             record = self.record(state, old_backing, new_id, "committed", reason, started, t0, None, None,
                                  opened="empty", move=move)
-            router.bind(thread_id, new_id)
+            port.bind(thread_id, new_id)
             if answer is not None:
                 answer.update(result)
             return Moved(record.outcome, record.reason, new_id, opened_by="session/new")
         except BaseException:
-            if new_id and router.agent_alive:
+            if new_id and port.agent_alive:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(UNDO_CLOSE_SECONDS):
-                    await self.close(port, new_id)
+                    await self.close(new_id)
             raise
 
     async def relocate(
-        self, port: Port, state: ThreadState, *, old_backing: str, path: Path, reason: str,
+        self, state: ThreadState, *, old_backing: str, path: Path, reason: str,
         started: float, t0: float, tokens: int | None, write: Writer,
         check: Callable[[Rewritten], str | None] | None = None, decision: Decision | None = None,
         move: str = "swap",
@@ -351,7 +346,7 @@ class ThreadMover:
         with anyio.CancelScope() as scope:
             self._moving.add(scope)
             try:
-                moved = await self._move(port, state, old_backing, path, reason, started, t0,
+                moved = await self._move(state, old_backing, path, reason, started, t0,
                                          tokens, write, check, decision, move)
             finally:
                 self._moving.discard(scope)
@@ -361,12 +356,12 @@ class ThreadMover:
         return moved
 
     async def _move(
-        self, port: Port, state: ThreadState, old_backing: str, path: Path, reason: str,
+        self, state: ThreadState, old_backing: str, path: Path, reason: str,
         started: float, t0: float, tokens: int | None, write: Callable[[str], Rewritten],
         check: Callable[[Rewritten], str | None] | None, decision: Decision | None, move: str,
     ) -> Moved:
         """``relocate``'s move, to its commit (or none)."""
-        router = port
+        port = self.attached()
         thread_id = state.thread_id
         new_id = str(uuid.uuid4())
         new_path = self.harness.target_path(path, new_id)
@@ -396,7 +391,7 @@ class ThreadMover:
                             rewritten.tokens_before, rewritten.tokens_after, decision, move=move), rewritten)
                     await anyio.to_thread.run_sync(self.journal.note_rewrite, new_id, rewritten.size)
                     opened = True
-                    moved_by = await self._open(port, state, old_backing, new_id)
+                    moved_by = await self._open(state, old_backing, new_id)
                     t_moved = time.monotonic()
             except TimeoutError:
                 ended = True
@@ -410,7 +405,7 @@ class ThreadMover:
                 return self._ended(self.record(
                     state, old_backing, new_id, "failed", failure(exc), started, t0, tokens,
                     rewritten.tokens_after if rewritten else None, move=move), rewritten)
-            if not router.is_held(thread_id):
+            if not port.is_held(thread_id):
                 # The hold overflowed (the client sent more than the router keeps) and let the
                 # thread's frames through to the old session: the new one lacks what they did.
                 ended = True
@@ -423,7 +418,7 @@ class ThreadMover:
             record = self.record(state, old_backing, new_id, "committed", reason, started, t0,
                                  rewritten.tokens_before, rewritten.tokens_after, decision, move=move)
             ended = True
-            router.bind(thread_id, new_id)
+            port.bind(thread_id, new_id)
             committed = True
         except BaseException as exc:
             # Cancelled (the client left, liminal is stopping) or an end record that could not
@@ -436,7 +431,7 @@ class ThreadMover:
             raise
         finally:
             if not committed:  # whatever went wrong: no new file, no new session left open
-                await self._undo(port, new_path, new_id, opened)
+                await self._undo(new_path, new_id, opened)
             # Ended (or nothing of it is left): another liminal's start may judge it now.
             self.journal.finish(new_id)
         return Moved(record.outcome, record.reason, new_id, rewritten, moved_by, t_rewritten, t_moved)
@@ -463,7 +458,7 @@ class ThreadMover:
         state.last_context = rewritten.tokens_after
         state.calls = 0
 
-    async def _undo(self, port: Port, new_path: Path, new_id: str, opened: bool) -> None:
+    async def _undo(self, new_path: Path, new_id: str, opened: bool) -> None:
         """Leave nothing of a swap that did not commit: its file (so the CLI's picker and the
         agent's ``session/list`` never show the thread twice) and, if the agent opened it, its
         session. Shielded: it runs when the swap was cancelled too (the client left)."""
@@ -474,9 +469,9 @@ class ThreadMover:
             except Exception as exc:
                 logger.error("cannot remove an unused rewrite; remove it by hand", path=str(new_path),
                              error=str(exc))
-            if opened and port.agent_alive:
+            if opened and self.attached().agent_alive:
                 with anyio.move_on_after(UNDO_CLOSE_SECONDS):
-                    await self.close(port, new_id)
+                    await self.close(new_id)
 
     async def appeared(self, backing: str, cwd: str | None, timeout: float) -> Path | None:
         """The session's file, waited for up to ``timeout``: Claude Code 2.1.44 may create it only
@@ -503,9 +498,9 @@ class ThreadMover:
             return True
         return False
 
-    async def _open(self, port: Port, state: ThreadState, old_backing: str, new_id: str) -> str:
+    async def _open(self, state: ThreadState, old_backing: str, new_id: str) -> str:
         """Open ``new_id`` for the thread; returns the method that did it."""
-        router = port
+        port = self.attached()
         base = {"sessionId": new_id, "cwd": state.cwd or ".", "mcpServers": state.mcp_servers}
         timeout = self.settings.hold_timeout_seconds
         if faults.value("swap.move") == "kill-agent":
@@ -519,20 +514,20 @@ class ThreadMover:
 
         # The thread's from the first frame: what the agent says of the session while it opens
         # (a title, its commands) is recorded as the thread's, not as a thread of its own.
-        router.adopt(new_id, state.thread_id)
-        router.capture(new_id)
+        port.adopt(new_id, state.thread_id)
+        port.capture(new_id)
         try:
             method = await open_for_thread(request, state, base, self.capabilities())
             await faults.hit("swap.moved")
             return method
         finally:
-            router.uncapture(new_id)
+            port.uncapture(new_id)
 
-    async def open_on(self, target: Requester, threads: list[str], capabilities: dict[str, Any]) -> None:
+    async def open_on(self, target: AgentProcess, threads: list[str], capabilities: dict[str, Any]) -> None:
         """Open each thread on its current backing session in ``target``, a fresh process of the
         agent (the recycle, the agent restart): the sessions do not change, so nothing is
         journaled; ``open_for_thread`` as for a swap, through the same request path."""
-        assert self.port is not None
+        port = self.attached()
         timeout = self.settings.hold_timeout_seconds
         for thread in threads:
             state = self.threads[thread]
@@ -540,11 +535,11 @@ class ThreadMover:
             async def request(method: str, params: dict[str, Any], thread: str = thread) -> Any:
                 return await target.request(method, params, timeout=timeout, thread_id=thread)
 
-            base = {"sessionId": self.port.backing_of(thread), "cwd": state.cwd or ".",
+            base = {"sessionId": port.backing_of(thread), "cwd": state.cwd or ".",
                     "mcpServers": state.mcp_servers}
             await open_for_thread(request, state, base, capabilities)
 
-    async def close(self, port: Port, old_backing: str) -> None:
+    async def close(self, old_backing: str) -> None:
         """Close the session a committed swap left, if the agent supports it."""
         if "close" not in (self.capabilities().get("sessionCapabilities") or {}):
             if not self._warned_no_close:
@@ -555,8 +550,8 @@ class ThreadMover:
             return
         t = time.monotonic()
         try:
-            await port.request("session/close", {"sessionId": old_backing},
-                                timeout=self.settings.hold_timeout_seconds)
+            await self.attached().request("session/close", {"sessionId": old_backing},
+                                          timeout=self.settings.hold_timeout_seconds)
         except Exception as exc:  # the old session lingering costs memory, not correctness
             logger.info("old session not closed", session=old_backing, error=str(exc))
         logger.debug("swap step", step="session/close", seconds=round(time.monotonic() - t, 4))

@@ -54,8 +54,6 @@ logger = log.get("liminal.recycle")
 # Claude Code 2.1.44 has a turn on disk about 0.1 s after answering; a file not settled in this
 # long is not about to be (a cancelled turn), and the move fails rather than hold prompts longer.
 SETTLE_TIMEOUT = 2.0
-_OPENS = frozenset({"session/new", "session/fork", "session/load", "session/resume"})
-_REMEMBERED = _OPENS | {"initialize", "authenticate"}
 
 
 class RecycleError(Exception):
@@ -150,8 +148,7 @@ class Recycler(Component):
             return
         if any(state.swapping for state in self.model.threads.values()):
             return  # the swap task has this turn end; it calls after_turn when done
-        router = port
-        if any(router.is_held(thread) for thread in self.live) or not router.agent_idle():
+        if any(port.is_held(thread) for thread in self.live) or not port.agent_idle():
             return
         live = list(self.live)
         if not self.model.moves.try_take(live):
@@ -163,7 +160,7 @@ class Recycler(Component):
             return
         self._moving = True
         for thread in live:  # before the client's next bytes are read
-            router.hold(thread)
+            port.hold(thread)
 
     # ----------------------------------------------------------------- running
 
@@ -183,17 +180,16 @@ class Recycler(Component):
         port = self._port
         if port is None or self._moving or self._skip or not self.wanted():
             return
-        router = port
-        if not router.agent_idle():
+        if not port.agent_idle():
             logger.debug("sessions to recycle, but the agent is busy", stale=self.stale)
             return
         live = list(self.live)
         if not self.model.moves.try_take(live):
             logger.debug("sessions to recycle, but a thread is moving", stale=self.stale)
             return
-        mine = [thread for thread in live if not router.is_held(thread)]
+        mine = [thread for thread in live if not port.is_held(thread)]
         for thread in mine:
-            router.hold(thread)
+            port.hold(thread)
         self._moving = True
         try:
             await self._recycle_safely(port, mine)
@@ -367,11 +363,6 @@ class Recycler(Component):
                                                               state.cwd)
             return
         raise RecycleError(f"thread {thread}: its file does not end with a finished turn")
-
-    async def aclose(self) -> None:
-        """Wait for the processes being stopped (the proxy stops the agent in use itself)."""
-        if self._port is not None:
-            await self._port.agents_stopped()
 
     def _warn(self, text: str) -> None:
         """Once per text: these are asked again at every turn end."""

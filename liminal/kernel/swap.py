@@ -155,11 +155,11 @@ class SwapManager(Component):
         if state.skip_turns:
             state.skip_turns -= 1
             return
-        router = self._port
-        if router.prompt_in_flight(thread_id) or router.agent_request_open(thread_id):
+        port = self._port
+        if port.prompt_in_flight(thread_id) or port.agent_request_open(thread_id):
             logger.debug("turn ended with work in flight; no swap now", thread=thread_id,
-                         prompt=router.prompt_in_flight(thread_id),
-                         agent_request=router.agent_request_open(thread_id))
+                         prompt=port.prompt_in_flight(thread_id),
+                         agent_request=port.agent_request_open(thread_id))
             return
         decision: Decision | None = None
         every_due = bool(self.settings.every_turns) and state.turns_since_swap >= self.settings.every_turns
@@ -199,8 +199,8 @@ class SwapManager(Component):
         """Threads idle past the cache's life: their next call rewrites the whole prompt anyway,
         so a swap now costs nothing more (``CostPolicy``), and the person is not waiting."""
         life = self.settings.cache_life_seconds
-        router = self._port if self._port is not None else None
-        if router is None or not self.policy.idle_swaps or not self.settings.enabled:
+        port = self._port
+        if port is None or not self.policy.idle_swaps or not self.settings.enabled:
             return
         for state in list(self.threads.values()):
             if state.idle_since is None or state.swapping or now - state.idle_since < life:
@@ -208,8 +208,8 @@ class SwapManager(Component):
             state.idle_since = None  # one look per idle spell
             context = state.context_tokens if state.context_tokens is not None else state.file_tokens
             thread_id = state.thread_id
-            if (context is None or router.prompt_in_flight(thread_id) or router.agent_request_open(thread_id)
-                    or router.is_held(thread_id) or not router.agent_alive):
+            if (context is None or port.prompt_in_flight(thread_id) or port.agent_request_open(thread_id)
+                    or port.is_held(thread_id) or not port.agent_alive):
                 continue
             decision = self.policy.decide(context, state.pace, idle=True)
             logger.debug("thread idle past the cache's life", thread=thread_id, tokens=context,
@@ -241,24 +241,31 @@ class SwapManager(Component):
             port.adopt(backing_id, thread_id)
         for thread_id, backing_id in dict(lineage).items():  # the last committed of each thread
             port.bind(thread_id, backing_id)
-        port.on_open(self._opening)
         self._prepared = True
 
-    def _opening(self, thread_id: str) -> None:
+    def request_hooks(self) -> list[tuple[tuple[str, ...], Callable[..., None]]]:
+        # Ahead of the command center's (the components' order): its hook reads where the
+        # thread is (``liminal.kernel.reopen``).
+        return [(("session/load", "session/resume", "session/fork"), self._opening)]
+
+    def _opening(self, method: str, message: dict[str, Any], thread_id: str | None) -> None:
         """The client opens a thread (load, resume, fork): another liminal on this home (an
         editor's second window, a connection of ``liminal serve``) may have moved it since this
         one read the journal. Opened on a session it has left, the thread would go on without
-        every turn since. The journal is read on from where it was (``SwapJournal.current``)."""
+        every turn since. The journal is read on from where it was (``SwapJournal.current``),
+        and the thread bound before the router routes the request."""
+        if thread_id is None:
+            return
         state = self.threads.get(thread_id)
         if self._port is None or (state is not None and state.swapping):
             return  # this liminal is moving it: its own view is the newer one
         current, carried = self.journal.current(thread_id)
-        router = self._port
-        if current is None or current == router.backing_of(thread_id):
+        port = self._port
+        if current is None or current == port.backing_of(thread_id):
             return
         for backing in carried:
-            router.adopt(backing, thread_id)
-        router.bind(thread_id, current)
+            port.adopt(backing, thread_id)
+        port.bind(thread_id, current)
         logger.info("thread moved by another liminal; opened on its current session",
                     thread=thread_id, backing=current)
 
@@ -371,9 +378,8 @@ class SwapManager(Component):
         """True: committed; False: tried and failed; None: no swap was needed after all."""
         decision, held = turn_end.decision, turn_end.held
         decided = decision is not None
-        router = port
         thread_id = state.thread_id
-        old_backing = router.backing_of(thread_id)
+        old_backing = port.backing_of(thread_id)
         started = self.clock()
         t0 = time.monotonic()
         path = self.harness.locate(old_backing, state.cwd)
@@ -433,7 +439,7 @@ class SwapManager(Component):
             self._above_target(state, rewritten.tokens_after)
             return unpaid
 
-        moved = await self.mover.relocate(port, state, old_backing=old_backing, path=path, reason=reason,
+        moved = await self.mover.relocate(state, old_backing=old_backing, path=path, reason=reason,
                                           started=started, t0=t0, tokens=tokens, write=rewrite,
                                           check=check, decision=decision)
         if not moved.committed:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from liminal import log
+from liminal.acp.port import Component
 from liminal.mcp.link import safe
 
 logger = log.get("liminal.serve")
@@ -191,3 +192,18 @@ class ThreadLocks:
             with contextlib.suppress(Exception):
                 await self._client.aclose()
             self._client = None
+
+
+class LockRelease(Component):
+    """A connection's thread locks end with its agent (``aclose``, after the proxy has waited
+    for the agent processes it was stopping, under the supervisor's bound), and not after its
+    index worker has drained into the store, which took seconds under load while another
+    connection's load of the thread waited (or gave up after ``serve.busy_wait_seconds``): it is
+    put ahead of the index worker among the proxy's components (``wiring.run_proxy``'s
+    ``leading``)."""
+
+    def __init__(self, locks: ThreadLocks) -> None:
+        self.locks = locks
+
+    async def aclose(self) -> None:
+        await self.locks.release_all()

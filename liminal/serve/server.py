@@ -60,7 +60,7 @@ from liminal.config import Settings
 from liminal.dashboard import app as dashboard
 from liminal.serve import frames
 from liminal.serve.leg import ByteBudget, WebSocketClientLeg
-from liminal.serve.locks import ThreadLocks, redis_url_of
+from liminal.serve.locks import LockRelease, ThreadLocks, redis_url_of
 from liminal.transport import reaper
 
 if TYPE_CHECKING:
@@ -202,8 +202,8 @@ class AcpServer:
             leg.find_detached = self._detached_holder
             code = await run_proxy(self.argv, self.proxy_settings, self.config_file, leg,
                                    connection_id=connection_id, watch_signals=False,
-                                   restart_agent=True,
-                                   on_proxy=lambda proxy: self._bind(leg, proxy, locks))
+                                   restart_agent=True, leading=[LockRelease(locks)],
+                                   on_proxy=lambda proxy: self._bind(leg, proxy))
             logger.info("connection closed", connection=connection_id, exit_code=code)
             if leg.handover is not None:
                 await leg.handed_over()
@@ -222,13 +222,8 @@ class AcpServer:
                 await connection.close()
 
     @staticmethod
-    def _bind(leg: WebSocketClientLeg, proxy: Proxy, locks: ThreadLocks) -> None:
+    def _bind(leg: WebSocketClientLeg, proxy: Proxy) -> None:
         leg.proxy = proxy
-        # The thread locks keep a second agent off the CLI's files: they end with this agent,
-        # not after the index worker has drained into the store, which took seconds under load
-        # while another connection's load of the thread waited (or gave up after
-        # serve.busy_wait_seconds).
-        proxy.on_agent_stopped.append(locks.release_all)
 
     async def _initialize_of(self, connection: ServerConnection, connection_id: str) -> Data | None:
         """The connection's ``initialize``, the message its agent starts with; None when it

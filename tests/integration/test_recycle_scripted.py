@@ -8,6 +8,7 @@ failure leaving the conversation on the old process.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import os
@@ -23,6 +24,7 @@ from liminal.kernel import recycle
 from liminal.kernel.journal import SwapJournal
 from liminal.kernel.recycle import Recycler
 from liminal.kernel.swap import SwapManager
+from liminal.proxy import Proxy
 from tests.integration.test_swap_scripted import FakeHarness, settings, start
 from tests.support.inproc import PipeClient, proxy_in_process
 from tests.support.processes import alive, group
@@ -46,6 +48,12 @@ def components(tmp_path: Path, max_stale: int, hold_timeout: float = 10) -> tupl
     swap_settings = dataclasses.replace(settings(), hold_timeout_seconds=hold_timeout)
     manager = SwapManager(swap_settings, SwapJournal(tmp_path / "swaps.jsonl"), FakeHarness(tmp_path))
     return manager, Recycler(manager.model, manager.mover, manager.harness, manager.settings, max_stale_sessions=max_stale)
+
+
+async def stopped(proxy: Proxy) -> None:
+    """Until the processes the proxy stops in the background (the one a move left) have exited."""
+    if proxy.stopping_agents:
+        await asyncio.wait(set(proxy.stopping_agents))
 
 
 async def gone(pgid: int) -> None:
@@ -77,7 +85,7 @@ async def test_past_the_bound_the_live_sessions_move_to_a_fresh_process(tmp_path
         await swap(manager, client, thread, 2)
         # The second swap's end was the quiet moment: the move happened before its release.
         assert recycler.completed == 1 and recycler.stale == 0
-        await recycler.aclose()  # the old process group is stopped in the background
+        await stopped(proxy)  # the old process group is stopped in the background
         second = await pid_of_agent(client)
         assert second != first and proxy.agent.pid == second
         await gone(first)
@@ -136,7 +144,7 @@ async def test_a_failed_move_keeps_the_old_process_and_stops_the_new_one(tmp_pat
         first = await pid_of_agent(client)
         await swap(manager, client, thread, 1)
         assert recycler.failed == 1 and recycler.completed == 0, recycler.last_failure
-        await recycler.aclose()
+        await stopped(proxy)
         [_, second] = pids(tmp_path)
         await gone(second)
         assert proxy.agent.pid == first and await pid_of_agent(client) == first
@@ -245,7 +253,7 @@ async def test_the_new_process_dying_ends_the_proxy_as_the_agent(tmp_path: Path)
         thread = await start(client)
         await swap(manager, client, thread, 1)
         assert recycler.completed == 1
-        await recycler.aclose()  # the old process has exited: that was not the agent dying
+        await stopped(proxy)  # the old process has exited: that was not the agent dying
         answer = await client.prompt(thread, "chunks:1")
         assert answer["result"]["stopReason"] == "end_turn"
         died = await client.request("_die", {"code": 7})

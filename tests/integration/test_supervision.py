@@ -16,6 +16,8 @@ from liminal import supervise
 from liminal.acp.port import Component, Frames
 from liminal.kernel.journal import SwapJournal
 from liminal.kernel.swap import SwapManager
+from liminal.serve.locks import LockRelease
+from liminal.transport.legs import AgentLeg
 from tests.integration.test_swap_scripted import FakeHarness, settings, start
 from tests.support.inproc import proxy_in_process
 from tests.support.proxy_process import scripted_agent_argv
@@ -182,3 +184,22 @@ def test_a_component_that_skips_notifications_is_offered_everything_else_in_orde
     supervisor.offer([event(Kind.NOTIFICATION, 1), event(Kind.RESPONSE, 2), event(Kind.NOTIFICATION, 3),
                       event(Kind.REQUEST, 4)])
     assert every.seen == [1, 2, 3, 4] and answers.seen == [2, 4]
+
+
+async def test_serves_thread_locks_end_after_the_agent_processes_being_stopped(tmp_path: Path) -> None:
+    """``liminal serve``'s thread locks keep a second agent off the CLI's files: they are
+    released (``LockRelease``, a component) only once the processes the proxy was stopping (the
+    one a recycle left) have exited. They had been released by a callback that ran before the
+    proxy waited for those: an agent process still exiting, its thread free to another."""
+    exited: list[bool] = []
+    leaving = AgentLeg(["sh", "-c", "trap '' TERM; cat >/dev/null; sleep 1"])
+
+    class Locks:
+        async def release_all(self) -> None:
+            exited.append(leaving.exited.is_set())
+
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [LockRelease(Locks())]) as (proxy, client):
+        await start(client)
+        await leaving.open(lambda data: None, lambda: None, lambda pause: None)
+        proxy.stop_soon(leaving)  # exits a second after its input closes
+    assert exited == [True]

@@ -21,7 +21,7 @@ from liminal.acp.port import OwnRequestError
 from liminal.config import SwapSettings
 from liminal.harness.base import Rewritten, Turns
 from liminal.kernel.commands import CommandCenter
-from liminal.kernel.journal import SwapJournal
+from liminal.kernel.journal import SwapJournal, SwapRecord
 from liminal.kernel.recycle import Recycler
 from liminal.kernel.swap import SwapManager
 from liminal.kernel.threads import MoveLocks
@@ -97,19 +97,19 @@ async def kernel(tmp_path: Path, *, commands: bool = False, harness: CuttingHarn
     harness = harness or CuttingHarness(tmp_path)
     manager = SwapManager(SwapSettings(high_tokens=100_000, target_tokens=80_000, hold_timeout_seconds=10),
                           SwapJournal(tmp_path / "swaps.jsonl"), harness)
-    parts: list[Any] = [manager.model]
+    others: list[Any] = []
     if commands:
-        parts.append(CommandCenter(manager.model, manager.mover, manager.journal, manager.policy, harness,
-                                   open_store=None))
+        others.append(CommandCenter(manager.model, manager.mover, manager.journal, manager.policy, harness,
+                                    open_store=None))
     if recycler is not None:
         recycler.append(Recycler(manager.model, manager.mover, harness, manager.settings, max_stale_sessions=0))
-        parts.append(recycler[0])
-    port = FakePort(components=parts, answer=agent_answers([]))
+        others.append(recycler[0])
+    port = FakePort(components=[manager, *others], answer=agent_answers([]))
     await manager.prepare(port)
     async with anyio.create_task_group() as tg:
         tg.start_soon(manager.run, port)
-        for part in parts[1:]:
-            tg.start_soon(part.run, port)
+        for other in others:
+            tg.start_soon(other.run, port)
         while not manager._running:  # noqa: ASYNC110 - turn ends are taken once the task looks
             await anyio.sleep(0.001)
         port.from_client(request(0, "initialize", protocolVersion=1))
@@ -120,6 +120,37 @@ async def kernel(tmp_path: Path, *, commands: bool = False, harness: CuttingHarn
         port.from_agent(usage(20_000), answered(2, {"stopReason": "end_turn"}))
         yield port, manager
         tg.cancel_scope.cancel()
+
+
+async def test_an_own_request_that_times_out_leaves_the_agent_idle() -> None:
+    """The fake port asks as the proxy's does (``liminal.proxy.ask``): a request nobody answers
+    is given up at its timeout and forgotten, so the agent counts as idle again (a hand copy of
+    the request path had kept it pending: ``agent_idle()`` stayed False), and a request to an
+    agent that is gone fails at once."""
+    port = FakePort()
+    assert port.agent_idle()
+    with pytest.raises(TimeoutError):
+        await port.request("session/list", {}, timeout=0.05)
+    assert port.agent_idle()
+    port.router.agent_gone(0.0, "exited")
+    with pytest.raises(OwnRequestError):
+        await port.request("session/list", {}, timeout=5)
+
+
+async def test_a_load_of_a_thread_another_liminal_moved_goes_to_its_current_session(tmp_path: Path) -> None:
+    """Another liminal on the home moved the thread after this one read the journal: the swap
+    manager's request hook reads on and binds the thread before the router routes the load
+    (and the command center's hook, after it, sees the thread where it is)."""
+    async with kernel(tmp_path, commands=True) as (port, _):
+        moved = "4d6c8e2a-1f3b-4a5c-9d7e-2b8f6a1c3e50"
+        SwapJournal(tmp_path / "swaps.jsonl").append(SwapRecord(
+            thread_id=THREAD, old_backing_id=THREAD, new_backing_id=moved, outcome="committed",
+            reason="swap", started_at=0.0, duration_s=0.0, tokens_before=None, tokens_after=None,
+            move="swap"))
+        port.from_client(request(5, "session/load", sessionId=THREAD, cwd="/work", mcpServers=[]))
+        assert port.backing_of(THREAD) == moved
+        [load] = sent(port, "session/load")
+        assert load["params"]["sessionId"] == moved
 
 
 async def test_a_swap_runs_through_the_thread_model_and_the_port(tmp_path: Path) -> None:
@@ -287,8 +318,7 @@ async def test_a_command_and_a_swap_of_one_thread_take_turns(tmp_path: Path) -> 
     harness = GatedHarness(tmp_path)
     gate = harness.gates[THREAD] = threading.Event()
     async with kernel(tmp_path, commands=True, harness=harness) as (port, manager):
-        center = port.components[1]
-        assert isinstance(center, CommandCenter)
+        [center] = [c for c in port.components if isinstance(c, CommandCenter)]
         port.from_client(prompt(4, "second"))
         port.from_agent(usage(130_000), answered(4, {"stopReason": "end_turn"}))
         await until(lambda: THREAD in harness.entered)
