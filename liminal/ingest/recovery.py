@@ -50,12 +50,6 @@ async def parse_async(frame: FrameRecord) -> dict[str, Any] | None:
     return parse(frame)
 
 
-async def write_or_salvage(store: Store, batch: Batch, quarantine: Path | None = None) -> None:
-    """Write the batch; records the store refuses are made storable, cut or set aside
-    (``liminal.ingest.poison.write_batch``). Only a failure of the store itself is raised."""
-    await write_batch(store, batch, quarantine=quarantine)
-
-
 async def rederive(store: Store, connection_id: str, page: int = 5000,
                    quarantine: Path | None = None) -> None:
     """Derive a connection's messages and thread updates again from the frames table."""

@@ -14,7 +14,8 @@ name this session and records liminal copied into it, and a key must resolve fro
 once the files are gone (docs/gradient.md, "Recall").
 
 Here, not beside Claude Code's line parser where it was: it writes through the indexer's
-``write_or_salvage``, and the harness importing the indexer made a circle of packages.
+``liminal.ingest.poison.write_batch``, and the harness importing the indexer made a circle of
+packages.
 """
 
 from __future__ import annotations
