@@ -231,12 +231,11 @@ class Indexer(Component):
 
     async def _consume(self) -> None:
         backoff = self._retry
-        items: list[tuple[FrameRecord, dict[str, Any] | None]] = []
-        frames: list[FrameRecord] = []
         while True:
             # The last round's frames go before the next are read: held across the read, a
             # batch of large frames was in memory twice.
-            items, frames = [], []
+            items: list[tuple[FrameRecord, dict[str, Any] | None]] = []
+            frames: list[FrameRecord] = []
             source_pos: int | None = None
             if self._tailing:
                 self.spool.refresh()
@@ -246,7 +245,6 @@ class Indexer(Component):
                     self._burst.yielded_seconds += YIELD_WINDOW_SECONDS
                     continue
             if self._queue:
-                items = []
                 self._inflight_n = self._queue[0][0]
                 for _ in range(min(self._batch, len(self._queue))):
                     _, seq, event = self._queue.popleft()
