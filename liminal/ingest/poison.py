@@ -59,7 +59,7 @@ def refused(exc: BaseException) -> bool:
     return isinstance(exc, (UnicodeError, OverflowError, ValueError, TypeError, RecursionError))
 
 
-async def write_batch(store: Store, batch: Batch, *, quarantine: Path | None = None) -> None:
+async def write_batch(store: Store, batch: Batch, *, quarantine: Path) -> None:
     """Write ``batch``; records the store refuses are made storable, cut or set aside in
     ``quarantine`` (see the module). Raises only when the store fails."""
     try:
@@ -101,7 +101,7 @@ def _batch(items: list[Item]) -> Batch:
     return Batch(kinds["frame"], kinds["message"], kinds["thread"], kinds["session"])
 
 
-async def _isolate(store: Store, items: list[Item], quarantine: Path | None) -> None:
+async def _isolate(store: Store, items: list[Item], quarantine: Path) -> None:
     """Every record of ``items`` (which the store refused together) written, or, alone and
     refused, cut or set aside. Halves, in order: thread updates merge in the order given."""
     if len(items) == 1:
@@ -137,7 +137,7 @@ def _name(record: Any) -> str:
     return str(getattr(record, "id", ""))[:200]
 
 
-async def _alone(store: Store, kind: str, record: Any, quarantine: Path | None) -> None:
+async def _alone(store: Store, kind: str, record: Any, quarantine: Path) -> None:
     """One record the store refused: stored cut, or set aside whole."""
     cut, names = cut_record(record, "its frames" if kind == "message" else "the raw record")
     if names:
@@ -155,19 +155,13 @@ async def _alone(store: Store, kind: str, record: Any, quarantine: Path | None) 
     else:
         error = StoreRefused("refused as it is, and there is nothing in it to cut")
     reason = f"the store refused it ({type(error).__name__}: {str(error)[:300]})"
-    path = None
-    if quarantine is not None:
-        path = await anyio.to_thread.run_sync(set_aside, quarantine, kind, record, reason)
-        said = f"{kind} set aside whole in {path}: {reason}"
-    else:
-        said = f"{kind} not stored: {reason}; {_WHOLE[kind]}"
-    note = _problem(kind, record, said, **({"file": str(path)} if path else {}))
+    path = await anyio.to_thread.run_sync(set_aside, quarantine, kind, record, reason)
+    note = _problem(kind, record, f"{kind} set aside whole in {path}: {reason}", file=str(path))
     try:
         await store.write(Batch(messages=[note]))
     except Exception as exc:
         # Not even a small note: the store is failing, not this record. The whole batch is
         # tried again later (its file, if written, is written again over itself).
         raise StoreError(f"the store refuses even a note of a refused record: {exc}") from exc
-    logger.warning(f"indexer: a record the store refuses was {'set aside' if path else 'dropped'}",
-                   kind=kind, record=_name(record), file=str(path) if path else None,
-                   error=str(error)[:300])
+    logger.warning("indexer: a record the store refuses was set aside", kind=kind,
+                   record=_name(record), file=str(path), error=str(error)[:300])

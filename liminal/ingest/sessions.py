@@ -32,7 +32,7 @@ CLOSE_SECONDS_PER_FILE = 5.0
 class SessionWatch:
     def __init__(self, store: Store, find: Callable[[str, str], Path | None],
                  own_bytes: Callable[[str], int] | None = None, *,
-                 quarantine: Path | None = None) -> None:
+                 quarantine: Path) -> None:
         """``find(backing_id, cwd)`` locates a session file; ``own_bytes(backing_id)`` says how
         much of it liminal wrote itself (a swap's rewrite, a cut), whose lines are marked so;
         ``quarantine``: where a line the store refuses even cut is set aside."""

@@ -138,7 +138,8 @@ def test_any_json_in_any_field_is_derived_or_flagged_and_always_stored(odd: list
         with tempfile.TemporaryDirectory() as folder:
             store = await SqliteStore.open(Path(folder) / "liminal.db")
             try:
-                await write_batch(store, Batch([r for r, _ in items], derived.messages, derived.threads))
+                await write_batch(store, Batch([r for r, _ in items], derived.messages, derived.threads),
+                                  quarantine=Path(folder) / "quarantine")
                 assert await store.frame_count() == len(items)
             finally:
                 await store.aclose()
