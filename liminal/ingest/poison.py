@@ -26,7 +26,6 @@ the quarantine).
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,7 @@ from liminal import log
 from liminal.ingest.quarantine import set_aside
 from liminal.ingest.salvage import cut_record, problem_message, salvage
 from liminal.store.base import Store, StoreError, StoreRefused
-from liminal.store.records import Batch, FrameRecord, MessageRecord, SessionRecord, ThreadUpdate
+from liminal.store.records import Batch
 
 logger = log.get("liminal.ingest.poison")
 _KINDS = ("frame", "message", "thread", "session")
@@ -117,22 +116,6 @@ async def _isolate(store: Store, items: list[Item], quarantine: Path) -> None:
             await _isolate(store, part, quarantine)
 
 
-def _problem(kind: str, record: Any, reason: str, **data: Any) -> MessageRecord:
-    """The ``problem`` message saying what happened to ``record``, in its thread."""
-    if isinstance(record, FrameRecord):
-        return problem_message(record.id, record.thread_id, record.time, record.backing_id,
-                               reason, **data)
-    if isinstance(record, MessageRecord):
-        return problem_message(f"{record.id}:{kind}", record.thread_id, record.time,
-                               record.backing_id, reason, **data)
-    if isinstance(record, ThreadUpdate):
-        return problem_message(f"thread:{record.id}@{record.time:.6f}", record.id, record.time,
-                               None, reason, **data)
-    assert isinstance(record, SessionRecord)
-    return problem_message(record.id, record.thread_id, time.time(), record.backing_id, reason,
-                           **data)
-
-
 def _name(record: Any) -> str:
     return str(getattr(record, "id", ""))[:200]
 
@@ -141,7 +124,7 @@ async def _alone(store: Store, kind: str, record: Any, quarantine: Path) -> None
     """One record the store refused: stored cut, or set aside whole."""
     cut, names = cut_record(record, "its frames" if kind == "message" else "the raw record")
     if names:
-        note = _problem(kind, record, f"{kind} stored cut to fit the store "
+        note = problem_message(kind, record, f"{kind} stored cut to fit the store "
                                       f"({', '.join(names)}); {_WHOLE[kind]}")
         try:
             await store.write(_batch([(kind, cut), ("message", note)]))
@@ -156,7 +139,7 @@ async def _alone(store: Store, kind: str, record: Any, quarantine: Path) -> None
         error = StoreRefused("refused as it is, and there is nothing in it to cut")
     reason = f"the store refused it ({type(error).__name__}: {str(error)[:300]})"
     path = await anyio.to_thread.run_sync(set_aside, quarantine, kind, record, reason)
-    note = _problem(kind, record, f"{kind} set aside whole in {path}: {reason}", file=str(path))
+    note = problem_message(kind, record, f"{kind} set aside whole in {path}: {reason}", file=str(path))
     try:
         await store.write(Batch(messages=[note]))
     except Exception as exc:

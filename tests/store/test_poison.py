@@ -612,3 +612,24 @@ async def test_a_batch_whose_total_is_past_a_message_of_the_server_is_stored(
         assert [f.raw for f in await store.frames(connection_id=CONN)] == [f.raw for f in [*frames, big]]
         assert [m.text for m in await store.messages(THREAD)] == [m.text for m in messages]
         assert [r.raw for r in await store.session_records(THREAD)] == [r.raw for r in lines]
+
+
+async def test_a_frame_and_its_message_made_storable_each_keep_their_problem(
+        store: Store, tmp_path: Path) -> None:
+    """A frame with a lone surrogate in its thread id and the message it started with one in its
+    text: each is made storable and each gets its ``problem`` message. Both were named
+    ``<frame id>:problem`` (a message's id is its frame's), and the store kept one."""
+    from liminal.ingest.poison import write_batch
+    from liminal.store.records import MessageRecord
+
+    thread = "sess-\ud800"
+    frame = FrameRecord(id=f"{CONN}:0", connection_id=CONN, seq=0, time=1.0, direction="c2a",
+                        kind="request", thread_id=thread, backing_id=None,
+                        method="session/prompt", rpc_id="1", size=2, raw=b"{}")
+    message = MessageRecord(id=frame.id, thread_id=thread, turn_id=frame.id, time=1.0,
+                            order=f"{1.0:017.6f}|{frame.id}", kind="user", text="hi \udc00",
+                            data={}, backing_id=None)
+    await write_batch(store, Batch([frame], [message]), quarantine=tmp_path / "quarantine")
+    problems = [m.text for m in await store.messages("sess-\ufffd") if m.kind == "problem"]
+    assert sorted(problems) == ["stored with thread_id made storable",
+                                "user message stored with text, thread_id made storable"], problems
