@@ -169,6 +169,26 @@ def quarantined(home: Path) -> list[Path]:
     return sorted((home / "quarantine").glob("*")) if (home / "quarantine").is_dir() else []
 
 
+async def index_tailing(store: Store, watched: Store, tmp_path: Path, frames: list[FrameRecord],
+                        **options: Any) -> Path:
+    """Spool ``frames`` as the proxy does, run a tailing Indexer on ``store`` until ``watched``
+    (the store under it) has the turn after the poison, seal, close and release the spool; its
+    folder."""
+    live = SpoolDir(tmp_path / "spool" / "live")  # the proxy's, as the worker tails it
+    assert live.acquire()
+    for f in frames:
+        live.append(f.seq, f)
+    worker = Indexer(store, tmp_path / "spool", tail=live.path, recover=False,
+                     yield_bytes_per_second=None, **options)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.run)
+        await until_said(watched, "still indexed")
+        live.seal()
+        await worker.aclose()
+    live.release(remove_if_empty=False)
+    return live.path
+
+
 async def assert_kept(store: Store, frames: list[FrameRecord], big: int = BIG) -> None:
     """Every frame in the store byte for byte (past the limit: in parts); the thread with its
     cwd cut; the answer cut, saying where the whole is; each cut said by a ``problem`` message;
@@ -197,20 +217,9 @@ async def test_a_frame_past_the_backends_limit_neither_spins_nor_blocks_the_fram
     frames = poison_frames(big_for(store_kind))
     async with limited_store(store_kind, tmp_path) as inner:
         store = Counting(inner)
-        live = SpoolDir(tmp_path / "spool" / "live")  # the proxy's, as the worker tails it
-        assert live.acquire()
-        for f in frames:
-            live.append(f.seq, f)
-        worker = Indexer(store, tmp_path / "spool", tail=live.path, recover=False,  # type: ignore[arg-type]
-                         yield_bytes_per_second=None)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(worker.run)
-            await until_said(inner, "still indexed")
-            live.seal()
-            await worker.aclose()
-        live.release(remove_if_empty=False)
+        live = await index_tailing(store, inner, tmp_path, frames)
         await assert_kept(inner, frames, big_for(store_kind))
-        assert not list(live.path.glob("*.spool"))  # released: every byte is in the store
+        assert not list(live.glob("*.spool"))  # released: every byte is in the store
         assert store.writes < 60, store.writes  # isolated in a few writes, not retried forever
         assert not quarantined(tmp_path)
 
@@ -241,22 +250,12 @@ async def test_a_store_down_around_a_poison_batch_sets_nothing_aside_and_loses_n
     frames = poison_frames()
     async with limited_store("sqlite", tmp_path) as inner:
         store = Counting(inner, down={2, 3, 4, 5})
-        live = SpoolDir(tmp_path / "spool" / "live")
-        assert live.acquire()
-        for f in frames:
-            live.append(f.seq, f)
-        worker = Indexer(store, tmp_path / "spool", tail=live.path, recover=False,  # type: ignore[arg-type]
-                         yield_bytes_per_second=None, retry_seconds=0.05)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(worker.run)
-            await until_said(inner, "still indexed")
-            live.seal()
-            await worker.aclose()
-        live.release(remove_if_empty=False)
+        live = await index_tailing(store, inner, tmp_path, frames,
+                                   retry_seconds=0.05)
         assert store.writes > 5  # the failures happened
         await assert_kept(inner, frames)
         assert not quarantined(tmp_path)
-        assert not list(live.path.glob("*.spool"))
+        assert not list(live.glob("*.spool"))
 
 
 async def test_a_record_the_store_refuses_even_cut_is_set_aside_and_named(
@@ -280,18 +279,7 @@ async def test_a_record_the_store_refuses_even_cut_is_set_aside_and_named(
         ("a2c", end(3), THREAD, "session/prompt"),
     ])
     async with limited_store("sqlite", tmp_path, length=4096) as store:
-        live = SpoolDir(tmp_path / "spool" / "live")
-        assert live.acquire()
-        for f in frames:
-            live.append(f.seq, f)
-        worker = Indexer(store, tmp_path / "spool", tail=live.path, recover=False,
-                         yield_bytes_per_second=None)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(worker.run)
-            await until_said(store, "still indexed")
-            live.seal()
-            await worker.aclose()
-        live.release(remove_if_empty=False)
+        live = await index_tailing(store, store, tmp_path, frames)
         stored = {f.id: f.raw for f in await store.frames(connection_id=CONN)}
         assert stored == {f.id: f.raw for f in frames}
         messages = await store.messages(THREAD)
@@ -305,7 +293,7 @@ async def test_a_record_the_store_refuses_even_cut_is_set_aside_and_named(
         [problem] = [m for m in messages if m.kind == "problem"]
         assert aside.name in problem.text and "set aside" in problem.text
         assert aside.name in capsys.readouterr().err
-        assert not list(live.path.glob("*.spool"))
+        assert not list(live.glob("*.spool"))
 
 
 # -- the worker process -----------------------------------------------------------------------
