@@ -315,10 +315,12 @@ def holds_flock(pid: int, path: Path) -> bool:
 
 def start_worker(home: Path, live: Path, sqlite_limit: int) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LIMINAL_")}
-    env.update(PYTHONPATH=str(ROOT), LIMINAL_HOME=str(home),
-               LIMINAL_TEST_SQLITE_MAX_LENGTH=str(sqlite_limit))
+    # SQLite's length limit lowered in the worker (tests/support/sqlite_limit/sitecustomize.py).
+    env.update(PYTHONPATH=os.pathsep.join([str(ROOT / "tests" / "support" / "sqlite_limit"),
+                                           str(ROOT)]),
+               LIMINAL_HOME=str(home), LIMINAL_TEST_SQLITE_MAX_LENGTH=str(sqlite_limit))
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.store.limited_worker", str(live), "--home", str(home),
+        [sys.executable, "-m", "liminal.ingest.worker", str(live), "--home", str(home),
          "--log-level", "warning"],
         cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE)
