@@ -6,7 +6,7 @@ Two kinds of failure look alike from the writer's side and must be told apart:
 * **the store fails**: down, locked, full, slow, a timeout. Nothing is wrong with the records;
   the indexer waits (back-off) and writes the same batch again, for as long as it takes.
 * **the store refuses a record**: a value it cannot encode, a document past 16 MB, a string past
-  SQLite's length limit (``StoreRefused``, or an encoding error a backend let through). Written
+  SQLite's length limit (``StoreRefused``: each backend tells the two apart). Written
   again, it fails again: a 1.5 GB answer failed its batch at every retry, forever, and every
   frame after it with it (issue 21).
 
@@ -50,12 +50,8 @@ _WHOLE = {
 
 def refused(exc: BaseException) -> bool:
     """Whether ``exc`` refuses what was written (writing it again fails again), rather than the
-    store failing."""
-    if isinstance(exc, StoreRefused):
-        return True
-    if isinstance(exc, StoreError):
-        return False
-    return isinstance(exc, (UnicodeError, OverflowError, ValueError, TypeError, RecursionError))
+    store failing: the backend said so (``StoreRefused``)."""
+    return isinstance(exc, StoreRefused)
 
 
 async def write_batch(store: Store, batch: Batch, *, quarantine: Path) -> None:

@@ -186,13 +186,14 @@ def _parts_length(conn: sqlite3.Connection, owner: str) -> int:
 
 
 def _refused(exc: BaseException) -> bool:
-    """Whether SQLite refused what was written (``_REFUSING_CODES``), or a value could not be
-    bound at all (text that is not UTF-8, an integer past 64 bits), rather than failing."""
+    """Whether SQLite refused what was written (``_REFUSING_CODES``) rather than failing. (A
+    value that cannot be bound at all, text that is not UTF-8 or an integer past 64 bits, is
+    not an ``sqlite3.Error``: ``SqliteStore.write`` takes it for a refusal itself.)"""
     if isinstance(exc, (sqlite3.DataError, sqlite3.IntegrityError)):
         return True
     if isinstance(exc, sqlite3.Error):
         return (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF in _REFUSING_CODES
-    return isinstance(exc, (UnicodeError, OverflowError, ValueError, TypeError))
+    return False
 
 
 def _connect(path: Path) -> sqlite3.Connection:

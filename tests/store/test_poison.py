@@ -23,6 +23,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -496,8 +497,7 @@ def test_each_backend_tells_a_refusal_from_a_failure() -> None:
     too_big = sqlite3.DataError("string or blob too big")
     locked = sqlite3.OperationalError("database is locked")
     locked.sqlite_errorcode = 5  # type: ignore[attr-defined]
-    assert backend._refused(too_big) and backend._refused(UnicodeEncodeError("utf-8", "\ud800", 0, 1, "x"))
-    assert backend._refused(OverflowError("Python int too large to convert to SQLite INTEGER"))
+    assert backend._refused(too_big)
     assert not backend._refused(locked)
     assert mongo.refused(DocumentTooLarge("BSON document too large"))
     assert mongo.refused(InvalidDocument("Key names must not contain the NULL byte"))
@@ -623,3 +623,33 @@ async def test_a_frame_and_its_message_made_storable_each_keep_their_problem(
     problems = [m.text for m in await store.messages("sess-\ufffd") if m.kind == "problem"]
     assert sorted(problems) == ["stored with thread_id made storable",
                                 "user message stored with text, thread_id made storable"], problems
+
+
+def _nested(levels: int) -> Any:
+    value: Any = 1
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+async def test_a_value_no_backend_can_encode_is_refused_by_its_write(store: Store) -> None:
+    """A lone surrogate (in a text, a thread id, a cwd), an integer past 64 bits, a value nested
+    past what JSON is written to: each backend's ``write`` says ``StoreRefused`` itself, the one
+    refusal the writer takes for one (``liminal.ingest.poison.refused``)."""
+    from liminal.ingest.poison import refused
+    from liminal.store.base import StoreRefused
+    from liminal.store.records import MessageRecord, ThreadUpdate
+
+    def message(text: str = "hi", **data: Any) -> MessageRecord:
+        return MessageRecord(id="m", thread_id=THREAD, turn_id=None, time=1.0, order="1",
+                             kind="user", text=text, data=data)
+
+    frame = records([("c2a", prompt(1, "hi"), None, None)])[0]
+    for batch in (Batch(messages=[message("a \ud800")]), Batch(messages=[message(n=2**70)]),
+                  Batch(messages=[message(deep=_nested(300))]),
+                  Batch(messages=[message(deep=_nested(5000))]),
+                  Batch([replace(frame, thread_id="sess-\udc00")]),
+                  Batch(threads=[ThreadUpdate(id=THREAD, time=1.0, cwd="/work/\ud800")])):
+        with pytest.raises(StoreRefused) as raised:
+            await store.write(batch)
+        assert refused(raised.value)
