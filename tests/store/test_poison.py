@@ -653,3 +653,26 @@ async def test_a_value_no_backend_can_encode_is_refused_by_its_write(store: Stor
         with pytest.raises(StoreRefused) as raised:
             await store.write(batch)
         assert refused(raised.value)
+
+
+@pytest.mark.parametrize("create", [True, False])
+async def test_a_database_made_before_parts_stores_in_parts_when_it_first_needs_them(
+        tmp_path: Path, create: bool) -> None:
+    """A store made before the ``parts`` table (dropped here) reads as before and, opened by a
+    writer with or without ``create``, makes the table when a record first needs it."""
+    path = tmp_path / "liminal.db"
+    store = await SqliteStore.open(path)
+    store._writer.execute("DROP TABLE parts")
+    await store.aclose()
+    store = await SqliteStore.open(path, create=create)
+    small = records([("c2a", prompt(1, "before parts"), None, None)])[0]
+    await store.write(Batch([small]))
+    assert [f.raw for f in await store.frames(connection_id=CONN)] == [small.raw]
+    limit(store, 64 * 1024)
+    raw = bytes(range(256)) * 1000
+    frame = FrameRecord(f"{CONN}:0000000009", CONN, 9, 9.0, "a2c", "notification", THREAD,
+                        THREAD, "session/update", None, len(raw), raw)
+    await store.write(Batch([frame]))
+    assert [f.raw for f in await store.frames(connection_id=CONN)] == [small.raw, raw]
+    assert store._reader.execute("SELECT COUNT(*) FROM parts").fetchone()[0] > 1
+    await store.aclose()
