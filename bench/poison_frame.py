@@ -7,7 +7,8 @@ Writes a spool as ``liminal acp`` would (a session, a prompt, an answer of ``--m
 in ``--chunks`` frames, then a second turn): one a dead process left (replayed at the worker's
 start, then the conversation derived again from the store), or with ``--live`` the one the worker
 tails for its proxy. Starts ``python -m liminal.ingest.worker`` on it
-(with SQLite's length limit lowered to ``--limit-mb`` when given: ``tests/store/limited_worker``),
+(with SQLite's length limit lowered to ``--limit-mb`` when given: ``tests/support/sqlite_limit``
+first on its ``PYTHONPATH``),
 and samples the worker's resident memory and CPU time every 0.1 s until the second turn is in
 the store and the spool is drained, or ``--seconds`` pass. Then it sends SIGTERM and times the
 exit. Prints one JSON line: whether it got through, how long, peak RSS, CPU seconds, how long
@@ -34,6 +35,9 @@ from pathlib import Path
 import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
+# Put first on the worker's PYTHONPATH, it lowers SQLite's length limit there to
+# $LIMINAL_TEST_SQLITE_MAX_LENGTH (nothing when 0).
+SQLITE_LIMIT_SITE = ROOT / "tests" / "support" / "sqlite_limit"
 sys.path.insert(0, str(ROOT))
 
 from liminal.ingest.spool import SpoolDir, encode_block  # noqa: E402
@@ -126,13 +130,12 @@ def run(mb: int, chunks: int, limit_mb: int, seconds: float, live_spool: bool) -
         write_spool(dead, mb, chunks)
         dead.release(remove_if_empty=False)
     env = {k: v for k, v in os.environ.items() if not k.startswith("LIMINAL_")}
-    env.update(PYTHONPATH=str(ROOT), LIMINAL_HOME=str(home),
-               LIMINAL_TEST_SQLITE_MAX_LENGTH=str(limit_mb * 1024 * 1024))
-    module = "tests.store.limited_worker" if limit_mb else "liminal.ingest.worker"
+    env.update(PYTHONPATH=os.pathsep.join([str(SQLITE_LIMIT_SITE), str(ROOT)]),
+               LIMINAL_HOME=str(home), LIMINAL_TEST_SQLITE_MAX_LENGTH=str(limit_mb * 1024 * 1024))
     start = time.monotonic()
     log = (home / "worker.log").open("wb")
-    worker = subprocess.Popen([sys.executable, "-m", module, str(live.path), "--home", str(home),
-                               "--log-level", "warning"], cwd=ROOT, env=env,
+    worker = subprocess.Popen([sys.executable, "-m", "liminal.ingest.worker", str(live.path),
+                               "--home", str(home), "--log-level", "warning"], cwd=ROOT, env=env,
                               stdin=subprocess.PIPE, stderr=log)
     peak, cpu, through = 0, 0.0, False
     while time.monotonic() - start < seconds and worker.poll() is None:

@@ -47,11 +47,13 @@ async def open_indexer(settings: Settings, connection_id: str | None = None, *,
                                  store=describe(settings), error=str(exc))
                     store = UnavailableStore(str(exc))
             from liminal.harness.known import find_session_file
+            from liminal.ingest import quarantine
             from liminal.ingest.rewrites import own_bytes
 
             rewrites_path = settings.home / "rewrites.jsonl"
 
             indexer = Indexer(store, spool_root, spool_name=connection_id,
+                              quarantine=quarantine.folder(settings.home),
                               queue_frames=settings.store.queue_frames,
                               session_files=find_session_file if watch_sessions else None,
                               own_bytes=lambda backing: own_bytes(rewrites_path, backing))

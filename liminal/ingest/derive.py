@@ -182,10 +182,11 @@ class Deriver:
             return
         out = self._out
         if len(frame.raw) > DERIVE_BYTES:
-            self._changed[f"{frame.id}:problem"] = problem_message(
-                frame.id, frame.thread_id, frame.time, frame.backing_id,
+            note = problem_message(
+                "large", frame,
                 f"a frame of {len(frame.raw):,} bytes: derived from a copy with every string "
                 f"past {CUT_STRING_BYTES:,} bytes cut; the frame is stored whole")
+            self._changed[note.id] = note
         threads_before = len(out.threads)
         try:
             if frame.kind == "request":
@@ -206,7 +207,7 @@ class Deriver:
             out.messages.clear()
             del out.threads[threads_before:]
             out.messages.append(problem_message(
-                frame.id, frame.thread_id, frame.time, frame.backing_id,
+                "derive", frame,
                 f"not derived: {type(exc).__name__}: {exc}"[:500]))
         for m in out.messages:
             self._changed[m.id] = m

@@ -53,6 +53,7 @@ from liminal.ingest.burst import (
 )
 from liminal.ingest.derive import Deriver
 from liminal.ingest.poison import write_batch
+from liminal.ingest.quarantine import folder as quarantine_folder
 from liminal.ingest.recovery import parse_async, replay_orphans
 from liminal.ingest.sessions import SessionWatch
 from liminal.ingest.spool import READ_BYTES, SpoolDir
@@ -111,10 +112,11 @@ class Indexer(Component):
         see ``liminal.ingest.worker``) instead of taking offers. ``yield_bytes_per_second``:
         in tail mode, pause while the writer appends faster than this (None: never pause), for up
         to ``yield_max_seconds`` at a stretch. ``quarantine``: where records the store refuses
-        even cut are set aside (default: ``quarantine/`` beside the spool root, in the home)."""
+        even cut are set aside (``liminal.ingest.quarantine.folder`` of the home; by default of the
+        spool root's parent)."""
         self.store = store
         self.spool_root = spool_root
-        self.quarantine = quarantine or spool_root.parent / "quarantine"
+        self.quarantine = quarantine or quarantine_folder(spool_root.parent)
         self.spool = SpoolDir(tail or spool_root / (spool_name or uuid.uuid4().hex))
         self._tailing = tail is not None
         self.stats = IndexerStats()
@@ -231,12 +233,11 @@ class Indexer(Component):
 
     async def _consume(self) -> None:
         backoff = self._retry
-        items: list[tuple[FrameRecord, dict[str, Any] | None]] = []
-        frames: list[FrameRecord] = []
         while True:
             # The last round's frames go before the next are read: held across the read, a
             # batch of large frames was in memory twice.
-            items, frames = [], []
+            items: list[tuple[FrameRecord, dict[str, Any] | None]] = []
+            frames: list[FrameRecord] = []
             source_pos: int | None = None
             if self._tailing:
                 self.spool.refresh()
@@ -246,7 +247,6 @@ class Indexer(Component):
                     self._burst.yielded_seconds += YIELD_WINDOW_SECONDS
                     continue
             if self._queue:
-                items = []
                 self._inflight_n = self._queue[0][0]
                 for _ in range(min(self._batch, len(self._queue))):
                     _, seq, event = self._queue.popleft()

@@ -6,7 +6,7 @@ Two kinds of failure look alike from the writer's side and must be told apart:
 * **the store fails**: down, locked, full, slow, a timeout. Nothing is wrong with the records;
   the indexer waits (back-off) and writes the same batch again, for as long as it takes.
 * **the store refuses a record**: a value it cannot encode, a document past 16 MB, a string past
-  SQLite's length limit (``StoreRefused``, or an encoding error a backend let through). Written
+  SQLite's length limit (``StoreRefused``: each backend tells the two apart). Written
   again, it fails again: a 1.5 GB answer failed its batch at every retry, forever, and every
   frame after it with it (issue 21).
 
@@ -26,7 +26,6 @@ the quarantine).
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,7 @@ from liminal import log
 from liminal.ingest.quarantine import set_aside
 from liminal.ingest.salvage import cut_record, problem_message, salvage
 from liminal.store.base import Store, StoreError, StoreRefused
-from liminal.store.records import Batch, FrameRecord, MessageRecord, SessionRecord, ThreadUpdate
+from liminal.store.records import Batch
 
 logger = log.get("liminal.ingest.poison")
 _KINDS = ("frame", "message", "thread", "session")
@@ -51,15 +50,11 @@ _WHOLE = {
 
 def refused(exc: BaseException) -> bool:
     """Whether ``exc`` refuses what was written (writing it again fails again), rather than the
-    store failing."""
-    if isinstance(exc, StoreRefused):
-        return True
-    if isinstance(exc, StoreError):
-        return False
-    return isinstance(exc, (UnicodeError, OverflowError, ValueError, TypeError, RecursionError))
+    store failing: the backend said so (``StoreRefused``)."""
+    return isinstance(exc, StoreRefused)
 
 
-async def write_batch(store: Store, batch: Batch, *, quarantine: Path | None = None) -> None:
+async def write_batch(store: Store, batch: Batch, *, quarantine: Path) -> None:
     """Write ``batch``; records the store refuses are made storable, cut or set aside in
     ``quarantine`` (see the module). Raises only when the store fails."""
     try:
@@ -101,7 +96,7 @@ def _batch(items: list[Item]) -> Batch:
     return Batch(kinds["frame"], kinds["message"], kinds["thread"], kinds["session"])
 
 
-async def _isolate(store: Store, items: list[Item], quarantine: Path | None) -> None:
+async def _isolate(store: Store, items: list[Item], quarantine: Path) -> None:
     """Every record of ``items`` (which the store refused together) written, or, alone and
     refused, cut or set aside. Halves, in order: thread updates merge in the order given."""
     if len(items) == 1:
@@ -117,31 +112,15 @@ async def _isolate(store: Store, items: list[Item], quarantine: Path | None) -> 
             await _isolate(store, part, quarantine)
 
 
-def _problem(kind: str, record: Any, reason: str, **data: Any) -> MessageRecord:
-    """The ``problem`` message saying what happened to ``record``, in its thread."""
-    if isinstance(record, FrameRecord):
-        return problem_message(record.id, record.thread_id, record.time, record.backing_id,
-                               reason, **data)
-    if isinstance(record, MessageRecord):
-        return problem_message(f"{record.id}:{kind}", record.thread_id, record.time,
-                               record.backing_id, reason, **data)
-    if isinstance(record, ThreadUpdate):
-        return problem_message(f"thread:{record.id}@{record.time:.6f}", record.id, record.time,
-                               None, reason, **data)
-    assert isinstance(record, SessionRecord)
-    return problem_message(record.id, record.thread_id, time.time(), record.backing_id, reason,
-                           **data)
-
-
 def _name(record: Any) -> str:
     return str(getattr(record, "id", ""))[:200]
 
 
-async def _alone(store: Store, kind: str, record: Any, quarantine: Path | None) -> None:
+async def _alone(store: Store, kind: str, record: Any, quarantine: Path) -> None:
     """One record the store refused: stored cut, or set aside whole."""
     cut, names = cut_record(record, "its frames" if kind == "message" else "the raw record")
     if names:
-        note = _problem(kind, record, f"{kind} stored cut to fit the store "
+        note = problem_message(kind, record, f"{kind} stored cut to fit the store "
                                       f"({', '.join(names)}); {_WHOLE[kind]}")
         try:
             await store.write(_batch([(kind, cut), ("message", note)]))
@@ -155,19 +134,13 @@ async def _alone(store: Store, kind: str, record: Any, quarantine: Path | None) 
     else:
         error = StoreRefused("refused as it is, and there is nothing in it to cut")
     reason = f"the store refused it ({type(error).__name__}: {str(error)[:300]})"
-    path = None
-    if quarantine is not None:
-        path = await anyio.to_thread.run_sync(set_aside, quarantine, kind, record, reason)
-        said = f"{kind} set aside whole in {path}: {reason}"
-    else:
-        said = f"{kind} not stored: {reason}; {_WHOLE[kind]}"
-    note = _problem(kind, record, said, **({"file": str(path)} if path else {}))
+    path = await anyio.to_thread.run_sync(set_aside, quarantine, kind, record, reason)
+    note = problem_message(kind, record, f"{kind} set aside whole in {path}: {reason}", file=str(path))
     try:
         await store.write(Batch(messages=[note]))
     except Exception as exc:
         # Not even a small note: the store is failing, not this record. The whole batch is
         # tried again later (its file, if written, is written again over itself).
         raise StoreError(f"the store refuses even a note of a refused record: {exc}") from exc
-    logger.warning(f"indexer: a record the store refuses was {'set aside' if path else 'dropped'}",
-                   kind=kind, record=_name(record), file=str(path) if path else None,
-                   error=str(error)[:300])
+    logger.warning("indexer: a record the store refuses was set aside", kind=kind,
+                   record=_name(record), file=str(path), error=str(error)[:300])

@@ -35,12 +35,13 @@ def file_name(kind: str, record_id: str) -> str:
     return f"{kind}-{safe}.rec"
 
 
-def set_aside(folder: Path, kind: str, record: Any, reason: str) -> Path:
-    """Write ``record`` (a store record) whole into ``folder``; returns the file's path."""
+def set_aside(into: Path, kind: str, record: Any, reason: str) -> Path:
+    """Write ``record`` (a store record) whole into the folder ``into``; returns the file's
+    path."""
     assert is_dataclass(record) and not isinstance(record, type)
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    into.mkdir(mode=0o700, parents=True, exist_ok=True)
     with contextlib.suppress(OSError):
-        folder.chmod(0o700)
+        into.chmod(0o700)
     raw = b""
     values: dict[str, Any] = {}
     for f in fields(record):
@@ -55,7 +56,7 @@ def set_aside(folder: Path, kind: str, record: Any, reason: str) -> Path:
         line = json.dumps(header, ensure_ascii=True)
     except (ValueError, TypeError, RecursionError):  # nested past what json writes, NaN ...
         line = json.dumps(clean_json(header), ensure_ascii=True)
-    path = folder / file_name(kind, str(getattr(record, "id", "")))
+    path = into / file_name(kind, str(getattr(record, "id", "")))
     part = path.with_name(path.name + ".part")
     fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
@@ -67,7 +68,7 @@ def set_aside(folder: Path, kind: str, record: Any, reason: str) -> Path:
     finally:
         os.close(fd)
     part.replace(path)
-    dir_fd = os.open(folder, os.O_RDONLY)
+    dir_fd = os.open(into, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
@@ -82,9 +83,14 @@ def read_aside(path: Path) -> tuple[dict[str, Any], bytes]:
     return json.loads(head), raw
 
 
+def folder(home: Path) -> Path:
+    """Where records are set aside under the liminal home ``home``."""
+    return home / "quarantine"
+
+
 def listing(home: Path) -> list[Path]:
     """The records set aside under ``home``, oldest first."""
-    folder = home / "quarantine"
-    if not folder.is_dir():
+    where = folder(home)
+    if not where.is_dir():
         return []
-    return sorted(folder.glob("*.rec"), key=lambda p: (p.stat().st_mtime, p.name))
+    return sorted(where.glob("*.rec"), key=lambda p: (p.stat().st_mtime, p.name))

@@ -50,14 +50,8 @@ async def parse_async(frame: FrameRecord) -> dict[str, Any] | None:
     return parse(frame)
 
 
-async def write_or_salvage(store: Store, batch: Batch, quarantine: Path | None = None) -> None:
-    """Write the batch; records the store refuses are made storable, cut or set aside
-    (``liminal.ingest.poison.write_batch``). Only a failure of the store itself is raised."""
-    await write_batch(store, batch, quarantine=quarantine)
-
-
-async def rederive(store: Store, connection_id: str, page: int = 5000,
-                   quarantine: Path | None = None) -> None:
+async def rederive(store: Store, connection_id: str, *, quarantine: Path,
+                   page: int = 5000) -> None:
     """Derive a connection's messages and thread updates again from the frames table."""
     deriver = Deriver()
     messages: dict[str, MessageRecord] = {}
@@ -84,7 +78,7 @@ class Stopped(Exception):
 
 
 async def replay_orphans(store: Store, root: Path, own: Path | None, *, batch_frames: int = 2000,
-                         retry_seconds: float = 0.5, quarantine: Path | None = None,
+                         retry_seconds: float = 0.5, quarantine: Path,
                          stopping: anyio.Event | None = None) -> int:
     """Replay every spool under ``root`` whose writer is gone (not ``own``); frames replayed.
     Once ``stopping`` is set, a replay still waiting on the store stops: its spool stays, whole,
@@ -105,7 +99,7 @@ async def replay_orphans(store: Store, root: Path, own: Path | None, *, batch_fr
 
 
 async def _replay(store: Store, spool: SpoolDir, batch_frames: int, retry_seconds: float,
-                  quarantine: Path | None, stopping: anyio.Event) -> int:
+                  quarantine: Path, stopping: anyio.Event) -> int:
     """Frames first, then the connections' messages derived again from the frames table; only
     then is the spool removed."""
     connections: set[str] = set()
@@ -138,7 +132,7 @@ async def _replay(store: Store, spool: SpoolDir, batch_frames: int, retry_second
 
 
 async def _retrying(store: Store, retry_seconds: float, batch: Batch | None,
-                    rederive_id: str, quarantine: Path | None,
+                    rederive_id: str, quarantine: Path,
                     stopping: anyio.Event) -> None:
     """Write (or derive again) until the store takes it, waiting out its failures, unless the
     indexer is closing (``Stopped``). A refused record never gets here (``write_batch``)."""

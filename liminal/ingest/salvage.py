@@ -19,12 +19,13 @@ the raw line (a session record); raw bytes are never cut, every backend stores t
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import fields, is_dataclass, replace
 from typing import Any
 
 import orjson
 
-from liminal.store.records import Batch, FrameRecord, MessageRecord, SessionRecord
+from liminal.store.records import Batch, FrameRecord, MessageRecord, SessionRecord, ThreadUpdate
 
 INT64 = (-(2**63), 2**63 - 1)
 # Below orjson's nesting limit (254) with room for the record around the value.
@@ -37,14 +38,27 @@ CUT_TEXT_CHARS = 64 * 1024
 CUT_DATA_BYTES = 64 * 1024
 
 
-def problem_message(frame_id: str, thread_id: str | None, time: float, backing_id: str | None,
+def problem_message(kind: str, record: FrameRecord | MessageRecord | ThreadUpdate | SessionRecord,
                     reason: str, **data: Any) -> MessageRecord:
-    """What flags a frame the store keeps raw but could not (fully) derive or store."""
-    frame_id = cut_name(clean_text(frame_id))
+    """The ``problem`` message saying what happened to ``record``, in its thread: a frame the
+    store keeps raw but could not derive (``kind`` ``derive``) or derived from a cut copy
+    (``large``), a record made storable,
+    cut or set aside (``kind`` the record's: ``frame``, ``message``, ``thread``, ``session``).
+    Its id is ``<record id>:<kind>:problem`` (a thread update's record id is
+    ``<thread id>@<time>``): a message's id is its frame's, and each keeps its own problem."""
+    thread_id: str | None
+    backing_id: str | None
+    if isinstance(record, ThreadUpdate):
+        record_id, thread_id, when, backing_id = (f"{record.id}@{record.time:.6f}", record.id,
+                                                  record.time, None)
+    else:
+        record_id, thread_id, backing_id = record.id, record.thread_id, record.backing_id
+        when = time.time() if isinstance(record, SessionRecord) else record.time
+    record_id = cut_name(clean_text(record_id))
     return MessageRecord(
-        id=f"{frame_id}:problem", thread_id=cut_name(clean_text(thread_id or "")), turn_id=None,
-        time=time, order=f"{time:017.6f}|{frame_id}|problem", kind="problem",
-        text=clean_text(reason), data={"frame": frame_id, **data},
+        id=f"{record_id}:{kind}:problem", thread_id=cut_name(clean_text(thread_id or "")),
+        turn_id=None, time=when, order=f"{when:017.6f}|{record_id}|{kind}:problem",
+        kind="problem", text=clean_text(reason), data={"frame": record_id, **data},
         backing_id=None if backing_id is None else cut_name(clean_text(backing_id)))
 
 
@@ -160,15 +174,15 @@ def salvage(batch: Batch) -> tuple[Batch, int]:
         clean_frame, changed = _clean_record(frame)
         frames.append(clean_frame)
         if changed:
-            problems.append(problem_message(frame.id, clean_text(frame.thread_id or ""), frame.time,
-                                            None, f"stored with {', '.join(changed)} made storable"))
+            problems.append(problem_message("frame", frame,
+                                            f"stored with {', '.join(changed)} made storable"))
     messages: list[MessageRecord] = []
     for message in batch.messages:
         clean_message, changed = _clean_record(message)
         messages.append(clean_message)
-        if changed:  # a message's id is the id of the frame that started it
+        if changed:
             problems.append(problem_message(
-                clean_message.id, clean_message.thread_id, message.time, clean_message.backing_id,
+                "message", message,
                 f"{message.kind} message stored with {', '.join(changed)} made storable"))
     threads = [_clean_record(r) for r in batch.threads]
     records = [_clean_record(r) for r in batch.session_records]

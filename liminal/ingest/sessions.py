@@ -5,7 +5,7 @@ not (exact usage, full tool outputs). One watcher per backing session, started w
 is first seen, tails the file as the CLI appends (``SessionFileIndexer``); a file that has not
 appeared yet (both CLIs create it at the first prompt) is looked for less and less often.
 Claude Code's files and Codex's rollouts are tailed alike; each line becomes a record by its
-CLI's parser (``liminal.harness.base.line_parser``). At close, one last catch-up reads what the CLI wrote last.
+CLI's parser (``liminal.harness.known.line_parser``). At close, one last catch-up reads what the CLI wrote last.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import anyio
 import anyio.to_thread
 
 from liminal import log
-from liminal.harness.known import line_parser
 from liminal.ingest.tail import SessionFileIndexer
 from liminal.store.base import Store
 
@@ -33,7 +32,7 @@ CLOSE_SECONDS_PER_FILE = 5.0
 class SessionWatch:
     def __init__(self, store: Store, find: Callable[[str, str], Path | None],
                  own_bytes: Callable[[str], int] | None = None, *,
-                 quarantine: Path | None = None) -> None:
+                 quarantine: Path) -> None:
         """``find(backing_id, cwd)`` locates a session file; ``own_bytes(backing_id)`` says how
         much of it liminal wrote itself (a swap's rewrite, a cut), whose lines are marked so;
         ``quarantine``: where a line the store refuses even cut is set aside."""
@@ -112,4 +111,4 @@ class SessionWatch:
         if self._own_bytes is not None:
             own = await anyio.to_thread.run_sync(self._own_bytes, backing_id)
         return SessionFileIndexer(self.store, path, backing_id, thread_id, own_bytes=own,
-                                  parse=line_parser(path), quarantine=self.quarantine)
+                                  quarantine=self.quarantine)

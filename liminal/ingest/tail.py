@@ -14,7 +14,8 @@ name this session and records liminal copied into it, and a key must resolve fro
 once the files are gone (docs/gradient.md, "Recall").
 
 Here, not beside Claude Code's line parser where it was: it writes through the indexer's
-``write_or_salvage``, and the harness importing the indexer made a circle of packages.
+``liminal.ingest.poison.write_batch``, and the harness importing the indexer made a circle of
+packages.
 """
 
 from __future__ import annotations
@@ -66,8 +67,8 @@ def read_complete_lines(path: Path, offset: int,
 
 class SessionFileIndexer:
     def __init__(self, store: Store, path: Path, backing_id: str, thread_id: str | None = None,
-                 *, own_bytes: int = 0,
-                 parse: LineParser | None = None, quarantine: Path | None = None) -> None:
+                 *, quarantine: Path, own_bytes: int = 0,
+                 parse: LineParser | None = None) -> None:
         """``parse`` makes a record of a line: by default the parser of the CLI whose file
         ``path`` is (``liminal.harness.known.line_parser``); the tailing is the same for all.
         ``own_bytes``: how much of the file liminal wrote (its lines are marked as liminal's).

@@ -75,6 +75,10 @@ PART_BYTES = 16 * 1024 * 1024
 # read-only, corrupt ...) are the database failing, and a write is tried again later.
 _REFUSING_CODES = {18, 19, 20, 25}
 
+# Made with the schema, or by the writer in a database made before it, when it first stores a
+# record in parts (``_write_parts``, in its transaction: one statement).
+_PARTS = ("CREATE TABLE IF NOT EXISTS parts (owner TEXT NOT NULL, n INTEGER NOT NULL, "
+          "data BLOB NOT NULL, PRIMARY KEY (owner, n))")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS frames (
@@ -99,12 +103,8 @@ CREATE TABLE IF NOT EXISTS session_records (
     uuid TEXT, type TEXT, time TEXT, usage TEXT, tool_ids TEXT NOT NULL, text TEXT NOT NULL,
     raw BLOB NOT NULL, own INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS session_records_file ON session_records (backing_id, offset);
-CREATE TABLE IF NOT EXISTS parts (
-    owner TEXT NOT NULL, n INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY (owner, n));
-"""
-# Added by the writer to a database made before it (in its transaction: one statement).
-_PARTS = ("CREATE TABLE IF NOT EXISTS parts (owner TEXT NOT NULL, n INTEGER NOT NULL, "
-          "data BLOB NOT NULL, PRIMARY KEY (owner, n))")
+""" + _PARTS + ";\n"
+
 
 def _fts(index: str, table: str, prefix: str) -> str:
     """An external-content FTS5 index over ``table.text``, kept in step by triggers."""
@@ -155,8 +155,6 @@ def _add_indexes(conn: sqlite3.Connection) -> None:
     names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     if "messages_tool" not in names:
         conn.execute("CREATE INDEX IF NOT EXISTS messages_tool ON messages (tool_call_id)")
-    if not _has_parts(conn):
-        conn.execute(_PARTS)
 
 
 def _has_parts(conn: sqlite3.Connection) -> bool:
@@ -186,13 +184,14 @@ def _parts_length(conn: sqlite3.Connection, owner: str) -> int:
 
 
 def _refused(exc: BaseException) -> bool:
-    """Whether SQLite refused what was written (``_REFUSING_CODES``), or a value could not be
-    bound at all (text that is not UTF-8, an integer past 64 bits), rather than failing."""
+    """Whether SQLite refused what was written (``_REFUSING_CODES``) rather than failing. (A
+    value that cannot be bound at all, text that is not UTF-8 or an integer past 64 bits, is
+    not an ``sqlite3.Error``: ``SqliteStore.write`` takes it for a refusal itself.)"""
     if isinstance(exc, (sqlite3.DataError, sqlite3.IntegrityError)):
         return True
     if isinstance(exc, sqlite3.Error):
         return (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF in _REFUSING_CODES
-    return isinstance(exc, (UnicodeError, OverflowError, ValueError, TypeError))
+    return False
 
 
 def _connect(path: Path) -> sqlite3.Connection:

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from liminal.ingest.derive import Deriver
 from liminal.ingest.indexer import Indexer
-from liminal.ingest.recovery import write_or_salvage
+from liminal.ingest.poison import write_batch
 from liminal.ingest.spool import SpoolDir
 from liminal.store.records import Batch, FrameRecord, frame_id
 from liminal.store.sqlite import SqliteStore
@@ -138,7 +138,8 @@ def test_any_json_in_any_field_is_derived_or_flagged_and_always_stored(odd: list
         with tempfile.TemporaryDirectory() as folder:
             store = await SqliteStore.open(Path(folder) / "liminal.db")
             try:
-                await write_or_salvage(store, Batch([r for r, _ in items], derived.messages, derived.threads))
+                await write_batch(store, Batch([r for r, _ in items], derived.messages, derived.threads),
+                                  quarantine=Path(folder) / "quarantine")
                 assert await store.frame_count() == len(items)
             finally:
                 await store.aclose()

@@ -23,6 +23,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +170,26 @@ def quarantined(home: Path) -> list[Path]:
     return sorted((home / "quarantine").glob("*")) if (home / "quarantine").is_dir() else []
 
 
+async def index_tailing(store: Store, watched: Store, tmp_path: Path, frames: list[FrameRecord],
+                        **options: Any) -> Path:
+    """Spool ``frames`` as the proxy does, run a tailing Indexer on ``store`` until ``watched``
+    (the store under it) has the turn after the poison, seal, close and release the spool; its
+    folder."""
+    live = SpoolDir(tmp_path / "spool" / "live")  # the proxy's, as the worker tails it
+    assert live.acquire()
+    for f in frames:
+        live.append(f.seq, f)
+    worker = Indexer(store, tmp_path / "spool", tail=live.path, recover=False,
+                     yield_bytes_per_second=None, **options)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.run)
+        await until_said(watched, "still indexed")
+        live.seal()
+        await worker.aclose()
+    live.release(remove_if_empty=False)
+    return live.path
+
+
 async def assert_kept(store: Store, frames: list[FrameRecord], big: int = BIG) -> None:
     """Every frame in the store byte for byte (past the limit: in parts); the thread with its
     cwd cut; the answer cut, saying where the whole is; each cut said by a ``problem`` message;
@@ -197,20 +218,9 @@ async def test_a_frame_past_the_backends_limit_neither_spins_nor_blocks_the_fram
     frames = poison_frames(big_for(store_kind))
     async with limited_store(store_kind, tmp_path) as inner:
         store = Counting(inner)
-        live = SpoolDir(tmp_path / "spool" / "live")  # the proxy's, as the worker tails it
-        assert live.acquire()
-        for f in frames:
-            live.append(f.seq, f)
-        worker = Indexer(store, tmp_path / "spool", tail=live.path, recover=False,  # type: ignore[arg-type]
-                         yield_bytes_per_second=None)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(worker.run)
-            await until_said(inner, "still indexed")
-            live.seal()
-            await worker.aclose()
-        live.release(remove_if_empty=False)
+        live = await index_tailing(store, inner, tmp_path, frames)
         await assert_kept(inner, frames, big_for(store_kind))
-        assert not list(live.path.glob("*.spool"))  # released: every byte is in the store
+        assert not list(live.glob("*.spool"))  # released: every byte is in the store
         assert store.writes < 60, store.writes  # isolated in a few writes, not retried forever
         assert not quarantined(tmp_path)
 
@@ -241,22 +251,12 @@ async def test_a_store_down_around_a_poison_batch_sets_nothing_aside_and_loses_n
     frames = poison_frames()
     async with limited_store("sqlite", tmp_path) as inner:
         store = Counting(inner, down={2, 3, 4, 5})
-        live = SpoolDir(tmp_path / "spool" / "live")
-        assert live.acquire()
-        for f in frames:
-            live.append(f.seq, f)
-        worker = Indexer(store, tmp_path / "spool", tail=live.path, recover=False,  # type: ignore[arg-type]
-                         yield_bytes_per_second=None, retry_seconds=0.05)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(worker.run)
-            await until_said(inner, "still indexed")
-            live.seal()
-            await worker.aclose()
-        live.release(remove_if_empty=False)
+        live = await index_tailing(store, inner, tmp_path, frames,
+                                   retry_seconds=0.05)
         assert store.writes > 5  # the failures happened
         await assert_kept(inner, frames)
         assert not quarantined(tmp_path)
-        assert not list(live.path.glob("*.spool"))
+        assert not list(live.glob("*.spool"))
 
 
 async def test_a_record_the_store_refuses_even_cut_is_set_aside_and_named(
@@ -280,18 +280,7 @@ async def test_a_record_the_store_refuses_even_cut_is_set_aside_and_named(
         ("a2c", end(3), THREAD, "session/prompt"),
     ])
     async with limited_store("sqlite", tmp_path, length=4096) as store:
-        live = SpoolDir(tmp_path / "spool" / "live")
-        assert live.acquire()
-        for f in frames:
-            live.append(f.seq, f)
-        worker = Indexer(store, tmp_path / "spool", tail=live.path, recover=False,
-                         yield_bytes_per_second=None)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(worker.run)
-            await until_said(store, "still indexed")
-            live.seal()
-            await worker.aclose()
-        live.release(remove_if_empty=False)
+        live = await index_tailing(store, store, tmp_path, frames)
         stored = {f.id: f.raw for f in await store.frames(connection_id=CONN)}
         assert stored == {f.id: f.raw for f in frames}
         messages = await store.messages(THREAD)
@@ -305,7 +294,7 @@ async def test_a_record_the_store_refuses_even_cut_is_set_aside_and_named(
         [problem] = [m for m in messages if m.kind == "problem"]
         assert aside.name in problem.text and "set aside" in problem.text
         assert aside.name in capsys.readouterr().err
-        assert not list(live.path.glob("*.spool"))
+        assert not list(live.glob("*.spool"))
 
 
 # -- the worker process -----------------------------------------------------------------------
@@ -327,10 +316,12 @@ def holds_flock(pid: int, path: Path) -> bool:
 
 def start_worker(home: Path, live: Path, sqlite_limit: int) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LIMINAL_")}
-    env.update(PYTHONPATH=str(ROOT), LIMINAL_HOME=str(home),
-               LIMINAL_TEST_SQLITE_MAX_LENGTH=str(sqlite_limit))
+    # SQLite's length limit lowered in the worker (tests/support/sqlite_limit/sitecustomize.py).
+    env.update(PYTHONPATH=os.pathsep.join([str(ROOT / "tests" / "support" / "sqlite_limit"),
+                                           str(ROOT)]),
+               LIMINAL_HOME=str(home), LIMINAL_TEST_SQLITE_MAX_LENGTH=str(sqlite_limit))
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.store.limited_worker", str(live), "--home", str(home),
+        [sys.executable, "-m", "liminal.ingest.worker", str(live), "--home", str(home),
          "--log-level", "warning"],
         cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE)
@@ -506,8 +497,7 @@ def test_each_backend_tells_a_refusal_from_a_failure() -> None:
     too_big = sqlite3.DataError("string or blob too big")
     locked = sqlite3.OperationalError("database is locked")
     locked.sqlite_errorcode = 5  # type: ignore[attr-defined]
-    assert backend._refused(too_big) and backend._refused(UnicodeEncodeError("utf-8", "\ud800", 0, 1, "x"))
-    assert backend._refused(OverflowError("Python int too large to convert to SQLite INTEGER"))
+    assert backend._refused(too_big)
     assert not backend._refused(locked)
     assert mongo.refused(DocumentTooLarge("BSON document too large"))
     assert mongo.refused(InvalidDocument("Key names must not contain the NULL byte"))
@@ -612,3 +602,77 @@ async def test_a_batch_whose_total_is_past_a_message_of_the_server_is_stored(
         assert [f.raw for f in await store.frames(connection_id=CONN)] == [f.raw for f in [*frames, big]]
         assert [m.text for m in await store.messages(THREAD)] == [m.text for m in messages]
         assert [r.raw for r in await store.session_records(THREAD)] == [r.raw for r in lines]
+
+
+async def test_a_frame_and_its_message_made_storable_each_keep_their_problem(
+        store: Store, tmp_path: Path) -> None:
+    """A frame with a lone surrogate in its thread id and the message it started with one in its
+    text: each is made storable and each gets its ``problem`` message. Both were named
+    ``<frame id>:problem`` (a message's id is its frame's), and the store kept one."""
+    from liminal.ingest.poison import write_batch
+    from liminal.store.records import MessageRecord
+
+    thread = "sess-\ud800"
+    frame = FrameRecord(id=f"{CONN}:0", connection_id=CONN, seq=0, time=1.0, direction="c2a",
+                        kind="request", thread_id=thread, backing_id=None,
+                        method="session/prompt", rpc_id="1", size=2, raw=b"{}")
+    message = MessageRecord(id=frame.id, thread_id=thread, turn_id=frame.id, time=1.0,
+                            order=f"{1.0:017.6f}|{frame.id}", kind="user", text="hi \udc00",
+                            data={}, backing_id=None)
+    await write_batch(store, Batch([frame], [message]), quarantine=tmp_path / "quarantine")
+    problems = [m.text for m in await store.messages("sess-\ufffd") if m.kind == "problem"]
+    assert sorted(problems) == ["stored with thread_id made storable",
+                                "user message stored with text, thread_id made storable"], problems
+
+
+def _nested(levels: int) -> Any:
+    value: Any = 1
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+async def test_a_value_no_backend_can_encode_is_refused_by_its_write(store: Store) -> None:
+    """A lone surrogate (in a text, a thread id, a cwd), an integer past 64 bits, a value nested
+    past what JSON is written to: each backend's ``write`` says ``StoreRefused`` itself, the one
+    refusal the writer takes for one (``liminal.ingest.poison.refused``)."""
+    from liminal.ingest.poison import refused
+    from liminal.store.base import StoreRefused
+    from liminal.store.records import MessageRecord, ThreadUpdate
+
+    def message(text: str = "hi", **data: Any) -> MessageRecord:
+        return MessageRecord(id="m", thread_id=THREAD, turn_id=None, time=1.0, order="1",
+                             kind="user", text=text, data=data)
+
+    frame = records([("c2a", prompt(1, "hi"), None, None)])[0]
+    for batch in (Batch(messages=[message("a \ud800")]), Batch(messages=[message(n=2**70)]),
+                  Batch(messages=[message(deep=_nested(300))]),
+                  Batch(messages=[message(deep=_nested(5000))]),
+                  Batch([replace(frame, thread_id="sess-\udc00")]),
+                  Batch(threads=[ThreadUpdate(id=THREAD, time=1.0, cwd="/work/\ud800")])):
+        with pytest.raises(StoreRefused) as raised:
+            await store.write(batch)
+        assert refused(raised.value)
+
+
+@pytest.mark.parametrize("create", [True, False])
+async def test_a_database_made_before_parts_stores_in_parts_when_it_first_needs_them(
+        tmp_path: Path, create: bool) -> None:
+    """A store made before the ``parts`` table (dropped here) reads as before and, opened by a
+    writer with or without ``create``, makes the table when a record first needs it."""
+    path = tmp_path / "liminal.db"
+    store = await SqliteStore.open(path)
+    store._writer.execute("DROP TABLE parts")
+    await store.aclose()
+    store = await SqliteStore.open(path, create=create)
+    small = records([("c2a", prompt(1, "before parts"), None, None)])[0]
+    await store.write(Batch([small]))
+    assert [f.raw for f in await store.frames(connection_id=CONN)] == [small.raw]
+    limit(store, 64 * 1024)
+    raw = bytes(range(256)) * 1000
+    frame = FrameRecord(f"{CONN}:0000000009", CONN, 9, 9.0, "a2c", "notification", THREAD,
+                        THREAD, "session/update", None, len(raw), raw)
+    await store.write(Batch([frame]))
+    assert [f.raw for f in await store.frames(connection_id=CONN)] == [small.raw, raw]
+    assert store._reader.execute("SELECT COUNT(*) FROM parts").fetchone()[0] > 1
+    await store.aclose()

@@ -83,7 +83,8 @@ class Lineage:
     async def index(self, store: Store, thread: str) -> None:
         """What the index worker does for each backing session it sees."""
         watch = SessionWatch(store, lambda backing, cwd: self.paths.get(backing),
-                             lambda backing: rewrites.own_bytes(self.notes, backing))
+                             lambda backing: rewrites.own_bytes(self.notes, backing),
+                             quarantine=self.notes.parent / "quarantine")
         for backing in self.order:
             watch.watch(thread, backing, CWD)
         # Every line indexed, however slow the store (the worker's own stop bounds this at 5 s a

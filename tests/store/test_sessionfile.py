@@ -109,7 +109,7 @@ async def test_the_file_is_indexed_as_it_grows(tmp_path: Path) -> None:
     store = await SqliteStore.open(tmp_path / "liminal.db")
     path = tmp_path / f"{SID}.jsonl"
     path.write_bytes(line(RECORDS[0]) + line(RECORDS[1])[:20])  # the second line half written
-    watcher = SessionFileIndexer(store, path, SID, "t")
+    watcher = SessionFileIndexer(store, path, SID, "t", quarantine=tmp_path / "quarantine")
     stop = anyio.Event()
     async with anyio.create_task_group() as tg:
         tg.start_soon(watcher.run, stop)
@@ -123,7 +123,7 @@ async def test_the_file_is_indexed_as_it_grows(tmp_path: Path) -> None:
     assert [r.uuid for r in records] == ["u1", "a1", "u2"]
     assert b"".join(r.raw + b"\n" for r in records) == path.read_bytes()
     # A restart resumes where the store says indexing stopped; nothing is read twice.
-    again = SessionFileIndexer(store, path, SID, "t")
+    again = SessionFileIndexer(store, path, SID, "t", quarantine=tmp_path / "quarantine")
     assert await again.catch_up() == 0
     hits = await store.search("full output")
     assert [h.id for h in hits] == [records[2].id]
@@ -139,7 +139,8 @@ async def test_what_liminal_wrote_is_kept_as_liminals(tmp_path: Path) -> None:
     path = tmp_path / f"{SID}.jsonl"
     rewrite = line(RECORDS[0]) + line(RECORDS[1])
     path.write_bytes(rewrite + line(RECORDS[2]))
-    watcher = SessionFileIndexer(store, path, SID, "t", own_bytes=len(rewrite))
+    watcher = SessionFileIndexer(store, path, SID, "t", quarantine=tmp_path / "quarantine",
+                                 own_bytes=len(rewrite))
     assert await watcher.catch_up() == 3
     records = await store.session_records(SID)
     assert [(r.uuid, r.own, bool(r.text)) for r in records] == [
@@ -148,7 +149,9 @@ async def test_what_liminal_wrote_is_kept_as_liminals(tmp_path: Path) -> None:
     assert await store.search("capacitor") == []  # found in the older file, indexed before
     assert [h.id for h in await store.search("gigawatts")] == [records[2].id]
     # Read again from where the store says indexing stopped: nothing is indexed twice.
-    assert await SessionFileIndexer(store, path, SID, "t", own_bytes=len(rewrite)).catch_up() == 0
+    again = SessionFileIndexer(store, path, SID, "t", quarantine=tmp_path / "quarantine",
+                               own_bytes=len(rewrite))
+    assert await again.catch_up() == 0
     await store.aclose()
 
 
@@ -216,7 +219,8 @@ async def test_a_store_failure_at_the_first_catch_up_does_not_stop_the_watcher(
 
     path = tmp_path / f"{SID}.jsonl"
     path.write_bytes(line(RECORDS[0]))
-    watcher = SessionFileIndexer(Down(), path, SID, "t")  # type: ignore[arg-type]
+    watcher = SessionFileIndexer(Down(), path, SID, "t",  # type: ignore[arg-type]
+                                 quarantine=tmp_path / "quarantine")
     stop = anyio.Event()
     stop.set()
     with anyio.fail_after(10):
@@ -283,7 +287,7 @@ async def test_a_line_the_store_cannot_take_as_parsed_does_not_stop_the_files_in
     deep_line = json.dumps(odd).encode() + b"\n"  # orjson cannot write it either
     path.write_bytes(line(RECORDS[0]) + deep_line + line(RECORDS[2]))
     store = await SqliteStore.open(tmp_path / "liminal.db")
-    watcher = SessionFileIndexer(store, path, SID, "t",
+    watcher = SessionFileIndexer(store, path, SID, "t", quarantine=tmp_path / "quarantine",
                                  **({"parse": codex_line} if where.startswith("codex") else {}))
     with contextlib.suppress(Exception):  # as the watcher's loop does: logged, tried again
         await watcher.catch_up()

@@ -284,7 +284,8 @@ async def test_a_write_that_fails_half_way_loses_only_its_own_frames(
     from liminal.ingest.recovery import replay_orphans
 
     with anyio.fail_after(10):
-        await replay_orphans(copied, copy.parent, None, retry_seconds=0.01)
+        await replay_orphans(copied, copy.parent, None, retry_seconds=0.01,
+                             quarantine=tmp_path / "quarantine")
     assert await copied.frame_count() == 19
     await copied.aclose()
 
