@@ -29,6 +29,7 @@ from liminal.harness.known import line_parser
 from liminal.ingest import rewrites
 from liminal.ingest.sessions import SessionWatch
 from liminal.lookup.recaller import Recaller
+from liminal.lookup.sessionlines import Incomplete, stored_lines
 from liminal.store.base import Store, StoreError
 from liminal.store.cache import LocalCache
 from liminal.store.records import Batch
@@ -358,3 +359,50 @@ async def test_the_keys_of_a_fork_resolve_from_the_store_alone(
     recaller = Recaller(store, None, {name: str(tmp_path / "elsewhere") for name in env})
     for key in keys:
         assert await recaller.recall(str(key)) == expected[key], key
+
+
+@pytest.mark.parametrize("cli", ["claude", "codex"])
+async def test_every_session_of_a_thread_is_written_again_from_the_store_alone(
+        store: Store, tmp_path: Path, cli: str) -> None:
+    """Issue 23: the store is the system of record. Every session of a thread (the CLI's
+    original, the rewrites and the cut liminal wrote, the turns the CLI appended to each, the
+    last rewrite the CLI never appended to) is written again from the store where the CLI looks
+    for it, byte for byte, 0600, once every file is gone."""
+    lineage, env = (claude_thread if cli == "claude" else codex_thread)(tmp_path)
+    thread = lineage.order[0]
+    await lineage.index(store, thread)
+    files = {backing: lineage.paths[backing].read_bytes() for backing in lineage.order}
+    for path in lineage.paths.values():
+        path.unlink()
+    harness = (ClaudeSessions if cli == "claude" else CodexSessions)(SETTINGS, env)
+    for backing in lineage.order:
+        assert harness.locate(backing, CWD) is None
+        path = harness.restore(backing, CWD, await stored_lines(store, backing))
+        assert path.read_bytes() == files[backing], backing
+        assert path.stat().st_mode & 0o777 == 0o600
+        assert harness.locate(backing, CWD) == path
+        assert harness.names(path) == backing
+    # And the keys of the last session resolve from the files written again, as from the old.
+    keys = [RecallKey.parse(k) for k in dict.fromkeys(
+        KEY_IN_MARKER.findall(files[lineage.order[-1]].decode()))]
+    assert keys
+    recaller = Recaller(None, None, env)
+    for key in keys:
+        assert await recaller.recall(str(key))
+
+
+async def test_a_session_the_store_does_not_hold_whole_is_not_written(
+        store: Store, tmp_path: Path) -> None:
+    """A line set aside by the indexer (or never indexed) leaves a gap: no file is written
+    from a store that would give the CLI another conversation."""
+    lineage, _ = claude_thread(tmp_path)
+    thread = lineage.order[0]
+    with pytest.raises(Incomplete, match="no line"):
+        await stored_lines(store, thread)
+    await lineage.index(store, thread)
+    records = await store.session_records(thread)
+    gone = records[len(records) // 2]
+    assert await store.delete_thread(thread)
+    await store.write(Batch(session_records=[r for r in records if r.id != gone.id]))
+    with pytest.raises(Incomplete, match=f"lacks bytes {gone.offset} "):
+        await stored_lines(store, thread)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -234,6 +234,26 @@ class CodexSessions:
                 if value is not None:
                     return value
         raise RecallError(f"{key}: no call {key.uuid} in {path}")
+
+    def restore(self, backing_id: str, cwd: str | None, lines: Sequence[bytes]) -> Path:
+        """``sessions/YYYY/MM/DD/rollout-<start>-<id>.jsonl`` under CODEX_HOME, dated by the
+        rollout's own ``session_meta`` (when it started), as Codex names it; Codex finds a
+        rollout by its id on any day."""
+        if not is_session_id(backing_id):
+            raise ValueError(f"{backing_id!r} is not a session id")
+        parsed = parse_lines(lines[0] + b"\n") if lines else []
+        started = None
+        if parsed and parsed[0].value is not None:
+            stamp = parsed[0].value.get("timestamp")
+            try:
+                started = datetime.fromisoformat(stamp).timestamp() if isinstance(stamp, str) else None
+            except ValueError:
+                started = None
+        target = new_path(codex_home(self.env) / "sessions" / "any", backing_id, started)
+        make_private_folder(target.parent)
+        write_atomically(target, tuple(line + b"\n" for line in lines))
+        self._found[backing_id] = target
+        return target
 
     def recall_in_line(self, line: bytes, key: RecallKey) -> bytes | None:
         if f'"call_id":"{key.uuid}"'.encode() not in line:
