@@ -31,7 +31,7 @@ from liminal import log, moves
 from liminal.acp.port import Component, Port
 from liminal.acp.router import LOCAL, Local, LocalRequest
 from liminal.harness.base import SessionHarness
-from liminal.kernel import reopen
+from liminal.kernel import reopen, restore
 from liminal.kernel.mover import SwapError, Writer
 from liminal.kernel.swap import SwapManager
 from liminal.lookup.memos import describe, find_memos, save_memo, split_tags
@@ -145,9 +145,15 @@ class CommandCenter(Component):
         return hooks
 
     def _open_hook(self, method: str, message: dict[str, Any], thread: str | None) -> Local | None:
-        """A load or resume of a thread whose session has no file (``liminal.kernel.reopen``)."""
-        return LOCAL if reopen.without_file(self.swaps.mover.port, self.harness, self.swaps.journal, thread,
-                                          message) else None
+        """A load or resume of a thread whose session has no file: an empty session liminal
+        opened (``liminal.kernel.reopen``), else one the store can write again
+        (``liminal.kernel.restore``)."""
+        port = self.swaps.mover.port
+        if reopen.without_file(port, self.harness, self.swaps.journal, thread, message):
+            return LOCAL
+        if self._open_store is not None and restore.file_missing(port, self.harness, thread, message):
+            return LOCAL
+        return None
 
     def _prompt_hook(self, method: str, message: dict[str, Any], thread: str | None) -> Local | None:
         return LOCAL if thread is not None and parse(prompt_text(message)) is not None else None
@@ -211,7 +217,10 @@ class CommandCenter(Component):
                     store = await self.store()
                 except Exception as exc:  # the thread opens all the same, without its history
                     logger.warning("store not opened for a reopen", error=str(exc))
-            await reopen.reopen(port, self.swaps.mover, store, request)
+            if reopen.without_file(port, self.harness, self.swaps.journal, request.thread_id, request.message):
+                await reopen.reopen(port, self.swaps.mover, store, request)
+            else:
+                await restore.restore(port, self.swaps.mover, self.harness, store, request)
             return
         if request.method == "session/list":
             try:

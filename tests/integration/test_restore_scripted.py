@@ -1,0 +1,104 @@
+"""A thread whose session files are all gone opens from the store (issue 23), on a real
+``liminal acp`` with the store on, the real Claude harness, and the scripted agent keeping
+session files as Claude Code would and refusing a load of a session with no file, as Claude
+Code's adapter does. The real CLIs' side is in tests/acceptance/test_restore.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+
+from liminal.gradient.recall import KEY_IN_MARKER, RecallKey
+from liminal.kernel.journal import SwapJournal
+from liminal.lookup.recaller import Recaller
+from liminal.lookup.sessionlines import stored_lines
+from liminal.store.sqlite import SqliteStore
+from tests.integration.test_commands_scripted import CWD, opened, run_liminal, said, session_files
+from tests.support.proxy_process import ProxyProcess
+
+pytestmark = pytest.mark.anyio
+
+
+def shown(proxy: ProxyProcess, thread: str, start: int = 0) -> str:
+    """Every text the client was sent for ``thread`` since ``start``."""
+    return "\n".join(m["params"]["update"]["content"]["text"] for m in proxy.messages()[start:]
+                     if m.get("method") == "session/update" and m["params"].get("sessionId") == thread
+                     and isinstance(m["params"]["update"].get("content"), dict)
+                     and isinstance(m["params"]["update"]["content"].get("text"), str))
+
+
+def opened_files(home: Path) -> list[dict[str, str]]:
+    log = home / "agent_in.bin.opened"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+async def test_a_thread_whose_files_are_all_gone_loads_from_the_store_and_goes_on(tmp_path: Path) -> None:
+    threads: dict[str, str] = {}
+
+    async def before(proxy: ProxyProcess) -> None:
+        moved = threads["moved"] = await opened(proxy)
+        await said(proxy, moved, "turn alpha used:5000")
+        await said(proxy, moved, "turn bravo used:130000")  # past the trigger: a swap
+        journal = SwapJournal(tmp_path / "liminal-home" / "swaps.jsonl")
+        with anyio.fail_after(30):
+            while not any(r.outcome == "committed" for r in journal.records()):  # noqa: ASYNC110
+                await anyio.sleep(0.05)
+        await said(proxy, moved, "turn charlie used:21000")
+        found = await proxy.request("session/new", {"cwd": CWD, "mcpServers": []})
+        still = threads["still"] = str(found["result"]["sessionId"])
+        await said(proxy, still, "turn delta used:4000")
+
+    await run_liminal(tmp_path, before)
+    moved, still = threads["moved"], threads["still"]
+    [record] = [r for r in SwapJournal(tmp_path / "liminal-home" / "swaps.jsonl").records()
+                if r.outcome == "committed"]
+    backing = record.new_backing_id
+    assert backing is not None
+    files = session_files(tmp_path)
+    assert {moved, backing, still} <= set(files)
+    for path in (tmp_path / "claude" / "projects").glob("*/*.jsonl"):
+        path.unlink()  # every file of the threads' past: only the store is left
+
+    async def after(proxy: ProxyProcess) -> None:
+        start = len(proxy.messages())
+        await opened(proxy, moved)
+        history = shown(proxy, moved, start)
+        # The client sees the thread's real history (the store's), not the compressed copy's.
+        assert "turn alpha" in history and "turn charlie" in history, history
+        assert "[compressed]" not in history, history
+        loaded = await proxy.request("session/load", {"sessionId": still, "cwd": CWD, "mcpServers": []})
+        assert "result" in loaded, loaded
+        # The agent read each session from the file written again: byte for byte the one it
+        # had, and the thread goes on on it.
+        assert {o["sessionId"]: o["bytes"].encode() for o in opened_files(tmp_path)} == {
+            backing: files[backing], still: files[still]}
+        await said(proxy, moved, "turn echo used:22000")
+        await said(proxy, still, "turn foxtrot used:5000")
+
+    await run_liminal(tmp_path, after, AGENT_LOAD_NEEDS_FILE="1")
+    now = session_files(tmp_path)
+    assert moved not in now  # the thread's older session needs no file: recall reads the store
+    assert now[backing].startswith(files[backing]) and b"turn echo" in now[backing][len(files[backing]):]
+    assert now[still].startswith(files[still]) and b"turn foxtrot" in now[still][len(files[still]):]
+    for path in (tmp_path / "claude" / "projects").glob("*/*.jsonl"):
+        assert path.stat().st_mode & 0o777 == 0o600
+    # Every recall key in the context the thread went on with resolves: the session they name
+    # has no file, the store answers.
+    keys = list(dict.fromkeys(KEY_IN_MARKER.findall(now[backing].decode())))
+    assert keys
+    store = await SqliteStore.open(tmp_path / "liminal-home" / "liminal.db", create=False)
+    try:
+        recaller = Recaller(store, None, {"CLAUDE_CONFIG_DIR": str(tmp_path / "claude")})
+        for key in keys:
+            assert RecallKey.parse(key).session_id == moved
+            assert await recaller.recall(key), key
+        # And the store still holds each session whole, the turns after the restore among them:
+        # it could be written again tomorrow.
+        for session in (backing, still):
+            assert b"".join(line + b"\n" for line in await stored_lines(store, session)) == now[session]
+    finally:
+        await store.aclose()
