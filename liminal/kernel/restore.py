@@ -30,7 +30,7 @@ from liminal import log
 from liminal.acp import jsonrpc
 from liminal.acp.router import LocalRequest
 from liminal.kernel.replay import history_updates
-from liminal.kernel.threads import ThreadState
+from liminal.kernel.threads import RESTORED, ThreadState
 from liminal.lookup.sessionlines import Incomplete, stored_lines
 from liminal.store.records import conversation
 
@@ -117,10 +117,10 @@ async def restore(port: Port, mover: ThreadMover, harness: SessionHarness, store
     finally:
         if moved:
             port.uncapture(backing)
-    # For the store (``liminal.ingest.derive``): liminal's own load names the session to no one,
-    # so this does; the index worker watches it again, and the CLI's turns from here on are
-    # indexed like any.
-    port.note("liminal/restored", {"backing_id": backing, "cwd": cwd, "harness": harness.name,
+    # For the store (``liminal.ingest.derive``) and the thread model: liminal's own load names
+    # the session to no one, so this does; the index worker watches it again (the CLI's turns
+    # from here on are indexed like any), and the thread is open as a client's load opens it.
+    port.note(RESTORED, {"backing_id": backing, "cwd": cwd, "harness": harness.name,
                                    "written": why is None}, thread_id=thread)
     if moved and request.method == "session/load" and store is not None:
         try:
