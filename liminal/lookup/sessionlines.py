@@ -3,8 +3,10 @@
 The index worker keeps each line of a CLI's session file whole (``SessionRecord.raw``, at its
 byte ``offset``), liminal's own lines among them, so the file can be written again from the
 store (``liminal.kernel.restore``). Only a file the store holds *all* of may be written: a line
-set aside (``liminal.ingest.poison``) or never indexed would leave a session the CLI reads as
-another conversation. The offsets tell: each line starts where the one before it ended.
+set aside (``liminal.ingest.poison``), cut to its head (past ``liminal.ingest.tail.MAX_LINE``) or
+never indexed would leave a session the CLI reads as another conversation. The offsets tell:
+each line starts where the one before it ended. (A cut or missing *last* line has no line after
+it to show it; the CLIs cannot resume a session with multi-megabyte lines anyway.)
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ async def stored_lines(store: Store, backing_id: str) -> list[bytes]:
     for record in records:
         if record.offset != expected:
             raise Incomplete(f"session {backing_id}: the store lacks bytes {expected} to "
-                             f"{record.offset} (a line set aside or never indexed)")
+                             f"{record.offset} (a line the indexer cut or set aside, or never indexed)")
         lines.append(record.raw)
         expected = record.offset + len(record.raw) + 1
     return lines
