@@ -6,7 +6,9 @@ Code's adapter does. The real CLIs' side is in tests/acceptance/test_restore.py.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 from pathlib import Path
 
 import anyio
@@ -36,7 +38,10 @@ def opened_files(home: Path) -> list[dict[str, str]]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
-async def test_a_thread_whose_files_are_all_gone_loads_from_the_store_and_goes_on(tmp_path: Path) -> None:
+async def threads_with_their_files_gone(tmp_path: Path) -> tuple[str, str, str, dict[str, bytes]]:
+    """A thread with a swap and one without, through one liminal; then every session file of
+    theirs deleted. Returns the moved thread, the other, the moved one's backing session, and
+    the files as they were."""
     threads: dict[str, str] = {}
 
     async def before(proxy: ProxyProcess) -> None:
@@ -62,6 +67,11 @@ async def test_a_thread_whose_files_are_all_gone_loads_from_the_store_and_goes_o
     assert {moved, backing, still} <= set(files)
     for path in (tmp_path / "claude" / "projects").glob("*/*.jsonl"):
         path.unlink()  # every file of the threads' past: only the store is left
+    return moved, still, backing, files
+
+
+async def test_a_thread_whose_files_are_all_gone_loads_from_the_store_and_goes_on(tmp_path: Path) -> None:
+    moved, still, backing, files = await threads_with_their_files_gone(tmp_path)
 
     async def after(proxy: ProxyProcess) -> None:
         start = len(proxy.messages())
@@ -102,3 +112,23 @@ async def test_a_thread_whose_files_are_all_gone_loads_from_the_store_and_goes_o
             assert b"".join(line + b"\n" for line in await stored_lines(store, session)) == now[session]
     finally:
         await store.aclose()
+
+
+async def test_a_session_the_store_lacks_a_line_of_is_not_written_and_the_load_is_answered(
+        tmp_path: Path) -> None:
+    """A line of the session missing from the store (set aside, never indexed): no file is
+    written from the gap; the load goes to the agent as it is, and its error is the answer."""
+    moved, _, backing, _ = await threads_with_their_files_gone(tmp_path)
+    with contextlib.closing(sqlite3.connect(tmp_path / "liminal-home" / "liminal.db")) as db, db:
+        [(offset,)] = db.execute("SELECT offset FROM session_records WHERE backing_id = ? "
+                                 "ORDER BY offset LIMIT 1 OFFSET 3", (backing,)).fetchall()
+        db.execute("DELETE FROM session_records WHERE backing_id = ? AND offset = ?", (backing, offset))
+
+    async def after(proxy: ProxyProcess) -> None:
+        await proxy.request("initialize", {"protocolVersion": 1})
+        loaded = await proxy.request("session/load", {"sessionId": moved, "cwd": CWD, "mcpServers": []})
+        assert loaded.get("error", {}).get("message", "").startswith("Resource not found"), loaded
+        assert backing not in session_files(tmp_path)
+        assert "session file not written from the store" in proxy.stderr.decode()
+
+    await run_liminal(tmp_path, after, AGENT_LOAD_NEEDS_FILE="1")
