@@ -220,7 +220,14 @@ class CommandCenter(Component):
             if reopen.without_file(port, self.harness, self.swaps.journal, request.thread_id, request.message):
                 await reopen.reopen(port, self.swaps.mover, store, request)
             else:
-                await restore.restore(port, self.swaps.mover, self.harness, store, request)
+                try:
+                    await restore.restore(port, self.swaps.mover, self.harness, store, request)
+                except Exception as exc:  # a bug: the client's load is answered all the same
+                    from liminal.acp import jsonrpc
+
+                    logger.exception("thread not opened from the store", thread=request.thread_id)
+                    port.answer_local(request.key, error=(
+                        jsonrpc.INTERNAL_ERROR, f"liminal could not open the thread: {exc}"))
             return
         if request.method == "session/list":
             try:

@@ -13,7 +13,9 @@ configured) and answered here:
    parameters. A thread liminal moved has its agent's replay captured and its real history
    sent from the store (as the router's rule 8 does); a thread on its own session gets the
    agent's replay as it comes;
-3. the client gets the agent's answer, under the thread's id.
+3. a ``liminal/restored`` note names the session to the index worker and the thread model
+   (liminal's own load names it to neither);
+4. the client gets the agent's answer, under the thread's id.
 
 A session the store does not hold whole is not written (a gap would make the CLI read another
 conversation): the load goes to the agent as it is, and the agent says what it says. Older
@@ -101,7 +103,6 @@ async def restore(port: Port, mover: ThreadMover, harness: SessionHarness, store
         state.mcp_servers = list(params["mcpServers"])
     moved = backing != thread
     if moved:  # the agent's replay is of the compressed session: the store's history instead
-        port.adopt(backing, thread)
         port.capture(backing)
     try:
         result = await port.request(request.method, {**params, "sessionId": backing},
@@ -121,7 +122,7 @@ async def restore(port: Port, mover: ThreadMover, harness: SessionHarness, store
     # the session to no one, so this does; the index worker watches it again (the CLI's turns
     # from here on are indexed like any), and the thread is open as a client's load opens it.
     port.note(RESTORED, {"backing_id": backing, "cwd": cwd, "harness": harness.name,
-                                   "written": why is None}, thread_id=thread)
+                         "written": why is None}, thread_id=thread)
     if moved and request.method == "session/load" and store is not None:
         try:
             updates = history_updates(conversation(await store.messages(thread)))
