@@ -217,7 +217,10 @@ class CommandCenter(Component):
                     store = await self.store()
                 except Exception as exc:  # the thread opens all the same, without its history
                     logger.warning("store not opened for a reopen", error=str(exc))
-            if reopen.without_file(port, self.harness, self.swaps.journal, request.thread_id, request.message):
+            # A session /clear opened empty has a file once it has a turn: gone since, the
+            # store's lines are the thread's context, and only without them is it reopened empty.
+            if reopen.without_file(port, self.harness, self.swaps.journal, request.thread_id, request.message) \
+                    and not await restore.stored_whole(store, port.backing_of(request.thread_id or "")):
                 await reopen.reopen(port, self.swaps.mover, store, request)
             else:
                 try:

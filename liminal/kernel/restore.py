@@ -65,6 +65,17 @@ def file_missing(port: Port | None, harness: SessionHarness, thread: str | None,
     return harness.locate(port.backing_of(thread), _cwd(message)) is None
 
 
+async def stored_whole(store: Store | None, backing: str) -> bool:
+    """The store holds every line of ``backing`` (and can be read)."""
+    if store is None:
+        return False
+    try:
+        await stored_lines(store, backing)
+    except Exception:  # incomplete, or the store down: as good as nothing here
+        return False
+    return True
+
+
 async def write_from_store(store: Store, harness: SessionHarness, backing: str,
                            cwd: str | None) -> str | None:
     """Write ``backing``'s file from the store; None when written, else why not."""

@@ -132,3 +132,39 @@ async def test_a_session_the_store_lacks_a_line_of_is_not_written_and_the_load_i
         assert "session file not written from the store" in proxy.stderr.decode()
 
     await run_liminal(tmp_path, after, AGENT_LOAD_NEEDS_FILE="1")
+
+
+async def test_a_session_clear_opened_that_has_turns_since_is_written_again_not_reopened_empty(
+        tmp_path: Path) -> None:
+    """``/clear`` puts a thread on a session opened empty, which the CLI writes at its first
+    turn. That file gone, a load had the thread reopened on a new empty session (what is right
+    while the session has no turn, ``liminal.kernel.reopen``): the turns since ``/clear`` were
+    lost to the model though the store held them. The store's lines win."""
+    state: dict[str, str] = {}
+
+    async def before(proxy: ProxyProcess) -> None:
+        thread = state["thread"] = await opened(proxy)
+        await said(proxy, thread, "turn alpha used:5000")
+        await said(proxy, thread, "/clear")
+        await said(proxy, thread, "turn bravo after the clear used:3000")
+
+    await run_liminal(tmp_path, before, AGENT_CLAUDE_NEW_EMPTY="1")
+    thread = state["thread"]
+    journal = SwapJournal(tmp_path / "liminal-home" / "swaps.jsonl")
+    [record] = [r for r in journal.records() if r.outcome == "committed"]
+    assert record.opened == "empty" and record.new_backing_id is not None
+    backing = record.new_backing_id
+    files = session_files(tmp_path)
+    assert b"turn bravo" in files[backing]
+    for path in (tmp_path / "claude" / "projects").glob("*/*.jsonl"):
+        path.unlink()
+
+    async def after(proxy: ProxyProcess) -> None:
+        await opened(proxy, thread)
+        assert {o["sessionId"]: o["bytes"].encode() for o in opened_files(tmp_path)} == {
+            backing: files[backing]}
+        await said(proxy, thread, "turn charlie used:4000")
+
+    await run_liminal(tmp_path, after, AGENT_LOAD_NEEDS_FILE="1", AGENT_CLAUDE_NEW_EMPTY="1")
+    assert [r.move for r in journal.records() if r.outcome == "committed"] == [record.move]
+    assert b"turn charlie" in session_files(tmp_path)[backing]
