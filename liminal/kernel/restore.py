@@ -76,10 +76,18 @@ async def stored_whole(store: Store | None, backing: str) -> bool:
     return True
 
 
-async def write_from_store(store: Store, harness: SessionHarness, backing: str,
+async def write_from_store(store: Store, harness: SessionHarness, thread: str, backing: str,
                            cwd: str | None) -> str | None:
     """Write ``backing``'s file from the store; None when written, else why not."""
     try:
+        known = await store.thread(thread)
+        # The journal binds a thread to its session at start; without it (deleted, another
+        # machine) a moved thread is bound to its first session, which the store holds too:
+        # written, the thread would open silently on its context before every move.
+        later = known.backing_ids[-1] if known is not None and known.backing_ids else backing
+        if later != backing:
+            return (f"the store has the thread on session {later}, not {backing} (is the swap "
+                    "journal missing?): not opened on an older context")
         lines = await stored_lines(store, backing)
     except Incomplete as exc:
         return str(exc)
@@ -103,7 +111,7 @@ async def restore(port: Port, mover: ThreadMover, harness: SessionHarness, store
     params = _params(request.message)
     backing = port.backing_of(thread)
     cwd = _cwd(request.message)
-    why = "no store" if store is None else await write_from_store(store, harness, backing, cwd)
+    why = "no store" if store is None else await write_from_store(store, harness, thread, backing, cwd)
     if why is not None:
         logger.warning("session file not written from the store", thread=thread, session=backing,
                        reason=why)

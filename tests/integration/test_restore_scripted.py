@@ -168,3 +168,21 @@ async def test_a_session_clear_opened_that_has_turns_since_is_written_again_not_
     await run_liminal(tmp_path, after, AGENT_LOAD_NEEDS_FILE="1", AGENT_CLAUDE_NEW_EMPTY="1")
     assert [r.move for r in journal.records() if r.outcome == "committed"] == [record.move]
     assert b"turn charlie" in session_files(tmp_path)[backing]
+
+
+async def test_a_moved_thread_without_its_journal_is_not_opened_on_its_first_session(tmp_path: Path) -> None:
+    """The swap journal binds a thread to its session at start. Deleted with the files, the
+    moved thread is bound to its first session, which the store holds whole too: written, the
+    thread would open, silently, on its context before the swap. The store's lineage says the
+    thread is on another session: nothing is written, and the load is answered as before."""
+    moved, *_ = await threads_with_their_files_gone(tmp_path)
+    (tmp_path / "liminal-home" / "swaps.jsonl").unlink()
+
+    async def after(proxy: ProxyProcess) -> None:
+        await proxy.request("initialize", {"protocolVersion": 1})
+        loaded = await proxy.request("session/load", {"sessionId": moved, "cwd": CWD, "mcpServers": []})
+        assert loaded.get("error", {}).get("message", "").startswith("Resource not found"), loaded
+        assert not session_files(tmp_path)
+        assert "is the swap journal missing?" in proxy.stderr.decode()
+
+    await run_liminal(tmp_path, after, AGENT_LOAD_NEEDS_FILE="1")
