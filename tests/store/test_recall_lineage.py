@@ -11,8 +11,10 @@ back, byte for byte, what every key in the last session named while the files we
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import sqlite3
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -406,3 +408,29 @@ async def test_a_session_the_store_does_not_hold_whole_is_not_written(
     await store.write(Batch(session_records=[r for r in records if r.id != gone.id]))
     with pytest.raises(Incomplete, match=f"lacks bytes {gone.offset} "):
         await stored_lines(store, thread)
+
+
+async def test_a_rollout_is_written_again_where_codexs_state_database_names_it(
+        store: Store, tmp_path: Path) -> None:
+    """Codex resumes a thread from the path its state database names first; a row naming a file
+    that is gone made the app server's ``thread/resume`` say "no rollout found" (codex-acp
+    2.6.0: the load answered from the thread's metadata, the next prompt "thread not found"),
+    though a rollout of that id was on disk under another day's name."""
+    lineage, env = codex_thread(tmp_path)
+    await lineage.index(store, lineage.order[0])
+    backing = lineage.order[-1]
+    data = lineage.paths[backing].read_bytes()
+    for path in lineage.paths.values():
+        path.unlink()
+    home = Path(env["CODEX_HOME"])
+    named = home / "sessions" / "2025" / "01" / "02" / f"rollout-2025-01-02T03-04-05-{backing}.jsonl"
+    with contextlib.closing(sqlite3.connect(home / "state_5.sqlite")) as db, db:
+        db.execute("CREATE TABLE threads (id TEXT PRIMARY KEY, rollout_path TEXT)")
+        db.execute("INSERT INTO threads VALUES (?, ?)", (backing, str(named)))
+        db.execute("INSERT INTO threads VALUES (?, ?)", (lineage.order[0], "/etc/passwd"))
+    harness = CodexSessions(SETTINGS, env)
+    assert harness.restore(backing, CWD, await stored_lines(store, backing)) == named
+    assert named.read_bytes() == data
+    # A row naming anything but a rollout of that id under CODEX_HOME is not followed.
+    original = harness.restore(lineage.order[0], CWD, await stored_lines(store, lineage.order[0]))
+    assert original.is_relative_to(home / "sessions") and original.name.endswith(f"-{lineage.order[0]}.jsonl")

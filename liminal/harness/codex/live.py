@@ -36,6 +36,7 @@ from liminal.harness.codex.rollout import (
     parse_lines,
     read_lines,
     read_rollout,
+    recorded_path,
     session_id_of,
     split,
     tail_from,
@@ -236,9 +237,9 @@ class CodexSessions:
         raise RecallError(f"{key}: no call {key.uuid} in {path}")
 
     def restore(self, backing_id: str, cwd: str | None, lines: Sequence[bytes]) -> Path:
-        """``sessions/YYYY/MM/DD/rollout-<start>-<id>.jsonl`` under CODEX_HOME, dated by the
-        rollout's own ``session_meta`` (when it started), as Codex names it; Codex finds a
-        rollout by its id on any day."""
+        """Where Codex's state database names the rollout (``rollout.recorded_path``), else
+        ``sessions/YYYY/MM/DD/rollout-<start>-<id>.jsonl`` under CODEX_HOME, dated by the
+        rollout's own ``session_meta`` (when it started), as Codex names it."""
         if not is_session_id(backing_id):
             raise ValueError(f"{backing_id!r} is not a session id")
         parsed = parse_lines(lines[0] + b"\n") if lines else []
@@ -249,7 +250,10 @@ class CodexSessions:
                 started = datetime.fromisoformat(stamp).timestamp() if isinstance(stamp, str) else None
             except ValueError:
                 started = None
-        target = new_path(codex_home(self.env) / "sessions" / "any", backing_id, started)
+        # Where Codex's state database says the rollout is (it resumes from there first), else
+        # where Codex would have named it when it started.
+        target = recorded_path(backing_id, self.env) \
+            or new_path(codex_home(self.env) / "sessions" / "any", backing_id, started)
         make_private_folder(target.parent)
         write_atomically(target, tuple(line + b"\n" for line in lines))
         self._found[backing_id] = target
