@@ -107,6 +107,13 @@ class SessionHarness(Protocol):
     def recall_in_line(self, line: bytes, key: RecallKey) -> bytes | None:
         """What a recall key names if ``line`` (a stored session line) is its record, else None."""
 
+    def restore(self, backing_id: str, cwd: str | None, lines: Sequence[bytes]) -> Path:
+        """Write the session ``backing_id`` again from its stored ``lines`` (each without its
+        newline, in file order: the file byte for byte) where the CLI looks for it (``cwd``: the
+        session's folder, for a CLI that files sessions by it), 0600; returns the path. Raises
+        ``RewriteError`` when a file is there already, ``ValueError`` for an id that is not
+        a session id of this CLI or lines it cannot place."""
+
 
 Factory = Callable[[], SessionHarness]
 
@@ -215,6 +222,9 @@ class HarnessChoice:
             if value is not None:
                 return value
         return None
+
+    def restore(self, backing_id: str, cwd: str | None, lines: Sequence[bytes]) -> Path:
+        return self.current.restore(backing_id, cwd, lines)
 
     def recall_in_line(self, line: bytes, key: RecallKey) -> bytes | None:
         for harness in self.all():

@@ -198,6 +198,8 @@ class Deriver:
                     self._swap(frame, message, out)
                 elif frame.method == "liminal/mark" and frame.direction == "note":
                     self._mark(frame, message, out)
+                elif frame.method == "liminal/restored" and frame.direction == "note":
+                    self._restored(frame, message, out)
             elif frame.kind == "response":
                 self._response(frame, message, out)
         except Exception as exc:
@@ -309,6 +311,17 @@ class Deriver:
             lineage = tuple(b for b in (_str(record.get("old_backing_id")), moved_to) if b)
             out.threads.append(ThreadUpdate(thread_id, frame.time, cwd=_str(record.get("cwd")),
                                             backing_ids=lineage))
+
+    def _restored(self, frame: FrameRecord, message: dict[str, Any], out: Derived) -> None:
+        """A session liminal opened for the client's load of a thread whose file was gone
+        (``liminal.kernel.restore``, which wrote it again from the store): liminal's own load
+        names the session to no one, so this does; the CLI's turns from here on are indexed."""
+        record = message.get("params")
+        thread_id = frame.thread_id
+        backing = _str(record.get("backing_id")) if isinstance(record, dict) else None
+        if thread_id and backing and isinstance(record, dict):
+            out.threads.append(ThreadUpdate(thread_id, frame.time, cwd=_str(record.get("cwd")),
+                                            backing_ids=(backing,)))
 
     # -- session/update -----------------------------------------------------------------------
 

@@ -36,7 +36,7 @@ from liminal import log, moves
 from liminal.acp.port import Component, Port
 from liminal.acp.router import LOCAL, Local, LocalRequest
 from liminal.harness.base import SessionHarness
-from liminal.kernel import reopen
+from liminal.kernel import reopen, restore
 from liminal.kernel.journal import SwapJournal
 from liminal.kernel.mover import SwapError, ThreadMover, Writer
 from liminal.kernel.policy import CostPolicy
@@ -147,9 +147,15 @@ class CommandCenter(Component):
         return hooks
 
     def _open_hook(self, method: str, message: dict[str, Any], thread: str | None) -> Local | None:
-        """A load or resume of a thread whose session has no file (``liminal.kernel.reopen``)."""
-        return LOCAL if reopen.without_file(self.mover.port, self.harness, self.journal, thread,
-                                          message) else None
+        """A load or resume of a thread whose session has no file: an empty session liminal
+        opened (``liminal.kernel.reopen``), else one the store can write again
+        (``liminal.kernel.restore``)."""
+        port = self.mover.port
+        if reopen.without_file(port, self.harness, self.journal, thread, message):
+            return LOCAL
+        if self._open_store is not None and restore.file_missing(port, self.harness, thread, message):
+            return LOCAL
+        return None
 
     def _prompt_hook(self, method: str, message: dict[str, Any], thread: str | None) -> Local | None:
         return LOCAL if thread is not None and parse(prompt_text(message)) is not None else None
@@ -213,7 +219,20 @@ class CommandCenter(Component):
                     store = await self.store()
                 except Exception as exc:  # the thread opens all the same, without its history
                     logger.warning("store not opened for a reopen", error=str(exc))
-            await reopen.reopen(port, self.mover, store, request)
+            # A session /clear opened empty has a file once it has a turn: gone since, the
+            # store's lines are the thread's context, and only without them is it reopened empty.
+            if reopen.without_file(port, self.harness, self.journal, request.thread_id, request.message) \
+                    and not await restore.stored_whole(store, port.backing_of(request.thread_id or "")):
+                await reopen.reopen(port, self.mover, store, request)
+            else:
+                try:
+                    await restore.restore(port, self.mover, self.harness, store, request)
+                except Exception as exc:  # a bug: the client's load is answered all the same
+                    from liminal.acp import jsonrpc
+
+                    logger.exception("thread not opened from the store", thread=request.thread_id)
+                    port.answer_local(request.key, error=(
+                        jsonrpc.INTERNAL_ERROR, f"liminal could not open the thread: {exc}"))
             return
         if request.method == "session/list":
             try:

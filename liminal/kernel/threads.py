@@ -55,6 +55,7 @@ _WATCHED = kind_markers("tool_call", "tool_call_update", "usage_update", "curren
 _REMEMBERED = frozenset({"initialize", "authenticate", "session/new", "session/fork", "session/load",
                          "session/resume", "session/set_mode", "session/set_config_option"})
 OPENS = frozenset({"session/new", "session/fork", "session/load", "session/resume"})
+RESTORED = "liminal/restored"  # the note ``liminal.kernel.restore`` writes once a load it kept opened
 # No model's window comes near this many tokens: a reading past it is not a context size.
 MAX_CONTEXT_TOKENS = 100_000_000
 
@@ -227,6 +228,11 @@ class ThreadModel(Component):
         if event.kind is Kind.NOTIFICATION:
             if event.direction is Direction.AGENT_TO_CLIENT:
                 self._update(event)
+            elif event.direction is Direction.LIMINAL_NOTE and event.method == RESTORED and event.thread_id:
+                # The client's load of a thread whose file was gone, which liminal answered by
+                # opening the session itself (``liminal.kernel.restore``): the client's open as
+                # far as anyone is concerned (the recycle counts the thread live from here).
+                self._tell(self.on_opened, event.thread_id, "session/load", None, False)
             return
         message = event.message
         if message is None:

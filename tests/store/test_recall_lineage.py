@@ -11,8 +11,10 @@ back, byte for byte, what every key in the last session named while the files we
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import sqlite3
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -29,6 +31,7 @@ from liminal.harness.known import line_parser
 from liminal.ingest import rewrites
 from liminal.ingest.sessions import SessionWatch
 from liminal.lookup.recaller import Recaller
+from liminal.lookup.sessionlines import Incomplete, stored_lines
 from liminal.store.base import Store, StoreError
 from liminal.store.cache import LocalCache
 from liminal.store.records import Batch
@@ -359,3 +362,76 @@ async def test_the_keys_of_a_fork_resolve_from_the_store_alone(
     recaller = Recaller(store, None, {name: str(tmp_path / "elsewhere") for name in env})
     for key in keys:
         assert await recaller.recall(str(key)) == expected[key], key
+
+
+@pytest.mark.parametrize("cli", ["claude", "codex"])
+async def test_every_session_of_a_thread_is_written_again_from_the_store_alone(
+        store: Store, tmp_path: Path, cli: str) -> None:
+    """Issue 23: the store is the system of record. Every session of a thread (the CLI's
+    original, the rewrites and the cut liminal wrote, the turns the CLI appended to each, the
+    last rewrite the CLI never appended to) is written again from the store where the CLI looks
+    for it, byte for byte, 0600, once every file is gone."""
+    lineage, env = (claude_thread if cli == "claude" else codex_thread)(tmp_path)
+    thread = lineage.order[0]
+    await lineage.index(store, thread)
+    files = {backing: lineage.paths[backing].read_bytes() for backing in lineage.order}
+    for path in lineage.paths.values():
+        path.unlink()
+    harness = (ClaudeSessions if cli == "claude" else CodexSessions)(SETTINGS, env)
+    for backing in lineage.order:
+        assert harness.locate(backing, CWD) is None
+        path = harness.restore(backing, CWD, await stored_lines(store, backing))
+        assert path.read_bytes() == files[backing], backing
+        assert path.stat().st_mode & 0o777 == 0o600
+        assert harness.locate(backing, CWD) == path
+        assert harness.names(path) == backing
+    # And the keys of the last session resolve from the files written again, as from the old.
+    keys = [RecallKey.parse(k) for k in dict.fromkeys(
+        KEY_IN_MARKER.findall(files[lineage.order[-1]].decode()))]
+    assert keys
+    recaller = Recaller(None, None, env)
+    for key in keys:
+        assert await recaller.recall(str(key))
+
+
+async def test_a_session_the_store_does_not_hold_whole_is_not_written(
+        store: Store, tmp_path: Path) -> None:
+    """A line set aside by the indexer (or never indexed) leaves a gap: no file is written
+    from a store that would give the CLI another conversation."""
+    lineage, _ = claude_thread(tmp_path)
+    thread = lineage.order[0]
+    with pytest.raises(Incomplete, match="no line"):
+        await stored_lines(store, thread)
+    await lineage.index(store, thread)
+    records = await store.session_records(thread)
+    gone = records[len(records) // 2]
+    assert await store.delete_thread(thread)
+    await store.write(Batch(session_records=[r for r in records if r.id != gone.id]))
+    with pytest.raises(Incomplete, match=f"lacks bytes {gone.offset} "):
+        await stored_lines(store, thread)
+
+
+async def test_a_rollout_is_written_again_where_codexs_state_database_names_it(
+        store: Store, tmp_path: Path) -> None:
+    """Codex resumes a thread from the path its state database names first; a row naming a file
+    that is gone made the app server's ``thread/resume`` say "no rollout found" (codex-acp
+    2.6.0: the load answered from the thread's metadata, the next prompt "thread not found"),
+    though a rollout of that id was on disk under another day's name."""
+    lineage, env = codex_thread(tmp_path)
+    await lineage.index(store, lineage.order[0])
+    backing = lineage.order[-1]
+    data = lineage.paths[backing].read_bytes()
+    for path in lineage.paths.values():
+        path.unlink()
+    home = Path(env["CODEX_HOME"])
+    named = home / "sessions" / "2025" / "01" / "02" / f"rollout-2025-01-02T03-04-05-{backing}.jsonl"
+    with contextlib.closing(sqlite3.connect(home / "state_5.sqlite")) as db, db:
+        db.execute("CREATE TABLE threads (id TEXT PRIMARY KEY, rollout_path TEXT)")
+        db.execute("INSERT INTO threads VALUES (?, ?)", (backing, str(named)))
+        db.execute("INSERT INTO threads VALUES (?, ?)", (lineage.order[0], "/etc/passwd"))
+    harness = CodexSessions(SETTINGS, env)
+    assert harness.restore(backing, CWD, await stored_lines(store, backing)) == named
+    assert named.read_bytes() == data
+    # A row naming anything but a rollout of that id under CODEX_HOME is not followed.
+    original = harness.restore(lineage.order[0], CWD, await stored_lines(store, lineage.order[0]))
+    assert original.is_relative_to(home / "sessions") and original.name.endswith(f"-{lineage.order[0]}.jsonl")

@@ -42,6 +42,9 @@ Several processes (liminal's recycle starts more): each appends its pid to
 
 - ``$AGENT_OPEN_SECONDS``: ``session/load`` and ``session/resume`` take this long to answer (a
   real adapter takes a second or more to open a session: the window a swap spends opening it).
+- ``$AGENT_LOAD_NEEDS_FILE``: with ``$AGENT_CLAUDE_CONFIG_DIR``, a load or resume of a session
+  whose file is not there is refused as Claude Code's adapter refuses it ("Resource not found");
+  the bytes of each file it opens are appended to ``$AGENT_LOG_IN.opened`` (one JSON line each).
 - ``$AGENT_NO_CLOSE``: no ``sessionCapabilities.close`` (like the older Claude adapter).
 - ``$AGENT_LIST``: ``sessionCapabilities.list`` advertised (``session/list`` answers either way).
 - ``$AGENT_CHILD_PER_SESSION``: every session opened (new, load, resume) starts a child process
@@ -230,6 +233,15 @@ def handle(message: dict) -> None:
             time.sleep(float(os.environ["AGENT_OPEN_SECONDS"]))
         if CLAUDE_DIR and isinstance(sid, str):
             session_cwd[sid] = str(params.get("cwd") or "/work")
+            if os.environ.get("AGENT_LOAD_NEEDS_FILE"):
+                opened = claude_file(sid)
+                if not opened.is_file():  # type: ignore[attr-defined]
+                    send({"jsonrpc": "2.0", "id": rpc_id, "error": {
+                        "code": -32002, "message": f"Resource not found: {sid}"}})
+                    return
+                with open(os.environ["AGENT_LOG_IN"] + ".opened", "a") as log:
+                    log.write(json.dumps({"sessionId": sid, "path": str(opened),
+                                          "bytes": opened.read_text()}) + "\n")  # type: ignore[attr-defined]
         if method == "session/load":
             update(sid, {"sessionUpdate": "user_message_chunk",
                          "content": {"type": "text", "text": "[compressed] replayed preamble"}})

@@ -151,3 +151,16 @@ def test_recall_keys_take_ascii_digits_only() -> None:
     for bad in ("²", "1" * 5000, "-1", "", "٣"):
         with pytest.raises(RecallError):
             RecallKey.parse(f"{session}:u1:{bad}")
+
+
+def test_a_load_liminal_answered_from_the_store_opens_the_thread_as_the_clients_would(tmp_path: Path) -> None:
+    """``liminal.kernel.restore`` opens the session of a thread whose file was gone as its own
+    request: the thread model tells it as the client's open (the recycle counts the thread live
+    from its note), not as one of liminal's moves."""
+    router, tools, _ = wired(tmp_path)
+    told: list[tuple[str, str, object, bool]] = []
+    tools.model.on_opened.append(lambda *args: told.append(args))
+    router.note("liminal/restored", {"backing_id": BACKING, "written": True}, NOW, thread_id=THREAD)
+    for event in router.take().events:
+        tools.model.offer(event)
+    assert told == [(THREAD, "session/load", None, False)]

@@ -6,9 +6,11 @@ with the gradient: each the thin end of a module that does the real work.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+
+import orjson
 
 from liminal import faults
 from liminal.config import GradientSettings
@@ -17,9 +19,9 @@ from liminal.harness.base import Rewritten, Turns
 from liminal.harness.claude import cuts, tail
 from liminal.harness.claude.gradient import prepare, rewrite_session
 from liminal.harness.claude.gradient.validate import validate
-from liminal.harness.claude.paths import SessionNotFound, find, locate_id
+from liminal.harness.claude.paths import SessionNotFound, find, locate_id, project_folder
 from liminal.harness.claude.recall import resolve_in, value_in_line
-from liminal.sessionfiles import RewriteError, is_session_id
+from liminal.sessionfiles import RewriteError, is_session_id, make_private_folder, write_atomically
 
 
 class ClaudeSessions:
@@ -103,6 +105,22 @@ class ClaudeSessions:
     def recall_in_line(self, line: bytes, key: RecallKey) -> bytes | None:
         return value_in_line(line, key)
 
+    # -- a session written again from the store (``liminal.kernel.restore``) -------------------
+
+    def restore(self, backing_id: str, cwd: str | None, lines: Sequence[bytes]) -> Path:
+        """``projects/<encoded cwd>/<id>.jsonl``: the folder Claude Code looks in for the cwd the
+        session is opened with (the records' own ``cwd`` when none is given)."""
+        if not is_session_id(backing_id):
+            raise ValueError(f"{backing_id!r} is not a session id")
+        cwd = cwd or _cwd_in(lines)
+        if not cwd:
+            raise ValueError(f"session {backing_id}: no cwd to file it under")
+        folder = project_folder(cwd, self.env)
+        make_private_folder(folder)
+        path = folder / f"{backing_id}.jsonl"
+        write_atomically(path, tuple(line + b"\n" for line in lines))
+        return path
+
     def _corrupt_rewrite(self, path: Path, target_tokens: int) -> None:
         """Failpoint: a real rewrite with one tool result lost, put through the real validator."""
         prepared = prepare(path, target_tokens, settings=self.settings, env=self.env)
@@ -113,3 +131,18 @@ class ClaudeSessions:
                 break
         validate(lines, prepared.result.new_session_id)  # raises ValidationError
         raise RewriteError("the validator accepted a rewrite with a tool result missing")
+
+
+def _cwd_in(lines: Sequence[bytes]) -> str | None:
+    """The ``cwd`` the session's first record that has one names."""
+    for line in lines[:200]:
+        if b'"cwd"' not in line:
+            continue
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        cwd = value.get("cwd") if isinstance(value, dict) else None
+        if isinstance(cwd, str) and cwd:
+            return cwd
+    return None

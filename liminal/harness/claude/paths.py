@@ -130,6 +130,20 @@ def locate_id(
     raise SessionNotFound(f"session {session_id} not found under {projects}")
 
 
+def project_folder(cwd: str | Path, env: Mapping[str, str] | None = None) -> Path:
+    """The folder Claude Code keeps the sessions of ``cwd`` in: by the simple rule, or for a name
+    past ``MAX_FOLDER_CHARS`` the existing folder that starts with its cut (the hash suffix
+    differs between builds, so liminal cannot make one up)."""
+    projects = config_dir(env) / "projects"
+    folder = encode_cwd(cwd)
+    if len(folder) <= MAX_FOLDER_CHARS:
+        return projects / folder
+    found = sorted(p for p in projects.glob(f"{folder[:MAX_FOLDER_CHARS]}*") if p.is_dir())
+    if not found:
+        raise ValueError(f"no project folder of Claude Code for the long cwd {str(cwd)[:80]}...")
+    return found[0]
+
+
 def find(session_id: str, cwd: str | Path | None = None,
          env: Mapping[str, str] | None = None) -> Path | None:
     """``locate_id``'s file for a session id, or None (for callers that wait for it to appear)."""

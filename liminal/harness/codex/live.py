@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,6 +36,7 @@ from liminal.harness.codex.rollout import (
     parse_lines,
     read_lines,
     read_rollout,
+    recorded_path,
     session_id_of,
     split,
     tail_from,
@@ -234,6 +235,29 @@ class CodexSessions:
                 if value is not None:
                     return value
         raise RecallError(f"{key}: no call {key.uuid} in {path}")
+
+    def restore(self, backing_id: str, cwd: str | None, lines: Sequence[bytes]) -> Path:
+        """Where Codex's state database names the rollout (``rollout.recorded_path``), else
+        ``sessions/YYYY/MM/DD/rollout-<start>-<id>.jsonl`` under CODEX_HOME, dated by the
+        rollout's own ``session_meta`` (when it started), as Codex names it."""
+        if not is_session_id(backing_id):
+            raise ValueError(f"{backing_id!r} is not a session id")
+        parsed = parse_lines(lines[0] + b"\n") if lines else []
+        started = None
+        if parsed and parsed[0].value is not None:
+            stamp = parsed[0].value.get("timestamp")
+            try:
+                started = datetime.fromisoformat(stamp).timestamp() if isinstance(stamp, str) else None
+            except ValueError:
+                started = None
+        # Where Codex's state database says the rollout is (it resumes from there first), else
+        # where Codex would have named it when it started.
+        target = recorded_path(backing_id, self.env) \
+            or new_path(codex_home(self.env) / "sessions" / "any", backing_id, started)
+        make_private_folder(target.parent)
+        write_atomically(target, tuple(line + b"\n" for line in lines))
+        self._found[backing_id] = target
+        return target
 
     def recall_in_line(self, line: bytes, key: RecallKey) -> bytes | None:
         if f'"call_id":"{key.uuid}"'.encode() not in line:

@@ -12,8 +12,10 @@ Reading is lossless: every line keeps its bytes, and a line that does not parse 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -74,6 +76,37 @@ def find(session_id: str, env: Mapping[str, str] | None = None) -> Path | None:
                     return path
     for path in (home / "archived_sessions").glob(pattern):
         if path.is_file():
+            return path
+    return None
+
+
+def recorded_path(session_id: str, env: Mapping[str, str] | None = None) -> Path | None:
+    """Where Codex's state database (``$CODEX_HOME/state_<n>.sqlite``, table ``threads``) says
+    the rollout of ``session_id`` is, if it names one under CODEX_HOME's ``sessions`` or
+    ``archived_sessions`` by Codex's naming; read-only, and None on any failure. Codex resumes a
+    thread from that path first: with a row naming a file that is gone, the app server's
+    ``thread/resume`` says "no rollout found" (seen with codex-acp 2.6.0) rather than scanning
+    the folders by name."""
+    if not is_session_id(session_id):
+        return None
+    home = codex_home(env)
+    def version(database: Path) -> int:
+        number = database.stem.partition("_")[2]
+        return int(number) if number.isdigit() else -1
+
+    for database in sorted(home.glob("state_*.sqlite"), key=version, reverse=True):
+        try:
+            with contextlib.closing(sqlite3.connect(f"{database.as_uri()}?mode=ro", uri=True,
+                                                    timeout=1)) as db:
+                row = db.execute("SELECT rollout_path FROM threads WHERE id = ?", (session_id,)).fetchone()
+        except sqlite3.Error:
+            continue
+        if row is None or not isinstance(row[0], str):
+            continue
+        path = Path(row[0])
+        folders = (home / "sessions", home / "archived_sessions")
+        if session_id_of(path) == session_id and any(f in path.parents for f in folders) \
+                and ".." not in path.parts:
             return path
     return None
 

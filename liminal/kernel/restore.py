@@ -1,0 +1,156 @@
+"""Opening a thread whose session file is gone: written again from the store, then loaded.
+
+The store is the system of record of a thread; the CLI's session files are views of it that
+anyone may delete (the CLI's own clean-up after 30 days, a person, another machine that never
+had them). The index worker keeps every line of every session of a thread whole, liminal's own
+among them (``liminal.lookup.sessionlines``), so a client's load or resume of a thread whose
+current session has no file is kept (a request hook of the command center, when a store is
+configured) and answered here:
+
+1. the session's lines are read from the store; the harness writes them where the CLI looks
+   (``SessionHarness.restore``: only it knows where and how), byte for byte, 0600;
+2. the load goes to the agent for that session, as liminal's own request with the client's
+   parameters. A thread liminal moved has its agent's replay captured and its real history
+   sent from the store (as the router's rule 8 does); a thread on its own session gets the
+   agent's replay as it comes;
+3. a ``liminal/restored`` note names the session to the index worker and the thread model
+   (liminal's own load names it to neither);
+4. the client gets the agent's answer, under the thread's id.
+
+A session the store does not hold whole is not written (a gap would make the CLI read another
+conversation): the load goes to the agent as it is, and the agent says what it says. Older
+sessions of the thread need no file: recall reads their lines from the store.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import anyio.to_thread
+
+from liminal import log
+from liminal.acp import jsonrpc
+from liminal.acp.router import LocalRequest
+from liminal.kernel.replay import history_updates
+from liminal.kernel.threads import RESTORED, ThreadState
+from liminal.lookup.sessionlines import Incomplete, stored_lines
+from liminal.store.records import conversation
+
+if TYPE_CHECKING:
+    from liminal.acp.port import Port
+    from liminal.harness.base import SessionHarness
+    from liminal.kernel.mover import ThreadMover
+    from liminal.store.base import Store
+
+logger = log.get("liminal.restore")
+OPENS = ("session/load", "session/resume")
+LOAD_TIMEOUT_SECONDS = 120.0  # a long session takes the CLI a while to read
+
+
+def _params(message: dict[str, Any]) -> dict[str, Any]:
+    params = message.get("params")
+    return params if isinstance(params, dict) else {}
+
+
+def _cwd(message: dict[str, Any]) -> str | None:
+    cwd = _params(message).get("cwd")
+    return cwd if isinstance(cwd, str) else None
+
+
+def file_missing(port: Port | None, harness: SessionHarness, thread: str | None,
+                 message: dict[str, Any]) -> bool:
+    """The session the thread is on has no file on this machine."""
+    if thread is None or port is None:
+        return False
+    return harness.locate(port.backing_of(thread), _cwd(message)) is None
+
+
+async def stored_whole(store: Store | None, backing: str) -> bool:
+    """The store holds every line of ``backing`` (and can be read)."""
+    if store is None:
+        return False
+    try:
+        await stored_lines(store, backing)
+    except Exception:  # incomplete, or the store down: as good as nothing here
+        return False
+    return True
+
+
+async def write_from_store(store: Store, harness: SessionHarness, thread: str, backing: str,
+                           cwd: str | None) -> str | None:
+    """Write ``backing``'s file from the store; None when written, else why not."""
+    try:
+        known = await store.thread(thread)
+        # The journal binds a thread to its session at start; without it (deleted, another
+        # machine) a moved thread is bound to its first session, which the store holds too:
+        # written, the thread would open silently on its context before every move.
+        later = known.backing_ids[-1] if known is not None and known.backing_ids else backing
+        if later != backing:
+            return (f"the store has the thread on session {later}, not {backing} (is the swap "
+                    "journal missing?): not opened on an older context")
+        lines = await stored_lines(store, backing)
+    except Incomplete as exc:
+        return str(exc)
+    except Exception as exc:  # the store down: the load goes on as it would have
+        return f"the store could not be read: {type(exc).__name__}: {exc}"
+    if harness.locate(backing, cwd) is not None:
+        return None  # written meanwhile (the CLI, another load)
+    try:
+        path = await anyio.to_thread.run_sync(harness.restore, backing, cwd, lines)
+    except Exception as exc:  # a file there already, an id of another CLI
+        return f"not written: {type(exc).__name__}: {exc}"
+    logger.info("session file written from the store", session=backing, path=str(path),
+                lines=len(lines))
+    return None
+
+
+async def restore(port: Port, mover: ThreadMover, harness: SessionHarness, store: Store | None,
+                  request: LocalRequest) -> None:
+    """Answer the kept load or resume (``request``): its session written, then opened."""
+    thread = request.thread_id or ""
+    params = _params(request.message)
+    backing = port.backing_of(thread)
+    cwd = _cwd(request.message)
+    why = "no store" if store is None else await write_from_store(store, harness, thread, backing, cwd)
+    if why is not None:
+        logger.warning("session file not written from the store", thread=thread, session=backing,
+                       reason=why)
+    state = mover.threads.setdefault(thread, ThreadState(thread))
+    if cwd is not None:
+        state.cwd = cwd
+    if isinstance(params.get("mcpServers"), list):
+        state.mcp_servers = list(params["mcpServers"])
+    moved = backing != thread
+    if moved:  # the agent's replay is of the compressed session: the store's history instead
+        port.capture(backing)
+    try:
+        result = await port.request(request.method, {**params, "sessionId": backing},
+                                    timeout=LOAD_TIMEOUT_SECONDS, thread_id=thread)
+    except Exception as exc:
+        said = getattr(exc, "error", None)
+        said = said if isinstance(said, dict) else {}
+        code, text = said.get("code"), said.get("message")
+        port.answer_local(request.key, error=(
+            code if isinstance(code, int) else jsonrpc.INTERNAL_ERROR,
+            text if isinstance(text, str) else f"liminal could not open the thread: {exc}"))
+        return
+    finally:
+        if moved:
+            port.uncapture(backing)
+    # For the store (``liminal.ingest.derive``) and the thread model: liminal's own load names
+    # the session to no one, so this does; the index worker watches it again (the CLI's turns
+    # from here on are indexed like any), and the thread is open as a client's load opens it.
+    port.note(RESTORED, {"backing_id": backing, "cwd": cwd, "harness": harness.name,
+                         "written": why is None}, thread_id=thread)
+    if moved and request.method == "session/load" and store is not None:
+        try:
+            updates = history_updates(conversation(await store.messages(thread)))
+        except Exception as exc:  # the load answers all the same, without the history
+            logger.warning("history not read from the store", thread=thread, error=str(exc))
+            updates = []
+        for update in updates:
+            port.notify_client("session/update", {"sessionId": thread, "update": update})
+    answer = dict(result) if isinstance(result, dict) else {}
+    if "sessionId" in answer:
+        answer["sessionId"] = thread
+    port.answer_local(request.key, answer)
