@@ -38,7 +38,13 @@ def components(settings: Settings, config_file: Path | None = None,
 
     forced = None if settings.harness.name == "auto" else settings.harness.name
     harness = HarnessChoice(known_harnesses(settings.gradient), forced=forced, argv=argv or [])
-    swaps = SwapManager(settings.swap, journal, harness, gradient=settings.gradient)
+    from liminal.store.leases import MoveLeases, redis_url_of
+
+    # Sidecars sharing a Redis (and a store) take a thread's lease there to move it. Its life
+    # outlasts any move: the hold's bound, the undo's after it, and a margin.
+    redis = redis_url_of(settings.cache.url)
+    leases = None if redis is None else MoveLeases(redis, 2 * settings.swap.hold_timeout_seconds + 30)
+    swaps = SwapManager(settings.swap, journal, harness, gradient=settings.gradient, leases=leases)
     from liminal.store.cache import open_cache
 
     opener = (lambda: open_store(settings, create=False)) if settings.store.index else None

@@ -219,6 +219,9 @@ class CommandCenter(Component):
                     store = await self.store()
                 except Exception as exc:  # the thread opens all the same, without its history
                     logger.warning("store not opened for a reopen", error=str(exc))
+            # Another sidecar on the same store may have moved the thread: its lineage there
+            # binds it when it is further along than this liminal's journal.
+            await restore.bind_from_store(store, port, request.thread_id or "")
             # A session /clear opened empty has a file once it has a turn: gone since, the
             # store's lines are the thread's context, and only without them is it reopened empty.
             if reopen.without_file(port, self.harness, self.journal, request.thread_id, request.message) \
@@ -445,7 +448,7 @@ class CommandCenter(Component):
         if not args:
             return await self._clear_all(thread)
         mark = await self._known_mark(thread, args)
-        source = self.harness.locate(mark.backing_id, self._cwd(thread))
+        source = await self._session_file(mark.backing_id, self._cwd(thread))
         if source is None:
             raise CommandError(f"the session file of mark {mark.name} is gone")
 
@@ -454,6 +457,20 @@ class CommandCenter(Component):
 
         await self.mover.move_thread(thread, f"/clear {mark.name}", plan)
         return f"Context cleared back to mark {mark.name}. What came after stays in liminal's history."
+
+    async def _session_file(self, backing: str, cwd: str | None) -> Path | None:
+        """``backing``'s file, written from the store if it has none here (the CLI's clean-up,
+        a mark set by a sidecar on another machine with the same store); None if neither."""
+        found = self.harness.locate(backing, cwd)
+        if found is not None or self._open_store is None:
+            return found
+        try:
+            why = await restore.write_session(await self.store(), self.harness, backing, cwd)
+        except Exception as exc:  # the store not opened: the mark's file is gone, as before
+            why = f"{type(exc).__name__}: {exc}"
+        if why is not None:
+            logger.warning("session file not written from the store", session=backing, reason=why)
+        return self.harness.locate(backing, cwd)
 
     async def _clear_all(self, thread: str) -> str:
         await self.mover.fresh_session(thread, "/clear")

@@ -28,7 +28,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
 import anyio.to_thread
@@ -42,6 +42,9 @@ from liminal.kernel.mover import UNDO_CLOSE_SECONDS, ThreadMover
 from liminal.kernel.policy import CostPolicy, Decision
 from liminal.kernel.threads import ThreadModel, ThreadState
 from liminal.sessionfiles import is_session_id
+
+if TYPE_CHECKING:
+    from liminal.store.leases import MoveLeases
 
 logger = log.get("liminal.swap")
 
@@ -72,6 +75,7 @@ class SwapManager(Component):
         settle_timeout: float = 10.0,
         gradient: GradientSettings | None = None,
         model: ThreadModel | None = None,
+        leases: MoveLeases | None = None,
     ) -> None:
         self.settings = settings
         self.policy = CostPolicy(settings, gradient or GradientSettings(),
@@ -93,7 +97,7 @@ class SwapManager(Component):
         # The step every move of a thread shares (liminal.kernel.mover), the commands' too.
         self.mover = ThreadMover(settings, journal, harness, self.threads, clock=clock,
                                  capabilities=lambda: self.capabilities, priced=self._priced,
-                                 moves=self.model.moves)
+                                 moves=self.model.moves, leases=leases)
 
     async def stopping(self) -> None:
         """liminal stops (``Proxy.run``, before it stops the agent): a move under way, a swap's
