@@ -41,7 +41,7 @@ import uuid
 from collections import Counter, deque
 from operator import attrgetter
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import anyio
 from anyio.abc import Process
@@ -51,9 +51,6 @@ from liminal.acp.events import FrameEvent
 from liminal.acp.port import Component, Frames
 from liminal.config import Settings
 from liminal.ingest.spool import SpoolDir, encode_block, encode_columns
-
-if TYPE_CHECKING:
-    from liminal.ingest.shared import SharedWorker
 
 logger = log.get("liminal.ingest.worker")
 WORKER_NICE = 10
@@ -69,6 +66,16 @@ _COLUMN_FIELDS = [attrgetter(name) for name in (
 _CONNECTION = attrgetter("connection_id")
 
 
+class SharedIndexing(Protocol):
+    """A worker process that indexes many spools (``liminal.ingest.shared.SharedWorker``)."""
+
+    def attach(self, spool: Path) -> None: ...
+
+    def poke(self) -> None: ...
+
+    async def drained(self, spool: Path, timeout: float) -> bool: ...
+
+
 class SpoolWriter(Component):
     """The proxy's side: frames to the spool, the worker started and supervised; or, given
     ``shared`` (``liminal serve``: one worker for all its connections), the spool handed to
@@ -79,7 +86,7 @@ class SpoolWriter(Component):
     def __init__(self, settings: Settings, *, spool_name: str | None = None,
                  flush_seconds: float = 0.005, queue_frames: int | None = None,
                  close_timeout: float = 20.0, worker_argv: list[str] | None = None,
-                 shared: SharedWorker | None = None) -> None:
+                 shared: SharedIndexing | None = None) -> None:
         self.settings = settings
         self._shared = shared
         self.spool = SpoolDir(settings.home / "spool" / (spool_name or uuid.uuid4().hex))
