@@ -93,7 +93,8 @@ def test_one_index_worker_for_all_the_connections(servers: Servers, tmp_path: Pa
     for ws, _ in clients:
         assert answered(ws, 3) >= 5
     until(lambda: len(index_workers(server)) >= 1, what="an index worker")
-    assert len(index_workers(server)) == 1, index_workers(server)
+    workers = index_workers(server)
+    assert len(workers) == 1, workers
     for ws, _ in clients:
         ws.close()
     # Every client's prompt, the agent's reply to it, in the store; the spools gone.
@@ -108,11 +109,12 @@ def test_one_index_worker_for_all_the_connections(servers: Servers, tmp_path: Pa
     for n, (_, thread) in enumerate(clients):
         assert any(t == thread and f"client {n} chunks:5" in str(c) for t, c in texts), thread
     assert {str(t) for t, _ in texts} >= threads
-    # Still the one worker, for the connections that come after.
+    # The connections' ends did not end it: the same worker, for the connections after them.
+    assert index_workers(server) == workers
     ws, thread = opened(stack, server, tmp_path)
     prompt(ws, 3, thread, "chunks:1")
     answered(ws, 3)
-    assert len(index_workers(server)) == 1
+    assert index_workers(server) == workers
 
 
 def test_a_killed_index_worker_is_replaced_and_nothing_is_lost(servers: Servers, tmp_path: Path) -> None:
