@@ -263,6 +263,7 @@ class SharedWorker:
         self._closing = True
         process = self._process
         self._close_pipe()
+        logger.info("index worker closing", workers_started=self.workers_started)
         if process is None or process.returncode is not None:
             return
         with anyio.move_on_after(timeout) as scope:

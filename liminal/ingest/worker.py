@@ -287,8 +287,10 @@ class SpoolWriter(Component):
                 await _stop(worker)
         self.spool.refresh()
         self.spool.release(remove_if_empty=not self.spool.segments)
-        logger.info("spool writer closed", spooled=self.spooled, lost=self.lost,
-                    workers_started=self.workers_started, left=len(self.spool.segments))
+        # A shared worker is its owner's to count (``SharedWorker.workers_started``).
+        started = {} if self._shared is not None else {"workers_started": self.workers_started}
+        logger.info("spool writer closed", spooled=self.spooled, lost=self.lost, **started,
+                    left=len(self.spool.segments))
 
 
 async def _stop(worker: Process) -> None:
