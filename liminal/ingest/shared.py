@@ -276,6 +276,24 @@ class SharedWorker:
 # -- the worker process ------------------------------------------------------------------------
 
 
+class _Flag:
+    """An event that can be cleared (``anyio.Event`` cannot): set by each new spool, waited
+    for by the orphans' replay."""
+
+    def __init__(self) -> None:
+        self._event = anyio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def clear(self) -> None:
+        if self._event.is_set():
+            self._event = anyio.Event()
+
+    async def wait(self) -> None:
+        await self._event.wait()
+
+
 async def _serve_spools(settings: Settings) -> None:
     from liminal.harness.known import find_session_file
     from liminal.ingest import quarantine
@@ -292,6 +310,7 @@ async def _serve_spools(settings: Settings) -> None:
     tailing: dict[str, Indexer] = {}
     sealing: dict[str, anyio.Event] = {}  # set once that spool's drain has ended
     stopping = anyio.Event()
+    recovery_wanted = _Flag()
     stdout = sys.stdout.fileno()
 
     async with anyio.create_task_group() as tg:
@@ -344,6 +363,7 @@ async def _serve_spools(settings: Settings) -> None:
                 return
             if what == "add":
                 tail(str(key))
+                recovery_wanted.set()
             elif what == "seal":
                 tg.start_soon(seal, str(key))
 
@@ -384,9 +404,14 @@ async def _serve_spools(settings: Settings) -> None:
                     tg.start_soon(drain_all, STOP_SECONDS)
 
         async def recover() -> None:
-            # Spools of processes that are gone (a server killed, a worker before this one
-            # that was not told to seal them); the live writers' are locked, so not taken.
-            await replay_orphans(store, spool_root, None, quarantine=quarantined, stopping=stopping)
+            # Spools of processes that are gone (a server killed, a `liminal acp` killed, a
+            # worker before this one); the live writers' are locked, so not taken. At the start
+            # and again at each new connection, as when each connection's worker did it.
+            while not stopping.is_set():
+                await recovery_wanted.wait()
+                recovery_wanted.clear()
+                await replay_orphans(store, spool_root, None, quarantine=quarantined,
+                                     stopping=stopping)
 
         tg.start_soon(recover)
         tg.start_soon(watch_signals)

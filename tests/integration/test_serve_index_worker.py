@@ -153,3 +153,31 @@ def test_a_killed_index_worker_is_replaced_and_nothing_is_lost(servers: Servers,
     assert sorted(int(str(n)) for _, n in updates) == [20_000] * 3
     log = (tmp_path / "serve.log").read_text()
     assert '"index worker exited; starting another"' in log
+
+
+def test_a_spool_orphaned_while_the_server_runs_is_replayed_at_the_next_connection(
+        servers: Servers, tmp_path: Path) -> None:
+    """A ``liminal acp`` on the same home killed while the server runs leaves its spool: with a
+    worker per connection the next connection's worker replayed it at its start; the one
+    worker, started long before, looks again at each new connection."""
+    from liminal.ingest.spool import SpoolDir, frame_rows
+    from liminal.store.records import FrameRecord, frame_id
+
+    server = servers.serve(tmp_path)
+    db = server.home / "liminal.db"
+    stack = contextlib.ExitStack()
+    servers.clients.append(stack)
+    opened(stack, server, tmp_path)
+    # The worker has been at work a while (its look for orphans at its start is long over).
+    until(lambda: len(stored(db, "SELECT 1 FROM frames WHERE method = 'session/new'")) == 2,
+          what="the first connection stored")
+    orphan = SpoolDir(server.home / "spool" / "orphan")
+    assert orphan.acquire()
+    frames = [FrameRecord(frame_id("orphan", i), "orphan", i, 1.0 + i, "c2a", "request", None,
+                          None, "_echo", str(i), 20, b'{"jsonrpc":"2.0","id":%d}' % i)
+              for i in range(3)]
+    orphan.append_block(0, *frame_rows(frames), [f.raw for f in frames], rpc_text=True)
+    orphan.release(remove_if_empty=False)  # as a process killed: the lock free, the frames left
+    opened(stack, server, tmp_path)
+    until(lambda: seqs_by_connection(db).get("orphan") == [0, 1, 2], what="the orphan replayed")
+    until(lambda: not list(orphan.path.glob("*.spool")), what="the orphan's spool removed")
