@@ -327,7 +327,7 @@ async def _serve_spools(settings: Settings) -> None:
             indexer = tailing.get(key)
             if indexer is None:
                 # No deadline of a proxy's: a worker whose parent is gone drains for up to
-                # five minutes. Orphans are replayed once, below, not by each of these.
+                # five minutes. Orphans are replayed by ``recover``, below, not by each of these.
                 indexer = Indexer(store, spool_root, tail=Path(key), close_timeout=300,
                                   recover=False, quarantine=quarantined,
                                   session_files=find_session_file,
