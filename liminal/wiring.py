@@ -16,6 +16,7 @@ from liminal.config import Settings
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from liminal.ingest.shared import SharedWorker
     from liminal.proxy import Component, Proxy
     from liminal.transport.legs import ClientSide
 
@@ -75,12 +76,15 @@ async def run_proxy(argv: list[str], settings: Settings, config_file: Path | Non
                     client: ClientSide | None = None, *, connection_id: str | None = None,
                     watch_signals: bool = True, restart_agent: bool = False,
                     leading: Sequence[Component] = (),
-                    on_proxy: Callable[[Proxy], None] | None = None) -> int:
+                    on_proxy: Callable[[Proxy], None] | None = None,
+                    index_worker: SharedWorker | None = None) -> int:
     """One proxy with its components in front of one agent process, until the client leaves or
     the agent dies: ``liminal acp`` on stdio, and ``liminal serve`` per WebSocket connection
     (``on_proxy`` is told of the proxy before it runs). ``leading``: the caller's components,
     put first, so that they close before the index worker drains (``liminal serve``'s
-    thread locks: ``liminal.serve.locks.LockRelease``)."""
+    thread locks: ``liminal.serve.locks.LockRelease``). ``index_worker``: the one index worker
+    this proxy's spool goes to (``liminal serve``'s, shared by its connections); without it,
+    the proxy starts a worker of its own."""
     from liminal.proxy import Proxy
 
     extra = components(settings, config_file, argv)
@@ -97,6 +101,6 @@ async def run_proxy(argv: list[str], settings: Settings, config_file: Path | Non
 
     # The indexer is a component like the others: the proxy runs it, offers it every frame and
     # closes it (which flushes it).
-    async with open_indexer(settings, run=False) as indexer:
+    async with open_indexer(settings, run=False, shared=index_worker) as indexer:
         return await made(Proxy(argv, settings.proxy, components=[*leading, indexer, *extra],
                                 **options)).run()
