@@ -336,7 +336,7 @@ async def _serve_spools(settings: Settings) -> None:
                 tg.start_soon(indexer.run)
             return indexer
 
-        async def seal(key: str, timeout: float | None = None) -> None:
+        async def seal(key: str, timeout: float | None = None, writer_done: bool = True) -> None:
             """Drain the spool, then say so; a second call waits for the first (the stop's
             drain must not end while a seal of a connection's is still storing)."""
             done = sealing.get(key)
@@ -345,7 +345,7 @@ async def _serve_spools(settings: Settings) -> None:
                 return
             sealing[key] = done = anyio.Event()
             try:
-                await tail(key).aclose(timeout)
+                await tail(key).aclose(timeout, writer_done=writer_done)
             finally:
                 tailing.pop(key, None)
                 del sealing[key]
@@ -367,11 +367,11 @@ async def _serve_spools(settings: Settings) -> None:
             elif what == "seal":
                 tg.start_soon(seal, str(key))
 
-        async def drain_all(timeout: float | None = None) -> None:
+        async def drain_all(timeout: float | None = None, writer_done: bool = True) -> None:
             stopping.set()
             async with anyio.create_task_group() as closing:
                 for key in {*tailing, *sealing}:
-                    closing.start_soon(seal, key, timeout)
+                    closing.start_soon(seal, key, timeout, writer_done)
 
         async def watch_stdin() -> None:
             fd = sys.stdin.fileno()
@@ -401,7 +401,8 @@ async def _serve_spools(settings: Settings) -> None:
                         os._exit(128 + signum)
                     stopping_now = True
                     _exit_after(STOP_SECONDS + EXIT_SECONDS, 128 + signum)
-                    tg.start_soon(drain_all, STOP_SECONDS)
+                    # The server's connections have not said they are done: their tails stay.
+                    tg.start_soon(drain_all, STOP_SECONDS, False)
 
         async def recover() -> None:
             # Spools of processes that are gone (a server killed, a `liminal acp` killed, a

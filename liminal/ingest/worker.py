@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -371,7 +372,8 @@ async def _worker(spool_dir: Path, settings: Settings) -> None:
                         os._exit(128 + signum)
                     stopping = True
                     _exit_after(STOP_SECONDS + EXIT_SECONDS, 128 + signum)
-                    tg.start_soon(indexer.aclose, STOP_SECONDS)
+                    # The writer has not said it is done: its tail stays (``Indexer.aclose``).
+                    tg.start_soon(functools.partial(indexer.aclose, STOP_SECONDS, writer_done=False))
 
         tg.start_soon(indexer.run)
         tg.start_soon(watch_stdin)
