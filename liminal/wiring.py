@@ -39,7 +39,8 @@ def components(settings: Settings, config_file: Path | None = None,
 
     forced = None if settings.harness.name == "auto" else settings.harness.name
     harness = HarnessChoice(known_harnesses(settings.gradient), forced=forced, argv=argv or [])
-    from liminal.store.leases import MoveLeases, redis_url_of
+    from liminal.store.cache import redis_url_of
+    from liminal.store.leases import MoveLeases
 
     # Sidecars sharing a Redis (and a store) take a thread's lease there to move it. Its life
     # outlasts any move: the hold's bound, the undo's after it, and a margin.

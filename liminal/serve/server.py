@@ -61,7 +61,8 @@ from liminal.dashboard import app as dashboard
 from liminal.ingest.shared import SharedWorker
 from liminal.serve import frames
 from liminal.serve.leg import ByteBudget, WebSocketClientLeg
-from liminal.serve.locks import LockRelease, ThreadLocks, redis_url_of
+from liminal.serve.locks import LockRelease, ThreadLocks
+from liminal.store.cache import redis_url_of
 from liminal.transport import reaper
 
 if TYPE_CHECKING:

@@ -31,11 +31,6 @@ if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) 
 return 0"""
 
 
-def redis_url_of(cache_url: str) -> str | None:
-    """The Redis ``cache.url`` names, if it names one (else the cache is files in the home)."""
-    return cache_url if cache_url.startswith(("redis://", "rediss://", "unix://")) else None
-
-
 def lease_name(thread_id: str) -> str:
     """One name however the id is spelled: an agent that reads ids as UUIDs (Codex's) opens the
     same session for ``ABC...``, ``abc...`` and the 32 digits without hyphens."""
