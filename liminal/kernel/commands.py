@@ -36,7 +36,7 @@ from liminal import log, moves
 from liminal.acp.port import Component, Port
 from liminal.acp.router import LOCAL, Local, LocalRequest
 from liminal.harness.base import SessionHarness
-from liminal.kernel import reopen, restore
+from liminal.kernel import reopen, restore, zone
 from liminal.kernel.journal import SwapJournal
 from liminal.kernel.mover import SwapError, ThreadMover, Writer
 from liminal.kernel.policy import CostPolicy
@@ -612,6 +612,8 @@ class CommandCenter(Component):
         lines.append("Marks: " + (", ".join(sorted(marks)) or "none"))
         records = self.journal.records(thread)
         lines.append(f"Last move: {moves.describe(asdict(records[-1]))}." if records else "No move yet.")
+        if records:
+            lines.extend(zone.described(records[-1].zone))
         return "\n".join(lines)
 
     async def _cmd_optimise(self, thread: str, args: str) -> str:
