@@ -26,7 +26,7 @@ ZONE_INTRO = "[liminal: context from earlier in this thread and saved memos]"
 _ZONE_HEAD = (
     ZONE_INTRO + "\nliminal placed these because their words match the recent turns; they were "
     "not written by the user now. A passage's key gets its full text from liminal's recall "
-    "tool; a memo's id is what memo_find lists.\n"
+    "tool; a memo is a note saved earlier (memo_save, /memo), named by its id.\n"
 )
 MAX_ENTRIES = 5
 MIN_TERMS = 2  # distinct query words a candidate must share: one common word is noise
