@@ -121,6 +121,25 @@ def test_a_claude_rewrite_places_the_zone_before_the_recent_band(tmp_path: Path)
     assert sum(ZONE_INTRO[:30] in t for t in texts) == 1
 
 
+def test_what_claude_code_adds_itself_is_no_query(tmp_path: Path) -> None:
+    """A ``<system-reminder>`` in a prompt and an ``isMeta`` note are the CLI's words, the same
+    in every thread: they choose nothing."""
+    t = Transcript()
+    t.prompt("set up module m0")
+    t.tools([("Bash", {"command": "cat notes.txt"}, "reminder: the following context answers questions "
+              "about the system\n" + "filler line\n" * 300)])
+    t.say("Done.")
+    for n in range(1, 12):
+        t.turn(n, size=3000)
+    t.prompt("<system-reminder>As you answer the user's questions, you can use the following context "
+             "about the system</system-reminder>", isMeta=True)
+    t.prompt("tidy module m11 <system-reminder>the following context answers questions about the "
+             "system</system-reminder>")
+    t.say("Tidied.")
+    done = rewrite_session(t.write(tmp_path), 0, NEW, settings=SETTINGS, dry_run=True)
+    assert not [p for p in done.zone if "reminder" in p.text], done.zone
+
+
 def test_no_zone_when_off_or_when_nothing_matches(tmp_path: Path) -> None:
     src = claude_session(tmp_path)
     off = rewrite_session(src, 0, NEW, settings=replace(SETTINGS, zone_tokens=0), memos=[MEMO])

@@ -10,6 +10,7 @@ own readers take it for no turn (docs/formats.md, "What liminal writes").
 
 from __future__ import annotations
 
+import re
 import uuid as uuidlib
 from collections.abc import Sequence
 from typing import Any
@@ -22,6 +23,7 @@ from liminal.harness.claude.conversation import Conversation
 from liminal.harness.claude.gradient.plan import Plan, make_plan
 from liminal.harness.claude.records import Record, loads
 
+_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 MAX_PASSAGES = 300  # the tool results nearest the recent band: a bound on what a swap parses
 _NS = uuidlib.UUID("5f0c8a52-2d0e-4b8e-9d35-6c1b8a0f7e11")
 
@@ -47,8 +49,10 @@ def choose(conversation: Conversation, plan: Plan, memos: Sequence[Candidate],
     if room <= 0 or len(recent_turns) == len(conversation.turns):
         return []  # nothing compressed: no zone (nor a block before the first prompt)
     session = conversation.session
+    # What the person and the model said: not the text Claude Code adds itself (``isMeta``
+    # records, ``<system-reminder>`` blocks), whose words are the same in every thread.
     recent = [r for t in conversation.turns if t.number in recent_turns for r in t.records
-              if r.type in ("user", "assistant") and not is_zone_record(r)
+              if r.type in ("user", "assistant") and not r.meta
               and any(b.kind == "text" for b in r.blocks)]
     older = [r for t in conversation.turns if t.number not in recent_turns for r in t.records
              if r.type == "user" and r.uuid and any(b.kind == "tool_result" for b in r.blocks)]
@@ -57,7 +61,7 @@ def choose(conversation: Conversation, plan: Plan, memos: Sequence[Candidate],
     said: list[str] = []
     for rec in recent:
         content = (loads(raw[rec.line]).get("message") or {}).get("content")
-        said.append(_text(content))
+        said.append(_REMINDER.sub(" ", _text(content)))
     passages: list[Candidate] = []
     for order, rec in enumerate(reversed(older)):  # the nearest first on ties
         content = (loads(raw[rec.line]).get("message") or {}).get("content")
