@@ -126,6 +126,7 @@ class CommandCenter(Component):
         self.policy = policy
         self.harness = harness
         self._open_store = open_store
+        self.memos: zone.MemoSource | None = None  # /optimise's dynamic zone (liminal.kernel.zone)
         self._open_cache = open_cache
         self._store: Store | None = None
         self._store_cm: AbstractAsyncContextManager[Store] | None = None
@@ -622,8 +623,10 @@ class CommandCenter(Component):
             raise CommandError("liminal has not seen this thread opened")
         aim = self.policy.aim
 
+        memos = await zone.offered(self.memos, thread) if self.policy.gradient.zone_tokens else ()
+
         def plan(current: Path) -> Writer:
-            return lambda new_id: self.harness.rewrite(current, aim, new_id)
+            return lambda new_id: self.harness.rewrite(current, aim, new_id, memos=memos)
 
         done = (await self.mover.move_thread(thread, "/optimise", plan)).rewritten
         assert done is not None  # a rewrite, never an empty session

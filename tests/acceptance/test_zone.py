@@ -5,7 +5,8 @@ subject and read long tool outputs, past a low threshold: liminal swaps. The req
 sends the model after a swap holds the zone, between the compressed history and the recent
 turns: the matching memo with its id, never the other one (it shares no word with the turns,
 nor do the tool outputs, which are numbers). Each later request holds one zone only (a rewrite
-drops the one before), and ``/context`` lists what the last swap placed.
+drops the one before), ``/optimise`` places a memo saved since, and ``/context`` lists what
+the last move placed.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ adapter = adapter_fixture(["claude-agent", "codex-zed", "codex-agent"])
 TURNS = 12
 MATCHING = "The flux capacitor calibration constant is 1.21 gigawatts"
 UNRELATED = "Lunch orders go to the cafeteria desk on Fridays"
+LATER = "Recalibrate the flux capacitor after every firmware update"
 
 
 def scenario() -> Scenario:
@@ -68,15 +70,23 @@ def test_a_matching_memo_is_placed_between_the_history_and_the_recent_turns(
                         rig.stderr_tail()
             result = client.prompt(thread, f"step{n:02d}: check the flux capacitor calibration", timeout=180)
             assert result.stop_reason == "end_turn", rig.stderr_tail()
+        # /optimise rewrites with the memos too: one saved now is in the next request.
+        assert client.prompt(thread, f"/memo {LATER}", timeout=60).text.startswith("Memo kept")
+        assert client.prompt(thread, "/optimise", timeout=120).text.startswith("Context optimised")
+        seen = len(rig.server.views())
+        result = client.prompt(thread, f"step{TURNS - 1:02d}: check the flux capacitor calibration again",
+                               timeout=180)
+        assert result.stop_reason == "end_turn", rig.stderr_tail()
+        after_optimise = conversation(rig.server.views()[seen])
         context = client.prompt(thread, "/context", timeout=60).text
 
     swaps = [r for r in SwapJournal(home / "swaps.jsonl").records(thread) if r.outcome == "committed"]
     assert swaps, rig.stderr_tail()
     placed = [entry for swap in swaps for entry in swap.zone or []]
-    memo_keys = {e["key"] for e in placed if e["kind"] == "memo"}
+    memo_keys = {e["key"] for e in placed if e["kind"] == "memo" and LATER not in e["text"]}
     assert len(memo_keys) == 1, placed  # the matching memo, the same one at every swap
     key = memo_keys.pop()
-    assert all(MATCHING in e["text"] for e in placed if e["kind"] == "memo")
+    assert all(MATCHING in e["text"] or LATER in e["text"] for e in placed if e["kind"] == "memo")
 
     requests = rig.server.views()
     texts = [conversation(r) for r in requests]
@@ -96,5 +106,7 @@ def test_a_matching_memo_is_placed_between_the_history_and_the_recent_turns(
         assert "step00" in text[:at], text[:at][-500:]
         latest = max(re.findall(r"step\d\d: check", text))
         assert text.index(latest) > at, (latest, text[at:][:300])
-    # /context lists what the last swap placed.
-    assert "Dynamic zone (" in context and f"memo {key}" in context, context
+    zone = after_optimise[after_optimise.index(ZONE_INTRO):]
+    assert LATER in zone and MATCHING in zone, zone[:1500]
+    # /context lists what the last move placed.
+    assert "Dynamic zone (" in context and f"memo {key}" in context and "Recalibrate" in context, context
