@@ -74,7 +74,8 @@ class RewriteResult:
             "seconds": round(self.seconds, 3),
             "cwd": self.cwd,
             "notes": list(self.notes),
-            "zone": [p.as_dict() for p in self.zone],
+            # What was placed, by key (the texts are in the file): one line stays short.
+            "zone": [{"key": p.key, "kind": p.kind, "score": p.score} for p in self.zone],
         }
 
 
