@@ -50,10 +50,11 @@ async def offered(source: MemoSource | None, thread_id: str) -> Sequence[Candida
 
 def described(zone: list[dict[str, Any]] | None) -> list[str]:
     """``/context``'s lines for what the last move placed in its zone."""
-    if not zone:
+    entries = [e for e in zone or [] if isinstance(e, dict)]  # a hand-edited journal: shown as it can be
+    if not entries:
         return ["Dynamic zone: nothing placed by the last move."]
-    out = [f"Dynamic zone ({len(zone)} placed by the last move, best first):"]
-    for entry in zone:
+    out = [f"Dynamic zone ({len(entries)} placed by the last move, best first):"]
+    for entry in entries:
         text = " ".join(str(entry.get("text", "")).split())
         text = text if len(text) <= 80 else text[:79] + "…"
         out.append(f"  {entry.get('kind', '?')} {entry.get('key', '?')}: {text}")

@@ -203,6 +203,8 @@ def test_context_lists_what_the_last_move_placed() -> None:
     lines = described([{"key": "memo-1", "kind": "memo", "score": 1.5, "text": "The staging db " * 20}])
     assert lines[0].startswith("Dynamic zone (1 placed") and lines[1].startswith("  memo memo-1: The staging")
     assert len(lines[1]) < 110
+    assert described(["damaged", {"key": "k", "kind": "passage", "text": 3}]) == [
+        "Dynamic zone (1 placed by the last move, best first):", "  passage k: 3"]
 
 
 @pytest.mark.parametrize("value", ["-1", "x", "200000"])
