@@ -53,6 +53,11 @@ def components(settings: Settings, config_file: Path | None = None,
     # liminal's slash commands (/mark, /clear, /fork, /undo ...): answered by liminal.
     commands = CommandCenter(swaps.model, swaps.mover, journal, swaps.policy, harness, opener,
                              lambda: open_cache(settings))
+    if opener is not None and settings.gradient.zone_tokens:
+        from liminal.kernel.zone import memo_source
+
+        # Memos for the dynamic zone of each rewrite: a swap's, /optimise's.
+        swaps.memos = commands.memos = memo_source(opener)
     found: list[Component] = [swaps, commands]
     if settings.mcp.enabled:
         # liminal's MCP server (recall, search_history, slash, memos) in every session.

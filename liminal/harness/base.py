@@ -21,6 +21,7 @@ from liminal import log
 
 if TYPE_CHECKING:
     from liminal.gradient.recall import RecallKey
+    from liminal.gradient.zone import Candidate, Placed
 
 logger = log.get("liminal.harness")
 
@@ -32,6 +33,7 @@ class Rewritten:
     tokens_before: int
     tokens_after: int
     size: int = 0  # bytes liminal wrote; the CLI appends after them
+    zone: tuple[Placed, ...] = ()  # what the rewrite placed in its dynamic zone
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +69,11 @@ class SessionHarness(Protocol):
     def target_path(self, path: Path, new_id: str) -> Path:
         """Where ``rewrite(path, ..., new_id)`` writes: journaled before the file exists."""
 
-    def rewrite(self, path: Path, target_tokens: int, new_id: str) -> Rewritten:
-        """A compressed copy as ``new_id``; ``target_tokens`` 0: as deep as the recent band allows."""
+    def rewrite(self, path: Path, target_tokens: int, new_id: str, *,
+                memos: Sequence[Candidate] = ()) -> Rewritten:
+        """A compressed copy as ``new_id``; ``target_tokens`` 0: as deep as the recent band allows.
+        ``memos``: candidates for its dynamic zone beside the passages it cuts
+        (``liminal.gradient.zone``)."""
 
     def discard(self, rewritten: Rewritten) -> None:
         """Remove a rewritten session that will not be used (it was never loaded)."""
@@ -187,8 +192,9 @@ class HarnessChoice:
     def target_path(self, path: Path, new_id: str) -> Path:
         return self.current.target_path(path, new_id)
 
-    def rewrite(self, path: Path, target_tokens: int, new_id: str) -> Rewritten:
-        return self.current.rewrite(path, target_tokens, new_id)
+    def rewrite(self, path: Path, target_tokens: int, new_id: str, *,
+                memos: Sequence[Candidate] = ()) -> Rewritten:
+        return self.current.rewrite(path, target_tokens, new_id, memos=memos)
 
     def discard(self, rewritten: Rewritten) -> None:
         self.current.discard(rewritten)

@@ -36,7 +36,7 @@ from liminal import log, moves
 from liminal.acp.port import Component, Port
 from liminal.acp.router import LOCAL, Local, LocalRequest
 from liminal.harness.base import SessionHarness
-from liminal.kernel import reopen, restore
+from liminal.kernel import reopen, restore, zone
 from liminal.kernel.journal import SwapJournal
 from liminal.kernel.mover import SwapError, ThreadMover, Writer
 from liminal.kernel.policy import CostPolicy
@@ -126,6 +126,7 @@ class CommandCenter(Component):
         self.policy = policy
         self.harness = harness
         self._open_store = open_store
+        self.memos: zone.MemoSource | None = None  # /optimise's dynamic zone (liminal.kernel.zone)
         self._open_cache = open_cache
         self._store: Store | None = None
         self._store_cm: AbstractAsyncContextManager[Store] | None = None
@@ -629,6 +630,8 @@ class CommandCenter(Component):
         lines.append("Marks: " + (", ".join(sorted(marks)) or "none"))
         records = self.journal.records(thread)
         lines.append(f"Last move: {moves.describe(asdict(records[-1]))}." if records else "No move yet.")
+        if records:
+            lines.extend(zone.described(records[-1].zone))
         return "\n".join(lines)
 
     async def _cmd_optimise(self, thread: str, args: str) -> str:
@@ -637,8 +640,10 @@ class CommandCenter(Component):
             raise CommandError("liminal has not seen this thread opened")
         aim = self.policy.aim
 
+        memos = await zone.offered(self.memos, thread) if self.policy.gradient.zone_tokens else ()
+
         def plan(current: Path) -> Writer:
-            return lambda new_id: self.harness.rewrite(current, aim, new_id)
+            return lambda new_id: self.harness.rewrite(current, aim, new_id, memos=memos)
 
         done = (await self.mover.move_thread(thread, "/optimise", plan)).rewritten
         assert done is not None  # a rewrite, never an empty session

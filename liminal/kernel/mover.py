@@ -441,7 +441,8 @@ class ThreadMover:
             # The journal first: a thread is on its new session only once that is on disk (a
             # journal that cannot be written fails the swap, and the thread stays).
             record = self.record(state, old_backing, new_id, "committed", reason, started, t0,
-                                 rewritten.tokens_before, rewritten.tokens_after, decision, move=move)
+                                 rewritten.tokens_before, rewritten.tokens_after, decision, move=move,
+                                 zone=[p.as_dict() for p in rewritten.zone] or None)
             ended = True
             port.bind(thread_id, new_id)
             committed = True
@@ -583,7 +584,8 @@ class ThreadMover:
 
     def record(self, state: ThreadState, old: str, new: str | None, outcome: str, reason: str,
                  started: float, t0: float, before: int | None, after: int | None,
-                 decision: Decision | None = None, opened: str | None = None, move: str = "swap") -> SwapRecord:
+                 decision: Decision | None = None, opened: str | None = None, move: str = "swap",
+                 zone: list[dict[str, Any]] | None = None) -> SwapRecord:
         cost = None
         if decision is not None:
             cost = decision.as_dict()
@@ -593,7 +595,7 @@ class ThreadMover:
             thread_id=state.thread_id, old_backing_id=old, new_backing_id=new, outcome=outcome,
             reason=reason, started_at=started, duration_s=round(time.monotonic() - t0, 4),
             tokens_before=before, tokens_after=after, harness=self.harness.name, cwd=state.cwd,
-            cost=cost, opened=opened, move=move,
+            cost=cost, opened=opened, move=move, zone=zone,
         )
         self.journal.append(record)  # the authority (see journal.py)
         if self.port is not None:  # and a note in the store, with the conversation

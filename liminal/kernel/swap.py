@@ -41,6 +41,7 @@ from liminal.kernel.journal import SwapJournal, SwapRecord
 from liminal.kernel.mover import UNDO_CLOSE_SECONDS, ThreadMover
 from liminal.kernel.policy import CostPolicy, Decision
 from liminal.kernel.threads import ThreadModel, ThreadState
+from liminal.kernel.zone import MemoSource, offered
 from liminal.sessionfiles import is_session_id
 
 if TYPE_CHECKING:
@@ -89,6 +90,7 @@ class SwapManager(Component):
         self.model.on_turn_end.append(self._turn_ended)
         self.model.on_agent_info.append(self._agent_said)
         self._port: Port | None = None
+        self.memos: MemoSource | None = None  # the dynamic zone's memos (``liminal.kernel.zone``)
         self._prepared = False  # the journal's bindings are in the router (``prepare``)
         self._running = False  # ``run`` is looking at turn ends
         self._send, self._receive = anyio.create_memory_object_stream[_TurnEnd](64)
@@ -426,10 +428,11 @@ class SwapManager(Component):
             if not decision.swap:
                 return None
         reason = decision.why
+        memos = await offered(self.memos, thread_id) if self.policy.gradient.zone_tokens else ()
         t_rewrite = time.monotonic()
 
         def rewrite(new_id: str) -> Rewritten:
-            return self.harness.rewrite(path, self.policy.aim, new_id)
+            return self.harness.rewrite(path, self.policy.aim, new_id, memos=memos)
 
         def check(rewritten: Rewritten) -> str | None:
             unpaid = self.policy.worth_it(decision, rewritten.tokens_after, state.pace)

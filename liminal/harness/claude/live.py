@@ -15,6 +15,7 @@ import orjson
 from liminal import faults
 from liminal.config import GradientSettings
 from liminal.gradient.recall import RecallKey
+from liminal.gradient.zone import Candidate
 from liminal.harness.base import Rewritten, Turns
 from liminal.harness.claude import cuts, tail
 from liminal.harness.claude.gradient import prepare, rewrite_session
@@ -47,12 +48,14 @@ class ClaudeSessions:
     def target_path(self, path: Path, new_id: str) -> Path:
         return path.with_name(f"{new_id}.jsonl")  # beside the original, as the CLI looks for it
 
-    def rewrite(self, path: Path, target_tokens: int, new_id: str) -> Rewritten:
+    def rewrite(self, path: Path, target_tokens: int, new_id: str, *,
+                memos: Sequence[Candidate] = ()) -> Rewritten:
         if faults.value("swap.corrupt_rewrite"):
             self._corrupt_rewrite(path, target_tokens)
-        result = rewrite_session(path, target_tokens, new_id, settings=self.settings, env=self.env)
+        result = rewrite_session(path, target_tokens, new_id, settings=self.settings, env=self.env,
+                                 memos=memos)
         return Rewritten(result.new_session_id, result.path, result.tokens_before, result.tokens_after,
-                         result.path.stat().st_size)
+                         result.path.stat().st_size, result.zone)
 
     # -- cuts, for the commands (``liminal.kernel.commands``) ---------------------------------
 

@@ -22,6 +22,7 @@ import orjson
 from liminal import faults
 from liminal.config import GradientSettings
 from liminal.gradient.summarize import PREAMBLE_INTRO
+from liminal.gradient.zone import Candidate
 from liminal.harness.base import Rewritten, Turns
 from liminal.harness.codex import gradient
 from liminal.harness.codex.rollout import (
@@ -107,8 +108,9 @@ class CodexSessions:
         write_atomically(target, lines)
         return sum(len(line) for line in lines)
 
-    def rewrite(self, path: Path, target_tokens: int, new_id: str) -> Rewritten:
-        result = gradient.rewrite(read_rollout(path), target_tokens, new_id, self.settings)
+    def rewrite(self, path: Path, target_tokens: int, new_id: str, *,
+                memos: Sequence[Candidate] = ()) -> Rewritten:
+        result = gradient.rewrite(read_rollout(path), target_tokens, new_id, self.settings, memos)
         lines = result.lines
         if faults.value("swap.corrupt_rewrite"):
             # Failpoint: a tool output lost (or, with none left, the session_meta), put through
@@ -120,7 +122,7 @@ class CodexSessions:
         target = self.target_path(path, new_id)
         size = self.write(target, lines)
         self._name_from[new_id] = path  # named once the thread is on it (``adopted``)
-        return Rewritten(new_id, target, result.tokens_before, result.tokens_after, size)
+        return Rewritten(new_id, target, result.tokens_before, result.tokens_after, size, result.zone)
 
     def names(self, path: Path) -> str | None:
         found = session_id_of(path)
