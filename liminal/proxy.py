@@ -237,6 +237,15 @@ class RouterPort:
         self._router.notify_client(method, params, time.time())
         self._flush()
 
+    def notify_agent(self, method: str, params: Any, *, thread_id: str | None = None) -> None:
+        self._router.notify_agent(method, params, time.time(), thread_id=thread_id)
+        self._flush()
+
+    def forward_local(self, key: Any, method: str, params: dict[str, Any]) -> bool:
+        forwarded = self._router.forward_local(key, method, params, time.time())
+        self._flush()
+        return forwarded
+
     def notify_in_next_turn(self, thread_id: str, method: str, params: Any) -> None:
         self._router.notify_in_next_turn(thread_id, method, params)
 
@@ -314,6 +323,7 @@ class Proxy:
             connection_id=self.connection_id,
             tapping=self.supervisor.tapping,
             replay_from_store=bool(self._replayers),
+            message_ids=True,
         )
         # Components that answer some client requests themselves, or amend them on the way
         # (``liminal.kernel.commands``): their hooks see those requests before anything else.
@@ -323,6 +333,8 @@ class Proxy:
                 self.router.add_request_hook(methods, hook)
             for kinds, update_hook in component.update_hooks():
                 self.router.add_update_hook(kinds, update_hook)
+            for methods, result_hook in component.result_hooks():
+                self.router.add_result_hook(methods, result_hook)
             if component.answers_local:
                 self._local_handlers.append(component.local_requested)
         self.client = client or ClientLeg()

@@ -36,6 +36,8 @@ class FakePort(RouterPort):
                 self.router.add_request_hook(methods, hook)
             for kinds, update_hook in component.update_hooks():
                 self.router.add_update_hook(kinds, update_hook)
+            for methods, result_hook in component.result_hooks():
+                self.router.add_result_hook(methods, result_hook)
         self.answer = answer
         self.to_client: list[dict[str, Any]] = []  # parsed
         self.client_lines: list[bytes] = []  # as written
