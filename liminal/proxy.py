@@ -328,6 +328,7 @@ class Proxy:
         # Components that answer some client requests themselves, or amend them on the way
         # (``liminal.kernel.commands``): their hooks see those requests before anything else.
         self._local_handlers: list[Callable[[LocalRequest], None]] = []
+        self._local_by_method: dict[str, Callable[[LocalRequest], None]] = {}
         for component in self.components:
             for methods, hook in component.request_hooks():
                 self.router.add_request_hook(methods, hook)
@@ -337,6 +338,11 @@ class Proxy:
                 self.router.add_result_hook(methods, result_hook)
             if component.answers_local:
                 self._local_handlers.append(component.local_requested)
+                # A kept request goes to the component whose hook keeps its method (the
+                # command center's prompts and loads, the rewinder's rewinds).
+                for methods, _ in component.request_hooks():
+                    for method in methods:
+                        self._local_by_method.setdefault(method, component.local_requested)
         self.client = client or ClientLeg()
         self.agent = AgentLeg(agent_argv, env=agent_env, cwd=agent_cwd)
         self.own_waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
@@ -390,7 +396,7 @@ class Proxy:
             logger.warning(problem)
         for local in out.local:
             try:
-                self._local_handlers[0](local)
+                self._local_by_method.get(local.method, self._local_handlers[0])(local)
             except Exception:  # every request gets an answer, whatever failed
                 logger.exception("local request not taken", method=local.method)
                 self.router.answer_local(local.key, error=(-32603, "liminal could not handle this request"))

@@ -70,7 +70,10 @@ class FakePort(RouterPort):
                     component.offer(event)
         _settle(self._waiters, out.own_responses)
         for local in out.local:
-            next(c for c in self.components if c.answers_local).local_requested(local)
+            # As the proxy: the component whose request hook keeps the method, else the first.
+            takers = [c for c in self.components if c.answers_local]
+            keeps = [c for c in takers if any(local.method in methods for methods, _ in c.request_hooks())]
+            (keeps or takers)[0].local_requested(local)
         for request in out.replays:
             next(c for c in self.components if c.answers_replays).replay_requested(request)
         if self.answer is not None:
