@@ -29,6 +29,7 @@ from liminal import log
 from liminal.acp.port import Component, Port
 from liminal.acp.router import ReplayRequest
 from liminal.ingest.derive import content_text
+from liminal.kernel.rewind import timeline
 from liminal.store.records import MessageRecord, acp_message_id, conversation
 
 if TYPE_CHECKING:
@@ -128,7 +129,8 @@ class ReplayManager(Component):
             # The agent replayed a turn the store does not show yet: the index worker is behind
             # (or still replaying a spool after a restart). Give it until the timeout.
             await anyio.sleep(FRESH_POLL_SECONDS)
-        updates = history_updates(shown)
+        # What a rewind or an edit cut off is not replayed (the RFD); ``liminal history`` has it.
+        updates = history_updates(timeline(shown))
         return updates or None
 
     async def _opened(self) -> Store:

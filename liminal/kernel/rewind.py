@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
-from liminal import log
+from liminal import log, moves
 from liminal.acp import jsonrpc
 from liminal.acp.port import Component, Port
 from liminal.acp.router import LOCAL, Local, LocalRequest
@@ -116,6 +116,26 @@ def find_cut(messages: Sequence[MessageRecord], target: str, *, edit: bool,
         last = shown[index - 1] if index > 0 else None
     kept = shown.index(last) + 1 if last is not None else 0
     return Cut(backing, turn, len(turns), after, last, kept)
+
+
+def timeline(messages: Sequence[MessageRecord]) -> list[MessageRecord]:
+    """The thread's conversation as the client shows it after its rewinds and edits: what each
+    one cut off (after the rewound-to message's turn, or from the edited message on, up to the
+    move) left out, as the RFD has a load replay it. ``liminal history`` keeps everything."""
+    said = {acp_message_id(m): m for m in messages if m.kind in _SAID}
+    out = list(messages)
+    for move in [m for m in messages if m.kind == "swap" and m.status == "committed"]:
+        verb, _, target = moves.what(move.data).partition(" ")
+        found = said.get(target) if verb in ("rewind", "edit") else None
+        if found is None:
+            continue
+        if verb == "rewind" and found.kind != "user":
+            last = max([found.order, *(m.order for m in messages if found.turn_id is not None
+                                       and m.turn_id == found.turn_id and m.kind != "swap")])
+            out = [m for m in out if not last < m.order < move.order]
+        else:
+            out = [m for m in out if not found.order <= m.order < move.order]
+    return out
 
 
 def end_offset(cut: Cut, starts: Sequence[int], earlier: bool, size: int) -> int | None:

@@ -10,7 +10,15 @@ import anyio
 import pytest
 
 from liminal.acp import jsonrpc
-from liminal.kernel.rewind import ADVERTISED, Cut, Rewinder, RewindError, end_offset, find_cut
+from liminal.kernel.rewind import (
+    ADVERTISED,
+    Cut,
+    Rewinder,
+    RewindError,
+    end_offset,
+    find_cut,
+    timeline,
+)
 from liminal.kernel.threads import ThreadModel
 from liminal.store.records import MessageRecord
 from tests.support.fakeport import FakePort
@@ -138,3 +146,19 @@ async def test_a_request_without_its_ids_is_invalid_params(tmp_path: Path) -> No
     errors = {m["id"]: m["error"] for m in port.to_client if m.get("id") in (4, 5)}
     assert errors[4]["code"] == errors[5]["code"] == jsonrpc.INVALID_PARAMS
     assert "toMessageId" in errors[4]["message"] and "newContent" in errors[5]["message"]
+
+
+def test_a_replay_leaves_out_what_a_rewind_and_then_an_edit_cut_off() -> None:
+    messages = said(6)
+    rewind = MessageRecord("c:00065", THREAD, None, 6.7, "00065", "swap", status="committed",
+                           data={"move": "rewind c:00031", "outcome": "committed"})
+    after = [MessageRecord("c:00070", THREAD, "c:00070", 7.0, "00070", "user", "golf"),
+             MessageRecord("c:00071", THREAD, "c:00070", 7.5, "00071", "agent", "answer golf")]
+    edit = MessageRecord("c:00075", THREAD, None, 7.7, "00075", "swap", status="committed",
+                         data={"move": "edit c:00040", "outcome": "committed"})
+    edited = [MessageRecord("c:00080", THREAD, "c:00080", 8.0, "00080", "user", "edited"),
+              MessageRecord("c:00081", THREAD, "c:00080", 8.5, "00081", "agent", "answer edited")]
+    shown = [m.text for m in timeline([*messages, rewind, *after]) if m.kind != "swap"]
+    assert shown == [m.text for m in messages[:6]] + ["golf", "answer golf"]
+    shown = [m.text for m in timeline([*messages, rewind, *after, edit, *edited]) if m.kind != "swap"]
+    assert shown == [m.text for m in messages[:6]] + ["edited", "answer edited"]
