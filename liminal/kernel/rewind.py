@@ -86,6 +86,8 @@ def find_cut(messages: Sequence[MessageRecord], target: str, *, edit: bool,
     shown = [m for m in conversation(messages) if m.kind in _SAID]
     found = next((m for m in shown if acp_message_id(m) == target), None)
     if found is None:
+        found = _replayed_as(messages, shown, target, is_command)
+    if found is None:
         raise RewindError(jsonrpc.INVALID_PARAMS, f"unknown message id {target!r} in this session")
     if edit and found.kind != "user":
         raise RewindError(jsonrpc.INVALID_PARAMS,
@@ -136,6 +138,29 @@ def timeline(messages: Sequence[MessageRecord]) -> list[MessageRecord]:
         else:
             out = [m for m in out if not found.order <= m.order < move.order]
     return out
+
+
+def _replayed_as(messages: Sequence[MessageRecord], shown: Sequence[MessageRecord], target: str,
+                 is_command: Callable[[str], bool]) -> MessageRecord | None:
+    """The live message a load's replay named ``target``: a thread that never moved is replayed by
+    the agent, with its ids (or, from an agent that sends none, ids liminal gave the replay),
+    not the live turn's. The replay's turns are the thread's, in order: its k-th prompt is the
+    k-th the store recorded; its agent message stands for the last message of that turn."""
+    hit = next((m for m in messages if m.replayed and m.kind in _SAID and acp_message_id(m) == target), None)
+    if hit is None:
+        return None
+    load = hit.id.rpartition(":")[0]  # the connection of the load that replayed it
+    prompts = [m for m in messages if m.replayed and m.kind == "user" and m.id.rpartition(":")[0] == load
+               and m.order <= hit.order and not is_command(m.text)]
+    users = [m for m in shown if m.kind == "user" and not is_command(m.text)]
+    turn = len(prompts) - 1
+    if not 0 <= turn < len(users):
+        return None
+    if hit.kind == "user":
+        return users[turn]
+    start = shown.index(users[turn])
+    stop = shown.index(users[turn + 1]) if turn + 1 < len(users) else len(shown)
+    return shown[stop - 1] if stop - 1 > start else None
 
 
 def end_offset(cut: Cut, starts: Sequence[int], earlier: bool, size: int) -> int | None:

@@ -117,3 +117,30 @@ def test_rewind_then_edit_a_prompt(adapter: Adapter, rig: Rig) -> None:
         expected += [f"user {n}"] + [f"agent {n}"] * len(turns[n - 1][1])
     expected += ["user edited"] + ["agent edited"] * len(streamed)
     assert [live.get(mid, mid) for mid in dict.fromkeys(replayed)] == expected, replayed
+
+
+def test_edit_by_the_id_of_a_replay_after_a_restart(adapter: Adapter, rig: Rig) -> None:
+    """A thread liminal never moved is replayed by the agent after a restart, with the agent's
+    ids or ones liminal gives the replay: an edit of a prompt named so is an edit of that turn."""
+    rig.server.script = scenario()
+    with liminal_client(rig) as client:
+        client.initialize()
+        thread = client.new_session(rig.home.project)["sessionId"]
+        for n, word in enumerate(WORDS[:4], 1):
+            turn(client, thread, f"turn {n} {word} please")
+        client.settle()
+    with liminal_client(rig) as client:
+        client.initialize()
+        replay = client.load_session(thread, rig.home.project)
+        client.settle()
+        prompts = list(dict.fromkeys(u["update"]["messageId"] for u in replay
+                                     if u["update"].get("sessionUpdate") == "user_message_chunk"))
+        assert len(prompts) == 4, replay
+        edited = client.request("session/edit_prompt", {
+            "sessionId": thread, "messageId": prompts[2],
+            "newContent": [{"type": "text", "text": "turn 3 edited wxindia please"}]}, timeout=180)
+        assert edited["stopReason"] == "end_turn", edited
+        seen = last_request(rig)
+        assert all(w in seen for w in ("wxalfa", "wxbravo", "wxindia")), seen[-3000:]
+        assert not any(w in seen for w in ("wxcharlie", "wxdelta")), seen[-3000:]
+        client.settle()

@@ -162,3 +162,19 @@ def test_a_replay_leaves_out_what_a_rewind_and_then_an_edit_cut_off() -> None:
     assert shown == [m.text for m in messages[:6]] + ["golf", "answer golf"]
     shown = [m.text for m in timeline([*messages, rewind, *after, edit, *edited]) if m.kind != "swap"]
     assert shown == [m.text for m in messages[:6]] + ["edited", "answer edited"]
+
+
+def test_an_id_from_the_agents_replay_of_a_thread_that_never_moved_names_the_live_turn() -> None:
+    """After a restart, a thread liminal never moved is replayed by the agent, with the agent's
+    ids (Claude Code's record uuids) or new ones: they name the live turn at the same place."""
+    live = said(4)
+    replay = []
+    for t in range(1, 5):
+        replay.append(MessageRecord(f"load:{t:04d}0", THREAD, None, 9.0 + t, f"9{t:04d}0", "user", f"prompt {t}",
+                                    replayed=True, data={"messageId": f"uuid-{t}"}, backing_id=THREAD))
+        replay.append(MessageRecord(f"load:{t:04d}1", THREAD, None, 9.5 + t, f"9{t:04d}1", "agent", f"answer {t}",
+                                    replayed=True, backing_id=THREAD))
+    cut = find_cut(live + replay, "uuid-3", edit=True, is_command=is_command)
+    assert (cut.turn, cut.after) == (2, False)
+    cut = find_cut(live + replay, "load:00021", edit=False, is_command=is_command)
+    assert (cut.turn, cut.after) == (1, True) and cut.last is not None and cut.last.id == "c:00021"
