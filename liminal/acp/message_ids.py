@@ -122,13 +122,28 @@ def stamped(line: bytes, message_id: str, *, canonical_end: int | None) -> bytes
     if canonical_end is not None:
         at = canonical_end + _UPDATE_OPEN
         return line[:at] + member + line[at:]
+    # Another writer's form (spaces, another order of members, escapes): still spliced, before
+    # the update's ``sessionUpdate`` member, so the agent's bytes stay as they were; checked by
+    # a parse, since that key could be spelled elsewhere in the line.
     try:
         message = orjson.loads(line)
         params = message["params"]
         update = params["update"]
+        for found in _KEY.finditer(line):
+            candidate = line[:found.start(2)] + member + line[found.start(2):]
+            try:
+                parsed = orjson.loads(candidate)
+            except orjson.JSONDecodeError:
+                continue
+            if parsed.get("params", {}).get("update") == {**update, "messageId": message_id} \
+                    and {**parsed, "params": params} == message:
+                return candidate
         return orjson.dumps({**message, "params": {**params, "update": {**update, "messageId": message_id}}})
-    except (orjson.JSONDecodeError, KeyError, TypeError):
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
         return line
+
+
+_KEY = re.compile(rb'([{,]\s*)("sessionUpdate"\s*:)')
 
 
 def canonical_end(line: bytes) -> int | None:
@@ -139,3 +154,15 @@ def canonical_end(line: bytes) -> int | None:
     if end < 0 or not line.startswith(UPDATE_KIND_AT, end) or b"\\" in line[len(UPDATE_PREFIX):end]:
         return None
     return end
+
+
+def with_user_message_id(line: bytes, id_json: bytes, result: dict[str, Any], message_id: str) -> bytes:
+    """A prompt's answer with ``userMessageId``: spliced in first when the line begins as the
+    adapters write one (the agent's bytes kept: its usage figures, its floats), else encoded again."""
+    head = b'{"jsonrpc":"2.0","id":' + id_json + b',"result":{'
+    member = b'"userMessageId":' + orjson.dumps(message_id)
+    if line.startswith(head):
+        rest = line[len(head):]
+        return head + member + (rest if rest.startswith(b"}") else b"," + rest)
+    return b'{"jsonrpc":"2.0","id":' + id_json + b',"result":' + orjson.dumps(
+        {**result, "userMessageId": message_id}) + b"}"

@@ -82,6 +82,7 @@ from liminal.acp.message_ids import (
     canonical_end,
     chunk_kind,
     stamped,
+    with_user_message_id,
 )
 from liminal.acp.moved_loads import Load, MovedLoads, ReplayRequest
 from liminal.acp.session_ids import map_all, rewrite
@@ -714,15 +715,14 @@ class Router:
         out_line = map_all(line, self._thread_of) if self._thread_of and b'"sessionId"' in line else line
         result = message.get("result")
         if pending is not None and isinstance(result, dict):
+            id_json = pending.id_json if pending.id_json is not None else jsonrpc.encode_id(rpc_id, line)
             amended = self._hooks.result(pending.method, result, self._out.problems)
-            if pending.message_id is not None and "userMessageId" not in amended:
-                amended = {**amended, "userMessageId": pending.message_id}  # rule 10
             if amended is not result:
-                out_line = jsonrpc.result_frame(
-                    pending.id_json if pending.id_json is not None else jsonrpc.encode_id(rpc_id, line),
-                    orjson.dumps(amended))
+                out_line = jsonrpc.result_frame(id_json, orjson.dumps(amended))
                 if self._thread_of and b'"sessionId"' in out_line:
                     out_line = map_all(out_line, self._thread_of)
+            if pending.message_id is not None and "userMessageId" not in amended:
+                out_line = with_user_message_id(out_line, id_json, amended, pending.message_id)  # rule 10
         if load is not None and "error" not in message:
             self._out.replays.append(self._loads.park(load, out_line, line, message, rpc_id))
             return  # tapped when it reaches the client, after the history

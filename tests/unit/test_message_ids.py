@@ -186,3 +186,12 @@ def test_any_sequence_of_frames_gives_the_client_the_stores_ids(frames: list[str
         else:
             wire.client(prompt(rpc, f"p{i}"))
     assert wire.live_ids() == wire.store_ids()
+
+
+def test_a_chunk_in_another_writers_form_keeps_its_bytes() -> None:
+    raw = (b'{"jsonrpc": "2.0", "method": "session/update", "params": {"update": {"content": '
+           b'{"type": "text", "text": "d\\u00e9j\\u00e0 \\"sessionUpdate\\": x"}, "sessionUpdate": '
+           b'"agent_message_chunk"}, "sessionId": "s"}}')
+    out = stamped(raw, "c:0000000001", canonical_end=None)
+    assert out == raw.replace(b'"sessionUpdate": "agent', b'"messageId":"c:0000000001","sessionUpdate": "agent')
+    assert orjson.loads(out)["params"]["update"]["messageId"] == "c:0000000001"
