@@ -53,6 +53,7 @@ METHODS = ("session/rewind", "session/edit_prompt")
 CAPABILITY = "rewindSession"
 ADVERTISED = {"supported": True, "supportsEditPrompt": True}
 CANCEL_SECONDS = 30.0  # for the agent to answer the turn a rewind cancels
+STORE_SECONDS = 5.0  # for the store to show a message the client was just sent
 _SAID = ("user", "agent", "thought")
 
 StoreOpener = Callable[[], AbstractAsyncContextManager["Store"]]
@@ -64,6 +65,10 @@ class RewindError(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+class UnknownMessage(RewindError):
+    """No message of the thread has that id."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +93,7 @@ def find_cut(messages: Sequence[MessageRecord], target: str, *, edit: bool,
     if found is None:
         found = _replayed_as(messages, shown, target, is_command)
     if found is None:
-        raise RewindError(jsonrpc.INVALID_PARAMS, f"unknown message id {target!r} in this session")
+        raise UnknownMessage(jsonrpc.INVALID_PARAMS, f"unknown message id {target!r} in this session")
     if edit and found.kind != "user":
         raise RewindError(jsonrpc.INVALID_PARAMS,
                           f"message {target!r} is the agent's: only a user message can be edited")
@@ -258,7 +263,17 @@ class Rewinder(Component):
             raise RewindError(jsonrpc.INVALID_PARAMS, "session/edit_prompt needs newContent (content blocks)")
         await self._cancel_turn(port, thread)
         store = await self._store_open()
-        cut = find_cut(await store.messages(thread), target, edit=edit, is_command=self._is_command)
+        # The index runs a little behind the frames (a turn or a load's replay that has just
+        # streamed): an id not found yet is looked for again until ``STORE_SECONDS``.
+        deadline = time.monotonic() + STORE_SECONDS
+        while True:
+            try:
+                cut = find_cut(await store.messages(thread), target, edit=edit, is_command=self._is_command)
+                break
+            except UnknownMessage:
+                if time.monotonic() > deadline:
+                    raise
+                await anyio.sleep(0.05)
         cwd = self.model.threads[thread].cwd if thread in self.model.threads else None
         harness, on = self.harness, port.backing_of(thread)
 
