@@ -18,6 +18,7 @@ The taps, and so the store, keep what the agent sent.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -117,8 +118,8 @@ def agent_id_in(line: bytes) -> str | None:
 
 def stamped(line: bytes, message_id: str, *, canonical_end: int | None) -> bytes:
     """``line`` with ``messageId`` added to its update: spliced into a canonical line (its
-    session id ending at ``canonical_end``), else the line parsed and encoded again."""
-    member = b'"messageId":' + orjson.dumps(message_id) + b","
+    session id ending at ``canonical_end``), else before its ``sessionUpdate`` member."""
+    member = _member(message_id)
     if canonical_end is not None:
         at = canonical_end + _UPDATE_OPEN
         return line[:at] + member + line[at:]
@@ -143,6 +144,12 @@ def stamped(line: bytes, message_id: str, *, canonical_end: int | None) -> bytes
         return line
 
 
+@functools.lru_cache(maxsize=64)
+def _member(message_id: str) -> bytes:
+    """The member spliced in (every chunk of a message spells the same: made once)."""
+    return b'"messageId":' + orjson.dumps(message_id) + b","
+
+
 _KEY = re.compile(rb'([{,]\s*)("sessionUpdate"\s*:)')
 
 
@@ -157,12 +164,27 @@ def canonical_end(line: bytes) -> int | None:
 
 
 def with_user_message_id(line: bytes, id_json: bytes, result: dict[str, Any], message_id: str) -> bytes:
-    """A prompt's answer with ``userMessageId``: spliced in first when the line begins as the
-    adapters write one (the agent's bytes kept: its usage figures, its floats), else encoded again."""
-    head = b'{"jsonrpc":"2.0","id":' + id_json + b',"result":{'
+    """A prompt's answer with ``userMessageId``, spliced in first in its result (the agent's
+    bytes kept: its order of members, its usage figures and floats), checked by a parse; else
+    encoded again."""
     member = b'"userMessageId":' + orjson.dumps(message_id)
-    if line.startswith(head):
-        rest = line[len(head):]
-        return head + member + (rest if rest.startswith(b"}") else b"," + rest)
+    try:
+        message = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        message = None
+    if isinstance(message, dict):
+        wanted = {**message, "result": {**result, "userMessageId": message_id}}
+        for found in _RESULT.finditer(line):
+            at = found.end()
+            rest = line[at:]
+            candidate = line[:at] + member + (rest if rest.lstrip().startswith(b"}") else b"," + rest)
+            try:
+                if orjson.loads(candidate) == wanted:
+                    return candidate
+            except orjson.JSONDecodeError:
+                continue
     return b'{"jsonrpc":"2.0","id":' + id_json + b',"result":' + orjson.dumps(
         {**result, "userMessageId": message_id}) + b"}"
+
+
+_RESULT = re.compile(rb'"result"\s*:\s*\{')

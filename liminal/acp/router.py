@@ -718,7 +718,9 @@ class Router:
             id_json = pending.id_json if pending.id_json is not None else jsonrpc.encode_id(rpc_id, line)
             amended = self._hooks.result(pending.method, result, self._out.problems)
             if amended is not result:
-                out_line = jsonrpc.result_frame(id_json, orjson.dumps(amended))
+                # The agent's order of members kept (Codex's Rust adapter writes the id last).
+                out_line = orjson.dumps({**message, "result": amended}) if isinstance(
+                    rpc_id, (str, int)) else jsonrpc.result_frame(id_json, orjson.dumps(amended))
                 if self._thread_of and b'"sessionId"' in out_line:
                     out_line = map_all(out_line, self._thread_of)
             if pending.message_id is not None and "userMessageId" not in amended:
