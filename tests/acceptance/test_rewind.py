@@ -10,11 +10,12 @@ the client. After a restart, the replay of the thread names every message by its
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from fixtures.harness import AcpClient, Adapter, Rig
 from liminal.kernel.rewind import ADVERTISED
-from tests.acceptance.conftest import ADAPTER_NAMES, adapter_fixture
+from tests.acceptance.conftest import ADAPTER_NAMES, adapter_fixture, flag_scenario
 from tests.support.acp_thread import liminal, liminal_client, records, scenario
 
 adapter = adapter_fixture(ADAPTER_NAMES)
@@ -143,4 +144,32 @@ def test_edit_by_the_id_of_a_replay_after_a_restart(adapter: Adapter, rig: Rig) 
         seen = last_request(rig)
         assert all(w in seen for w in ("wxalfa", "wxbravo", "wxindia")), seen[-3000:]
         assert not any(w in seen for w in ("wxcharlie", "wxdelta")), seen[-3000:]
+        client.settle()
+
+
+def test_a_rewind_cancels_the_turn_under_way(adapter: Adapter, rig: Rig, tmp_path: Path) -> None:
+    """The RFD: a turn under way is cancelled first; its prompt is answered cancelled, then the
+    rewind."""
+    flag = tmp_path / "flag"
+    rig.server.script = flag_scenario(flag)
+    with liminal_client(rig) as client:
+        client.initialize()
+        thread = client.new_session(rig.home.project)["sessionId"]
+        _, first, _ = turn(client, thread, "turn 1 wxalfa please")
+        turn(client, thread, "turn 2 wxbravo please")
+        client.send({"jsonrpc": "2.0", "id": 700, "method": "session/prompt", "params": {
+            "sessionId": thread, "prompt": [{"type": "text", "text": "WAIT for it wxcharlie"}]}})
+        client.wait_for(lambda frames: any(b'"tool_call"' in f.raw for f in frames[-50:]), timeout=120)
+        try:
+            rewound = client.request("session/rewind", {"sessionId": thread, "toMessageId": first[-1]},
+                                     timeout=120)
+        finally:
+            flag.touch()  # whatever happened, the tool ends
+        [answer] = [f.msg for f in client.received if f.msg.get("id") == 700 and "method" not in f.msg]
+        assert answer["result"]["stopReason"] == "cancelled", answer
+        assert rewound["lastMessageId"] == first[-1], rewound
+        turn(client, thread, "after the rewind wxgolf")
+        seen = last_request(rig)
+        assert "wxalfa" in seen and "wxgolf" in seen, seen[-3000:]
+        assert "wxbravo" not in seen and "wxcharlie" not in seen, seen[-3000:]
         client.settle()
