@@ -70,6 +70,13 @@ def components(settings: Settings, config_file: Path | None = None,
         from liminal.kernel.replay import ReplayManager
 
         found.append(ReplayManager(opener))
+        # session/rewind and session/edit_prompt, for an agent without its own: the store finds
+        # the message, the mover moves the thread onto a cut ending there.
+        from liminal.kernel.commands import parse
+        from liminal.kernel.rewind import Rewinder
+
+        found.append(Rewinder(swaps.model, swaps.mover, harness, opener,
+                              is_command=lambda text: parse(text) is not None))
     # After the swap manager: it sees each turn end first (see liminal.kernel.recycle). Also
     # what starts the agent again after it died, where the proxy asks for that (liminal serve).
     from liminal.kernel.recycle import Recycler

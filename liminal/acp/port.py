@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol
 
 from liminal.acp.events import FrameEvent
-from liminal.acp.router import LocalRequest, ReplayRequest, RequestHook, UpdateHook
+from liminal.acp.router import LocalRequest, ReplayRequest, RequestHook, ResultHook, UpdateHook
 
 
 class OwnRequestError(Exception):
@@ -106,6 +106,12 @@ class Port(Protocol):
 
     def notify_client(self, method: str, params: Any) -> None: ...
 
+    def notify_agent(self, method: str, params: Any, *, thread_id: str | None = None) -> None:
+        """A notification of liminal's own to the agent (``params`` in backing ids)."""
+
+    def forward_local(self, key: Any, method: str, params: dict[str, Any]) -> bool:
+        """Send a kept request on to the agent as ``method`` (``Router.forward_local``)."""
+
     def notify_in_next_turn(self, thread_id: str, method: str, params: Any) -> None: ...
 
     def note(self, method: str, data: dict[str, Any], *, thread_id: str, at: float | None = None) -> None:
@@ -161,7 +167,8 @@ class Component:
     - ``run(port)``: for the life of the proxy (restarted after a failure).
     - ``stopping()``: the client has gone; before the agent is stopped.
     - ``aclose()``: after the agent has gone.
-    - ``request_hooks()``, ``update_hooks()``: the router's hooks (``RequestHook``, ``UpdateHook``).
+    - ``request_hooks()``, ``update_hooks()``, ``result_hooks()``: the router's hooks
+      (``RequestHook``, ``UpdateHook``, ``ResultHook``).
     - ``local_requested(request)``: a client request a request hook kept for liminal
       (``answers_local``: this component answers them).
     - ``replay_requested(request)``: a moved thread's load, for its history from the store
@@ -196,6 +203,9 @@ class Component:
         return ()
 
     def update_hooks(self) -> Sequence[tuple[tuple[str, ...], UpdateHook]]:
+        return ()
+
+    def result_hooks(self) -> Sequence[tuple[tuple[str, ...], ResultHook]]:
         return ()
 
     def local_requested(self, request: LocalRequest) -> None:

@@ -62,6 +62,13 @@ class MessageRecord:
     backing_id: str | None = None
 
 
+def acp_message_id(message: MessageRecord) -> str:
+    """The ``messageId`` the client knows a message by: the agent's own, where it sent one, else
+    the store's id, which liminal gave it as it streamed (``liminal.acp.message_ids``)."""
+    given = message.data.get("messageId")
+    return given if isinstance(given, str) and given else message.id
+
+
 def conversation(messages: Sequence[MessageRecord]) -> list[MessageRecord]:
     """A thread's history as its user knows it, from all its messages in order.
 

@@ -5,6 +5,8 @@ compare streams byte for byte compare these frames without them."""
 
 from __future__ import annotations
 
+import re
+
 import orjson
 
 from liminal.kernel.commands import COMMANDS
@@ -54,3 +56,20 @@ def offered_liminal_server(line: bytes) -> bool:
     """The session request carries liminal's server (as it reaches the agent)."""
     return b'"mcpServers"' in line and any(
         s.get("name") == SERVER_NAME for s in orjson.loads(line)["params"]["mcpServers"])
+
+
+# liminal's message ids (``liminal.acp.message_ids``: ``<connection hex>:<seq>``) and the
+# capability it answers for the agent (``liminal.kernel.rewind``), as its frames carry them.
+_LIMINAL_IDS = re.compile(rb'"(?:user)?[mM]essageId":"[0-9a-f]{32}:[0-9]{10}",?|,"(?:user)?[mM]essageId":"[0-9a-f]{32}:[0-9]{10}"')
+_REWIND = re.compile(rb',?"rewindSession":\{"supported":true,"supportsEditPrompt":true\}')
+
+
+def without_liminal_ids(line: bytes) -> bytes:
+    """A frame with what liminal adds for issue 25 taken out: its ``messageId`` on a chunk the
+    agent sent without one, ``userMessageId`` on a prompt's answer, ``rewindSession`` in
+    ``initialize``'s answer (so a frame through liminal reads as the agent's)."""
+    if b"essageId" in line:
+        line = _LIMINAL_IDS.sub(b"", line)
+    if b'"rewindSession"' in line:
+        line = _REWIND.sub(b"", line).replace(b'"agentCapabilities":{,', b'"agentCapabilities":{')
+    return line
