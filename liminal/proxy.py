@@ -323,6 +323,8 @@ class Proxy:
                 self.router.add_request_hook(methods, hook)
             for kinds, update_hook in component.update_hooks():
                 self.router.add_update_hook(kinds, update_hook)
+            for methods, result_hook in component.result_hooks():
+                self.router.add_result_hook(methods, result_hook)
             if component.answers_local:
                 self._local_handlers.append(component.local_requested)
         self.client = client or ClientLeg()

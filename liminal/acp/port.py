@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol
 
 from liminal.acp.events import FrameEvent
-from liminal.acp.router import LocalRequest, ReplayRequest, RequestHook, UpdateHook
+from liminal.acp.router import LocalRequest, ReplayRequest, RequestHook, ResultHook, UpdateHook
 
 
 class OwnRequestError(Exception):
@@ -161,7 +161,8 @@ class Component:
     - ``run(port)``: for the life of the proxy (restarted after a failure).
     - ``stopping()``: the client has gone; before the agent is stopped.
     - ``aclose()``: after the agent has gone.
-    - ``request_hooks()``, ``update_hooks()``: the router's hooks (``RequestHook``, ``UpdateHook``).
+    - ``request_hooks()``, ``update_hooks()``, ``result_hooks()``: the router's hooks
+      (``RequestHook``, ``UpdateHook``, ``ResultHook``).
     - ``local_requested(request)``: a client request a request hook kept for liminal
       (``answers_local``: this component answers them).
     - ``replay_requested(request)``: a moved thread's load, for its history from the store
@@ -196,6 +197,9 @@ class Component:
         return ()
 
     def update_hooks(self) -> Sequence[tuple[tuple[str, ...], UpdateHook]]:
+        return ()
+
+    def result_hooks(self) -> Sequence[tuple[tuple[str, ...], ResultHook]]:
         return ()
 
     def local_requested(self, request: LocalRequest) -> None:

@@ -67,13 +67,13 @@ from liminal.acp.events import (
     make_lazy_event,
 )
 from liminal.acp.framing import LineFramer, Oversized
-from liminal.acp.hooks import LOCAL, Hooks, Local, LocalRequest, RequestHook, UpdateHook
+from liminal.acp.hooks import LOCAL, Hooks, Local, LocalRequest, RequestHook, ResultHook, UpdateHook
 from liminal.acp.moved_loads import Load, MovedLoads, ReplayRequest
 from liminal.acp.session_ids import map_all, rewrite
 from liminal.acp.takeover import TakeOver
 
 __all__ = ["LOCAL", "OWN_ID_PREFIX", "Local", "LocalRequest", "Output", "ReplayRequest",
-           "RequestHook", "Router", "UpdateHook"]
+           "RequestHook", "ResultHook", "Router", "UpdateHook"]
 
 OWN_ID_PREFIX = "liminal-"
 _UPDATE_PREFIX_LEN = len(UPDATE_PREFIX)
@@ -210,6 +210,10 @@ class Router:
         """Let ``hook`` amend every ``session/update`` of these kinds (see ``UpdateHook``)."""
         self._hooks.add_update_hook(kinds, hook)
         self._hooked_kinds = self._hooks.update_markers
+
+    def add_result_hook(self, methods: tuple[str, ...], hook: ResultHook) -> None:
+        """Let ``hook`` amend the agent's result for every client request of these methods."""
+        self._hooks.add_result_hook(methods, hook)
 
     def answer_local(self, key: Any, result: Any = None, *, error: tuple[int, str] | None = None,
                      now: float | None = None) -> bool:
@@ -604,6 +608,15 @@ class Router:
                 backing = created
                 thread = self._thread_of.get(created, created)
         out_line = map_all(line, self._thread_of) if self._thread_of and b'"sessionId"' in line else line
+        result = message.get("result")
+        if pending is not None and isinstance(result, dict):
+            amended = self._hooks.result(pending.method, result, self._out.problems)
+            if amended is not result:
+                out_line = jsonrpc.result_frame(
+                    pending.id_json if pending.id_json is not None else jsonrpc.encode_id(rpc_id, line),
+                    orjson.dumps(amended))
+                if self._thread_of and b'"sessionId"' in out_line:
+                    out_line = map_all(out_line, self._thread_of)
         if load is not None and "error" not in message:
             self._out.replays.append(self._loads.park(load, out_line, line, message, rpc_id))
             return  # tapped when it reaches the client, after the history

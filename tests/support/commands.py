@@ -1,7 +1,8 @@
-"""The two changes liminal makes to what it forwards: its commands added to the agent's
-``available_commands_update`` (``liminal.kernel.commands``), and its MCP server added to the
-``mcpServers`` of the client's session requests (``liminal.kernel.modeltools``). Tests that
-compare streams byte for byte compare these frames without them."""
+"""The changes liminal makes to what it forwards: its commands added to the agent's
+``available_commands_update`` (``liminal.kernel.commands``), its MCP server added to the
+``mcpServers`` of the client's session requests (``liminal.kernel.modeltools``), and the
+capabilities it answers for added to ``initialize``'s answer (``liminal.kernel.delete``). Tests
+that compare streams byte for byte compare these frames without them."""
 
 from __future__ import annotations
 
@@ -11,11 +12,29 @@ from liminal.kernel.commands import COMMANDS
 from liminal.kernel.modeltools import NAMES_SESSION, OPENS_SESSION, SERVER_NAME
 
 
+def without_liminal_capabilities(line: bytes) -> bytes:
+    """An ``initialize`` answer without ``sessionCapabilities.delete`` (which liminal adds),
+    re-encoded (so the answer from either side of liminal reads the same); any other line as
+    it is."""
+    if b'"agentCapabilities"' not in line:
+        return line
+    try:
+        message = orjson.loads(line)
+        caps = message["result"]["agentCapabilities"]
+        caps.get("sessionCapabilities", {}).pop("delete", None)
+        if caps.get("sessionCapabilities") == {}:
+            del caps["sessionCapabilities"]
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        return line
+    return orjson.dumps(message) + (b"\n" if line.endswith(b"\n") else b"")
+
+
 def without_liminal_commands(line: bytes) -> bytes:
     """A command-list frame with liminal's commands taken out, re-encoded (so a frame from either
-    side of liminal reads the same); any other line as it is."""
+    side of liminal reads the same); an ``initialize`` answer without liminal's capabilities;
+    any other line as it is."""
     if b'"available_commands_update"' not in line:
-        return line
+        return without_liminal_capabilities(line)
     try:
         message = orjson.loads(line)
         update = message["params"]["update"]
