@@ -147,6 +147,7 @@ class CommandCenter(Component):
         hooks.append((("session/list",), lambda method, message, thread: LOCAL))
         hooks.append((reopen.OPENS, self._open_hook))
         hooks.append(((delete.METHOD,), lambda method, message, thread: LOCAL))  # for every CLI
+        hooks.append((("session/fork",), self._fork_hook))
         return hooks
 
     def result_hooks(self) -> list[tuple[tuple[str, ...], Callable[[str, dict[str, Any]], dict[str, Any] | None]]]:
@@ -163,6 +164,11 @@ class CommandCenter(Component):
         if self._open_store is not None and restore.file_missing(port, self.harness, thread, message):
             return LOCAL
         return None
+
+    def _fork_hook(self, method: str, message: dict[str, Any], thread: str | None) -> Local | None:
+        """``session/fork`` for an agent that has none (codex-zed): ``/fork``'s cut, opened."""
+        has = "fork" in ((self.model.capabilities or {}).get("sessionCapabilities") or {})
+        return None if has or thread is None else LOCAL
 
     def _prompt_hook(self, method: str, message: dict[str, Any], thread: str | None) -> Local | None:
         return LOCAL if thread is not None and parse(prompt_text(message)) is not None else None
@@ -249,6 +255,9 @@ class CommandCenter(Component):
             return
         if request.method == delete.METHOD:
             await self._delete(port, request)
+            return
+        if request.method == "session/fork":
+            await self._fork(port, request)
             return
         if request.method == "session/list":
             try:
@@ -351,6 +360,53 @@ class CommandCenter(Component):
         self._deleted.append(gone)
         if self._background is not None:
             self._background.start_soon(delete.sweep, self.harness, gone)
+
+    async def _fork(self, port: Port, request: LocalRequest) -> None:
+        """``session/fork`` answered for an agent without one: the thread's context as it is
+        (``/fork``'s cut) written as a new session, a thread of its own in the store, opened on
+        the agent (resumed, else loaded) with the client's cwd and MCP servers; the answer is
+        the agent's, under the new id (the unstable schema's ``ForkSessionResponse``)."""
+        from liminal.acp import jsonrpc
+        from liminal.acp.port import OwnRequestError
+        from liminal.kernel.threads import RESTORED
+
+        params = request.message.get("params")
+        params = params if isinstance(params, dict) else {}
+        thread, cwd = request.thread_id or "", params.get("cwd")
+        if not isinstance(cwd, str) or not cwd:
+            port.answer_local(request.key, error=(jsonrpc.INVALID_PARAMS, "session/fork needs a cwd"))
+            return
+        try:
+            if port.prompt_in_flight(thread):
+                raise CommandError("a prompt is running: fork between turns")
+            _, path = await self._settled_path(thread)
+            end = await anyio.to_thread.run_sync(self.harness.position, path)
+            new_id = str(uuid.uuid4())
+            parts: list[tuple[Path, int, int | None]] = [(path, 0, end)]
+            await anyio.to_thread.run_sync(self.harness.cut, parts, path, new_id)
+        except (CommandError, SwapError) as exc:
+            port.answer_local(request.key, error=(jsonrpc.INTERNAL_ERROR, f"not forked: {exc}"))
+            return
+        await self._record_fork(thread, new_id, "")
+        sessions = (self.model.capabilities or {}).get("sessionCapabilities") or {}
+        method = "session/resume" if "resume" in sessions else "session/load"
+        opened = {**{k: v for k, v in params.items() if k in ("mcpServers", "additionalDirectories")},
+                  "sessionId": new_id, "cwd": cwd}
+        opened.setdefault("mcpServers", [])
+        try:
+            result = await port.request(method, opened, timeout=120, thread_id=new_id)
+        except OwnRequestError as exc:
+            said = exc.error if isinstance(exc.error, dict) else {}
+            port.answer_local(request.key, error=(jsonrpc.INTERNAL_ERROR,
+                                                  f"the fork {new_id} is written but did not open: {said.get('message') or exc}"))
+            return
+        # For the store and the thread model, as a client's open of it: liminal's own request
+        # names the session to no one (``liminal.kernel.restore`` does the same).
+        port.note(RESTORED, {"backing_id": new_id, "cwd": cwd, "harness": self.harness.name, "written": True},
+                  thread_id=new_id)
+        answer = dict(result) if isinstance(result, dict) else {}
+        answer["sessionId"] = new_id
+        port.answer_local(request.key, answer)
 
     async def _run_slash(self, port: Port, request: SlashRequest) -> None:
         """As if the user had typed the command when the turn ended; the UI hears of it in the

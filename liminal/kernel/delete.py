@@ -68,14 +68,17 @@ class DeleteRefused(Exception):
 
 def advertise(result: dict[str, Any]) -> dict[str, Any] | None:
     """``initialize``'s answer with ``sessionCapabilities.delete`` (liminal answers it whatever
-    the agent has); None when the agent advertises it already."""
+    the agent has) and ``fork`` (liminal answers it for an agent without one); None when the
+    agent advertises both already."""
     caps = result.get("agentCapabilities")
     caps = caps if isinstance(caps, dict) else {}
     sessions = caps.get("sessionCapabilities")
     sessions = sessions if isinstance(sessions, dict) else {}
-    if "delete" in sessions:
+    # ``fork`` too where the agent has none: the command center answers it (``/fork``'s cut).
+    added: dict[str, Any] = {name: {} for name in ("delete", "fork") if name not in sessions}
+    if not added:
         return None
-    return {**result, "agentCapabilities": {**caps, "sessionCapabilities": {**sessions, "delete": {}}}}
+    return {**result, "agentCapabilities": {**caps, "sessionCapabilities": {**sessions, **added}}}
 
 
 def remove_files(harness: SessionHarness, sessions: list[str], cwd: str | None) -> int:

@@ -13,7 +13,7 @@ from liminal.kernel.modeltools import NAMES_SESSION, OPENS_SESSION, SERVER_NAME
 
 
 def without_liminal_capabilities(line: bytes) -> bytes:
-    """An ``initialize`` answer without ``sessionCapabilities.delete`` (which liminal adds),
+    """An ``initialize`` answer without ``sessionCapabilities.delete`` and ``fork`` (liminal adds them),
     re-encoded (so the answer from either side of liminal reads the same); any other line as
     it is."""
     if b'"agentCapabilities"' not in line:
@@ -21,7 +21,8 @@ def without_liminal_capabilities(line: bytes) -> bytes:
     try:
         message = orjson.loads(line)
         caps = message["result"]["agentCapabilities"]
-        caps.get("sessionCapabilities", {}).pop("delete", None)
+        for name in ("delete", "fork"):
+            caps.get("sessionCapabilities", {}).pop(name, None)
         if caps.get("sessionCapabilities") == {}:
             del caps["sessionCapabilities"]
     except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):

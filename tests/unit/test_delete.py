@@ -20,13 +20,15 @@ MOVED = "22222222-2222-4222-8222-222222222222"
 OTHER = "33333333-3333-4333-8333-333333333333"
 
 
-def test_delete_is_advertised_beside_the_agents_capabilities_and_never_twice() -> None:
+def test_delete_and_fork_are_advertised_beside_the_agents_capabilities_and_never_twice() -> None:
     said = {"protocolVersion": 1, "agentCapabilities": {"loadSession": True,
                                                         "sessionCapabilities": {"resume": {}}}}
     assert advertise(said) == {"protocolVersion": 1, "agentCapabilities": {
-        "loadSession": True, "sessionCapabilities": {"resume": {}, "delete": {}}}}
-    assert advertise({"agentCapabilities": {"sessionCapabilities": {"delete": {"_meta": {}}}}}) is None
-    assert advertise({}) == {"agentCapabilities": {"sessionCapabilities": {"delete": {}}}}
+        "loadSession": True, "sessionCapabilities": {"resume": {}, "delete": {}, "fork": {}}}}
+    assert advertise({"agentCapabilities": {"sessionCapabilities": {"delete": {"_meta": {}}, "fork": {}}}}) is None
+    assert advertise({"agentCapabilities": {"sessionCapabilities": {"fork": {"_meta": {}}}}}) == {
+        "agentCapabilities": {"sessionCapabilities": {"fork": {"_meta": {}}, "delete": {}}}}
+    assert advertise({}) == {"agentCapabilities": {"sessionCapabilities": {"delete": {}, "fork": {}}}}
 
 
 def test_a_result_hook_amends_the_agents_answer_and_the_taps_keep_what_it_sent() -> None:
@@ -36,7 +38,7 @@ def test_a_result_hook_amends_the_agents_answer_and_the_taps_keep_what_it_sent()
     sent = b'{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{}}}'
     out = from_agent(router, sent)
     [line] = out.to_client
-    assert orjson.loads(line)["result"]["agentCapabilities"] == {"sessionCapabilities": {"delete": {}}}
+    assert orjson.loads(line)["result"]["agentCapabilities"] == {"sessionCapabilities": {"delete": {}, "fork": {}}}
     assert [e.raw for e in out.events] == [sent]
     # Another method's answer passes byte for byte; so does the answer when the hook fails.
     router.add_result_hook(("session/new",), lambda method, result: 1 / 0)  # type: ignore[arg-type, return-value]
