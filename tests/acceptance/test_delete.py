@@ -2,8 +2,8 @@
 
 liminal answers it for every CLI (advertised in ``initialize``'s capabilities): the agent's own
 delete where it has one (claude-agent, codex-agent), the CLI's files of every session of the
-thread (its own and the rewrite the swap wrote), the thread in the store. Another thread is
-untouched; the deleted one is in neither ``session/list`` (this client's, a later one's) nor
+thread (its own and the rewrite the swap wrote), the thread in the store. Another thread, and a
+fork of the deleted one (``/fork``), are untouched; the deleted one is in neither ``session/list`` (this client's, a later one's) nor
 ``liminal threads --all`` nor ``liminal search``.
 """
 
@@ -52,21 +52,23 @@ def test_delete_a_thread_with_a_swap_behind_it(adapter: Adapter, rig: Rig) -> No
         said(client, doomed, "after the swap romeo")
         [swap] = records(rig)
         assert swap.outcome == "committed" and swap.new_backing_id, swap
+        # A fork of it (/fork: a thread with a file of its own, cut from the doomed one's) stays.
+        fork = said(client, doomed, "/fork").split("session ")[1].split(":")[0]
         kept = client.new_session(rig.home.project)["sessionId"]
         said(client, kept, "the kept thread sierra")
         client.settle()
         assert naming(rig, doomed) and naming(rig, swap.new_backing_id), session_files(rig)
-        kept_files = naming(rig, kept)
-        assert kept_files, session_files(rig)
+        kept_files = naming(rig, kept) + naming(rig, fork)
+        assert naming(rig, kept) and naming(rig, fork), session_files(rig)
         listed = {s["sessionId"] for s in client.request(
             "session/list", {"cwd": str(rig.home.project)})["sessions"]}
-        assert {doomed, kept} <= listed, listed
+        assert {doomed, kept, fork} <= listed, listed
 
         assert client.request("session/delete", {"sessionId": doomed}, timeout=120) == {}
 
         listed = {s["sessionId"] for s in client.request(
             "session/list", {"cwd": str(rig.home.project)})["sessions"]}
-        assert doomed not in listed and swap.new_backing_id not in listed and kept in listed, listed
+        assert doomed not in listed and swap.new_backing_id not in listed and {kept, fork} <= listed, listed
         # The CLI may write a session's file again as its process ends (Claude Code's exit
         # records), after the delete was answered: liminal removes it again.
         gone(rig, [doomed, swap.new_backing_id])
@@ -77,7 +79,7 @@ def test_delete_a_thread_with_a_swap_behind_it(adapter: Adapter, rig: Rig) -> No
     # After the client closed (the index worker has stored every frame it had, the deleted
     # thread's last ones among them): still gone, for a person and for the next client.
     shown = {t["id"] for t in json.loads(liminal(rig, "threads", "--json", "--all"))}
-    assert doomed not in shown and kept in shown, shown
+    assert doomed not in shown and {kept, fork} <= shown, shown
     assert "quebec" not in liminal(rig, "search", "quebec")
     assert "sierra" in liminal(rig, "search", "sierra")
     with liminal_client(rig) as client:
