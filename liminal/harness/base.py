@@ -119,6 +119,11 @@ class SessionHarness(Protocol):
         ``RewriteError`` when a file is there already, ``ValueError`` for an id that is not
         a session id of this CLI or lines it cannot place."""
 
+    def remove(self, backing_id: str, cwd: str | None) -> list[Path]:
+        """Remove every file the CLI keeps of the session ``backing_id`` (its session file
+        wherever the CLI filed it, what it keeps beside it of that session): a thread the client
+        deleted (``session/delete``). Returns what went; none for an id not of this CLI."""
+
 
 Factory = Callable[[], SessionHarness]
 
@@ -231,6 +236,9 @@ class HarnessChoice:
 
     def restore(self, backing_id: str, cwd: str | None, lines: Sequence[bytes]) -> Path:
         return self.current.restore(backing_id, cwd, lines)
+
+    def remove(self, backing_id: str, cwd: str | None) -> list[Path]:
+        return self.current.remove(backing_id, cwd)
 
     def recall_in_line(self, line: bytes, key: RecallKey) -> bytes | None:
         for harness in self.all():

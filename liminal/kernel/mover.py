@@ -483,6 +483,11 @@ class ThreadMover:
         state.file_tokens = rewritten.tokens_after  # until the file says otherwise
         state.last_context = rewritten.tokens_after
         state.calls = 0
+        # The client's context meter drops now, not at the next turn's first usage_update (ACP's
+        # ``UsageUpdate``: ``used`` and ``size`` required; the size is the agent's last).
+        if self.port is not None and state.context_window is not None:
+            self.port.notify_client("session/update", {"sessionId": state.thread_id, "update": {
+                "sessionUpdate": "usage_update", "used": rewritten.tokens_after, "size": state.context_window}})
 
     async def _undo(self, new_path: Path, new_id: str, opened: bool) -> None:
         """Leave nothing of a swap that did not commit: its file (so the CLI's picker and the

@@ -64,6 +64,7 @@ from liminal.store.base import (
     within,
 )
 from liminal.store.records import (
+    DELETED,
     Batch,
     FrameRecord,
     MessageRecord,
@@ -287,6 +288,10 @@ class MongoStore:
             raise
 
     async def _write(self, batch: Batch) -> None:
+        ids = batch.thread_ids()
+        if ids:  # nothing more of a thread the client deleted (its tombstone, ``DELETED``)
+            batch = batch.without({d["_id"] async for d in self._threads.find(
+                {"_id": {"$in": sorted(ids)}, "state": DELETED}, {"_id": 1})})
         blobs: list[tuple[str, bytes]] = []
         frame_ops = []
         for f in batch.frames:

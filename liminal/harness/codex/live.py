@@ -135,6 +135,24 @@ class CodexSessions:
         self._targets.pop(rewritten.new_id, None)
         self._name_from.pop(rewritten.new_id, None)
 
+    def remove(self, backing_id: str, cwd: str | None) -> list[Path]:
+        """Every rollout of the session: under ``sessions/`` (any day) and ``archived_sessions/``
+        (where codex-acp's own ``session/delete`` moves it), and a cut-short write's temp file."""
+        self._found.pop(backing_id, None)
+        if not is_session_id(backing_id):
+            return []
+        home = codex_home(self.env)
+        gone: list[Path] = []
+        pattern = f"rollout-*-{backing_id}.jsonl"
+        for folder in (home / "sessions", home / "archived_sessions"):
+            if not folder.is_dir():
+                continue
+            for path in [*folder.rglob(pattern), *folder.rglob(f".{pattern}.*.tmp")]:
+                if path.is_file() and not path.is_symlink():
+                    path.unlink(missing_ok=True)
+                    gone.append(path)
+        return gone
+
     def adopted(self, rewritten: Rewritten) -> None:
         """The thread goes on in ``rewritten``: the name the user gave it in Codex goes with it
         (``name_like``), so ``codex resume NAME`` opens the rollout it is on. Not before: a
