@@ -131,6 +131,11 @@ def stored(liminal_home: Path, thread: str, backing: str, file: bytes, prompt: s
         return None
 
     async def wait() -> None:
+        # Every wait ends: a store call through the relay that never returned hung here 15 min.
+        with anyio.fail_after(300):
+            await waited()
+
+    async def waited() -> None:
         async with recorded(liminal_home) as store:
             deadline = time.monotonic() + 60
             while (why := await check(store)) is not None:
