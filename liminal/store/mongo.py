@@ -32,7 +32,7 @@ import functools
 import io
 import re
 import unicodedata
-from collections.abc import Callable, Collection, Coroutine
+from collections.abc import Callable, Collection, Coroutine, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 import bson
@@ -40,6 +40,7 @@ import orjson
 from bson.binary import Binary
 from bson.errors import BSONError
 from pymongo import ASCENDING, DESCENDING, TEXT, AsyncMongoClient, ReplaceOne, UpdateOne
+from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.cursor import AsyncCursor
 from pymongo.errors import (
     BulkWriteError,
@@ -165,6 +166,13 @@ def _store_errors(method: Callable[_P, Coroutine[Any, Any, _T]]) -> Callable[_P,
 SOCKET_TIMEOUT_MS = 120_000
 
 
+# FerretDB 1.x (its ``buildInfo`` has ``ferretdbVersion``): statements per write command. Its
+# SQLite backend holds one pooled connection per existing document an update touches until the
+# command ends; past its pool (about 100) the command waits for itself. A few at a time leaves
+# room for several writers at once.
+FERRETDB_OPS_PER_COMMAND = 16
+
+
 class MongoStore:
     backend = "mongodb"
     search_mode = "text-index"
@@ -172,6 +180,11 @@ class MongoStore:
     def __init__(self, client: AsyncMongoClient[dict[str, Any]], database: str) -> None:
         self._client = client
         self.text_index = True
+        # Statements per write command (None: as many as the driver sends in one): FerretDB 1.x
+        # takes a connection of its own pool for each update whose document exists and keeps it
+        # to the command's end, so a command of more than about 100 of them waited for good,
+        # and every client of the server behind it (``FERRETDB_OPS_PER_COMMAND``).
+        self.ops_per_command: int | None = None
         db = client[database]
         self._frames = db["frames"]
         self._messages = db["messages"]
@@ -202,6 +215,11 @@ class MongoStore:
         store = cls(client, name)
         try:
             await client[name].command("ping")
+            if "ferretdbVersion" in await client.admin.command("buildInfo"):
+                store.ops_per_command = FERRETDB_OPS_PER_COMMAND
+                log.get("liminal.store").info(
+                    "this MongoDB server is FerretDB: writes go a few statements per command",
+                    database=name, statements=FERRETDB_OPS_PER_COMMAND)
             await store._frames.create_index([("connection_id", ASCENDING), ("seq", ASCENDING)])
             await store._frames.create_index([("thread_id", ASCENDING), ("time", ASCENDING)])
             await store._messages.create_index([("thread_id", ASCENDING), ("ord", ASCENDING)])
@@ -259,10 +277,17 @@ class MongoStore:
                                                      "data": piece}, upsert=True))
                 held += len(piece)
                 if held >= BLOB_WRITE_BYTES:
-                    await self._blobs.bulk_write(ops, ordered=False)
+                    await self._bulk(self._blobs, ops)
                     ops, held = [], 0
         if ops:
-            await self._blobs.bulk_write(ops, ordered=False)
+            await self._bulk(self._blobs, ops)
+
+    async def _bulk(self, collection: AsyncCollection[dict[str, Any]], ops: Sequence[Any]) -> None:
+        """``ops`` in one write command, or ``ops_per_command`` at a time where the server needs
+        it (every statement is idempotent: a command that fails is written again whole)."""
+        step = self.ops_per_command or len(ops)
+        for start in range(0, len(ops), step):
+            await collection.bulk_write(list(ops[start:start + step]), ordered=False)
 
     async def _blob(self, ref: dict[str, Any]) -> bytes:
         # Only the pieces this version has: a record rewritten smaller (a message replaced by
@@ -351,11 +376,11 @@ class MongoStore:
         if blobs:
             await self._write_blobs(blobs)
         if frame_ops:
-            await self._frames.bulk_write(frame_ops, ordered=False)
+            await self._bulk(self._frames, frame_ops)
         if message_ops:
-            await self._messages.bulk_write(message_ops, ordered=False)
+            await self._bulk(self._messages, message_ops)
         if session_ops:
-            await self._sessions.bulk_write(session_ops, ordered=False)
+            await self._bulk(self._sessions, session_ops)
         for update in batch.threads:
             await self._merge_thread(update)
 
