@@ -41,6 +41,10 @@ and 9 is in objects of their own (``moved_loads``, ``takeover``), rule 2's byte 
    *orphans*: their answers are dropped, never taken for the new client's, which counts its ids
    from 1 too. A request of the new client that reuses an orphan's id goes to the agent under
    one of liminal's own ids, and its answer comes back under the client's id.
+10. **Side sessions.** A session a ``private`` own request creates (liminal's summaries,
+   ``liminal.acp.side_sessions``) is liminal's alone: none of its frames reaches the client or
+   the taps; its notifications are kept for liminal (``take_side``), its requests answered here,
+   refused (no tool of it runs), until ``end_side``.
 
 Every line, whichever way it goes and whether or not it is forwarded, becomes a ``FrameEvent``
 for the taps (``Output.events``) when ``tapping`` is on.
@@ -70,6 +74,7 @@ from liminal.acp.framing import LineFramer, Oversized
 from liminal.acp.hooks import LOCAL, Hooks, Local, LocalRequest, RequestHook, UpdateHook
 from liminal.acp.moved_loads import Load, MovedLoads, ReplayRequest
 from liminal.acp.session_ids import map_all, rewrite
+from liminal.acp.side_sessions import SideSessions, refusal
 from liminal.acp.takeover import TakeOver
 
 __all__ = ["LOCAL", "OWN_ID_PREFIX", "Local", "LocalRequest", "Output", "ReplayRequest",
@@ -98,6 +103,7 @@ class _Pending:
     method: str
     thread_id: str | None
     id_json: bytes | None  # exact id bytes, kept only when the parsed id cannot be trusted
+    private: bool = False  # rule 10: liminal's own request about a side session
 
 
 @dataclass(slots=True)
@@ -139,6 +145,7 @@ class Router:
         # One namespace: liminal's own requests' ids and those rule 9 renames a client's to.
         self._own_ids = map(f"{OWN_ID_PREFIX}{secrets.token_hex(6)}-{{}}".format, itertools.count(1))
         self._captured: set[str] = set()  # rule 4
+        self._side = SideSessions()  # rule 10
         self._held: dict[str, deque[_Held]] = {}  # rule 5
         self._loads = MovedLoads()  # rule 8
         self._takeover = TakeOver(self._own_ids)  # rule 9
@@ -231,13 +238,18 @@ class Router:
 
     # --------------------------------------------------------- liminal's own frames
 
-    def send_request(self, method: str, params: Any, now: float, *, thread_id: str | None = None) -> str:
-        """Queue a request of liminal's own to the agent; its answer comes in ``own_responses``."""
+    def send_request(self, method: str, params: Any, now: float, *, thread_id: str | None = None,
+                     private: bool = False) -> str:
+        """Queue a request of liminal's own to the agent; its answer comes in ``own_responses``.
+        ``private``: about a side session (rule 10), or creating one: never tapped."""
         rpc_id = next(self._own_ids)
         line = jsonrpc.request_frame(rpc_id, method, params)
-        self._own_pending[rpc_id] = _Pending(method, thread_id, None)
-        self._out.to_agent.append(line)
         backing = params.get("sessionId") if isinstance(params, dict) else None
+        private = private or (isinstance(backing, str) and backing in self._side)
+        self._own_pending[rpc_id] = _Pending(method, thread_id, None, private)
+        self._out.to_agent.append(line)
+        if private:
+            return rpc_id
         if thread_id is None and isinstance(backing, str):
             # A session a thread was on (the close of the one a move left) is the thread's.
             thread_id = self.thread_of(backing)
@@ -271,6 +283,13 @@ class Router:
                   "params": params}, thread_id, self.backing_of(thread_id), method, None)
 
     # ------------------------------------------------------- captures and holds
+
+    def take_side(self, session_id: str) -> list[bytes]:
+        """Rule 10: what the agent said in a side session since the last take."""
+        return self._side.take(session_id)
+
+    def end_side(self, session_id: str) -> None:
+        self._side.end(session_id)
 
     def capture(self, backing_id: str) -> None:
         self._captured.add(backing_id)
@@ -406,6 +425,7 @@ class Router:
         self._agent_pending.clear()
         self._own_pending.clear()
         self._captured.clear()
+        self._side.clear()
         self._loads.forget_unanswered()
 
     def client_replaced(self) -> None:
@@ -543,6 +563,9 @@ class Router:
                 backing = None
         thread: str | None = None
         direction = Direction.AGENT_TO_CLIENT
+        if self._side and backing is not None and backing in self._side:
+            self._side.keep(backing, line)  # rule 10: liminal's alone, not even tapped
+            return
         if backing is None:
             self._out.to_client.append(line)
         elif backing in self._captured:
@@ -579,6 +602,9 @@ class Router:
     def _agent_request(self, line: bytes, message: dict[str, Any], now: float) -> None:
         rpc_id = message["id"]
         backing = _session_in(message)
+        if self._side and backing in self._side:
+            self._out.to_agent.append(refusal(message))  # rule 10: no tool of it runs
+            return
         thread = self.thread_of(backing) if backing is not None else None
         self._agent_pending[jsonrpc.id_key(rpc_id)] = (message["method"], thread)
         self._out.to_client.append(line if backing is None else rewrite(line, backing, thread or backing))
@@ -614,6 +640,11 @@ class Router:
         rpc_id = message["id"]
         own = self._own_pending.pop(rpc_id)
         created = _session_in(message, "result")
+        if own.private:
+            if created is not None and own.method in _CREATES_SESSION:
+                self._side.open(created)
+            self._out.own_responses.append((rpc_id, message))
+            return
         if created is not None and own.method in _CREATES_SESSION and own.thread_id is not None:
             # A session liminal opened for a thread (``/clear``): what the agent says of it from
             # now on reaches the client under the thread's id, even before the component that

@@ -21,6 +21,7 @@ from liminal import log
 
 if TYPE_CHECKING:
     from liminal.gradient.recall import RecallKey
+    from liminal.gradient.summarize import Summarizer, TurnDigest
 
 logger = log.get("liminal.harness")
 
@@ -67,8 +68,18 @@ class SessionHarness(Protocol):
     def target_path(self, path: Path, new_id: str) -> Path:
         """Where ``rewrite(path, ..., new_id)`` writes: journaled before the file exists."""
 
-    def rewrite(self, path: Path, target_tokens: int, new_id: str) -> Rewritten:
-        """A compressed copy as ``new_id``; ``target_tokens`` 0: as deep as the recent band allows."""
+    def rewrite(self, path: Path, target_tokens: int, new_id: str,
+                summarizer: Summarizer | None = None) -> Rewritten:
+        """A compressed copy as ``new_id``; ``target_tokens`` 0: as deep as the recent band allows.
+        ``summarizer``: what writes the preamble (the extractive one unless given)."""
+
+    def ancient(self, path: Path, target_tokens: int) -> list[TurnDigest]:
+        """The turns a rewrite to ``target_tokens`` would consolidate into its preamble, as the
+        summarizer is given them (``liminal.kernel.summaries`` has them summarised ahead)."""
+
+    def forget(self, session_id: str, cwd: str) -> None:
+        """Remove every file the CLI keeps of a session liminal opened for itself in the folder
+        ``cwd`` (a side session: ``liminal.kernel.summaries``), so that no list shows it."""
 
     def discard(self, rewritten: Rewritten) -> None:
         """Remove a rewritten session that will not be used (it was never loaded)."""
@@ -187,8 +198,15 @@ class HarnessChoice:
     def target_path(self, path: Path, new_id: str) -> Path:
         return self.current.target_path(path, new_id)
 
-    def rewrite(self, path: Path, target_tokens: int, new_id: str) -> Rewritten:
-        return self.current.rewrite(path, target_tokens, new_id)
+    def rewrite(self, path: Path, target_tokens: int, new_id: str,
+                summarizer: Summarizer | None = None) -> Rewritten:
+        return self.current.rewrite(path, target_tokens, new_id, summarizer)
+
+    def ancient(self, path: Path, target_tokens: int) -> list[TurnDigest]:
+        return self.current.ancient(path, target_tokens)
+
+    def forget(self, session_id: str, cwd: str) -> None:
+        self.current.forget(session_id, cwd)
 
     def discard(self, rewritten: Rewritten) -> None:
         self.current.discard(rewritten)

@@ -6,6 +6,7 @@ with the gradient: each the thin end of a module that does the real work.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -15,6 +16,7 @@ import orjson
 from liminal import faults
 from liminal.config import GradientSettings
 from liminal.gradient.recall import RecallKey
+from liminal.gradient.summarize import Summarizer, TurnDigest
 from liminal.harness.base import Rewritten, Turns
 from liminal.harness.claude import cuts, tail
 from liminal.harness.claude.gradient import prepare, rewrite_session
@@ -47,10 +49,12 @@ class ClaudeSessions:
     def target_path(self, path: Path, new_id: str) -> Path:
         return path.with_name(f"{new_id}.jsonl")  # beside the original, as the CLI looks for it
 
-    def rewrite(self, path: Path, target_tokens: int, new_id: str) -> Rewritten:
+    def rewrite(self, path: Path, target_tokens: int, new_id: str,
+                summarizer: Summarizer | None = None) -> Rewritten:
         if faults.value("swap.corrupt_rewrite"):
             self._corrupt_rewrite(path, target_tokens)
-        result = rewrite_session(path, target_tokens, new_id, settings=self.settings, env=self.env)
+        result = rewrite_session(path, target_tokens, new_id, settings=self.settings, env=self.env,
+                                 summarizer=summarizer)
         return Rewritten(result.new_session_id, result.path, result.tokens_before, result.tokens_after,
                          result.path.stat().st_size)
 
@@ -83,6 +87,35 @@ class ClaudeSessions:
 
     def names(self, path: Path) -> str | None:
         return path.stem if path.suffix == ".jsonl" and is_session_id(path.stem) else None
+
+    def ancient(self, path: Path, target_tokens: int) -> list[TurnDigest]:
+        from liminal.harness.claude.conversation import build
+        from liminal.harness.claude.gradient.plan import make_plan
+        from liminal.harness.claude.paths import locate
+        from liminal.harness.claude.records import read_session
+
+        conversation = build(read_session(locate(path, env=self.env)))
+        return list(make_plan(conversation, self.settings, target_tokens).digests)
+
+    def forget(self, session_id: str, cwd: str) -> None:
+        """The session's file, its folder of large tool results, and the project folder of
+        ``cwd`` once nothing else is in it."""
+        if not is_session_id(session_id):
+            raise ValueError(f"{session_id!r} is not a session id")
+        try:
+            folder = project_folder(cwd, self.env)
+        except ValueError:
+            return
+        (folder / f"{session_id}.jsonl").unlink(missing_ok=True)
+        for temp in folder.glob(f".{session_id}.jsonl.*.tmp"):
+            temp.unlink(missing_ok=True)
+        beside = folder / session_id
+        if beside.is_dir():
+            import shutil
+
+            shutil.rmtree(beside, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # only when empty
 
     def discard(self, rewritten: Rewritten) -> None:
         rewritten.path.unlink(missing_ok=True)

@@ -48,7 +48,7 @@ from liminal.gradient.bands import (
     preamble_budget,
 )
 from liminal.gradient.recall import RecallKey
-from liminal.gradient.summarize import PREAMBLE_INTRO, ExtractiveSummarizer, TurnDigest
+from liminal.gradient.summarize import PREAMBLE_INTRO, ExtractiveSummarizer, Summarizer, TurnDigest
 from liminal.harness.codex.rollout import (
     CALLS,
     OUTPUTS,
@@ -175,8 +175,8 @@ def _digest(number: int, turn: Turn) -> TurnDigest:
     return TurnDigest(number, turn.prompt, tuple(replies), tuple(tools))
 
 
-def summary_text(turns: Sequence[Turn], settings: GradientSettings, budget_tokens: int | None = None) -> str:
-    """The preamble of ``turns``, in ``budget_tokens`` (``summary_tokens`` unless said)."""
+def _digests(turns: Sequence[Turn]) -> tuple[list[TurnDigest], str | None]:
+    """The turns as the summarizer is given them, and a previous rewrite's summary among them."""
     previous: str | None = None
     digests: list[TurnDigest] = []
     for n, turn in enumerate(turns):
@@ -188,9 +188,31 @@ def summary_text(turns: Sequence[Turn], settings: GradientSettings, budget_token
             if line.payload.get("role") == "user" and text.startswith(PREAMBLE_INTRO):
                 previous = text.removeprefix(PREAMBLE_INTRO)
         digests.append(_digest(n + 1, turn))
+    return digests, previous
+
+
+def summary_text(turns: Sequence[Turn], settings: GradientSettings, budget_tokens: int | None = None,
+                 summarizer: Summarizer | None = None) -> str:
+    """The preamble of ``turns``, in ``budget_tokens`` (``summary_tokens`` unless said)."""
+    digests, previous = _digests(turns)
     tokens = settings.summary_tokens if budget_tokens is None else budget_tokens
     budget = max(400, tokens * 4 - len(PREAMBLE_INTRO))
-    return PREAMBLE_INTRO + ExtractiveSummarizer().summarize(digests, previous, budget)
+    return PREAMBLE_INTRO + (summarizer or ExtractiveSummarizer()).summarize(digests, previous, budget)
+
+
+def _overhead_and_bands(rollout: Rollout, target_tokens: int, settings: GradientSettings,
+                        edits: _Edits) -> tuple[int, list[Band]]:
+    items = [line for line in rollout.lines if line.is_item]
+    estimate = sum(item_tokens(line.payload) for line in items)
+    before = last_token_count(rollout.lines) or estimate
+    overhead = max(0, before - estimate)  # instructions and tools: not in the file
+    return overhead, list(turn_bands(rollout.turns, target_tokens, overhead, settings, edits))
+
+
+def ancient_digests(rollout: Rollout, target_tokens: int, settings: GradientSettings) -> list[TurnDigest]:
+    """The turns a rewrite to ``target_tokens`` would consolidate, as the summarizer gets them."""
+    _, bands = _overhead_and_bands(rollout, target_tokens, settings, _Edits(rollout.session_id, settings))
+    return _digests([t for t, b in zip(rollout.turns, bands, strict=True) if b is Band.ANCIENT])[0]
 
 
 def preamble_tokens(target_tokens: int, overhead: int, settings: GradientSettings) -> int:
@@ -386,7 +408,8 @@ def overhead(rollout: Rollout) -> int | None:
     return max(0, counted - sum(item_tokens(line.payload) for line in rollout.lines if line.is_item))
 
 
-def rewrite(rollout: Rollout, target_tokens: int, new_id: str, settings: GradientSettings) -> CodexRewrite:
+def rewrite(rollout: Rollout, target_tokens: int, new_id: str, settings: GradientSettings,
+            summarizer: Summarizer | None = None) -> CodexRewrite:
     items = [line for line in rollout.lines if line.is_item]
     estimate = sum(item_tokens(line.payload) for line in items)
     before = last_token_count(rollout.lines) or estimate
@@ -398,7 +421,8 @@ def rewrite(rollout: Rollout, target_tokens: int, new_id: str, settings: Gradien
     for n, (turn, band) in enumerate(zip(rollout.turns, bands, strict=True)):
         if band is Band.ANCIENT:
             if n == 0:
-                summary = summary_text(ancient, settings, preamble_tokens(target_tokens, overhead, settings))
+                summary = summary_text(ancient, settings, preamble_tokens(target_tokens, overhead, settings),
+                                       summarizer)
                 out.extend(_summary_turn(turn, summary))
             else:
                 out.extend(_ancient_rest(turn))

@@ -21,7 +21,7 @@ import orjson
 
 from liminal import faults
 from liminal.config import GradientSettings
-from liminal.gradient.summarize import PREAMBLE_INTRO
+from liminal.gradient.summarize import PREAMBLE_INTRO, Summarizer, TurnDigest
 from liminal.harness.base import Rewritten, Turns
 from liminal.harness.codex import gradient
 from liminal.harness.codex.rollout import (
@@ -107,8 +107,9 @@ class CodexSessions:
         write_atomically(target, lines)
         return sum(len(line) for line in lines)
 
-    def rewrite(self, path: Path, target_tokens: int, new_id: str) -> Rewritten:
-        result = gradient.rewrite(read_rollout(path), target_tokens, new_id, self.settings)
+    def rewrite(self, path: Path, target_tokens: int, new_id: str,
+                summarizer: Summarizer | None = None) -> Rewritten:
+        result = gradient.rewrite(read_rollout(path), target_tokens, new_id, self.settings, summarizer)
         lines = result.lines
         if faults.value("swap.corrupt_rewrite"):
             # Failpoint: a tool output lost (or, with none left, the session_meta), put through
@@ -125,6 +126,19 @@ class CodexSessions:
     def names(self, path: Path) -> str | None:
         found = session_id_of(path)
         return found if found is not None and is_session_id(found) else None
+
+    def ancient(self, path: Path, target_tokens: int) -> list[TurnDigest]:
+        return gradient.ancient_digests(read_rollout(path), target_tokens, self.settings)
+
+    def forget(self, session_id: str, cwd: str) -> None:
+        """The rollout (Codex files rollouts by date, not by folder: ``cwd`` is not needed)."""
+        path = find(session_id, self.env)
+        if path is None:
+            return
+        path.unlink(missing_ok=True)
+        for temp in path.parent.glob(f".{path.name}.*.tmp"):
+            temp.unlink(missing_ok=True)
+        self._found.pop(session_id, None)
 
     def discard(self, rewritten: Rewritten) -> None:
         rewritten.path.unlink(missing_ok=True)

@@ -1,0 +1,84 @@
+"""The router's rule 10: a side session of liminal's own (a summary's) is liminal's alone.
+
+None of its frames reaches the client or the taps (the store); the agent's requests in it are
+answered by the router, refused (a permission with the agent's reject option, anything else an
+error), so no tool of it runs; its notifications are kept for liminal until taken."""
+
+from __future__ import annotations
+
+import orjson
+
+from liminal.acp.router import Router
+from liminal.acp.side_sessions import REFUSED, text_of
+from tests.unit.test_router import NOW, THREAD, from_agent, from_client, make, new_session
+
+SIDE = "33333333-3333-4333-8333-333333333333"
+
+
+def chunk(session: str, text: str) -> bytes:
+    return orjson.dumps({"jsonrpc": "2.0", "method": "session/update", "params": {
+        "sessionId": session, "update": {"sessionUpdate": "agent_message_chunk",
+                                         "content": {"type": "text", "text": text}}}})
+
+
+def open_side(router: Router) -> None:
+    rpc_id = router.send_request("session/new", {"cwd": "/home/side/x", "mcpServers": []}, NOW, private=True)
+    out = router.take()
+    assert out.to_agent and not out.events  # not tapped: the store never sees it
+    answer = from_agent(router, orjson.dumps({"jsonrpc": "2.0", "id": rpc_id, "result": {"sessionId": SIDE}}))
+    assert answer.own_responses and not answer.events and not answer.to_client
+
+
+def test_a_side_sessions_frames_reach_neither_the_client_nor_the_taps() -> None:
+    router = make()
+    new_session(router)
+    open_side(router)
+    prompt = router.send_request("session/prompt", {"sessionId": SIDE, "prompt": [
+        {"type": "text", "text": "the person's turns"}]}, NOW)
+    out = router.take()
+    assert not out.events  # a request about a side session is private whoever sends it
+    out = from_agent(router, chunk(SIDE, "## SUMMARY\n"), chunk(THREAD, "the thread's"),
+                     chunk(SIDE, "they fixed the port"))
+    assert [orjson.loads(line)["params"]["sessionId"] for line in out.to_client] == [THREAD]
+    assert [e.backing_id for e in out.events] == [THREAD]
+    out = from_agent(router, orjson.dumps({"jsonrpc": "2.0", "id": prompt, "result": {"stopReason": "end_turn"}}))
+    assert not out.to_client and not out.events and out.own_responses
+    assert text_of(router.take_side(SIDE)) == "## SUMMARY\nthey fixed the port"
+    assert router.take_side(SIDE) == []
+
+
+def test_the_agents_requests_in_a_side_session_are_refused_by_the_router() -> None:
+    router = make()
+    new_session(router)
+    open_side(router)
+    permission = {"jsonrpc": "2.0", "id": 7, "method": "session/request_permission", "params": {
+        "sessionId": SIDE, "toolCall": {"toolCallId": "t1", "title": "rm -rf"},
+        "options": [{"optionId": "allow", "kind": "allow_once", "name": "Allow"},
+                    {"optionId": "no", "kind": "reject_once", "name": "Reject"}]}}
+    out = from_agent(router, orjson.dumps(permission))
+    assert not out.to_client and not out.events
+    assert orjson.loads(out.to_agent[0]) == {"jsonrpc": "2.0", "id": 7, "result": {
+        "outcome": {"outcome": "selected", "optionId": "no"}}}
+    bare = dict(permission, id=8, params={"sessionId": SIDE, "toolCall": {}, "options": []})
+    out = from_agent(router, orjson.dumps(bare))
+    assert orjson.loads(out.to_agent[0])["result"] == {"outcome": {"outcome": "cancelled"}}
+    out = from_agent(router, orjson.dumps({"jsonrpc": "2.0", "id": 9, "method": "terminal/create",
+                                           "params": {"sessionId": SIDE, "command": "make"}}))
+    assert not out.to_client
+    assert orjson.loads(out.to_agent[0])["error"]["message"] == REFUSED
+    assert router.agent_idle()  # nothing is owed to the client for them
+
+
+def test_the_clients_sessions_are_untouched_and_a_side_session_ended_is_forgotten() -> None:
+    router = make()
+    new_session(router)
+    open_side(router)
+    ask = orjson.dumps({"jsonrpc": "2.0", "id": 5, "method": "session/request_permission",
+                        "params": {"sessionId": THREAD, "toolCall": {}, "options": []}})
+    out = from_agent(router, ask)
+    assert out.to_client == [ask] and not out.to_agent
+    router.end_side(SIDE)
+    late = chunk(SIDE, "late")
+    assert from_agent(router, late).to_client == [late]  # as any session liminal does not know
+    out = from_client(router, b'{"jsonrpc":"2.0","id":5,"result":{"outcome":{"outcome":"cancelled"}}}')
+    assert out.to_agent
