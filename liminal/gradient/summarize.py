@@ -181,6 +181,7 @@ def _split_previous(previous: str) -> tuple[list[str], int, str]:
 # anchor, and the extractive summary only of what no summary covers. Everything here is pure:
 # the side session, the store and the timing are the kernel's.
 
+SUMMARY_REQUEST = "You are summarising part of an earlier coding session"
 STATE_HEADING = "### STATE"
 MODEL_HEADING = "### Summary of earlier turns (written by the model)"
 NOTES_HEADING = "### Notes on earlier turns (extracted)"
@@ -208,8 +209,8 @@ class ModelSummary:
 def summary_request(turns: Sequence[TurnDigest]) -> str:
     """The one prompt of a side session: the turns as text and what to write of them."""
     out = [
-        "You are summarising part of an earlier coding session for the assistant that will "
-        "continue it. Do not use any tools: answer from the text below only.",
+        f"{SUMMARY_REQUEST} for the assistant that will continue it. Do not use any tools: "
+        "answer from the text below only.",
         "",
         "Write two sections, exactly these headings:",
         "## STATE",
@@ -281,7 +282,11 @@ class WithSummaries:
         if not used and not carried and self.anchor is None:
             return self.base.summarize(turns, previous, budget_chars)
         covered = {k for s in used for k in s.keys}
-        rest = [t for t in turns if turn_key(t) not in covered]
+        # The person's requests stay, verbatim while the budget allows, for every turn: a
+        # model's summary is where intent and corrections get lost (what people report of the
+        # CLIs' own compaction). Only what the model's summary says instead (replies, tools)
+        # is left out of the notes for the turns it covers.
+        rest = [t if turn_key(t) not in covered else TurnDigest(t.number, t.prompt) for t in turns]
         texts = carried + [s.text for s in used if s.text not in carried]
         head: list[str] = []
         if self.anchor:

@@ -77,6 +77,10 @@ class SessionHarness(Protocol):
         """The turns a rewrite to ``target_tokens`` would consolidate into its preamble, as the
         summarizer is given them (``liminal.kernel.summaries`` has them summarised ahead)."""
 
+    def side_params(self) -> dict[str, Any]:
+        """What a side session's ``session/new`` adds for this CLI's adapter, so that it keeps
+        no file of it and offers the model no tool (the router refuses what is asked anyway)."""
+
     def forget(self, session_id: str, cwd: str) -> None:
         """Remove every file the CLI keeps of a session liminal opened for itself in the folder
         ``cwd`` (a side session: ``liminal.kernel.summaries``), so that no list shows it."""
@@ -207,6 +211,9 @@ class HarnessChoice:
 
     def forget(self, session_id: str, cwd: str) -> None:
         self.current.forget(session_id, cwd)
+
+    def side_params(self) -> dict[str, Any]:
+        return self.current.side_params()
 
     def discard(self, rewritten: Rewritten) -> None:
         self.current.discard(rewritten)

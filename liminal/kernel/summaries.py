@@ -59,6 +59,7 @@ logger = log.get("liminal.summaries")
 SUMMARY_THREAD = "liminal-summaries"  # the store's pseudo-thread of summaries (as memos have theirs)
 SIDE_FOLDER = "side"  # under $LIMINAL_HOME: the side sessions' working folders
 PROMPT_SECONDS = 600.0  # the model reading a long range may take minutes
+CLOSE_SECONDS = 2.0  # closing a side session (the agent may be going)
 StoreOpener = Callable[[], AbstractAsyncContextManager["Store"]]
 
 
@@ -86,6 +87,12 @@ class SideSummaries(Component):
         self.made = 0  # summaries made (tests wait on it)
         self.attempts = 0  # side sessions run, whatever came of them
         self._progress = anyio.Event()
+        self._current: anyio.CancelScope | None = None  # the summary under way
+        self._stopping = False
+        # Every side session this process opened: Claude Code writes a few lines of a session
+        # (its last prompt, its cost) again when it ends it, after the close was answered, so
+        # its files are removed once more when the agent has gone (``aclose``).
+        self._opened: list[tuple[str, Path]] = []
         model.on_turn_end.append(self._turn_ended)
 
     # ------------------------------------------------------------ what the swap reads
@@ -140,17 +147,38 @@ class SideSummaries(Component):
     async def run(self, port: Port) -> None:
         self._port = port
         async for thread_id in self._receive:
+            if self._stopping:
+                break
             try:
-                await self._summarise(port, thread_id)
+                with anyio.CancelScope() as self._current:
+                    await self._summarise(port, thread_id)
             except Exception as exc:  # a summary is an extra: the extractive preamble stands
                 logger.warning("no summary made", thread=thread_id, error=f"{type(exc).__name__}: {exc}")
             finally:
+                self._current = None
                 self._queued.discard(thread_id)
                 self.attempts += 1
                 self._progress.set()
                 self._progress = anyio.Event()
 
+    async def stopping(self) -> None:
+        """liminal stops (before the agent does): a summary under way is given up now, its
+        side session closed and its files removed while the agent can still answer; left to the
+        end, the CLI's file of it would stay in its folder, a session in its picker."""
+        self._stopping = True
+        if self._current is not None:
+            self._current.cancel()
+            with anyio.move_on_after(CLOSE_SECONDS + 1):
+                while self._current is not None:
+                    await self._progress.wait()
+
     async def aclose(self) -> None:
+        opened, self._opened = self._opened, []
+        for session, folder in opened:
+            try:
+                await anyio.to_thread.run_sync(self.harness.forget, session, str(folder))
+            except Exception as exc:
+                logger.warning("side session's files not removed", session=session, error=str(exc))
         if self._store_cm is not None:
             await self._store_cm.__aexit__(None, None, None)
             self._store_cm = self._store = None
@@ -192,11 +220,13 @@ class SideSummaries(Component):
         await anyio.to_thread.run_sync(make_private_folder, folder)
         session: str | None = None
         try:
-            opened = await port.request("session/new", {"cwd": str(folder), "mcpServers": []},
+            params = {**self.harness.side_params(), "cwd": str(folder), "mcpServers": []}
+            opened = await port.request("session/new", params,
                                         timeout=self.settings.hold_timeout_seconds, private=True)
             session = opened.get("sessionId") if isinstance(opened, dict) else None
             if not isinstance(session, str):
                 raise RuntimeError("the agent opened no side session")
+            self._opened.append((session, folder))
             await port.request("session/prompt", {"sessionId": session,
                                                   "prompt": [{"type": "text", "text": request}]},
                                timeout=PROMPT_SECONDS, private=True)
@@ -210,9 +240,8 @@ class SideSummaries(Component):
             caps = (self.model.capabilities or {}).get("sessionCapabilities") or {}
             if "close" in caps and port.agent_alive:
                 try:
-                    with anyio.move_on_after(self.settings.hold_timeout_seconds):
-                        await port.request("session/close", {"sessionId": session},
-                                           timeout=self.settings.hold_timeout_seconds, private=True)
+                    await port.request("session/close", {"sessionId": session},
+                                       timeout=CLOSE_SECONDS, private=True)
                 except Exception as exc:  # left open: memory, not a session anyone sees
                     logger.info("side session not closed", session=session, error=str(exc))
             port.end_side(session)

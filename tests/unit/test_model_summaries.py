@@ -17,12 +17,15 @@ from liminal.gradient.summarize import (
     turn_key,
 )
 
-TURNS = [TurnDigest(n, f"request {n}: fix the port", (f"reply {n}: done",), (("Bash", f"make {n}"),))
+TURNS = [TurnDigest(n, f"request {n}: fix the port", (f"reply {n}: we decided on it.",), (("Bash", f"make {n}"),))
          for n in range(1, 7)]
 
 
 def test_the_request_holds_the_turns_and_asks_for_no_tools() -> None:
+    from fixtures.harness.script import SUMMARY_REQUEST as SCRIPTED
+
     text = summary_request(TURNS[:2])
+    assert text.startswith(SCRIPTED)  # the fake models tell it by its start
     assert "Do not use any tools" in text and "## STATE" in text and "## SUMMARY" in text
     assert "User: request 1: fix the port" in text and "Tool Bash: make 2" in text
 
@@ -45,7 +48,8 @@ def test_a_summary_covers_its_turns_and_the_rest_is_extracted() -> None:
     assert text.startswith(STATE_HEADING + "\nGoal: port")
     assert MODEL_HEADING in text and "MODEL SAID: the port is 8080" in text
     notes = text.split(NOTES_HEADING, 1)[1]
-    assert "request 5" in notes and "request 1:" not in notes  # covered turns are not repeated
+    assert "request 5" in notes and "reply 5" in notes
+    assert "request 1:" in notes and "reply 1" not in notes and "make 1" not in notes  # the person's words stay
 
 
 def test_a_summary_whose_range_is_not_all_consolidated_waits() -> None:

@@ -41,6 +41,9 @@ class Harness:
     def ancient(self, path: Path, target_tokens: int) -> list[TurnDigest]:
         return TURNS
 
+    def side_params(self) -> dict[str, Any]:
+        return {"_meta": {"x": 1}}
+
     def forget(self, session_id: str, cwd: str) -> None:
         self.forgotten.append((session_id, cwd))
 
@@ -102,12 +105,14 @@ async def test_a_swap_coming_has_the_oldest_turns_summarised_in_a_side_session(t
     assert methods == ["session/new", "session/prompt", "session/close"]
     opened = asked[0][1]
     assert opened["mcpServers"] == [] and Path(opened["cwd"]).parent == side_root(tmp_path)
+    assert opened["_meta"] == {"x": 1}  # what the harness adds for its adapter
     assert "request 1: move the port" in asked[1][1]["prompt"][0]["text"]
     assert "Do not use any tools" in asked[1][1]["prompt"][0]["text"]
     assert port.to_client == []  # not a frame of it reached the client
     refusal = next(m for m in port.to_agent if m.get("id") == 99)
     assert refusal["result"] == {"outcome": {"outcome": "selected", "optionId": "no"}}
-    assert harness.forgotten == [(SIDE, opened["cwd"])] and not await anyio.Path(opened["cwd"]).exists()
+    # Removed after the close, and once more when the agent has gone (``aclose``).
+    assert set(harness.forgotten) == {(SIDE, opened["cwd"])} and not await anyio.Path(opened["cwd"]).exists()
     summarizer = summaries.summarizer(THREAD)
     assert summarizer is not None and summarizer.anchor == "Goal: the port moves to 8080"
     assert "MODEL SUMMARY: 8080 it is." in summarizer.summarize(TURNS, None, 4000)

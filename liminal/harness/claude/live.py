@@ -10,6 +10,7 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -96,6 +97,16 @@ class ClaudeSessions:
 
         conversation = build(read_session(locate(path, env=self.env)))
         return list(make_plan(conversation, self.settings, target_tokens).digests)
+
+    def side_params(self) -> dict[str, Any]:
+        """The Agent SDK's options, which both Claude adapters take from ``_meta.claudeCode``:
+        no session file (``persistSession``; Claude Code wrote its last prompt and cost to it
+        again after the close was answered, so a removed file came back), and no built-in tool
+        (``tools``, claude-agent-acp; the older adapter keeps its tools and the router refuses
+        their permissions), and no predicted follow-up prompt (``promptSuggestions``: one more
+        model call, after the answer, for nothing)."""
+        options = {"persistSession": False, "tools": [], "promptSuggestions": False}
+        return {"_meta": {"claudeCode": {"options": options}}}
 
     def forget(self, session_id: str, cwd: str) -> None:
         """The session's file, its folder of large tool results, and the project folder of

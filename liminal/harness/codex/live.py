@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -129,6 +129,10 @@ class CodexSessions:
 
     def ancient(self, path: Path, target_tokens: int) -> list[TurnDigest]:
         return gradient.ancient_digests(read_rollout(path), target_tokens, self.settings)
+
+    def side_params(self) -> dict[str, Any]:
+        """Nothing the Codex adapters take: the rollout is removed after (``forget``)."""
+        return {}
 
     def forget(self, session_id: str, cwd: str) -> None:
         """The rollout (Codex files rollouts by date, not by folder: ``cwd`` is not needed)."""
