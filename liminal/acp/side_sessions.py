@@ -29,18 +29,23 @@ REFUSED = "liminal's side session runs no tools"
 class SideSessions:
     def __init__(self) -> None:
         self._lines: dict[str, list[bytes]] = {}
+        # Ended ones stay liminal's: Codex sends a usage update after answering the prompt,
+        # which reached the client as a session it never opened (seen in test_summaries).
+        self._ended: set[str] = set()
 
     def __contains__(self, session_id: object) -> bool:
-        return session_id in self._lines
+        return session_id in self._lines or session_id in self._ended
 
     def __bool__(self) -> bool:
-        return bool(self._lines)
+        return bool(self._lines) or bool(self._ended)
 
     def open(self, session_id: str) -> None:
         self._lines.setdefault(session_id, [])
 
     def keep(self, session_id: str, line: bytes) -> None:
-        self._lines[session_id].append(line)
+        kept = self._lines.get(session_id)
+        if kept is not None:  # an ended one's late lines go nowhere
+            kept.append(line)
 
     def take(self, session_id: str) -> list[bytes]:
         """The notifications the agent sent for it since the last ``take``."""
@@ -52,11 +57,13 @@ class SideSessions:
         return taken
 
     def end(self, session_id: str) -> None:
-        """Forgotten: a late frame of it would reach the client as any unknown session's, so
-        the session is closed (or its agent gone) before liminal ends it."""
-        self._lines.pop(session_id, None)
+        """liminal is done with it: its lines are dropped from now on (an id, not its lines,
+        is kept for the life of the router)."""
+        if self._lines.pop(session_id, None) is not None:
+            self._ended.add(session_id)
 
     def clear(self) -> None:
+        self._ended.update(self._lines)
         self._lines.clear()
 
 

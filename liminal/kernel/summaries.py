@@ -40,6 +40,7 @@ from liminal.acp.port import Component, Port
 from liminal.acp.side_sessions import text_of
 from liminal.config import SwapSettings
 from liminal.gradient.summarize import (
+    SUMMARY_REQUEST,
     ModelSummary,
     WithSummaries,
     parse_answer,
@@ -60,6 +61,8 @@ SUMMARY_THREAD = "liminal-summaries"  # the store's pseudo-thread of summaries (
 SIDE_FOLDER = "side"  # under $LIMINAL_HOME: the side sessions' working folders
 PROMPT_SECONDS = 600.0  # the model reading a long range may take minutes
 CLOSE_SECONDS = 2.0  # closing a side session (the agent may be going)
+RETRY = (f"{SUMMARY_REQUEST}: no tool may run in this session (the call was refused). Write the "
+         "two sections now, in text only.")
 StoreOpener = Callable[[], AbstractAsyncContextManager["Store"]]
 
 
@@ -227,13 +230,24 @@ class SideSummaries(Component):
             if not isinstance(session, str):
                 raise RuntimeError("the agent opened no side session")
             self._opened.append((session, folder))
-            await port.request("session/prompt", {"sessionId": session,
-                                                  "prompt": [{"type": "text", "text": request}]},
-                               timeout=PROMPT_SECONDS, private=True)
-            return text_of(port.take_side(session))
+            text = await self._prompt(port, session, request)
+            if not text:
+                # Codex ends the turn when a tool is refused ("cancelled"): asked once more, in
+                # the same session (the range already read), for the text alone.
+                text = await self._prompt(port, session, RETRY)
+            return text
         finally:
             with anyio.CancelScope(shield=True):
                 await self._forget(port, session, folder)
+
+    async def _prompt(self, port: Port, session: str, text: str) -> str:
+        ended = await port.request("session/prompt", {"sessionId": session,
+                                                      "prompt": [{"type": "text", "text": text}]},
+                                   timeout=PROMPT_SECONDS, private=True)
+        answer = text_of(port.take_side(session))
+        if not answer:
+            logger.info("the side session answered no text", stop=(ended or {}).get("stopReason"))
+        return answer
 
     async def _forget(self, port: Port, session: str | None, folder: Path) -> None:
         if session is not None:

@@ -38,9 +38,15 @@ SUMMARY = ("## STATE\nGoal: SUMMARY-GOAL keep the listing stable\nEditing: nothi
 
 def scenario(rig: Rig, adapter: Adapter, *, summary: Any = SUMMARY) -> Scenario:
     tried = rig.home.project / "side-session-ran-a-tool.txt"
+    shell = Shell(f"touch {tried}", "Try a tool", escalate=adapter.name == "codex-agent")
+
+    def first(request: ModelRequest) -> Any:
+        # Codex ends a turn whose tool was refused, and liminal asks once more: then the summary.
+        return summary if b"side-session-ran-a-tool" in request.raw else shell
+
     return (
         Scenario()
-        .summarise(Shell(f"touch {tried}", "Try a tool", escalate=adapter.name == "codex-agent"), summary)
+        .summarise(first, summary)
         .add("BASH", Shell(LISTING, "List"), "listed them")
         .add("PAR", Reply((Text("Three at once."), Shell("seq 1 40", "a"), Shell("seq 1 60", "b"),
                            Shell("seq 1 80", "c"))), "counted all three")
@@ -95,8 +101,9 @@ def view(request: RecordedRequest) -> ModelRequest:
 
 
 def refusals(rig: Rig) -> list[ModelRequest]:
-    """The side sessions' requests that carry the result of the tool the model tried."""
-    return [v for v in map(view, summary_requests(rig)) if v.tool_results]
+    """The side sessions' requests after the tool the model tried (refused): each session's
+    second request (Claude Code: the tool's error result; Codex: liminal's second prompt)."""
+    return [v for v in map(view, summary_requests(rig)) if b"side-session-ran-a-tool" in v.raw]
 
 
 def session_ids_on_disk(rig: Rig) -> set[str]:
@@ -133,17 +140,19 @@ def test_a_side_session_summarises_the_oldest_turns_for_the_next_swap(adapter: A
     # Each side session: liminal's prompt, the tool the model tried, refused (Claude Code offers
     # none there; Codex asks and the router says no), then its summary.
     sessions = refusals(rig)
-    assert sessions and all(v.tool_results[-1].is_error for v in sessions), [v.tool_results for v in sessions]
+    # (Codex's answer to a call it does not offer there is "unsupported call", not an error.)
+    assert sessions and all(v.tool_results[-1].is_error for v in sessions if v.api == "anthropic")
     assert not (rig.home.project / "side-session-ran-a-tool.txt").exists()
     # Each range once: no turn is quoted by two side sessions.
-    quoted = [p for v in sessions for p in asked_turns(v.raw)]
+    quoted = [p for v in sessions for p in set(asked_turns(v.raw))]
     assert quoted and len(quoted) == len(set(quoted)), quoted
     assert 1 <= len(stored(rig)) <= len(sessions)
 
     # Nothing of the side session reached the client.
     everything = b"\n".join(f.raw for f in client.received)
     assert b"SUMMARY-MARK" not in everything and b"SUMMARY-GOAL" not in everything
-    assert client.session_ids() == {thread}
+    assert client.session_ids() == {thread}, [f.raw[:400] for f in client.received
+                                              if (client.session_ids() - {thread}).pop().encode() in f.raw]
     # No file of it is left: not in the CLI's folders, not in liminal's home, not listed.
     known = before | {thread} | {s.new_backing_id for s in swaps}
     assert session_ids_on_disk(rig) <= known, session_ids_on_disk(rig) - known
