@@ -97,6 +97,7 @@ class SideSummaries(Component):
         # its files are removed once more when the agent has gone (``aclose``).
         self._opened: list[tuple[str, Path]] = []
         model.on_turn_end.append(self._turn_ended)
+        model.on_quiet.append(self._quiet)
 
     # ------------------------------------------------------------ what the swap reads
 
@@ -132,13 +133,22 @@ class SideSummaries(Component):
     def _turn_ended(self, thread_id: str, ok: bool) -> None:
         """A swap is coming (the context past ``summary_at`` of the trigger) and none is under
         way for the thread: queue it. Never blocks the flush that told of the turn end."""
+        self._consider(thread_id, ok, swap_task_done=False)
+
+    async def _quiet(self, thread_id: str) -> None:
+        """The swap task is done with a turn end it took: an agent that sends no usage (the
+        older Claude adapter) has its context read from the file only there, and every turn end
+        near the trigger is taken, so this is the moment for it."""
+        self._consider(thread_id, True, swap_task_done=True)
+
+    def _consider(self, thread_id: str, ok: bool, *, swap_task_done: bool) -> None:
         state = self.model.threads.get(thread_id)
         if (not ok or state is None or self._port is None or not self.settings.summaries
                 or not self.settings.enabled or thread_id in self._queued):
             return
         context = state.context_tokens if state.context_tokens is not None else state.file_tokens
-        if context is None or state.swapping:
-            return  # nothing known yet; or the swap is now, and takes what a summary would cover
+        if context is None or (state.swapping and not swap_task_done):
+            return  # nothing known yet; or the swap task looks at it now (``_quiet`` follows)
         if context < self.settings.summary_at * self.policy.trigger(state.pace):
             return
         try:

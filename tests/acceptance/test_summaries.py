@@ -28,7 +28,7 @@ from tests.acceptance.conftest import adapter_fixture
 from tests.support.listing import LISTING
 from tests.support.mongo import recorded
 
-adapter = adapter_fixture(["claude-agent", "codex-agent"])
+adapter = adapter_fixture(["claude-agent", "codex-agent", "codex-zed"])
 
 KINDS = ["plain question", "BASH list", "PAR count", "BIG read", "plain follow-up"]
 PROMPTS = [f"turn {n}: {KINDS[n % len(KINDS)]} please" for n in range(18)]
