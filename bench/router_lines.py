@@ -50,12 +50,12 @@ def reordered(session: str, n: int) -> bytes:
 
 
 def per_line(make: Callable[[str, int], bytes], *, moved: bool, hooks: bool = False, tapping: bool = True,
-             lines: int, repeat: int) -> float:
+             ids: bool = False, lines: int, repeat: int) -> float:
     """Nanoseconds of CPU per line, the fewest of ``repeat`` runs."""
     batch = b"".join(make(BACKING if moved else THREAD, n) + b"\n" for n in range(BATCH))
     best = float("inf")
     for _ in range(repeat):
-        router = Router(max_frame_bytes=1 << 24, tapping=tapping)
+        router = Router(max_frame_bytes=1 << 24, tapping=tapping, message_ids=ids, connection_id="c" * 32)
         if hooks:
             router.add_update_hook(("available_commands_update",), lambda thread, update: None)
         if moved:
@@ -82,6 +82,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("canonical chunk, same id, taps off", canonical, {"moved": False, "tapping": False}),
         ("parsed chunk, moved thread, taps on", reordered, {"moved": True}),
         ("parsed chunk, moved thread, an update hook", reordered, {"moved": True, "hooks": True}),
+        # Rule 10 (issue 25), as the proxy runs the router: every chunk gets its message's id.
+        ("canonical chunk, same id, taps on, message ids", canonical, {"moved": False, "ids": True}),
+        ("canonical chunk, moved thread, taps on, message ids", canonical, {"moved": True, "ids": True}),
+        ("parsed chunk, moved thread, taps on, message ids", reordered, {"moved": True, "ids": True}),
     ]
     print(f"machine: {platform.machine()}, Python {platform.python_version()}, {platform.system()} "
           f"{platform.release()}; {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; {lines} lines x {repeat} runs")

@@ -81,6 +81,10 @@ class GradientSettings:
     truncate_lines: int = 2
     # The preamble that consolidates the ancient band is written to fit this budget.
     summary_tokens: int = 4_000
+    # The dynamic zone: memos and cut passages that match the recent turns, placed by a swap
+    # between the compressed history and the recent band, in at most this many tokens (under a
+    # target, only what the rewrite leaves under it). 0: no zone (docs/gradient.md).
+    zone_tokens: int = 1_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -364,6 +368,7 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "gradient.truncate_chars": (lambda v: v >= 1, "characters, 1 or more"),
     "gradient.truncate_lines": (lambda v: v >= 1, "lines, 1 or more"),
     "gradient.summary_tokens": (lambda v: v >= 100, "tokens, 100 or more"),
+    "gradient.zone_tokens": (lambda v: 0 <= v <= 100_000, "tokens, 0 (no zone) to 100000"),
     "swap.high_tokens": (lambda v: v is None or v >= 1000, "tokens, 1000 or more"),
     "swap.target_tokens": (lambda v: v is None or v >= 1000, "tokens, 1000 or more"),
     "swap.cache_life_seconds": (lambda v: 0 <= v <= 86400, "seconds, 0 (no idle swaps) to 86400"),

@@ -245,6 +245,15 @@ class RouterPort:
         self._router.notify_client(method, params, time.time())
         self._flush()
 
+    def notify_agent(self, method: str, params: Any, *, thread_id: str | None = None) -> None:
+        self._router.notify_agent(method, params, time.time(), thread_id=thread_id)
+        self._flush()
+
+    def forward_local(self, key: Any, method: str, params: dict[str, Any]) -> bool:
+        forwarded = self._router.forward_local(key, method, params, time.time())
+        self._flush()
+        return forwarded
+
     def notify_in_next_turn(self, thread_id: str, method: str, params: Any) -> None:
         self._router.notify_in_next_turn(thread_id, method, params)
 
@@ -322,17 +331,26 @@ class Proxy:
             connection_id=self.connection_id,
             tapping=self.supervisor.tapping,
             replay_from_store=bool(self._replayers),
+            message_ids=True,
         )
         # Components that answer some client requests themselves, or amend them on the way
         # (``liminal.kernel.commands``): their hooks see those requests before anything else.
         self._local_handlers: list[Callable[[LocalRequest], None]] = []
+        self._local_by_method: dict[str, Callable[[LocalRequest], None]] = {}
         for component in self.components:
             for methods, hook in component.request_hooks():
                 self.router.add_request_hook(methods, hook)
             for kinds, update_hook in component.update_hooks():
                 self.router.add_update_hook(kinds, update_hook)
+            for methods, result_hook in component.result_hooks():
+                self.router.add_result_hook(methods, result_hook)
             if component.answers_local:
                 self._local_handlers.append(component.local_requested)
+                # A kept request goes to the component whose hook keeps its method (the
+                # command center's prompts and loads, the rewinder's rewinds).
+                for methods, _ in component.request_hooks():
+                    for method in methods:
+                        self._local_by_method.setdefault(method, component.local_requested)
         self.client = client or ClientLeg()
         self.agent = AgentLeg(agent_argv, env=agent_env, cwd=agent_cwd)
         self.own_waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
@@ -386,7 +404,7 @@ class Proxy:
             logger.warning(problem)
         for local in out.local:
             try:
-                self._local_handlers[0](local)
+                self._local_by_method.get(local.method, self._local_handlers[0])(local)
             except Exception:  # every request gets an answer, whatever failed
                 logger.exception("local request not taken", method=local.method)
                 self.router.answer_local(local.key, error=(-32603, "liminal could not handle this request"))

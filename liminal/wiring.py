@@ -16,6 +16,7 @@ from liminal.config import Settings
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from liminal.ingest.shared import SharedWorker
     from liminal.proxy import Component, Proxy
     from liminal.transport.legs import ClientSide
 
@@ -38,13 +39,25 @@ def components(settings: Settings, config_file: Path | None = None,
 
     forced = None if settings.harness.name == "auto" else settings.harness.name
     harness = HarnessChoice(known_harnesses(settings.gradient), forced=forced, argv=argv or [])
-    swaps = SwapManager(settings.swap, journal, harness, gradient=settings.gradient)
+    from liminal.store.cache import redis_url_of
+    from liminal.store.leases import MoveLeases
+
+    # Sidecars sharing a Redis (and a store) take a thread's lease there to move it. Its life
+    # outlasts any move: the hold's bound, the undo's after it, and a margin.
+    redis = redis_url_of(settings.cache.url)
+    leases = None if redis is None else MoveLeases(redis, 2 * settings.swap.hold_timeout_seconds + 30)
+    swaps = SwapManager(settings.swap, journal, harness, gradient=settings.gradient, leases=leases)
     from liminal.store.cache import open_cache
 
     opener = (lambda: open_store(settings, create=False)) if settings.store.index else None
     # liminal's slash commands (/mark, /clear, /fork, /undo ...): answered by liminal.
     commands = CommandCenter(swaps.model, swaps.mover, journal, swaps.policy, harness, opener,
                              lambda: open_cache(settings))
+    if opener is not None and settings.gradient.zone_tokens:
+        from liminal.kernel.zone import memo_source
+
+        # Memos for the dynamic zone of each rewrite: a swap's, /optimise's.
+        swaps.memos = commands.memos = memo_source(opener)
     found: list[Component] = [swaps, commands]
     if settings.swap.summaries and settings.swap.enabled:
         from liminal.kernel.summaries import SideSummaries, side_root
@@ -65,6 +78,13 @@ def components(settings: Settings, config_file: Path | None = None,
         from liminal.kernel.replay import ReplayManager
 
         found.append(ReplayManager(opener))
+        # session/rewind and session/edit_prompt, for an agent without its own: the store finds
+        # the message, the mover moves the thread onto a cut ending there.
+        from liminal.kernel.commands import parse
+        from liminal.kernel.rewind import Rewinder
+
+        found.append(Rewinder(swaps.model, swaps.mover, harness, opener,
+                              is_command=lambda text: parse(text) is not None))
     # After the swap manager: it sees each turn end first (see liminal.kernel.recycle). Also
     # what starts the agent again after it died, where the proxy asks for that (liminal serve).
     from liminal.kernel.recycle import Recycler
@@ -77,12 +97,15 @@ async def run_proxy(argv: list[str], settings: Settings, config_file: Path | Non
                     client: ClientSide | None = None, *, connection_id: str | None = None,
                     watch_signals: bool = True, restart_agent: bool = False,
                     leading: Sequence[Component] = (),
-                    on_proxy: Callable[[Proxy], None] | None = None) -> int:
+                    on_proxy: Callable[[Proxy], None] | None = None,
+                    index_worker: SharedWorker | None = None) -> int:
     """One proxy with its components in front of one agent process, until the client leaves or
     the agent dies: ``liminal acp`` on stdio, and ``liminal serve`` per WebSocket connection
     (``on_proxy`` is told of the proxy before it runs). ``leading``: the caller's components,
     put first, so that they close before the index worker drains (``liminal serve``'s
-    thread locks: ``liminal.serve.locks.LockRelease``)."""
+    thread locks: ``liminal.serve.locks.LockRelease``). ``index_worker``: the one index worker
+    this proxy's spool goes to (``liminal serve``'s, shared by its connections); without it,
+    the proxy starts a worker of its own."""
     from liminal.proxy import Proxy
 
     extra = components(settings, config_file, argv)
@@ -99,6 +122,6 @@ async def run_proxy(argv: list[str], settings: Settings, config_file: Path | Non
 
     # The indexer is a component like the others: the proxy runs it, offers it every frame and
     # closes it (which flushes it).
-    async with open_indexer(settings, run=False) as indexer:
+    async with open_indexer(settings, run=False, shared=index_worker) as indexer:
         return await made(Proxy(argv, settings.proxy, components=[*leading, indexer, *extra],
                                 **options)).run()

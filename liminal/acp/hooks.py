@@ -42,12 +42,17 @@ RequestHook = Callable[[str, dict[str, Any], "str | None"], "Local | dict[str, A
 # thread it is for; it returns None (forward as sent) or the update to forward instead (liminal's
 # commands added to ``available_commands_update``). The taps get what the agent sent.
 UpdateHook = Callable[[str, dict[str, Any]], "dict[str, Any] | None"]
+# A result hook sees the agent's result for each client request of its method; it returns None
+# (forward as sent) or the result to forward instead (``initialize``'s capabilities with what
+# liminal answers for the agent added). The taps get what the agent sent.
+ResultHook = Callable[[str, dict[str, Any]], "dict[str, Any] | None"]
 
 
 class Hooks:
     def __init__(self) -> None:
         self._requests: dict[str, list[RequestHook]] = {}  # method -> hooks, in the order added
         self._updates: dict[str, list[UpdateHook]] = {}  # update kind -> hooks
+        self._results: dict[str, list[ResultHook]] = {}  # method -> hooks
         # The hooked kinds as a canonical line spells them (``kind_markers``): the router routes
         # a canonical line of any other kind from its bytes.
         self.update_markers: tuple[bytes, ...] = ()
@@ -60,6 +65,24 @@ class Hooks:
         for kind in kinds:
             self._updates.setdefault(kind, []).append(hook)
         self.update_markers = kind_markers(*self._updates)
+
+    def add_result_hook(self, methods: tuple[str, ...], hook: ResultHook) -> None:
+        for method in methods:
+            self._results.setdefault(method, []).append(hook)
+
+    def result(self, method: str, result: dict[str, Any], problems: list[str]) -> dict[str, Any]:
+        """The result hooks' version of the agent's result (``result`` itself when none changed it)."""
+        current = result
+        for hook in self._results.get(method, ()):
+            try:
+                new = hook(method, current)
+            except Exception as exc:  # a component's fault never stops an answer
+                problems.append(f"result hook failed ({type(exc).__name__}: {exc}); "
+                                f"{method}'s answer goes on without it")
+                continue
+            if isinstance(new, dict):
+                current = new
+        return current
 
     def request(self, method: str, message: dict[str, Any], thread: str | None, line: bytes,
                 problems: list[str]) -> tuple[bool, bytes, dict[str, Any]]:

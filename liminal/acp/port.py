@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol
 
 from liminal.acp.events import FrameEvent
-from liminal.acp.router import LocalRequest, ReplayRequest, RequestHook, UpdateHook
+from liminal.acp.router import LocalRequest, ReplayRequest, RequestHook, ResultHook, UpdateHook
 
 
 class OwnRequestError(Exception):
@@ -100,7 +100,7 @@ class Port(Protocol):
                       thread_id: str | None = None, private: bool = False) -> Any:
         """Send a request of liminal's own to the agent and await its result
         (``OwnRequestError`` for an error answer or an agent that is gone). ``private``: a
-        side session's (the router's rule 10): a session it creates is liminal's alone."""
+        side session's (the router's rule 11): a session it creates is liminal's alone."""
 
     def take_side(self, session_id: str) -> list[bytes]:
         """What the agent said in a side session since the last take (its notifications)."""
@@ -112,6 +112,12 @@ class Port(Protocol):
                      error: tuple[int, str] | None = None) -> None: ...
 
     def notify_client(self, method: str, params: Any) -> None: ...
+
+    def notify_agent(self, method: str, params: Any, *, thread_id: str | None = None) -> None:
+        """A notification of liminal's own to the agent (``params`` in backing ids)."""
+
+    def forward_local(self, key: Any, method: str, params: dict[str, Any]) -> bool:
+        """Send a kept request on to the agent as ``method`` (``Router.forward_local``)."""
 
     def notify_in_next_turn(self, thread_id: str, method: str, params: Any) -> None: ...
 
@@ -168,7 +174,8 @@ class Component:
     - ``run(port)``: for the life of the proxy (restarted after a failure).
     - ``stopping()``: the client has gone; before the agent is stopped.
     - ``aclose()``: after the agent has gone.
-    - ``request_hooks()``, ``update_hooks()``: the router's hooks (``RequestHook``, ``UpdateHook``).
+    - ``request_hooks()``, ``update_hooks()``, ``result_hooks()``: the router's hooks
+      (``RequestHook``, ``UpdateHook``, ``ResultHook``).
     - ``local_requested(request)``: a client request a request hook kept for liminal
       (``answers_local``: this component answers them).
     - ``replay_requested(request)``: a moved thread's load, for its history from the store
@@ -203,6 +210,9 @@ class Component:
         return ()
 
     def update_hooks(self) -> Sequence[tuple[tuple[str, ...], UpdateHook]]:
+        return ()
+
+    def result_hooks(self) -> Sequence[tuple[tuple[str, ...], ResultHook]]:
         return ()
 
     def local_requested(self, request: LocalRequest) -> None:

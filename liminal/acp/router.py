@@ -41,10 +41,16 @@ and 9 is in objects of their own (``moved_loads``, ``takeover``), rule 2's byte 
    *orphans*: their answers are dropped, never taken for the new client's, which counts its ids
    from 1 too. A request of the new client that reuses an orphan's id goes to the agent under
    one of liminal's own ids, and its answer comes back under the client's id.
-10. **Side sessions.** A session a ``private`` own request creates (liminal's summaries,
+11. **Side sessions.** A session a ``private`` own request creates (liminal's summaries,
    ``liminal.acp.side_sessions``) is liminal's alone: none of its frames reaches the client or
    the taps; its notifications are kept for liminal (``take_side``), its requests answered here,
    refused (no tool of it runs), until ``end_side``.
+
+10. **Message ids.** A user, agent or thought chunk the agent sends without a ``messageId``
+   reaches the client with liminal's (``liminal.acp.message_ids``: the store's id of the
+   message, the same in a replay from the store); one it sends with its own keeps it. liminal's
+   own chunks get one the same way, and the answer to a ``session/prompt`` carries
+   ``userMessageId``, the id of the prompt's user message. The taps get what the agent sent.
 
 Every line, whichever way it goes and whether or not it is forwarded, becomes a ``FrameEvent``
 for the taps (``Output.events``) when ``tapping`` is on.
@@ -71,14 +77,24 @@ from liminal.acp.events import (
     make_lazy_event,
 )
 from liminal.acp.framing import LineFramer, Oversized
-from liminal.acp.hooks import LOCAL, Hooks, Local, LocalRequest, RequestHook, UpdateHook
+from liminal.acp.hooks import LOCAL, Hooks, Local, LocalRequest, RequestHook, ResultHook, UpdateHook
+from liminal.acp.message_ids import (
+    CHUNK_KINDS,
+    MessageIds,
+    agent_id_in,
+    canonical_chunk,
+    canonical_end,
+    chunk_kind,
+    stamped,
+    with_user_message_id,
+)
 from liminal.acp.moved_loads import Load, MovedLoads, ReplayRequest
 from liminal.acp.session_ids import map_all, rewrite
 from liminal.acp.side_sessions import SideSessions, refusal
 from liminal.acp.takeover import TakeOver
 
 __all__ = ["LOCAL", "OWN_ID_PREFIX", "Local", "LocalRequest", "Output", "ReplayRequest",
-           "RequestHook", "Router", "UpdateHook"]
+           "RequestHook", "ResultHook", "Router", "UpdateHook"]
 
 OWN_ID_PREFIX = "liminal-"
 _UPDATE_PREFIX_LEN = len(UPDATE_PREFIX)
@@ -103,7 +119,8 @@ class _Pending:
     method: str
     thread_id: str | None
     id_json: bytes | None  # exact id bytes, kept only when the parsed id cannot be trusted
-    private: bool = False  # rule 10: liminal's own request about a side session
+    message_id: str | None = None  # a prompt's: its user message's (rule 10)
+    private: bool = False  # rule 11: liminal's own request about a side session
 
 
 @dataclass(slots=True)
@@ -115,7 +132,7 @@ class _Held:
 class Router:
     def __init__(self, *, max_frame_bytes: int, connection_id: str = "", tapping: bool = True,
                  max_held_per_thread: int = 64, max_held_bytes: int | None = None,
-                 replay_from_store: bool = False) -> None:
+                 replay_from_store: bool = False, message_ids: bool = False) -> None:
         self.connection_id = connection_id
         # Rule 8: someone (``liminal.kernel.replay``) answers ``Output.replays``.
         self.replay_from_store = replay_from_store
@@ -145,7 +162,7 @@ class Router:
         # One namespace: liminal's own requests' ids and those rule 9 renames a client's to.
         self._own_ids = map(f"{OWN_ID_PREFIX}{secrets.token_hex(6)}-{{}}".format, itertools.count(1))
         self._captured: set[str] = set()  # rule 4
-        self._side = SideSessions()  # rule 10
+        self._side = SideSessions()  # rule 11
         self._held: dict[str, deque[_Held]] = {}  # rule 5
         self._loads = MovedLoads()  # rule 8
         self._takeover = TakeOver(self._own_ids)  # rule 9
@@ -153,6 +170,8 @@ class Router:
         self._turn_notices: dict[str, list[tuple[str, Any]]] = {}
         self._hooks = Hooks()
         self._hooked_kinds: tuple[bytes, ...] = ()  # ``Hooks.update_markers``, kept at hand
+        # Rule 10, when asked for (the proxy does; the router's own tests see bytes untouched).
+        self._ids = MessageIds(connection_id) if message_ids else None
 
     # ----------------------------------------------------------------- feeding
 
@@ -218,6 +237,10 @@ class Router:
         self._hooks.add_update_hook(kinds, hook)
         self._hooked_kinds = self._hooks.update_markers
 
+    def add_result_hook(self, methods: tuple[str, ...], hook: ResultHook) -> None:
+        """Let ``hook`` amend the agent's result for every client request of these methods."""
+        self._hooks.add_result_hook(methods, hook)
+
     def answer_local(self, key: Any, result: Any = None, *, error: tuple[int, str] | None = None,
                      now: float | None = None) -> bool:
         """Answer a request a hook kept (``Output.local``), once; False if it was answered."""
@@ -228,6 +251,8 @@ class Router:
         if error is not None:
             line = jsonrpc.error_frame(id_json, error[0], error[1])
         else:
+            if pending.message_id is not None and isinstance(result, dict) and "userMessageId" not in result:
+                result = {**result, "userMessageId": pending.message_id}
             line = jsonrpc.result_frame(id_json, orjson.dumps(result if result is not None else {}))
         when = self._now if now is None else now
         self._answer_from_liminal(key, line, when, pending.method, pending.thread_id)
@@ -236,17 +261,55 @@ class Router:
     def local_pending(self) -> list[Any]:
         return list(self._local_pending)
 
+    def forward_local(self, key: Any, method: str, params: dict[str, Any], now: float | None = None) -> bool:
+        """Send a request a hook kept on to the agent as ``method`` with ``params`` (thread ids),
+        under the client's id: the agent's answer is the answer to it (``session/edit_prompt``
+        goes on as the ``session/prompt`` it comes to). False if it was answered."""
+        pending = self._local_pending.pop(key, None)
+        if pending is None:
+            return False
+        when = self._now if now is None else now
+        id_json = pending.id_json if pending.id_json is not None else jsonrpc.encode_id(key)
+        line = (b'{"jsonrpc":"2.0","id":' + id_json + b',"method":' + orjson.dumps(method)
+                + b',"params":' + orjson.dumps(params) + b"}")
+        thread = pending.thread_id
+        backing = self.backing_of(thread) if thread is not None else None
+        forwarded = _Pending(method, thread, pending.id_json)
+        self._client_pending[key] = forwarded
+        message = {"jsonrpc": "2.0", "id": orjson.loads(id_json), "method": method, "params": params}
+        if method == "session/prompt" and self._ids is not None:
+            forwarded.message_id = self._ids.next_id()
+        self._tap(Direction.CLIENT_TO_AGENT, Kind.REQUEST, when, line, message, thread, backing, method,
+                  message["id"])
+        if thread is not None and thread in self._held:
+            self._hold_back(thread, line, message)
+            return True
+        self._out.to_agent.append(line if thread is None or backing == thread else rewrite(line, thread, backing or thread))
+        if method == "session/prompt" and thread is not None:
+            self._turn_started(thread, when)
+        return True
+
+    def notify_agent(self, method: str, params: Any, now: float, *, thread_id: str | None = None) -> None:
+        """A notification of liminal's own to the agent (``params`` in backing ids): the cancel
+        of a turn that ``session/rewind`` cuts short."""
+        line = jsonrpc.notification_frame(method, params)
+        self._out.to_agent.append(line)
+        backing = params.get("sessionId") if isinstance(params, dict) else None
+        thread = thread_id if thread_id is not None else (self.thread_of(backing) if isinstance(backing, str) else None)
+        self._tap(Direction.LIMINAL_TO_AGENT, Kind.NOTIFICATION, now, line, None, thread,
+                  backing if isinstance(backing, str) else None, method, None)
+
     # --------------------------------------------------------- liminal's own frames
 
     def send_request(self, method: str, params: Any, now: float, *, thread_id: str | None = None,
                      private: bool = False) -> str:
         """Queue a request of liminal's own to the agent; its answer comes in ``own_responses``.
-        ``private``: about a side session (rule 10), or creating one: never tapped."""
+        ``private``: about a side session (rule 11), or creating one: never tapped."""
         rpc_id = next(self._own_ids)
         line = jsonrpc.request_frame(rpc_id, method, params)
         backing = params.get("sessionId") if isinstance(params, dict) else None
         private = private or (isinstance(backing, str) and backing in self._side)
-        self._own_pending[rpc_id] = _Pending(method, thread_id, None, private)
+        self._own_pending[rpc_id] = _Pending(method, thread_id, None, private=private)
         self._out.to_agent.append(line)
         if private:
             return rpc_id
@@ -262,9 +325,11 @@ class Router:
 
     def notify_client(self, method: str, params: Any, now: float) -> None:
         """A notification of liminal's own to the client (``params`` already in thread ids)."""
+        thread = params.get("sessionId") if isinstance(params, dict) else None
+        if method == "session/update" and isinstance(thread, str) and self._ids is not None:
+            params = self._with_message_id(thread, params, self._ids)
         line = jsonrpc.notification_frame(method, params)
         self._out.to_client.append(line)
-        thread = params.get("sessionId") if isinstance(params, dict) else None
         self._tap(Direction.LIMINAL_TO_CLIENT, Kind.NOTIFICATION, now, line, None,
                   thread, self.backing_of(thread) if thread else None, method, None)
 
@@ -274,6 +339,16 @@ class Router:
         that turn. Sent between turns, after a prompt was answered, a headless client (one that
         prints a turn's updates) glued it to the previous answer."""
         self._turn_notices.setdefault(thread_id, []).append((method, params))
+
+    @staticmethod
+    def _with_message_id(thread: str, params: dict[str, Any], ids: MessageIds) -> dict[str, Any]:
+        """Rule 10 for a chunk of liminal's own: ``params`` with a ``messageId`` where it has none."""
+        update = params.get("update")
+        kind = update.get("sessionUpdate") if isinstance(update, dict) else None
+        if not isinstance(update, dict) or kind not in CHUNK_KINDS or isinstance(update.get("messageId"), str):
+            return params
+        mid = ids.own_id(thread, kind, Direction.LIMINAL_TO_CLIENT.value)
+        return {**params, "update": {**update, "messageId": mid}}
 
     def note(self, method: str, params: dict[str, Any], now: float, *, thread_id: str) -> None:
         """Record what liminal did (``liminal/swap``) as a notification frame that only the taps
@@ -285,7 +360,7 @@ class Router:
     # ------------------------------------------------------- captures and holds
 
     def take_side(self, session_id: str) -> list[bytes]:
-        """Rule 10: what the agent said in a side session since the last take."""
+        """Rule 11: what the agent said in a side session since the last take."""
         return self._side.take(session_id)
 
     def end_side(self, session_id: str) -> None:
@@ -471,6 +546,7 @@ class Router:
         if holder is not None and holder in self._held:
             if method != "session/cancel":
                 self._hold_back(holder, line, message)
+                self._prompt_tapped(method, kind, message)
                 self._tap(Direction.CLIENT_TO_AGENT, kind, now, line, message, thread, backing, method,
                           message.get("id"))
                 return
@@ -479,10 +555,18 @@ class Router:
             self._start_load(message["id"], thread, backing or thread)
         forwarded = line if thread is None or backing == thread else rewrite(line, thread, backing or thread)
         self._out.to_agent.append(forwarded)
+        self._prompt_tapped(method, kind, message)
         self._tap(Direction.CLIENT_TO_AGENT, kind, now, line, message, thread, backing, method,
                   message.get("id"))
         if method == "session/prompt" and thread is not None:
             self._turn_started(thread, now)
+
+    def _prompt_tapped(self, method: str, kind: Kind, message: dict[str, Any]) -> None:
+        """Rule 10: a client's prompt is about to be tapped; its frame's id is its user message's."""
+        if method == "session/prompt" and kind is Kind.REQUEST and self._ids is not None:
+            pending = self._client_pending.get(jsonrpc.id_key(message["id"]))
+            if pending is not None:
+                pending.message_id = self._ids.next_id()
 
     def _client_request(self, line: bytes, message: dict[str, Any], thread: str | None,
                         now: float) -> tuple[bytes, dict[str, Any]] | None:
@@ -500,6 +584,8 @@ class Router:
         if local:
             backing = self._backing_of.get(thread, thread) if thread is not None else None
             self._local_pending[key] = pending
+            if method == "session/prompt" and self._ids is not None:
+                pending.message_id = self._ids.next_id()
             self._out.local.append(LocalRequest(key, method, thread, amended))
             self._tap(Direction.CLIENT_TO_LIMINAL, Kind.REQUEST, now, line, message, thread, backing, method,
                       rpc_id)
@@ -564,19 +650,42 @@ class Router:
         thread: str | None = None
         direction = Direction.AGENT_TO_CLIENT
         if self._side and backing is not None and backing in self._side:
-            self._side.keep(backing, line)  # rule 10: liminal's alone, not even tapped
+            self._side.keep(backing, line)  # rule 11: liminal's alone, not even tapped nor stamped
             return
+        ids = self._ids
         if backing is None:
+            if ids is not None:
+                ids.other(None)
             self._out.to_client.append(line)
-        elif backing in self._captured:
+        elif ids is None:  # as before rule 10
             thread = self._thread_of.get(backing, backing)
-            direction = Direction.AGENT_TO_LIMINAL  # rule 4: a replay the client must not see
-            self._loads.keep(backing, line)
+            if backing in self._captured:
+                direction = Direction.AGENT_TO_LIMINAL  # rule 4: a replay the client must not see
+                self._loads.keep(backing, line)
+            else:
+                out_line = self._hooks.update(line, message, thread, self._out.problems) if (
+                    self._hooked_kinds and message is not None) else line
+                self._out.to_client.append(out_line if thread == backing else rewrite(out_line, backing, thread))
         else:
             thread = self._thread_of.get(backing, backing)
-            out_line = self._hooks.update(line, message, thread, self._out.problems) if (
-                self._hooked_kinds and message is not None) else line
-            self._out.to_client.append(out_line if thread == backing else rewrite(out_line, backing, thread))
+            # Rule 10: which message a chunk belongs to, and its id.
+            chunk = canonical_chunk(line, end) if message is None else chunk_kind(message)
+            agent_id = agent_id_in(line) if chunk is not None else None
+            if backing in self._captured:
+                direction = Direction.AGENT_TO_LIMINAL  # rule 4: a replay the client must not see
+                self._loads.keep(backing, line)
+            else:
+                out_line = self._hooks.update(line, message, thread, self._out.problems) if (
+                    self._hooked_kinds and message is not None) else line
+                if chunk is not None and agent_id is None:
+                    mid = ids.chunk(thread, chunk, direction.value, None)
+                    out_line = stamped(out_line, mid, canonical_end=end if (
+                        out_line is line and message is None) else canonical_end(out_line))
+                self._out.to_client.append(out_line if thread == backing else rewrite(out_line, backing, thread))
+            if chunk is None:
+                ids.other(thread)
+            elif direction is not Direction.AGENT_TO_CLIENT or agent_id is not None:
+                ids.chunk(thread, chunk, direction.value, agent_id)
         if self.tapping:
             self._out.events.append(
                 make_lazy_event(direction, Kind.NOTIFICATION, now, line, self.connection_id, thread, backing,
@@ -603,7 +712,7 @@ class Router:
         rpc_id = message["id"]
         backing = _session_in(message)
         if self._side and backing in self._side:
-            self._out.to_agent.append(refusal(message))  # rule 10: no tool of it runs
+            self._out.to_agent.append(refusal(message))  # rule 11: no tool of it runs
             return
         thread = self.thread_of(backing) if backing is not None else None
         self._agent_pending[jsonrpc.id_key(rpc_id)] = (message["method"], thread)
@@ -630,6 +739,18 @@ class Router:
                 backing = created
                 thread = self._thread_of.get(created, created)
         out_line = map_all(line, self._thread_of) if self._thread_of and b'"sessionId"' in line else line
+        result = message.get("result")
+        if pending is not None and isinstance(result, dict):
+            id_json = pending.id_json if pending.id_json is not None else jsonrpc.encode_id(rpc_id, line)
+            amended = self._hooks.result(pending.method, result, self._out.problems)
+            if amended is not result:
+                # The agent's order of members kept (Codex's Rust adapter writes the id last).
+                out_line = orjson.dumps({**message, "result": amended}) if isinstance(
+                    rpc_id, (str, int)) else jsonrpc.result_frame(id_json, orjson.dumps(amended))
+                if self._thread_of and b'"sessionId"' in out_line:
+                    out_line = map_all(out_line, self._thread_of)
+            if pending.message_id is not None and "userMessageId" not in amended:
+                out_line = with_user_message_id(out_line, id_json, amended, pending.message_id)  # rule 10
         if load is not None and "error" not in message:
             self._out.replays.append(self._loads.park(load, out_line, line, message, rpc_id))
             return  # tapped when it reaches the client, after the history
@@ -702,6 +823,19 @@ class Router:
     def _tap(self, direction: Direction, kind: Kind, now: float, raw: bytes, message: dict[str, Any] | None,
              thread: str | None, backing: str | None, method: str | None, rpc_id: Any, *,
              size: int | None = None) -> None:
+        # Rule 10: every event counts (its sequence number is its frame id's); a chunk (liminal's
+        # own, a replay's) joins or starts a message, anything else of the thread ends it.
+        ids = self._ids
+        if ids is not None:
+            chunk = None
+            if method == "session/update" and kind is Kind.NOTIFICATION and thread is not None:
+                end = canonical_end(raw) if message is None else None
+                chunk = chunk_kind(message) if message is not None else (
+                    canonical_chunk(raw, end) if end is not None else chunk_kind(jsonrpc.parse(raw)))
+            if chunk is not None and thread is not None:
+                ids.chunk(thread, chunk, direction.value, agent_id_in(raw))
+            else:
+                ids.other(thread)
         if self.tapping:
             self._out.events.append(make_event(direction, kind, now, raw, message, self.connection_id, thread,
                                                backing, method, rpc_id, len(raw) if size is None else size))

@@ -1,4 +1,4 @@
-"""Side sessions: sessions liminal opens on the agent for itself (rule 10 of the router).
+"""Side sessions: sessions liminal opens on the agent for itself (rule 11 of the router).
 
 liminal asks the agent it already runs for a summary of a range of a thread's older turns
 (``liminal.kernel.summaries``) in a session of its own. Nothing of such a session may reach

@@ -129,7 +129,8 @@ def _change(args: argparse.Namespace, settings: Settings) -> int:
                   file=sys.stderr)
             return 1
         if args.action == "delete":
-            from liminal.serve.locks import ThreadLocks, redis_url_of
+            from liminal.serve.locks import ThreadLocks
+            from liminal.store.cache import redis_url_of
 
             locks = ThreadLocks(settings.home, redis_url_of(settings.cache.url))
             if not await locks.try_take(found):

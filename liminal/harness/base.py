@@ -22,6 +22,7 @@ from liminal import log
 if TYPE_CHECKING:
     from liminal.gradient.recall import RecallKey
     from liminal.gradient.summarize import Summarizer, TurnDigest
+    from liminal.gradient.zone import Candidate, Placed
 
 logger = log.get("liminal.harness")
 
@@ -33,6 +34,7 @@ class Rewritten:
     tokens_before: int
     tokens_after: int
     size: int = 0  # bytes liminal wrote; the CLI appends after them
+    zone: tuple[Placed, ...] = ()  # what the rewrite placed in its dynamic zone
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,10 +70,12 @@ class SessionHarness(Protocol):
     def target_path(self, path: Path, new_id: str) -> Path:
         """Where ``rewrite(path, ..., new_id)`` writes: journaled before the file exists."""
 
-    def rewrite(self, path: Path, target_tokens: int, new_id: str,
-                summarizer: Summarizer | None = None) -> Rewritten:
+    def rewrite(self, path: Path, target_tokens: int, new_id: str, *,
+                memos: Sequence[Candidate] = (), summarizer: Summarizer | None = None) -> Rewritten:
         """A compressed copy as ``new_id``; ``target_tokens`` 0: as deep as the recent band allows.
-        ``summarizer``: what writes the preamble (the extractive one unless given)."""
+        ``memos``: candidates for its dynamic zone beside the passages it cuts
+        (``liminal.gradient.zone``). ``summarizer``: what writes the preamble (the extractive one
+        unless given)."""
 
     def ancient(self, path: Path, target_tokens: int) -> list[TurnDigest]:
         """The turns a rewrite to ``target_tokens`` would consolidate into its preamble, as the
@@ -128,6 +132,11 @@ class SessionHarness(Protocol):
         session's folder, for a CLI that files sessions by it), 0600; returns the path. Raises
         ``RewriteError`` when a file is there already, ``ValueError`` for an id that is not
         a session id of this CLI or lines it cannot place."""
+
+    def remove(self, backing_id: str, cwd: str | None) -> list[Path]:
+        """Remove every file the CLI keeps of the session ``backing_id`` (its session file
+        wherever the CLI filed it, what it keeps beside it of that session): a thread the client
+        deleted (``session/delete``). Returns what went; none for an id not of this CLI."""
 
 
 Factory = Callable[[], SessionHarness]
@@ -202,9 +211,9 @@ class HarnessChoice:
     def target_path(self, path: Path, new_id: str) -> Path:
         return self.current.target_path(path, new_id)
 
-    def rewrite(self, path: Path, target_tokens: int, new_id: str,
-                summarizer: Summarizer | None = None) -> Rewritten:
-        return self.current.rewrite(path, target_tokens, new_id, summarizer)
+    def rewrite(self, path: Path, target_tokens: int, new_id: str, *,
+                memos: Sequence[Candidate] = (), summarizer: Summarizer | None = None) -> Rewritten:
+        return self.current.rewrite(path, target_tokens, new_id, memos=memos, summarizer=summarizer)
 
     def ancient(self, path: Path, target_tokens: int) -> list[TurnDigest]:
         return self.current.ancient(path, target_tokens)
@@ -250,6 +259,9 @@ class HarnessChoice:
 
     def restore(self, backing_id: str, cwd: str | None, lines: Sequence[bytes]) -> Path:
         return self.current.restore(backing_id, cwd, lines)
+
+    def remove(self, backing_id: str, cwd: str | None) -> list[Path]:
+        return self.current.remove(backing_id, cwd)
 
     def recall_in_line(self, line: bytes, key: RecallKey) -> bytes | None:
         for harness in self.all():

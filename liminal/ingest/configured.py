@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -19,24 +20,30 @@ from liminal.ingest.worker import SpoolWriter
 from liminal.store.base import Store, StoreError, UnavailableStore, describe
 from liminal.store.configured import open_store
 
+if TYPE_CHECKING:
+    from liminal.ingest.shared import SharedWorker
+
 logger = log.get("liminal.ingest.indexer")
 
 
 @asynccontextmanager
 async def open_indexer(settings: Settings, connection_id: str | None = None, *,
                        run: bool = True, store: Store | None = None,
-                       watch_sessions: bool = True) -> AsyncIterator[Indexer | SpoolWriter]:
+                       watch_sessions: bool = True,
+                       shared: SharedWorker | None = None) -> AsyncIterator[Indexer | SpoolWriter]:
     """The configured indexer, running for the block's duration: a tap subscriber to give the
     proxy as a component (a proxy that also calls ``run`` is harmless).
 
     ``store.indexer = "worker"`` (default): a ``SpoolWriter``, indexing in a process of its own.
     ``"inline"`` (or a ``store`` given): an ``Indexer`` on the configured store, in this process.
+    ``shared``: the worker process this spool is given to (``liminal serve``'s one, for all its
+    connections), instead of one of its own.
     """
     spool_root = settings.home / "spool"
     async with contextlib.AsyncExitStack() as stack:
         indexer: Indexer | SpoolWriter
         if settings.store.indexer == "worker" and store is None:
-            indexer = SpoolWriter(settings, spool_name=connection_id)
+            indexer = SpoolWriter(settings, spool_name=connection_id, shared=shared)
         else:
             if store is None:
                 try:

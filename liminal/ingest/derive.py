@@ -5,10 +5,12 @@ Rules, all in this file:
 * A ``session/prompt`` request opens a turn; its frame id is the turn id and it yields a ``user``
   message. Its response yields a ``turn_end`` message (stop reason, usage) and closes the turn.
 * Consecutive ``agent_message_chunk`` (or ``agent_thought_chunk``, ``user_message_chunk``) updates
-  of one thread are joined into one message; any other update, a new prompt, a different
-  ``messageId``, or a chunk from another sender (liminal's notice before the agent's thought)
-  starts a new one. A message's id is the id of the frame that started it, so
-  deriving the same frames again (after a crash, or from the frames table) gives the same ids.
+  of one thread are joined into one message; any other frame of the thread (an update, a
+  prompt, a permission request, a note), a different ``messageId``, or a chunk from another
+  sender (liminal's notice before the agent's thought) starts a new one. A message's id is the
+  id of the frame that started it, so deriving the same frames again (after a crash, or from
+  the frames table) gives the same ids; the router gives the client the same id as the
+  message streams (its rule 10, ``liminal.acp.message_ids``, which applies this rule).
 * ``tool_call`` starts a tool call message; ``tool_call_update`` merges into it (ACP: fields
   present replace, ``content`` replaces the whole list). The latest version is re-emitted.
 * ``plan`` replaces the turn's plan; ``usage_update`` is one usage point each.
@@ -188,6 +190,12 @@ class Deriver:
                 f"past {CUT_STRING_BYTES:,} bytes cut; the frame is stored whole")
             self._changed[note.id] = note
         threads_before = len(out.threads)
+        if frame.thread_id is not None and frame.method != "session/update":
+            # Any frame of the thread but an update ends its open text (updates decide in
+            # ``_update``): the router's rule 10 numbers messages by the same rule.
+            state = self._threads.get(frame.thread_id)
+            if state is not None:
+                self._close_text(state)
         try:
             if frame.kind == "request":
                 self._request(frame, message, out)

@@ -140,6 +140,12 @@ class Indexer(Component):
         self._wakeup = anyio.Event()
         self._idle = False
         self._closing = False
+        # In tail mode, whether the spool's writer has said it is done (its input closed, a
+        # seal): only then may the tail it appended to be removed once read. A worker stopped by
+        # a signal is closing while its writer may still append (Ctrl-C reaches the whole process
+        # group; the proxy forwards its last frames while it stops): removing that tail sent
+        # every later frame into a file no one could read.
+        self._writer_finished = False
         self._stopping = anyio.Event()  # set with ``_closing``: what waits on the store stops
         self._running = False
         self._done = anyio.Event()
@@ -360,7 +366,7 @@ class Indexer(Component):
         segments = self.spool.segments
         if not segments:
             return False
-        if not self._tailing or len(segments) > 1 or self._closing:
+        if not self._tailing or len(segments) > 1 or self._writer_done:
             return True
         return segments[0].read < segments[0].written
 
@@ -377,7 +383,7 @@ class Indexer(Component):
 
     @property
     def _writer_done(self) -> bool:
-        return not self._tailing or self._closing
+        return not self._tailing or (self._closing and self._writer_finished)
 
     async def _commit(self, items: list[tuple[FrameRecord, dict[str, Any] | None]],
                       from_memory: bool, *, include_open: bool = False) -> bool:
@@ -476,9 +482,12 @@ class Indexer(Component):
         turn the CLI had just written was never indexed.)"""
         await self._closed.wait()
 
-    async def aclose(self, timeout: float | None = None) -> None:
+    async def aclose(self, timeout: float | None = None, *, writer_done: bool = True) -> None:
         """Flush: wait (up to ``timeout``, by default ``close_timeout``) for everything to reach
-        the store; whatever cannot goes to the spool for the next start."""
+        the store; whatever cannot goes to the spool for the next start. In tail mode,
+        ``writer_done=False`` (a stop the writer did not ask for, a signal) stores what the spool
+        holds and leaves its tail to the writer, replayed at the next start."""
+        self._writer_finished = self._writer_finished or writer_done
         if self._closing and self._done.is_set():
             return
         self._closing = True

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -41,6 +42,7 @@ import uuid
 from collections import Counter, deque
 from operator import attrgetter
 from pathlib import Path
+from typing import Protocol
 
 import anyio
 from anyio.abc import Process
@@ -65,15 +67,29 @@ _COLUMN_FIELDS = [attrgetter(name) for name in (
 _CONNECTION = attrgetter("connection_id")
 
 
+class SharedIndexing(Protocol):
+    """A worker process that indexes many spools (``liminal.ingest.shared.SharedWorker``)."""
+
+    def attach(self, spool: Path) -> None: ...
+
+    def poke(self) -> None: ...
+
+    async def drained(self, spool: Path, timeout: float) -> bool: ...
+
+
 class SpoolWriter(Component):
-    """The proxy's side: frames to the spool, the worker started and supervised."""
+    """The proxy's side: frames to the spool, the worker started and supervised; or, given
+    ``shared`` (``liminal serve``: one worker for all its connections), the spool handed to
+    that worker, which its owner starts and supervises (``liminal.ingest.shared``)."""
 
     frames = Frames.ALL  # every frame is kept
 
     def __init__(self, settings: Settings, *, spool_name: str | None = None,
                  flush_seconds: float = 0.005, queue_frames: int | None = None,
-                 close_timeout: float = 20.0, worker_argv: list[str] | None = None) -> None:
+                 close_timeout: float = 20.0, worker_argv: list[str] | None = None,
+                 shared: SharedIndexing | None = None) -> None:
         self.settings = settings
+        self._shared = shared
         self.spool = SpoolDir(settings.home / "spool" / (spool_name or uuid.uuid4().hex))
         self._flush_seconds = flush_seconds
         self._max = queue_frames or settings.store.queue_frames
@@ -154,6 +170,9 @@ class SpoolWriter(Component):
 
     def _poke(self) -> None:
         """Tell the worker there is more (best effort: it also looks every 100 ms)."""
+        if self._shared is not None:
+            self._shared.poke()
+            return
         if self._pipe is None:
             return
         try:
@@ -177,9 +196,12 @@ class SpoolWriter(Component):
             self._queue.clear()
             self._done.set()
             return
+        if self._shared is not None:
+            self._shared.attach(self.spool.path)
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(self._supervise)
+                if self._shared is None:
+                    tg.start_soon(self._supervise)
                 await self._flusher()
                 tg.cancel_scope.cancel()
         finally:
@@ -251,7 +273,13 @@ class SpoolWriter(Component):
         self.spool.seal()
         worker = self._worker
         self._close_pipe()
-        if worker is not None and worker.returncode is None:
+        if self._shared is not None and self.spool.owned:
+            # The shared worker goes on; this spool is drained before its lock is let go (a
+            # worker started meanwhile would take a spool with no live writer as an orphan).
+            if not await self._shared.drained(self.spool.path, self._close_timeout):
+                logger.warning("index worker still busy with this spool at exit; it is "
+                               "replayed at the next start", spool=str(self.spool.path))
+        elif worker is not None and worker.returncode is None:
             with anyio.move_on_after(self._close_timeout) as scope:
                 await worker.wait()
             if scope.cancelled_caught:
@@ -260,8 +288,10 @@ class SpoolWriter(Component):
                 await _stop(worker)
         self.spool.refresh()
         self.spool.release(remove_if_empty=not self.spool.segments)
-        logger.info("spool writer closed", spooled=self.spooled, lost=self.lost,
-                    workers_started=self.workers_started, left=len(self.spool.segments))
+        # A shared worker is its owner's to count (``SharedWorker.workers_started``).
+        started = {} if self._shared is not None else {"workers_started": self.workers_started}
+        logger.info("spool writer closed", spooled=self.spooled, lost=self.lost, **started,
+                    left=len(self.spool.segments))
 
 
 async def _stop(worker: Process) -> None:
@@ -342,7 +372,8 @@ async def _worker(spool_dir: Path, settings: Settings) -> None:
                         os._exit(128 + signum)
                     stopping = True
                     _exit_after(STOP_SECONDS + EXIT_SECONDS, 128 + signum)
-                    tg.start_soon(indexer.aclose, STOP_SECONDS)
+                    # The writer has not said it is done: its tail stays (``Indexer.aclose``).
+                    tg.start_soon(functools.partial(indexer.aclose, STOP_SECONDS, writer_done=False))
 
         tg.start_soon(indexer.run)
         tg.start_soon(watch_stdin)

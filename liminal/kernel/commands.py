@@ -36,7 +36,7 @@ from liminal import log, moves
 from liminal.acp.port import Component, Port
 from liminal.acp.router import LOCAL, Local, LocalRequest
 from liminal.harness.base import SessionHarness
-from liminal.kernel import reopen, restore
+from liminal.kernel import delete, reopen, restore, zone
 from liminal.kernel.journal import SwapJournal
 from liminal.kernel.mover import SwapError, ThreadMover, Writer
 from liminal.kernel.policy import CostPolicy
@@ -126,6 +126,7 @@ class CommandCenter(Component):
         self.policy = policy
         self.harness = harness
         self._open_store = open_store
+        self.memos: zone.MemoSource | None = None  # /optimise's dynamic zone (liminal.kernel.zone)
         self._open_cache = open_cache
         self._store: Store | None = None
         self._store_cm: AbstractAsyncContextManager[Store] | None = None
@@ -137,6 +138,8 @@ class CommandCenter(Component):
         self.anchor_of: Callable[[str], str | None] = lambda _thread: None
         # Where liminal's side sessions work: a session the agent lists there is no thread.
         self.side_root: Path | None = None
+        self._background: anyio.abc.TaskGroup | None = None  # the sweeps of deleted threads' files
+        self._deleted: list[delete.Deleted] = []
 
     # -------------------------------------------------------------- the router's side
 
@@ -148,7 +151,13 @@ class CommandCenter(Component):
         # start and its own swaps, not another liminal's since.
         hooks.append((("session/list",), lambda method, message, thread: LOCAL))
         hooks.append((reopen.OPENS, self._open_hook))
+        hooks.append(((delete.METHOD,), lambda method, message, thread: LOCAL))  # for every CLI
+        hooks.append((("session/fork",), self._fork_hook))
         return hooks
+
+    def result_hooks(self) -> list[tuple[tuple[str, ...], Callable[[str, dict[str, Any]], dict[str, Any] | None]]]:
+        # What liminal answers for the agent, in its capabilities (``liminal.kernel.delete``).
+        return [(("initialize",), lambda method, result: delete.advertise(result))]
 
     def _open_hook(self, method: str, message: dict[str, Any], thread: str | None) -> Local | None:
         """A load or resume of a thread whose session has no file: an empty session liminal
@@ -160,6 +169,11 @@ class CommandCenter(Component):
         if self._open_store is not None and restore.file_missing(port, self.harness, thread, message):
             return LOCAL
         return None
+
+    def _fork_hook(self, method: str, message: dict[str, Any], thread: str | None) -> Local | None:
+        """``session/fork`` for an agent that has none (codex-zed): ``/fork``'s cut, opened."""
+        has = "fork" in ((self.model.capabilities or {}).get("sessionCapabilities") or {})
+        return None if has or thread is None else LOCAL
 
     def _prompt_hook(self, method: str, message: dict[str, Any], thread: str | None) -> Local | None:
         return LOCAL if thread is not None and parse(prompt_text(message)) is not None else None
@@ -203,14 +217,20 @@ class CommandCenter(Component):
 
     async def run(self, port: Port) -> None:
         self._port = port
-        async for request in self._receive:
-            if isinstance(request, SlashRequest):
-                await self._run_slash(port, request)
-            else:
-                await self._answer(port, request)
+        async with anyio.create_task_group() as self._background:
+            async for request in self._receive:
+                if isinstance(request, SlashRequest):
+                    await self._run_slash(port, request)
+                else:
+                    await self._answer(port, request)
 
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):
+            for gone in self._deleted:  # what a CLI wrote again since (``delete.sweep``)
+                try:
+                    await anyio.to_thread.run_sync(delete.remove_files, self.harness, gone.sessions, gone.cwd)
+                except Exception as exc:
+                    logger.warning("a deleted thread's files not swept", thread=gone.thread, error=str(exc))
             for cm in (self._cache_cm, self._store_cm):
                 if cm is not None:
                     await cm.__aexit__(None, None, None)
@@ -223,6 +243,9 @@ class CommandCenter(Component):
                     store = await self.store()
                 except Exception as exc:  # the thread opens all the same, without its history
                     logger.warning("store not opened for a reopen", error=str(exc))
+            # Another sidecar on the same store may have moved the thread: its lineage there
+            # binds it when it is further along than this liminal's journal.
+            await restore.bind_from_store(store, port, request.thread_id or "")
             # A session /clear opened empty has a file once it has a turn: gone since, the
             # store's lines are the thread's context, and only without them is it reopened empty.
             if reopen.without_file(port, self.harness, self.journal, request.thread_id, request.message) \
@@ -237,6 +260,12 @@ class CommandCenter(Component):
                     logger.exception("thread not opened from the store", thread=request.thread_id)
                     port.answer_local(request.key, error=(
                         jsonrpc.INTERNAL_ERROR, f"liminal could not open the thread: {exc}"))
+            return
+        if request.method == delete.METHOD:
+            await self._delete(port, request)
+            return
+        if request.method == "session/fork":
+            await self._fork(port, request)
             return
         if request.method == "session/list":
             try:
@@ -309,12 +338,87 @@ class CommandCenter(Component):
             side = str(self.side_root) + "/"
             hide |= {s["sessionId"] for s in agent.get("sessions") or [] if isinstance(s, dict)
                      and isinstance(s.get("sessionId"), str) and str(s.get("cwd") or "").startswith(side)}
+        # A thread deleted here, and its sessions: a CLI may list a file it wrote again as its
+        # process ended, until the sweep removes it (``liminal.kernel.delete``).
+        hide |= {s for gone in self._deleted for s in (gone.thread, *gone.sessions)}
         sessions = listing(threads, agent.get("sessions") or [], thread_of, cwd,
                            first_page=params.get("cursor") is None, hide=hide, live=self.model.threads)
         result: dict[str, Any] = {"sessions": sessions}
         if agent.get("nextCursor") is not None:
             result["nextCursor"] = agent["nextCursor"]
         port.answer_local(request.key, result)
+
+    async def _delete(self, port: Port, request: LocalRequest) -> None:
+        """``session/delete`` (``liminal.kernel.delete``): answered ``{}`` once the thread is gone."""
+        from liminal.acp import jsonrpc
+
+        params = request.message.get("params")
+        thread = params.get("sessionId") if isinstance(params, dict) else None
+        if not isinstance(thread, str) or not thread:
+            port.answer_local(request.key, error=(jsonrpc.INVALID_PARAMS, "session/delete needs a sessionId"))
+            return
+        try:
+            store = await self.store() if self._open_store is not None else None
+            gone = await delete.delete(port, self.model, self.mover, self.journal, self.harness, store,
+                                       thread, self.model.capabilities or {})
+        except delete.DeleteRefused as exc:
+            port.answer_local(request.key, error=(jsonrpc.INTERNAL_ERROR, f"not deleted: {exc}"))
+            return
+        except Exception as exc:  # a bug or the store down: answered all the same
+            logger.exception("session/delete failed", thread=thread)
+            port.answer_local(request.key, error=(jsonrpc.INTERNAL_ERROR, f"session/delete failed: {exc}"))
+            return
+        port.answer_local(request.key, {})
+        self._deleted.append(gone)
+        if self._background is not None:
+            self._background.start_soon(delete.sweep, self.harness, gone)
+
+    async def _fork(self, port: Port, request: LocalRequest) -> None:
+        """``session/fork`` answered for an agent without one: the thread's context as it is
+        (``/fork``'s cut) written as a new session, a thread of its own in the store, opened on
+        the agent (resumed, else loaded) with the client's cwd and MCP servers; the answer is
+        the agent's, under the new id (the unstable schema's ``ForkSessionResponse``)."""
+        from liminal.acp import jsonrpc
+        from liminal.acp.port import OwnRequestError
+        from liminal.kernel.threads import RESTORED
+
+        params = request.message.get("params")
+        params = params if isinstance(params, dict) else {}
+        thread, cwd = request.thread_id or "", params.get("cwd")
+        if not isinstance(cwd, str) or not cwd:
+            port.answer_local(request.key, error=(jsonrpc.INVALID_PARAMS, "session/fork needs a cwd"))
+            return
+        try:
+            if port.prompt_in_flight(thread):
+                raise CommandError("a prompt is running: fork between turns")
+            _, path = await self._settled_path(thread)
+            end = await anyio.to_thread.run_sync(self.harness.position, path)
+            new_id = str(uuid.uuid4())
+            parts: list[tuple[Path, int, int | None]] = [(path, 0, end)]
+            await anyio.to_thread.run_sync(self.harness.cut, parts, path, new_id)
+        except (CommandError, SwapError) as exc:
+            port.answer_local(request.key, error=(jsonrpc.INTERNAL_ERROR, f"not forked: {exc}"))
+            return
+        await self._record_fork(thread, new_id, "")
+        sessions = (self.model.capabilities or {}).get("sessionCapabilities") or {}
+        method = "session/resume" if "resume" in sessions else "session/load"
+        opened = {**{k: v for k, v in params.items() if k in ("mcpServers", "additionalDirectories")},
+                  "sessionId": new_id, "cwd": cwd}
+        opened.setdefault("mcpServers", [])
+        try:
+            result = await port.request(method, opened, timeout=120, thread_id=new_id)
+        except OwnRequestError as exc:
+            said = exc.error if isinstance(exc.error, dict) else {}
+            port.answer_local(request.key, error=(jsonrpc.INTERNAL_ERROR,
+                                                  f"the fork {new_id} is written but did not open: {said.get('message') or exc}"))
+            return
+        # For the store and the thread model, as a client's open of it: liminal's own request
+        # names the session to no one (``liminal.kernel.restore`` does the same).
+        port.note(RESTORED, {"backing_id": new_id, "cwd": cwd, "harness": self.harness.name, "written": True},
+                  thread_id=new_id)
+        answer = dict(result) if isinstance(result, dict) else {}
+        answer["sessionId"] = new_id
+        port.answer_local(request.key, answer)
 
     async def _run_slash(self, port: Port, request: SlashRequest) -> None:
         """As if the user had typed the command when the turn ended; the UI hears of it in the
@@ -453,7 +557,7 @@ class CommandCenter(Component):
         if not args:
             return await self._clear_all(thread)
         mark = await self._known_mark(thread, args)
-        source = self.harness.locate(mark.backing_id, self._cwd(thread))
+        source = await self._session_file(mark.backing_id, self._cwd(thread))
         if source is None:
             raise CommandError(f"the session file of mark {mark.name} is gone")
 
@@ -462,6 +566,20 @@ class CommandCenter(Component):
 
         await self.mover.move_thread(thread, f"/clear {mark.name}", plan)
         return f"Context cleared back to mark {mark.name}. What came after stays in liminal's history."
+
+    async def _session_file(self, backing: str, cwd: str | None) -> Path | None:
+        """``backing``'s file, written from the store if it has none here (the CLI's clean-up,
+        a mark set by a sidecar on another machine with the same store); None if neither."""
+        found = self.harness.locate(backing, cwd)
+        if found is not None or self._open_store is None:
+            return found
+        try:
+            why = await restore.write_session(await self.store(), self.harness, backing, cwd)
+        except Exception as exc:  # the store not opened: the mark's file is gone, as before
+            why = f"{type(exc).__name__}: {exc}"
+        if why is not None:
+            logger.warning("session file not written from the store", session=backing, reason=why)
+        return self.harness.locate(backing, cwd)
 
     async def _clear_all(self, thread: str) -> str:
         await self.mover.fresh_session(thread, "/clear")
@@ -623,6 +741,8 @@ class CommandCenter(Component):
         lines.append("Marks: " + (", ".join(sorted(marks)) or "none"))
         records = self.journal.records(thread)
         lines.append(f"Last move: {moves.describe(asdict(records[-1]))}." if records else "No move yet.")
+        if records:
+            lines.extend(zone.described(records[-1].zone))
         return "\n".join(lines)
 
     async def _cmd_optimise(self, thread: str, args: str) -> str:
@@ -631,8 +751,10 @@ class CommandCenter(Component):
             raise CommandError("liminal has not seen this thread opened")
         aim = self.policy.aim
 
+        memos = await zone.offered(self.memos, thread) if self.policy.gradient.zone_tokens else ()
+
         def plan(current: Path) -> Writer:
-            return lambda new_id: self.harness.rewrite(current, aim, new_id)
+            return lambda new_id: self.harness.rewrite(current, aim, new_id, memos=memos)
 
         done = (await self.mover.move_thread(thread, "/optimise", plan)).rewritten
         assert done is not None  # a rewrite, never an empty session

@@ -56,6 +56,9 @@ class SwapRecord:
     # (``/undo``, ``/clear A``, ``/clear``, ``/optimise``), or ``reopen`` (``reopen_empty``).
     # None in records written before it: a committed one's ``reason`` then names a command.
     move: str | None = None
+    # What the rewrite placed in its dynamic zone (``liminal.gradient.zone.Placed.as_dict``:
+    # key, kind, score, text); None: nothing, or a record from before the zone.
+    zone: list[dict[str, Any]] | None = None
 
     def to_json(self) -> bytes:
         return orjson.dumps(asdict(self))
@@ -84,7 +87,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "outcome": (str,), "reason": (str,), "started_at": (int, float), "duration_s": (int, float),
     "tokens_before": (int, type(None)), "tokens_after": (int, type(None)), "harness": (str,),
     "cwd": (str, type(None)), "new_path": (str, type(None)), "cost": (dict, type(None)),
-    "opened": (str, type(None)), "move": (str, type(None)),
+    "opened": (str, type(None)), "move": (str, type(None)), "zone": (list, type(None)),
 }
 
 

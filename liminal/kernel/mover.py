@@ -42,6 +42,7 @@ from liminal.kernel.threads import MoveLocks, ThreadState
 
 if TYPE_CHECKING:
     from liminal.acp.port import AgentProcess, Port
+    from liminal.store.leases import MoveLeases
 
 logger = log.get("liminal.swap")
 SETTLE_POLL_MAX = 0.02  # seconds between looks at the session file while the turn settles
@@ -145,6 +146,7 @@ class ThreadMover:
         capabilities: Callable[[], dict[str, Any]] = dict,
         priced: Callable[[ThreadState, Decision, int], dict[str, Any]] | None = None,
         moves: MoveLocks | None = None,
+        leases: MoveLeases | None = None,
     ) -> None:
         self.settings = settings
         self.journal = journal
@@ -158,6 +160,8 @@ class ThreadMover:
         # One move of a thread at a time (a swap, a command's): the thread model's, which the
         # recycle takes for every thread.
         self.moves = moves if moves is not None else MoveLocks()
+        # Beyond this process: sidecars on one store take a thread's lease in Redis to move it.
+        self.leases = leases
         self._warned_no_close = False
         self._stopping = False
         self._moving: set[anyio.CancelScope] = set()  # moves not yet committed
@@ -297,10 +301,27 @@ class ThreadMover:
             _emptied(state)
         return moved, opened
 
+    @contextlib.asynccontextmanager
+    async def _leased(self, thread_id: str) -> AsyncIterator[str | None]:
+        """The thread's lease for a move (``liminal.store.leases``): None when held (or none is
+        configured), else why the thread must not move now."""
+        if self.leases is None:
+            yield None
+            return
+        async with self.leases.holding(thread_id) as ours:
+            yield None if ours else "another liminal on the same store is moving this thread"
+
     async def _open_empty(self, state: ThreadState, old_backing: str,
                           reason: str, *, move: str, answer: dict[str, Any] | None = None) -> Moved:
         """``session/new`` for a held thread, its settings given, the move journaled and the
         thread bound to it; on any failure the new session is closed again."""
+        async with self._leased(state.thread_id) as refused:
+            if refused is not None:
+                raise SwapError(refused)
+            return await self._open_empty_leased(state, old_backing, reason, move=move, answer=answer)
+
+    async def _open_empty_leased(self, state: ThreadState, old_backing: str, reason: str, *,
+                                 move: str, answer: dict[str, Any] | None) -> Moved:
         port, thread_id = self.attached(), state.thread_id
         started, t0 = self.clock(), time.monotonic()
         new_id = ""
@@ -341,15 +362,19 @@ class ThreadMover:
         if self._stopping:
             return Moved("abandoned", "liminal is stopping")
         moved = Moved("abandoned", "stopped during the move")
-        # ``stop_moves`` cancels it up to the commit (which has no await in it); what follows
-        # the commit is outside.
-        with anyio.CancelScope() as scope:
-            self._moving.add(scope)
-            try:
-                moved = await self._move(state, old_backing, path, reason, started, t0,
-                                         tokens, write, check, decision, move)
-            finally:
-                self._moving.discard(scope)
+        async with self._leased(state.thread_id) as refused:
+            if refused is not None:  # nothing begun: nothing journaled, the thread stays
+                logger.warning("move not started", thread=state.thread_id, reason=refused)
+                return Moved("skipped", refused)
+            # ``stop_moves`` cancels it up to the commit (which has no await in it); what
+            # follows the commit is outside.
+            with anyio.CancelScope() as scope:
+                self._moving.add(scope)
+                try:
+                    moved = await self._move(state, old_backing, path, reason, started, t0,
+                                             tokens, write, check, decision, move)
+                finally:
+                    self._moving.discard(scope)
         if moved.committed:
             assert moved.rewritten is not None
             await self._committed(state, moved.rewritten)
@@ -416,7 +441,8 @@ class ThreadMover:
             # The journal first: a thread is on its new session only once that is on disk (a
             # journal that cannot be written fails the swap, and the thread stays).
             record = self.record(state, old_backing, new_id, "committed", reason, started, t0,
-                                 rewritten.tokens_before, rewritten.tokens_after, decision, move=move)
+                                 rewritten.tokens_before, rewritten.tokens_after, decision, move=move,
+                                 zone=[p.as_dict() for p in rewritten.zone] or None)
             ended = True
             port.bind(thread_id, new_id)
             committed = True
@@ -457,6 +483,11 @@ class ThreadMover:
         state.file_tokens = rewritten.tokens_after  # until the file says otherwise
         state.last_context = rewritten.tokens_after
         state.calls = 0
+        # The client's context meter drops now, not at the next turn's first usage_update (ACP's
+        # ``UsageUpdate``: ``used`` and ``size`` required; the size is the agent's last).
+        if self.port is not None and state.context_window is not None:
+            self.port.notify_client("session/update", {"sessionId": state.thread_id, "update": {
+                "sessionUpdate": "usage_update", "used": rewritten.tokens_after, "size": state.context_window}})
 
     async def _undo(self, new_path: Path, new_id: str, opened: bool) -> None:
         """Leave nothing of a swap that did not commit: its file (so the CLI's picker and the
@@ -558,7 +589,8 @@ class ThreadMover:
 
     def record(self, state: ThreadState, old: str, new: str | None, outcome: str, reason: str,
                  started: float, t0: float, before: int | None, after: int | None,
-                 decision: Decision | None = None, opened: str | None = None, move: str = "swap") -> SwapRecord:
+                 decision: Decision | None = None, opened: str | None = None, move: str = "swap",
+                 zone: list[dict[str, Any]] | None = None) -> SwapRecord:
         cost = None
         if decision is not None:
             cost = decision.as_dict()
@@ -568,7 +600,7 @@ class ThreadMover:
             thread_id=state.thread_id, old_backing_id=old, new_backing_id=new, outcome=outcome,
             reason=reason, started_at=started, duration_s=round(time.monotonic() - t0, 4),
             tokens_before=before, tokens_after=after, harness=self.harness.name, cwd=state.cwd,
-            cost=cost, opened=opened, move=move,
+            cost=cost, opened=opened, move=move, zone=zone,
         )
         self.journal.append(record)  # the authority (see journal.py)
         if self.port is not None:  # and a note in the store, with the conversation

@@ -29,7 +29,8 @@ from liminal import log
 from liminal.acp.port import Component, Port
 from liminal.acp.router import ReplayRequest
 from liminal.ingest.derive import content_text
-from liminal.store.records import MessageRecord, conversation
+from liminal.kernel.rewind import timeline
+from liminal.store.records import MessageRecord, acp_message_id, conversation
 
 if TYPE_CHECKING:
     from liminal.store.base import Store
@@ -128,7 +129,8 @@ class ReplayManager(Component):
             # The agent replayed a turn the store does not show yet: the index worker is behind
             # (or still replaying a spool after a restart). Give it until the timeout.
             await anyio.sleep(FRESH_POLL_SECONDS)
-        updates = history_updates(shown)
+        # What a rewind or an edit cut off is not replayed (the RFD); ``liminal history`` has it.
+        updates = history_updates(timeline(shown))
         return updates or None
 
     async def _opened(self) -> Store:
@@ -147,7 +149,8 @@ def history_updates(messages: Sequence[MessageRecord]) -> list[dict[str, Any]]:
     """Messages as the ``session/update`` updates that replay them (ACP: ``user_message_chunk``,
     ``agent_message_chunk``, ``agent_thought_chunk``, ``tool_call`` in its final state, ``plan``).
     Usage points and turn ends have no update of their own; the agent's answer to the load
-    brings the session's current state."""
+    brings the session's current state. Each message's chunks carry its ``messageId``, the one
+    the client was given live (``acp_message_id``)."""
     updates: list[dict[str, Any]] = []
     for m in messages:
         if m.kind == "user":
@@ -156,14 +159,13 @@ def history_updates(messages: Sequence[MessageRecord]) -> list[dict[str, Any]]:
                 if isinstance(prompt, list) else []
             if not blocks and m.text:
                 blocks = [{"type": "text", "text": m.text}]
-            updates.extend({"sessionUpdate": "user_message_chunk", "content": b} for b in blocks)
+            updates.extend({"sessionUpdate": "user_message_chunk", "content": b,
+                            "messageId": acp_message_id(m)} for b in blocks)
         elif m.kind in ("agent", "thought"):
             if m.text:
                 kind = "agent_message_chunk" if m.kind == "agent" else "agent_thought_chunk"
-                update: dict[str, Any] = {"sessionUpdate": kind, "content": {"type": "text", "text": m.text}}
-                if isinstance(m.data.get("messageId"), str):
-                    update["messageId"] = m.data["messageId"]
-                updates.append(update)
+                updates.append({"sessionUpdate": kind, "content": {"type": "text", "text": m.text},
+                                "messageId": acp_message_id(m)})
         elif m.kind == "tool_call":
             data = {k: v for k, v in m.data.items() if k != "sessionUpdate"}
             content = data.get("content")

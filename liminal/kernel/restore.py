@@ -76,18 +76,36 @@ async def stored_whole(store: Store | None, backing: str) -> bool:
     return True
 
 
-async def write_from_store(store: Store, harness: SessionHarness, thread: str, backing: str,
-                           cwd: str | None) -> str | None:
-    """Write ``backing``'s file from the store; None when written, else why not."""
+async def bind_from_store(store: Store | None, port: Port, thread: str) -> str | None:
+    """Bind ``thread`` to the session the store's lineage ends in when that is further along
+    than where this liminal has it (its swap journal's last commit, or the thread's own id):
+    another sidecar on the same store moved it (issue 23: ``liminal serve`` on two hosts). The
+    local view stays when the store does not know it (the index runs a little behind this
+    liminal's own moves) or has nothing past it. Returns the session bound to, else None."""
+    if store is None or not thread:
+        return None
     try:
         known = await store.thread(thread)
-        # The journal binds a thread to its session at start; without it (deleted, another
-        # machine) a moved thread is bound to its first session, which the store holds too:
-        # written, the thread would open silently on its context before every move.
-        later = known.backing_ids[-1] if known is not None and known.backing_ids else backing
-        if later != backing:
-            return (f"the store has the thread on session {later}, not {backing} (is the swap "
-                    "journal missing?): not opened on an older context")
+    except Exception as exc:  # the store down: the local journal's word stands
+        logger.warning("lineage not read from the store", thread=thread, error=str(exc))
+        return None
+    lineage = list(known.backing_ids) if known is not None else []
+    here = port.backing_of(thread)
+    if here not in lineage or lineage.index(here) == len(lineage) - 1:
+        return None
+    for backing in lineage:  # every session it was on names the thread towards the client
+        port.adopt(backing, thread)
+    port.bind(thread, lineage[-1])
+    logger.info("thread moved by a sidecar on the same store; opened on its current session",
+                thread=thread, was=here, backing=lineage[-1])
+    return lineage[-1]
+
+
+async def write_session(store: Store, harness: SessionHarness, backing: str,
+                        cwd: str | None) -> str | None:
+    """Write ``backing``'s file from the store where the CLI looks for it, if it has none;
+    None when it is there, else why not."""
+    try:
         lines = await stored_lines(store, backing)
     except Incomplete as exc:
         return str(exc)
@@ -102,6 +120,24 @@ async def write_from_store(store: Store, harness: SessionHarness, thread: str, b
     logger.info("session file written from the store", session=backing, path=str(path),
                 lines=len(lines))
     return None
+
+
+async def write_from_store(store: Store, harness: SessionHarness, thread: str, backing: str,
+                           cwd: str | None) -> str | None:
+    """Write ``backing``'s file from the store; None when written, else why not."""
+    try:
+        known = await store.thread(thread)
+        # ``bind_from_store`` has put the thread on the store's last session when that is
+        # further along; a session the store's lineage does not end in (the store behind this
+        # liminal, or never told of the move) is not written: the thread would open silently on
+        # the context it had before the moves the store knows.
+        later = known.backing_ids[-1] if known is not None and known.backing_ids else backing
+        if later != backing:
+            return (f"the store has the thread on session {later}, not {backing}: not opened "
+                    "on an older context")
+    except Exception as exc:  # the store down: the load goes on as it would have
+        return f"the store could not be read: {type(exc).__name__}: {exc}"
+    return await write_session(store, harness, backing, cwd)
 
 
 async def restore(port: Port, mover: ThreadMover, harness: SessionHarness, store: Store | None,

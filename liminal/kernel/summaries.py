@@ -8,7 +8,7 @@ consolidate now (``SessionHarness.ancient``) that no summary covers yet are sent
 the one prompt of a **side session**: a ``session/new`` of liminal's own, in a folder of its own
 under ``$LIMINAL_HOME/side`` (never the person's project), with no MCP server. The router keeps
 every frame of it from the client and the store and refuses every request the agent makes in it
-(its rule 10: no tool runs; the prompt says to use none too). Its answer (a ``## STATE`` and a
+(its rule 11: no tool runs; the prompt says to use none too). Its answer (a ``## STATE`` and a
 ``## SUMMARY`` section) is kept; the session is closed and its files removed through the harness.
 
 Each summary is stored once (a ``summary`` message of the ``liminal-summaries`` pseudo-thread,

@@ -28,7 +28,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
 import anyio.to_thread
@@ -42,7 +42,11 @@ from liminal.kernel.journal import SwapJournal, SwapRecord
 from liminal.kernel.mover import UNDO_CLOSE_SECONDS, ThreadMover
 from liminal.kernel.policy import CostPolicy, Decision
 from liminal.kernel.threads import ThreadModel, ThreadState
+from liminal.kernel.zone import MemoSource, offered
 from liminal.sessionfiles import is_session_id
+
+if TYPE_CHECKING:
+    from liminal.store.leases import MoveLeases
 
 logger = log.get("liminal.swap")
 
@@ -73,6 +77,7 @@ class SwapManager(Component):
         settle_timeout: float = 10.0,
         gradient: GradientSettings | None = None,
         model: ThreadModel | None = None,
+        leases: MoveLeases | None = None,
     ) -> None:
         self.settings = settings
         self.policy = CostPolicy(settings, gradient or GradientSettings(),
@@ -89,6 +94,7 @@ class SwapManager(Component):
         # What writes a thread's preamble at its swap (None: the extractive summarizer): the
         # model's summaries, when ``liminal.kernel.summaries`` runs.
         self.summarizer_for: Callable[[str], Summarizer | None] = lambda _thread: None
+        self.memos: MemoSource | None = None  # the dynamic zone's memos (``liminal.kernel.zone``)
         self._prepared = False  # the journal's bindings are in the router (``prepare``)
         self._running = False  # ``run`` is looking at turn ends
         self._send, self._receive = anyio.create_memory_object_stream[_TurnEnd](64)
@@ -97,7 +103,7 @@ class SwapManager(Component):
         # The step every move of a thread shares (liminal.kernel.mover), the commands' too.
         self.mover = ThreadMover(settings, journal, harness, self.threads, clock=clock,
                                  capabilities=lambda: self.capabilities, priced=self._priced,
-                                 moves=self.model.moves)
+                                 moves=self.model.moves, leases=leases)
 
     async def stopping(self) -> None:
         """liminal stops (``Proxy.run``, before it stops the agent): a move under way, a swap's
@@ -426,6 +432,7 @@ class SwapManager(Component):
             if not decision.swap:
                 return None
         reason = decision.why
+        memos = await offered(self.memos, thread_id) if self.policy.gradient.zone_tokens else ()
         t_rewrite = time.monotonic()
 
         # The model's summaries ready now (``liminal.kernel.summaries``), never waited for.
@@ -433,8 +440,8 @@ class SwapManager(Component):
 
         def rewrite(new_id: str) -> Rewritten:
             if summarizer is None:
-                return self.harness.rewrite(path, self.policy.aim, new_id)
-            return self.harness.rewrite(path, self.policy.aim, new_id, summarizer)
+                return self.harness.rewrite(path, self.policy.aim, new_id, memos=memos)
+            return self.harness.rewrite(path, self.policy.aim, new_id, memos=memos, summarizer=summarizer)
 
         def check(rewritten: Rewritten) -> str | None:
             unpaid = self.policy.worth_it(decision, rewritten.tokens_after, state.pace)

@@ -68,6 +68,7 @@ class ThreadState:
     mode_id: str | None = None
     config_options: dict[str, Any] = field(default_factory=dict)
     context_tokens: int | None = None  # from usage_update
+    context_window: int | None = None  # the window the agent's last usage_update gave (its size)
     last_prompt: str | None = None  # the text of the newest session/prompt, to find it on disk
     file_tokens: int | None = None  # the context last read from the session file (no usage_update)
     turns_since_swap: int = 0
@@ -271,6 +272,9 @@ class ThreadModel(Component):
             used = context_reading(update)
             if used is not None:
                 state.context_tokens = used
+            size = update.get("size")
+            if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+                state.context_window = size
             elif "used" in update:
                 logger.warning("a context size no window holds; ignored", thread=event.thread_id,
                                used=str(update.get("used"))[:40], size=str(update.get("size"))[:40])

@@ -53,10 +53,6 @@ def lock_name(thread_id: str) -> str | None:
         return thread_id
 
 
-def redis_url_of(cache_url: str) -> str | None:
-    return cache_url if cache_url.startswith(("redis://", "rediss://", "unix://")) else None
-
-
 class ThreadLocks:
     """The locks one holder (a connection's proxy, a command) has taken."""
 

@@ -58,9 +58,11 @@ from liminal import log
 from liminal.acp import jsonrpc
 from liminal.config import Settings
 from liminal.dashboard import app as dashboard
+from liminal.ingest.shared import SharedWorker
 from liminal.serve import frames
 from liminal.serve.leg import ByteBudget, WebSocketClientLeg
-from liminal.serve.locks import LockRelease, ThreadLocks, redis_url_of
+from liminal.serve.locks import LockRelease, ThreadLocks
+from liminal.store.cache import redis_url_of
 from liminal.transport import reaper
 
 if TYPE_CHECKING:
@@ -123,6 +125,11 @@ class AcpServer:
         self._hurried = asyncio.Event()  # a second signal came: no more waiting
         self.budget = ByteBudget(settings.serve.buffer_bytes)  # shared by every connection's leg
         self.dashboard = dashboard.Dashboard(settings, token)
+        # One index worker for every connection's spool, started at the first initialize (so
+        # nothing before one) and kept until the server stops (``liminal.ingest.shared``).
+        self.index_worker = (SharedWorker(settings)
+                             if settings.store.index and settings.store.indexer == "worker" else None)
+        self._deadline: float | None = None  # the shutdown's, once a signal came
         # A message is at most serve.max_message_bytes either way: the router's cap for lines
         # from the agent too, or one line would be past what a connection may hold for its client.
         frame = min(settings.proxy.max_frame_bytes, settings.serve.max_message_bytes)
@@ -203,7 +210,8 @@ class AcpServer:
             code = await run_proxy(self.argv, self.proxy_settings, self.config_file, leg,
                                    connection_id=connection_id, watch_signals=False,
                                    restart_agent=True, leading=[LockRelease(locks)],
-                                   on_proxy=lambda proxy: self._bind(leg, proxy))
+                                   on_proxy=lambda proxy: self._bind(leg, proxy),
+                                   index_worker=self.index_worker)
             logger.info("connection closed", connection=connection_id, exit_code=code)
             if leg.handover is not None:
                 await leg.handed_over()
@@ -306,6 +314,11 @@ class AcpServer:
             raise ListenError(exc.strerror or str(exc)) from exc
         async with listening as server, contextlib.AsyncExitStack() as stack:
             stack.push_async_callback(self.dashboard.aclose)
+            if self.index_worker is not None:
+                index_worker = await stack.enter_async_context(self.index_worker)
+                # Every connection's spool is drained by now (or left for the next start):
+                # its stdin closed, the worker exits; waited for within the deadline.
+                stack.push_async_callback(lambda: index_worker.aclose(self._time_left()))
             self.server = server
             bound = server.sockets[0].getsockname()[1] if server.sockets else port
             logger.info("serving ACP over WebSocket", url=f"ws://{host}:{bound}{ENDPOINT}",
@@ -334,6 +347,7 @@ class AcpServer:
         budget = self.settings.serve.shutdown_seconds
         started = time.monotonic()
         deadline = started + budget
+        self._deadline = deadline
         kill_at = deadline - unwind_seconds(self.settings)
         turns_end = kill_at - closing_seconds(self.settings)
         logger.warning("signal received; closing connections", signal=signum,
@@ -378,6 +392,9 @@ class AcpServer:
             # not hold; the index workers drain them on their own, or the next start does.
             sys.stderr.flush()
             os._exit(128 + signum)
+
+    def _time_left(self) -> float:
+        return 0.0 if self._deadline is None else max(0.0, self._deadline - time.monotonic())
 
     def _serving(self, connection: ServerConnection) -> WebSocketClientLeg | None:
         """The leg whose proxy the connection talks to: its own, or the one it took over."""

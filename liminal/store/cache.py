@@ -195,12 +195,19 @@ class RedisCache:
         await self._client.aclose()
 
 
+def redis_url_of(cache_url: str) -> str | None:
+    """The Redis ``cache.url`` names, if it names one (a ``redis://``, ``rediss://`` or
+    ``unix://`` URL); else the cache is files in the home. The cache, serve's thread locks and
+    the move leases all ask here."""
+    return cache_url if cache_url.startswith(("redis://", "rediss://", "unix://")) else None
+
+
 @asynccontextmanager
 async def open_cache(settings: Settings) -> AsyncIterator[Cache]:
-    """Redis when ``cache.url`` is a ``redis://``/``rediss://``/``unix://`` URL, else local files."""
+    """Redis when ``cache.url`` names one (``redis_url_of``), else local files."""
     url = settings.cache.url
     cache: Cache
-    if url.startswith(("redis://", "rediss://", "unix://")):
+    if redis_url_of(url) is not None:
         cache = RedisCache.from_url(url, settings.cache.ttl_seconds)
     else:
         cache = LocalCache(settings.home / "cache", settings.cache.ttl_seconds)

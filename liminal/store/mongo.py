@@ -64,6 +64,7 @@ from liminal.store.base import (
     within,
 )
 from liminal.store.records import (
+    DELETED,
     Batch,
     FrameRecord,
     MessageRecord,
@@ -158,6 +159,12 @@ def _store_errors(method: Callable[_P, Coroutine[Any, Any, _T]]) -> Callable[_P,
     return wrapped
 
 
+# The longest one call on an open connection may take: a 16 MiB record's write on a slow link
+# fits well within it, and a server that went quiet fails the call (retried by the worker) where
+# pymongo's default, none, waited for good.
+SOCKET_TIMEOUT_MS = 120_000
+
+
 class MongoStore:
     backend = "mongodb"
     search_mode = "text-index"
@@ -173,12 +180,18 @@ class MongoStore:
         self._blobs = db["blobs"]
 
     @classmethod
-    async def open(cls, url: str, *, timeout_ms: int = 5000,
+    async def open(cls, url: str, *, timeout_ms: int = 5000, socket_timeout_ms: int = SOCKET_TIMEOUT_MS,
                    text_index: bool = True) -> MongoStore:
-        """Open the store, creating its indexes; ``text_index=False`` forces the regex search."""
+        """Open the store, creating its indexes; ``text_index=False`` forces the regex search.
+        ``socket_timeout_ms`` bounds every call on an open connection, unless the URL sets its
+        own ``socketTimeoutMS``: pymongo's default waits for good on a server that went quiet
+        (a partition, a host gone without a reset), and so did the index worker and every
+        command reading the store."""
+        bound: dict[str, Any] = ({} if "sockettimeoutms" in url.lower()
+                                 else {"socketTimeoutMS": socket_timeout_ms})
         try:  # the URL is parsed here, before any connection: refused, it is a StoreError too
             client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
-                url, serverSelectionTimeoutMS=timeout_ms, connectTimeoutMS=timeout_ms)
+                url, serverSelectionTimeoutMS=timeout_ms, connectTimeoutMS=timeout_ms, **bound)
         except (PyMongoError, ValueError, TypeError) as exc:
             raise StoreError(f"cannot open MongoDB store: {exc}") from exc
         try:
@@ -287,6 +300,10 @@ class MongoStore:
             raise
 
     async def _write(self, batch: Batch) -> None:
+        ids = batch.thread_ids()
+        if ids:  # nothing more of a thread the client deleted (its tombstone, ``DELETED``)
+            batch = batch.without({d["_id"] async for d in self._threads.find(
+                {"_id": {"$in": sorted(ids)}, "state": DELETED}, {"_id": 1})})
         blobs: list[tuple[str, bytes]] = []
         frame_ops = []
         for f in batch.frames:

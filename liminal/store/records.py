@@ -62,6 +62,13 @@ class MessageRecord:
     backing_id: str | None = None
 
 
+def acp_message_id(message: MessageRecord) -> str:
+    """The ``messageId`` the client knows a message by: the agent's own, where it sent one, else
+    the store's id, which liminal gave it as it streamed (``liminal.acp.message_ids``)."""
+    given = message.data.get("messageId")
+    return given if isinstance(given, str) and given else message.id
+
+
 def conversation(messages: Sequence[MessageRecord]) -> list[MessageRecord]:
     """A thread's history as its user knows it, from all its messages in order.
 
@@ -151,6 +158,11 @@ class Thread:
 
 
 ARCHIVED = "archived"
+# A thread the client deleted (``session/delete``, ``liminal.kernel.delete``): its record stays
+# as a tombstone so that nothing recorded of it afterwards (its last frames still on their way
+# to the store) brings it back. No update replaces the state; the store takes no more records
+# of the thread and lists it nowhere.
+DELETED = "deleted"
 
 
 def merge_thread(old: Thread | None, update: ThreadUpdate) -> Thread:
@@ -165,6 +177,8 @@ def merge_thread(old: Thread | None, update: ThreadUpdate) -> Thread:
     title = update.title if (named or not (old.titled or old.named)) else ""
     # The same for the state: an archived thread stays archived when the client opens or closes it.
     state = update.state if (update.by_user or old.state != ARCHIVED) else ""
+    if old.state == DELETED:
+        return old
     return Thread(
         old.id, title or old.title or update.fallback_title, update.cwd or old.cwd,
         update.harness or old.harness, state or old.state,
@@ -221,7 +235,8 @@ def one_row_per_thread(summaries: Iterable[ThreadSummary], *, empty: bool) -> li
     ``/undo`` closed), and without empty threads (``ThreadSummary.empty``) unless ``empty``."""
     rows = list(summaries)
     backing = {b for s in rows for b in s.thread.backing_ids if b != s.thread.id}
-    kept = [s for s in rows if s.thread.id not in backing and (empty or not s.empty)]
+    kept = [s for s in rows if s.thread.id not in backing and (empty or not s.empty)
+            and s.thread.state != DELETED]
     kept.sort(key=lambda s: s.last_activity, reverse=True)
     return kept
 
@@ -288,3 +303,18 @@ class Batch:
 
     def __bool__(self) -> bool:
         return bool(self.frames or self.messages or self.threads or self.session_records)
+
+    def thread_ids(self) -> set[str]:
+        """Every thread a record of the batch is of."""
+        return ({f.thread_id for f in self.frames if f.thread_id} | {m.thread_id for m in self.messages}
+                | {r.thread_id for r in self.session_records if r.thread_id})
+
+    def without(self, deleted: set[str]) -> Batch:
+        """The batch less every record of a deleted thread (``DELETED``: its tombstone takes no
+        more): its last frames and lines, still on their way when the client deleted it."""
+        if not deleted:
+            return self
+        return Batch(frames=[f for f in self.frames if f.thread_id not in deleted],
+                     messages=[m for m in self.messages if m.thread_id not in deleted],
+                     threads=self.threads,
+                     session_records=[r for r in self.session_records if r.thread_id not in deleted])

@@ -51,6 +51,7 @@ from liminal.store.base import (
     within,
 )
 from liminal.store.records import (
+    DELETED,
     Batch,
     FrameRecord,
     MessageRecord,
@@ -491,6 +492,7 @@ def _write(c: sqlite3.Connection, batch: Batch) -> None:
     inline, piece = min(INLINE_BYTES, room), min(PART_BYTES, room)
     c.execute("BEGIN IMMEDIATE")
     try:
+        batch = batch.without(_deleted(c, batch.thread_ids()))
         if batch.frames:
             insert = f"INSERT OR IGNORE INTO frames ({_FRAME_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
             c.executemany(insert, [
@@ -539,6 +541,20 @@ def _write(c: sqlite3.Connection, batch: Batch) -> None:
     except BaseException:
         _rollback(c)
         raise
+
+
+def _deleted(c: sqlite3.Connection, thread_ids: set[str]) -> set[str]:
+    """Which of these threads the client deleted (their tombstones, ``DELETED``)."""
+    if not thread_ids:
+        return set()
+    ids = sorted(thread_ids)
+    found: set[str] = set()
+    for start in range(0, len(ids), 500):  # within SQLite's limit on a statement's variables
+        chunk = ids[start:start + 500]
+        found |= {row[0] for row in c.execute(
+            f"SELECT id FROM threads WHERE state = ? AND id IN ({', '.join('?' for _ in chunk)})",
+            (DELETED, *chunk))}
+    return found
 
 
 def _write_parts(c: sqlite3.Connection, owner: str, data: bytes, piece: int, *,

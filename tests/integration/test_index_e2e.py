@@ -13,7 +13,11 @@ import pytest
 from liminal import cli
 from liminal.store.base import Store
 from liminal.store.sqlite import SqliteStore
-from tests.support.commands import offered_liminal_server, without_liminal_server
+from tests.support.commands import (
+    offered_liminal_server,
+    without_liminal_additions,
+    without_liminal_server,
+)
 from tests.support.mongo import KINDS, fresh_database
 from tests.support.proxy_process import ProxyProcess, child_env, liminal_argv, scripted_agent_argv
 
@@ -91,8 +95,10 @@ async def test_a_conversation_through_liminal_acp_is_recorded(
                                                                for raw in lines(bytes(sent))]
     agent_out = lines((tmp_path / "agent_out.bin").read_bytes())
     assert [f.raw for f in frames if f.direction == "a2c"] == agent_out
-    assert b"".join(f.raw + b"\n" for f in frames if f.direction == "a2c") == bytes(
-        proxy.received)
+    # What the client got is the agent's bytes, but for liminal's message ids and the capabilities
+    # liminal answers for (issue 25).
+    assert [without_liminal_additions(f.raw + b"\n") for f in frames if f.direction == "a2c"] == [
+        without_liminal_additions(line) for line in bytes(proxy.received).splitlines(keepends=True)]
 
     monkeypatch.setenv("LIMINAL_HOME", str(home))
     monkeypatch.delenv("LIMINAL_STORE_URL", raising=False)

@@ -18,6 +18,7 @@ import pytest
 
 from liminal.ingest.spool import read_segment
 from liminal.store.sqlite import SqliteStore
+from tests.support.commands import without_liminal_ids
 from tests.support.proxy_process import ProxyProcess, child_env, liminal_argv, scripted_agent_argv
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -271,7 +272,7 @@ async def test_an_answer_past_the_stores_limit_is_forwarded_whole_and_the_turns_
         await answered(proxy, 2)
         await prompt(proxy, 3, session, "chunks:2")
         await answered(proxy, 3)
-        big = [line for line in proxy.lines if len(line) > size]
+        big = [without_liminal_ids(line) for line in proxy.lines if len(line) > size]
         sent = [line for line in (tmp_path / "agent_out.bin").read_bytes().split(b"\n")
                 if len(line) > size]
         assert len(big) == 1 and big == sent  # forwarded unchanged

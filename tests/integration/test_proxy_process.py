@@ -17,6 +17,7 @@ from tests.support.commands import (
     offered_liminal_server,
     offers_liminal_commands,
     without_liminal_commands,
+    without_liminal_ids,
     without_liminal_server,
 )
 from tests.support.proxy_process import ProxyProcess, child_env, liminal_argv, scripted_agent_argv
@@ -81,7 +82,7 @@ async def test_a_long_exchange_is_byte_exact_both_ways(tmp_path: Path) -> None:
     lines = bytes(proxy.received).splitlines(keepends=True)
     assert [offers_liminal_commands(line) for line in lines] == [
         b'"available_commands_update"' in line for line in lines]
-    assert b"".join(without_liminal_commands(line) for line in lines) == b"".join(
+    assert b"".join(without_liminal_ids(without_liminal_commands(line)) for line in lines) == b"".join(
         without_liminal_commands(line) for line in agent_out.splitlines(keepends=True))
     forwarded = agent_in.splitlines(keepends=True)
     assert [offered_liminal_server(line) for line in forwarded] == [b'"session/new"' in line for line in forwarded]
@@ -259,7 +260,7 @@ async def test_an_unusable_store_never_stops_forwarding_and_the_spool_keeps_ever
                                        rpc_id=2))["result"]["sessionId"]
         answer = await proxy.request("session/prompt", {"sessionId": session, "prompt": [
             {"type": "text", "text": "chunks:10"}]}, rpc_id=3)
-        assert answer["result"] == {"stopReason": "end_turn"}
+        assert answer["result"]["stopReason"] == "end_turn"
         await proxy.close_stdin()
         assert await proxy.wait_exit() == 0  # promptly: generous timeout, no timing assertion
     assert list((home / "spool").glob("*/*.spool"))  # the frames wait there

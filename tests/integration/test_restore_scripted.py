@@ -170,19 +170,26 @@ async def test_a_session_clear_opened_that_has_turns_since_is_written_again_not_
     assert b"turn charlie" in session_files(tmp_path)[backing]
 
 
-async def test_a_moved_thread_without_its_journal_is_not_opened_on_its_first_session(tmp_path: Path) -> None:
-    """The swap journal binds a thread to its session at start. Deleted with the files, the
-    moved thread is bound to its first session, which the store holds whole too: written, the
-    thread would open, silently, on its context before the swap. The store's lineage says the
-    thread is on another session: nothing is written, and the load is answered as before."""
-    moved, *_ = await threads_with_their_files_gone(tmp_path)
+async def test_a_moved_thread_without_its_journal_opens_on_the_session_the_store_has_it_on(
+        tmp_path: Path) -> None:
+    """The swap journal binds a thread to its session at start. Without it (deleted, or the
+    liminal of another machine on the same store, which never saw the move) the moved thread
+    was bound to its first session, and its load refused (written, that session would have
+    opened it on its context before the swap). The store's lineage says where the thread is:
+    it is bound there, that session written from the store and loaded, and it goes on."""
+    moved, _, backing, files = await threads_with_their_files_gone(tmp_path)
     (tmp_path / "liminal-home" / "swaps.jsonl").unlink()
 
     async def after(proxy: ProxyProcess) -> None:
-        await proxy.request("initialize", {"protocolVersion": 1})
-        loaded = await proxy.request("session/load", {"sessionId": moved, "cwd": CWD, "mcpServers": []})
-        assert loaded.get("error", {}).get("message", "").startswith("Resource not found"), loaded
-        assert not session_files(tmp_path)
-        assert "is the swap journal missing?" in proxy.stderr.decode()
+        start = len(proxy.messages())
+        await opened(proxy, moved)
+        history = shown(proxy, moved, start)
+        assert "turn alpha" in history and "turn charlie" in history, history
+        assert {o["sessionId"]: o["bytes"].encode() for o in opened_files(tmp_path)} == {
+            backing: files[backing]}
+        await said(proxy, moved, "turn echo used:22000")
 
     await run_liminal(tmp_path, after, AGENT_LOAD_NEEDS_FILE="1")
+    now = session_files(tmp_path)
+    assert moved not in now
+    assert now[backing].startswith(files[backing]) and b"turn echo" in now[backing][len(files[backing]):]

@@ -202,7 +202,7 @@ def test_a_client_that_takes_over_a_running_turn_can_cancel_it(served: Served, t
         seen = []
         while not any(m.get("id") == 4 and "method" not in m for m in seen):
             seen.append(json.loads(ws.recv(timeout=30)))
-        assert seen[-1].get("result") == {"stopReason": "end_turn"}, seen[-1]
+        assert (seen[-1].get("result") or {}).get("stopReason") == "end_turn", seen[-1]
         # The agent ended the old turn as cancelled; that answer (to the gone client's id 3) is
         # dropped, never taken for this client's own id 3 (its load, answered before).
         assert b'"stopReason":"cancelled"' in (tmp_path / "agent_out.bin").read_bytes()

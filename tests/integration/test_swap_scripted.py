@@ -73,7 +73,7 @@ class FakeHarness:
     def names(self, path: Path) -> str | None:
         return path.stem
 
-    def rewrite(self, path: Path, target_tokens: int, new_id: str) -> Rewritten:
+    def rewrite(self, path: Path, target_tokens: int, new_id: str, *, memos: Any = ()) -> Rewritten:
         if self.gate is not None:
             self.gate.wait(10)
         if self.fail:

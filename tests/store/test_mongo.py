@@ -153,3 +153,69 @@ async def test_regex_search_finds_a_word_whichever_unicode_form_it_was_stored_or
         assert [h.id for h in await store.search(unicodedata.normalize(typed, word))] == ["m1"]
     finally:
         await store.aclose()
+
+
+class FreezingRelay:
+    """A TCP relay to the test server that can stop passing requests while keeping every
+    connection open: a request whose answer never comes (a lost segment through a relay, a
+    server stuck on one connection), what two hosts on one MongoDB can meet. The monitor's
+    ``hello`` still passes, so the driver sees a healthy server: with the monitor's connection
+    frozen too, pymongo clears its pool and fails the call itself."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.port = 0
+        self._listener: Any = None
+
+    async def __aenter__(self) -> FreezingRelay:
+        import anyio
+
+        self.flowing = anyio.Event()
+        self.flowing.set()
+        self._listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+        self.port = self._listener.extra(anyio.abc.SocketAttribute.local_port)
+        self._group = anyio.create_task_group()
+        await self._group.__aenter__()
+        self._group.start_soon(self._listener.serve, self._relay)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._group.cancel_scope.cancel()
+        await self._group.__aexit__(None, None, None)
+        await self._listener.aclose()
+
+    async def _relay(self, client: Any) -> None:
+        import anyio
+
+        async with await anyio.connect_tcp(*self.target) as server, anyio.create_task_group() as tg:
+            async def pump(source: Any, sink: Any, requests: bool) -> None:
+                async for data in source:
+                    if requests and b"hello" not in data.lower() and b"ismaster" not in data.lower():
+                        await self.flowing.wait()  # held, never dropped: no answer comes
+                    await sink.send(data)
+            tg.start_soon(pump, client, server, True)
+            tg.start_soon(pump, server, client, False)
+
+
+async def test_a_server_gone_quiet_fails_a_call_within_the_socket_bound(url: str) -> None:
+    """A call to a server that stops answering on an open connection fails after the socket
+    bound (``socket_timeout_ms``) rather than waiting for good: without one, the index worker
+    and every command that reads the store waited forever (the two-hosts test hung so, 15 min)."""
+    import anyio
+    from pymongo.uri_parser import parse_uri
+
+    parsed = parse_uri(url)
+    host, port = parsed["nodelist"][0]
+    async with FreezingRelay((host, port)) as relay:
+        relayed = url.replace(f"{host}:{port}", f"127.0.0.1:{relay.port}", 1)
+        store = await MongoStore.open(relayed, socket_timeout_ms=1500)
+        try:
+            assert await store.thread("t-none") is None  # the line works
+            relay.flowing = anyio.Event()  # frozen
+            with anyio.fail_after(60):  # far past the bound: a hang fails here
+                with pytest.raises(Exception) as raised:
+                    await store.thread("t-none")
+            assert not isinstance(raised.value, TimeoutError)
+        finally:
+            relay.flowing.set()
+            await store.aclose()

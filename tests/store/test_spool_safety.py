@@ -4,6 +4,11 @@ close does not hold the exit."""
 
 from __future__ import annotations
 
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +21,8 @@ from liminal.ingest.spool import SpoolDir, orphans, read_segment
 from liminal.store.records import Batch
 from liminal.store.sqlite import SqliteStore
 from tests.store.test_spool import frames
+
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.anyio
 
@@ -382,3 +389,63 @@ def test_a_journal_record_from_no_possible_time_is_damage(
     assert cli.main(["swaps"]) == 0
     out, err = capsys.readouterr()
     assert "committed" in out and '"line": 2' in err
+
+
+@pytest.mark.parametrize("module", ["liminal.ingest.worker", "liminal.ingest.shared"])
+async def test_a_signalled_worker_leaves_the_tail_a_live_writer_still_appends_to(
+        tmp_path: Path, module: str) -> None:
+    """Ctrl-C in a terminal signals the whole process group: the index worker stops while the
+    proxy (or ``liminal serve``) still forwards, and spools, its last frames. The worker took a
+    signal for the writer's end and removed the tail it had read, which the writer still held
+    open: every frame after went into a file no one could read (issue 23's review of the shared
+    worker). Stopped by a signal, it stores what is there and leaves the tail to its writer;
+    only the writer's own end (its input closed, a ``seal``) lets it remove the tail."""
+    home = tmp_path / "home"
+    writer = SpoolDir(home / "spool" / "live")
+    assert writer.acquire()
+    for f in frames(10):
+        writer.append(f.seq, f)
+    argv = [sys.executable, "-m", module]
+    argv += [str(writer.path)] if module.endswith("worker") else []
+    env = dict(os.environ, LIMINAL_HOME=str(home), PYTHONPATH=str(ROOT))
+    worker = _start([*argv, "--home", str(home), "--log-level", "warning"], env)
+    try:
+        assert worker.stdin is not None
+        if not module.endswith("worker"):  # the shared worker is told the spools to tail
+            worker.stdin.write(orjson.dumps(["add", str(writer.path)]) + b"\n")
+            worker.stdin.flush()
+        with anyio.fail_after(60):
+            while await _stored(home) < 10:
+                assert worker.poll() is None
+                await anyio.sleep(0.05)
+        worker.send_signal(signal.SIGINT)
+        with anyio.fail_after(60):
+            while worker.poll() is None:  # noqa: ASYNC110 - a process, no event to wait on
+                await anyio.sleep(0.05)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+        worker.wait()
+    for f in frames(5, start=10):  # the proxy's last frames, after the worker stopped
+        writer.append(f.seq, f)
+    writer.seal()
+    writer.release(remove_if_empty=False)
+    on_disk = {f.seq for path in (home / "spool").glob("*/*.spool")
+               for f in read_segment(path, 0, path.stat().st_size, 1 << 30)[0]}
+    assert set(range(10, 15)) <= on_disk, "frames spooled after the worker stopped were lost"
+
+
+def _start(argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL)
+
+
+async def _stored(home: Path) -> int:
+    path = home / "liminal.db"
+    if not path.exists():
+        return 0
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+            return int(db.execute("select count(*) from frames").fetchone()[0])
+    except sqlite3.Error:
+        return 0

@@ -6,6 +6,7 @@ import pytest
 
 from liminal.store.base import Store
 from liminal.store.records import (
+    DELETED,
     Batch,
     FrameRecord,
     MessageRecord,
@@ -303,6 +304,29 @@ async def test_a_deleted_thread_leaves_nothing_behind(store: Store) -> None:
     assert [h.thread_id for h in hits] == ["t2"]
     assert (await store.thread("t2")) is not None and len(await store.messages("t2")) == 1
     assert await store.delete_thread("t1") == 0  # again: nothing, no error
+
+
+async def test_a_thread_the_client_deleted_takes_no_more_records(store: Store) -> None:
+    """``session/delete`` leaves a tombstone (``DELETED``): the frames and session lines of the
+    thread still on their way to the store when it was deleted do not bring it back, in no
+    listing and in no search, and nothing revives it (issue 25)."""
+    await store.write(Batch([frame(0, b"a")], [message("m1", "a needle here")],
+                            [ThreadUpdate("t1", 100.0, title="delete me", backing_ids=("t1", "b1"))]))
+    await store.write(Batch(threads=[ThreadUpdate("t2", 100.0, title="keep me", backing_ids=("t2",))]))
+    await store.delete_thread("t1")
+    await store.write(Batch(threads=[ThreadUpdate("t1", 101.0, state=DELETED, by_user=True)]))
+    late = SessionRecord(SessionRecord.make_id("b1", 0), "b1", "t1", 0, "u1", "user", None, None, (),
+                         "the needle in a late line", b"{}")
+    await store.write(Batch([frame(1, b"late")], [message("m2", "a late needle")],
+                            [ThreadUpdate("t1", 102.0, title="back?", state="active", backing_ids=("b2",)),
+                             ThreadUpdate("t1", 103.0, state="active", by_user=True)], [late]))
+    await store.write(Batch(messages=[message("m3", "a needle kept", thread="t2")]))
+    assert [s.thread.id for s in await store.threads(empty=True)] == ["t2"]
+    assert await store.messages("t1") == [] and await store.frames(thread_id="t1") == []
+    assert await store.session_records("b1") == []
+    assert [h.thread_id for h in await store.search("needle")] == ["t2"]
+    thread = await store.thread("t1")
+    assert thread is not None and thread.state == DELETED
 
 
 async def test_a_title_the_user_gave_outlives_the_agents_titles(store: Store) -> None:

@@ -36,6 +36,8 @@ class FakePort(RouterPort):
                 self.router.add_request_hook(methods, hook)
             for kinds, update_hook in component.update_hooks():
                 self.router.add_update_hook(kinds, update_hook)
+            for methods, result_hook in component.result_hooks():
+                self.router.add_result_hook(methods, result_hook)
         self.answer = answer
         self.to_client: list[dict[str, Any]] = []  # parsed
         self.client_lines: list[bytes] = []  # as written
@@ -68,7 +70,10 @@ class FakePort(RouterPort):
                     component.offer(event)
         _settle(self._waiters, out.own_responses)
         for local in out.local:
-            next(c for c in self.components if c.answers_local).local_requested(local)
+            # As the proxy: the component whose request hook keeps the method, else the first.
+            takers = [c for c in self.components if c.answers_local]
+            keeps = [c for c in takers if any(local.method in methods for methods, _ in c.request_hooks())]
+            (keeps or takers)[0].local_requested(local)
         for request in out.replays:
             next(c for c in self.components if c.answers_replays).replay_requested(request)
         if self.answer is not None:

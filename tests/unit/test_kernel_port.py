@@ -258,7 +258,7 @@ class GatedHarness(CuttingHarness):
         self.gates: dict[str, threading.Event] = {}
         self.entered: list[str] = []
 
-    def rewrite(self, path: Path, target_tokens: int, new_id: str) -> Rewritten:
+    def rewrite(self, path: Path, target_tokens: int, new_id: str, *, memos: Any = ()) -> Rewritten:
         self.entered.append(path.stem)
         gate = self.gates.get(path.stem)
         if gate is not None:

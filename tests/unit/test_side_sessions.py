@@ -1,4 +1,4 @@
-"""The router's rule 10: a side session of liminal's own (a summary's) is liminal's alone.
+"""The router's rule 11: a side session of liminal's own (a summary's) is liminal's alone.
 
 None of its frames reaches the client or the taps (the store); the agent's requests in it are
 answered by the router, refused (a permission with the agent's reject option, anything else an
@@ -83,3 +83,15 @@ def test_the_clients_sessions_are_untouched_and_an_ended_side_sessions_late_fram
     assert not out.to_client and not out.events and router.take_side(SIDE) == []
     out = from_client(router, b'{"jsonrpc":"2.0","id":5,"result":{"outcome":{"outcome":"cancelled"}}}')
     assert out.to_agent
+
+
+def test_a_side_sessions_chunks_get_no_message_id_and_count_for_no_message() -> None:
+    """Rule 10 numbers what the client and the store see; a side session's lines are neither."""
+    stamped, plain = make(message_ids=True), make(message_ids=True)
+    for router in (stamped, plain):
+        new_session(router)
+    open_side(stamped)
+    out = from_agent(stamped, chunk(SIDE, "## SUMMARY"), chunk(THREAD, "the thread's"))
+    assert plain.take_side(SIDE) == [] and stamped.take_side(SIDE) == [chunk(SIDE, "## SUMMARY")]
+    mine = from_agent(plain, chunk(THREAD, "the thread's"))
+    assert out.to_client == mine.to_client  # the same id: the side chunk took none

@@ -7,6 +7,7 @@ with the gradient: each the thin end of a module that does the real work.
 from __future__ import annotations
 
 import contextlib
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -18,11 +19,18 @@ from liminal import faults
 from liminal.config import GradientSettings
 from liminal.gradient.recall import RecallKey
 from liminal.gradient.summarize import Summarizer, TurnDigest
+from liminal.gradient.zone import Candidate
 from liminal.harness.base import Rewritten, Turns
 from liminal.harness.claude import cuts, tail
 from liminal.harness.claude.gradient import prepare, rewrite_session
 from liminal.harness.claude.gradient.validate import validate
-from liminal.harness.claude.paths import SessionNotFound, find, locate_id, project_folder
+from liminal.harness.claude.paths import (
+    SessionNotFound,
+    config_dir,
+    find,
+    locate_id,
+    project_folder,
+)
 from liminal.harness.claude.recall import resolve_in, value_in_line
 from liminal.sessionfiles import RewriteError, is_session_id, make_private_folder, write_atomically
 
@@ -50,14 +58,14 @@ class ClaudeSessions:
     def target_path(self, path: Path, new_id: str) -> Path:
         return path.with_name(f"{new_id}.jsonl")  # beside the original, as the CLI looks for it
 
-    def rewrite(self, path: Path, target_tokens: int, new_id: str,
-                summarizer: Summarizer | None = None) -> Rewritten:
+    def rewrite(self, path: Path, target_tokens: int, new_id: str, *,
+                memos: Sequence[Candidate] = (), summarizer: Summarizer | None = None) -> Rewritten:
         if faults.value("swap.corrupt_rewrite"):
             self._corrupt_rewrite(path, target_tokens)
         result = rewrite_session(path, target_tokens, new_id, settings=self.settings, env=self.env,
-                                 summarizer=summarizer)
+                                 memos=memos, summarizer=summarizer)
         return Rewritten(result.new_session_id, result.path, result.tokens_before, result.tokens_after,
-                         result.path.stat().st_size)
+                         result.path.stat().st_size, result.zone)
 
     # -- cuts, for the commands (``liminal.kernel.commands``) ---------------------------------
 
@@ -133,6 +141,28 @@ class ClaudeSessions:
         # And the temp file of a write that a crash cut short (``write_atomically``).
         for temp in rewritten.path.parent.glob(f".{rewritten.path.name}.*.tmp"):
             temp.unlink(missing_ok=True)
+
+    def remove(self, backing_id: str, cwd: str | None) -> list[Path]:
+        """The session's ``<id>.jsonl`` in every project folder it is in, and the ``<id>/``
+        folder Claude Code keeps beside it (a subagent's transcripts, tool results it put aside),
+        and what a cut-short atomic write left of it."""
+        if not is_session_id(backing_id):
+            return []
+        gone: list[Path] = []
+        projects = config_dir(self.env) / "projects"
+        if not projects.is_dir():
+            return gone
+        for folder in projects.iterdir():
+            candidates = [folder / f"{backing_id}.jsonl", *folder.glob(f".{backing_id}.jsonl.*.tmp")]
+            for path in candidates:
+                if path.is_file() and not path.is_symlink():
+                    path.unlink(missing_ok=True)
+                    gone.append(path)
+            beside = folder / backing_id
+            if beside.is_dir() and not beside.is_symlink():
+                shutil.rmtree(beside, ignore_errors=True)
+                gone.append(beside)
+        return gone
 
     def adopted(self, rewritten: Rewritten) -> None:
         """Nothing: a title the user gave is a record of the session file, which goes with it."""

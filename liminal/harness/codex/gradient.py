@@ -46,9 +46,11 @@ from liminal.gradient.bands import (
     already_cut,
     assign_bands,
     preamble_budget,
+    recallable,
 )
 from liminal.gradient.recall import RecallKey
 from liminal.gradient.summarize import PREAMBLE_INTRO, ExtractiveSummarizer, Summarizer, TurnDigest
+from liminal.gradient.zone import Candidate, Placed, block, is_zone, select, tokens
 from liminal.harness.codex.rollout import (
     CALLS,
     OUTPUTS,
@@ -96,6 +98,7 @@ class CodexRewrite:
     tokens_after: int
     bands: tuple[Band, ...]  # one per turn of the original, oldest first
     recall_keys: int
+    zone: tuple[Placed, ...] = ()  # the dynamic zone's entries
 
 
 class _Edits:
@@ -210,7 +213,9 @@ def _overhead_and_bands(rollout: Rollout, target_tokens: int, settings: Gradient
 
 
 def ancient_digests(rollout: Rollout, target_tokens: int, settings: GradientSettings) -> list[TurnDigest]:
-    """The turns a rewrite to ``target_tokens`` would consolidate, as the summarizer gets them."""
+    """The turns a rewrite to ``target_tokens`` would consolidate, as the summarizer gets them
+    (without earlier swaps' zones, as ``rewrite`` reads them)."""
+    rollout = without_zones(rollout)
     _, bands = _overhead_and_bands(rollout, target_tokens, settings, _Edits(rollout.session_id, settings))
     return _digests([t for t, b in zip(rollout.turns, bands, strict=True) if b is Band.ANCIENT])[0]
 
@@ -408,17 +413,60 @@ def overhead(rollout: Rollout) -> int | None:
     return max(0, counted - sum(item_tokens(line.payload) for line in rollout.lines if line.is_item))
 
 
-def rewrite(rollout: Rollout, target_tokens: int, new_id: str, settings: GradientSettings,
-            summarizer: Summarizer | None = None) -> CodexRewrite:
-    items = [line for line in rollout.lines if line.is_item]
-    estimate = sum(item_tokens(line.payload) for line in items)
-    before = last_token_count(rollout.lines) or estimate
-    overhead = max(0, before - estimate)  # instructions and tools: not in the file
-    edits = _Edits(rollout.session_id, settings)
+def _is_zone_line(line: Line) -> bool:
+    p = line.payload
+    return line.is_item and p.get("type") == "message" and p.get("role") == "user" \
+        and is_zone(text_of(p))
+
+
+def without_zones(rollout: Rollout) -> Rollout:
+    """The rollout without the zones earlier swaps placed: each swap chooses its own."""
+    return Rollout(rollout.head, [Turn([line for line in turn.lines if not _is_zone_line(line)])
+                                  for turn in rollout.turns])
+
+
+def _output_text(payload: dict[str, Any]) -> str:
+    output = payload.get("output")
+    if isinstance(output, str):
+        return output
+    if isinstance(output, list):
+        return "\n".join(str(p.get("text") or "") for p in output if isinstance(p, dict))
+    return ""
+
+
+def choose_zone(rollout: Rollout, bands: Sequence[Band], memos: Sequence[Candidate], room: int,
+                max_passages: int = 300) -> list[Placed]:
+    """The zone: ``memos`` and the tool outputs of the turns not kept whole, matched against
+    what the person and the model said in the recent band (``liminal.gradient.zone``)."""
+    if room <= 0 or all(b is Band.RECENT for b in bands):
+        return []
+    said = [text_of(line.payload) for turn, band in zip(rollout.turns, bands, strict=True)
+            if band is Band.RECENT for line in turn.items()
+            if line.payload.get("type") == "message" and not is_context_message(line.payload)]
+    outputs = [line.payload for turn, band in zip(rollout.turns, bands, strict=True)
+               if band is not Band.RECENT for line in turn.items() if line.kind in OUTPUTS]
+    passages: list[Candidate] = []
+    for order, payload in enumerate(reversed(outputs[-max_passages:])):  # the nearest first on ties
+        call_id = call_id_of(payload)
+        text = _output_text(payload)
+        if call_id is None or not text.strip() or already_cut(text):
+            continue
+        key = RecallKey(rollout.session_id, call_id, OUTPUT_BLOCK)
+        if recallable(key):
+            passages.append(Candidate(str(key), "passage", text, len(memos) + order))
+    return select([*memos, *passages], "\n".join(said), room)
+
+
+def _render(rollout: Rollout, target_tokens: int, overhead: int, settings: GradientSettings,
+            edits: _Edits, summarizer: Summarizer | None = None) -> tuple[list[Band], list[Line], int | None]:
+    """The bands under ``target_tokens``, the lines they give, and where the recent band begins."""
     bands = turn_bands(rollout.turns, target_tokens, overhead, settings, edits)
     out: list[Line] = list(rollout.head)
     ancient = [t for t, b in zip(rollout.turns, bands, strict=True) if b is Band.ANCIENT]
+    recent_at: int | None = None
     for n, (turn, band) in enumerate(zip(rollout.turns, bands, strict=True)):
+        if band is Band.RECENT and recent_at is None:
+            recent_at = len(out)
         if band is Band.ANCIENT:
             if n == 0:
                 summary = summary_text(ancient, settings, preamble_tokens(target_tokens, overhead, settings),
@@ -428,9 +476,37 @@ def rewrite(rollout: Rollout, target_tokens: int, new_id: str, settings: Gradien
                 out.extend(_ancient_rest(turn))
         else:
             out.extend(_render_turn(turn, band, edits))
+    return bands, out, recent_at
+
+
+def rewrite(rollout: Rollout, target_tokens: int, new_id: str, settings: GradientSettings,
+            memos: Sequence[Candidate] = (), summarizer: Summarizer | None = None) -> CodexRewrite:
+    rollout = without_zones(rollout)
+    items = [line for line in rollout.lines if line.is_item]
+    estimate = sum(item_tokens(line.payload) for line in items)
+    before = last_token_count(rollout.lines) or estimate
+    overhead = max(0, before - estimate)  # instructions and tools: not in the file
+    edits = _Edits(rollout.session_id, settings)
+    bands, out, recent_at = _render(rollout, target_tokens, overhead, settings, edits, summarizer)
+    zone = choose_zone(rollout, bands, memos, settings.zone_tokens)
+    need = tokens(block(zone))
+    if zone and target_tokens:
+        # Under a target the zone must fit too: the bands are made again with its room taken
+        # off, and it is chosen again for them (as for Claude Code: docs/gradient.md).
+        planned = overhead + sum(item_tokens(line.payload) for line in out if line.is_item)
+        if planned + need > target_tokens:
+            edits = _Edits(rollout.session_id, settings)
+            bands, out, recent_at = _render(rollout, max(1, target_tokens - need), overhead,
+                                            settings, edits, summarizer)
+            planned = overhead + sum(item_tokens(line.payload) for line in out if line.is_item)
+            zone = choose_zone(rollout, bands, memos, min(settings.zone_tokens, target_tokens - planned))
+    if zone and recent_at:
+        # Between the compressed history and the recent band, a message Codex sends the model
+        # as it sends the summary; liminal's readers take it for context, not a prompt.
+        out.insert(recent_at, _summary_line(out[recent_at - 1], block(zone)))
     lines = finish(out, rollout.session_id, new_id)
     after = overhead + tokens_of(lines)
-    return CodexRewrite(lines, before, after, tuple(bands), edits.cutter.keys)
+    return CodexRewrite(lines, before, after, tuple(bands), edits.cutter.keys, tuple(zone))
 
 
 def by_band(rollout: Rollout, plan: CodexRewrite) -> dict[str, dict[str, int]]:

@@ -22,6 +22,7 @@ import orjson
 from liminal import faults
 from liminal.config import GradientSettings
 from liminal.gradient.summarize import PREAMBLE_INTRO, Summarizer, TurnDigest
+from liminal.gradient.zone import Candidate
 from liminal.harness.base import Rewritten, Turns
 from liminal.harness.codex import gradient
 from liminal.harness.codex.rollout import (
@@ -107,9 +108,10 @@ class CodexSessions:
         write_atomically(target, lines)
         return sum(len(line) for line in lines)
 
-    def rewrite(self, path: Path, target_tokens: int, new_id: str,
-                summarizer: Summarizer | None = None) -> Rewritten:
-        result = gradient.rewrite(read_rollout(path), target_tokens, new_id, self.settings, summarizer)
+    def rewrite(self, path: Path, target_tokens: int, new_id: str, *,
+                memos: Sequence[Candidate] = (), summarizer: Summarizer | None = None) -> Rewritten:
+        result = gradient.rewrite(read_rollout(path), target_tokens, new_id, self.settings, memos,
+                                  summarizer)
         lines = result.lines
         if faults.value("swap.corrupt_rewrite"):
             # Failpoint: a tool output lost (or, with none left, the session_meta), put through
@@ -121,7 +123,7 @@ class CodexSessions:
         target = self.target_path(path, new_id)
         size = self.write(target, lines)
         self._name_from[new_id] = path  # named once the thread is on it (``adopted``)
-        return Rewritten(new_id, target, result.tokens_before, result.tokens_after, size)
+        return Rewritten(new_id, target, result.tokens_before, result.tokens_after, size, result.zone)
 
     def names(self, path: Path) -> str | None:
         found = session_id_of(path)
@@ -150,6 +152,24 @@ class CodexSessions:
             temp.unlink(missing_ok=True)
         self._targets.pop(rewritten.new_id, None)
         self._name_from.pop(rewritten.new_id, None)
+
+    def remove(self, backing_id: str, cwd: str | None) -> list[Path]:
+        """Every rollout of the session: under ``sessions/`` (any day) and ``archived_sessions/``
+        (where codex-acp's own ``session/delete`` moves it), and a cut-short write's temp file."""
+        self._found.pop(backing_id, None)
+        if not is_session_id(backing_id):
+            return []
+        home = codex_home(self.env)
+        gone: list[Path] = []
+        pattern = f"rollout-*-{backing_id}.jsonl"
+        for folder in (home / "sessions", home / "archived_sessions"):
+            if not folder.is_dir():
+                continue
+            for path in [*folder.rglob(pattern), *folder.rglob(f".{pattern}.*.tmp")]:
+                if path.is_file() and not path.is_symlink():
+                    path.unlink(missing_ok=True)
+                    gone.append(path)
+        return gone
 
     def adopted(self, rewritten: Rewritten) -> None:
         """The thread goes on in ``rewritten``: the name the user gave it in Codex goes with it

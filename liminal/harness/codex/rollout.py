@@ -24,13 +24,15 @@ from typing import Any
 
 import orjson
 
+from liminal.gradient.zone import ZONE_INTRO
 from liminal.sessionfiles import is_session_id, open_regular
 
 _NAME = re.compile(r"rollout-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-(?P<id>[0-9a-fA-F-]{36})\.jsonl")
-# Messages Codex injects as context (permissions, environment, AGENTS.md), not the user's words.
+# Messages Codex injects as context (permissions, environment, AGENTS.md), not the user's words;
+# and liminal's dynamic zone (``liminal.gradient.zone``), which is no prompt either.
 _CONTEXT_PREFIXES = ("<environment_context>", "<user_instructions>", "<permissions instructions>",
                      "<skills_instructions>", "# AGENTS.md instructions", "<user_shell_command>",
-                     "<turn_aborted>", "<subagent_notification>")
+                     "<turn_aborted>", "<subagent_notification>", ZONE_INTRO)
 CALLS = {"function_call": "function_call_output", "custom_tool_call": "custom_tool_call_output",
          "local_shell_call": "local_shell_call_output"}
 OUTPUTS = {v: k for k, v in CALLS.items()}

@@ -20,6 +20,8 @@ from liminal.gradient.bands import MARKER_CHARS, Band, Cutter
 from liminal.gradient.summarize import PREAMBLE_INTRO, ExtractiveSummarizer, Summarizer
 from liminal.harness.claude.conversation import Conversation
 from liminal.harness.claude.gradient.plan import Edit, Plan
+from liminal.harness.claude.gradient.zone import is_zone_record
+from liminal.harness.claude.gradient.zone import record as zone_record
 from liminal.harness.claude.records import Record, dumps, loads
 
 _LIMINAL_NS = uuidlib.UUID("5f0c8a52-2d0e-4b8e-9d35-6c1b8a0f7e11")
@@ -158,6 +160,7 @@ def render(
     summarizer: Summarizer | None = None,
     previous_summary: str | None = None,
     progress: Callable[[int, int], None] | None = None,
+    zone: str = "",
 ) -> Rendered:
     session = conversation.session
     wanted = [i.record for i in plan.items if i.record is not None]
@@ -193,6 +196,13 @@ def render(
             prev_mid = None
             continue
         rec = item.record
+        if is_zone_record(rec):
+            continue  # an earlier swap's zone: this one's is chosen afresh (``zone``)
+        if zone and item.band is Band.RECENT:
+            # The dynamic zone, between the compressed history and the recent band.
+            value = zone_record(zone, new_id, prev_uuid, loads(raw[rec.line]))
+            lines.append(dumps(value))
+            prev_uuid, prev_mid, zone = value["uuid"], None, ""
         parent = prev_uuid if item.chain and rec.uuid else renamed.get(rec.parent or "", rec.parent)
         # With its tool calls and results gone, an old turn's assistant messages would follow
         # one another, and Claude Code can write two in a row itself (an API error, then the

@@ -11,7 +11,7 @@ from __future__ import annotations
 import gc
 import time
 import uuid as uuidlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,10 +20,12 @@ from liminal import __version__
 from liminal.config import GradientSettings
 from liminal.gradient.bands import Band
 from liminal.gradient.summarize import PREAMBLE_INTRO, Summarizer
+from liminal.gradient.zone import Candidate, Placed, block
 from liminal.harness.claude.conversation import Conversation, build
-from liminal.harness.claude.gradient.plan import Plan, make_plan
+from liminal.harness.claude.gradient.plan import Plan
 from liminal.harness.claude.gradient.render import Rendered, render
 from liminal.harness.claude.gradient.validate import validate, validate_note
+from liminal.harness.claude.gradient.zone import planned
 from liminal.harness.claude.paths import SessionLocation, locate
 from liminal.harness.claude.records import dumps, loads, read_session
 from liminal.harness.claude.tokens import REWRITE_RECORD, total_chars
@@ -51,6 +53,7 @@ class RewriteResult:
     seconds: float
     cwd: str  # the project directory, where `claude --resume` must run
     notes: tuple[str, ...] = field(default=())
+    zone: tuple[Placed, ...] = ()  # the dynamic zone's entries (docs/gradient.md)
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -71,6 +74,8 @@ class RewriteResult:
             "seconds": round(self.seconds, 3),
             "cwd": self.cwd,
             "notes": list(self.notes),
+            # What was placed, by key (the texts are in the file): one line stays short.
+            "zone": [{"key": p.key, "kind": p.kind, "score": p.score} for p in self.zone],
         }
 
 
@@ -105,6 +110,7 @@ def prepare(
     summarizer: Summarizer | None = None,
     progress: Progress | None = None,
     env: Mapping[str, str] | None = None,
+    memos: Sequence[Candidate] = (),
 ) -> Prepared:
     started = time.perf_counter()
     # Indexing builds tens of thousands of small acyclic objects; the cycle collector would
@@ -112,7 +118,8 @@ def prepare(
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _prepare(source, target_tokens, new_id, settings, summarizer, progress, env, started)
+        return _prepare(source, target_tokens, new_id, settings, summarizer, progress, env, started,
+                        memos)
     finally:
         if collecting:
             gc.enable()
@@ -127,6 +134,7 @@ def _prepare(
     progress: Progress | None,
     env: Mapping[str, str] | None,
     started: float,
+    memos: Sequence[Candidate] = (),
 ) -> Prepared:
     settings = settings or GradientSettings()
     location = source if isinstance(source, SessionLocation) else locate(source, env=env)
@@ -139,7 +147,7 @@ def _prepare(
         location, None if progress is None else lambda d, t: progress("read", d, t)
     )
     conversation = build(session)
-    plan = make_plan(conversation, settings, target_tokens)
+    plan, zone = planned(conversation, settings, target_tokens, memos)
     rendered = render(
         conversation,
         plan,
@@ -148,6 +156,7 @@ def _prepare(
         summarizer=summarizer,
         previous_summary=_previous_summary(conversation) if plan.consolidate_head else None,
         progress=None if progress is None else lambda d, t: progress("write", d, t),
+        zone=block(zone),
     )
     old_ids = sorted({r.session_id for r in session.records if r.session_id})
     checked = validate(
@@ -196,6 +205,7 @@ def _prepare(
         seconds=time.perf_counter() - started,
         cwd=str(reference.get("cwd", "")),
         notes=tuple(notes),
+        zone=tuple(zone),
     )
     return Prepared(conversation, plan, rendered, result)
 
@@ -210,6 +220,7 @@ def rewrite_session(
     dry_run: bool = False,
     progress: Progress | None = None,
     env: Mapping[str, str] | None = None,
+    memos: Sequence[Candidate] = (),
 ) -> RewriteResult:
     """Plan, validate and write a compressed copy of a session; raise on any failure.
 
@@ -224,6 +235,7 @@ def rewrite_session(
         summarizer=summarizer,
         progress=progress,
         env=env,
+        memos=memos,
     )
     result = prepared.result
     if dry_run:

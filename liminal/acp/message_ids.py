@@ -1,0 +1,190 @@
+"""Message ids (the router's rule 10): every user, agent and thought message the client sees
+carries a ``messageId`` (ACP's message-id RFD), the agent's own where it sends one, else liminal's.
+
+liminal's id for a message is the store's: the id of the frame that started it,
+``<connection>:<seq>`` (``liminal.store.records.frame_id``), which the router knows as it makes
+that frame's event (the index counts the same events, from 0, per connection). A message is
+what the deriver (``liminal.ingest.derive``) joins into one: consecutive chunks of one thread,
+of one kind, one direction and one agent ``messageId``, with no other frame of the thread
+between them. ``MessageIds`` applies that rule as frames pass, so the live id and the id the
+store gives the message later (a replay from the store, ``session/rewind``) are one id, with
+nothing written anywhere to tie them.
+
+Adding the member rewrites the frame: chunks are otherwise forwarded as the agent's bytes. A
+chunk in the canonical form every pinned adapter writes gets the member spliced in right after
+its update's ``{`` (one copy of the line, no parse); any other is parsed and encoded again.
+The taps, and so the store, keep what the agent sent.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+import orjson
+
+from liminal.acp.events import UPDATE_KIND_AT, UPDATE_PREFIX
+
+CHUNK_KINDS = ("agent_message_chunk", "user_message_chunk", "agent_thought_chunk")
+_KIND_AT = len(UPDATE_KIND_AT)
+# ``"update":{`` ends at this offset from the end of the session id, canonically.
+_UPDATE_OPEN = len(b'","update":{')
+# The agent's own id, as its bytes say it (a string without escapes; else the line is parsed).
+_AGENT_ID = re.compile(rb'"messageId":"([^"\\]*)"')
+
+
+def frame_id(connection_id: str, seq: int) -> str:
+    """``liminal.store.records.frame_id`` (the store's floor is above this one)."""
+    return f"{connection_id}:{seq:010d}"
+
+
+class MessageIds:
+    """Which message each chunk belongs to, per thread, and its id (see the module's text)."""
+
+    def __init__(self, connection_id: str) -> None:
+        self.connection_id = connection_id
+        self.made = 0  # events made so far: the next one's sequence number
+        # thread -> (chunk signature, message id, whether liminal stamped that id itself)
+        self._open: dict[str, tuple[Any, str, bool]] = {}
+
+    def next_id(self) -> str:
+        return frame_id(self.connection_id, self.made)
+
+    def other(self, thread: str | None) -> None:
+        """A frame of ``thread`` that is not a chunk: the thread's open message ends."""
+        self.made += 1
+        if thread is not None and self._open:
+            self._open.pop(thread, None)
+
+    def chunk(self, thread: str, kind: str, direction: str, agent_id: str | None) -> str:
+        """A chunk's frame: the id of the message it belongs to (its own frame's id when it
+        starts one). ``agent_id``: the ``messageId`` the frame carries (liminal's own when it
+        is that frame's id: ``own_id`` gave it)."""
+        signature = (kind, direction, agent_id)
+        current = self._open.get(thread)
+        if current is not None and current[0] == signature:
+            self.made += 1
+            return current[1]
+        mid = frame_id(self.connection_id, self.made)
+        self.made += 1
+        self._open[thread] = (signature, mid, agent_id == mid)
+        return mid
+
+    def own_id(self, thread: str, kind: str, direction: str) -> str:
+        """The id for a chunk liminal itself is about to send with none (a command's answer): the
+        message it continues, if liminal's chunk of that kind is the thread's last frame, else
+        its own frame's (the next event's)."""
+        current = self._open.get(thread)
+        if current is not None and current[2] and current[0][:2] == (kind, direction):
+            return current[1]
+        return self.next_id()
+
+
+def canonical_chunk(line: bytes, end: int) -> str | None:
+    """The kind of a canonical ``session/update`` line (its session id ending at ``end``) when it
+    is a message chunk, else None."""
+    start = end + _KIND_AT
+    kind = line[start:line.find(b'"', start)]
+    return _CHUNK_BYTES.get(kind)
+
+
+_CHUNK_BYTES = {k.encode(): k for k in CHUNK_KINDS}
+
+
+def chunk_kind(message: dict[str, Any] | None) -> str | None:
+    """The kind of a parsed ``session/update`` when it is a message chunk, else None."""
+    params = message.get("params") if message is not None else None
+    update = params.get("update") if isinstance(params, dict) else None
+    kind = update.get("sessionUpdate") if isinstance(update, dict) else None
+    return kind if kind in CHUNK_KINDS else None
+
+
+def agent_id_in(line: bytes) -> str | None:
+    """The ``messageId`` a chunk line already carries, or None. Read from the bytes; a line
+    where the bytes do not say it plainly is parsed."""
+    if b'"messageId"' not in line:
+        return None
+    found = _AGENT_ID.search(line)
+    if found is not None:
+        return found.group(1).decode()
+    try:
+        update = orjson.loads(line)["params"]["update"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return None
+    value = update.get("messageId") if isinstance(update, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def stamped(line: bytes, message_id: str, *, canonical_end: int | None) -> bytes:
+    """``line`` with ``messageId`` added to its update: spliced into a canonical line (its
+    session id ending at ``canonical_end``), else before its ``sessionUpdate`` member."""
+    member = _member(message_id)
+    if canonical_end is not None:
+        at = canonical_end + _UPDATE_OPEN
+        return line[:at] + member + line[at:]
+    # Another writer's form (spaces, another order of members, escapes): still spliced, before
+    # the update's ``sessionUpdate`` member, so the agent's bytes stay as they were; checked by
+    # a parse, since that key could be spelled elsewhere in the line.
+    try:
+        message = orjson.loads(line)
+        params = message["params"]
+        update = params["update"]
+        for found in _KEY.finditer(line):
+            candidate = line[:found.start(2)] + member + line[found.start(2):]
+            try:
+                parsed = orjson.loads(candidate)
+            except orjson.JSONDecodeError:
+                continue
+            if parsed.get("params", {}).get("update") == {**update, "messageId": message_id} \
+                    and {**parsed, "params": params} == message:
+                return candidate
+        return orjson.dumps({**message, "params": {**params, "update": {**update, "messageId": message_id}}})
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        return line
+
+
+@functools.lru_cache(maxsize=64)
+def _member(message_id: str) -> bytes:
+    """The member spliced in (every chunk of a message spells the same: made once)."""
+    return b'"messageId":' + orjson.dumps(message_id) + b","
+
+
+_KEY = re.compile(rb'([{,]\s*)("sessionUpdate"\s*:)')
+
+
+def canonical_end(line: bytes) -> int | None:
+    """Where the session id of a canonical ``session/update`` line ends, or None."""
+    if not line.startswith(UPDATE_PREFIX):
+        return None
+    end = line.find(b'"', len(UPDATE_PREFIX))
+    if end < 0 or not line.startswith(UPDATE_KIND_AT, end) or b"\\" in line[len(UPDATE_PREFIX):end]:
+        return None
+    return end
+
+
+def with_user_message_id(line: bytes, id_json: bytes, result: dict[str, Any], message_id: str) -> bytes:
+    """A prompt's answer with ``userMessageId``, spliced in first in its result (the agent's
+    bytes kept: its order of members, its usage figures and floats), checked by a parse; else
+    encoded again."""
+    member = b'"userMessageId":' + orjson.dumps(message_id)
+    try:
+        message = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        message = None
+    if isinstance(message, dict):
+        wanted = {**message, "result": {**result, "userMessageId": message_id}}
+        for found in _RESULT.finditer(line):
+            at = found.end()
+            rest = line[at:]
+            candidate = line[:at] + member + (rest if rest.lstrip().startswith(b"}") else b"," + rest)
+            try:
+                if orjson.loads(candidate) == wanted:
+                    return candidate
+            except orjson.JSONDecodeError:
+                continue
+    return b'{"jsonrpc":"2.0","id":' + id_json + b',"result":' + orjson.dumps(
+        {**result, "userMessageId": message_id}) + b"}"
+
+
+_RESULT = re.compile(rb'"result"\s*:\s*\{')

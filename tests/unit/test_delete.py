@@ -1,0 +1,83 @@
+"""``session/delete`` answered by liminal (``liminal.kernel.delete``): what it advertises, which
+sessions are the thread's, and the CLIs' files it removes (issue 25). The whole, with the real
+CLIs: ``tests/acceptance/test_delete.py``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from liminal.config import GradientSettings
+from liminal.harness.claude.live import ClaudeSessions
+from liminal.harness.codex.live import CodexSessions
+from liminal.kernel.delete import advertise, lineage
+from liminal.kernel.journal import SwapJournal, SwapRecord
+from tests.unit.test_router import from_agent, from_client, make
+
+THREAD = "11111111-1111-4111-8111-111111111111"
+MOVED = "22222222-2222-4222-8222-222222222222"
+OTHER = "33333333-3333-4333-8333-333333333333"
+
+
+def test_delete_and_fork_are_advertised_beside_the_agents_capabilities_and_never_twice() -> None:
+    said = {"protocolVersion": 1, "agentCapabilities": {"loadSession": True,
+                                                        "sessionCapabilities": {"resume": {}}}}
+    assert advertise(said) == {"protocolVersion": 1, "agentCapabilities": {
+        "loadSession": True, "sessionCapabilities": {"resume": {}, "delete": {}, "fork": {}}}}
+    assert advertise({"agentCapabilities": {"sessionCapabilities": {"delete": {"_meta": {}}, "fork": {}}}}) is None
+    assert advertise({"agentCapabilities": {"sessionCapabilities": {"fork": {"_meta": {}}}}}) == {
+        "agentCapabilities": {"sessionCapabilities": {"fork": {"_meta": {}}, "delete": {}}}}
+    assert advertise({}) == {"agentCapabilities": {"sessionCapabilities": {"delete": {}, "fork": {}}}}
+
+
+def test_a_result_hook_amends_the_agents_answer_and_the_taps_keep_what_it_sent() -> None:
+    router = make()
+    router.add_result_hook(("initialize",), lambda method, result: advertise(result))
+    from_client(router, b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}')
+    sent = b'{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{}}}'
+    out = from_agent(router, sent)
+    [line] = out.to_client
+    assert orjson.loads(line)["result"]["agentCapabilities"] == {"sessionCapabilities": {"delete": {}, "fork": {}}}
+    assert [e.raw for e in out.events] == [sent]
+    # Another method's answer passes byte for byte; so does the answer when the hook fails.
+    router.add_result_hook(("session/new",), lambda method, result: 1 / 0)  # type: ignore[arg-type, return-value]
+    from_client(router, b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}')
+    new = b'{"jsonrpc":"2.0","id":1,"result":{"sessionId":"' + THREAD.encode() + b'"}}'
+    out = from_agent(router, new)
+    assert out.to_client == [new] and out.problems
+
+
+def test_the_lineage_is_every_session_the_thread_was_on(tmp_path: Path) -> None:
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    journal.append(SwapRecord(thread_id=THREAD, old_backing_id=THREAD, new_backing_id=MOVED,
+                              outcome="committed", reason="test", started_at=1.0, duration_s=0.1,
+                              tokens_before=None, tokens_after=None))
+    journal.append(SwapRecord(thread_id=OTHER, old_backing_id=OTHER, new_backing_id="x",
+                              outcome="committed", reason="test", started_at=1.0, duration_s=0.1,
+                              tokens_before=None, tokens_after=None))
+    assert lineage(THREAD, journal, (THREAD,), MOVED) == [THREAD, MOVED]
+
+
+def test_each_harness_removes_every_file_of_a_session_and_no_other(tmp_path: Path) -> None:
+    env = {"CLAUDE_CONFIG_DIR": str(tmp_path / "claude"), "CODEX_HOME": str(tmp_path / "codex"),
+           "HOME": str(tmp_path)}
+    project = tmp_path / "claude" / "projects" / "-w"
+    (project / THREAD / "subagents").mkdir(parents=True)
+    for name in (f"{THREAD}.jsonl", f"{OTHER}.jsonl", f"{THREAD}/subagents/a.jsonl"):
+        (project / name).write_text("{}\n")
+    claude = ClaudeSessions(GradientSettings(), env=env)
+    assert len(claude.remove(THREAD, "/w")) == 2
+    assert sorted(p.name for p in project.iterdir()) == [f"{OTHER}.jsonl"]
+    assert claude.remove("../../etc", "/w") == []  # not a session id: never a path
+
+    day = tmp_path / "codex" / "sessions" / "2026" / "11" / "26"
+    archive = tmp_path / "codex" / "archived_sessions"
+    day.mkdir(parents=True)
+    archive.mkdir(parents=True)
+    for folder, session in ((day, THREAD), (archive, THREAD), (day, OTHER)):
+        (folder / f"rollout-2026-11-26T10-00-00-{session}.jsonl").write_text("{}\n")
+    codex = CodexSessions(GradientSettings(), env=env)
+    assert len(codex.remove(THREAD, None)) == 2
+    assert [p.name for p in day.iterdir()] == [f"rollout-2026-11-26T10-00-00-{OTHER}.jsonl"]
+    assert list(archive.iterdir()) == []
