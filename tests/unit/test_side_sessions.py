@@ -95,3 +95,85 @@ def test_a_side_sessions_chunks_get_no_message_id_and_count_for_no_message() -> 
     assert plain.take_side(SIDE) == [] and stamped.take_side(SIDE) == [chunk(SIDE, "## SUMMARY")]
     mine = from_agent(plain, chunk(THREAD, "the thread's"))
     assert out.to_client == mine.to_client  # the same id: the side chunk took none
+
+
+# ------------------------------------------------ the agent speaks of a session before it answers
+
+def commands(session: str) -> bytes:
+    """What codex-zed sends for a new session, in the canonical form, before its answer to the
+    ``session/new`` (seen once in test_thresholds: the client saw a session it never opened)."""
+    return (b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"' + session.encode()
+            + b'","update":{"sessionUpdate":"available_commands_update","availableCommands":[]}}}')
+
+
+def test_what_the_agent_says_of_a_side_session_before_answering_its_creation_is_still_liminals() -> None:
+    router = make(message_ids=True)
+    new_session(router)
+    rpc_id = router.send_request("session/new", {"cwd": "/home/side/x", "mcpServers": []}, NOW, private=True)
+    router.take()
+    ask = orjson.dumps({"jsonrpc": "2.0", "id": 40, "method": "session/request_permission", "params": {
+        "sessionId": SIDE, "toolCall": {}, "options": [{"optionId": "no", "kind": "reject_once", "name": "No"}]}})
+    out = from_agent(router, commands(SIDE), ask)
+    assert not out.to_client and not out.events and not out.to_agent
+    # The person's thread is not held meanwhile, and its chunks get their message ids.
+    out = from_agent(router, chunk(THREAD, "the thread's"))
+    assert [orjson.loads(line)["params"]["sessionId"] for line in out.to_client] == [THREAD]
+    assert orjson.loads(out.to_client[0])["params"]["update"]["messageId"]
+    out = from_agent(router, orjson.dumps({"jsonrpc": "2.0", "id": rpc_id, "result": {"sessionId": SIDE}}))
+    assert not out.to_client and not out.events and out.own_responses
+    assert orjson.loads(out.to_agent[0])["result"] == {"outcome": {"outcome": "selected", "optionId": "no"}}
+    assert router.take_side(SIDE) == [commands(SIDE)]  # kept for liminal, unstamped
+    assert router.agent_idle()
+
+
+def test_what_the_agent_says_of_the_clients_new_session_meanwhile_reaches_it_first_and_in_order() -> None:
+    router = make()
+    new_session(router)
+    rpc_id = router.send_request("session/new", {"cwd": "/home/side/x", "mcpServers": []}, NOW, private=True)
+    router.take()
+    other = "44444444-4444-4444-8444-444444444444"
+    from_client(router, b'{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}')
+    out = from_agent(router, commands(other), chunk(other, "hello"))
+    assert not out.to_client
+    answer = b'{"jsonrpc":"2.0","id":2,"result":{"sessionId":"' + other.encode() + b'"}}'
+    out = from_agent(router, answer)
+    assert out.to_client == [commands(other), chunk(other, "hello"), answer]
+    assert [e.backing_id for e in out.events] == [other, other, other]
+    out = from_agent(router, orjson.dumps({"jsonrpc": "2.0", "id": rpc_id, "result": {"sessionId": SIDE}}))
+    assert not out.to_client
+
+
+def test_lines_of_a_session_the_private_creation_did_not_make_go_on_once_it_is_answered() -> None:
+    router = make()
+    new_session(router)
+    rpc_id = router.send_request("session/new", {"cwd": "/home/side/x", "mcpServers": []}, NOW, private=True)
+    router.take()
+    stray = "55555555-5555-4555-8555-555555555555"
+    out = from_agent(router, commands(stray))
+    assert not out.to_client
+    out = from_agent(router, orjson.dumps({"jsonrpc": "2.0", "id": rpc_id, "result": {"sessionId": SIDE}}))
+    assert out.to_client == [commands(stray)]
+
+
+def test_a_line_no_answer_places_waits_no_longer_than_its_bound() -> None:
+    router = make()
+    new_session(router)
+    router.send_request("session/new", {"cwd": "/home/side/x", "mcpServers": []}, NOW, private=True)
+    router.take()
+    stray = "55555555-5555-4555-8555-555555555555"
+    router.receive_from_agent(commands(stray) + b"\n", NOW)
+    assert not router.take().to_client
+    router.receive_from_agent(chunk(THREAD, "later") + b"\n", NOW + router.max_unplaced_seconds + 1)
+    out = router.take()
+    assert out.to_client[-1] == commands(stray) and out.problems
+
+
+def test_a_given_up_creations_late_answer_still_makes_its_session_liminals() -> None:
+    router = make()
+    new_session(router)
+    rpc_id = router.send_request("session/new", {"cwd": "/home/side/x", "mcpServers": []}, NOW, private=True)
+    router.take()
+    router.cancel_own(rpc_id)  # the port's timeout
+    out = from_agent(router, commands(SIDE), orjson.dumps({"jsonrpc": "2.0", "id": rpc_id,
+                                                           "result": {"sessionId": SIDE}}), chunk(SIDE, "late"))
+    assert not out.to_client and not out.events
