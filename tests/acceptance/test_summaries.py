@@ -60,7 +60,7 @@ def configure(rig: Rig) -> None:
     with (rig.home.liminal_home / "config.toml").open("a") as config:
         config.write(
             f"[swap]\nhigh_tokens = {base + 9_000}\n"
-            "hold_timeout_seconds = 60\nsummary_at = 0.5\n"
+            "hold_timeout_seconds = 60\nsummaries = true\nsummary_at = 0.5\n"
             "[gradient]\nrecent_tokens = 600\nmiddle_tokens = 600\nsummary_tokens = 600\n")
 
 
