@@ -36,6 +36,7 @@ from liminal.harness.claude.live import ClaudeSessions  # noqa: E402
 from liminal.kernel.policy import PRICES, CostPolicy  # noqa: E402
 
 SYSTEM_TOKENS = 15_000  # the CLI's system prompt and tool definitions
+SIDE_SUMMARY_OUTPUT = 1_000  # a summary by the model (issue 24): its STATE and SUMMARY sections
 AUTO_COMPACT_AT = ClaudeSessions.ceiling_tokens  # Claude Code's own compaction (167k of a 200k window)
 
 
@@ -137,6 +138,13 @@ def results(calls: Sequence[Call], recent: int = GradientSettings().recent_token
     for name, policy in policies(recent):
         found.append(replay(calls, name, policy, overhead=overhead,
                             recent_tokens=policy.gradient.recent_tokens, summary_tokens=summary))
+    # Issue 24: the default with a summary by the model per swap, in a fresh side session (an
+    # upper bound: its range priced whole at the cache-write price, plus its output).
+    name, policy = policies(recent)[-1]
+    found.append(replay(calls, name.replace("(cost policy", "+ model summaries (cost policy"),
+                        CostPolicy(policy.swap, policy.gradient, AUTO_COMPACT_AT), overhead=overhead,
+                        recent_tokens=policy.gradient.recent_tokens, summary_tokens=summary,
+                        side_summary_output=SIDE_SUMMARY_OUTPUT))
     return found
 
 

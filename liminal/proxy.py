@@ -65,14 +65,15 @@ def _nothing() -> None:
 
 
 async def ask(router: Router, waiters: dict[str, asyncio.Future[dict[str, Any]]], flush: Callable[[], None],
-              method: str, params: Any, timeout: float, thread_id: str | None) -> Any:
+              method: str, params: Any, timeout: float, thread_id: str | None,
+              private: bool = False) -> Any:
     """Send a request of liminal's own through ``router`` and wait for its answer: the one
     request path, to the agent and to a process being prepared (``_PreparedAgent``) alike,
     so every own request has an id of the router's namespace (``liminal-<random>-N``).
     ``flush`` writes what the router produced and settles ``waiters`` from its answers."""
     if not router.agent_alive:
         raise OwnRequestError(method, "the agent is gone")
-    rpc_id = router.send_request(method, params, time.time(), thread_id=thread_id)
+    rpc_id = router.send_request(method, params, time.time(), thread_id=thread_id, private=private)
     waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
     waiters[rpc_id] = waiter
     flush()
@@ -226,8 +227,15 @@ class RouterPort:
 
     # messages
     async def request(self, method: str, params: Any, *, timeout: float,
-                      thread_id: str | None = None) -> Any:
-        return await ask(self._router, self._waiters, self._flush, method, params, timeout, thread_id)
+                      thread_id: str | None = None, private: bool = False) -> Any:
+        return await ask(self._router, self._waiters, self._flush, method, params, timeout, thread_id,
+                         private)
+
+    def take_side(self, session_id: str) -> list[bytes]:
+        return self._router.take_side(session_id)
+
+    def end_side(self, session_id: str) -> None:
+        self._router.end_side(session_id)
 
     def answer_local(self, key: Any, result: Any = None, *, error: tuple[int, str] | None = None) -> None:
         self._router.answer_local(key, result, error=error)

@@ -59,6 +59,14 @@ def components(settings: Settings, config_file: Path | None = None,
         # Memos for the dynamic zone of each rewrite: a swap's, /optimise's.
         swaps.memos = commands.memos = memo_source(opener)
     found: list[Component] = [swaps, commands]
+    if settings.swap.summaries and settings.swap.enabled:
+        from liminal.kernel.summaries import SideSummaries, side_root
+
+        summaries = SideSummaries(settings.swap, harness, swaps.model, swaps.policy, settings.home, opener)
+        swaps.summarizer_for = summaries.summarizer
+        commands.anchor_of = summaries.anchor
+        commands.side_root = side_root(settings.home)
+        found.append(summaries)
     if settings.mcp.enabled:
         # liminal's MCP server (recall, search_history, slash, memos) in every session.
         from liminal.kernel.modeltools import ModelTools

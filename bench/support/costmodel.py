@@ -137,11 +137,16 @@ def growth(requests: Sequence[Request], turn_ends: Iterable[bool] | None = None)
 
 def replay(calls: Sequence[Call], name: str, policy: CostPolicy | None, *, overhead: int,
            auto_compact_at: int | None = None, prices: Prices = PRICES,
-           cache_life: float = 300.0, recent_tokens: int = 0, summary_tokens: int = 0) -> Result:
+           cache_life: float = 300.0, recent_tokens: int = 0, summary_tokens: int = 0,
+           side_summary_output: int = 0) -> Result:
     """Replay the growth under a policy: ``CostPolicy`` as the swap manager runs it (it sees
     turn ends and their context, and idle spells past the cache's life), or Claude Code's
     auto-compact at ``auto_compact_at``, or neither. A liminal rewrite cannot go below the
-    CLI's prompt, the recent band (whole turns, at least the last) and the preamble."""
+    CLI's prompt, the recent band (whole turns, at least the last) and the preamble.
+    ``side_summary_output``: each committed swap also pays for a summary by the model in a fresh
+    side session (issue 24): the CLI's prompt and everything the swap took out of the context
+    written to the cache (an upper bound: liminal sends the turns' digests, not their tool
+    output), and this many output tokens."""
     result = Result(name)
     context = overhead
     cached = 0
@@ -201,6 +206,8 @@ def replay(calls: Sequence[Call], name: str, policy: CostPolicy | None, *, overh
         policy.rewritten(pace, after, committed=taken)  # as the swap manager learns it
         if not taken:
             continue
+        if side_summary_output:
+            result.cost += prices.write * (overhead + context - after) + prices.output * side_summary_output
         context, cached = after, 0
         recent = recent[len(recent) - whole:]
         result.swaps += 1

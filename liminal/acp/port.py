@@ -97,9 +97,16 @@ class Port(Protocol):
     # ------------------------------------------------------------ messages
 
     async def request(self, method: str, params: Any, *, timeout: float,
-                      thread_id: str | None = None) -> Any:
+                      thread_id: str | None = None, private: bool = False) -> Any:
         """Send a request of liminal's own to the agent and await its result
-        (``OwnRequestError`` for an error answer or an agent that is gone)."""
+        (``OwnRequestError`` for an error answer or an agent that is gone). ``private``: a
+        side session's (the router's rule 11): a session it creates is liminal's alone."""
+
+    def take_side(self, session_id: str) -> list[bytes]:
+        """What the agent said in a side session since the last take (its notifications)."""
+
+    def end_side(self, session_id: str) -> None:
+        """The side session is closed: the router forgets it."""
 
     def answer_local(self, key: Any, result: Any = None, *,
                      error: tuple[int, str] | None = None) -> None: ...

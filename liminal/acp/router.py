@@ -41,12 +41,21 @@ and 9 is in objects of their own (``moved_loads``, ``takeover``), rule 2's byte 
    *orphans*: their answers are dropped, never taken for the new client's, which counts its ids
    from 1 too. A request of the new client that reuses an orphan's id goes to the agent under
    one of liminal's own ids, and its answer comes back under the client's id.
-
 10. **Message ids.** A user, agent or thought chunk the agent sends without a ``messageId``
    reaches the client with liminal's (``liminal.acp.message_ids``: the store's id of the
    message, the same in a replay from the store); one it sends with its own keeps it. liminal's
    own chunks get one the same way, and the answer to a ``session/prompt`` carries
    ``userMessageId``, the id of the prompt's user message. The taps get what the agent sent.
+11. **Side sessions.** A session a ``private`` own request creates (liminal's summaries,
+   ``liminal.acp.side_sessions``) is liminal's alone: none of its frames reaches the client or
+   the taps; its notifications are kept for liminal (``take_side``), its requests answered here,
+   refused (no tool of it runs), until ``end_side``. An agent may speak of a session before it
+   answers the request that creates it (codex-zed announces its commands first), so while a
+   private create is unanswered, a notification or request of the agent's naming a session no
+   one has placed (the client has not named it nor been told it, no rule holds it) waits here
+   until an answer places it: the private create's (the side session's: kept or refused as
+   above; another's: forwarded, in order) or the client's own create. It waits at most
+   ``max_unplaced_seconds`` and ``max_held_bytes``; past either it goes on as the client's.
 
 Every line, whichever way it goes and whether or not it is forwarded, becomes a ``FrameEvent``
 for the taps (``Output.events``) when ``tapping`` is on.
@@ -86,6 +95,7 @@ from liminal.acp.message_ids import (
 )
 from liminal.acp.moved_loads import Load, MovedLoads, ReplayRequest
 from liminal.acp.session_ids import map_all, rewrite
+from liminal.acp.side_sessions import SideSessions, refusal
 from liminal.acp.takeover import TakeOver
 
 __all__ = ["LOCAL", "OWN_ID_PREFIX", "Local", "LocalRequest", "Output", "ReplayRequest",
@@ -115,6 +125,14 @@ class _Pending:
     thread_id: str | None
     id_json: bytes | None  # exact id bytes, kept only when the parsed id cannot be trusted
     message_id: str | None = None  # a prompt's: its user message's (rule 10)
+    private: bool = False  # rule 11: liminal's own request about a side session
+
+
+@dataclass(slots=True)
+class _Unplaced:
+    line: bytes
+    session: str
+    at: float
 
 
 @dataclass(slots=True)
@@ -156,6 +174,15 @@ class Router:
         # One namespace: liminal's own requests' ids and those rule 9 renames a client's to.
         self._own_ids = map(f"{OWN_ID_PREFIX}{secrets.token_hex(6)}-{{}}".format, itertools.count(1))
         self._captured: set[str] = set()  # rule 4
+        self._side = SideSessions()  # rule 11
+        # Rule 11, before a private create is answered: the session ids the client named or was
+        # told (the others are in ``_thread_of``, ``_captured``, ``_side``), the private creates
+        # unanswered (rpc id -> sent at; a cancelled one stays until answered or stale), and the
+        # agent's lines about a session no one has placed yet.
+        self._known: set[str] = set()
+        self._private_creates: dict[str, tuple[float, bool]] = {}  # -> (since, cancelled)
+        self._unplaced: deque[_Unplaced] = deque()
+        self.max_unplaced_seconds = 30.0
         self._held: dict[str, deque[_Held]] = {}  # rule 5
         self._loads = MovedLoads()  # rule 8
         self._takeover = TakeOver(self._own_ids)  # rule 9
@@ -172,12 +199,16 @@ class Router:
         self._now = now
         for line in self._client_framer.feed(data):
             self._client_line(line, now)
+        if self._unplaced:
+            self._settle_unplaced(now)
 
     def receive_from_agent(self, data: bytes, now: float) -> None:
         self._now = now
         self.agent_heard = now
         for line in self._agent_framer.feed(data):
             self._agent_line(line, now)
+        if self._unplaced:
+            self._settle_unplaced(now)
 
     def client_eof(self, now: float) -> None:
         for line in self._client_framer.close():
@@ -294,13 +325,20 @@ class Router:
 
     # --------------------------------------------------------- liminal's own frames
 
-    def send_request(self, method: str, params: Any, now: float, *, thread_id: str | None = None) -> str:
-        """Queue a request of liminal's own to the agent; its answer comes in ``own_responses``."""
+    def send_request(self, method: str, params: Any, now: float, *, thread_id: str | None = None,
+                     private: bool = False) -> str:
+        """Queue a request of liminal's own to the agent; its answer comes in ``own_responses``.
+        ``private``: about a side session (rule 11), or creating one: never tapped."""
         rpc_id = next(self._own_ids)
         line = jsonrpc.request_frame(rpc_id, method, params)
-        self._own_pending[rpc_id] = _Pending(method, thread_id, None)
-        self._out.to_agent.append(line)
         backing = params.get("sessionId") if isinstance(params, dict) else None
+        private = private or (isinstance(backing, str) and backing in self._side)
+        self._own_pending[rpc_id] = _Pending(method, thread_id, None, private=private)
+        if private and method in _CREATES_SESSION:
+            self._private_creates[rpc_id] = (now, False)
+        self._out.to_agent.append(line)
+        if private:
+            return rpc_id
         if thread_id is None and isinstance(backing, str):
             # A session a thread was on (the close of the one a move left) is the thread's.
             thread_id = self.thread_of(backing)
@@ -308,8 +346,11 @@ class Router:
         return rpc_id
 
     def cancel_own(self, rpc_id: str) -> None:
-        """Forget an own request (its answer, if one ever comes, is then dropped quietly)."""
+        """Forget an own request (its answer, if one ever comes, is then dropped quietly; a
+        private create's still makes its session liminal's, ended: rule 11)."""
         self._own_pending.pop(rpc_id, None)
+        if rpc_id in self._private_creates:
+            self._private_creates[rpc_id] = (self._private_creates[rpc_id][0], True)
 
     def notify_client(self, method: str, params: Any, now: float) -> None:
         """A notification of liminal's own to the client (``params`` already in thread ids)."""
@@ -346,6 +387,13 @@ class Router:
                   "params": params}, thread_id, self.backing_of(thread_id), method, None)
 
     # ------------------------------------------------------- captures and holds
+
+    def take_side(self, session_id: str) -> list[bytes]:
+        """Rule 11: what the agent said in a side session since the last take."""
+        return self._side.take(session_id)
+
+    def end_side(self, session_id: str) -> None:
+        self._side.end(session_id)
 
     def capture(self, backing_id: str) -> None:
         self._captured.add(backing_id)
@@ -396,7 +444,8 @@ class Router:
                             if "id" in held.message and "method" in held.message)
         return (self.agent_alive and len(self._client_pending) == held_requests
                 and not self._agent_pending and not self._own_pending and not self._captured
-                and not self._loads.under_way() and self._agent_framer.buffered == 0)
+                and not self._loads.under_way() and self._agent_framer.buffered == 0
+                and not self._unplaced)
 
     def pending_client_ids(self) -> set[Any]:
         """The ids (``jsonrpc.id_key``) of the client's requests the agent has not answered."""
@@ -481,6 +530,12 @@ class Router:
         self._agent_pending.clear()
         self._own_pending.clear()
         self._captured.clear()
+        self._side.clear()
+        self._private_creates.clear()
+        if self._unplaced:  # the old process's, about sessions no one was told of: no one's now
+            self._out.problems.append(f"{len(self._unplaced)} lines of the agent's about sessions "
+                                      "it never placed dropped at its restart")
+            self._unplaced.clear()
         self._loads.forget_unanswered()
 
     def client_replaced(self) -> None:
@@ -511,6 +566,8 @@ class Router:
             line, message = self._takeover.incoming(line, message)
         method: str = message["method"]
         thread = _session_in(message)
+        if thread is not None:
+            self._known.add(thread)  # rule 11: the client's, whatever the agent says of it
         if kind is Kind.REQUEST:
             kept = self._client_request(line, message, thread, now)
             if kept is None:
@@ -629,6 +686,12 @@ class Router:
                 backing = None
         thread: str | None = None
         direction = Direction.AGENT_TO_CLIENT
+        if self._private_creates and backing is not None and not self._placed(backing):
+            self._wait_unplaced(line, backing, now)  # rule 11: maybe a side session's, not yet answered
+            return
+        if self._side and backing is not None and backing in self._side:
+            self._side.keep(backing, line)  # rule 11: liminal's alone, not even tapped nor stamped
+            return
         ids = self._ids
         if backing is None:
             if ids is not None:
@@ -670,6 +733,36 @@ class Router:
                 make_event(direction, Kind.NOTIFICATION, now, line, message, self.connection_id, thread, backing,
                            method, None, len(line)))
 
+    def _placed(self, backing: str) -> bool:
+        """Rule 11: whose the session is, is known (a thread's, the client's, a side session's)."""
+        return (backing in self._known or backing in self._thread_of or backing in self._side
+                or backing in self._captured or backing in self._backing_of)
+
+    def _wait_unplaced(self, line: bytes, backing: str, now: float) -> None:
+        self._unplaced.append(_Unplaced(line, backing, now))
+        if sum(len(u.line) for u in self._unplaced) > self.max_held_bytes:
+            self._settle_unplaced(now, overflow=True)
+
+    def _settle_unplaced(self, now: float, *, overflow: bool = False) -> None:
+        """Rule 11: the agent's lines about sessions no one had placed go their way once an
+        answer places them (or no private create is left unanswered); past the bounds, as the
+        client's."""
+        for rpc_id, (since, cancelled) in list(self._private_creates.items()):
+            if cancelled and now - since > self.max_unplaced_seconds:
+                del self._private_creates[rpc_id]  # its answer will not come now
+        waiting, self._unplaced = self._unplaced, deque()
+        for n, held in enumerate(waiting):
+            if not self._private_creates or self._placed(held.session):
+                self._agent_line(held.line, held.at)
+                continue
+            if (overflow and n == 0) or now - held.at > self.max_unplaced_seconds:
+                self._out.problems.append(f"the agent spoke of session {held.session}, which no answer "
+                                          "placed in time; forwarded as the client's")
+                self._known.add(held.session)  # and what follows of it, in order
+                self._agent_line(held.line, held.at)
+                continue
+            self._unplaced.append(held)
+
     def _agent_message(self, line: bytes, message: dict[str, Any] | None, now: float) -> None:
         """A line of the agent's that is not a notification."""
         kind = jsonrpc.classify(message)
@@ -688,6 +781,12 @@ class Router:
     def _agent_request(self, line: bytes, message: dict[str, Any], now: float) -> None:
         rpc_id = message["id"]
         backing = _session_in(message)
+        if self._private_creates and backing is not None and not self._placed(backing):
+            self._wait_unplaced(line, backing, now)  # rule 11: maybe a side session's, not yet answered
+            return
+        if self._side and backing in self._side:
+            self._out.to_agent.append(refusal(message))  # rule 11: no tool of it runs
+            return
         thread = self.thread_of(backing) if backing is not None else None
         self._agent_pending[jsonrpc.id_key(rpc_id)] = (message["method"], thread)
         self._out.to_client.append(line if backing is None else rewrite(line, backing, thread or backing))
@@ -699,6 +798,16 @@ class Router:
         key = jsonrpc.id_key(rpc_id)
         if isinstance(rpc_id, str) and rpc_id.startswith(OWN_ID_PREFIX) and rpc_id in self._own_pending:
             self._own_response(line, message, now)
+            return
+        if isinstance(rpc_id, str) and rpc_id in self._private_creates:
+            # A private create given up on (``cancel_own``): its session is still liminal's, ended.
+            del self._private_creates[rpc_id]
+            created = _session_in(message, "result")
+            if created is not None:
+                self._side.open(created)
+                self._side.end(created)
+            if self._unplaced:
+                self._settle_unplaced(now)
             return
         pending = self._client_pending.pop(key, None)
         load = self._loads.answered(key) if pending is not None else None
@@ -712,6 +821,9 @@ class Router:
             if created is not None:
                 backing = created
                 thread = self._thread_of.get(created, created)
+                self._known.add(created)
+                if self._unplaced:  # what the agent said of it first goes first (rule 11)
+                    self._settle_unplaced(now)
         out_line = map_all(line, self._thread_of) if self._thread_of and b'"sessionId"' in line else line
         result = message.get("result")
         if pending is not None and isinstance(result, dict):
@@ -735,11 +847,22 @@ class Router:
         rpc_id = message["id"]
         own = self._own_pending.pop(rpc_id)
         created = _session_in(message, "result")
+        if own.private:
+            if created is not None and own.method in _CREATES_SESSION:
+                self._side.open(created)
+            if self._private_creates.pop(rpc_id, None) is not None and self._unplaced:
+                self._settle_unplaced(now)  # the side session's early lines kept, others forwarded
+            self._out.own_responses.append((rpc_id, message))
+            return
         if created is not None and own.method in _CREATES_SESSION and own.thread_id is not None:
             # A session liminal opened for a thread (``/clear``): what the agent says of it from
             # now on reaches the client under the thread's id, even before the component that
             # asked binds the thread to it.
             self.adopt(created, own.thread_id)
+        if created is not None and own.method in _CREATES_SESSION:
+            self._known.add(created)  # liminal's, for a thread: not a side session (rule 11)
+            if self._unplaced:
+                self._settle_unplaced(now)
         self._out.own_responses.append((rpc_id, message))
         self._tap(Direction.AGENT_TO_LIMINAL, Kind.RESPONSE, now, line, message, own.thread_id,
                   created or (self.backing_of(own.thread_id) if own.thread_id else None), own.method, rpc_id)

@@ -10,6 +10,7 @@ the conversation was heading when the band ends.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -171,3 +172,136 @@ def _split_previous(previous: str) -> tuple[list[str], int, str]:
             before = "\n".join(lines[:n]).removeprefix("Earlier summary (carried over):").strip()
             return requests, omitted, before
     return [], 0, previous.strip()
+
+
+# ------------------------------------------------------------------ the model's summaries
+#
+# liminal has the oldest turns summarised by the agent's own model, once, ahead of the swap
+# (``liminal.kernel.summaries``); the swap's preamble then holds those summaries and a state
+# anchor, and the extractive summary only of what no summary covers. Everything here is pure:
+# the side session, the store and the timing are the kernel's.
+
+SUMMARY_REQUEST = "You are summarising part of an earlier coding session"
+STATE_HEADING = "### STATE"
+MODEL_HEADING = "### Summary of earlier turns (written by the model)"
+NOTES_HEADING = "### Notes on earlier turns (extracted)"
+SUMMARY_SHARE = 0.7  # of the preamble's budget, at most, for the model's summaries
+
+
+def turn_key(turn: TurnDigest) -> str:
+    """A turn's identity across rewrites: its prompt and the head of its first reply, which
+    every band keeps (a number changes as turns are consolidated; tool calls are dropped from
+    old turns)."""
+    first = turn.replies[0][:200] if turn.replies else ""
+    return hashlib.sha256(f"{turn.prompt.strip()}\x00{first.strip()}".encode()).hexdigest()[:24]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSummary:
+    """A range of turns summarised by the model: its turns' keys (oldest first), the summary,
+    and the state anchor it gave (None: it gave none)."""
+
+    keys: tuple[str, ...]
+    text: str
+    anchor: str | None = None
+
+
+def summary_request(turns: Sequence[TurnDigest]) -> str:
+    """The one prompt of a side session: the turns as text and what to write of them."""
+    out = [
+        f"{SUMMARY_REQUEST} for the assistant that will continue it. Do not use any tools: "
+        "answer from the text below only.",
+        "",
+        "Write two sections, exactly these headings:",
+        "## STATE",
+        "Goal: ...; Editing: (files or parts being changed); Resolved: ...; "
+        "Anchors: (paths, names, ports, ids, commands). At most 8 lines.",
+        "## SUMMARY",
+        "The goal; decisions and why; findings; what was tried and failed; open questions; "
+        "technical anchors (paths, names, ports, ids, commands). Be concrete and brief.",
+        "",
+        "The turns:",
+    ]
+    for turn in turns:
+        out.append(f"--- turn {turn.number}")
+        out.append("User: " + turn.prompt.strip())
+        out.extend("Assistant: " + reply.strip() for reply in turn.replies if reply.strip())
+        out.extend(f"Tool {name}: {detail}" for name, detail in turn.tools if detail)
+    return "\n".join(out)
+
+
+def parse_answer(answer: str) -> tuple[str, str | None]:
+    """The model's answer as (summary, state anchor): the sections ``summary_request`` asked
+    for, or the whole answer as the summary when it did not write them."""
+    text = answer.strip()
+    state = re.search(r"^#+\s*STATE\s*$", text, re.MULTILINE)
+    summary = re.search(r"^#+\s*SUMMARY\s*$", text, re.MULTILINE)
+    if state is None or summary is None or summary.start() < state.end():
+        return text, None
+    anchor = text[state.end():summary.start()].strip()
+    return text[summary.end():].strip(), anchor or None
+
+
+def _split_ours(previous: str) -> tuple[list[str], str]:
+    """A carried preamble of ours: the model's summaries it held, and the rest (the extractive
+    part, or any text) for the extractive summarizer. Its state anchor is not carried: the
+    newest one is written again at the top."""
+    if MODEL_HEADING not in previous and NOTES_HEADING not in previous and STATE_HEADING not in previous:
+        return [], previous
+    model: list[str] = []
+    rest = ""
+    sections = re.split(r"^(### .*)$", previous, flags=re.MULTILINE)
+    for heading, body in zip(sections[1::2], sections[2::2], strict=False):
+        if heading == MODEL_HEADING:
+            model.extend(p.strip() for p in body.strip().split("\n\n") if p.strip())
+        elif heading == NOTES_HEADING:
+            rest = body.strip()
+    return model, rest
+
+
+@dataclass(frozen=True, slots=True)
+class WithSummaries:
+    """The preamble with the model's summaries: a state anchor at the top (the newest
+    summary's), then every model summary the thread's preamble holds (those carried from the
+    last preamble, and those whose whole range is now consolidated), then the extractive
+    summary of the turns no summary covers. Falls back to the extractive preamble, byte for
+    byte, when it has nothing of the model's to add."""
+
+    summaries: tuple[ModelSummary, ...]  # the thread's, oldest first
+    anchor: str | None = None
+    base: ExtractiveSummarizer = ExtractiveSummarizer()
+
+    def used(self, turns: Sequence[TurnDigest]) -> list[ModelSummary]:
+        """The summaries whose every turn is among ``turns``."""
+        keys = {turn_key(t) for t in turns}
+        return [s for s in self.summaries if s.keys and set(s.keys) <= keys]
+
+    def summarize(self, turns: Sequence[TurnDigest], previous: str | None, budget_chars: int) -> str:
+        carried, rest_previous = _split_ours(previous or "")
+        used = self.used(turns)
+        if not used and not carried and self.anchor is None:
+            return self.base.summarize(turns, previous, budget_chars)
+        covered = {k for s in used for k in s.keys}
+        # The person's requests stay, verbatim while the budget allows, for every turn: a
+        # model's summary is where intent and corrections get lost (what people report of the
+        # CLIs' own compaction). Only what the model's summary says instead (replies, tools)
+        # is left out of the notes for the turns it covers.
+        rest = [t if turn_key(t) not in covered else TurnDigest(t.number, t.prompt) for t in turns]
+        texts = carried + [s.text for s in used if s.text not in carried]
+        head: list[str] = []
+        if self.anchor:
+            head += [STATE_HEADING, _clip(self.anchor, max(200, budget_chars // 8)), ""]
+        room = int(budget_chars * SUMMARY_SHARE) - sum(len(h) + 1 for h in head) - len(MODEL_HEADING)
+        # Over budget, the oldest summaries give way first: the newest say where the work stands.
+        kept: list[str] = []
+        for text in reversed(texts):
+            if sum(len(t) + 2 for t in kept) + len(text) + 2 > room:
+                break
+            kept.insert(0, text)
+        if len(kept) < len(texts):
+            kept.insert(0, f"({len(texts) - len(kept)} earlier summaries left out; search the history)")
+        model = [MODEL_HEADING, "\n\n".join(kept), ""] if kept else []
+        start = "\n".join(head + model)
+        left = max(400, budget_chars - len(start) - len(NOTES_HEADING) - 1)
+        notes = self.base.summarize(rest, rest_previous or None, left) if (rest or rest_previous) else ""
+        return (start + f"{NOTES_HEADING}\n{notes}") if notes else start.rstrip()

@@ -21,6 +21,7 @@ from liminal import log
 
 if TYPE_CHECKING:
     from liminal.gradient.recall import RecallKey
+    from liminal.gradient.summarize import Summarizer, TurnDigest
     from liminal.gradient.zone import Candidate, Placed
 
 logger = log.get("liminal.harness")
@@ -70,10 +71,23 @@ class SessionHarness(Protocol):
         """Where ``rewrite(path, ..., new_id)`` writes: journaled before the file exists."""
 
     def rewrite(self, path: Path, target_tokens: int, new_id: str, *,
-                memos: Sequence[Candidate] = ()) -> Rewritten:
+                memos: Sequence[Candidate] = (), summarizer: Summarizer | None = None) -> Rewritten:
         """A compressed copy as ``new_id``; ``target_tokens`` 0: as deep as the recent band allows.
         ``memos``: candidates for its dynamic zone beside the passages it cuts
-        (``liminal.gradient.zone``)."""
+        (``liminal.gradient.zone``). ``summarizer``: what writes the preamble (the extractive one
+        unless given)."""
+
+    def ancient(self, path: Path, target_tokens: int) -> list[TurnDigest]:
+        """The turns a rewrite to ``target_tokens`` would consolidate into its preamble, as the
+        summarizer is given them (``liminal.kernel.summaries`` has them summarised ahead)."""
+
+    def side_params(self) -> dict[str, Any]:
+        """What a side session's ``session/new`` adds for this CLI's adapter, so that it keeps
+        no file of it and offers the model no tool (the router refuses what is asked anyway)."""
+
+    def forget(self, session_id: str, cwd: str) -> None:
+        """Remove every file the CLI keeps of a session liminal opened for itself in the folder
+        ``cwd`` (a side session: ``liminal.kernel.summaries``), so that no list shows it."""
 
     def discard(self, rewritten: Rewritten) -> None:
         """Remove a rewritten session that will not be used (it was never loaded)."""
@@ -198,8 +212,17 @@ class HarnessChoice:
         return self.current.target_path(path, new_id)
 
     def rewrite(self, path: Path, target_tokens: int, new_id: str, *,
-                memos: Sequence[Candidate] = ()) -> Rewritten:
-        return self.current.rewrite(path, target_tokens, new_id, memos=memos)
+                memos: Sequence[Candidate] = (), summarizer: Summarizer | None = None) -> Rewritten:
+        return self.current.rewrite(path, target_tokens, new_id, memos=memos, summarizer=summarizer)
+
+    def ancient(self, path: Path, target_tokens: int) -> list[TurnDigest]:
+        return self.current.ancient(path, target_tokens)
+
+    def forget(self, session_id: str, cwd: str) -> None:
+        self.current.forget(session_id, cwd)
+
+    def side_params(self) -> dict[str, Any]:
+        return self.current.side_params()
 
     def discard(self, rewritten: Rewritten) -> None:
         self.current.discard(rewritten)

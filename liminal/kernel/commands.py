@@ -134,6 +134,10 @@ class CommandCenter(Component):
         self._recaller: Recaller | None = None
         self._send, self._receive = anyio.create_memory_object_stream[LocalRequest | SlashRequest](256)
         self._port: Port | None = None
+        # The thread's state anchor, from its newest summary (``liminal.kernel.summaries``).
+        self.anchor_of: Callable[[str], str | None] = lambda _thread: None
+        # Where liminal's side sessions work: a session the agent lists there is no thread.
+        self.side_root: Path | None = None
         self._background: anyio.abc.TaskGroup | None = None  # the sweeps of deleted threads' files
         self._deleted: list[delete.Deleted] = []
 
@@ -330,6 +334,10 @@ class CommandCenter(Component):
             return mapped if mapped != backing else carried.get(backing, backing)
 
         hide = {r.new_backing_id for r in moving if r.new_backing_id and r.new_backing_id not in sessions_of_threads}
+        if self.side_root is not None:  # a summary's side session under way: liminal's alone
+            side = str(self.side_root) + "/"
+            hide |= {s["sessionId"] for s in agent.get("sessions") or [] if isinstance(s, dict)
+                     and isinstance(s.get("sessionId"), str) and str(s.get("cwd") or "").startswith(side)}
         # A thread deleted here, and its sessions: a CLI may list a file it wrote again as its
         # process ended, until the sweep removes it (``liminal.kernel.delete``).
         hide |= {s for gone in self._deleted for s in (gone.thread, *gone.sessions)}
@@ -726,6 +734,9 @@ class CommandCenter(Component):
             except Exception as exc:  # a file the gradient cannot read: said, the rest still shown
                 logger.warning("/context could not band the session", thread=thread, error=str(exc))
                 lines.append(f"The session file could not be read for its bands ({type(exc).__name__}).")
+        anchor = self.anchor_of(thread)
+        if anchor:  # what the next swap's preamble starts with
+            lines.append("State anchor (from the newest summary):\n" + anchor)
         marks = await self.marks(thread)
         lines.append("Marks: " + (", ".join(sorted(marks)) or "none"))
         records = self.journal.records(thread)

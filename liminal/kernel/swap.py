@@ -36,6 +36,7 @@ import anyio.to_thread
 from liminal import log, units
 from liminal.acp.port import Component, Port
 from liminal.config import GradientSettings, SwapSettings
+from liminal.gradient.summarize import Summarizer
 from liminal.harness.base import HarnessChoice, Rewritten, SessionHarness
 from liminal.kernel.journal import SwapJournal, SwapRecord
 from liminal.kernel.mover import UNDO_CLOSE_SECONDS, ThreadMover
@@ -90,6 +91,9 @@ class SwapManager(Component):
         self.model.on_turn_end.append(self._turn_ended)
         self.model.on_agent_info.append(self._agent_said)
         self._port: Port | None = None
+        # What writes a thread's preamble at its swap (None: the extractive summarizer): the
+        # model's summaries, when ``liminal.kernel.summaries`` runs.
+        self.summarizer_for: Callable[[str], Summarizer | None] = lambda _thread: None
         self.memos: MemoSource | None = None  # the dynamic zone's memos (``liminal.kernel.zone``)
         self._prepared = False  # the journal's bindings are in the router (``prepare``)
         self._running = False  # ``run`` is looking at turn ends
@@ -431,8 +435,13 @@ class SwapManager(Component):
         memos = await offered(self.memos, thread_id) if self.policy.gradient.zone_tokens else ()
         t_rewrite = time.monotonic()
 
+        # The model's summaries ready now (``liminal.kernel.summaries``), never waited for.
+        summarizer = self.summarizer_for(thread_id)
+
         def rewrite(new_id: str) -> Rewritten:
-            return self.harness.rewrite(path, self.policy.aim, new_id, memos=memos)
+            if summarizer is None:
+                return self.harness.rewrite(path, self.policy.aim, new_id, memos=memos)
+            return self.harness.rewrite(path, self.policy.aim, new_id, memos=memos, summarizer=summarizer)
 
         def check(rewritten: Rewritten) -> str | None:
             unpaid = self.policy.worth_it(decision, rewritten.tokens_after, state.pace)

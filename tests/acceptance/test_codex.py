@@ -175,8 +175,11 @@ def codex_swaps(rig: Rig) -> None:
     # The CLI's rollouts were only ever appended to, by the CLI; each rewrite is a rollout of its
     # own whose session_meta names it and the rollout it came from.
     final = rollouts(rig)
+    side = str(rig.home.liminal_home / "side").encode()  # liminal's summaries' side sessions (issue 24)
     for snapshot in snapshots:
         for path, content in snapshot.items():
+            if side in content.split(b"\n", 1)[0] and path not in final:
+                continue  # a side session's rollout, removed once its summary was read
             assert final[path].startswith(content), f"{path.name} was rewritten in place"
     for swap in committed:
         path = next(p for p in final if p.name.endswith(f"-{swap.new_backing_id}.jsonl"))

@@ -144,6 +144,25 @@ async def test_context_says_its_numbers_with_units_and_nouns_in_number() -> None
         "long tool output cut to recall markers."], text
 
 
+@pytest.mark.anyio
+async def test_context_shows_the_state_anchor_of_the_newest_summary() -> None:
+    """Issue 24: what the next swap's preamble starts with is in /context once a summary is made."""
+    @contextlib.asynccontextmanager
+    async def open_store() -> AsyncIterator[Any]:
+        yield _MarksStore()
+
+    center = CommandCenter(_model(t=_Thread()), None, _Journal(), _Policy(),  # type: ignore[arg-type]
+                           harness=_Harness(), open_store=open_store)
+    center._port = FakePort()
+    try:
+        assert "State anchor" not in await center._cmd_context("t", "")
+        center.anchor_of = lambda thread: "Goal: port 8080" if thread == "t" else None
+        text = await center._cmd_context("t", "")
+    finally:
+        await center.aclose()
+    assert "State anchor (from the newest summary):\nGoal: port 8080" in text
+
+
 def test_the_title_of_a_session_a_thread_moved_onto_never_reaches_the_client() -> None:
     """Claude Code titles each session liminal moves a thread onto after that session's first
     prompt: on main the editor's thread took the name 'gamma after clear', then 'delta after

@@ -6,16 +6,19 @@ with the gradient: each the thin end of a module that does the real work.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import orjson
 
 from liminal import faults
 from liminal.config import GradientSettings
 from liminal.gradient.recall import RecallKey
+from liminal.gradient.summarize import Summarizer, TurnDigest
 from liminal.gradient.zone import Candidate
 from liminal.harness.base import Rewritten, Turns
 from liminal.harness.claude import cuts, tail
@@ -56,11 +59,11 @@ class ClaudeSessions:
         return path.with_name(f"{new_id}.jsonl")  # beside the original, as the CLI looks for it
 
     def rewrite(self, path: Path, target_tokens: int, new_id: str, *,
-                memos: Sequence[Candidate] = ()) -> Rewritten:
+                memos: Sequence[Candidate] = (), summarizer: Summarizer | None = None) -> Rewritten:
         if faults.value("swap.corrupt_rewrite"):
             self._corrupt_rewrite(path, target_tokens)
         result = rewrite_session(path, target_tokens, new_id, settings=self.settings, env=self.env,
-                                 memos=memos)
+                                 memos=memos, summarizer=summarizer)
         return Rewritten(result.new_session_id, result.path, result.tokens_before, result.tokens_after,
                          result.path.stat().st_size, result.zone)
 
@@ -93,6 +96,45 @@ class ClaudeSessions:
 
     def names(self, path: Path) -> str | None:
         return path.stem if path.suffix == ".jsonl" and is_session_id(path.stem) else None
+
+    def ancient(self, path: Path, target_tokens: int) -> list[TurnDigest]:
+        from liminal.harness.claude.conversation import build
+        from liminal.harness.claude.gradient.plan import make_plan
+        from liminal.harness.claude.paths import locate
+        from liminal.harness.claude.records import read_session
+
+        conversation = build(read_session(locate(path, env=self.env)))
+        return list(make_plan(conversation, self.settings, target_tokens).digests)
+
+    def side_params(self) -> dict[str, Any]:
+        """The Agent SDK's options, which both Claude adapters take from ``_meta.claudeCode``:
+        no session file (``persistSession``; Claude Code wrote its last prompt and cost to it
+        again after the close was answered, so a removed file came back), and no built-in tool
+        (``tools``, claude-agent-acp; the older adapter keeps its tools and the router refuses
+        their permissions), and no predicted follow-up prompt (``promptSuggestions``: one more
+        model call, after the answer, for nothing)."""
+        options = {"persistSession": False, "tools": [], "promptSuggestions": False}
+        return {"_meta": {"claudeCode": {"options": options}}}
+
+    def forget(self, session_id: str, cwd: str) -> None:
+        """The session's file, its folder of large tool results, and the project folder of
+        ``cwd`` once nothing else is in it."""
+        if not is_session_id(session_id):
+            raise ValueError(f"{session_id!r} is not a session id")
+        try:
+            folder = project_folder(cwd, self.env)
+        except ValueError:
+            return
+        (folder / f"{session_id}.jsonl").unlink(missing_ok=True)
+        for temp in folder.glob(f".{session_id}.jsonl.*.tmp"):
+            temp.unlink(missing_ok=True)
+        beside = folder / session_id
+        if beside.is_dir():
+            import shutil
+
+            shutil.rmtree(beside, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # only when empty
 
     def discard(self, rewritten: Rewritten) -> None:
         rewritten.path.unlink(missing_ok=True)

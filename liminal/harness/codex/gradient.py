@@ -49,7 +49,7 @@ from liminal.gradient.bands import (
     recallable,
 )
 from liminal.gradient.recall import RecallKey
-from liminal.gradient.summarize import PREAMBLE_INTRO, ExtractiveSummarizer, TurnDigest
+from liminal.gradient.summarize import PREAMBLE_INTRO, ExtractiveSummarizer, Summarizer, TurnDigest
 from liminal.gradient.zone import Candidate, Placed, block, is_zone, select, tokens
 from liminal.harness.codex.rollout import (
     CALLS,
@@ -178,8 +178,8 @@ def _digest(number: int, turn: Turn) -> TurnDigest:
     return TurnDigest(number, turn.prompt, tuple(replies), tuple(tools))
 
 
-def summary_text(turns: Sequence[Turn], settings: GradientSettings, budget_tokens: int | None = None) -> str:
-    """The preamble of ``turns``, in ``budget_tokens`` (``summary_tokens`` unless said)."""
+def _digests(turns: Sequence[Turn]) -> tuple[list[TurnDigest], str | None]:
+    """The turns as the summarizer is given them, and a previous rewrite's summary among them."""
     previous: str | None = None
     digests: list[TurnDigest] = []
     for n, turn in enumerate(turns):
@@ -191,9 +191,33 @@ def summary_text(turns: Sequence[Turn], settings: GradientSettings, budget_token
             if line.payload.get("role") == "user" and text.startswith(PREAMBLE_INTRO):
                 previous = text.removeprefix(PREAMBLE_INTRO)
         digests.append(_digest(n + 1, turn))
+    return digests, previous
+
+
+def summary_text(turns: Sequence[Turn], settings: GradientSettings, budget_tokens: int | None = None,
+                 summarizer: Summarizer | None = None) -> str:
+    """The preamble of ``turns``, in ``budget_tokens`` (``summary_tokens`` unless said)."""
+    digests, previous = _digests(turns)
     tokens = settings.summary_tokens if budget_tokens is None else budget_tokens
     budget = max(400, tokens * 4 - len(PREAMBLE_INTRO))
-    return PREAMBLE_INTRO + ExtractiveSummarizer().summarize(digests, previous, budget)
+    return PREAMBLE_INTRO + (summarizer or ExtractiveSummarizer()).summarize(digests, previous, budget)
+
+
+def _overhead_and_bands(rollout: Rollout, target_tokens: int, settings: GradientSettings,
+                        edits: _Edits) -> tuple[int, list[Band]]:
+    items = [line for line in rollout.lines if line.is_item]
+    estimate = sum(item_tokens(line.payload) for line in items)
+    before = last_token_count(rollout.lines) or estimate
+    overhead = max(0, before - estimate)  # instructions and tools: not in the file
+    return overhead, list(turn_bands(rollout.turns, target_tokens, overhead, settings, edits))
+
+
+def ancient_digests(rollout: Rollout, target_tokens: int, settings: GradientSettings) -> list[TurnDigest]:
+    """The turns a rewrite to ``target_tokens`` would consolidate, as the summarizer gets them
+    (without earlier swaps' zones, as ``rewrite`` reads them)."""
+    rollout = without_zones(rollout)
+    _, bands = _overhead_and_bands(rollout, target_tokens, settings, _Edits(rollout.session_id, settings))
+    return _digests([t for t, b in zip(rollout.turns, bands, strict=True) if b is Band.ANCIENT])[0]
 
 
 def preamble_tokens(target_tokens: int, overhead: int, settings: GradientSettings) -> int:
@@ -434,7 +458,7 @@ def choose_zone(rollout: Rollout, bands: Sequence[Band], memos: Sequence[Candida
 
 
 def _render(rollout: Rollout, target_tokens: int, overhead: int, settings: GradientSettings,
-            edits: _Edits) -> tuple[list[Band], list[Line], int | None]:
+            edits: _Edits, summarizer: Summarizer | None = None) -> tuple[list[Band], list[Line], int | None]:
     """The bands under ``target_tokens``, the lines they give, and where the recent band begins."""
     bands = turn_bands(rollout.turns, target_tokens, overhead, settings, edits)
     out: list[Line] = list(rollout.head)
@@ -445,7 +469,8 @@ def _render(rollout: Rollout, target_tokens: int, overhead: int, settings: Gradi
             recent_at = len(out)
         if band is Band.ANCIENT:
             if n == 0:
-                summary = summary_text(ancient, settings, preamble_tokens(target_tokens, overhead, settings))
+                summary = summary_text(ancient, settings, preamble_tokens(target_tokens, overhead, settings),
+                                       summarizer)
                 out.extend(_summary_turn(turn, summary))
             else:
                 out.extend(_ancient_rest(turn))
@@ -455,14 +480,14 @@ def _render(rollout: Rollout, target_tokens: int, overhead: int, settings: Gradi
 
 
 def rewrite(rollout: Rollout, target_tokens: int, new_id: str, settings: GradientSettings,
-            memos: Sequence[Candidate] = ()) -> CodexRewrite:
+            memos: Sequence[Candidate] = (), summarizer: Summarizer | None = None) -> CodexRewrite:
     rollout = without_zones(rollout)
     items = [line for line in rollout.lines if line.is_item]
     estimate = sum(item_tokens(line.payload) for line in items)
     before = last_token_count(rollout.lines) or estimate
     overhead = max(0, before - estimate)  # instructions and tools: not in the file
     edits = _Edits(rollout.session_id, settings)
-    bands, out, recent_at = _render(rollout, target_tokens, overhead, settings, edits)
+    bands, out, recent_at = _render(rollout, target_tokens, overhead, settings, edits, summarizer)
     zone = choose_zone(rollout, bands, memos, settings.zone_tokens)
     need = tokens(block(zone))
     if zone and target_tokens:
@@ -472,7 +497,7 @@ def rewrite(rollout: Rollout, target_tokens: int, new_id: str, settings: Gradien
         if planned + need > target_tokens:
             edits = _Edits(rollout.session_id, settings)
             bands, out, recent_at = _render(rollout, max(1, target_tokens - need), overhead,
-                                            settings, edits)
+                                            settings, edits, summarizer)
             planned = overhead + sum(item_tokens(line.payload) for line in out if line.is_item)
             zone = choose_zone(rollout, bands, memos, min(settings.zone_tokens, target_tokens - planned))
     if zone and recent_at:

@@ -15,13 +15,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from liminal import faults
 from liminal.config import GradientSettings
-from liminal.gradient.summarize import PREAMBLE_INTRO
+from liminal.gradient.summarize import PREAMBLE_INTRO, Summarizer, TurnDigest
 from liminal.gradient.zone import Candidate
 from liminal.harness.base import Rewritten, Turns
 from liminal.harness.codex import gradient
@@ -109,8 +109,9 @@ class CodexSessions:
         return sum(len(line) for line in lines)
 
     def rewrite(self, path: Path, target_tokens: int, new_id: str, *,
-                memos: Sequence[Candidate] = ()) -> Rewritten:
-        result = gradient.rewrite(read_rollout(path), target_tokens, new_id, self.settings, memos)
+                memos: Sequence[Candidate] = (), summarizer: Summarizer | None = None) -> Rewritten:
+        result = gradient.rewrite(read_rollout(path), target_tokens, new_id, self.settings, memos,
+                                  summarizer)
         lines = result.lines
         if faults.value("swap.corrupt_rewrite"):
             # Failpoint: a tool output lost (or, with none left, the session_meta), put through
@@ -127,6 +128,23 @@ class CodexSessions:
     def names(self, path: Path) -> str | None:
         found = session_id_of(path)
         return found if found is not None and is_session_id(found) else None
+
+    def ancient(self, path: Path, target_tokens: int) -> list[TurnDigest]:
+        return gradient.ancient_digests(read_rollout(path), target_tokens, self.settings)
+
+    def side_params(self) -> dict[str, Any]:
+        """Nothing the Codex adapters take: the rollout is removed after (``forget``)."""
+        return {}
+
+    def forget(self, session_id: str, cwd: str) -> None:
+        """The rollout (Codex files rollouts by date, not by folder: ``cwd`` is not needed)."""
+        path = find(session_id, self.env)
+        if path is None:
+            return
+        path.unlink(missing_ok=True)
+        for temp in path.parent.glob(f".{path.name}.*.tmp"):
+            temp.unlink(missing_ok=True)
+        self._found.pop(session_id, None)
 
     def discard(self, rewritten: Rewritten) -> None:
         rewritten.path.unlink(missing_ok=True)

@@ -1,0 +1,321 @@
+"""Summaries of a thread's oldest turns by the agent's own model, made ahead of the swap.
+
+The extractive preamble keeps what the person asked and what was touched; what the model found,
+decided, tried and rejected is lost from its context at a swap. So liminal asks the agent it
+already runs (no key of liminal's, the model the person pays for): when a turn ends and the
+context has passed ``swap.summary_at`` of the trigger (a swap is coming), the turns a swap would
+consolidate now (``SessionHarness.ancient``) that no summary covers yet are sent, as text, in
+the one prompt of a **side session**: a ``session/new`` of liminal's own, in a folder of its own
+under ``$LIMINAL_HOME/side`` (never the person's project), with no MCP server. The router keeps
+every frame of it from the client and the store and refuses every request the agent makes in it
+(its rule 11: no tool runs; the prompt says to use none too). Its answer (a ``## STATE`` and a
+``## SUMMARY`` section) is kept; the session is closed and its files removed through the harness.
+
+Each summary is stored once (a ``summary`` message of the ``liminal-summaries`` pseudo-thread,
+with the range's turn keys and a hash of what was sent) and kept in memory for the thread; the
+swap's rewrite is given a ``WithSummaries`` summarizer built from them, synchronously: a swap
+never waits for a summary, and one not ready leaves the extractive preamble. A range is
+summarised once: the next one starts after the turns the thread's summaries cover.
+
+Off the prompt path: one summary at a time, in this component's task; the swap manager's holds
+and moves never wait for it (it takes no move lock: it only reads the session file).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+
+from liminal import log
+from liminal.acp.port import Component, Port
+from liminal.acp.side_sessions import text_of
+from liminal.config import SwapSettings
+from liminal.gradient.summarize import (
+    SUMMARY_REQUEST,
+    ModelSummary,
+    WithSummaries,
+    parse_answer,
+    summary_request,
+    turn_key,
+)
+from liminal.harness.base import SessionHarness
+from liminal.kernel.policy import CostPolicy
+from liminal.kernel.threads import ThreadModel
+from liminal.sessionfiles import make_private_folder
+from liminal.store.records import Batch, MessageRecord
+
+if TYPE_CHECKING:
+    from liminal.store.base import Store
+
+logger = log.get("liminal.summaries")
+SUMMARY_THREAD = "liminal-summaries"  # the store's pseudo-thread of summaries (as memos have theirs)
+SIDE_FOLDER = "side"  # under $LIMINAL_HOME: the side sessions' working folders
+PROMPT_SECONDS = 600.0  # the model reading a long range may take minutes
+CLOSE_SECONDS = 2.0  # closing a side session (the agent may be going)
+RETRY = (f"{SUMMARY_REQUEST}: no tool may run in this session (the call was refused). Write the "
+         "two sections now, in text only.")
+StoreOpener = Callable[[], AbstractAsyncContextManager["Store"]]
+
+
+def side_root(home: Path) -> Path:
+    """Where side sessions work: a session listed with a cwd under it is liminal's, no thread."""
+    return home / SIDE_FOLDER
+
+
+class SideSummaries(Component):
+    def __init__(self, settings: SwapSettings, harness: SessionHarness, model: ThreadModel,
+                 policy: CostPolicy, home: Path, open_store: StoreOpener | None) -> None:
+        self.settings = settings
+        self.harness = harness
+        self.model = model
+        self.policy = policy
+        self.home = home
+        self._open_store = open_store
+        self._store_cm: AbstractAsyncContextManager[Store] | None = None
+        self._store: Store | None = None
+        self._port: Port | None = None
+        self._summaries: dict[str, list[ModelSummary]] = {}  # thread -> its summaries, oldest first
+        self._loaded: set[str] = set()  # threads whose stored summaries have been read
+        self._queued: set[str] = set()
+        self._send, self._receive = anyio.create_memory_object_stream[str](64)
+        self.made = 0  # summaries made (tests wait on it)
+        self.attempts = 0  # side sessions run, whatever came of them
+        self._progress = anyio.Event()
+        self._current: anyio.CancelScope | None = None  # the summary under way
+        self._stopping = False
+        # Every side session this process opened: Claude Code writes a few lines of a session
+        # (its last prompt, its cost) again when it ends it, after the close was answered, so
+        # its files are removed once more when the agent has gone (``aclose``).
+        self._opened: list[tuple[str, Path]] = []
+        model.on_turn_end.append(self._turn_ended)
+        model.on_quiet.append(self._quiet)
+
+    # ------------------------------------------------------------ what the swap reads
+
+    def summarizer(self, thread_id: str) -> WithSummaries | None:
+        """The preamble's summarizer for the thread's swap now: None (the extractive one) when
+        it has no summary. Never waits: what is not ready is not used."""
+        found = tuple(self._summaries.get(thread_id, ()))
+        if not found:
+            return None
+        anchor = next((s.anchor for s in reversed(found) if s.anchor), None)
+        return WithSummaries(found, anchor)
+
+    def anchor(self, thread_id: str) -> str | None:
+        """The thread's state anchor, as of its newest summary (``/context`` shows it)."""
+        return next((s.anchor for s in reversed(self._summaries.get(thread_id, ())) if s.anchor), None)
+
+    def summaries(self, thread_id: str) -> list[ModelSummary]:
+        return list(self._summaries.get(thread_id, ()))
+
+    async def wait_for(self, attempts: int) -> None:
+        """Until ``attempts`` side sessions have run (tests)."""
+        while self.attempts < attempts:
+            await self._progress.wait()
+
+    # ------------------------------------------------------------ when
+
+    def parts(self) -> list[ThreadModel]:
+        return [self.model]
+
+    async def prepare(self, port: Port) -> None:
+        self._port = port
+
+    def _turn_ended(self, thread_id: str, ok: bool) -> None:
+        """A swap is coming (the context past ``summary_at`` of the trigger) and none is under
+        way for the thread: queue it. Never blocks the flush that told of the turn end."""
+        self._consider(thread_id, ok, swap_task_done=False)
+
+    async def _quiet(self, thread_id: str) -> None:
+        """The swap task is done with a turn end it took: an agent that sends no usage (the
+        older Claude adapter) has its context read from the file only there, and every turn end
+        near the trigger is taken, so this is the moment for it."""
+        self._consider(thread_id, True, swap_task_done=True)
+
+    def _consider(self, thread_id: str, ok: bool, *, swap_task_done: bool) -> None:
+        state = self.model.threads.get(thread_id)
+        if (not ok or state is None or self._port is None or not self.settings.summaries
+                or not self.settings.enabled or thread_id in self._queued):
+            return
+        context = state.context_tokens if state.context_tokens is not None else state.file_tokens
+        if context is None or (state.swapping and not swap_task_done):
+            return  # nothing known yet; or the swap task looks at it now (``_quiet`` follows)
+        if context < self.settings.summary_at * self.policy.trigger(state.pace):
+            return
+        try:
+            self._send.send_nowait(thread_id)
+        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return
+        self._queued.add(thread_id)
+
+    async def run(self, port: Port) -> None:
+        self._port = port
+        async for thread_id in self._receive:
+            if self._stopping:
+                break
+            try:
+                with anyio.CancelScope() as self._current:
+                    await self._summarise(port, thread_id)
+            except Exception as exc:  # a summary is an extra: the extractive preamble stands
+                logger.warning("no summary made", thread=thread_id, error=f"{type(exc).__name__}: {exc}")
+            finally:
+                self._current = None
+                self._queued.discard(thread_id)
+                self.attempts += 1
+                self._progress.set()
+                self._progress = anyio.Event()
+
+    async def stopping(self) -> None:
+        """liminal stops (before the agent does): a summary under way is given up now, its
+        side session closed and its files removed while the agent can still answer; left to the
+        end, the CLI's file of it would stay in its folder, a session in its picker."""
+        self._stopping = True
+        if self._current is not None:
+            self._current.cancel()
+            with anyio.move_on_after(CLOSE_SECONDS + 1):
+                while self._current is not None:
+                    await self._progress.wait()
+
+    async def aclose(self) -> None:
+        opened, self._opened = self._opened, []
+        for session, folder in opened:
+            try:
+                await anyio.to_thread.run_sync(self.harness.forget, session, str(folder))
+            except Exception as exc:
+                logger.warning("side session's files not removed", session=session, error=str(exc))
+        if self._store_cm is not None:
+            await self._store_cm.__aexit__(None, None, None)
+            self._store_cm = self._store = None
+
+    # ------------------------------------------------------------ how
+
+    async def _summarise(self, port: Port, thread_id: str) -> None:
+        await self._load(thread_id)
+        state = self.model.threads.get(thread_id)
+        if state is None:
+            return
+        path = self.harness.locate(port.backing_of(thread_id), state.cwd)
+        if path is None:
+            return
+        turns = await anyio.to_thread.run_sync(self.harness.ancient, path, self.policy.aim)
+        covered = {k for s in self._summaries.get(thread_id, ()) for k in s.keys}
+        todo = [t for t in turns if turn_key(t) not in covered]
+        if not todo:
+            logger.debug("nothing new to summarise", thread=thread_id, ancient=len(turns))
+            return
+        request = summary_request(todo)
+        started = time.monotonic()
+        answer = await self.ask(port, request)
+        text, anchor = parse_answer(answer)
+        if not text:
+            logger.info("the side session gave no summary", thread=thread_id)
+            return
+        summary = ModelSummary(tuple(turn_key(t) for t in todo), text, anchor)
+        self._summaries.setdefault(thread_id, []).append(summary)
+        self.made += 1
+        logger.info("summary made", thread=thread_id, turns=len(todo), chars=len(text),
+                    seconds=round(time.monotonic() - started, 2))
+        await self._keep(thread_id, summary, request)
+
+    async def ask(self, port: Port, request: str) -> str:
+        """One prompt in a side session of liminal's own; the agent's answer text. The session
+        is closed and every file of it removed, whatever happened."""
+        folder = side_root(self.home) / str(uuid.uuid4())
+        await anyio.to_thread.run_sync(make_private_folder, folder)
+        session: str | None = None
+        try:
+            params = {**self.harness.side_params(), "cwd": str(folder), "mcpServers": []}
+            opened = await port.request("session/new", params,
+                                        timeout=self.settings.hold_timeout_seconds, private=True)
+            session = opened.get("sessionId") if isinstance(opened, dict) else None
+            if not isinstance(session, str):
+                raise RuntimeError("the agent opened no side session")
+            self._opened.append((session, folder))
+            text = await self._prompt(port, session, request)
+            if not text:
+                # Codex ends the turn when a tool is refused ("cancelled"): asked once more, in
+                # the same session (the range already read), for the text alone.
+                text = await self._prompt(port, session, RETRY)
+            return text
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._forget(port, session, folder)
+
+    async def _prompt(self, port: Port, session: str, text: str) -> str:
+        ended = await port.request("session/prompt", {"sessionId": session,
+                                                      "prompt": [{"type": "text", "text": text}]},
+                                   timeout=PROMPT_SECONDS, private=True)
+        answer = text_of(port.take_side(session))
+        if not answer:
+            logger.info("the side session answered no text", stop=(ended or {}).get("stopReason"))
+        return answer
+
+    async def _forget(self, port: Port, session: str | None, folder: Path) -> None:
+        if session is not None:
+            caps = (self.model.capabilities or {}).get("sessionCapabilities") or {}
+            if "close" in caps and port.agent_alive:
+                try:
+                    await port.request("session/close", {"sessionId": session},
+                                       timeout=CLOSE_SECONDS, private=True)
+                except Exception as exc:  # left open: memory, not a session anyone sees
+                    logger.info("side session not closed", session=session, error=str(exc))
+            port.end_side(session)
+            try:
+                await anyio.to_thread.run_sync(self.harness.forget, session, str(folder))
+            except Exception as exc:
+                logger.warning("side session's files not removed", session=session, error=str(exc))
+        await anyio.to_thread.run_sync(lambda: shutil.rmtree(folder, ignore_errors=True))
+
+    # ------------------------------------------------------------ the store
+
+    async def store(self) -> Store | None:
+        if self._open_store is None:
+            return None
+        if self._store is None:
+            self._store_cm = self._open_store()
+            self._store = await self._store_cm.__aenter__()
+        return self._store
+
+    async def _load(self, thread_id: str) -> None:
+        """The thread's stored summaries, once (a summary made by an earlier liminal is reused)."""
+        if thread_id in self._loaded:
+            return
+        self._loaded.add(thread_id)
+        try:
+            store = await self.store()
+            if store is None:
+                return
+            found = [m for m in await store.messages(SUMMARY_THREAD, "summary")
+                     if isinstance(m.data, dict) and m.data.get("thread") == thread_id]
+        except Exception as exc:
+            logger.warning("stored summaries not read", thread=thread_id, error=str(exc))
+            return
+        known = {s.keys for s in self._summaries.get(thread_id, ())}
+        stored = [ModelSummary(tuple(m.data.get("keys") or ()), m.text, m.data.get("anchor"))
+                  for m in sorted(found, key=lambda m: m.order)]
+        mine = self._summaries.setdefault(thread_id, [])
+        mine[:0] = [s for s in stored if s.keys not in known]
+
+    async def _keep(self, thread_id: str, summary: ModelSummary, request: str) -> None:
+        try:
+            store = await self.store()
+            if store is None:
+                return
+            now = time.time()
+            data: dict[str, Any] = {
+                "thread": thread_id, "keys": list(summary.keys), "anchor": summary.anchor,
+                "content_hash": hashlib.sha256(request.encode()).hexdigest()}
+            await store.write(Batch(messages=[MessageRecord(
+                id=f"summary-{uuid.uuid4()}", thread_id=SUMMARY_THREAD, turn_id=None, time=now,
+                order=f"{now:017.6f}", kind="summary", text=summary.text, data=data)]))
+        except Exception as exc:  # kept in memory: this liminal still uses it
+            logger.warning("summary not stored", thread=thread_id, error=str(exc))

@@ -1,0 +1,208 @@
+"""Summaries by the agent's own model, in a side session of liminal's (issue 24), with the real
+Claude Code and Codex against the fake model servers.
+
+A scripted conversation with a low trigger runs through ``liminal acp``. When a swap is coming,
+liminal asks the agent for a summary of the turns a swap would consolidate, in a session of its
+own: the fake model first tries a tool (refused), then answers with a scripted summary. The
+request must reach the model server; no frame of the side session may reach the client; no file
+of it may be left in the CLI's folders, the project or liminal's home, nor the session in
+``session/list``; the next swap's preamble (what the model is sent after it) must hold the
+summary and its state anchor; every range must be summarised once. A second test holds the
+summary's answer back: swaps go on with the extractive preamble and no prompt waits for it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import anyio
+
+from fixtures.harness import AcpClient, Adapter, Reply, Rig, Scenario, Shell, Text
+from fixtures.harness.httpserver import RecordedRequest
+from fixtures.harness.script import SUMMARY_REQUEST, ModelRequest
+from liminal.gradient.summarize import PREAMBLE_INTRO, STATE_HEADING
+from liminal.kernel.journal import SwapJournal
+from liminal.kernel.summaries import SUMMARY_THREAD
+from tests.acceptance.conftest import adapter_fixture
+from tests.support.listing import LISTING
+from tests.support.mongo import recorded
+
+adapter = adapter_fixture(["claude-agent", "codex-agent", "codex-zed"])
+
+KINDS = ["plain question", "BASH list", "PAR count", "BIG read", "plain follow-up"]
+PROMPTS = [f"turn {n}: {KINDS[n % len(KINDS)]} please" for n in range(18)]
+SUMMARY = ("## STATE\nGoal: SUMMARY-GOAL keep the listing stable\nEditing: nothing yet\n"
+           "## SUMMARY\nSUMMARY-MARK: the model found the listing and the counts agree.")
+
+
+def scenario(rig: Rig, adapter: Adapter, *, summary: Any = SUMMARY) -> Scenario:
+    tried = rig.home.project / "side-session-ran-a-tool.txt"
+    shell = Shell(f"touch {tried}", "Try a tool", escalate=adapter.name == "codex-agent")
+
+    def first(request: ModelRequest) -> Any:
+        # Codex ends a turn whose tool was refused, and liminal asks once more: then the summary.
+        return summary if b"side-session-ran-a-tool" in request.raw else shell
+
+    return (
+        Scenario()
+        .summarise(first, summary)
+        .add("BASH", Shell(LISTING, "List"), "listed them")
+        .add("PAR", Reply((Text("Three at once."), Shell("seq 1 40", "a"), Shell("seq 1 60", "b"),
+                           Shell("seq 1 80", "c"))), "counted all three")
+        .add("BIG", Shell("seq 10000 12000", "Read a lot"), "read it")
+    )
+
+
+def configure(rig: Rig) -> None:
+    base = rig.overhead()
+    rig.home.liminal_home.mkdir(parents=True, exist_ok=True)
+    with (rig.home.liminal_home / "config.toml").open("a") as config:
+        config.write(
+            f"[swap]\nhigh_tokens = {base + 9_000}\n"
+            "hold_timeout_seconds = 60\nsummaries = true\nsummary_at = 0.5\n"
+            "[gradient]\nrecent_tokens = 600\nmiddle_tokens = 600\nsummary_tokens = 600\n")
+
+
+def liminal_client(rig: Rig) -> AcpClient:
+    n = len(rig.clients)
+    client = AcpClient(rig.home.liminal_argv(), rig.home.env(), rig.home.project,
+                       rig.home.logs / f"stderr-{n}-liminal.log")
+    rig.clients.append(client)
+    return client
+
+
+def model_requests(rig: Rig) -> list[RecordedRequest]:
+    with rig.server._lock:
+        return [r for r in rig.server.requests if r.route.endswith(("/v1/messages", "/responses"))]
+
+
+def summary_requests(rig: Rig) -> list[RecordedRequest]:
+    return [r for r in model_requests(rig) if SUMMARY_REQUEST.encode() in r.raw]
+
+
+def main_requests(rig: Rig) -> list[RecordedRequest]:
+    return [r for r in model_requests(rig) if (r.json or {}).get("tools")
+            and SUMMARY_REQUEST.encode() not in r.raw]
+
+
+def stored(rig: Rig) -> list[Any]:
+    async def read() -> list[Any]:
+        async with recorded(rig.home.liminal_home) as store:
+            return list(await store.messages(SUMMARY_THREAD, "summary"))
+    return anyio.run(read)
+
+
+def view(request: RecordedRequest) -> ModelRequest:
+    from fixtures.harness import anthropic, openai
+
+    parse = anthropic.model_request if request.route.endswith("/v1/messages") else openai.model_request
+    return parse(request.path, request.json or {}, request.raw)
+
+
+def refusals(rig: Rig) -> list[ModelRequest]:
+    """The side sessions' requests after the tool the model tried (refused): each session's
+    second request (Claude Code: the tool's error result; Codex: liminal's second prompt)."""
+    return [v for v in map(view, summary_requests(rig)) if b"side-session-ran-a-tool" in v.raw]
+
+
+def session_ids_on_disk(rig: Rig) -> set[str]:
+    claude = {p.stem for p in rig.home.claude_config.glob("projects/*/*.jsonl")}
+    codex = {p.stem[-36:] for p in rig.home.codex_home.glob("sessions/*/*/*/rollout-*.jsonl")}
+    return claude | codex
+
+
+def asked_turns(raw: bytes) -> list[str]:
+    """The prompts a summary request quotes (``User: ...`` lines of liminal's request)."""
+    text = raw.decode()
+    return [p for p in PROMPTS if f"User: {p}" in text]
+
+
+def test_a_side_session_summarises_the_oldest_turns_for_the_next_swap(adapter: Adapter, rig: Rig) -> None:
+    rig.server.script = scenario(rig, adapter)
+    configure(rig)
+    before = session_ids_on_disk(rig)  # the measuring session of ``rig.overhead``
+    client = liminal_client(rig)
+    with client:
+        initialized = client.initialize()
+        thread = client.new_session(rig.home.project)["sessionId"]
+        for text in PROMPTS:
+            result = client.prompt(thread, text, timeout=180)
+            assert result.stop_reason == "end_turn", rig.stderr_tail()
+        lists = "list" in ((initialized.get("agentCapabilities") or {}).get("sessionCapabilities") or {})
+        listing = client.request("session/list", {})["sessions"]
+    swaps = [s for s in SwapJournal(rig.home.liminal_home / "swaps.jsonl").records() if s.outcome == "committed"]
+    assert swaps, rig.stderr_tail()
+
+    # The summary request reached the model server: the oldest turns, as text, and no tools asked.
+    asked = summary_requests(rig)
+    assert asked, rig.stderr_tail()
+    # Each side session: liminal's prompt, the tool the model tried, refused (Claude Code offers
+    # none there; Codex asks and the router says no), then its summary.
+    sessions = refusals(rig)
+    # (Codex's answer to a call it does not offer there is "unsupported call", not an error.)
+    assert sessions and all(v.tool_results[-1].is_error for v in sessions if v.api == "anthropic")
+    assert not (rig.home.project / "side-session-ran-a-tool.txt").exists()
+    # Each range once: no turn is quoted by two side sessions.
+    quoted = [p for v in sessions for p in set(asked_turns(v.raw))]
+    assert quoted and len(quoted) == len(set(quoted)), quoted
+    assert 1 <= len(stored(rig)) <= len(sessions)
+
+    # Nothing of the side session reached the client.
+    everything = b"\n".join(f.raw for f in client.received)
+    assert b"SUMMARY-MARK" not in everything and b"SUMMARY-GOAL" not in everything
+    assert client.session_ids() == {thread}, [f.raw[:400] for f in client.received
+                                              if (client.session_ids() - {thread}).pop().encode() in f.raw]
+    # No file of it is left: not in the CLI's folders, not in liminal's home, not listed.
+    known = before | {thread} | {s.new_backing_id for s in swaps}
+    assert session_ids_on_disk(rig) <= known, session_ids_on_disk(rig) - known
+    assert not [p for p in (rig.home.liminal_home / "side").glob("*")]
+    assert not list(rig.home.claude_config.glob("projects/*-liminal-side-*"))
+    listed = [s["sessionId"] for s in listing]
+    assert (thread in listed and set(listed) <= before | {thread}) or not lists, listed
+
+    # The swap after the summary: what the model is sent holds the summary and the state anchor.
+    made = stored(rig)[0].time
+    after = [s for s in swaps if s.started_at > made]
+    assert after, (made, swaps)
+    holding = [r for r in main_requests(rig) if r.t > made and b"SUMMARY-MARK" in r.raw]
+    assert holding, rig.stderr_tail()
+    assert STATE_HEADING.encode() in holding[0].raw and b"SUMMARY-GOAL" in holding[0].raw
+    assert PREAMBLE_INTRO[:40].encode() in holding[0].raw
+    assert b"SUMMARY-MARK" in main_requests(rig)[-1].raw  # and in every later preamble
+    assert not rig.server.errors
+
+
+def test_a_swap_does_not_wait_for_a_summary_not_ready(adapter: Adapter, rig: Rig) -> None:
+    released = threading.Event()
+    held: list[RecordedRequest] = []
+
+    def late(request: RecordedRequest) -> None:
+        if SUMMARY_REQUEST.encode() in request.raw:
+            held.append(request)
+            released.wait(300)  # the model takes its time; the person's turns must not
+
+    rig.server.script = scenario(rig, adapter)
+    rig.server.before_serving = late
+    configure(rig)
+    before = session_ids_on_disk(rig)
+    client = liminal_client(rig)
+    try:
+        with client:
+            client.initialize()
+            thread = client.new_session(rig.home.project)["sessionId"]
+            for text in PROMPTS:
+                result = client.prompt(thread, text, timeout=180)
+                assert result.stop_reason == "end_turn", rig.stderr_tail()
+            swaps = [s for s in SwapJournal(rig.home.liminal_home / "swaps.jsonl").records()
+                     if s.outcome == "committed"]
+            assert swaps and held, rig.stderr_tail()  # asked, not answered, and swapped all the same
+            # Every swap so far had only the extractive preamble: the summary never came.
+            last = main_requests(rig)[-1].raw
+            assert PREAMBLE_INTRO[:40].encode() in last and b"SUMMARY-MARK" not in last
+            assert STATE_HEADING.encode() not in last
+            released.set()
+    finally:
+        released.set()
+    assert session_ids_on_disk(rig) <= before | {thread} | {s.new_backing_id for s in swaps}
+    assert not list(rig.home.claude_config.glob("projects/*-liminal-side-*"))
