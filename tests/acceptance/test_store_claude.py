@@ -13,7 +13,11 @@ import pytest
 
 from fixtures.harness import Rig, Scenario, Shell, Text
 from liminal import cli
-from tests.support.commands import without_liminal_commands, without_liminal_server
+from tests.support.commands import (
+    without_liminal_commands,
+    without_liminal_ids,
+    without_liminal_server,
+)
 from tests.support.mongo import liminal_on_mongodb, needs_mongo_socket, recorded
 
 
@@ -50,9 +54,10 @@ def converse_then_read(rig: Rig, monkeypatch: pytest.MonkeyPatch,
         async with recorded(rig.home.liminal_home) as store:
             frames = await store.frames(limit=100_000)
             # The store keeps what the agent sent; the client got its command lists with
-            # liminal's commands added.
-            assert [without_liminal_commands(f.raw) for f in frames if f.direction == "a2c"] == [
-                without_liminal_commands(r) for r in received]
+            # liminal's commands added, and issue 25's message ids and capabilities.
+            assert [without_liminal_commands(without_liminal_ids(f.raw))
+                    for f in frames if f.direction == "a2c"] == [
+                without_liminal_commands(without_liminal_ids(r)) for r in received]
             # ... and what the client sent, the session request with liminal's MCP server added.
             assert [without_liminal_server(f.raw) for f in frames if f.direction == "c2a"] == [
                 without_liminal_server(r) for r in sent]
