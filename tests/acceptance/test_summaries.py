@@ -17,6 +17,7 @@ import threading
 from typing import Any
 
 import anyio
+import pytest
 
 from fixtures.harness import AcpClient, Adapter, Reply, Rig, Scenario, Shell, Text
 from fixtures.harness.httpserver import RecordedRequest
@@ -173,6 +174,8 @@ def test_a_side_session_summarises_the_oldest_turns_for_the_next_swap(adapter: A
     assert not rig.server.errors
 
 
+# Claude Code only: what the swap does without a summary is the CLI-neutral gradient's.
+@pytest.mark.parametrize("adapter", ["claude-agent"], indirect=True)
 def test_a_swap_does_not_wait_for_a_summary_not_ready(adapter: Adapter, rig: Rig) -> None:
     released = threading.Event()
     held: list[RecordedRequest] = []
