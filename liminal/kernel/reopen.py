@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any
 from liminal import log
 from liminal.acp import jsonrpc
 from liminal.acp.router import LocalRequest
-from liminal.kernel.replay import history_updates
-from liminal.store.records import conversation
+from liminal.kernel.replay import send_history
 
 if TYPE_CHECKING:
     from liminal.acp.port import Port
@@ -60,13 +59,7 @@ async def reopen(port: Port, mover: ThreadMover, store: Store | None, request: L
         port.answer_local(request.key, error=(jsonrpc.INTERNAL_ERROR, f"liminal could not open the thread: {exc}"))
         return
     if request.method == "session/load" and store is not None:
-        try:
-            updates = history_updates(conversation(await store.messages(thread)))
-        except Exception as exc:  # the load answers all the same, without the history
-            logger.warning("history not read from the store", thread=thread, error=str(exc))
-            updates = []
-        for update in updates:
-            port.notify_client("session/update", {"sessionId": thread, "update": update})
+        await send_history(port, store, thread)
     answer = {k: v for k, v in result.items() if k != "sessionId"}
     port.answer_local(request.key, answer)
     logger.info("thread reopened on an empty session (its session had no file)", thread=thread,

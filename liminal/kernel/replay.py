@@ -145,6 +145,19 @@ class ReplayManager(Component):
             await self._stack.aclose()
 
 
+async def send_history(port: Port, store: Store, thread: str) -> None:
+    """The thread's history from the store, to the client, for a load liminal answers itself
+    (``liminal.kernel.reopen``, ``restore``); a store that cannot be read sends none and the
+    load is answered all the same."""
+    try:
+        updates = history_updates(conversation(await store.messages(thread)))
+    except Exception as exc:
+        logger.warning("history not read from the store", thread=thread, error=str(exc))
+        return
+    for update in updates:
+        port.notify_client("session/update", {"sessionId": thread, "update": update})
+
+
 def history_updates(messages: Sequence[MessageRecord]) -> list[dict[str, Any]]:
     """Messages as the ``session/update`` updates that replay them (ACP: ``user_message_chunk``,
     ``agent_message_chunk``, ``agent_thought_chunk``, ``tool_call`` in its final state, ``plan``).

@@ -31,10 +31,9 @@ import anyio.to_thread
 from liminal import log
 from liminal.acp import jsonrpc
 from liminal.acp.router import LocalRequest
-from liminal.kernel.replay import history_updates
+from liminal.kernel.replay import send_history
 from liminal.kernel.threads import RESTORED, ThreadState
 from liminal.lookup.sessionlines import Incomplete, stored_lines
-from liminal.store.records import conversation
 
 if TYPE_CHECKING:
     from liminal.acp.port import Port
@@ -179,13 +178,7 @@ async def restore(port: Port, mover: ThreadMover, harness: SessionHarness, store
     port.note(RESTORED, {"backing_id": backing, "cwd": cwd, "harness": harness.name,
                          "written": why is None}, thread_id=thread)
     if moved and request.method == "session/load" and store is not None:
-        try:
-            updates = history_updates(conversation(await store.messages(thread)))
-        except Exception as exc:  # the load answers all the same, without the history
-            logger.warning("history not read from the store", thread=thread, error=str(exc))
-            updates = []
-        for update in updates:
-            port.notify_client("session/update", {"sessionId": thread, "update": update})
+        await send_history(port, store, thread)
     answer = dict(result) if isinstance(result, dict) else {}
     if "sessionId" in answer:
         answer["sessionId"] = thread
