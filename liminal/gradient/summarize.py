@@ -182,6 +182,8 @@ def _split_previous(previous: str) -> tuple[list[str], int, str]:
 # the side session, the store and the timing are the kernel's.
 
 SUMMARY_REQUEST = "You are summarising part of an earlier coding session"
+FOLD_REQUEST = "Fold these summaries into one"  # a fold's request says it (the fake models tell)
+ANCHOR_REQUEST = "Write the state anchor again"  # /context rebuild's request says it
 STATE_HEADING = "### STATE"
 MODEL_HEADING = "### Summary of earlier turns (written by the model)"
 NOTES_HEADING = "### Notes on earlier turns (extracted)"
@@ -199,11 +201,134 @@ def turn_key(turn: TurnDigest) -> str:
 @dataclass(frozen=True, slots=True)
 class ModelSummary:
     """A range of turns summarised by the model: its turns' keys (oldest first), the summary,
-    and the state anchor it gave (None: it gave none)."""
+    and the state anchor it gave (None: it gave none). A **fold** (``parts``: the
+    ``text_hash`` of each summary it replaces, oldest first) is the model's coarser summary of
+    older summaries, its ``keys`` theirs together. A state anchor alone (no keys, no text) is
+    what ``/context rebuild`` wrote."""
 
     keys: tuple[str, ...]
     text: str
     anchor: str | None = None
+    parts: tuple[str, ...] = ()
+
+
+def rendered(text: str) -> str:
+    """A summary as the preamble holds it: one paragraph (its blank lines closed up), since the
+    preamble separates summaries by a blank line and the next swap reads them back by it."""
+    lines = (_HEADING.sub("", line) for line in text.strip().splitlines() if line.strip())
+    return "\n".join(lines)
+
+
+_HEADING = re.compile(r"^#+\s+")  # the model's own headings: the preamble's ``### `` are its sections
+
+
+def text_hash(text: str) -> str:
+    """A summary's identity in a preamble (a fold names its parts by it)."""
+    return hashlib.sha256(rendered(text).encode()).hexdigest()[:24]
+
+
+def model_room(budget_chars: int) -> int:
+    """The characters of a preamble of ``budget_chars`` the model's summaries may take."""
+    return int(budget_chars * SUMMARY_SHARE)
+
+
+def live(summaries: Sequence[ModelSummary]) -> list[ModelSummary]:
+    """The thread's summaries as its preamble holds them once their turns are consolidated,
+    oldest first: every fold in place of its parts, no anchor-only record."""
+    by_hash = {text_hash(s.text): s for s in summaries if s.text}
+    ranges = [rendered(s.text) for s in summaries if s.keys and s.text and not s.parts]
+    return [by_hash[text_hash(t)] for t in fold_texts(ranges, [s for s in summaries if s.parts])]
+
+
+def fold_texts(texts: list[str], folds: Sequence[ModelSummary]) -> list[str]:
+    """``texts`` (summaries as a preamble holds them, oldest first) with each fold where its
+    first part was and none of its parts: the folds in the order they were made, since a later
+    fold may hold an earlier one. A part not there (its turns not consolidated yet, or given
+    way) is replaced when it comes: it is never there beside its fold."""
+    for fold in folds:
+        parts = set(fold.parts)
+        at = [i for i, t in enumerate(texts) if text_hash(t) in parts]
+        if not at or not fold.text:
+            continue
+        kept = [t for i, t in enumerate(texts) if i not in set(at)]
+        if rendered(fold.text) not in kept:
+            kept.insert(at[0], rendered(fold.text))
+        texts = kept
+    return texts
+
+
+FOLD_AT = 0.8  # of the summaries' room: past it the oldest are folded, before any has to give way
+FOLD_SHARE = 0.25  # of the room, at most, for a fold's text
+
+
+def plan_fold(summaries: Sequence[ModelSummary], budget_chars: int) -> list[ModelSummary]:
+    """The oldest summaries to fold into one (none: no fold is needed). Once the preamble's
+    summaries pass ``FOLD_AT`` of their room, the oldest, two or more, never the newest (it
+    says where the work stands), until what stays with the fold is at most half the room."""
+    now = live(summaries)
+    room = model_room(budget_chars)
+    sizes = [len(rendered(s.text)) + 2 for s in now]
+    if len(now) < 3 or sum(sizes) <= FOLD_AT * room:
+        return []
+    parts: list[ModelSummary] = []
+    left = sum(sizes)
+    for summary, size in zip(now[:-1], sizes[:-1], strict=True):
+        parts.append(summary)
+        left -= size
+        if len(parts) >= 2 and left + fold_chars(budget_chars) <= room // 2:
+            break
+    return parts if len(parts) >= 2 else []
+
+
+def fold_chars(budget_chars: int) -> int:
+    """At most this long, a fold's text."""
+    return int(model_room(budget_chars) * FOLD_SHARE)
+
+
+def fold_request(parts: Sequence[ModelSummary], limit_chars: int) -> str:
+    """The prompt of a side session that folds ``parts`` (oldest first) into one."""
+    out = [
+        f"{SUMMARY_REQUEST} for the assistant that will continue it. Do not use any tools: "
+        "answer from the text below only.",
+        "",
+        f"{FOLD_REQUEST}: the {len(parts)} summaries below cover consecutive earlier parts of "
+        f"the session, oldest first. Write one summary of all of them, at most {limit_chars} "
+        "characters, under exactly this heading:",
+        "## SUMMARY",
+        "The goal; decisions and why; findings; what was tried and failed; open questions; "
+        "technical anchors (paths, names, ports, ids, commands) still in use. Where a later part "
+        "changed an earlier one, keep the later.",
+        "",
+        "The summaries:",
+    ]
+    for n, part in enumerate(parts, 1):
+        out.append(f"--- part {n}")
+        out.append(part.text.strip())
+    return "\n".join(out)
+
+
+def anchor_request(turns: Sequence[TurnDigest], summaries: Sequence[ModelSummary], anchor: str | None) -> str:
+    """The prompt of ``/context rebuild``'s side session: the thread's context now (the model's
+    summaries of what was consolidated, the last anchor, the turns) and a new ``## STATE``."""
+    out = [
+        f"{SUMMARY_REQUEST} for the assistant that will continue it. Do not use any tools: "
+        "answer from the text below only.",
+        "",
+        f"{ANCHOR_REQUEST}: write where the work stands now, under exactly this heading:",
+        "## STATE",
+        "Goal: ...; Editing: (files or parts being changed); Resolved: ...; "
+        "Anchors: (paths, names, ports, ids, commands). At most 8 lines.",
+        "",
+    ]
+    if summaries:
+        out.append("Summaries of the earliest turns:")
+        out.extend(f"--- summary {n}\n{s.text.strip()}" for n, s in enumerate(summaries, 1))
+        out.append("")
+    if anchor:
+        out += ["The state as last written (it may be out of date):", anchor.strip(), ""]
+    out.append("The turns:")
+    out.extend(_turn_lines(turns))
+    return "\n".join(out)
 
 
 def summary_request(turns: Sequence[TurnDigest]) -> str:
@@ -221,13 +346,19 @@ def summary_request(turns: Sequence[TurnDigest]) -> str:
         "technical anchors (paths, names, ports, ids, commands). Be concrete and brief.",
         "",
         "The turns:",
+        *_turn_lines(turns),
     ]
+    return "\n".join(out)
+
+
+def _turn_lines(turns: Sequence[TurnDigest]) -> list[str]:
+    out: list[str] = []
     for turn in turns:
         out.append(f"--- turn {turn.number}")
         out.append("User: " + turn.prompt.strip())
         out.extend("Assistant: " + reply.strip() for reply in turn.replies if reply.strip())
         out.extend(f"Tool {name}: {detail}" for name, detail in turn.tools if detail)
-    return "\n".join(out)
+    return out
 
 
 def parse_answer(answer: str) -> tuple[str, str | None]:
@@ -242,6 +373,21 @@ def parse_answer(answer: str) -> tuple[str, str | None]:
     return text[summary.end():].strip(), anchor or None
 
 
+_LEFT_OUT = "({} earlier summaries left out; search the history)"
+_LEFT_OUT_LINE = re.compile(r"^\(\d+ earlier summaries left out; search the history\)$")
+
+
+def section(answer: str, name: str) -> str | None:
+    """The ``## NAME`` section of a model's answer (up to its next ``## STATE`` or ``## SUMMARY``
+    heading), or None: it wrote none."""
+    found = re.search(rf"^#+\s*{name}\s*$", answer, re.MULTILINE)
+    if found is None:
+        return None
+    after = answer[found.end():]
+    end = re.search(r"^#+\s*(STATE|SUMMARY)\s*$", after, re.MULTILINE)
+    return (after[:end.start()] if end else after).strip() or None
+
+
 def _split_ours(previous: str) -> tuple[list[str], str]:
     """A carried preamble of ours: the model's summaries it held, and the rest (the extractive
     part, or any text) for the extractive summarizer. Its state anchor is not carried: the
@@ -253,7 +399,8 @@ def _split_ours(previous: str) -> tuple[list[str], str]:
     sections = re.split(r"^(### .*)$", previous, flags=re.MULTILINE)
     for heading, body in zip(sections[1::2], sections[2::2], strict=False):
         if heading == MODEL_HEADING:
-            model.extend(p.strip() for p in body.strip().split("\n\n") if p.strip())
+            model.extend(p.strip() for p in body.strip().split("\n\n")
+                         if p.strip() and not _LEFT_OUT_LINE.match(p.strip()))
         elif heading == NOTES_HEADING:
             rest = body.strip()
     return model, rest
@@ -274,7 +421,7 @@ class WithSummaries:
     def used(self, turns: Sequence[TurnDigest]) -> list[ModelSummary]:
         """The summaries whose every turn is among ``turns``."""
         keys = {turn_key(t) for t in turns}
-        return [s for s in self.summaries if s.keys and set(s.keys) <= keys]
+        return [s for s in self.summaries if s.keys and s.text and not s.parts and set(s.keys) <= keys]
 
     def summarize(self, turns: Sequence[TurnDigest], previous: str | None, budget_chars: int) -> str:
         carried, rest_previous = _split_ours(previous or "")
@@ -287,19 +434,22 @@ class WithSummaries:
         # CLIs' own compaction). Only what the model's summary says instead (replies, tools)
         # is left out of the notes for the turns it covers.
         rest = [t if turn_key(t) not in covered else TurnDigest(t.number, t.prompt) for t in turns]
-        texts = carried + [s.text for s in used if s.text not in carried]
+        texts = carried + [rendered(s.text) for s in used if rendered(s.text) not in carried]
+        # The model's coarser summaries of older ones (``plan_fold``) in place of their parts.
+        texts = fold_texts(texts, [s for s in self.summaries if s.parts])
         head: list[str] = []
         if self.anchor:
             head += [STATE_HEADING, _clip(self.anchor, max(200, budget_chars // 8)), ""]
-        room = int(budget_chars * SUMMARY_SHARE) - sum(len(h) + 1 for h in head) - len(MODEL_HEADING)
-        # Over budget, the oldest summaries give way first: the newest say where the work stands.
+        room = model_room(budget_chars) - sum(len(h) + 1 for h in head) - len(MODEL_HEADING)
+        # Over budget, the oldest summaries give way first (the newest say where the work
+        # stands), until a fold of them is ready.
         kept: list[str] = []
         for text in reversed(texts):
             if sum(len(t) + 2 for t in kept) + len(text) + 2 > room:
                 break
             kept.insert(0, text)
         if len(kept) < len(texts):
-            kept.insert(0, f"({len(texts) - len(kept)} earlier summaries left out; search the history)")
+            kept.insert(0, _LEFT_OUT.format(len(texts) - len(kept)))
         model = [MODEL_HEADING, "\n\n".join(kept), ""] if kept else []
         start = "\n".join(head + model)
         left = max(400, budget_chars - len(start) - len(NOTES_HEADING) - 1)

@@ -81,9 +81,18 @@ class SessionHarness(Protocol):
         """The turns a rewrite to ``target_tokens`` would consolidate into its preamble, as the
         summarizer is given them (``liminal.kernel.summaries`` has them summarised ahead)."""
 
+    def digests(self, path: Path) -> list[TurnDigest]:
+        """Every turn the model sees now (not a preamble's summary of older ones), as the
+        summarizer is given them: what ``/context rebuild`` has the state anchor written from."""
+
     def side_params(self) -> dict[str, Any]:
         """What a side session's ``session/new`` adds for this CLI's adapter, so that it keeps
         no file of it and offers the model no tool (the router refuses what is asked anyway)."""
+
+    def prepare_side(self, folder: Path) -> None:
+        """Write what the CLI reads from a side session's working folder ``folder`` (made,
+        empty, before its ``session/new``; removed with it after), so that it offers the model
+        no tool where ``side_params`` cannot say so."""
 
     def forget(self, session_id: str, cwd: str) -> None:
         """Remove every file the CLI keeps of a session liminal opened for itself in the folder
@@ -218,11 +227,17 @@ class HarnessChoice:
     def ancient(self, path: Path, target_tokens: int) -> list[TurnDigest]:
         return self.current.ancient(path, target_tokens)
 
+    def digests(self, path: Path) -> list[TurnDigest]:
+        return self.current.digests(path)
+
     def forget(self, session_id: str, cwd: str) -> None:
         self.current.forget(session_id, cwd)
 
     def side_params(self) -> dict[str, Any]:
         return self.current.side_params()
+
+    def prepare_side(self, folder: Path) -> None:
+        self.current.prepare_side(folder)
 
     def discard(self, rewritten: Rewritten) -> None:
         self.current.discard(rewritten)

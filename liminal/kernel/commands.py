@@ -61,7 +61,7 @@ COMMANDS: dict[str, tuple[str | None, str]] = {
     "clear": ("[MARK]", "liminal: empty the model's context, or go back to MARK (history is kept)"),
     "fork": ("[MARK]", "liminal: a new session with this context, or with what followed MARK"),
     "undo": (None, "liminal: take the last turn out of the model's context"),
-    "context": (None, "liminal: what the model sees now, the marks, the last swap"),
+    "context": ("[rebuild]", "liminal: what the model sees now, the marks, the last swap (rebuild: write the state anchor again)"),
     "optimise": (None, "liminal: compress the context now (a gradient swap)"),
     "search": ("[--all] TEXT", "liminal: search what was said in this thread"),
     "recall": ("KEY", "liminal: the full text behind a truncation marker"),
@@ -136,6 +136,8 @@ class CommandCenter(Component):
         self._port: Port | None = None
         # The thread's state anchor, from its newest summary (``liminal.kernel.summaries``).
         self.anchor_of: Callable[[str], str | None] = lambda _thread: None
+        # ``/context rebuild`` (``SideSummaries.rebuild``): None while the summaries are off.
+        self.rebuild_anchor: Callable[[str], Awaitable[str]] | None = None
         # Where liminal's side sessions work: a session the agent lists there is no thread.
         self.side_root: Path | None = None
         self._background: anyio.abc.TaskGroup | None = None  # the sweeps of deleted threads' files
@@ -276,8 +278,16 @@ class CommandCenter(Component):
                 logger.exception("session/list failed", thread=request.thread_id)
                 port.answer_local(request.key, error=(jsonrpc.INTERNAL_ERROR, f"session/list failed: {exc}"))
             return
-        thread = request.thread_id or ""
         parsed = parse(prompt_text(request.message)) or ("", "")
+        if parsed == ("context", "rebuild") and self._background is not None:
+            # The model writes it, for up to minutes: the loads, lists and other commands
+            # this queue answers do not wait for it.
+            self._background.start_soon(self._answer_command, port, request, parsed)
+            return
+        await self._answer_command(port, request, parsed)
+
+    async def _answer_command(self, port: Port, request: LocalRequest, parsed: tuple[str, str]) -> None:
+        thread = request.thread_id or ""
         try:
             text = await self._run(thread, *parsed)
         except (CommandError, SwapError) as exc:
@@ -698,7 +708,10 @@ class CommandCenter(Component):
 
     async def _cmd_context(self, thread: str, args: str) -> str:
         """What the model sees now: its size, where the next swap comes, what bounds the floor it
-        lands on, what it would keep of each band, the marks, the last swap."""
+        lands on, what it would keep of each band, the marks, the last swap. ``rebuild``: the
+        state anchor written again first."""
+        if args:
+            return await self._rebuild(thread, args)
         state = self.model.threads.get(thread)
         policy = self.policy
         lines = []
@@ -744,6 +757,26 @@ class CommandCenter(Component):
         if records:
             lines.extend(zone.described(records[-1].zone))
         return "\n".join(lines)
+
+    async def _rebuild(self, thread: str, args: str) -> str:
+        """``/context rebuild``: the state anchor written again from the context now, by the
+        agent's model in a side session (``liminal.kernel.summaries``); the new one, or one
+        line saying why not."""
+        from liminal.kernel.summaries import AnchorNotWritten
+
+        if args != "rebuild":
+            raise CommandError("/context shows the context; /context rebuild writes the state anchor again")
+        if self.rebuild_anchor is None:
+            raise CommandError("the state anchor is written by the model's summaries, which are off "
+                               "(swap.summaries = true, with swaps on, turns them on)")
+        assert self._port is not None
+        if self._port.prompt_in_flight(thread):
+            raise CommandError("a prompt is running: rebuild the state anchor between turns")
+        try:
+            anchor = await self.rebuild_anchor(thread)
+        except AnchorNotWritten as exc:
+            raise CommandError(f"state anchor not written again: {exc}") from exc
+        return "State anchor written again from the current context (the next swap's preamble starts with it):\n" + anchor
 
     async def _cmd_optimise(self, thread: str, args: str) -> str:
         state = self.model.threads.get(thread)

@@ -36,15 +36,24 @@ import anyio
 import anyio.to_thread
 
 from liminal import log
-from liminal.acp.port import Component, Port
+from liminal.acp.port import Component, OwnRequestError, Port
 from liminal.acp.side_sessions import text_of
 from liminal.config import SwapSettings
 from liminal.gradient.summarize import (
+    PREAMBLE_INTRO,
     SUMMARY_REQUEST,
     ModelSummary,
     WithSummaries,
+    anchor_request,
+    fold_chars,
+    fold_request,
+    live,
     parse_answer,
+    plan_fold,
+    rendered,
+    section,
     summary_request,
+    text_hash,
     turn_key,
 )
 from liminal.harness.base import SessionHarness
@@ -61,9 +70,14 @@ SUMMARY_THREAD = "liminal-summaries"  # the store's pseudo-thread of summaries (
 SIDE_FOLDER = "side"  # under $LIMINAL_HOME: the side sessions' working folders
 PROMPT_SECONDS = 600.0  # the model reading a long range may take minutes
 CLOSE_SECONDS = 2.0  # closing a side session (the agent may be going)
+REBUILD_SECONDS = 180.0  # /context rebuild waits this long at most, a summary under way included
 RETRY = (f"{SUMMARY_REQUEST}: no tool may run in this session (the call was refused). Write the "
          "two sections now, in text only.")
 StoreOpener = Callable[[], AbstractAsyncContextManager["Store"]]
+
+
+class AnchorNotWritten(Exception):
+    """Why ``/context rebuild`` wrote no state anchor: one line, the anchor as it was."""
 
 
 def side_root(home: Path) -> Path:
@@ -88,6 +102,9 @@ class SideSummaries(Component):
         self._queued: set[str] = set()
         self._send, self._receive = anyio.create_memory_object_stream[str](64)
         self.made = 0  # summaries made (tests wait on it)
+        self.folds = 0  # folds made
+        self._folds_tried: set[tuple[str, ...]] = set()  # parts a fold was asked for (once each)
+        self._one_at_a_time = anyio.Lock()  # a summary, a fold, /context rebuild: one side session
         self.attempts = 0  # side sessions run, whatever came of them
         self._progress = anyio.Event()
         self._current: anyio.CancelScope | None = None  # the summary under way
@@ -164,7 +181,9 @@ class SideSummaries(Component):
                 break
             try:
                 with anyio.CancelScope() as self._current:
-                    await self._summarise(port, thread_id)
+                    async with self._one_at_a_time:
+                        await self._summarise(port, thread_id)
+                        await self._fold(port, thread_id)
             except Exception as exc:  # a summary is an extra: the extractive preamble stands
                 logger.warning("no summary made", thread=thread_id, error=f"{type(exc).__name__}: {exc}")
             finally:
@@ -226,6 +245,75 @@ class SideSummaries(Component):
                     seconds=round(time.monotonic() - started, 2))
         await self._keep(thread_id, summary, request)
 
+    def _budget_chars(self) -> int:
+        """The preamble's budget at the floor, in characters (as the rewrites count it)."""
+        return max(400, self.policy.gradient.summary_tokens * 4 - len(PREAMBLE_INTRO))
+
+    async def _fold(self, port: Port, thread_id: str) -> None:
+        """Past ``FOLD_AT`` of their room in the preamble, the thread's oldest summaries are
+        folded into one coarser summary (``plan_fold``), which later preambles hold in their
+        place: the preamble reaches back over the whole thread within its budget. Until it is
+        ready (or when the model's fold is no shorter than its parts) the oldest give way."""
+        budget = self._budget_chars()
+        parts = plan_fold(self._summaries.get(thread_id, ()), budget)
+        hashes = tuple(text_hash(p.text) for p in parts)
+        if not parts or hashes in self._folds_tried:
+            return
+        self._folds_tried.add(hashes)
+        request = fold_request(parts, fold_chars(budget))
+        answer = await self.ask(port, request)
+        text = section(answer, "SUMMARY") or answer.strip()
+        if not text or len(rendered(text)) >= sum(len(rendered(p.text)) for p in parts):
+            logger.info("the side session's fold is no shorter than its parts; not used",
+                        thread=thread_id, parts=len(parts), chars=len(text))
+            return
+        fold = ModelSummary(tuple(k for p in parts for k in p.keys), text, None, hashes)
+        self._summaries.setdefault(thread_id, []).append(fold)
+        self.folds += 1
+        logger.info("summaries folded", thread=thread_id, parts=len(parts), chars=len(text))
+        await self._keep(thread_id, fold, request)
+
+    async def rebuild(self, thread_id: str) -> str:
+        """``/context rebuild``: the state anchor written again now, from the thread's context
+        as it is (its turns, the model's summaries of older ones, the last anchor), in a side
+        session; the new anchor, which ``/context`` shows and the next swap's preamble starts
+        with. Bounded by ``REBUILD_SECONDS`` (a summary under way is waited for within it).
+        Raises ``AnchorNotWritten`` with why not."""
+        port, state = self._port, self.model.threads.get(thread_id)
+        if port is None or state is None:
+            raise AnchorNotWritten("liminal has not seen this thread opened")
+        try:
+            with anyio.fail_after(REBUILD_SECONDS):
+                async with self._one_at_a_time:
+                    if port.prompt_in_flight(thread_id):  # came while a summary was written
+                        raise AnchorNotWritten("a prompt is running: rebuild the state anchor between turns")
+                    await self._load(thread_id)
+                    path = self.harness.locate(port.backing_of(thread_id), state.cwd)
+                    turns = [] if path is None else await anyio.to_thread.run_sync(self.harness.digests, path)
+                    summaries = live(self._summaries.get(thread_id, ()))
+                    if not turns and not summaries:
+                        raise AnchorNotWritten("the model's context holds no turn yet: no state to write")
+                    request = anchor_request(turns, summaries, self.anchor(thread_id))
+                    answer = await self.ask(port, request)
+        except TimeoutError:
+            raise AnchorNotWritten(f"the side session gave no answer within {REBUILD_SECONDS:.0f} s") from None
+        except AnchorNotWritten:
+            raise
+        except OwnRequestError as exc:
+            said = exc.error.get("message") if isinstance(exc.error, dict) else exc.error
+            raise AnchorNotWritten(f"the agent answered the side session's {exc.method} with an error: "
+                                   f"{said}") from exc
+        except Exception as exc:
+            logger.warning("state anchor not rebuilt", thread=thread_id, error=f"{type(exc).__name__}: {exc}")
+            raise AnchorNotWritten(f"the side session failed: {type(exc).__name__}: {exc}") from exc
+        anchor = section(answer, "STATE") or answer.strip()
+        if not anchor:
+            raise AnchorNotWritten("the side session answered no text")
+        record = ModelSummary((), "", anchor)
+        self._summaries.setdefault(thread_id, []).append(record)
+        await self._keep(thread_id, record, request)
+        return anchor
+
     async def ask(self, port: Port, request: str) -> str:
         """One prompt in a side session of liminal's own; the agent's answer text. The session
         is closed and every file of it removed, whatever happened."""
@@ -233,6 +321,7 @@ class SideSummaries(Component):
         await anyio.to_thread.run_sync(make_private_folder, folder)
         session: str | None = None
         try:
+            await anyio.to_thread.run_sync(self.harness.prepare_side, folder)
             params = {**self.harness.side_params(), "cwd": str(folder), "mcpServers": []}
             opened = await port.request("session/new", params,
                                         timeout=self.settings.hold_timeout_seconds, private=True)
@@ -299,11 +388,12 @@ class SideSummaries(Component):
         except Exception as exc:
             logger.warning("stored summaries not read", thread=thread_id, error=str(exc))
             return
-        known = {s.keys for s in self._summaries.get(thread_id, ())}
-        stored = [ModelSummary(tuple(m.data.get("keys") or ()), m.text, m.data.get("anchor"))
+        known = set(self._summaries.get(thread_id, ()))
+        stored = [ModelSummary(tuple(m.data.get("keys") or ()), m.text, m.data.get("anchor"),
+                               tuple(m.data.get("parts") or ()))
                   for m in sorted(found, key=lambda m: m.order)]
         mine = self._summaries.setdefault(thread_id, [])
-        mine[:0] = [s for s in stored if s.keys not in known]
+        mine[:0] = [s for s in stored if s not in known]
 
     async def _keep(self, thread_id: str, summary: ModelSummary, request: str) -> None:
         try:
@@ -314,6 +404,8 @@ class SideSummaries(Component):
             data: dict[str, Any] = {
                 "thread": thread_id, "keys": list(summary.keys), "anchor": summary.anchor,
                 "content_hash": hashlib.sha256(request.encode()).hexdigest()}
+            if summary.parts:  # a fold: the summaries it replaces (``text_hash``)
+                data["parts"] = list(summary.parts)
             await store.write(Batch(messages=[MessageRecord(
                 id=f"summary-{uuid.uuid4()}", thread_id=SUMMARY_THREAD, turn_id=None, time=now,
                 order=f"{now:017.6f}", kind="summary", text=summary.text, data=data)]))

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from liminal.acp.router import Router
-from liminal.kernel.commands import COMMANDS, CommandCenter, parse
+from liminal.kernel.commands import COMMANDS, CommandCenter, CommandError, parse
 from liminal.kernel.threads import ThreadModel
 from tests.support.fakeport import FakePort
 
@@ -187,3 +187,107 @@ def test_the_title_of_a_session_a_thread_moved_onto_never_reaches_the_client() -
     router.bind("t1", "b1")  # a swap, /clear, /undo
     moved = title_update("b1", "gamma after clear")
     assert "title" not in moved and moved["updatedAt"] == "2026-11-26T00:00:00Z"
+
+
+def _prompt(rpc_id: int, thread: str, text: str) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": rpc_id, "method": "session/prompt", "params": {
+        "sessionId": thread, "prompt": [{"type": "text", "text": text}]}}).encode() + b"\n"
+
+
+async def _answers(center: CommandCenter, router: Router, *lines: bytes,
+                   during: Any = None) -> list[tuple[int, str]]:
+    """What the client is told for each prompt, in the order the answers came."""
+    port = FakePort(router)
+    center._port = port
+    for line in lines:
+        router.receive_from_client(line, 0)
+        for local in router.take().local:
+            center.local_requested(local)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(center.run, port)
+            if during is not None:
+                await during(port)
+            while router.local_pending():  # noqa: ASYNC110 - the router has no event for it
+                await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+    await center.aclose()
+    said: dict[str, str] = {}
+    out: list[tuple[int, str]] = []
+    for frame in port.to_client:
+        if frame.get("method") == "session/update":
+            said[frame["params"]["sessionId"]] = frame["params"]["update"]["content"]["text"]
+        elif "id" in frame:
+            out.append((frame["id"], said.pop(next(iter(said)), "")))
+    return out
+
+
+def _center() -> tuple[CommandCenter, Router]:
+    @contextlib.asynccontextmanager
+    async def open_store() -> AsyncIterator[Any]:
+        yield _MarksStore()
+
+    router = Router(max_frame_bytes=1 << 20)
+    center = CommandCenter(_model(t=_Thread(), u=_Thread()), None, _Journal(), _Policy(),  # type: ignore[arg-type]
+                           harness=_Harness(), open_store=open_store)
+    for methods, hook in center.request_hooks():
+        router.add_request_hook(methods, hook)
+    return center, router
+
+
+@pytest.mark.anyio
+async def test_context_rebuild_answers_with_the_new_anchor_or_one_line_why_not() -> None:
+    """Issue 24's /context rebuild: the state anchor written again now, or why not, in one line;
+    every prompt answered."""
+    from liminal.kernel.summaries import AnchorNotWritten
+
+    center, router = _center()
+    off = await _answers(center, router, _prompt(1, "t", "/context rebuild"), _prompt(2, "t", "/context again"))
+    assert off == [
+        (1, "the state anchor is written by the model's summaries, which are off (swap.summaries = true, "
+            "with swaps on, turns them on) (nothing changed)"),
+        (2, "/context shows the context; /context rebuild writes the state anchor again (nothing changed)")]
+
+    async def rebuild(thread: str) -> str:
+        if thread == "u":
+            raise AnchorNotWritten("the side session gave no answer within 180 s")
+        return "Goal: REBUILT"
+
+    center, router = _center()
+    center.rebuild_anchor = rebuild
+    said = dict(await _answers(center, router, _prompt(1, "t", "/context rebuild"), _prompt(2, "u", "/context rebuild")))
+    assert said == {
+        1: "State anchor written again from the current context (the next swap's preamble starts with it):\n"
+           "Goal: REBUILT",
+        2: "state anchor not written again: the side session gave no answer within 180 s (nothing changed)"}
+
+    center, router = _center()
+    center.rebuild_anchor = rebuild
+    center._port = FakePort(router)
+    center._port.prompt_in_flight = lambda thread: True  # type: ignore[method-assign]
+    with pytest.raises(CommandError, match="a prompt is running: rebuild the state anchor between turns"):
+        await center._cmd_context("t", "rebuild")
+    await center.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_rebuild_under_way_holds_up_no_other_command() -> None:
+    """The model may take minutes to write the anchor: the queue that answers the loads, the
+    lists and every other command goes on meanwhile."""
+    center, router = _center()
+    released = anyio.Event()
+
+    async def rebuild(thread: str) -> str:
+        await released.wait()
+        return "Goal: LATE"
+
+    async def release_once_marks_answered(port: FakePort) -> None:
+        while not any(f.get("id") == 2 for f in port.to_client):  # noqa: ASYNC110 - no event for it
+            await anyio.sleep(0.01)
+        released.set()
+
+    center.rebuild_anchor = rebuild
+    order = await _answers(center, router, _prompt(1, "t", "/context rebuild"), _prompt(2, "u", "/marks"),
+                           during=release_once_marks_answered)
+    assert [rpc_id for rpc_id, _ in order] == [2, 1]
+    assert dict(order)[1].endswith("Goal: LATE")

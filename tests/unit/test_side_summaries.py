@@ -6,6 +6,7 @@ the next."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +15,17 @@ import pytest
 
 from liminal.acp.port import OwnRequestError
 from liminal.config import GradientSettings, Settings, SwapSettings
-from liminal.gradient.summarize import TurnDigest
+from liminal.gradient.summarize import (
+    ANCHOR_REQUEST,
+    FOLD_REQUEST,
+    ModelSummary,
+    TurnDigest,
+    WithSummaries,
+    text_hash,
+    turn_key,
+)
 from liminal.kernel.policy import CostPolicy
-from liminal.kernel.summaries import SUMMARY_THREAD, SideSummaries, side_root
+from liminal.kernel.summaries import SUMMARY_THREAD, AnchorNotWritten, SideSummaries, side_root
 from liminal.kernel.threads import ThreadModel, ThreadState
 from liminal.store.configured import open_store
 from tests.support.fakeport import FakePort
@@ -25,6 +34,7 @@ pytestmark = pytest.mark.anyio
 THREAD = "11111111-1111-4111-8111-111111111111"
 SIDE = "33333333-3333-4333-8333-333333333333"
 TURNS = [TurnDigest(n, f"request {n}: move the port", (f"reply {n}",), ()) for n in range(1, 5)]
+LATER = [TurnDigest(n, f"request {n}: now the proxy", (f"reply {n}",), ()) for n in range(5, 7)]
 ANSWER = "## STATE\nGoal: the port moves to 8080\n## SUMMARY\nMODEL SUMMARY: 8080 it is."
 
 
@@ -34,6 +44,7 @@ class Harness:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.forgotten: list[tuple[str, str]] = []
+        self.prepared: list[Path] = []
 
     def locate(self, backing_id: str, cwd: str | None) -> Path | None:
         return self.path
@@ -43,6 +54,13 @@ class Harness:
 
     def side_params(self) -> dict[str, Any]:
         return {"_meta": {"x": 1}}
+
+    def prepare_side(self, folder: Path) -> None:
+        (folder / "settings").write_text("no tools")
+        self.prepared.append(folder)
+
+    def digests(self, path: Path) -> list[TurnDigest]:
+        return TURNS + LATER
 
     def forget(self, session_id: str, cwd: str) -> None:
         self.forgotten.append((session_id, cwd))
@@ -146,3 +164,197 @@ async def test_no_summary_far_from_the_trigger_or_when_turned_off(tmp_path: Path
     summaries._turn_ended(THREAD, True)
     assert summaries._receive.statistics().current_buffer_used == 0
 
+
+
+# ------------------------------------------------------------------ folding (issue 24)
+
+OLD_TURNS = [TurnDigest(n, f"old request {n}", (f"old reply {n}",), ()) for n in range(3)]
+OLDER = [ModelSummary((turn_key(t),), f"OLDER SUMMARY {t.number}: " + "x" * 380, "Goal: older") for t in OLD_TURNS]
+# The preamble of the swap that consolidated their turns: the next one carries them from it.
+CARRIED = WithSummaries(tuple(OLDER), "Goal: older").summarize(OLD_TURNS, None, 2000)
+FOLD = "## SUMMARY\nFOLDED: the three older summaries, in short."
+
+
+def answering(port: list[FakePort], asked: list[tuple[str, dict[str, Any]]], text: Callable[[str], str],
+              hang: bool = False) -> Any:
+    """An agent whose side session answers ``text(prompt)`` in one chunk (``hang``: never)."""
+    def answer(method: str, params: dict[str, Any]) -> Any:
+        asked.append((method, params))
+        if method == "session/new":
+            return {"sessionId": SIDE}
+        if method == "session/prompt":
+            said = text(params["prompt"][0]["text"])
+            if said:
+                port[0].from_agent({"jsonrpc": "2.0", "method": "session/update", "params": {
+                    "sessionId": SIDE, "update": {"sessionUpdate": "agent_message_chunk",
+                                                  "content": {"type": "text", "text": said}}}})
+            return {"stopReason": "end_turn"}
+        if method == "session/close":
+            return {}
+        raise OwnRequestError(method, {"code": -32601, "message": "no"})
+    return answer
+
+
+async def folding(tmp_path: Path, asked: list[tuple[str, dict[str, Any]]], text: Callable[[str], str],
+                  *, summary_tokens: int = 500) -> tuple[SideSummaries, FakePort]:
+    summaries, _, _ = await made(tmp_path, asked, context=7_000)
+    summaries.policy = CostPolicy(summaries.settings, GradientSettings(summary_tokens=summary_tokens), 167_000)
+    holder: list[FakePort] = []
+    port = FakePort(answer=answering(holder, asked, text))
+    holder.append(port)
+    await summaries.prepare(port)
+    summaries._summaries[THREAD] = list(OLDER)  # made earlier (an earlier liminal's, say)
+    summaries._loaded.add(THREAD)
+    return summaries, port
+
+
+def fold_or_summary(prompt: str) -> str:
+    return FOLD if FOLD_REQUEST in prompt else ANSWER
+
+
+async def test_past_their_room_the_oldest_summaries_are_folded_in_a_side_session(tmp_path: Path) -> None:
+    """The preamble's 1,274 characters for the model's summaries (a 500-token preamble) hold
+    three older ones of 400 and the new one: past 0.8 of the room, the three older are folded
+    into one by the model, stored once with the range and its parts, and the next preamble
+    holds the fold in their place: nothing gives way."""
+    asked: list[tuple[str, dict[str, Any]]] = []
+    summaries, port = await folding(tmp_path, asked, fold_or_summary)
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(summaries.run, port)
+        summaries._turn_ended(THREAD, True)
+        with anyio.fail_after(10):
+            await summaries.wait_for(1)
+        tasks.cancel_scope.cancel()
+    await summaries.aclose()
+    prompts = [p["prompt"][0]["text"] for m, p in asked if m == "session/prompt"]
+    assert len(prompts) == 2 and FOLD_REQUEST in prompts[1]  # the range, then the fold
+    assert all(f"OLDER SUMMARY {n}" in prompts[1] for n in range(3)) and "MODEL SUMMARY" not in prompts[1]
+    assert summaries.folds == 1 and port.to_client == []
+    preamble = summaries.summarizer(THREAD)
+    assert preamble is not None
+    assert "OLDER SUMMARY 2" in CARRIED
+    text = preamble.summarize(TURNS, CARRIED, 2000)
+    assert "FOLDED: the three older" in text and "MODEL SUMMARY: 8080" in text
+    assert "OLDER SUMMARY" not in text and "left out" not in text
+    assert preamble.anchor == "Goal: the port moves to 8080"  # a fold writes no anchor
+    async with open_store(Settings(home=tmp_path)) as store:
+        stored = await store.messages(SUMMARY_THREAD, "summary")
+    [fold] = [m for m in stored if m.data.get("parts")]
+    assert fold.text == "FOLDED: the three older summaries, in short."
+    assert fold.data["parts"] == [text_hash(s.text) for s in OLDER]
+    assert fold.data["keys"] == [turn_key(t) for t in OLD_TURNS] and fold.data["content_hash"]
+
+    # The next liminal reads the fold back and holds it in the same place.
+    later, _, _ = await made(tmp_path, [], context=7_000)
+    await later._load(THREAD)
+    await later.aclose()
+    assert [s.parts for s in later.summaries(THREAD)] == [(), tuple(fold.data["parts"])]
+
+
+async def test_a_fold_no_shorter_than_its_parts_is_not_used_nor_asked_again(tmp_path: Path) -> None:
+    asked: list[tuple[str, dict[str, Any]]] = []
+    summaries, port = await folding(tmp_path, asked, lambda p: "## SUMMARY\n" + "y" * 2000
+                                    if FOLD_REQUEST in p else ANSWER)
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(summaries.run, port)
+        summaries._turn_ended(THREAD, True)
+        with anyio.fail_after(10):
+            await summaries.wait_for(1)
+        summaries._turn_ended(THREAD, True)
+        with anyio.fail_after(10):
+            await summaries.wait_for(2)
+        tasks.cancel_scope.cancel()
+    await summaries.aclose()
+    prompts = [p["prompt"][0]["text"] for m, p in asked if m == "session/prompt"]
+    assert [FOLD_REQUEST in p for p in prompts] == [False, True]  # once: not at the next turn end
+    assert summaries.folds == 0
+    preamble = summaries.summarizer(THREAD)
+    assert preamble is not None and "y" * 100 not in preamble.summarize(TURNS, CARRIED, 2000)
+
+
+# ------------------------------------------------------------------ /context rebuild (issue 24)
+
+STATE = "## STATE\nGoal: REBUILT the proxy on 9090\nEditing: proxy.py"
+
+
+async def rebuilt(tmp_path: Path, text: Callable[[str], str], *, turns: bool = True,
+                  new_fails: bool = False) -> tuple[str | AnchorNotWritten, SideSummaries, list[Any]]:
+    asked: list[tuple[str, dict[str, Any]]] = []
+    summaries, _, harness = await made(tmp_path, asked, context=1_000)  # far from any trigger
+    holder: list[FakePort] = []
+    answer = answering(holder, asked, text)
+    port = FakePort(answer=(lambda m, p: (_ for _ in ()).throw(OwnRequestError(m, {"code": -32603, "message": "no room"}))
+                            if m == "session/new" else answer(m, p)) if new_fails else answer)
+    holder.append(port)
+    await summaries.prepare(port)
+    if not turns:
+        harness.path = None  # type: ignore[assignment]
+    try:
+        with anyio.fail_after(10):
+            result: str | AnchorNotWritten = await summaries.rebuild(THREAD)
+    except AnchorNotWritten as exc:
+        result = exc
+    await summaries.aclose()
+    return result, summaries, asked
+
+
+async def test_rebuild_writes_the_state_anchor_now_from_the_whole_context(tmp_path: Path) -> None:
+    result, summaries, asked = await rebuilt(tmp_path, lambda p: STATE)
+    assert result == "Goal: REBUILT the proxy on 9090\nEditing: proxy.py"
+    [prompt] = [p["prompt"][0]["text"] for m, p in asked if m == "session/prompt"]
+    assert ANCHOR_REQUEST in prompt and "request 1: move the port" in prompt
+    assert "request 6: now the proxy" in prompt  # the recent turns too: the whole context now
+    assert summaries.anchor(THREAD) == result  # /context shows it
+    preamble = summaries.summarizer(THREAD)
+    assert preamble is not None and preamble.summarize(TURNS, None, 4000).startswith(
+        "### STATE\nGoal: REBUILT the proxy on 9090")  # the next swap's preamble starts with it
+    assert [m for m, _ in asked] == ["session/new", "session/prompt", "session/close"]
+    async with open_store(Settings(home=tmp_path)) as store:
+        [kept] = await store.messages(SUMMARY_THREAD, "summary")
+    assert kept.data["anchor"] == result and kept.data["keys"] == [] and kept.text == ""
+    later, _, _ = await made(tmp_path, [], context=1_000)
+    await later._load(THREAD)
+    await later.aclose()
+    assert later.anchor(THREAD) == result  # and the next liminal's
+
+
+async def test_rebuild_says_why_not_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import liminal.kernel.summaries as module
+
+    cases = {"no text": await rebuilt(tmp_path / "a", lambda p: ""),
+             "no turns": await rebuilt(tmp_path / "b", lambda p: STATE, turns=False),
+             "failed": await rebuilt(tmp_path / "c", lambda p: STATE, new_fails=True)}
+    said = {name: str(result) for name, (result, _, _) in cases.items()}
+    assert all(isinstance(result, AnchorNotWritten) and summaries.anchor(THREAD) is None
+               for result, summaries, _ in cases.values()), said
+    assert said == {"no text": "the side session answered no text",
+                    "no turns": "the model's context holds no turn yet: no state to write",
+                    "failed": "the agent answered the side session's session/new with an error: no room"}, said
+
+    # The agent never answers: bounded, said, and the side session closed all the same.
+    monkeypatch.setattr(module, "REBUILD_SECONDS", 0.5)
+    monkeypatch.setattr(module, "CLOSE_SECONDS", 0.5)
+    asked: list[tuple[str, dict[str, Any]]] = []
+    summaries, port, harness = await made(tmp_path / "d", asked, context=1_000)
+    port.answer = None  # the side session opens; its prompt is never answered
+
+    async def open_it() -> None:
+        while not port.to_agent:  # noqa: ASYNC110 - the fake port has no event for it
+            await anyio.sleep(0.01)
+        port.from_agent({"jsonrpc": "2.0", "id": port.to_agent[0]["id"], "result": {"sessionId": SIDE}})
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(open_it)
+            with pytest.raises(AnchorNotWritten, match=r"gave no answer within (0|1) s"):
+                await summaries.rebuild(THREAD)
+    await summaries.aclose()
+    assert harness.forgotten and summaries.anchor(THREAD) is None
+
+    # Mid-turn: not asked at all.
+    summaries, port, _ = await made(tmp_path / "e", asked := [], context=1_000)
+    port.prompt_in_flight = lambda thread: True  # type: ignore[method-assign]
+    with pytest.raises(AnchorNotWritten, match="a prompt is running"):
+        await summaries.rebuild(THREAD)
+    await summaries.aclose()
+    assert asked == []

@@ -106,6 +106,14 @@ class ClaudeSessions:
         conversation = build(read_session(locate(path, env=self.env)))
         return list(make_plan(conversation, self.settings, target_tokens).digests)
 
+    def digests(self, path: Path) -> list[TurnDigest]:
+        from liminal.harness.claude.conversation import build
+        from liminal.harness.claude.gradient.plan import digest
+        from liminal.harness.claude.paths import locate
+        from liminal.harness.claude.records import read_session
+
+        return [digest(t) for t in build(read_session(locate(path, env=self.env))).turns]
+
     def side_params(self) -> dict[str, Any]:
         """The Agent SDK's options, which both Claude adapters take from ``_meta.claudeCode``:
         no session file (``persistSession``; Claude Code wrote its last prompt and cost to it
@@ -115,6 +123,9 @@ class ClaudeSessions:
         model call, after the answer, for nothing)."""
         options = {"persistSession": False, "tools": [], "promptSuggestions": False}
         return {"_meta": {"claudeCode": {"options": options}}}
+
+    def prepare_side(self, folder: Path) -> None:
+        """Nothing: ``side_params`` says it all."""
 
     def forget(self, session_id: str, cwd: str) -> None:
         """The session's file, its folder of large tool results, and the project folder of

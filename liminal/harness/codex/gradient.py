@@ -220,6 +220,11 @@ def ancient_digests(rollout: Rollout, target_tokens: int, settings: GradientSett
     return _digests([t for t, b in zip(rollout.turns, bands, strict=True) if b is Band.ANCIENT])[0]
 
 
+def all_digests(rollout: Rollout) -> list[TurnDigest]:
+    """Every turn, as the summarizer gets them (a previous rewrite's summary and zones left out)."""
+    return _digests(without_zones(rollout).turns)[0]
+
+
 def preamble_tokens(target_tokens: int, overhead: int, settings: GradientSettings) -> int:
     """The summary's budget: ``summary_tokens`` at the floor (a target of 0), else its share of
     the room under the target (``liminal.gradient.bands.preamble_budget``)."""

@@ -53,6 +53,40 @@ def _squash(text: str) -> str:
     return "".join(text.split())
 
 
+# A side session's project config (``CodexHarness.prepare_side``): every tool setting Codex 0.166
+# reads, off. The features are those Codex turns off itself for a thread of its own that must not
+# act (its "temporary structured thread"), plus tool search and goals; a key another Codex does
+# not know is ignored. ``apply_patch`` comes from the model's catalog entry, not a setting: the
+# read-only sandbox has its call ask first, and the router refuses the permission.
+SIDE_CONFIG = """\
+# liminal's side session (a summary): no tool runs here. Removed with the session.
+sandbox_mode = "read-only"
+web_search = "disabled"
+
+[features]
+shell_tool = false
+unified_exec = false
+view_image = false
+apply_patch_freeform = false
+tool_search = false
+tool_suggest = false
+goals = false
+request_permissions_tool = false
+image_generation = false
+standalone_web_search = false
+multi_agent = false
+multi_agent_v2 = false
+code_mode = false
+memories = false
+
+[tools.experimental_request_user_input]
+enabled = false
+
+[tools.update_plan]
+enabled = false
+"""
+
+
 class CodexSessions:
     name = "codex"
     # Codex compacts on its own near 90% of the model's window (258,400 tokens for the GPT-5
@@ -132,9 +166,26 @@ class CodexSessions:
     def ancient(self, path: Path, target_tokens: int) -> list[TurnDigest]:
         return gradient.ancient_digests(read_rollout(path), target_tokens, self.settings)
 
+    def digests(self, path: Path) -> list[TurnDigest]:
+        return gradient.all_digests(read_rollout(path))
+
     def side_params(self) -> dict[str, Any]:
-        """Nothing the Codex adapters take: the rollout is removed after (``forget``)."""
+        """Nothing the Codex adapters take: neither reads a tool setting from ``session/new``
+        (``prepare_side``); the rollout is removed after (``forget``)."""
         return {}
+
+    def prepare_side(self, folder: Path) -> None:
+        """A project config in the side session's folder turning Codex's tools off
+        (``SIDE_CONFIG``). The TypeScript adapter (``@agentclientprotocol/codex-acp``) starts
+        each session as an app-server thread whose config is read for its cwd, project layers
+        included (it marks the cwd trusted itself): Codex 0.166 then offers ``apply_patch``
+        alone, instead of ten tools. The Rust adapter (``@zed-industries/codex-acp``) copies
+        the config it read at its start for every session (``build_session_config``: cwd and
+        MCP servers set, ``include_apply_patch_tool`` forced on) and reads neither this file nor
+        anything of ``session/new``'s ``_meta``: its side sessions keep their tools, and the
+        router refuses what the model asks (``docs/gradient.md``)."""
+        make_private_folder(folder / ".codex")
+        write_atomically(folder / ".codex" / "config.toml", (SIDE_CONFIG.encode(),))
 
     def forget(self, session_id: str, cwd: str) -> None:
         """The rollout (Codex files rollouts by date, not by folder: ``cwd`` is not needed)."""

@@ -155,7 +155,8 @@ def _fit(
     return bands
 
 
-def _digest(turn: Turn) -> TurnDigest:
+def digest(turn: Turn) -> TurnDigest:
+    """A turn as the summarizer is given it: its prompt, the heads of the replies, its tools."""
     prompt = " ".join(b.head for b in turn.prompt.blocks if b.kind == "text")
     replies: list[str] = []
     tools: list[tuple[str, str]] = []
@@ -250,7 +251,7 @@ def make_plan(
     return Plan(
         items=tuple(items),
         bands={b: tuple(t.number for t, x in zip(turns, bands, strict=True) if x is b) for b in Band},
-        digests=tuple(_digest(t) for t, b in zip(turns, bands, strict=True) if b is Band.ANCIENT),
+        digests=tuple(digest(t) for t, b in zip(turns, bands, strict=True) if b is Band.ANCIENT),
         calibration=cal,
         tokens_before=measured_context
         or cal.overhead_tokens + cal.tokens(sum(r.chars for r in conversation.records)),
