@@ -124,6 +124,7 @@ async def test_a_swap_coming_has_the_oldest_turns_summarised_in_a_side_session(t
     opened = asked[0][1]
     assert opened["mcpServers"] == [] and Path(opened["cwd"]).parent == side_root(tmp_path)
     assert opened["_meta"] == {"x": 1}  # what the harness adds for its adapter
+    assert harness.prepared == [Path(opened["cwd"])]  # and writes in its folder (removed after)
     assert "request 1: move the port" in asked[1][1]["prompt"][0]["text"]
     assert "Do not use any tools" in asked[1][1]["prompt"][0]["text"]
     assert port.to_client == []  # not a frame of it reached the client
@@ -358,3 +359,20 @@ async def test_rebuild_says_why_not_in_one_line(tmp_path: Path, monkeypatch: pyt
         await summaries.rebuild(THREAD)
     await summaries.aclose()
     assert asked == []
+
+
+def test_a_codex_side_folder_turns_codex_s_tools_off(tmp_path: Path) -> None:
+    """The project config codex-agent's Codex reads for the side session's cwd: on main none was
+    written and Codex 0.166 offered ten tools there (tests/acceptance/test_summaries.py)."""
+    import tomllib
+
+    from liminal.harness.codex.live import CodexSessions
+
+    folder = tmp_path / "side" / "x"
+    folder.mkdir(parents=True)
+    CodexSessions(GradientSettings(), env={"CODEX_HOME": str(tmp_path / "codex")}).prepare_side(folder)
+    config = tomllib.loads((folder / ".codex" / "config.toml").read_text())
+    assert config["features"]["shell_tool"] is False and config["features"]["unified_exec"] is False
+    assert config["web_search"] == "disabled" and config["sandbox_mode"] == "read-only"
+    assert config["tools"]["update_plan"]["enabled"] is False
+    assert (folder / ".codex" / "config.toml").stat().st_mode & 0o077 == 0
