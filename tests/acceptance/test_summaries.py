@@ -240,7 +240,7 @@ def committed(rig: Rig) -> list[Any]:
 # (codex-agent) answers in 0.3-0.5 s where Claude Code's takes 5-9 s: more summaries, sooner.
 @pytest.mark.parametrize("adapter", ["codex-agent"], indirect=True)
 def test_context_rebuild_and_a_fold_of_the_oldest_summaries(adapter: Adapter, rig: Rig) -> None:
-    """The range summaries (200 characters each) pass 0.8 of the 1,561 characters a 600-token
+    """The range summaries (200 characters each) pass 0.8 of the 1,566 characters a 600-token
     preamble leaves them: the oldest are folded into one, which later preambles hold in their
     place, so none gives way. /context rebuild has the state anchor written now; /context shows
     it and the next swap's preamble starts with it."""
