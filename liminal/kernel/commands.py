@@ -749,7 +749,7 @@ class CommandCenter(Component):
                 lines.append(f"The session file could not be read for its bands ({type(exc).__name__}).")
         anchor = self.anchor_of(thread)
         if anchor:  # what the next swap's preamble starts with
-            lines.append("State anchor (from the newest summary):\n" + anchor)
+            lines.append("State anchor (the next swap's preamble starts with it):\n" + anchor)
         marks = await self.marks(thread)
         lines.append("Marks: " + (", ".join(sorted(marks)) or "none"))
         records = self.journal.records(thread)

@@ -292,7 +292,7 @@ class SideSummaries(Component):
                     turns = [] if path is None else await anyio.to_thread.run_sync(self.harness.digests, path)
                     summaries = live(self._summaries.get(thread_id, ()))
                     if not turns and not summaries:
-                        raise AnchorNotWritten("the model's context holds no turn yet: no state to write")
+                        raise AnchorNotWritten("the model's context holds no turn yet")
                     request = anchor_request(turns, summaries, self.anchor(thread_id))
                     answer = await self.ask(port, request)
         except TimeoutError:

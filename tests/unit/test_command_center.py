@@ -160,7 +160,7 @@ async def test_context_shows_the_state_anchor_of_the_newest_summary() -> None:
         text = await center._cmd_context("t", "")
     finally:
         await center.aclose()
-    assert "State anchor (from the newest summary):\nGoal: port 8080" in text
+    assert "State anchor (the next swap's preamble starts with it):\nGoal: port 8080" in text
 
 
 def test_the_title_of_a_session_a_thread_moved_onto_never_reaches_the_client() -> None:

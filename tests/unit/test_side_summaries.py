@@ -329,7 +329,7 @@ async def test_rebuild_says_why_not_in_one_line(tmp_path: Path, monkeypatch: pyt
     assert all(isinstance(result, AnchorNotWritten) and summaries.anchor(THREAD) is None
                for result, summaries, _ in cases.values()), said
     assert said == {"no text": "the side session answered no text",
-                    "no turns": "the model's context holds no turn yet: no state to write",
+                    "no turns": "the model's context holds no turn yet",
                     "failed": "the agent answered the side session's session/new with an error: no room"}, said
 
     # The agent never answers: bounded, said, and the side session closed all the same.
