@@ -282,9 +282,11 @@ class SideSummaries(Component):
         port, state = self._port, self.model.threads.get(thread_id)
         if port is None or state is None:
             raise AnchorNotWritten("liminal has not seen this thread opened")
+        queued = True  # behind a summary or a fold under way (one side session at a time)
         try:
             with anyio.fail_after(REBUILD_SECONDS):
                 async with self._one_at_a_time:
+                    queued = False
                     if port.prompt_in_flight(thread_id):  # came while a summary was written
                         raise AnchorNotWritten("a prompt is running: rebuild the state anchor between turns")
                     await self._load(thread_id)
@@ -296,7 +298,9 @@ class SideSummaries(Component):
                     request = anchor_request(turns, summaries, self.anchor(thread_id))
                     answer = await self.ask(port, request)
         except TimeoutError:
-            raise AnchorNotWritten(f"the side session gave no answer within {REBUILD_SECONDS:.0f} s") from None
+            raise AnchorNotWritten(
+                f"a summary of older turns was still being written after {REBUILD_SECONDS:.0f} s; try again later"
+                if queued else f"the side session gave no answer within {REBUILD_SECONDS:.0f} s") from None
         except AnchorNotWritten:
             raise
         except OwnRequestError as exc:

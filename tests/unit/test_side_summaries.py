@@ -352,6 +352,24 @@ async def test_rebuild_says_why_not_in_one_line(tmp_path: Path, monkeypatch: pyt
     await summaries.aclose()
     assert harness.forgotten and summaries.anchor(THREAD) is None
 
+    # Behind a summary that takes longer than the bound: said so, and nothing asked.
+    summaries, port, _ = await made(tmp_path / "f", asked := [], context=1_000)
+    held, done = anyio.Event(), anyio.Event()
+
+    async def summarising() -> None:
+        async with summaries._one_at_a_time:
+            held.set()
+            await done.wait()
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(summarising)
+        await held.wait()
+        with pytest.raises(AnchorNotWritten, match="a summary of older turns was still being written"):
+            await summaries.rebuild(THREAD)
+        done.set()
+    await summaries.aclose()
+    assert asked == []
+
     # Mid-turn: not asked at all.
     summaries, port, _ = await made(tmp_path / "e", asked := [], context=1_000)
     port.prompt_in_flight = lambda thread: True  # type: ignore[method-assign]
