@@ -56,8 +56,8 @@ def _squash(text: str) -> str:
 # A side session's project config (``CodexHarness.prepare_side``): every tool setting Codex 0.166
 # reads, off. The features are those Codex turns off itself for a thread of its own that must not
 # act (its "temporary structured thread"), plus tool search and goals; a key another Codex does
-# not know is ignored. ``apply_patch`` comes from the model's catalog entry, not a setting: the
-# read-only sandbox has its call ask first, and the router refuses the permission.
+# not know is ignored. ``apply_patch`` comes from the model's catalog entry, not a setting: in the
+# read-only sandbox an edit needs an approval, and the router refuses every one.
 SIDE_CONFIG = """\
 # liminal's side session (a summary): no tool runs here. Removed with the session.
 sandbox_mode = "read-only"
@@ -179,7 +179,7 @@ class CodexSessions:
         (``SIDE_CONFIG``). The TypeScript adapter (``@agentclientprotocol/codex-acp``) starts
         each session as an app-server thread whose config is read for its cwd, project layers
         included (it marks the cwd trusted itself): Codex 0.166 then offers ``apply_patch``
-        alone, instead of ten tools. The Rust adapter (``@zed-industries/codex-acp``) copies
+        alone, instead of ten tools (``tests/acceptance/test_summaries.py``). The Rust adapter (``@zed-industries/codex-acp``) copies
         the config it read at its start for every session (``build_session_config``: cwd and
         MCP servers set, ``include_apply_patch_tool`` forced on) and reads neither this file nor
         anything of ``session/new``'s ``_meta``: its side sessions keep their tools, and the
