@@ -149,7 +149,7 @@ def test_a_side_session_summarises_the_oldest_turns_for_the_next_swap(adapter: A
     assert sessions and all(v.tool_results[-1].is_error for v in sessions if v.api == "anthropic")
     assert not (rig.home.project / "side-session-ran-a-tool.txt").exists()
     # codex-agent reads the side folder's project config: Codex offers the model one tool of its
-    # ten there (apply_patch comes from the model's catalog; its call asks, and is refused).
+    # ten there (apply_patch comes from the model's catalog; an edit needs an approval, refused).
     offered = {t.get("name") or t.get("type") for r in asked for t in (r.json or {}).get("tools") or []}
     assert offered <= {"apply_patch"} or adapter.name != "codex-agent", offered
     # Each range once: no turn is quoted by two side sessions.
