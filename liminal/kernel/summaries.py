@@ -183,7 +183,6 @@ class SideSummaries(Component):
                 with anyio.CancelScope() as self._current:
                     async with self._one_at_a_time:
                         await self._summarise(port, thread_id)
-                        await self._fold(port, thread_id)
             except Exception as exc:  # a summary is an extra: the extractive preamble stands
                 logger.warning("no summary made", thread=thread_id, error=f"{type(exc).__name__}: {exc}")
             finally:
@@ -230,6 +229,9 @@ class SideSummaries(Component):
         todo = [t for t in turns if turn_key(t) not in covered]
         if not todo:
             logger.debug("nothing new to summarise", thread=thread_id, ancient=len(turns))
+            # (Summaries read from the store may be past the fold mark: an earlier liminal's.)
+            fold = await self._fold(port, thread_id, self._summaries.get(thread_id, []))
+            self._summaries.setdefault(thread_id, []).extend([fold] if fold else [])
             return
         request = summary_request(todo)
         started = time.monotonic()
@@ -239,26 +241,35 @@ class SideSummaries(Component):
             logger.info("the side session gave no summary", thread=thread_id)
             return
         summary = ModelSummary(tuple(turn_key(t) for t in todo), text, anchor)
-        self._summaries.setdefault(thread_id, []).append(summary)
         self.made += 1
         logger.info("summary made", thread=thread_id, turns=len(todo), chars=len(text),
                     seconds=round(time.monotonic() - started, 2))
         await self._keep(thread_id, summary, request)
+        # A summary that takes the thread's past the fold mark is given to the swaps with the
+        # fold it calls for: before it, a swap might leave the oldest out to make room.
+        mine = self._summaries.setdefault(thread_id, [])
+        try:
+            fold = await self._fold(port, thread_id, [*mine, summary])
+        except Exception as exc:  # the summary stands; the oldest give way until a fold is made
+            logger.warning("no fold made", thread=thread_id, error=f"{type(exc).__name__}: {exc}")
+            fold = None
+        mine.extend([summary, fold] if fold else [summary])
 
     def _budget_chars(self) -> int:
         """The preamble's budget at the floor, in characters (as the rewrites count it)."""
         return max(400, self.policy.gradient.summary_tokens * 4 - len(PREAMBLE_INTRO))
 
-    async def _fold(self, port: Port, thread_id: str) -> None:
-        """Past ``FOLD_AT`` of their room in the preamble, the thread's oldest summaries are
-        folded into one coarser summary (``plan_fold``), which later preambles hold in their
-        place: the preamble reaches back over the whole thread within its budget. Until it is
-        ready (or when the model's fold is no shorter than its parts) the oldest give way."""
+    async def _fold(self, port: Port, thread_id: str, summaries: list[ModelSummary]) -> ModelSummary | None:
+        """Past ``FOLD_AT`` of their room in the preamble, the oldest of ``summaries`` (the
+        thread's) are folded into one coarser summary (``plan_fold``), stored, and returned
+        for later preambles to hold in their place: the preamble reaches back over the whole
+        thread within its budget. None when no fold is needed, or the model's is no shorter
+        than its parts (then the oldest give way, as they did before folds)."""
         budget = self._budget_chars()
-        parts = plan_fold(self._summaries.get(thread_id, ()), budget)
+        parts = plan_fold(summaries, budget)
         hashes = tuple(text_hash(p.text) for p in parts)
         if not parts or hashes in self._folds_tried:
-            return
+            return None
         self._folds_tried.add(hashes)
         request = fold_request(parts, fold_chars(budget))
         answer = await self.ask(port, request)
@@ -266,12 +277,12 @@ class SideSummaries(Component):
         if not text or len(rendered(text)) >= sum(len(rendered(p.text)) for p in parts):
             logger.info("the side session's fold is no shorter than its parts; not used",
                         thread=thread_id, parts=len(parts), chars=len(text))
-            return
+            return None
         fold = ModelSummary(tuple(k for p in parts for k in p.keys), text, None, hashes)
-        self._summaries.setdefault(thread_id, []).append(fold)
         self.folds += 1
         logger.info("summaries folded", thread=thread_id, parts=len(parts), chars=len(text))
         await self._keep(thread_id, fold, request)
+        return fold
 
     async def rebuild(self, thread_id: str) -> str:
         """``/context rebuild``: the state anchor written again now, from the thread's context

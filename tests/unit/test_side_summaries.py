@@ -219,7 +219,16 @@ async def test_past_their_room_the_oldest_summaries_are_folded_in_a_side_session
     into one by the model, stored once with the range and its parts, and the next preamble
     holds the fold in their place: nothing gives way."""
     asked: list[tuple[str, dict[str, Any]]] = []
-    summaries, port = await folding(tmp_path, asked, fold_or_summary)
+    box: list[SideSummaries] = []
+    during: list[list[str]] = []
+
+    def model(prompt: str) -> str:
+        if FOLD_REQUEST in prompt:  # what a swap would be given while the fold is written
+            during.append([s.text for s in box[0].summaries(THREAD)])
+        return fold_or_summary(prompt)
+
+    summaries, port = await folding(tmp_path, asked, model)
+    box.append(summaries)
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(summaries.run, port)
         summaries._turn_ended(THREAD, True)
@@ -231,6 +240,11 @@ async def test_past_their_room_the_oldest_summaries_are_folded_in_a_side_session
     assert len(prompts) == 2 and FOLD_REQUEST in prompts[1]  # the range, then the fold
     assert all(f"OLDER SUMMARY {n}" in prompts[1] for n in range(3)) and "MODEL SUMMARY" not in prompts[1]
     assert summaries.folds == 1 and port.to_client == []
+    # The summary that called for the fold was given to the swaps with it, not before: a swap
+    # in between would have had to leave the oldest out.
+    assert during == [[s.text for s in OLDER]]
+    assert [s.text for s in summaries.summaries(THREAD)][-2:] == [
+        "MODEL SUMMARY: 8080 it is.", "FOLDED: the three older summaries, in short."]
     preamble = summaries.summarizer(THREAD)
     assert preamble is not None
     assert "OLDER SUMMARY 2" in CARRIED
