@@ -49,7 +49,9 @@ def components(settings: Settings, config_file: Path | None = None,
     swaps = SwapManager(settings.swap, journal, harness, gradient=settings.gradient, leases=leases)
     from liminal.store.cache import open_cache
 
-    opener = (lambda: open_store(settings, create=False)) if settings.store.index else None
+    # The running liminal writes the store (memos, summaries), so it makes it when the index
+    # worker has not yet: a `/memo` as the first words to a new install was "no store".
+    opener = (lambda: open_store(settings, create=True)) if settings.store.index else None
     # liminal's slash commands (/mark, /clear, /fork, /undo ...): answered by liminal.
     commands = CommandCenter(swaps.model, swaps.mover, journal, swaps.policy, harness, opener,
                              lambda: open_cache(settings))

@@ -21,6 +21,15 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture(autouse=True)
+def _no_terminal_size_from_the_runner(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest-xdist's workers get ``COLUMNS`` and ``LINES`` from the runner's terminal, and
+    rich sizes what the commands print by them: a table piped in a test wrapped at 80 columns
+    under ``-n`` and at 100 without. A test sees what a pipe sees: no size."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
+
+
 # The harness rig's fixtures (fake model servers, real adapters): fixtures/harness/pytest_plugin.py
 # and Chromium's for the dashboard's pages: tests/support/browser.py.
 pytest_plugins = ["fixtures.harness.pytest_plugin", "tests.support.browser"]

@@ -119,7 +119,9 @@ class LiminalTools:
                 raise ToolError("liminal's store is off (store.index = false): no history to search")
             from liminal.store.configured import open_store
 
-            self._store = await self._stack.enter_async_context(open_store(self.settings, create=False))
+            # memo_save writes: a store the index worker has not made yet is made here (the
+            # model's first act in a new install was "no store").
+            self._store = await self._stack.enter_async_context(open_store(self.settings, create=True))
         return self._store
 
     async def recaller(self) -> Recaller:

@@ -274,3 +274,22 @@ async def test_undo_of_a_sessions_only_turn_empties_the_context(tmp_path: Path) 
 
     # Sessions start with no file, as the CLI's: it writes one at the first turn.
     await run_liminal(tmp_path, body, AGENT_CLAUDE_NEW_EMPTY="1")
+
+
+async def test_a_memo_as_the_first_message_of_a_new_home_is_kept(tmp_path: Path) -> None:
+    """A person's first words to a new install are ``/memo ...``: the store does not exist yet
+    (the index worker makes it at its first write), and the memo is kept all the same, then
+    found by ``/memos`` and after a restart."""
+    async def first(proxy: ProxyProcess) -> None:
+        thread = await opened(proxy)
+        told = await said(proxy, thread, "/memo the staging port is 8443")
+        assert told.startswith("Memo kept"), told
+        assert "8443" in await said(proxy, thread, "/memos")
+
+    async def later(proxy: ProxyProcess) -> None:
+        thread = await opened(proxy)
+        assert "8443" in await said(proxy, thread, "/memos")
+
+    assert not (tmp_path / "liminal-home" / "liminal.db").exists()
+    await run_liminal(tmp_path, first)
+    await run_liminal(tmp_path, later)

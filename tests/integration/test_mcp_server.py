@@ -285,3 +285,17 @@ def test_calls_that_come_together_open_one_store(home: Path, monkeypatch: pytest
 
     answers = asyncio.run(together())
     assert len(opened) == 1 and all("launch code" in a[0] for a in answers)
+
+
+def test_a_memo_saved_before_anything_was_indexed_is_kept(tmp_path: Path) -> None:
+    """The model's first act in a new install is ``memo_save``: no store exists yet (the index
+    worker makes it at its first write), and the memo is kept all the same."""
+    fresh = tmp_path / "fresh-home"
+    server = Server(fresh, "--thread", THREAD, env=isolated(tmp_path))
+    try:
+        texts, failed = server.call("memo_save", content="the staging port is 8443", tags=["ops"])
+        assert not failed, texts
+        texts, _ = server.call("memo_find", tags=["ops"])
+        assert texts == ["- the staging port is 8443  #ops"]
+    finally:
+        assert server.close() == 0
