@@ -33,7 +33,7 @@ from liminal.acp import jsonrpc
 from liminal.acp.router import LocalRequest
 from liminal.kernel.replay import send_history
 from liminal.kernel.threads import RESTORED, ThreadState
-from liminal.lookup.sessionlines import Incomplete, stored_lines
+from liminal.lookup.sessionlines import Incomplete, stored_beside, stored_lines
 
 if TYPE_CHECKING:
     from liminal.acp.port import Port
@@ -106,18 +106,23 @@ async def write_session(store: Store, harness: SessionHarness, backing: str,
     None when it is there, else why not."""
     try:
         lines = await stored_lines(store, backing)
+        # The files its lines refer to (Claude Code's large tool outputs), written with it.
+        beside, missing = await stored_beside(store, harness, lines)
     except Incomplete as exc:
         return str(exc)
     except Exception as exc:  # the store down: the load goes on as it would have
         return f"the store could not be read: {type(exc).__name__}: {exc}"
     if harness.locate(backing, cwd) is not None:
         return None  # written meanwhile (the CLI, another load)
+    if missing:  # the conversation opens; the model finds no file where a preview says
+        logger.warning("files beside the session not in the store", session=backing,
+                       files=[f"{m.session_id}/{m.name}" for m in missing][:20])
     try:
-        path = await anyio.to_thread.run_sync(harness.restore, backing, cwd, lines)
+        path = await anyio.to_thread.run_sync(harness.restore, backing, cwd, lines, beside)
     except Exception as exc:  # a file there already, an id of another CLI
         return f"not written: {type(exc).__name__}: {exc}"
     logger.info("session file written from the store", session=backing, path=str(path),
-                lines=len(lines))
+                lines=len(lines), beside=len(beside))
     return None
 
 
