@@ -124,3 +124,28 @@ async def test_a_file_gone_before_its_line_was_read_leaves_the_line_stored(
     harness = ClaudeSessions(GradientSettings(), {"CLAUDE_CONFIG_DIR": str(config)})
     assert await write_session(store, harness, SID, CWD) is None
     assert path.exists() and not kept.exists()
+
+
+async def test_a_rewrite_that_kept_the_preview_gets_its_originals_file_back(
+        store: Store, tmp_path: Path) -> None:
+    """A swap's rewrite keeps the recent turns byte for byte: a preview there still names the
+    original session's file. The rewrite written again from the store (the thread is on it)
+    brings that file back where the preview says, though the original's session is not written."""
+    config = tmp_path / "claude"
+    path, kept, _ = session_with_a_large_output(config)
+    await index(store, path)
+    rewrite_id = "0b5c7a10-1111-4a2b-9c3d-0000000000ff"
+    copied = [line.replace(SID.encode(), rewrite_id.encode()) if b"persisted-output" not in line
+              else line for line in path.read_bytes().splitlines()[-3:]]
+    rewrite = path.with_name(f"{rewrite_id}.jsonl")
+    rewrite.write_bytes(b"".join(line + b"\n" for line in copied))
+    data = rewrite.read_bytes()
+    await SessionFileIndexer(store, rewrite, rewrite_id, THREAD, own_bytes=len(data),
+                             quarantine=tmp_path / "q").catch_up()
+    for each in (path, rewrite):
+        each.unlink()
+    shutil.rmtree(path.with_suffix(""))
+    harness = ClaudeSessions(GradientSettings(), {"CLAUDE_CONFIG_DIR": str(config)})
+    assert await write_session(store, harness, rewrite_id, CWD) is None
+    assert rewrite.read_bytes() == data
+    assert kept.read_bytes() == OUTPUT and not path.exists()
