@@ -122,7 +122,7 @@ async def write_session(store: Store, harness: SessionHarness, backing: str,
     except Exception as exc:  # a file there already, an id of another CLI
         return f"not written: {type(exc).__name__}: {exc}"
     logger.info("session file written from the store", session=backing, path=str(path),
-                lines=len(lines), beside=len(beside))
+                lines=len(lines), files_beside=len(beside))
     return None
 
 

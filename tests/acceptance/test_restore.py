@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from fixtures.harness import Adapter, ModelRequest, Rig, Scenario, Shell, ToolCall
@@ -136,7 +136,7 @@ def saved_path(request: ModelRequest) -> str:
     return json.dumps(request.body).split("Full output saved to: ")[1].split("\\n")[0]
 
 
-def test_a_large_tool_output_comes_back_with_its_thread(make_rig: Any) -> None:
+def test_a_large_tool_output_comes_back_with_its_thread(make_rig: Callable[..., Rig]) -> None:
     """Claude Code (2.1.316) puts a tool output past about 30,000 characters in
     ``<id>/tool-results/``; every file of the thread deleted, the load writes it back from the
     store with the session, and the model reads its own earlier output from it again."""
