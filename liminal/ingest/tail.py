@@ -151,25 +151,41 @@ class SessionFileIndexer:
 
     async def _keep_beside(self, lines: Iterable[bytes]) -> None:
         """Store each file beside a session that ``lines`` refer to, one record per batch (each
-        at most ``MAX_BESIDE`` in memory). A file that is gone or too large is said and left: its
-        line is still stored."""
-        wanted = [ref for raw in lines for ref in self.harness.beside_in(raw)]
-        for ref in dict.fromkeys(wanted):
+        at most ``MAX_BESIDE`` in memory). A file that is gone, too large or unreadable is said
+        and left, and so is a line the harness cannot read: the lines are still stored (a
+        failure here must not stop the session's indexing at that line for good)."""
+        for ref in dict.fromkeys(ref for raw in lines for ref in self._named(raw)):
             if ref in self._kept:
                 continue
+            self._kept.add(ref)
             path = self.harness.beside_path(ref, self.path)
-            data = None if path is None else await anyio.to_thread.run_sync(read_bounded, path,
-                                                                            MAX_BESIDE)
+            why, data = "gone", None
+            if path is not None:
+                try:
+                    data = await anyio.to_thread.run_sync(read_bounded, path, MAX_BESIDE)
+                    why = f"larger than {MAX_BESIDE} bytes"
+                except OSError as exc:
+                    why = f"unreadable: {exc}"
             if data is None:
-                logger.warning("file beside a session not kept: " + ("gone" if path is None else
-                               f"larger than {MAX_BESIDE} bytes"), session=ref.session_id,
+                logger.warning("file beside a session not kept", reason=why, session=ref.session_id,
                                name=ref.name, thread=self.thread_id)
-                self._kept.add(ref)
                 continue
             record = SessionRecord(ref.record_id(self.thread_id), ref.store_key, self.thread_id, 0,
                                    None, None, None, None, (), "", data)
-            await write_batch(self.store, Batch(session_records=[record]), quarantine=self.quarantine)
-            self._kept.add(ref)
+            try:
+                await write_batch(self.store, Batch(session_records=[record]),
+                                  quarantine=self.quarantine)
+            except BaseException:
+                self._kept.discard(ref)  # the store failed: tried again with the lines
+                raise
+
+    def _named(self, raw: bytes) -> tuple[Beside, ...]:
+        try:
+            return self.harness.beside_in(raw)
+        except Exception as exc:
+            logger.warning("session line not read for files beside it", path=str(self.path),
+                           error=f"{type(exc).__name__}: {exc}"[:200])
+            return ()
 
     def _record(self, raw: bytes, offset: int) -> SessionRecord:
         """The line as a record; one the parser cannot read (JSON too deep to write again) is

@@ -149,3 +149,30 @@ async def test_a_rewrite_that_kept_the_preview_gets_its_originals_file_back(
     assert await write_session(store, harness, rewrite_id, CWD) is None
     assert rewrite.read_bytes() == data
     assert kept.read_bytes() == OUTPUT and not path.exists()
+
+
+async def test_a_file_it_cannot_read_or_a_line_it_cannot_parse_stops_no_indexing(
+        store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tried again at every change, a failure here stopped the session's indexing at that line
+    for good: it is said, and the lines are stored."""
+    from liminal.ingest import tail
+
+    config = tmp_path / "claude"
+    path, _, _ = session_with_a_large_output(config)
+
+    def unreadable(path: Path, max_bytes: int) -> bytes:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(tail, "read_bounded", unreadable)
+    await index(store, path)
+    assert b"".join(line + b"\n" for line in await stored_lines(store, SID)) == path.read_bytes()
+
+    def broken(line: bytes) -> tuple[Beside, ...]:
+        raise RecursionError("too deep")
+
+    with path.open("ab") as f:
+        f.write(b'{"type":"user","x":"<persisted-output>"}\n')
+    indexer = SessionFileIndexer(store, path, SID, THREAD, quarantine=tmp_path / "q")
+    monkeypatch.setattr(indexer.harness, "beside_in", broken)
+    await indexer.catch_up()
+    assert b"".join(line + b"\n" for line in await stored_lines(store, SID)) == path.read_bytes()
