@@ -12,7 +12,7 @@ wraps, chosen by the ``harness.name`` setting, else from the agent's ``initializ
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -148,18 +148,19 @@ class SessionHarness(Protocol):
         """What a recall key names if ``line`` (a stored session line) is its record, else None."""
 
     def restore(self, backing_id: str, cwd: str | None, lines: Sequence[bytes],
-                beside: Mapping[Beside, bytes] | None = None) -> Path:
+                beside: Iterable[tuple[Beside, bytes]] = ()) -> Path:
         """Write the session ``backing_id`` again from its stored ``lines`` (each without its
         newline, in file order: the file byte for byte) where the CLI looks for it (``cwd``: the
         session's folder, for a CLI that files sessions by it), 0600; returns the path. Raises
         ``RewriteError`` when a file is there already, ``ValueError`` for an id that is not
         a session id of this CLI or lines it cannot place. ``beside``: the files its lines refer
-        to (``beside_in``), written where the CLI keeps them, 0600, byte for byte (none that is
-        there already)."""
+        to (``beside_in``) and their bytes, taken one at a time (each may be large), written
+        where the CLI keeps them, 0600, byte for byte (none over a file that is there), before
+        the session."""
 
     def beside_in(self, line: bytes) -> tuple[Beside, ...]:
         """The files beside a session that ``line`` (a line of a session file of this CLI)
-        refers to: the store keeps them with the line. None for a CLI that keeps no such file
+        refers to: the store keeps them with the line. Empty for a CLI that keeps no such file
         (Codex puts everything in the rollout)."""
 
     def beside_path(self, ref: Beside, near: Path | None) -> Path | None:
@@ -295,7 +296,7 @@ class HarnessChoice:
         return None
 
     def restore(self, backing_id: str, cwd: str | None, lines: Sequence[bytes],
-                beside: Mapping[Beside, bytes] | None = None) -> Path:
+                beside: Iterable[tuple[Beside, bytes]] = ()) -> Path:
         return self.current.restore(backing_id, cwd, lines, beside)
 
     def beside_in(self, line: bytes) -> tuple[Beside, ...]:

@@ -49,16 +49,7 @@ async def stored_beside_one(store: Store, ref: Beside) -> bytes | None:
     return records[0].raw if records else None
 
 
-async def stored_beside(store: Store, harness: SessionHarness,
-                        lines: Sequence[bytes]) -> tuple[dict[Beside, bytes], list[Beside]]:
-    """The files beside sessions that ``lines`` refer to (``SessionHarness.beside_in``), as the
-    store holds them, and those it does not hold (gone before they were indexed, too large)."""
-    found: dict[Beside, bytes] = {}
-    missing: list[Beside] = []
-    for ref in dict.fromkeys(ref for line in lines for ref in harness.beside_in(line)):
-        data = await stored_beside_one(store, ref)
-        if data is None:
-            missing.append(ref)
-        else:
-            found[ref] = data
-    return found, missing
+def named_beside(harness: SessionHarness, lines: Sequence[bytes]) -> list[Beside]:
+    """The files beside sessions that ``lines`` refer to (``SessionHarness.beside_in``), each
+    once, in order."""
+    return list(dict.fromkeys(ref for line in lines for ref in harness.beside_in(line)))

@@ -84,7 +84,7 @@ def test_restore_writes_the_files_beside_the_session_byte_for_byte_0600(
     data = b"\x00\xff not UTF-8\r\n" + "é✓".encode() * 1000
     beside = {Beside(SID, "tool-results/bh6ttyhlx.txt"): data,
               Beside(older, "tool-results/toolu_1.txt"): b"older output\n"}
-    path = claude.restore(SID, CWD, [line], beside)
+    path = claude.restore(SID, CWD, [line], beside.items())
     folder = config / "projects" / FOLDER
     assert path == folder / f"{SID}.jsonl" and path.read_bytes() == line + b"\n"
     written = folder / SID / "tool-results" / "bh6ttyhlx.txt"
@@ -108,18 +108,18 @@ def test_restore_never_writes_over_a_file_nor_a_name_the_cli_would_not_make(
     there.parent.mkdir(parents=True)
     there.write_bytes(b"the CLI's own")
     line = tool_result_line(preview(config, "kept.txt"))
-    claude.restore(SID, CWD, [line], {Beside(SID, "tool-results/kept.txt"): b"another"})
+    claude.restore(SID, CWD, [line], [(Beside(SID, "tool-results/kept.txt"), b"another")])
     assert there.read_bytes() == b"the CLI's own"
     (folder / f"{SID}.jsonl").unlink()
     for name in ("../../x.txt", "tool-results/../../x.txt", "subagents/agent-1.jsonl"):
         with pytest.raises(ValueError):
-            claude.restore(SID, CWD, [line], {Beside(SID, name): b"x"})
+            claude.restore(SID, CWD, [line], [(Beside(SID, name), b"x")])
         assert not (folder / f"{SID}.jsonl").exists()  # nothing written
     with pytest.raises(ValueError):
-        claude.restore(SID, CWD, [line], {Beside("../../etc", "tool-results/x.txt"): b"x"})
+        claude.restore(SID, CWD, [line], [(Beside("../../etc", "tool-results/x.txt"), b"x")])
     claude.restore(SID, CWD, [line])
     with pytest.raises(RewriteError):  # the session is there: nothing beside it either
-        claude.restore(SID, CWD, [line], {Beside(SID, "tool-results/new.txt"): b"x"})
+        claude.restore(SID, CWD, [line], [(Beside(SID, "tool-results/new.txt"), b"x")])
     assert not (folder / SID / "tool-results" / "new.txt").exists()
 
 
@@ -138,7 +138,7 @@ def test_codex_keeps_no_file_beside_a_rollout(tmp_path: Path) -> None:
     assert codex.previews(preview(tmp_path, "x.txt").encode()) is None
     assert codex.beside_path(Beside(SID, "tool-results/x.txt"), None) is None
     with pytest.raises(ValueError):
-        codex.restore(SID, None, [b'{"type":"session_meta"}'], {Beside(SID, "tool-results/x.txt"): b"x"})
+        codex.restore(SID, None, [b'{"type":"session_meta"}'], [(Beside(SID, "tool-results/x.txt"), b"x")])
 
 
 def test_the_harness_choice_asks_every_cli_for_a_preview(tmp_path: Path) -> None:

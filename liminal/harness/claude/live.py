@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -182,7 +182,7 @@ class ClaudeSessions:
     # -- a session written again from the store (``liminal.kernel.restore``) -------------------
 
     def restore(self, backing_id: str, cwd: str | None, lines: Sequence[bytes],
-                beside: Mapping[Beside, bytes] | None = None) -> Path:
+                beside: Iterable[tuple[Beside, bytes]] = ()) -> Path:
         """``projects/<encoded cwd>/<id>.jsonl``: the folder Claude Code looks in for the cwd the
         session is opened with (the records' own ``cwd`` when none is given); the large tool
         outputs its lines preview in ``<session>/tool-results/`` of that folder (a rewrite's
@@ -198,7 +198,7 @@ class ClaudeSessions:
         path = folder / f"{backing_id}.jsonl"
         if path.exists():  # before any file beside it is written
             raise RewriteError(f"{path} exists")
-        toolresults.write_beside(folder, beside or {})
+        toolresults.write_beside(folder, beside)
         write_atomically(path, tuple(line + b"\n" for line in lines))
         return path
 

@@ -22,7 +22,7 @@ such an output gives the file's text, not the preview.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +81,7 @@ def in_line(line: bytes) -> tuple[Beside, ...]:
         return ()
     try:
         record = loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past what the parser takes
         return ()
     found = (in_preview(text) for text in _tool_result_texts(record))
     return tuple(dict.fromkeys(ref for ref in found if ref is not None))
@@ -112,15 +112,14 @@ def path_of(ref: Beside, near: Path | None, env: Mapping[str, str] | None) -> Pa
     return None
 
 
-def write_beside(folder: Path, files: Mapping[Beside, bytes]) -> list[Path]:
+def write_beside(folder: Path, files: Iterable[tuple[Beside, bytes]]) -> list[Path]:
     """Each file under ``folder`` (a project folder) as the CLI keeps it, byte for byte, 0600 in
-    0700 folders; never over a file that is there. Raises ``ValueError`` for a name the CLI
-    would not make (before anything is written)."""
-    for ref in files:
+    0700 folders, one at a time as ``files`` gives them; never over a file that is there. Raises
+    ``ValueError`` for a name the CLI would not make (before writing that one)."""
+    written = []
+    for ref, data in files:
         if not is_session_id(ref.session_id) or not is_name(ref.name):
             raise ValueError(f"{ref.session_id}/{ref.name!r} is no tool output file of Claude Code")
-    written = []
-    for ref, data in files.items():
         target = folder / ref.session_id / ref.name
         if target.exists() or target.is_symlink():
             continue

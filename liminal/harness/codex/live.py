@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -288,14 +288,14 @@ class CodexSessions:
         return None
 
     def restore(self, backing_id: str, cwd: str | None, lines: Sequence[bytes],
-                beside: Mapping[Beside, bytes] | None = None) -> Path:
+                beside: Iterable[tuple[Beside, bytes]] = ()) -> Path:
         """Where Codex's state database names the rollout (``rollout.recorded_path``), else
         ``sessions/YYYY/MM/DD/rollout-<start>-<id>.jsonl`` under CODEX_HOME, dated by the
         rollout's own ``session_meta`` (when it started), as Codex names it. ``beside`` must be
         empty: Codex keeps no file beside a rollout."""
         if not is_session_id(backing_id):
             raise ValueError(f"{backing_id!r} is not a session id")
-        if beside:
+        if next(iter(beside), None) is not None:
             raise ValueError("Codex keeps no file beside a rollout")
         parsed = parse_lines(lines[0] + b"\n") if lines else []
         started = None
