@@ -12,7 +12,7 @@ wraps, chosen by the ``harness.name`` setting, else from the agent's ``initializ
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -35,6 +35,27 @@ class Rewritten:
     tokens_after: int
     size: int = 0  # bytes liminal wrote; the CLI appends after them
     zone: tuple[Placed, ...] = ()  # what the rewrite placed in its dynamic zone
+
+
+@dataclass(frozen=True, slots=True)
+class Beside:
+    """A file a CLI keeps beside a session and that the session's lines refer to (Claude Code's
+    large tool outputs: ``liminal.harness.claude.toolresults``): whose it is and its name there,
+    both the harness's own. The store keeps it with the thread whose lines refer to it, as one
+    session record under ``store_key`` (``liminal.ingest.tail``), so that ``restore`` can write
+    it back and recall can read it with the file gone."""
+
+    session_id: str
+    name: str
+
+    @property
+    def store_key(self) -> str:
+        """The ``SessionRecord.backing_id`` the store keeps the file's bytes under (offset 0;
+        one record per thread that refers to it: ``record_id``)."""
+        return f"{self.session_id}/{self.name}"
+
+    def record_id(self, thread_id: str | None) -> str:
+        return f"{self.store_key}@{thread_id or ''}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,12 +156,29 @@ class SessionHarness(Protocol):
     def recall_in_line(self, line: bytes, key: RecallKey) -> bytes | None:
         """What a recall key names if ``line`` (a stored session line) is its record, else None."""
 
-    def restore(self, backing_id: str, cwd: str | None, lines: Sequence[bytes]) -> Path:
+    def restore(self, backing_id: str, cwd: str | None, lines: Sequence[bytes],
+                beside: Iterable[tuple[Beside, bytes]] = ()) -> Path:
         """Write the session ``backing_id`` again from its stored ``lines`` (each without its
         newline, in file order: the file byte for byte) where the CLI looks for it (``cwd``: the
         session's folder, for a CLI that files sessions by it), 0600; returns the path. Raises
         ``RewriteError`` when a file is there already, ``ValueError`` for an id that is not
-        a session id of this CLI or lines it cannot place."""
+        a session id of this CLI or lines it cannot place. ``beside``: the files its lines refer
+        to (``beside_in``) and their bytes, taken one at a time (each may be large), written
+        where the CLI keeps them, 0600, byte for byte (none over a file that is there), before
+        the session."""
+
+    def beside_in(self, line: bytes) -> tuple[Beside, ...]:
+        """The files beside a session that ``line`` (a line of a session file of this CLI)
+        refers to: the store keeps them with the line. Empty for a CLI that keeps no such file
+        (Codex puts everything in the rollout)."""
+
+    def beside_path(self, ref: Beside, near: Path | None) -> Path | None:
+        """Where ``ref`` is on this machine (``near``: the session file whose line named it),
+        or None."""
+
+    def previews(self, value: bytes) -> Beside | None:
+        """The file whose whole text a recalled value (``recall``) is only a preview of, or None:
+        recall gives the file's text instead."""
 
     def remove(self, backing_id: str, cwd: str | None) -> list[Path]:
         """Remove every file the CLI keeps of the session ``backing_id`` (its session file
@@ -272,8 +310,26 @@ class HarnessChoice:
                 return value
         return None
 
-    def restore(self, backing_id: str, cwd: str | None, lines: Sequence[bytes]) -> Path:
-        return self.current.restore(backing_id, cwd, lines)
+    def restore(self, backing_id: str, cwd: str | None, lines: Sequence[bytes],
+                beside: Iterable[tuple[Beside, bytes]] = ()) -> Path:
+        return self.current.restore(backing_id, cwd, lines, beside)
+
+    def beside_in(self, line: bytes) -> tuple[Beside, ...]:
+        return self.current.beside_in(line)
+
+    def beside_path(self, ref: Beside, near: Path | None) -> Path | None:
+        for harness in self.all():
+            found = harness.beside_path(ref, near)
+            if found is not None:
+                return found
+        return None
+
+    def previews(self, value: bytes) -> Beside | None:
+        for harness in self.all():  # a key names a session, not a CLI
+            ref = harness.previews(value)
+            if ref is not None:
+                return ref
+        return None
 
     def remove(self, backing_id: str, cwd: str | None) -> list[Path]:
         return self.current.remove(backing_id, cwd)

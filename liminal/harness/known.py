@@ -45,6 +45,16 @@ def find_session_file(backing_id: str, cwd: str | None = None,
     return find_claude(backing_id, cwd, env) or find_codex(backing_id, env)
 
 
+def harness_of(path: Path, env: Mapping[str, str] | None = None) -> SessionHarness:
+    """The harness of the CLI whose session file ``path`` is (the indexer asks it which files
+    beside the session a line refers to: ``SessionHarness.beside_in``)."""
+    from liminal.config import GradientSettings
+    from liminal.harness.codex.rollout import session_id_of
+
+    factories = known_harnesses(GradientSettings(), env)
+    return factories["codex" if session_id_of(path) is not None else "claude"]()
+
+
 def line_parser(path: Path) -> LineParser:
     """How the indexer turns a line of ``path`` into a store record, by whose file it is."""
     from liminal.harness.codex.rollout import session_id_of

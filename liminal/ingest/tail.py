@@ -13,6 +13,15 @@ indexed from the older file, so search leaves them out; but the recall keys of t
 name this session and records liminal copied into it, and a key must resolve from the store
 once the files are gone (docs/gradient.md, "Recall").
 
+A line may refer to a file the CLI keeps beside the session (Claude Code's large tool outputs,
+``<id>/tool-results/``: the line holds only a preview). Its harness says which
+(``SessionHarness.beside_in``) and where it is; the file's bytes are stored before the line, as
+one session record under the file's key (``Beside.store_key``) and the thread's id, in parts
+where large like any raw bytes, at most ``MAX_BESIDE`` of them: so the store never has such a
+line without its file, ``liminal.kernel.restore`` writes both back, and recall gives the whole
+output with the file gone. Claude Code writes the file before the model is sent the preview,
+and the line after (docs/facts.md): when the line is read, the file is whole.
+
 Here, not beside Claude Code's line parser where it was: it writes through the indexer's
 ``liminal.ingest.poison.write_batch``, and the harness importing the indexer made a circle of
 packages.
@@ -20,13 +29,15 @@ packages.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
 import anyio
 
 from liminal import log
-from liminal.harness.known import LineParser, line_parser
+from liminal.harness.base import Beside, SessionHarness
+from liminal.harness.known import LineParser, harness_of, line_parser
 from liminal.ingest.poison import write_batch
 from liminal.store.base import Store
 from liminal.store.records import Batch, SessionRecord
@@ -34,6 +45,18 @@ from liminal.store.records import Batch, SessionRecord
 logger = log.get("liminal.ingest.tail")
 MAX_LINE = 64 * 1024 * 1024
 READ_BYTES = 8 * 1024 * 1024
+# A file beside a session larger than a line may be is not kept (read whole into the worker's
+# memory, written as one record): its line is, and a restore writes the session without it.
+MAX_BESIDE = MAX_LINE
+
+
+def read_bounded(path: Path, max_bytes: int) -> bytes | None:
+    """The regular file's bytes, or None when it is larger than ``max_bytes``."""
+    from liminal.sessionfiles import open_regular
+
+    with open_regular(path) as handle:
+        data = handle.read(max_bytes + 1)
+    return None if len(data) > max_bytes else data
 
 
 def read_complete_lines(path: Path, offset: int,
@@ -68,12 +91,16 @@ def read_complete_lines(path: Path, offset: int,
 class SessionFileIndexer:
     def __init__(self, store: Store, path: Path, backing_id: str, thread_id: str | None = None,
                  *, quarantine: Path, own_bytes: int = 0,
-                 parse: LineParser | None = None) -> None:
+                 parse: LineParser | None = None, harness: SessionHarness | None = None) -> None:
         """``parse`` makes a record of a line: by default the parser of the CLI whose file
         ``path`` is (``liminal.harness.known.line_parser``); the tailing is the same for all.
+        ``harness``: the CLI's, which says what files beside the session a line refers to (by
+        default the one whose file ``path`` is).
         ``own_bytes``: how much of the file liminal wrote (its lines are marked as liminal's).
         ``quarantine``: where a line the store refuses even cut is set aside."""
         self.parse = parse or line_parser(path)
+        self.harness = harness or harness_of(path)
+        self._kept: set[Beside] = set()  # files beside the session stored by this watcher
         self.quarantine = quarantine
         self.store = store
         self.path = path
@@ -112,6 +139,7 @@ class SessionFileIndexer:
             if not lines:
                 return total
             records = [self._record(raw, at) for at, raw in lines]
+            await self._keep_beside(raw for _, raw in lines)  # first: no line without its file
             # One line the store refuses as parsed (a lone surrogate, an integer past 64 bits,
             # nesting past orjson's 254 levels, a record past its size limit) failed the batch
             # at every change: the file's indexing stopped there for good. Such values are made
@@ -120,6 +148,44 @@ class SessionFileIndexer:
             self.offset = end
             total += len(records)
             self.indexed += len(records)
+
+    async def _keep_beside(self, lines: Iterable[bytes]) -> None:
+        """Store each file beside a session that ``lines`` refer to, one record per batch (each
+        at most ``MAX_BESIDE`` in memory). A file that is gone, too large or unreadable is said
+        and left, and so is a line the harness cannot read: the lines are still stored (a
+        failure here must not stop the session's indexing at that line for good)."""
+        for ref in dict.fromkeys(ref for raw in lines for ref in self._named(raw)):
+            if ref in self._kept:
+                continue
+            self._kept.add(ref)
+            path = self.harness.beside_path(ref, self.path)
+            why, data = "gone", None
+            if path is not None:
+                try:
+                    data = await anyio.to_thread.run_sync(read_bounded, path, MAX_BESIDE)
+                    why = f"larger than {MAX_BESIDE} bytes"
+                except OSError as exc:
+                    why = f"unreadable: {exc}"
+            if data is None:
+                logger.warning("file beside a session not kept", reason=why, session=ref.session_id,
+                               name=ref.name, thread=self.thread_id)
+                continue
+            record = SessionRecord(ref.record_id(self.thread_id), ref.store_key, self.thread_id, 0,
+                                   None, None, None, None, (), "", data)
+            try:
+                await write_batch(self.store, Batch(session_records=[record]),
+                                  quarantine=self.quarantine)
+            except BaseException:
+                self._kept.discard(ref)  # the store failed: tried again with the lines
+                raise
+
+    def _named(self, raw: bytes) -> tuple[Beside, ...]:
+        try:
+            return self.harness.beside_in(raw)
+        except Exception as exc:
+            logger.warning("session line not read for files beside it", path=str(self.path),
+                           error=f"{type(exc).__name__}: {exc}"[:200])
+            return ()
 
     def _record(self, raw: bytes, offset: int) -> SessionRecord:
         """The line as a record; one the parser cannot read (JSON too deep to write again) is

@@ -24,8 +24,10 @@ sessions of the thread need no file: recall reads their lines from the store.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+import anyio.from_thread
 import anyio.to_thread
 
 from liminal import log
@@ -33,11 +35,11 @@ from liminal.acp import jsonrpc
 from liminal.acp.router import LocalRequest
 from liminal.kernel.replay import send_history
 from liminal.kernel.threads import RESTORED, ThreadState
-from liminal.lookup.sessionlines import Incomplete, stored_lines
+from liminal.lookup.sessionlines import Incomplete, named_beside, stored_beside_one, stored_lines
 
 if TYPE_CHECKING:
     from liminal.acp.port import Port
-    from liminal.harness.base import SessionHarness
+    from liminal.harness.base import Beside, SessionHarness
     from liminal.kernel.mover import ThreadMover
     from liminal.store.base import Store
 
@@ -102,8 +104,9 @@ async def bind_from_store(store: Store | None, port: Port, thread: str) -> str |
 
 async def write_session(store: Store, harness: SessionHarness, backing: str,
                         cwd: str | None) -> str | None:
-    """Write ``backing``'s file from the store where the CLI looks for it, if it has none;
-    None when it is there, else why not."""
+    """Write ``backing``'s file from the store where the CLI looks for it, if it has none, with
+    the files beside it that its lines name (Claude Code's large tool outputs); None when it is
+    there, else why not."""
     try:
         lines = await stored_lines(store, backing)
     except Incomplete as exc:
@@ -112,12 +115,27 @@ async def write_session(store: Store, harness: SessionHarness, backing: str,
         return f"the store could not be read: {type(exc).__name__}: {exc}"
     if harness.locate(backing, cwd) is not None:
         return None  # written meanwhile (the CLI, another load)
+    refs, missing = named_beside(harness, lines), []
+
+    def beside() -> Iterator[tuple[Beside, bytes]]:
+        # Read from the store as the harness writes them: one file in memory at a time (each
+        # up to 64 MiB, a session may name many).
+        for ref in refs:
+            data = anyio.from_thread.run(stored_beside_one, store, ref)
+            if data is None:
+                missing.append(ref)
+            else:
+                yield ref, data
+
     try:
-        path = await anyio.to_thread.run_sync(harness.restore, backing, cwd, lines)
-    except Exception as exc:  # a file there already, an id of another CLI
+        path = await anyio.to_thread.run_sync(harness.restore, backing, cwd, lines, beside())
+    except Exception as exc:  # a file there already, an id of another CLI, the store gone
         return f"not written: {type(exc).__name__}: {exc}"
+    if missing:  # the conversation opens; the model finds no file where a preview says
+        logger.warning("files beside the session not in the store", session=backing,
+                       files=[f"{m.session_id}/{m.name}" for m in missing][:20])
     logger.info("session file written from the store", session=backing, path=str(path),
-                lines=len(lines))
+                lines=len(lines), files_beside=len(refs) - len(missing))
     return None
 
 

@@ -8,6 +8,9 @@ which may be one of liminal's, and a record liminal copied into it), so it answe
 as the thread is kept, even once the CLI has deleted its files, and for any sidecar that shares
 the store; the file is the fallback for a session liminal never indexed (``store.index =
 false``, a ``liminal compress`` run by hand) and for a store that is down.
+A tool output the CLI kept beside its session (Claude Code's ``<id>/tool-results/``: the
+line holds only a preview naming the file) is recalled whole: the file's bytes, from the store
+(``liminal.ingest.tail`` keeps them with the line), else the file; the preview when neither has it.
 What was found is kept in the cache under ``recall:<key>``: Redis when configured, so every
 sidecar on a team sees it, else files under ``$LIMINAL_HOME/cache``.
 """
@@ -52,6 +55,7 @@ class Recaller:
         value = await self._from_store(key)
         if value is None:
             value = await anyio.to_thread.run_sync(self._from_file, key)
+        value = await self._whole(value)
         if self.cache is not None:
             await self.cache.set(cache_key, value)
         return value
@@ -74,6 +78,33 @@ class Recaller:
             logger.warning("store unavailable for recall; reading the session file", error=str(exc))
             return None
         return found
+
+    async def _whole(self, value: bytes) -> bytes:
+        """The whole output ``value`` is a preview of, where a harness says it is one."""
+        ref = self.harness.previews(value)
+        if ref is None:
+            return value
+        if self.store is not None:
+            from liminal.lookup.sessionlines import stored_beside_one
+            from liminal.store.base import StoreError
+
+            try:
+                whole = await stored_beside_one(self.store, ref)
+            except StoreError as exc:
+                logger.warning("store unavailable for recall; reading the file", error=str(exc))
+                whole = None
+            if whole is not None:
+                return whole
+        path = self.harness.beside_path(ref, None)
+        if path is None:
+            return value
+        from liminal.ingest.tail import MAX_BESIDE, read_bounded
+
+        try:
+            whole = await anyio.to_thread.run_sync(read_bounded, path, MAX_BESIDE)
+        except OSError:
+            whole = None
+        return value if whole is None else whole
 
     def _first(self, records: list[SessionRecord], key: RecallKey) -> bytes | None:
         for record in records:

@@ -11,7 +11,13 @@ it to show it; the CLIs cannot resume a session with multi-megabyte lines anyway
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from liminal.store.base import Store
+
+if TYPE_CHECKING:
+    from liminal.harness.base import Beside, SessionHarness
 
 
 class Incomplete(Exception):
@@ -33,3 +39,17 @@ async def stored_lines(store: Store, backing_id: str) -> list[bytes]:
         lines.append(record.raw)
         expected = record.offset + len(record.raw) + 1
     return lines
+
+
+async def stored_beside_one(store: Store, ref: Beside) -> bytes | None:
+    """The bytes of a file beside a session, as the index worker kept them
+    (``liminal.ingest.tail``: one record per thread that refers to it, all the same file), or
+    None when the store has none."""
+    records = await store.session_records(ref.store_key, limit=1)
+    return records[0].raw if records else None
+
+
+def named_beside(harness: SessionHarness, lines: Sequence[bytes]) -> list[Beside]:
+    """The files beside sessions that ``lines`` refer to (``SessionHarness.beside_in``), each
+    once, in order."""
+    return list(dict.fromkeys(ref for line in lines for ref in harness.beside_in(line)))

@@ -7,16 +7,20 @@ clean-up after 30 days, a person: only the store is left), and so is the recall 
 liminal loads the thread: it opens (the file written again from the store), the model is sent
 the same context as before and the turn after it, and every recall key in that context
 resolves, byte for byte what it named while the files were there.
+
+Claude Code keeps a large tool output beside the session (``<id>/tool-results/``), the line
+only a preview naming it: on claude-agent, that file comes back too, byte for byte, and the
+model reads its earlier output from it again.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from fixtures.harness import Adapter, Rig, Scenario, Shell
+from fixtures.harness import Adapter, ModelRequest, Rig, Scenario, Shell, ToolCall
 from liminal.config import GradientSettings
 from liminal.gradient.recall import RecallKey
 from liminal.harness.base import HarnessChoice
@@ -125,3 +129,47 @@ def test_a_thread_whose_files_are_all_gone_opens_from_the_store_and_goes_on(
     wrong = {key: text[:200] for key, text, failed in answers.values()
              if key in expected and (failed or text.encode() != expected[key])}
     assert not wrong, (len(wrong), len(keys), wrong)
+
+
+def saved_path(request: ModelRequest) -> str:
+    """The file a ``<persisted-output>`` preview the model was sent names."""
+    return json.dumps(request.body).split("Full output saved to: ")[1].split("\\n")[0]
+
+
+def test_a_large_tool_output_comes_back_with_its_thread(make_rig: Callable[..., Rig]) -> None:
+    """Claude Code (2.1.316) puts a tool output past about 30,000 characters in
+    ``<id>/tool-results/``; every file of the thread deleted, the load writes it back from the
+    store with the session, and the model reads its own earlier output from it again."""
+    rig = make_rig("claude-agent")
+    rig.server.script = (Scenario()
+                         .add("BIG", Shell("seq 1 8000", "Print many numbers"), "printed")
+                         .add("READ", lambda r: ToolCall("Read", {"file_path": saved_path(r)}),
+                              "read it again"))
+    with liminal_client(rig) as client:
+        client.initialize()
+        thread = client.new_session(rig.home.project)["sessionId"]
+        said(client, thread, "BIG please")
+    before = rig.server.views()[-1]  # the turn's last request: the preview, as the model saw it
+    kept = sorted(rig.home.claude_config.glob(f"projects/*/{thread}/tool-results/*"))
+    assert len(kept) == 1, sorted(rig.home.claude_config.rglob("*"))
+    output = kept[0].read_bytes()
+    assert len(output) > 30_000 and str(kept[0]) == saved_path(before)
+
+    for each in session_files(rig):  # every file of the thread: only the store is left
+        each.unlink()
+        shutil.rmtree(each.with_suffix(""), ignore_errors=True)
+    assert not kept[0].exists()
+
+    with liminal_client(rig) as client:
+        client.initialize()
+        client.load_session(thread, rig.home.project, timeout=120)
+        said(client, thread, "READ it again")
+    assert kept[0].read_bytes() == output, rig.stderr_tail()
+    assert kept[0].stat().st_mode & 0o777 == 0o600
+    views = rig.server.views()
+    asked = next(v for v in views if "READ" in v.last_user_text and not v.tool_results)
+    now = conversation(asked.body)
+    missing = [t[:120] for t in conversation(before.body) if t not in now]
+    assert not missing, missing
+    [read] = views[-1].tool_results  # the model's Read of the file its preview names
+    assert not read.is_error and "7999" in read.text and "8000" in read.text, read.text[:300]

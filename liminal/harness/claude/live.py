@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -20,8 +20,8 @@ from liminal.config import GradientSettings
 from liminal.gradient.recall import RecallKey
 from liminal.gradient.summarize import Summarizer, TurnDigest
 from liminal.gradient.zone import Candidate
-from liminal.harness.base import Rewritten, Turns
-from liminal.harness.claude import cuts, tail
+from liminal.harness.base import Beside, Rewritten, Turns
+from liminal.harness.claude import cuts, tail, toolresults
 from liminal.harness.claude.gradient import prepare, rewrite_session
 from liminal.harness.claude.gradient.validate import validate
 from liminal.harness.claude.paths import (
@@ -192,9 +192,13 @@ class ClaudeSessions:
 
     # -- a session written again from the store (``liminal.kernel.restore``) -------------------
 
-    def restore(self, backing_id: str, cwd: str | None, lines: Sequence[bytes]) -> Path:
+    def restore(self, backing_id: str, cwd: str | None, lines: Sequence[bytes],
+                beside: Iterable[tuple[Beside, bytes]] = ()) -> Path:
         """``projects/<encoded cwd>/<id>.jsonl``: the folder Claude Code looks in for the cwd the
-        session is opened with (the records' own ``cwd`` when none is given)."""
+        session is opened with (the records' own ``cwd`` when none is given); the large tool
+        outputs its lines preview in ``<session>/tool-results/`` of that folder (a rewrite's
+        lines name its original's, which sit beside it), first: the session is never there
+        without them."""
         if not is_session_id(backing_id):
             raise ValueError(f"{backing_id!r} is not a session id")
         cwd = cwd or _cwd_in(lines)
@@ -203,8 +207,22 @@ class ClaudeSessions:
         folder = project_folder(cwd, self.env)
         make_private_folder(folder)
         path = folder / f"{backing_id}.jsonl"
+        if path.exists():  # before any file beside it is written
+            raise RewriteError(f"{path} exists")
+        toolresults.write_beside(folder, beside)
         write_atomically(path, tuple(line + b"\n" for line in lines))
         return path
+
+    # -- large tool outputs beside a session (``liminal.harness.claude.toolresults``) ----------
+
+    def beside_in(self, line: bytes) -> tuple[Beside, ...]:
+        return toolresults.in_line(line)
+
+    def beside_path(self, ref: Beside, near: Path | None) -> Path | None:
+        return toolresults.path_of(ref, near, self.env)
+
+    def previews(self, value: bytes) -> Beside | None:
+        return toolresults.in_value(value)
 
     def _corrupt_rewrite(self, path: Path, target_tokens: int) -> None:
         """Failpoint: a real rewrite with one tool result lost, put through the real validator."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,7 +23,7 @@ from liminal import faults
 from liminal.config import GradientSettings
 from liminal.gradient.summarize import PREAMBLE_INTRO, Summarizer, TurnDigest
 from liminal.gradient.zone import Candidate
-from liminal.harness.base import Rewritten, Turns
+from liminal.harness.base import Beside, Rewritten, Turns
 from liminal.harness.codex import gradient
 from liminal.harness.codex.rollout import (
     OUTPUTS,
@@ -325,12 +325,29 @@ class CodexSessions:
                     return value
         raise RecallError(f"{key}: no call {key.uuid} in {path}")
 
-    def restore(self, backing_id: str, cwd: str | None, lines: Sequence[bytes]) -> Path:
+    # -- files beside a rollout: Codex keeps none ----------------------------------------------
+    # A tool output of any size is in the rollout's ``function_call_output`` item (Codex
+    # truncates what the model is sent, not what it records): there is nothing beside it to keep.
+
+    def beside_in(self, line: bytes) -> tuple[Beside, ...]:
+        return ()
+
+    def beside_path(self, ref: Beside, near: Path | None) -> Path | None:
+        return None
+
+    def previews(self, value: bytes) -> Beside | None:
+        return None
+
+    def restore(self, backing_id: str, cwd: str | None, lines: Sequence[bytes],
+                beside: Iterable[tuple[Beside, bytes]] = ()) -> Path:
         """Where Codex's state database names the rollout (``rollout.recorded_path``), else
         ``sessions/YYYY/MM/DD/rollout-<start>-<id>.jsonl`` under CODEX_HOME, dated by the
-        rollout's own ``session_meta`` (when it started), as Codex names it."""
+        rollout's own ``session_meta`` (when it started), as Codex names it. ``beside`` must be
+        empty: Codex keeps no file beside a rollout."""
         if not is_session_id(backing_id):
             raise ValueError(f"{backing_id!r} is not a session id")
+        if next(iter(beside), None) is not None:
+            raise ValueError("Codex keeps no file beside a rollout")
         parsed = parse_lines(lines[0] + b"\n") if lines else []
         started = None
         if parsed and parsed[0].value is not None:
