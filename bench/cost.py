@@ -7,12 +7,16 @@
     python bench/cost.py --requests server.jsonl  # a model server's log: {"t", "body", "output"}
     python bench/cost.py --store THREAD           # a thread liminal recorded (its CLI's usage)
     python bench/cost.py --sweep                  # the recent band's size against cost
+    python bench/cost.py --summaries --seeds 8    # the model's summaries (issue 24), both cache lives
 
 Cost is in input-token equivalents (``liminal.kernel.policy.Prices``: cache read 0.10, cache
 write 1.25, output 5.0). The conversation is replayed as its growth (``bench.support.costmodel``)
 under: no management; Claude Code's auto-compact at 167k (a summary call, then the CLI's prompt
 and the summary); liminal's fixed policies as the settings once defaulted to; and liminal's
-default, the cost policy, which is the very code the swap manager runs. A log of real requests
+default, the cost policy, which is the very code the swap manager runs, without and with the
+model's summaries (``swap.summaries``: one side session per swap cycle, its request
+``summary_request`` over the digests of the synthetic turns, its own prompt as
+``bench/side_session.py`` measured it; or a fork of the live session). A log of real requests
 is also priced as made (``measure``). The figures say which policy is cheaper and by about how
 much; ``docs/gradient.md`` records the choices made from them.
 """
@@ -30,14 +34,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.support.costmodel import Call, Request, Result, growth, measure, replay  # noqa: E402
+from bench.support.costmodel import Call, Request, Result, SidePrice, growth, measure, replay  # noqa: E402
 from liminal.config import GradientSettings, SwapSettings  # noqa: E402
+from liminal.gradient.summarize import TurnDigest  # noqa: E402
 from liminal.harness.claude.live import ClaudeSessions  # noqa: E402
-from liminal.kernel.policy import PRICES, CostPolicy  # noqa: E402
+from liminal.harness.claude.records import PROMPT_HEAD_CHARS, TEXT_HEAD_CHARS  # noqa: E402
+from liminal.harness.codex.live import CodexSessions  # noqa: E402
+from liminal.kernel.policy import PRICES, SUMMARY_OUTPUT, CostPolicy, Prices  # noqa: E402
 
 SYSTEM_TOKENS = 15_000  # the CLI's system prompt and tool definitions
-SIDE_SUMMARY_OUTPUT = 1_000  # a summary by the model (issue 24): its STATE and SUMMARY sections
 AUTO_COMPACT_AT = ClaudeSessions.ceiling_tokens  # Claude Code's own compaction (167k of a 200k window)
+# The two cache lives the CLIs use: 5 minutes (writes at 1.25 of the input price), and 1 hour
+# (writes at 2x; Anthropic's extended cache).
+CACHE_LIVES = {"5 min": (300.0, PRICES), "1 hour": (3600.0, Prices(write=2.0))}
+# How a summary by the model is paid for (issue 24): the side session's own prompt as measured
+# with the rig (``SessionHarness.side_session_tokens``), or a fork of the live session.
+SIDES = [SidePrice("side session, Claude Code", ClaudeSessions.side_session_tokens, SUMMARY_OUTPUT),
+         SidePrice("side session, Codex", CodexSessions.side_session_tokens, SUMMARY_OUTPUT),
+         SidePrice("fork of the live session (Claude Code)", 0, SUMMARY_OUTPUT, fork=True)]
 
 
 def synthetic(turns: int = 130, seed: int = 12, idle: float = 0.0) -> list[Call]:
@@ -56,6 +70,42 @@ def synthetic(turns: int = 130, seed: int = 12, idle: float = 0.0) -> list[Call]
             size = int(rng.lognormvariate(7.0, 1.0)) + 150  # median ~1.2k tokens a call
             calls.append(Call(size, rng.randint(80, 900), t, i == n - 1))
     return calls
+
+
+WORDS = ("router", "session", "token", "buffer", "parse", "config", "thread", "swap", "record",
+         "index", "error", "cache", "frame", "store", "schema", "retry", "timeout", "lease")
+
+
+def digests(calls: Sequence[Call], seed: int = 12) -> list[TurnDigest]:
+    """The turns of ``synthetic`` as the summarizer is given them (``SessionHarness.ancient``):
+    the person's prompt (up to ``PROMPT_HEAD_CHARS``), the head of each answer the model wrote
+    (``TEXT_HEAD_CHARS``), each tool call's path or command. Drawn from a random stream of their
+    own, so the calls (and every figure without summaries) stay as they were."""
+    rng = random.Random(seed * 7919 + 1)
+
+    def words(n: int) -> str:
+        return " ".join(rng.choice(WORDS) for _ in range(n))
+
+    out: list[TurnDigest] = []
+    replies: list[str] = []
+    tools: list[tuple[str, str]] = []
+    for call in calls:
+        if call.turn_end:  # the answer that ends the turn: prose
+            replies.append(words(max(5, int(rng.lognormvariate(4.0, 0.8)))))
+        else:  # a tool call or a few, perhaps a sentence before them
+            if rng.random() < 0.5:
+                replies.append("I will check the " + words(rng.randint(3, 25)))
+            for _ in range(rng.choice([1, 1, 1, 2, 3])):
+                kind = rng.choice(["Read", "Bash", "Grep", "Edit"])
+                detail = (f"pytest -q tests/test_{rng.choice(WORDS)}.py -k {rng.choice(WORDS)}"
+                          if kind == "Bash" else f"/home/dev/project/src/{rng.choice(WORDS)}/{rng.choice(WORDS)}.py")
+                tools.append((kind, detail))
+        if call.turn_end:
+            prompt = words(max(3, int(rng.lognormvariate(3.5, 0.9))))
+            out.append(TurnDigest(len(out) + 1, prompt[:PROMPT_HEAD_CHARS],
+                                  tuple(r[:TEXT_HEAD_CHARS] for r in replies), tuple(tools)))
+            replies, tools = [], []
+    return out
 
 
 def recorded(path: Path) -> list[Call]:
@@ -130,7 +180,7 @@ def policies(recent: int = GradientSettings().recent_tokens) -> list[tuple[str, 
 
 
 def results(calls: Sequence[Call], recent: int = GradientSettings().recent_tokens,
-            overhead: int = SYSTEM_TOKENS) -> list[Result]:
+            overhead: int = SYSTEM_TOKENS, turns: Sequence[TurnDigest] = ()) -> list[Result]:
     summary = GradientSettings().summary_tokens
     found = [replay(calls, "no management", None, overhead=overhead),
              replay(calls, "Claude Code auto-compact at 167k", None, overhead=overhead,
@@ -138,14 +188,53 @@ def results(calls: Sequence[Call], recent: int = GradientSettings().recent_token
     for name, policy in policies(recent):
         found.append(replay(calls, name, policy, overhead=overhead,
                             recent_tokens=policy.gradient.recent_tokens, summary_tokens=summary))
-    # Issue 24: the default with a summary by the model per swap, in a fresh side session (an
-    # upper bound: its range priced whole at the cache-write price, plus its output).
-    name, policy = policies(recent)[-1]
-    found.append(replay(calls, name.replace("(cost policy", "+ model summaries (cost policy"),
-                        CostPolicy(policy.swap, policy.gradient, AUTO_COMPACT_AT), overhead=overhead,
-                        recent_tokens=policy.gradient.recent_tokens, summary_tokens=summary,
-                        side_summary_output=SIDE_SUMMARY_OUTPUT))
+    # Issue 24: the default with a summary by the model per swap cycle, priced as made.
+    if turns:
+        for side in SIDES[:1] + SIDES[2:]:
+            found.append(with_summaries(calls, turns, side, overhead, recent))
     return found
+
+
+def with_summaries(calls: Sequence[Call], turns: Sequence[TurnDigest], side: SidePrice, overhead: int,
+                   recent: int = GradientSettings().recent_tokens, cache_life: float = 300.0,
+                   prices: Prices = PRICES) -> Result:
+    """The default policy with ``swap.summaries`` on, each summary paid as ``side`` says."""
+    gradient = GradientSettings(recent_tokens=recent)
+    swap = SwapSettings(summaries=True, cache_life_seconds=cache_life)
+    policy = CostPolicy(swap, gradient, AUTO_COMPACT_AT, side_session_tokens=side.fixed)
+    return replay(calls, f"liminal default + model summaries ({side.name})", policy, overhead=overhead,
+                  recent_tokens=recent, summary_tokens=gradient.summary_tokens, side=side, turns=turns,
+                  cache_life=cache_life, prices=prices)
+
+
+def summaries_table(sessions: Sequence[tuple[list[Call], list[TurnDigest]]], overhead: int) -> None:
+    """Summaries on against off, as a share of auto-compact, at both cache lives; mean and range
+    over the sessions (issue 24: the default must cost at most 0.85 at both)."""
+    print("| cache life | summaries | swaps | side sessions | request, mean | turns covered | of auto-compact, mean | range |\n"
+          "|---|---|---:|---:|---:|---:|---:|---:|")
+    gradient = GradientSettings()
+    for life, (seconds, prices) in CACHE_LIVES.items():
+        rows: list[tuple[str, SidePrice | None]] = [("off", None)] + [(s.name, s) for s in SIDES]
+        for name, side in rows:
+            shares, swaps, made, asked, gone, covered = [], 0, 0, 0, 0, 0
+            for calls, turns in sessions:
+                auto = replay(calls, "auto", None, overhead=overhead, auto_compact_at=AUTO_COMPACT_AT,
+                              cache_life=seconds, prices=prices)
+                if side is None:
+                    policy = CostPolicy(SwapSettings(cache_life_seconds=seconds), gradient, AUTO_COMPACT_AT)
+                    mine = replay(calls, "off", policy, overhead=overhead, recent_tokens=gradient.recent_tokens,
+                                  summary_tokens=gradient.summary_tokens, cache_life=seconds, prices=prices)
+                else:
+                    mine = with_summaries(calls, turns, side, overhead, cache_life=seconds, prices=prices)
+                shares.append(mine.cost / auto.cost)
+                swaps += mine.swaps
+                made += mine.summaries
+                asked += mine.summary_request_tokens
+                gone += mine.consolidated
+                covered += mine.covered
+            k = len(sessions)
+            print(f"| {life} | {name} | {swaps / k:.0f} | {made / k:.0f} | "
+                  f"{asked / max(made, 1) / 1000:.1f}k | {covered / max(gone, 1):.0%} | {sum(shares) / k:.3f} | {min(shares):.2f}-{max(shares):.2f} |")
 
 
 def table(results: Sequence[Result], base: float) -> str:
@@ -197,8 +286,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle", type=float, default=0.0, help="share of turns after a long pause")
     parser.add_argument("--sweep", action="store_true", help="the recent band against cost")
     parser.add_argument("--triggers", action="store_true", help="the policy's trigger against fixed ones")
+    parser.add_argument("--summaries", action="store_true",
+                        help="model summaries (issue 24) on against off, at both cache lives")
     parser.add_argument("--seeds", type=int, default=0,
-                        help="with --sweep or --triggers: synthetic sessions of seeds 1..N (range shown)")
+                        help="with --sweep, --triggers or --summaries: synthetic sessions of seeds 1..N (range shown)")
     parser.add_argument("--smoke", action="store_true", help="a small, quick run: does the script still work (its figures mean nothing)")
     args = parser.parse_args(argv)
     if args.smoke:
@@ -221,12 +312,18 @@ def main(argv: list[str] | None = None) -> int:
     else:
         calls = synthetic(args.turns, args.seed, args.idle)
     print(f"{len(calls)} model calls, {sum(c.turn_end for c in calls)} turns", file=sys.stderr)
+    if args.summaries:
+        seeds = range(1, args.seeds + 1) if args.seeds else [args.seed]
+        made_sessions = [synthetic(args.turns, seed, args.idle) for seed in seeds]
+        summaries_table([(c, digests(c, seed)) for c, seed in zip(made_sessions, seeds, strict=True)], overhead)
+        return 0
     if args.sweep or args.triggers:
         sessions = ([synthetic(args.turns, seed, args.idle) for seed in range(1, args.seeds + 1)]
                     if args.seeds else [calls])
         sweep(sessions, overhead, triggers=args.triggers)
         return 0
-    found = results(calls, overhead=overhead)
+    synthetic_turns = digests(calls, args.seed) if not (args.requests or args.store or args.calls) else []
+    found = results(calls, overhead=overhead, turns=synthetic_turns)
     if made is not None:
         found.insert(0, made if args.store else replace(made, name="as made (measured)"))
     print(table(found, next(r for r in found if r.name.startswith("Claude")).cost))

@@ -113,11 +113,13 @@ class SwapSettings:
     # past this many, liminal moves the live ones to a fresh agent process at a quiet moment.
     max_stale_sessions: int = 4
     # Summaries of the oldest turns by the agent's own model, in a side session of liminal's
-    # (``liminal.kernel.summaries``), made once the context passes this share of the trigger;
-    # the swap's preamble holds them when ready, else the extractive one. False: extractive only.
-    # Off by default until measured within the cost bound (docs/gradient.md).
+    # (``liminal.kernel.summaries``), one per swap cycle, made once the context passes this
+    # share of the trigger and the swap is this many turns away at the thread's pace; the swap's
+    # preamble holds them when ready, else the extractive one. False: extractive only. Off by
+    # default: measured, it misses the cost bound with the 1-hour cache (docs/gradient.md).
     summaries: bool = False
     summary_at: float = 0.6
+    summary_turns_ahead: int = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,6 +381,7 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "swap.hold_timeout_seconds": (lambda v: 0 < v <= 3600, "seconds, more than 0 and at most 3600"),
     "swap.max_stale_sessions": (lambda v: v >= 0, "0 or more"),
     "swap.summary_at": (lambda v: 0 < v <= 1, "a share of the trigger, more than 0 and at most 1"),
+    "swap.summary_turns_ahead": (lambda v: 1 <= v <= 1000, "turns, 1 to 1000"),
     "harness.name": (lambda v: v in ("auto", "claude", "codex"), "auto, claude or codex"),
     "serve.listen": (lambda v: _host_port(v) is not None, "HOST:PORT, e.g. 127.0.0.1:8765"),
     "serve.origins": (lambda v: all(o.strip().startswith(("http://", "https://"))

@@ -21,6 +21,7 @@ import orjson
 
 from liminal.config import GradientSettings
 from liminal.gradient.bands import preamble_budget, recent_budget
+from liminal.gradient.summarize import TurnDigest, summary_request
 from liminal.kernel.policy import PRICES, CostPolicy, Pace, Prices, auto_compact, still_cached
 
 
@@ -32,12 +33,34 @@ class Call:
     turn_end: bool  # the last call of a turn: where a policy may act
 
 
+@dataclass(frozen=True, slots=True)
+class SidePrice:
+    """How a summary by the model (issue 24) is paid for, beside liminal's request (the range's
+    digests, ``summary_request``) and the summary's output:
+
+    - a fresh **side session** (``fork`` False): its CLI's own prompt on a session of its own
+      (``fixed`` tokens: the system prompt, tools, context messages, and a title request where
+      the CLI makes one), all of it written to the cache with the request;
+    - a **fork** of the live session (``fork`` True): the live context read from the cache (the
+      fork sends it byte for byte, if the cache still holds it), the request written."""
+
+    name: str
+    fixed: int = 0
+    output: int = 1_000
+    fork: bool = False
+
+
 @dataclass(slots=True)
 class Result:
     name: str
     swaps: int = 0
     idle_swaps: int = 0
     cost: float = 0.0
+    summaries: int = 0  # side sessions (or forks) run
+    summary_cost: float = 0.0  # what they cost, in the cost above
+    summary_request_tokens: int = 0  # liminal's requests in them, added up
+    consolidated: int = 0  # turns the swaps took into the preamble
+    covered: int = 0  # of them, the turns a model's summary covered
     context_sum: int = 0
     calls: int = 0
     peak: int = 0
@@ -138,15 +161,18 @@ def growth(requests: Sequence[Request], turn_ends: Iterable[bool] | None = None)
 def replay(calls: Sequence[Call], name: str, policy: CostPolicy | None, *, overhead: int,
            auto_compact_at: int | None = None, prices: Prices = PRICES,
            cache_life: float = 300.0, recent_tokens: int = 0, summary_tokens: int = 0,
-           side_summary_output: int = 0) -> Result:
+           side: SidePrice | None = None, turns: Sequence[TurnDigest] = ()) -> Result:
     """Replay the growth under a policy: ``CostPolicy`` as the swap manager runs it (it sees
     turn ends and their context, and idle spells past the cache's life), or Claude Code's
     auto-compact at ``auto_compact_at``, or neither. A liminal rewrite cannot go below the
     CLI's prompt, the recent band (whole turns, at least the last) and the preamble.
-    ``side_summary_output``: each committed swap also pays for a summary by the model in a fresh
-    side session (issue 24): the CLI's prompt and everything the swap took out of the context
-    written to the cache (an upper bound: liminal sends the turns' digests, not their tool
-    output), and this many output tokens."""
+
+    ``side``: summaries by the model (issue 24), as ``liminal.kernel.summaries`` makes them: at
+    a turn end that does not swap, when the policy says a swap is near (``summary_due``) and the
+    thread has had none since its last swap, the turns a swap would consolidate now that no
+    summary covers yet are sent as ``summary_request`` of their digests (``turns``, one per turn
+    end), priced as ``side`` says. Each range once; the turns that fall out of the recent band
+    after it are left to the extractive preamble."""
     result = Result(name)
     context = overhead
     cached = 0
@@ -154,8 +180,27 @@ def replay(calls: Sequence[Call], name: str, policy: CostPolicy | None, *, overh
     pace = Pace()
     turn_calls = 0
     turn_growth = 0
-    recent: list[int] = []  # growth of the turns since the last cut, newest last
+    recent: list[tuple[int, int]] = []  # (turn, growth) of the turns since the last cut, newest last
+    summarised: set[int] = set()  # turns a summary covers
+    summary_this_cycle = False
+    turn = -1
     first_turn = True
+    limit, reserve = recent_tokens, summary_tokens
+    if policy is not None and policy.aim:
+        budgets = GradientSettings(recent_tokens=recent_tokens, summary_tokens=summary_tokens)
+        reserve = preamble_budget(policy.aim - overhead, budgets)
+        limit = recent_budget(policy.aim - overhead, reserve, budgets, floor=False)
+
+    def kept_whole() -> int:
+        """How many of the newest turns a rewrite now keeps whole (the recent band)."""
+        kept, whole = 0, 0
+        for _, size in reversed(recent):
+            if whole and kept + size > limit:
+                break
+            kept += size
+            whole += 1
+        return whole
+
     for n, call in enumerate(calls):
         context += call.growth
         turn_growth += call.growth
@@ -166,7 +211,8 @@ def replay(calls: Sequence[Call], name: str, policy: CostPolicy | None, *, overh
         last_t = call.t
         if not call.turn_end:
             continue
-        recent.append(turn_growth)
+        turn += 1
+        recent.append((turn, turn_growth))
         if first_turn:
             pace.overhead = context
             first_turn = False
@@ -186,30 +232,38 @@ def replay(calls: Sequence[Call], name: str, policy: CostPolicy | None, *, overh
         decision = policy.decide(context, pace, idle=idle)
         if not decision.swap and idle:
             decision = policy.decide(context, pace)
-        if not decision.swap:
+        taken = False
+        whole = kept_whole()
+        after = context
+        if decision.swap:
+            kept = sum(size for _, size in recent[len(recent) - whole:])
+            after = min(context, max(policy.aim, overhead + kept + reserve))
+            taken = policy.worth_it(decision, after, pace) is None
+            policy.rewritten(pace, after, committed=taken)  # as the swap manager learns it
+        if taken:
+            gone = [t for t, _ in recent[:len(recent) - whole]]
+            result.consolidated += len(gone)
+            result.covered += sum(t in summarised for t in gone)
+            context, cached = after, 0
+            recent = recent[len(recent) - whole:]
+            summary_this_cycle = False
+            result.swaps += 1
+            result.idle_swaps += decision.idle
             continue
-        # The recent band: whole turns, at least the last; under a target, what fits there
-        # with the preamble (``liminal.gradient.bands``).
-        limit, reserve = recent_tokens, summary_tokens
-        if policy.aim:
-            budgets = GradientSettings(recent_tokens=recent_tokens, summary_tokens=summary_tokens)
-            reserve = preamble_budget(policy.aim - overhead, budgets)
-            limit = recent_budget(policy.aim - overhead, reserve, budgets, floor=False)
-        kept, whole = 0, 0
-        for size in reversed(recent):
-            if whole and kept + size > limit:
-                break
-            kept += size
-            whole += 1
-        after = min(context, max(policy.aim, overhead + kept + reserve))
-        taken = policy.worth_it(decision, after, pace) is None
-        policy.rewritten(pace, after, committed=taken)  # as the swap manager learns it
-        if not taken:
+        if side is None or summary_this_cycle or not policy.summary_due(context, pace):
             continue
-        if side_summary_output:
-            result.cost += prices.write * (overhead + context - after) + prices.output * side_summary_output
-        context, cached = after, 0
-        recent = recent[len(recent) - whole:]
-        result.swaps += 1
-        result.idle_swaps += decision.idle
+        todo = [t for t, _ in recent[:len(recent) - whole] if t not in summarised and t < len(turns)]
+        if not todo:
+            continue  # nothing to summarise yet: asked again at the next turn end
+        summary_this_cycle = True
+        request = tokens(len(summary_request([turns[t] for t in todo]).encode()))
+        if side.fork:  # the live context from the cache, its last answer and the request written
+            cost = prices.input(context + call.output + request, cached) + prices.output * side.output
+        else:
+            cost = prices.write * (side.fixed + request) + prices.output * side.output
+        summarised.update(todo)
+        result.cost += cost
+        result.summary_cost += cost
+        result.summaries += 1
+        result.summary_request_tokens += request
     return result

@@ -31,7 +31,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     # Cost in input-token equivalents (liminal.kernel.policy): "rebuild" is what the first call
     # after the swap paid beyond continuing (negative when the thread was idle past the cache's
     # life: the swap saved on a rebuild that came anyway), "saves" what each later call saves,
-    # "payback" the calls that takes.
+    # "payback" the calls that takes; "summary" what the model's summary of the cycle costs
+    # besides (swap.summaries: its side session, as the policy estimates it).
     from dataclasses import asdict
 
     from liminal import moves
@@ -40,6 +41,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from liminal.units import plural, tokens
 
     ids = short_ids(list(dict.fromkeys(r.thread_id for r in records)))
+    # The summaries' column only where a swap had one priced (swap.summaries on): the rest of
+    # the table keeps its width.
+    summaries = any((r.cost or {}).get("summary") for r in records)
     rows = []
     for r in records:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.started_at))
@@ -57,13 +61,15 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                 and payback != float("inf"):
             payback_text = plural(round(payback), "call")
         saves = _k(cost.get("saves_per_call"))
-        rows.append((when, ids[r.thread_id], f"{r.outcome} {moves.what(fields)}", size, _k(cost.get("rebuild")),
-                     saves if saves == "-" else f"{saves}/call", payback_text,
-                     f"{r.duration_s:.2f} s", moves.why(fields)))
-    table([Column("WHEN"), Column("THREAD"), Column("OUTCOME", fit="end", least=14), Column("TOKENS", right=True),
-           Column("REBUILD", right=True), Column("SAVES", right=True),
-           Column("PAYBACK", right=True), Column("TOOK", right=True),
-           Column("WHY", least=24, below=True)], rows)
+        summary = cost.get("summary")
+        row = [when, ids[r.thread_id], f"{r.outcome} {moves.what(fields)}", size, _k(cost.get("rebuild")),
+               _k(summary) if summary else "-", saves if saves == "-" else f"{saves}/call", payback_text,
+               f"{r.duration_s:.2f} s", moves.why(fields)]
+        rows.append(tuple(row if summaries else row[:5] + row[6:]))
+    columns = [Column("WHEN"), Column("THREAD"), Column("OUTCOME", fit="end", least=14), Column("TOKENS", right=True),
+               Column("REBUILD", right=True), Column("SUMMARY", right=True), Column("SAVES", right=True),
+               Column("PAYBACK", right=True), Column("TOOK", right=True), Column("WHY", least=24, below=True)]
+    table(columns if summaries else columns[:5] + columns[6:], rows)
     return 0
 
 

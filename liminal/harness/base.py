@@ -80,6 +80,12 @@ class SessionHarness(Protocol):
     def ceiling_tokens(self) -> int:
         """The context no thread should reach: the CLI's own auto-compaction point."""
 
+    @property
+    def side_session_tokens(self) -> int:
+        """What the CLI sends of its own in a side session (``liminal.kernel.summaries``) beside
+        liminal's request: its system prompt, tools and context messages, a title request.
+        The swap policy prices a summary with it."""
+
     def locate(self, backing_id: str, cwd: str | None) -> Path | None:
         """The session file of ``backing_id``, or None (not written yet, or not this CLI's)."""
 
@@ -245,6 +251,10 @@ class HarnessChoice:
     @property
     def ceiling_tokens(self) -> int:
         return self.current.ceiling_tokens
+
+    @property
+    def side_session_tokens(self) -> int:
+        return self.current.side_session_tokens
 
     def locate(self, backing_id: str, cwd: str | None) -> Path | None:
         return self.current.locate(backing_id, cwd)

@@ -49,6 +49,12 @@ IDLE_SHARE = 0.5
 # The trigger never comes closer to the target than this (a swap at every turn pays for
 # nothing), unless the ceiling forces it.
 MIN_GAP = 8_000
+# A summary by the model (issue 24, ``swap.summaries``): one side session per swap cycle, which
+# writes the CLI's own prompt there (``SessionHarness.side_session_tokens``) and liminal's
+# request (the digests of the turns the swap consolidates: about this share of their tokens,
+# measured by ``bench/cost.py``) to the cache, and outputs about this much.
+SUMMARY_DIGEST_SHARE = 0.1
+SUMMARY_OUTPUT = 1_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +95,7 @@ class Pace:
     """How a thread's context grows, from what its turn ends have shown."""
 
     per_call: float | None = None  # tokens a model call adds (moving average)
+    per_turn: float | None = None  # tokens a turn adds (moving average)
     biggest_turn: int = 0  # the most one turn has added
     overhead: int | None = None  # the first context seen on a new thread: the CLI's own prompt
     floor: int | None = None  # what the last rewrite to the floor left: the floor, measured
@@ -103,6 +110,7 @@ class Pace:
             return  # a swap or the CLI's compaction in between: says nothing about the pace
         sample = grew / calls
         self.per_call = sample if self.per_call is None else 0.7 * self.per_call + 0.3 * sample
+        self.per_turn = grew if self.per_turn is None else 0.7 * self.per_turn + 0.3 * grew
         self.biggest_turn = max(self.biggest_turn, grew)
 
     @property
@@ -124,6 +132,7 @@ class Decision:
     idle: bool = False
     forced: bool = False  # the ceiling, not the economics, says swap
     every: bool = False  # swap.every_turns says swap
+    summary: float = 0.0  # the model's summary for this swap's cycle (its side session), estimated
 
     def as_dict(self) -> dict[str, Any]:
         return {k: (round(v, 1) if isinstance(v, float) else v) for k, v in asdict(self).items()
@@ -175,11 +184,38 @@ def floor_bounds(swap: SwapSettings, gradient: GradientSettings, overhead: int |
 
 class CostPolicy:
     def __init__(self, swap: SwapSettings, gradient: GradientSettings, ceiling: int,
-                 prices: Prices = PRICES) -> None:
+                 prices: Prices = PRICES, side_session_tokens: int = 0) -> None:
         self.swap = swap
         self.gradient = gradient
         self.ceiling = ceiling
         self.prices = prices
+        # The CLI's own prompt in a side session (``SessionHarness.side_session_tokens``): what a
+        # summary costs beside liminal's request and the summary (0: not known, not counted).
+        self.side_session_tokens = side_session_tokens
+
+    @property
+    def summaries(self) -> bool:
+        return self.swap.summaries and self.swap.enabled
+
+    def summary_cost(self, context: int, target: int) -> float:
+        """What the model's summary of a swap cycle costs (``swap.summaries``): its side
+        session's prompt and liminal's request written to the cache, and its output. Paid once
+        per cycle, like the rebuild."""
+        if not self.summaries:
+            return 0.0
+        request = SUMMARY_DIGEST_SHARE * max(context - target, 0)
+        return self.prices.write * (self.side_session_tokens + request) + self.prices.output * SUMMARY_OUTPUT
+
+    def summary_due(self, context: int, pace: Pace) -> bool:
+        """Time for the model's summary of what the coming swap consolidates: the context past
+        ``swap.summary_at`` of the trigger and the swap within ``swap.summary_turns_ahead`` turns
+        at the thread's pace: late enough that it covers most of what the swap consolidates,
+        early enough to be ready for it. (One per cycle: ``liminal.kernel.summaries`` holds
+        that.)"""
+        trigger = self.trigger(pace)
+        turn = pace.per_turn if pace.per_turn is not None else pace.growth
+        ahead = self.swap.summary_turns_ahead
+        return context >= self.swap.summary_at * trigger and context + ahead * turn >= trigger
 
     @property
     def fixed(self) -> bool:
@@ -221,8 +257,11 @@ class CostPolicy:
             backed = min(pace.backed_off_to or 0, self.ceiling - max(pace.biggest_turn, 2 * int(pace.growth)))
             return max(self.swap.high_tokens, backed)
         target = self.target(pace)
-        ratio = self.prices.write / self.prices.read
-        best = target + max(MIN_GAP, math.sqrt(2 * ratio * target * pace.growth))
+        # The rebuild (and the summary's fixed part, when the model writes one per swap) paid
+        # once per cycle against the prefix read at every call. (The summary's request grows
+        # with the cycle's growth: the same per call whatever the trigger, so not in here.)
+        once = self.prices.write * target + self.summary_cost(target, target)
+        best = target + max(MIN_GAP, math.sqrt(2 * once / self.prices.read * pace.growth))
         # Never let the next turn carry the context past the ceiling.
         limit = self.ceiling - max(pace.biggest_turn, 2 * int(pace.growth))
         return int(max(min(best, limit), target + 1))
@@ -232,7 +271,8 @@ class CostPolicy:
         """(rebuild, saves per call, payback calls, calls to the next swap) of a swap now."""
         p = self.prices
         # Busy: the alternative reads ``context`` from the cache. Idle past the cache's life: the
-        # alternative writes it all again anyway.
+        # alternative writes it all again anyway. (The model's summary is not in it: made ahead,
+        # it is paid whether this swap goes on or not; the trigger counts it, once per cycle.)
         rebuild = p.write * target - (p.write if idle else p.read) * context
         saves = p.read * max(context - target, 0)
         payback = max(rebuild, 0.0) / saves if saves > 0 else math.inf
@@ -244,7 +284,7 @@ class CostPolicy:
 
         def decision(swap: bool, why: str, forced: bool = False, every: bool = False) -> Decision:
             return Decision(swap, why, context, target, trigger, rebuild, saves, payback, to_next,
-                            idle, forced, every)
+                            idle, forced, every, self.summary_cost(context, target))
 
         if not self.swap.enabled:
             return decision(False, "swaps are off")

@@ -2,9 +2,10 @@
 
 The extractive preamble keeps what the person asked and what was touched; what the model found,
 decided, tried and rejected is lost from its context at a swap. So liminal asks the agent it
-already runs (no key of liminal's, the model the person pays for): when a turn ends and the
-context has passed ``swap.summary_at`` of the trigger (a swap is coming), the turns a swap would
-consolidate now (``SessionHarness.ancient``) that no summary covers yet are sent, as text, in
+already runs (no key of liminal's, the model the person pays for): when a turn ends, the context
+has passed ``swap.summary_at`` of the trigger and the swap is a turn or two away at the thread's
+pace (``CostPolicy.summary_due``), once per swap cycle, the turns a swap would consolidate now
+(``SessionHarness.ancient``) that no summary covers yet are sent, as text, in
 the one prompt of a **side session**: a ``session/new`` of liminal's own, in a folder of its own
 under ``$LIMINAL_HOME/side`` (never the person's project), with no MCP server. The router keeps
 every frame of it from the client and the store and refuses every request the agent makes in it
@@ -100,6 +101,9 @@ class SideSummaries(Component):
         self._summaries: dict[str, list[ModelSummary]] = {}  # thread -> its summaries, oldest first
         self._loaded: set[str] = set()  # threads whose stored summaries have been read
         self._queued: set[str] = set()
+        # thread -> the backing session its last summary was asked on: one side session per
+        # swap cycle (each costs the CLI's own prompt again: bench/cost.py, docs/gradient.md).
+        self._asked_on: dict[str, str] = {}
         self._send, self._receive = anyio.create_memory_object_stream[str](64)
         self.made = 0  # summaries made (tests wait on it)
         self.folds = 0  # folds made
@@ -166,8 +170,9 @@ class SideSummaries(Component):
         context = state.context_tokens if state.context_tokens is not None else state.file_tokens
         if context is None or (state.swapping and not swap_task_done):
             return  # nothing known yet; or the swap task looks at it now (``_quiet`` follows)
-        if context < self.settings.summary_at * self.policy.trigger(state.pace):
-            return
+        backing = self._port.backing_of(thread_id)
+        if self._asked_on.get(thread_id) == backing or not self.policy.summary_due(context, state.pace):
+            return  # one summary per cycle, when the swap is near
         try:
             self._send.send_nowait(thread_id)
         except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -234,6 +239,7 @@ class SideSummaries(Component):
             self._summaries.setdefault(thread_id, []).extend([fold] if fold else [])
             return
         request = summary_request(todo)
+        self._asked_on[thread_id] = port.backing_of(thread_id)  # this cycle's side session
         started = time.monotonic()
         answer = await self.ask(port, request)
         text, anchor = parse_answer(answer)

@@ -81,7 +81,8 @@ class SwapManager(Component):
     ) -> None:
         self.settings = settings
         self.policy = CostPolicy(settings, gradient or GradientSettings(),
-                                 settings.ceiling_tokens or harness.ceiling_tokens)
+                                 settings.ceiling_tokens or harness.ceiling_tokens,
+                                 side_session_tokens=harness.side_session_tokens)
         self.journal = journal
         self.harness = harness
         self.clock = clock
@@ -123,6 +124,7 @@ class SwapManager(Component):
         if not isinstance(self.harness, HarnessChoice):
             return
         self.harness.agent_said(agent_info)
+        self.policy.side_session_tokens = self.harness.side_session_tokens
         if not self.settings.ceiling_tokens:
             self.policy.ceiling = self.harness.ceiling_tokens
 

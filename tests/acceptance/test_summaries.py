@@ -63,7 +63,9 @@ def configure(rig: Rig) -> None:
     with (rig.home.liminal_home / "config.toml").open("a") as config:
         config.write(
             f"[swap]\nhigh_tokens = {base + 9_000}\n"
-            "hold_timeout_seconds = 60\nsummaries = true\nsummary_at = 0.5\n"
+            # Turns take milliseconds here: the summary is asked from half the trigger on, not
+            # two turns before it, or the swap would come before the side session has answered.
+            "hold_timeout_seconds = 60\nsummaries = true\nsummary_at = 0.5\nsummary_turns_ahead = 50\n"
             "[gradient]\nrecent_tokens = 600\nmiddle_tokens = 600\nsummary_tokens = 600\n")
 
 

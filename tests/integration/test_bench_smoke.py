@@ -6,8 +6,9 @@ without a ``--smoke`` mode fails here (argparse refuses the flag).
 
 A script that needs the real adapters exits 77 in smoke mode when they are not installed, and is
 skipped with its reason, like the acceptance tests. Helpers that are not benchmarks (the fast
-agent) live in ``bench/support/``. About 80 s in all with the harness installed (half of it
-``recycle.py`` and ``swap.py``, which drive the real Claude Code), 20 s without.
+agent) live in ``bench/support/``. About 90 s in all with the harness installed (half of it
+``recycle.py``, ``swap.py`` and ``side_session.py``, which drive the real Claude Code), 20 s
+without.
 """
 
 from __future__ import annotations

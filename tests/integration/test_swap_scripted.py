@@ -35,6 +35,7 @@ pytestmark = pytest.mark.anyio
 class FakeHarness:
     name = "fake"
     ceiling_tokens = 167_000
+    side_session_tokens = 3_000
 
     def __init__(self, tmp: Path, *, fail: bool = False, delay: threading.Event | None = None) -> None:
         self.tmp = tmp

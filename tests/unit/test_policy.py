@@ -290,3 +290,44 @@ def test_liminal_swaps_says_what_each_swap_cost_and_saves(
     assert main(["swaps", "--json"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert json.loads(lines[0])["cost"]["trigger"] == busy.trigger
+
+
+def test_the_models_summary_is_counted_in_the_swap_it_serves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 24: a summary by the model (``swap.summaries``) costs a side session per swap
+    cycle (the CLI's own prompt and liminal's request written, the summary's output): the policy
+    counts it in the cycle's cost and spaces swaps for it; a swap's payback leaves it out (made
+    ahead, it is paid whether the swap goes on or not); ``liminal swaps`` shows it."""
+    from liminal.cli import main
+    from liminal.kernel.journal import SwapJournal, SwapRecord
+    from liminal.kernel.policy import SUMMARY_OUTPUT
+    from liminal.units import tokens
+
+    off, thread = policy(), pace()
+    on = CostPolicy(SwapSettings(summaries=True), GradientSettings(), 167_000, side_session_tokens=3_000)
+    assert off.summary_cost(80_000, 40_000) == 0.0
+    cost = on.summary_cost(80_000, 40_000)
+    assert cost > PRICES.write * 3_000 + PRICES.output * SUMMARY_OUTPUT  # and its request
+    assert on.trigger(thread) > off.trigger(thread)  # a dearer cycle: fewer of them
+    context = on.trigger(thread)
+    with_summary, without = on.decide(context, thread), off.decide(context, thread)
+    assert with_summary.summary == on.summary_cost(context, with_summary.target) > 0
+    assert with_summary.rebuild == without.rebuild and with_summary.payback_calls == without.payback_calls
+    assert without.summary == 0.0
+    # Due once the swap is two turns away at the thread's pace, not before.
+    thread.observe(4_000, 3)
+    trigger = on.trigger(thread)
+    assert on.summary_due(trigger - 7_000, thread) and not on.summary_due(trigger - 9_000, thread)
+
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    journal.append(SwapRecord(
+        thread_id="t", old_backing_id="b0", new_backing_id="b1", outcome="committed",
+        reason=with_summary.why, started_at=1_700_000_000.0, duration_s=0.6,
+        tokens_before=context, tokens_after=with_summary.target, cost=with_summary.as_dict()))
+    monkeypatch.setenv("LIMINAL_HOME", str(tmp_path))
+    assert main(["swaps"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "summary" in out[0].lower()
+    row = next(line for line in out if "committed" in line)
+    assert f" {tokens(with_summary.summary)} " in row

@@ -107,13 +107,16 @@ async def made(tmp_path: Path, asked: list[tuple[str, dict[str, Any]]],
 
 async def test_a_swap_coming_has_the_oldest_turns_summarised_in_a_side_session(tmp_path: Path) -> None:
     asked: list[tuple[str, dict[str, Any]]] = []
-    summaries, port, harness = await made(tmp_path, asked, context=7_000)
+    summaries, port, harness = await made(tmp_path, asked, context=8_000)
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(summaries.run, port)
         assert summaries.summarizer(THREAD) is None  # nothing yet: the swap's preamble is extractive
         summaries._turn_ended(THREAD, True)
         with anyio.fail_after(10):
             await summaries.wait_for(1)
+        summaries._turn_ended(THREAD, True)  # one side session per swap cycle
+        assert summaries._receive.statistics().current_buffer_used == 0
+        port.bind(THREAD, "22222222-2222-4222-8222-222222222222")  # swapped: a new cycle
         summaries._turn_ended(THREAD, True)  # the same range again: not asked twice
         with anyio.fail_after(10):
             await summaries.wait_for(2)
@@ -144,7 +147,7 @@ async def test_a_swap_coming_has_the_oldest_turns_summarised_in_a_side_session(t
 
     # The next liminal reads it from the store and does not ask again.
     again: list[tuple[str, dict[str, Any]]] = []
-    later, port2, _ = await made(tmp_path, again, context=7_000)
+    later, port2, _ = await made(tmp_path, again, context=8_000)
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(later.run, port2)
         later._turn_ended(THREAD, True)
@@ -408,3 +411,18 @@ def test_a_codex_side_folder_turns_codex_s_tools_off(tmp_path: Path) -> None:
     assert config["web_search"] == "disabled" and config["sandbox_mode"] == "read-only"
     assert config["tools"]["update_plan"]["enabled"] is False
     assert (folder / ".codex" / "config.toml").stat().st_mode & 0o077 == 0
+
+
+async def test_a_summary_waits_until_the_swap_is_a_turn_or_two_away(tmp_path: Path) -> None:
+    """Each side session costs the CLI's own prompt again (issue 24: a side session at every
+    turn end past ``summary_at`` cost 0.86 of auto-compact in bench/cost.py, once per swap cycle
+    0.82): past ``summary_at`` but further from the trigger than two turns at the thread's pace,
+    none is asked for."""
+    asked: list[tuple[str, dict[str, Any]]] = []
+    summaries, _, _ = await made(tmp_path, asked, context=6_500)  # past 0.6 of 10k
+    summaries.model.threads[THREAD].pace.observe(1_000, 1)  # turns of 1k: the swap is 3.5 away
+    summaries._turn_ended(THREAD, True)
+    assert summaries._receive.statistics().current_buffer_used == 0
+    summaries.model.threads[THREAD].context_tokens = 8_000  # two turns away
+    summaries._turn_ended(THREAD, True)
+    assert summaries._receive.statistics().current_buffer_used == 1

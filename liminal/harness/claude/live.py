@@ -40,6 +40,10 @@ class ClaudeSessions:
     # Claude Code compacts on its own at the model's window (200k) less its output reserve (20k)
     # and a buffer (13k); a thread held below that never meets the CLI's compaction.
     ceiling_tokens = 167_000
+    # A side session's own prompt (issue 24), measured with the rig on Claude Code 2.1.316
+    # (claude-agent-acp 0.100; docs/gradient.md): the Agent SDK's system prompt without tools and
+    # its context messages (2.0k tokens), and the title request it makes for a new session (1.2k).
+    side_session_tokens = 3_200
 
     def __init__(self, settings: GradientSettings, env: Mapping[str, str] | None = None) -> None:
         self.settings = settings
