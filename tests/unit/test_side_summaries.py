@@ -278,6 +278,7 @@ async def test_a_fold_no_shorter_than_its_parts_is_not_used_nor_asked_again(tmp_
         summaries._turn_ended(THREAD, True)
         with anyio.fail_after(10):
             await summaries.wait_for(1)
+        summaries._asked_on.clear()  # the next swap cycle: one summary per cycle (price24)
         summaries._turn_ended(THREAD, True)
         with anyio.fail_after(10):
             await summaries.wait_for(2)
