@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pytest
 
 from fixtures.harness import Rig, adapters, first_difference, normalize
-from fixtures.harness.transcript import split_floating
+from fixtures.harness.transcript import settled_tool_calls, split_floating
 from tests.acceptance.conftest import ADAPTER_NAMES, require
 from tests.acceptance.scenario import PERMITTED_FILE, Run, model_script, run_scenario
 from tests.support.commands import (
@@ -108,7 +108,10 @@ def test_frames_through_liminal_equal_frames_direct(pair: Pair) -> None:
     for process, (left, right) in enumerate(zip(direct, through, strict=True)):
         (left_ordered, left_floating), (right_ordered, right_floating) = (
             split_floating(left), split_floating(right))
-        difference = first_difference(left_ordered, right_ordered)
+        # Byte for byte; where the adapter split a tool call's updates differently in the two
+        # runs (timing: ``settled_tool_calls``), what each call ends as.
+        difference = first_difference(left_ordered, right_ordered) and first_difference(
+            settled_tool_calls(left_ordered), settled_tool_calls(right_ordered))
         assert difference is None, f"process {process}: {difference}\n{worlds}"
         difference = first_difference(left_floating, right_floating)
         assert difference is None, (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fixtures.harness import first_difference, normalize
+from fixtures.harness.transcript import settled_tool_calls
 
 A = "3f2b8a4e-1c2d-4e5f-8a9b-0c1d2e3f4a5b"
 B = "01a20176-408b-7662-8a56-0be38a908b46"
@@ -47,3 +48,29 @@ def test_volatile_fields_and_codex_output_headers() -> None:
     two = normalize([b'{"process_id":"39911","duration":{"secs":0,"nanos":18483},'
                      b'"text":"Chunk ID: 94f329\nWall time: 0.0000 seconds"}'])
     assert one == two
+
+
+def _tool(update: str) -> bytes:
+    return ('{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"<uuid-1>","update":{'
+            + update + "}}}").encode()
+
+
+def test_a_tool_call_split_differently_by_timing_settles_the_same() -> None:
+    """Two real runs (codex-agent, claude-agent 0.101 under load): the output and the exit in one
+    update or two; a call announced before its input streamed. Each call's final state is the
+    same; any field that ends differently still shows."""
+    text = b'{"jsonrpc":"2.0","method":"session/update","params":{"update":{"sessionUpdate":"agent_message_chunk"}}}'
+    start = _tool('"sessionUpdate":"tool_call","toolCallId":"c1","rawInput":{},"status":"pending"')
+    split = [start, _tool('"sessionUpdate":"tool_call_update","toolCallId":"c1","rawInput":{"command":"echo hi"}'),
+             _tool('"sessionUpdate":"tool_call_update","toolCallId":"c1","_meta":{"delta":"hi"}'),
+             _tool('"sessionUpdate":"tool_call_update","toolCallId":"c1","status":"completed",'
+                   '"_meta":{"exit":0}'), text]
+    joined = [_tool('"sessionUpdate":"tool_call","toolCallId":"c1","rawInput":{"command":"echo hi"},'
+                    '"status":"pending"'),
+              _tool('"sessionUpdate":"tool_call_update","toolCallId":"c1","status":"completed",'
+                    '"_meta":{"delta":"hi","exit":0}'), text]
+    assert first_difference(split, joined) is not None
+    assert first_difference(settled_tool_calls(split), settled_tool_calls(joined)) is None
+    failed = [*joined[:1], joined[1].replace(b'"completed"', b'"failed"'), text]
+    assert first_difference(settled_tool_calls(split), settled_tool_calls(failed)) is not None
+    assert settled_tool_calls(split)[1:] == [text]  # other frames kept, in order
