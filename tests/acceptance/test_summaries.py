@@ -258,9 +258,9 @@ def test_context_rebuild_and_a_fold_of_the_oldest_summaries(adapter: Adapter, ri
     with client:
         client.initialize()
         thread = client.new_session(rig.home.project)["sessionId"]
-        prompts = iter(PROMPTS + [f"more {n}: {KINDS[n % len(KINDS)]} please" for n in range(16)])
-        # Until the first fold is asked for (seven summaries; how many turns that takes depends
-        # on how fast the side sessions answer), and one turn more.
+        prompts = iter(PROMPTS + [f"more {n}: {KINDS[n % len(KINDS)]} please" for n in range(80)])
+        # Until the first fold is asked for (seven summaries, one per swap cycle; how many turns
+        # that takes depends on how fast the side sessions answer), and one turn more.
         while not [r for r in summary_requests(rig) if FOLD_REQUEST.encode() in r.raw]:
             assert client.prompt(thread, next(prompts), timeout=180).stop_reason == "end_turn", rig.stderr_tail()
         client.prompt(thread, next(prompts), timeout=180)
