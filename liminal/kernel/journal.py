@@ -59,6 +59,10 @@ class SwapRecord:
     # What the rewrite placed in its dynamic zone (``liminal.gradient.zone.Placed.as_dict``:
     # key, kind, score, text); None: nothing, or a record from before the zone.
     zone: list[dict[str, Any]] | None = None
+    # committed: the bytes liminal wrote as the new session's file (what a later ``/fork MARK``
+    # leaves out of it on a machine whose ``rewrites.jsonl`` does not know the session); None
+    # for an empty session, and in records from before it.
+    size: int | None = None
 
     def to_json(self) -> bytes:
         return orjson.dumps(asdict(self))
@@ -88,6 +92,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "tokens_before": (int, type(None)), "tokens_after": (int, type(None)), "harness": (str,),
     "cwd": (str, type(None)), "new_path": (str, type(None)), "cost": (dict, type(None)),
     "opened": (str, type(None)), "move": (str, type(None)), "zone": (list, type(None)),
+    "size": (int, type(None)),
 }
 
 

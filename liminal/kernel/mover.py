@@ -22,6 +22,7 @@ the store, with the conversation.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import time
 import uuid
@@ -38,6 +39,7 @@ from liminal.config import SwapSettings
 from liminal.harness.base import Rewritten, SessionHarness
 from liminal.kernel.journal import SwapJournal, SwapRecord
 from liminal.kernel.policy import Decision
+from liminal.kernel.storejournal import Refused, StoreJournal
 from liminal.kernel.threads import MoveLocks, ThreadState
 
 if TYPE_CHECKING:
@@ -147,6 +149,7 @@ class ThreadMover:
         priced: Callable[[ThreadState, Decision, int], dict[str, Any]] | None = None,
         moves: MoveLocks | None = None,
         leases: MoveLeases | None = None,
+        shared: StoreJournal | None = None,
     ) -> None:
         self.settings = settings
         self.journal = journal
@@ -162,6 +165,10 @@ class ThreadMover:
         self.moves = moves if moves is not None else MoveLocks()
         # Beyond this process: sidecars on one store take a thread's lease in Redis to move it.
         self.leases = leases
+        # A store several sidecars share (MongoDB): every move's claim and commit are its writes
+        # (``liminal.kernel.storejournal``); None: the local journal alone (SQLite).
+        self.shared = shared
+        self._unshared: list[SwapRecord] = []  # end records for the shared store, not written yet
         self._warned_no_close = False
         self._stopping = False
         self._moving: set[anyio.CancelScope] = set()  # moves not yet committed
@@ -220,9 +227,25 @@ class ThreadMover:
                 hold.state.swapping = False
                 if port.is_held(hold.state.thread_id):
                     port.release(hold.state.thread_id)
+            await self.flush_shared()
             for hold in holds:
                 if hold.committed:
                     await self.close(hold.left)
+
+    async def flush_shared(self) -> None:
+        """The end records of moves that did not commit, into the shared store, and their
+        claims released there (shielded, bounded: the store may be down; a claim left behind
+        is taken over once stale)."""
+        if self.shared is None or not self._unshared:
+            return
+        records, self._unshared = self._unshared, []
+        with anyio.CancelScope(shield=True), anyio.move_on_after(UNDO_CLOSE_SECONDS):
+            for record in records:
+                await self.shared.ended(record)
+
+    def _lease_held(self, thread_id: str) -> bool:
+        """This process holds the thread's lease in a Redis that answered."""
+        return self.leases is not None and thread_id in self.leases.held
 
     def claim(self, state: ThreadState) -> None:
         """Hold a thread for a command's move, if nothing is under way on it."""
@@ -336,8 +359,18 @@ class ThreadMover:
                 raise SwapError("the agent opened no session")
             await carry_settings(functools.partial(port.request, timeout=self.settings.hold_timeout_seconds,
                                                    thread_id=thread_id), state, new_id)
-            record = self.record(state, old_backing, new_id, "committed", reason, started, t0, None, None,
-                                 opened="empty", move=move)
+            record = self.made(state, old_backing, new_id, "committed", reason, started, t0, None, None,
+                               opened="empty", move=move)
+            if self.shared is not None:  # claimed and committed in the shared store first
+                try:
+                    await self.shared.claim(dataclasses.replace(record, outcome="begin"),
+                                            lease_held=self._lease_held(thread_id))
+                    await self.shared.commit(record)
+                except Refused as exc:
+                    self.record(state, old_backing, new_id, "failed", str(exc), started, t0, None, None,
+                                opened="empty", move=move)
+                    raise SwapError(str(exc)) from exc
+            self._written(record)
             port.bind(thread_id, new_id)
             if answer is not None:
                 answer.update(result)
@@ -393,11 +426,12 @@ class ThreadMover:
         cost = decision.as_dict() if decision is not None else None
         # Journaled before the file exists: a liminal killed from here to the end record leaves
         # a ``begin`` alone, and the next start removes what it names (``_recover``).
-        self.journal.begin(SwapRecord(
+        begun = SwapRecord(
             thread_id=thread_id, old_backing_id=old_backing, new_backing_id=new_id,
             outcome="begin", reason=reason, started_at=started, duration_s=0.0,
             tokens_before=tokens, tokens_after=None, harness=self.harness.name, cwd=state.cwd,
-            new_path=str(new_path), cost=cost, move=move))
+            new_path=str(new_path), cost=cost, move=move)
+        self.journal.begin(begun)
         rewritten: Rewritten | None = None
         opened = False  # the agent has (or may have) the new session open
         ended = False  # an end record (committed, failed, abandoned, skipped) is journaled
@@ -405,6 +439,8 @@ class ThreadMover:
         try:
             try:
                 with anyio.fail_after(self.settings.hold_timeout_seconds):
+                    if self.shared is not None:  # the store's claim: refused, the move fails
+                        await self.shared.claim(begun, lease_held=self._lease_held(thread_id))
                     await faults.hit("swap.rewrite")  # begun, nothing written yet
                     rewritten = await anyio.to_thread.run_sync(write, new_id)
                     t_rewritten = time.monotonic()
@@ -415,6 +451,8 @@ class ThreadMover:
                             state, old_backing, new_id, "skipped", unpaid, started, t0,
                             rewritten.tokens_before, rewritten.tokens_after, decision, move=move), rewritten)
                     await anyio.to_thread.run_sync(self.journal.note_rewrite, new_id, rewritten.size)
+                    if self.shared is not None:  # another sidecar can write it if this one dies
+                        await self.shared.keep_lines(thread_id, new_id, rewritten.path, rewritten.size)
                     opened = True
                     moved_by = await self._open(state, old_backing, new_id)
                     t_moved = time.monotonic()
@@ -439,10 +477,22 @@ class ThreadMover:
                     "the hold overflowed; the thread went on on its old session", started, t0, tokens,
                     rewritten.tokens_after, move=move), rewritten)
             # The journal first: a thread is on its new session only once that is on disk (a
-            # journal that cannot be written fails the swap, and the thread stays).
-            record = self.record(state, old_backing, new_id, "committed", reason, started, t0,
-                                 rewritten.tokens_before, rewritten.tokens_after, decision, move=move,
-                                 zone=[p.as_dict() for p in rewritten.zone] or None)
+            # journal that cannot be written fails the swap, and the thread stays). With a shared
+            # store, the store's commit before it: refused or not taken, the move failed.
+            record = self.made(state, old_backing, new_id, "committed", reason, started, t0,
+                               rewritten.tokens_before, rewritten.tokens_after, decision, move=move,
+                               zone=[p.as_dict() for p in rewritten.zone] or None, size=rewritten.size)
+            if self.shared is not None:
+                await faults.hit("swap.commit")  # the store's commit next
+                try:
+                    await self.shared.commit(record)
+                except Refused as exc:
+                    ended = True
+                    return self._ended(self.record(
+                        state, old_backing, new_id, "failed", str(exc), started, t0, tokens,
+                        rewritten.tokens_after, move=move), rewritten)
+                await faults.hit("swap.committed")  # committed in the store, nothing told yet
+            self._written(record)
             ended = True
             port.bind(thread_id, new_id)
             committed = True
@@ -588,9 +638,22 @@ class ThreadMover:
         logger.debug("swap step", step="session/close", seconds=round(time.monotonic() - t, 4))
 
     def record(self, state: ThreadState, old: str, new: str | None, outcome: str, reason: str,
-                 started: float, t0: float, before: int | None, after: int | None,
-                 decision: Decision | None = None, opened: str | None = None, move: str = "swap",
-                 zone: list[dict[str, Any]] | None = None) -> SwapRecord:
+               started: float, t0: float, before: int | None, after: int | None,
+               decision: Decision | None = None, opened: str | None = None, move: str = "swap",
+               zone: list[dict[str, Any]] | None = None) -> SwapRecord:
+        """A move's record, journaled and noted (and, with a shared store, kept there after:
+        ``flush_shared``)."""
+        record = self.made(state, old, new, outcome, reason, started, t0, before, after, decision,
+                           opened, move, zone)
+        self._written(record)
+        if self.shared is not None and outcome != "committed":
+            self._unshared.append(record)
+        return record
+
+    def made(self, state: ThreadState, old: str, new: str | None, outcome: str, reason: str,
+             started: float, t0: float, before: int | None, after: int | None,
+             decision: Decision | None = None, opened: str | None = None, move: str = "swap",
+             zone: list[dict[str, Any]] | None = None, size: int | None = None) -> SwapRecord:
         cost = None
         if decision is not None:
             cost = decision.as_dict()
@@ -600,9 +663,11 @@ class ThreadMover:
             thread_id=state.thread_id, old_backing_id=old, new_backing_id=new, outcome=outcome,
             reason=reason, started_at=started, duration_s=round(time.monotonic() - t0, 4),
             tokens_before=before, tokens_after=after, harness=self.harness.name, cwd=state.cwd,
-            cost=cost, opened=opened, move=move, zone=zone,
+            cost=cost, opened=opened, move=move, zone=zone, size=size,
         )
-        self.journal.append(record)  # the authority (see journal.py)
-        if self.port is not None:  # and a note in the store, with the conversation
-            self.port.note("liminal/swap", asdict(record), thread_id=state.thread_id)
         return record
+
+    def _written(self, record: SwapRecord) -> None:
+        self.journal.append(record)  # the authority here (see journal.py)
+        if self.port is not None:  # and a note in the store, with the conversation
+            self.port.note("liminal/swap", asdict(record), thread_id=record.thread_id)

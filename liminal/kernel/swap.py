@@ -46,6 +46,7 @@ from liminal.kernel.zone import MemoSource, offered
 from liminal.sessionfiles import is_session_id
 
 if TYPE_CHECKING:
+    from liminal.kernel.storejournal import StoreJournal
     from liminal.store.leases import MoveLeases
 
 logger = log.get("liminal.swap")
@@ -78,6 +79,7 @@ class SwapManager(Component):
         gradient: GradientSettings | None = None,
         model: ThreadModel | None = None,
         leases: MoveLeases | None = None,
+        shared: StoreJournal | None = None,
     ) -> None:
         self.settings = settings
         self.policy = CostPolicy(settings, gradient or GradientSettings(),
@@ -103,7 +105,11 @@ class SwapManager(Component):
         # The step every move of a thread shares (liminal.kernel.mover), the commands' too.
         self.mover = ThreadMover(settings, journal, harness, self.threads, clock=clock,
                                  capabilities=lambda: self.capabilities, priced=self._priced,
-                                 moves=self.model.moves, leases=leases)
+                                 moves=self.model.moves, leases=leases, shared=shared)
+
+    async def aclose(self) -> None:
+        if self.mover.shared is not None:
+            await self.mover.shared.aclose()
 
     async def stopping(self) -> None:
         """liminal stops (``Proxy.run``, before it stops the agent): a move under way, a swap's

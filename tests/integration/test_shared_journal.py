@@ -1,0 +1,156 @@
+"""Where a thread is, is in the store when the store is shared (issue 23): a move's commit is
+the store's write, through the scripted agent and a real MongoDB-compatible server
+(``LIMINAL_TEST_MONGO_URL``; skipped without it, but for the store that does not answer).
+
+A swap with a shared store claims the thread in the store, keeps its rewrite's lines there and
+commits there before the local journal; a commit the store refuses (another sidecar moved the
+thread) or cannot take (the store down) is no commit: the thread stays on its session, and the
+rewrite is removed. A claim a dead sidecar left is taken over and recorded abandoned.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+
+from liminal.kernel.journal import SwapJournal
+from liminal.kernel.storejournal import StoreJournal
+from liminal.kernel.swap import SwapManager
+from liminal.store.base import Store
+from liminal.store.mongo import MongoStore
+from tests.integration.test_swap_scripted import FakeHarness, settings, start
+from tests.support.inproc import proxy_in_process
+from tests.support.mongo import fresh_database, needs_mongo
+from tests.support.proxy_process import scripted_agent_argv
+
+pytestmark = pytest.mark.anyio
+OTHER = "0f0f0f0f-0000-4000-8000-0000000000ff"
+
+
+def opener(url: str) -> object:
+    @asynccontextmanager
+    async def open_store() -> AsyncIterator[Store]:
+        store = await MongoStore.open(url, timeout_ms=1000)
+        try:
+            yield store
+        finally:
+            await store.aclose()
+    return open_store
+
+
+def sidecar(tmp: Path, url: str) -> tuple[SwapManager, SwapJournal, FakeHarness]:
+    harness = FakeHarness(tmp)
+    journal = SwapJournal(tmp / "swaps.jsonl")
+    shared = StoreJournal(opener(url), 60.0, tmp / "quarantine")  # type: ignore[arg-type]
+    return SwapManager(settings(), journal, harness, shared=shared), journal, harness
+
+
+async def swap_once(manager: SwapManager, client: object, thread: str) -> None:
+    await client.prompt(thread, "used:130000 chunks:1")  # type: ignore[attr-defined]
+    with anyio.fail_after(20):
+        await manager.wait_for_swaps(1)
+
+
+@pytest.fixture
+async def url() -> AsyncIterator[str]:
+    async with fresh_database() as name:
+        yield name
+
+
+@needs_mongo
+async def test_a_swap_commits_in_the_shared_store_with_its_rewrite_and_its_records(
+        tmp_path: Path, url: str) -> None:
+    manager, journal, _ = sidecar(tmp_path, url)
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
+        thread = await start(client)
+        await swap_once(manager, client, thread)
+        new = proxy.router.backing_of(thread)
+        assert new != thread
+    store = await MongoStore.open(url)
+    try:
+        assert store.moves is not None
+        place = await store.moves.place(thread)
+        assert place is not None and place.backing_id == new and place.lineage == (new,)
+        assert place.moving is None
+        records = await store.moves.records(thread)
+        assert [r["outcome"] for r in records] == ["begin", "committed"]
+        assert records[1]["new_backing_id"] == new and records[1]["size"] is not None
+        # The rewrite's lines, before any index worker: another sidecar can write the session.
+        lines = await store.session_records(new)
+        assert [line.raw for line in lines] == [b"{}"]
+    finally:
+        await store.aclose()
+    assert [r.outcome for r in journal.records()] == ["committed"]
+
+
+@needs_mongo
+async def test_a_commit_the_store_refuses_is_no_commit_and_leaves_nothing(
+        tmp_path: Path, url: str) -> None:
+    manager, journal, harness = sidecar(tmp_path, url)
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
+        thread = await start(client)
+        # Another sidecar on the same store moved the thread meanwhile.
+        store = await MongoStore.open(url)
+        try:
+            assert store.moves is not None
+            assert (await store.moves.claim(thread, thread, OTHER, now=time.time(), stale_before=0))[0]
+            assert await store.moves.commit(thread, thread, OTHER)
+            await swap_once(manager, client, thread)
+            assert proxy.router.backing_of(thread) == thread  # stays where it was
+            place = await store.moves.place(thread)
+            assert place is not None and place.backing_id == OTHER and place.moving is None
+            ends = [r for r in await store.moves.records(thread) if r["outcome"] != "begin"]
+        finally:
+            await store.aclose()
+        answer = await client.prompt(thread, "chunks:1")  # and goes on
+        assert answer["result"]["stopReason"] == "end_turn"
+    [record] = journal.records()
+    assert record.outcome == "failed" and f"it is on session {OTHER}" in record.reason
+    assert [r["outcome"] for r in ends] == ["failed"]
+    assert harness.rewrites == []  # the claim refused: nothing written
+
+
+async def test_a_shared_store_that_does_not_answer_moves_nothing(tmp_path: Path) -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    manager, journal, harness = sidecar(tmp_path, f"mongodb://127.0.0.1:{port}/liminal")
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
+        thread = await start(client)
+        await swap_once(manager, client, thread)
+        assert proxy.router.backing_of(thread) == thread
+        answer = await client.prompt(thread, "chunks:1")
+        assert answer["result"]["stopReason"] == "end_turn"
+    [record] = journal.records()
+    assert record.outcome == "failed" and "the shared store could not be reached" in record.reason
+    assert harness.rewrites == []
+
+
+@needs_mongo
+async def test_a_claim_a_dead_sidecar_left_is_recorded_abandoned_and_taken_over(
+        tmp_path: Path, url: str) -> None:
+    manager, _, _ = sidecar(tmp_path, url)
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
+        thread = await start(client)
+        store = await MongoStore.open(url)
+        try:
+            assert store.moves is not None
+            # A sidecar began a move of the thread 10 minutes ago and died before its commit.
+            assert (await store.moves.claim(thread, thread, OTHER, now=time.time() - 600,
+                                            stale_before=0))[0]
+            await swap_once(manager, client, thread)
+            new = proxy.router.backing_of(thread)
+            assert new != thread
+            place = await store.moves.place(thread)
+            assert place is not None and place.backing_id == new and place.moving is None
+            assert not await store.moves.commit(thread, thread, OTHER)  # too late for it
+            outcomes = [(r["new_backing_id"], r["outcome"]) for r in await store.moves.records(thread)]
+        finally:
+            await store.aclose()
+    assert sorted(outcomes) == sorted([(OTHER, "abandoned"), (new, "begin"), (new, "committed")])
