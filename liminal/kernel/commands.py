@@ -37,7 +37,7 @@ from liminal.acp.port import Component, Port
 from liminal.acp.router import LOCAL, Local, LocalRequest
 from liminal.harness.base import SessionHarness
 from liminal.kernel import delete, reopen, restore, zone
-from liminal.kernel.journal import SwapJournal
+from liminal.kernel.journal import SwapJournal, SwapRecord, committed
 from liminal.kernel.mover import SwapError, ThreadMover, Writer
 from liminal.kernel.policy import CostPolicy
 from liminal.kernel.threads import Mark, ThreadModel
@@ -631,7 +631,7 @@ class CommandCenter(Component):
         new_id = str(uuid.uuid4())
         if args:
             mark = await self._known_mark(thread, args)
-            cut = self._taken_out_since(thread, mark)
+            cut = self._taken_out_since(await self._moves(thread), mark)
             if cut is not None:
                 raise CommandError(
                     f"turns were taken out of the context after mark {mark.name} ({cut}): a fork of "
@@ -664,12 +664,24 @@ class CommandCenter(Component):
         except Exception as exc:  # the fork exists on disk all the same
             logger.warning("the fork could not be recorded in the store", fork=new_id, error=str(exc))
 
-    def _taken_out_since(self, thread: str, mark: Mark) -> str | None:
+    async def _moves(self, thread: str) -> list[SwapRecord]:
+        """The thread's moves: the shared store's journal when the store is shared (another
+        sidecar's moves among them), else, or when it cannot be read, this home's."""
+        shared = self.mover.shared
+        if shared is not None:
+            try:
+                return [r for r in await shared.records(thread) if r.outcome != "begin"]
+            except Exception as exc:
+                logger.warning("moves of this machine only: the shared store could not be read",
+                               thread=thread, error=f"{type(exc).__name__}: {exc}")
+        return await anyio.to_thread.run_sync(self.journal.records, thread)
+
+    def _taken_out_since(self, records: list[SwapRecord], mark: Mark) -> str | None:
         """The command that took turns out of the thread's context after ``mark`` was set
         (``/undo``, ``/clear``, ``/clear MARK``), if one did. ``_after`` reads what the CLI wrote
         after the mark, file by file, and cannot leave such turns out; a gradient swap only
         compresses, so the fork has those turns whole."""
-        for record in self.journal.records(thread):
+        for record in records:
             if record.outcome != "committed" or record.started_at < mark.at:
                 continue
             move = moves.what(asdict(record))  # the command as given: ``/clear A``
@@ -681,19 +693,24 @@ class CommandCenter(Component):
         """The byte ranges that hold the turns after ``mark``: the rest of its file, then what the
         CLI appended to each session the thread moved to since."""
         cwd = self._cwd(thread)
-        source = self.harness.locate(mark.backing_id, cwd)
+        source = await self._session_file(mark.backing_id, cwd)
         if source is None:
             raise CommandError(f"the session file of mark {mark.name} is gone")
         parts: list[tuple[Path, int, int | None]] = [(source, mark.offset, None)]
-        lineage = [b for t, b in self.journal.lineage() if t == thread]
+        # Every session the thread moved to, by any sidecar on a shared store; a file another
+        # machine wrote is written here from the store.
+        moved = committed(await self._moves(thread))
+        lineage = [r.new_backing_id or "" for r in moved]
+        sizes = {r.new_backing_id: r.size for r in moved}
         if mark.backing_id in lineage:
             later = lineage[lineage.index(mark.backing_id) + 1:]
         else:
             later = lineage if mark.backing_id == thread else []
         for backing in later:
-            path = self.harness.locate(backing, cwd)
+            path = await self._session_file(backing, cwd)
             if path is not None:  # liminal's own bytes (the rewrite) hold nothing new
-                parts.append((path, self.journal.own_bytes(backing), None))
+                own = self.journal.own_bytes(backing) or sizes.get(backing) or 0
+                parts.append((path, own, None))
         return parts
 
     async def _cmd_context(self, thread: str, args: str) -> str:

@@ -262,7 +262,12 @@ class SwapJournal:
         """(thread id, backing id) of every committed swap, oldest first. A commit that a later
         end record of the same attempt undoes (its write reported an error after the line was
         on disk: the swap was undone and its rewrite removed) binds nothing."""
-        records = self.records()
-        last: dict[str | None, str] = {r.new_backing_id: r.outcome for r in records}
-        return [(r.thread_id, r.new_backing_id) for r in records
-                if r.outcome == "committed" and r.new_backing_id and last[r.new_backing_id] == "committed"]
+        return [(r.thread_id, r.new_backing_id or "") for r in committed(self.records())]
+
+
+def committed(records: list[SwapRecord]) -> list[SwapRecord]:
+    """The committed records of ``records`` (a journal's, oldest first) whose attempt ended so:
+    ``SwapJournal.lineage``, of this home's journal or the shared store's."""
+    last: dict[str | None, str] = {r.new_backing_id: r.outcome for r in records}
+    return [r for r in records
+            if r.outcome == "committed" and r.new_backing_id and last[r.new_backing_id] == "committed"]

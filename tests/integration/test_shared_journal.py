@@ -154,3 +154,31 @@ async def test_a_claim_a_dead_sidecar_left_is_recorded_abandoned_and_taken_over(
         finally:
             await store.aclose()
     assert sorted(outcomes) == sorted([(OTHER, "abandoned"), (new, "begin"), (new, "committed")])
+
+
+@needs_mongo
+async def test_liminal_swaps_on_another_sidecar_shows_the_moves_it_did_not_make(
+        tmp_path: Path, url: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from liminal.cli import main
+
+    manager, _, _ = sidecar(tmp_path, url)
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
+        thread = await start(client)
+        await swap_once(manager, client, thread)
+        new = proxy.router.backing_of(thread)
+    other = tmp_path / "other-home"  # another machine's home: an empty journal, the same store
+    other.mkdir()
+    (other / "config.toml").write_text(f'[store]\nurl = "{url}"\n')
+    monkeypatch.setenv("LIMINAL_HOME", str(other))
+    capsys.readouterr()
+    assert await anyio.to_thread.run_sync(main, ["swaps", "--json"]) == 0
+    shown = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["thread_id"], r["new_backing_id"], r["outcome"]) for r in shown] == [(thread, new, "committed")]
+    # The store down: this machine's journal (empty), and one line saying so.
+    (other / "config.toml").write_text('[store]\nurl = "mongodb://127.0.0.1:1/liminal?serverSelectionTimeoutMS=500"\n')
+    assert await anyio.to_thread.run_sync(main, ["swaps"]) == 0
+    said = capsys.readouterr()
+    assert "no swaps yet" in said.out and "the shared store could not be read" in said.err
