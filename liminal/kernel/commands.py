@@ -244,7 +244,9 @@ class CommandCenter(Component):
                 except Exception as exc:  # the thread opens all the same, without its history
                     logger.warning("store not opened for a reopen", error=str(exc))
             # Another sidecar on the same store may have moved the thread: its lineage there
-            # binds it when it is further along than this liminal's journal.
+            # binds it when it is further along than this liminal's journal; a move of it one
+            # began and never ended (it died) is recorded abandoned first.
+            await self._abandon_dead(request.thread_id or "")
             await restore.bind_from_store(store, port, request.thread_id or "")
             # A session /clear opened empty has a file once it has a turn: gone since, the
             # store's lines are the thread's context, and only without them is it reopened empty.
@@ -288,6 +290,11 @@ class CommandCenter(Component):
         port.notify_client("session/update", {"sessionId": thread, "update": {
             "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}})
         port.answer_local(request.key, {"stopReason": "end_turn"})
+
+    async def _abandon_dead(self, thread: str) -> None:
+        shared, leases = self.mover.shared, self.mover.leases
+        if shared is not None and thread:
+            await shared.abandon_dead(thread, lease_gone=leases is not None and await leases.gone(thread))
 
     async def _list(self, port: Port, request: LocalRequest) -> None:
         """``session/list``: the store's threads and what the agent lists besides."""

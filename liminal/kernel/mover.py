@@ -436,6 +436,7 @@ class ThreadMover:
         opened = False  # the agent has (or may have) the new session open
         ended = False  # an end record (committed, failed, abandoned, skipped) is journaled
         committed = False
+        in_store = False  # the shared store has committed it: the move is made, whatever follows
         try:
             try:
                 with anyio.fail_after(self.settings.hold_timeout_seconds):
@@ -491,15 +492,23 @@ class ThreadMover:
                     return self._ended(self.record(
                         state, old_backing, new_id, "failed", str(exc), started, t0, tokens,
                         rewritten.tokens_after, move=move), rewritten)
+                in_store = True
                 await faults.hit("swap.committed")  # committed in the store, nothing told yet
             self._written(record)
             ended = True
             port.bind(thread_id, new_id)
             committed = True
         except BaseException as exc:
+            if in_store and not committed:
+                # Cancelled after the shared store's commit: the thread is on the new session
+                # for every sidecar, so here too (its file stays; the store has its lines).
+                with contextlib.suppress(Exception):
+                    self._written(record)
+                    port.bind(thread_id, new_id)
+                    committed = True
             # Cancelled (the client left, liminal is stopping) or an end record that could not
             # be written: the swap did not happen.
-            if not ended:
+            elif not ended:
                 with contextlib.suppress(Exception):
                     self.record(state, old_backing, new_id, "abandoned",
                                   f"stopped during the swap ({type(exc).__name__})", started, t0,

@@ -103,6 +103,23 @@ class StoreJournal:
             reason="its liminal stopped during the move; found by another on the same store",
             started_at=time.time(), duration_s=0.0, tokens_before=None, tokens_after=None))
 
+    async def abandon_dead(self, thread: str, *, lease_gone: bool = False) -> None:
+        """At a load of ``thread``: a move of it that a sidecar began and never ended, whose
+        lease is gone (``lease_gone``: not in Redis; else older than a lease lives), is recorded
+        abandoned and its claim released, so the thread opens on its session (or on the one a
+        commit put it on) and can move again. The store down: nothing to do, said."""
+        try:
+            place = await self.place(thread)
+            if place is None or place.moving is None:
+                return
+            if not lease_gone and (place.since or 0.0) >= time.time() - self.stale_seconds:
+                return  # its sidecar may be alive and moving it
+            if await (await self.log()).release(thread, place.moving):
+                await self.abandoned_elsewhere(thread, place.backing_id, place.moving)
+        except Exception as exc:
+            logger.warning("moves under way not looked at: the shared store could not be read",
+                           thread=thread, error=f"{type(exc).__name__}: {exc}")
+
     async def keep(self, record: SwapRecord) -> None:
         """One record into the store's journal; a store that fails is logged (the local
         journal has it)."""

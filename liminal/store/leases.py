@@ -89,6 +89,18 @@ class MoveLeases:
             with contextlib.suppress(Exception):
                 await client.aclose()
 
+    async def gone(self, thread_id: str) -> bool:
+        """Nobody holds the thread's lease (False when Redis does not answer: not known)."""
+        client = self._client()
+        try:
+            return bool(await client.get(self.key(thread_id)) is None)
+        except Exception as exc:
+            self._warn(exc)
+            return False
+        finally:
+            with contextlib.suppress(Exception):
+                await client.aclose()
+
     def _warn(self, exc: Exception) -> None:
         if not self._warned:
             self._warned = True

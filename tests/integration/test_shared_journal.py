@@ -19,7 +19,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from liminal.kernel.journal import SwapJournal
+from liminal.kernel.journal import SwapJournal, SwapRecord
 from liminal.kernel.storejournal import StoreJournal
 from liminal.kernel.swap import SwapManager
 from liminal.store.base import Store
@@ -182,3 +182,74 @@ async def test_liminal_swaps_on_another_sidecar_shows_the_moves_it_did_not_make(
     assert await anyio.to_thread.run_sync(main, ["swaps"]) == 0
     said = capsys.readouterr()
     assert "no swaps yet" in said.out and "the shared store could not be read" in said.err
+
+
+@needs_mongo
+async def test_a_start_after_dying_past_the_stores_commit_keeps_the_move(tmp_path: Path, url: str) -> None:
+    # liminal died between the shared store's commit and its own journal's (``swap.committed``):
+    # the next start keeps the rewrite, journals the commit, and opens the thread on it.
+    thread, new = "22222222-2222-4222-8222-222222222222", "33333333-3333-4333-8333-333333333333"
+    manager, journal, harness = sidecar(tmp_path, url)
+    rewrite = tmp_path / f"{new}.jsonl"
+    rewrite.write_text("{}\n")
+    journal.append(SwapRecord(thread_id=thread, old_backing_id=thread, new_backing_id=new,
+                              outcome="begin", reason="r", started_at=time.time(), duration_s=0.0,
+                              tokens_before=None, tokens_after=None, harness="fake",
+                              new_path=str(rewrite)))
+    store = await MongoStore.open(url)
+    try:
+        assert store.moves is not None
+        assert (await store.moves.claim(thread, thread, new, now=time.time(), stale_before=0))[0]
+        assert await store.moves.commit(thread, thread, new)
+    finally:
+        await store.aclose()
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
+        await client.request("initialize", {"protocolVersion": 1})  # after the start's clean-up
+        assert proxy.router.backing_of(thread) == new
+    assert rewrite.exists() and harness.discarded == []
+    assert [(r.new_backing_id, r.outcome) for r in journal.records()] == [(new, "committed")]
+    assert journal.unfinished() == []
+
+
+@needs_mongo
+async def test_another_sidecar_records_a_dead_move_abandoned_and_opens_a_committed_one(
+        url: str, tmp_path: Path) -> None:
+    from liminal.kernel import restore
+
+    thread, new = "44444444-4444-4444-8444-444444444444", "55555555-5555-4555-8555-555555555555"
+    shared = StoreJournal(opener(url), 60.0, tmp_path)  # type: ignore[arg-type]
+    try:
+        store = await shared.store()
+        moves = await shared.log()
+        # A sidecar began a move a moment ago and died: its lease (Redis) is gone.
+        assert (await moves.claim(thread, thread, OTHER, now=time.time(), stale_before=0))[0]
+        await shared.abandon_dead(thread)  # not known dead yet: alive, maybe
+        assert (await moves.place(thread)).moving == OTHER  # type: ignore[union-attr]
+        await shared.abandon_dead(thread, lease_gone=True)
+        place = await moves.place(thread)
+        assert place is not None and place.moving is None and place.backing_id == thread
+        assert [(r.new_backing_id, r.outcome) for r in await shared.records(thread)] == [(OTHER, "abandoned")]
+
+        class Port:  # what ``bind_from_store`` asks of the router
+            def __init__(self) -> None:
+                self.bound: dict[str, str] = {}
+                self.adopted: list[str] = []
+
+            def backing_of(self, t: str) -> str:
+                return self.bound.get(t, t)
+
+            def adopt(self, backing: str, t: str) -> None:
+                self.adopted.append(backing)
+
+            def bind(self, t: str, backing: str) -> None:
+                self.bound[t] = backing
+
+        port = Port()
+        assert await restore.bind_from_store(store, port, thread) is None  # on its own session
+        # Then a sidecar committed a move and died before anyone heard of it (no index yet).
+        assert (await moves.claim(thread, thread, new, now=time.time(), stale_before=0))[0]
+        assert await moves.commit(thread, thread, new)
+        assert await restore.bind_from_store(store, port, thread) == new  # type: ignore[arg-type]
+        assert port.backing_of(thread) == new
+    finally:
+        await shared.aclose()
