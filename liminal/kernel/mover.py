@@ -85,7 +85,7 @@ class SwapError(Exception):
 def failure(exc: BaseException) -> str:
     """A failed move's reason, as journaled and shown: a ``SwapError`` says it in words; any
     other error (a file that would not validate, a bug) is named by its type too."""
-    return str(exc) if isinstance(exc, SwapError) else f"{type(exc).__name__}: {exc}"
+    return str(exc) if isinstance(exc, (SwapError, Refused)) else f"{type(exc).__name__}: {exc}"
 
 
 Request = Callable[[str, dict[str, Any]], Awaitable[Any]]

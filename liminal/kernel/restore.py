@@ -89,8 +89,7 @@ async def bind_from_store(store: Store | None, port: Port, thread: str) -> str |
         logger.warning("lineage not read from the store", thread=thread, error=str(exc))
         return None
     here = port.backing_of(thread)
-    known = here in lineage or (here == thread and store.moves is not None)
-    if not lineage or not known or lineage[-1] == here:
+    if here not in lineage or lineage.index(here) == len(lineage) - 1:
         return None
     for backing in lineage:  # every session it was on names the thread towards the client
         port.adopt(backing, thread)
@@ -107,11 +106,9 @@ async def lineage_in_store(store: Store, thread: str) -> list[str]:
     known = await store.thread(thread)
     lineage = list(known.backing_ids) if known is not None else []
     place = await store.moves.place(thread) if store.moves is not None else None
-    if place is not None:
-        ordered = [*place.lineage, place.backing_id]
-        lineage = [b for b in lineage if b not in ordered] + list(dict.fromkeys(ordered))
-        if lineage == [thread]:
-            return []
+    if place is not None:  # (a thread's first session is its own id)
+        lineage += [b for b in dict.fromkeys([thread, *place.lineage]) if b not in lineage]
+        lineage = [b for b in lineage if b != place.backing_id] + [place.backing_id]
     return lineage
 
 
