@@ -763,7 +763,7 @@ class CommandCenter(Component):
             lines.append("State anchor (from the newest summary):\n" + anchor)
         marks = await self.marks(thread)
         lines.append("Marks: " + (", ".join(sorted(marks)) or "none"))
-        records = self.journal.records(thread)
+        records = await self._moves(thread)  # another sidecar's too, on a shared store
         lines.append(f"Last move: {moves.describe(asdict(records[-1]))}." if records else "No move yet.")
         if records:
             lines.extend(zone.described(records[-1].zone))

@@ -452,10 +452,8 @@ class ThreadMover:
                             state, old_backing, new_id, "skipped", unpaid, started, t0,
                             rewritten.tokens_before, rewritten.tokens_after, decision, move=move), rewritten)
                     await anyio.to_thread.run_sync(self.journal.note_rewrite, new_id, rewritten.size)
-                    if self.shared is not None:  # another sidecar can write it if this one dies
-                        await self.shared.keep_lines(thread_id, new_id, rewritten.path, rewritten.size)
                     opened = True
-                    moved_by = await self._open(state, old_backing, new_id)
+                    moved_by = await self._open_keeping(state, old_backing, new_id, rewritten)
                     t_moved = time.monotonic()
             except TimeoutError:
                 ended = True
@@ -587,6 +585,39 @@ class ThreadMover:
                 delay = min(delay * 2, SETTLE_POLL_MAX)
             return True
         return False
+
+    async def _open_keeping(self, state: ThreadState, old_backing: str, new_id: str,
+                            rewritten: Rewritten) -> str:
+        """``_open``, and with a shared store the rewrite's lines put there meanwhile (another
+        sidecar can write the session if this one dies after the commit): the agent takes a
+        second or more to open a session, and the lines as long on FerretDB (1.4 s for a rewrite
+        of 329 KB, 148 lines, at load average 16), so the hold waits for the longer, not both.
+        The open's error, else the store's, is the move's."""
+        shared = self.shared
+        if shared is None:
+            return await self._open(state, old_backing, new_id)
+        done: dict[str, Any] = {}
+
+        async def keep() -> None:
+            try:
+                await shared.keep_lines(state.thread_id, new_id, rewritten.path, rewritten.size)
+                done["keep"] = None
+            except Exception as exc:
+                done["keep"] = exc
+
+        async def open_it() -> None:
+            try:
+                done["open"] = await self._open(state, old_backing, new_id)
+            except Exception as exc:
+                done["open"] = exc
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(keep)
+            tasks.start_soon(open_it)
+        for step in ("open", "keep"):
+            if isinstance(done[step], Exception):
+                raise done[step]
+        return str(done["open"])
 
     async def _open(self, state: ThreadState, old_backing: str, new_id: str) -> str:
         """Open ``new_id`` for the thread; returns the method that did it."""

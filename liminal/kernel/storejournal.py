@@ -10,8 +10,9 @@ authority and this is not used. With a shared store every move goes through it a
    (another sidecar moved it) or another attempt is under way; an attempt that began longer ago
    than a move's lease lives, or while this sidecar holds the thread's Redis lease, is a dead
    sidecar's: it is recorded ``abandoned`` and taken over.
-2. **lines**: the rewrite's lines go into the store before the commit, so another sidecar can
-   write the session from the store if this one dies right after it.
+2. **lines**: the rewrite's lines go into the store before the commit (while the agent opens
+   the session: ``ThreadMover._open_keeping``), so another sidecar can write the session from
+   the store if this one dies right after it.
 3. **commit**: the store's write (``MoveLog.commit``), before the local journal and the router
    hear of it. A commit the store refused or could not take is no commit: the move fails and
    the thread stays on its session. A commit whose answer was lost may have been made: the
