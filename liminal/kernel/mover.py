@@ -16,7 +16,9 @@ per-thread move lock (``ThreadModel.moves``); two threads move at once.
 
 The journal (``liminal.kernel.journal``) is the authority: a ``begin`` before the file exists,
 an end record (committed, failed, abandoned, skipped) after; each also a ``liminal/swap`` note in
-the store, with the conversation.
+the store, with the conversation. With a store several sidecars share (MongoDB) the store is:
+the move claims the thread there, and commits there before the journal hears of it
+(``liminal.kernel.storejournal``).
 """
 
 from __future__ import annotations
