@@ -250,8 +250,9 @@ class CommandCenter(Component):
             await restore.bind_from_store(store, port, request.thread_id or "")
             # A session /clear opened empty has a file once it has a turn: gone since, the
             # store's lines are the thread's context, and only without them is it reopened empty.
-            if reopen.without_file(port, self.harness, self.journal, request.thread_id, request.message) \
-                    and not await restore.stored_whole(store, port.backing_of(request.thread_id or "")):
+            empty = reopen.without_file(port, self.harness, self.journal, request.thread_id, request.message) \
+                or await self._opened_empty_elsewhere(request.thread_id or "", request.message)
+            if empty and not await restore.stored_whole(store, port.backing_of(request.thread_id or "")):
                 await reopen.reopen(port, self.mover, store, request)
             else:
                 try:
@@ -290,6 +291,24 @@ class CommandCenter(Component):
         port.notify_client("session/update", {"sessionId": thread, "update": {
             "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}})
         port.answer_local(request.key, {"stopReason": "end_turn"})
+
+    async def _opened_empty_elsewhere(self, thread: str, message: dict[str, Any]) -> bool:
+        """The thread is on a session another sidecar on the shared store opened empty (its
+        ``/clear``), of which nothing is on disk here: what ``reopen.without_file`` says of this
+        home's own, from the store's journal."""
+        port, shared = self.mover.port, self.mover.shared
+        if shared is None or port is None or not thread or port.backing_of(thread) == thread:
+            return False
+        backing = port.backing_of(thread)
+        cwd = reopen.params_of(message).get("cwd")
+        if self.harness.locate(backing, cwd if isinstance(cwd, str) else None) is not None:
+            return False
+        try:
+            return any(r.new_backing_id == backing and r.opened == "empty"
+                       for r in committed(await shared.records(thread)))
+        except Exception as exc:  # the store down: as without it
+            logger.warning("the shared store's journal not read", thread=thread, error=str(exc))
+            return False
 
     async def _abandon_dead(self, thread: str) -> None:
         shared, leases = self.mover.shared, self.mover.leases

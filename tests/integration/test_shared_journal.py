@@ -253,3 +253,38 @@ async def test_another_sidecar_records_a_dead_move_abandoned_and_opens_a_committ
         assert port.backing_of(thread) == new
     finally:
         await shared.aclose()
+
+
+@needs_mongo
+async def test_a_thread_another_sidecar_cleared_opens_on_an_empty_session_here(tmp_path: Path, url: str) -> None:
+    # /clear on A puts the thread on a session the CLI writes only at its first turn: B, on the
+    # same store, has no file of it and no line in the store; its load reopens the thread empty
+    # (as A's own restart would), where it went to the agent, which cannot find that session.
+    from tests.integration.test_commands_scripted import opened, run_liminal, said
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    found: dict[str, str] = {}
+
+    async def on_a(proxy: object) -> None:
+        thread = found["thread"] = await opened(proxy)  # type: ignore[arg-type]
+        await said(proxy, thread, "turn alpha used:5000")  # type: ignore[arg-type]
+        assert "Context cleared" in await said(proxy, thread, "/clear")  # type: ignore[arg-type]
+
+    async def on_b(proxy: object) -> None:
+        thread = await opened(proxy, found["thread"])  # type: ignore[arg-type]
+        await said(proxy, thread, "turn bravo used:3000")  # type: ignore[arg-type]
+
+    # The agent writes a session's file at its first turn, and loads only a session with one,
+    # as Claude Code does.
+    await run_liminal(a, on_a, LIMINAL_STORE_URL=url, AGENT_CLAUDE_NEW_EMPTY="1")
+    await run_liminal(b, on_b, LIMINAL_STORE_URL=url, AGENT_CLAUDE_NEW_EMPTY="1", AGENT_LOAD_NEEDS_FILE="1")
+    store = await MongoStore.open(url)
+    try:
+        assert store.moves is not None
+        ends = [(r["move"], r["opened"], r["outcome"]) for r in await store.moves.records(found["thread"])
+                if r["outcome"] != "begin"]
+    finally:
+        await store.aclose()
+    assert ends == [("/clear", "empty", "committed"), ("reopen", "empty", "committed")]
