@@ -100,6 +100,7 @@ def _from_store(settings: Settings, thread: str | None) -> list[SwapRecord] | No
     try:
         return anyio.run(read)
     except Exception as exc:
-        print(f"liminal swaps: the shared store could not be read ({type(exc).__name__}: {exc}); "
+        said = str(exc).split(" (configured timeouts", 1)[0][:200]  # pymongo says much more
+        print(f"liminal swaps: the shared store could not be read ({type(exc).__name__}: {said}); "
               "this machine's journal only", file=sys.stderr)
         return None
