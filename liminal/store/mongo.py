@@ -488,6 +488,8 @@ class MongoStore:
         gone = 0
         for collection, query, _ in records:
             gone += (await collection.delete_many(query)).deleted_count
+        # Where it was and its moves (a move's record holds what its dynamic zone placed).
+        gone += await MongoMoves(self._client, self._threads.database.name).forget(thread_id)
         # The thread, and a record an older liminal kept under a session of its lineage.
         gone += (await self._threads.delete_many({"_id": {"$in": backings}})).deleted_count
         return gone

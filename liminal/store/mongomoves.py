@@ -108,6 +108,11 @@ class MongoMoves:
         except PyMongoError as exc:
             raise StoreError(str(exc)) from exc
 
+    async def forget(self, thread_id: str) -> int:
+        """The thread's place and records gone (``MongoStore.delete_thread``); how many."""
+        gone = (await self._places.delete_many({"_id": thread_id})).deleted_count
+        return int(gone + (await self._moves.delete_many({"thread_id": thread_id})).deleted_count)
+
     async def records(self, thread_id: str | None = None) -> list[dict[str, Any]]:
         query = {} if thread_id is None else {"thread_id": thread_id}
         try:

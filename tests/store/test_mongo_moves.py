@@ -95,3 +95,22 @@ async def test_the_journal_records_are_kept_in_order_per_thread(moves: MoveLog) 
     assert [r["thread_id"] for r in await moves.records()] == ["other", T, T]
     with pytest.raises(ValueError, match="not a journal record"):
         await moves.append({"thread_id": T})
+
+
+@needs_mongo
+async def test_a_deleted_thread_leaves_neither_its_place_nor_its_moves() -> None:
+    async with fresh_database() as url:
+        store = await MongoStore.open(url)
+        try:
+            assert store.moves is not None
+            assert (await store.moves.claim(T, T, A, now=100.0, stale_before=0.0))[0]
+            assert await store.moves.commit(T, T, A)
+            record = {"thread_id": T, "old_backing_id": T, "new_backing_id": A, "outcome": "committed",
+                      "started_at": 100.0, "zone": [{"key": "k", "text": "a memo's words"}]}
+            await store.moves.append(record)
+            await store.moves.append({**record, "thread_id": "other"})
+            assert await store.delete_thread(T) >= 2
+            assert await store.moves.place(T) is None
+            assert [r["thread_id"] for r in await store.moves.records()] == ["other"]
+        finally:
+            await store.aclose()
