@@ -33,6 +33,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import anyio
+
 from liminal import log
 from liminal.kernel.journal import SwapRecord
 
@@ -54,12 +56,14 @@ class StoreJournal:
         self.quarantine = quarantine  # where a rewrite's line the store refuses is set aside
         self._cm: AbstractAsyncContextManager[Store] | None = None
         self._store: Store | None = None
+        self._opening = anyio.Lock()  # two threads' first moves at once open it once
 
     async def store(self) -> Store:
-        if self._store is None:
-            cm = self._open_store()
-            self._store = await cm.__aenter__()
-            self._cm = cm
+        async with self._opening:
+            if self._store is None:
+                cm = self._open_store()
+                self._store = await cm.__aenter__()
+                self._cm = cm
         return self._store
 
     async def log(self) -> MoveLog:
