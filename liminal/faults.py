@@ -17,7 +17,9 @@ The swap's points, in order (``liminal.kernel.mover``): ``swap.rewrite`` (its ``
 the journal, nothing written yet), ``swap.move`` (the rewrite is on disk, the agent not asked
 yet; ``kill-agent`` kills the adapter there), ``swap.resume`` (``wrong-id``: the open names a
 session the agent cannot have), ``swap.moved`` (the agent has the new session open, nothing
-committed); ``swap.corrupt_rewrite`` (a harness writes a rewrite its validator refuses).
+committed); with a shared store (MongoDB), ``swap.commit`` (the store's commit next) and
+``swap.committed`` (committed in the store, nothing told to the local journal, the router or the
+client yet); ``swap.corrupt_rewrite`` (a harness writes a rewrite its validator refuses).
 """
 
 from __future__ import annotations

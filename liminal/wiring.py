@@ -46,12 +46,22 @@ def components(settings: Settings, config_file: Path | None = None,
     # outlasts any move: the hold's bound, the undo's after it, and a margin.
     redis = redis_url_of(settings.cache.url)
     leases = None if redis is None else MoveLeases(redis, 2 * settings.swap.hold_timeout_seconds + 30)
-    swaps = SwapManager(settings.swap, journal, harness, gradient=settings.gradient, leases=leases)
-    from liminal.store.cache import open_cache
-
     # The running liminal writes the store (memos, summaries), so it makes it when the index
     # worker has not yet: a `/memo` as the first words to a new install was "no store".
     opener = (lambda: open_store(settings, create=True)) if settings.store.index else None
+    shared = None
+    if opener is not None and settings.store.url.startswith(("mongodb://", "mongodb+srv://")):
+        # A store several sidecars share: where a thread is, is its word (docs/architecture.md,
+        # "Where a thread is"); a claim older than a lease's life is a dead sidecar's.
+        from liminal.ingest import quarantine
+        from liminal.kernel.storejournal import StoreJournal
+
+        shared = StoreJournal(opener, 2 * settings.swap.hold_timeout_seconds + 30,
+                              quarantine.folder(settings.home))
+    swaps = SwapManager(settings.swap, journal, harness, gradient=settings.gradient, leases=leases,
+                        shared=shared)
+    from liminal.store.cache import open_cache
+
     # liminal's slash commands (/mark, /clear, /fork, /undo ...): answered by liminal.
     commands = CommandCenter(swaps.model, swaps.mover, journal, swaps.policy, harness, opener,
                              lambda: open_cache(settings))

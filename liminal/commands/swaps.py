@@ -1,12 +1,17 @@
-"""``liminal swaps [THREAD] [--json]``: every swap attempt, from the journal."""
+"""``liminal swaps [THREAD] [--json]``: every swap attempt, from the journal: the shared
+store's when the store is shared (MongoDB: every sidecar's moves), else this home's."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from liminal.config import Settings
+
+if TYPE_CHECKING:
+    from liminal.kernel.journal import SwapRecord
 
 HELP = "list swaps and the commands' moves: when, tokens before and after, cost and savings, outcome"
 
@@ -18,9 +23,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
 
-    from liminal.kernel.journal import SwapJournal
+    records = _from_store(settings, args.thread)
+    if records is None:
+        from liminal.kernel.journal import SwapJournal
 
-    records = SwapJournal(settings.journal_path).records(args.thread)
+        records = SwapJournal(settings.journal_path).records(args.thread)
     if args.json:
         for record in records:
             sys.stdout.buffer.write(record.to_json() + b"\n")
@@ -77,3 +84,29 @@ def _k(value: object) -> str:
     from liminal.units import tokens
 
     return tokens(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
+
+
+def _from_store(settings: Settings, thread: str | None) -> list[SwapRecord] | None:
+    """The shared store's journal (None: the store is not shared, or cannot be read: said on
+    stderr, and this home's journal is shown)."""
+    if not settings.store.url.startswith(("mongodb://", "mongodb+srv://")):
+        return None
+    import anyio
+
+    from liminal.kernel.storejournal import StoreJournal
+    from liminal.store.configured import open_store
+
+    async def read() -> list[SwapRecord]:
+        shared = StoreJournal(lambda: open_store(settings, create=False), 0.0, settings.home)
+        try:
+            return [r for r in await shared.records(thread) if r.outcome != "begin"]
+        finally:
+            await shared.aclose()
+
+    try:
+        return anyio.run(read)
+    except Exception as exc:
+        said = str(exc).split(" (configured timeouts", 1)[0][:200]  # pymongo says much more
+        print(f"liminal swaps: the shared store could not be read ({type(exc).__name__}: {said}); "
+              "this machine's journal only", file=sys.stderr)
+        return None

@@ -37,7 +37,7 @@ from liminal.acp.port import Component, Port
 from liminal.acp.router import LOCAL, Local, LocalRequest
 from liminal.harness.base import SessionHarness
 from liminal.kernel import delete, reopen, restore, zone
-from liminal.kernel.journal import SwapJournal
+from liminal.kernel.journal import SwapJournal, SwapRecord, committed
 from liminal.kernel.mover import SwapError, ThreadMover, Writer
 from liminal.kernel.policy import CostPolicy
 from liminal.kernel.threads import Mark, ThreadModel
@@ -246,12 +246,15 @@ class CommandCenter(Component):
                 except Exception as exc:  # the thread opens all the same, without its history
                     logger.warning("store not opened for a reopen", error=str(exc))
             # Another sidecar on the same store may have moved the thread: its lineage there
-            # binds it when it is further along than this liminal's journal.
+            # binds it when it is further along than this liminal's journal; a move of it one
+            # began and never ended (it died) is recorded abandoned first.
+            await self._abandon_dead(request.thread_id or "")
             await restore.bind_from_store(store, port, request.thread_id or "")
             # A session /clear opened empty has a file once it has a turn: gone since, the
             # store's lines are the thread's context, and only without them is it reopened empty.
-            if reopen.without_file(port, self.harness, self.journal, request.thread_id, request.message) \
-                    and not await restore.stored_whole(store, port.backing_of(request.thread_id or "")):
+            empty = reopen.without_file(port, self.harness, self.journal, request.thread_id, request.message) \
+                or await self._opened_empty_elsewhere(request.thread_id or "", request.message)
+            if empty and not await restore.stored_whole(store, port.backing_of(request.thread_id or "")):
                 await reopen.reopen(port, self.mover, store, request)
             else:
                 try:
@@ -298,6 +301,29 @@ class CommandCenter(Component):
         port.notify_client("session/update", {"sessionId": thread, "update": {
             "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}})
         port.answer_local(request.key, {"stopReason": "end_turn"})
+
+    async def _opened_empty_elsewhere(self, thread: str, message: dict[str, Any]) -> bool:
+        """The thread is on a session another sidecar on the shared store opened empty (its
+        ``/clear``), of which nothing is on disk here: what ``reopen.without_file`` says of this
+        home's own, from the store's journal."""
+        port, shared = self.mover.port, self.mover.shared
+        if shared is None or port is None or not thread or port.backing_of(thread) == thread:
+            return False
+        backing = port.backing_of(thread)
+        cwd = reopen.params_of(message).get("cwd")
+        if self.harness.locate(backing, cwd if isinstance(cwd, str) else None) is not None:
+            return False
+        try:
+            return any(r.new_backing_id == backing and r.opened == "empty"
+                       for r in committed(await shared.records(thread)))
+        except Exception as exc:  # the store down: as without it
+            logger.warning("the shared store's journal not read", thread=thread, error=str(exc))
+            return False
+
+    async def _abandon_dead(self, thread: str) -> None:
+        shared, leases = self.mover.shared, self.mover.leases
+        if shared is not None and thread:
+            await shared.abandon_dead(thread, lease_gone=leases is not None and await leases.gone(thread))
 
     async def _list(self, port: Port, request: LocalRequest) -> None:
         """``session/list``: the store's threads and what the agent lists besides."""
@@ -641,7 +667,7 @@ class CommandCenter(Component):
         new_id = str(uuid.uuid4())
         if args:
             mark = await self._known_mark(thread, args)
-            cut = self._taken_out_since(thread, mark)
+            cut = self._taken_out_since(await self._moves(thread), mark)
             if cut is not None:
                 raise CommandError(
                     f"turns were taken out of the context after mark {mark.name} ({cut}): a fork of "
@@ -674,12 +700,24 @@ class CommandCenter(Component):
         except Exception as exc:  # the fork exists on disk all the same
             logger.warning("the fork could not be recorded in the store", fork=new_id, error=str(exc))
 
-    def _taken_out_since(self, thread: str, mark: Mark) -> str | None:
+    async def _moves(self, thread: str) -> list[SwapRecord]:
+        """The thread's moves: the shared store's journal when the store is shared (another
+        sidecar's moves among them), else, or when it cannot be read, this home's."""
+        shared = self.mover.shared
+        if shared is not None:
+            try:
+                return [r for r in await shared.records(thread) if r.outcome != "begin"]
+            except Exception as exc:
+                logger.warning("moves of this machine only: the shared store could not be read",
+                               thread=thread, error=f"{type(exc).__name__}: {exc}")
+        return await anyio.to_thread.run_sync(self.journal.records, thread)
+
+    def _taken_out_since(self, records: list[SwapRecord], mark: Mark) -> str | None:
         """The command that took turns out of the thread's context after ``mark`` was set
         (``/undo``, ``/clear``, ``/clear MARK``), if one did. ``_after`` reads what the CLI wrote
         after the mark, file by file, and cannot leave such turns out; a gradient swap only
         compresses, so the fork has those turns whole."""
-        for record in self.journal.records(thread):
+        for record in records:
             if record.outcome != "committed" or record.started_at < mark.at:
                 continue
             move = moves.what(asdict(record))  # the command as given: ``/clear A``
@@ -691,19 +729,24 @@ class CommandCenter(Component):
         """The byte ranges that hold the turns after ``mark``: the rest of its file, then what the
         CLI appended to each session the thread moved to since."""
         cwd = self._cwd(thread)
-        source = self.harness.locate(mark.backing_id, cwd)
+        source = await self._session_file(mark.backing_id, cwd)
         if source is None:
             raise CommandError(f"the session file of mark {mark.name} is gone")
         parts: list[tuple[Path, int, int | None]] = [(source, mark.offset, None)]
-        lineage = [b for t, b in self.journal.lineage() if t == thread]
+        # Every session the thread moved to, by any sidecar on a shared store; a file another
+        # machine wrote is written here from the store.
+        moved = committed(await self._moves(thread))
+        lineage = [r.new_backing_id or "" for r in moved]
+        sizes = {r.new_backing_id: r.size for r in moved}
         if mark.backing_id in lineage:
             later = lineage[lineage.index(mark.backing_id) + 1:]
         else:
             later = lineage if mark.backing_id == thread else []
         for backing in later:
-            path = self.harness.locate(backing, cwd)
+            path = await self._session_file(backing, cwd)
             if path is not None:  # liminal's own bytes (the rewrite) hold nothing new
-                parts.append((path, self.journal.own_bytes(backing), None))
+                own = self.journal.own_bytes(backing) or sizes.get(backing) or 0
+                parts.append((path, own, None))
         return parts
 
     async def _cmd_context(self, thread: str, args: str) -> str:
@@ -752,7 +795,7 @@ class CommandCenter(Component):
             lines.append("State anchor (the next swap's preamble starts with it):\n" + anchor)
         marks = await self.marks(thread)
         lines.append("Marks: " + (", ".join(sorted(marks)) or "none"))
-        records = self.journal.records(thread)
+        records = await self._moves(thread)  # another sidecar's too, on a shared store
         lines.append(f"Last move: {moves.describe(asdict(records[-1]))}." if records else "No move yet.")
         if records:
             lines.extend(zone.described(records[-1].zone))

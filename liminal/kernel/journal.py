@@ -59,6 +59,10 @@ class SwapRecord:
     # What the rewrite placed in its dynamic zone (``liminal.gradient.zone.Placed.as_dict``:
     # key, kind, score, text); None: nothing, or a record from before the zone.
     zone: list[dict[str, Any]] | None = None
+    # committed: the bytes liminal wrote as the new session's file (what a later ``/fork MARK``
+    # leaves out of it on a machine whose ``rewrites.jsonl`` does not know the session); None
+    # for an empty session, and in records from before it.
+    size: int | None = None
 
     def to_json(self) -> bytes:
         return orjson.dumps(asdict(self))
@@ -88,6 +92,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "tokens_before": (int, type(None)), "tokens_after": (int, type(None)), "harness": (str,),
     "cwd": (str, type(None)), "new_path": (str, type(None)), "cost": (dict, type(None)),
     "opened": (str, type(None)), "move": (str, type(None)), "zone": (list, type(None)),
+    "size": (int, type(None)),
 }
 
 
@@ -257,7 +262,12 @@ class SwapJournal:
         """(thread id, backing id) of every committed swap, oldest first. A commit that a later
         end record of the same attempt undoes (its write reported an error after the line was
         on disk: the swap was undone and its rewrite removed) binds nothing."""
-        records = self.records()
-        last: dict[str | None, str] = {r.new_backing_id: r.outcome for r in records}
-        return [(r.thread_id, r.new_backing_id) for r in records
-                if r.outcome == "committed" and r.new_backing_id and last[r.new_backing_id] == "committed"]
+        return [(r.thread_id, r.new_backing_id or "") for r in committed(self.records())]
+
+
+def committed(records: list[SwapRecord]) -> list[SwapRecord]:
+    """The committed records of ``records`` (a journal's, oldest first) whose attempt ended so:
+    ``SwapJournal.lineage``, of this home's journal or the shared store's."""
+    last: dict[str | None, str] = {r.new_backing_id: r.outcome for r in records}
+    return [r for r in records
+            if r.outcome == "committed" and r.new_backing_id and last[r.new_backing_id] == "committed"]

@@ -16,12 +16,15 @@ per-thread move lock (``ThreadModel.moves``); two threads move at once.
 
 The journal (``liminal.kernel.journal``) is the authority: a ``begin`` before the file exists,
 an end record (committed, failed, abandoned, skipped) after; each also a ``liminal/swap`` note in
-the store, with the conversation.
+the store, with the conversation. With a store several sidecars share (MongoDB) the store is:
+the move claims the thread there, and commits there before the journal hears of it
+(``liminal.kernel.storejournal``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import time
 import uuid
@@ -38,6 +41,7 @@ from liminal.config import SwapSettings
 from liminal.harness.base import Rewritten, SessionHarness
 from liminal.kernel.journal import SwapJournal, SwapRecord
 from liminal.kernel.policy import Decision
+from liminal.kernel.storejournal import Refused, StoreJournal
 from liminal.kernel.threads import MoveLocks, ThreadState
 
 if TYPE_CHECKING:
@@ -83,7 +87,7 @@ class SwapError(Exception):
 def failure(exc: BaseException) -> str:
     """A failed move's reason, as journaled and shown: a ``SwapError`` says it in words; any
     other error (a file that would not validate, a bug) is named by its type too."""
-    return str(exc) if isinstance(exc, SwapError) else f"{type(exc).__name__}: {exc}"
+    return str(exc) if isinstance(exc, (SwapError, Refused)) else f"{type(exc).__name__}: {exc}"
 
 
 Request = Callable[[str, dict[str, Any]], Awaitable[Any]]
@@ -147,6 +151,7 @@ class ThreadMover:
         priced: Callable[[ThreadState, Decision, int], dict[str, Any]] | None = None,
         moves: MoveLocks | None = None,
         leases: MoveLeases | None = None,
+        shared: StoreJournal | None = None,
     ) -> None:
         self.settings = settings
         self.journal = journal
@@ -162,6 +167,10 @@ class ThreadMover:
         self.moves = moves if moves is not None else MoveLocks()
         # Beyond this process: sidecars on one store take a thread's lease in Redis to move it.
         self.leases = leases
+        # A store several sidecars share (MongoDB): every move's claim and commit are its writes
+        # (``liminal.kernel.storejournal``); None: the local journal alone (SQLite).
+        self.shared = shared
+        self._unshared: list[SwapRecord] = []  # end records for the shared store, not written yet
         self._warned_no_close = False
         self._stopping = False
         self._moving: set[anyio.CancelScope] = set()  # moves not yet committed
@@ -220,9 +229,25 @@ class ThreadMover:
                 hold.state.swapping = False
                 if port.is_held(hold.state.thread_id):
                     port.release(hold.state.thread_id)
+            await self.flush_shared()
             for hold in holds:
                 if hold.committed:
                     await self.close(hold.left)
+
+    async def flush_shared(self) -> None:
+        """The end records of moves that did not commit, into the shared store, and their
+        claims released there (shielded, bounded: the store may be down; a claim left behind
+        is taken over once stale)."""
+        if self.shared is None or not self._unshared:
+            return
+        records, self._unshared = self._unshared, []
+        with anyio.CancelScope(shield=True), anyio.move_on_after(UNDO_CLOSE_SECONDS):
+            for record in records:
+                await self.shared.ended(record)
+
+    def _lease_held(self, thread_id: str) -> bool:
+        """This process holds the thread's lease in a Redis that answered."""
+        return self.leases is not None and thread_id in self.leases.held
 
     def claim(self, state: ThreadState) -> None:
         """Hold a thread for a command's move, if nothing is under way on it."""
@@ -336,8 +361,18 @@ class ThreadMover:
                 raise SwapError("the agent opened no session")
             await carry_settings(functools.partial(port.request, timeout=self.settings.hold_timeout_seconds,
                                                    thread_id=thread_id), state, new_id)
-            record = self.record(state, old_backing, new_id, "committed", reason, started, t0, None, None,
-                                 opened="empty", move=move)
+            record = self.made(state, old_backing, new_id, "committed", reason, started, t0, None, None,
+                               opened="empty", move=move)
+            if self.shared is not None:  # claimed and committed in the shared store first
+                try:
+                    await self.shared.claim(dataclasses.replace(record, outcome="begin"),
+                                            lease_held=self._lease_held(thread_id))
+                    await self.shared.commit(record)
+                except Refused as exc:
+                    self.record(state, old_backing, new_id, "failed", str(exc), started, t0, None, None,
+                                opened="empty", move=move)
+                    raise SwapError(str(exc)) from exc
+            self._written(record)
             port.bind(thread_id, new_id)
             if answer is not None:
                 answer.update(result)
@@ -393,18 +428,22 @@ class ThreadMover:
         cost = decision.as_dict() if decision is not None else None
         # Journaled before the file exists: a liminal killed from here to the end record leaves
         # a ``begin`` alone, and the next start removes what it names (``_recover``).
-        self.journal.begin(SwapRecord(
+        begun = SwapRecord(
             thread_id=thread_id, old_backing_id=old_backing, new_backing_id=new_id,
             outcome="begin", reason=reason, started_at=started, duration_s=0.0,
             tokens_before=tokens, tokens_after=None, harness=self.harness.name, cwd=state.cwd,
-            new_path=str(new_path), cost=cost, move=move))
+            new_path=str(new_path), cost=cost, move=move)
+        self.journal.begin(begun)
         rewritten: Rewritten | None = None
         opened = False  # the agent has (or may have) the new session open
         ended = False  # an end record (committed, failed, abandoned, skipped) is journaled
         committed = False
+        in_store = False  # the shared store has committed it: the move is made, whatever follows
         try:
             try:
                 with anyio.fail_after(self.settings.hold_timeout_seconds):
+                    if self.shared is not None:  # the store's claim: refused, the move fails
+                        await self.shared.claim(begun, lease_held=self._lease_held(thread_id))
                     await faults.hit("swap.rewrite")  # begun, nothing written yet
                     rewritten = await anyio.to_thread.run_sync(write, new_id)
                     t_rewritten = time.monotonic()
@@ -416,7 +455,7 @@ class ThreadMover:
                             rewritten.tokens_before, rewritten.tokens_after, decision, move=move), rewritten)
                     await anyio.to_thread.run_sync(self.journal.note_rewrite, new_id, rewritten.size)
                     opened = True
-                    moved_by = await self._open(state, old_backing, new_id)
+                    moved_by = await self._open_keeping(state, old_backing, new_id, rewritten)
                     t_moved = time.monotonic()
             except TimeoutError:
                 ended = True
@@ -439,17 +478,37 @@ class ThreadMover:
                     "the hold overflowed; the thread went on on its old session", started, t0, tokens,
                     rewritten.tokens_after, move=move), rewritten)
             # The journal first: a thread is on its new session only once that is on disk (a
-            # journal that cannot be written fails the swap, and the thread stays).
-            record = self.record(state, old_backing, new_id, "committed", reason, started, t0,
-                                 rewritten.tokens_before, rewritten.tokens_after, decision, move=move,
-                                 zone=[p.as_dict() for p in rewritten.zone] or None)
+            # journal that cannot be written fails the swap, and the thread stays). With a shared
+            # store, the store's commit before it: refused or not taken, the move failed.
+            record = self.made(state, old_backing, new_id, "committed", reason, started, t0,
+                               rewritten.tokens_before, rewritten.tokens_after, decision, move=move,
+                               zone=[p.as_dict() for p in rewritten.zone] or None, size=rewritten.size)
+            if self.shared is not None:
+                await faults.hit("swap.commit")  # the store's commit next
+                try:
+                    await self.shared.commit(record)
+                except Refused as exc:
+                    ended = True
+                    return self._ended(self.record(
+                        state, old_backing, new_id, "failed", str(exc), started, t0, tokens,
+                        rewritten.tokens_after, move=move), rewritten)
+                in_store = True
+                await faults.hit("swap.committed")  # committed in the store, nothing told yet
+            self._written(record)
             ended = True
             port.bind(thread_id, new_id)
             committed = True
         except BaseException as exc:
+            if in_store and not committed:
+                # Cancelled after the shared store's commit: the thread is on the new session
+                # for every sidecar, so here too (its file stays; the store has its lines).
+                with contextlib.suppress(Exception):
+                    self._written(record)
+                    port.bind(thread_id, new_id)
+                    committed = True
             # Cancelled (the client left, liminal is stopping) or an end record that could not
             # be written: the swap did not happen.
-            if not ended:
+            elif not ended:
                 with contextlib.suppress(Exception):
                     self.record(state, old_backing, new_id, "abandoned",
                                   f"stopped during the swap ({type(exc).__name__})", started, t0,
@@ -529,6 +588,39 @@ class ThreadMover:
             return True
         return False
 
+    async def _open_keeping(self, state: ThreadState, old_backing: str, new_id: str,
+                            rewritten: Rewritten) -> str:
+        """``_open``, and with a shared store the rewrite's lines put there meanwhile (another
+        sidecar can write the session if this one dies after the commit): the agent takes a
+        second or more to open a session, and the lines as long on FerretDB (1.4 s for a rewrite
+        of 329 KB, 148 lines, at load average 16), so the hold waits for the longer, not both.
+        The open's error, else the store's, is the move's."""
+        shared = self.shared
+        if shared is None:
+            return await self._open(state, old_backing, new_id)
+        done: dict[str, Any] = {}
+
+        async def keep() -> None:
+            try:
+                await shared.keep_lines(state.thread_id, new_id, rewritten.path, rewritten.size)
+                done["keep"] = None
+            except Exception as exc:
+                done["keep"] = exc
+
+        async def open_it() -> None:
+            try:
+                done["open"] = await self._open(state, old_backing, new_id)
+            except Exception as exc:
+                done["open"] = exc
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(keep)
+            tasks.start_soon(open_it)
+        for step in ("open", "keep"):
+            if isinstance(done[step], Exception):
+                raise done[step]
+        return str(done["open"])
+
     async def _open(self, state: ThreadState, old_backing: str, new_id: str) -> str:
         """Open ``new_id`` for the thread; returns the method that did it."""
         port = self.attached()
@@ -588,9 +680,22 @@ class ThreadMover:
         logger.debug("swap step", step="session/close", seconds=round(time.monotonic() - t, 4))
 
     def record(self, state: ThreadState, old: str, new: str | None, outcome: str, reason: str,
-                 started: float, t0: float, before: int | None, after: int | None,
-                 decision: Decision | None = None, opened: str | None = None, move: str = "swap",
-                 zone: list[dict[str, Any]] | None = None) -> SwapRecord:
+               started: float, t0: float, before: int | None, after: int | None,
+               decision: Decision | None = None, opened: str | None = None, move: str = "swap",
+               zone: list[dict[str, Any]] | None = None) -> SwapRecord:
+        """A move's record, journaled and noted (and, with a shared store, kept there after:
+        ``flush_shared``)."""
+        record = self.made(state, old, new, outcome, reason, started, t0, before, after, decision,
+                           opened, move, zone)
+        self._written(record)
+        if self.shared is not None and outcome != "committed":
+            self._unshared.append(record)
+        return record
+
+    def made(self, state: ThreadState, old: str, new: str | None, outcome: str, reason: str,
+             started: float, t0: float, before: int | None, after: int | None,
+             decision: Decision | None = None, opened: str | None = None, move: str = "swap",
+             zone: list[dict[str, Any]] | None = None, size: int | None = None) -> SwapRecord:
         cost = None
         if decision is not None:
             cost = decision.as_dict()
@@ -600,9 +705,11 @@ class ThreadMover:
             thread_id=state.thread_id, old_backing_id=old, new_backing_id=new, outcome=outcome,
             reason=reason, started_at=started, duration_s=round(time.monotonic() - t0, 4),
             tokens_before=before, tokens_after=after, harness=self.harness.name, cwd=state.cwd,
-            cost=cost, opened=opened, move=move, zone=zone,
+            cost=cost, opened=opened, move=move, zone=zone, size=size,
         )
-        self.journal.append(record)  # the authority (see journal.py)
-        if self.port is not None:  # and a note in the store, with the conversation
-            self.port.note("liminal/swap", asdict(record), thread_id=state.thread_id)
         return record
+
+    def _written(self, record: SwapRecord) -> None:
+        self.journal.append(record)  # the authority here (see journal.py)
+        if self.port is not None:  # and a note in the store, with the conversation
+            self.port.note("liminal/swap", asdict(record), thread_id=record.thread_id)

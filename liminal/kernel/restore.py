@@ -86,11 +86,10 @@ async def bind_from_store(store: Store | None, port: Port, thread: str) -> str |
     if store is None or not thread:
         return None
     try:
-        known = await store.thread(thread)
+        lineage = await lineage_in_store(store, thread)
     except Exception as exc:  # the store down: the local journal's word stands
         logger.warning("lineage not read from the store", thread=thread, error=str(exc))
         return None
-    lineage = list(known.backing_ids) if known is not None else []
     here = port.backing_of(thread)
     if here not in lineage or lineage.index(here) == len(lineage) - 1:
         return None
@@ -100,6 +99,19 @@ async def bind_from_store(store: Store | None, port: Port, thread: str) -> str |
     logger.info("thread moved by a sidecar on the same store; opened on its current session",
                 thread=thread, was=here, backing=lineage[-1])
     return lineage[-1]
+
+
+async def lineage_in_store(store: Store, thread: str) -> list[str]:
+    """The sessions the store has the thread on, oldest first, the last its current one: the
+    index's lineage, and, in a shared store, the thread's place (every move's commit: the
+    authority, ahead of the index, which derives the lineage a little after each move)."""
+    known = await store.thread(thread)
+    lineage = list(known.backing_ids) if known is not None else []
+    place = await store.moves.place(thread) if store.moves is not None else None
+    if place is not None:  # (a thread's first session is its own id)
+        lineage += [b for b in dict.fromkeys([thread, *place.lineage]) if b not in lineage]
+        lineage = [b for b in lineage if b != place.backing_id] + [place.backing_id]
+    return lineage
 
 
 async def write_session(store: Store, harness: SessionHarness, backing: str,
@@ -143,12 +155,12 @@ async def write_from_store(store: Store, harness: SessionHarness, thread: str, b
                            cwd: str | None) -> str | None:
     """Write ``backing``'s file from the store; None when written, else why not."""
     try:
-        known = await store.thread(thread)
+        lineage = await lineage_in_store(store, thread)
         # ``bind_from_store`` has put the thread on the store's last session when that is
         # further along; a session the store's lineage does not end in (the store behind this
         # liminal, or never told of the move) is not written: the thread would open silently on
         # the context it had before the moves the store knows.
-        later = known.backing_ids[-1] if known is not None and known.backing_ids else backing
+        later = lineage[-1] if lineage else backing
         if later != backing:
             return (f"the store has the thread on session {later}, not {backing}: not opened "
                     "on an older context")

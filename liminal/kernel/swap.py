@@ -25,8 +25,9 @@ the journal records why.
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -46,6 +47,7 @@ from liminal.kernel.zone import MemoSource, offered
 from liminal.sessionfiles import is_session_id
 
 if TYPE_CHECKING:
+    from liminal.kernel.storejournal import StoreJournal
     from liminal.store.leases import MoveLeases
 
 logger = log.get("liminal.swap")
@@ -78,6 +80,7 @@ class SwapManager(Component):
         gradient: GradientSettings | None = None,
         model: ThreadModel | None = None,
         leases: MoveLeases | None = None,
+        shared: StoreJournal | None = None,
     ) -> None:
         self.settings = settings
         self.policy = CostPolicy(settings, gradient or GradientSettings(),
@@ -104,7 +107,11 @@ class SwapManager(Component):
         # The step every move of a thread shares (liminal.kernel.mover), the commands' too.
         self.mover = ThreadMover(settings, journal, harness, self.threads, clock=clock,
                                  capabilities=lambda: self.capabilities, priced=self._priced,
-                                 moves=self.model.moves, leases=leases)
+                                 moves=self.model.moves, leases=leases, shared=shared)
+
+    async def aclose(self) -> None:
+        if self.mover.shared is not None:
+            await self.mover.shared.aclose()
 
     async def stopping(self) -> None:
         """liminal stops (``Proxy.run``, before it stops the agent): a move under way, a swap's
@@ -245,7 +252,11 @@ class SwapManager(Component):
         to a stale one."""
         self._port = port
         self.mover.attach(port)
-        await anyio.to_thread.run_sync(self._recover, abandon_on_cancel=True)
+        in_store = await self._committed_in_store()
+        abandoned = await anyio.to_thread.run_sync(self._recover, in_store, abandon_on_cancel=True)
+        if self.mover.shared is not None:
+            for record in abandoned:  # the claims this home's dead attempts left in the store
+                await self.mover.shared.ended(record)
         # Every session a thread has been on names the thread towards the client (a listing
         # shows the thread once); new frames go to the last one.
         lineage = await anyio.to_thread.run_sync(self.journal.lineage, abandon_on_cancel=True)
@@ -337,11 +348,37 @@ class SwapManager(Component):
                 self._progress.set()
                 self._progress = anyio.Event()
 
-    def _recover(self) -> None:
+    async def _committed_in_store(self) -> set[str] | None:
+        """Of this home's attempts that never ended, those the shared store committed (liminal
+        stopped between the store's commit and its own journal's); None when the store could
+        not be read (nothing is removed then: whether it committed is not known)."""
+        shared = self.mover.shared
+        if shared is None:
+            return set()
+        unfinished = await anyio.to_thread.run_sync(self.journal.unfinished, abandon_on_cancel=True)
+        found: set[str] = set()
+        try:
+            for begun in unfinished:
+                place = await shared.place(begun.thread_id)
+                if place is not None and begun.new_backing_id in place.lineage:
+                    found.add(begun.new_backing_id or "")
+        except Exception as exc:
+            logger.warning("unfinished swaps left for the next start: the shared store could not "
+                           "be read", error=f"{type(exc).__name__}: {exc}", swaps=len(unfinished))
+            return None
+        return found
+
+    def _recover(self, in_store: Collection[str] | None = frozenset()) -> list[SwapRecord]:
         """Remove what swaps cut short by a crash left: each ``begin`` without an end names the
         file its rewrite wrote (or was about to). Nothing else is touched: not the session the
         thread was on, not a file that a committed swap made the thread's session, not a file
-        whose name (by the CLI's own naming, the record's harness's) is not the rewrite's id."""
+        whose name (by the CLI's own naming, the record's harness's) is not the rewrite's id.
+        With a shared store (``in_store``: the attempts it committed; None: not known), one the
+        store committed is journaled committed here too, and its file kept. Returns the
+        records of the attempts taken as abandoned."""
+        if in_store is None:
+            return []
+        abandoned: list[SwapRecord] = []
         records = self.journal.records(begins=True)
         # Ids that are, or were, a thread's session: never a rewrite to remove, whatever a
         # damaged or hand-edited ``begin`` says.
@@ -365,14 +402,25 @@ class SwapManager(Component):
                 if not leftover:
                     logger.debug("swap under way in another liminal; left alone", new=new_id)
                     continue
+                if new_id in in_store:
+                    self.journal.append(dataclasses.replace(
+                        begun, outcome="committed", new_path=None,
+                        reason=f"{begun.reason} (committed in the shared store; liminal stopped "
+                               "before its journal heard)"))
+                    logger.info("unfinished swap committed in the shared store", thread=begun.thread_id,
+                                new=new_id)
+                    continue
                 harness.discard(Rewritten(new_id, path, 0, 0))
-                self.journal.append(SwapRecord(
+                record = SwapRecord(
                     thread_id=begun.thread_id, old_backing_id=begun.old_backing_id,
                     new_backing_id=new_id, outcome="abandoned",
                     reason="liminal stopped during the swap; its rewrite was removed at the next start",
                     started_at=begun.started_at, duration_s=0.0, tokens_before=begun.tokens_before,
-                    tokens_after=None, harness=begun.harness, cwd=begun.cwd))
+                    tokens_after=None, harness=begun.harness, cwd=begun.cwd)
+                self.journal.append(record)
+                abandoned.append(record)
             logger.info("unfinished swap cleaned up", thread=begun.thread_id, removed=str(path))
+        return abandoned
 
     def _harness_named(self, name: str) -> SessionHarness:
         """The harness whose swap a journal record describes: a Codex swap's rewrite is a Codex

@@ -14,7 +14,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from liminal.config import Settings
 from liminal.store.records import (
@@ -40,10 +40,52 @@ class StoreRefused(StoreError):
     full, slow), which a writer waits out and tries again."""
 
 
+class Place(NamedTuple):
+    """Where a store shared by several sidecars has a thread (``MoveLog.place``)."""
+
+    backing_id: str  # the session the thread is on
+    lineage: tuple[str, ...]  # every session a move put it on, oldest first (its own id left out)
+    moving: str | None  # the attempt under way (the id of the session it would move to), if any
+    since: float | None  # when that attempt began (wall clock)
+
+
+class MoveLog(Protocol):
+    """Where threads are, in a store several sidecars share (MongoDB): the swap journal's
+    records and, per thread, its place. A move claims the thread (``claim``), and its commit is
+    the store's write (``commit``): a conditional update of the thread's one document, so of two
+    sidecars that moved one thread from one session, one commits and the other is refused.
+    SQLite is not shared (``Store.moves`` is None): the local journal is the authority there."""
+
+    async def claim(self, thread_id: str, old: str, attempt: str, *, now: float,
+                    stale_before: float) -> tuple[bool, str | None]:
+        """Mark ``thread_id`` as moving from ``old`` by ``attempt``: (True, the attempt it took
+        over, if one under way had begun before ``stale_before``: its sidecar is gone), or
+        (False, why not): it is on another session, or another attempt is under way."""
+
+    async def commit(self, thread_id: str, old: str, attempt: str) -> bool:
+        """The move ``attempt`` claimed is the thread's: on ``attempt``'s session from now on.
+        False when the store has it elsewhere or another took the claim over."""
+
+    async def release(self, thread_id: str, attempt: str) -> bool:
+        """The attempt ended without a commit: the thread is no longer moving (a claim taken
+        over since is left alone). Whether it still held it."""
+
+    async def place(self, thread_id: str) -> Place | None: ...
+
+    async def append(self, record: dict[str, Any]) -> None:
+        """One journal record (``SwapRecord`` as a dict), kept with the others."""
+
+    async def records(self, thread_id: str | None = None) -> list[dict[str, Any]]:
+        """The records, oldest first (by ``started_at``, then as written)."""
+
+
 class Store(Protocol):
     # "sqlite" or "mongodb"; and how search works here ("fts5", "like", "text-index").
     backend: str
     search_mode: str
+    # Where threads are, when the store is shared (MongoDB); None: it is not (SQLite), the swap
+    # journal in ``$LIMINAL_HOME`` is the authority.
+    moves: MoveLog | None
 
     async def write(self, batch: Batch) -> None:
         """Commit the batch as a unit. Idempotent: frames already stored are left untouched,
@@ -109,6 +151,7 @@ class UnavailableStore:
 
     backend = "unavailable"
     search_mode = "none"
+    moves: MoveLog | None = None
 
     def __init__(self, reason: str) -> None:
         self.reason = reason

@@ -47,6 +47,9 @@ class MoveLeases:
         self.url = url
         self.ttl_ms = max(1_000, int(ttl_seconds * 1000))
         self.token = uuid.uuid4().hex
+        # The threads whose lease this process holds now, taken in a Redis that answered: no
+        # other sidecar is moving them (a move it began and never ended is a dead one's).
+        self.held: set[str] = set()
         self._warned = False
 
     @staticmethod
@@ -73,13 +76,27 @@ class MoveLeases:
             if not taken:
                 yield False
                 return
+            self.held.add(thread_id)
             try:
                 yield True
             finally:
+                self.held.discard(thread_id)
                 try:
                     await client.eval(_RELEASE, 1, self.key(thread_id), self.token)
                 except Exception as exc:  # it expires on its own
                     self._warn(exc)
+        finally:
+            with contextlib.suppress(Exception):
+                await client.aclose()
+
+    async def gone(self, thread_id: str) -> bool:
+        """Nobody holds the thread's lease (False when Redis does not answer: not known)."""
+        client = self._client()
+        try:
+            return bool(await client.get(self.key(thread_id)) is None)
+        except Exception as exc:
+            self._warn(exc)
+            return False
         finally:
             with contextlib.suppress(Exception):
                 await client.aclose()

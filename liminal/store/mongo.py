@@ -52,6 +52,7 @@ from pymongo.errors import (
 
 from liminal import log
 from liminal.store.base import (
+    MoveLog,
     StoreError,
     StoreRefused,
     ToolCallPlace,
@@ -64,6 +65,7 @@ from liminal.store.base import (
     snippet,
     within,
 )
+from liminal.store.mongomoves import MongoMoves
 from liminal.store.records import (
     DELETED,
     Batch,
@@ -191,6 +193,8 @@ class MongoStore:
         self._threads = db["threads"]
         self._sessions = db["session_records"]
         self._blobs = db["blobs"]
+        # Where threads are: the store is shared (``liminal.store.mongomoves``).
+        self.moves: MoveLog | None = MongoMoves(client, database)
 
     @classmethod
     async def open(cls, url: str, *, timeout_ms: int = 5000, socket_timeout_ms: int = SOCKET_TIMEOUT_MS,
@@ -229,6 +233,7 @@ class MongoStore:
             # A large record's pieces are found by their owner: without it every read of one
             # scanned the whole collection of pieces, the store's largest by far.
             await store._blobs.create_index([("owner", ASCENDING), ("n", ASCENDING)])
+            await MongoMoves(client, name).create_indexes()
             refused = await store._create_text_indexes() if text_index else None
         except PyMongoError as exc:
             await client.close()
@@ -483,6 +488,8 @@ class MongoStore:
         gone = 0
         for collection, query, _ in records:
             gone += (await collection.delete_many(query)).deleted_count
+        # Where it was and its moves (a move's record holds what its dynamic zone placed).
+        gone += await MongoMoves(self._client, self._threads.database.name).forget(thread_id)
         # The thread, and a record an older liminal kept under a session of its lineage.
         gone += (await self._threads.delete_many({"_id": {"$in": backings}})).deleted_count
         return gone

@@ -38,6 +38,7 @@ import orjson
 
 from liminal import log
 from liminal.store.base import (
+    MoveLog,
     StoreError,
     StoreRefused,
     ToolCallPlace,
@@ -207,6 +208,8 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 class SqliteStore:
     backend = "sqlite"
+    # Not shared: the swap journal in $LIMINAL_HOME is the authority (``Store.moves``).
+    moves: MoveLog | None = None
 
     def __init__(self, path: Path, writer: sqlite3.Connection, reader: sqlite3.Connection,
                  fts: bool) -> None:

@@ -372,3 +372,99 @@ def test_each_host_in_its_own_network_namespace_reaching_the_store_and_redis_ove
         moved_on_a_opened_on_b(rig, a, b, store)
         logs = "".join(p.read_text() for home in (a, b) for p in home.logs.glob("*.log"))
         assert "Redis does not answer" not in logs  # the move leases were taken over the veth
+
+
+# -- item: a host that dies mid-swap, after the store's commit (issue 23) ------------------------
+
+
+def committed_in_store(liminal_home: Path, thread: str, prompt: str) -> str:
+    """Wait until the store has the thread's place moved off its own session and the turn of
+    ``prompt``; the session it is on."""
+
+    async def wait() -> str:
+        with anyio.fail_after(300):
+            async with recorded(liminal_home) as store:
+                deadline = time.monotonic() + 60
+                while True:
+                    place = await store.moves.place(thread)
+                    if place is not None and place.backing_id != thread and any(
+                            prompt in m.text for m in await store.messages(thread, kind="user")):
+                        return str(place.backing_id)
+                    assert time.monotonic() < deadline, f"the store never had A's commit: {place}"
+                    await anyio.sleep(0.2)
+
+    return anyio.run(wait)
+
+
+# Claude Code only, MongoDB only: a shared store's commit (one small case; CI time is tight).
+@pytest.mark.parametrize("adapter", ["claude-agent"], indirect=True)
+def test_a_host_killed_after_the_stores_commit_of_a_swap_leaves_the_thread_on_it_for_another(
+        adapter: Adapter, rig: Rig) -> None:
+    if not (MONGO_URL and MONGO_SOCKET_URL):
+        pytest.skip("a shared store: LIMINAL_TEST_MONGO_URL and ..._SOCKET_URL")
+    base = rig.overhead()
+    rig.server.script = scenario()
+    project = rig.home.project
+    a, b = rig.home, host_b(rig)
+    points = a.root / "points"
+    journal = SwapJournal(a.liminal_home / "swaps.jsonl")
+    with one_store(rig) as store:
+        configure(a, store, base + 7_000, base + 4_000)
+        # A stops between the store's commit of its first swap and its own journal's.
+        client = AcpClient(a.liminal_argv(), {**a.env(), "LIMINAL_FAILPOINTS": "swap.committed=pause",
+                                              "LIMINAL_FAILPOINTS_DIR": str(points)},
+                           project, a.logs / "stderr-a-liminal.log")
+        rig.clients.append(client)
+        with client:
+            client.initialize()
+            thread = client.new_session(project)["sessionId"]
+            for n in range(TURNS):
+                last = f"step{n:02d} please"
+                said(client, thread, last)
+                if n == MARK_AFTER:
+                    assert "Mark M set" in said(client, thread, "/mark M")
+                deadline = time.monotonic() + 1  # a swap begins at the turn's end, if at all
+                while not journal.unfinished() and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                if journal.unfinished():
+                    break
+            else:
+                raise AssertionError("no swap began")
+            assert n > MARK_AFTER, n
+            deadline = time.monotonic() + 120
+            while not (points / "swap.committed.reached").exists():
+                assert time.monotonic() < deadline, a.logs
+                time.sleep(0.05)
+            new = committed_in_store(a.liminal_home, thread, last)
+            os.killpg(client.proc.pid, signal.SIGKILL)  # host A dies before anyone heard
+            client.proc.wait(timeout=30)
+        assert [r.new_backing_id for r in journal.unfinished()] == [new]  # A's journal never heard
+        rewrite = find_session_file(new, str(project), a.env())
+        assert rewrite is not None
+        written = rewrite.read_bytes()
+
+        configure(b, store, 10_000_000, base + 2_500)
+        with client_of(b, rig, "b") as other:
+            other.initialize()
+            replayed = other.load_session(thread, project, timeout=120)
+            shown = user_texts(replayed)
+            assert all(f"step{k:02d} please" in shown for k in range(n + 1)), shown[:2000]
+            said(other, thread, "NEXT please")
+            # B opened the committed session: A's rewrite, written on B from the store's lines.
+            on_b = find_session_file(new, str(project), b.env())
+            assert on_b is not None and on_b.read_bytes().startswith(written)
+            # /fork M on B follows the thread through the move A made (the store's journal):
+            # what followed the mark in the first session, and B's turn on the second.
+            answer = said(other, thread, "/fork M")
+            fork = find_session_file(answer.split("session ")[1].split(":")[0], str(project), b.env())
+            assert fork is not None, answer
+            forked = fork.read_text()
+            assert f"step{MARK_AFTER + 1:02d} please" in forked and "NEXT please" in forked
+            assert "step00 please" not in forked
+
+        # A's next start keeps the rewrite and journals the commit the store made.
+        configure(a, store, 10_000_000, base + 2_500)
+        with client_of(a, rig, "a2") as again:
+            again.initialize()
+        assert [(r.new_backing_id, r.outcome) for r in journal.records()] == [(new, "committed")]
+        assert rewrite.exists() and journal.unfinished() == []

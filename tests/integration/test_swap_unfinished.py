@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -229,11 +230,11 @@ async def test_a_load_sent_at_once_after_a_start_goes_to_the_threads_current_ses
 
     real_recover = SwapManager._recover
 
-    def slow_recover(self: SwapManager) -> None:
+    def slow_recover(self: SwapManager, *args: Any) -> list[SwapRecord]:
         import time
 
         time.sleep(0.5)
-        real_recover(self)
+        return real_recover(self, *args)
 
     monkeypatch.setattr(SwapManager, "_recover", slow_recover)
     home_settings = Settings(home=tmp_path / "home", swap=settings(), store=StoreSettings(index=False))
