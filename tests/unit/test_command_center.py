@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -131,7 +132,8 @@ async def test_context_says_its_numbers_with_units_and_nouns_in_number() -> None
     async def open_store() -> AsyncIterator[Any]:
         yield _MarksStore()
 
-    center = CommandCenter(_model(t=_Thread()), None, _Journal(), _Policy(),  # type: ignore[arg-type]
+    # The mover's store journal: none (issue 23's shared one is in tests/integration/test_shared_journal.py).
+    center = CommandCenter(_model(t=_Thread()), SimpleNamespace(shared=None), _Journal(), _Policy(),  # type: ignore[arg-type]
                            harness=_Harness(), open_store=open_store)
     center._port = FakePort()
     try:
@@ -151,7 +153,8 @@ async def test_context_shows_the_state_anchor_of_the_newest_summary() -> None:
     async def open_store() -> AsyncIterator[Any]:
         yield _MarksStore()
 
-    center = CommandCenter(_model(t=_Thread()), None, _Journal(), _Policy(),  # type: ignore[arg-type]
+    # The mover's store journal: none (issue 23's shared one is in tests/integration/test_shared_journal.py).
+    center = CommandCenter(_model(t=_Thread()), SimpleNamespace(shared=None), _Journal(), _Policy(),  # type: ignore[arg-type]
                            harness=_Harness(), open_store=open_store)
     center._port = FakePort()
     try:
