@@ -1,14 +1,28 @@
-"""Opening a thread whose session file is gone: written again from the store, then loaded.
+"""Opening a thread where the store has it: its session written again from the store if this
+machine has no file of it, then loaded.
 
 The store is the system of record of a thread; the CLI's session files are views of it that
 anyone may delete (the CLI's own clean-up after 30 days, a person, another machine that never
-had them). The index worker keeps every line of every session of a thread whole, liminal's own
-among them (``liminal.lookup.sessionlines``), so a client's load or resume of a thread whose
-current session has no file is kept (a request hook of the command center, when a store is
-configured) and answered here:
+had them), and a file still here may be an old view: a sidecar on another host, on the same
+store, may have moved the thread since (issue 23: ``liminal serve`` on two hosts). The index
+worker keeps every line of every session of a thread whole, liminal's own among them
+(``liminal.lookup.sessionlines``), and the lineage of sessions the thread has been on. So when
+a store is configured, a client's load or resume is kept (a request hook of the command center)
+and the store asked first, for at most ``STORE_WAIT_SECONDS`` (``ask_store``: a store down or
+slow leaves the local view, as without one):
+
+- the store's lineage further along than this liminal's binding (``further_along``): the
+  thread is bound to the store's session and opened as below, whether or not an older file of
+  it is here;
+- the session without a file here: opened as below;
+- else the client's load goes on to the agent as it came (``Port.forward_local``), the router's
+  rule 8 (the moved thread's replay from the store) included.
+
+Opened here (``restore``):
 
 1. the session's lines are read from the store; the harness writes them where the CLI looks
-   (``SessionHarness.restore``: only it knows where and how), byte for byte, 0600;
+   (``SessionHarness.restore``: only it knows where and how), byte for byte, 0600, unless the
+   file is there already;
 2. the load goes to the agent for that session, as liminal's own request with the client's
    parameters. A thread liminal moved has its agent's replay captured and its real history
    sent from the store (as the router's rule 8 does); a thread on its own session gets the
@@ -24,8 +38,11 @@ sessions of the thread need no file: recall reads their lines from the store.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import anyio.to_thread
 
 from liminal import log
@@ -36,6 +53,8 @@ from liminal.kernel.threads import RESTORED, ThreadState
 from liminal.lookup.sessionlines import Incomplete, stored_lines
 
 if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
     from liminal.acp.port import Port
     from liminal.harness.base import SessionHarness
     from liminal.kernel.mover import ThreadMover
@@ -44,6 +63,20 @@ if TYPE_CHECKING:
 logger = log.get("liminal.restore")
 OPENS = ("session/load", "session/resume")
 LOAD_TIMEOUT_SECONDS = 120.0  # a long session takes the CLI a while to read
+# How long a client's load waits for the store's word on where the thread is before it goes on
+# with the local view: a fraction of what the CLI takes to read a session, so a store that is
+# down costs a load little.
+STORE_WAIT_SECONDS = 2.0
+
+
+@dataclass(slots=True)
+class Asked:
+    """What the store said of a thread (``ask_store``): the store and the thread's lineage in it,
+    or why not (``lineage`` None: the local view stands)."""
+
+    store: Store | None = None
+    lineage: list[str] | None = None
+    error: str | None = None
 
 
 def _params(message: dict[str, Any]) -> dict[str, Any]:
@@ -75,35 +108,81 @@ async def stored_whole(store: Store | None, backing: str) -> bool:
     return True
 
 
-async def bind_from_store(store: Store | None, port: Port, thread: str) -> str | None:
-    """Bind ``thread`` to the session the store's lineage ends in when that is further along
-    than where this liminal has it (its swap journal's last commit, or the thread's own id):
-    another sidecar on the same store moved it (issue 23: ``liminal serve`` on two hosts). The
-    local view stays when the store does not know it (the index runs a little behind this
-    liminal's own moves) or has nothing past it. Returns the session bound to, else None."""
-    if store is None or not thread:
-        return None
-    try:
-        known = await store.thread(thread)
-    except Exception as exc:  # the store down: the local journal's word stands
-        logger.warning("lineage not read from the store", thread=thread, error=str(exc))
-        return None
-    lineage = list(known.backing_ids) if known is not None else []
+async def store_lineage(store: Store, thread: str) -> list[str]:
+    """The sessions the store has the thread on, oldest first (empty: it does not know it)."""
+    known = await store.thread(thread)
+    return list(known.backing_ids) if known is not None else []
+
+
+async def ask_store(open_store: Callable[[], Awaitable[Store]], thread: str,
+                    tasks: TaskGroup | None, seconds: float | None = None) -> Asked:
+    """The store's word on where ``thread`` is, waited for at most ``seconds``: a store that is
+    down or slow (a MongoDB across a network) must not hold up the client's load, which then goes
+    on with the local view. The question runs on in ``tasks`` past the wait, so a store half
+    opened is never cancelled mid-way; its late answer is dropped (a thread bound after its load
+    went to the agent would have its prompts sent to a session the agent never opened)."""
+    seconds = STORE_WAIT_SECONDS if seconds is None else seconds
+    asked = Asked()
+    done = anyio.Event()
+
+    async def question() -> None:
+        try:
+            store = await open_store()
+            asked.lineage = await store_lineage(store, thread)
+            asked.store = store
+        except Exception as exc:  # the store down: the local journal's word stands
+            asked.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            done.set()
+
+    if tasks is None:
+        await question()
+    else:
+        tasks.start_soon(question)
+        with anyio.move_on_after(seconds):
+            await done.wait()
+    if not done.is_set():
+        asked.error = f"no answer within {seconds:g} s"
+    if asked.error is not None or asked.lineage is None:
+        logger.warning("the store not asked where the thread is; the local view", thread=thread,
+                       error=asked.error)
+        return Asked(error=asked.error or "no answer")
+    return asked
+
+
+def further_along(port: Port, thread: str, lineage: list[str]) -> str | None:
+    """The session the store's lineage ends in, when that is further along than where this
+    liminal has the thread (its swap journal's last commit, or the thread's own id): another
+    sidecar on the same store moved it (issue 23: ``liminal serve`` on two hosts). None when the
+    store does not know where the thread is here (the index runs a little behind this liminal's
+    own moves) or has nothing past it."""
     here = port.backing_of(thread)
-    if here not in lineage or lineage.index(here) == len(lineage) - 1:
+    if not thread or here not in lineage or lineage.index(here) == len(lineage) - 1:
         return None
+    return lineage[-1]
+
+
+def bind_further(port: Port, thread: str, lineage: list[str]) -> str | None:
+    """Bind ``thread`` to the store's session if it is further along (``further_along``).
+    Returns the session bound to, else None."""
+    later = further_along(port, thread, lineage)
+    if later is None:
+        return None
+    here = port.backing_of(thread)
     for backing in lineage:  # every session it was on names the thread towards the client
         port.adopt(backing, thread)
-    port.bind(thread, lineage[-1])
+    port.bind(thread, later)
     logger.info("thread moved by a sidecar on the same store; opened on its current session",
-                thread=thread, was=here, backing=lineage[-1])
-    return lineage[-1]
+                thread=thread, was=here, backing=later)
+    return later
 
 
 async def write_session(store: Store, harness: SessionHarness, backing: str,
                         cwd: str | None) -> str | None:
     """Write ``backing``'s file from the store where the CLI looks for it, if it has none;
     None when it is there, else why not."""
+    if harness.locate(backing, cwd) is not None:
+        return None  # this machine has it (a file of the session another sidecar moved onto)
     try:
         lines = await stored_lines(store, backing)
     except Incomplete as exc:
@@ -126,7 +205,7 @@ async def write_from_store(store: Store, harness: SessionHarness, thread: str, b
     """Write ``backing``'s file from the store; None when written, else why not."""
     try:
         known = await store.thread(thread)
-        # ``bind_from_store`` has put the thread on the store's last session when that is
+        # ``bind_further`` has put the thread on the store's last session when that is
         # further along; a session the store's lineage does not end in (the store behind this
         # liminal, or never told of the move) is not written: the thread would open silently on
         # the context it had before the moves the store knows.

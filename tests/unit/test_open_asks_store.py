@@ -1,0 +1,145 @@
+"""A client's load or resume is decided after asking the store where the thread is (issue 23:
+"a thread opens wherever the store is"), with literal frames over a bare router
+(``liminal.kernel.commands.CommandCenter._open``, ``liminal.kernel.restore.ask_store``).
+
+Here the thread ``T`` is bound to ``X`` (this liminal's journal) and ``X`` has a file on this
+machine. A sidecar on another host moved it on to ``Y``: the store's lineage is ``T, X, Y``.
+Forwarded as it came, the load opened the thread silently on ``X``'s older context."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import anyio
+import pytest
+
+from liminal.acp.router import Router
+from liminal.kernel import restore
+from liminal.kernel.commands import CommandCenter
+from liminal.kernel.threads import ThreadModel
+from tests.support.fakeport import FakePort
+
+pytestmark = pytest.mark.anyio
+LOAD = {"jsonrpc": "2.0", "id": 7, "method": "session/load",
+        "params": {"sessionId": "T", "cwd": "/work/demo", "mcpServers": []}}
+
+
+class _Store:
+    def __init__(self, *lineage: str, hang: bool = False, fail: bool = False) -> None:
+        self.lineage, self.hang, self.fail = lineage, hang, fail
+
+    async def thread(self, thread: str) -> Any:
+        if self.hang:
+            await anyio.sleep_forever()
+        if self.fail:
+            raise ConnectionError("the store is down")
+        return SimpleNamespace(backing_ids=self.lineage) if self.lineage else None
+
+    async def messages(self, thread: str, **kwargs: Any) -> list[Any]:
+        return []
+
+
+class _Harness:
+    name = "claude"
+
+    def __init__(self, *files: str) -> None:
+        self.files = set(files)
+
+    def locate(self, backing: str, cwd: str | None) -> Path | None:
+        return Path(f"/work/demo/{backing}.jsonl") if backing in self.files else None
+
+
+class _Journal:
+    def opened_empty(self, thread: str, backing: str) -> bool:
+        return False
+
+
+async def _opened(store: _Store | None, harness: _Harness, *, wait: float = 5.0) -> FakePort:
+    """The load of ``T`` through the command center, T bound to X; the port once it is answered
+    or forwarded."""
+    @contextlib.asynccontextmanager
+    async def open_store() -> AsyncIterator[Any]:
+        yield store
+
+    model = ThreadModel()
+    model.capabilities = {"loadSession": True}
+    router = Router(max_frame_bytes=1 << 20, replay_from_store=True)
+    mover = SimpleNamespace(port=None, threads=model.threads)
+    center = CommandCenter(model, mover, _Journal(), None, harness=harness,  # type: ignore[arg-type]
+                           open_store=open_store if store is not None else None)
+
+    def answer(method: str, params: dict[str, Any]) -> Any:
+        return {"modes": None}
+
+    port = FakePort(router, [center], answer=answer)
+    mover.port = port
+    port.bind("T", "X")
+    port.adopt("X", "T")
+    with anyio.fail_after(wait):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(center.run, port)
+            port.from_client(LOAD)
+            while router.local_pending():  # noqa: ASYNC110 - the router has no event for it
+                await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+    return port
+
+
+def _loads(port: FakePort) -> list[dict[str, Any]]:
+    return [m for m in port.to_agent if m.get("method") == "session/load"]
+
+
+async def test_a_store_further_along_binds_the_thread_to_its_session_though_an_old_file_is_here() -> None:
+    port = await _opened(_Store("T", "X", "Y"), _Harness("T", "X", "Y"))
+    [load] = _loads(port)
+    assert load["params"]["sessionId"] == "Y" and str(load["id"]).startswith("liminal-")
+    assert port.backing_of("T") == "Y" and port.thread_of("X") == "T"
+    [answer] = [m for m in port.to_client if m.get("id") == 7]
+    assert answer["result"].get("modes", "absent") is None  # the agent's answer, under T
+    assert ("liminal/restored", {"backing_id": "Y", "cwd": "/work/demo", "harness": "claude",
+                                 "written": True}) in port.notes
+
+
+async def test_a_store_further_along_writes_the_session_it_has_no_file_of_here() -> None:
+    """As before: the file is missing, the store has it (the stub cannot write it, which the
+    load logs; the agent says what it says)."""
+    port = await _opened(_Store("T", "X", "Y"), _Harness("T", "X"))
+    assert [m["params"]["sessionId"] for m in _loads(port)] == ["Y"]
+
+
+async def test_a_store_with_nothing_newer_lets_the_load_go_on_as_the_clients_own() -> None:
+    """Rule 8 included: the thread is moved (T on X), so the agent's replay is captured and
+    the answer parked for the store's history."""
+    port = await _opened(_Store("T", "X"), _Harness("T", "X"))
+    [load] = _loads(port)
+    assert load == {**LOAD, "params": {**LOAD["params"], "sessionId": "X"}}  # the client's id, X for T
+    assert port.backing_of("T") == "X"
+    assert port.router._captured == {"X"}  # the agent's replay of X is the compressed one
+    assert not [m for m in port.to_client if m.get("id") == 7]  # the agent answers it
+
+
+@pytest.mark.parametrize("store", [_Store(fail=True), _Store(), _Store("Q", "R")],
+                         ids=["down", "knows-nothing", "another-lineage"])
+async def test_a_store_that_cannot_say_leaves_the_local_view(store: _Store) -> None:
+    port = await _opened(store, _Harness("T", "X"))
+    assert [(m["id"], m["params"]["sessionId"]) for m in _loads(port)] == [(7, "X")]
+
+
+async def test_a_store_that_does_not_answer_in_time_leaves_the_local_view(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(restore, "STORE_WAIT_SECONDS", 0.2)
+    t = time.monotonic()
+    port = await _opened(_Store("T", "X", "Y", hang=True), _Harness("T", "X"), wait=5)
+    assert time.monotonic() - t < 4  # bounded: not the store's own timeout
+    assert [(m["id"], m["params"]["sessionId"]) for m in _loads(port)] == [(7, "X")]
+    assert port.backing_of("T") == "X"  # and its late answer, if any, binds nothing
+
+
+async def test_without_a_store_a_load_of_a_thread_with_its_file_is_not_kept() -> None:
+    port = await _opened(None, _Harness("T", "X"))
+    assert [(m["id"], m["params"]["sessionId"]) for m in _loads(port)] == [(7, "X")]
