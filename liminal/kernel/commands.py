@@ -36,7 +36,7 @@ from liminal import log, moves
 from liminal.acp.port import Component, Port
 from liminal.acp.router import LOCAL, Local, LocalRequest
 from liminal.harness.base import SessionHarness
-from liminal.kernel import delete, reopen, restore, zone
+from liminal.kernel import delete, reopen, restore, whereabouts, zone
 from liminal.kernel.journal import SwapJournal
 from liminal.kernel.mover import SwapError, ThreadMover, Writer
 from liminal.kernel.policy import CostPolicy
@@ -71,6 +71,10 @@ COMMANDS: dict[str, tuple[str | None, str]] = {
     "archive": (None, "liminal: hide this thread from liminal threads (it stays usable)"),
 }
 
+
+# The commands that cut, rewrite or copy the thread's context where this liminal has it:
+# refused when another sidecar on the store has moved the thread since (``_not_moved_elsewhere``).
+ON_CONTEXT = ("clear", "undo", "fork", "optimise")
 
 # What the model may ask for through its ``slash`` tool (``liminal.mcp.tools.SLASH``).
 SLASH_FOR_MODEL = ("mark", "clear", "fork", "undo")
@@ -291,10 +295,10 @@ class CommandCenter(Component):
         store: Store | None = None
         later = None
         if self._open_store is not None:
-            asked = await restore.ask_store(self.store, thread, self._background)
+            asked = await whereabouts.ask_store(self.store, thread, self._background)
             store = asked.store
             if asked.lineage is not None:
-                later = restore.bind_further(port, thread, asked.lineage)
+                later = whereabouts.bind_further(port, thread, asked.lineage)
         if reopen.without_file(port, self.harness, self.journal, thread, request.message) \
                 and not await restore.stored_whole(store, port.backing_of(thread)):
             await reopen.reopen(port, self.mover, store, request)
@@ -405,6 +409,7 @@ class CommandCenter(Component):
         try:
             if port.prompt_in_flight(thread):
                 raise CommandError("a prompt is running: fork between turns")
+            await self._not_moved_elsewhere(thread)
             _, path = await self._settled_path(thread)
             end = await anyio.to_thread.run_sync(self.harness.position, path)
             new_id = str(uuid.uuid4())
@@ -459,16 +464,27 @@ class CommandCenter(Component):
         archived the thread, ``/optimise hard`` swapped: the words were dropped unread)."""
         if COMMANDS[name][0] is None and args:
             raise CommandError(f"/{name} takes no arguments")
+        if name in ON_CONTEXT:
+            await self._not_moved_elsewhere(thread)
         handler: Callable[[str, str], Awaitable[str]] = getattr(self, f"_cmd_{name}")
         return await handler(thread, args)
 
     # ------------------------------------------------------------------ helpers
 
+    async def _not_moved_elsewhere(self, thread: str) -> None:
+        """Raise if another sidecar on the store has moved the thread since this one opened it
+        (``whereabouts.moved_elsewhere``); a load binds it where the store has it."""
+        if self._open_store is None or self._port is None:
+            return
+        why = await whereabouts.moved_elsewhere(self.store, self._port, thread, self._background)
+        if why is not None:
+            raise CommandError(why)
+
     async def store(self) -> Store:
         if self._open_store is None:
             raise CommandError("the store is off (store.index = false)")
         # One open at a time: a load's question to the store runs on in the background past
-        # its wait (``restore.ask_store``) while the next command asks for the store too.
+        # its wait (``whereabouts.ask_store``) while the next command asks for the store too.
         async with self._store_lock:
             if self._store is None:
                 self._store_cm = self._open_store()

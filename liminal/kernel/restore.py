@@ -8,10 +8,10 @@ store, may have moved the thread since (issue 23: ``liminal serve`` on two hosts
 worker keeps every line of every session of a thread whole, liminal's own among them
 (``liminal.lookup.sessionlines``), and the lineage of sessions the thread has been on. So when
 a store is configured, a client's load or resume is kept (a request hook of the command center)
-and the store asked first, for at most ``STORE_WAIT_SECONDS`` (``ask_store``: a store down or
-slow leaves the local view, as without one):
+and the store asked first, for at most ``whereabouts.STORE_WAIT_SECONDS`` (``ask_store``: a store
+down or slow leaves the local view, as without one):
 
-- the store's lineage further along than this liminal's binding (``further_along``): the
+- the store's lineage further along than this liminal's binding (``whereabouts``): the
   thread is bound to the store's session and opened as below, whether or not an older file of
   it is here;
 - the session without a file here: opened as below;
@@ -38,11 +38,8 @@ sessions of the thread need no file: recall reads their lines from the store.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import anyio.to_thread
 
 from liminal import log
@@ -53,8 +50,6 @@ from liminal.kernel.threads import RESTORED, ThreadState
 from liminal.lookup.sessionlines import Incomplete, stored_lines
 
 if TYPE_CHECKING:
-    from anyio.abc import TaskGroup
-
     from liminal.acp.port import Port
     from liminal.harness.base import SessionHarness
     from liminal.kernel.mover import ThreadMover
@@ -63,20 +58,6 @@ if TYPE_CHECKING:
 logger = log.get("liminal.restore")
 OPENS = ("session/load", "session/resume")
 LOAD_TIMEOUT_SECONDS = 120.0  # a long session takes the CLI a while to read
-# How long a client's load waits for the store's word on where the thread is before it goes on
-# with the local view: a fraction of what the CLI takes to read a session, so a store that is
-# down costs a load little.
-STORE_WAIT_SECONDS = 2.0
-
-
-@dataclass(slots=True)
-class Asked:
-    """What the store said of a thread (``ask_store``): the store and the thread's lineage in it,
-    or why not (``lineage`` None: the local view stands)."""
-
-    store: Store | None = None
-    lineage: list[str] | None = None
-    error: str | None = None
 
 
 def _params(message: dict[str, Any]) -> dict[str, Any]:
@@ -106,75 +87,6 @@ async def stored_whole(store: Store | None, backing: str) -> bool:
     except Exception:  # incomplete, or the store down: as good as nothing here
         return False
     return True
-
-
-async def store_lineage(store: Store, thread: str) -> list[str]:
-    """The sessions the store has the thread on, oldest first (empty: it does not know it)."""
-    known = await store.thread(thread)
-    return list(known.backing_ids) if known is not None else []
-
-
-async def ask_store(open_store: Callable[[], Awaitable[Store]], thread: str,
-                    tasks: TaskGroup | None, seconds: float | None = None) -> Asked:
-    """The store's word on where ``thread`` is, waited for at most ``seconds``: a store that is
-    down or slow (a MongoDB across a network) must not hold up the client's load, which then goes
-    on with the local view. The question runs on in ``tasks`` past the wait, so a store half
-    opened is never cancelled mid-way; its late answer is dropped (a thread bound after its load
-    went to the agent would have its prompts sent to a session the agent never opened)."""
-    seconds = STORE_WAIT_SECONDS if seconds is None else seconds
-    asked = Asked()
-    done = anyio.Event()
-
-    async def question() -> None:
-        try:
-            store = await open_store()
-            asked.lineage = await store_lineage(store, thread)
-            asked.store = store
-        except Exception as exc:  # the store down: the local journal's word stands
-            asked.error = f"{type(exc).__name__}: {exc}"
-        finally:
-            done.set()
-
-    if tasks is None:
-        await question()
-    else:
-        tasks.start_soon(question)
-        with anyio.move_on_after(seconds):
-            await done.wait()
-    if not done.is_set():
-        asked.error = f"no answer within {seconds:g} s"
-    if asked.error is not None or asked.lineage is None:
-        logger.warning("the store not asked where the thread is; the local view", thread=thread,
-                       error=asked.error)
-        return Asked(error=asked.error or "no answer")
-    return asked
-
-
-def further_along(port: Port, thread: str, lineage: list[str]) -> str | None:
-    """The session the store's lineage ends in, when that is further along than where this
-    liminal has the thread (its swap journal's last commit, or the thread's own id): another
-    sidecar on the same store moved it (issue 23: ``liminal serve`` on two hosts). None when the
-    store does not know where the thread is here (the index runs a little behind this liminal's
-    own moves) or has nothing past it."""
-    here = port.backing_of(thread)
-    if not thread or here not in lineage or lineage.index(here) == len(lineage) - 1:
-        return None
-    return lineage[-1]
-
-
-def bind_further(port: Port, thread: str, lineage: list[str]) -> str | None:
-    """Bind ``thread`` to the store's session if it is further along (``further_along``).
-    Returns the session bound to, else None."""
-    later = further_along(port, thread, lineage)
-    if later is None:
-        return None
-    here = port.backing_of(thread)
-    for backing in lineage:  # every session it was on names the thread towards the client
-        port.adopt(backing, thread)
-    port.bind(thread, later)
-    logger.info("thread moved by a sidecar on the same store; opened on its current session",
-                thread=thread, was=here, backing=later)
-    return later
 
 
 async def write_session(store: Store, harness: SessionHarness, backing: str,

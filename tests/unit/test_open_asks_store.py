@@ -1,6 +1,6 @@
 """A client's load or resume is decided after asking the store where the thread is (issue 23:
 "a thread opens wherever the store is"), with literal frames over a bare router
-(``liminal.kernel.commands.CommandCenter._open``, ``liminal.kernel.restore.ask_store``).
+(``liminal.kernel.commands.CommandCenter._open``, ``liminal.kernel.whereabouts.ask_store``).
 
 Here the thread ``T`` is bound to ``X`` (this liminal's journal) and ``X`` has a file on this
 machine. A sidecar on another host moved it on to ``Y``: the store's lineage is ``T, X, Y``.
@@ -19,7 +19,7 @@ import anyio
 import pytest
 
 from liminal.acp.router import Router
-from liminal.kernel import restore
+from liminal.kernel import whereabouts
 from liminal.kernel.commands import CommandCenter
 from liminal.kernel.threads import ThreadModel
 from tests.support.fakeport import FakePort
@@ -132,7 +132,7 @@ async def test_a_store_that_cannot_say_leaves_the_local_view(store: _Store) -> N
 
 async def test_a_store_that_does_not_answer_in_time_leaves_the_local_view(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(restore, "STORE_WAIT_SECONDS", 0.2)
+    monkeypatch.setattr(whereabouts, "STORE_WAIT_SECONDS", 0.2)
     t = time.monotonic()
     port = await _opened(_Store("T", "X", "Y", hang=True), _Harness("T", "X"), wait=5)
     assert time.monotonic() - t < 4  # bounded: not the store's own timeout
@@ -143,3 +143,72 @@ async def test_a_store_that_does_not_answer_in_time_leaves_the_local_view(
 async def test_without_a_store_a_load_of_a_thread_with_its_file_is_not_kept() -> None:
     port = await _opened(None, _Harness("T", "X"))
     assert [(m["id"], m["params"]["sessionId"]) for m in _loads(port)] == [(7, "X")]
+
+
+# -- the commands that act on the context where this liminal has the thread ---------------------
+
+
+class _Mover:
+    def __init__(self) -> None:
+        self.port: Any = None
+        self.threads: dict[str, Any] = {}
+        self.moves: list[str] = []
+
+    async def move_thread(self, thread: str, reason: str, plan: Any) -> Any:
+        from liminal.kernel.mover import SwapError
+
+        self.moves.append(reason)
+        raise SwapError("moved by the stub")
+
+
+async def _command(store: _Store, text: str, method: str = "session/prompt") -> tuple[FakePort, _Mover]:
+    """``text`` typed in T (bound to X here); the port once it is answered, and the mover."""
+    from liminal.kernel.rewind import Rewinder
+
+    @contextlib.asynccontextmanager
+    async def open_store() -> AsyncIterator[Any]:
+        yield store
+
+    model = ThreadModel()
+    mover = _Mover()
+    center = CommandCenter(model, mover, _Journal(), None, harness=_Harness("T", "X"),  # type: ignore[arg-type]
+                           open_store=open_store)
+    rewinder = Rewinder(model, mover, _Harness("T", "X"), open_store)  # type: ignore[arg-type]
+    port = FakePort(Router(max_frame_bytes=1 << 20), [center, rewinder])
+    mover.port = port
+    port.bind("T", "X")
+    params: dict[str, Any] = ({"sessionId": "T", "prompt": [{"type": "text", "text": text}]}
+                              if method == "session/prompt" else {"sessionId": "T", "toMessageId": text})
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(center.run, port)
+            tg.start_soon(rewinder.run, port)
+            port.from_client({"jsonrpc": "2.0", "id": 9, "method": method, "params": params})
+            while port.router.local_pending():  # noqa: ASYNC110 - the router has no event for it
+                await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+    return port, mover
+
+
+def _said(port: FakePort) -> str:
+    return "".join(m["params"]["update"]["content"]["text"] for m in port.to_client
+                   if m.get("method") == "session/update")
+
+
+@pytest.mark.parametrize("command", ["/undo", "/clear", "/clear M", "/fork", "/optimise"])
+async def test_a_context_command_on_a_thread_moved_elsewhere_since_is_refused(command: str) -> None:
+    port, mover = await _command(_Store("T", "X", "Y"), command)
+    text = _said(port)
+    assert "moved this thread on (to session Y)" in text and "load the thread again" in text, text
+    assert text.endswith("(nothing changed)") and mover.moves == [] and port.backing_of("T") == "X"
+
+
+async def test_a_context_command_the_store_agrees_with_goes_on() -> None:
+    port, mover = await _command(_Store("T", "X"), "/undo")
+    assert mover.moves == ["/undo"], _said(port)
+
+
+async def test_a_rewind_on_a_thread_moved_elsewhere_since_is_refused() -> None:
+    port, mover = await _command(_Store("T", "X", "Y"), "m-1", method="session/rewind")
+    [answer] = [m for m in port.to_client if m.get("id") == 9]
+    assert "load the thread again" in answer["error"]["message"] and mover.moves == [], answer
