@@ -177,8 +177,10 @@ async def _command(store: _Store, text: str, method: str = "session/prompt") -> 
     port = FakePort(Router(max_frame_bytes=1 << 20), [center, rewinder])
     mover.port = port
     port.bind("T", "X")
-    params: dict[str, Any] = ({"sessionId": "T", "prompt": [{"type": "text", "text": text}]}
-                              if method == "session/prompt" else {"sessionId": "T", "toMessageId": text})
+    params: dict[str, Any] = {
+        "session/prompt": {"sessionId": "T", "prompt": [{"type": "text", "text": text}]},
+        "session/rewind": {"sessionId": "T", "toMessageId": text},
+        "session/fork": {"sessionId": "T", "cwd": "/work/demo", "mcpServers": []}}[method]
     with anyio.fail_after(5):
         async with anyio.create_task_group() as tg:
             tg.start_soon(center.run, port)
@@ -212,3 +214,9 @@ async def test_a_rewind_on_a_thread_moved_elsewhere_since_is_refused() -> None:
     port, mover = await _command(_Store("T", "X", "Y"), "m-1", method="session/rewind")
     [answer] = [m for m in port.to_client if m.get("id") == 9]
     assert "load the thread again" in answer["error"]["message"] and mover.moves == [], answer
+
+
+async def test_liminals_session_fork_of_a_thread_moved_elsewhere_since_is_refused() -> None:
+    port, _ = await _command(_Store("T", "X", "Y"), "", method="session/fork")
+    [answer] = [m for m in port.to_client if m.get("id") == 9]
+    assert "load the thread again" in answer["error"]["message"], answer
