@@ -266,10 +266,12 @@ def test_a_host_with_an_old_file_of_a_thread_opens_it_where_another_host_moved_i
             thread = client.new_session(project)["sessionId"]
             for n in range(OLD_TURNS):
                 said(client, thread, f"step{n:02d} please")
-        old = find_session_file(thread, str(project), b.env())
-        assert old is not None
+            old = find_session_file(thread, str(project), b.env())
+            assert old is not None
+            # While B runs: what Claude Code writes as it exits may come after the index
+            # worker's last read (docs/architecture.md), and A needs none of it.
+            stored(b.liminal_home, thread, thread, old.read_bytes(), f"step{OLD_TURNS - 1:02d} please")
         old_bytes = old.read_bytes()
-        stored(b.liminal_home, thread, thread, old_bytes, f"step{OLD_TURNS - 1:02d} please")
 
         configure(a, store, base + 7_000, base + 4_000)
         journal = SwapJournal(a.liminal_home / "swaps.jsonl")
