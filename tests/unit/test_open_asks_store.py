@@ -16,6 +16,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import anyio
+import orjson
 import pytest
 
 from liminal.acp.router import Router
@@ -220,3 +221,31 @@ async def test_liminals_session_fork_of_a_thread_moved_elsewhere_since_is_refuse
     port, _ = await _command(_Store("T", "X", "Y"), "", method="session/fork")
     [answer] = [m for m in port.to_client if m.get("id") == 9]
     assert "load the thread again" in answer["error"]["message"], answer
+
+
+def test_a_load_kept_then_passed_on_leaves_nothing_for_the_index_to_wait_for() -> None:
+    """The kept load is tapped as the client's to liminal (``c2l``), then as the client's to the
+    agent (``c2a``), whose answer comes ``a2c``: the index worker's deriver remembered the first
+    for an ``l2c`` answer that never comes, one entry per load for as long as it runs."""
+    from liminal.acp.router import LOCAL
+    from liminal.ingest.derive import Deriver
+    from liminal.ingest.indexer import to_record
+
+    router = Router(max_frame_bytes=1 << 20)
+    router.add_request_hook(("session/load",), lambda method, message, thread: LOCAL)
+    deriver = Deriver()
+    seq = 0
+
+    def index() -> None:
+        nonlocal seq
+        for event in router.take().events:
+            deriver.feed(to_record(seq, event), event.message)
+            seq += 1
+
+    router.receive_from_client(orjson.dumps(LOAD) + b"\n", time.time())
+    [kept] = router.local_pending()
+    index()
+    router.forward_local(kept, "session/load", dict(LOAD["params"]))
+    router.receive_from_agent(b'{"jsonrpc":"2.0","id":7,"result":{}}\n', time.time())
+    index()
+    assert deriver._requests == {}
