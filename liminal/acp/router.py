@@ -288,7 +288,8 @@ class Router:
     def forward_local(self, key: Any, method: str, params: dict[str, Any], now: float | None = None) -> bool:
         """Send a request a hook kept on to the agent as ``method`` with ``params`` (thread ids),
         under the client's id: the agent's answer is the answer to it (``session/edit_prompt``
-        goes on as the ``session/prompt`` it comes to). False if it was answered."""
+        goes on as the ``session/prompt`` it comes to; a load liminal asked the store about
+        first goes on as the client's own, rule 8 included). False if it was answered."""
         pending = self._local_pending.pop(key, None)
         if pending is None:
             return False
@@ -308,6 +309,8 @@ class Router:
         if thread is not None and thread in self._held:
             self._hold_back(thread, line, message)
             return True
+        if method == "session/load" and thread is not None:  # rule 8, as for the client's own
+            self._start_load(message["id"], thread, backing or thread)
         self._out.to_agent.append(line if thread is None or backing == thread else rewrite(line, thread, backing or thread))
         if method == "session/prompt" and thread is not None:
             self._turn_started(thread, when)

@@ -255,6 +255,8 @@ class Deriver:
         params = message.get("params")
         params = params if isinstance(params, dict) else {}
         if method in _REMEMBERED and frame.rpc_id is not None:
+            if frame.direction == "c2a":  # a request liminal kept, then passed on: answered a2c
+                self._requests.pop((frame.connection_id, "c2l", frame.rpc_id), None)
             self._requests[(frame.connection_id, frame.direction, frame.rpc_id)] = (
                 method, params, frame.id)
         thread_id = frame.thread_id or _str(params.get("sessionId"))

@@ -36,7 +36,7 @@ from liminal import log, moves
 from liminal.acp.port import Component, Port
 from liminal.acp.router import LOCAL, Local, LocalRequest
 from liminal.harness.base import SessionHarness
-from liminal.kernel import delete, reopen, restore, zone
+from liminal.kernel import delete, reopen, restore, whereabouts, zone
 from liminal.kernel.journal import SwapJournal, SwapRecord, committed
 from liminal.kernel.mover import SwapError, ThreadMover, Writer
 from liminal.kernel.policy import CostPolicy
@@ -71,6 +71,10 @@ COMMANDS: dict[str, tuple[str | None, str]] = {
     "archive": (None, "liminal: hide this thread from liminal threads (it stays usable)"),
 }
 
+
+# The commands that cut, rewrite or copy the thread's context where this liminal has it:
+# refused when another sidecar on the store has moved the thread since (``_not_moved_elsewhere``).
+ON_CONTEXT = ("clear", "undo", "fork", "optimise")
 
 # What the model may ask for through its ``slash`` tool (``liminal.mcp.tools.SLASH``).
 SLASH_FOR_MODEL = ("mark", "clear", "fork", "undo")
@@ -130,6 +134,7 @@ class CommandCenter(Component):
         self._open_cache = open_cache
         self._store: Store | None = None
         self._store_cm: AbstractAsyncContextManager[Store] | None = None
+        self._store_lock = anyio.Lock()
         self._cache_cm: AbstractAsyncContextManager[Cache] | None = None
         self._recaller: Recaller | None = None
         self._send, self._receive = anyio.create_memory_object_stream[LocalRequest | SlashRequest](256)
@@ -162,15 +167,20 @@ class CommandCenter(Component):
         return [(("initialize",), lambda method, result: delete.advertise(result))]
 
     def _open_hook(self, method: str, message: dict[str, Any], thread: str | None) -> Local | None:
-        """A load or resume of a thread whose session has no file: an empty session liminal
-        opened (``liminal.kernel.reopen``), else one the store can write again
-        (``liminal.kernel.restore``)."""
+        """A load or resume: kept whenever a store is configured, to be decided once the store
+        has said where the thread is (another sidecar on it may have moved the thread since this
+        one last saw it, and an old file of it here would open it silently on an older context:
+        ``_open``). Without a store, only one whose session has no file: an empty session
+        liminal opened (``liminal.kernel.reopen``)."""
         port = self.mover.port
-        if reopen.without_file(port, self.harness, self.journal, thread, message):
+        if thread is None:
+            return None
+        state = self.model.threads.get(thread)
+        if state is not None and state.swapping:
+            return None  # this liminal is moving it: its own view is the newer one
+        if self._open_store is not None:
             return LOCAL
-        if self._open_store is not None and restore.file_missing(port, self.harness, thread, message):
-            return LOCAL
-        return None
+        return LOCAL if reopen.without_file(port, self.harness, self.journal, thread, message) else None
 
     def _fork_hook(self, method: str, message: dict[str, Any], thread: str | None) -> Local | None:
         """``session/fork`` for an agent that has none (codex-zed): ``/fork``'s cut, opened."""
@@ -239,32 +249,14 @@ class CommandCenter(Component):
 
     async def _answer(self, port: Port, request: LocalRequest) -> None:
         if request.method in reopen.OPENS:
-            store = None
-            if self._open_store is not None:
-                try:
-                    store = await self.store()
-                except Exception as exc:  # the thread opens all the same, without its history
-                    logger.warning("store not opened for a reopen", error=str(exc))
-            # Another sidecar on the same store may have moved the thread: its lineage there
-            # binds it when it is further along than this liminal's journal; a move of it one
-            # began and never ended (it died) is recorded abandoned first.
-            await self._abandon_dead(request.thread_id or "")
-            await restore.bind_from_store(store, port, request.thread_id or "")
-            # A session /clear opened empty has a file once it has a turn: gone since, the
-            # store's lines are the thread's context, and only without them is it reopened empty.
-            empty = reopen.without_file(port, self.harness, self.journal, request.thread_id, request.message) \
-                or await self._opened_empty_elsewhere(request.thread_id or "", request.message)
-            if empty and not await restore.stored_whole(store, port.backing_of(request.thread_id or "")):
-                await reopen.reopen(port, self.mover, store, request)
-            else:
-                try:
-                    await restore.restore(port, self.mover, self.harness, store, request)
-                except Exception as exc:  # a bug: the client's load is answered all the same
-                    from liminal.acp import jsonrpc
+            try:
+                await self._open(port, request)
+            except Exception as exc:  # a bug: the client's load is answered all the same
+                from liminal.acp import jsonrpc
 
-                    logger.exception("thread not opened from the store", thread=request.thread_id)
-                    port.answer_local(request.key, error=(
-                        jsonrpc.INTERNAL_ERROR, f"liminal could not open the thread: {exc}"))
+                logger.exception("thread not opened", thread=request.thread_id)
+                port.answer_local(request.key, error=(
+                    jsonrpc.INTERNAL_ERROR, f"liminal could not open the thread: {exc}"))
             return
         if request.method == delete.METHOD:
             await self._delete(port, request)
@@ -321,9 +313,59 @@ class CommandCenter(Component):
             return False
 
     async def _abandon_dead(self, thread: str) -> None:
+        """A move of ``thread`` a dead sidecar began and never ended, recorded abandoned in the
+        shared store (``StoreJournal.abandon_dead``) before the load asks where the thread is;
+        waited for as long as that question (a slow store must not hold up the load), and left
+        to finish in the background past it, as the question is."""
         shared, leases = self.mover.shared, self.mover.leases
-        if shared is not None and thread:
-            await shared.abandon_dead(thread, lease_gone=leases is not None and await leases.gone(thread))
+        if shared is None or not thread:
+            return
+        done = anyio.Event()
+
+        async def abandon() -> None:
+            try:
+                gone = leases is not None and await leases.gone(thread)
+                await shared.abandon_dead(thread, lease_gone=gone)
+            except Exception as exc:  # Redis down: the claim's age decides next time
+                logger.warning("a dead move not looked at", thread=thread, error=f"{type(exc).__name__}: {exc}")
+            finally:
+                done.set()
+
+        if self._background is None:
+            with anyio.move_on_after(whereabouts.STORE_WAIT_SECONDS):
+                await abandon()
+            return
+        self._background.start_soon(abandon)
+        with anyio.move_on_after(whereabouts.STORE_WAIT_SECONDS):
+            await done.wait()
+
+    async def _open(self, port: Port, request: LocalRequest) -> None:
+        """A client's load or resume, decided after asking the store (for a bounded time) where
+        the thread is: the store further along (another sidecar moved it), bound there and
+        opened from the store (``liminal.kernel.restore``), the session's file written if this
+        machine has none; the session without a file, the same, or reopened empty if liminal
+        opened it empty and the store has none of it (``liminal.kernel.reopen``); else the load
+        goes on to the agent as the client sent it (the router's rule 8 included)."""
+        thread = request.thread_id or ""
+        store: Store | None = None
+        later = None
+        await self._abandon_dead(thread)
+        if self._open_store is not None:
+            asked = await whereabouts.ask_store(self.store, thread, self._background)
+            store = asked.store
+            if asked.lineage is not None:
+                later = whereabouts.bind_further(port, thread, asked.lineage)
+        # A session /clear opened empty (here, or another sidecar on the shared store) has a
+        # file once it has a turn: gone since, the store's lines are the thread's context, and
+        # only without them is it reopened empty.
+        empty = reopen.without_file(port, self.harness, self.journal, thread, request.message) \
+            or await self._opened_empty_elsewhere(thread, request.message)
+        if empty and not await restore.stored_whole(store, port.backing_of(thread)):
+            await reopen.reopen(port, self.mover, store, request)
+        elif later is not None or restore.file_missing(port, self.harness, thread, request.message):
+            await restore.restore(port, self.mover, self.harness, store, request)
+        else:
+            port.forward_local(request.key, request.method, reopen.params_of(request.message))
 
     async def _list(self, port: Port, request: LocalRequest) -> None:
         """``session/list``: the store's threads and what the agent lists besides."""
@@ -427,6 +469,7 @@ class CommandCenter(Component):
         try:
             if port.prompt_in_flight(thread):
                 raise CommandError("a prompt is running: fork between turns")
+            await self._not_moved_elsewhere(thread)
             _, path = await self._settled_path(thread)
             end = await anyio.to_thread.run_sync(self.harness.position, path)
             new_id = str(uuid.uuid4())
@@ -481,18 +524,32 @@ class CommandCenter(Component):
         archived the thread, ``/optimise hard`` swapped: the words were dropped unread)."""
         if COMMANDS[name][0] is None and args:
             raise CommandError(f"/{name} takes no arguments")
+        if name in ON_CONTEXT:
+            await self._not_moved_elsewhere(thread)
         handler: Callable[[str, str], Awaitable[str]] = getattr(self, f"_cmd_{name}")
         return await handler(thread, args)
 
     # ------------------------------------------------------------------ helpers
 
+    async def _not_moved_elsewhere(self, thread: str) -> None:
+        """Raise if another sidecar on the store has moved the thread since this one opened it
+        (``whereabouts.moved_elsewhere``); a load binds it where the store has it."""
+        if self._open_store is None or self._port is None:
+            return
+        why = await whereabouts.moved_elsewhere(self.store, self._port, thread, self._background)
+        if why is not None:
+            raise CommandError(why)
+
     async def store(self) -> Store:
         if self._open_store is None:
             raise CommandError("the store is off (store.index = false)")
-        if self._store is None:
-            self._store_cm = self._open_store()
-            self._store = await self._store_cm.__aenter__()
-        return self._store
+        # One open at a time: a load's question to the store runs on in the background past
+        # its wait (``whereabouts.ask_store``) while the next command asks for the store too.
+        async with self._store_lock:
+            if self._store is None:
+                self._store_cm = self._open_store()
+                self._store = await self._store_cm.__aenter__()
+            return self._store
 
     async def recaller(self) -> Recaller:
         """Recall keys resolved through the cache, then the store, then the CLI's file."""

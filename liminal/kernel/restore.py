@@ -1,14 +1,28 @@
-"""Opening a thread whose session file is gone: written again from the store, then loaded.
+"""Opening a thread where the store has it: its session written again from the store if this
+machine has no file of it, then loaded.
 
 The store is the system of record of a thread; the CLI's session files are views of it that
 anyone may delete (the CLI's own clean-up after 30 days, a person, another machine that never
-had them). The index worker keeps every line of every session of a thread whole, liminal's own
-among them (``liminal.lookup.sessionlines``), so a client's load or resume of a thread whose
-current session has no file is kept (a request hook of the command center, when a store is
-configured) and answered here:
+had them), and a file still here may be an old view: a sidecar on another host, on the same
+store, may have moved the thread since (issue 23: ``liminal serve`` on two hosts). The index
+worker keeps every line of every session of a thread whole, liminal's own among them
+(``liminal.lookup.sessionlines``), and the lineage of sessions the thread has been on. So when
+a store is configured, a client's load or resume is kept (a request hook of the command center)
+and the store asked first, for at most ``whereabouts.STORE_WAIT_SECONDS`` (``ask_store``: a store
+down or slow leaves the local view, as without one):
+
+- the store's lineage further along than this liminal's binding (``whereabouts``): the
+  thread is bound to the store's session and opened as below, whether or not an older file of
+  it is here;
+- the session without a file here: opened as below;
+- else the client's load goes on to the agent as it came (``Port.forward_local``), the router's
+  rule 8 (the moved thread's replay from the store) included.
+
+Opened here (``restore``):
 
 1. the session's lines are read from the store; the harness writes them where the CLI looks
-   (``SessionHarness.restore``: only it knows where and how), byte for byte, 0600;
+   (``SessionHarness.restore``: only it knows where and how), byte for byte, 0600, unless the
+   file is there already;
 2. the load goes to the agent for that session, as liminal's own request with the client's
    parameters. A thread liminal moved has its agent's replay captured and its real history
    sent from the store (as the router's rule 8 does); a thread on its own session gets the
@@ -35,6 +49,7 @@ from liminal.acp import jsonrpc
 from liminal.acp.router import LocalRequest
 from liminal.kernel.replay import send_history
 from liminal.kernel.threads import RESTORED, ThreadState
+from liminal.kernel.whereabouts import store_lineage
 from liminal.lookup.sessionlines import Incomplete, named_beside, stored_beside_one, stored_lines
 
 if TYPE_CHECKING:
@@ -77,48 +92,13 @@ async def stored_whole(store: Store | None, backing: str) -> bool:
     return True
 
 
-async def bind_from_store(store: Store | None, port: Port, thread: str) -> str | None:
-    """Bind ``thread`` to the session the store's lineage ends in when that is further along
-    than where this liminal has it (its swap journal's last commit, or the thread's own id):
-    another sidecar on the same store moved it (issue 23: ``liminal serve`` on two hosts). The
-    local view stays when the store does not know it (the index runs a little behind this
-    liminal's own moves) or has nothing past it. Returns the session bound to, else None."""
-    if store is None or not thread:
-        return None
-    try:
-        lineage = await lineage_in_store(store, thread)
-    except Exception as exc:  # the store down: the local journal's word stands
-        logger.warning("lineage not read from the store", thread=thread, error=str(exc))
-        return None
-    here = port.backing_of(thread)
-    if here not in lineage or lineage.index(here) == len(lineage) - 1:
-        return None
-    for backing in lineage:  # every session it was on names the thread towards the client
-        port.adopt(backing, thread)
-    port.bind(thread, lineage[-1])
-    logger.info("thread moved by a sidecar on the same store; opened on its current session",
-                thread=thread, was=here, backing=lineage[-1])
-    return lineage[-1]
-
-
-async def lineage_in_store(store: Store, thread: str) -> list[str]:
-    """The sessions the store has the thread on, oldest first, the last its current one: the
-    index's lineage, and, in a shared store, the thread's place (every move's commit: the
-    authority, ahead of the index, which derives the lineage a little after each move)."""
-    known = await store.thread(thread)
-    lineage = list(known.backing_ids) if known is not None else []
-    place = await store.moves.place(thread) if store.moves is not None else None
-    if place is not None:  # (a thread's first session is its own id)
-        lineage += [b for b in dict.fromkeys([thread, *place.lineage]) if b not in lineage]
-        lineage = [b for b in lineage if b != place.backing_id] + [place.backing_id]
-    return lineage
-
-
 async def write_session(store: Store, harness: SessionHarness, backing: str,
                         cwd: str | None) -> str | None:
     """Write ``backing``'s file from the store where the CLI looks for it, if it has none, with
     the files beside it that its lines name (Claude Code's large tool outputs); None when it is
     there, else why not."""
+    if harness.locate(backing, cwd) is not None:
+        return None  # this machine has it (a file of the session another sidecar moved onto)
     try:
         lines = await stored_lines(store, backing)
     except Incomplete as exc:
@@ -155,8 +135,8 @@ async def write_from_store(store: Store, harness: SessionHarness, thread: str, b
                            cwd: str | None) -> str | None:
     """Write ``backing``'s file from the store; None when written, else why not."""
     try:
-        lineage = await lineage_in_store(store, thread)
-        # ``bind_from_store`` has put the thread on the store's last session when that is
+        lineage = await store_lineage(store, thread)
+        # ``bind_further`` has put the thread on the store's last session when that is
         # further along; a session the store's lineage does not end in (the store behind this
         # liminal, or never told of the move) is not written: the thread would open silently on
         # the context it had before the moves the store knows.

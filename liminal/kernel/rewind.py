@@ -43,6 +43,7 @@ from liminal.acp.router import LOCAL, Local, LocalRequest
 from liminal.harness.base import SessionHarness
 from liminal.kernel.mover import SwapError, ThreadMover, Writer
 from liminal.kernel.threads import ThreadModel
+from liminal.kernel.whereabouts import moved_elsewhere
 from liminal.store.records import MessageRecord, acp_message_id, conversation
 
 if TYPE_CHECKING:
@@ -261,8 +262,17 @@ class Rewinder(Component):
         content = params.get("newContent", params.get("content")) if edit else None
         if edit and not (isinstance(content, list) and content):
             raise RewindError(jsonrpc.INVALID_PARAMS, "session/edit_prompt needs newContent (content blocks)")
-        await self._cancel_turn(port, thread)
         store = await self._store_open()
+
+        async def opened() -> Store:
+            return store
+
+        # Another sidecar on the store moved the thread since this one opened it: a cut of the
+        # session here would take it back to its older context (``liminal.kernel.whereabouts``).
+        why = await moved_elsewhere(opened, port, thread, None)
+        if why is not None:
+            raise SwapError(why)
+        await self._cancel_turn(port, thread)
         # The index runs a little behind the frames (a turn or a load's replay that has just
         # streamed): an id not found yet is looked for again until ``STORE_SECONDS``.
         deadline = time.monotonic() + STORE_SECONDS

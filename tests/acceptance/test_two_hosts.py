@@ -7,7 +7,8 @@ file. Through A: turns with two swaps and a mark. A is killed once the store has
 The client then loads the thread through B, which has no file of it and never moved it: the
 history replays from the store, the model is sent the context A had (the rewrite and the turns
 after it), every recall key in it resolves byte for byte, ``/clear MARK`` goes back to A's mark,
-and the thread keeps its title.
+and the thread keeps its title. A host that still has an old file of the thread (it started
+there) opens it where the other host moved it, not on that file.
 """
 
 from __future__ import annotations
@@ -240,6 +241,69 @@ def moved_on_a_opened_on_b(rig: Rig, a: Home, b: Home, store: str) -> None:
         parts = set(re.findall(r"read part (\d\d)", seen))
         assert {f"{n:02d}" for n in range(MARK_AFTER + 1)} <= parts, parts
         assert not parts & {f"{n:02d}" for n in range(MARK_AFTER + 1, last)}, parts
+
+
+# -- item: a host with an old file of the thread --------------------------------------------
+
+OLD_TURNS = 2  # said on B before A takes the thread over
+
+
+def test_a_host_with_an_old_file_of_a_thread_opens_it_where_another_host_moved_it(
+        adapter: Adapter, rig: Rig) -> None:
+    """The thread starts on B (B keeps its file), goes on on A, which moves it and dies; the
+    client comes back to B. B's own view of the thread is its first session, whose file is
+    there: forwarded as it came, the load opened the thread on B's two turns, without A's. The
+    store is asked first: its session is further along, so B binds the thread to it, writes it
+    from the store and loads it, and the model is sent A's context."""
+    with one_store(rig) as store:
+        base = rig.overhead()
+        rig.server.script = scenario()
+        project = rig.home.project
+        a, b = rig.home, host_b(rig)
+        configure(b, store, 10_000_000, base + 2_500)
+        with client_of(b, rig, "b1") as client:
+            client.initialize()
+            thread = client.new_session(project)["sessionId"]
+            for n in range(OLD_TURNS):
+                said(client, thread, f"step{n:02d} please")
+            old = find_session_file(thread, str(project), b.env())
+            assert old is not None
+            # While B runs: what Claude Code writes as it exits may come after the index
+            # worker's last read (docs/architecture.md), and A needs none of it.
+            stored(b.liminal_home, thread, thread, old.read_bytes(), f"step{OLD_TURNS - 1:02d} please")
+        old_bytes = old.read_bytes()
+
+        configure(a, store, base + 7_000, base + 4_000)
+        journal = SwapJournal(a.liminal_home / "swaps.jsonl")
+        a1 = client_of(a, rig, "a")
+        with a1:
+            a1.initialize()
+            a1.load_session(thread, project, timeout=120)
+            for n in range(OLD_TURNS, TURNS):
+                if journal.current(thread)[1]:
+                    break
+                said(a1, thread, f"step{n:02d} please")
+            said(a1, thread, "NEXT please")  # on the session A moved the thread onto
+            current, lineage = journal.current(thread)
+            assert current is not None and len(lineage) == 1, (lineage, a.logs)
+            before = next(v for v in reversed(rig.server.views()) if "NEXT" in v.last_user_text)
+            path = find_session_file(current, str(project), a.env())
+            assert path is not None
+            stored(a.liminal_home, thread, current, path.read_bytes(), "NEXT please")
+            os.killpg(a1.proc.pid, signal.SIGKILL)  # host A dies, every process of it
+            a1.proc.wait(timeout=30)
+
+        assert old.read_bytes() == old_bytes  # B's old file, as B left it
+        with client_of(b, rig, "b2") as client:
+            client.initialize()
+            shown = user_texts(client.load_session(thread, project, timeout=120))
+            assert "NEXT please" in shown, shown[:2000]
+            said(client, thread, "AFTER please")
+            asked = next(v for v in reversed(rig.server.views()) if "AFTER" in v.last_user_text)
+            now = conversation(asked.body)
+            missing = [t[:120] for t in conversation(before.body) if t not in now]
+            assert not missing, (len(missing), missing[:5], b.logs)
+            assert "the next answer" in json.dumps(asked.body)
 
 
 # -- item: each host in its own network namespace -------------------------------------------

@@ -38,9 +38,11 @@ def opened_files(home: Path) -> list[dict[str, str]]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
-async def threads_with_their_files_gone(tmp_path: Path) -> tuple[str, str, str, dict[str, bytes]]:
-    """A thread with a swap and one without, through one liminal; then every session file of
-    theirs deleted. Returns the moved thread, the other, the moved one's backing session, and
+async def threads_with_their_files_gone(tmp_path: Path, *, gone: bool = True, other: bool = True
+                                        ) -> tuple[str, str, str, dict[str, bytes]]:
+    """A thread with a swap and one without (unless not ``other``: the scripted agent's replay
+    then ends in the moved thread's last prompt), through one liminal; then every session file of
+    theirs deleted (unless not ``gone``). Returns the moved thread, the other, the moved one's backing session, and
     the files as they were."""
     threads: dict[str, str] = {}
 
@@ -53,9 +55,11 @@ async def threads_with_their_files_gone(tmp_path: Path) -> tuple[str, str, str, 
             while not any(r.outcome == "committed" for r in journal.records()):  # noqa: ASYNC110
                 await anyio.sleep(0.05)
         await said(proxy, moved, "turn charlie used:21000")
-        found = await proxy.request("session/new", {"cwd": CWD, "mcpServers": []})
-        still = threads["still"] = str(found["result"]["sessionId"])
-        await said(proxy, still, "turn delta used:4000")
+        threads["still"] = ""
+        if other:
+            found = await proxy.request("session/new", {"cwd": CWD, "mcpServers": []})
+            still = threads["still"] = str(found["result"]["sessionId"])
+            await said(proxy, still, "turn delta used:4000")
 
     await run_liminal(tmp_path, before)
     moved, still = threads["moved"], threads["still"]
@@ -64,8 +68,8 @@ async def threads_with_their_files_gone(tmp_path: Path) -> tuple[str, str, str, 
     backing = record.new_backing_id
     assert backing is not None
     files = session_files(tmp_path)
-    assert {moved, backing, still} <= set(files)
-    for path in (tmp_path / "claude" / "projects").glob("*/*.jsonl"):
+    assert {moved, backing} | ({still} if other else set()) <= set(files)
+    for path in (tmp_path / "claude" / "projects").glob("*/*.jsonl") if gone else ():
         path.unlink()  # every file of the threads' past: only the store is left
     return moved, still, backing, files
 
@@ -193,3 +197,50 @@ async def test_a_moved_thread_without_its_journal_opens_on_the_session_the_store
     now = session_files(tmp_path)
     assert moved not in now
     assert now[backing].startswith(files[backing]) and b"turn echo" in now[backing][len(files[backing]):]
+
+
+async def test_a_thread_moved_elsewhere_opens_on_the_stores_session_though_an_old_file_of_it_is_here(
+        tmp_path: Path) -> None:
+    """A host that still has an old file of a thread another host has since moved (here: the
+    journal gone, so this liminal has the thread on its first session, whose file is still on
+    disk) forwarded the client's load to that file: the thread opened silently on the context
+    it had before the move. The store is asked first whenever it is configured: its lineage
+    is further along, so the thread is bound there and that session opened, and it goes on."""
+    moved, _, backing, files = await threads_with_their_files_gone(tmp_path, gone=False)
+    (tmp_path / "liminal-home" / "swaps.jsonl").unlink()
+
+    async def after(proxy: ProxyProcess) -> None:
+        start = len(proxy.messages())
+        await opened(proxy, moved)
+        history = shown(proxy, moved, start)
+        assert "turn alpha" in history and "turn charlie" in history, history
+        assert "[compressed]" not in history, history
+        assert [o["sessionId"] for o in opened_files(tmp_path)] == [backing]
+        await said(proxy, moved, "turn echo used:22000")
+
+    await run_liminal(tmp_path, after, AGENT_LOAD_NEEDS_FILE="1")
+    now = session_files(tmp_path)
+    assert now[moved] == files[moved]  # the old file is left as it was
+    assert now[backing].startswith(files[backing]) and b"turn echo" in now[backing][len(files[backing]):]
+
+
+async def test_a_moved_thread_the_store_has_nowhere_newer_is_loaded_as_the_client_asked(
+        tmp_path: Path) -> None:
+    """The store asked and nothing newer there: the client's own load goes to the agent (its id,
+    the thread's session), the history from the store as for any moved thread."""
+    moved, _, backing, _ = await threads_with_their_files_gone(tmp_path, gone=False, other=False)
+
+    async def after(proxy: ProxyProcess) -> None:
+        start = len(proxy.messages())
+        await opened(proxy, moved)
+        history = shown(proxy, moved, start)
+        assert "turn alpha" in history and "turn charlie" in history, history
+        assert "[compressed]" not in history, history
+        assert [o["sessionId"] for o in opened_files(tmp_path)] == [backing]
+        await said(proxy, moved, "turn echo used:22000")
+
+    await run_liminal(tmp_path, after, AGENT_LOAD_NEEDS_FILE="1")
+    loads = [json.loads(line) for line in (tmp_path / "agent_in.bin").read_text().splitlines()
+             if '"session/load"' in line]
+    assert [(m["id"], m["params"]["sessionId"]) for m in loads if m.get("method") == "session/load"][-1:] \
+        == [(2, backing)]

@@ -214,7 +214,7 @@ async def test_a_start_after_dying_past_the_stores_commit_keeps_the_move(tmp_pat
 @needs_mongo
 async def test_another_sidecar_records_a_dead_move_abandoned_and_opens_a_committed_one(
         url: str, tmp_path: Path) -> None:
-    from liminal.kernel import restore
+    from liminal.kernel import whereabouts
 
     thread, new = "44444444-4444-4444-8444-444444444444", "55555555-5555-4555-8555-555555555555"
     shared = StoreJournal(opener(url), 60.0, tmp_path)  # type: ignore[arg-type]
@@ -230,7 +230,7 @@ async def test_another_sidecar_records_a_dead_move_abandoned_and_opens_a_committ
         assert place is not None and place.moving is None and place.backing_id == thread
         assert [(r.new_backing_id, r.outcome) for r in await shared.records(thread)] == [(OTHER, "abandoned")]
 
-        class Port:  # what ``bind_from_store`` asks of the router
+        class Port:  # what ``whereabouts.bind_further`` asks of the router
             def __init__(self) -> None:
                 self.bound: dict[str, str] = {}
                 self.adopted: list[str] = []
@@ -245,11 +245,11 @@ async def test_another_sidecar_records_a_dead_move_abandoned_and_opens_a_committ
                 self.bound[t] = backing
 
         port = Port()
-        assert await restore.bind_from_store(store, port, thread) is None  # on its own session
+        assert whereabouts.bind_further(port, thread, await whereabouts.store_lineage(store, thread)) is None  # on its own session
         # Then a sidecar committed a move and died before anyone heard of it (no index yet).
         assert (await moves.claim(thread, thread, new, now=time.time(), stale_before=0))[0]
         assert await moves.commit(thread, thread, new)
-        assert await restore.bind_from_store(store, port, thread) == new  # type: ignore[arg-type]
+        assert whereabouts.bind_further(port, thread, await whereabouts.store_lineage(store, thread)) == new  # type: ignore[arg-type]
         assert port.backing_of(thread) == new
     finally:
         await shared.aclose()

@@ -1,0 +1,137 @@
+"""Where a thread is, by the store's word: asked for a bounded time, compared with where this
+liminal has it.
+
+Which session carries a thread has two witnesses: this liminal's swap journal (its own moves)
+and the store's lineage (every sidecar's moves on that store: ``Thread.backing_ids``). When
+another sidecar on the same store moved the thread since this one bound it (``liminal serve``
+on two hosts, issue 23), the store is further along, and acting on the local binding would
+take the thread back to an older context: a client's load binds it where the store has it
+(``liminal.kernel.commands``, ``liminal.kernel.restore``); a command that cuts or rewrites the
+context is refused (``moved_elsewhere``). A store down or slow leaves the local view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import anyio
+
+from liminal import log
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
+    from liminal.acp.port import Port
+    from liminal.store.base import Store
+
+logger = log.get("liminal.whereabouts")
+# How long a client's load waits for the store's word on where the thread is before it goes on
+# with the local view: a fraction of what the CLI takes to read a session, so a store that is
+# down costs a load little.
+STORE_WAIT_SECONDS = 2.0
+
+
+@dataclass(slots=True)
+class Asked:
+    """What the store said of a thread (``ask_store``): the store and the thread's lineage in it,
+    or why not (``lineage`` None: the local view stands)."""
+
+    store: Store | None = None
+    lineage: list[str] | None = None
+    error: str | None = None
+
+
+async def store_lineage(store: Store, thread: str) -> list[str]:
+    """The sessions the store has the thread on, oldest first, the last its current one (empty:
+    it does not know it): the index's lineage, and, in a shared store, the thread's place (every
+    move's commit: the authority, ahead of the index, which derives the lineage a little after
+    each move)."""
+    known = await store.thread(thread)
+    lineage = list(known.backing_ids) if known is not None else []
+    place = await store.moves.place(thread) if store.moves is not None else None
+    if place is not None:  # (a thread's first session is its own id)
+        lineage += [b for b in dict.fromkeys([thread, *place.lineage]) if b not in lineage]
+        lineage = [b for b in lineage if b != place.backing_id] + [place.backing_id]
+    return lineage
+
+
+async def ask_store(open_store: Callable[[], Awaitable[Store]], thread: str,
+                    tasks: TaskGroup | None, seconds: float | None = None) -> Asked:
+    """The store's word on where ``thread`` is, waited for at most ``seconds``: a store that is
+    down or slow (a MongoDB across a network) must not hold up the client's load, which then goes
+    on with the local view. The question runs on in ``tasks`` past the wait, so a store half
+    opened is never cancelled mid-way; its late answer is dropped (a thread bound after its load
+    went to the agent would have its prompts sent to a session the agent never opened)."""
+    seconds = STORE_WAIT_SECONDS if seconds is None else seconds
+    asked = Asked()
+    done = anyio.Event()
+
+    async def question() -> None:
+        try:
+            store = await open_store()
+            asked.lineage = await store_lineage(store, thread)
+            asked.store = store
+        except Exception as exc:  # the store down: the local journal's word stands
+            asked.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            done.set()
+
+    if tasks is None:  # the caller's store is open already: its read may be cut short
+        with anyio.move_on_after(seconds):
+            await question()
+    else:
+        tasks.start_soon(question)
+        with anyio.move_on_after(seconds):
+            await done.wait()
+    if not done.is_set():
+        asked.error = f"no answer within {seconds:g} s"
+    if asked.error is not None or asked.lineage is None:
+        logger.warning("the store not asked where the thread is; the local view", thread=thread,
+                       error=asked.error)
+        return Asked(error=asked.error or "no answer")
+    return asked
+
+
+def further_along(port: Port, thread: str, lineage: list[str]) -> str | None:
+    """The session the store's lineage ends in, when that is further along than where this
+    liminal has the thread (its swap journal's last commit, or the thread's own id): another
+    sidecar on the same store moved it (issue 23: ``liminal serve`` on two hosts). None when the
+    store does not know where the thread is here (the index runs a little behind this liminal's
+    own moves) or has nothing past it."""
+    here = port.backing_of(thread)
+    if not thread or here not in lineage or lineage.index(here) == len(lineage) - 1:
+        return None
+    return lineage[-1]
+
+
+async def moved_elsewhere(open_store: Callable[[], Awaitable[Store]], port: Port, thread: str,
+                          tasks: TaskGroup | None) -> str | None:
+    """Why a command must not act on the context where this liminal has ``thread``: another
+    sidecar on the store has moved it since this one opened it (both had it open), and a cut or
+    a rewrite of the session here would take the thread back to its older context. None to go
+    on: the store agrees, knows nothing newer, or does not answer in time (``ask_store``)."""
+    asked = await ask_store(open_store, thread, tasks)
+    later = further_along(port, thread, asked.lineage) if asked.lineage is not None else None
+    if later is None:
+        return None
+    logger.warning("a command on a thread another sidecar moved since; refused", thread=thread,
+                   here=port.backing_of(thread), store=later)
+    return (f"another liminal on the same store has moved this thread on (to session {later}) "
+            "since it was opened here: load the thread again to go on from where it is")
+
+
+def bind_further(port: Port, thread: str, lineage: list[str]) -> str | None:
+    """Bind ``thread`` to the store's session if it is further along (``further_along``).
+    Returns the session bound to, else None."""
+    later = further_along(port, thread, lineage)
+    if later is None:
+        return None
+    here = port.backing_of(thread)
+    for backing in lineage:  # every session it was on names the thread towards the client
+        port.adopt(backing, thread)
+    port.bind(thread, later)
+    logger.info("thread moved by a sidecar on the same store; opened on its current session",
+                thread=thread, was=here, backing=later)
+    return later
