@@ -31,6 +31,8 @@ LOAD = {"jsonrpc": "2.0", "id": 7, "method": "session/load",
 
 
 class _Store:
+    moves = None  # not a shared store: the lineage is the index's alone (journal23b's place aside)
+
     def __init__(self, *lineage: str, hang: bool = False, fail: bool = False) -> None:
         self.lineage, self.hang, self.fail = lineage, hang, fail
 
@@ -70,7 +72,7 @@ async def _opened(store: _Store | None, harness: _Harness, *, wait: float = 5.0)
     model = ThreadModel()
     model.capabilities = {"loadSession": True}
     router = Router(max_frame_bytes=1 << 20, replay_from_store=True)
-    mover = SimpleNamespace(port=None, threads=model.threads)
+    mover = SimpleNamespace(port=None, threads=model.threads, shared=None, leases=None)
     center = CommandCenter(model, mover, _Journal(), None, harness=harness,  # type: ignore[arg-type]
                            open_store=open_store if store is not None else None)
 
