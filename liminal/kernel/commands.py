@@ -297,7 +297,8 @@ class CommandCenter(Component):
     async def _opened_empty_elsewhere(self, thread: str, message: dict[str, Any]) -> bool:
         """The thread is on a session another sidecar on the shared store opened empty (its
         ``/clear``), of which nothing is on disk here: what ``reopen.without_file`` says of this
-        home's own, from the store's journal."""
+        home's own, from the store's journal, read for as long as a load asks the store
+        (``whereabouts.within_wait``)."""
         port, shared = self.mover.port, self.mover.shared
         if shared is None or port is None or not thread or port.backing_of(thread) == thread:
             return False
@@ -305,22 +306,21 @@ class CommandCenter(Component):
         cwd = reopen.params_of(message).get("cwd")
         if self.harness.locate(backing, cwd if isinstance(cwd, str) else None) is not None:
             return False
-        try:
+
+        async def read() -> bool:
             return any(r.new_backing_id == backing and r.opened == "empty"
                        for r in committed(await shared.records(thread)))
-        except Exception as exc:  # the store down: as without it
-            logger.warning("the shared store's journal not read", thread=thread, error=str(exc))
-            return False
 
-    async def _abandon_dead(self, thread: str) -> None:
+        return await whereabouts.within_wait(self._background, read, False, "the shared store's journal")
+
+    def _abandon_dead(self, thread: str) -> None:
         """A move of ``thread`` a dead sidecar began and never ended, recorded abandoned in the
-        shared store (``StoreJournal.abandon_dead``) before the load asks where the thread is;
-        waited for as long as that question (a slow store must not hold up the load), and left
-        to finish in the background past it, as the question is."""
+        shared store (``StoreJournal.abandon_dead``), in the background: the load does not wait
+        for it (a release clears only the claim, never the place or the lineage the load reads),
+        and the thread's next move finds it free."""
         shared, leases = self.mover.shared, self.mover.leases
-        if shared is None or not thread:
+        if shared is None or not thread or self._background is None:
             return
-        done = anyio.Event()
 
         async def abandon() -> None:
             try:
@@ -328,16 +328,8 @@ class CommandCenter(Component):
                 await shared.abandon_dead(thread, lease_gone=gone)
             except Exception as exc:  # Redis down: the claim's age decides next time
                 logger.warning("a dead move not looked at", thread=thread, error=f"{type(exc).__name__}: {exc}")
-            finally:
-                done.set()
 
-        if self._background is None:
-            with anyio.move_on_after(whereabouts.STORE_WAIT_SECONDS):
-                await abandon()
-            return
         self._background.start_soon(abandon)
-        with anyio.move_on_after(whereabouts.STORE_WAIT_SECONDS):
-            await done.wait()
 
     async def _open(self, port: Port, request: LocalRequest) -> None:
         """A client's load or resume, decided after asking the store (for a bounded time) where
@@ -349,10 +341,16 @@ class CommandCenter(Component):
         thread = request.thread_id or ""
         store: Store | None = None
         later = None
-        await self._abandon_dead(thread)
+        self._abandon_dead(thread)
         if self._open_store is not None:
             asked = await whereabouts.ask_store(self.store, thread, self._background)
             store = asked.store
+            if self._moving_here(port, thread):
+                # This liminal began moving the thread while the store was asked: the place the
+                # store has may be this move's own commit, which the mover binds when it
+                # releases the thread; the load is held until then, and goes on to where it is.
+                port.forward_local(request.key, request.method, reopen.params_of(request.message))
+                return
             if asked.lineage is not None:
                 later = whereabouts.bind_further(port, thread, asked.lineage)
         # A session /clear opened empty (here, or another sidecar on the shared store) has a
@@ -366,6 +364,10 @@ class CommandCenter(Component):
             await restore.restore(port, self.mover, self.harness, store, request)
         else:
             port.forward_local(request.key, request.method, reopen.params_of(request.message))
+
+    def _moving_here(self, port: Port, thread: str) -> bool:
+        state = self.model.threads.get(thread)
+        return (state is not None and state.swapping) or port.is_held(thread)
 
     async def _list(self, port: Port, request: LocalRequest) -> None:
         """``session/list``: the store's threads and what the agent lists besides."""

@@ -2,7 +2,9 @@
 liminal has it.
 
 Which session carries a thread has two witnesses: this liminal's swap journal (its own moves)
-and the store's lineage (every sidecar's moves on that store: ``Thread.backing_ids``). When
+and the store's lineage (every sidecar's moves on that store: ``Thread.backing_ids``, which the
+index derives a little after each move, and in a shared store the thread's place, which every
+move commits first: ``store_lineage``). When
 another sidecar on the same store moved the thread since this one bound it (``liminal serve``
 on two hosts, issue 23), the store is further along, and acting on the local binding would
 take the thread back to an older context: a client's load binds it where the store has it
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
     from liminal.store.base import Store
 
 logger = log.get("liminal.whereabouts")
+T = TypeVar("T")
 # How long a client's load waits for the store's word on where the thread is before it goes on
 # with the local view: a fraction of what the CLI takes to read a session, so a store that is
 # down costs a load little.
@@ -135,3 +138,33 @@ def bind_further(port: Port, thread: str, lineage: list[str]) -> str | None:
     logger.info("thread moved by a sidecar on the same store; opened on its current session",
                 thread=thread, was=here, backing=later)
     return later
+
+
+async def within_wait(tasks: TaskGroup | None, read: Callable[[], Awaitable[T]], otherwise: T,
+                      what: str, seconds: float | None = None) -> T:
+    """``read()``'s answer if it comes within ``seconds`` (``STORE_WAIT_SECONDS``), else
+    ``otherwise``: a store read on a load's path, bounded as ``ask_store`` is, and run on in
+    ``tasks`` past the wait so that a store half opened is never cancelled (its late answer is
+    dropped). An error is ``otherwise`` too, said once."""
+    seconds = STORE_WAIT_SECONDS if seconds is None else seconds
+    found: list[T] = []
+    done = anyio.Event()
+
+    async def question() -> None:
+        try:
+            found.append(await read())
+        except Exception as exc:  # the store down: as without it
+            logger.warning("the store not read", what=what, error=f"{type(exc).__name__}: {exc}")
+        finally:
+            done.set()
+
+    if tasks is None:
+        with anyio.move_on_after(seconds):
+            await question()
+    else:
+        tasks.start_soon(question)
+        with anyio.move_on_after(seconds):
+            await done.wait()
+    if not found and not done.is_set():
+        logger.warning("the store did not answer in time", what=what, seconds=seconds)
+    return found[0] if found else otherwise

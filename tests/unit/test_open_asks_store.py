@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -33,10 +33,13 @@ LOAD = {"jsonrpc": "2.0", "id": 7, "method": "session/load",
 class _Store:
     moves = None  # not a shared store: the lineage is the index's alone (journal23b's place aside)
 
-    def __init__(self, *lineage: str, hang: bool = False, fail: bool = False) -> None:
-        self.lineage, self.hang, self.fail = lineage, hang, fail
+    def __init__(self, *lineage: str, hang: bool = False, fail: bool = False,
+                 meanwhile: Callable[[], None] | None = None) -> None:
+        self.lineage, self.hang, self.fail, self.meanwhile = lineage, hang, fail, meanwhile
 
     async def thread(self, thread: str) -> Any:
+        if self.meanwhile is not None:  # what happens here while the store is asked
+            self.meanwhile()
         if self.hang:
             await anyio.sleep_forever()
         if self.fail:
@@ -62,17 +65,18 @@ class _Journal:
         return False
 
 
-async def _opened(store: _Store | None, harness: _Harness, *, wait: float = 5.0) -> FakePort:
+async def _opened(store: _Store | None, harness: _Harness, *, wait: float = 5.0,
+                  model: ThreadModel | None = None, shared: Any = None) -> FakePort:
     """The load of ``T`` through the command center, T bound to X; the port once it is answered
-    or forwarded."""
+    or forwarded. ``shared``: the mover's store journal (issue 23's shared store)."""
     @contextlib.asynccontextmanager
     async def open_store() -> AsyncIterator[Any]:
         yield store
 
-    model = ThreadModel()
+    model = model or ThreadModel()
     model.capabilities = {"loadSession": True}
     router = Router(max_frame_bytes=1 << 20, replay_from_store=True)
-    mover = SimpleNamespace(port=None, threads=model.threads, shared=None, leases=None)
+    mover = SimpleNamespace(port=None, threads=model.threads, shared=shared, leases=None)
     center = CommandCenter(model, mover, _Journal(), None, harness=harness,  # type: ignore[arg-type]
                            open_store=open_store if store is not None else None)
 
@@ -141,6 +145,46 @@ async def test_a_store_that_does_not_answer_in_time_leaves_the_local_view(
     assert time.monotonic() - t < 4  # bounded: not the store's own timeout
     assert [(m["id"], m["params"]["sessionId"]) for m in _loads(port)] == [(7, "X")]
     assert port.backing_of("T") == "X"  # and its late answer, if any, binds nothing
+
+
+class _StalledJournal:
+    """A shared store's journal that accepts the question and never answers (a MongoDB whose
+    socket stalls: up to its 120 s timeout)."""
+
+    async def abandon_dead(self, thread: str, *, lease_gone: bool = False) -> None:
+        await anyio.sleep_forever()
+
+    async def records(self, thread: str) -> list[Any]:
+        await anyio.sleep_forever()
+        return []
+
+
+async def test_a_shared_store_that_stalls_holds_a_load_no_longer_than_the_bound(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The review of the merge: with a shared store, a load waited for the dead-move check, then
+    for the question, then, unbounded, for the journal's word on an empty session: B loading a
+    thread A moved (no file of the new session here) hung on a stalled store."""
+    monkeypatch.setattr(whereabouts, "STORE_WAIT_SECONDS", 0.2)
+    t = time.monotonic()
+    port = await _opened(_Store("T", "X", "Y"), _Harness("T", "X"), shared=_StalledJournal(), wait=5)
+    assert time.monotonic() - t < 4
+    assert [m["params"]["sessionId"] for m in _loads(port)] == ["Y"]  # opened where the store has it
+
+
+async def test_a_thread_this_liminal_began_moving_while_the_store_was_asked_is_not_bound_by_it() -> None:
+    """The store's place may be this liminal's own move, committed while the load waited: the
+    thread is not taken for one another sidecar moved, and the load goes on as the client's."""
+    from liminal.kernel.threads import ThreadState
+
+    model = ThreadModel()
+    model.threads["T"] = ThreadState("T")
+
+    def a_swap_begins() -> None:
+        model.threads["T"].swapping = True
+
+    port = await _opened(_Store("T", "X", "Y", meanwhile=a_swap_begins), _Harness("T", "X"), model=model)
+    assert port.backing_of("T") == "X"  # the mover binds it when it releases the thread
+    assert [(m["id"], m["params"]["sessionId"]) for m in _loads(port)] == [(7, "X")]
 
 
 async def test_without_a_store_a_load_of_a_thread_with_its_file_is_not_kept() -> None:
