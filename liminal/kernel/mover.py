@@ -334,7 +334,13 @@ class ThreadMover:
             yield None
             return
         async with self.leases.holding(thread_id) as ours:
-            yield None if ours else "another liminal on the same store is moving this thread"
+            try:
+                yield None if ours else "another liminal on the same store is moving this thread"
+            finally:
+                # A move that did not commit ends in the shared store before its lease does:
+                # another sidecar's load that found the lease gone and the claim still there
+                # took this live sidecar's failed move for a dead one's ("abandoned").
+                await self.flush_shared()
 
     async def _open_empty(self, state: ThreadState, old_backing: str,
                           reason: str, *, move: str, answer: dict[str, Any] | None = None) -> Moved:

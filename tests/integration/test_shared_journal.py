@@ -116,6 +116,55 @@ async def test_a_commit_the_store_refuses_is_no_commit_and_leaves_nothing(
     assert harness.rewrites == []  # the claim refused: nothing written
 
 
+class _Leases:
+    """Redis's move leases as the mover uses them, telling when each is let go."""
+
+    def __init__(self, events: list[str]) -> None:
+        self.events, self.held = events, set[str]()
+
+    @asynccontextmanager
+    async def holding(self, thread_id: str) -> AsyncIterator[bool]:
+        self.held.add(thread_id)
+        try:
+            yield True
+        finally:
+            self.held.discard(thread_id)
+            self.events.append("lease released")
+
+    async def gone(self, thread_id: str) -> bool:
+        return thread_id not in self.held
+
+
+@needs_mongo
+async def test_a_failed_move_ends_in_the_store_before_its_lease_is_let_go(tmp_path: Path, url: str) -> None:
+    """The review of the merge: the lease went first, and a load on another sidecar in between
+    found the lease gone and the claim still there, and recorded this live sidecar's move
+    abandoned ("its liminal stopped during the move")."""
+    events: list[str] = []
+    manager, _, _ = sidecar(tmp_path, url)
+    manager.mover.leases = _Leases(events)  # type: ignore[assignment]
+    shared = manager.mover.shared
+    assert shared is not None
+    ended = shared.ended
+
+    async def ending(record: SwapRecord) -> None:
+        events.append(f"ended {record.outcome}")
+        await ended(record)
+
+    shared.ended = ending  # type: ignore[method-assign]
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (_, client):
+        thread = await start(client)
+        store = await MongoStore.open(url)
+        try:
+            assert store.moves is not None  # another sidecar moved it: this one's commit is refused
+            assert (await store.moves.claim(thread, thread, OTHER, now=time.time(), stale_before=0))[0]
+            assert await store.moves.commit(thread, thread, OTHER)
+            await swap_once(manager, client, thread)
+        finally:
+            await store.aclose()
+    assert events[:2] == ["ended failed", "lease released"], events
+
+
 async def test_a_shared_store_that_does_not_answer_moves_nothing(tmp_path: Path) -> None:
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
