@@ -18,12 +18,19 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def run_with_store(settings: Settings, body: Callable[[Any], Awaitable[T]]) -> T | None:
-    """Open the configured store (never creating one), run ``body(store)``; None if absent."""
+def run_with_store(settings: Settings, body: Callable[[Any], Awaitable[T]],
+                   not_yet: T | None = None) -> T | None:
+    """Open the configured store (never creating one), run ``body(store)``; None if absent.
+    ``not_yet``: the answer when the store is the default SQLite file and no ``liminal acp`` has
+    made it yet (a new install has no threads, which is not an error; a path set by hand that
+    names no file is still said: it may be a typo)."""
     import anyio
 
-    from liminal.store.base import StoreError, describe
+    from liminal.store.base import StoreError, describe, sqlite_path
     from liminal.store.configured import open_store
+
+    if not_yet is not None and not settings.store.url and not sqlite_path(settings).exists():
+        return not_yet
 
     async def main() -> T | None:
         try:

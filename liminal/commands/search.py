@@ -37,7 +37,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             thread = named if isinstance(named, str) else thread
         return await find(store, query, thread_id=thread, limit=args.limit, everything=args.all)
 
-    found = run_with_store(settings, body)
+    none: list[Found] = []
+    found = run_with_store(settings, body, not_yet=none)
     if found is None:
         return 1
     if args.json:

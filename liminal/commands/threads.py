@@ -48,7 +48,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         result: list[ThreadSummary] = await store.threads(limit=args.limit, empty=args.all)
         return result
 
-    found = run_with_store(settings, body)
+    none: list[ThreadSummary] = []
+    found = run_with_store(settings, body, not_yet=none)
     if found is None:
         return 1
     summaries = [s for s in found if args.all or s.thread.state != "archived"]

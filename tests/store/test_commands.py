@@ -120,15 +120,6 @@ def test_search(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert hits and hits[0]["thread_id"] == "sess-1"
 
 
-def test_no_store_yet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                      capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setenv("LIMINAL_HOME", str(tmp_path / "empty"))
-    monkeypatch.delenv("LIMINAL_STORE_URL", raising=False)
-    assert cli.main(["threads"]) == 1
-    assert "no store" in capsys.readouterr().err
-    assert not (tmp_path / "empty" / "liminal.db").exists()
-
-
 def test_a_database_from_before_thread_names_reads_and_takes_them(tmp_path: Path) -> None:
     import sqlite3
 
@@ -311,3 +302,24 @@ def test_doctor_says_how_the_store_searches(home: Path, capsys: pytest.CaptureFi
     assert "opens (has threads); search: " in line
     assert line.endswith(("full-text index (FTS5)", "text index",
                           "scanning with regular expressions (the server has no text indexes)")), line
+
+
+def test_a_new_install_has_no_threads_and_finds_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """Before the first ``liminal acp`` there is no store: ``liminal threads`` said "no store to
+    read" and exited 1, as if something were broken; a new install simply has no threads yet."""
+    monkeypatch.setenv("LIMINAL_HOME", str(tmp_path / "new-home"))
+    for var in ("LIMINAL_STORE_URL", "LIMINAL_CACHE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    assert cli.main(["threads"]) == 0
+    assert capsys.readouterr().out == "no threads yet\n"
+    assert cli.main(["threads", "--json"]) == 0
+    assert orjson.loads(capsys.readouterr().out) == []
+    assert cli.main(["search", "anything"]) == 0
+    assert capsys.readouterr().out.startswith("no match")
+    assert not (tmp_path / "new-home").exists()  # and nothing was made for asking
+    # A store path set by hand that names no file may be a typo: said, and not made.
+    monkeypatch.setenv("LIMINAL_STORE_URL", f"sqlite://{tmp_path / 'typo.db'}")
+    assert cli.main(["threads"]) == 1
+    assert "no store" in capsys.readouterr().err
+    assert not (tmp_path / "typo.db").exists()
