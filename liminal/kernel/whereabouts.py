@@ -39,11 +39,10 @@ STORE_WAIT_SECONDS = 2.0
 @dataclass(slots=True)
 class Asked:
     """What the store said of a thread (``ask_store``): the store and the thread's lineage in it,
-    or why not (``lineage`` None: the local view stands)."""
+    or nothing (``lineage`` None: the local view stands)."""
 
     store: Store | None = None
     lineage: list[str] | None = None
-    error: str | None = None
 
 
 async def store_lineage(store: Store, thread: str) -> list[str]:
@@ -62,39 +61,15 @@ async def store_lineage(store: Store, thread: str) -> list[str]:
 
 async def ask_store(open_store: Callable[[], Awaitable[Store]], thread: str,
                     tasks: TaskGroup | None, seconds: float | None = None) -> Asked:
-    """The store's word on where ``thread`` is, waited for at most ``seconds``: a store that is
-    down or slow (a MongoDB across a network) must not hold up the client's load, which then goes
-    on with the local view. The question runs on in ``tasks`` past the wait, so a store half
-    opened is never cancelled mid-way; its late answer is dropped (a thread bound after its load
-    went to the agent would have its prompts sent to a session the agent never opened)."""
-    seconds = STORE_WAIT_SECONDS if seconds is None else seconds
-    asked = Asked()
-    done = anyio.Event()
+    """The store's word on where ``thread`` is, waited for at most ``seconds`` (``within_wait``):
+    a store that is down or slow (a MongoDB across a network) must not hold up the client's load,
+    which then goes on with the local view. Its late answer is dropped (a thread bound after its
+    load went to the agent would have its prompts sent to a session the agent never opened)."""
+    async def question() -> Asked:
+        store = await open_store()
+        return Asked(store, await store_lineage(store, thread))
 
-    async def question() -> None:
-        try:
-            store = await open_store()
-            asked.lineage = await store_lineage(store, thread)
-            asked.store = store
-        except Exception as exc:  # the store down: the local journal's word stands
-            asked.error = f"{type(exc).__name__}: {exc}"
-        finally:
-            done.set()
-
-    if tasks is None:  # the caller's store is open already: its read may be cut short
-        with anyio.move_on_after(seconds):
-            await question()
-    else:
-        tasks.start_soon(question)
-        with anyio.move_on_after(seconds):
-            await done.wait()
-    if not done.is_set():
-        asked.error = f"no answer within {seconds:g} s"
-    if asked.error is not None or asked.lineage is None:
-        logger.warning("the store not asked where the thread is; the local view", thread=thread,
-                       error=asked.error)
-        return Asked(error=asked.error or "no answer")
-    return asked
+    return await within_wait(tasks, question, Asked(), f"where thread {thread} is", seconds)
 
 
 def further_along(port: Port, thread: str, lineage: list[str]) -> str | None:
@@ -143,9 +118,10 @@ def bind_further(port: Port, thread: str, lineage: list[str]) -> str | None:
 async def within_wait(tasks: TaskGroup | None, read: Callable[[], Awaitable[T]], otherwise: T,
                       what: str, seconds: float | None = None) -> T:
     """``read()``'s answer if it comes within ``seconds`` (``STORE_WAIT_SECONDS``), else
-    ``otherwise``: a store read on a load's path, bounded as ``ask_store`` is, and run on in
-    ``tasks`` past the wait so that a store half opened is never cancelled (its late answer is
-    dropped). An error is ``otherwise`` too, said once."""
+    ``otherwise``: a store read on a load's path (``ask_store``, the shared journal's word), run
+    on in ``tasks`` past the wait so that a store half opened is never cancelled (its late answer
+    is dropped; without ``tasks`` the caller's store is open already and its read may be cut
+    short). An error is ``otherwise`` too, said once."""
     seconds = STORE_WAIT_SECONDS if seconds is None else seconds
     found: list[T] = []
     done = anyio.Event()
