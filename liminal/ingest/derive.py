@@ -279,9 +279,10 @@ class Deriver:
                 id=frame.id, thread_id=thread_id, turn_id=frame.id, time=frame.time,
                 order=_order(frame), kind="user", text=text, data={"prompt": blocks},
                 backing_id=frame.backing_id or thread_id))
-            first_line = text.strip().splitlines()[0] if text.strip() else ""
-            out.threads.append(ThreadUpdate(thread_id, frame.time,
-                                            fallback_title=first_line[:TITLE_CHARS]))
+            if frame.direction != "c2l":  # liminal's own command (``/memo ...``) names no thread
+                first_line = text.strip().splitlines()[0] if text.strip() else ""
+                out.threads.append(ThreadUpdate(thread_id, frame.time,
+                                                fallback_title=first_line[:TITLE_CHARS]))
 
     # -- liminal's own notes ------------------------------------------------------------------
 

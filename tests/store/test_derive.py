@@ -252,3 +252,15 @@ def test_a_thread_moved_three_times_stays_one_thread_with_its_first_title() -> N
                             "params": {"sessionId": "t"}}, thread="t", backing="b3", time=3001.0)]
     _, more = derive([*frames, *closed])
     assert more[-1].state == "closed"
+
+
+def test_a_command_liminal_answered_gives_the_thread_no_title() -> None:
+    """A new thread whose first words were ``/memo the staging port is 8443`` was listed and
+    headed by them (found trying the README as a new user): liminal's command is no prompt of the
+    conversation, so the first prompt that reached the agent names the thread."""
+    memo = {"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+            "params": {"sessionId": "new-1", "prompt": [{"type": "text", "text": "/memo port 8443"}]}}
+    hello = {"jsonrpc": "2.0", "id": 4, "method": "session/prompt",
+             "params": {"sessionId": "new-1", "prompt": [{"type": "text", "text": "hello there"}]}}
+    _, threads = derive([event("c2l", memo, time=10.0), event("c2a", hello, time=11.0)])
+    assert [t.fallback_title for t in threads if t.fallback_title] == ["hello there"]
