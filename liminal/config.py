@@ -75,6 +75,11 @@ class GradientSettings:
     # is the floor the swap's cost policy cuts to: 20k with a 4k preamble, the most that still
     # costs well under Claude Code's own compaction (docs/gradient.md, "The swap's defaults").
     recent_tokens: int = 20_000
+    # The floor's recent band on a thread whose prompt cache lives longer than 5 minutes (Claude
+    # Code's 1-hour cache, where every cache write, so every swap's rebuild, costs 2x rather than
+    # 1.25x): 10k, measured (docs/gradient.md, "Cache lives"). Not under swap.target_tokens, which
+    # sets the context itself. Unset while recent_tokens is set: that one band at every cache life.
+    long_cache_recent_tokens: int = 10_000
     middle_tokens: int = 40_000
     # Tool output in the middle band is cut to this many characters (and a few first lines).
     truncate_chars: int = 120
@@ -97,8 +102,9 @@ class SwapSettings:
     high_tokens: int | None = None
     target_tokens: int | None = None
     # The model's prompt cache lives this long unused (Anthropic: 300 s, or 3600 s with the
-    # longer cache). A thread idle past it has lost its cache anyway: a swap then is nearly free.
-    # 0: no idle swaps.
+    # longer cache) until the CLI's own records of a thread say which it got (Claude Code's
+    # usage names the cache it wrote; Codex's says nothing). A thread idle past it has lost its
+    # cache anyway: a swap then is nearly free. 0: no idle swaps.
     cache_life_seconds: float = 300.0
     # The context no thread may reach (unset: the CLI's own auto-compaction point, from the
     # harness). The chosen trigger stays a turn below it.
@@ -345,6 +351,10 @@ def load(
         elif name in merged.get("", {}):
             top[name] = _coerce(name, kind, merged[""][name])
     settings = Settings(**top)
+    if "gradient.recent_tokens" in origin and "gradient.long_cache_recent_tokens" not in origin:
+        # A recent band set by hand is the band, whatever the cache's life.
+        settings = dataclasses.replace(settings, gradient=dataclasses.replace(
+            settings.gradient, long_cache_recent_tokens=settings.gradient.recent_tokens))
     validate(settings, explicit=frozenset(origin))
     if sources is not None:
         sources.update(origin)
@@ -367,6 +377,7 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "cache.ttl_seconds": (lambda v: v >= 1, "seconds, 1 or more"),
     "gradient.target_tokens": (lambda v: v >= 1000, "tokens, 1000 or more"),
     "gradient.recent_tokens": (lambda v: v >= 0, "tokens, 0 or more"),
+    "gradient.long_cache_recent_tokens": (lambda v: v >= 0, "tokens, 0 or more"),
     "gradient.middle_tokens": (lambda v: v >= 0, "tokens, 0 or more"),
     "gradient.truncate_chars": (lambda v: v >= 1, "characters, 1 or more"),
     "gradient.truncate_lines": (lambda v: v >= 1, "lines, 1 or more"),
