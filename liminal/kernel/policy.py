@@ -164,15 +164,19 @@ class FloorBounds:
     limited_by: str  # the setting that bounds the recent band
     target: int | None  # swap.target_tokens
     overhead: int | None  # the CLI's own prompt, once a thread has shown it
+    # The band on a thread whose prompt cache lives an hour, where it differs (said beside).
+    long_cache: int | None = None
 
     def describe(self) -> str:
         prompt = (f"the CLI's own prompt (about {self.overhead:,} tokens)" if self.overhead is not None
                   else "the CLI's own prompt")
         less = "" if self.overhead is not None else " less the CLI's own prompt"
         if self.target is None:
+            longer = (f"; {self.long_cache:,} on a thread whose prompt cache lives an hour, "
+                      "gradient.long_cache_recent_tokens" if self.long_cache is not None else "")
             return (f"Swaps go down to the floor: {prompt}, the last {self.recent:,} tokens of the "
-                    f"conversation kept whole (gradient.recent_tokens, at least the last turn) and "
-                    f"a preamble of up to {self.preamble:,} (gradient.summary_tokens).")
+                    f"conversation kept whole ({self.limited_by}, at least the last turn{longer}) "
+                    f"and a preamble of up to {self.preamble:,} (gradient.summary_tokens).")
         head = (f"Swaps aim at {self.target:,} tokens (swap.target_tokens): {prompt}, a preamble "
                 f"of up to {self.preamble:,}, and the recent band kept whole, ")
         if self.limited_by == "gradient.recent_tokens":
@@ -184,12 +188,18 @@ class FloorBounds:
                 "than the last turn (swap.target_tokens bounds it; gradient.recent_tokens is larger).")
 
 
-def floor_bounds(swap: SwapSettings, gradient: GradientSettings, overhead: int | None = None) -> FloorBounds:
-    """The floor's bounds as the gradients apply them (``liminal.gradient.bands``)."""
+def floor_bounds(swap: SwapSettings, gradient: GradientSettings, overhead: int | None = None, *,
+                 long_cache: bool | None = None) -> FloorBounds:
+    """The floor's bounds as the gradients apply them (``liminal.gradient.bands``), on a thread
+    whose prompt cache lives long (``long_cache``), short, or either (None: both are said)."""
     target = swap.target_tokens
     if target is None:
+        if long_cache:
+            return FloorBounds(gradient.long_cache_recent_tokens, gradient.summary_tokens,
+                               "gradient.long_cache_recent_tokens", None, overhead)
+        other = gradient.long_cache_recent_tokens
         return FloorBounds(gradient.recent_tokens, gradient.summary_tokens, "gradient.recent_tokens",
-                           None, overhead)
+                           None, overhead, other if long_cache is None and other != gradient.recent_tokens else None)
     room = target - (overhead or 0)
     preamble = preamble_budget(room, gradient)
     recent = recent_budget(room, preamble, gradient, floor=False)
@@ -415,15 +425,14 @@ class CostPolicy:
 
     def bounds(self, pace: Pace) -> list[str]:
         """What bounds this thread's floor and trigger, in sentences (``/context``)."""
-        gradient = replace(self.gradient, recent_tokens=self.recent(pace))
-        said = [floor_bounds(self.swap, gradient, pace.overhead).describe()]
-        if pace.cache_life is not None:
-            life = self.cache_life(pace)
-            said.append(f"This thread's prompt cache lives {_life(life)} (the CLI's records say so)"
-                        + (f": writes cost {self.prices_for(pace).write:g}x the input price, so swaps keep "
-                           f"{self.recent(pace):,} recent tokens whole (gradient.long_cache_recent_tokens) "
-                           "and an idle swap waits out its life." if self.long_cache(pace)
-                           and self.swap.target_tokens is None else "."))
+        known = pace.cache_life is not None
+        said = [floor_bounds(self.swap, self.gradient, pace.overhead,
+                             long_cache=self.long_cache(pace) if known else None).describe()]
+        if known:
+            said.append(f"This thread's prompt cache lives {_life(self.cache_life(pace))} (the CLI's "
+                        "records say so)" + (f": writes cost {self.prices_for(pace).write:g}x the input "
+                                             "price, and an idle swap waits out its life."
+                                             if self.long_cache(pace) else "."))
         target = self.swap.target_tokens
         if pace.landed is not None and target is not None and pace.landed > target:
             said.append(f"The last rewrite left {pace.landed:,} tokens, above the target: what the "
@@ -437,7 +446,11 @@ class CostPolicy:
 
 
 def _life(seconds: float) -> str:
-    return f"{seconds / 3600:g} hour" if seconds >= 3600 and seconds % 3600 == 0 else f"{seconds:g} s"
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return plural(int(seconds // 3600), "hour")
+    if seconds >= 60 and seconds % 60 == 0:
+        return plural(int(seconds // 60), "minute")
+    return f"{seconds:g} s"
 
 
 def _calls(n: float) -> str:
