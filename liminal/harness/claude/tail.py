@@ -49,6 +49,13 @@ def _tail_records(path: Path, limit: int = TAIL_BYTES) -> Iterator[dict[str, Any
         yield value
 
 
+def _message(record: dict[str, Any]) -> dict[str, Any]:
+    """The record's ``message``, or an empty one when it holds something else: a line of any
+    shape is a line that says nothing, never an error."""
+    message = record.get("message")
+    return message if isinstance(message, dict) else {}
+
+
 REWRITE_RECORD = "liminal-rewrite"  # the first line of a file liminal's gradient wrote
 
 
@@ -104,7 +111,7 @@ def context_tokens(path: Path) -> int | None:
                 return None
             if record.get("type") != "assistant" or record.get("isSidechain"):
                 continue
-            usage = (record.get("message") or {}).get("usage")
+            usage = _message(record).get("usage")
             if isinstance(usage, dict):
                 total = 0
                 for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
@@ -120,13 +127,13 @@ def _prompt_text(record: dict[str, Any]) -> str | None:
     if record.get("type") != "user" or record.get("isSidechain") or record.get("isMeta") \
             or record.get("isCompactSummary") or _interruption(record):
         return None
-    content = (record.get("message") or {}).get("content")
+    content = _message(record).get("content")
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
         return None
-    texts = [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
-             and not str(b.get("text", "")).startswith("<system-reminder>")]
+    texts = [b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text"
+             and isinstance(b.get("text"), str) and not b["text"].startswith("<system-reminder>")]
     if not texts or any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
         return None
     return "\n".join(texts)
@@ -134,7 +141,7 @@ def _prompt_text(record: dict[str, Any]) -> str | None:
 
 def _interruption(record: dict[str, Any]) -> bool:
     """The line Claude Code writes when the user cancels a turn: the turn ended there."""
-    content = (record.get("message") or {}).get("content")
+    content = _message(record).get("content")
     texts = [content] if isinstance(content, str) else [
         b.get("text") for b in content if isinstance(b, dict)] if isinstance(content, list) else []
     return len(texts) == 1 and isinstance(texts[0], str) and texts[0].startswith(INTERRUPTED)
@@ -169,7 +176,7 @@ def ends_a_turn(path: Path, prompt: str | None = None) -> bool:
                 return not prompt
             if kind == "user" and not _interruption(record):
                 return False
-            content = (record.get("message") or {}).get("content")
+            content = _message(record).get("content")
             if isinstance(content, list) and any(
                 isinstance(b, dict) and b.get("type") == "tool_use" for b in content
             ):
