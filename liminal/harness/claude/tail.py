@@ -122,6 +122,41 @@ def context_tokens(path: Path) -> int | None:
     return note.tokens_after if note is not None else None
 
 
+# How long the API keeps a prompt cache entry unused, by the ``usage.cache_creation`` field that
+# says the call wrote one of them (the Messages API's ``ephemeral_<ttl>_input_tokens``).
+CACHE_LIVES = (("ephemeral_1h_input_tokens", 3600.0), ("ephemeral_5m_input_tokens", 300.0))
+
+
+def _written_life(usage: Any) -> float | None:
+    """The life of the cache this call wrote, or None: it wrote none, or the usage does not
+    say which (Claude Code 2.1.44 writes no ``cache_creation``)."""
+    split = usage.get("cache_creation") if isinstance(usage, dict) else None
+    if not isinstance(split, dict):
+        return None
+    for key, seconds in CACHE_LIVES:
+        tokens = split.get(key)
+        if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
+            return seconds
+    return None
+
+
+def cache_life(path: Path) -> float | None:
+    """How long the model's prompt cache of this session lives unused (seconds), as the usage
+    of the newest main-chain call that wrote to it says: the server's answer, which is the
+    truth whatever the CLI asked for (it may ask for an hour and be given 5 minutes). A call
+    that only read the cache says nothing; an older one may. Usage a rewrite carried over is
+    the same CLI's, on the same account, and counts: the life is no property of the context,
+    so neither a rewrite's records nor a compaction's boundary stops the search."""
+    for limit in (TAIL_BYTES, 8 * TAIL_BYTES):
+        for record in _tail_records(path, limit):
+            if record.get("type") != "assistant" or record.get("isSidechain"):
+                continue
+            life = _written_life(_message(record).get("usage"))
+            if life is not None:
+                return life
+    return None
+
+
 def _prompt_text(record: dict[str, Any]) -> str | None:
     """The text a person typed, if this is a prompt record (not a tool result or a reminder)."""
     if record.get("type") != "user" or record.get("isSidechain") or record.get("isMeta") \
