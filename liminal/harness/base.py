@@ -91,6 +91,10 @@ class SessionHarness(Protocol):
 
     def context_tokens(self, path: Path) -> int | None: ...
 
+    def cache_life(self, path: Path) -> float | None:
+        """How long the model's prompt cache of this session lives unused, as the CLI's own
+        records of its last model calls say (seconds), or None: they do not say."""
+
     def turn_settled(self, path: Path, prompt: str | None) -> bool:
         """The turn whose prompt was ``prompt`` is completely written to the file."""
 
@@ -264,6 +268,9 @@ class HarnessChoice:
 
     def context_tokens(self, path: Path) -> int | None:
         return self.current.context_tokens(path)
+
+    def cache_life(self, path: Path) -> float | None:
+        return self.current.cache_life(path)
 
     def turn_settled(self, path: Path, prompt: str | None) -> bool:
         return self.current.turn_settled(path, prompt)

@@ -56,6 +56,9 @@ class ClaudeSessions:
     def context_tokens(self, path: Path) -> int | None:
         return tail.context_tokens(path)
 
+    def cache_life(self, path: Path) -> float | None:
+        return tail.cache_life(path)
+
     def turn_settled(self, path: Path, prompt: str | None) -> bool:
         return self._settle.settled(path, prompt)
 

@@ -118,6 +118,12 @@ class CodexSessions:
     def context_tokens(self, path: Path) -> int | None:
         return last_token_count(tail_from(path, lambda line: line.is_event("token_count")))
 
+    def cache_life(self, path: Path) -> float | None:
+        """None: a rollout's usage (``token_count``, 0.166's ``token_usage_record``) counts
+        cached and cache-written tokens but never says how long the cache lives, and Codex asks
+        for no retention (only a ``prompt_cache_key``; docs/facts.md)."""
+        return None
+
     def turn_settled(self, path: Path, prompt: str | None) -> bool:
         """The last turn has ended (``task_complete`` or ``turn_aborted``), it is the turn of
         ``prompt`` when that can be told, and the file has held still since the last look."""
