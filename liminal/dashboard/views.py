@@ -16,7 +16,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from liminal import moves
-from liminal.kernel.policy import LONG_CACHE_WRITE, PRICES, SHORT_CACHE_SECONDS, Prices, auto_compact, still_cached
+from liminal.kernel.policy import (
+    LONG_CACHE_WRITE,
+    PRICES,
+    SHORT_CACHE_SECONDS,
+    Prices,
+    auto_compact,
+    still_cached,
+)
 from liminal.lookup.shown import cli_name, tool_output
 from liminal.store.records import (
     MessageRecord,
