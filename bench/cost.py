@@ -344,6 +344,10 @@ def main(argv: list[str] | None = None) -> int:
     if made is not None:
         found.insert(0, made if args.store else replace(made, name="as made (measured)"))
     print(table(found, next(r for r in found if r.name.startswith("Claude")).cost))
+    if args.smoke:  # every mode once, small: the summaries' table, the band at the 1-hour cache
+        short = [synthetic(args.turns, seed) for seed in (1, 2)]
+        summaries_table([(c, digests(c, seed)) for c, seed in zip(short, (1, 2), strict=True)], overhead)
+        sweep(short, overhead, triggers=False, long_cache=True)
     return 0
 
 
