@@ -6,7 +6,8 @@ which answers each call with the cache it wrote split by the life the request's
 Code 2.1.316 and 2.1.318 ask for an hour when ``CLAUDE_CODE_PROMPT_CACHE_TTL=1h`` is in their
 environment (the rig's ``prompt_cache_ttl``), and for 5 minutes without it on an API key;
 2.1.44 knows no such variable and always asks for 5 minutes. ``ClaudeSessions.cache_life``
-reads the answer from the file (docs/facts.md, "The prompt cache's life")."""
+reads the answer from the file (docs/facts.md, "The prompt cache's life"), also from liminal's
+rewrite after a swap."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import pytest
 from fixtures.harness import Rig, Scenario, Shell, Text
 from liminal.config import GradientSettings
 from liminal.harness.claude.live import ClaudeSessions
+from liminal.kernel.journal import SwapJournal
 from tests.acceptance.conftest import CLAUDE_NAMES
 
 PROMPT = "RUN_TOOL please"
@@ -60,6 +62,42 @@ def test_the_session_file_says_how_long_the_cache_lives(adapter_name: str, ttl: 
     for usage in calls:  # what the server answered, as the CLI copied it
         assert usage["cache_creation"][field] == usage["cache_creation_input_tokens"] > 0
     assert sessions.cache_life(path) == life
+
+
+def test_a_swapped_session_still_says_it(make_rig: Callable[..., Rig], tmp_path: Path) -> None:
+    """After a swap the thread is on liminal's rewrite. Its recent turns are the CLI's lines
+    byte for byte, usage and all, so the rewrite says the cache's life before the resumed CLI
+    has made a call; the CLI's calls on it go on asking for, and writing, an hour."""
+    script = Scenario().add("BIG", Shell("seq 10000 12000", "Read a lot"), "read it")
+    rig = make_rig("claude-agent", script, prompt_cache_ttl="1h")
+    base = rig.overhead()
+    rig.home.liminal_home.mkdir(parents=True, exist_ok=True)
+    (rig.home.liminal_home / "config.toml").write_text(
+        f"[swap]\nhigh_tokens = {base + 9_000}\ntarget_tokens = {base + 4_000}\n"
+        "hold_timeout_seconds = 60\n"
+        "[gradient]\nrecent_tokens = 600\nmiddle_tokens = 600\nsummary_tokens = 600\n")
+    journal = SwapJournal(rig.home.liminal_home / "swaps.jsonl")
+    sessions = ClaudeSessions(GradientSettings(), env=rig.home.env())
+    with rig.client(via_liminal=True) as client:
+        client.initialize()
+        thread = client.new_session(rig.home.project)["sessionId"]
+        for n in range(12):
+            assert client.prompt(thread, f"turn {n}: BIG read please", timeout=180).stop_reason == "end_turn"
+            if any(r.outcome == "committed" for r in journal.records()):
+                break
+        swap = next(r for r in journal.records() if r.outcome == "committed")
+        requests_before = len(rig.server.messages_requests())
+        assert client.prompt(thread, "turn after: BIG read please", timeout=180).stop_reason == "end_turn"
+    assert swap.new_backing_id is not None and swap.size
+    path = sessions.locate(swap.new_backing_id, str(rig.home.project))
+    assert path is not None
+    written = tmp_path / "rewrite.jsonl"  # the file as liminal wrote it, before the CLI's calls
+    written.write_bytes(path.read_bytes()[: swap.size])
+    assert sessions.cache_life(written) == 3600.0
+    assert sessions.cache_life(path) == 3600.0
+    after = rig.server.messages_requests()[requests_before:]
+    assert after and all(r.usage["cache_creation"]["ephemeral_1h_input_tokens"] > 0 for r in after)
+    assert {str((b.get("cache_control") or {}).get("ttl")) for r in after for b in _blocks(r.json)} == {"1h"}
 
 
 def _blocks(body: object) -> list[dict[str, object]]:

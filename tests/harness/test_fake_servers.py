@@ -7,6 +7,7 @@ import json
 import re
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -283,3 +284,21 @@ def test_wait_for_requests(anthropic: FakeAnthropic) -> None:
     anthropic.wait_for(lambda requests: len(requests) == 1, timeout=1)
     with pytest.raises(TimeoutError):
         anthropic.wait_for(lambda requests: len(requests) == 2, timeout=0.1)
+
+
+def test_the_rig_takes_only_the_lives_claude_code_knows(tmp_path: Path) -> None:
+    from fixtures.harness import Rig, adapters
+
+    adapter = adapters()["claude-agent"]
+    with pytest.raises(ValueError, match="prompt_cache_ttl"):
+        Rig.start(adapter, tmp_path / "r", prompt_cache_ttl="2h")
+    rig = Rig.start(adapter, tmp_path / "ok", prompt_cache_ttl="1h")
+    try:
+        assert rig.home.env()["CLAUDE_CODE_PROMPT_CACHE_TTL"] == "1h"
+    finally:
+        rig.stop()
+    plain = Rig.start(adapter, tmp_path / "plain")
+    try:
+        assert "CLAUDE_CODE_PROMPT_CACHE_TTL" not in plain.home.env()
+    finally:
+        plain.stop()

@@ -135,3 +135,13 @@ def test_codex_rollouts_do_not_say(tmp_path: Path) -> None:
                                                        "cache_write_input_tokens": 400})
         path = builder.write(tmp_path / dialect)
         assert CodexSessions(GradientSettings(), env={"CODEX_HOME": str(tmp_path / dialect)}).cache_life(path) is None
+
+
+def test_the_harness_choice_asks_the_chosen_cli(tmp_path: Path) -> None:
+    from liminal.harness.base import HarnessChoice
+
+    path = write(tmp_path / "s.jsonl", USER, call(hour=120))
+    factories = {"claude": lambda: ClaudeSessions(GradientSettings(), env={}),
+                 "codex": lambda: CodexSessions(GradientSettings(), env={})}
+    assert HarnessChoice(factories).cache_life(path) == 3600.0
+    assert HarnessChoice(factories, forced="codex").cache_life(path) is None
