@@ -156,9 +156,10 @@ def from_store(thread: str) -> tuple[list[Call], Result] | None:
     later = [row.t for row in rows[1:]] + [float("inf")]
     calls = from_sizes([(row.input, row.output, row.t, any(row.t <= e < after for e in ends))
                         for row, after in zip(rows, later, strict=True)])
-    for row in rows:
-        billed.cost += (PRICES.read * row.cache_read + PRICES.write * row.cache_write
-                        + row.uncached + PRICES.output * row.output)
+    hour = CACHE_LIVES["1 hour"][1]
+    for row in rows:  # a write to the hour's cache at its price
+        billed.cost += (PRICES.read * row.cache_read + PRICES.write * (row.cache_write - row.cache_write_1h)
+                        + hour.write * row.cache_write_1h + row.uncached + PRICES.output * row.output)
         billed.context_sum += row.input
         billed.calls += 1
         billed.peak = max(billed.peak, row.input)
