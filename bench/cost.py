@@ -127,7 +127,7 @@ def from_sizes(rows: Sequence[tuple[int, int, float, bool]]) -> list[Call]:
     return calls
 
 
-def from_store(thread: str) -> tuple[list[Call], Result] | None:
+def from_store(thread: str) -> tuple[list[Call], Result, str] | None:
     """A recorded thread's model calls, from the CLI's own usage in the session records the
     store indexed (every backing session the thread has had), and what they cost as billed."""
     import anyio
@@ -163,7 +163,8 @@ def from_store(thread: str) -> tuple[list[Call], Result] | None:
         billed.context_sum += row.input
         billed.calls += 1
         billed.peak = max(billed.peak, row.input)
-    return calls, billed
+    # The replays compare at the cache the thread wrote (an hour's, if any call wrote one).
+    return calls, billed, "1 hour" if any(row.cache_write_1h for row in rows) else "5 min"
 
 
 def requests_log(path: Path) -> list[Request]:
@@ -182,18 +183,20 @@ def policies(recent: int = GradientSettings().recent_tokens) -> list[tuple[str, 
 
 
 def results(calls: Sequence[Call], recent: int = GradientSettings().recent_tokens,
-            overhead: int = SYSTEM_TOKENS, turns: Sequence[TurnDigest] = ()) -> list[Result]:
+            overhead: int = SYSTEM_TOKENS, turns: Sequence[TurnDigest] = (), life: str = "5 min") -> list[Result]:
+    """Every policy on ``calls``, at the cache life ``life`` (a key of ``CACHE_LIVES``)."""
     summary = GradientSettings().summary_tokens
-    found = [replay(calls, "no management", None, overhead=overhead),
+    seconds, prices = CACHE_LIVES[life]
+    found = [replay(calls, "no management", None, overhead=overhead, cache_life=seconds, prices=prices),
              replay(calls, "Claude Code auto-compact at 167k", None, overhead=overhead,
-                    auto_compact_at=AUTO_COMPACT_AT)]
+                    auto_compact_at=AUTO_COMPACT_AT, cache_life=seconds, prices=prices)]
     for name, policy in policies(recent):
-        found.append(replay(calls, name, policy, overhead=overhead,
-                            recent_tokens=policy.gradient.recent_tokens, summary_tokens=summary))
+        found.append(replay(calls, name, policy, overhead=overhead, recent_tokens=policy.gradient.recent_tokens,
+                            summary_tokens=summary, cache_life=seconds, prices=prices))
     # Issue 24: the default with a summary by the model per swap cycle, priced as made.
     if turns:
         for side in SIDES[:1] + SIDES[2:]:
-            found.append(with_summaries(calls, turns, side, overhead, recent))
+            found.append(with_summaries(calls, turns, side, overhead, recent, cache_life=seconds, prices=prices))
     return found
 
 
@@ -314,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         args.turns = 30
     made: Result | None = None
     overhead = SYSTEM_TOKENS
+    life = "5 min"
     if args.requests:
         logged = requests_log(args.requests)
         made = measure(logged)
@@ -324,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         if found_store is None:
             print(f"no model calls recorded for {args.store}", file=sys.stderr)
             return 1
-        calls, made = found_store
+        calls, made, life = found_store
     elif args.calls:
         calls = recorded(args.calls)
     else:
@@ -341,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         sweep(sessions, overhead, triggers=args.triggers, long_cache=args.long_cache)
         return 0
     synthetic_turns = digests(calls, args.seed) if not (args.requests or args.store or args.calls) else []
-    found = results(calls, overhead=overhead, turns=synthetic_turns)
+    found = results(calls, overhead=overhead, turns=synthetic_turns, life=life)
     if made is not None:
         found.insert(0, made if args.store else replace(made, name="as made (measured)"))
     print(table(found, next(r for r in found if r.name.startswith("Claude")).cost))

@@ -104,7 +104,8 @@ class SwapSettings:
     # The model's prompt cache lives this long unused (Anthropic: 300 s, or 3600 s with the
     # longer cache) until the CLI's own records of a thread say which it got (Claude Code's
     # usage names the cache it wrote; Codex's says nothing). A thread idle past it has lost its
-    # cache anyway: a swap then is nearly free. 0: no idle swaps.
+    # cache anyway: a swap then is nearly free. 0: no idle swaps. It times idle swaps only: a
+    # thread's writes are priced at the hour's cache (2x) when its records say so, never by this.
     cache_life_seconds: float = 300.0
     # The context no thread may reach (unset: the CLI's own auto-compaction point, from the
     # harness). The chosen trigger stays a turn below it.
@@ -355,6 +356,7 @@ def load(
         # A recent band set by hand is the band, whatever the cache's life.
         settings = dataclasses.replace(settings, gradient=dataclasses.replace(
             settings.gradient, long_cache_recent_tokens=settings.gradient.recent_tokens))
+        origin["gradient.long_cache_recent_tokens"] = f"{origin['gradient.recent_tokens']} (gradient.recent_tokens)"
     validate(settings, explicit=frozenset(origin))
     if sources is not None:
         sources.update(origin)
@@ -506,10 +508,14 @@ def _thresholds_fit(settings: Settings, explicit: frozenset[str]) -> None:
                 f"least {least_preamble}) must fit under the target; lower gradient.recent_tokens "
                 f"below {target - least_preamble} (or leave it unset: it then fits itself) or "
                 "raise swap.target_tokens")
-    elif high is not None and gradient.recent_tokens + gradient.summary_tokens >= high:
-        raise ConfigError(
-            f"swap.high_tokens = {high} is not accepted without swap.target_tokens: a swap goes down "
-            f"to the floor, gradient.recent_tokens ({gradient.recent_tokens}) and "
-            f"gradient.summary_tokens ({gradient.summary_tokens}) over the CLI's own prompt, which is "
-            "not below it; set swap.target_tokens too (the recent band then fits under it) or lower "
-            "gradient.recent_tokens")
+    elif high is not None:
+        # The floor's recent band is one of two, by the thread's cache (``CostPolicy.recent``).
+        name, band = max([("gradient.recent_tokens", gradient.recent_tokens),
+                          ("gradient.long_cache_recent_tokens", gradient.long_cache_recent_tokens)],
+                         key=lambda named: named[1])
+        if band + gradient.summary_tokens >= high:
+            raise ConfigError(
+                f"swap.high_tokens = {high} is not accepted without swap.target_tokens: a swap goes "
+                f"down to the floor, {name} ({band}) and gradient.summary_tokens "
+                f"({gradient.summary_tokens}) over the CLI's own prompt, which is not below it; set "
+                f"swap.target_tokens too (the recent band then fits under it) or lower {name}")

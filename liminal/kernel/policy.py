@@ -239,7 +239,10 @@ class CostPolicy:
         return pace.cache_life if pace.cache_life is not None else self.swap.cache_life_seconds
 
     def long_cache(self, pace: Pace) -> bool:
-        return self.cache_life(pace) > SHORT_CACHE_SECONDS
+        """The CLI's records say the thread's cache lives longer than 5 minutes, its writes dearer.
+        (``swap.cache_life_seconds`` alone times idle swaps and prices nothing: it is also a
+        Codex thread's life, and OpenAI charges nothing more to write a cache however long it lives.)"""
+        return pace.cache_life is not None and pace.cache_life > SHORT_CACHE_SECONDS
 
     def prices_for(self, pace: Pace) -> Prices:
         """The prices this thread's calls pay: a longer-lived cache writes at ``LONG_CACHE_WRITE``."""

@@ -70,6 +70,7 @@ class _TurnEnd(NamedTuple):
     decision: Decision | None  # the agent's usage says swap; None: the session file decides
     held: bool  # the thread's next frames wait (set in ``offer``, before the client's next bytes)
     prompt: str | None  # the prompt of the turn that ended, to find that turn on disk
+    idle_since: float | None = None  # an idle swap: when the thread's idle spell began (monotonic)
 
 
 class SwapManager(Component):
@@ -223,7 +224,17 @@ class SwapManager(Component):
             state, port = self.threads.get(thread_id), self._port
             if state is None or port is None:
                 continue
-            path = self.harness.locate(port.backing_of(thread_id), state.cwd)
+            if state.swapping:
+                # A swap of it is under way, and reads the records itself: learning here, between
+                # its band and what it measures, would mix the two lives. Asked again later.
+                state.cache_looks -= 1
+                continue
+            try:
+                path = self.harness.locate(port.backing_of(thread_id), state.cwd)
+            except Exception as exc:  # a look is for the price: never the swaps' undoing
+                logger.warning("the thread's cache life could not be looked for", thread=thread_id,
+                               error=f"{type(exc).__name__}: {exc}")
+                continue
             if path is not None:
                 await self._read_cache_life(state, path)
 
@@ -252,7 +263,7 @@ class SwapManager(Component):
             life = self.policy.cache_life(state.pace)
             if state.idle_since is None or state.swapping or now - state.idle_since < life:
                 continue
-            state.idle_since = None  # one look per idle spell
+            idle_since, state.idle_since = state.idle_since, None  # one look per idle spell
             context = state.context_tokens if state.context_tokens is not None else state.file_tokens
             thread_id = state.thread_id
             if (context is None or port.prompt_in_flight(thread_id) or port.agent_request_open(thread_id)
@@ -262,7 +273,7 @@ class SwapManager(Component):
             logger.debug("thread idle past the cache's life", thread=thread_id, tokens=context,
                          decided=decision.swap, why=decision.why)
             if decision.swap:
-                self._enqueue(state, _TurnEnd(thread_id, decision, True, state.last_prompt))
+                self._enqueue(state, _TurnEnd(thread_id, decision, True, state.last_prompt, idle_since))
 
     async def _idle_watch(self) -> None:
         life = self.settings.cache_life_seconds
@@ -468,7 +479,9 @@ class SwapManager(Component):
         (``CostPolicy.learned``): True when that changes how the thread is priced."""
         try:
             life = await anyio.to_thread.run_sync(self.harness.cache_life, path)
-        except OSError:
+        except Exception as exc:  # a file gone, refused or unreadable says nothing of the cache
+            logger.debug("the session file said nothing of the cache's life", thread=state.thread_id,
+                         error=f"{type(exc).__name__}: {exc}")
             return False
         if not self.policy.learned(state.pace, life):
             return False
@@ -516,11 +529,15 @@ class SwapManager(Component):
             logger.debug("turn not on disk in time; no check", thread=thread_id)
             return None
         t_settled = time.monotonic()
-        if await self._read_cache_life(state, path) and decision is not None and decision.idle \
-                and self.policy.long_cache(state.pace):
-            # Decided idle past a 5-minute cache; the CLI's records say this one lives longer.
+        await self._read_cache_life(state, path)
+        if decision is not None and decision.idle and turn_end.idle_since is not None \
+                and time.monotonic() - turn_end.idle_since < self.policy.cache_life(state.pace):
+            # Decided idle past a shorter life than the CLI's records now say: the cache is
+            # still there, and a swap would throw it away. The spell goes on, looked at again.
             logger.debug("idle swap dropped: the thread's cache lives longer", thread=thread_id,
                          cache_life=state.pace.cache_life)
+            if state.idle_since is None and not port.prompt_in_flight(thread_id):
+                state.idle_since = turn_end.idle_since
             return None
         if decision is None:
             tokens = await anyio.to_thread.run_sync(self.harness.context_tokens, path)

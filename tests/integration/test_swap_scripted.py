@@ -570,6 +570,57 @@ async def test_an_idle_swap_waits_for_the_threads_own_cache_life(tmp_path: Path,
         assert not state.swapping and manager.completed == 0
 
 
+async def test_a_session_file_that_says_nothing_readable_leaves_the_swaps_running(tmp_path: Path) -> None:
+    """The look for the cache's life runs beside the swaps: what a bad file makes the harness
+    raise there (a deep-nested line's RecursionError, a path that is no regular file) is a look
+    that says nothing. Before, it failed the swap manager's run, cancelling a swap of another
+    thread under way, and four such files switched swaps off for the process."""
+    manager, _journal = cost_policy(tmp_path, cache_life=0)
+    harness = manager.harness
+    assert isinstance(harness, FakeHarness)
+    looked = threading.Event()
+
+    def unreadable(path: Path) -> float | None:
+        looked.set()
+        raise RecursionError("maximum recursion depth exceeded while decoding a JSON object")
+
+    harness.cache_life = unreadable  # type: ignore[method-assign]
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
+        thread = await start(client)
+        await client.prompt(thread, "used:20000 chunks:1")
+        assert await anyio.to_thread.run_sync(looked.wait, 20)
+        await client.prompt(thread, "used:26000 chunks:1")  # the look is long done by its answer
+        [member] = [m for m in proxy.supervisor.members if m.component is manager]
+        assert member.crashes == 0 and manager.threads[thread].pace.cache_life is None
+
+
+async def test_an_idle_swap_dropped_for_a_longer_cache_keeps_the_idle_spell(tmp_path: Path) -> None:
+    """An idle swap decided at the setting's life, whose session file then says the cache lives
+    an hour, is dropped (the cache is still there), and the thread stays idle from when it was:
+    once the hour is out, its idle swap comes. Before, the drop spent the spell, and no idle swap
+    came until the person prompted again."""
+    manager, _journal = cost_policy(tmp_path, cache_life=0.3)
+    harness = manager.harness
+    assert isinstance(harness, FakeHarness)
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (_proxy, client):
+        thread = await start(client)
+        state = manager.threads[thread]
+        for used in range(20_000, 92_000, 6_000):
+            await client.prompt(thread, f"used:{used} chunks:1")
+        assert state.pace.cache_life is None and state.idle_since is not None
+        began = state.idle_since
+        harness.life = 3600.0  # the records say the hour now (its first write landed)
+        manager._idle_check(began + 1.0)  # idle past the setting's 0.3 s: a swap is queued
+        assert state.swapping
+        with anyio.fail_after(20):
+            while state.swapping:  # noqa: ASYNC110 - thread state, no event
+                await anyio.sleep(0.01)
+        assert manager.completed == 0 and state.pace.cache_life == 3600.0  # dropped
+        assert state.idle_since == began  # still idle since then
+        manager._idle_check(began + 3601.0)  # the hour is out
+        assert state.swapping or manager.completed == 1
+
+
 async def test_each_move_closes_the_session_it_left_when_another_move_follows_at_once(tmp_path: Path) -> None:
     # A command's move of another thread in the quiet moment after a swap (where the recycle
     # runs): each move must close the session it left, or one stays open (a CLI process) for

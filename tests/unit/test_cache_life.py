@@ -59,6 +59,16 @@ def test_sidechain_calls_are_not_the_conversations_cache(tmp_path: Path) -> None
     assert cache_life(path) == 300.0
 
 
+def test_a_line_nested_past_the_parsers_depth_is_passed_over(tmp_path: Path) -> None:
+    """orjson refuses it and the stdlib's parser recursed out of its depth: a RecursionError,
+    which took the reading, and with it the swap manager's look beside the turns, down."""
+    deep = b'{"type":"assistant","message":' + b"[" * 100_000 + b"]" * 100_000 + b"}\n"
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(json.dumps(call(five=80)).encode() + b"\n" + deep)
+    assert cache_life(path) == 300.0
+    assert context_tokens(path) == 1083
+
+
 def test_nothing_says_when_no_call_wrote_or_the_usage_has_no_split(tmp_path: Path) -> None:
     assert cache_life(write(tmp_path / "e.jsonl")) is None
     assert cache_life(write(tmp_path / "u.jsonl", USER)) is None

@@ -488,3 +488,14 @@ def test_a_recent_band_set_by_hand_is_the_band_at_every_cache_life(tmp_path: Pat
     assert (both.recent_tokens, both.long_cache_recent_tokens) == (30_000, 12_000)
     with pytest.raises(config.ConfigError, match=r"gradient\.long_cache_recent_tokens = -1 is not accepted"):
         config.load(env={"LIMINAL_HOME": str(tmp_path), "LIMINAL_GRADIENT_LONG_CACHE_RECENT_TOKENS": "-1"})
+
+
+def test_the_long_caches_band_must_fit_under_a_trigger_alone_and_says_where_it_came_from(tmp_path: Path) -> None:
+    home = {"LIMINAL_HOME": str(tmp_path)}
+    with pytest.raises(config.ConfigError, match=r"gradient\.long_cache_recent_tokens \(50000\)"):
+        config.load(env={**home, "LIMINAL_SWAP_HIGH_TOKENS": "40000",
+                         "LIMINAL_GRADIENT_LONG_CACHE_RECENT_TOKENS": "50000"})
+    sources: dict[str, str] = {}
+    config.load(env={**home, "LIMINAL_GRADIENT_RECENT_TOKENS": "30000"}, sources=sources)
+    assert sources["gradient.long_cache_recent_tokens"] == \
+        "env LIMINAL_GRADIENT_RECENT_TOKENS (gradient.recent_tokens)"

@@ -414,3 +414,15 @@ def test_the_default_costs_at_most_085_of_auto_compact_at_both_cache_lives(life:
                           summary_tokens=GRADIENT.summary_tokens, cache_life=seconds, prices=prices)
         shares.append(mine.cost / auto.cost)
     assert sum(shares) / len(shares) <= 0.85, shares
+
+
+def test_the_setting_alone_times_idle_swaps_and_prices_nothing() -> None:
+    """swap.cache_life_seconds = 3600 (as the docs once advised for the one-hour cache) is also
+    every Codex thread's life, whose records never say it; OpenAI charges nothing more to write a
+    cache however long it lives. Only the CLI's records of the thread's own calls price it."""
+    p, thread = policy(cache_life_seconds=3600.0), pace()
+    assert p.cache_life(thread) == 3600.0  # an idle swap waits the hour
+    assert not p.long_cache(thread) and p.prices_for(thread) == PRICES
+    assert p.recent(thread) == GRADIENT.recent_tokens
+    assert "(gradient.recent_tokens, at least the last turn; 10,000 on a thread whose prompt cache lives an hour" \
+        in p.bounds(thread)[0]
