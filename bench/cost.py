@@ -7,6 +7,7 @@
     python bench/cost.py --requests server.jsonl  # a model server's log: {"t", "body", "output"}
     python bench/cost.py --store THREAD           # a thread liminal recorded (its CLI's usage)
     python bench/cost.py --sweep                  # the recent band's size against cost
+    python bench/cost.py --sweep --long-cache     # ... the band with the 1-hour cache
     python bench/cost.py --summaries --seeds 8    # the model's summaries (issue 24), both cache lives
 
 Cost is in input-token equivalents (``liminal.kernel.policy.Prices``: cache read 0.10, cache
@@ -126,7 +127,7 @@ def from_sizes(rows: Sequence[tuple[int, int, float, bool]]) -> list[Call]:
     return calls
 
 
-def from_store(thread: str) -> tuple[list[Call], Result] | None:
+def from_store(thread: str) -> tuple[list[Call], Result, str] | None:
     """A recorded thread's model calls, from the CLI's own usage in the session records the
     store indexed (every backing session the thread has had), and what they cost as billed."""
     import anyio
@@ -155,13 +156,15 @@ def from_store(thread: str) -> tuple[list[Call], Result] | None:
     later = [row.t for row in rows[1:]] + [float("inf")]
     calls = from_sizes([(row.input, row.output, row.t, any(row.t <= e < after for e in ends))
                         for row, after in zip(rows, later, strict=True)])
-    for row in rows:
-        billed.cost += (PRICES.read * row.cache_read + PRICES.write * row.cache_write
-                        + row.uncached + PRICES.output * row.output)
+    hour = CACHE_LIVES["1 hour"][1]
+    for row in rows:  # a write to the hour's cache at its price
+        billed.cost += (PRICES.read * row.cache_read + PRICES.write * (row.cache_write - row.cache_write_1h)
+                        + hour.write * row.cache_write_1h + row.uncached + PRICES.output * row.output)
         billed.context_sum += row.input
         billed.calls += 1
         billed.peak = max(billed.peak, row.input)
-    return calls, billed
+    # The replays compare at the cache the thread wrote (an hour's, if any call wrote one).
+    return calls, billed, "1 hour" if any(row.cache_write_1h for row in rows) else "5 min"
 
 
 def requests_log(path: Path) -> list[Request]:
@@ -180,52 +183,63 @@ def policies(recent: int = GradientSettings().recent_tokens) -> list[tuple[str, 
 
 
 def results(calls: Sequence[Call], recent: int = GradientSettings().recent_tokens,
-            overhead: int = SYSTEM_TOKENS, turns: Sequence[TurnDigest] = ()) -> list[Result]:
+            overhead: int = SYSTEM_TOKENS, turns: Sequence[TurnDigest] = (), life: str = "5 min") -> list[Result]:
+    """Every policy on ``calls``, at the cache life ``life`` (a key of ``CACHE_LIVES``)."""
     summary = GradientSettings().summary_tokens
-    found = [replay(calls, "no management", None, overhead=overhead),
+    seconds, prices = CACHE_LIVES[life]
+    found = [replay(calls, "no management", None, overhead=overhead, cache_life=seconds, prices=prices),
              replay(calls, "Claude Code auto-compact at 167k", None, overhead=overhead,
-                    auto_compact_at=AUTO_COMPACT_AT)]
+                    auto_compact_at=AUTO_COMPACT_AT, cache_life=seconds, prices=prices)]
     for name, policy in policies(recent):
-        found.append(replay(calls, name, policy, overhead=overhead,
-                            recent_tokens=policy.gradient.recent_tokens, summary_tokens=summary))
+        found.append(replay(calls, name, policy, overhead=overhead, recent_tokens=policy.gradient.recent_tokens,
+                            summary_tokens=summary, cache_life=seconds, prices=prices))
     # Issue 24: the default with a summary by the model per swap cycle, priced as made.
     if turns:
         for side in SIDES[:1] + SIDES[2:]:
-            found.append(with_summaries(calls, turns, side, overhead, recent))
+            found.append(with_summaries(calls, turns, side, overhead, recent, cache_life=seconds, prices=prices))
     return found
 
 
 def with_summaries(calls: Sequence[Call], turns: Sequence[TurnDigest], side: SidePrice, overhead: int,
                    recent: int = GradientSettings().recent_tokens, cache_life: float = 300.0,
-                   prices: Prices = PRICES) -> Result:
+                   prices: Prices = PRICES, ceiling: int = AUTO_COMPACT_AT) -> Result:
     """The default policy with ``swap.summaries`` on, each summary paid as ``side`` says."""
     gradient = GradientSettings(recent_tokens=recent)
     swap = SwapSettings(summaries=True, cache_life_seconds=cache_life)
-    policy = CostPolicy(swap, gradient, AUTO_COMPACT_AT, side_session_tokens=side.fixed)
+    policy = CostPolicy(swap, gradient, ceiling, prices=prices, side_session_tokens=side.fixed)
     return replay(calls, f"liminal default + model summaries ({side.name})", policy, overhead=overhead,
                   recent_tokens=recent, summary_tokens=gradient.summary_tokens, side=side, turns=turns,
                   cache_life=cache_life, prices=prices)
 
 
+# Codex as OpenAI bills it: a cached read 0.1 of the input price, no premium to write the cache
+# (its cached prefixes live minutes), against Codex's own compaction at its ceiling.
+OPENAI = ("Codex: OpenAI's prices, its compaction at 230k", 300.0, Prices(write=1.0), CodexSessions.ceiling_tokens)
+
+
 def summaries_table(sessions: Sequence[tuple[list[Call], list[TurnDigest]]], overhead: int) -> None:
-    """Summaries on against off, as a share of auto-compact, at both cache lives; mean and range
-    over the sessions (issue 24: the default must cost at most 0.85 at both)."""
-    print("| cache life | summaries | swaps | side sessions | request, mean | turns covered | of auto-compact, mean | range |\n"
+    """Summaries on against off, as a share of the CLI's own compaction, at both of Anthropic's
+    cache lives (Claude Code's auto-compact) and at OpenAI's prices (Codex's); mean and range
+    over the sessions (issue 24: the default must cost at most 0.85 at both cache lives)."""
+    print("| cache life | summaries | swaps | side sessions | request, mean | turns covered | of the CLI's compaction, mean | range |\n"
           "|---|---|---:|---:|---:|---:|---:|---:|")
     gradient = GradientSettings()
-    for life, (seconds, prices) in CACHE_LIVES.items():
-        rows: list[tuple[str, SidePrice | None]] = [("off", None)] + [(s.name, s) for s in SIDES]
+    lives = [(life, seconds, prices, AUTO_COMPACT_AT, [("off", None)] + [(s.name, s) for s in SIDES])
+             for life, (seconds, prices) in CACHE_LIVES.items()]
+    lives.append((*OPENAI, [("off", None), (SIDES[1].name, SIDES[1])]))
+    for life, seconds, prices, ceiling, rows in lives:
         for name, side in rows:
             shares, swaps, made, asked, gone, covered = [], 0, 0, 0, 0, 0
             for calls, turns in sessions:
-                auto = replay(calls, "auto", None, overhead=overhead, auto_compact_at=AUTO_COMPACT_AT,
+                auto = replay(calls, "auto", None, overhead=overhead, auto_compact_at=ceiling,
                               cache_life=seconds, prices=prices)
                 if side is None:
-                    policy = CostPolicy(SwapSettings(cache_life_seconds=seconds), gradient, AUTO_COMPACT_AT)
+                    policy = CostPolicy(SwapSettings(cache_life_seconds=seconds), gradient, ceiling, prices=prices)
                     mine = replay(calls, "off", policy, overhead=overhead, recent_tokens=gradient.recent_tokens,
                                   summary_tokens=gradient.summary_tokens, cache_life=seconds, prices=prices)
                 else:
-                    mine = with_summaries(calls, turns, side, overhead, cache_life=seconds, prices=prices)
+                    mine = with_summaries(calls, turns, side, overhead, cache_life=seconds, prices=prices,
+                                          ceiling=ceiling)
                 shares.append(mine.cost / auto.cost)
                 swaps += mine.swaps
                 made += mine.summaries
@@ -246,29 +260,35 @@ def table(results: Sequence[Result], base: float) -> str:
     return "\n".join(lines)
 
 
-def of_auto_compact(calls: Sequence[Call], overhead: int, recent: int, high: int | None) -> tuple[float, Result]:
+def of_auto_compact(calls: Sequence[Call], overhead: int, recent: int, high: int | None, *,
+                    long_cache: bool = False) -> tuple[float, Result]:
     """The default policy's cost (recent band ``recent``, trigger ``high`` or its own) as a share
-    of Claude Code's auto-compact on the same calls."""
-    gradient = GradientSettings(recent_tokens=recent)
-    auto = replay(calls, "auto", None, overhead=overhead, auto_compact_at=AUTO_COMPACT_AT)
+    of Claude Code's auto-compact on the same calls; ``long_cache``: both at the 1-hour cache
+    (``recent`` then the band for it, ``gradient.long_cache_recent_tokens``)."""
+    seconds, prices = CACHE_LIVES["1 hour" if long_cache else "5 min"]
+    gradient = (GradientSettings(long_cache_recent_tokens=recent) if long_cache
+                else GradientSettings(recent_tokens=recent))
+    auto = replay(calls, "auto", None, overhead=overhead, auto_compact_at=AUTO_COMPACT_AT,
+                  cache_life=seconds, prices=prices)
     policy = CostPolicy(SwapSettings(high_tokens=high), gradient, AUTO_COMPACT_AT)
-    mine = replay(calls, "policy", policy, overhead=overhead, recent_tokens=recent,
-                  summary_tokens=gradient.summary_tokens)
+    mine = replay(calls, "policy", policy, overhead=overhead, recent_tokens=gradient.recent_tokens,
+                  summary_tokens=gradient.summary_tokens, cache_life=seconds, prices=prices)
     return mine.cost / auto.cost, mine
 
 
-def sweep(sessions: Sequence[Sequence[Call]], overhead: int, *, triggers: bool) -> None:
+def sweep(sessions: Sequence[Sequence[Call]], overhead: int, *, triggers: bool, long_cache: bool = False) -> None:
     """Cost as a share of auto-compact: against the recent band, or (``triggers``) the policy's
-    trigger against fixed ones at the default band; mean and range over the sessions."""
-    default = GradientSettings().recent_tokens
+    trigger against fixed ones at the default band; mean and range over the sessions.
+    ``long_cache``: at the 1-hour cache, the band for it."""
+    default = GradientSettings().long_cache_recent_tokens if long_cache else GradientSettings().recent_tokens
     rows: list[tuple[str, int, int | None]] = (
         [("the policy's", default, None)] + [(f"fixed {h // 1000}k", default, h)
                                              for h in (50_000, 60_000, 70_000, 80_000, 100_000, 120_000)]
-        if triggers else [(f"{r // 1000}k", r, None) for r in (10_000, 15_000, 20_000, 30_000, 40_000)])
+        if triggers else [(f"{r // 1000}k", r, None) for r in (5_000, 8_000, 10_000, 15_000, 20_000, 30_000, 40_000)])
     print(f"| {'trigger' if triggers else 'recent band'} | swaps (idle) | of auto-compact, mean | range |\n"
           "|---|---:|---:|---:|")
     for name, recent, high in rows:
-        found = [of_auto_compact(calls, overhead, recent, high) for calls in sessions]
+        found = [of_auto_compact(calls, overhead, recent, high, long_cache=long_cache) for calls in sessions]
         shares = [share for share, _ in found]
         swaps = sum(r.swaps for _, r in found) / len(found)
         idle = sum(r.idle_swaps for _, r in found) / len(found)
@@ -286,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle", type=float, default=0.0, help="share of turns after a long pause")
     parser.add_argument("--sweep", action="store_true", help="the recent band against cost")
     parser.add_argument("--triggers", action="store_true", help="the policy's trigger against fixed ones")
+    parser.add_argument("--long-cache", action="store_true", help="with --sweep or --triggers: at the 1-hour cache")
     parser.add_argument("--summaries", action="store_true",
                         help="model summaries (issue 24) on against off, at both cache lives")
     parser.add_argument("--seeds", type=int, default=0,
@@ -296,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         args.turns = 30
     made: Result | None = None
     overhead = SYSTEM_TOKENS
+    life = "5 min"
     if args.requests:
         logged = requests_log(args.requests)
         made = measure(logged)
@@ -306,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         if found_store is None:
             print(f"no model calls recorded for {args.store}", file=sys.stderr)
             return 1
-        calls, made = found_store
+        calls, made, life = found_store
     elif args.calls:
         calls = recorded(args.calls)
     else:
@@ -320,13 +342,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.sweep or args.triggers:
         sessions = ([synthetic(args.turns, seed, args.idle) for seed in range(1, args.seeds + 1)]
                     if args.seeds else [calls])
-        sweep(sessions, overhead, triggers=args.triggers)
+        sweep(sessions, overhead, triggers=args.triggers, long_cache=args.long_cache)
         return 0
     synthetic_turns = digests(calls, args.seed) if not (args.requests or args.store or args.calls) else []
-    found = results(calls, overhead=overhead, turns=synthetic_turns)
+    found = results(calls, overhead=overhead, turns=synthetic_turns, life=life)
     if made is not None:
         found.insert(0, made if args.store else replace(made, name="as made (measured)"))
     print(table(found, next(r for r in found if r.name.startswith("Claude")).cost))
+    if args.smoke:  # every mode once, small: the summaries' table, the band at the 1-hour cache
+        short = [synthetic(args.turns, seed) for seed in (1, 2)]
+        summaries_table([(c, digests(c, seed)) for c, seed in zip(short, (1, 2), strict=True)], overhead)
+        sweep(short, overhead, triggers=False, long_cache=True)
     return 0
 
 

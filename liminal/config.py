@@ -75,6 +75,11 @@ class GradientSettings:
     # is the floor the swap's cost policy cuts to: 20k with a 4k preamble, the most that still
     # costs well under Claude Code's own compaction (docs/gradient.md, "The swap's defaults").
     recent_tokens: int = 20_000
+    # The floor's recent band on a thread whose prompt cache lives longer than 5 minutes (Claude
+    # Code's 1-hour cache, where every cache write, so every swap's rebuild, costs 2x rather than
+    # 1.25x): 10k, measured (docs/gradient.md, "Cache lives"). Not under swap.target_tokens, which
+    # sets the context itself. Unset while recent_tokens is set: that one band at every cache life.
+    long_cache_recent_tokens: int = 10_000
     middle_tokens: int = 40_000
     # Tool output in the middle band is cut to this many characters (and a few first lines).
     truncate_chars: int = 120
@@ -97,8 +102,10 @@ class SwapSettings:
     high_tokens: int | None = None
     target_tokens: int | None = None
     # The model's prompt cache lives this long unused (Anthropic: 300 s, or 3600 s with the
-    # longer cache). A thread idle past it has lost its cache anyway: a swap then is nearly free.
-    # 0: no idle swaps.
+    # longer cache) until the CLI's own records of a thread say which it got (Claude Code's
+    # usage names the cache it wrote; Codex's says nothing). A thread idle past it has lost its
+    # cache anyway: a swap then is nearly free. 0: no idle swaps. It times idle swaps only: a
+    # thread's writes are priced at the hour's cache (2x) when its records say so, never by this.
     cache_life_seconds: float = 300.0
     # The context no thread may reach (unset: the CLI's own auto-compaction point, from the
     # harness). The chosen trigger stays a turn below it.
@@ -345,6 +352,11 @@ def load(
         elif name in merged.get("", {}):
             top[name] = _coerce(name, kind, merged[""][name])
     settings = Settings(**top)
+    if "gradient.recent_tokens" in origin and "gradient.long_cache_recent_tokens" not in origin:
+        # A recent band set by hand is the band, whatever the cache's life.
+        settings = dataclasses.replace(settings, gradient=dataclasses.replace(
+            settings.gradient, long_cache_recent_tokens=settings.gradient.recent_tokens))
+        origin["gradient.long_cache_recent_tokens"] = f"{origin['gradient.recent_tokens']} (gradient.recent_tokens)"
     validate(settings, explicit=frozenset(origin))
     if sources is not None:
         sources.update(origin)
@@ -367,6 +379,7 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "cache.ttl_seconds": (lambda v: v >= 1, "seconds, 1 or more"),
     "gradient.target_tokens": (lambda v: v >= 1000, "tokens, 1000 or more"),
     "gradient.recent_tokens": (lambda v: v >= 0, "tokens, 0 or more"),
+    "gradient.long_cache_recent_tokens": (lambda v: v >= 0, "tokens, 0 or more"),
     "gradient.middle_tokens": (lambda v: v >= 0, "tokens, 0 or more"),
     "gradient.truncate_chars": (lambda v: v >= 1, "characters, 1 or more"),
     "gradient.truncate_lines": (lambda v: v >= 1, "lines, 1 or more"),
@@ -495,10 +508,14 @@ def _thresholds_fit(settings: Settings, explicit: frozenset[str]) -> None:
                 f"least {least_preamble}) must fit under the target; lower gradient.recent_tokens "
                 f"below {target - least_preamble} (or leave it unset: it then fits itself) or "
                 "raise swap.target_tokens")
-    elif high is not None and gradient.recent_tokens + gradient.summary_tokens >= high:
-        raise ConfigError(
-            f"swap.high_tokens = {high} is not accepted without swap.target_tokens: a swap goes down "
-            f"to the floor, gradient.recent_tokens ({gradient.recent_tokens}) and "
-            f"gradient.summary_tokens ({gradient.summary_tokens}) over the CLI's own prompt, which is "
-            "not below it; set swap.target_tokens too (the recent band then fits under it) or lower "
-            "gradient.recent_tokens")
+    elif high is not None:
+        # The floor's recent band is one of two, by the thread's cache (``CostPolicy.recent``).
+        name, band = max([("gradient.recent_tokens", gradient.recent_tokens),
+                          ("gradient.long_cache_recent_tokens", gradient.long_cache_recent_tokens)],
+                         key=lambda named: named[1])
+        if band + gradient.summary_tokens >= high:
+            raise ConfigError(
+                f"swap.high_tokens = {high} is not accepted without swap.target_tokens: a swap goes "
+                f"down to the floor, {name} ({band}) and gradient.summary_tokens "
+                f"({gradient.summary_tokens}) over the CLI's own prompt, which is not below it; set "
+                f"swap.target_tokens too (the recent band then fits under it) or lower {name}")

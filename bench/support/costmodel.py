@@ -165,7 +165,10 @@ def replay(calls: Sequence[Call], name: str, policy: CostPolicy | None, *, overh
     """Replay the growth under a policy: ``CostPolicy`` as the swap manager runs it (it sees
     turn ends and their context, and idle spells past the cache's life), or Claude Code's
     auto-compact at ``auto_compact_at``, or neither. A liminal rewrite cannot go below the
-    CLI's prompt, the recent band (whole turns, at least the last) and the preamble.
+    CLI's prompt, the recent band (whole turns, at least the last) and the preamble. The policy
+    learns the cache's life (``cache_life``) from the first turn, as the swap manager does from
+    the CLI's records, and keeps the recent band it chooses by it (``CostPolicy.recent``);
+    ``recent_tokens`` is the band of a policy that sets a target (fitted under it).
 
     ``side``: summaries by the model (issue 24), as ``liminal.kernel.summaries`` makes them: at
     a turn end that does not swap, when the policy says a swap is near (``summary_due``) and the
@@ -186,6 +189,7 @@ def replay(calls: Sequence[Call], name: str, policy: CostPolicy | None, *, overh
     turn = -1
     first_turn = True
     limit, reserve = recent_tokens, summary_tokens
+    by_policy = policy is not None and not policy.aim  # the floor: the band by the cache's life
     if policy is not None and policy.aim:
         budgets = GradientSettings(recent_tokens=recent_tokens, summary_tokens=summary_tokens)
         reserve = preamble_budget(policy.aim - overhead, budgets)
@@ -193,9 +197,10 @@ def replay(calls: Sequence[Call], name: str, policy: CostPolicy | None, *, overh
 
     def kept_whole() -> int:
         """How many of the newest turns a rewrite now keeps whole (the recent band)."""
+        limit_now = policy.recent(pace) if by_policy and policy is not None else limit
         kept, whole = 0, 0
         for _, size in reversed(recent):
-            if whole and kept + size > limit:
+            if whole and kept + size > limit_now:
                 break
             kept += size
             whole += 1
@@ -216,6 +221,8 @@ def replay(calls: Sequence[Call], name: str, policy: CostPolicy | None, *, overh
         if first_turn:
             pace.overhead = context
             first_turn = False
+            if policy is not None:
+                policy.learned(pace, cache_life)  # the CLI's records say it from the first call
         else:
             pace.observe(turn_growth, turn_calls)
         turn_growth = turn_calls = 0

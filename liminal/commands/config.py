@@ -31,7 +31,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         out = {name: {"value": value if value is None or isinstance(value, (int, float, bool, str))
                       else str(value),
                       "source": source} for name, value, source in rows}
-        said = {"recent_tokens": floor.recent, "preamble_tokens": floor.preamble,
+        said = {"recent_tokens": floor.recent, "long_cache_recent_tokens": floor.long_cache,
+                "preamble_tokens": floor.preamble,
                 "limited_by": floor.limited_by, "text": floor.describe()}
         sys.stdout.write(orjson.dumps({"home": str(settings.home), "settings": out, "floor": said},
                                       option=orjson.OPT_INDENT_2).decode() + "\n")

@@ -191,7 +191,7 @@ class Reader:
         """The bands a swap would make now (``SessionHarness.bands``, as ``/context`` says them),
         and the preamble's budget (``kernel.policy.floor_bounds``, as the gradient has it): from
         the CLI's file, so only where it is."""
-        from liminal.kernel.policy import floor_bounds
+        from liminal.kernel.policy import CostPolicy, Pace, floor_bounds
 
         thread = await self.resolve(thread_id)
         harness = self.harness(cli_name(thread.harness))
@@ -203,7 +203,11 @@ class Reader:
             path = harness.locate(backing, thread.cwd or None)
             if path is None:
                 return {"bands": None, "why": "the session file is not on this machine"}
-            return {"bands": harness.bands(path, aim)}
+            # The recent band the swap keeps for this thread: its cache's life, as the CLI's records say.
+            policy = CostPolicy(swap, self.settings.gradient, harness.ceiling_tokens)
+            pace = Pace()
+            policy.learned(pace, harness.cache_life(path))
+            return {"bands": harness.bands(path, aim, policy.recent(pace))}
 
         try:
             found = await anyio.to_thread.run_sync(read)

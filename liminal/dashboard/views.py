@@ -12,11 +12,18 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from liminal import moves
-from liminal.kernel.policy import PRICES, Prices, auto_compact, still_cached
+from liminal.kernel.policy import (
+    LONG_CACHE_WRITE,
+    PRICES,
+    SHORT_CACHE_SECONDS,
+    Prices,
+    auto_compact,
+    still_cached,
+)
 from liminal.lookup.shown import cli_name, tool_output
 from liminal.store.records import (
     MessageRecord,
@@ -83,6 +90,8 @@ def move_view(m: MessageRecord, at: int, turn: int | None) -> dict[str, Any]:
         "saves_per_call": cost.get("saves_per_call"),
         "payback_calls": payback if isinstance(payback, (int, float)) and payback != float("inf") else None,
         "idle": bool(cost.get("idle")),
+        # The thread's prompt cache as the move's decision priced it (the CLI's records).
+        "cache_life": cost.get("cache_life") if isinstance(cost.get("cache_life"), (int, float)) else None,
     }
 
 
@@ -98,9 +107,16 @@ def savings(calls: Sequence[Point], committed: Sequence[dict[str, Any]], ceiling
     context grows by what the conversation added and the CLI compacts past ``ceiling`` at a
     turn's end (``kernel.policy.auto_compact``, as the cost model has it). The person's own moves (``/clear``,
     ``/undo``) happen in both. Output is the same both ways and left out. An estimate from the
-    usage points: None for a thread with fewer than two."""
+    usage points: None for a thread with fewer than two. A thread whose last move was priced at a
+    longer-lived cache (the CLI's records said so: ``CostPolicy.learned``) is priced at it, its
+    writes at ``LONG_CACHE_WRITE``, both ways."""
     if len(calls) < 2:
         return None
+    lives = [m["cache_life"] for m in committed if m.get("cache_life")]
+    if lives:
+        cache_life = lives[-1]
+        if cache_life > SHORT_CACHE_SECONDS and prices.write < LONG_CACHE_WRITE:
+            prices = replace(prices, write=LONG_CACHE_WRITE)
     by_call: dict[int, list[dict[str, Any]]] = {}
     for move in committed:
         by_call.setdefault(move["at"], []).append(move)

@@ -91,6 +91,10 @@ class SessionHarness(Protocol):
 
     def context_tokens(self, path: Path) -> int | None: ...
 
+    def cache_life(self, path: Path) -> float | None:
+        """How long the model's prompt cache of this session lives unused, as the CLI's own
+        records of its last model calls say (seconds), or None: they do not say."""
+
     def turn_settled(self, path: Path, prompt: str | None) -> bool:
         """The turn whose prompt was ``prompt`` is completely written to the file."""
 
@@ -98,13 +102,15 @@ class SessionHarness(Protocol):
         """Where ``rewrite(path, ..., new_id)`` writes: journaled before the file exists."""
 
     def rewrite(self, path: Path, target_tokens: int, new_id: str, *,
-                memos: Sequence[Candidate] = (), summarizer: Summarizer | None = None) -> Rewritten:
+                memos: Sequence[Candidate] = (), summarizer: Summarizer | None = None,
+                recent_tokens: int | None = None) -> Rewritten:
         """A compressed copy as ``new_id``; ``target_tokens`` 0: as deep as the recent band allows.
         ``memos``: candidates for its dynamic zone beside the passages it cuts
         (``liminal.gradient.zone``). ``summarizer``: what writes the preamble (the extractive one
-        unless given)."""
+        unless given). ``recent_tokens``: the recent band for this thread (the swap policy's, by
+        its cache's life), else ``gradient.recent_tokens``; likewise in ``ancient`` and ``bands``."""
 
-    def ancient(self, path: Path, target_tokens: int) -> list[TurnDigest]:
+    def ancient(self, path: Path, target_tokens: int, recent_tokens: int | None = None) -> list[TurnDigest]:
         """The turns a rewrite to ``target_tokens`` would consolidate into its preamble, as the
         summarizer is given them (``liminal.kernel.summaries`` has them summarised ahead)."""
 
@@ -151,7 +157,8 @@ class SessionHarness(Protocol):
         ``keeps_thread``: the thread moves to it (/undo, /clear MARK; a /fork does not), so it
         keeps what names the thread in the CLI, as a rewrite does."""
 
-    def bands(self, path: Path, target_tokens: int) -> dict[str, dict[str, int]]:
+    def bands(self, path: Path, target_tokens: int,
+              recent_tokens: int | None = None) -> dict[str, dict[str, int]]:
         """The session's turns as a rewrite to ``target_tokens`` would band them: for each band
         (``liminal.gradient.bands.Band`` values) its ``turns`` and their ``tokens`` now."""
 
@@ -262,6 +269,9 @@ class HarnessChoice:
     def context_tokens(self, path: Path) -> int | None:
         return self.current.context_tokens(path)
 
+    def cache_life(self, path: Path) -> float | None:
+        return self.current.cache_life(path)
+
     def turn_settled(self, path: Path, prompt: str | None) -> bool:
         return self.current.turn_settled(path, prompt)
 
@@ -269,11 +279,13 @@ class HarnessChoice:
         return self.current.target_path(path, new_id)
 
     def rewrite(self, path: Path, target_tokens: int, new_id: str, *,
-                memos: Sequence[Candidate] = (), summarizer: Summarizer | None = None) -> Rewritten:
-        return self.current.rewrite(path, target_tokens, new_id, memos=memos, summarizer=summarizer)
+                memos: Sequence[Candidate] = (), summarizer: Summarizer | None = None,
+                recent_tokens: int | None = None) -> Rewritten:
+        return self.current.rewrite(path, target_tokens, new_id, memos=memos, summarizer=summarizer,
+                                    recent_tokens=recent_tokens)
 
-    def ancient(self, path: Path, target_tokens: int) -> list[TurnDigest]:
-        return self.current.ancient(path, target_tokens)
+    def ancient(self, path: Path, target_tokens: int, recent_tokens: int | None = None) -> list[TurnDigest]:
+        return self.current.ancient(path, target_tokens, recent_tokens)
 
     def digests(self, path: Path) -> list[TurnDigest]:
         return self.current.digests(path)
@@ -310,8 +322,9 @@ class HarnessChoice:
             keeps_thread: bool = False) -> Rewritten:
         return self.current.cut(parts, like, new_id, keeps_thread=keeps_thread)
 
-    def bands(self, path: Path, target_tokens: int) -> dict[str, dict[str, int]]:
-        return self.current.bands(path, target_tokens)
+    def bands(self, path: Path, target_tokens: int,
+              recent_tokens: int | None = None) -> dict[str, dict[str, int]]:
+        return self.current.bands(path, target_tokens, recent_tokens)
 
     def recall(self, key: RecallKey) -> bytes | None:
         for harness in self.all():

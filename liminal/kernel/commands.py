@@ -840,7 +840,8 @@ class CommandCenter(Component):
             lines.append("No session file yet: nothing to band.")
         else:
             try:
-                bands = await anyio.to_thread.run_sync(self.harness.bands, path, policy.aim)
+                band = policy.recent(state.pace) if state is not None else None
+                bands = await anyio.to_thread.run_sync(self.harness.bands, path, policy.aim, band)
                 kept = "; ".join(
                     f"{band} {plural(bands[band]['turns'], 'turn')} ({tokens(bands[band]['tokens'])} tokens) {how}"
                     for band, how in BAND_FATES if bands.get(band, {}).get("turns"))
@@ -884,12 +885,12 @@ class CommandCenter(Component):
         state = self.model.threads.get(thread)
         if state is None:
             raise CommandError("liminal has not seen this thread opened")
-        aim = self.policy.aim
+        aim, band = self.policy.aim, self.policy.recent(state.pace)
 
         memos = await zone.offered(self.memos, thread) if self.policy.gradient.zone_tokens else ()
 
         def plan(current: Path) -> Writer:
-            return lambda new_id: self.harness.rewrite(current, aim, new_id, memos=memos)
+            return lambda new_id: self.harness.rewrite(current, aim, new_id, memos=memos, recent_tokens=band)
 
         done = (await self.mover.move_thread(thread, "/optimise", plan)).rewritten
         assert done is not None  # a rewrite, never an empty session

@@ -18,6 +18,13 @@ capped by the ceiling (the model's window, or the CLI's own auto-compaction) les
 turn seen. A swap while the thread is idle past the cache's life is nearly free: the next call
 writes the whole prompt whatever liminal does, so it may as well write a smaller one.
 
+The cache's life is the thread's, as the CLI's own records say (``Pace.cache_life``; until they
+do, ``swap.cache_life_seconds``). Claude Code on a subscription writes a cache that lives an hour
+at 2x the input price rather than 1.25x: every rebuild costs more, so the floor keeps a smaller
+recent band (``gradient.long_cache_recent_tokens``), the trigger is priced at that write, and no
+idle swap comes before the hour is out (one after 5 minutes would throw a live cache away).
+Measured in ``docs/gradient.md`` ("Cache lives").
+
 Set ``swap.high_tokens`` / ``swap.target_tokens`` and they are obeyed as given (``fixed``); what
 is not set, the cost model chooses. Figures behind the defaults: ``docs/gradient.md``.
 
@@ -32,7 +39,7 @@ floor too high for the thresholds costs one swap per leeway of growth, not one a
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from liminal.config import GradientSettings, SwapSettings
@@ -55,6 +62,10 @@ MIN_GAP = 8_000
 # measured by ``bench/cost.py``) to the cache, and outputs about this much.
 SUMMARY_DIGEST_SHARE = 0.1
 SUMMARY_OUTPUT = 1_000
+# Anthropic's prompt cache lives 5 minutes; the longer one, an hour, costs this much a written
+# token (the input price is 1). A cache that lives longer than 5 minutes is priced so.
+SHORT_CACHE_SECONDS = 300.0
+LONG_CACHE_WRITE = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +114,9 @@ class Pace:
     # With swap.high_tokens set: the trigger this thread backed off to, because a rewrite could
     # not leave room under swap.high_tokens (``CostPolicy.rewritten``).
     backed_off_to: int | None = None
+    # How long the thread's prompt cache lives unused, as the CLI's records of its model calls
+    # say (``CostPolicy.learned``); None: not said yet.
+    cache_life: float | None = None
 
     def observe(self, grew: int, calls: int) -> None:
         """A turn (or several) added ``grew`` tokens over ``calls`` model calls."""
@@ -133,6 +147,7 @@ class Decision:
     forced: bool = False  # the ceiling, not the economics, says swap
     every: bool = False  # swap.every_turns says swap
     summary: float = 0.0  # the model's summary for this swap's cycle (its side session), estimated
+    cache_life: float = SHORT_CACHE_SECONDS  # the thread's prompt cache's life, as priced
 
     def as_dict(self) -> dict[str, Any]:
         return {k: (round(v, 1) if isinstance(v, float) else v) for k, v in asdict(self).items()
@@ -149,15 +164,19 @@ class FloorBounds:
     limited_by: str  # the setting that bounds the recent band
     target: int | None  # swap.target_tokens
     overhead: int | None  # the CLI's own prompt, once a thread has shown it
+    # The band on a thread whose prompt cache lives an hour, where it differs (said beside).
+    long_cache: int | None = None
 
     def describe(self) -> str:
         prompt = (f"the CLI's own prompt (about {self.overhead:,} tokens)" if self.overhead is not None
                   else "the CLI's own prompt")
         less = "" if self.overhead is not None else " less the CLI's own prompt"
         if self.target is None:
+            longer = (f"; {self.long_cache:,} on a thread whose prompt cache lives an hour, "
+                      "gradient.long_cache_recent_tokens" if self.long_cache is not None else "")
             return (f"Swaps go down to the floor: {prompt}, the last {self.recent:,} tokens of the "
-                    f"conversation kept whole (gradient.recent_tokens, at least the last turn) and "
-                    f"a preamble of up to {self.preamble:,} (gradient.summary_tokens).")
+                    f"conversation kept whole ({self.limited_by}, at least the last turn{longer}) "
+                    f"and a preamble of up to {self.preamble:,} (gradient.summary_tokens).")
         head = (f"Swaps aim at {self.target:,} tokens (swap.target_tokens): {prompt}, a preamble "
                 f"of up to {self.preamble:,}, and the recent band kept whole, ")
         if self.limited_by == "gradient.recent_tokens":
@@ -169,12 +188,18 @@ class FloorBounds:
                 "than the last turn (swap.target_tokens bounds it; gradient.recent_tokens is larger).")
 
 
-def floor_bounds(swap: SwapSettings, gradient: GradientSettings, overhead: int | None = None) -> FloorBounds:
-    """The floor's bounds as the gradients apply them (``liminal.gradient.bands``)."""
+def floor_bounds(swap: SwapSettings, gradient: GradientSettings, overhead: int | None = None, *,
+                 long_cache: bool | None = None) -> FloorBounds:
+    """The floor's bounds as the gradients apply them (``liminal.gradient.bands``), on a thread
+    whose prompt cache lives long (``long_cache``), short, or either (None: both are said)."""
     target = swap.target_tokens
     if target is None:
+        if long_cache:
+            return FloorBounds(gradient.long_cache_recent_tokens, gradient.summary_tokens,
+                               "gradient.long_cache_recent_tokens", None, overhead)
+        other = gradient.long_cache_recent_tokens
         return FloorBounds(gradient.recent_tokens, gradient.summary_tokens, "gradient.recent_tokens",
-                           None, overhead)
+                           None, overhead, other if long_cache is None and other != gradient.recent_tokens else None)
     room = target - (overhead or 0)
     preamble = preamble_budget(room, gradient)
     recent = recent_budget(room, preamble, gradient, floor=False)
@@ -197,14 +222,53 @@ class CostPolicy:
     def summaries(self) -> bool:
         return self.swap.summaries and self.swap.enabled
 
-    def summary_cost(self, context: int, target: int) -> float:
+    def summary_cost(self, context: int, target: int, prices: Prices | None = None) -> float:
         """What the model's summary of a swap cycle costs (``swap.summaries``): its side
         session's prompt and liminal's request written to the cache, and its output. Paid once
         per cycle, like the rebuild."""
         if not self.summaries:
             return 0.0
+        p = prices or self.prices
         request = SUMMARY_DIGEST_SHARE * max(context - target, 0)
-        return self.prices.write * (self.side_session_tokens + request) + self.prices.output * SUMMARY_OUTPUT
+        return p.write * (self.side_session_tokens + request) + p.output * SUMMARY_OUTPUT
+
+    # -- the thread's prompt cache ----------------------------------------------------------
+
+    def cache_life(self, pace: Pace) -> float:
+        """How long this thread's prompt cache lives unused: as the CLI's records say, else as set."""
+        return pace.cache_life if pace.cache_life is not None else self.swap.cache_life_seconds
+
+    def long_cache(self, pace: Pace) -> bool:
+        """The CLI's records say the thread's cache lives longer than 5 minutes, its writes dearer.
+        (``swap.cache_life_seconds`` alone times idle swaps and prices nothing: it is also a
+        Codex thread's life, and OpenAI charges nothing more to write a cache however long it lives.)"""
+        return pace.cache_life is not None and pace.cache_life > SHORT_CACHE_SECONDS
+
+    def prices_for(self, pace: Pace) -> Prices:
+        """The prices this thread's calls pay: a longer-lived cache writes at ``LONG_CACHE_WRITE``."""
+        if self.long_cache(pace) and self.prices.write < LONG_CACHE_WRITE:
+            return replace(self.prices, write=LONG_CACHE_WRITE)
+        return self.prices
+
+    def recent(self, pace: Pace) -> int:
+        """The recent band this thread's rewrites keep whole: smaller when its cache lives long
+        (``gradient.long_cache_recent_tokens``), unless a target sets the context (the band then
+        only fits under it, and what it keeps costs nothing more)."""
+        if self.swap.target_tokens is None and self.long_cache(pace):
+            return self.gradient.long_cache_recent_tokens
+        return self.gradient.recent_tokens
+
+    def learned(self, pace: Pace, cache_life: float | None) -> bool:
+        """The CLI's records say how long the thread's cache lives (None: they do not). True when
+        that changes how the thread is priced; the floor the last rewrite measured was for the
+        other recent band, so it is estimated again."""
+        if cache_life is None or cache_life == pace.cache_life:
+            return False
+        was, band = self.long_cache(pace), self.recent(pace)
+        pace.cache_life = cache_life
+        if self.recent(pace) != band:
+            pace.floor = None
+        return self.long_cache(pace) != was
 
     def summary_due(self, context: int, pace: Pace) -> bool:
         """Time for the model's summary of what the coming swap consolidates: the context past
@@ -232,7 +296,7 @@ class CostPolicy:
         if pace.floor is not None:
             return pace.floor
         overhead = pace.overhead if pace.overhead is not None else DEFAULT_OVERHEAD
-        return overhead + self.gradient.recent_tokens + self.gradient.summary_tokens
+        return overhead + self.recent(pace) + self.gradient.summary_tokens
 
     def target(self, pace: Pace) -> int:
         """What a swap is expected to leave."""
@@ -257,11 +321,12 @@ class CostPolicy:
             backed = min(pace.backed_off_to or 0, self.ceiling - max(pace.biggest_turn, 2 * int(pace.growth)))
             return max(self.swap.high_tokens, backed)
         target = self.target(pace)
+        prices = self.prices_for(pace)
         # The rebuild (and the summary's fixed part, when the model writes one per swap) paid
         # once per cycle against the prefix read at every call. (The summary's request grows
         # with the cycle's growth: the same per call whatever the trigger, so not in here.)
-        once = self.prices.write * target + self.summary_cost(target, target)
-        best = target + max(MIN_GAP, math.sqrt(2 * once / self.prices.read * pace.growth))
+        once = prices.write * target + self.summary_cost(target, target, prices)
+        best = target + max(MIN_GAP, math.sqrt(2 * once / prices.read * pace.growth))
         # Never let the next turn carry the context past the ceiling.
         limit = self.ceiling - max(pace.biggest_turn, 2 * int(pace.growth))
         return int(max(min(best, limit), target + 1))
@@ -269,7 +334,7 @@ class CostPolicy:
     def cost(self, context: int, target: int, trigger: int, pace: Pace, *,
              idle: bool) -> tuple[float, float, float, float]:
         """(rebuild, saves per call, payback calls, calls to the next swap) of a swap now."""
-        p = self.prices
+        p = self.prices_for(pace)
         # Busy: the alternative reads ``context`` from the cache. Idle past the cache's life: the
         # alternative writes it all again anyway. (The model's summary is not in it: made ahead,
         # it is paid whether this swap goes on or not; the trigger counts it, once per cycle.)
@@ -284,7 +349,8 @@ class CostPolicy:
 
         def decision(swap: bool, why: str, forced: bool = False, every: bool = False) -> Decision:
             return Decision(swap, why, context, target, trigger, rebuild, saves, payback, to_next,
-                            idle, forced, every, self.summary_cost(context, target))
+                            idle, forced, every, self.summary_cost(context, target, self.prices_for(pace)),
+                            self.cache_life(pace))
 
         if not self.swap.enabled:
             return decision(False, "swaps are off")
@@ -294,7 +360,7 @@ class CostPolicy:
             floor = target + IDLE_SHARE * (trigger - target)
             if context < floor:
                 return decision(False, f"idle, but {tokens(context)} tokens is below {tokens(floor)}")
-            return decision(True, f"idle past the cache's life ({self.swap.cache_life_seconds:g}s): "
+            return decision(True, f"idle past the cache's life ({self.cache_life(pace):g}s): "
                                   f"the next call rewrites the prompt anyway; {tokens(context)} -> ~{tokens(target)} "
                                   f"tokens saves {tokens(-rebuild)} now and {tokens(saves)} a call")
         if context >= trigger:
@@ -362,7 +428,14 @@ class CostPolicy:
 
     def bounds(self, pace: Pace) -> list[str]:
         """What bounds this thread's floor and trigger, in sentences (``/context``)."""
-        said = [floor_bounds(self.swap, self.gradient, pace.overhead).describe()]
+        known = pace.cache_life is not None
+        said = [floor_bounds(self.swap, self.gradient, pace.overhead,
+                             long_cache=self.long_cache(pace) if known else None).describe()]
+        if known:
+            said.append(f"This thread's prompt cache lives {_life(self.cache_life(pace))} (the CLI's "
+                        "records say so)" + (f": writes cost {self.prices_for(pace).write:g}x the input "
+                                             "price, and an idle swap waits out its life."
+                                             if self.long_cache(pace) else "."))
         target = self.swap.target_tokens
         if pace.landed is not None and target is not None and pace.landed > target:
             said.append(f"The last rewrite left {pace.landed:,} tokens, above the target: what the "
@@ -373,6 +446,14 @@ class CostPolicy:
                         f"{self.trigger(pace):,}, so that each swap has room to land below it; a larger "
                         "leeway (swap.high_tokens - swap.target_tokens) keeps it where it is set.")
         return said
+
+
+def _life(seconds: float) -> str:
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return plural(int(seconds // 3600), "hour")
+    if seconds >= 60 and seconds % 60 == 0:
+        return plural(int(seconds // 60), "minute")
+    return f"{seconds:g} s"
 
 
 def _calls(n: float) -> str:

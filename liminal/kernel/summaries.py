@@ -229,7 +229,8 @@ class SideSummaries(Component):
         path = self.harness.locate(port.backing_of(thread_id), state.cwd)
         if path is None:
             return
-        turns = await anyio.to_thread.run_sync(self.harness.ancient, path, self.policy.aim)
+        band = self.policy.recent(state.pace)  # what the swap will keep whole, by the cache's life
+        turns = await anyio.to_thread.run_sync(self.harness.ancient, path, self.policy.aim, band)
         covered = {k for s in self._summaries.get(thread_id, ()) for k in s.keys}
         todo = [t for t in turns if turn_key(t) not in covered]
         if not todo:

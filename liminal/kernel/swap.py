@@ -52,6 +52,10 @@ if TYPE_CHECKING:
 
 logger = log.get("liminal.swap")
 
+# Turn ends at which a thread's session file is read for its cache's life while the CLI's records
+# have not said it (a CLI whose records never do keeps swap.cache_life_seconds).
+CACHE_LOOKS = 3
+
 
 def _back_off(state: ThreadState) -> None:
     """After a failed swap, skip twice as many turn ends as the last time (at most 32)."""
@@ -66,6 +70,7 @@ class _TurnEnd(NamedTuple):
     decision: Decision | None  # the agent's usage says swap; None: the session file decides
     held: bool  # the thread's next frames wait (set in ``offer``, before the client's next bytes)
     prompt: str | None  # the prompt of the turn that ended, to find that turn on disk
+    idle_since: float | None = None  # an idle swap: when the thread's idle spell began (monotonic)
 
 
 class SwapManager(Component):
@@ -102,6 +107,7 @@ class SwapManager(Component):
         self._prepared = False  # the journal's bindings are in the router (``prepare``)
         self._running = False  # ``run`` is looking at turn ends
         self._send, self._receive = anyio.create_memory_object_stream[_TurnEnd](64)
+        self._look_send, self._look_receive = anyio.create_memory_object_stream[str](64)
         self.completed = 0  # swap attempts finished, committed or not (tests wait on it)
         self._progress = anyio.Event()
         # The step every move of a thread shares (liminal.kernel.mover), the commands' too.
@@ -189,6 +195,7 @@ class SwapManager(Component):
             logger.debug("turn ended", thread=thread_id, tokens=known, decided=decision.swap,
                          why=decision.why)
             if not decision.swap:
+                self._look_for_cache_life(state)
                 return
         # Without usage from the agent the session file decides, once the turn is on disk (about
         # 0.1 s after the answer with Claude Code 2.1.44). Near the trigger the thread is held
@@ -199,6 +206,37 @@ class SwapManager(Component):
         near = trigger - max(2 * state.pace.biggest_turn, (trigger - self.policy.target(state.pace)) // 2)
         held = decision is not None or state.file_tokens is None or state.file_tokens >= near
         self._enqueue(state, _TurnEnd(thread_id, decision, held, state.last_prompt))
+
+    def _look_for_cache_life(self, state: ThreadState) -> None:
+        """The agent's usage gave the size; how long the thread's cache lives is in the CLI's own
+        records, read beside the turns (``_cache_looks``), never holding one, a few times at most
+        while they do not say it."""
+        if state.pace.cache_life is not None or state.cache_looks >= CACHE_LOOKS:
+            return
+        try:
+            self._look_send.send_nowait(state.thread_id)
+        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return
+        state.cache_looks += 1
+
+    async def _cache_looks(self) -> None:
+        async for thread_id in self._look_receive:
+            state, port = self.threads.get(thread_id), self._port
+            if state is None or port is None:
+                continue
+            if state.swapping:
+                # A swap of it is under way, and reads the records itself: learning here, between
+                # its band and what it measures, would mix the two lives. Asked again later.
+                state.cache_looks -= 1
+                continue
+            try:
+                path = self.harness.locate(port.backing_of(thread_id), state.cwd)
+            except Exception as exc:  # a look is for the price: never the swaps' undoing
+                logger.warning("the thread's cache life could not be looked for", thread=thread_id,
+                               error=f"{type(exc).__name__}: {exc}")
+                continue
+            if path is not None:
+                await self._read_cache_life(state, path)
 
     def _enqueue(self, state: ThreadState, turn_end: _TurnEnd) -> None:
         assert self._port is not None
@@ -217,14 +255,15 @@ class SwapManager(Component):
     def _idle_check(self, now: float) -> None:
         """Threads idle past the cache's life: their next call rewrites the whole prompt anyway,
         so a swap now costs nothing more (``CostPolicy``), and the person is not waiting."""
-        life = self.settings.cache_life_seconds
         port = self._port
         if port is None or not self.policy.idle_swaps or not self.settings.enabled:
             return
         for state in list(self.threads.values()):
+            # The thread's own cache: an hour's is still there after 5 minutes.
+            life = self.policy.cache_life(state.pace)
             if state.idle_since is None or state.swapping or now - state.idle_since < life:
                 continue
-            state.idle_since = None  # one look per idle spell
+            idle_since, state.idle_since = state.idle_since, None  # one look per idle spell
             context = state.context_tokens if state.context_tokens is not None else state.file_tokens
             thread_id = state.thread_id
             if (context is None or port.prompt_in_flight(thread_id) or port.agent_request_open(thread_id)
@@ -234,7 +273,7 @@ class SwapManager(Component):
             logger.debug("thread idle past the cache's life", thread=thread_id, tokens=context,
                          decided=decision.swap, why=decision.why)
             if decision.swap:
-                self._enqueue(state, _TurnEnd(thread_id, decision, True, state.last_prompt))
+                self._enqueue(state, _TurnEnd(thread_id, decision, True, state.last_prompt, idle_since))
 
     async def _idle_watch(self) -> None:
         life = self.settings.cache_life_seconds
@@ -303,6 +342,7 @@ class SwapManager(Component):
         try:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(self._idle_watch)
+                tasks.start_soon(self._cache_looks)
                 await self._swaps(port)
                 tasks.cancel_scope.cancel()
         finally:
@@ -434,6 +474,22 @@ class SwapManager(Component):
         while self.completed < count:
             await self._progress.wait()
 
+    async def _read_cache_life(self, state: ThreadState, path: Path) -> bool:
+        """How long the thread's prompt cache lives, from the CLI's records of its model calls
+        (``CostPolicy.learned``): True when that changes how the thread is priced."""
+        try:
+            life = await anyio.to_thread.run_sync(self.harness.cache_life, path)
+        except Exception as exc:  # a file gone, refused or unreadable says nothing of the cache
+            logger.debug("the session file said nothing of the cache's life", thread=state.thread_id,
+                         error=f"{type(exc).__name__}: {exc}")
+            return False
+        if not self.policy.learned(state.pace, life):
+            return False
+        logger.info("the thread's prompt cache life, from the CLI's records", thread=state.thread_id,
+                    seconds=life, recent_tokens=self.policy.recent(state.pace),
+                    trigger=self.policy.trigger(state.pace))
+        return True
+
     async def _maybe_swap(self, port: Port, state: ThreadState, turn_end: _TurnEnd) -> bool | None:
         """True: committed; False: tried and failed; None: no swap was needed after all."""
         decision, held = turn_end.decision, turn_end.held
@@ -452,7 +508,11 @@ class SwapManager(Component):
             return False
         if not held:
             # Far below the trigger: only refresh the size that decides whether the next turn end
-            # is held. No settling (an unheld client keeps the CLI writing newer turns), no swap.
+            # is held (when the agent's usage does not say it) and how long the thread's cache
+            # lives. No settling (an unheld client keeps the CLI writing newer turns), no swap.
+            await self._read_cache_life(state, path)
+            if state.context_tokens is not None:
+                return None
             state.file_tokens = await anyio.to_thread.run_sync(self.harness.context_tokens, path)
             if state.file_tokens is not None:
                 self._observe(state, state.file_tokens)
@@ -469,6 +529,16 @@ class SwapManager(Component):
             logger.debug("turn not on disk in time; no check", thread=thread_id)
             return None
         t_settled = time.monotonic()
+        await self._read_cache_life(state, path)
+        if decision is not None and decision.idle and turn_end.idle_since is not None \
+                and time.monotonic() - turn_end.idle_since < self.policy.cache_life(state.pace):
+            # Decided idle past a shorter life than the CLI's records now say: the cache is
+            # still there, and a swap would throw it away. The spell goes on, looked at again.
+            logger.debug("idle swap dropped: the thread's cache lives longer", thread=thread_id,
+                         cache_life=state.pace.cache_life)
+            if state.idle_since is None and not port.prompt_in_flight(thread_id):
+                state.idle_since = turn_end.idle_since
+            return None
         if decision is None:
             tokens = await anyio.to_thread.run_sync(self.harness.context_tokens, path)
             state.file_tokens = tokens
@@ -488,10 +558,13 @@ class SwapManager(Component):
         # The model's summaries ready now (``liminal.kernel.summaries``), never waited for.
         summarizer = self.summarizer_for(thread_id)
 
+        band = self.policy.recent(state.pace)  # by the thread's cache life
+
         def rewrite(new_id: str) -> Rewritten:
             if summarizer is None:
-                return self.harness.rewrite(path, self.policy.aim, new_id, memos=memos)
-            return self.harness.rewrite(path, self.policy.aim, new_id, memos=memos, summarizer=summarizer)
+                return self.harness.rewrite(path, self.policy.aim, new_id, memos=memos, recent_tokens=band)
+            return self.harness.rewrite(path, self.policy.aim, new_id, memos=memos, summarizer=summarizer,
+                                        recent_tokens=band)
 
         def check(rewritten: Rewritten) -> str | None:
             unpaid = self.policy.worth_it(decision, rewritten.tokens_after, state.pace)

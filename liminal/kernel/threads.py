@@ -85,6 +85,7 @@ class ThreadState:
     failures: int = 0
     said_above_target: bool = False  # the log said once that the target is below its floor
     trigger_backed_off: bool = False  # the swap just skipped moved the trigger instead (policy)
+    cache_looks: int = 0  # reads of the session file for its cache's life (``SwapManager``)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -69,6 +71,83 @@ def test_anthropic_json_reply_and_usage_follow_request_size(anthropic: FakeAnthr
     assert first["usage"]["input_tokens"] == len(anthropic.requests[0].raw) // 4
     assert 10_000 <= second["usage"]["input_tokens"] <= 10_100
     assert [r.route for r in anthropic.requests] == ["/v1/messages", "/v1/messages"]
+
+
+def marked(text: str, ttl: str | None = None) -> dict[str, Any]:
+    mark: dict[str, Any] = {"type": "ephemeral", **({"ttl": ttl} if ttl else {})}
+    return {"type": "text", "text": text, "cache_control": mark}
+
+
+def conversation(turns: int, ttl: str | None = None) -> dict[str, Any]:
+    """A request as Claude Code marks it: its system blocks and the newest message."""
+    messages: list[dict[str, Any]] = []
+    for n in range(turns):
+        messages += [{"role": "user", "content": [{"type": "text", "text": f"question {n} " * 200}]},
+                     {"role": "assistant", "content": [{"type": "text", "text": f"answer {n} " * 200}]}]
+    messages.append({"role": "user", "content": [marked(f"question {turns} " * 200, ttl),
+                                                 {"type": "text", "text": "tail"}]})
+    return {"model": "m", "tools": TOOLS, "system": [{"type": "text", "text": "billing"},
+                                                     marked("You are Claude Code. " * 300, ttl)],
+            "messages": messages}
+
+
+def test_anthropic_usage_is_split_as_the_prompt_cache_would(anthropic: FakeAnthropic) -> None:
+    """The first request writes its prompt up to the last mark; the next reads what an earlier
+    mark wrote and writes the rest; what follows the last mark is uncached. The three add up to
+    the request's bytes / 4 as before, and the written part is split by the marks' ``ttl``, as
+    the API does (Claude Code copies the split into its session file)."""
+    usages = []
+    for turns in (0, 1, 2):
+        _, raw = post(anthropic.base_url + "/v1/messages", conversation(turns))
+        usages.append(json.loads(raw)["usage"])
+    for usage, request in zip(usages, anthropic.requests, strict=True):
+        parts = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+        assert sum(usage[k] for k in parts) == len(request.raw) // 4
+        assert usage["cache_creation"] == {"ephemeral_5m_input_tokens": usage["cache_creation_input_tokens"],
+                                           "ephemeral_1h_input_tokens": 0}
+        assert 0 < usage["input_tokens"] < 100  # "tail", the request's other fields
+    assert usages[0]["cache_read_input_tokens"] == 0 < usages[0]["cache_creation_input_tokens"]
+    # Each reads the system prompt and the conversation up to the previous request's mark, and
+    # writes the answer and the new question.
+    for before, after in itertools.pairwise(usages):
+        assert after["cache_read_input_tokens"] == before["cache_read_input_tokens"] \
+            + before["cache_creation_input_tokens"]
+        assert 900 < after["cache_creation_input_tokens"] < 1_200
+
+
+def test_anthropic_cache_writes_follow_the_marks_ttl(anthropic: FakeAnthropic) -> None:
+    _, raw = post(anthropic.base_url + "/v1/messages", conversation(1, "1h"))
+    usage = json.loads(raw)["usage"]
+    assert usage["cache_creation"] == {"ephemeral_5m_input_tokens": 0,
+                                       "ephemeral_1h_input_tokens": usage["cache_creation_input_tokens"]}
+    # A 1-hour system prompt, then a 5-minute conversation: each life gets its own bytes.
+    body = conversation(2)
+    body["system"][1]["cache_control"]["ttl"] = "1h"
+    body["system"][1]["text"] += " (changed)"
+    _, raw = post(anthropic.base_url + "/v1/messages", body)
+    split = json.loads(raw)["usage"]["cache_creation"]
+    assert split["ephemeral_1h_input_tokens"] > 1_500 and split["ephemeral_5m_input_tokens"] > 500
+
+
+def test_anthropic_side_requests_and_summaries_stay_out_of_the_cache(anthropic: FakeAnthropic) -> None:
+    """A side request (no tools) keeps its fixed usage; liminal's summary request (the CLI's
+    tools, its own text) counts whole as input and writes nothing another request could read:
+    its race with the turn must not move the turn's numbers."""
+    from fixtures.harness.script import SUMMARY_REQUEST
+
+    side = {**conversation(0)}
+    del side["tools"]
+    summary = conversation(0)
+    summary["messages"][-1]["content"][1]["text"] = SUMMARY_REQUEST
+    for body in (side, summary, conversation(0)):
+        post(anthropic.base_url + "/v1/messages", body)
+    usages = [r.usage for r in anthropic.requests]
+    none = {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0}
+    assert usages[0] == {"input_tokens": 0, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
+                         "cache_creation": none, "output_tokens": 0}
+    assert usages[1]["input_tokens"] == len(anthropic.requests[1].raw) // 4
+    assert usages[1]["cache_creation"] == none and usages[1]["cache_read_input_tokens"] == 0
+    assert usages[2]["cache_read_input_tokens"] == 0  # nothing was written before it
 
 
 def test_anthropic_stream_has_the_real_event_sequence(anthropic: FakeAnthropic) -> None:
@@ -205,3 +284,21 @@ def test_wait_for_requests(anthropic: FakeAnthropic) -> None:
     anthropic.wait_for(lambda requests: len(requests) == 1, timeout=1)
     with pytest.raises(TimeoutError):
         anthropic.wait_for(lambda requests: len(requests) == 2, timeout=0.1)
+
+
+def test_the_rig_takes_only_the_lives_claude_code_knows(tmp_path: Path) -> None:
+    from fixtures.harness import Rig, adapters
+
+    adapter = adapters()["claude-agent"]
+    with pytest.raises(ValueError, match="prompt_cache_ttl"):
+        Rig.start(adapter, tmp_path / "r", prompt_cache_ttl="2h")
+    rig = Rig.start(adapter, tmp_path / "ok", prompt_cache_ttl="1h")
+    try:
+        assert rig.home.env()["CLAUDE_CODE_PROMPT_CACHE_TTL"] == "1h"
+    finally:
+        rig.stop()
+    plain = Rig.start(adapter, tmp_path / "plain")
+    try:
+        assert "CLAUDE_CODE_PROMPT_CACHE_TTL" not in plain.home.env()
+    finally:
+        plain.stop()

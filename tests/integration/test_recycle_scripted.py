@@ -166,7 +166,7 @@ class UnsettledAfterRewrite(FakeHarness):
     def turn_settled(self, path: Path, prompt: str | None) -> bool:
         return self.settles
 
-    def rewrite(self, path: Path, target_tokens: int, new_id: str, *, memos: Any = ()) -> Rewritten:
+    def rewrite(self, path: Path, target_tokens: int, new_id: str, *, memos: Any = (), **_: Any) -> Rewritten:
         self.settles = False
         return super().rewrite(path, target_tokens, new_id)
 

@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
-from liminal.config import SwapSettings
+from liminal.config import GradientSettings, SwapSettings
 from liminal.harness.base import Rewritten
 from liminal.ingest.indexer import Indexer
 from liminal.kernel.journal import SwapJournal
@@ -48,6 +48,8 @@ class FakeHarness:
         self.adopted_ids: list[str] = []
         self.readings: list[int] = []  # what the file says at each read, before falling back to tokens
         self.reads = 0
+        self.life: float | None = None  # what the CLI's records say of the cache's life
+        self.bands: list[int | None] = []  # the recent band each rewrite was asked for
 
     def locate(self, backing_id: str, cwd: str | None) -> Path | None:
         path = self.tmp / f"{backing_id}.jsonl"
@@ -60,6 +62,9 @@ class FakeHarness:
 
     def turn_settled(self, path: Path, prompt: str | None) -> bool:
         return True
+
+    def cache_life(self, path: Path) -> float | None:
+        return self.life
 
     def discard(self, rewritten: Rewritten) -> None:
         self.discarded.append(rewritten.new_id)
@@ -74,7 +79,9 @@ class FakeHarness:
     def names(self, path: Path) -> str | None:
         return path.stem
 
-    def rewrite(self, path: Path, target_tokens: int, new_id: str, *, memos: Any = ()) -> Rewritten:
+    def rewrite(self, path: Path, target_tokens: int, new_id: str, *, memos: Any = (),
+                recent_tokens: int | None = None) -> Rewritten:
+        self.bands.append(recent_tokens)
         if self.gate is not None:
             self.gate.wait(10)
         if self.fail:
@@ -504,6 +511,114 @@ async def test_the_default_policy_swaps_at_its_trigger_and_says_what_it_costs(tm
     trigger = record.cost["trigger"]
     assert record.cost["context"] >= trigger > 90_000
     assert record.cost["payback_calls"] < record.cost["calls_to_next"]
+
+
+async def wait_for_cache_life(manager: SwapManager, thread: str) -> None:
+    """Until the swap manager has read the thread's cache life from the CLI's records (a look
+    beside the turns)."""
+    with anyio.fail_after(20):
+        while manager.threads[thread].pace.cache_life is None:  # noqa: ASYNC110 - thread state, no event
+            await anyio.sleep(0.01)
+
+
+async def test_a_thread_whose_cache_lives_an_hour_swaps_to_its_band_priced_at_its_writes(tmp_path: Path) -> None:
+    """The CLI's records say the thread's prompt cache lives an hour (Claude Code on a
+    subscription): its writes cost 2x, so the swap keeps gradient.long_cache_recent_tokens whole
+    and the decision is priced at that cache. Before, every thread was priced at 5 minutes and
+    kept 20k (0.857 of auto-compact at the 1-hour cache: docs/gradient.md)."""
+    manager, journal = cost_policy(tmp_path, cache_life=0)
+    harness = manager.harness
+    assert isinstance(harness, FakeHarness)
+    harness.life = 3600.0
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (_proxy, client):
+        thread = await start(client)
+        await client.prompt(thread, "used:20000 chunks:1")
+        await wait_for_cache_life(manager, thread)
+        used = 26_000
+        while manager.completed == 0 and used < 160_000:
+            await client.prompt(thread, f"used:{used} chunks:1")
+            used += 6_000
+        with anyio.fail_after(20):
+            await manager.wait_for_swaps(1)
+    record = journal.records()[0]
+    assert record.outcome == "committed", record
+    assert record.cost is not None and record.cost["cache_life"] == 3600.0
+    assert harness.bands == [GradientSettings().long_cache_recent_tokens]
+
+
+@pytest.mark.parametrize("life", [None, 3600.0])
+async def test_an_idle_swap_waits_for_the_threads_own_cache_life(tmp_path: Path, life: float | None) -> None:
+    """swap.cache_life_seconds says 5 minutes (here 0.3 s); a thread whose records say its cache
+    lives an hour still has it after that, and a swap then would throw it away: no idle swap
+    before its own life is out. Records that say nothing keep the setting's."""
+    manager, _journal = cost_policy(tmp_path, cache_life=0.3)
+    harness = manager.harness
+    assert isinstance(harness, FakeHarness)
+    harness.life = life
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (_proxy, client):
+        thread = await start(client)
+        for used in range(20_000, 92_000, 6_000):
+            await client.prompt(thread, f"used:{used} chunks:1")
+        if life is None:
+            with anyio.fail_after(20):  # the setting's life: swapped while idle
+                await manager.wait_for_swaps(1)
+            return
+        await wait_for_cache_life(manager, thread)
+        state = manager.threads[thread]
+        assert state.idle_since is not None
+        manager._idle_check(state.idle_since + 60.0)  # a minute idle: the hour's cache is still there
+        assert not state.swapping and manager.completed == 0
+
+
+async def test_a_session_file_that_says_nothing_readable_leaves_the_swaps_running(tmp_path: Path) -> None:
+    """The look for the cache's life runs beside the swaps: what a bad file makes the harness
+    raise there (a deep-nested line's RecursionError, a path that is no regular file) is a look
+    that says nothing. Before, it failed the swap manager's run, cancelling a swap of another
+    thread under way, and four such files switched swaps off for the process."""
+    manager, _journal = cost_policy(tmp_path, cache_life=0)
+    harness = manager.harness
+    assert isinstance(harness, FakeHarness)
+    looked = threading.Event()
+
+    def unreadable(path: Path) -> float | None:
+        looked.set()
+        raise RecursionError("maximum recursion depth exceeded while decoding a JSON object")
+
+    harness.cache_life = unreadable  # type: ignore[method-assign]
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
+        thread = await start(client)
+        await client.prompt(thread, "used:20000 chunks:1")
+        assert await anyio.to_thread.run_sync(looked.wait, 20)
+        await client.prompt(thread, "used:26000 chunks:1")  # the look is long done by its answer
+        [member] = [m for m in proxy.supervisor.members if m.component is manager]
+        assert member.crashes == 0 and manager.threads[thread].pace.cache_life is None
+
+
+async def test_an_idle_swap_dropped_for_a_longer_cache_keeps_the_idle_spell(tmp_path: Path) -> None:
+    """An idle swap decided at the setting's life, whose session file then says the cache lives
+    an hour, is dropped (the cache is still there), and the thread stays idle from when it was:
+    once the hour is out, its idle swap comes. Before, the drop spent the spell, and no idle swap
+    came until the person prompted again."""
+    manager, _journal = cost_policy(tmp_path, cache_life=0.3)
+    harness = manager.harness
+    assert isinstance(harness, FakeHarness)
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (_proxy, client):
+        thread = await start(client)
+        state = manager.threads[thread]
+        for used in range(20_000, 92_000, 6_000):
+            await client.prompt(thread, f"used:{used} chunks:1")
+        assert state.pace.cache_life is None and state.idle_since is not None
+        began = state.idle_since
+        harness.life = 3600.0  # the records say the hour now (its first write landed)
+        manager._idle_check(began + 1.0)  # idle past the setting's 0.3 s: a swap is queued
+        assert state.swapping
+        with anyio.fail_after(20):
+            while state.swapping:  # noqa: ASYNC110 - thread state, no event
+                await anyio.sleep(0.01)
+        assert manager.completed == 0 and state.pace.cache_life == 3600.0  # dropped
+        assert state.idle_since == began  # still idle since then
+        manager._idle_check(began + 3601.0)  # the hour is out
+        assert state.swapping or manager.completed == 1
 
 
 async def test_each_move_closes_the_session_it_left_when_another_move_follows_at_once(tmp_path: Path) -> None:

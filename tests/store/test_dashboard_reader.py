@@ -116,3 +116,37 @@ async def test_a_list_reload_reads_only_the_threads_that_changed(reader: Reader)
     rows = await reader.threads(archived=False)
     assert set(read) == {fixture.CODEX}
     assert [r["turns"] for r in rows if r["id"] == fixture.CODEX] == [5]
+
+
+async def test_the_bands_are_those_a_swap_would_keep_for_the_threads_cache(tmp_path: Path) -> None:
+    """The thread page's "a swap now would keep" is the recent band the swap keeps for this
+    thread: 10k on an hour's cache, as its session file's records say (before, always 20k)."""
+    settings = load({"home": tmp_path, "store.url": f"sqlite://{tmp_path / 'liminal.db'}"}, env={})
+    async with open_store(settings) as store:
+        await fixture.write(store)
+    asked: list[int | None] = []
+
+    class Harness:
+        ceiling_tokens = 167_000
+
+        def __init__(self, life: float | None) -> None:
+            self.life = life
+
+        def locate(self, backing_id: str, cwd: str | None) -> Path:
+            return tmp_path / "session.jsonl"
+
+        def cache_life(self, path: Path) -> float | None:
+            return self.life
+
+        def bands(self, path: Path, target_tokens: int, recent_tokens: int | None = None) -> dict[str, dict[str, int]]:
+            asked.append(recent_tokens)
+            return {"recent": {"turns": 1, "tokens": 2_000}}
+
+    reader = Reader(settings)
+    try:
+        for life in (3600.0, None):
+            reader.harness = lambda cli, life=life: Harness(life)  # type: ignore[method-assign, misc]
+            assert (await reader.bands(fixture.FLUX))["bands"] == {"recent": {"turns": 1, "tokens": 2_000}}
+    finally:
+        await reader.aclose()
+    assert asked == [settings.gradient.long_cache_recent_tokens, settings.gradient.recent_tokens]

@@ -88,6 +88,12 @@ def test_model_calls_are_one_per_response_with_its_usage() -> None:
     assert [(c.input, c.cache_read, c.cache_write, c.uncached, c.output) for c in calls] == [
         (12310, 12000, 300, 10, 5), (12310, 12000, 300, 10, 7)]
     assert calls[1].t - calls[0].t == 8.0
+    assert calls[0].cache_write_1h == 0  # no split: the 5-minute cache (or not said)
+    hour = dict(RECORDS[1], uuid="h", timestamp="2026-11-22T04:01:00.000Z")
+    hour["message"] = dict(hour["message"], usage=dict(usage, cache_creation={
+        "ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 300}))
+    [call] = model_calls([parse_line(line(hour)[:-1], SID, "t", 0)])
+    assert (call.cache_write, call.cache_write_1h) == (300, 300)  # billed at the hour's 2x
 
 
 def test_only_complete_lines_are_read(tmp_path: Path) -> None:

@@ -4,6 +4,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from liminal.harness.claude.tail import SettleWatch, context_tokens, ends_a_turn
 
 
@@ -106,3 +109,35 @@ def test_lines_orjson_refuses_are_read_from_the_tail_too(tmp_path: Path) -> None
     path = write(tmp_path / "t.jsonl", prompt("turn 1"), assistant(["text"]), prompt("turn 2"),
                  {**assistant(["text"], usage=(1, 2, 3)), "note": "\udc00"})
     assert context_tokens(path) == 6
+
+
+# Any JSON in the fields the tail readers look at, and around them.
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-2, 2**70) | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(["type", "message", "usage", "content", "text", "isSidechain", "isMeta",
+                         "uuid", "subtype", "lastRecordUuid", "tokensAfter", "input_tokens",
+                         "cache_creation", "ephemeral_1h_input_tokens"]) | st.text(max_size=4),
+        inner, max_size=5),
+    max_leaves=20)
+_RECORD = st.one_of(
+    _JSON,
+    st.builds(lambda kind, m: {"type": kind, "message": m}, st.sampled_from(["user", "assistant"]), _JSON),
+    st.builds(lambda kind, c: {"type": kind, "message": {"content": c}},
+              st.sampled_from(["user", "assistant"]), _JSON),
+    st.builds(lambda b: {"type": "user", "message": {"content": [b]}},
+              st.builds(lambda t: {"type": "text", "text": t}, _JSON)),
+    st.builds(lambda u: {"type": "assistant", "message": {"usage": u}}, _JSON))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(records=st.lists(_RECORD, max_size=6), torn=st.binary(max_size=20))
+def test_any_json_in_any_field_is_an_answer_not_an_error(tmp_path: Path, records: list[Any], torn: bytes) -> None:
+    """Bad input never crashes the proxy: a line whose ``message`` is a number, whose text is
+    a list, is a line that says nothing, for every question asked of a file's tail."""
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in records) + torn)
+    tokens = context_tokens(path)
+    assert tokens is None or isinstance(tokens, int)
+    assert ends_a_turn(path) in (True, False)
+    assert ends_a_turn(path, "hi") in (True, False)

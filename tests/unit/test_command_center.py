@@ -95,6 +95,9 @@ class _Policy:
     def bounds(self, pace: Any) -> list[str]:
         return []
 
+    def recent(self, pace: Any) -> int:
+        return 20_000
+
 
 class _Journal:
     def records(self, thread: str) -> list[Any]:
@@ -115,7 +118,7 @@ class _Harness:
 
         return Path("/work/demo/t.jsonl")
 
-    def bands(self, path: Any, aim: int) -> dict[str, dict[str, int]]:
+    def bands(self, path: Any, aim: int, recent_tokens: int | None = None) -> dict[str, dict[str, int]]:
         return {"recent": {"turns": 1, "tokens": 2_854}, "middle": {"turns": 2, "tokens": 14_020},
                 "old": {"turns": 0, "tokens": 0}}
 

@@ -475,3 +475,27 @@ def test_an_empty_home_or_config_flag_is_refused_not_the_current_folder(
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and flag in err, err
     assert (folder.stat().st_mode & 0o777) == 0o755 and list(folder.iterdir()) == []
+
+
+def test_a_recent_band_set_by_hand_is_the_band_at_every_cache_life(tmp_path: Path) -> None:
+    """gradient.long_cache_recent_tokens (10k) is the band on a thread whose cache lives an hour;
+    a person who set gradient.recent_tokens alone meant that band, whatever the cache."""
+    defaults = config.load(env={"LIMINAL_HOME": str(tmp_path)}).gradient
+    assert (defaults.recent_tokens, defaults.long_cache_recent_tokens) == (20_000, 10_000)
+    env = {"LIMINAL_HOME": str(tmp_path), "LIMINAL_GRADIENT_RECENT_TOKENS": "30000"}
+    assert config.load(env=env).gradient.long_cache_recent_tokens == 30_000
+    both = config.load(env={**env, "LIMINAL_GRADIENT_LONG_CACHE_RECENT_TOKENS": "12000"}).gradient
+    assert (both.recent_tokens, both.long_cache_recent_tokens) == (30_000, 12_000)
+    with pytest.raises(config.ConfigError, match=r"gradient\.long_cache_recent_tokens = -1 is not accepted"):
+        config.load(env={"LIMINAL_HOME": str(tmp_path), "LIMINAL_GRADIENT_LONG_CACHE_RECENT_TOKENS": "-1"})
+
+
+def test_the_long_caches_band_must_fit_under_a_trigger_alone_and_says_where_it_came_from(tmp_path: Path) -> None:
+    home = {"LIMINAL_HOME": str(tmp_path)}
+    with pytest.raises(config.ConfigError, match=r"gradient\.long_cache_recent_tokens \(50000\)"):
+        config.load(env={**home, "LIMINAL_SWAP_HIGH_TOKENS": "40000",
+                         "LIMINAL_GRADIENT_LONG_CACHE_RECENT_TOKENS": "50000"})
+    sources: dict[str, str] = {}
+    config.load(env={**home, "LIMINAL_GRADIENT_RECENT_TOKENS": "30000"}, sources=sources)
+    assert sources["gradient.long_cache_recent_tokens"] == \
+        "env LIMINAL_GRADIENT_RECENT_TOKENS (gradient.recent_tokens)"

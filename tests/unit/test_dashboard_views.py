@@ -141,6 +141,24 @@ def test_savings_against_auto_compact() -> None:
     assert views.savings(calls[:1], [], 167_000, 300.0) is None
 
 
+def test_savings_of_a_thread_on_the_hours_cache_price_its_writes_at_2x() -> None:
+    """The swaps' decisions say the thread's cache lives an hour (the CLI's records): each
+    rebuild wrote the prompt at 2x, not 1.25x, and the estimate of what liminal saved says so
+    (before, it priced every thread at the 5-minute cache, and a 1-hour one saved less than shown)."""
+    writer, _, _, _ = fixture.flux_thread()
+    shown = views.conversation(writer.messages)
+    points = views.points(shown, turn_numbers(shown))
+    orders = [p.order for p in points]
+    committed = [views.move_view(m, views.at_call(orders, m.order), None) for m in shown
+                 if m.kind == "swap" and m.status == "committed"]
+    assert len(points) == 36 and committed
+    short = views.savings(points, committed, 167_000, 300.0)
+    hour = views.savings(points, [{**m, "cache_life": 3600.0} for m in committed], 167_000, 300.0)
+    assert short is not None and hour is not None
+    assert hour["made"] > short["made"] and hour["auto_compact"] > short["auto_compact"]
+    assert hour["saved"] < short["saved"]  # liminal rebuilds more often than the CLI compacts
+
+
 def test_a_cut_tool_output_carries_its_recall_keys() -> None:
     writer, _, update, _ = fixture.flux_thread()
     from liminal.store.records import merge_thread

@@ -49,7 +49,7 @@ class CuttingHarness(FakeHarness):
         new_path.write_text("{}\n")
         return Rewritten(new_id, new_path, 150_000, 40_000)
 
-    def bands(self, path: Path, target_tokens: int) -> dict[str, dict[str, int]]:
+    def bands(self, path: Path, target_tokens: int, recent_tokens: int | None = None) -> dict[str, dict[str, int]]:
         return {"recent": {"turns": 1, "tokens": 2_000}}
 
 
@@ -258,7 +258,7 @@ class GatedHarness(CuttingHarness):
         self.gates: dict[str, threading.Event] = {}
         self.entered: list[str] = []
 
-    def rewrite(self, path: Path, target_tokens: int, new_id: str, *, memos: Any = ()) -> Rewritten:
+    def rewrite(self, path: Path, target_tokens: int, new_id: str, *, memos: Any = (), **_: Any) -> Rewritten:
         self.entered.append(path.stem)
         gate = self.gates.get(path.stem)
         if gate is not None:

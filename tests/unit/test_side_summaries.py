@@ -49,7 +49,7 @@ class Harness:
     def locate(self, backing_id: str, cwd: str | None) -> Path | None:
         return self.path
 
-    def ancient(self, path: Path, target_tokens: int) -> list[TurnDigest]:
+    def ancient(self, path: Path, target_tokens: int, recent_tokens: int | None = None) -> list[TurnDigest]:
         return TURNS
 
     def side_params(self) -> dict[str, Any]:

@@ -141,8 +141,12 @@ def loads(line: bytes | memoryview) -> dict[str, Any]:
     try:
         value = orjson.loads(line)
     except orjson.JSONDecodeError:
-        # orjson refuses integers past 64 bits and lone surrogates; the stdlib takes both.
-        value = json.loads(bytes(line))
+        # orjson refuses integers past 64 bits and lone surrogates; the stdlib takes both (and
+        # recurses: a line nested past its depth is no record either, not an error of the reader).
+        try:
+            value = json.loads(bytes(line))
+        except RecursionError as exc:
+            raise ValueError("nested too deeply to read") from exc
     if not isinstance(value, dict):
         raise ValueError("not a JSON object")
     return value

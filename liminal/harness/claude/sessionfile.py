@@ -118,6 +118,9 @@ class ModelCall:
     cache_read: int
     cache_write: int
     output: int
+    # Of ``cache_write``, what went to the hour's cache (``usage.cache_creation``), at 2x the
+    # input price rather than 1.25x.
+    cache_write_1h: int = 0
 
     @property
     def input(self) -> int:
@@ -136,12 +139,14 @@ def model_calls(records: Sequence[SessionRecord]) -> list[ModelCall]:
         if record.type != "assistant" or not isinstance(usage, dict) or usage == previous:
             continue
         previous = usage
+        split = usage.get("cache_creation")
         try:
             t = datetime.fromisoformat((record.time or "").replace("Z", "+00:00")).timestamp()
             calls.append(ModelCall(t, int(usage.get("input_tokens") or 0),
                                    int(usage.get("cache_read_input_tokens") or 0),
                                    int(usage.get("cache_creation_input_tokens") or 0),
-                                   int(usage.get("output_tokens") or 0)))
+                                   int(usage.get("output_tokens") or 0),
+                                   int(split.get("ephemeral_1h_input_tokens") or 0) if isinstance(split, dict) else 0))
         except (TypeError, ValueError):
             continue
     return calls

@@ -49,6 +49,13 @@ def _tail_records(path: Path, limit: int = TAIL_BYTES) -> Iterator[dict[str, Any
         yield value
 
 
+def _message(record: dict[str, Any]) -> dict[str, Any]:
+    """The record's ``message``, or an empty one when it holds something else: a line of any
+    shape is a line that says nothing, never an error."""
+    message = record.get("message")
+    return message if isinstance(message, dict) else {}
+
+
 REWRITE_RECORD = "liminal-rewrite"  # the first line of a file liminal's gradient wrote
 
 
@@ -104,7 +111,7 @@ def context_tokens(path: Path) -> int | None:
                 return None
             if record.get("type") != "assistant" or record.get("isSidechain"):
                 continue
-            usage = (record.get("message") or {}).get("usage")
+            usage = _message(record).get("usage")
             if isinstance(usage, dict):
                 total = 0
                 for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
@@ -115,18 +122,53 @@ def context_tokens(path: Path) -> int | None:
     return note.tokens_after if note is not None else None
 
 
+# How long the API keeps a prompt cache entry unused, by the ``usage.cache_creation`` field that
+# says the call wrote one of them (the Messages API's ``ephemeral_<ttl>_input_tokens``).
+CACHE_LIVES = (("ephemeral_1h_input_tokens", 3600.0), ("ephemeral_5m_input_tokens", 300.0))
+
+
+def _written_life(usage: Any) -> float | None:
+    """The life of the cache this call wrote, or None: it wrote none, or the usage does not
+    say which (Claude Code 2.1.44 writes no ``cache_creation``)."""
+    split = usage.get("cache_creation") if isinstance(usage, dict) else None
+    if not isinstance(split, dict):
+        return None
+    for key, seconds in CACHE_LIVES:
+        tokens = split.get(key)
+        if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
+            return seconds
+    return None
+
+
+def cache_life(path: Path) -> float | None:
+    """How long the model's prompt cache of this session lives unused (seconds), as the usage
+    of the newest main-chain call that wrote to it says: the server's answer, which is the
+    truth whatever the CLI asked for (it may ask for an hour and be given 5 minutes). A call
+    that only read the cache says nothing; an older one may. Usage a rewrite carried over is
+    the same CLI's, on the same account, and counts: the life is no property of the context,
+    so neither a rewrite's records nor a compaction's boundary stops the search."""
+    for limit in (TAIL_BYTES, 8 * TAIL_BYTES):
+        for record in _tail_records(path, limit):
+            if record.get("type") != "assistant" or record.get("isSidechain"):
+                continue
+            life = _written_life(_message(record).get("usage"))
+            if life is not None:
+                return life
+    return None
+
+
 def _prompt_text(record: dict[str, Any]) -> str | None:
     """The text a person typed, if this is a prompt record (not a tool result or a reminder)."""
     if record.get("type") != "user" or record.get("isSidechain") or record.get("isMeta") \
             or record.get("isCompactSummary") or _interruption(record):
         return None
-    content = (record.get("message") or {}).get("content")
+    content = _message(record).get("content")
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
         return None
-    texts = [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
-             and not str(b.get("text", "")).startswith("<system-reminder>")]
+    texts = [b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text"
+             and isinstance(b.get("text"), str) and not b["text"].startswith("<system-reminder>")]
     if not texts or any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
         return None
     return "\n".join(texts)
@@ -134,7 +176,7 @@ def _prompt_text(record: dict[str, Any]) -> str | None:
 
 def _interruption(record: dict[str, Any]) -> bool:
     """The line Claude Code writes when the user cancels a turn: the turn ended there."""
-    content = (record.get("message") or {}).get("content")
+    content = _message(record).get("content")
     texts = [content] if isinstance(content, str) else [
         b.get("text") for b in content if isinstance(b, dict)] if isinstance(content, list) else []
     return len(texts) == 1 and isinstance(texts[0], str) and texts[0].startswith(INTERRUPTED)
@@ -169,7 +211,7 @@ def ends_a_turn(path: Path, prompt: str | None = None) -> bool:
                 return not prompt
             if kind == "user" and not _interruption(record):
                 return False
-            content = (record.get("message") or {}).get("content")
+            content = _message(record).get("content")
             if isinstance(content, list) and any(
                 isinstance(b, dict) and b.get("type") == "tool_use" for b in content
             ):

@@ -118,6 +118,12 @@ class CodexSessions:
     def context_tokens(self, path: Path) -> int | None:
         return last_token_count(tail_from(path, lambda line: line.is_event("token_count")))
 
+    def cache_life(self, path: Path) -> float | None:
+        """None: a rollout's usage (``token_count``, 0.166's ``token_usage_record``) counts
+        cached and cache-written tokens but never says how long the cache lives, and Codex asks
+        for no retention (only a ``prompt_cache_key``; docs/facts.md)."""
+        return None
+
     def turn_settled(self, path: Path, prompt: str | None) -> bool:
         """The last turn has ended (``task_complete`` or ``turn_aborted``), it is the turn of
         ``prompt`` when that can be told, and the file has held still since the last look."""
@@ -146,10 +152,15 @@ class CodexSessions:
         write_atomically(target, lines)
         return sum(len(line) for line in lines)
 
+    def _band(self, recent_tokens: int | None) -> GradientSettings:
+        """The gradient's settings with the thread's recent band (``SessionHarness.rewrite``)."""
+        return self.settings if recent_tokens is None else replace(self.settings, recent_tokens=recent_tokens)
+
     def rewrite(self, path: Path, target_tokens: int, new_id: str, *,
-                memos: Sequence[Candidate] = (), summarizer: Summarizer | None = None) -> Rewritten:
-        result = gradient.rewrite(read_rollout(path), target_tokens, new_id, self.settings, memos,
-                                  summarizer)
+                memos: Sequence[Candidate] = (), summarizer: Summarizer | None = None,
+                recent_tokens: int | None = None) -> Rewritten:
+        result = gradient.rewrite(read_rollout(path), target_tokens, new_id, self._band(recent_tokens),
+                                  memos, summarizer)
         lines = result.lines
         if faults.value("swap.corrupt_rewrite"):
             # Failpoint: a tool output lost (or, with none left, the session_meta), put through
@@ -167,8 +178,8 @@ class CodexSessions:
         found = session_id_of(path)
         return found if found is not None and is_session_id(found) else None
 
-    def ancient(self, path: Path, target_tokens: int) -> list[TurnDigest]:
-        return gradient.ancient_digests(read_rollout(path), target_tokens, self.settings)
+    def ancient(self, path: Path, target_tokens: int, recent_tokens: int | None = None) -> list[TurnDigest]:
+        return gradient.ancient_digests(read_rollout(path), target_tokens, self._band(recent_tokens))
 
     def digests(self, path: Path) -> list[TurnDigest]:
         return gradient.all_digests(read_rollout(path))
@@ -309,10 +320,11 @@ class CodexSessions:
             found = self.locate(parent, None) if isinstance(parent, str) else None
         return 0
 
-    def bands(self, path: Path, target_tokens: int) -> dict[str, dict[str, int]]:
+    def bands(self, path: Path, target_tokens: int,
+              recent_tokens: int | None = None) -> dict[str, dict[str, int]]:
         from liminal.harness.codex import gradient
 
-        return gradient.band_table(path, replace(self.settings, target_tokens=target_tokens))
+        return gradient.band_table(path, replace(self._band(recent_tokens), target_tokens=target_tokens))
 
     # -- recall -------------------------------------------------------------------------------
 
