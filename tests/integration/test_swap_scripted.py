@@ -543,7 +543,8 @@ async def test_a_thread_whose_cache_lives_an_hour_swaps_to_its_band_priced_at_it
     record = journal.records()[0]
     assert record.outcome == "committed", record
     assert record.cost is not None and record.cost["cache_life"] == 3600.0
-    assert harness.bands == [GradientSettings().long_cache_recent_tokens]
+    # (A prompt sent as the first swap finished may start a second: under load, CI's did.)
+    assert harness.bands and set(harness.bands) == {GradientSettings().long_cache_recent_tokens}
 
 
 @pytest.mark.parametrize("life", [None, 3600.0])
