@@ -110,6 +110,40 @@ def test_a_thread_page_draws_its_swaps_at_the_calls_where_they_happened(
                     clip={"x": 0, "y": 0, "width": 1280, "height": 1500})
 
 
+def test_a_poll_the_list_asked_before_a_thread_was_opened_leaves_the_thread_on_show(
+        dashboard: Running, page: Any) -> None:
+    """The list polls its stamp every 2 s. One asked just before the person opens a thread, and
+    answered after the thread's page set the thread's stamp, compared the list's stamp with the
+    thread's, found them different and reloaded the list over the thread page (a CI run of the
+    swaps-drawn test above found the chart gone). Here the list's stamp request is held until the
+    thread page is on show."""
+    held: list[Any] = []
+    list_stamp = "/dashboard/api/stamp"
+
+    def stamps(route: Any) -> None:
+        if route.request.url.endswith(list_stamp) and not held:
+            held.append(route)  # answered later, by hand
+        else:
+            route.continue_()
+
+    page.route("**/dashboard/api/stamp*", stamps)
+    with page.expect_request(lambda r: r.url.endswith(list_stamp)):  # the list's first poll, held
+        dashboard.enter(page)
+        page.locator("#threads tbody tr").first.wait_for()
+    assert held
+    page.evaluate("route => { location.hash = route; }", f"#/thread/{fixture.FLUX}")
+    page.locator("#chart .move.swap").first.wait_for(state="attached")
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url))
+    with page.expect_response(lambda r: r.url.endswith(list_stamp)):
+        held[0].continue_()
+    # The thread page's own next poll: the list's answer has long been taken by then.
+    with page.expect_response(lambda r: "stamp?thread=" in r.url, timeout=15_000):
+        pass
+    assert not [u for u in asked if "/dashboard/api/threads" in u], asked
+    assert page.locator("#chart .move.swap").count() == 2
+
+
 def test_a_search_finds_a_fact_cut_from_the_context_and_opens_it(
         dashboard: Running, page: Any, artifacts: Path) -> None:
     dashboard.enter(page)

@@ -110,8 +110,11 @@ function failed(err) {
 
 // -- live updates: the page asks for a cheap stamp and reloads its data when it changes ----------
 
+let polling = 0; // which page's polling is current: a stamp asked for by a page left is not its
+
 function live(thread, reload, since) {
   clearInterval(poller);
+  const mine = ++polling;
   stamp = since ?? null; // the data on show was read at this stamp
   const badge = document.getElementById("live");
   let busy = false; // a slow answer is not asked again on top of itself
@@ -120,6 +123,9 @@ function live(thread, reload, since) {
     busy = true;
     try {
       const now = (await api("stamp" + (thread ? `?thread=${encodeURIComponent(thread)}` : ""))).stamp;
+      // The person went to another page while this was asked: the list's stamp against the
+      // thread's would reload the list over the thread page.
+      if (mine !== polling) return;
       badge.className = "on";
       if (stamp !== null && now !== stamp) {
         badge.dataset.updated = String(Number(badge.dataset.updated || 0) + 1);
