@@ -304,7 +304,7 @@ def test_the_models_summary_is_counted_in_the_swap_it_serves(
     from liminal.kernel.policy import SUMMARY_OUTPUT
     from liminal.units import tokens
 
-    off, thread = policy(), pace()
+    off, thread = policy(summaries=False), pace()
     on = CostPolicy(SwapSettings(summaries=True), GradientSettings(), 167_000, side_session_tokens=3_000)
     assert off.summary_cost(80_000, 40_000) == 0.0
     cost = on.summary_cost(80_000, 40_000)

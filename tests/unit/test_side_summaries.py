@@ -91,7 +91,7 @@ def agent(port: list[FakePort], asked: list[tuple[str, dict[str, Any]]]) -> Any:
 async def made(tmp_path: Path, asked: list[tuple[str, dict[str, Any]]],
                context: int) -> tuple[SideSummaries, FakePort, Harness]:
     settings = Settings(home=tmp_path)
-    swap = SwapSettings(high_tokens=10_000, target_tokens=5_000, summaries=True)  # off by default
+    swap = SwapSettings(high_tokens=10_000, target_tokens=5_000, summaries=True)
     model = ThreadModel()
     model.capabilities = {"sessionCapabilities": {"close": {}}}
     model.threads[THREAD] = ThreadState(THREAD, cwd=str(tmp_path / "project"), context_tokens=context)
