@@ -25,7 +25,7 @@ from fixtures.harness.httpserver import RecordedRequest
 from fixtures.harness.script import SUMMARY_REQUEST, ModelRequest
 from liminal.gradient.summarize import ANCHOR_REQUEST, FOLD_REQUEST, PREAMBLE_INTRO, STATE_HEADING
 from liminal.kernel.journal import SwapJournal
-from liminal.kernel.summaries import SUMMARY_THREAD
+from liminal.store.records import SUMMARY_THREAD
 from tests.acceptance.conftest import adapter_fixture
 from tests.support.listing import LISTING
 from tests.support.mongo import recorded

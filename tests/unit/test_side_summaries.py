@@ -25,9 +25,10 @@ from liminal.gradient.summarize import (
     turn_key,
 )
 from liminal.kernel.policy import CostPolicy
-from liminal.kernel.summaries import SUMMARY_THREAD, AnchorNotWritten, SideSummaries, side_root
+from liminal.kernel.summaries import AnchorNotWritten, SideSummaries, side_root
 from liminal.kernel.threads import ThreadModel, ThreadState
 from liminal.store.configured import open_store
+from liminal.store.records import SUMMARY_THREAD
 from tests.support.fakeport import FakePort
 
 pytestmark = pytest.mark.anyio
