@@ -11,6 +11,7 @@ and the savings estimate (``savings``), each a pure function of the thread's mes
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -41,6 +42,11 @@ OUTPUT_LINES = 12
 
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _number(value: Any) -> float | None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
 
 
 # -- the chart ----------------------------------------------------------------------------------
@@ -88,6 +94,8 @@ def move_view(m: MessageRecord, at: int, turn: int | None) -> dict[str, Any]:
         "text": moves.describe(record, took=True),
         "duration_s": m.data.get("duration_s"), "rebuild": cost.get("rebuild"),
         "saves_per_call": cost.get("saves_per_call"),
+        # The model's summary of the swap's cycle (``swap.summaries``), as the policy priced it.
+        "summary": _number(cost.get("summary")),
         "payback_calls": payback if isinstance(payback, (int, float)) and payback != float("inf") else None,
         "idle": bool(cost.get("idle")),
         # The thread's prompt cache as the move's decision priced it (the CLI's records).
@@ -106,8 +114,11 @@ def savings(calls: Sequence[Point], committed: Sequence[dict[str, Any]], ceiling
     written anew) or it came more than ``cache_life`` seconds after it; without liminal, the
     context grows by what the conversation added and the CLI compacts past ``ceiling`` at a
     turn's end (``kernel.policy.auto_compact``, as the cost model has it). The person's own moves (``/clear``,
-    ``/undo``) happen in both. Output is the same both ways and left out. An estimate from the
-    usage points: None for a thread with fewer than two. A thread whose last move was priced at a
+    ``/undo``) happen in both. Output is the same both ways and left out, but for the model's
+    summaries (``swap.summaries``, on by default): their side sessions are kept from the store,
+    so each is counted on liminal's side as the policy priced it in its swap's record (the side
+    session's prompt and request written, the summary's output). An estimate from the usage
+    points: None for a thread with fewer than two. A thread whose last move was priced at a
     longer-lived cache (the CLI's records said so: ``CostPolicy.learned``) is priced at it, its
     writes at ``LONG_CACHE_WRITE``, both ways."""
     if len(calls) < 2:
@@ -152,7 +163,9 @@ def savings(calls: Sequence[Point], committed: Sequence[dict[str, Any]], ceiling
             auto += cost
             cached_auto = 0
             compactions += 1
-    return {"made": round(made), "auto_compact": round(auto), "saved": round(auto - made),
+    summaries = sum(m["summary"] or 0.0 for m in committed if m["rewrite"])
+    made += summaries
+    return {"made": round(made), "summaries": round(summaries), "auto_compact": round(auto), "saved": round(auto - made),
             "saved_share": round((auto - made) / auto, 3) if auto else 0.0,
             "mean_context": round(made_sum / len(calls)),
             "mean_context_auto": round(auto_sum / len(calls)), "compactions": compactions,
