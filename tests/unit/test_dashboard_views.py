@@ -163,19 +163,27 @@ def test_savings_of_a_thread_on_the_hours_cache_price_its_writes_at_2x() -> None
 def test_the_models_summaries_are_paid_on_liminals_side() -> None:
     """A swap's record prices the model's summary of its cycle (``swap.summaries``, on by
     default: a side session the store never sees); what liminal saved counted none of it, and
-    overstated the saving by every summary (found making the summaries the default)."""
+    overstated the saving by every summary (found making the summaries the default). Each
+    summary made is paid at the price its swap's record gives; a cycle whose record priced one
+    that was never made (its context jumped past the trigger) pays none, and a summary since the
+    last swap waits for its own."""
     writer, _, update, _ = fixture.flux_thread()
     from liminal.store.records import merge_thread
 
-    without = views.thread_view(merge_thread(None, update), writer.messages, head=None,
-                                summary_before=False, cut={}, **TERMS)["savings"]
+    thread = merge_thread(None, update)
+    without = views.thread_view(thread, writer.messages, head=None, summary_before=False, cut={}, **TERMS)
     priced = [dataclasses.replace(m, data={**m.data, "cost": {**(m.data.get("cost") or {}), "summary": 9_000.0}})
               if m.kind == "swap" else m for m in writer.messages]
-    view = views.thread_view(merge_thread(None, update), priced, head=None, summary_before=False, cut={}, **TERMS)
+    first, second = (m["time"] for m in without["moves"] if m["move"] == "swap")
+    made = [first - 5, second + 5]  # one for the first swap, none for the second, one since
+    view = views.thread_view(thread, priced, head=None, summary_before=False, cut={}, summaries=made, **TERMS)
     assert [m["summary"] for m in view["moves"] if m["move"] == "swap"] == [9_000.0, 9_000.0]
-    saved = view["savings"]
-    assert saved["summaries"] == 18_000 and without["summaries"] == 0
-    assert saved["made"] == without["made"] + 18_000 and saved["saved"] == without["saved"] - 18_000
+    saved, before = view["savings"], without["savings"]
+    assert saved["summaries"] == 9_000 and before["summaries"] == 0
+    assert saved["made"] == before["made"] + 9_000 and saved["saved"] == before["saved"] - 9_000
+    both = views.thread_view(thread, priced, head=None, summary_before=False, cut={},
+                             summaries=[first - 5, first + 5], **TERMS)["savings"]
+    assert both["summaries"] == 18_000
 
 
 def test_a_cut_tool_output_carries_its_recall_keys() -> None:
