@@ -22,7 +22,9 @@ CEILING = 167_000
 
 
 def policy(**swap: object) -> CostPolicy:
-    return CostPolicy(SwapSettings(**swap), GRADIENT, CEILING)  # type: ignore[arg-type]
+    """The policy's rules without the model's summaries (on by default: their cost moves the
+    trigger), unless a test asks for them."""
+    return CostPolicy(SwapSettings(**{"summaries": False, **swap}), GRADIENT, CEILING)  # type: ignore[arg-type]
 
 
 def pace(per_call: float = 1_500, overhead: int = 20_000, biggest: int = 6_000) -> Pace:
@@ -304,7 +306,7 @@ def test_the_models_summary_is_counted_in_the_swap_it_serves(
     from liminal.kernel.policy import SUMMARY_OUTPUT
     from liminal.units import tokens
 
-    off, thread = policy(summaries=False), pace()
+    off, thread = policy(), pace()
     on = CostPolicy(SwapSettings(summaries=True), GradientSettings(), 167_000, side_session_tokens=3_000)
     assert off.summary_cost(80_000, 40_000) == 0.0
     cost = on.summary_cost(80_000, 40_000)
