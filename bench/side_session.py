@@ -35,7 +35,7 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from fixtures.harness import Reply, Rig, Scenario, Shell, Text, adapters  # noqa: E402
+from fixtures.harness import SUMMARIES_ON, Reply, Rig, Scenario, Shell, Text, adapters  # noqa: E402
 from fixtures.harness.anthropic import tokens  # noqa: E402
 from fixtures.harness.httpserver import RecordedRequest  # noqa: E402
 from fixtures.harness.script import SUMMARY_REQUEST  # noqa: E402
@@ -81,11 +81,11 @@ def side_sessions(name: str, root: Path, turns: int) -> list[dict[str, Any]]:
         base = rig.overhead()
         rig.home.liminal_home.mkdir(parents=True, exist_ok=True)
         (rig.home.liminal_home / "config.toml").write_text(
-            f"[swap]\nhigh_tokens = {base + 9_000}\nhold_timeout_seconds = 60\nsummaries = true\n"
+            f"[swap]\nhigh_tokens = {base + 9_000}\nhold_timeout_seconds = 60\n"
             "summary_at = 0.5\nsummary_turns_ahead = 50\n"
             "[gradient]\nrecent_tokens = 600\nmiddle_tokens = 600\nsummary_tokens = 600\n")
         start = len(model_requests(rig))
-        with rig.client(via_liminal=True) as client:
+        with rig.client(via_liminal=True, env=SUMMARIES_ON) as client:  # off in the rig unless asked
             client.initialize()
             thread = client.new_session(rig.home.project)["sessionId"]
             for n in range(turns):

@@ -122,9 +122,14 @@ class SwapSettings:
     # Summaries of the oldest turns by the agent's own model, in a side session of liminal's
     # (``liminal.kernel.summaries``), one per swap cycle, made once the context passes this
     # share of the trigger and the swap is this many turns away at the thread's pace; the swap's
-    # preamble holds them when ready, else the extractive one. False: extractive only. Off by
-    # default: measured, it misses the issue's cost bound with the 1-hour cache (docs/gradient.md).
-    summaries: bool = False
+    # preamble holds them when ready, else the extractive one. On by default (issue 24): a
+    # preamble the model wrote says what the work is and where it stands, which notes cut from
+    # the turns do not. It costs a side session per swap cycle (the CLI's own prompt there,
+    # liminal's request, the summary's output; the policy counts it and spaces swaps for it),
+    # on the person's model account, off the prompt path (measured against auto-compact:
+    # docs/gradient.md, "What summaries cost"). False turns them off: the extractive preamble
+    # only, no side session.
+    summaries: bool = True
     summary_at: float = 0.6
     summary_turns_ahead: int = 2
 

@@ -5,6 +5,8 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
+from fixtures.harness.adapters import SUMMARIES_OFF
+
 # Property tests must not fail on a loaded 2-core machine for want of time, and in CI they run
 # the same examples every time (a flaky test blocks everyone's submissions).
 settings.register_profile(
@@ -14,6 +16,14 @@ settings.register_profile(
     derandomize=bool(os.environ.get("CI")),
 )
 settings.load_profile("liminal")
+
+# The model's summaries off in every liminal a test starts with this environment
+# (``tests/support/proxy_process.child_env``, ``liminal serve`` and the dashboard's, the CLI run
+# in-process) and in the settings loaded from it, unless the test asks for them: a side session
+# would take the scripted agent's or the fake model's replies (fixtures/harness/adapters.py,
+# ``SUMMARIES_OFF``; the rig's own environment has it already). Here, at import, before any test
+# module reads the environment.
+os.environ.update(SUMMARIES_OFF)
 
 
 @pytest.fixture

@@ -119,7 +119,7 @@ def _change(args: argparse.Namespace, settings: Settings) -> int:
         return 2
     if args.action == "delete" and not args.yes:
         print("liminal threads delete: this removes liminal's whole record of the thread "
-              "(messages, frames, session lines); add --yes to do it", file=sys.stderr)
+              "(messages, frames, session lines, the model's summaries of it); add --yes to do it", file=sys.stderr)
         return 2
 
     async def body(store: Any) -> int:

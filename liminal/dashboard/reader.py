@@ -83,6 +83,7 @@ class Reader:
         store = await self.store()
         rows = []
         kept: dict[str, tuple[ThreadSummary, dict[str, Any]]] = {}
+        made_by_model: dict[str, list[float]] | None = None  # read once, if a row is made again
         for summary in await store.threads(limit=100_000):
             if summary.thread.state == "archived" and not archived:
                 continue
@@ -91,12 +92,28 @@ class Reader:
                 messages = [*await store.messages(summary.thread.id, kind="usage"),
                             *await store.messages(summary.thread.id, kind="swap")]
                 messages.sort(key=lambda m: m.order)
+                if made_by_model is None:
+                    made_by_model = await self._summaries(store)
                 made = summary, views.thread_row(summary, messages, ceiling=self.ceiling(summary.thread),
-                                                 cache_life=self.settings.swap.cache_life_seconds)
+                                                 cache_life=self.settings.swap.cache_life_seconds,
+                                                 summaries=made_by_model.get(summary.thread.id, []))
             kept[summary.thread.id] = made
             rows.append(made[1])
         self._rows = kept
         return rows
+
+    @staticmethod
+    async def _summaries(store: Store) -> dict[str, list[float]]:
+        """When each thread's summaries by the model were made (``swap.summaries``): what its
+        saving pays for them (``views.summaries_paid``)."""
+        from liminal.store.records import SUMMARY_THREAD, summarised
+
+        made: dict[str, list[float]] = {}
+        for m in await store.messages(SUMMARY_THREAD, "summary"):
+            thread = summarised(m.data)
+            if thread is not None:
+                made.setdefault(thread, []).append(m.time)
+        return made
 
     async def stamp(self, thread_id: str | None) -> str:
         """What changes when a turn ends or a move commits: the page asks for this every few
@@ -121,9 +138,11 @@ class Reader:
         thread = await self.resolve(thread_id)
         stamp = _stamp(thread)  # before the reading: a change during it shows next time
         messages, head, summary_before, cut = await self._seen(thread)
+        made_by_model = await self._summaries(await self.store())
         view = views.thread_view(thread, messages, head=head, summary_before=summary_before, cut=cut,
                                  ceiling=self.ceiling(thread),
-                                 cache_life=self.settings.swap.cache_life_seconds, window=window)
+                                 cache_life=self.settings.swap.cache_life_seconds, window=window,
+                                 summaries=made_by_model.get(thread.id, []))
         view["stamp"] = stamp
         return view
 

@@ -11,6 +11,7 @@ and the savings estimate (``savings``), each a pure function of the thread's mes
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -41,6 +42,11 @@ OUTPUT_LINES = 12
 
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _number(value: Any) -> float | None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
 
 
 # -- the chart ----------------------------------------------------------------------------------
@@ -88,6 +94,8 @@ def move_view(m: MessageRecord, at: int, turn: int | None) -> dict[str, Any]:
         "text": moves.describe(record, took=True),
         "duration_s": m.data.get("duration_s"), "rebuild": cost.get("rebuild"),
         "saves_per_call": cost.get("saves_per_call"),
+        # The model's summary of the swap's cycle (``swap.summaries``), as the policy priced it.
+        "summary": _number(cost.get("summary")),
         "payback_calls": payback if isinstance(payback, (int, float)) and payback != float("inf") else None,
         "idle": bool(cost.get("idle")),
         # The thread's prompt cache as the move's decision priced it (the CLI's records).
@@ -98,18 +106,36 @@ def move_view(m: MessageRecord, at: int, turn: int | None) -> dict[str, Any]:
 # -- what it saved ------------------------------------------------------------------------------
 
 
+def summaries_paid(committed: Sequence[dict[str, Any]], summaries: Sequence[float]) -> float:
+    """What the model's summaries made for the thread's swaps cost: each side session that
+    stored one (a range, a fold, an anchor rebuilt; ``summaries``: their times) after a swap
+    and before the next, priced as that next swap's record priced its cycle's summary. The
+    record prices one for every cycle with ``swap.summaries`` on, made or not (a thread whose
+    context jumped past the trigger made none); those since the last swap wait for theirs."""
+    paid, since = 0.0, float("-inf")
+    for move in committed:
+        if not move["rewrite"]:
+            continue
+        paid += sum(1 for t in summaries if since < t <= move["time"]) * (move["summary"] or 0.0)
+        since = move["time"]
+    return paid
+
+
 def savings(calls: Sequence[Point], committed: Sequence[dict[str, Any]], ceiling: int,
-            cache_life: float, prices: Prices = PRICES) -> dict[str, Any] | None:
+            cache_life: float, prices: Prices = PRICES, summaries: Sequence[float] = ()) -> dict[str, Any] | None:
     """The thread's model calls priced as made against the same conversation under the CLI's
     own auto-compact, in input-token equivalents (``liminal.kernel.policy.Prices``): a call
     reads from the cache what the previous call sent unless a move came between (a rewrite is
     written anew) or it came more than ``cache_life`` seconds after it; without liminal, the
     context grows by what the conversation added and the CLI compacts past ``ceiling`` at a
     turn's end (``kernel.policy.auto_compact``, as the cost model has it). The person's own moves (``/clear``,
-    ``/undo``) happen in both. Output is the same both ways and left out. An estimate from the
-    usage points: None for a thread with fewer than two. A thread whose last move was priced at a
-    longer-lived cache (the CLI's records said so: ``CostPolicy.learned``) is priced at it, its
-    writes at ``LONG_CACHE_WRITE``, both ways."""
+    ``/undo``) happen in both. Output is the same both ways and left out, but for the model's
+    summaries (``swap.summaries``, on by default): their side sessions are kept from the store,
+    so each one made (``summaries``, their times) is counted on liminal's side as the policy
+    priced it (``summaries_paid``). An estimate from the usage points: None for a thread with
+    fewer than two. A thread whose last move was priced at a longer-lived cache (the CLI's
+    records said so: ``CostPolicy.learned``) is priced at it, its writes at ``LONG_CACHE_WRITE``,
+    both ways."""
     if len(calls) < 2:
         return None
     lives = [m["cache_life"] for m in committed if m.get("cache_life")]
@@ -152,7 +178,9 @@ def savings(calls: Sequence[Point], committed: Sequence[dict[str, Any]], ceiling
             auto += cost
             cached_auto = 0
             compactions += 1
-    return {"made": round(made), "auto_compact": round(auto), "saved": round(auto - made),
+    paid = summaries_paid(committed, summaries)
+    made += paid
+    return {"made": round(made), "summaries": round(paid), "auto_compact": round(auto), "saved": round(auto - made),
             "saved_share": round((auto - made) / auto, 3) if auto else 0.0,
             "mean_context": round(made_sum / len(calls)),
             "mean_context_auto": round(auto_sum / len(calls)), "compactions": compactions,
@@ -163,9 +191,9 @@ def savings(calls: Sequence[Point], committed: Sequence[dict[str, Any]], ceiling
 
 
 def thread_row(summary: ThreadSummary, messages: Sequence[MessageRecord], *, ceiling: int,
-               cache_life: float) -> dict[str, Any]:
+               cache_life: float, summaries: Sequence[float] = ()) -> dict[str, Any]:
     """One row of the threads list; ``messages``: the thread's usage and swap messages;
-    ``ceiling`` and ``cache_life`` as ``savings`` takes them."""
+    ``ceiling``, ``cache_life`` and ``summaries`` as ``savings`` takes them."""
     t = summary.thread
     numbers = turn_numbers(m for m in messages if m.kind == "usage")
     calls = points(messages, numbers)
@@ -180,7 +208,7 @@ def thread_row(summary: ThreadSummary, messages: Sequence[MessageRecord], *, cei
         # move (/clear, /undo too) is ``moves``, as ``liminal threads`` MOVES.
         "swaps": sum(1 for m in committed if m["rewrite"]), "moves": len(committed),
         "last_activity": summary.last_activity, "created": t.created,
-        "savings": savings(calls, committed, ceiling, cache_life),
+        "savings": savings(calls, committed, ceiling, cache_life, summaries=summaries),
     }
 
 
@@ -333,9 +361,10 @@ def turns_view(messages: Sequence[MessageRecord], *, head: int | None, summary_b
 
 def thread_view(thread: Thread, messages: Sequence[MessageRecord], *, head: int | None,
                 summary_before: bool, cut: dict[str, list[str]], ceiling: int, cache_life: float,
-                window: Window | None = None) -> dict[str, Any]:
+                window: Window | None = None, summaries: Sequence[float] = ()) -> dict[str, Any]:
     """Everything a thread's page shows but its bands (asked for apart: they read the CLI's
-    file, ``Reader.bands``); ``ceiling`` and ``cache_life`` as ``savings`` takes them."""
+    file, ``Reader.bands``); ``ceiling``, ``cache_life`` and ``summaries`` as ``savings`` takes
+    them."""
     shown = conversation(messages)
     numbers = turn_numbers(shown)
     calls = points(shown, numbers)
@@ -366,7 +395,7 @@ def thread_view(thread: Thread, messages: Sequence[MessageRecord], *, head: int 
         "points": [{"turn": p.turn, "used": p.used, "size": p.size, "time": p.time} for p in calls],
         "moves": every_move, "marks": marks, "ceiling": ceiling,
         "swaps": sum(1 for m in committed if m["rewrite"]), "move_count": len(committed),
-        "savings": savings(calls, committed, ceiling, cache_life),
+        "savings": savings(calls, committed, ceiling, cache_life, summaries=summaries),
         "context_file": head is not None, "summary_before": summary_before,
         "turn_count": len(numbers), "transcript": transcript(shown, numbers, seen, cut, window or Window()),
     }

@@ -10,8 +10,9 @@ through); the person asked for it to go, so it goes, whole:
 - every file the CLI keeps of those sessions, its own and the ones liminal wrote (a swap's
   rewrites, the cuts of ``/clear`` and ``/undo``), removed through the harness: only it knows
   where a CLI files them (``SessionHarness.remove``);
-- the thread in the store: everything recorded of it, and a tombstone (``DELETED``) in its place,
-  so that the frames and lines still on their way to the store do not bring it back, and
+- the thread in the store: everything recorded of it (the model's summaries of its turns too,
+  kept under their own pseudo-thread: ``records.of_thread``), and a tombstone (``DELETED``) in
+  its place, so that the frames and lines still on their way to the store do not bring it back, and
   ``session/list``, ``liminal threads`` and the dashboard never show it again.
 
 Never another thread's: a session that another thread of the store has in its lineage (a thread

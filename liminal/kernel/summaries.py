@@ -61,13 +61,12 @@ from liminal.harness.base import SessionHarness
 from liminal.kernel.policy import CostPolicy
 from liminal.kernel.threads import ThreadModel
 from liminal.sessionfiles import make_private_folder
-from liminal.store.records import Batch, MessageRecord
+from liminal.store.records import SUMMARY_THREAD, Batch, MessageRecord
 
 if TYPE_CHECKING:
     from liminal.store.base import Store
 
 logger = log.get("liminal.summaries")
-SUMMARY_THREAD = "liminal-summaries"  # the store's pseudo-thread of summaries (as memos have theirs)
 SIDE_FOLDER = "side"  # under $LIMINAL_HOME: the side sessions' working folders
 PROMPT_SECONDS = 600.0  # the model reading a long range may take minutes
 CLOSE_SECONDS = 2.0  # closing a side session (the agent may be going)

@@ -30,7 +30,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from liminal.store.records import SearchHit, turn_numbers
+from liminal.lookup.memos import MEMO_THREAD
+from liminal.store.records import SUMMARY_THREAD, SearchHit, summarised, turn_numbers
 
 if TYPE_CHECKING:
     from liminal.store.base import Store
@@ -46,7 +47,8 @@ LIMINAL_DIRECTIONS = frozenset({"c2l", "l2c", "note", "l2a", "a2l"})
 _LIMINAL_TOOL = re.compile(r'mcp(?:__|\.)liminal(?:__|\.)|"server": ?"liminal"|^Tool: liminal/')
 # A CLI's record of a call that starts with the tool's name (Claude Code's ``Bash {...}``).
 _TOOL_NAME = re.compile(r"([\w.-]+) [{\[]")
-_WHO = {"user": "you", "agent": "model", "thought": "thinking", "tool_call": "tool", "plan": "plan"}
+_WHO = {"user": "you", "agent": "model", "thought": "thinking", "tool_call": "tool", "plan": "plan",
+        "summary": "model's summary"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +58,9 @@ class Found:
     turn: int | None  # the turn as ``liminal history`` numbers it; None: before liminal saw any
     who: str  # you, model, thinking, tool, plan; tool call, tool output (a CLI's record); ...
     tool: str = ""  # a tool's title (its command, its name)
+    # Where a hit of a pseudo-thread is, in place of a turn: a memo is among liminal's memos, the
+    # model's summary of a thread's older turns in that thread (``title`` is that thread's).
+    aside: str = ""
 
     @property
     def when(self) -> str:
@@ -64,8 +69,8 @@ class Found:
 
     def where(self, *, title: bool = True) -> str:
         """``Flux work · turn 3``; ``turn 3`` without the title (the reader is in the thread)."""
-        turn = f"turn {self.turn}" if self.turn is not None else "before liminal"
-        if not title:
+        turn = self.aside or (f"turn {self.turn}" if self.turn is not None else "before liminal")
+        if not title or (self.aside and not self.title):
             return turn
         name = self.title or (self.hit.thread_id or "?")[:8]
         return f"{name} · {turn}"
@@ -111,7 +116,14 @@ async def place(store: Store, hits: list[SearchHit]) -> list[Found]:
 
     titles: dict[str, str] = {}
     turns: dict[str, tuple[dict[str, int], list[float]]] = {}
-    for thread_id in dict.fromkeys(h.thread_id for h in hits if h.thread_id):
+    # Memos and the model's summaries are kept under pseudo-threads no person named (shown as a
+    # thread called "liminal-" before): a summary is placed in the thread it summarises.
+    summaries: dict[str, str] = {}
+    if any(h.thread_id == SUMMARY_THREAD for h in hits):
+        summaries = {m.id: of for m in await store.messages(SUMMARY_THREAD, "summary")
+                     if (of := summarised(m.data)) is not None}
+    placed = [summaries.get(h.id) if h.thread_id == SUMMARY_THREAD else h.thread_id for h in hits]
+    for thread_id in dict.fromkeys(t for t in placed if t and t != MEMO_THREAD):
         thread = await store.thread(thread_id)
         titles[thread_id] = thread.title if thread else ""
         prompts = [m for m in await store.messages(thread_id, kind="user") if not m.replayed]
@@ -133,5 +145,11 @@ async def place(store: Store, hits: list[SearchHit]) -> list[Found]:
             who = role or f"record ({hit.kind or '?'})"
             named = _TOOL_NAME.match(hit.head) if role == "tool call" else None
             tool = named.group(1) if named else ""
-        found.append(Found(hit, titles.get(hit.thread_id or "", ""), turn, who, tool))
+        aside, title = "", titles.get(hit.thread_id or "", "")
+        if hit.thread_id == MEMO_THREAD:
+            aside = "liminal's memos"
+        elif hit.thread_id == SUMMARY_THREAD:
+            of = summaries.get(hit.id) or ""
+            aside, title = "older turns", titles.get(of) or of[:8]
+        found.append(Found(hit, title, turn, who, tool, aside))
     return found

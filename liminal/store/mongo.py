@@ -68,6 +68,7 @@ from liminal.store.base import (
 from liminal.store.mongomoves import MongoMoves
 from liminal.store.records import (
     DELETED,
+    SUMMARY_THREAD,
     Batch,
     FrameRecord,
     MessageRecord,
@@ -79,6 +80,7 @@ from liminal.store.records import (
     context_now,
     merge_thread,
     one_row_per_thread,
+    summarised,
 )
 
 INLINE_BYTES = 1024 * 1024
@@ -471,8 +473,12 @@ class MongoStore:
     async def delete_thread(self, thread_id: str) -> int:
         found = await self._threads.find_one({"_id": thread_id})
         backings = [thread_id, *(found["backing_ids"] if found else [])]
+        # The model's summaries of it, kept under their own pseudo-thread (their data is JSON text).
+        summaries = [d["_id"] async for d in self._messages.find({"thread_id": SUMMARY_THREAD})
+                     if summarised((await self._message(d)).data) == thread_id]
         records = (
             (self._messages, {"thread_id": thread_id}, "message:"),
+            (self._messages, {"_id": {"$in": summaries}}, "message:"),
             (self._frames, {"$or": [{"thread_id": thread_id}, {"backing_id": {"$in": backings}}]}, ""),
             (self._sessions, {"$or": [{"thread_id": thread_id}, {"backing_id": {"$in": backings}}]},
              "session:"),

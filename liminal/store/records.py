@@ -62,6 +62,27 @@ class MessageRecord:
     backing_id: str | None = None
 
 
+# The model's summaries of a thread's oldest turns (``liminal.kernel.summaries``) are messages of
+# this pseudo-thread, each naming the thread it summarises (``data["thread"]``). They are that
+# thread's record: deleted with it (``Store.delete_thread``) and, once it is deleted, taken no
+# more (``Batch.without``). Memos are kept the same way and outlive the thread they were written
+# in (``liminal.lookup.memos``): a person's note, not a copy of the conversation.
+SUMMARY_THREAD = "liminal-summaries"
+
+
+def summarised(data: object) -> str | None:
+    """The thread a model's summary names in its ``data``, if any."""
+    found = data.get("thread") if isinstance(data, dict) else None
+    return found if isinstance(found, str) and found else None
+
+
+def of_thread(message: MessageRecord) -> str:
+    """The thread a message is the record of: its own, or the one a model's summary summarises."""
+    if message.thread_id == SUMMARY_THREAD:
+        return summarised(message.data) or message.thread_id
+    return message.thread_id
+
+
 def acp_message_id(message: MessageRecord) -> str:
     """The ``messageId`` the client knows a message by: the agent's own, where it sent one, else
     the store's id, which liminal gave it as it streamed (``liminal.acp.message_ids``)."""
@@ -306,7 +327,7 @@ class Batch:
 
     def thread_ids(self) -> set[str]:
         """Every thread a record of the batch is of."""
-        return ({f.thread_id for f in self.frames if f.thread_id} | {m.thread_id for m in self.messages}
+        return ({f.thread_id for f in self.frames if f.thread_id} | {of_thread(m) for m in self.messages}
                 | {r.thread_id for r in self.session_records if r.thread_id})
 
     def without(self, deleted: set[str]) -> Batch:
@@ -315,6 +336,6 @@ class Batch:
         if not deleted:
             return self
         return Batch(frames=[f for f in self.frames if f.thread_id not in deleted],
-                     messages=[m for m in self.messages if m.thread_id not in deleted],
+                     messages=[m for m in self.messages if of_thread(m) not in deleted],
                      threads=self.threads,
                      session_records=[r for r in self.session_records if r.thread_id not in deleted])

@@ -53,6 +53,7 @@ from liminal.store.base import (
 )
 from liminal.store.records import (
     DELETED,
+    SUMMARY_THREAD,
     Batch,
     FrameRecord,
     MessageRecord,
@@ -64,6 +65,7 @@ from liminal.store.records import (
     context_now,
     merge_thread,
     one_row_per_thread,
+    summarised,
 )
 
 T = TypeVar("T")
@@ -372,6 +374,14 @@ class SqliteStore:
                         c.execute(f"DELETE FROM parts WHERE owner IN (SELECT '{owner}' || id "
                                   f"FROM {table} WHERE thread_id = ? OR backing_id IN ({marks}))",
                                   (thread_id, *backings))
+                # The model's summaries of it, kept under their own pseudo-thread.
+                summaries = [mid for mid, data in c.execute(
+                    "SELECT id, data FROM messages WHERE thread_id = ?", (SUMMARY_THREAD,)).fetchall()
+                    if summarised(orjson.loads(data)) == thread_id]
+                for start in range(0, len(summaries), 500):  # within SQLite's variables limit
+                    chunk = summaries[start:start + 500]
+                    gone += c.execute(f"DELETE FROM messages WHERE id IN ({', '.join('?' for _ in chunk)})",
+                                      chunk).rowcount
                 for sql, args in (
                     ("DELETE FROM messages WHERE thread_id = ?", (thread_id,)),
                     (f"DELETE FROM frames WHERE thread_id = ? OR backing_id IN ({marks})", (thread_id, *backings)),

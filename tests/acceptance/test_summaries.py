@@ -20,12 +20,12 @@ from typing import Any
 import anyio
 import pytest
 
-from fixtures.harness import AcpClient, Adapter, Reply, Rig, Scenario, Shell, Text
+from fixtures.harness import SUMMARIES_ON, AcpClient, Adapter, Reply, Rig, Scenario, Shell, Text
 from fixtures.harness.httpserver import RecordedRequest
 from fixtures.harness.script import SUMMARY_REQUEST, ModelRequest
 from liminal.gradient.summarize import ANCHOR_REQUEST, FOLD_REQUEST, PREAMBLE_INTRO, STATE_HEADING
 from liminal.kernel.journal import SwapJournal
-from liminal.kernel.summaries import SUMMARY_THREAD
+from liminal.store.records import SUMMARY_THREAD
 from tests.acceptance.conftest import adapter_fixture
 from tests.support.listing import LISTING
 from tests.support.mongo import recorded
@@ -65,13 +65,14 @@ def configure(rig: Rig) -> None:
             f"[swap]\nhigh_tokens = {base + 9_000}\n"
             # Turns take milliseconds here: the summary is asked from half the trigger on, not
             # two turns before it, or the swap would come before the side session has answered.
-            "hold_timeout_seconds = 60\nsummaries = true\nsummary_at = 0.5\nsummary_turns_ahead = 50\n"
+            "hold_timeout_seconds = 60\nsummary_at = 0.5\nsummary_turns_ahead = 50\n"
             "[gradient]\nrecent_tokens = 600\nmiddle_tokens = 600\nsummary_tokens = 600\n")
 
 
 def liminal_client(rig: Rig) -> AcpClient:
     n = len(rig.clients)
-    client = AcpClient(rig.home.liminal_argv(), rig.home.env(), rig.home.project,
+    # The model's summaries, off in the rig unless asked for (fixtures/harness, SUMMARIES_OFF).
+    client = AcpClient(rig.home.liminal_argv(), {**rig.home.env(), **SUMMARIES_ON}, rig.home.project,
                        rig.home.logs / f"stderr-{n}-liminal.log")
     rig.clients.append(client)
     return client

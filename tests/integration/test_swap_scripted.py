@@ -462,11 +462,13 @@ async def test_a_client_that_shows_compactions_gets_the_swap_as_one(tmp_path: Pa
 
 
 def cost_policy(tmp_path: Path, cache_life: float) -> tuple[SwapManager, SwapJournal]:
-    """The default (cost) policy over a harness whose rewrites leave 36k tokens."""
+    """The default (cost) policy over a harness whose rewrites leave 36k tokens, without the
+    model's summaries: this manager makes none (only ``liminal.wiring`` gives it a summarizer),
+    so none is priced into its trigger."""
     harness = FakeHarness(tmp_path)
     harness.after = 36_000
     journal = SwapJournal(tmp_path / "swaps.jsonl")
-    settings = SwapSettings(cache_life_seconds=cache_life, hold_timeout_seconds=10)
+    settings = SwapSettings(cache_life_seconds=cache_life, hold_timeout_seconds=10, summaries=False)
     return SwapManager(settings, journal, harness), journal
 
 

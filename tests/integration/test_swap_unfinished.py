@@ -237,7 +237,8 @@ async def test_a_load_sent_at_once_after_a_start_goes_to_the_threads_current_ses
         return real_recover(self, *args)
 
     monkeypatch.setattr(SwapManager, "_recover", slow_recover)
-    home_settings = Settings(home=tmp_path / "home", swap=settings(), store=StoreSettings(index=False))
+    home_settings = Settings(home=tmp_path / "home", swap=settings(summaries=False),  # no side sessions
+                             store=StoreSettings(index=False))
     thread = "0b7d1f4e-0000-4000-8000-000000000001"
     current = "0b7d1f4e-0000-4000-8000-00000000000b"
     SwapJournal(home_settings.journal_path).append(

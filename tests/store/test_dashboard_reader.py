@@ -16,7 +16,7 @@ from liminal.config import load
 from liminal.dashboard.reader import NotFound, Reader
 from liminal.dashboard.views import Window
 from liminal.store.configured import open_store
-from liminal.store.records import Batch, ThreadUpdate
+from liminal.store.records import SUMMARY_THREAD, Batch, ThreadUpdate
 from tests.support import dashboard_store as fixture
 from tests.support.mongo import KINDS, fresh_database
 
@@ -105,7 +105,8 @@ async def test_a_list_reload_reads_only_the_threads_that_changed(reader: Reader)
 
     store.messages = counted  # type: ignore[method-assign]
     first = await reader.threads(archived=False)
-    assert sorted(set(read)) == sorted([fixture.FLUX, fixture.CODEX])
+    # (And the model's summaries of every thread, once a load that makes a row: their pseudo-thread.)
+    assert sorted(set(read)) == sorted([fixture.FLUX, fixture.CODEX, SUMMARY_THREAD])
     read.clear()
     assert await reader.threads(archived=False) == first and read == []
     # A turn ends in the Codex thread: its row is made again, the other one kept.
@@ -114,7 +115,7 @@ async def test_a_list_reload_reads_only_the_threads_that_changed(reader: Reader)
     async with open_store(reader.settings) as writer:
         await writer.write(Batch(messages=codex.messages[-4:]))
     rows = await reader.threads(archived=False)
-    assert set(read) == {fixture.CODEX}
+    assert set(read) == {fixture.CODEX, SUMMARY_THREAD}
     assert [r["turns"] for r in rows if r["id"] == fixture.CODEX] == [5]
 
 
@@ -150,3 +151,24 @@ async def test_the_bands_are_those_a_swap_would_keep_for_the_threads_cache(tmp_p
     finally:
         await reader.aclose()
     assert asked == [settings.gradient.long_cache_recent_tokens, settings.gradient.recent_tokens]
+
+
+async def test_the_models_summaries_made_are_paid_in_the_saving(reader: Reader) -> None:
+    """The summaries by the model (their pseudo-thread, each naming its thread) reach the
+    saving of the list's row and of the thread's page: one made before the first swap, paid at
+    the price the swap's record gives it."""
+    import dataclasses
+
+    from liminal.store.records import MessageRecord
+
+    writer, _, _, _ = fixture.flux_thread()
+    swaps = [dataclasses.replace(m, data={**m.data, "cost": {**(m.data.get("cost") or {}), "summary": 9_000.0}})
+             for m in writer.messages if m.kind == "swap"]
+    made = swaps[0].time - 5
+    async with open_store(reader.settings) as store:
+        await store.write(Batch(messages=[*swaps, MessageRecord(
+            "summary-1", SUMMARY_THREAD, None, made, f"{made:017.6f}", "summary", "## SUMMARY\nflux",
+            data={"thread": fixture.FLUX})]))
+    page = await reader.thread(fixture.FLUX)
+    [row] = [r for r in await reader.threads(archived=False) if r["id"] == fixture.FLUX]
+    assert page["savings"]["summaries"] == row["savings"]["summaries"] == 9_000

@@ -180,6 +180,34 @@ def test_liminal_search_shows_what_was_said_once_with_a_time_and_a_place(
     assert all(f["time"] for f in found)
 
 
+def test_a_summary_by_the_model_is_placed_in_its_thread_and_a_memo_among_the_memos(
+        home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Both are kept under pseudo-threads of the store (``liminal-summaries``, ``liminal-memos``):
+    ``search --all`` showed each as a thread called "liminal-", "before liminal" (found making
+    the model's summaries the default, issue 24). A summary is the older turns of the thread it
+    names; a memo belongs to no thread."""
+    from liminal.lookup.memos import MEMO_THREAD
+    from liminal.store.records import SUMMARY_THREAD, MessageRecord
+
+    async def add() -> None:
+        store = await SqliteStore.open(home / "liminal.db")
+        try:
+            await store.write(Batch(messages=[
+                MessageRecord("summary-1", SUMMARY_THREAD, None, T0 + 50, f"{T0 + 50:017.6f}", "summary",
+                              "## SUMMARY\nThe launch word zanzibar-77 was noted.", data={"thread": THREAD}),
+                MessageRecord("memo-1", MEMO_THREAD, None, T0 + 60, f"{T0 + 60:017.6f}", "memo",
+                              "zanzibar-77 is the launch word", data={"tags": [], "thread": THREAD})]))
+        finally:
+            await store.aclose()
+
+    anyio.run(add)
+    assert cli.main(["search", "zanzibar", "--all"]) == 0
+    heads = [line for line in capsys.readouterr().out.splitlines() if not line.startswith(" ")]
+    assert any(h.endswith("· Flux work · older turns · model's summary") for h in heads), heads
+    assert any(h.endswith("· liminal's memos · memo") for h in heads), heads
+    assert not [h for h in heads if "liminal- ·" in h], heads
+
+
 def test_the_models_search_and_slash_search_show_the_conversation(home: Path) -> None:
     async def both() -> tuple[str, str]:
         tools = LiminalTools(home, thread=THREAD)

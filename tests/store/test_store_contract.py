@@ -306,6 +306,34 @@ async def test_a_deleted_thread_leaves_nothing_behind(store: Store) -> None:
     assert await store.delete_thread("t1") == 0  # again: nothing, no error
 
 
+async def test_a_deleted_threads_summaries_by_the_model_go_with_it(store: Store) -> None:
+    """The model's summaries of a thread's turns (issue 24, on by default) are kept under a
+    pseudo-thread of their own, each naming its thread: they are that thread's record and go
+    with it, and one still being written when it was deleted is not taken. Found making
+    ``swap.summaries`` the default: ``liminal search --all`` still showed a deleted thread's
+    summary. Memos, kept the same way, outlive the thread they were written in."""
+    summary_thread, memo_thread = "liminal-summaries", "liminal-memos"
+    await store.write(Batch(
+        messages=[message("m1", "a needle here"), message("m2", "another needle", thread="t2"),
+                  message("s1", "SUMMARY: the needle was found", thread=summary_thread, kind="summary",
+                          turn=None, data={"thread": "t1", "keys": ["k1"]}),
+                  message("s2", "SUMMARY: the other needle", thread=summary_thread, kind="summary",
+                          turn=None, data={"thread": "t2", "keys": ["k2"]}),
+                  message("n1", "a memo about the needle", thread=memo_thread, kind="memo", turn=None,
+                          data={"tags": [], "thread": "t1"})],
+        threads=[ThreadUpdate("t1", 100.0, title="delete me", backing_ids=("t1",)),
+                 ThreadUpdate("t2", 100.0, title="keep me", backing_ids=("t2",))]))
+    assert await store.delete_thread("t1") >= 3
+    assert [m.id for m in await store.messages(summary_thread, "summary")] == ["s2"]
+    assert [m.id for m in await store.messages(memo_thread)] == ["n1"]
+    assert sorted(h.id for h in await store.search("needle")) == ["m2", "n1", "s2"]
+    await store.write(Batch(threads=[ThreadUpdate("t1", 101.0, state=DELETED, by_user=True)]))
+    await store.write(Batch(messages=[
+        message("s3", "SUMMARY: a late needle", thread=summary_thread, kind="summary", turn=None,
+                data={"thread": "t1", "keys": ["k3"]})]))
+    assert [m.id for m in await store.messages(summary_thread, "summary")] == ["s2"]
+
+
 async def test_a_thread_the_client_deleted_takes_no_more_records(store: Store) -> None:
     """``session/delete`` leaves a tombstone (``DELETED``): the frames and session lines of the
     thread still on their way to the store when it was deleted do not bring it back, in no

@@ -17,6 +17,20 @@ def test_defaults(tmp_path: Path) -> None:
     assert settings.sqlite_path == tmp_path / "liminal.db"
 
 
+def test_the_models_summaries_are_on_by_default_and_one_setting_turns_them_off(tmp_path: Path) -> None:
+    """Issue 24: the oldest turns summarised by the agent's own model, in a side session of
+    liminal's, is the default (``swap.summaries``); false wires no side summaries at all."""
+    from liminal.kernel.summaries import SideSummaries
+    from liminal.wiring import components
+
+    on = config.load(env={"LIMINAL_HOME": str(tmp_path)})
+    assert on.swap.summaries is True
+    assert [c for c in components(on) if isinstance(c, SideSummaries)]
+    off = config.load(env={"LIMINAL_HOME": str(tmp_path), "LIMINAL_SWAP_SUMMARIES": "false"})
+    assert off.swap.summaries is False
+    assert not [c for c in components(off) if isinstance(c, SideSummaries)]
+
+
 def test_precedence_defaults_file_env_flags(tmp_path: Path) -> None:
     (tmp_path / "config.toml").write_text(
         'log_level = "warning"\n[proxy]\nmax_frame_bytes = 1000\nkill_grace_seconds = 1.5\n'

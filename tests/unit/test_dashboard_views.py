@@ -5,6 +5,7 @@ Origin rules, and a store that is never written."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +158,32 @@ def test_savings_of_a_thread_on_the_hours_cache_price_its_writes_at_2x() -> None
     assert short is not None and hour is not None
     assert hour["made"] > short["made"] and hour["auto_compact"] > short["auto_compact"]
     assert hour["saved"] < short["saved"]  # liminal rebuilds more often than the CLI compacts
+
+
+def test_the_models_summaries_are_paid_on_liminals_side() -> None:
+    """A swap's record prices the model's summary of its cycle (``swap.summaries``, on by
+    default: a side session the store never sees); what liminal saved counted none of it, and
+    overstated the saving by every summary (found making the summaries the default). Each
+    summary made is paid at the price its swap's record gives; a cycle whose record priced one
+    that was never made (its context jumped past the trigger) pays none, and a summary since the
+    last swap waits for its own."""
+    writer, _, update, _ = fixture.flux_thread()
+    from liminal.store.records import merge_thread
+
+    thread = merge_thread(None, update)
+    without = views.thread_view(thread, writer.messages, head=None, summary_before=False, cut={}, **TERMS)
+    priced = [dataclasses.replace(m, data={**m.data, "cost": {**(m.data.get("cost") or {}), "summary": 9_000.0}})
+              if m.kind == "swap" else m for m in writer.messages]
+    first, second = (m["time"] for m in without["moves"] if m["move"] == "swap")
+    made = [first - 5, second + 5]  # one for the first swap, none for the second, one since
+    view = views.thread_view(thread, priced, head=None, summary_before=False, cut={}, summaries=made, **TERMS)
+    assert [m["summary"] for m in view["moves"] if m["move"] == "swap"] == [9_000.0, 9_000.0]
+    saved, before = view["savings"], without["savings"]
+    assert saved["summaries"] == 9_000 and before["summaries"] == 0
+    assert saved["made"] == before["made"] + 9_000 and saved["saved"] == before["saved"] - 9_000
+    both = views.thread_view(thread, priced, head=None, summary_before=False, cut={},
+                             summaries=[first - 5, first + 5], **TERMS)["savings"]
+    assert both["summaries"] == 18_000
 
 
 def test_a_cut_tool_output_carries_its_recall_keys() -> None:

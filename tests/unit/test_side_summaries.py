@@ -25,9 +25,10 @@ from liminal.gradient.summarize import (
     turn_key,
 )
 from liminal.kernel.policy import CostPolicy
-from liminal.kernel.summaries import SUMMARY_THREAD, AnchorNotWritten, SideSummaries, side_root
+from liminal.kernel.summaries import AnchorNotWritten, SideSummaries, side_root
 from liminal.kernel.threads import ThreadModel, ThreadState
 from liminal.store.configured import open_store
+from liminal.store.records import SUMMARY_THREAD
 from tests.support.fakeport import FakePort
 
 pytestmark = pytest.mark.anyio
@@ -91,7 +92,7 @@ def agent(port: list[FakePort], asked: list[tuple[str, dict[str, Any]]]) -> Any:
 async def made(tmp_path: Path, asked: list[tuple[str, dict[str, Any]]],
                context: int) -> tuple[SideSummaries, FakePort, Harness]:
     settings = Settings(home=tmp_path)
-    swap = SwapSettings(high_tokens=10_000, target_tokens=5_000, summaries=True)  # off by default
+    swap = SwapSettings(high_tokens=10_000, target_tokens=5_000, summaries=True)
     model = ThreadModel()
     model.capabilities = {"sessionCapabilities": {"close": {}}}
     model.threads[THREAD] = ThreadState(THREAD, cwd=str(tmp_path / "project"), context_tokens=context)

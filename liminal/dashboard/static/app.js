@@ -200,7 +200,7 @@ function savedText(s) {
   if (!s) return el("span", { class: "quiet", text: "-" });
   const share = Math.round(s.saved_share * 100);
   return el("span", { class: s.saved > 0 ? "good" : s.saved < 0 ? "bad" : "quiet", title:
-    `As made ${big(s.made)}, under auto-compact ${big(s.auto_compact)} input-token equivalents (estimate)` },
+    `As made ${big(s.made)}${s.summaries ? ` (the model's summaries ${big(s.summaries)})` : ""}, under auto-compact ${big(s.auto_compact)} input-token equivalents (estimate)` },
   `${big(s.saved)} (${share}%)`);
 }
 
@@ -226,7 +226,7 @@ async function threadPage(id, target, keepFrom) {
       card("Context now", now.used !== null ? tokens(now.used) : "?", now.size ? `of ${tokens(now.size)}` : ""),
       card("Model calls", data.points.length, `${data.turn_count} turns`),
       card("Swaps", data.swaps, `${data.move_count} moves in all`),
-      card("Saved vs auto-compact", s ? big(s.saved) : "-", s ? `${Math.round(s.saved_share * 100)}% of ${big(s.auto_compact)} (input-token equivalents, estimated); mean context ${tokens(s.mean_context)}, not ${tokens(s.mean_context_auto)}` : "too few model calls to say")),
+      card("Saved vs auto-compact", s ? big(s.saved) : "-", s ? `${Math.round(s.saved_share * 100)}% of ${big(s.auto_compact)} (input-token equivalents, estimated)${s.summaries ? `, the model's summaries (${big(s.summaries)}) paid` : ""}; mean context ${tokens(s.mean_context)}, not ${tokens(s.mean_context_auto)}` : "too few model calls to say")),
     el("section", { class: "card" }, el("h2", { text: "Context at every model call" }), chart(data), legend(data)),
     bands,
     el("section", { class: "card" }, el("h2", { text: "Swaps and moves" }), movesTable(data.moves)),
