@@ -177,9 +177,9 @@ def policies(recent: int = GradientSettings().recent_tokens) -> list[tuple[str, 
     gradient = GradientSettings(recent_tokens=recent)
     fixed = [(120_000, 100_000), (120_000, 50_000), (80_000, 30_000)]
     return [(f"liminal {h // 1000}k to {t // 1000}k", CostPolicy(
-        SwapSettings(high_tokens=h, target_tokens=t), gradient, AUTO_COMPACT_AT)) for h, t in fixed] + [
-        (f"liminal default (cost policy, recent band {recent // 1000}k)",
-         CostPolicy(SwapSettings(), gradient, AUTO_COMPACT_AT))]
+        SwapSettings(high_tokens=h, target_tokens=t, summaries=False), gradient, AUTO_COMPACT_AT)) for h, t in fixed] + [
+        (f"liminal cost policy, no summaries (recent band {recent // 1000}k)",
+         CostPolicy(SwapSettings(summaries=False), gradient, AUTO_COMPACT_AT))]
 
 
 def results(calls: Sequence[Call], recent: int = GradientSettings().recent_tokens,
@@ -207,7 +207,7 @@ def with_summaries(calls: Sequence[Call], turns: Sequence[TurnDigest], side: Sid
     gradient = GradientSettings(recent_tokens=recent)
     swap = SwapSettings(summaries=True, cache_life_seconds=cache_life)
     policy = CostPolicy(swap, gradient, ceiling, prices=prices, side_session_tokens=side.fixed)
-    return replay(calls, f"liminal default + model summaries ({side.name})", policy, overhead=overhead,
+    return replay(calls, f"liminal default: cost policy + model summaries ({side.name})", policy, overhead=overhead,
                   recent_tokens=recent, summary_tokens=gradient.summary_tokens, side=side, turns=turns,
                   cache_life=cache_life, prices=prices)
 
@@ -234,7 +234,8 @@ def summaries_table(sessions: Sequence[tuple[list[Call], list[TurnDigest]]], ove
                 auto = replay(calls, "auto", None, overhead=overhead, auto_compact_at=ceiling,
                               cache_life=seconds, prices=prices)
                 if side is None:
-                    policy = CostPolicy(SwapSettings(cache_life_seconds=seconds), gradient, ceiling, prices=prices)
+                    policy = CostPolicy(SwapSettings(cache_life_seconds=seconds, summaries=False), gradient,
+                                        ceiling, prices=prices)
                     mine = replay(calls, "off", policy, overhead=overhead, recent_tokens=gradient.recent_tokens,
                                   summary_tokens=gradient.summary_tokens, cache_life=seconds, prices=prices)
                 else:
@@ -270,7 +271,7 @@ def of_auto_compact(calls: Sequence[Call], overhead: int, recent: int, high: int
                 else GradientSettings(recent_tokens=recent))
     auto = replay(calls, "auto", None, overhead=overhead, auto_compact_at=AUTO_COMPACT_AT,
                   cache_life=seconds, prices=prices)
-    policy = CostPolicy(SwapSettings(high_tokens=high), gradient, AUTO_COMPACT_AT)
+    policy = CostPolicy(SwapSettings(high_tokens=high, summaries=False), gradient, AUTO_COMPACT_AT)
     mine = replay(calls, "policy", policy, overhead=overhead, recent_tokens=gradient.recent_tokens,
                   summary_tokens=gradient.summary_tokens, cache_life=seconds, prices=prices)
     return mine.cost / auto.cost, mine

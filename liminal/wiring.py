@@ -76,6 +76,7 @@ def components(settings: Settings, config_file: Path | None = None,
 
         summaries = SideSummaries(settings.swap, harness, swaps.model, swaps.policy, settings.home, opener)
         swaps.summarizer_for = summaries.summarizer
+        swaps.summary_asked = summaries.asked_on
         commands.anchor_of = summaries.anchor
         commands.rebuild_anchor = summaries.rebuild
         commands.side_root = side_root(settings.home)

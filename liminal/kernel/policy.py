@@ -373,7 +373,8 @@ class CostPolicy:
                 return decision(True, f"context {tokens(context)} tokens >= {tokens(trigger)}")
             forced = trigger < target + MIN_GAP or payback > to_next
             return decision(True, f"context {tokens(context)} tokens >= {tokens(trigger)}"
-                            + (" (the ceiling forces it)" if forced else
+                            + (" (swap.high_tokens)" if high is not None else
+                               " (the ceiling forces it)" if forced else
                                f": the rebuild ({tokens(rebuild)}) pays back in "
                                f"{_calls(payback)} of the {to_next:.0f} before the next swap"),
                             forced)

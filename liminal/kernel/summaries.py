@@ -130,6 +130,11 @@ class SideSummaries(Component):
         anchor = next((s.anchor for s in reversed(found) if s.anchor), None)
         return WithSummaries(found, anchor)
 
+    def asked_on(self, thread_id: str, backing: str) -> bool:
+        """A side session was opened for the thread's cycle on ``backing``: its summary is paid
+        for, whether or not it is ready for the swap that ends the cycle."""
+        return self._asked_on.get(thread_id) == backing
+
     def anchor(self, thread_id: str) -> str | None:
         """The thread's state anchor, as of its newest summary (``/context`` shows it)."""
         return next((s.anchor for s in reversed(self._summaries.get(thread_id, ())) if s.anchor), None)

@@ -103,6 +103,9 @@ class SwapManager(Component):
         # What writes a thread's preamble at its swap (None: the extractive summarizer): the
         # model's summaries, when ``liminal.kernel.summaries`` runs.
         self.summarizer_for: Callable[[str], Summarizer | None] = lambda _thread: None
+        # Whether the model's summary of the thread's cycle on a session was asked for (its side
+        # session opened, so paid): the journal prices no summary that was never made.
+        self.summary_asked: Callable[[str, str], bool] = lambda _thread, _backing: False
         self.memos: MemoSource | None = None  # the dynamic zone's memos (``liminal.kernel.zone``)
         self._prepared = False  # the journal's bindings are in the router (``prepare``)
         self._running = False  # ``run`` is looking at turn ends
@@ -552,6 +555,10 @@ class SwapManager(Component):
             if not decision.swap:
                 return None
         reason = decision.why
+        if decision.summary and not self.summary_asked(thread_id, old_backing):
+            # The policy prices a summary in every cycle; this one had none (a thread whose
+            # context jumped past the trigger before one was due): its record says so.
+            decision = dataclasses.replace(decision, summary=0.0)
         memos = await offered(self.memos, thread_id) if self.policy.gradient.zone_tokens else ()
         t_rewrite = time.monotonic()
 

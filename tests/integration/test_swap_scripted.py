@@ -624,6 +624,29 @@ async def test_an_idle_swap_dropped_for_a_longer_cache_keeps_the_idle_spell(tmp_
         assert state.swapping or manager.completed == 1
 
 
+@pytest.mark.parametrize("asked", [False, True])
+async def test_a_swap_prices_its_cycles_summary_only_if_one_was_asked_for(tmp_path: Path, asked: bool) -> None:
+    """With swap.summaries on, the policy prices the model's summary in every cycle; a thread
+    whose context jumped past the trigger before one was due had none, and its record (liminal
+    swaps' SUMMARY, the dashboard's saving) said 33k paid all the same (codex-agent, found trying
+    the default)."""
+    harness = FakeHarness(tmp_path)
+    harness.after = 36_000
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    manager = SwapManager(SwapSettings(summaries=True, cache_life_seconds=0, hold_timeout_seconds=10),
+                          journal, harness)
+    manager.summary_asked = lambda _thread, _backing: asked
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (_proxy, client):
+        thread = await start(client)
+        await client.prompt(thread, "used:20000 chunks:1")
+        await client.prompt(thread, "used:150000 chunks:1")  # one jump past the trigger
+        with anyio.fail_after(20):
+            await manager.wait_for_swaps(1)
+    [record] = journal.records()
+    assert record.outcome == "committed" and record.cost is not None
+    assert (record.cost["summary"] > 0) is asked
+
+
 async def test_each_move_closes_the_session_it_left_when_another_move_follows_at_once(tmp_path: Path) -> None:
     # A command's move of another thread in the quiet moment after a swap (where the recycle
     # runs): each move must close the session it left, or one stays open (a CLI process) for

@@ -428,3 +428,11 @@ def test_the_setting_alone_times_idle_swaps_and_prices_nothing() -> None:
     assert p.recent(thread) == GRADIENT.recent_tokens
     assert "(gradient.recent_tokens, at least the last turn; 10,000 on a thread whose prompt cache lives an hour" \
         in p.bounds(thread)[0]
+
+
+def test_a_trigger_set_alone_is_named_as_the_reason_not_the_ceiling() -> None:
+    """With only swap.high_tokens set, a swap's reason said "(the ceiling forces it)" whenever
+    the trigger sat within MIN_GAP of the floor: it was the person's trigger, not the ceiling."""
+    p, thread = policy(high_tokens=45_000), pace()
+    decision = p.decide(46_000, thread)
+    assert decision.swap and decision.why == "context 46k tokens >= 45k (swap.high_tokens)"
