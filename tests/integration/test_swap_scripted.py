@@ -497,16 +497,20 @@ async def test_a_thread_idle_past_the_cache_life_swaps_before_its_next_prompt(tm
     assert methods[-1] == ("session/prompt", new_backing)
 
 
+async def grow_until_a_swap(manager: SwapManager, client: PipeClient, thread: str, used: int) -> None:
+    """6k a turn from ``used`` until the policy swaps (and that swap has finished)."""
+    while manager.completed == 0 and used < 160_000:
+        await client.prompt(thread, f"used:{used} chunks:1")
+        used += 6_000
+    with anyio.fail_after(20):
+        await manager.wait_for_swaps(1)
+
+
 async def test_the_default_policy_swaps_at_its_trigger_and_says_what_it_costs(tmp_path: Path) -> None:
     manager, journal = cost_policy(tmp_path, cache_life=0)
     async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (_proxy, client):
         thread = await start(client)
-        used = 20_000
-        while manager.completed == 0 and used < 160_000:
-            await client.prompt(thread, f"used:{used} chunks:1")
-            used += 6_000
-        with anyio.fail_after(20):
-            await manager.wait_for_swaps(1)
+        await grow_until_a_swap(manager, client, thread, 20_000)
     record = journal.records()[0]
     assert record.outcome == "committed" and "pays back" in record.reason, record
     assert record.cost is not None and not record.cost["idle"]
@@ -536,12 +540,7 @@ async def test_a_thread_whose_cache_lives_an_hour_swaps_to_its_band_priced_at_it
         thread = await start(client)
         await client.prompt(thread, "used:20000 chunks:1")
         await wait_for_cache_life(manager, thread)
-        used = 26_000
-        while manager.completed == 0 and used < 160_000:
-            await client.prompt(thread, f"used:{used} chunks:1")
-            used += 6_000
-        with anyio.fail_after(20):
-            await manager.wait_for_swaps(1)
+        await grow_until_a_swap(manager, client, thread, 26_000)
     record = journal.records()[0]
     assert record.outcome == "committed", record
     assert record.cost is not None and record.cost["cache_life"] == 3600.0
