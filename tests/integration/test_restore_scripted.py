@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
@@ -74,16 +75,32 @@ async def threads_with_their_files_gone(tmp_path: Path, *, gone: bool = True, ot
     return moved, still, backing, files
 
 
+async def loads_its_whole_history(proxy: ProxyProcess, thread: str) -> None:
+    """The client loads ``thread``: what it is shown is the thread's real history (the store's,
+    first turn to last), never the compressed copy's."""
+    start = len(proxy.messages())
+    await opened(proxy, thread)
+    history = shown(proxy, thread, start)
+    assert "turn alpha" in history and "turn charlie" in history, history
+    assert "[compressed]" not in history, history
+
+
+def opens_on(tmp_path: Path, moved: str, backing: str) -> Callable[[ProxyProcess], Awaitable[None]]:
+    """After a restart: the moved thread loads with its whole history, the agent opens the
+    session ``backing`` only, and the thread goes on there."""
+    async def after(proxy: ProxyProcess) -> None:
+        await loads_its_whole_history(proxy, moved)
+        assert [o["sessionId"] for o in opened_files(tmp_path)] == [backing]
+        await said(proxy, moved, "turn echo used:22000")
+
+    return after
+
+
 async def test_a_thread_whose_files_are_all_gone_loads_from_the_store_and_goes_on(tmp_path: Path) -> None:
     moved, still, backing, files = await threads_with_their_files_gone(tmp_path)
 
     async def after(proxy: ProxyProcess) -> None:
-        start = len(proxy.messages())
-        await opened(proxy, moved)
-        history = shown(proxy, moved, start)
-        # The client sees the thread's real history (the store's), not the compressed copy's.
-        assert "turn alpha" in history and "turn charlie" in history, history
-        assert "[compressed]" not in history, history
+        await loads_its_whole_history(proxy, moved)
         loaded = await proxy.request("session/load", {"sessionId": still, "cwd": CWD, "mcpServers": []})
         assert "result" in loaded, loaded
         # The agent read each session from the file written again: byte for byte the one it
@@ -185,10 +202,7 @@ async def test_a_moved_thread_without_its_journal_opens_on_the_session_the_store
     (tmp_path / "liminal-home" / "swaps.jsonl").unlink()
 
     async def after(proxy: ProxyProcess) -> None:
-        start = len(proxy.messages())
-        await opened(proxy, moved)
-        history = shown(proxy, moved, start)
-        assert "turn alpha" in history and "turn charlie" in history, history
+        await loads_its_whole_history(proxy, moved)
         assert {o["sessionId"]: o["bytes"].encode() for o in opened_files(tmp_path)} == {
             backing: files[backing]}
         await said(proxy, moved, "turn echo used:22000")
@@ -209,16 +223,7 @@ async def test_a_thread_moved_elsewhere_opens_on_the_stores_session_though_an_ol
     moved, _, backing, files = await threads_with_their_files_gone(tmp_path, gone=False)
     (tmp_path / "liminal-home" / "swaps.jsonl").unlink()
 
-    async def after(proxy: ProxyProcess) -> None:
-        start = len(proxy.messages())
-        await opened(proxy, moved)
-        history = shown(proxy, moved, start)
-        assert "turn alpha" in history and "turn charlie" in history, history
-        assert "[compressed]" not in history, history
-        assert [o["sessionId"] for o in opened_files(tmp_path)] == [backing]
-        await said(proxy, moved, "turn echo used:22000")
-
-    await run_liminal(tmp_path, after, AGENT_LOAD_NEEDS_FILE="1")
+    await run_liminal(tmp_path, opens_on(tmp_path, moved, backing), AGENT_LOAD_NEEDS_FILE="1")
     now = session_files(tmp_path)
     assert now[moved] == files[moved]  # the old file is left as it was
     assert now[backing].startswith(files[backing]) and b"turn echo" in now[backing][len(files[backing]):]
@@ -230,16 +235,7 @@ async def test_a_moved_thread_the_store_has_nowhere_newer_is_loaded_as_the_clien
     the thread's session), the history from the store as for any moved thread."""
     moved, _, backing, _ = await threads_with_their_files_gone(tmp_path, gone=False, other=False)
 
-    async def after(proxy: ProxyProcess) -> None:
-        start = len(proxy.messages())
-        await opened(proxy, moved)
-        history = shown(proxy, moved, start)
-        assert "turn alpha" in history and "turn charlie" in history, history
-        assert "[compressed]" not in history, history
-        assert [o["sessionId"] for o in opened_files(tmp_path)] == [backing]
-        await said(proxy, moved, "turn echo used:22000")
-
-    await run_liminal(tmp_path, after, AGENT_LOAD_NEEDS_FILE="1")
+    await run_liminal(tmp_path, opens_on(tmp_path, moved, backing), AGENT_LOAD_NEEDS_FILE="1")
     loads = [json.loads(line) for line in (tmp_path / "agent_in.bin").read_text().splitlines()
              if '"session/load"' in line]
     assert [(m["id"], m["params"]["sessionId"]) for m in loads if m.get("method") == "session/load"][-1:] \
