@@ -1,11 +1,13 @@
 """``liminal search QUERY [--thread T] [--all] [--json]``: the conversation across history, best
 first: what the person and the model said and what tools returned, once each, with when and
-where (thread title, turn). ``--all`` adds what stays out otherwise: liminal's own commands and
+where (thread title, turn), then the memos holding every word (not with ``--thread``, nor in
+``--json``, which lists the conversation's hits as before). ``--all`` adds what stays out otherwise: liminal's own commands and
 notes, and the CLIs' bookkeeping records (``liminal.lookup.search``)."""
 
 from __future__ import annotations
 
 import argparse
+import time
 from typing import Any
 
 from liminal.commands._args import count
@@ -26,21 +28,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     from liminal.commands._out import Transcript
     from liminal.commands._store import print_json, resolve, run_with_store
+    from liminal.lookup.memos import describe, memos_matching
     from liminal.lookup.search import Found, find
+    from liminal.store.records import MessageRecord
 
     query = " ".join(args.query)
 
-    async def body(store: Any) -> list[Found]:
+    async def body(store: Any) -> tuple[list[Found], list[MessageRecord]]:
         thread = args.thread
         if thread is not None:  # a prefix names the thread, as for liminal history
             named = await resolve(store, thread)
             thread = named if isinstance(named, str) else thread
-        return await find(store, query, thread_id=thread, limit=args.limit, everything=args.all)
+        hits = await find(store, query, thread_id=thread, limit=args.limit, everything=args.all)
+        return hits, [] if thread is not None or args.json else await memos_matching(store, query)
 
-    none: list[Found] = []
-    found = run_with_store(settings, body, not_yet=none)
-    if found is None:
+    none: tuple[list[Found], list[MessageRecord]] = ([], [])
+    answered = run_with_store(settings, body, not_yet=none)
+    if answered is None:
         return 1
+    found, memos = answered
     if args.json:
         print_json([{
             "thread_id": f.hit.thread_id, "thread_title": f.title, "turn": f.turn, "who": f.who,
@@ -49,7 +55,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             "message_id": f.hit.message_id} for f in found])
         return 0
     out = Transcript()
-    if not found:
+    for memo in memos:  # what the person asked liminal to keep: first
+        out.line(f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(memo.time))} · memo", style="bold")
+        out.line(describe(memo), indent=4)
+    if not found and not memos:
         out.line("no match" + ("" if args.all else "; --all also searches liminal's own commands "
                                                     "and the CLIs' records"))
         return 0

@@ -258,15 +258,12 @@ class Reader:
     async def search(self, query: str) -> dict[str, Any]:
         """What ``liminal search`` finds, each linked to its place in a transcript, and the memos
         holding every word of the query."""
-        from liminal.lookup.memos import find_memos
+        from liminal.lookup.memos import memos_matching
         from liminal.lookup.search import find
-        from liminal.store.base import fts_terms
 
         store = await self.store()
         found = await find(store, query, limit=SEARCH_LIMIT)
-        terms = [t.lower() for t in fts_terms(query)]
-        memos = [m for m in await find_memos(store, [], "")
-                 if terms and all(t in m.text.lower() for t in terms)]
+        memos = await memos_matching(store, query)
         return {
             "query": query,
             "hits": [{"thread_id": f.hit.thread_id, "title": f.title, "turn": f.turn,

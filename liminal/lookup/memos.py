@@ -50,6 +50,15 @@ async def find_memos(store: Store, tags: list[str], text: str) -> list[MessageRe
     return memos
 
 
+async def memos_matching(store: Store, query: str) -> list[MessageRecord]:
+    """Memos holding every word of a search query (``liminal search``, the dashboard's search):
+    liminal's own records, which the conversation's search does not reach."""
+    from liminal.store.base import fts_terms
+
+    terms = [t.lower() for t in fts_terms(query)]
+    return [m for m in await find_memos(store, [], "") if terms and all(t in m.text.lower() for t in terms)]
+
+
 def describe(memo: MessageRecord) -> str:
     tags = memo.data.get("tags") or []
     return memo.text + (f"  {' '.join('#' + t for t in tags)}" if tags else "")

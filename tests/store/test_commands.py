@@ -41,6 +41,9 @@ def home(request: pytest.FixtureRequest, tmp_path: Path,
             "outcome": "committed", "tokens_before": 130000, "tokens_after": 80000,
             "duration_s": 0.4}}, thread="sess-1", backing="sess-2", time=1010.0))
         await indexer.aclose()
+        from liminal.lookup.memos import save_memo
+
+        await save_memo(store, "the relay's spare capacitor is in drawer 4", ["ops"], "sess-1")
         await store.aclose()
 
     if request.param == "sqlite":
@@ -118,6 +121,17 @@ def test_search(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["search", "flux", "--json"]) == 0
     hits = orjson.loads(capsys.readouterr().out)
     assert hits and hits[0]["thread_id"] == "sess-1"
+
+
+def test_search_finds_a_memo(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A memo is liminal's own record, which the conversation's search never reached: a person
+    who saved "/memo the relay's spare capacitor is in drawer 4" and searched "drawer" was told
+    "no match" (found trying the README as a new user). The dashboard's search had them."""
+    assert cli.main(["search", "spare", "drawer"]) == 0
+    out = capsys.readouterr().out
+    assert " · memo\n    the relay's spare capacitor is in drawer 4  #ops\n" in out, out
+    assert cli.main(["search", "drawer", "--thread", "sess-1"]) == 0  # one thread: its conversation
+    assert capsys.readouterr().out.startswith("no match")
 
 
 def test_a_database_from_before_thread_names_reads_and_takes_them(tmp_path: Path) -> None:
