@@ -25,6 +25,7 @@ the journal records why.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Collection
@@ -216,11 +217,8 @@ class SwapManager(Component):
         while they do not say it."""
         if state.pace.cache_life is not None or state.cache_looks >= CACHE_LOOKS:
             return
-        try:
+        with contextlib.suppress(anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
             self._look_send.send_nowait(state.thread_id)
-        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            return
-        state.cache_looks += 1
 
     async def _cache_looks(self) -> None:
         async for thread_id in self._look_receive:
@@ -230,7 +228,6 @@ class SwapManager(Component):
             if state.swapping:
                 # A swap of it is under way, and reads the records itself: learning here, between
                 # its band and what it measures, would mix the two lives. Asked again later.
-                state.cache_looks -= 1
                 continue
             try:
                 path = self.harness.locate(port.backing_of(thread_id), state.cwd)
@@ -477,9 +474,15 @@ class SwapManager(Component):
         while self.completed < count:
             await self._progress.wait()
 
-    async def _read_cache_life(self, state: ThreadState, path: Path) -> bool:
+    async def _read_cache_life(self, state: ThreadState, path: Path, *, decided: bool = False) -> bool:
         """How long the thread's prompt cache lives, from the CLI's records of its model calls
-        (``CostPolicy.learned``): True when that changes how the thread is priced."""
+        (``CostPolicy.learned``): True when that changes how the thread is priced. Records that
+        have not said it in ``CACHE_LOOKS`` reads (Claude Code 2.1.44, Codex) are not asked again
+        at a turn end (each read scans the file's tail), only for a swap ``decided``, once a cycle."""
+        if state.pace.cache_life is None and not decided:
+            if state.cache_looks >= CACHE_LOOKS:
+                return False
+            state.cache_looks += 1
         try:
             life = await anyio.to_thread.run_sync(self.harness.cache_life, path)
         except Exception as exc:  # a file gone, refused or unreadable says nothing of the cache
@@ -514,8 +517,6 @@ class SwapManager(Component):
             # is held (when the agent's usage does not say it) and how long the thread's cache
             # lives. No settling (an unheld client keeps the CLI writing newer turns), no swap.
             await self._read_cache_life(state, path)
-            if state.context_tokens is not None:
-                return None
             state.file_tokens = await anyio.to_thread.run_sync(self.harness.context_tokens, path)
             if state.file_tokens is not None:
                 self._observe(state, state.file_tokens)
@@ -532,7 +533,7 @@ class SwapManager(Component):
             logger.debug("turn not on disk in time; no check", thread=thread_id)
             return None
         t_settled = time.monotonic()
-        await self._read_cache_life(state, path)
+        await self._read_cache_life(state, path, decided=decision is not None)
         if decision is not None and decision.idle and turn_end.idle_since is not None \
                 and time.monotonic() - turn_end.idle_since < self.policy.cache_life(state.pace):
             # Decided idle past a shorter life than the CLI's records now say: the cache is

@@ -425,6 +425,32 @@ async def test_without_usage_the_session_file_decides(tmp_path: Path) -> None:
     assert manager.threads[thread].file_tokens is not None
 
 
+async def test_records_that_never_say_the_cache_life_are_read_for_it_a_few_times_only(tmp_path: Path) -> None:
+    """An agent with no usage has its session file read at every turn end; Claude Code 2.1.44's
+    records never say the cache's life, and each look for it scanned the file's tail again, at
+    every turn end (and on a held one, while the person waited). Now CACHE_LOOKS reads at most."""
+    from liminal.kernel.swap import CACHE_LOOKS
+
+    harness = FakeHarness(tmp_path)
+    harness.tokens = 20_000  # far below the trigger: the turn ends go unheld
+    looked: list[Path] = []
+
+    def says_nothing(path: Path) -> float | None:
+        looked.append(path)
+        return None
+
+    harness.cache_life = says_nothing  # type: ignore[method-assign]
+    manager = SwapManager(settings(), SwapJournal(tmp_path / "swaps.jsonl"), harness)
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (_proxy, client):
+        thread = await start(client)
+        for n in range(8):
+            await client.prompt(thread, f"turn {n}")
+            with anyio.fail_after(20):
+                while harness.reads < n + 1:  # noqa: ASYNC110 - the turn end's read, no event
+                    await anyio.sleep(0.01)
+    assert len(looked) == CACHE_LOOKS and manager.threads[thread].pace.cache_life is None
+
+
 async def test_the_swap_notice_arrives_inside_the_next_turn_never_after_an_answer(tmp_path: Path) -> None:
     # Headless clients print a turn's updates until its answer: a notice sent between turns was
     # glued to the previous answer.
