@@ -41,13 +41,20 @@ from liminal.gradient.summarize import TurnDigest  # noqa: E402
 from liminal.harness.claude.live import ClaudeSessions  # noqa: E402
 from liminal.harness.claude.records import PROMPT_HEAD_CHARS, TEXT_HEAD_CHARS  # noqa: E402
 from liminal.harness.codex.live import CodexSessions  # noqa: E402
-from liminal.kernel.policy import PRICES, SUMMARY_OUTPUT, CostPolicy, Prices  # noqa: E402
+from liminal.kernel.policy import (  # noqa: E402
+    PRICES,
+    SHORT_CACHE_SECONDS,
+    SUMMARY_OUTPUT,
+    CostPolicy,
+    Prices,
+    cache_prices,
+)
 
 SYSTEM_TOKENS = 15_000  # the CLI's system prompt and tool definitions
 AUTO_COMPACT_AT = ClaudeSessions.ceiling_tokens  # Claude Code's own compaction (167k of a 200k window)
 # The two cache lives the CLIs use: 5 minutes (writes at 1.25 of the input price), and 1 hour
 # (writes at 2x; Anthropic's extended cache).
-CACHE_LIVES = {"5 min": (300.0, PRICES), "1 hour": (3600.0, Prices(write=2.0))}
+CACHE_LIVES = {"5 min": (SHORT_CACHE_SECONDS, PRICES), "1 hour": (3600.0, cache_prices(PRICES, 3600.0))}
 # How a summary by the model is paid for (issue 24): the side session's own prompt as measured
 # with the rig (``SessionHarness.side_session_tokens``), or a fork of the live session.
 SIDES = [SidePrice("side session, Claude Code", ClaudeSessions.side_session_tokens, SUMMARY_OUTPUT),

@@ -91,6 +91,11 @@ class GradientSettings:
     # target, only what the rewrite leaves under it). 0: no zone (docs/gradient.md).
     zone_tokens: int = 1_000
 
+    def with_recent(self, recent_tokens: int | None) -> GradientSettings:
+        """These settings with a thread's recent band (the swap policy's, by its cache's life;
+        ``SessionHarness.rewrite``), or as they are (None)."""
+        return self if recent_tokens is None else dataclasses.replace(self, recent_tokens=recent_tokens)
+
 
 @dataclass(frozen=True, slots=True)
 class SwapSettings:

@@ -210,7 +210,7 @@ class Reader:
         """The bands a swap would make now (``SessionHarness.bands``, as ``/context`` says them),
         and the preamble's budget (``kernel.policy.floor_bounds``, as the gradient has it): from
         the CLI's file, so only where it is."""
-        from liminal.kernel.policy import CostPolicy, Pace, floor_bounds
+        from liminal.kernel.policy import floor_bounds, recent_band
 
         thread = await self.resolve(thread_id)
         harness = self.harness(cli_name(thread.harness))
@@ -223,10 +223,8 @@ class Reader:
             if path is None:
                 return {"bands": None, "why": "the session file is not on this machine"}
             # The recent band the swap keeps for this thread: its cache's life, as the CLI's records say.
-            policy = CostPolicy(swap, self.settings.gradient, harness.ceiling_tokens)
-            pace = Pace()
-            policy.learned(pace, harness.cache_life(path))
-            return {"bands": harness.bands(path, aim, policy.recent(pace))}
+            band = recent_band(swap, self.settings.gradient, harness.cache_life(path))
+            return {"bands": harness.bands(path, aim, band)}
 
         try:
             found = await anyio.to_thread.run_sync(read)

@@ -13,18 +13,11 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from liminal import moves
-from liminal.kernel.policy import (
-    LONG_CACHE_WRITE,
-    PRICES,
-    SHORT_CACHE_SECONDS,
-    Prices,
-    auto_compact,
-    still_cached,
-)
+from liminal.kernel.policy import PRICES, Prices, auto_compact, cache_prices, still_cached
 from liminal.lookup.shown import cli_name, tool_output
 from liminal.store.records import (
     MessageRecord,
@@ -141,8 +134,7 @@ def savings(calls: Sequence[Point], committed: Sequence[dict[str, Any]], ceiling
     lives = [m["cache_life"] for m in committed if m.get("cache_life")]
     if lives:
         cache_life = lives[-1]
-        if cache_life > SHORT_CACHE_SECONDS and prices.write < LONG_CACHE_WRITE:
-            prices = replace(prices, write=LONG_CACHE_WRITE)
+        prices = cache_prices(prices, cache_life)
     by_call: dict[int, list[dict[str, Any]]] = {}
     for move in committed:
         by_call.setdefault(move["at"], []).append(move)

@@ -96,6 +96,29 @@ def auto_compact(context: int, overhead: int, prices: Prices = PRICES) -> tuple[
     return prices.read * context + prices.output * AUTO_COMPACT_SUMMARY, overhead + AUTO_COMPACT_SUMMARY
 
 
+def long_lived(cache_life: float | None) -> bool:
+    """A cache the CLI's records say lives longer than 5 minutes (None: they do not say)."""
+    return cache_life is not None and cache_life > SHORT_CACHE_SECONDS
+
+
+def cache_prices(prices: Prices, cache_life: float | None) -> Prices:
+    """What a thread's calls pay at the cache its records say: a longer-lived one writes at
+    ``LONG_CACHE_WRITE``. (``swap.cache_life_seconds`` alone prices nothing: it is also a Codex
+    thread's life, and OpenAI charges nothing more to write a cache however long it lives.)"""
+    if long_lived(cache_life) and prices.write < LONG_CACHE_WRITE:
+        return replace(prices, write=LONG_CACHE_WRITE)
+    return prices
+
+
+def recent_band(swap: SwapSettings, gradient: GradientSettings, cache_life: float | None) -> int:
+    """The recent band a thread's rewrites keep whole: smaller when its cache lives long
+    (``gradient.long_cache_recent_tokens``), unless a target sets the context (the band then
+    only fits under it, and what it keeps costs nothing more)."""
+    if swap.target_tokens is None and long_lived(cache_life):
+        return gradient.long_cache_recent_tokens
+    return gradient.recent_tokens
+
+
 def still_cached(cached: int, idle: float, cache_life: float) -> int:
     """What the prompt cache still holds after ``idle`` seconds: nothing past its life."""
     return 0 if idle > cache_life else cached
@@ -222,13 +245,13 @@ class CostPolicy:
     def summaries(self) -> bool:
         return self.swap.summaries and self.swap.enabled
 
-    def summary_cost(self, context: int, target: int, prices: Prices | None = None) -> float:
+    def summary_cost(self, context: int, target: int, pace: Pace) -> float:
         """What the model's summary of a swap cycle costs (``swap.summaries``): its side
-        session's prompt and liminal's request written to the cache, and its output. Paid once
-        per cycle, like the rebuild."""
+        session's prompt and liminal's request written to the cache, and its output, at the
+        thread's prices. Paid once per cycle, like the rebuild."""
         if not self.summaries:
             return 0.0
-        p = prices or self.prices
+        p = self.prices_for(pace)
         request = SUMMARY_DIGEST_SHARE * max(context - target, 0)
         return p.write * (self.side_session_tokens + request) + p.output * SUMMARY_OUTPUT
 
@@ -239,24 +262,13 @@ class CostPolicy:
         return pace.cache_life if pace.cache_life is not None else self.swap.cache_life_seconds
 
     def long_cache(self, pace: Pace) -> bool:
-        """The CLI's records say the thread's cache lives longer than 5 minutes, its writes dearer.
-        (``swap.cache_life_seconds`` alone times idle swaps and prices nothing: it is also a
-        Codex thread's life, and OpenAI charges nothing more to write a cache however long it lives.)"""
-        return pace.cache_life is not None and pace.cache_life > SHORT_CACHE_SECONDS
+        return long_lived(pace.cache_life)
 
     def prices_for(self, pace: Pace) -> Prices:
-        """The prices this thread's calls pay: a longer-lived cache writes at ``LONG_CACHE_WRITE``."""
-        if self.long_cache(pace) and self.prices.write < LONG_CACHE_WRITE:
-            return replace(self.prices, write=LONG_CACHE_WRITE)
-        return self.prices
+        return cache_prices(self.prices, pace.cache_life)
 
     def recent(self, pace: Pace) -> int:
-        """The recent band this thread's rewrites keep whole: smaller when its cache lives long
-        (``gradient.long_cache_recent_tokens``), unless a target sets the context (the band then
-        only fits under it, and what it keeps costs nothing more)."""
-        if self.swap.target_tokens is None and self.long_cache(pace):
-            return self.gradient.long_cache_recent_tokens
-        return self.gradient.recent_tokens
+        return recent_band(self.swap, self.gradient, pace.cache_life)
 
     def learned(self, pace: Pace, cache_life: float | None) -> bool:
         """The CLI's records say how long the thread's cache lives (None: they do not). True when
@@ -325,7 +337,7 @@ class CostPolicy:
         # The rebuild (and the summary's fixed part, when the model writes one per swap) paid
         # once per cycle against the prefix read at every call. (The summary's request grows
         # with the cycle's growth: the same per call whatever the trigger, so not in here.)
-        once = prices.write * target + self.summary_cost(target, target, prices)
+        once = prices.write * target + self.summary_cost(target, target, pace)
         best = target + max(MIN_GAP, math.sqrt(2 * once / prices.read * pace.growth))
         # Never let the next turn carry the context past the ceiling.
         limit = self.ceiling - max(pace.biggest_turn, 2 * int(pace.growth))
@@ -349,7 +361,7 @@ class CostPolicy:
 
         def decision(swap: bool, why: str, forced: bool = False, every: bool = False) -> Decision:
             return Decision(swap, why, context, target, trigger, rebuild, saves, payback, to_next,
-                            idle, forced, every, self.summary_cost(context, target, self.prices_for(pace)),
+                            idle, forced, every, self.summary_cost(context, target, pace),
                             self.cache_life(pace))
 
         if not self.swap.enabled:

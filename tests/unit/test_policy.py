@@ -308,13 +308,13 @@ def test_the_models_summary_is_counted_in_the_swap_it_serves(
 
     off, thread = policy(), pace()
     on = CostPolicy(SwapSettings(summaries=True), GradientSettings(), 167_000, side_session_tokens=3_000)
-    assert off.summary_cost(80_000, 40_000) == 0.0
-    cost = on.summary_cost(80_000, 40_000)
+    assert off.summary_cost(80_000, 40_000, thread) == 0.0
+    cost = on.summary_cost(80_000, 40_000, thread)
     assert cost > PRICES.write * 3_000 + PRICES.output * SUMMARY_OUTPUT  # and its request
     assert on.trigger(thread) > off.trigger(thread)  # a dearer cycle: fewer of them
     context = on.trigger(thread)
     with_summary, without = on.decide(context, thread), off.decide(context, thread)
-    assert with_summary.summary == on.summary_cost(context, with_summary.target) > 0
+    assert with_summary.summary == on.summary_cost(context, with_summary.target, thread) > 0
     assert with_summary.rebuild == without.rebuild and with_summary.payback_calls == without.payback_calls
     assert without.summary == 0.0
     # Due once the swap is two turns away at the thread's pace, not before.

@@ -65,16 +65,12 @@ class ClaudeSessions:
     def target_path(self, path: Path, new_id: str) -> Path:
         return path.with_name(f"{new_id}.jsonl")  # beside the original, as the CLI looks for it
 
-    def _band(self, recent_tokens: int | None) -> GradientSettings:
-        """The gradient's settings with the thread's recent band (``SessionHarness.rewrite``)."""
-        return self.settings if recent_tokens is None else replace(self.settings, recent_tokens=recent_tokens)
-
     def rewrite(self, path: Path, target_tokens: int, new_id: str, *,
                 memos: Sequence[Candidate] = (), summarizer: Summarizer | None = None,
                 recent_tokens: int | None = None) -> Rewritten:
         if faults.value("swap.corrupt_rewrite"):
             self._corrupt_rewrite(path, target_tokens)
-        result = rewrite_session(path, target_tokens, new_id, settings=self._band(recent_tokens),
+        result = rewrite_session(path, target_tokens, new_id, settings=self.settings.with_recent(recent_tokens),
                                  env=self.env, memos=memos, summarizer=summarizer)
         return Rewritten(result.new_session_id, result.path, result.tokens_before, result.tokens_after,
                          result.path.stat().st_size, result.zone)
@@ -105,7 +101,7 @@ class ClaudeSessions:
               recent_tokens: int | None = None) -> dict[str, dict[str, int]]:
         from liminal.harness.claude import report
 
-        return report.bands(path, replace(self._band(recent_tokens), target_tokens=target_tokens), self.env)
+        return report.bands(path, replace(self.settings.with_recent(recent_tokens), target_tokens=target_tokens), self.env)
 
     def names(self, path: Path) -> str | None:
         return path.stem if path.suffix == ".jsonl" and is_session_id(path.stem) else None
@@ -117,7 +113,7 @@ class ClaudeSessions:
         from liminal.harness.claude.records import read_session
 
         conversation = build(read_session(locate(path, env=self.env)))
-        return list(make_plan(conversation, self._band(recent_tokens), target_tokens).digests)
+        return list(make_plan(conversation, self.settings.with_recent(recent_tokens), target_tokens).digests)
 
     def digests(self, path: Path) -> list[TurnDigest]:
         from liminal.harness.claude.conversation import build

@@ -152,14 +152,10 @@ class CodexSessions:
         write_atomically(target, lines)
         return sum(len(line) for line in lines)
 
-    def _band(self, recent_tokens: int | None) -> GradientSettings:
-        """The gradient's settings with the thread's recent band (``SessionHarness.rewrite``)."""
-        return self.settings if recent_tokens is None else replace(self.settings, recent_tokens=recent_tokens)
-
     def rewrite(self, path: Path, target_tokens: int, new_id: str, *,
                 memos: Sequence[Candidate] = (), summarizer: Summarizer | None = None,
                 recent_tokens: int | None = None) -> Rewritten:
-        result = gradient.rewrite(read_rollout(path), target_tokens, new_id, self._band(recent_tokens),
+        result = gradient.rewrite(read_rollout(path), target_tokens, new_id, self.settings.with_recent(recent_tokens),
                                   memos, summarizer)
         lines = result.lines
         if faults.value("swap.corrupt_rewrite"):
@@ -179,7 +175,7 @@ class CodexSessions:
         return found if found is not None and is_session_id(found) else None
 
     def ancient(self, path: Path, target_tokens: int, recent_tokens: int | None = None) -> list[TurnDigest]:
-        return gradient.ancient_digests(read_rollout(path), target_tokens, self._band(recent_tokens))
+        return gradient.ancient_digests(read_rollout(path), target_tokens, self.settings.with_recent(recent_tokens))
 
     def digests(self, path: Path) -> list[TurnDigest]:
         return gradient.all_digests(read_rollout(path))
@@ -324,7 +320,7 @@ class CodexSessions:
               recent_tokens: int | None = None) -> dict[str, dict[str, int]]:
         from liminal.harness.codex import gradient
 
-        return gradient.band_table(path, replace(self._band(recent_tokens), target_tokens=target_tokens))
+        return gradient.band_table(path, replace(self.settings.with_recent(recent_tokens), target_tokens=target_tokens))
 
     # -- recall -------------------------------------------------------------------------------
 
