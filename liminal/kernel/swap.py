@@ -534,6 +534,12 @@ class SwapManager(Component):
             return None
         t_settled = time.monotonic()
         await self._read_cache_life(state, path, decided=decision is not None)
+        if decision is not None and not decision.idle and decision.cache_life != self.policy.cache_life(state.pace):
+            # Priced at the life the thread had; its records now say another: decided at that.
+            decision = self.policy.decide(decision.context, state.pace, turns_since_swap=state.turns_since_swap)
+            if not decision.swap:
+                logger.debug("swap not taken at the thread's cache life", thread=thread_id, why=decision.why)
+                return None
         if decision is not None and decision.idle and turn_end.idle_since is not None \
                 and time.monotonic() - turn_end.idle_since < self.policy.cache_life(state.pace):
             # Decided idle past a shorter life than the CLI's records now say: the cache is

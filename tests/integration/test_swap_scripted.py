@@ -49,6 +49,7 @@ class FakeHarness:
         self.readings: list[int] = []  # what the file says at each read, before falling back to tokens
         self.reads = 0
         self.life: float | None = None  # what the CLI's records say of the cache's life
+        self.looks = 0  # reads of it
         self.bands: list[int | None] = []  # the recent band each rewrite was asked for
 
     def locate(self, backing_id: str, cwd: str | None) -> Path | None:
@@ -64,6 +65,7 @@ class FakeHarness:
         return True
 
     def cache_life(self, path: Path) -> float | None:
+        self.looks += 1
         return self.life
 
     def discard(self, rewritten: Rewritten) -> None:
@@ -553,6 +555,13 @@ async def wait_for_cache_life(manager: SwapManager, thread: str) -> None:
             await anyio.sleep(0.01)
 
 
+async def wait_for_looks(harness: FakeHarness) -> None:
+    """Until the swap manager has read the thread's records for its cache life once."""
+    with anyio.fail_after(20):
+        while harness.looks == 0:  # noqa: ASYNC110 - a count in a worker thread, no event
+            await anyio.sleep(0.01)
+
+
 async def test_a_thread_whose_cache_lives_an_hour_swaps_to_its_band_priced_at_its_writes(tmp_path: Path) -> None:
     """The CLI's records say the thread's prompt cache lives an hour (Claude Code on a
     subscription): its writes cost 2x, so the swap keeps gradient.long_cache_recent_tokens whole
@@ -620,6 +629,28 @@ async def test_a_session_file_that_says_nothing_readable_leaves_the_swaps_runnin
         await client.prompt(thread, "used:26000 chunks:1")  # the look is long done by its answer
         [member] = [m for m in proxy.supervisor.members if m.component is manager]
         assert member.crashes == 0 and manager.threads[thread].pace.cache_life is None
+
+
+async def test_a_swap_decided_before_the_cache_life_was_known_is_decided_again_at_it(tmp_path: Path) -> None:
+    """A turn end past the trigger, decided at the 5-minute cache; the swap's own read of the
+    records says an hour: the swap is priced (and journaled) at the hour, not at the life it
+    was decided at."""
+    harness = FakeHarness(tmp_path)
+    harness.after = 25_000
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    manager = SwapManager(SwapSettings(cache_life_seconds=0, hold_timeout_seconds=10, summaries=False),
+                          journal, harness)
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (_proxy, client):
+        thread = await start(client)
+        await client.prompt(thread, "used:20000 chunks:1")
+        await wait_for_looks(harness)  # they said nothing: priced at the 5-minute cache
+        harness.life = 3600.0
+        await client.prompt(thread, "used:100000 chunks:1")
+        with anyio.fail_after(20):
+            await manager.wait_for_swaps(1)
+    [record] = journal.records()
+    assert record.outcome == "committed" and record.cost is not None, record
+    assert record.cost["cache_life"] == 3600.0 and harness.bands == [GradientSettings().long_cache_recent_tokens]
 
 
 async def test_an_idle_swap_dropped_for_a_longer_cache_keeps_the_idle_spell(tmp_path: Path) -> None:
