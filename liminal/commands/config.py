@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 from liminal import config
 from liminal.config import Settings
+
+if TYPE_CHECKING:
+    from liminal.kernel.journal import SwapRecord
 
 HELP = "show every setting, its value in effect and where it came from"
 
@@ -34,7 +39,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         said = {"recent_tokens": floor.recent, "long_cache_recent_tokens": floor.long_cache,
                 "preamble_tokens": floor.preamble,
                 "limited_by": floor.limited_by, "text": floor.describe()}
-        sys.stdout.write(orjson.dumps({"home": str(settings.home), "settings": out, "floor": said},
+        sys.stdout.write(orjson.dumps({"home": str(settings.home), "settings": out, "floor": said,
+                                       "warnings": losing_money(settings)},
                                       option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0
     from liminal.commands._out import WIDTH, Column, console, table, terminal
@@ -44,10 +50,63 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
               (name, repr(value) if isinstance(value, str) else "(chosen)" if value is None else str(value),
                source) for name, value, source in rows)])
     floor_line = f"floor: {floor.describe()}"
-    if terminal():
-        console().print(floor_line)
-    else:
-        import textwrap
+    for line in [floor_line, *(f"warning: {said}" for said in losing_money(settings))]:
+        if terminal():
+            console().print(line)
+        else:
+            import textwrap
 
-        print(textwrap.fill(floor_line, WIDTH, subsequent_indent="  "))
+            print(textwrap.fill(line, WIDTH, subsequent_indent="  "))
     return 0
+
+
+# Threads whose last swap is older than this are not looked at: the settings may have changed since.
+RECENT_DAYS = 7
+SAID_THREADS = 3
+
+
+def losing_money(settings: Settings, now: float | None = None) -> list[str]:
+    """Whether these settings lose money, with no thread at hand: the swaps this home's journal
+    measured on the threads that swapped in the last ``RECENT_DAYS`` days (each swap's payback
+    against the model calls until the next: ``policy.measure_payback``), or, with none measured,
+    the policy's own arithmetic at a typical pace. Sentences, the last one what to change; none
+    when swaps pay."""
+    import time
+
+    from liminal.harness.known import known_harnesses
+    from liminal.kernel.journal import SwapJournal
+    from liminal.kernel.policy import (
+        PAYBACK_LEAST,
+        CostPolicy,
+        Pace,
+        journal_moves,
+        measure_payback,
+    )
+
+    harnesses = known_harnesses(settings.gradient)
+
+    def policy(cli: str) -> CostPolicy:
+        made = harnesses.get(cli, harnesses["claude"])()
+        return CostPolicy(settings.swap, settings.gradient, settings.swap.ceiling_tokens or made.ceiling_tokens,
+                          side_session_tokens=made.side_session_tokens)
+
+    since = (time.time() if now is None else now) - RECENT_DAYS * 86_400
+    by_thread: dict[str, list[SwapRecord]] = {}
+    try:
+        records = SwapJournal(settings.journal_path).records()
+    except OSError:
+        records = []  # an unreadable journal: the arithmetic alone
+    for record in records:
+        by_thread.setdefault(record.thread_id, []).append(record)
+    measured = {thread: found for thread, moved in by_thread.items() if moved[-1].started_at >= since
+                and (found := measure_payback(journal_moves(map(asdict, moved)))) is not None
+                and found.swaps >= PAYBACK_LEAST}
+    losing = [thread for thread, found in measured.items() if found.loses]
+    if losing:
+        said = [measured[t].describe(f"thread {t[:8]}") for t in losing[:SAID_THREADS]]
+        if len(losing) > SAID_THREADS:
+            said.append(f"And on {len(losing) - SAID_THREADS} more of the {len(measured)} threads measured.")
+        return [*said, policy(by_thread[losing[0]][-1].harness).advice(Pace())]
+    if measured:
+        return []  # measured, and paying: the thread's own pace says more than a typical one
+    return policy("claude").losing_money(Pace(), None)

@@ -5,6 +5,7 @@ recall cache too is left alone: ``Recaller`` without a cache)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ from liminal.harness.known import known_harnesses
 from liminal.lookup.shown import cli_name
 
 if TYPE_CHECKING:
+    from liminal.kernel.policy import CostPolicy
     from liminal.store.base import Store
     from liminal.store.records import MessageRecord, SessionRecord, Thread, ThreadSummary
 
@@ -69,10 +71,45 @@ class Reader:
             self._harnesses[cli] = HarnessChoice(known_harnesses(self.settings.gradient), forced=forced)
         return self._harnesses[cli]
 
-    def ceiling(self, thread: Thread) -> int:
+    def ceiling(self, thread: Thread, messages: Sequence[MessageRecord] = ()) -> int:
         """The context the thread's CLI compacts past without liminal: the setting that bounds
-        liminal's swaps if set, else the CLI's own auto-compaction point (as the swap has it)."""
-        return self.settings.swap.ceiling_tokens or self.harness(cli_name(thread.harness)).ceiling_tokens
+        liminal's swaps if set, else the CLI's own auto-compaction point on the model's window
+        as the thread's usage gives it (``views.model_window``; a 1M-token model compacts far
+        later than the usual 200k one)."""
+        harness = self.harness(cli_name(thread.harness))
+        return self.settings.swap.ceiling_tokens or harness.ceiling_at(views.model_window(messages))
+
+    def policy(self, thread: Thread, ceiling: int) -> CostPolicy:
+        """The swap's cost policy as the settings in force make it for the thread's CLI: what the
+        page says to change when swaps lose money (``views.payback_view``)."""
+        from liminal.kernel.policy import CostPolicy
+
+        harness = self.harness(cli_name(thread.harness))
+        return CostPolicy(self.settings.swap, self.settings.gradient, ceiling,
+                          side_session_tokens=harness.side_session_tokens)
+
+    async def context_of_file(self, thread: Thread) -> dict[str, Any]:
+        """The context of a thread no model call has measured (a fork, before its first prompt:
+        its session holds the context it was forked with), as its session file says; else why
+        it is not known."""
+        harness = self.harness(cli_name(thread.harness))
+        backing = thread.backing_ids[-1] if thread.backing_ids else thread.id
+
+        def read() -> dict[str, Any]:
+            path = harness.locate(backing, thread.cwd or None)
+            if path is None:
+                return {"used": None, "why": "not known until its next model call: no session file of it on this machine"}
+            used = harness.context_tokens(path)
+            if used is None:
+                return {"used": None, "why": "not known until its next model call: its session file does not say"}
+            return {"used": used, "from_file": True}
+
+        try:
+            return await anyio.to_thread.run_sync(read)
+        except Exception as exc:  # a file the harness cannot read: said, the rest still shown
+            logger.warning("the session file could not be read", thread=thread.id, error=str(exc)[:200])
+            return {"used": None, "why": "not known until its next model call: its session file could not "
+                                         f"be read ({type(exc).__name__})"}
 
     # -- the list and a thread ------------------------------------------------------------------
 
@@ -94,9 +131,16 @@ class Reader:
                 messages.sort(key=lambda m: m.order)
                 if made_by_model is None:
                     made_by_model = await self._summaries(store)
-                made = summary, views.thread_row(summary, messages, ceiling=self.ceiling(summary.thread),
-                                                 cache_life=self.settings.swap.cache_life_seconds,
-                                                 summaries=made_by_model.get(summary.thread.id, []))
+                ceiling = self.ceiling(summary.thread, messages)
+                row = views.thread_row(summary, messages, ceiling=ceiling,
+                                       cache_life=self.settings.swap.cache_life_seconds,
+                                       summaries=made_by_model.get(summary.thread.id, []),
+                                       policy=self.policy(summary.thread, ceiling))
+                if row["context_used"] is None:
+                    known = await self.context_of_file(summary.thread)
+                    row["context_used"], row["context_why"] = known["used"], known.get("why")
+                    row["context_from_file"] = bool(known.get("from_file"))
+                made = summary, row
             kept[summary.thread.id] = made
             rows.append(made[1])
         self._rows = kept
@@ -139,10 +183,13 @@ class Reader:
         stamp = _stamp(thread)  # before the reading: a change during it shows next time
         messages, head, summary_before, cut = await self._seen(thread)
         made_by_model = await self._summaries(await self.store())
+        ceiling = self.ceiling(thread, messages)
         view = views.thread_view(thread, messages, head=head, summary_before=summary_before, cut=cut,
-                                 ceiling=self.ceiling(thread),
-                                 cache_life=self.settings.swap.cache_life_seconds, window=window,
-                                 summaries=made_by_model.get(thread.id, []))
+                                 ceiling=ceiling, cache_life=self.settings.swap.cache_life_seconds,
+                                 window=window, summaries=made_by_model.get(thread.id, []),
+                                 policy=self.policy(thread, ceiling))
+        if view["context_now"]["used"] is None:
+            view["context_now"].update(await self.context_of_file(thread))
         view["stamp"] = stamp
         return view
 

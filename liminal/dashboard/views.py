@@ -11,13 +11,26 @@ and the savings estimate (``savings``), each a pure function of the thread's mes
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from liminal import moves
-from liminal.kernel.policy import PRICES, Prices, auto_compact, cache_prices, still_cached
+from liminal.kernel.policy import (
+    PAYBACK_LEAST,
+    PRICES,
+    CostPolicy,
+    Moved,
+    Pace,
+    Prices,
+    auto_compact,
+    cache_prices,
+    measure_payback,
+    still_cached,
+)
 from liminal.lookup.shown import cli_name, tool_output
 from liminal.store.records import (
     MessageRecord,
@@ -90,10 +103,79 @@ def move_view(m: MessageRecord, at: int, turn: int | None) -> dict[str, Any]:
         # The model's summary of the swap's cycle (``swap.summaries``), as the policy priced it.
         "summary": _number(cost.get("summary")),
         "payback_calls": payback if isinstance(payback, (int, float)) and payback != float("inf") else None,
+        # The model calls since the move before, as liminal counted them (None: not counted).
+        "calls_since_move": _int(cost.get("calls_since_move")),
         "idle": bool(cost.get("idle")),
         # The thread's prompt cache as the move's decision priced it (the CLI's records).
         "cache_life": cost.get("cache_life") if isinstance(cost.get("cache_life"), (int, float)) else None,
     }
+
+
+def model_window(messages: Sequence[MessageRecord]) -> int | None:
+    """The model's window, as the thread's last usage point that says one gives it (what the
+    CLI's own compaction point follows: ``SessionHarness.ceiling_at``)."""
+    for m in reversed(messages):
+        size = _int(m.data.get("size")) if m.kind == "usage" else None
+        if size:
+            return size
+    return None
+
+
+# A heading is one line: a title the agent never gave stands in as the first prompt, whole.
+HEADING_CHARS = 90
+
+
+def heading(title: str) -> str:
+    """A thread's title cut to one line for a heading: its first line, at most ``HEADING_CHARS``
+    characters, cut at a word with an ellipsis (the whole title is the heading's tooltip)."""
+    line = next((part.strip() for part in title.splitlines() if part.strip()), "")
+    if len(line) <= HEADING_CHARS and line == title.strip():
+        return line
+    if len(line) > HEADING_CHARS:
+        cut = line[:HEADING_CHARS]
+        line = cut.rsplit(None, 1)[0] if " " in cut.strip() else cut
+    return line.rstrip(" ,.;:") + "…"
+
+
+# -- what swaps cost against the calls between them ---------------------------------------------
+
+
+def cycles(committed: Sequence[dict[str, Any]], calls: Sequence[Point]) -> list[Moved]:
+    """The thread's committed moves as ``policy.measure_payback`` reads them: the model calls
+    since the move before each as liminal counted them (``calls_since_move``), else, where the
+    adapter sent usage points, those drawn between the two (a move after no new point: not known)."""
+    out: list[Moved] = []
+    before: int | None = None
+    for move in committed:
+        counted = move["calls_since_move"]
+        if counted is None and calls and before is not None and move["at"] > before:
+            counted = move["at"] - before
+        out.append((move["move"] == "swap", move["payback_calls"], counted))
+        before = move["at"]
+    return out
+
+
+def pace_of(calls: Sequence[Point], committed: Sequence[dict[str, Any]]) -> Pace:
+    """How the thread's context grew per model call: the median growth from one usage point to
+    the next with no move between (the default before it has shown any)."""
+    moved = {m["at"] for m in committed}
+    grew = [b.used - a.used for n, (a, b) in enumerate(itertools.pairwise(calls), 1)
+            if n not in moved and b.used > a.used]
+    return Pace(per_call=statistics.median(grew)) if grew else Pace()
+
+
+def payback_view(committed: Sequence[dict[str, Any]], calls: Sequence[Point],
+                 policy: CostPolicy | None) -> dict[str, Any] | None:
+    """The thread's swaps against the calls between them (``policy.measure_payback``) and, when
+    most did not repay before the next, what the policy says to change (``losing_money``, with
+    the settings in force now); None: no swap measured."""
+    measured = measure_payback(cycles(committed, calls))
+    if measured is None:
+        return None
+    warning = (policy.losing_money(pace_of(calls, committed), measured)
+               if policy is not None and measured.swaps >= PAYBACK_LEAST else [])
+    return {"swaps": measured.swaps, "losing": measured.losing, "payback": measured.payback,
+            "between": measured.between, "warning": warning}
 
 
 # -- what it saved ------------------------------------------------------------------------------
@@ -183,9 +265,11 @@ def savings(calls: Sequence[Point], committed: Sequence[dict[str, Any]], ceiling
 
 
 def thread_row(summary: ThreadSummary, messages: Sequence[MessageRecord], *, ceiling: int,
-               cache_life: float, summaries: Sequence[float] = ()) -> dict[str, Any]:
+               cache_life: float, summaries: Sequence[float] = (),
+               policy: CostPolicy | None = None) -> dict[str, Any]:
     """One row of the threads list; ``messages``: the thread's usage and swap messages;
-    ``ceiling``, ``cache_life`` and ``summaries`` as ``savings`` takes them."""
+    ``ceiling``, ``cache_life`` and ``summaries`` as ``savings`` takes them, ``policy`` as
+    ``payback_view``."""
     t = summary.thread
     numbers = turn_numbers(m for m in messages if m.kind == "usage")
     calls = points(messages, numbers)
@@ -193,14 +277,15 @@ def thread_row(summary: ThreadSummary, messages: Sequence[MessageRecord], *, cei
     committed = [move_view(m, at_call(orders, m.order), None) for m in messages
                  if m.kind == "swap" and m.status == "committed"]
     return {
-        "id": t.id, "title": t.title, "cli": cli_name(t.harness), "cwd": t.cwd, "state": t.state,
-        "turns": summary.turns, "context_used": summary.context_used,
+        "id": t.id, "title": t.title, "heading": heading(t.title), "cli": cli_name(t.harness),
+        "cwd": t.cwd, "state": t.state, "turns": summary.turns, "context_used": summary.context_used,
         "context_size": summary.context_size,
         # liminal's own rewrites (``moves.is_rewrite``), as the thread's page counts them; every
         # move (/clear, /undo too) is ``moves``, as ``liminal threads`` MOVES.
         "swaps": sum(1 for m in committed if m["rewrite"]), "moves": len(committed),
         "last_activity": summary.last_activity, "created": t.created,
         "savings": savings(calls, committed, ceiling, cache_life, summaries=summaries),
+        "payback": payback_view(committed, calls, policy),
     }
 
 
@@ -353,10 +438,11 @@ def turns_view(messages: Sequence[MessageRecord], *, head: int | None, summary_b
 
 def thread_view(thread: Thread, messages: Sequence[MessageRecord], *, head: int | None,
                 summary_before: bool, cut: dict[str, list[str]], ceiling: int, cache_life: float,
-                window: Window | None = None, summaries: Sequence[float] = ()) -> dict[str, Any]:
+                window: Window | None = None, summaries: Sequence[float] = (),
+                policy: CostPolicy | None = None) -> dict[str, Any]:
     """Everything a thread's page shows but its bands (asked for apart: they read the CLI's
     file, ``Reader.bands``); ``ceiling``, ``cache_life`` and ``summaries`` as ``savings`` takes
-    them."""
+    them, ``policy`` as ``payback_view``."""
     shown = conversation(messages)
     numbers = turn_numbers(shown)
     calls = points(shown, numbers)
@@ -378,16 +464,20 @@ def thread_view(thread: Thread, messages: Sequence[MessageRecord], *, head: int 
     move = next((m for m in reversed(messages) if m.kind == "swap" and m.status == "committed"), None)
     used, size = context_now(None if usage is None else (usage.order, usage.data),
                              None if move is None else (move.order, move.data))
+    # A move since the last model call: the chart draws the context it left after that call.
+    moved = move is not None and used is not None and (usage is None or move.order > usage.order)
     return {
         "thread": {
-            "id": thread.id, "title": thread.title, "cli": cli_name(thread.harness),
+            "id": thread.id, "title": thread.title, "heading": heading(thread.title),
+            "cli": cli_name(thread.harness),
             "cwd": thread.cwd, "state": thread.state, "backing_ids": list(thread.backing_ids),
             "created": thread.created, "updated": thread.updated},
-        "context_now": {"used": used, "size": size},
+        "context_now": {"used": used, "size": size, "moved": moved},
         "points": [{"turn": p.turn, "used": p.used, "size": p.size, "time": p.time} for p in calls],
         "moves": every_move, "marks": marks, "ceiling": ceiling,
         "swaps": sum(1 for m in committed if m["rewrite"]), "move_count": len(committed),
         "savings": savings(calls, committed, ceiling, cache_life, summaries=summaries),
+        "payback": payback_view(committed, calls, policy),
         "context_file": head is not None, "summary_before": summary_before,
         "turn_count": len(numbers), "transcript": transcript(shown, numbers, seen, cut, window or Window()),
     }

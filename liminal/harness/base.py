@@ -80,6 +80,10 @@ class SessionHarness(Protocol):
     def ceiling_tokens(self) -> int:
         """The context no thread should reach: the CLI's own auto-compaction point."""
 
+    def ceiling_at(self, window: int | None) -> int:
+        """The CLI's own auto-compaction point on a model of ``window`` tokens (the size the
+        agent's usage reports); None: the usual model's, ``ceiling_tokens``."""
+
     @property
     def side_session_tokens(self) -> int:
         """What the CLI sends of its own in a side session (``liminal.kernel.summaries``) beside
@@ -258,6 +262,9 @@ class HarnessChoice:
     @property
     def ceiling_tokens(self) -> int:
         return self.current.ceiling_tokens
+
+    def ceiling_at(self, window: int | None) -> int:
+        return self.current.ceiling_at(window)
 
     @property
     def side_session_tokens(self) -> int:

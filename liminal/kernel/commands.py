@@ -39,7 +39,7 @@ from liminal.harness.base import SessionHarness
 from liminal.kernel import delete, reopen, restore, whereabouts, zone
 from liminal.kernel.journal import SwapJournal, SwapRecord, committed
 from liminal.kernel.mover import SwapError, ThreadMover, Writer
-from liminal.kernel.policy import CostPolicy
+from liminal.kernel.policy import CostPolicy, journal_moves, measure_payback
 from liminal.kernel.threads import Mark, ThreadModel
 from liminal.lookup.memos import describe, find_memos, save_memo, split_tags
 from liminal.mcp.link import SlashRequest
@@ -816,6 +816,7 @@ class CommandCenter(Component):
             return await self._rebuild(thread, args)
         state = self.model.threads.get(thread)
         policy = self.policy
+        records = await self._moves(thread)  # another sidecar's too, on a shared store
         lines = []
         try:
             path: Path | None = self._state_path(thread)[1]
@@ -836,6 +837,8 @@ class CommandCenter(Component):
                          f"down to about {tokens(policy.target(state.pace))} tokens.")
             # What bounds that floor, and why the trigger is not the one set, if it is not.
             lines.extend(policy.bounds(state.pace))
+            # Swaps that cost more than they save, measured or by the settings' arithmetic.
+            lines.extend(policy.losing_money(state.pace, measure_payback(journal_moves(map(asdict, records)))))
         if path is None:
             lines.append("No session file yet: nothing to band.")
         else:
@@ -855,7 +858,6 @@ class CommandCenter(Component):
             lines.append("State anchor (the next swap's preamble starts with it):\n" + anchor)
         marks = await self.marks(thread)
         lines.append("Marks: " + (", ".join(sorted(marks)) or "none"))
-        records = await self._moves(thread)  # another sidecar's too, on a shared store
         lines.append(f"Last move: {moves.describe(asdict(records[-1]))}." if records else "No move yet.")
         if records:
             lines.extend(zone.described(records[-1].zone))

@@ -104,6 +104,7 @@ def _emptied(state: ThreadState) -> None:
     state.last_prompt = None
     state.context_tokens = state.file_tokens = state.last_context = None
     state.calls = 0
+    state.calls_since_move = 0
 
 
 async def open_for_thread(request: Request, state: ThreadState, base: dict[str, Any],
@@ -548,6 +549,7 @@ class ThreadMover:
         state.file_tokens = rewritten.tokens_after  # until the file says otherwise
         state.last_context = rewritten.tokens_after
         state.calls = 0
+        state.calls_since_move = 0
         # The client's context meter drops now, not at the next turn's first usage_update (ACP's
         # ``UsageUpdate``: ``used`` and ``size`` required; the size is the agent's last).
         if self.port is not None and state.context_window is not None:

@@ -38,10 +38,14 @@ floor too high for the thresholds costs one swap per leeway of growth, not one a
 
 from __future__ import annotations
 
+import itertools
 import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from liminal import moves
 from liminal.config import GradientSettings, SwapSettings
 from liminal.gradient.bands import preamble_budget, recent_budget
 from liminal.units import plural, tokens
@@ -332,6 +336,11 @@ class CostPolicy:
             # Backed off, never past where the next turn would carry the context to the ceiling.
             backed = min(pace.backed_off_to or 0, self.ceiling - max(pace.biggest_turn, 2 * int(pace.growth)))
             return max(self.swap.high_tokens, backed)
+        return self.chosen_trigger(pace)
+
+    def chosen_trigger(self, pace: Pace) -> int:
+        """The trigger the cost model chooses at the thread's target and pace, where the rebuild
+        pays best: the trigger itself unless ``swap.high_tokens`` is set."""
         target = self.target(pace)
         prices = self.prices_for(pace)
         # The rebuild (and the summary's fixed part, when the model writes one per swap) paid
@@ -439,6 +448,58 @@ class CostPolicy:
         wanted = tokens_after + ((leeway + 1) // 2 if committed else leeway)
         pace.backed_off_to = wanted if wanted > high else None
 
+    def expected_payback(self, pace: Pace) -> tuple[float, float] | None:
+        """A busy swap at the trigger as the policy's own arithmetic prices it at the thread's
+        pace (``DEFAULT_PER_CALL`` before it has shown one): (its payback, the calls until the
+        next swap), both in model calls; None where the target is not below the trigger."""
+        target, trigger = self.target(pace), self.trigger(pace)
+        if target >= trigger:
+            return None
+        _, _, payback, to_next = self.cost(trigger, target, trigger, pace, idle=False)
+        return payback, to_next
+
+    def losing_money(self, pace: Pace, measured: Payback | None, subject: str = "this thread") -> list[str]:
+        """What ``/context``, ``liminal config`` and the dashboard say when swaps cost more than
+        they save: the thread's measured swaps (``measure_payback``) if most did not repay before
+        the next; before enough are measured, the settings' own arithmetic at the thread's pace
+        (``expected_payback``); and what to change. Nothing when swaps pay."""
+        if measured is not None and measured.swaps >= PAYBACK_LEAST:
+            return [measured.describe(subject), self.advice(pace)] if measured.loses else []
+        expected = self.expected_payback(pace)
+        if expected is None or round(expected[0]) <= round(expected[1]):  # as said: in whole calls
+            return []
+        at = (f"this thread's pace ({tokens(pace.growth)} tokens a model call)" if pace.per_call is not None
+              else f"a typical pace ({tokens(DEFAULT_PER_CALL)} tokens a model call)")
+        said = (f"Swaps would lose money at {at}: one at {self.trigger(pace):,} tokens repays its "
+                f"cache rebuild in {_calls(expected[0])}, but the next comes after {_calls(expected[1])}.")
+        return [said, self.advice(pace)]
+
+    def advice(self, pace: Pace) -> str:
+        """What to change when swaps lose money, naming the settings."""
+        swap = self.swap
+        every = (f" swap.every_turns ({swap.every_turns}) swaps that often whatever it costs: set it "
+                 "to 0." if swap.every_turns else "")
+        high = swap.high_tokens
+        if high is not None:
+            best = round(self.chosen_trigger(pace), -3)
+            hint = (f"; about {best:,} repays best at {tokens(pace.growth)} tokens a model call"
+                    if best > high else "")
+            unset = ("unset swap.high_tokens and swap.target_tokens" if swap.target_tokens is not None
+                     else "unset swap.high_tokens")
+            return (f"Raise swap.high_tokens ({high:,} now{hint}): the room between it and where "
+                    f"swaps land is what each swap buys; or {unset} to let the cost policy "
+                    f"choose.{every}")
+        if swap.target_tokens is not None:
+            return (f"The ceiling ({self.ceiling:,} tokens: swap.ceiling_tokens, else the CLI's "
+                    "own auto-compact) leaves little room above swap.target_tokens "
+                    f"({swap.target_tokens:,}): lower it, or unset it to let the cost policy "
+                    f"choose.{every}")
+        if every:
+            return every.strip()
+        return (f"The ceiling ({self.ceiling:,} tokens: swap.ceiling_tokens, else the CLI's own "
+                "auto-compact) leaves little room above the floor swaps land on: lower "
+                "gradient.recent_tokens, or raise swap.ceiling_tokens if it is set.")
+
     def bounds(self, pace: Pace) -> list[str]:
         """What bounds this thread's floor and trigger, in sentences (``/context``)."""
         known = pace.cache_life is not None
@@ -459,6 +520,80 @@ class CostPolicy:
                         f"{self.trigger(pace):,}, so that each swap has room to land below it; a larger "
                         "leeway (swap.high_tokens - swap.target_tokens) keeps it where it is set.")
         return said
+
+
+# -- settings that lose money ------------------------------------------------------------------
+
+# The swaps a thread's payback is measured over: enough to see a habit, few enough that a change
+# of settings shows within a few swaps.
+PAYBACK_SWAPS = 6
+# Fewer measured than this says nothing yet (one cycle may be a burst of tool output).
+PAYBACK_LEAST = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Payback:
+    """A thread's last swaps against the model calls between them, as measured: each swap's
+    payback (the calls its cache rebuild takes to repay from what each later call reads less:
+    the journal's ``payback_calls``) beside the model calls until the thread's next swap. A swap
+    the next one came before it repaid lost money: the thread would have paid less without it."""
+
+    swaps: int  # the swaps measured: each followed by another swap, both figures known
+    losing: int  # of them, those the next swap came before they repaid
+    payback: float  # the median payback, in model calls
+    between: float  # the median model calls from a swap to the next
+
+    @property
+    def loses(self) -> bool:
+        """Most of the swaps measured (at least ``PAYBACK_LEAST``) did not repay."""
+        return self.swaps >= PAYBACK_LEAST and 2 * self.losing > self.swaps
+
+    def describe(self, subject: str = "this thread") -> str:
+        return (f"Swaps lose money on {subject}: the last {plural(self.swaps, 'swap')} repaid "
+                f"their cache rebuild in a median {_calls(self.payback)}, but the next swap came "
+                f"after {_calls(self.between)} ({self.losing} of {self.swaps} never repaid).")
+
+
+# A thread's committed moves, oldest first, as ``measure_payback`` reads them: whether the move is
+# liminal's own swap, its payback in model calls (None: not priced, or no saving to repay it),
+# and the model calls since the move before it (None: not counted).
+Moved = tuple[bool, float | None, int | None]
+
+
+def measure_payback(moved: Sequence[Moved]) -> Payback | None:
+    """The thread's last ``PAYBACK_SWAPS`` swaps that the next move, a swap too, followed, each
+    with its payback and the calls until that next swap (a person's move in between, ``/clear``
+    or ``/undo``, ends the cycle: not measured). None: no swap measured."""
+    cycles = [(payback, calls) for (swap, payback, _), (next_swap, _, calls) in itertools.pairwise(moved)
+              if swap and next_swap and payback is not None and calls is not None]
+    cycles = cycles[-PAYBACK_SWAPS:]
+    if not cycles:
+        return None
+    return Payback(len(cycles), sum(1 for payback, calls in cycles if payback > calls),
+                   statistics.median(p for p, _ in cycles), statistics.median(c for _, c in cycles))
+
+
+def journal_moves(records: Iterable[Mapping[str, Any]]) -> list[Moved]:
+    """A thread's committed moves from its journal records (``SwapRecord`` as a dict, or the
+    data of the store's ``swap`` message), oldest first, as ``measure_payback`` reads them."""
+    out: list[Moved] = []
+    for record in records:
+        if record.get("outcome") != "committed":
+            continue
+        cost = record.get("cost")
+        cost = cost if isinstance(cost, dict) else {}
+        out.append((moves.what(record) == "swap", _figure(0.0 if cost.get("idle") else cost.get("payback_calls")),
+                    _count(cost.get("calls_since_move"))))
+    return out
+
+
+def _figure(value: Any) -> float | None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _life(seconds: float) -> str:

@@ -656,7 +656,10 @@ class SwapManager(Component):
                                          {"sessionId": thread_id, "update": update})
 
     def _priced(self, state: ThreadState, decision: Decision, after: int) -> dict[str, Any]:
-        """What a swap as made costs and saves (the decision had only the plan's aim)."""
+        """What a swap as made costs and saves (the decision had only the plan's aim), and the
+        model calls since the thread's move before it (None: not counted here), which the payback
+        of that move is measured against (``policy.measure_payback``)."""
         done = self.policy.cost(decision.context, after, decision.trigger, state.pace, idle=decision.idle)
         return {"target": after, "rebuild": round(done[0], 1), "saves_per_call": round(done[1], 1),
-                "payback_calls": round(done[2], 1), "calls_to_next": round(done[3], 1)}
+                "payback_calls": round(done[2], 1), "calls_to_next": round(done[3], 1),
+                "calls_since_move": state.calls_since_move}

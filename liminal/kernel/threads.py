@@ -75,6 +75,10 @@ class ThreadState:
     pace: Pace = field(default_factory=Pace)
     last_context: int | None = None  # the context at the last turn end whose size was known
     calls: int = 0  # model calls since then (one a turn, one more per round of tool results)
+    # Model calls since the thread's last move here (a swap, /clear, /undo ...): what a swap's
+    # payback is measured against (``CostPolicy.losing_money``). None until this liminal has
+    # moved the thread: the calls before it saw the thread are not known.
+    calls_since_move: int | None = None
     results_since_call: bool = False  # a result of the current round of tool calls came back
     new: bool = False  # opened by session/new here: its first context is the CLI's own prompt
     idle_since: float | None = None  # monotonic time of the turn end, until the next prompt
@@ -86,6 +90,12 @@ class ThreadState:
     said_above_target: bool = False  # the log said once that the target is below its floor
     trigger_backed_off: bool = False  # the swap just skipped moved the trigger instead (policy)
     cache_looks: int = 0  # reads of the session file for its cache's life (``SwapManager``)
+
+    def called(self) -> None:
+        """A model call: counted since the last turn end and since the last move."""
+        self.calls += 1
+        if self.calls_since_move is not None:
+            self.calls_since_move += 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,7 +302,7 @@ class ThreadModel(Component):
             state.results_since_call = False
         elif b'"tool_call_update"' in raw and (b'"completed"' in raw or b'"failed"' in raw):
             if not state.results_since_call:
-                state.calls += 1
+                state.called()
             state.results_since_call = True
 
     def _request(self, event: FrameEvent, params: dict[str, Any]) -> None:
@@ -321,7 +331,7 @@ class ThreadModel(Component):
             # Slash commands are rewritten by the CLI before they reach the file.
             state = self.threads[thread]
             state.last_prompt = text if text and not text.startswith("/") else None
-            state.calls += 1
+            state.called()
             state.results_since_call = False
             state.idle_since = None
 

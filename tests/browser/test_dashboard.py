@@ -21,7 +21,7 @@ import anyio
 import pytest
 from websockets.sync.client import ClientConnection, connect
 
-from liminal.store.records import Batch
+from liminal.store.records import Batch, ThreadUpdate
 from liminal.store.sqlite import SqliteStore
 from tests.support import dashboard_store as fixture
 from tests.support.browser import Running, get, start
@@ -98,6 +98,8 @@ def test_a_thread_page_draws_its_swaps_at_the_calls_where_they_happened(
     assert "94k → 38k" in moves.nth(0).inner_text() and "3 calls" in moves.nth(0).inner_text()
     assert "118k → 41k" in moves.nth(1).inner_text()
     assert "Saved vs auto-compact" in page.locator(".cards").inner_text()
+    # Swaps that repaid: no warning (and nothing in its place).
+    assert page.locator("#money").count() == 0 and "null" not in page.locator("main").inner_text()
     # What the model sees now: the last swap kept 7 turns after a preamble; two turns since.
     turns = page.locator("#transcript article")
     assert [t.get_attribute("data-seen") for t in turns.all()] == ["summarised"] * 3 + ["context"] * 9
@@ -175,22 +177,28 @@ def test_a_search_finds_a_fact_cut_from_the_context_and_opens_it(
     assert "The relay's spare is in drawer 4" in page.locator("#memos").inner_text()
 
 
-def test_a_long_thread_shows_its_last_turns_and_more_on_request(tmp_path: Path, page: Any) -> None:
+def dashboard_of(tmp_path: Path, batch: Batch, **env: str) -> Running:
+    """``liminal dashboard`` over a new store holding ``batch``, the CLIs' folders the test's own
+    (``env`` may name them, and settings)."""
     home = tmp_path / "liminal-home"
     home.mkdir(mode=0o700)
-    messages, update = fixture.long_thread(150)
 
     async def build() -> None:
         store = await SqliteStore.open(home / "liminal.db")
         try:
-            await store.write(Batch(messages=messages, threads=[update]))
+            await store.write(batch)
         finally:
             await store.aclose()
 
     with ThreadPoolExecutor(1) as pool:
         pool.submit(anyio.run, build).result()
-    running = start(tmp_path, "dashboard", "--listen", "127.0.0.1:0", "--print-port",
-                    CLAUDE_CONFIG_DIR=str(tmp_path / "claude"), CODEX_HOME=str(tmp_path / "codex"))
+    return start(tmp_path, "dashboard", "--listen", "127.0.0.1:0", "--print-port",
+                 **{"CLAUDE_CONFIG_DIR": str(tmp_path / "claude"), "CODEX_HOME": str(tmp_path / "codex"), **env})
+
+
+def test_a_long_thread_shows_its_last_turns_and_more_on_request(tmp_path: Path, page: Any) -> None:
+    messages, update = fixture.long_thread(150)
+    running = dashboard_of(tmp_path, Batch(messages=messages, threads=[update]))
     try:
         running.enter(page, f"#/thread/{update.id}")
         turns = page.locator("#transcript article")
@@ -202,8 +210,96 @@ def test_a_long_thread_shows_its_last_turns_and_more_on_request(tmp_path: Path, 
         page.locator('#transcript article[data-turn="1"]').wait_for()
         assert turns.count() == 150 and page.locator("#earlier").is_hidden()
         assert [t.get_attribute("data-turn") for t in turns.all()] == [str(n) for n in range(1, 151)]
+        # Opened at its first turn (a search's find), it had no way to its end but scrolling and
+        # "Show later turns" over and over: "jump to the latest turn" loads the last turns in
+        # place and shows the newest.
+        page.evaluate("route => { location.hash = route; }", f"#/thread/{update.id}/turn/1")
+        page.locator('#transcript article.focus[data-turn="1"]').wait_for()
+        assert page.locator('#transcript article[data-turn="150"]').count() == 0
+        page.click("#latest")
+        newest = page.locator('#transcript article[data-turn="150"]')
+        newest.wait_for()
+        page.wait_for_timeout(300)  # the scroll
+        assert newest.bounding_box()["y"] < page.viewport_size["height"]
+        assert page.locator("#later").is_hidden()
     finally:
         running.stop()
+
+
+FORK = "99999999-9999-4999-8999-999999999999"
+
+
+@pytest.fixture
+def low_thresholds(tmp_path: Path) -> Iterator[Running]:
+    """A store with a thread that swapped every two turns at 30000/18000 set by hand (ending in
+    a ``/clear A`` and an ``/undo`` at the same call, no call since), and a fork whose session file
+    is here and that no model call has measured yet; the dashboard under those settings."""
+    from tests.support import claude_files
+
+    claude_files.create(tmp_path / "claude", "/home/dev/relay", FORK)
+    low, update = fixture.low_thresholds_thread()
+    fork = ThreadUpdate(FORK, fixture.START + 9_000, title="Fork of the relay work", cwd="/home/dev/relay",
+                        harness=fixture.CLAUDE, backing_ids=(FORK,))
+    running = dashboard_of(tmp_path, Batch(messages=low.messages, threads=[update, fork]),
+                           LIMINAL_SWAP_HIGH_TOKENS="30000", LIMINAL_SWAP_TARGET_TOKENS="18000")
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def test_swaps_that_lose_money_say_why_and_what_to_change(
+        low_thresholds: Running, page: Any, artifacts: Path) -> None:
+    """Issue 33: the saving was -41% in red with no word why; a /undo at the call of a /clear was
+    drawn under it; the line ended at 29.5k while "Context now" said 18k; the heading was the
+    whole first prompt; the moves had no summary column; a fork's context was "?"."""
+    low_thresholds.enter(page)
+    row = page.locator(f'#threads tr[data-id="{fixture.LOW}"]')
+    row.wait_for()
+    # The list: the heading one line, the loss explained beside it.
+    assert row.locator("td a").inner_text().endswith("…") and "\n" not in row.locator("td a").inner_text()
+    assert "swap.high_tokens" in (row.locator(".loss").get_attribute("data-why") or "")
+    assert "swap.high_tokens" in (row.locator("td").nth(7).locator("span").first.get_attribute("title") or "")
+    fork = page.locator(f'#threads tr[data-id="{FORK}"]')
+    assert fork.locator("td").nth(4).inner_text() not in ("?", "not known"), fork.inner_text()
+    page.screenshot(path=str(artifacts / "threads-losing.png"), full_page=True)
+
+    page.evaluate("route => { location.hash = route; }", f"#/thread/{fixture.LOW}")
+    warning = page.locator("#money")
+    warning.wait_for()
+    said = warning.inner_text()
+    assert "Swaps lose money on this thread" in said and "the next swap came after 4 calls" in said
+    assert "Raise swap.high_tokens (30,000 now" in said and "unset swap.high_tokens and swap.target_tokens" in said
+    saved = page.locator(".cards .card", has_text="Saved vs auto-compact")
+    assert saved.locator(".value").inner_text().startswith("-")
+    assert "Swaps cost more than they saved: see the warning above" in saved.inner_text()
+    title = page.locator("#thread-title")
+    assert title.inner_text() == "Please go through the relay controller one step at a time and after each step run the…"
+    assert title.get_attribute("title") == fixture.LOW_TITLE
+    # /clear A and /undo at the same call: both drawn, side by side.
+    clear, undo = page.locator('#chart .move[data-move="/clear A"]'), page.locator('#chart .move[data-move="/undo"]')
+    assert clear.get_attribute("data-at") == undo.get_attribute("data-at")
+    assert float(undo.get_attribute("x1")) - float(clear.get_attribute("x1")) >= 4
+    # The line ends where "Context now" says: at what the /undo left, after the last call.
+    now = page.locator("#chart #now")
+    assert now.get_attribute("data-used") == "18000"
+    assert page.locator(".cards .card", has_text="Context now").locator(".value").inner_text() == "18k"
+    last_dot = page.locator("#chart circle.dot:not(.now)").last
+    assert float(now.get_attribute("cx")) > float(last_dot.get_attribute("cx"))
+    assert float(now.get_attribute("cy")) > float(last_dot.get_attribute("cy"))  # lower: less context
+    # The model's summary of each cycle, priced, as `liminal swaps` has it.
+    assert "Summary" in page.locator("#moves thead").inner_text()
+    assert page.locator("#moves tbody tr").first.locator("td.summary").inner_text() == "5.5k"
+    page.screenshot(path=str(artifacts / "thread-losing.png"), full_page=True)
+    page.screenshot(path=str(artifacts / "dashboard-losing.png"), full_page=True,  # docs/dashboard-losing.png
+                    clip={"x": 0, "y": 0, "width": 1280, "height": 1420})
+
+    page.evaluate("route => { location.hash = route; }", f"#/thread/{FORK}")
+    card = page.locator(".cards .card", has_text="Context now")
+    card.locator(".value").wait_for()
+    page.locator("#thread-title", has_text="Fork of the relay work").wait_for()
+    assert card.locator(".value").inner_text() not in ("?", "not known")
+    assert "from its session file" in card.inner_text()
 
 
 def test_a_request_without_the_token_is_refused(dashboard: Running, page: Any, artifacts: Path) -> None:

@@ -407,6 +407,25 @@ async def test_a_swap_that_lands_just_under_its_trigger_backs_off_instead_of_rep
     assert "backed off from 100k" in journal.records()[1].reason
 
 
+async def test_each_swap_records_the_model_calls_since_the_move_before(tmp_path: Path) -> None:
+    """What a swap's payback is measured against (``policy.measure_payback``): the model calls
+    from the move before it, as the thread model counted them (a prompt is one; a round of tool
+    results one more); the first swap this liminal makes of a thread has none to count from."""
+    harness = FakeHarness(tmp_path)
+    journal = SwapJournal(tmp_path / "swaps.jsonl")
+    manager = SwapManager(settings(), journal, harness)
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (_proxy, client):
+        thread = await start(client)
+        await client.prompt(thread, "used:130000")
+        await manager.wait_for_swaps(1)
+        for used in (92_000, 95_000, 130_000):
+            await client.prompt(thread, f"used:{used}")
+        await manager.wait_for_swaps(2)
+    first, second = journal.records()
+    assert first.cost is not None and first.cost["calls_since_move"] is None
+    assert second.cost is not None and second.cost["calls_since_move"] == 3
+
+
 async def test_without_usage_the_session_file_decides(tmp_path: Path) -> None:
     # The older Claude adapter sends no usage_update: the context comes from the file. Far below
     # the trigger the check runs unheld; once near it, turn ends are held for the check.

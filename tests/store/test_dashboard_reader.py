@@ -172,3 +172,78 @@ async def test_the_models_summaries_made_are_paid_in_the_saving(reader: Reader) 
     page = await reader.thread(fixture.FLUX)
     [row] = [r for r in await reader.threads(archived=False) if r["id"] == fixture.FLUX]
     assert page["savings"]["summaries"] == row["savings"]["summaries"] == 9_000
+
+
+async def test_the_ceiling_is_the_clis_compaction_on_the_models_window(tmp_path: Path) -> None:
+    """A thread on a 1M-token model: Claude Code compacts past 967k there, not 167k (the page
+    said "of 1000k" beside "auto-compact, at 167k"); its saving is priced against that."""
+    settings = load({"home": tmp_path}, env={})
+    big = fixture.Writer("55555555-5555-4555-8555-555555555555", "conn-big", fixture.START, window=1_000_000)
+    for n in range(1, 4):
+        big.turn_of(f"Step {n}", "ok", 20_000 * n)
+    async with open_store(settings) as store:
+        await store.write(Batch(messages=big.messages, threads=[ThreadUpdate(
+            big.thread, fixture.START, title="A big window", harness=fixture.CLAUDE, backing_ids=(big.thread,))]))
+    reader = Reader(settings)
+    try:
+        page = await reader.thread(big.thread)
+        [row] = await reader.threads(archived=False)
+    finally:
+        await reader.aclose()
+    assert page["ceiling"] == page["savings"]["ceiling"] == row["savings"]["ceiling"] == 967_000
+    assert page["context_now"]["size"] == 1_000_000
+
+
+async def test_a_forks_context_is_read_from_its_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``/fork`` records a thread whose session holds the context it was forked with, and no
+    model call yet: the page and the list said "?"; now its session file says, or the page says
+    why it cannot."""
+    from tests.support import claude_files
+
+    claude = tmp_path / "claude"
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(claude))
+    fork, gone = "66666666-6666-4666-8666-666666666666", "77777777-7777-4777-8777-777777777777"
+    path = claude_files.create(claude, "/home/dev/flux", fork)
+    settings = load({"home": tmp_path}, env={})
+    async with open_store(settings) as store:
+        await store.write(Batch(threads=[
+            ThreadUpdate(t, fixture.START, title=title, cwd="/home/dev/flux", harness=fixture.CLAUDE,
+                         backing_ids=(t,)) for t, title in ((fork, "Fork of Flux"), (gone, "Fork elsewhere"))]))
+    reader = Reader(settings)
+    try:
+        page, elsewhere = await reader.thread(fork), await reader.thread(gone)
+    finally:
+        await reader.aclose()
+    from liminal.harness.claude import tail
+
+    assert page["context_now"]["used"] == tail.context_tokens(path) and page["context_now"]["used"] > 0
+    assert page["context_now"]["from_file"] is True
+    assert elsewhere["context_now"]["used"] is None
+    assert "no session file of it on this machine" in elsewhere["context_now"]["why"]
+
+
+async def test_swaps_that_lose_money_are_said_with_the_settings_to_change(tmp_path: Path) -> None:
+    """Swaps every two turns at 30000/18000 set by hand: each repaid its rebuild in 16 calls,
+    the next came after 4; the saving is negative, and the page and the list say why."""
+    settings = load({"home": tmp_path, "swap.high_tokens": 30_000, "swap.target_tokens": 18_000}, env={})
+    w, update = fixture.low_thresholds_thread()
+    async with open_store(settings) as store:
+        await store.write(Batch(messages=w.messages, threads=[update]))
+    reader = Reader(settings)
+    try:
+        page = await reader.thread(fixture.LOW)
+        [row] = await reader.threads(archived=False)
+    finally:
+        await reader.aclose()
+    assert page["savings"]["saved"] < 0
+    # Four calls between swaps (two turns of two calls), counted from the usage points; the last
+    # swap, followed by /clear A, is not measured.
+    assert page["payback"]["swaps"] == 4 and page["payback"]["between"] == 4 and page["payback"]["losing"] == 4
+    said = page["payback"]["warning"]
+    assert said[0].startswith("Swaps lose money on this thread: the last 4 swaps repaid their cache rebuild "
+                              "in a median 16 calls, but the next swap came after 4 calls"), said
+    assert said[1].startswith("Raise swap.high_tokens (30,000 now; about ")
+    assert row["payback"] == page["payback"]
+    # The heading is the title's first line, cut at a word.
+    assert page["thread"]["heading"] == row["heading"] == (
+        "Please go through the relay controller one step at a time and after each step run the…")

@@ -37,6 +37,7 @@ class Writer:
     seq: int = 0
     messages: list[MessageRecord] = field(default_factory=list)
     turn: str | None = None
+    window: int = 200_000  # the model's, as each usage point says it
 
     def _next(self, step: float = 1.0) -> tuple[str, float, str]:
         self.seq += 1
@@ -65,12 +66,12 @@ class Writer:
         a tool call (id, title, output), the answer, the turn's end."""
         self.prompt(prompt)
         for c in calls:
-            self.add("usage", data={"used": c, "size": 200_000})
+            self.add("usage", data={"used": c, "size": self.window})
         if tool is not None:
             self.add("tool_call", tool[1], tool=tool[0], status="completed",
                      data={"title": tool[1], "rawOutput": tool[2]})
         self.add("agent", answer)
-        self.add("usage", data={"used": used, "size": 200_000})
+        self.add("usage", data={"used": used, "size": self.window})
         self.add("turn_end", status="end_turn")
 
     def move(self, move: str, before: int | None, after: int | None, new: str, *, old: str,
@@ -143,7 +144,7 @@ def flux_thread() -> tuple[Writer, list[SessionRecord], ThreadUpdate, list[str]]
 
 
 def codex_thread() -> tuple[Writer, ThreadUpdate]:
-    w = Writer(CODEX, "conn-codex", START + 50_000)
+    w = Writer(CODEX, "conn-codex", START + 50_000, window=258_400)
     used = 11_000
     for n in range(1, 5):
         used += 4_000
@@ -205,6 +206,39 @@ def long_thread(turns: int, thread: str = "44444444-4444-4444-8444-444444444444"
             used = 40_000
     return w.messages, ThreadUpdate(thread, START, title=f"A thread of {turns} turns", cwd="/home/dev/long",
                                     harness=CLAUDE, state="active", backing_ids=tuple(lineage))
+
+
+LOW = "88888888-8888-4888-8888-888888888888"
+# A first prompt the agent never titled: the thread's title stands in as it, whole.
+LOW_TITLE = ("Please go through the relay controller one step at a time and after each step run the "
+             "load test again, then tell me what changed\nand keep the notes short")
+
+
+def low_thresholds_thread(turns: int = 12) -> tuple[Writer, ThreadUpdate]:
+    """Swaps every two turns at ``swap.high_tokens`` 30000 / ``swap.target_tokens`` 18000 set by
+    hand: two calls a turn, 3k each, so four calls between swaps, each swap repaying its rebuild in
+    16 (the model's summary of each cycle priced too); then, with no call since, ``/clear A`` and
+    ``/undo`` at the same call, which leave 18k: more than liminal saved it cost."""
+    w = Writer(LOW, "conn-low", START)
+    backing = LOW
+    for n in range(1, turns + 1):
+        used = 18_000 + 6_000 * (2 - n % 2)
+        w.turn_of(f"Step {n}: tighten relay bolt {n}." if n > 1 else LOW_TITLE, f"Bolt {n} tightened.", used,
+                  calls=(used - 3_000,))
+        if n == turns - 1:
+            w.mark("A", backing, 100)
+        if n % 2 == 0 and n < turns:
+            new = str(uuid.UUID(int=0xB000 + n, version=4))
+            w.move("swap", used, 18_000, new, old=backing, reason="context 30k tokens >= 30k",
+                   cost={"rebuild": 19_500.0, "saves_per_call": 1_200.0, "payback_calls": 16.2, "idle": False,
+                         "summary": 5_500.0})
+            backing = new
+    for move, before, after in (("/clear A", 29_500, 22_000), ("/undo", 22_000, 18_000)):
+        new = str(uuid.UUID(int=0xC000 + before, version=4))
+        w.move(move, before, after, new, old=backing)
+        backing = new
+    return w, ThreadUpdate(LOW, START, title=LOW_TITLE, cwd="/home/dev/relay", harness=CLAUDE,
+                           state="active", backing_ids=(LOW,))
 
 
 def session_files(claude_dir: Path) -> list[SessionRecord]:

@@ -95,6 +95,9 @@ class _Policy:
     def bounds(self, pace: Any) -> list[str]:
         return []
 
+    def losing_money(self, pace: Any, measured: Any) -> list[str]:
+        return []
+
     def recent(self, pace: Any) -> int:
         return 20_000
 

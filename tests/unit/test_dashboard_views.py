@@ -75,10 +75,11 @@ def test_context_now_is_what_a_move_since_the_last_model_call_left() -> None:
     thread = merge_thread(None, ThreadUpdate("t", 0.0, title="t", backing_ids=("t", "new-1")))
     view = views.thread_view(thread, w.messages, head=None, summary_before=False, cut={}, **TERMS)
     assert view["points"][-1]["used"] == 150_000
-    assert view["context_now"] == {"used": 60_000, "size": 200_000}
+    # The chart draws what the move left after the last call ("moved"): its line ends at 60k.
+    assert view["context_now"] == {"used": 60_000, "size": 200_000, "moved": True}
     w.turn_of("p3", "ok", 61_000)  # the next model call's point is the context again
     view = views.thread_view(thread, w.messages, head=None, summary_before=False, cut={}, **TERMS)
-    assert view["context_now"] == {"used": 61_000, "size": 200_000}
+    assert view["context_now"] == {"used": 61_000, "size": 200_000, "moved": False}
 
 
 def test_a_usage_point_repeated_within_a_call_is_one_point() -> None:

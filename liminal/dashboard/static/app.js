@@ -72,7 +72,7 @@ function home(path) { return path || "-"; }
 
 function main() { return document.getElementById("main"); }
 
-function show(...nodes) { main().replaceChildren(...nodes); }
+function show(...nodes) { main().replaceChildren(...nodes.filter((n) => n !== null && n !== undefined)); }
 
 class Refused extends Error {}
 
@@ -174,15 +174,17 @@ async function threadsPage(state) {
         onclick: () => { state.ascending = state.sort === k ? !state.ascending : k === "title" || k === "cli" || k === "cwd"; state.sort = k; draw(); },
       }, label, k === key ? (state.ascending ? " ▲" : " ▼") : "")))),
       el("tbody", {}, shown.map((r) => el("tr", { "data-id": r.id, class: r.state === "archived" ? "archived" : null },
-        el("td", {}, el("a", { href: `#/thread/${encodeURIComponent(r.id)}`, text: r.title || r.id.slice(0, 8) }),
+        el("td", {}, el("a", { href: `#/thread/${encodeURIComponent(r.id)}`, title: r.title !== r.heading ? r.title : null, text: r.heading || r.id.slice(0, 8) }),
           r.state === "archived" ? el("span", { class: "tag", text: "archived" }) : null),
         el("td", { text: r.cli }),
         el("td", { class: "path", title: r.cwd, text: home(r.cwd) }),
         el("td", { title: when(r.last_activity), text: ago(r.last_activity) }),
-        el("td", { class: "num" }, tokens(r.context_used), r.context_size ? el("span", { class: "quiet", text: ` / ${tokens(r.context_size)}` }) : ""),
+        el("td", { class: "num", title: r.context_from_file ? "from its session file (no model call yet)" : null },
+          r.context_used === null && r.context_why ? el("span", { class: "quiet", title: r.context_why, text: "not known" }) : tokens(r.context_used),
+          r.context_size ? el("span", { class: "quiet", text: ` / ${tokens(r.context_size)}` }) : ""),
         el("td", { class: "num", text: r.turns }),
         el("td", { class: "num", title: `${r.moves} moves in all (/clear and /undo too)`, text: r.swaps }),
-        el("td", { class: "num" }, savedText(r.savings)),
+        el("td", { class: "num" }, savedText(r.savings, r.payback)),
       ))));
     document.getElementById("count").textContent = `${shown.length} of ${rows.length} threads`;
   };
@@ -196,12 +198,22 @@ async function threadsPage(state) {
   live(null, () => threadsPage(state).catch(failed));
 }
 
-function savedText(s) {
+function savedText(s, payback) {
   if (!s) return el("span", { class: "quiet", text: "-" });
   const share = Math.round(s.saved_share * 100);
+  const why = lossWhy(s, payback);
   return el("span", { class: s.saved > 0 ? "good" : s.saved < 0 ? "bad" : "quiet", title:
-    `As made ${big(s.made)}${s.summaries ? ` (the model's summaries ${big(s.summaries)})` : ""}, under auto-compact ${big(s.auto_compact)} input-token equivalents (estimate)` },
-  `${big(s.saved)} (${share}%)`);
+    `As made ${big(s.made)}${s.summaries ? ` (the model's summaries ${big(s.summaries)})` : ""}, under auto-compact ${big(s.auto_compact)} input-token equivalents (estimate)${why ? `. ${why}` : ""}` },
+  `${big(s.saved)} (${share}%)`, why ? el("span", { class: "loss", "data-why": why, text: " ⚠" }) : null);
+}
+
+function lossWhy(s, payback) {
+  // Why swaps cost more than they saved: the payback measured against the calls between swaps
+  // (the policy's warning, naming the settings to change), else what each swap paid.
+  const warning = payback && payback.warning && payback.warning.length ? payback.warning.join(" ") : "";
+  if (warning) return warning;
+  if (!s || s.saved >= 0) return "";
+  return "Swaps cost more than they saved: each rebuilt the prompt cache (Rebuild and Payback in the thread's moves), and the calls after it did not repay that before the next." ;
 }
 
 // -- a thread --------------------------------------------------------------------------------
@@ -219,14 +231,17 @@ async function threadPage(id, target, keepFrom) {
   const bands = el("div", { id: "bands", class: "card" }, el("h2", { text: "What a swap would make now" }), el("p", { class: "quiet", text: "Reading the session file…" }));
   show(
     el("section", { class: "thread-head" },
-      el("h1", { id: "thread-title", text: t.title || t.id }),
+      el("h1", { id: "thread-title", title: t.title !== t.heading ? t.title : null, text: t.heading || t.id }),
       el("p", { class: "quiet" }, t.cli && t.cli !== "-" ? `${t.cli} · ` : "", el("span", { class: "path", text: t.cwd || "?" }), ` · thread ${t.id}`,
-        t.state === "archived" ? el("span", { class: "tag", text: "archived" }) : null)),
+        t.state === "archived" ? el("span", { class: "tag", text: "archived" }) : null,
+        data.transcript.count ? el("button", { class: "link", id: "latest", onclick: () => toLatest() }, "jump to the latest turn ↓") : null)),
+    moneyWarning(data),
     el("section", { class: "cards" },
-      card("Context now", now.used !== null ? tokens(now.used) : "?", now.size ? `of ${tokens(now.size)}` : ""),
+      card("Context now", now.used !== null ? tokens(now.used) : "not known",
+        now.used === null ? now.why || "" : [now.size ? `of a ${tokens(now.size)} window` : "", now.from_file ? "from its session file (no model call yet)" : ""].filter(Boolean).join(", ")),
       card("Model calls", data.points.length, `${data.turn_count} turns`),
       card("Swaps", data.swaps, `${data.move_count} moves in all`),
-      card("Saved vs auto-compact", s ? big(s.saved) : "-", s ? `${Math.round(s.saved_share * 100)}% of ${big(s.auto_compact)} (input-token equivalents, estimated)${s.summaries ? `, the model's summaries (${big(s.summaries)}) paid` : ""}; mean context ${tokens(s.mean_context)}, not ${tokens(s.mean_context_auto)}` : "too few model calls to say")),
+      card("Saved vs auto-compact", s ? big(s.saved) : "-", s ? `${Math.round(s.saved_share * 100)}% of ${big(s.auto_compact)} (input-token equivalents, estimated)${s.summaries ? `, the model's summaries (${big(s.summaries)}) paid` : ""}; mean context ${tokens(s.mean_context)}, not ${tokens(s.mean_context_auto)}${s.saved < 0 ? (data.payback && data.payback.warning.length ? ". Swaps cost more than they saved: see the warning above" : `. ${lossWhy(s, null)}`) : ""}` : "too few model calls to say")),
     el("section", { class: "card" }, el("h2", { text: "Context at every model call" }), chart(data), legend(data)),
     bands,
     el("section", { class: "card" }, el("h2", { text: "Swaps and moves" }), movesTable(data.moves)),
@@ -240,6 +255,13 @@ async function threadPage(id, target, keepFrom) {
     await threadPage(id, null, view.lo);
     window.scrollTo(0, bottom ? document.body.scrollHeight : keep);
   }, data.stamp);
+}
+
+function moneyWarning(data) {
+  const said = data.payback && data.payback.warning;
+  if (!said || !said.length) return null;
+  return el("section", { class: "card warning", id: "money" }, el("h2", { text: "Swaps cost more than they save here" }),
+    said.map((line) => el("p", { text: line })));
 }
 
 function card(label, value, note) {
@@ -264,7 +286,10 @@ function chart(data) {
   const W = 960, H = 280, L = 56, R = 16, T = 16, B = 34;
   const pts = data.points;
   if (!pts.length) return el("p", { class: "quiet", text: "No model call recorded yet." });
-  const n = pts.length;
+  // A move since the last model call (/undo, a swap) set the context now: drawn one step on,
+  // so the line ends where "Context now" says.
+  const now = data.context_now.moved ? data.context_now.used : null;
+  const n = pts.length + (now !== null ? 1 : 0);
   const peak = Math.max(...pts.map((p) => p.used));
   const ceilingShown = showsCeiling(data);
   const most = ceilingShown ? Math.max(data.ceiling, peak) : peak;
@@ -286,12 +311,19 @@ function chart(data) {
   for (let k = 0; k < ticks; k++) {
     const i = Math.round((k * (n - 1)) / Math.max(ticks - 1, 1));
     const anchor = n > 1 && i === n - 1 ? "end" : n > 1 && i === 0 ? "start" : "middle";
-    root.append(svg("text", { x: x(i), y: H - B + 16, class: "axis", "text-anchor": anchor }, `call ${i + 1}`));
+    root.append(svg("text", { x: x(i), y: H - B + 16, class: "axis", "text-anchor": anchor }, i < pts.length ? `call ${i + 1}` : "now"));
   }
   const between = (at) => at <= 0 ? x(0) : at >= n ? x(n - 1) : (x(at - 1) + x(at)) / 2;
-  for (const m of data.moves.filter((m) => m.outcome === "committed")) {
+  // Moves at the same call (a /clear, then an /undo) are drawn side by side, none under another.
+  const committed = data.moves.filter((m) => m.outcome === "committed");
+  const atCall = new Map();
+  for (const m of committed) atCall.set(m.at, (atCall.get(m.at) || 0) + 1);
+  const drawn = new Map();
+  for (const m of committed) {
     const cls = MOVE_CLASS(m);
-    const gx = between(m.at);
+    const k = drawn.get(m.at) || 0;
+    drawn.set(m.at, k + 1);
+    const gx = between(m.at) + (k - (atCall.get(m.at) - 1) / 2) * 6;
     root.append(svg("line", { x1: gx, x2: gx, y1: T, y2: H - B, class: `move ${cls}`, "data-at": m.at, "data-move": m.move },
       svg("title", {}, `${m.text}${m.turn ? ` (after turn ${m.turn})` : ""}`)));
   }
@@ -306,6 +338,12 @@ function chart(data) {
     pts.forEach((p, i) => root.append(svg("circle", { cx: x(i), cy: y(p.used), r: 2.5, class: "dot" },
       svg("title", {}, `call ${i + 1}${p.turn ? `, turn ${p.turn}` : ""}: ${tokens(p.used)} tokens, ${when(p.time)}`))));
   }
+  if (now !== null) {
+    const last = pts.length - 1;
+    root.append(svg("polyline", { points: `${x(last).toFixed(1)},${y(pts[last].used).toFixed(1)} ${x(n - 1).toFixed(1)},${y(now).toFixed(1)}`, class: "line now" }),
+      svg("circle", { cx: x(n - 1), cy: y(now), r: 3.5, class: "dot now", id: "now", "data-used": now },
+        svg("title", {}, `now: ${tokens(now)} tokens, as the last move left it (no model call since)`)));
+  }
   return root;
 }
 
@@ -316,13 +354,18 @@ function niceStep(raw) { // 1, 2 or 5 times a power of ten: round numbers on the
 
 function movesTable(list) {
   if (!list.length) return el("p", { class: "quiet", text: "No swap or move yet." });
+  // The model's summary of each swap's cycle (swap.summaries), as `liminal swaps` has it: only
+  // where one was priced, so a thread without summaries keeps the table's width.
+  const summaries = list.some((m) => m.summary);
+  const heads = ["When", "Move", "Tokens", "Rebuild", ...(summaries ? ["Summary"] : []), "Saves", "Payback", "Took", "Why"];
   return el("table", { class: "moves", id: "moves" },
-    el("thead", {}, el("tr", {}, ["When", "Move", "Tokens", "Rebuild", "Saves", "Payback", "Took", "Why"].map((h) => el("th", { text: h })))),
+    el("thead", {}, el("tr", {}, heads.map((h) => el("th", { text: h, title: h === "Summary" ? "What the model's summary of the turns this swap consolidated cost (its side session), as the policy priced it" : null })))),
     el("tbody", {}, list.map((m) => el("tr", { class: m.outcome === "committed" ? MOVE_CLASS(m) : "failed" },
       el("td", { text: when(m.time) }),
       el("td", {}, `${m.move} `, el("span", { class: "quiet", text: m.outcome })),
       el("td", { class: "num", text: m.tokens_before !== null ? `${tokens(m.tokens_before)} → ${m.tokens_after !== null ? tokens(m.tokens_after) : "?"}` : "-" }),
       el("td", { class: "num", text: typeof m.rebuild === "number" ? tokens(m.rebuild) : "-" }),
+      summaries ? el("td", { class: "num summary", text: m.summary ? tokens(m.summary) : "-" }) : null,
       el("td", { class: "num", text: typeof m.saves_per_call === "number" ? `${tokens(m.saves_per_call)}/call` : "-" }),
       el("td", { class: "num", text: m.idle ? "now" : typeof m.payback_calls === "number" ? `${Math.round(m.payback_calls)} calls` : "-" }),
       el("td", { class: "num", text: typeof m.duration_s === "number" ? `${m.duration_s.toFixed(2)} s` : "-" }),
@@ -391,8 +434,23 @@ function transcript(data, target) {
   };
   box.append(earlier, el("div", { class: "turns" }, t.turns.map(turnView)), later);
   buttons();
+  box.latest = async () => { // the last turns, in place of those on show if they are not
+    if (hi < count) {
+      const got = await api(`thread/${encodeURIComponent(view.id)}/turns?lo=${Math.max(0, count - WINDOW)}&hi=${count}`);
+      box.querySelector(".turns").replaceChildren(...got.turns.map(turnView));
+      lo = got.lo; hi = got.hi;
+      buttons();
+    }
+    const last = box.querySelector(".turns article:last-child");
+    if (last) last.scrollIntoView({ block: "start" });
+  };
   if (!count) box.append(el("p", { class: "quiet", text: "Nothing said yet." }));
   return box;
+}
+
+function toLatest() {
+  const box = document.getElementById("transcript");
+  if (box && box.latest) box.latest().catch(failed);
 }
 
 function turnView(turn) {

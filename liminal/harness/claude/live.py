@@ -39,7 +39,8 @@ class ClaudeSessions:
     name = "claude"
     # Claude Code compacts on its own at the model's window (200k) less its output reserve (20k)
     # and a buffer (13k); a thread held below that never meets the CLI's compaction.
-    ceiling_tokens = 167_000
+    compact_reserve = 33_000
+    ceiling_tokens = 200_000 - compact_reserve
     # A side session's own prompt (issue 24), measured with the rig on Claude Code 2.1.316
     # (claude-agent-acp 0.100; docs/gradient.md): the Agent SDK's system prompt without tools and
     # its context messages (2.0k tokens), and the title request it makes for a new session (1.2k).
@@ -49,6 +50,10 @@ class ClaudeSessions:
         self.settings = settings
         self.env = env
         self._settle = tail.SettleWatch()
+
+    def ceiling_at(self, window: int | None) -> int:
+        """The same reserve and buffer off another window: a model of 1M tokens compacts past 967k."""
+        return self.ceiling_tokens if not window else max(window - self.compact_reserve, 1)
 
     def locate(self, backing_id: str, cwd: str | None) -> Path | None:
         return find(backing_id, cwd, self.env)

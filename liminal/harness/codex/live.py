@@ -92,6 +92,7 @@ class CodexSessions:
     # Codex compacts on its own near 90% of the model's window (258,400 tokens for the GPT-5
     # family it reports in ``task_started``); a thread held below it never meets that.
     ceiling_tokens = 230_000
+    usual_window = 258_400  # the GPT-5 family's, which the ceiling is 90% of (rounded down)
     # A side session's own prompt (issue 24), measured with the rig (docs/gradient.md): Codex's
     # instructions and tools (9.4k tokens with codex-acp 0.16; 10.7k with the app server behind
     # codex-acp 2.6, which sends them again in a title request, 11.0k).
@@ -104,6 +105,10 @@ class CodexSessions:
         self._targets: dict[str, Path] = {}
         self._found: dict[str, Path] = {}
         self._name_from: dict[str, Path] = {}  # a rewrite or cut -> the rollout whose name it takes
+
+    def ceiling_at(self, window: int | None) -> int:
+        """The same share of another window."""
+        return self.ceiling_tokens if not window else max(window * self.ceiling_tokens // self.usual_window, 1)
 
     def locate(self, backing_id: str, cwd: str | None) -> Path | None:
         # Found once, then remembered while it exists: a search walks every day's folder.
