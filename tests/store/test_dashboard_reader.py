@@ -172,3 +172,12 @@ async def test_the_models_summaries_made_are_paid_in_the_saving(reader: Reader) 
     page = await reader.thread(fixture.FLUX)
     [row] = [r for r in await reader.threads(archived=False) if r["id"] == fixture.FLUX]
     assert page["savings"]["summaries"] == row["savings"]["summaries"] == 9_000
+
+
+async def test_an_address_may_name_a_thread_by_a_prefix_as_the_commands_do(reader: Reader) -> None:
+    """Before, ``#/thread/11111111`` (the id ``liminal threads`` shows) was "no thread"."""
+    whole = await reader.thread(fixture.FLUX)
+    assert (await reader.thread(fixture.FLUX[:8]))["stamp"] == whole["stamp"]
+    assert await reader.stamp(fixture.FLUX[:8]) == await reader.stamp(fixture.FLUX)
+    with pytest.raises(NotFound, match="no such thread: 4444"):
+        await reader.thread("4444")
