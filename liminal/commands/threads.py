@@ -110,7 +110,7 @@ def _home_short(path: str) -> str:
 
 def _change(args: argparse.Namespace, settings: Settings) -> int:
     from liminal.commands._store import refuse, resolve, run_with_store
-    from liminal.store.records import Batch, ThreadUpdate
+    from liminal.store.records import ARCHIVED, Batch, ThreadUpdate
 
     need = 2 if args.action == "rename" else 1
     blank = args.action == "rename" and not " ".join(args.args[1:]).strip()  # changes nothing
@@ -148,9 +148,14 @@ def _change(args: argparse.Namespace, settings: Settings) -> int:
             update = ThreadUpdate(found, time.time(), title=title, named=True)
             done = f"renamed thread {found}: {title}"
         else:
-            state = "archived" if args.action == "archive" else "active"
-            update = ThreadUpdate(found, time.time(), state=state, by_user=True)
-            done = f"thread {found} is {state}"
+            archive = args.action == "archive"
+            thread = await store.thread(found)
+            if thread is not None and (thread.state == ARCHIVED) == archive:
+                print(f"thread {found} is {'already' if archive else 'not'} archived; nothing to do")
+                return 0
+            update = ThreadUpdate(found, time.time(), state=ARCHIVED if archive else "active", by_user=True)
+            done = (f"archived thread {found} (liminal threads --all still lists it)" if archive
+                    else f"unarchived thread {found}")
         await store.write(Batch(threads=[update]))
         print(done)
         return 0
