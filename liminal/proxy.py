@@ -622,7 +622,7 @@ class Proxy:
         return code
 
     def _agent_died(self, agent_code: int) -> int:
-        said = self.agent.stderr.last_line()[:300]
+        said = self.agent.stderr.last_words()
         self.router.agent_gone(time.time(), f"exit code {agent_code}", said=said)
         self._flush()
         for waiter in self.own_waiters.values():

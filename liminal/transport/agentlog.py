@@ -17,7 +17,7 @@ What it must never do, whatever the agent writes:
 - **hold a line without end.** A line is cut at ``MAX_LINE_BYTES`` (said at its end) and the
   rest of it, up to the next newline, skipped: a gigabyte without a newline is read and dropped.
 
-The last lines are kept (``AgentLog.last_line``): what an agent that exits before answering
+The last lines are kept (``AgentLog.last_words``): what an agent that exits before answering
 last said (npx's "404 Not Found") is the reason liminal gives the client.
 """
 
@@ -36,7 +36,9 @@ from liminal import log
 MAX_LINE_BYTES = 8192
 QUEUED_LINES = 2000
 QUEUED_BYTES = 1 << 20
-KEPT_LINES = 5
+KEPT_LINES = 20
+SAID_LINES = 3  # of them, what names why an agent ended (``AgentLog.last_words``)
+SAID_CHARS = 300
 # At exit, what is queued gets this long to be written (a stderr no one reads must not hold
 # liminal's exit).
 DRAIN_SECONDS = 2.0
@@ -86,9 +88,15 @@ class AgentLog:
             self._line(bytes(self._partial))
             self._partial.clear()
 
-    def last_line(self) -> str:
-        """The last line the agent wrote that says something (without colours), or ""."""
-        return next((line for line in reversed(self._kept) if line.strip()), "")
+    def last_words(self) -> str:
+        """Why the agent ended, as its last lines say it (without colours): from the first of
+        them that speaks of an error (npm's "npm error code E404", then what it did not find;
+        Python's "ModuleNotFoundError: ..."), a few lines, else its last line; "" if it said
+        nothing."""
+        kept = list(self._kept)
+        start = next((n for n, line in enumerate(kept) if "error" in line.lower()), len(kept) - 1)
+        said = " / ".join(kept[start:start + SAID_LINES])
+        return said if len(said) <= SAID_CHARS else said[:SAID_CHARS - 1] + "…"
 
     def _line(self, raw: bytes, *, cut: bool = False) -> None:
         text = raw.decode("utf-8", "replace").rstrip("\r")
@@ -96,7 +104,7 @@ class AgentLog:
             text += f" … (cut at {MAX_LINE_BYTES:,} bytes)"
         bare = plain(text)
         if bare.strip():
-            self._kept.append(bare)
+            self._kept.append(bare.strip())
         _writer.put(text if self._colours else bare, self.agent)
 
 

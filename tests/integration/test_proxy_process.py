@@ -218,7 +218,7 @@ async def test_an_agent_command_that_cannot_be_run_exits_126(tmp_path: Path) -> 
 NPX_404 = "npm error 404 Not Found - GET https://registry.npmjs.org/no-such-adapter"
 
 
-async def test_an_agent_that_exits_before_answering_initialize_is_named_with_its_last_line(
+async def test_an_agent_that_exits_before_answering_initialize_is_named_with_its_last_words(
     tmp_path: Path,
 ) -> None:
     """What ``npx -y no-such-adapter`` does: starts, says why on stderr, exits 1. The client's
@@ -230,9 +230,10 @@ async def test_an_agent_that_exits_before_answering_initialize_is_named_with_its
         after = await proxy.request("session/new", {"cwd": str(tmp_path), "mcpServers": []}, rpc_id=1)
         await proxy.close_stdin()
         assert await proxy.wait_exit() == 1
-    assert answer["error"]["message"] == f"the agent exited before answering initialize (exit code 1): {NPX_404}"
-    assert after["error"]["message"] == f"the agent exited (exit code 1): {NPX_404}"
-    assert f"liminal: the agent (sh) exited with code 1: {NPX_404}" in proxy.stderr.decode()
+    said = f"npm error code E404 / {NPX_404}"
+    assert answer["error"]["message"] == f"the agent exited before answering initialize (exit code 1): {said}"
+    assert after["error"]["message"] == f"the agent exited (exit code 1): {said}"
+    assert f"liminal: the agent (sh) exited with code 1: {said}" in proxy.stderr.decode()
 
 
 async def test_an_agent_that_exited_before_the_client_spoke_answers_its_initialize(tmp_path: Path) -> None:

@@ -64,7 +64,7 @@ def test_a_line_without_end_is_cut_and_the_next_one_kept(monkeypatch: pytest.Mon
     data = b"y" * (5 * MAX_LINE_BYTES) + b"\nnext\n"
     lines, stderr = read(data, list(range(1000, len(data), 1000)), monkeypatch)
     assert lines == ["y" * MAX_LINE_BYTES + f" … (cut at {MAX_LINE_BYTES:,} bytes)", "next"]
-    assert stderr.last_line() == "next"
+    assert stderr.last_words() == "next"
 
 
 def test_colours_are_stripped_off_a_terminal_and_kept_on_one(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -72,11 +72,27 @@ def test_colours_are_stripped_off_a_terminal_and_kept_on_one(monkeypatch: pytest
     monkeypatch.setattr(agentlog, "_stderr_is_terminal", lambda: False)
     lines, stderr = read(data, [], monkeypatch)
     assert lines == ["ERROR npm error 404", ""]
-    assert stderr.last_line() == "ERROR npm error 404"  # the last that says something
+    assert stderr.last_words() == "ERROR npm error 404"
     monkeypatch.setattr(agentlog, "_stderr_is_terminal", lambda: True)
     lines, stderr = read(data, [], monkeypatch)
     assert lines == ["\x1b[31mERROR\x1b[0m npm error 404", ""]
-    assert stderr.last_line() == "ERROR npm error 404"  # a message to a client: never colours
+    assert stderr.last_words() == "ERROR npm error 404"  # a message to a client: never colours
+
+
+@pytest.mark.parametrize(("said", "words"), [
+    (["npm warn exec The following package was not found and will be installed: x@1",
+      "npm error code E404", "npm error 404 Not Found - GET https://registry.npmjs.org/x",
+      "npm error 404", "npm error A complete log of this run can be found in: /root/.npm/_logs/x.log"],
+     "npm error code E404 / npm error 404 Not Found - GET https://registry.npmjs.org/x / npm error 404"),
+    (["Traceback (most recent call last):", '  File "/a.py", line 1, in <module>', "    import nope",
+      "ModuleNotFoundError: No module named 'nope'"], "ModuleNotFoundError: No module named 'nope'"),
+    (["starting", "thread 'main' panicked at src/main.rs:2:5:", "  ", "no key"], "no key"),
+    ([], ""),
+    (["error: " + "e" * 400], "error: " + "e" * (agentlog.SAID_CHARS - 8) + "…"),
+])
+def test_what_names_why_an_agent_ended(said: list[str], words: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, stderr = read("".join(line + "\n" for line in said).encode(), [], monkeypatch)
+    assert stderr.last_words() == words
 
 
 def test_the_queue_is_bounded_and_counts_what_it_drops(monkeypatch: pytest.MonkeyPatch) -> None:
