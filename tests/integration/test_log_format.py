@@ -18,7 +18,9 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -27,6 +29,7 @@ from liminal.transport.agentlog import MAX_LINE_BYTES
 from tests.support.proxy_process import (
     ProxyProcess,
     child_env,
+    json_objects,
     liminal_argv,
     run_liminal,
     scripted_agent_argv,
@@ -53,16 +56,23 @@ def foreign_lines(stderr: str) -> list[str]:
 
 
 def chatter(stderr: str) -> list[dict[str, object]]:
-    """Library records at INFO or above that are routine (at the default level, none)."""
-    records = []
-    for line in stderr.splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and record.get("logger", "liminal").split(".")[0] not in ("liminal", "agent"):
-            records.append(record)
-    return [r for r in records if r.get("level") in ("debug", "info")]
+    """Library records at INFO or above that are routine (at the default level, none); the
+    agent's lines are not a library's."""
+    return [r for r in json_objects(stderr.splitlines())
+            if str(r.get("logger", "liminal")).split(".")[0] not in ("liminal", "agent")
+            and r.get("level") in ("debug", "info")]
+
+
+async def stderr_of(tmp_path: Path, session: Callable[[ProxyProcess], Awaitable[None]]) -> bytes:
+    """liminal's stderr over ``session`` (which ends by closing its input), after a clean exit."""
+    seen: list[ProxyProcess] = []
+
+    async def body(proxy: ProxyProcess) -> None:
+        seen.append(proxy)
+        await session(proxy)
+
+    assert await run_liminal(tmp_path, body, LIMINAL_MCP_ENABLED="false") == 0
+    return bytes(seen[0].stderr)
 
 
 @pytest.mark.anyio
@@ -82,14 +92,7 @@ async def test_a_liminal_acp_session_logs_in_one_format(tmp_path: Path) -> None:
             await anyio.sleep(0.3)  # past watchfiles' debounce: a change seen per turn
         await proxy.close_stdin()
 
-    seen: list[ProxyProcess] = []
-
-    async def body(proxy: ProxyProcess) -> None:
-        seen.append(proxy)
-        await session(proxy)
-
-    assert await run_liminal(tmp_path, body, LIMINAL_MCP_ENABLED="false") == 0
-    stderr = seen[0].stderr.decode()
+    stderr = (await stderr_of(tmp_path, session)).decode()
     assert '"agent started"' in stderr
     assert foreign_lines(stderr) == [], stderr
     assert chatter(stderr) == [], stderr
@@ -120,16 +123,8 @@ def test_a_liminal_serve_run_logs_in_one_format(tmp_path: Path) -> None:
     assert chatter(stderr) == [], stderr
 
 
-def records(stderr: bytes) -> list[dict[str, object]]:
-    found = []
-    for line in stderr.decode().splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            found.append(record)
-    return found
+def records(stderr: bytes) -> list[dict[str, Any]]:
+    return json_objects(stderr.decode().splitlines())
 
 
 @pytest.mark.anyio
@@ -142,14 +137,7 @@ async def test_the_agents_stderr_is_liminals_records_bounded_and_without_colour(
         await proxy.request("_stderr", {"text": "\nafter the flood"})
         await proxy.close_stdin()
 
-    seen: list[ProxyProcess] = []
-
-    async def kept(proxy: ProxyProcess) -> None:
-        seen.append(proxy)
-        await body(proxy)
-
-    assert await run_liminal(tmp_path, kept, LIMINAL_MCP_ENABLED="false") == 0
-    stderr = bytes(seen[0].stderr)
+    stderr = await stderr_of(tmp_path, body)
     assert b"\x1b" not in stderr
     assert foreign_lines(stderr.decode()) == [], stderr[-3000:]
     found = records(stderr)
@@ -169,14 +157,12 @@ async def test_a_stderr_no_one_reads_stalls_neither_the_agent_nor_the_client(tmp
     """liminal's stderr is a pipe nobody reads while the agent writes megabytes to its own: the
     client's requests are all answered (the agent is never left blocked on its stderr, nor the
     forwarding on liminal's), and what could not be written is counted once it can be."""
-    from tests.support.proxy_process import ProxyProcess as Client
-
     process = await anyio.open_process(
         liminal_argv(scripted_agent_argv()), start_new_session=True, stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         env=child_env(tmp_path, LIMINAL_MCP_ENABLED="false", LIMINAL_STORE_INDEX="false",
                       LIMINAL_SWAP_ENABLED="false"))
-    client = Client(process)
+    client = ProxyProcess(process)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(client.pump)
@@ -196,4 +182,4 @@ async def test_a_stderr_no_one_reads_stalls_neither_the_agent_nor_the_client(tmp
     dropped = [r for r in found if r.get("dropped")]
     assert dropped and all(r["logger"] == "agent" and r["level"] == "warning" for r in dropped)
     written = sum(1 for r in found if r.get("logger") == "agent" and "dropped" not in r)
-    assert written + sum(int(r["dropped"]) for r in dropped) == 20_000  # type: ignore[call-overload]
+    assert written + sum(int(r["dropped"]) for r in dropped) == 20_000
