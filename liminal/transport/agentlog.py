@@ -189,14 +189,3 @@ class _Plain:
 
 
 _writer = _Writer()
-
-
-def drain(seconds: float = DRAIN_SECONDS) -> bool:
-    """Every agent line read so far written out (at most ``seconds`` waited)."""
-    return _writer.drain(seconds)
-
-
-def queued() -> dict[str, Any]:
-    """What waits to be written (for tests and a reader of the log's health)."""
-    with _writer._ready:
-        return {"lines": len(_writer._queue), "bytes": _writer._bytes, "dropped": _writer._dropped}
