@@ -629,7 +629,7 @@ class Proxy:
             if not waiter.done():
                 waiter.set_exception(OwnRequestError("", "the agent is gone"))
         message = f"liminal: the agent ({self.agent.argv[0]}) exited with code {agent_code}" + (
-            f": {said}" if said else "")
+            f"; its stderr last said: {said}" if said else "")
         logger.error("agent exited while the client was connected", exit_code=agent_code)
         print(message, file=sys.stderr, flush=True)
         self.agent.signal_group(signal.SIGTERM)

@@ -515,11 +515,11 @@ class Router:
 
     def agent_gone(self, now: float, reason: str, *, said: str = "", why: str | None = None) -> None:
         """Rule 7: answer every client request still waiting on the agent with an error ("the
-        agent exited before answering METHOD (``reason``): ``said``", what it last said), and
-        every one the client sends from now on ("the agent exited (``reason``): ``said``");
+        agent exited before answering METHOD (``reason``); its stderr last said: ``said``"), and
+        every one the client sends from now on ("the agent exited (``reason``); ...");
         ``why``, when given, is the whole message for both (an agent that never started)."""
         self.agent_alive = False
-        last = f": {said}" if said else ""
+        last = f"; its stderr last said: {said}" if said else ""
         self._gone_why = why or f"the agent exited ({reason}){last}"
         for key, pending in list(self._client_pending.items()):
             told = why or f"the agent exited before answering {pending.method} ({reason}){last}"

@@ -231,9 +231,9 @@ async def test_an_agent_that_exits_before_answering_initialize_is_named_with_its
         await proxy.close_stdin()
         assert await proxy.wait_exit() == 1
     said = f"npm error code E404 / {NPX_404}"
-    assert answer["error"]["message"] == f"the agent exited before answering initialize (exit code 1): {said}"
-    assert after["error"]["message"] == f"the agent exited (exit code 1): {said}"
-    assert f"liminal: the agent (sh) exited with code 1: {said}" in proxy.stderr.decode()
+    assert answer["error"]["message"] == f"the agent exited before answering initialize (exit code 1); its stderr last said: {said}"
+    assert after["error"]["message"] == f"the agent exited (exit code 1); its stderr last said: {said}"
+    assert f"liminal: the agent (sh) exited with code 1; its stderr last said: {said}" in proxy.stderr.decode()
 
 
 async def test_an_agent_that_exited_before_the_client_spoke_answers_its_initialize(tmp_path: Path) -> None:
@@ -245,7 +245,7 @@ async def test_an_agent_that_exited_before_the_client_spoke_answers_its_initiali
         answer = await proxy.request("initialize", {"protocolVersion": 1}, rpc_id=0)
         await proxy.close_stdin()
         assert await proxy.wait_exit() == 1
-    assert answer["error"]["message"] == f"the agent exited (exit code 1): {NPX_404}"
+    assert answer["error"]["message"] == f"the agent exited (exit code 1); its stderr last said: {NPX_404}"
 
 
 async def test_sigkill_to_liminal_leaves_no_agent_behind(tmp_path: Path) -> None:

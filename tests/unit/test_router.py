@@ -432,12 +432,12 @@ def test_a_request_sent_after_the_agent_is_gone_is_answered_until_a_new_one_stan
     router.agent_gone(NOW, "exit code 1", said="npm error 404 Not Found")
     [owed] = router.take().to_client
     assert orjson.loads(owed)["error"]["message"] == (
-        "the agent exited before answering initialize (exit code 1): npm error 404 Not Found")
+        "the agent exited before answering initialize (exit code 1); its stderr last said: npm error 404 Not Found")
     out = from_client(router, b'{"jsonrpc":"2.0","id":{"odd":1},"method":"session/new","params":{}}',
                       b'{"jsonrpc":"2.0","method":"session/cancel","params":{}}')
     [late] = out.to_client
     assert orjson.loads(late) == {"jsonrpc": "2.0", "id": {"odd": 1}, "error": {
-        "code": jsonrpc.INTERNAL_ERROR, "message": "the agent exited (exit code 1): npm error 404 Not Found"}}
+        "code": jsonrpc.INTERNAL_ERROR, "message": "the agent exited (exit code 1); its stderr last said: npm error 404 Not Found"}}
     assert router.pending_client_requests == 0
     router.agent_restarted()
     out = from_client(router, b'{"jsonrpc":"2.0","id":2,"method":"session/new","params":{}}')
