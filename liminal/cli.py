@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import select
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -67,6 +70,53 @@ def build_parser(modules: dict[str, ModuleType]) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. A reader that stops reading (``liminal history T | head``) ends it as
+    it ends a Unix tool: quietly, exit 141 (128 + SIGPIPE), whichever command was writing."""
+    try:
+        try:
+            code = _main(argv)
+        finally:  # argparse's --help and errors exit through here too
+            sys.stdout.flush()  # here, not at the interpreter's exit, where it is only reported
+    except BaseException as exc:
+        if not _closed_pipe(exc):
+            raise
+        _stdout_to_devnull()
+        return 128 + signal.SIGPIPE
+    return code
+
+
+def _closed_pipe(exc: BaseException) -> bool:
+    """Whether ``exc`` is stdout's reader gone (an exception group of nothing else, too: a
+    command's writes may happen in a task group)."""
+    if isinstance(exc, BaseExceptionGroup):
+        rest = exc.split(BrokenPipeError)[1]
+        return rest is None and _stdout_gone()
+    return isinstance(exc, BrokenPipeError) and _stdout_gone()
+
+
+def _stdout_gone() -> bool:
+    """Whether the reader of stdout has closed its end (a broken pipe of another kind, the
+    index worker's, is a fault to report, not the end of a command's output)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return True  # no stdout to ask: what failed was writing to it
+
+
+def _stdout_to_devnull() -> None:
+    """What Python's documentation advises: the rest of the output (the buffer flushed at exit)
+    goes nowhere instead of failing again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _main(argv: Sequence[str] | None) -> int:
     reserve_standard_fds()  # before anything is opened (liminal.transport.stdio)
     private.tighten_umask()  # before anything is written (liminal.private)
     modules = _command_modules()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import shlex
 import signal
 import sys
 import time
@@ -37,6 +38,9 @@ from liminal.transport.legs import AgentLeg, ClientLeg, ClientSide
 logger = log.get("liminal.proxy")
 # An agent whose stdout has ended is given this long to exit before it is taken for dead.
 STDOUT_GRACE_SECONDS = 2.0
+# An agent that could not start (or died before a word): how long a client that sends nothing
+# more and keeps its end open is waited on, its requests answered with the reason.
+DEAD_END_SECONDS = 10.0
 
 
 def tune_gc() -> None:
@@ -58,6 +62,12 @@ def tune_gc() -> None:
 
 def _ignore(_: object) -> None:
     pass
+
+
+def _command(argv: Sequence[str]) -> str:
+    """The agent's command as a person would type it (cut: it is said in one line)."""
+    text = shlex.join(argv)
+    return text if len(text) <= 200 else text[:199] + "…"
 
 
 def _nothing() -> None:
@@ -358,12 +368,14 @@ class Proxy:
         self._agent_eof = asyncio.Event()
         self._agent_replaced = asyncio.Event()
         self._signalled: int | None = None
+        self._client_chunks = 0  # what the client has sent, counted (``_answer_while_dead``)
         self.stopping_agents: set[asyncio.Future[None]] = set()  # processes ``stop_soon`` stops
         self.port: Port = ProxyPort(self)
 
     # ------------------------------------------------------------- callbacks
 
     def _from_client(self, data: bytes) -> None:
+        self._client_chunks += 1
         if self._restarting is not None:  # kept for the new agent process (``_restarted``)
             self._restarting.append(data)
             return
@@ -481,12 +493,7 @@ class Proxy:
         try:
             await self.agent.open(self._from_agent, self._on_agent_eof, self.client.pause_reading)
         except OSError as exc:
-            # The shell's convention: 127 for a command that is not there, 126 for one that
-            # cannot be run. The components are closed as at any exit (the spool is flushed).
-            print(f"liminal: cannot start the agent ({self.agent.argv[0]}): {exc.strerror or exc}",
-                  file=sys.stderr, flush=True)
-            await self._close_components()
-            return 127 if isinstance(exc, FileNotFoundError) else 126
+            return await self._never_started(exc)
         # What must be in the router before any client request passes (the threads the swap
         # journal binds: a load read earlier would resume a swapped thread on its stale session).
         await self.supervisor.prepare(self.port)
@@ -516,7 +523,11 @@ class Proxy:
                         continue
                 break
             if agent_gone.done() and not self._client_eof.is_set():
-                pass  # the agent died and stays dead: answered in _agent_died
+                # The agent died and stays dead: what it owed is answered (_agent_died). One that
+                # never said a word (npx that found no package) leaves a client that may not
+                # have sent initialize yet: answered too.
+                if not self.router.agent_heard:
+                    await self._answer_while_dead()
             else:
                 agent_gone.cancel()
                 await self._components_stopping()
@@ -536,6 +547,43 @@ class Proxy:
         if self._signalled is not None:
             return 128 + self._signalled
         return code
+
+    async def _never_started(self, exc: OSError) -> int:
+        """The agent command cannot be run: said once on stderr, and every request the client
+        sends is answered with it (``_answer_while_dead``). The shell's convention for the exit:
+        127 for a command that is not there, 126 for one that cannot be run. The components are
+        closed as at any exit (the spool is flushed)."""
+        reason = exc.strerror or str(exc)
+        if exc.filename is not None and str(exc.filename) != self.agent.argv[0]:
+            reason += f": {exc.filename}"  # the working folder, not the command
+        what = f"could not start the agent `{_command(self.agent.argv)}`: {reason[:1].lower()}{reason[1:]}"
+        print(f"liminal: {what}", file=sys.stderr, flush=True)
+        self.router.agent_gone(time.time(), reason, why=f"liminal {what}")
+        async with anyio.create_task_group() as tg:
+            if self.watch_signals:
+                tg.start_soon(self._watch_signals, tg.cancel_scope)
+            await self.client.open(self._from_client, self._on_client_eof, _ignore)
+            await self._answer_while_dead()
+            tg.cancel_scope.cancel()
+        self.client.close()
+        await self._close_components()
+        if self._signalled is not None:
+            return 128 + self._signalled
+        return 127 if isinstance(exc, FileNotFoundError) else 126
+
+    async def _answer_while_dead(self) -> None:
+        """The agent cannot answer: every request the client sends gets the router's error
+        (rule 7) until the client closes its input or goes, a signal comes, or it has sent
+        nothing for ``DEAD_END_SECONDS`` (a client that holds its end open without a word is
+        not waited on for ever). A person at a terminal was told on stderr: not waited on."""
+        if isinstance(self.client, ClientLeg) and self.client.interactive():
+            return
+        while not self._client_eof.is_set() and not self.client.closed:
+            heard = self._client_chunks
+            with anyio.move_on_after(DEAD_END_SECONDS):
+                await self._client_eof.wait()
+            if self._client_chunks == heard:
+                break
 
     async def _agent_exit(self) -> int:
         """The exit code of the agent in use, once it has gone. An agent that closed its stdout
@@ -566,18 +614,22 @@ class Proxy:
             if leg is self.agent:
                 break
         code = await leg.wait()
-        # The exit can be reported before the last bytes of stdout; let them through first.
+        # The exit can be reported before the last bytes of stdout and stderr; let them through
+        # first (its last words name why it ended).
         with anyio.move_on_after(2.0):
             await self._agent_eof.wait()
+            await leg.stderr_ended.wait()
         return code
 
     def _agent_died(self, agent_code: int) -> int:
-        self.router.agent_gone(time.time(), f"exit code {agent_code}")
+        said = self.agent.stderr.last_words()
+        self.router.agent_gone(time.time(), f"exit code {agent_code}", said=said)
         self._flush()
         for waiter in self.own_waiters.values():
             if not waiter.done():
                 waiter.set_exception(OwnRequestError("", "the agent is gone"))
-        message = f"liminal: the agent ({self.agent.argv[0]}) exited with code {agent_code}"
+        message = f"liminal: the agent ({self.agent.argv[0]}) exited with code {agent_code}" + (
+            f"; its stderr last said: {said}" if said else "")
         logger.error("agent exited while the client was connected", exit_code=agent_code)
         print(message, file=sys.stderr, flush=True)
         self.agent.signal_group(signal.SIGTERM)

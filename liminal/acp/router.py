@@ -28,7 +28,9 @@ and 9 is in objects of their own (``moved_loads``, ``takeover``), rule 2's byte 
 6. **Bad input.** A line that is not a JSON-RPC object is forwarded unchanged and reported. A
    line over the cap is dropped; if it was a request with a recoverable id, its sender gets an
    error, and if it was the agent's answer to a client request, the client gets an error.
-7. **The agent gone.** Every request the client is still waiting on gets an error.
+7. **The agent gone.** Every request the client is still waiting on gets an error, and so does
+   every one it sends after, until a new process stands in (``agent_restarted``); one that could
+   not start is gone from the first (``agent_gone`` before any frame).
 8. **Loading a moved thread.** With ``replay_from_store`` on, a client's ``session/load`` of a
    thread whose backing id differs from it (liminal moved it) captures the backing id until the
    agent answers: its replay is the *compressed* history, which the client must not see. A
@@ -153,6 +155,7 @@ class Router:
         # Held frames are bounded in bytes too (one message of the longest size may wait).
         self.max_held_bytes = max_frame_bytes if max_held_bytes is None else max_held_bytes
         self.agent_alive = True
+        self._gone_why = ""  # rule 7: what a request sent to a dead agent is told
         # When the agent last wrote anything (the ``now`` it was fed with): a caller that waits
         # for an agent to finish can tell a busy one from one that has gone quiet.
         self.agent_heard = 0.0
@@ -510,12 +513,17 @@ class Router:
 
     # ------------------------------------------------------- either side gone
 
-    def agent_gone(self, now: float, reason: str) -> None:
-        """Answer every client request still waiting on the agent with an error."""
+    def agent_gone(self, now: float, reason: str, *, said: str = "", why: str | None = None) -> None:
+        """Rule 7: answer every client request still waiting on the agent with an error ("the
+        agent exited before answering METHOD (``reason``); its stderr last said: ``said``"), and
+        every one the client sends from now on ("the agent exited (``reason``); ...");
+        ``why``, when given, is the whole message for both (an agent that never started)."""
         self.agent_alive = False
+        last = f"; its stderr last said: {said}" if said else ""
+        self._gone_why = why or f"the agent exited ({reason}){last}"
         for key, pending in list(self._client_pending.items()):
-            line = jsonrpc.error_frame(pending.id_json or jsonrpc.encode_id(key), jsonrpc.INTERNAL_ERROR,
-                                       f"the agent exited before answering ({reason})")
+            told = why or f"the agent exited before answering {pending.method} ({reason}){last}"
+            line = jsonrpc.error_frame(pending.id_json or jsonrpc.encode_id(key), jsonrpc.INTERNAL_ERROR, told)
             self._answer_from_liminal(key, line, now, pending.method, None)
         self._client_pending.clear()
         self._held.clear()  # held prompts are pending client requests too: answered above
@@ -568,6 +576,9 @@ class Router:
         if kind is Kind.REQUEST and self._takeover.active:
             line, message = self._takeover.incoming(line, message)
         method: str = message["method"]
+        if not self.agent_alive and kind is Kind.REQUEST:  # rule 7: nothing can answer it
+            self._refuse_dead(line, message, now)
+            return
         thread = _session_in(message)
         if thread is not None:
             self._known.add(thread)  # rule 11: the client's, whatever the agent says of it
@@ -600,6 +611,15 @@ class Router:
                   message.get("id"))
         if method == "session/prompt" and thread is not None:
             self._turn_started(thread, now)
+
+    def _refuse_dead(self, line: bytes, message: dict[str, Any], now: float) -> None:
+        rpc_id = message["id"]
+        thread = _session_in(message)
+        self._tap(Direction.CLIENT_TO_LIMINAL, Kind.REQUEST, now, line, message, thread, None,
+                  message["method"], rpc_id)
+        self._answer_from_liminal(jsonrpc.id_key(rpc_id), jsonrpc.error_frame(
+            jsonrpc.encode_id(rpc_id, line), jsonrpc.INTERNAL_ERROR, self._gone_why), now,
+            message["method"], thread)
 
     def _prompt_tapped(self, method: str, kind: Kind, message: dict[str, Any]) -> None:
         """Rule 10: a client's prompt is about to be tapped; its frame's id is its user message's."""

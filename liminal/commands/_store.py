@@ -6,24 +6,22 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import orjson
 
 from liminal.config import Settings
 
-if TYPE_CHECKING:
-    from liminal.store.records import Thread
-
 T = TypeVar("T")
 
 
 def run_with_store(settings: Settings, body: Callable[[Any], Awaitable[T]],
-                   not_yet: T | None = None) -> T | None:
+                   not_yet: T | None = None, *, quiet: bool = False) -> T | None:
     """Open the configured store (never creating one), run ``body(store)``; None if absent.
     ``not_yet``: the answer when the store is the default SQLite file and no ``liminal acp`` has
     made it yet (a new install has no threads, which is not an error; a path set by hand that
-    names no file is still said: it may be a typo)."""
+    names no file is still said: it may be a typo). ``quiet``: a store that cannot be read is
+    not said (a command that goes on without it)."""
     import anyio
 
     from liminal.store.base import StoreError, describe, sqlite_path
@@ -38,29 +36,66 @@ def run_with_store(settings: Settings, body: Callable[[Any], Awaitable[T]],
                 return await body(store)
         except StoreError as exc:
             reason = (str(exc).splitlines() or [""])[0][:300]
-            print(f"liminal: no store to read ({describe(settings)}): {reason}", file=sys.stderr)
+            if not quiet:
+                print(f"liminal: no store to read ({describe(settings)}): {reason}", file=sys.stderr)
             return None
 
     return anyio.run(main, backend="asyncio")
 
 
-async def resolve(store: Any, prefix: str) -> str | list[str]:
-    """The thread id ``prefix`` names, or the candidates when it names none or several. An empty
-    one names none: it is a prefix of every id (``liminal threads delete "$T" --yes`` with T
-    unset would take the store's only thread). The id of a session a thread moved onto (a
-    swap's rewrite, the session of a ``/clear``: the name of a CLI's session file) names that
-    thread; so does a prefix of one, when no thread's own id starts with it."""
-    if not prefix.strip():
-        return []
-    threads: list[Thread] = [s.thread for s in await store.threads(limit=100_000, empty=True)]
-    exact = [t.id for t in threads if prefix == t.id] or [t.id for t in threads if prefix in t.backing_ids]
-    if exact:
-        return exact[0]
-    for names in (lambda t: (t.id,), lambda t: t.backing_ids):
-        matches = sorted({t.id for t in threads if any(n.startswith(prefix) for n in names(t))})
-        if matches:
-            return matches[0] if len(matches) == 1 else matches
-    return []
+async def resolve(store: Any, text: str) -> str | list[str]:
+    """The id of the thread ``text`` names, or the candidates (``liminal.lookup.names``)."""
+    from liminal.lookup.names import Named
+    from liminal.lookup.names import resolve as named
+
+    found = await named(store, text)
+    return found.thread if isinstance(found, Named) else found
+
+
+def refuse(command: str, text: str, candidates: list[str]) -> int:
+    """Say that ``text`` names no single thread ("no such thread: X", or the candidates); the
+    exit code every command gives for it."""
+    from liminal.lookup.names import refusal
+
+    print(f"liminal {command}: {refusal(text, candidates)}", file=sys.stderr)
+    return 1
+
+
+def session_named(settings: Settings, command: str, text: str) -> tuple[str | None, int]:
+    """The session a command that reads a CLI's file (``inspect``, ``compress``) is given:
+    ``text`` itself when it is a path; else the session of the thread it names in the store
+    (a thread's latest, or the session whose id it is), or ``text`` when the store names none
+    (a session liminal never saw); (None, exit code) when it names several, said on stderr."""
+    from liminal.lookup.names import Named
+    from liminal.lookup.names import resolve as named
+
+    if _a_path(text) or not text.strip():
+        return text, 0
+
+    async def body(store: Any) -> Named | list[str]:
+        return await named(store, text)
+
+    nothing: Named | list[str] = []
+    found = run_with_store(settings, body, not_yet=nothing, quiet=True)
+    if isinstance(found, Named):
+        return found.session, 0
+    if isinstance(found, list) and found:
+        return None, refuse(command, text, found)
+    return text, 0
+
+
+def unknown_session(text: str, exc: Exception) -> str:
+    """A session the CLI's folders do not have: a path is said as the harness said it; an id,
+    as for every command that takes one."""
+    return str(exc) if _a_path(text) else f"no such thread or session: {text}"
+
+
+def _a_path(text: str) -> bool:
+    """Whether a person gave a file, not an id (as ``liminal.harness.claude.paths.locate`` reads it)."""
+    import os
+    from pathlib import Path
+
+    return os.sep in text or text.endswith(".jsonl") or Path(text).expanduser().exists()
 
 
 def when(t: float | None) -> str:

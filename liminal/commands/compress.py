@@ -14,7 +14,7 @@ HELP = "write a compressed copy of a Claude Code or Codex session under a new id
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("session", help="session id or path to its .jsonl file")
+    parser.add_argument("session", help="thread or session id (or a unique prefix), or a path to its .jsonl file")
     parser.add_argument("--target-tokens", type=int, help="context to aim for (gradient.target_tokens)")
     parser.add_argument("--dry-run", action="store_true", help="plan and validate, write nothing")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -62,13 +62,23 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.new_id is not None and not is_session_id(args.new_id):
         print(f"liminal compress: --new-id {args.new_id!r} is not a session id", file=sys.stderr)
         return 2
-    rollout = codex.detect(args.session)
+    from liminal.commands._store import session_named, unknown_session
+
+    session, code = session_named(settings, "compress", args.session)
+    if session is None:
+        return code
+    rollout = codex.detect(session)
     if rollout is not None:
         return _codex(rollout, args, settings)
+    try:
+        found = locate(session, cwd=Path.cwd())
+    except SessionNotFound as exc:
+        print(f"liminal compress: {unknown_session(args.session, exc)}", file=sys.stderr)
+        return 1
     progress = _Progress() if sys.stderr.isatty() else None
     try:
         result = rewrite_session(
-            locate(args.session, cwd=Path.cwd()),
+            found,
             settings.gradient.target_tokens,
             args.new_id,
             settings=settings.gradient,

@@ -10,7 +10,6 @@ only, and a turn's end only when it did not end normally; ``--all`` shows every 
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from liminal.config import Settings
@@ -30,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    from liminal.commands._store import print_json, resolve, run_with_store
+    from liminal.commands._store import print_json, refuse, resolve, run_with_store
 
     async def body(store: Any) -> tuple[Thread | None, list[MessageRecord]] | list[str]:
         found = await resolve(store, args.thread)
@@ -44,9 +43,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if result is None:
         return 1
     if isinstance(result, list):
-        hint = f": matches {', '.join(result[:5])}" if result else ""
-        print(f"liminal history: no single thread {args.thread!r}{hint}", file=sys.stderr)
-        return 1
+        return refuse("history", args.thread, result)
     thread, messages = result
     shown = conversation(messages)  # with the history from before liminal, if it was loaded
     if args.json:

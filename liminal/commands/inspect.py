@@ -13,7 +13,7 @@ HELP = "show a Claude Code or Codex session: records, turns, tools, context, tok
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("session", help="session id or path to its .jsonl file")
+    parser.add_argument("session", help="thread or session id (or a unique prefix), or a path to its .jsonl file")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--largest", type=count(0), default=10, help="how many of the largest items")
 
@@ -21,6 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     import orjson
 
+    from liminal.commands._store import session_named, unknown_session
     from liminal.harness.claude import report as claude
     from liminal.harness.claude.conversation import ConversationError
     from liminal.harness.claude.paths import SessionNotFound
@@ -28,13 +29,19 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from liminal.harness.codex import report as codex
     from liminal.harness.codex.rollout import RolloutError
 
+    session, code = session_named(settings, "inspect", args.session)
+    if session is None:
+        return code
     try:
-        rollout = codex.detect(args.session)
+        rollout = codex.detect(session)
         if rollout is not None:
             data = codex.inspect(rollout, settings.gradient, args.largest)
         else:
-            data = claude.inspect(args.session, settings.gradient, args.largest)
-    except (SessionNotFound, SessionFormatError, ConversationError, RolloutError, OSError) as exc:
+            data = claude.inspect(session, settings.gradient, args.largest)
+    except SessionNotFound as exc:
+        print(f"liminal inspect: {unknown_session(args.session, exc)}", file=sys.stderr)
+        return 1
+    except (SessionFormatError, ConversationError, RolloutError, OSError) as exc:
         print(f"liminal inspect: {exc}", file=sys.stderr)
         return 1
     if args.json:

@@ -27,26 +27,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     from liminal.commands._out import Transcript
-    from liminal.commands._store import print_json, resolve, run_with_store
+    from liminal.commands._store import print_json, refuse, resolve, run_with_store
     from liminal.lookup.memos import describe, memos_matching
     from liminal.lookup.search import Found, find
     from liminal.store.records import MessageRecord
 
     query = " ".join(args.query)
 
-    async def body(store: Any) -> tuple[list[Found], list[MessageRecord]]:
+    # The hits, the memos, and what names no single thread (None: all threads, or the one named).
+    Answer = tuple[list[Found], list[MessageRecord], list[str] | None]
+
+    async def body(store: Any) -> Answer:
         thread = args.thread
         if thread is not None:  # a prefix names the thread, as for liminal history
             named = await resolve(store, thread)
-            thread = named if isinstance(named, str) else thread
+            if isinstance(named, list):
+                return [], [], named
+            thread = named
         hits = await find(store, query, thread_id=thread, limit=args.limit, everything=args.all)
-        return hits, [] if thread is not None or args.json else await memos_matching(store, query)
+        return hits, [] if thread is not None or args.json else await memos_matching(store, query), None
 
-    none: tuple[list[Found], list[MessageRecord]] = ([], [])
+    none: Answer = ([], [], None if args.thread is None else [])
     answered = run_with_store(settings, body, not_yet=none)
     if answered is None:
         return 1
-    found, memos = answered
+    found, memos, unnamed = answered
+    if unnamed is not None:
+        return refuse("search", args.thread, unnamed)
     if args.json:
         print_json([{
             "thread_id": f.hit.thread_id, "thread_title": f.title, "turn": f.turn, "who": f.who,

@@ -11,23 +11,28 @@ from typing import TYPE_CHECKING
 from liminal.config import Settings
 
 if TYPE_CHECKING:
-    from liminal.kernel.journal import SwapRecord
+    from liminal.kernel.journal import SwapJournal, SwapRecord
 
 HELP = "list swaps and the commands' moves: when, tokens before and after, cost and savings, outcome"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("thread", nargs="?", help="only this thread")
+    parser.add_argument("thread", nargs="?", help="only this thread (its id, or a unique prefix of it)")
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
+    from liminal.kernel.journal import SwapJournal
 
+    journal = SwapJournal(settings.journal_path)
+    if args.thread is not None:
+        named = _thread_named(settings, journal, args.thread)
+        if isinstance(named, int):
+            return named
+        args.thread = named
     records = _from_store(settings, args.thread)
     if records is None:
-        from liminal.kernel.journal import SwapJournal
-
-        records = SwapJournal(settings.journal_path).records(args.thread)
+        records = journal.records(args.thread)
     if args.json:
         for record in records:
             sys.stdout.buffer.write(record.to_json() + b"\n")
@@ -78,6 +83,32 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                Column("PAYBACK", right=True), Column("TOOK", right=True), Column("WHY", least=24, below=True)]
     table(columns if summaries else columns[:5] + columns[6:], rows)
     return 0
+
+
+def _thread_named(settings: Settings, journal: SwapJournal, text: str) -> str | int:
+    """The thread ``text`` names (``liminal.lookup.names``): in the store, else among the
+    threads this home's journal knows (a store that is off or cannot be read); else the exit
+    code, said on stderr."""
+    from typing import Any
+
+    from liminal.commands._store import refuse, run_with_store
+    from liminal.lookup.names import Named, match, resolve
+
+    async def body(store: Any) -> Named | list[str]:
+        return await resolve(store, text)
+
+    nothing: Named | list[str] = []
+    in_store = run_with_store(settings, body, not_yet=nothing, quiet=True)
+    if isinstance(in_store, Named):
+        return in_store.thread
+    if isinstance(in_store, list) and in_store:
+        return refuse("swaps", text, in_store)
+    lineage: dict[str, list[str]] = {}  # none in the store, or no store: the journal's
+    for r in journal.records():
+        lineage.setdefault(r.thread_id, [r.thread_id])
+        lineage[r.thread_id] += [b for b in (r.old_backing_id, r.new_backing_id) if b]
+    in_journal = match(text, lineage.items())
+    return in_journal.thread if isinstance(in_journal, Named) else refuse("swaps", text, in_journal)
 
 
 def _k(value: object) -> str:

@@ -8,9 +8,10 @@ done to one.
 
 A thread is listed once, however many sessions it moved through (swaps, ``/clear``, ``/undo``),
 under its first title or the name the user gave it. An empty thread (no title, nothing said: a
-session a client opened and never prompted) is left out unless ``--all``. THREAD may be a
-unique prefix of its id. A thread open in a connection of ``liminal serve`` (its lock is held,
-``liminal.serve.locks``) cannot be deleted.
+session a client opened and never prompted) is left out unless ``--all``. THREAD is its id, a
+session's it moved onto, or a unique prefix of either (``liminal.lookup.names``). A thread open
+in a connection of ``liminal serve`` (its lock is held, ``liminal.serve.locks``) cannot be
+deleted.
 """
 
 from __future__ import annotations
@@ -108,8 +109,8 @@ def _home_short(path: str) -> str:
 
 
 def _change(args: argparse.Namespace, settings: Settings) -> int:
-    from liminal.commands._store import resolve, run_with_store
-    from liminal.store.records import Batch, ThreadUpdate
+    from liminal.commands._store import refuse, resolve, run_with_store
+    from liminal.store.records import ARCHIVED, Batch, ThreadUpdate
 
     need = 2 if args.action == "rename" else 1
     blank = args.action == "rename" and not " ".join(args.args[1:]).strip()  # changes nothing
@@ -125,10 +126,7 @@ def _change(args: argparse.Namespace, settings: Settings) -> int:
     async def body(store: Any) -> int:
         found = await resolve(store, args.args[0])
         if isinstance(found, list):
-            print(f"liminal threads: {args.args[0]!r} names "
-                  + (f"{len(found)} threads: {', '.join(found[:5])}" if found else "no thread"),
-                  file=sys.stderr)
-            return 1
+            return refuse(f"threads {args.action}", args.args[0], found)
         if args.action == "delete":
             from liminal.serve.locks import ThreadLocks
             from liminal.store.cache import redis_url_of
@@ -150,9 +148,14 @@ def _change(args: argparse.Namespace, settings: Settings) -> int:
             update = ThreadUpdate(found, time.time(), title=title, named=True)
             done = f"renamed thread {found}: {title}"
         else:
-            state = "archived" if args.action == "archive" else "active"
-            update = ThreadUpdate(found, time.time(), state=state, by_user=True)
-            done = f"thread {found} is {state}"
+            archive = args.action == "archive"
+            thread = await store.thread(found)
+            if thread is not None and (thread.state == ARCHIVED) == archive:
+                print(f"thread {found} is {'already' if archive else 'not'} archived; nothing to do")
+                return 0
+            update = ThreadUpdate(found, time.time(), state=ARCHIVED if archive else "active", by_user=True)
+            done = (f"archived thread {found} (liminal threads --all still lists it)" if archive
+                    else f"unarchived thread {found}")
         await store.write(Batch(threads=[update]))
         print(done)
         return 0

@@ -166,16 +166,28 @@ class Reader:
         lineage), and at a new title or state: one read by key. The list's is every row's."""
         store = await self.store()
         if thread_id is not None:
-            t = await store.thread(thread_id)
-            return "" if t is None else _stamp(t)
+            try:
+                return _stamp(await self.resolve(thread_id))
+            except NotFound:
+                return ""
         return "|".join(f"{s.thread.id}:{s.last_activity}:{s.turns}:{s.context_used}:{s.swaps}:"
                         f"{s.thread.state}:{s.thread.title}"
                         for s in await store.threads(limit=100_000, empty=True))
 
     async def resolve(self, thread_id: str) -> Thread:
-        thread = await (await self.store()).thread(thread_id)
+        """The thread an address names: by its id, a session's, or a unique prefix of either
+        (``liminal.lookup.names``), as the commands read them."""
+        from liminal.lookup import names
+
+        store = await self.store()
+        thread = await store.thread(thread_id)
         if thread is None:
-            raise NotFound(f"no thread {thread_id}")
+            found = await names.resolve(store, thread_id)
+            if not isinstance(found, names.Named):
+                raise NotFound(names.refusal(thread_id, found))
+            thread = await store.thread(found.thread)
+            if thread is None:
+                raise NotFound(names.refusal(thread_id, []))
         return thread
 
     async def thread(self, thread_id: str, window: views.Window | None = None) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import IO, Any, Protocol
 
 from liminal import private
+from liminal.transport.agentlog import AgentLog
 from liminal.transport.reaper import reaper
 
 OnData = Callable[[bytes], None]
@@ -147,6 +148,13 @@ class ClientLeg:
         except RuntimeError:
             pass  # the loop has closed: the proxy is over and wants nothing more
 
+    def interactive(self) -> bool:
+        """Whether a person's terminal is the input (no client program is there)."""
+        try:
+            return os.isatty(self._stdin_fd)
+        except OSError:
+            return False
+
     def _lost(self) -> None:
         self.closed = True
 
@@ -183,28 +191,37 @@ class ClientLeg:
 
 
 class _AgentProtocol(asyncio.SubprocessProtocol):
-    def __init__(self, on_data: OnData, on_eof: OnEof, on_flow: OnFlow, on_exit: Callable[[int], None]) -> None:
+    def __init__(self, on_data: OnData, on_eof: OnEof, on_flow: OnFlow, on_exit: Callable[[int], None],
+                 stderr: AgentLog, stderr_ended: asyncio.Event) -> None:
         self._on_data = on_data
         self._on_eof = on_eof
         self._on_flow = on_flow
         self._on_exit = on_exit
+        self._stderr = stderr
+        self._stderr_ended = stderr_ended
         self.transport: asyncio.SubprocessTransport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.SubprocessTransport)
         self.transport = transport
+        self._stderr.agent = transport.get_pid()
 
     def redirect(self, on_data: OnData, on_eof: OnEof, on_flow: OnFlow) -> None:
         self._on_data, self._on_eof, self._on_flow = on_data, on_eof, on_flow
 
     def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        assert isinstance(data, bytes)
         if fd == 1:
-            assert isinstance(data, bytes)
             self._on_data(data)
+        elif fd == 2:
+            self._stderr.feed(data)
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         if fd == 1:
             self._on_eof()
+        elif fd == 2:
+            self._stderr.close()
+            self._stderr_ended.set()
 
     def pause_writing(self) -> None:
         self._on_flow(True)
@@ -221,7 +238,8 @@ class _AgentProtocol(asyncio.SubprocessProtocol):
 class AgentLeg:
     """The agent subprocess, in a process group of its own so it can be signalled whole.
 
-    Its stderr is inherited: the adapter's logs go straight to liminal's stderr, untouched.
+    Its stderr is a pipe liminal reads (``liminal.transport.agentlog``): each line of it is a
+    record of liminal's log, and its last lines say why an agent ended.
     """
 
     def __init__(self, argv: Sequence[str], env: dict[str, str] | None = None, cwd: str | None = None) -> None:
@@ -236,6 +254,8 @@ class AgentLeg:
         # An Event, not a Future: a waiter cancelled mid-wait must not cancel the exit itself.
         self.exited = asyncio.Event()
         self.returncode: int | None = None
+        self.stderr = AgentLog()
+        self.stderr_ended = asyncio.Event()  # its stderr pipe has closed: every line of it read
 
     def _set_exit(self, code: int) -> None:
         self.returncode = code
@@ -249,11 +269,12 @@ class AgentLeg:
     async def open(self, on_data: OnData, on_eof: OnEof, on_flow: OnFlow) -> None:
         loop = asyncio.get_running_loop()
         transport, protocol = await loop.subprocess_exec(
-            lambda: _AgentProtocol(on_data, on_eof, on_flow, self._set_exit),
+            lambda: _AgentProtocol(on_data, on_eof, on_flow, self._set_exit, self.stderr,
+                                   self.stderr_ended),
             *self.argv,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
-            stderr=None,
+            stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
             env=self.env,
             cwd=self.cwd,

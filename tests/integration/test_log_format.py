@@ -8,18 +8,32 @@ printed ``websockets.server INFO server listening on ...`` and the like.
 
 The only other lines liminal writes there are its own sentences to a person, each starting with
 ``liminal``: the address ``liminal serve`` listens on, an agent that could not start or died.
+
+The agent's stderr is liminal's to write too (``liminal.transport.agentlog``): before, it was
+inherited, and the adapter's coloured lines sat between liminal's JSON lines.
 """
 
 from __future__ import annotations
 
 import json
 import signal
+import subprocess
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
-from tests.support.proxy_process import ProxyProcess, run_liminal
+from liminal.transport.agentlog import MAX_LINE_BYTES
+from tests.support.proxy_process import (
+    ProxyProcess,
+    child_env,
+    json_objects,
+    liminal_argv,
+    run_liminal,
+    scripted_agent_argv,
+)
 from tests.support.served import rpc, serve
 
 CWD = "/work/project"
@@ -42,16 +56,23 @@ def foreign_lines(stderr: str) -> list[str]:
 
 
 def chatter(stderr: str) -> list[dict[str, object]]:
-    """Library records at INFO or above that are routine (at the default level, none)."""
-    records = []
-    for line in stderr.splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and record.get("logger", "liminal").split(".")[0] != "liminal":
-            records.append(record)
-    return [r for r in records if r.get("level") in ("debug", "info")]
+    """Library records at INFO or above that are routine (at the default level, none); the
+    agent's lines are not a library's."""
+    return [r for r in json_objects(stderr.splitlines())
+            if str(r.get("logger", "liminal")).split(".")[0] not in ("liminal", "agent")
+            and r.get("level") in ("debug", "info")]
+
+
+async def stderr_of(tmp_path: Path, session: Callable[[ProxyProcess], Awaitable[None]]) -> bytes:
+    """liminal's stderr over ``session`` (which ends by closing its input), after a clean exit."""
+    seen: list[ProxyProcess] = []
+
+    async def body(proxy: ProxyProcess) -> None:
+        seen.append(proxy)
+        await session(proxy)
+
+    assert await run_liminal(tmp_path, body, LIMINAL_MCP_ENABLED="false") == 0
+    return bytes(seen[0].stderr)
 
 
 @pytest.mark.anyio
@@ -71,14 +92,7 @@ async def test_a_liminal_acp_session_logs_in_one_format(tmp_path: Path) -> None:
             await anyio.sleep(0.3)  # past watchfiles' debounce: a change seen per turn
         await proxy.close_stdin()
 
-    seen: list[ProxyProcess] = []
-
-    async def body(proxy: ProxyProcess) -> None:
-        seen.append(proxy)
-        await session(proxy)
-
-    assert await run_liminal(tmp_path, body, LIMINAL_MCP_ENABLED="false") == 0
-    stderr = seen[0].stderr.decode()
+    stderr = (await stderr_of(tmp_path, session)).decode()
     assert '"agent started"' in stderr
     assert foreign_lines(stderr) == [], stderr
     assert chatter(stderr) == [], stderr
@@ -93,6 +107,7 @@ def test_a_liminal_serve_run_logs_in_one_format(tmp_path: Path) -> None:
                 thread = rpc(ws, 2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["result"]["sessionId"]
                 assert rpc(ws, 3, "session/prompt", {"sessionId": thread, "prompt": [
                     {"type": "text", "text": "chunks:3"}]})["result"]["stopReason"] == "end_turn"
+                assert rpc(ws, 4, "_stderr", {"text": "\x1b[1mthe adapter of a connection\x1b[0m"})["result"] == {}
         server.proc.send_signal(signal.SIGTERM)
         assert server.proc.wait(60) == 128 + signal.SIGTERM
     finally:
@@ -101,5 +116,70 @@ def test_a_liminal_serve_run_logs_in_one_format(tmp_path: Path) -> None:
             server.proc.wait(10)
     stderr = (tmp_path / "serve.log").read_text()
     assert '"connection opened"' in stderr and '"serving ACP over WebSocket"' in stderr
+    agents = [r for r in records(stderr.encode()) if r.get("logger") == "agent"]
+    assert [r["event"] for r in agents] == ["the adapter of a connection"] * 2
+    assert len({r["agent"] for r in agents}) == 2  # each connection's own agent process
     assert foreign_lines(stderr) == [], stderr
     assert chatter(stderr) == [], stderr
+
+
+def records(stderr: bytes) -> list[dict[str, Any]]:
+    return json_objects(stderr.decode().splitlines())
+
+
+@pytest.mark.anyio
+async def test_the_agents_stderr_is_liminals_records_bounded_and_without_colour(tmp_path: Path) -> None:
+    async def body(proxy: ProxyProcess) -> None:
+        await proxy.request("initialize", {"protocolVersion": 1})
+        await proxy.request("_stderr", {"text": "\x1b[32mINFO\x1b[0m adapter ready \x1b]0;title\x07"})
+        # A line that never ends, the next one after it (a hostile or broken agent).
+        await proxy.request("_stderr", {"text": "y" * 1_000_000, "end": "", "times": 5})
+        await proxy.request("_stderr", {"text": "\nafter the flood"})
+        await proxy.close_stdin()
+
+    stderr = await stderr_of(tmp_path, body)
+    assert b"\x1b" not in stderr
+    assert foreign_lines(stderr.decode()) == [], stderr[-3000:]
+    found = records(stderr)
+    [started] = [r for r in found if r["event"] == "agent started"]
+    agent = [r for r in found if r.get("logger") == "agent"]
+    assert {r["agent"] for r in agent} == {started["pid"]}
+    assert {r["level"] for r in agent} == {"info"}
+    said = [r["event"] for r in agent]
+    assert "INFO adapter ready " in said
+    [flood] = [e for e in said if isinstance(e, str) and e.startswith("yyy")]
+    assert flood == "y" * MAX_LINE_BYTES + f" … (cut at {MAX_LINE_BYTES:,} bytes)"
+    assert said[-1] == "after the flood"
+
+
+@pytest.mark.anyio
+async def test_a_stderr_no_one_reads_stalls_neither_the_agent_nor_the_client(tmp_path: Path) -> None:
+    """liminal's stderr is a pipe nobody reads while the agent writes megabytes to its own: the
+    client's requests are all answered (the agent is never left blocked on its stderr, nor the
+    forwarding on liminal's), and what could not be written is counted once it can be."""
+    process = await anyio.open_process(
+        liminal_argv(scripted_agent_argv()), start_new_session=True, stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=child_env(tmp_path, LIMINAL_MCP_ENABLED="false", LIMINAL_STORE_INDEX="false",
+                      LIMINAL_SWAP_ENABLED="false"))
+    client = ProxyProcess(process)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client.pump)
+            await client.request("initialize", {"protocolVersion": 1})
+            for n in range(20):  # 20 MB of stderr, in lines of 1 kB
+                answer = await client.request("_stderr", {"text": f"{n} " + "z" * 1000, "times": 1000},
+                                              timeout=120)
+                assert answer["result"] == {}
+            assert (await client.request("_echo", {"still": "here"}))["result"] == {"still": "here"}
+            tg.start_soon(client.pump_stderr)  # a reader at last
+            await client.close_stdin()
+            assert await client.wait_exit(60) == 0
+            tg.cancel_scope.cancel()
+    finally:
+        client.kill()
+    found = records(bytes(client.stderr))
+    dropped = [r for r in found if r.get("dropped")]
+    assert dropped and all(r["logger"] == "agent" and r["level"] == "warning" for r in dropped)
+    written = sum(1 for r in found if r.get("logger") == "agent" and "dropped" not in r)
+    assert written + sum(int(r["dropped"]) for r in dropped) == 20_000

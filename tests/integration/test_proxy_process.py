@@ -182,22 +182,70 @@ async def test_an_agent_that_closes_its_output_but_keeps_running_counts_as_dead(
     {}, {"LIMINAL_SWAP_ENABLED": "false"}, {"LIMINAL_STORE_INDEX": "false"},
     {"LIMINAL_STORE_INDEXER": "inline"},
 ])
-async def test_a_missing_agent_command_is_said_in_one_line_with_exit_127(
+async def test_a_missing_agent_command_answers_every_request_and_exits_127(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
-    async with running(tmp_path, [str(tmp_path / "no-such-adapter")], **env) as proxy:
+    """Before, the client's initialize got no answer at all: liminal said one line on stderr and
+    exited, and the client was left to find the pipe closed."""
+    missing = str(tmp_path / "no-such-adapter")
+    async with running(tmp_path, [missing, "--flag"], **env) as proxy:
+        first = await proxy.request("initialize", {"protocolVersion": 1}, rpc_id=0)
+        after = await proxy.request("session/new", {"cwd": str(tmp_path), "mcpServers": []}, rpc_id=1)
+        await proxy.close_stdin()
         assert await proxy.wait_exit() == 127
-    assert b"cannot start the agent" in proxy.stderr
-    assert b"Traceback" not in proxy.stderr
+    for answer in (first, after):
+        assert answer["error"]["code"] == -32603
+        assert answer["error"]["message"] == (
+            f"liminal could not start the agent `{missing} --flag`: no such file or directory")
+    lines = bytes(proxy.stderr).decode().splitlines()
+    assert [line for line in lines if not line.startswith("{")] == [
+        f"liminal: could not start the agent `{missing} --flag`: no such file or directory"]
+    assert "Traceback" not in proxy.stderr.decode()
 
 
 async def test_an_agent_command_that_cannot_be_run_exits_126(tmp_path: Path) -> None:
     not_executable = tmp_path / "adapter"
     not_executable.write_text("#!/bin/sh\n")
     async with running(tmp_path, [str(not_executable)]) as proxy:
+        answer = await proxy.request("initialize", {"protocolVersion": 1}, rpc_id=0)
+        await proxy.close_stdin()
         assert await proxy.wait_exit() == 126
-    assert b"cannot start the agent" in proxy.stderr
+    assert answer["error"]["message"] == f"liminal could not start the agent `{not_executable}`: permission denied"
+    assert b"could not start the agent" in proxy.stderr
     assert b"Traceback" not in proxy.stderr
+
+
+NPX_404 = "npm error 404 Not Found - GET https://registry.npmjs.org/no-such-adapter"
+
+
+async def test_an_agent_that_exits_before_answering_initialize_is_named_with_its_last_words(
+    tmp_path: Path,
+) -> None:
+    """What ``npx -y no-such-adapter`` does: starts, says why on stderr, exits 1. The client's
+    initialize got "the agent exited before answering (exit code 1)" at best, and none at all
+    when it was sent after the exit."""
+    agent = ["sh", "-c", f"read line; printf '\\033[31mnpm error code E404\\033[0m\\n{NPX_404}\\n' >&2; exit 1"]
+    async with running(tmp_path, agent) as proxy:
+        answer = await proxy.request("initialize", {"protocolVersion": 1}, rpc_id=0)
+        after = await proxy.request("session/new", {"cwd": str(tmp_path), "mcpServers": []}, rpc_id=1)
+        await proxy.close_stdin()
+        assert await proxy.wait_exit() == 1
+    said = f"npm error code E404 / {NPX_404}"
+    assert answer["error"]["message"] == f"the agent exited before answering initialize (exit code 1); its stderr last said: {said}"
+    assert after["error"]["message"] == f"the agent exited (exit code 1); its stderr last said: {said}"
+    assert f"liminal: the agent (sh) exited with code 1; its stderr last said: {said}" in proxy.stderr.decode()
+
+
+async def test_an_agent_that_exited_before_the_client_spoke_answers_its_initialize(tmp_path: Path) -> None:
+    agent = ["sh", "-c", f"echo '{NPX_404}' >&2; exit 1"]
+    async with running(tmp_path, agent) as proxy:
+        with anyio.fail_after(30):
+            while b"exited with code 1" not in proxy.stderr:  # noqa: ASYNC110 - no event for it
+                await anyio.sleep(0.05)
+        answer = await proxy.request("initialize", {"protocolVersion": 1}, rpc_id=0)
+        await proxy.close_stdin()
+        assert await proxy.wait_exit() == 1
+    assert answer["error"]["message"] == f"the agent exited (exit code 1); its stderr last said: {NPX_404}"
 
 
 async def test_sigkill_to_liminal_leaves_no_agent_behind(tmp_path: Path) -> None:

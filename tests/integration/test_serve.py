@@ -561,3 +561,24 @@ def test_an_agent_that_keeps_dying_is_not_started_a_fourth_time(tmp_path: Path) 
         assert len(agent_pids(tmp_path)) == 5
     finally:
         server.stop()
+
+
+def test_an_agent_that_cannot_start_answers_each_connections_requests(tmp_path: Path) -> None:
+    """Before, a connection whose agent could not start had its initialize never answered: the
+    proxy returned 127 at once and the socket closed."""
+    missing = str(tmp_path / "no-such-adapter")
+    server = serve(tmp_path, agent=[missing])
+    try:
+        for _ in range(2):  # each connection, and the server goes on
+            with server.connect() as ws:
+                first = rpc(ws, 1, "initialize", {"protocolVersion": 1})
+                after = rpc(ws, 2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})
+            for answer in (first, after):
+                assert answer["error"]["message"] == (
+                    f"liminal could not start the agent `{missing}`: no such file or directory")
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.proc.wait(60) == 128 + signal.SIGTERM
+    finally:
+        server.stop()
+    log = (tmp_path / "serve.log").read_text()
+    assert log.count('"exit_code": 127') == 2, log

@@ -247,3 +247,12 @@ async def test_swaps_that_lose_money_are_said_with_the_settings_to_change(tmp_pa
     # The heading is the title's first line, cut at a word.
     assert page["thread"]["heading"] == row["heading"] == (
         "Please go through the relay controller one step at a time and after each step run the…")
+
+
+async def test_an_address_may_name_a_thread_by_a_prefix_as_the_commands_do(reader: Reader) -> None:
+    """Before, ``#/thread/11111111`` (the id ``liminal threads`` shows) was "no thread"."""
+    whole = await reader.thread(fixture.FLUX)
+    assert (await reader.thread(fixture.FLUX[:8]))["stamp"] == whole["stamp"]
+    assert await reader.stamp(fixture.FLUX[:8]) == await reader.stamp(fixture.FLUX)
+    with pytest.raises(NotFound, match="no such thread: 4444"):
+        await reader.thread("4444")

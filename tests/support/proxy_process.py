@@ -43,6 +43,19 @@ def agent_pids(tmp: Path) -> list[int]:
     return [int(p) for p in pids.read_text().split()] if pids.exists() else []
 
 
+def json_objects(lines: Sequence[bytes | str]) -> list[dict[str, Any]]:
+    """The lines that are JSON objects, parsed (the others left out)."""
+    found = []
+    for line in lines:
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+    return found
+
+
 class LineClient:
     """The client's side of an NDJSON connection: lines in, JSON-RPC waits and requests."""
 
@@ -59,15 +72,7 @@ class LineClient:
         raise NotImplementedError
 
     def messages(self) -> list[dict[str, Any]]:
-        found = []
-        for line in self.lines:
-            try:
-                value = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(value, dict):
-                found.append(value)
-        return found
+        return json_objects(self.lines)
 
     async def wait_for(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 30) -> dict[str, Any]:
         with anyio.fail_after(timeout):

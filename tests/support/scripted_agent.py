@@ -320,8 +320,10 @@ def handle(message: dict) -> None:
         send_raw(params["raw"].encode())
         if rpc_id is not None:
             send({"jsonrpc": "2.0", "id": rpc_id, "result": {}})
-    elif method == "_stderr":
-        sys.stderr.write(params["text"] + "\n")
+    elif method == "_stderr":  # "text" written "times" times, each followed by "end"
+        text, end = params["text"], params.get("end", "\n")
+        for _ in range(int(params.get("times", 1))):
+            sys.stderr.write(text + end)
         sys.stderr.flush()
         send({"jsonrpc": "2.0", "id": rpc_id, "result": {}})
     elif method == "_die":

@@ -43,10 +43,10 @@ class Served:
 
 
 def serve(tmp_path: Path, *options: str, config: str = "", agent_flags: tuple[str, ...] = (),
-          env: dict[str, str] | None = None) -> Served:
+          env: dict[str, str] | None = None, agent: list[str] | None = None) -> Served:
     """``liminal serve --listen 127.0.0.1:0`` with ``config`` as its config file, logging to
     ``tmp_path/serve.log``, ``env`` added to its environment; the scripted agent (with
-    ``agent_flags``) logs beside it."""
+    ``agent_flags``) logs beside it, or ``agent`` is the agent command."""
     env = child_env(tmp_path, **(env or {}))
     home = Path(env["LIMINAL_HOME"])
     if config:
@@ -54,7 +54,7 @@ def serve(tmp_path: Path, *options: str, config: str = "", agent_flags: tuple[st
         (home / "config.toml").write_text(config)
     proc = subprocess.Popen(
         [sys.executable, "-m", "liminal", "serve", "--listen", "127.0.0.1:0", "--print-port",
-         *options, "--", *scripted_agent_argv(*agent_flags)],
+         *options, "--", *(agent or scripted_agent_argv(*agent_flags))],
         env=env, stdout=subprocess.PIPE, stderr=open(tmp_path / "serve.log", "wb"))  # noqa: SIM115
     assert proc.stdout is not None
     line = proc.stdout.readline()

@@ -424,6 +424,35 @@ def test_agent_gone_fails_every_pending_client_request() -> None:
     assert router.pending_client_requests == 0
 
 
+def test_a_request_sent_after_the_agent_is_gone_is_answered_until_a_new_one_stands_in() -> None:
+    """Rule 7: before, a request sent after the agent's exit went to no one and was never
+    answered (a client slower than ``npx -y`` finding no package)."""
+    router = make()
+    from_client(router, b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}')
+    router.agent_gone(NOW, "exit code 1", said="npm error 404 Not Found")
+    [owed] = router.take().to_client
+    assert orjson.loads(owed)["error"]["message"] == (
+        "the agent exited before answering initialize (exit code 1); its stderr last said: npm error 404 Not Found")
+    out = from_client(router, b'{"jsonrpc":"2.0","id":{"odd":1},"method":"session/new","params":{}}',
+                      b'{"jsonrpc":"2.0","method":"session/cancel","params":{}}')
+    [late] = out.to_client
+    assert orjson.loads(late) == {"jsonrpc": "2.0", "id": {"odd": 1}, "error": {
+        "code": jsonrpc.INTERNAL_ERROR, "message": "the agent exited (exit code 1); its stderr last said: npm error 404 Not Found"}}
+    assert router.pending_client_requests == 0
+    router.agent_restarted()
+    out = from_client(router, b'{"jsonrpc":"2.0","id":2,"method":"session/new","params":{}}')
+    assert out.to_client == [] and len(out.to_agent) == 1
+
+
+def test_an_agent_that_never_started_is_named_in_every_answer() -> None:
+    router = make()
+    why = "liminal could not start the agent `npx -y nope`: no such file or directory"
+    router.agent_gone(NOW, "no such file or directory", why=why)
+    out = from_client(router, b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}')
+    assert [orjson.loads(line)["error"]["message"] for line in out.to_client] == [why]
+    assert out.to_agent == []
+
+
 any_id = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=8)),
     lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=5), inner, max_size=3)),
