@@ -57,35 +57,51 @@ async def acpx_leaves(proxy: ProxyProcess) -> None:
     proxy.process.send_signal(signal.SIGTERM)
 
 
-async def test_a_swap_decided_at_the_turn_end_a_client_leaves_after_still_commits(tmp_path: Path) -> None:
+async def first_process(home: Path, *prompts: str, **env: str) -> str:
+    """A new thread and its ``prompts`` in one liminal, which the client leaves at once after the
+    last answer; returns the thread."""
     state: dict[str, str] = {}
 
-    async def one_prompt_then_leave(proxy: ProxyProcess) -> None:
+    async def body(proxy: ProxyProcess) -> None:
         await proxy.request("initialize", {"protocolVersion": 1})
         thread = (await proxy.request("session/new", {"cwd": CWD, "mcpServers": []}))["result"]["sessionId"]
         state["thread"] = thread
-        await prompt(proxy, thread, "first turn used:5000")
-        await prompt(proxy, thread, "the turn that triggers a swap used:130000")
+        for text in prompts:
+            await prompt(proxy, thread, text)
         await acpx_leaves(proxy)
 
-    await run_liminal(tmp_path, one_prompt_then_leave, **SETTINGS)
-    thread = state["thread"]
-    [swap] = journal(tmp_path)
-    assert swap.outcome == "committed", swap  # before: abandoned, "stopped during the swap (CancelledError)"
-    assert swap.new_backing_id is not None
-    assert session_path(tmp_path / "claude", CWD, swap.new_backing_id).exists()
+    await run_liminal(home, body, **{**SETTINGS, **env})
+    return state["thread"]
 
-    async def next_prompt(proxy: ProxyProcess) -> None:
+
+async def next_process(home: Path, thread: str, text: str) -> None:
+    """The thread loaded in a liminal of its own, one prompt, the input closed."""
+
+    async def body(proxy: ProxyProcess) -> None:
         await proxy.request("initialize", {"protocolVersion": 1})
         loaded = await proxy.request("session/load", {"sessionId": thread, "cwd": CWD, "mcpServers": []})
         assert "result" in loaded, loaded
-        await prompt(proxy, thread, "the next prompt used:21000")
+        await prompt(proxy, thread, text)
         await proxy.close_stdin()
 
-    assert await run_liminal(tmp_path, next_prompt, **SETTINGS) == 0
+    assert await run_liminal(home, body, **SETTINGS) == 0
+
+
+def sent(home: Path, *methods: str) -> list[tuple[str, str]]:
+    """(method, session) of each request of ``methods`` the agent was sent, in order."""
+    return [(str(m["method"]), m["params"]["sessionId"]) for m in sent_to_agent(home)  # type: ignore[index]
+            if m.get("method") in methods]
+
+
+async def test_a_swap_decided_at_the_turn_end_a_client_leaves_after_still_commits(tmp_path: Path) -> None:
+    thread = await first_process(tmp_path, "first turn used:5000", "the turn that triggers a swap used:130000")
+    [swap] = journal(tmp_path)
+    assert swap.outcome == "committed", swap  # before: none began, or abandoned ("(CancelledError)")
+    assert swap.new_backing_id is not None
+    assert session_path(tmp_path / "claude", CWD, swap.new_backing_id).exists()
+    await next_process(tmp_path, thread, "the next prompt used:21000")
     # The next process went on from the swapped session, and did not swap again.
-    prompts = [m["params"] for m in sent_to_agent(tmp_path) if m.get("method") == "session/prompt"]
-    assert prompts[-1]["sessionId"] == swap.new_backing_id  # type: ignore[index]
+    assert sent(tmp_path, "session/prompt")[-1] == ("session/prompt", swap.new_backing_id)
     assert [r.outcome for r in journal(tmp_path)] == ["committed"]
 
 
@@ -94,19 +110,8 @@ async def test_a_swap_the_grace_cannot_wait_for_is_abandoned_in_words_and_the_ne
     """A resume of 10 s against a grace of 0.3 s: the swap is abandoned when the grace runs out,
     its rewrite removed before the agent is stopped, and journaled with what happened in words.
     The thread, still past its trigger, swaps at its next load, before its first prompt."""
-    state: dict[str, str] = {}
-
-    async def leave_during_a_long_resume(proxy: ProxyProcess) -> None:
-        await proxy.request("initialize", {"protocolVersion": 1})
-        thread = (await proxy.request("session/new", {"cwd": CWD, "mcpServers": []}))["result"]["sessionId"]
-        state["thread"] = thread
-        await prompt(proxy, thread, "first turn used:5000")
-        await prompt(proxy, thread, "the turn that triggers a swap used:130000")
-        await proxy.close_stdin()
-
-    await run_liminal(tmp_path, leave_during_a_long_resume,
-                      **{**SETTINGS, "AGENT_OPEN_SECONDS": "10", "LIMINAL_PROXY_STOP_GRACE_SECONDS": "0.3"})
-    thread = state["thread"]
+    thread = await first_process(tmp_path, "first turn used:5000", "the turn that triggers a swap used:130000",
+                                 AGENT_OPEN_SECONDS="10", LIMINAL_PROXY_STOP_GRACE_SECONDS="0.3")
     [abandoned] = journal(tmp_path)
     assert abandoned.outcome == "abandoned", abandoned
     assert abandoned.reason.startswith("the client closed its connection during the swap, and the swap "
@@ -114,45 +119,18 @@ async def test_a_swap_the_grace_cannot_wait_for_is_abandoned_in_words_and_the_ne
     assert not EXCEPTION_NAME.search(abandoned.reason), abandoned
     folder = session_path(tmp_path / "claude", CWD, thread).parent
     assert {p.stem for p in folder.glob("*.jsonl")} == {thread}  # no rewrite left
-
-    async def next_prompt(proxy: ProxyProcess) -> None:
-        await proxy.request("initialize", {"protocolVersion": 1})
-        loaded = await proxy.request("session/load", {"sessionId": thread, "cwd": CWD, "mcpServers": []})
-        assert "result" in loaded, loaded
-        await prompt(proxy, thread, "the next prompt used:21000")
-        await proxy.close_stdin()
-
-    assert await run_liminal(tmp_path, next_prompt, **SETTINGS) == 0
+    await next_process(tmp_path, thread, "the next prompt used:21000")
     abandoned_again, swap = journal(tmp_path)
     assert abandoned_again == abandoned
     assert swap.outcome == "committed" and "when the thread was loaded" in swap.reason, swap
     # The load went to the session the thread was on; the prompt waited for the swap and went
     # to the new one.
-    sent = [(m["method"], m["params"]["sessionId"]) for m in sent_to_agent(tmp_path)  # type: ignore[index]
-            if m.get("method") in ("session/load", "session/prompt")]
-    assert sent[-2:] == [("session/load", thread), ("session/prompt", swap.new_backing_id)]
+    assert sent(tmp_path, "session/load", "session/prompt")[-2:] == [
+        ("session/load", thread), ("session/prompt", swap.new_backing_id)]
 
 
 async def test_a_thread_loaded_under_its_trigger_is_not_swapped(tmp_path: Path) -> None:
-    state: dict[str, str] = {}
-
-    async def small(proxy: ProxyProcess) -> None:
-        await proxy.request("initialize", {"protocolVersion": 1})
-        thread = (await proxy.request("session/new", {"cwd": CWD, "mcpServers": []}))["result"]["sessionId"]
-        state["thread"] = thread
-        await prompt(proxy, thread, "first turn used:5000")
-        await proxy.close_stdin()
-
-    await run_liminal(tmp_path, small, **SETTINGS)
-    thread = state["thread"]
-
-    async def load_and_prompt(proxy: ProxyProcess) -> None:
-        await proxy.request("initialize", {"protocolVersion": 1})
-        await proxy.request("session/load", {"sessionId": thread, "cwd": CWD, "mcpServers": []})
-        await prompt(proxy, thread, "the next prompt used:6000")
-        await proxy.close_stdin()
-
-    assert await run_liminal(tmp_path, load_and_prompt, **SETTINGS) == 0
+    thread = await first_process(tmp_path, "first turn used:5000")
+    await next_process(tmp_path, thread, "the next prompt used:6000")
     assert journal(tmp_path) == []
-    prompts = [m["params"] for m in sent_to_agent(tmp_path) if m.get("method") == "session/prompt"]
-    assert prompts[-1]["sessionId"] == thread  # type: ignore[index]
+    assert sent(tmp_path, "session/prompt")[-1] == ("session/prompt", thread)
