@@ -518,7 +518,7 @@ class SwapManager(Component):
                     reason="liminal ended during the swap (it was killed, or its stop was cut short): the "
                            "rewrite was removed at its next start, and the thread's next load decides again",
                     started_at=begun.started_at, duration_s=0.0, tokens_before=begun.tokens_before,
-                    tokens_after=None, harness=begun.harness, cwd=begun.cwd)
+                    tokens_after=None, harness=begun.harness, cwd=begun.cwd, move=begun.move)
                 self.journal.append(record)
                 abandoned.append(record)
             logger.info("unfinished swap cleaned up", thread=begun.thread_id, removed=str(path))

@@ -201,6 +201,7 @@ async def test_a_kill_during_the_stops_grace_leaves_the_rewrite_to_the_next_star
     cleaned, swapped = journal.records()
     assert cleaned.outcome == "abandoned" and cleaned.new_backing_id == begun.new_backing_id
     assert cleaned.reason.startswith("liminal ended during the swap (it was killed"), cleaned
+    assert cleaned.move == "swap", cleaned  # shown as the swap it was, not a "move"
     assert swapped.outcome == "committed" and "when the thread was loaded" in swapped.reason, swapped
     on_disk = {p.stem for p in session_path(tmp_path / "claude", CWD, thread).parent.glob("*.jsonl")}
     assert on_disk == {thread, swapped.new_backing_id}, on_disk
