@@ -515,8 +515,8 @@ class SwapManager(Component):
                 record = SwapRecord(
                     thread_id=begun.thread_id, old_backing_id=begun.old_backing_id,
                     new_backing_id=new_id, outcome="abandoned",
-                    reason="liminal ended during the swap (it was killed, or its stop was cut short): the "
-                           "rewrite was removed at its next start, and the thread's next load decides again",
+                    reason="liminal ended during the swap (it was killed, or its stop was cut short): its "
+                           "rewrite was removed at the next start, and the thread's next load decides again",
                     started_at=begun.started_at, duration_s=0.0, tokens_before=begun.tokens_before,
                     tokens_after=None, harness=begun.harness, cwd=begun.cwd, move=begun.move)
                 self.journal.append(record)
