@@ -37,6 +37,12 @@ class ProxySettings:
     max_frame_bytes: int = 64 * MiB
     # The older Claude adapter ignores stdin EOF, so after the client leaves we signal its group.
     kill_grace_seconds: float = 5.0
+    # When liminal stops (the client closed its input, a signal), a swap under way (or decided at
+    # the turn end the client's leaving followed) is given this long to finish before the agent is
+    # stopped: a client that starts liminal for every prompt closes it right after the answer,
+    # the moment a swap begins. Past it, the swap is abandoned and its rewrite removed; the
+    # thread's next load decides again (``liminal.kernel.swap``). 0: abandoned at once.
+    stop_grace_seconds: float = 10.0
     # Frames a tap subscriber may fall behind before it starts losing them (see docs/architecture).
 
 
@@ -380,6 +386,7 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "log_level": (lambda v: v.lower() in LOG_LEVELS, "one of " + ", ".join(LOG_LEVELS)),
     "proxy.max_frame_bytes": (lambda v: v >= 256, "a number of bytes, 256 or more"),
     "proxy.kill_grace_seconds": (lambda v: 0 < v <= 3600, "seconds, more than 0 and at most 3600"),
+    "proxy.stop_grace_seconds": (lambda v: 0 <= v <= 600, "seconds, 0 (abandon at once) to 600"),
     "store.queue_frames": (lambda v: v >= 1, "a number of frames, 1 or more"),
     "store.indexer": (lambda v: v in ("worker", "inline"), "worker or inline"),
     "store.url": (lambda v: _scheme(v) in _URL_SCHEMES["store.url"] and _sqlite_file_ok(v),

@@ -14,13 +14,16 @@ none, never "unknown -> unknown".
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from liminal.units import tokens
 
-# Journaled before a failed move's reason was worded alone (``liminal.kernel.mover.failure``).
-_OLD_PREFIX = "SwapError: "
+# Reasons journaled before they were said in words (``liminal.kernel.errors``): a failure began
+# with its exception's class name, and a move cut short by liminal's stop named the cancellation.
+_OLD_CLASS = re.compile(r"^[A-Z]\w*(?:Error|Exception): ")
+_OLD_STOPPED = re.compile(r"^stopped during the swap \(\w+\)$")
 
 
 def _int(value: Any) -> int | None:
@@ -56,7 +59,9 @@ def is_rewrite(record: Mapping[str, Any]) -> bool:
 
 def why(record: Mapping[str, Any]) -> str:
     """Why it happened, or why not: empty when the reason only repeats the command's name."""
-    reason = str(record.get("reason") or "").removeprefix(_OLD_PREFIX)
+    reason = _OLD_CLASS.sub("", str(record.get("reason") or ""))
+    if _OLD_STOPPED.match(reason):
+        reason = "liminal stopped during the swap (its client had closed its connection, or it was signalled)"
     return "" if reason == what(record) else reason
 
 

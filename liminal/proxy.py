@@ -214,6 +214,9 @@ class RouterPort:
     def agent_idle(self) -> bool:
         return self._router.agent_idle()
 
+    def stop_cause(self) -> str | None:
+        return None  # a bare router never stops; the proxy's port says why it does
+
     # the threads
     def hold(self, thread_id: str) -> None:
         self._router.hold(thread_id)
@@ -284,6 +287,9 @@ class ProxyPort(RouterPort):
     def __init__(self, proxy: Proxy) -> None:
         super().__init__(proxy.router, proxy.flush, proxy.own_waiters)
         self._proxy = proxy
+
+    def stop_cause(self) -> str | None:
+        return self._proxy.stop_cause
 
     # the agent process
     async def start_agent(self) -> _PreparedAgent:
@@ -369,6 +375,7 @@ class Proxy:
         self._agent_replaced = asyncio.Event()
         self._signalled: int | None = None
         self._client_chunks = 0  # what the client has sent, counted (``_answer_while_dead``)
+        self.stop_cause: str | None = None  # why liminal stops, once it does (``Port.stop_cause``)
         self.stopping_agents: set[asyncio.Future[None]] = set()  # processes ``stop_soon`` stops
         self.port: Port = ProxyPort(self)
 
@@ -530,6 +537,8 @@ class Proxy:
                     await self._answer_while_dead()
             else:
                 agent_gone.cancel()
+                self.stop_cause = (f"liminal was sent {signal.Signals(self._signalled).name}"
+                                   if self._signalled is not None else "the client closed its connection")
                 await self._components_stopping()
                 self.agent.close_stdin()
                 agent_code = await self.agent.stop(self.settings.kill_grace_seconds,
@@ -678,11 +687,13 @@ class Proxy:
 
     async def _components_stopping(self) -> None:
         """The client has gone (or a signal came): before the agent is stopped, components end
-        what they do with it (a swap under way is abandoned, its rewrite removed). Stopping
-        the agent takes seconds (one that ignores the end of its input gets 2, then the kill
-        grace), and whatever ends liminal next (an editor that quits kills it a moment later)
-        would otherwise cut that short."""
-        await self.supervisor.each(lambda c: c.stopping(), 10, "component failed to stop")
+        what they do with it (a swap under way is given ``proxy.stop_grace_seconds`` to finish,
+        else abandoned and its rewrite removed). Stopping the agent takes seconds (one that
+        ignores the end of its input gets 2, then the kill grace), and whatever ends liminal next
+        (an editor that quits kills it a moment later) would otherwise cut that short. Each
+        component's stop is bounded: the grace and 10 s more."""
+        await self.supervisor.each(lambda c: c.stopping(), self.settings.stop_grace_seconds + 10,
+                                   "component failed to stop")
 
     async def _close_components(self) -> None:
         if self.stopping_agents:  # processes a recycle or a restart left, stopping

@@ -59,7 +59,7 @@ def components(settings: Settings, config_file: Path | None = None,
         shared = StoreJournal(opener, 2 * settings.swap.hold_timeout_seconds + 30,
                               quarantine.folder(settings.home))
     swaps = SwapManager(settings.swap, journal, harness, gradient=settings.gradient, leases=leases,
-                        shared=shared)
+                        shared=shared, stop_grace=settings.proxy.stop_grace_seconds)
     from liminal.store.cache import open_cache
 
     # liminal's slash commands (/mark, /clear, /fork, /undo ...): answered by liminal.

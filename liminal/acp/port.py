@@ -78,6 +78,10 @@ class Port(Protocol):
 
     def agent_idle(self) -> bool: ...
 
+    def stop_cause(self) -> str | None:
+        """Why liminal is stopping, in words ("the client closed its connection", "liminal was
+        sent SIGTERM"), once it is (from just before the components' ``stopping``); else None."""
+
     # ------------------------------------------------------------ the threads
 
     def hold(self, thread_id: str) -> None:

@@ -39,6 +39,7 @@ import anyio.to_thread
 from liminal import faults, log
 from liminal.config import SwapSettings
 from liminal.harness.base import Rewritten, SessionHarness
+from liminal.kernel.errors import in_words
 from liminal.kernel.journal import SwapJournal, SwapRecord
 from liminal.kernel.policy import Decision
 from liminal.kernel.storejournal import Refused, StoreJournal
@@ -84,10 +85,14 @@ class SwapError(Exception):
     """Why a move did not happen, worded for the person who asked for it."""
 
 
-def failure(exc: BaseException) -> str:
-    """A failed move's reason, as journaled and shown: a ``SwapError`` says it in words; any
-    other error (a file that would not validate, a bug) is named by its type too."""
-    return str(exc) if isinstance(exc, (SwapError, Refused)) else f"{type(exc).__name__}: {exc}"
+def failure(exc: BaseException, step: str | None = None) -> str:
+    """A failed move's reason, as journaled and shown, in words (``liminal.kernel.errors``):
+    a ``SwapError`` or the shared store's refusal says it already; any other error is said by
+    the step it broke (``step``: "the rewrite could not be made") and what it means, never by
+    its class's name."""
+    if isinstance(exc, (SwapError, Refused)):
+        return str(exc)
+    return f"{step}: {in_words(exc)}" if step else in_words(exc)
 
 
 Request = Callable[[str, dict[str, Any]], Awaitable[Any]]
@@ -174,6 +179,9 @@ class ThreadMover:
         self._unshared: list[SwapRecord] = []  # end records for the shared store, not written yet
         self._warned_no_close = False
         self._stopping = False
+        # Why the moves ``stop_moves`` cut short did not happen, as journaled (words, never the
+        # cancellation's class name: ``liminal.kernel.errors``).
+        self._stop_reason = "liminal was stopping"
         self._moving: set[anyio.CancelScope] = set()  # moves not yet committed
 
     def attach(self, port: Port) -> None:
@@ -184,14 +192,22 @@ class ThreadMover:
         assert self.port is not None
         return self.port
 
-    async def stop_moves(self, timeout: float) -> None:
-        """liminal is stopping (the client closed its input, a signal): every move not yet
-        committed is abandoned now, and its rewrite removed, while the agent still runs; no
-        new one starts. Stopping the agent first (2 s for one that ignores the end of its
-        input, then its kill grace) let an editor that quits kill liminal before the move
-        ended: its rewrite stayed in the CLI's folder until liminal's next start. Waits for
-        the moves to end, at most ``timeout``."""
+    @property
+    def stopping(self) -> bool:
+        """``stop_moves`` was called: no move starts any more."""
+        return self._stopping
+
+    async def stop_moves(self, timeout: float, why: str | None = None) -> None:
+        """liminal is stopping (the client closed its input, a signal) and the moves' grace is
+        over (``SwapManager.stopping``): every move not yet committed is abandoned now, and its
+        rewrite removed, while the agent still runs; no new one starts. Stopping the agent first
+        (2 s for one that ignores the end of its input, then its kill grace) let an editor that
+        quits kill liminal before the move ended: its rewrite stayed in the CLI's folder until
+        liminal's next start. ``why``: the reason each is journaled with. Waits for the moves to
+        end, at most ``timeout``."""
         self._stopping = True
+        if why:
+            self._stop_reason = why
         for scope in list(self._moving):
             scope.cancel()
         with anyio.move_on_after(timeout):
@@ -402,7 +418,7 @@ class ThreadMover:
         leaves no file and no open session behind (``_undo``). Returns what it came to: only a
         committed move has moved the thread."""
         if self._stopping:
-            return Moved("abandoned", "liminal is stopping")
+            return Moved("abandoned", self._stop_reason)
         moved = Moved("abandoned", "stopped during the move")
         async with self._leased(state.thread_id) as refused:
             if refused is not None:  # nothing begun: nothing journaled, the thread stays
@@ -446,11 +462,13 @@ class ThreadMover:
         ended = False  # an end record (committed, failed, abandoned, skipped) is journaled
         committed = False
         in_store = False  # the shared store has committed it: the move is made, whatever follows
+        step = "the shared store did not take the move"  # what is under way, for a failure's reason
         try:
             try:
                 with anyio.fail_after(self.settings.hold_timeout_seconds):
                     if self.shared is not None:  # the store's claim: refused, the move fails
                         await self.shared.claim(begun, lease_held=self._lease_held(thread_id))
+                    step = "the rewrite could not be made"
                     await faults.hit("swap.rewrite")  # begun, nothing written yet
                     rewritten = await anyio.to_thread.run_sync(write, new_id)
                     t_rewritten = time.monotonic()
@@ -460,21 +478,25 @@ class ThreadMover:
                         return self._ended(self.record(
                             state, old_backing, new_id, "skipped", unpaid, started, t0,
                             rewritten.tokens_before, rewritten.tokens_after, decision, move=move), rewritten)
+                    step = "the rewrite could not be noted in liminal's home"
                     await anyio.to_thread.run_sync(self.journal.note_rewrite, new_id, rewritten.size)
                     opened = True
+                    step = "the agent did not open the new session"
                     moved_by = await self._open_keeping(state, old_backing, new_id, rewritten)
                     t_moved = time.monotonic()
             except TimeoutError:
                 ended = True
                 return self._ended(self.record(
-                    state, old_backing, new_id, "abandoned", f"overran {self.settings.hold_timeout_seconds}s",
+                    state, old_backing, new_id, "abandoned",
+                    f"it took longer than swap.hold_timeout_seconds ({self.settings.hold_timeout_seconds:g} s) "
+                    "to finish; the thread stayed on its session",
                     started, t0, tokens, rewritten.tokens_after if rewritten else None, move=move), rewritten)
             except Exception as exc:
                 logger.warning("move failed; the thread stays on its session", thread=thread_id,
-                               error=str(exc), reason=reason)
+                               error=f"{type(exc).__name__}: {exc}", reason=reason)
                 ended = True
                 return self._ended(self.record(
-                    state, old_backing, new_id, "failed", failure(exc), started, t0, tokens,
+                    state, old_backing, new_id, "failed", failure(exc, step), started, t0, tokens,
                     rewritten.tokens_after if rewritten else None, move=move), rewritten)
             if not port.is_held(thread_id):
                 # The hold overflowed (the client sent more than the router keeps) and let the
@@ -517,9 +539,8 @@ class ThreadMover:
             # be written: the swap did not happen.
             elif not ended:
                 with contextlib.suppress(Exception):
-                    self.record(state, old_backing, new_id, "abandoned",
-                                  f"stopped during the swap ({type(exc).__name__})", started, t0,
-                                  tokens, None, move=move)
+                    self.record(state, old_backing, new_id, "abandoned", self._interrupted(exc),
+                                started, t0, tokens, None, move=move)
             raise
         finally:
             if not committed:  # whatever went wrong: no new file, no new session left open
@@ -527,6 +548,16 @@ class ThreadMover:
             # Ended (or nothing of it is left): another liminal's start may judge it now.
             self.journal.finish(new_id)
         return Moved(record.outcome, record.reason, new_id, rewritten, moved_by, t_rewritten, t_moved)
+
+    def _interrupted(self, exc: BaseException) -> str:
+        """Why a move that ``exc`` cut short did not happen, in words: liminal stopping
+        (``stop_moves`` says why), its task cancelled otherwise, or an error after the last step
+        (an end record that could not be written)."""
+        if self._stopping:
+            return self._stop_reason
+        if isinstance(exc, anyio.get_cancelled_exc_class()):
+            return "liminal cancelled the move before it ended (it was exiting, or its swap task stopped)"
+        return f"liminal could not record the move's end: {in_words(exc)}"
 
     @staticmethod
     def _ended(record: SwapRecord, rewritten: Rewritten | None) -> Moved:
@@ -591,6 +622,8 @@ class ThreadMover:
         with anyio.move_on_after(timeout):
             delay = 0.005
             while not await anyio.to_thread.run_sync(self.harness.turn_settled, path, prompt):
+                if self._stopping:  # the grace is over: no move starts now
+                    return False
                 await anyio.sleep(delay)
                 delay = min(delay * 2, SETTLE_POLL_MAX)
             return True

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from liminal import log
+from liminal.kernel.errors import in_words
 from liminal.kernel.journal import SwapRecord
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ class StoreJournal:
         except Refused:
             raise
         except Exception as exc:
-            raise Refused(f"the shared store could not be reached ({type(exc).__name__}: {exc})") from exc
+            raise Refused(f"the shared store could not be reached ({in_words(exc)})") from exc
         if not taken:
             raise Refused(said or "the shared store refused the move")
         if said is not None:  # a dead sidecar's attempt, taken over
@@ -144,8 +145,7 @@ class StoreJournal:
                                          quarantine=self.quarantine, own_bytes=size)
             await indexer.catch_up()
         except Exception as exc:
-            raise Refused(f"the rewrite could not be kept in the shared store ({type(exc).__name__}: "
-                          f"{exc})") from exc
+            raise Refused(f"the rewrite could not be kept in the shared store ({in_words(exc)})") from exc
 
     async def commit(self, record: SwapRecord) -> None:
         """The store's commit of the move ``record`` ends; ``Refused`` when it is none."""
@@ -156,7 +156,7 @@ class StoreJournal:
         except Refused:
             raise
         except Exception as exc:
-            raise Refused(f"the shared store did not take the commit ({type(exc).__name__}: {exc})") from exc
+            raise Refused(f"the shared store did not take the commit ({in_words(exc)})") from exc
         if not done:
             raise Refused("the shared store has the thread elsewhere: another liminal moved it or "
                           "took this move over")

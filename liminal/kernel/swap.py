@@ -20,7 +20,15 @@ thread has been idle past the prompt cache's life, it runs one swap:
 Steps 3 to 5 are the thread mover's (``liminal.kernel.mover``), which the context commands use
 too; this module observes the threads and decides. Any failure, or the whole swap overrunning
 ``swap.hold_timeout_seconds``, releases the held prompts to the old session, which keeps working;
-the journal records why.
+the journal records why, in words.
+
+A thread the client opens (``session/load``, ``session/resume``) is looked at the same way before
+its first prompt: held, its size read from its session file, swapped if it is past its trigger.
+A client that starts liminal for every prompt (acpx) closes it right after each answer, when a
+swap decided at that turn end has only begun: liminal's stop gives such a swap
+``proxy.stop_grace_seconds`` to finish (``stopping``); one cut short (the grace over, or liminal
+killed) is never resumed from its rewrite, which is removed: the next load decides afresh, on the
+file as it is then.
 """
 
 from __future__ import annotations
@@ -72,6 +80,7 @@ class _TurnEnd(NamedTuple):
     held: bool  # the thread's next frames wait (set in ``offer``, before the client's next bytes)
     prompt: str | None  # the prompt of the turn that ended, to find that turn on disk
     idle_since: float | None = None  # an idle swap: when the thread's idle spell began (monotonic)
+    loaded: bool = False  # not a turn end: the client opened the thread (no turn is still to settle)
 
 
 class SwapManager(Component):
@@ -87,8 +96,11 @@ class SwapManager(Component):
         model: ThreadModel | None = None,
         leases: MoveLeases | None = None,
         shared: StoreJournal | None = None,
+        stop_grace: float = 10.0,
     ) -> None:
         self.settings = settings
+        # How long a swap under way when liminal stops may go on (``proxy.stop_grace_seconds``).
+        self.stop_grace = stop_grace
         self.policy = CostPolicy(settings, gradient or GradientSettings(),
                                  settings.ceiling_tokens or harness.ceiling_tokens,
                                  side_session_tokens=harness.side_session_tokens)
@@ -99,6 +111,7 @@ class SwapManager(Component):
         # What liminal knows of each thread; its turn ends are this manager's cue.
         self.model = model or ThreadModel()
         self.model.on_turn_end.append(self._turn_ended)
+        self.model.on_opened.append(self._opened)
         self.model.on_agent_info.append(self._agent_said)
         self._port: Port | None = None
         # What writes a thread's preamble at its swap (None: the extractive summarizer): the
@@ -110,6 +123,7 @@ class SwapManager(Component):
         self.memos: MemoSource | None = None  # the dynamic zone's memos (``liminal.kernel.zone``)
         self._prepared = False  # the journal's bindings are in the router (``prepare``)
         self._running = False  # ``run`` is looking at turn ends
+        self._stopping = False  # liminal stops: no new swap is decided but at a turn end
         self._send, self._receive = anyio.create_memory_object_stream[_TurnEnd](64)
         self._look_send, self._look_receive = anyio.create_memory_object_stream[str](64)
         self.completed = 0  # swap attempts finished, committed or not (tests wait on it)
@@ -124,10 +138,37 @@ class SwapManager(Component):
             await self.mover.shared.aclose()
 
     async def stopping(self) -> None:
-        """liminal stops (``Proxy.run``, before it stops the agent): a move under way, a swap's
-        or a command's, is abandoned now, its rewrite removed and its new session closed while
-        the agent can still answer (``ThreadMover.stop_moves``)."""
-        await self.mover.stop_moves(UNDO_CLOSE_SECONDS + 1.0)
+        """liminal stops (``Proxy.run``, before it stops the agent). A move under way, a swap's
+        or a command's, or a swap decided at a turn end and still waiting to start, is given
+        ``stop_grace`` to finish: a client that starts liminal for every prompt closes it right
+        after the answer, the very moment a swap begins, and without the grace no swap of such
+        a client ever committed. What has not committed by then is abandoned, its rewrite
+        removed and its new session closed while the agent can still answer
+        (``ThreadMover.stop_moves``), journaled with why in words; the thread's next load
+        decides again (``_opened``): the rewrite is never taken up later, as the session may
+        have moved on by then (another client, the CLI itself)."""
+        self._stopping = True
+        cause = (self._port.stop_cause() if self._port is not None else None) or "liminal was stopping"
+        if self.busy():
+            t0 = time.monotonic()
+            with anyio.move_on_after(self.stop_grace):
+                while self.busy():  # noqa: ASYNC110 - several things end a move; a look every 20 ms
+                    await anyio.sleep(0.02)
+            if self.busy():
+                logger.warning("liminal is stopping: the swap under way is abandoned", cause=cause,
+                               grace=self.stop_grace)
+            else:
+                logger.info("liminal is stopping: the swap under way was let finish", cause=cause,
+                            seconds=round(time.monotonic() - t0, 3))
+        await self.mover.stop_moves(UNDO_CLOSE_SECONDS + 1.0, self._abandoned_because(cause))
+
+    def _abandoned_because(self, cause: str) -> str:
+        """A swap liminal's stop cut short, as journaled: why liminal stopped, and that the
+        grace ran out."""
+        grace = (f"the swap did not finish within proxy.stop_grace_seconds ({self.stop_grace:g} s)"
+                 if self.stop_grace > 0 else "proxy.stop_grace_seconds is 0")
+        return (f"{cause} during the swap, and {grace}: the rewrite was removed, and the thread's "
+                "next load decides again")
 
     def busy(self) -> bool:
         """A swap or a command's move is under way, or a turn end waits to be looked at: the
@@ -211,6 +252,25 @@ class SwapManager(Component):
         held = decision is not None or state.file_tokens is None or state.file_tokens >= near
         self._enqueue(state, _TurnEnd(thread_id, decision, held, state.last_prompt))
 
+    def _opened(self, thread_id: str, method: str, key: Any, by_liminal: bool) -> None:
+        """The client opened a thread (``ThreadModel.on_opened``): one loaded over its trigger
+        swaps before its first prompt. A client that starts liminal for every prompt never
+        reaches a turn end with a live liminal after it (the swap decided there is cut short),
+        so its thread would grow past the trigger for good. No agent says the size at the load
+        (claude-agent and codex-zed send no ``usage_update`` with the replay, codex-agent sends
+        one just after the answer, claude-zed none ever): the thread is held in this flush (the
+        client's first prompt cannot have been read yet), and the session file decides, as at
+        a turn end without usage. A prompt already sent with the load is not held up."""
+        if method not in ("session/load", "session/resume") or by_liminal:
+            return
+        state, port = self.threads.get(thread_id), self._port
+        if (state is None or port is None or state.swapping or not self.settings.enabled
+                or not self._running or self._stopping):
+            return
+        if port.prompt_in_flight(thread_id) or port.agent_request_open(thread_id) or port.is_held(thread_id):
+            return
+        self._enqueue(state, _TurnEnd(thread_id, None, True, None, loaded=True))
+
     def _look_for_cache_life(self, state: ThreadState) -> None:
         """The agent's usage gave the size; how long the thread's cache lives is in the CLI's own
         records, read beside the turns (``_cache_looks``), never holding one, a few times at most
@@ -256,7 +316,7 @@ class SwapManager(Component):
         """Threads idle past the cache's life: their next call rewrites the whole prompt anyway,
         so a swap now costs nothing more (``CostPolicy``), and the person is not waiting."""
         port = self._port
-        if port is None or not self.policy.idle_swaps or not self.settings.enabled:
+        if port is None or not self.policy.idle_swaps or not self.settings.enabled or self._stopping:
             return
         for state in list(self.threads.values()):
             # The thread's own cache: an hour's is still there after 5 minutes.
@@ -373,8 +433,9 @@ class SwapManager(Component):
                             state.failures = 0
                         # A quiet moment, the thread's next prompt (if any) still waiting: the
                         # recycle (``liminal.kernel.recycle``) moves sessions to a fresh agent
-                        # process there.
-                        await self.model.quiet(thread_id)
+                        # process there; not while liminal stops.
+                        if not self._stopping:
+                            await self.model.quiet(thread_id)
                     except Exception:
                         # Fails the run (the supervisor starts it again): the thread backs off as
                         # after any failed swap, rather than fail the next turn end the same way.
@@ -454,9 +515,10 @@ class SwapManager(Component):
                 record = SwapRecord(
                     thread_id=begun.thread_id, old_backing_id=begun.old_backing_id,
                     new_backing_id=new_id, outcome="abandoned",
-                    reason="liminal stopped during the swap; its rewrite was removed at the next start",
+                    reason="liminal ended during the swap (it was killed, or its stop was cut short): its "
+                           "rewrite was removed at the next start, and the thread's next load decides again",
                     started_at=begun.started_at, duration_s=0.0, tokens_before=begun.tokens_before,
-                    tokens_after=None, harness=begun.harness, cwd=begun.cwd)
+                    tokens_after=None, harness=begun.harness, cwd=begun.cwd, move=begun.move)
                 self.journal.append(record)
                 abandoned.append(record)
             logger.info("unfinished swap cleaned up", thread=begun.thread_id, removed=str(path))
@@ -506,6 +568,8 @@ class SwapManager(Component):
         t0 = time.monotonic()
         path = self.harness.locate(old_backing, state.cwd)
         tokens = decision.context if decision is not None else state.context_tokens
+        if path is None and turn_end.loaded:
+            return None  # nothing on disk to read the size from: the first turn end will tell
         if path is None:
             # Not a session this harness can rewrite (another CLI, or a file not written yet):
             # not a swap attempt worth journaling, but back off like a failure.
@@ -524,8 +588,12 @@ class SwapManager(Component):
                          held=False)
             return None
         # The CLI may write the turn after answering the prompt: wait for it to be on disk before
-        # reading its size, and never rewrite a file that lacks it (the turn would be lost).
-        if not await self.mover.settle(path, turn_end.prompt, self.settle_timeout if decided else 2.0):
+        # reading its size, and never rewrite a file that lacks it (the turn would be lost). A
+        # thread just opened has no turn on its way to the disk.
+        if not turn_end.loaded and not await self.mover.settle(
+                path, turn_end.prompt, self.settle_timeout if decided else 2.0):
+            if self.mover.stopping:
+                return None  # liminal stops, and the grace is over: nothing was begun
             if decided:
                 self.mover.record(state, old_backing, None, "abandoned", "the turn did not reach the session file",
                               started, t0, tokens, None)
@@ -558,7 +626,10 @@ class SwapManager(Component):
             self._observe(state, tokens)
             decision = self.policy.decide(tokens, state.pace, turns_since_swap=state.turns_since_swap)
             logger.debug("context read from the session file", thread=thread_id, tokens=tokens,
-                         decided=decision.swap, why=decision.why)
+                         decided=decision.swap, why=decision.why, loaded=turn_end.loaded)
+            if decision.swap and turn_end.loaded:
+                decision = dataclasses.replace(
+                    decision, why=f"{decision.why} (when the thread was loaded, before its first prompt)")
             if not decision.swap:
                 return None
         reason = decision.why

@@ -219,9 +219,12 @@ def test_a_failed_swap_leaves_the_thread_working_on_its_session(
     swaps = journal(rig)
     # Every attempt failed; one the client's leaving cut short says so (it is not a failure).
     assert swaps and swaps[0].outcome == "failed", swaps
-    assert all(s.outcome == "failed" or "stopped during the swap" in s.reason for s in swaps), swaps
-    expected = "ValidationError" if "corrupt" in failpoint else "OwnRequestError"
-    assert expected in swaps[0].reason
+    assert all(s.outcome == "failed" or "the client closed its connection during the swap" in s.reason
+               for s in swaps), swaps
+    # Said in words, the step that broke first (it was "ValidationError: ...", "OwnRequestError: ...").
+    expected = ("the rewrite could not be made: rewrite refused" if "corrupt" in failpoint
+                else "the agent did not open the new session: the agent refused session/resume")
+    assert swaps[0].reason.startswith(expected), swaps[0]
     # No attempt left its rewrite behind (the CLI's own files are its business).
     left = {p.stem for p in rig.home.claude_config.glob("projects/*/*.jsonl")}
     assert not left & {s.new_backing_id for s in swaps}, left

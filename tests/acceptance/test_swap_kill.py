@@ -10,8 +10,11 @@ each kill liminal starts again and the promises must hold: the thread loads and 
 session that has every turn; no rewrite is left in the CLI's folder (what its own picker lists)
 nor in liminal's ``session/list``; the journal ends every attempt it began. A last run swaps
 for real, and the conversation goes on whole; its client then leaves while the next swap opens
-its rewrite, and gives liminal a second or two, as an editor that quits does: that swap is
-abandoned and its rewrite removed before the agent is stopped (it was left in the CLI's folder).
+its rewrite, and gives liminal a second or two, as an editor that quits does: with no grace for
+swaps at the stop (``proxy.stop_grace_seconds = 0``), that swap is abandoned and its rewrite
+removed before the agent is stopped (it was left in the CLI's folder). (With the grace, the
+default, a kill inside it leaves the rewrite to the next start: ``tests/integration/
+test_swap_kill.py``.)
 """
 
 from __future__ import annotations
@@ -124,7 +127,7 @@ def test_liminal_killed_inside_swaps_keeps_every_promise(adapter: Adapter, rig: 
         assert not list((rig.home.liminal_home / "swaps.moving").glob("*.lock")), point
 
     # And a swap that runs to its end: the conversation goes on whole on the rewrite.
-    with liminal_client(rig) as client:
+    with liminal_client(rig, LIMINAL_PROXY_STOP_GRACE_SECONDS="0") as client:
         client.initialize()
         client.load_session(thread, rig.home.project, timeout=120)
         turn(client, thread)

@@ -109,6 +109,10 @@ async def test_liminal_killed_at_random_points_of_a_swap_leaves_a_consistent_wor
             assert answer["result"]["stopReason"] == "end_turn", answer
             await proxy.close_stdin()
 
+        # Where the thread is at the restart: the client's load goes there (a thread the kill left
+        # past its trigger swaps after the load, before its first prompt).
+        where = ([r.new_backing_id for r in SwapJournal(home / "liminal-home" / "swaps.jsonl").records()
+                  if r.outcome == "committed"] or [thread])[-1]
         assert await run_liminal(home, come_back, **SETTINGS) == 0
         journal = SwapJournal(home / "liminal-home" / "swaps.jsonl")
         records = journal.records()
@@ -125,7 +129,8 @@ async def test_liminal_killed_at_random_points_of_a_swap_leaves_a_consistent_wor
         assert on_disk == {thread, *committed}, (on_disk, records)  # no rewrite left behind
         sent = [json.loads(line) for line in (home / "agent_in.bin").read_bytes().splitlines()]
         loads = [m["params"]["sessionId"] for m in sent if m.get("method") == "session/load"]
-        assert loads[-1] == (committed[-1] if committed else thread)  # resumed where it is
+        assert loads[-1] == where  # resumed where it is
+        assert len(committed) <= 1 or "when the thread was loaded" in records[-1].reason, records
     print("where the kills landed over", TRIALS, "trials:", dict(outcomes))
     inside = sum(n for where, n in outcomes.items() if where.startswith("inside"))
     # A share of the kills inside swaps (between the begin and its end), some with the
@@ -152,8 +157,63 @@ async def test_a_client_that_closes_during_a_swap_and_kills_liminal_a_second_lat
     left. A swap in its resume then (a real adapter takes seconds to open a session) used to
     stay unfinished: liminal stopped the agent first (2 s for one that ignores the end of its
     input, then its kill grace) and only then the swap, so the kill came first and the rewrite
-    stayed in the CLI's folder, a second session in its picker until liminal's next start. The
-    swap is abandoned, and its rewrite removed, before the agent is stopped."""
+    stayed in the CLI's folder, a second session in its picker until liminal's next start. With
+    no grace for swaps (``proxy.stop_grace_seconds = 0``) the swap is abandoned, and its rewrite
+    removed, before the agent is stopped."""
+    state = await close_during_a_long_resume(tmp_path, grace="0")
+    journal = SwapJournal(tmp_path / "liminal-home" / "swaps.jsonl")
+    assert journal.unfinished() == [], journal.records(begins=True)
+    on_disk = {p.stem for p in session_path(tmp_path / "claude", CWD, state["thread"]).parent.glob("*.jsonl")}
+    assert on_disk == {state["thread"]}, on_disk  # the rewrite is gone
+    [record] = journal.records()
+    assert record.outcome == "abandoned" and record.reason.startswith(
+        "the client closed its connection during the swap, and proxy.stop_grace_seconds is 0"), record
+
+
+async def test_a_kill_during_the_stops_grace_leaves_the_rewrite_to_the_next_start(tmp_path: Path) -> None:
+    """With the grace a swap is given to finish when liminal stops (10 s by default: a client that
+    starts liminal for every prompt leaves right after the answer, when a swap begins), an
+    editor's kill a second after it closed liminal's input can land inside the swap: its rewrite
+    is in the CLI's folder until liminal's next start, which removes it and journals why in
+    words; the thread loads on the session it was on, and, past its trigger, swaps there before
+    its first prompt."""
+    state = await close_during_a_long_resume(tmp_path, grace="10")
+    journal = SwapJournal(tmp_path / "liminal-home" / "swaps.jsonl")
+    [begun] = journal.unfinished()
+    assert begun.new_path is not None and exists(begun.new_path)
+    thread = state["thread"]
+    pids = (tmp_path / "agent_in.bin.pids").read_text().split()
+    with anyio.fail_after(20):
+        while any(alive(int(p)) for p in pids):  # noqa: ASYNC110 - the reaper stops it
+            await anyio.sleep(0.02)
+
+    async def come_back(proxy: ProxyProcess) -> None:
+        await proxy.request("initialize", {"protocolVersion": 1}, rpc_id=1)
+        loaded = await proxy.request("session/load", {"sessionId": thread, "cwd": CWD, "mcpServers": []},
+                                     rpc_id=2)
+        assert "result" in loaded, loaded
+        answer = await prompt(proxy, thread, "after the restart used:1000", 3)
+        assert answer["result"]["stopReason"] == "end_turn", answer
+        await proxy.close_stdin()
+
+    assert await run_liminal(tmp_path, come_back, **SETTINGS) == 0
+    assert not exists(begun.new_path)
+    cleaned, swapped = journal.records()
+    assert cleaned.outcome == "abandoned" and cleaned.new_backing_id == begun.new_backing_id
+    assert cleaned.reason.startswith("liminal ended during the swap (it was killed"), cleaned
+    assert cleaned.move == "swap", cleaned  # shown as the swap it was, not a "move"
+    assert swapped.outcome == "committed" and "when the thread was loaded" in swapped.reason, swapped
+    on_disk = {p.stem for p in session_path(tmp_path / "claude", CWD, thread).parent.glob("*.jsonl")}
+    assert on_disk == {thread, swapped.new_backing_id}, on_disk
+
+
+def exists(path: str) -> bool:
+    return Path(path).exists()
+
+
+async def close_during_a_long_resume(home: Path, *, grace: str) -> dict[str, str]:
+    """A swap whose resume takes 10 s; the client closes liminal's input once the agent is
+    opening the rewrite, and kills liminal a second later."""
     state: dict[str, str] = {}
 
     async def close_during_the_resume(proxy: ProxyProcess) -> None:
@@ -164,17 +224,13 @@ async def test_a_client_that_closes_during_a_swap_and_kills_liminal_a_second_lat
         await prompt(proxy, thread, "first turn used:5000", 10)
         await prompt(proxy, thread, "the turn that triggers a swap used:130000", 11)
         with anyio.fail_after(30):
-            while (rewrite := opening(tmp_path)) is None:  # noqa: ASYNC110 - another process writes it
+            while (rewrite := opening(home)) is None:  # noqa: ASYNC110 - another process writes it
                 await anyio.sleep(0.01)
         state["rewrite"] = rewrite
         await proxy.close_stdin()
         await anyio.sleep(1.0)  # the editor's patience
         proxy.process.send_signal(signal.SIGKILL)
 
-    await run_liminal(tmp_path, close_during_the_resume, **{**SETTINGS, "AGENT_OPEN_SECONDS": "10"})
-    journal = SwapJournal(tmp_path / "liminal-home" / "swaps.jsonl")
-    assert journal.unfinished() == [], journal.records(begins=True)
-    on_disk = {p.stem for p in session_path(tmp_path / "claude", CWD, state["thread"]).parent.glob("*.jsonl")}
-    assert on_disk == {state["thread"]}, on_disk  # the rewrite is gone
-    [record] = journal.records()
-    assert record.outcome == "abandoned" and "stopped" in record.reason, record
+    await run_liminal(home, close_during_the_resume, **{**SETTINGS, "AGENT_OPEN_SECONDS": "10",
+                                                        "LIMINAL_PROXY_STOP_GRACE_SECONDS": grace})
+    return state

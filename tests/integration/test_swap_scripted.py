@@ -278,7 +278,9 @@ async def test_after_a_restart_the_thread_resumes_on_its_last_committed_session(
     [committed] = journal.records()
     assert committed.reason == "context 130k tokens >= 100k"  # why it started (high_tokens)
     (tmp_path / "agent_in.bin").unlink()
-    manager = SwapManager(settings(), journal, FakeHarness(tmp_path))
+    harness = FakeHarness(tmp_path)
+    harness.tokens = 90_000  # the rewrite's size: under the trigger, the load swaps nothing
+    manager = SwapManager(settings(), journal, harness)
     replays = ReplayManager(shared(store), timeout=60)  # generous: a loaded CI machine is slow
     indexer = Indexer(store, tmp_path / "spool")
     async with proxy_in_process(scripted_agent_argv(), tmp_path, [indexer, manager, replays]) as (proxy, client):

@@ -40,12 +40,13 @@ async def test_a_client_that_leaves_during_a_swap_leaves_no_rewrite_behind(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str
 ) -> None:
     # Headless clients disconnect right after the turn that triggers a swap (an idle timeout).
-    # ``swap.move``: before the resume is sent; ``swap.moved``: the agent has opened it.
+    # ``swap.move``: before the resume is sent; ``swap.moved``: the agent has opened it. The swap
+    # never ends (paused there): the stop's grace runs out, and it is abandoned.
     monkeypatch.setattr(faults, "_POINTS", {point: "pause"})
     monkeypatch.setenv("LIMINAL_FAILPOINTS_DIR", str(tmp_path / "points"))
     journal = SwapJournal(tmp_path / "swaps.jsonl")
     harness = FakeHarness(tmp_path)
-    manager = SwapManager(settings(), journal, harness)
+    manager = SwapManager(settings(), journal, harness, stop_grace=0.2)
     async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
         thread = await start(client)
         await client.prompt(thread, "used:130000")
@@ -56,6 +57,10 @@ async def test_a_client_that_leaves_during_a_swap_leaves_no_rewrite_behind(
     assert proxy.router.backing_of(thread) == thread
     [record] = journal.records()
     assert record.outcome == "abandoned" and record.new_backing_id == new_id
+    # What happened, in words (it said "stopped during the swap (CancelledError)").
+    assert record.reason == ("the client closed its connection during the swap, and the swap did not "
+                             "finish within proxy.stop_grace_seconds (0.2 s): the rewrite was removed, "
+                             "and the thread's next load decides again")
     assert journal.unfinished() == []
 
 
@@ -202,7 +207,7 @@ async def test_a_liminal_starting_during_another_ones_swap_leaves_that_swap_alon
     monkeypatch.setenv("LIMINAL_FAILPOINTS_DIR", str(tmp_path / "points"))
     journal = SwapJournal(tmp_path / "swaps.jsonl")
     harness = FakeHarness(tmp_path)
-    manager = SwapManager(settings(), journal, harness)
+    manager = SwapManager(settings(), journal, harness, stop_grace=0)
     async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (_, client):
         thread = await start(client)
         await client.prompt(thread, "used:130000")
@@ -214,7 +219,8 @@ async def test_a_liminal_starting_during_another_ones_swap_leaves_that_swap_alon
         assert [r.new_backing_id for r in journal.unfinished()] == [new_id]
         assert journal.records() == []
     [record] = journal.records()  # and it ends as its own liminal says
-    assert record.outcome == "abandoned" and "stopped during the swap" in record.reason
+    assert record.outcome == "abandoned" and record.reason.startswith(
+        "the client closed its connection during the swap, and proxy.stop_grace_seconds is 0")
     assert rewrites(tmp_path, thread) == []
     assert list(journal.moving_folder.iterdir()) == []  # no attempt's lock outlives it
 
@@ -392,7 +398,9 @@ async def test_a_thread_another_liminal_moved_since_the_start_opens_on_its_curre
     # liminal on the home has swapped since this one read the journal: opened on the session it
     # has left, the conversation would go on without every turn since the swap.
     journal = SwapJournal(tmp_path / "swaps.jsonl")
-    manager = SwapManager(settings(), journal, FakeHarness(tmp_path))
+    harness = FakeHarness(tmp_path)
+    harness.tokens = 90_000  # what the other's rewrite left: the load swaps nothing
+    manager = SwapManager(settings(), journal, harness)
     thread = "0b7d1f4e-0000-4000-8000-000000000001"
     moved = "0b7d1f4e-0000-4000-8000-00000000000b"
     async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):

@@ -71,6 +71,7 @@ BAD_VALUES = [
     ("LIMINAL_PROXY_MAX_FRAME_BYTES", "0", "proxy.max_frame_bytes"),
     ("LIMINAL_PROXY_MAX_FRAME_BYTES", "-5", "proxy.max_frame_bytes"),
     ("LIMINAL_PROXY_KILL_GRACE_SECONDS", "0", "proxy.kill_grace_seconds"),
+    ("LIMINAL_PROXY_STOP_GRACE_SECONDS", "-1", "proxy.stop_grace_seconds"),
     ("LIMINAL_STORE_QUEUE_FRAMES", "0", "store.queue_frames"),
     ("LIMINAL_STORE_INDEXER", "threads", "store.indexer"),
     ("LIMINAL_STORE_URL", "postgres://localhost/x", "store.url"),
