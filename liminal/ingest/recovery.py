@@ -5,7 +5,7 @@ store: the next indexer replays them in order (less the pieces of a history the 
 already, which a later load replayed: ``liminal.ingest.derive``), then derives those
 connections' messages again from the frames table (a message can span the frames before and
 after a crash), and only then removes what it read, so a crash during recovery just recovers
-again. Before any of it, a store an older liminal wrote is compacted (``Store.compact``). What is unreadable in a
+again. After it, a store an older liminal wrote is compacted (``Store.compact``). What is unreadable in a
 dead writer's segment (a block torn mid-write, damage) never completes: it is said and skipped.
 Records that the store refuses are made storable, cut or set aside (``liminal.ingest.poison``),
 so a spool holding one is replayed once, not into the same failure at every start; writes that
@@ -120,10 +120,6 @@ async def replay_orphans(store: Store, root: Path, own: Path | None, *, batch_fr
     Once ``stopping`` is set, a replay still waiting on the store stops: its spool stays, whole,
     for the next start."""
     stopping = stopping or anyio.Event()
-    try:
-        await store.compact()
-    except Exception as exc:  # compacted at a later start: nothing waits on it
-        logger.warning("indexer: the store was not compacted", error=str(exc)[:300])
     replayed = 0
     for spool in orphans(root, own):
         try:
@@ -135,6 +131,11 @@ async def replay_orphans(store: Store, root: Path, own: Path | None, *, batch_fr
                            spool=str(spool.path))
         finally:
             spool.release(remove_if_empty=True)
+    if not stopping.is_set():  # once a store: the spools first, which a stop may not wait for
+        try:
+            await store.compact()
+        except Exception as exc:  # compacted at a later start: nothing waits on it
+            logger.warning("indexer: the store was not compacted", error=str(exc)[:300])
     return replayed
 
 
@@ -149,13 +150,18 @@ async def _replay(store: Store, spool: SpoolDir, batch_frames: int, retry_second
     async def retrying(work: Callable[[], Awaitable[T]]) -> T:
         return await _retrying(retry_seconds, work, stopping)
 
-    async def placed(frames: list[FrameRecord]) -> list[tuple[FrameRecord, dict[str, Any] | None]]:
-        for frame in frames:  # a connection's first frame here says where its spool starts
-            if frame.seq and not deriver.knows(frame.connection_id):
-                await derive_earlier(deriver, store, frame.connection_id, frame.seq)
-        items = [(f, None if deriver.seen(f) else await parse_async(f)) for f in frames]
-        await ask_loads(deriver, store, items)
-        return items
+    async def stored(frames: list[FrameRecord], made: list[Batch]) -> None:
+        """The frames written (less a later load's replay, with its note), placed first (once:
+        a write tried again writes what was made)."""
+        if not made:
+            for frame in frames:  # a connection's first frame here says where its spool starts
+                if frame.seq and not deriver.knows(frame.connection_id):
+                    await derive_earlier(deriver, store, frame.connection_id, frame.seq)
+            items = [(f, None if deriver.seen(f) else await parse_async(f)) for f in frames]
+            await ask_loads(deriver, store, items)
+            kept = [f for f, message in items if deriver.feed(f, message)]
+            made.append(Batch(kept, [m for m in deriver.take().messages if m.kind == LOAD]))
+        await write_batch(store, made[0], quarantine=quarantine)
 
     for seg in spool.segments:
         pos = 0
@@ -163,11 +169,7 @@ async def _replay(store: Store, spool: SpoolDir, batch_frames: int, retry_second
             frames, pos = read_segment(seg.path, pos, seg.written, batch_frames, READ_BYTES)
             if not frames:
                 break
-            items = await retrying(functools.partial(placed, frames))
-            kept = [f for f, message in items if deriver.feed(f, message)]
-            notes = [m for m in deriver.take().messages if m.kind == LOAD]
-            await retrying(functools.partial(write_batch, store, Batch(kept, notes),
-                                             quarantine=quarantine))
+            await retrying(functools.partial(stored, frames, []))
             seg.read = pos
             connections.update(f.connection_id for f in frames)
             replayed += len(frames)

@@ -8,7 +8,7 @@ from liminal.acp.events import FrameEvent
 from liminal.ingest.derive import Derived, Deriver
 from liminal.ingest.indexer import to_record
 from liminal.store.records import MessageRecord, ThreadUpdate, merge_thread
-from tests.store.conftest import conversation, event, moved, own_request
+from tests.store.conftest import REPLAY, chunk, conversation, event, load_of, moved, own_request
 
 
 def derive(events: list[FrameEvent]) -> tuple[dict[str, MessageRecord], list[ThreadUpdate]]:
@@ -78,14 +78,6 @@ def update(session: str, body: dict[str, Any], t: float = 1000.0) -> FrameEvent:
                          "params": {"sessionId": session, "update": body}}, time=t)
 
 
-def chunk(text: str, message_id: str | None = None) -> dict[str, Any]:
-    body: dict[str, Any] = {"sessionUpdate": "agent_message_chunk",
-                            "content": {"type": "text", "text": text}}
-    if message_id:
-        body["messageId"] = message_id
-    return body
-
-
 def test_message_ids_split_agent_text() -> None:
     messages, _ = derive([update("s", chunk("a", "m1")), update("s", chunk("b", "m1")),
                           update("s", chunk("c", "m2"))])
@@ -122,34 +114,6 @@ def test_session_load_replay_is_marked() -> None:
     assert [(m.kind, m.text, m.replayed) for m in messages.values()] == [
         ("user", "old prompt", True), ("agent", "old answer", True), ("agent", "live", False)]
     assert threads[-1].cwd == "/w" and threads[-1].backing_ids == ("s",)
-
-
-def load_of(thread: str, rpc: int, replay: list[dict[str, Any]], *, connection: str = "conn1",
-            t: float = 2000.0, direction: str = "a2c") -> list[FrameEvent]:
-    """A client's ``session/load`` of ``thread``: the agent's replay, commands and usage (the
-    session's state), then its answer."""
-    return [
-        event("c2a", {"jsonrpc": "2.0", "id": rpc, "method": "session/load",
-                      "params": {"sessionId": thread, "cwd": "/w", "mcpServers": []}},
-              connection=connection, time=t),
-        *(event(direction, {"jsonrpc": "2.0", "method": "session/update",
-                            "params": {"sessionId": thread, "update": u}},
-                connection=connection, time=t + 0.1) for u in replay),
-        event("a2c", {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": thread, "update": {
-            "sessionUpdate": "available_commands_update", "availableCommands": []}}},
-              connection=connection, time=t + 0.2),
-        event("a2c", {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": thread, "update": {
-            "sessionUpdate": "usage_update", "used": 5000, "size": 200000}}},
-              connection=connection, time=t + 0.3),
-        event("a2c", {"jsonrpc": "2.0", "id": rpc, "result": {}}, thread=thread, method="session/load",
-              connection=connection, time=t + 0.4),
-    ]
-
-
-REPLAY = [{"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "old prompt"}},
-          chunk("old "), chunk("answer"),
-          {"sessionUpdate": "tool_call", "toolCallId": "tc1", "title": "Read", "status": "completed"},
-          chunk("more", "m9")]
 
 
 def fed(deriver: Deriver, events: list[FrameEvent], start: int = 0) -> list[bool]:
