@@ -19,9 +19,10 @@ Rules, all in this file:
 * Updates that arrive while a ``session/load`` is pending are a replay of the thread's history.
   Only a thread's first load records it: the conversation from before liminal, kept as
   messages marked ``replayed``. A load of a thread whose history liminal has (it said so
-  here, or the store did: ``told``, asked by ``liminal.ingest.loads``) records what is new of
-  it and not the history again: its history updates (``records.HISTORY_UPDATES``) derive
-  nothing and ``feed`` says they are not to be stored; what describes the session now
+  here, or the store did: ``told``, asked by ``liminal.ingest.recovery.ask_loads``) records
+  what is new of it and not the history again: its history updates
+  (``records.HISTORY_UPDATES``) derive nothing and ``feed`` says they are not to be stored;
+  what describes the session now
   (commands, mode, usage, a title) is stored as frames. Such a load's note
   (``records.LOAD``) lists the messages the agent replayed to the client, by the ids the
   client was given. A replay the client never saw (``a2l``: a swap's load, a moved thread's

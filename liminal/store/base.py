@@ -158,7 +158,7 @@ class Store(Protocol):
         """Whether the thread has a message of its history (``records.HISTORY_KINDS``) that a
         frame before ``frame_id`` started: one of another connection, or an earlier one of its
         own. A load asks it: the agent's replay of a conversation the store has already is not
-        stored again (``liminal.ingest.loads``)."""
+        stored again (``liminal.ingest.recovery.ask_loads``)."""
         ...
 
     async def census(self) -> Census:
