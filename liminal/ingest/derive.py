@@ -22,10 +22,9 @@ Rules, all in this file:
   here, or the store did: ``told``, asked by ``liminal.ingest.recovery.ask_loads``) records
   what is new of it and not the history again: its history updates
   (``records.HISTORY_UPDATES``) derive nothing and ``feed`` says they are not to be stored;
-  what describes the session now
-  (commands, mode, usage, a title) is stored as frames. Such a load's note
-  (``records.LOAD``) lists the messages the agent replayed to the client, by the ids the
-  client was given. A replay the client never saw (``a2l``: a swap's load, a moved thread's
+  what describes the session now (commands, mode, usage, a title) is stored as frames. Such
+  a load's note (``records.LOAD``) lists the messages the agent replayed to the client, by
+  the ids the client was given. A replay the client never saw (``a2l``: a swap's load, a moved thread's
   compressed session) yields no message either way.
 * One thread, one name. A title the agent gives the thread's own session is the thread's
   title; one it gives a session liminal moved the thread onto (the CLI titles every new
