@@ -10,8 +10,12 @@ import argparse
 import shutil
 import stat
 import sys
+from typing import TYPE_CHECKING
 
 from liminal.config import Settings
+
+if TYPE_CHECKING:
+    from liminal.store.base import Census
 
 HELP = ("check the home folder, the store, the cache, records set aside and the agent command; "
         "one line each")
@@ -101,6 +105,29 @@ def _token(settings: Settings) -> tuple[bool, str]:
     return True, f"{path} is 0600"
 
 
+def _megabytes(n: int) -> str:
+    return f"{n / 1_000_000:,.1f} MB" if n >= 100_000 else f"{n / 1000:,.0f} kB"
+
+
+def store_size(census: Census) -> tuple[bool, str]:
+    """The store's size against its threads, and whether it is much larger than they warrant:
+    message rows that repeat a thread's history (what older liminals stored at every load, which
+    the index worker compacts at its next start), or a file mostly free (deleted records leave
+    their space in SQLite's file until VACUUM)."""
+    from liminal.units import plural
+
+    size = "size unknown" if census.bytes is None else _megabytes(census.bytes)
+    text = (f"{size}, {plural(census.threads, 'thread')}, {plural(census.messages, 'message')} "
+            f"({census.repeated:,} repeated)")
+    if census.repeated:
+        return False, (f"{text}: loads stored threads' history again; the next liminal acp "
+                       "compacts them (docs/operations.md, \"The store's size\")")
+    if census.bytes and census.free * 2 > census.bytes:
+        return False, (f"{text}; {_megabytes(census.free)} of it is free space deleted records "
+                       "left (docs/operations.md, \"The store's size\")")
+    return True, text
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     import anyio
 
@@ -119,12 +146,18 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     checks.append(("aside", *_quarantine(settings)))
     checks.extend(_clis())
 
+    sizes: list[tuple[bool, str]] = []
+
     async def store_check() -> tuple[bool, str]:
         try:
             with anyio.fail_after(10):
                 async with open_store(settings, create=False) as store:
                     threads = await store.threads(limit=1)
                     mode = SEARCH_MODES.get(store.search_mode, store.search_mode)
+                    try:
+                        sizes.append(store_size(await store.census()))
+                    except StoreError as exc:
+                        sizes.append((False, f"not measured: {str(exc).splitlines()[0][:200]}"))
             return True, (f"{describe(settings)} opens ({'has threads' if threads else 'empty'}); "
                           f"search: {mode}")
         except StoreError as exc:
@@ -150,6 +183,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
     async def both() -> None:
         checks.append(("store", *await store_check()))
+        checks.extend(("size", *found) for found in sizes)
         checks.append(("cache", *await cache_check()))
 
     anyio.run(both, backend="asyncio")

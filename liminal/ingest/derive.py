@@ -15,8 +15,17 @@ Rules, all in this file:
   present replace, ``content`` replaces the whole list). The latest version is re-emitted.
 * ``plan`` replaces the turn's plan; ``usage_update`` is one usage point each.
 * ``session/new``, ``session/load``, ``session/resume``, ``session/fork`` results, and
-  ``session_info_update`` titles, yield thread updates. Updates that arrive while a
-  ``session/load`` is pending are the agent's replay: they are kept, marked ``replayed``.
+  ``session_info_update`` titles, yield thread updates.
+* Updates that arrive while a ``session/load`` is pending are a replay of the thread's history.
+  Only a thread's first load records it: the conversation from before liminal, kept as
+  messages marked ``replayed``. A load of a thread whose history liminal has (it said so
+  here, or the store did: ``told``, asked by ``liminal.ingest.recovery.ask_loads``) records
+  what is new of it and not the history again: its history updates
+  (``records.HISTORY_UPDATES``) derive nothing and ``feed`` says they are not to be stored;
+  what describes the session now (commands, mode, usage, a title) is stored as frames. Such
+  a load's note (``records.LOAD``) lists the messages the agent replayed to the client, by
+  the ids the client was given. A replay the client never saw (``a2l``: a swap's load, a moved thread's
+  compressed session) yields no message either way.
 * One thread, one name. A title the agent gives the thread's own session is the thread's
   title; one it gives a session liminal moved the thread onto (the CLI titles every new
   session after its first prompt) only stands in for a missing one. A session liminal opens
@@ -45,7 +54,15 @@ from typing import Any
 
 from liminal import moves
 from liminal.ingest.salvage import problem_message
-from liminal.store.records import FrameRecord, MessageRecord, ThreadUpdate
+from liminal.store.records import (
+    HISTORY_KINDS,
+    HISTORY_UPDATES,
+    LOAD,
+    FrameRecord,
+    MessageRecord,
+    ThreadUpdate,
+    load_note_id,
+)
 
 _CHUNK_KINDS = {
     "user_message_chunk": "user",
@@ -98,12 +115,26 @@ class _Open:
 
 
 @dataclass(slots=True)
+class _Load:
+    """A ``session/load`` of the thread under way."""
+
+    frame: FrameRecord  # its request
+    recorded: bool  # the thread's first: its replay is kept as the conversation before liminal
+    said: list[list[str]] = field(default_factory=list)  # [kind, id] replayed to the client
+
+
+@dataclass(slots=True)
 class _ThreadState:
     turn_id: str | None = None
     open: _Open | None = None
     tools: dict[str, MessageRecord] = field(default_factory=dict)
     plan_id: str | None = None
-    loading: bool = False
+    load: _Load | None = None
+    said: bool = False  # a message of its history was derived here (live, or a recorded replay)
+
+    @property
+    def loading(self) -> bool:
+        return self.load is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +197,26 @@ class Deriver:
         self._last_seq: dict[str, int] = {}
         self._out = Derived([], [])  # scratch for the frame being fed
         self._changed: dict[str, MessageRecord | _Open] = {}
+        self._told: dict[str, bool] = {}  # load request frame id -> the store had the history
+        self._keep = True  # whether the frame being fed is to be stored
+
+    def to_ask(self, frame: FrameRecord, message: dict[str, Any] | None) -> str | None:
+        """The thread of a ``session/load`` request in ``frame`` whose replay only the store can
+        place: whether it holds the thread's history from before this load (``told``). None
+        when there is nothing to ask (not a load, taken already, or known here)."""
+        if (frame.kind != "request" or frame.method != "session/load" or message is None
+                or self.seen(frame) or frame.id in self._told):
+            return None
+        params = message.get("params")
+        thread_id = frame.thread_id or (_str(params.get("sessionId")) if isinstance(params, dict) else "")
+        state = self._threads.get(thread_id) if thread_id else None
+        return None if not thread_id or (state is not None and state.said) else thread_id
+
+    def told(self, frame_id: str, said_before: bool) -> None:
+        """What the store said for the load ``frame_id`` names (``to_ask``): whether it holds
+        the thread's history from before it. Not told, a load is taken for the thread's first
+        unless this deriver has seen its history."""
+        self._told[frame_id] = said_before
 
     def seen(self, frame: FrameRecord) -> bool:
         """Whether this frame (or a later one of its connection) was already taken."""
@@ -175,14 +226,17 @@ class Deriver:
         """Whether any frame of this connection was taken."""
         return connection_id in self._last_seq
 
-    def feed(self, frame: FrameRecord, message: dict[str, Any] | None) -> None:
-        """Take one frame (in sequence order); ``take`` returns what it changed."""
+    def feed(self, frame: FrameRecord, message: dict[str, Any] | None) -> bool:
+        """Take one frame (in sequence order); ``take`` returns what it changed. False: the
+        frame is a piece of a history the store has already (a later load's replay), not to be
+        stored."""
         if self.seen(frame):
-            return
+            return True
         self._last_seq[frame.connection_id] = frame.seq
         if message is None or frame.kind in {"invalid", "oversized"}:
-            return
+            return True
         out = self._out
+        self._keep = True
         if len(frame.raw) > DERIVE_BYTES:
             note = problem_message(
                 "large", frame,
@@ -219,9 +273,13 @@ class Deriver:
             out.messages.append(problem_message(
                 "derive", frame,
                 f"not derived: {type(exc).__name__}: {exc}"[:500]))
+            self._keep = True
         for m in out.messages:
             self._changed[m.id] = m
+            if m.kind in HISTORY_KINDS:
+                self._state(m.thread_id).said = True
         out.messages.clear()
+        return self._keep
 
     @property
     def holding(self) -> bool:
@@ -264,7 +322,8 @@ class Deriver:
             return
         state = self._state(thread_id)
         if method == "session/load":
-            state.loading = True
+            said_before = state.said or self._told.pop(frame.id, False)
+            state.load = _Load(frame, recorded=not said_before)
         elif method == "session/close" and frame.direction == "c2a":
             # The client's close ends the thread; liminal's own (a move closing the session the
             # thread left) names only that backing session, which is no thread of its own.
@@ -346,6 +405,13 @@ class Deriver:
             return
         state = self._state(thread_id)
         kind = update.get("sessionUpdate")
+        load = state.load
+        if load is not None and (not load.recorded or frame.direction == "a2l"):
+            if kind in HISTORY_UPDATES:
+                self._replayed_again(frame, update, kind, state, load)
+                return
+            if kind == "usage_update":  # the session's usage now: its last turn's, recorded live
+                return
         if kind in _CHUNK_KINDS:  # the hot path: most frames are chunks
             text = content_text(update.get("content"))
             msg_kind = _CHUNK_KINDS[kind]
@@ -362,6 +428,7 @@ class Deriver:
                     current.dropped += len(text)
             else:
                 self._close_text(state)
+                state.said = True
                 data = {"messageId": message_id} if message_id else {}
                 current = _Open(MessageRecord(
                     id=frame.id, thread_id=thread_id, turn_id=state.turn_id, time=frame.time,
@@ -403,6 +470,32 @@ class Deriver:
             elif title:  # a session the thread moved onto: titled after its own first prompt
                 out.threads.append(ThreadUpdate(thread_id, frame.time, fallback_title=title))
 
+    def _replayed_again(self, frame: FrameRecord, update: dict[str, Any], kind: Any,
+                        state: _ThreadState, load: _Load) -> None:
+        """A piece of history in a load whose replay is not recorded: the store has the thread's
+        history, or the client never saw it (``a2l``: a swap's load, a moved thread's compressed
+        session, whose lines the store has). It derives no message and is not stored. Its
+        messages' boundaries are followed as for any (the router's rule 10 numbers them
+        alike), and each one the agent replayed to the client goes into the load's note, by
+        the id the client was given."""
+        self._keep = False
+        if kind not in _CHUNK_KINDS:
+            self._close_text(state)
+            return
+        message_id = update.get("messageId") or None
+        msg_kind = _CHUNK_KINDS[kind]
+        current = state.open
+        if (current is not None and current.message.kind == msg_kind
+                and current.message_id == message_id and current.direction == frame.direction):
+            return
+        self._close_text(state)
+        state.open = _Open(MessageRecord(
+            id=frame.id, thread_id=load.frame.thread_id or "", turn_id=None, time=frame.time,
+            order=_order(frame), kind=msg_kind, replayed=True), [], _str(message_id) or None,
+            frame.direction)
+        if frame.direction == "a2c":
+            load.said.append([msg_kind, _str(message_id) or frame.id])
+
     # -- responses ----------------------------------------------------------------------------
 
     def _response(self, frame: FrameRecord, message: dict[str, Any], out: Derived) -> None:
@@ -443,7 +536,7 @@ class Deriver:
             if method == "session/load":
                 sid = frame.thread_id or _str(params.get("sessionId"))
                 if sid:
-                    self._state(sid).loading = False
+                    self._state(sid).load = None
             return
         session_id = _str(result.get("sessionId")) or _str(params.get("sessionId"))
         if method == "session/fork":
@@ -455,8 +548,13 @@ class Deriver:
             return
         backing = frame.backing_id or session_id or thread_id
         state = self._state(thread_id)
-        state.loading = False
+        load, state.load = state.load, None
         self._close_text(state)
+        if method == "session/load" and load is not None and not load.recorded and load.said:
+            out.messages.append(MessageRecord(
+                id=load_note_id(thread_id), thread_id=thread_id, turn_id=None,
+                time=load.frame.time, order=_order(load.frame), kind=LOAD,
+                data={"said": load.said}, backing_id=frame.backing_id or thread_id))
         if frame.direction == "a2l":
             # A session liminal opened for the thread (a swap, /clear): the thread is on it
             # only once the move commits, which its swap note says (``_swap``).

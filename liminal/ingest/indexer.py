@@ -54,9 +54,9 @@ from liminal.ingest.burst import (
 from liminal.ingest.derive import Deriver
 from liminal.ingest.poison import write_batch
 from liminal.ingest.quarantine import folder as quarantine_folder
-from liminal.ingest.recovery import parse_async, replay_orphans
+from liminal.ingest.recovery import ask_loads, derive_earlier, parse_async, replay_orphans
 from liminal.ingest.sessions import SessionWatch
-from liminal.ingest.spool import READ_BYTES, SpoolDir
+from liminal.ingest.spool import SpoolDir
 from liminal.store.base import Store
 from liminal.store.records import Batch, FrameRecord, MessageRecord, ThreadUpdate, frame_id
 
@@ -73,6 +73,7 @@ class IndexerStats:
     offered: int = 0
     spooled: int = 0  # frames written to the spool (by offer or by a failed/stalled write)
     written: int = 0  # frames committed to the store (replays of already stored ones included)
+    repeated: int = 0  # frames of a history the store had (a later load's replay), not stored
     lost: int = 0  # frames that could be neither queued nor spooled (disk full)
     store_failures: int = 0
     recovered: int = 0  # frames replayed from dead processes' spools
@@ -259,7 +260,10 @@ class Indexer(Component):
                     record = to_record(seq, event)
                     # A frame past what is derived whole is derived from its cut copy, as
                     # from the spool or the store: the same messages whichever way it came.
-                    items.append((record, event.message if len(record.raw) <= derive.DERIVE_BYTES
+                    # liminal's own frames come unparsed (the router made them): parsed here,
+                    # as the spool's are.
+                    message = event.message if len(record.raw) <= derive.DERIVE_BYTES else None
+                    items.append((record, message if message is not None
                                   else await parse_async(record)))
                 from_memory = True
             elif self._spool_readable():
@@ -330,16 +334,7 @@ class Indexer(Component):
             if frame.seq == 0 or self._deriver.knows(connection):
                 continue
             try:
-                after = -1
-                while after < frame.seq - 1:
-                    stored = await self.store.frames(connection_id=connection, after_seq=after,
-                                                     limit=5000, max_bytes=READ_BYTES)
-                    earlier = [f for f in stored if f.seq < frame.seq]
-                    for f in earlier:
-                        self._deriver.feed(f, await parse_async(f))
-                    if len(earlier) < len(stored) or not stored:
-                        break
-                    after = stored[-1].seq
+                await derive_earlier(self._deriver, self.store, connection, frame.seq)
             except Exception as exc:
                 logger.warning("indexer: cannot read what an earlier worker stored; retrying",
                                connection=connection, error=str(exc))
@@ -387,6 +382,8 @@ class Indexer(Component):
 
     async def _commit(self, items: list[tuple[FrameRecord, dict[str, Any] | None]],
                       from_memory: bool, *, include_open: bool = False) -> bool:
+        if items and not await self._loads_placed(items):
+            return False
         frames = []
         for frame, message in items:
             if message is None and frame.kind in _PARSED_KINDS and not self._deriver.seen(frame):
@@ -394,8 +391,10 @@ class Indexer(Component):
                 # its bytes, unparsed; if the rest is not JSON, the log says what it was.
                 frame = replace(frame, kind="invalid")
                 self.stats.invalid += 1
-            frames.append(frame)
-            self._deriver.feed(frame, message)
+            if self._deriver.feed(frame, message):
+                frames.append(frame)
+            else:
+                self.stats.repeated += 1
         now = time.monotonic()
         include_open = include_open or now - self._open_written >= OPEN_MESSAGE_SECONDS
         if include_open:
@@ -410,11 +409,7 @@ class Indexer(Component):
         try:
             await write_batch(self.store, batch, quarantine=self.quarantine)
         except Exception as exc:
-            self.stats.store_failures += 1
-            if not self._store_down:
-                logger.warning("indexer: store write failed; spooling", error=str(exc))
-            self._store_down = True
-            return False
+            return self._store_failed("indexer: store write failed; spooling", exc)
         finally:
             self._inflight = None
             self._inflight_from_memory = False
@@ -429,6 +424,29 @@ class Indexer(Component):
         self._pending_threads.clear()
         self.stats.written += len(frames)
         return True
+
+    async def _loads_placed(self, items: list[tuple[FrameRecord, dict[str, Any] | None]]) -> bool:
+        """Whether each load among ``items`` is placed: a thread's first, whose replay is
+        recorded, or a later one (``recovery.ask_loads``). The store is asked once the spools
+        of stopped processes are in it (their turns may be this thread's history); False when
+        it cannot say now (nothing is fed: the items are taken again, as after a failed write)."""
+        if not any(self._deriver.to_ask(frame, message) for frame, message in items):
+            return True
+        if not self._closing:
+            await self.recovered_all.wait()
+        try:
+            await ask_loads(self._deriver, self.store, items)
+        except Exception as exc:
+            return self._store_failed("indexer: store not readable; spooling", exc)
+        return True
+
+    def _store_failed(self, what: str, exc: Exception) -> bool:
+        """A store that failed: said once until it is back; False, for the caller to return."""
+        self.stats.store_failures += 1
+        if not self._store_down:
+            logger.warning(what, error=str(exc))
+        self._store_down = True
+        return False
 
     async def _watchdog(self) -> None:
         """Spill memory to the spool when a write stalls, and sync the spool now and then."""

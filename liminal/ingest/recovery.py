@@ -1,9 +1,11 @@
 """Recovery: spools that stopped processes left, replayed into the store (a part of the indexer).
 
 A spool whose writer is gone (its folder's lock is free) holds frames that may not be in the
-store: the next indexer replays them in order, then derives those connections' messages again
-from the frames table (a message can span the frames before and after a crash), and only then
-removes what it read, so a crash during recovery just recovers again. What is unreadable in a
+store: the next indexer replays them in order (less the pieces of a history the store has
+already, which a later load replayed: ``liminal.ingest.derive``), then derives those
+connections' messages again from the frames table (a message can span the frames before and
+after a crash), and only then removes what it read, so a crash during recovery just recovers
+again. After it, a store an older liminal wrote is compacted (``Store.compact``). What is unreadable in a
 dead writer's segment (a block torn mid-write, damage) never completes: it is said and skipped.
 Records that the store refuses are made storable, cut or set aside (``liminal.ingest.poison``),
 so a spool holding one is replayed once, not into the same failure at every start; writes that
@@ -13,8 +15,10 @@ then stays for the next start.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
@@ -26,10 +30,11 @@ from liminal.ingest.derive import Deriver
 from liminal.ingest.poison import write_batch
 from liminal.ingest.spool import READ_BYTES, SpoolDir, orphans, read_segment
 from liminal.store.base import Store
-from liminal.store.records import Batch, FrameRecord, MessageRecord, ThreadUpdate
+from liminal.store.records import LOAD, Batch, FrameRecord, MessageRecord, ThreadUpdate
 
 logger = log.get("liminal.ingest.recovery")
 _PARSED_KINDS = {"request", "notification", "response"}
+T = TypeVar("T")
 
 
 def parse(frame: FrameRecord) -> dict[str, Any] | None:
@@ -50,6 +55,35 @@ async def parse_async(frame: FrameRecord) -> dict[str, Any] | None:
     return parse(frame)
 
 
+async def ask_loads(deriver: Deriver, store: Store,
+                    items: Iterable[tuple[FrameRecord, dict[str, Any] | None]]) -> None:
+    """Tell the deriver, for each ``session/load`` among ``items`` it cannot place itself,
+    whether the store holds the thread's history from before it (``Store.said_before``): only
+    a thread's first load records its replay. One indexed read a load, before it is fed."""
+    for frame, message in items:
+        thread = deriver.to_ask(frame, message)
+        if thread is not None:
+            deriver.told(frame.id, await store.said_before(thread, frame.id))
+
+
+async def derive_earlier(deriver: Deriver, store: Store, connection_id: str,
+                         before_seq: int) -> None:
+    """Feed the deriver the connection's frames the store holds before ``before_seq`` (what an
+    earlier worker took of it), so that what comes next is derived as it would have been;
+    ``take`` then has what they derived."""
+    after = -1
+    while after < before_seq - 1:
+        stored = await store.frames(connection_id=connection_id, after_seq=after,
+                                    limit=5000, max_bytes=READ_BYTES)
+        earlier = [(f, await parse_async(f)) for f in stored if f.seq < before_seq]
+        await ask_loads(deriver, store, earlier)
+        for frame, message in earlier:
+            deriver.feed(frame, message)
+        if len(earlier) < len(stored) or not stored:
+            break
+        after = stored[-1].seq
+
+
 async def rederive(store: Store, connection_id: str, *, quarantine: Path,
                    page: int = 5000) -> None:
     """Derive a connection's messages and thread updates again from the frames table."""
@@ -63,8 +97,10 @@ async def rederive(store: Store, connection_id: str, *, quarantine: Path,
                                     max_bytes=READ_BYTES)
         if not frames:
             break
-        for frame in frames:
-            deriver.feed(frame, await parse_async(frame))
+        items = [(frame, await parse_async(frame)) for frame in frames]
+        await ask_loads(deriver, store, items)
+        for frame, message in items:
+            deriver.feed(frame, message)
         derived = deriver.take()
         for m in derived.messages:
             messages[m.id] = m
@@ -95,6 +131,11 @@ async def replay_orphans(store: Store, root: Path, own: Path | None, *, batch_fr
                            spool=str(spool.path))
         finally:
             spool.release(remove_if_empty=True)
+    if not stopping.is_set():  # once a store: the spools first, which a stop may not wait for
+        try:
+            await store.compact()
+        except Exception as exc:  # compacted at a later start: nothing waits on it
+            logger.warning("indexer: the store was not compacted", error=str(exc)[:300])
     return replayed
 
 
@@ -104,9 +145,23 @@ async def _replay(store: Store, spool: SpoolDir, batch_frames: int, retry_second
     then is the spool removed."""
     connections: set[str] = set()
     replayed = 0
+    deriver = Deriver()  # says which frames a later load replayed, and that load's note
 
-    async def retrying(batch: Batch | None, rederive_id: str = "") -> None:
-        await _retrying(store, retry_seconds, batch, rederive_id, quarantine, stopping)
+    async def retrying(work: Callable[[], Awaitable[T]]) -> T:
+        return await _retrying(retry_seconds, work, stopping)
+
+    async def stored(frames: list[FrameRecord], made: list[Batch]) -> None:
+        """The frames written (less a later load's replay, with its note), placed first (once:
+        a write tried again writes what was made)."""
+        if not made:
+            for frame in frames:  # a connection's first frame here says where its spool starts
+                if frame.seq and not deriver.knows(frame.connection_id):
+                    await derive_earlier(deriver, store, frame.connection_id, frame.seq)
+            items = [(f, None if deriver.seen(f) else await parse_async(f)) for f in frames]
+            await ask_loads(deriver, store, items)
+            kept = [f for f, message in items if deriver.feed(f, message)]
+            made.append(Batch(kept, [m for m in deriver.take().messages if m.kind == LOAD]))
+        await write_batch(store, made[0], quarantine=quarantine)
 
     for seg in spool.segments:
         pos = 0
@@ -114,7 +169,7 @@ async def _replay(store: Store, spool: SpoolDir, batch_frames: int, retry_second
             frames, pos = read_segment(seg.path, pos, seg.written, batch_frames, READ_BYTES)
             if not frames:
                 break
-            await retrying(Batch(frames))
+            await retrying(functools.partial(stored, frames, []))
             seg.read = pos
             connections.update(f.connection_id for f in frames)
             replayed += len(frames)
@@ -123,7 +178,7 @@ async def _replay(store: Store, spool: SpoolDir, batch_frames: int, retry_second
                            file=str(seg.path), offset=seg.read, skipped=seg.written - seg.read)
             seg.read = seg.written
     for connection_id in sorted(connections):
-        await retrying(None, connection_id)
+        await retrying(functools.partial(rederive, store, connection_id, quarantine=quarantine))
     spool.discard()
     if connections:
         logger.info("indexer: replayed a spool left by a stopped process",
@@ -131,21 +186,17 @@ async def _replay(store: Store, spool: SpoolDir, batch_frames: int, retry_second
     return replayed
 
 
-async def _retrying(store: Store, retry_seconds: float, batch: Batch | None,
-                    rederive_id: str, quarantine: Path,
-                    stopping: anyio.Event) -> None:
-    """Write (or derive again) until the store takes it, waiting out its failures, unless the
-    indexer is closing (``Stopped``). A refused record never gets here (``write_batch``)."""
+async def _retrying(retry_seconds: float, work: Callable[[], Awaitable[T]],
+                    stopping: anyio.Event) -> T:
+    """``work`` (a write, a derivation again, the reads that place frames) until the store
+    takes it, waiting out its failures, unless the indexer is closing (``Stopped``). A refused
+    record never gets here (``write_batch``)."""
     backoff = retry_seconds
     while True:
         if stopping.is_set():
             raise Stopped
         try:
-            if batch is not None:
-                await write_batch(store, batch, quarantine=quarantine)
-            else:
-                await rederive(store, rederive_id, quarantine=quarantine)
-            return
+            return await work()
         except Exception as exc:
             logger.warning("indexer: recovery write failed; retrying", error=str(exc)[:300],
                            retry_seconds=backoff)

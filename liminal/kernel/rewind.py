@@ -44,7 +44,7 @@ from liminal.harness.base import SessionHarness
 from liminal.kernel.mover import SwapError, ThreadMover, Writer
 from liminal.kernel.threads import ThreadModel
 from liminal.kernel.whereabouts import moved_elsewhere
-from liminal.store.records import MessageRecord, acp_message_id, conversation
+from liminal.store.records import LOAD, MessageRecord, acp_message_id, conversation
 
 if TYPE_CHECKING:
     from liminal.store.base import Store
@@ -151,22 +151,39 @@ def _replayed_as(messages: Sequence[MessageRecord], shown: Sequence[MessageRecor
     """The live message a load's replay named ``target``: a thread that never moved is replayed by
     the agent, with its ids (or, from an agent that sends none, ids liminal gave the replay),
     not the live turn's. The replay's turns are the thread's, in order: its k-th prompt is the
-    k-th the store recorded; its agent message stands for the last message of that turn."""
-    hit = next((m for m in messages if m.replayed and m.kind in _SAID and acp_message_id(m) == target), None)
-    if hit is None:
+    k-th the store recorded; its agent message stands for the last message of that turn. The
+    replay is the thread's first load's, kept as messages, or its latest load's, whose note
+    (``records.LOAD``) lists what it replayed (no later load's replay is stored)."""
+    found = _in_replay(messages, target, is_command)
+    if found is None:
         return None
-    load = hit.id.rpartition(":")[0]  # the connection of the load that replayed it
-    prompts = [m for m in messages if m.replayed and m.kind == "user" and m.id.rpartition(":")[0] == load
-               and m.order <= hit.order and not is_command(m.text)]
+    kind, turn = found
     users = [m for m in shown if m.kind == "user" and not is_command(m.text)]
-    turn = len(prompts) - 1
     if not 0 <= turn < len(users):
         return None
-    if hit.kind == "user":
+    if kind == "user":
         return users[turn]
     start = shown.index(users[turn])
     stop = shown.index(users[turn + 1]) if turn + 1 < len(users) else len(shown)
     return shown[stop - 1] if stop - 1 > start else None
+
+
+def _in_replay(messages: Sequence[MessageRecord], target: str,
+               is_command: Callable[[str], bool]) -> tuple[str, int] | None:
+    """The kind of the message a load's replay named ``target``, and the turn of the replay it
+    is in (its prompts counted from 0)."""
+    hit = next((m for m in messages if m.replayed and m.kind in _SAID and acp_message_id(m) == target), None)
+    if hit is not None:
+        load = hit.id.rpartition(":")[0]  # the connection of the load that replayed it
+        prompts = [m for m in messages if m.replayed and m.kind == "user" and m.id.rpartition(":")[0] == load
+                   and m.order <= hit.order and not is_command(m.text)]
+        return hit.kind, len(prompts) - 1
+    for note in (m for m in messages if m.kind == LOAD):
+        said = [tuple(s) for s in note.data.get("said") or () if isinstance(s, list) and len(s) == 2]
+        at = next((n for n, (_, mid) in enumerate(said) if mid == target), None)
+        if at is not None:
+            return str(said[at][0]), sum(1 for kind, _ in said[:at + 1] if kind == "user") - 1
+    return None
 
 
 def end_offset(cut: Cut, starts: Sequence[int], earlier: bool, size: int) -> int | None:

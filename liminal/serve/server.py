@@ -286,10 +286,11 @@ class AcpServer:
             from liminal.kernel.replay import history_updates
             from liminal.store.base import StoreError
             from liminal.store.configured import open_store
+            from liminal.store.records import conversation
 
             try:
                 async with open_store(self.settings, create=False) as store:
-                    history = history_updates(await store.messages(thread))
+                    history = history_updates(conversation(await store.messages(thread)))
             except StoreError as exc:
                 logger.warning("no history for the take-over; the rest of the turn only", error=str(exc))
         await holder.adopt(connection, load, history)

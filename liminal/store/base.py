@@ -79,6 +79,18 @@ class MoveLog(Protocol):
         """The records, oldest first (by ``started_at``, then as written)."""
 
 
+class Census(NamedTuple):
+    """A store's size against its threads (``liminal doctor``)."""
+
+    bytes: int | None  # on disk: SQLite's file and its -wal; MongoDB's data and indexes (None: unknown)
+    threads: int  # threads listed, empty ones too (``Store.threads(empty=True)``)
+    messages: int  # message rows, liminal's own (memos, summaries) among them
+    # Message rows that repeat a thread's history: a later load's replay of what the store had,
+    # which an older liminal stored at every load (``records.replays_kept``; ``Store.compact``).
+    repeated: int
+    free: int = 0  # bytes of the file that deleted rows left (SQLite), given back by VACUUM
+
+
 class Store(Protocol):
     # "sqlite" or "mongodb"; and how search works here ("fts5", "like", "text-index").
     backend: str
@@ -142,6 +154,27 @@ class Store(Protocol):
         of its sessions' files); how many records went. The CLIs' own files stay."""
         ...
 
+    async def said_before(self, thread_id: str, frame_id: str) -> bool:
+        """Whether the thread has a message of its history (``records.HISTORY_KINDS``) that a
+        frame before ``frame_id`` started: one of another connection, or an earlier one of its
+        own. A load asks it: the agent's replay of a conversation the store has already is not
+        stored again (``liminal.ingest.recovery.ask_loads``)."""
+        ...
+
+    async def census(self) -> Census:
+        """How large the store is, and what it holds (``liminal doctor``)."""
+        ...
+
+    async def compact(self) -> int:
+        """Remove what older liminals stored at every load of a thread the store had already
+        (the agent's replay of its history, liminal's own replay of a moved thread): the
+        message rows ``records.replays_kept`` leaves out, and the frames of those loads'
+        history (``records.HISTORY_UPDATES``); the first load's replay and every live turn
+        stay. Done once a store (a marker records it), each thread in a transaction of its own:
+        safe to interrupt and run again. How many records went. A writer runs it (the index
+        worker at its start: ``liminal.ingest.recovery``), never a reader."""
+        ...
+
     async def aclose(self) -> None: ...
 
 
@@ -189,6 +222,15 @@ class UnavailableStore:
         raise StoreError(self.reason)
 
     async def delete_thread(self, thread_id: str) -> int:
+        raise StoreError(self.reason)
+
+    async def said_before(self, thread_id: str, frame_id: str) -> bool:
+        raise StoreError(self.reason)
+
+    async def census(self) -> Census:
+        raise StoreError(self.reason)
+
+    async def compact(self) -> int:
         raise StoreError(self.reason)
 
     async def aclose(self) -> None:

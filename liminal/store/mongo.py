@@ -51,7 +51,9 @@ from pymongo.errors import (
 )
 
 from liminal import log
+from liminal.store import compaction
 from liminal.store.base import (
+    Census,
     MoveLog,
     StoreError,
     StoreRefused,
@@ -68,6 +70,8 @@ from liminal.store.base import (
 from liminal.store.mongomoves import MongoMoves
 from liminal.store.records import (
     DELETED,
+    HISTORY_KINDS,
+    LOAD,
     SUMMARY_THREAD,
     Batch,
     FrameRecord,
@@ -195,6 +199,7 @@ class MongoStore:
         self._threads = db["threads"]
         self._sessions = db["session_records"]
         self._blobs = db["blobs"]
+        self._meta = db["meta"]  # what was done to the store once (its compaction)
         # Where threads are: the store is shared (``liminal.store.mongomoves``).
         self.moves: MoveLog | None = MongoMoves(client, database)
 
@@ -498,6 +503,78 @@ class MongoStore:
         gone += await MongoMoves(self._client, self._threads.database.name).forget(thread_id)
         # The thread, and a record an older liminal kept under a session of its lineage.
         gone += (await self._threads.delete_many({"_id": {"$in": backings}})).deleted_count
+        return gone
+
+    @_store_errors
+    async def said_before(self, thread_id: str, frame_id: str) -> bool:
+        # Message ids are frame ids (``<connection>:<seq, 10 digits>``): those of the frame's
+        # connection sort from ``<connection>:`` to before ``<connection>;``.
+        connection = frame_id.rpartition(":")[0]
+        found = await self._messages.find_one(
+            {"thread_id": thread_id, "kind": {"$in": list(HISTORY_KINDS)},
+             "$or": [{"_id": {"$lt": frame_id}}, {"_id": {"$gte": connection + ";"}}]},
+            projection={"_id": 1})
+        return found is not None
+
+    @_store_errors
+    async def census(self) -> Census:
+        rows = [(d["_id"], d.get("state"), d.get("backing_ids") or [])
+                async for d in self._threads.find({}, {"state": 1, "backing_ids": 1})]
+        backing = {b for tid, _, ids in rows for b in ids if b != tid}
+        listed = sum(1 for tid, state, _ in rows if tid not in backing and state != DELETED)
+        messages = int(await self._messages.count_documents({}))
+        repeated = sum(len(ids) for ids in (await self._plan()).repeated.values())
+        size: int | None = None
+        try:
+            stats = await self._threads.database.command("dbStats")
+            size = int(stats.get("storageSize", 0)) + int(stats.get("indexSize", 0)) or None
+        except (OperationFailure, TypeError, ValueError):
+            pass  # a server without dbStats: the size is not known
+        return Census(size, listed, messages, repeated)
+
+    async def _plan(self) -> compaction.Plan:
+        rows = [compaction.Row(d["thread_id"], d["_id"], d["ord"], bool(d.get("replayed")),
+                               d.get("kind") or "")
+                async for d in self._messages.find(
+                    {"$or": [{"replayed": True}, {"kind": {"$ne": LOAD}}]},
+                    {"thread_id": 1, "ord": 1, "replayed": 1, "kind": 1})]
+        return compaction.plan(rows)
+
+    @_store_errors
+    async def compact(self) -> int:
+        if await self._meta.find_one({"_id": compaction.MARKER}) is not None:
+            return 0
+        found = await self._plan()
+        loads = compaction.windows([compaction.LoadFrame(
+            d["connection_id"], d["seq"], d["direction"], d.get("thread_id"), d.get("rpc_id"),
+            d.get("method") or "") async for d in self._frames.find(
+                {"method": {"$in": list(compaction.WINDOW_METHODS)}},
+                {"connection_id": 1, "seq": 1, "direction": 1, "thread_id": 1, "rpc_id": 1,
+                 "method": 1})])
+        dropped = compaction.repeated_loads(loads, found.kept)
+        gone = 0
+        # No transactions here: every delete is by id, so one cut short is done again whole.
+        for thread in sorted(set(found.repeated) | {w.thread for w in dropped}):
+            ids = found.repeated.get(thread, [])
+            frames: list[str] = []
+            for window in (w for w in dropped if w.thread == thread):
+                low, high = window.ids()
+                async for d in self._frames.find({"_id": {"$gt": low, "$lt": high},
+                                                  "thread_id": thread, "method": "session/update"}):
+                    if compaction.history_update(await self._raw(d)):
+                        frames.append(d["_id"])
+            for start in range(0, max(len(ids), len(frames)), _DELETE_CHUNK):
+                some_ids, some_frames = (ids[start:start + _DELETE_CHUNK],
+                                         frames[start:start + _DELETE_CHUNK])
+                await self._blobs.delete_many({"owner": {"$in": [
+                    *(f"message:{i}" for i in some_ids), *some_frames]}})
+                gone += (await self._messages.delete_many({"_id": {"$in": some_ids}})).deleted_count
+                gone += (await self._frames.delete_many({"_id": {"$in": some_frames}})).deleted_count
+        await self._meta.update_one({"_id": compaction.MARKER}, {"$set": {"value": "1"}},
+                                    upsert=True)
+        if gone:
+            log.get("liminal.store").info(
+                "store compacted: loads' copies of what it had removed", records=gone)
         return gone
 
     @_store_errors

@@ -90,23 +90,52 @@ def acp_message_id(message: MessageRecord) -> str:
     return given if isinstance(given, str) and given else message.id
 
 
+# The ``session/update`` kinds that make a thread's history: what a load replays. A load of a
+# thread the store already has stores none of them again (``liminal.ingest.derive``), and the
+# compaction of a store an older liminal wrote removes those it stored (``Store.compact``).
+HISTORY_UPDATES = frozenset({"user_message_chunk", "agent_message_chunk", "agent_thought_chunk",
+                             "tool_call", "tool_call_update", "plan"})
+# The note of a thread's latest load whose replay was not stored (the store had the thread):
+# one message per thread, ``load:<thread>``, replaced at every such load. Its ``data["said"]``
+# lists what the agent replayed to the client, ``[kind, message id]`` in order, so that a
+# ``session/rewind`` naming a message by the id it had in that replay finds its turn
+# (``liminal.kernel.rewind``). No reader shows it (``conversation`` leaves it out).
+LOAD = "load"
+# The message kinds those updates yield: a thread with one of them has a conversation.
+HISTORY_KINDS = ("user", "agent", "thought", "tool_call", "plan")
+
+
+def load_note_id(thread_id: str) -> str:
+    return f"load:{thread_id}"
+
+
+def replays_kept(replays: Sequence[tuple[str, str]], first_live: str | None) -> set[str]:
+    """Of a thread's replayed messages, as ``(id, order)`` oldest first, the ones its history
+    shows: the first load's (its connection's), from before anything recorded live
+    (``conversation``). ``first_live``: the order of the first message recorded live, if any.
+    The others are a load's replay of what the store had already (``Store.compact``)."""
+    earlier = [m for m in replays if first_live is None or m[1] < first_live]
+    if not earlier:
+        return set()
+    first_load = _connection(earlier[0][0])
+    return {m[0] for m in earlier if _connection(m[0]) == first_load}
+
+
 def conversation(messages: Sequence[MessageRecord]) -> list[MessageRecord]:
     """A thread's history as its user knows it, from all its messages in order.
 
     What liminal recorded live, preceded by what came before liminal: a thread first seen
-    through a ``session/load`` had a past, which the agent replayed then. Every later load
-    replays it again (and a load of a moved thread replays the compressed session), so only
-    replayed messages from before the first live one count, and of those only the first
-    load's (its connection's). ``liminal history`` shows this; a load of a moved thread
-    replays it (``liminal.kernel.replay``).
+    through a ``session/load`` had a past, which the agent replayed then (the only load whose
+    replay is stored: ``liminal.ingest.derive``). Of replayed messages only those from before
+    the first live one count, and of those only the first load's (its connection's): a store
+    an older liminal wrote holds every load's replay until it is compacted. ``liminal
+    history`` shows this; a load of a moved thread replays it (``liminal.kernel.replay``).
     """
-    live = [m for m in messages if not m.replayed]
-    first_live = live[0].order if live else None
-    earlier = [m for m in messages if m.replayed and (first_live is None or m.order < first_live)]
-    if earlier:
-        first_load = _connection(earlier[0].id)
-        earlier = [m for m in earlier if _connection(m.id) == first_load]
-    return earlier + live
+    said = [m for m in messages if m.kind != LOAD]
+    live = [m for m in said if not m.replayed]
+    kept = replays_kept([(m.id, m.order) for m in said if m.replayed],
+                        live[0].order if live else None)
+    return [m for m in said if m.replayed and m.id in kept] + live
 
 
 def turn_numbers(messages: Iterable[MessageRecord]) -> dict[str, int]:

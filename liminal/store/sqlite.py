@@ -37,7 +37,9 @@ import anyio
 import orjson
 
 from liminal import log
+from liminal.store import compaction
 from liminal.store.base import (
+    Census,
     MoveLog,
     StoreError,
     StoreRefused,
@@ -53,6 +55,8 @@ from liminal.store.base import (
 )
 from liminal.store.records import (
     DELETED,
+    HISTORY_KINDS,
+    LOAD,
     SUMMARY_THREAD,
     Batch,
     FrameRecord,
@@ -399,6 +403,42 @@ class SqliteStore:
 
         return await self._run(self._write_lock, self._writer, delete)
 
+    async def said_before(self, thread_id: str, frame_id: str) -> bool:
+        # Message ids are frame ids (``<connection>:<seq, 10 digits>``): those of the frame's
+        # connection sort from ``<connection>:`` to before ``<connection>;``.
+        connection = frame_id.rpartition(":")[0]
+        sql = (f"SELECT 1 FROM messages WHERE thread_id = ? AND kind IN "
+               f"({', '.join('?' for _ in HISTORY_KINDS)}) AND (id < ? OR id >= ?) LIMIT 1")
+        row = await self._read(lambda c: c.execute(
+            sql, (thread_id, *HISTORY_KINDS, frame_id, connection + ";")).fetchone())
+        return row is not None
+
+    async def census(self) -> Census:
+        def count(c: sqlite3.Connection) -> Census:
+            listed = _listed(c)
+            messages = int(c.execute("SELECT COUNT(*) FROM messages").fetchone()[0])
+            repeated = sum(len(ids) for ids in _plan(c).repeated.values())
+            pages = c.execute("PRAGMA page_size").fetchone()[0]
+            free = int(c.execute("PRAGMA freelist_count").fetchone()[0]) * int(pages)
+            size = 0
+            for name in (self.path, self.path.with_name(self.path.name + "-wal")):
+                try:
+                    size += name.stat().st_size
+                except OSError:
+                    pass
+            return Census(size, listed, messages, repeated, free)
+
+        return await self._read(count)
+
+    async def compact(self) -> int:
+        gone = await self._run(self._write_lock, self._writer, _compact)
+        if gone:
+            log.get("liminal.store").info(
+                "store compacted: loads' copies of what it had removed", records=gone,
+                path=str(self.path))
+            await self._run(self._write_lock, self._writer, _vacuum)
+        return gone
+
     async def messages(self, thread_id: str, kind: str | None = None) -> list[MessageRecord]:
         where, args = ("thread_id = ? AND kind = ?", (thread_id, kind)) if kind else ("thread_id = ?", (thread_id,))
         rows = await self._read(lambda c: c.execute(
@@ -554,6 +594,80 @@ def _write(c: sqlite3.Connection, batch: Batch) -> None:
     except BaseException:
         _rollback(c)
         raise
+
+
+def _listed(c: sqlite3.Connection) -> int:
+    """How many threads ``threads(empty=True)`` lists: not deleted, and not a row an older
+    liminal kept under a session of another thread's lineage (``records.one_row_per_thread``)."""
+    rows = [(tid, state, orjson.loads(backing)) for tid, state, backing
+            in c.execute("SELECT id, state, backing_ids FROM threads")]
+    backing = {b for tid, _, ids in rows for b in ids if b != tid}
+    return sum(1 for tid, state, _ in rows if tid not in backing and state != DELETED)
+
+
+def _plan(c: sqlite3.Connection) -> compaction.Plan:
+    """Which replayed rows repeat a thread's history (``compaction.plan``), read without the
+    live rows but each thread's first."""
+    rows = [compaction.Row(thread, "", first, False, "") for thread, first in c.execute(
+        "SELECT thread_id, MIN(ord) FROM messages WHERE replayed = 0 AND kind != ? "
+        "GROUP BY thread_id", (LOAD,))]
+    rows += [compaction.Row(thread, mid, order, True, "") for thread, mid, order in c.execute(
+        "SELECT thread_id, id, ord FROM messages WHERE replayed = 1")]
+    return compaction.plan(rows)
+
+
+def _compact(c: sqlite3.Connection) -> int:
+    """``SqliteStore.compact``: a thread at a time, each in a transaction; the marker last."""
+    if c.execute("SELECT value FROM meta WHERE key = ?", (compaction.MARKER,)).fetchone():
+        return 0
+    found = _plan(c)
+    loads = compaction.windows(compaction.LoadFrame(*row) for row in c.execute(
+        "SELECT connection_id, seq, direction, thread_id, rpc_id, method FROM frames "
+        f"WHERE method IN ({', '.join('?' for _ in compaction.WINDOW_METHODS)})",
+        compaction.WINDOW_METHODS))
+    dropped = compaction.repeated_loads(loads, found.kept)
+    gone = 0
+    for thread in sorted(set(found.repeated) | {w.thread for w in dropped}):
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            ids = found.repeated.get(thread, [])
+            for start in range(0, len(ids), 500):  # within SQLite's limit on variables
+                chunk = ids[start:start + 500]
+                gone += c.execute(f"DELETE FROM messages WHERE id IN ({', '.join('?' for _ in chunk)})",
+                                  chunk).rowcount
+            for window in (w for w in dropped if w.thread == thread):
+                low, high = window.ids()
+                frames = [fid for fid, raw in c.execute(
+                    "SELECT id, raw FROM frames WHERE id > ? AND id < ? AND thread_id = ? "
+                    "AND method = 'session/update'", (low, high, thread)).fetchall()
+                    if compaction.history_update(raw or _join_parts(c, f"frame:{fid}"))]
+                for fid in frames:
+                    if _has_parts(c):
+                        c.execute("DELETE FROM parts WHERE owner = ?", (f"frame:{fid}",))
+                    gone += c.execute("DELETE FROM frames WHERE id = ?", (fid,)).rowcount
+            c.execute("COMMIT")
+        except BaseException:
+            _rollback(c)
+            raise
+    c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, '1')", (compaction.MARKER,))
+    return gone
+
+
+def _vacuum(c: sqlite3.Connection) -> None:
+    """The file made as small as what it holds, once compaction left a quarter of it free:
+    deleted rows leave their pages to the file, which only VACUUM gives back (it copies the
+    database, so it needs as much free disk for a while; readers go on meanwhile). A VACUUM
+    that fails leaves the store as it was, only larger."""
+    pages = int(c.execute("PRAGMA page_count").fetchone()[0])
+    free = int(c.execute("PRAGMA freelist_count").fetchone()[0])
+    if not pages or free * 4 < pages:
+        return
+    try:
+        c.execute("VACUUM")
+        c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except sqlite3.Error as exc:
+        log.get("liminal.store").warning("store not vacuumed after its compaction",
+                                         error=str(exc))
 
 
 def _deleted(c: sqlite3.Connection, thread_ids: set[str]) -> set[str]:

@@ -303,10 +303,17 @@ async def test_after_a_restart_the_thread_resumes_on_its_last_committed_session(
     assert {m["params"]["sessionId"] for m in client.messages() if "params" in m} == {thread}
     loads = [m for m in agent_received(tmp_path) if m.get("method") in ("session/load", "session/prompt")]
     assert {m["params"]["sessionId"] for m in loads} == {backing}
-    # The store keeps both replays, marked as such; the thread's history is unchanged by the load.
+    # Neither replay is stored (the compressed session's, liminal's own from the store): the
+    # store had the thread's history. The load is in its frames; the history is unchanged by it.
     messages = await store.messages(thread)
     assert [m.text for m in messages if m.kind == "user" and not m.replayed] == [
         "fix the flux capacitor chunks:2 used:1000", "used:130000", "after the swap chunks:1 used:1000", "chunks:1 used:1000"]
+    assert not [m for m in messages if m.replayed]
+    frames = await store.frames(thread_id=thread)
+    [load] = [f for f in frames if f.method == "session/load" and f.direction == "c2a"]
+    [answer] = [f for f in frames if f.method == "session/load" and f.direction == "a2c"]
+    during = [f.raw for f in frames if f.connection_id == load.connection_id and load.seq < f.seq < answer.seq]
+    assert during and all(b'"available_commands_update"' in raw for raw in during), during  # the session's state
     await store.aclose()
 
 

@@ -160,3 +160,39 @@ def moved(thread: str, backings: list[str], *, t0: float) -> list[FrameEvent]:
             thread=thread, backing=new, time=t + 0.5))
         old, t = new, t + 1
     return frames
+
+
+def chunk(text: str, message_id: str | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"sessionUpdate": "agent_message_chunk",
+                            "content": {"type": "text", "text": text}}
+    if message_id:
+        body["messageId"] = message_id
+    return body
+
+
+def load_of(thread: str, rpc: int, replay: list[dict[str, Any]], *, connection: str = "conn1",
+            t: float = 2000.0, direction: str = "a2c") -> list[FrameEvent]:
+    """A client's ``session/load`` of ``thread``: the agent's replay, commands and usage (the
+    session's state), then its answer."""
+    return [
+        event("c2a", {"jsonrpc": "2.0", "id": rpc, "method": "session/load",
+                      "params": {"sessionId": thread, "cwd": "/w", "mcpServers": []}},
+              connection=connection, time=t),
+        *(event(direction, {"jsonrpc": "2.0", "method": "session/update",
+                            "params": {"sessionId": thread, "update": u}},
+                connection=connection, time=t + 0.1) for u in replay),
+        event("a2c", {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": thread, "update": {
+            "sessionUpdate": "available_commands_update", "availableCommands": []}}},
+              connection=connection, time=t + 0.2),
+        event("a2c", {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": thread, "update": {
+            "sessionUpdate": "usage_update", "used": 5000, "size": 200000}}},
+              connection=connection, time=t + 0.3),
+        event("a2c", {"jsonrpc": "2.0", "id": rpc, "result": {}}, thread=thread, method="session/load",
+              connection=connection, time=t + 0.4),
+    ]
+
+
+REPLAY = [{"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "old prompt"}},
+          chunk("old "), chunk("answer"),
+          {"sessionUpdate": "tool_call", "toolCallId": "tc1", "title": "Read", "status": "completed"},
+          chunk("more", "m9")]

@@ -12,7 +12,7 @@ import pytest
 
 from liminal import cli
 from liminal.ingest.indexer import Indexer
-from liminal.store.base import Store, StoreError
+from liminal.store.base import Census, Store, StoreError
 from liminal.store.sqlite import SqliteStore
 from tests.store.conftest import conversation, event
 from tests.support.mongo import KINDS, fresh_database_sync
@@ -316,6 +316,23 @@ def test_doctor_says_how_the_store_searches(home: Path, capsys: pytest.CaptureFi
     assert "opens (has threads); search: " in line
     assert line.endswith(("full-text index (FTS5)", "text index",
                           "scanning with regular expressions (the server has no text indexes)")), line
+    # The store's size against its threads, one line (a size, or unknown where the server
+    # does not say).
+    [size] = [x for x in lines if x.split()[1:2] == ["size"]]
+    assert re.search(r"^ok +size +([\d.,]+ [kM]B|size unknown), 1 thread, [\d,]+ messages \(0 repeated\)$",
+                     size), size
+
+
+def test_doctor_finds_a_store_much_larger_than_its_threads_warrant() -> None:
+    from liminal.commands.doctor import store_size
+
+    assert store_size(Census(3_900_000, 12, 1204, 0, 4096)) == (
+        True, "3.9 MB, 12 threads, 1,204 messages (0 repeated)")
+    assert store_size(Census(None, 1, 1, 0)) == (True, "size unknown, 1 thread, 1 message (0 repeated)")
+    ok, text = store_size(Census(53_000_000, 12, 3470, 3134, 0))
+    assert not ok and text.startswith("53.0 MB, 12 threads, 3,470 messages (3,134 repeated): ")
+    ok, text = store_size(Census(20_000_000, 12, 120, 0, 15_000_000))
+    assert not ok and "15.0 MB of it is free space" in text
 
 
 def test_a_new_install_has_no_threads_and_finds_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

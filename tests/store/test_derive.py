@@ -8,7 +8,7 @@ from liminal.acp.events import FrameEvent
 from liminal.ingest.derive import Derived, Deriver
 from liminal.ingest.indexer import to_record
 from liminal.store.records import MessageRecord, ThreadUpdate, merge_thread
-from tests.store.conftest import conversation, event, moved, own_request
+from tests.store.conftest import REPLAY, chunk, conversation, event, load_of, moved, own_request
 
 
 def derive(events: list[FrameEvent]) -> tuple[dict[str, MessageRecord], list[ThreadUpdate]]:
@@ -78,14 +78,6 @@ def update(session: str, body: dict[str, Any], t: float = 1000.0) -> FrameEvent:
                          "params": {"sessionId": session, "update": body}}, time=t)
 
 
-def chunk(text: str, message_id: str | None = None) -> dict[str, Any]:
-    body: dict[str, Any] = {"sessionUpdate": "agent_message_chunk",
-                            "content": {"type": "text", "text": text}}
-    if message_id:
-        body["messageId"] = message_id
-    return body
-
-
 def test_message_ids_split_agent_text() -> None:
     messages, _ = derive([update("s", chunk("a", "m1")), update("s", chunk("b", "m1")),
                           update("s", chunk("c", "m2"))])
@@ -122,6 +114,68 @@ def test_session_load_replay_is_marked() -> None:
     assert [(m.kind, m.text, m.replayed) for m in messages.values()] == [
         ("user", "old prompt", True), ("agent", "old answer", True), ("agent", "live", False)]
     assert threads[-1].cwd == "/w" and threads[-1].backing_ids == ("s",)
+
+
+def fed(deriver: Deriver, events: list[FrameEvent], start: int = 0) -> list[bool]:
+    """Each frame fed (sequence numbers from ``start``): whether it is to be stored."""
+    return [deriver.feed(to_record(start + n, e), e.message) for n, e in enumerate(events)]
+
+
+def test_a_later_load_of_a_thread_derives_nothing_of_its_history_again() -> None:
+    """The thread's conversation was derived here (a live turn): a load's replay of it is not a
+    second copy. Its history frames are not to be stored; what describes the session now
+    (commands, usage) is, as frames, and derives no message; the note of the load lists what
+    the client was shown, by the ids it was given (the agent's, else the frame's)."""
+    deriver = Deriver()
+    turn = conversation("s")
+    fed(deriver, turn)
+    before = {m.id for m in deriver.take().messages}
+    load = load_of("s", 9, REPLAY)
+    kept = fed(deriver, load, start=len(turn))
+    assert kept == [True, False, False, False, False, False, True, True, True]
+    derived = deriver.take()
+    assert not [m for m in derived.messages if m.id not in before and m.kind != "load"]
+    [note] = derived.messages
+    first = len(turn) + 1
+    assert (note.id, note.kind, note.thread_id) == ("load:s", "load", "s")
+    assert note.data == {"said": [["user", f"conn1:{first:010d}"], ["agent", f"conn1:{first + 1:010d}"],
+                                  ["agent", "m9"]]}
+    assert derived.threads[-1].backing_ids == ("s",)  # the load still says where the thread is
+
+
+def test_a_load_the_store_has_the_history_of_records_only_its_note() -> None:
+    """A process of its own for the load (a client that starts liminal per prompt): the deriver
+    has seen nothing of the thread, and asks (``to_ask``); the store's word decides."""
+    for said_before in (True, False):
+        deriver = Deriver()
+        load = load_of("s", 1, REPLAY)
+        request = to_record(0, load[0])
+        assert deriver.to_ask(request, load[0].message) == "s"
+        assert deriver.to_ask(to_record(1, load[1]), load[1].message) is None  # not a load
+        deriver.told(request.id, said_before)
+        kept = fed(deriver, load)
+        messages = deriver.take().messages
+        if said_before:
+            assert kept.count(False) == len(REPLAY)
+            assert [m.kind for m in messages] == ["load"]
+        else:  # the thread's first load: its past, kept as it was
+            assert all(kept)
+            assert [(m.kind, m.replayed) for m in sorted(messages, key=lambda m: m.order)] == [
+                ("user", True), ("agent", True), ("tool_call", True), ("agent", True), ("usage", True)]
+            # Its own conversation now known here, the next load asks nothing.
+            again = load_of("s", 2, REPLAY, t=3000.0)
+            assert deriver.to_ask(to_record(len(load), again[0]), again[0].message) is None
+
+
+def test_a_replay_the_client_never_saw_is_no_message_and_not_stored() -> None:
+    """``a2l``: the compressed session's replay a swap's load or a moved thread's load captured.
+    Even in the thread's first load (the store had nothing of it) it is no message: what the
+    client sees of that load comes as ``l2c``."""
+    deriver = Deriver()
+    load = load_of("s", 1, REPLAY, direction="a2l")
+    kept = fed(deriver, load)
+    assert kept.count(False) == len(REPLAY)
+    assert [m.kind for m in deriver.take().messages] == ["usage"]
 
 
 def test_errors_titles_close_and_junk() -> None:

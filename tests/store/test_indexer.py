@@ -10,11 +10,11 @@ from typing import Any
 import anyio
 import pytest
 
-from liminal.ingest.indexer import Indexer
+from liminal.ingest.indexer import Indexer, to_record
 from liminal.store.base import StoreError
 from liminal.store.records import Batch
 from liminal.store.sqlite import SqliteStore
-from tests.store.conftest import conversation
+from tests.store.conftest import REPLAY, conversation, load_of
 from tests.store.streams import expected_text, stream
 
 pytestmark = pytest.mark.anyio
@@ -152,6 +152,47 @@ async def test_closing_while_down_leaves_the_spool_for_the_next_start(tmp_path: 
     assert await agent_text(inner, "sess-long") == [expected_text(n)]
     assert not list((tmp_path / "spool").glob("*/*.spool"))
     await inner.aclose()
+
+
+async def test_a_later_loads_replay_is_left_out_whichever_way_its_frames_come(tmp_path: Path) -> None:
+    """A thread the store has, loaded again: offered in memory (a process of its own, whose
+    indexer asks the store), and in the spool of a process that was killed (replayed at the
+    next start, then derived again from the frames table): either way its frames less the
+    replay's history, and no message but its note."""
+    from liminal.ingest.spool import SpoolDir
+
+    store = await SqliteStore.open(tmp_path / "liminal.db")
+
+    async def indexed(*events: Any) -> None:
+        indexer = Indexer(store, tmp_path / "spool")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(indexer.run)
+            for e in events:
+                indexer.offer(e)
+            with anyio.fail_after(10):
+                await indexer.recovered_all.wait()
+            await indexer.aclose()
+
+    await indexed(*conversation("s", connection="c0"))  # the thread's turn, live
+    await indexed(*load_of("s", 7, REPLAY, connection="c1"))
+    orphan = SpoolDir(tmp_path / "spool" / "killed")
+    assert orphan.acquire()
+    for n, e in enumerate(load_of("s", 7, REPLAY, connection="c2", t=3000.0)):
+        orphan.append(n, to_record(n, e))
+    orphan.release(remove_if_empty=False)  # its process is gone: the next start replays it
+    await indexed()
+
+    history = {"user_message_chunk", "agent_message_chunk", "tool_call"}
+    for connection in ("c1", "c2"):
+        frames = await store.frames(connection_id=connection)
+        assert [f.seq for f in frames] == [0, len(REPLAY) + 1, len(REPLAY) + 2, len(REPLAY) + 3]
+        assert not [f for f in frames if any(k.encode() in f.raw for k in history)]
+    messages = await store.messages("s")
+    assert not [m for m in messages if m.replayed]
+    [note] = [m for m in messages if m.kind == "load"]
+    assert note.data["said"][-1] == ["agent", "m9"]
+    assert not list((tmp_path / "spool").glob("*/*.spool"))
+    await store.aclose()
 
 
 async def test_a_line_routed_by_its_first_bytes_that_is_not_json_is_stored_as_invalid(

@@ -6,7 +6,10 @@ test can compare both sides of the proxy exactly. Behaviour by method:
 - ``initialize``, ``session/new``, ``session/load``: plausible results. A load replays what a
   compressed session would: a ``[compressed]`` preamble, then the last prompt this agent was
   given (remembered beside $AGENT_LOG_IN, so across restarts too) and a short answer, and
-  an ``available_commands_update``.
+  an ``available_commands_update``. With ``$AGENT_REPLAY_ALL``, a load replays every turn
+  this agent was given instead (remembered the same way), as a real adapter replays a
+  session: the prompt, a tool call with its output, and the answer as it streamed, then the
+  commands and a ``usage_update``.
 - ``session/prompt``: the prompt text ``chunks:N`` streams N ``agent_message_chunk`` updates
   (of about B bytes each with ``size:B``);
   ``ask`` first sends ``session/request_permission`` and waits for the answer; ``until-cancel``
@@ -175,6 +178,29 @@ def remember_prompt(text: str) -> None:
             last.write(text)
 
 
+def remember_turn(prompt: str, answer: str) -> None:
+    if os.environ.get("AGENT_LOG_IN"):
+        with open(os.environ["AGENT_LOG_IN"] + ".turns", "a") as turns:
+            turns.write(json.dumps({"prompt": prompt, "answer": answer}) + "\n")
+
+
+def replay_every_turn(sid: str) -> None:
+    try:
+        with open(os.environ["AGENT_LOG_IN"] + ".turns") as turns:
+            lines = turns.read().splitlines()
+    except (KeyError, FileNotFoundError):
+        lines = []
+    for n, line in enumerate(lines):
+        turn = json.loads(line)
+        update(sid, {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": turn["prompt"]}})
+        update(sid, {"sessionUpdate": "tool_call", "toolCallId": f"tool-{n}", "title": "Read notes.txt",
+                     "kind": "read", "status": "completed", "rawInput": {"path": "notes.txt"},
+                     "content": [{"type": "content", "content": {"type": "text", "text": f"notes of turn {n} " * 20}}]})
+        update(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": turn["answer"]}})
+    update(sid, {"sessionUpdate": "available_commands_update", "availableCommands": []})
+    update(sid, {"sessionUpdate": "usage_update", "used": 1000 * len(lines), "size": 200000})
+
+
 def last_prompt() -> str:
     try:
         with open(os.environ["AGENT_LOG_IN"] + ".prompt") as last:
@@ -242,7 +268,9 @@ def handle(message: dict) -> None:
                 with open(os.environ["AGENT_LOG_IN"] + ".opened", "a") as log:
                     log.write(json.dumps({"sessionId": sid, "path": str(opened),
                                           "bytes": opened.read_text()}) + "\n")  # type: ignore[attr-defined]
-        if method == "session/load":
+        if method == "session/load" and os.environ.get("AGENT_REPLAY_ALL"):
+            replay_every_turn(sid)
+        elif method == "session/load":
             update(sid, {"sessionUpdate": "user_message_chunk",
                          "content": {"type": "text", "text": "[compressed] replayed preamble"}})
             if last_prompt():
@@ -285,11 +313,15 @@ def handle(message: dict) -> None:
                 n = int(word.split(":", 1)[1])
             if word.startswith("size:"):
                 size = int(word.split(":", 1)[1])
+        answer = []
         for i in range(n):
             chunk = f"chunk {i} é中"
+            answer.append(chunk + "x" * (size - len(chunk)))
             send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": {
                 "sessionUpdate": "agent_message_chunk",
-                "content": {"type": "text", "text": chunk + "x" * (size - len(chunk))}}}})
+                "content": {"type": "text", "text": answer[-1]}}}})
+        if os.environ.get("AGENT_REPLAY_ALL"):
+            remember_turn(text, "".join(answer))
         path = claude_file(sid)
         if path is not None and not path.exists() and os.environ.get("AGENT_CLAUDE_NEW_EMPTY"):  # type: ignore[attr-defined]
             path.parent.mkdir(parents=True, exist_ok=True)  # type: ignore[attr-defined]

@@ -178,3 +178,21 @@ def test_an_id_from_the_agents_replay_of_a_thread_that_never_moved_names_the_liv
     assert (cut.turn, cut.after) == (2, False)
     cut = find_cut(live + replay, "load:00021", edit=False, is_command=is_command)
     assert (cut.turn, cut.after) == (1, True) and cut.last is not None and cut.last.id == "c:00021"
+
+
+def test_an_id_from_a_later_loads_replay_is_found_by_its_note() -> None:
+    """A load of a thread the store has stores no replay, only its note (``records.LOAD``): the
+    ids the client was given, in order (the agent's, or the frames' liminal stamped). They name
+    the live turn at the same place."""
+    live = said(4)
+    listed: list[list[str]] = []
+    for t in range(1, 5):
+        listed += [["user", f"uuid-{t}"], ["agent", f"load:{t:04d}1"]]
+    note = MessageRecord(f"load:{THREAD}", THREAD, None, 9.0, "9", "load", data={"said": listed},
+                         backing_id=THREAD)
+    cut = find_cut([*live, note], "uuid-3", edit=True, is_command=is_command)
+    assert (cut.turn, cut.after) == (2, False)
+    cut = find_cut([*live, note], "load:00021", edit=False, is_command=is_command)
+    assert (cut.turn, cut.after) == (1, True) and cut.last is not None and cut.last.id == "c:00021"
+    with pytest.raises(RewindError):
+        find_cut([*live, note], "no-such-id", edit=False, is_command=is_command)
