@@ -31,6 +31,7 @@ from fixtures.harness import Acpx, Adapter, Reply, Rig, Scenario, Shell, Text, T
 from fixtures.harness.anthropic import tokens
 from liminal.kernel.journal import SwapJournal, SwapRecord
 from tests.acceptance.conftest import adapter_fixture
+from tests.support import storesize
 from tests.support.acp_thread import liminal, liminal_client
 
 adapter = adapter_fixture(["claude-zed", "claude-agent", "codex-zed", "codex-agent"])
@@ -148,6 +149,11 @@ def test_swaps_commit_for_a_client_that_starts_liminal_for_every_prompt(
         assert max(calls) <= HIGH + TURN, (n, run.said())
     check_one_thread(rig, acpx, run)
     print(f"{adapter.name}: {len(PROMPTS)} per-prompt turns, store {store_size(rig.home.liminal_home)}")
+    # Each process loads the thread, and the agent (or liminal, for a moved thread) replays its
+    # history: none of it is stored again (tests/support/storesize.py; the bound against the same
+    # turns in one process is tests/acceptance/test_load_store.py's).
+    measured = storesize.measure(rig.home.liminal_home / "liminal.db")
+    assert measured.replayed == 0 and measured.replayed_messages == 0, measured
 
 
 def test_a_thread_loaded_past_its_trigger_swaps_before_its_first_prompt(
