@@ -18,6 +18,7 @@ from liminal.gradient.recall import KEY_IN_MARKER, RecallError, RecallKey
 from liminal.harness.base import HarnessChoice
 from liminal.harness.known import known_harnesses
 from liminal.lookup.shown import cli_name
+from liminal.store.records import DELETED
 
 if TYPE_CHECKING:
     from liminal.store.base import Store
@@ -130,7 +131,7 @@ class Reader:
 
     async def resolve(self, thread_id: str) -> Thread:
         thread = await (await self.store()).thread(thread_id)
-        if thread is None:
+        if thread is None or thread.state == DELETED:  # a tombstone is no thread
             raise NotFound(f"no thread {thread_id}")
         return thread
 

@@ -162,26 +162,31 @@ class ClaudeSessions:
         for temp in rewritten.path.parent.glob(f".{rewritten.path.name}.*.tmp"):
             temp.unlink(missing_ok=True)
 
-    def remove(self, backing_id: str, cwd: str | None) -> list[Path]:
+    def files(self, backing_id: str, cwd: str | None) -> list[Path]:
         """The session's ``<id>.jsonl`` in every project folder it is in, and the ``<id>/``
         folder Claude Code keeps beside it (a subagent's transcripts, tool results it put aside),
         and what a cut-short atomic write left of it."""
         if not is_session_id(backing_id):
             return []
-        gone: list[Path] = []
+        found: list[Path] = []
         projects = config_dir(self.env) / "projects"
         if not projects.is_dir():
-            return gone
+            return found
         for folder in projects.iterdir():
             candidates = [folder / f"{backing_id}.jsonl", *folder.glob(f".{backing_id}.jsonl.*.tmp")]
-            for path in candidates:
-                if path.is_file() and not path.is_symlink():
-                    path.unlink(missing_ok=True)
-                    gone.append(path)
+            found += [path for path in candidates if path.is_file() and not path.is_symlink()]
             beside = folder / backing_id
             if beside.is_dir() and not beside.is_symlink():
-                shutil.rmtree(beside, ignore_errors=True)
-                gone.append(beside)
+                found.append(beside)
+        return found
+
+    def remove(self, backing_id: str, cwd: str | None) -> list[Path]:
+        gone = self.files(backing_id, cwd)
+        for path in gone:
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
         return gone
 
     def adopted(self, rewritten: Rewritten) -> None:

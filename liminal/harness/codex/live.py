@@ -215,22 +215,25 @@ class CodexSessions:
         self._targets.pop(rewritten.new_id, None)
         self._name_from.pop(rewritten.new_id, None)
 
-    def remove(self, backing_id: str, cwd: str | None) -> list[Path]:
+    def files(self, backing_id: str, cwd: str | None) -> list[Path]:
         """Every rollout of the session: under ``sessions/`` (any day) and ``archived_sessions/``
         (where codex-acp's own ``session/delete`` moves it), and a cut-short write's temp file."""
-        self._found.pop(backing_id, None)
         if not is_session_id(backing_id):
             return []
         home = codex_home(self.env)
-        gone: list[Path] = []
         pattern = f"rollout-*-{backing_id}.jsonl"
+        found: list[Path] = []
         for folder in (home / "sessions", home / "archived_sessions"):
-            if not folder.is_dir():
-                continue
-            for path in [*folder.rglob(pattern), *folder.rglob(f".{pattern}.*.tmp")]:
-                if path.is_file() and not path.is_symlink():
-                    path.unlink(missing_ok=True)
-                    gone.append(path)
+            if folder.is_dir():
+                found += [path for path in [*folder.rglob(pattern), *folder.rglob(f".{pattern}.*.tmp")]
+                          if path.is_file() and not path.is_symlink()]
+        return found
+
+    def remove(self, backing_id: str, cwd: str | None) -> list[Path]:
+        self._found.pop(backing_id, None)
+        gone = self.files(backing_id, cwd)
+        for path in gone:
+            path.unlink(missing_ok=True)
         return gone
 
     def adopted(self, rewritten: Rewritten) -> None:
