@@ -4,6 +4,7 @@ CLIs: ``tests/acceptance/test_delete.py``."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import orjson
@@ -75,13 +76,22 @@ async def test_the_lineage_is_every_session_the_thread_was_on(tmp_path: Path) ->
 def test_each_harness_removes_every_file_of_a_session_and_no_other(tmp_path: Path) -> None:
     env = {"CLAUDE_CONFIG_DIR": str(tmp_path / "claude"), "CODEX_HOME": str(tmp_path / "codex"),
            "HOME": str(tmp_path)}
-    project = tmp_path / "claude" / "projects" / "-w"
-    (project / THREAD / "subagents").mkdir(parents=True)
-    for name in (f"{THREAD}.jsonl", f"{OTHER}.jsonl", f"{THREAD}/subagents/a.jsonl"):
-        (project / name).write_text("{}\n")
+    claude_dir = tmp_path / "claude"
+    project = claude_dir / "projects" / "-w"
+    for session in (THREAD, OTHER):  # what Claude Code keeps of a session, by its id
+        for folder in (project / session / "subagents", claude_dir / "session-env" / session,
+                       claude_dir / "file-history" / session, claude_dir / "todos", claude_dir / "debug"):
+            folder.mkdir(parents=True, exist_ok=True)
+        for name in (f"projects/-w/{session}.jsonl", f"projects/-w/{session}/subagents/a.jsonl",
+                     f"file-history/{session}/abc@v1", f"todos/{session}-agent-{session}.json",
+                     f"debug/{session}.txt"):
+            (claude_dir / name).write_text("{}\n")
     claude = ClaudeSessions(GradientSettings(), env=env)
-    assert len(claude.remove(THREAD, "/w")) == 2
-    assert sorted(p.name for p in project.iterdir()) == [f"{OTHER}.jsonl"]
+    assert len(claude.files(THREAD, "/w")) == 6
+    assert len(claude.remove(THREAD, "/w")) == 6
+    assert claude.files(THREAD, "/w") == []
+    left = sorted(str(p.relative_to(claude_dir)) for p in claude_dir.rglob("*") if p.is_file())
+    assert left and all(OTHER in name for name in left) and len(left) == 5, left
     assert claude.remove("../../etc", "/w") == []  # not a session id: never a path
 
     day = tmp_path / "codex" / "sessions" / "2026" / "11" / "26"
@@ -90,10 +100,29 @@ def test_each_harness_removes_every_file_of_a_session_and_no_other(tmp_path: Pat
     archive.mkdir(parents=True)
     for folder, session in ((day, THREAD), (archive, THREAD), (day, OTHER)):
         (folder / f"rollout-2026-11-26T10-00-00-{session}.jsonl").write_text("{}\n")
+    # Codex's databases: what they keep of the thread (its title, its history's items) goes too.
+    import sqlite3
+
+    for name, schema in (("state_5.sqlite", "CREATE TABLE threads (id TEXT PRIMARY KEY, title TEXT);"
+                                            "CREATE TABLE thread_read_receipts (thread_id TEXT);"),
+                         ("thread_history_1.sqlite", "CREATE TABLE thread_items (thread_id TEXT, item_json TEXT);")):
+        with contextlib.closing(sqlite3.connect(tmp_path / "codex" / name)) as db, db:
+            db.executescript(schema)
+            for session in (THREAD, OTHER):
+                table = "threads" if name.startswith("state") else "thread_items"
+                db.execute(f"INSERT INTO {table} VALUES (?, ?)", (session, f"words of {session}"))
+                if table == "threads":
+                    db.execute("INSERT INTO thread_read_receipts VALUES (?)", (session,))
     codex = CodexSessions(GradientSettings(), env=env)
+    assert len(codex.files(THREAD, None)) == 2
     assert len(codex.remove(THREAD, None)) == 2
     assert [p.name for p in day.iterdir()] == [f"rollout-2026-11-26T10-00-00-{OTHER}.jsonl"]
     assert list(archive.iterdir()) == []
+    for name, table in (("state_5.sqlite", "threads"), ("state_5.sqlite", "thread_read_receipts"),
+                        ("thread_history_1.sqlite", "thread_items")):
+        with contextlib.closing(sqlite3.connect(tmp_path / "codex" / name)) as db:
+            column = "id" if table == "threads" else "thread_id"
+            assert [r[0] for r in db.execute(f"SELECT {column} FROM {table}")] == [OTHER], (name, table)
 
 
 def _record(thread: str, old: str, new: str | None, at: float) -> SwapRecord:

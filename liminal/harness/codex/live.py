@@ -31,6 +31,7 @@ from liminal.harness.codex.rollout import (
     RolloutError,
     codex_home,
     find,
+    forget_rows,
     is_context_message,
     last_token_count,
     new_path,
@@ -230,10 +231,13 @@ class CodexSessions:
         return found
 
     def remove(self, backing_id: str, cwd: str | None) -> list[Path]:
+        """The rollouts (``files``), and the rows Codex's databases keep of the thread
+        (``rollout.forget_rows``: its title, its first prompt, 0.166's copy of every item)."""
         self._found.pop(backing_id, None)
         gone = self.files(backing_id, cwd)
         for path in gone:
             path.unlink(missing_ok=True)
+        forget_rows(backing_id, self.env)
         return gone
 
     def adopted(self, rewritten: Rewritten) -> None:
