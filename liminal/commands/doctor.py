@@ -115,7 +115,9 @@ async def _deleted_left(settings: Settings) -> tuple[bool, str]:
                 tombstones = await store.deleted_threads()
                 found = await owned.leftovers(holdings)
     except Exception as exc:  # the store's own line says why
-        return True, f"not looked at: the store cannot be read ({type(exc).__name__})"
+        if "no store at" in str(exc):
+            return True, "no thread deleted (no store yet)"
+        return True, "not looked at: the store cannot be read (its line says why)"
     left = [(whose, counts) for whose, counts in found if any(counts.counts.values())]
     unseen = sorted({part for _, counts in found for part in counts.failed})
     if not left:

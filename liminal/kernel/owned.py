@@ -39,7 +39,7 @@ kept for every thread).
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,42 +146,35 @@ class Cached:
         return sum([await self.cache.forget(s) for s in whose.sessions])
 
 
-class SetAside:
-    name, names = "record set aside", "records set aside"
+class InHome:
+    """Files of liminal's own under ``$LIMINAL_HOME`` that are a thread's, as ``found`` finds
+    them."""
+
     refills = False
 
-    def __init__(self, home: Path) -> None:
-        self.home = home
-
-    def _found(self, whose: Whose) -> list[Path]:
-        from liminal.ingest import quarantine
-
-        return quarantine.of_thread(self.home, whose.thread, whose.sessions)
+    def __init__(self, name: str, names: str, home: Path,
+                 found: Callable[[Path, Whose], list[Path]]) -> None:
+        self.name, self.names, self.home, self._found = name, names, home, found
 
     async def count(self, whose: Whose) -> int:
-        return len(await anyio.to_thread.run_sync(self._found, whose))
+        return len(await anyio.to_thread.run_sync(self._found, self.home, whose))
 
     async def remove(self, whose: Whose) -> int:
-        return await anyio.to_thread.run_sync(_unlink, self._found(whose))
+        return await anyio.to_thread.run_sync(_unlink, self._found(self.home, whose))
 
 
-class Queued:
-    name, names = "queued command", "queued commands"
-    refills = False
+def _set_aside(home: Path, whose: Whose) -> list[Path]:
+    """What the store refused of the thread (``liminal.ingest.quarantine``)."""
+    from liminal.ingest import quarantine
 
-    def __init__(self, home: Path) -> None:
-        self.home = home
+    return quarantine.of_thread(home, whose.thread, whose.sessions)
 
-    def _found(self, whose: Whose) -> list[Path]:
-        from liminal.mcp import link
 
-        return link.of_thread(self.home, whose.thread)
+def _queued(home: Path, whose: Whose) -> list[Path]:
+    """Its model's slash commands waiting, the bind files naming it (``liminal.mcp.link``)."""
+    from liminal.mcp import link
 
-    async def count(self, whose: Whose) -> int:
-        return len(await anyio.to_thread.run_sync(self._found, whose))
-
-    async def remove(self, whose: Whose) -> int:
-        return await anyio.to_thread.run_sync(_unlink, self._found(whose))
+    return link.of_thread(home, whose.thread)
 
 
 class JournalLines:
@@ -257,7 +250,8 @@ class Holdings:
             if self.cache is not None:
                 parts.append(Cached(self.cache))
             if self.home is not None:
-                parts += [SetAside(self.home), Queued(self.home)]
+                parts += [InHome("record set aside", "records set aside", self.home, _set_aside),
+                          InHome("queued command", "queued commands", self.home, _queued)]
             if self.journal is not None:
                 parts.append(JournalLines(self.journal))
             self._parts = parts
