@@ -10,7 +10,8 @@ threads delete``) by emptying every part of ``Holdings.parts`` of it, in this or
   nothing puts it back in the cache;
 - ``files``: every file the CLI keeps of those sessions, through the harness (``SessionHarness
   .files``, ``remove``): the original, each swap's rewrite, the cuts of ``/clear`` and
-  ``/undo``, and what the CLI keeps beside a session (Claude Code's ``<id>/``);
+  ``/undo``, and what the CLI keeps of a session beside it (Claude Code's ``<id>/``,
+  ``session-env/<id>/`` ...; the rows Codex's databases keep of the thread);
 - ``cache entries``: the recall cache's blobs of those sessions (``Cache.forget``: Redis, or
   the files under ``$LIMINAL_HOME/cache``);
 - ``records set aside``: what the store refused of it (``liminal.ingest.quarantine``);
