@@ -65,6 +65,7 @@ def components(settings: Settings, config_file: Path | None = None,
     # liminal's slash commands (/mark, /clear, /fork, /undo ...): answered by liminal.
     commands = CommandCenter(swaps.model, swaps.mover, journal, swaps.policy, harness, opener,
                              lambda: open_cache(settings))
+    commands.home = settings.home
     if opener is not None and settings.gradient.zone_tokens:
         from liminal.kernel.zone import memo_source
 

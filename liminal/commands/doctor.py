@@ -17,8 +17,8 @@ from liminal.config import Settings
 if TYPE_CHECKING:
     from liminal.store.base import Census
 
-HELP = ("check the home folder, the store, the cache, records set aside and the agent command; "
-        "one line each")
+HELP = ("check the home folder, the store, the cache, records set aside, what deleted threads "
+        "left and the agent command; one line each")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -128,6 +128,37 @@ def store_size(census: Census) -> tuple[bool, str]:
     return True, text
 
 
+async def _deleted_left(settings: Settings) -> tuple[bool, str]:
+    """What deleted threads left in any part (``liminal.kernel.owned.leftovers``): a file the
+    CLI wrote again, a cache a delete could not reach, an older liminal's delete. Counted only."""
+    import anyio
+
+    from liminal.kernel import owned
+    from liminal.store.configured import open_store
+
+    try:
+        with anyio.fail_after(30):
+            async with open_store(settings, create=False) as store, owned.reached(settings, store) as holdings:
+                tombstones = await store.deleted_threads()
+                found = await owned.leftovers(holdings)
+    except Exception as exc:  # the store's own line says why
+        if "no store at" in str(exc):
+            return True, "no thread deleted (no store yet)"
+        return True, "not looked at: the store cannot be read (its line says why)"
+    left = [(whose, counts) for whose, counts in found if any(counts.counts.values())]
+    unseen = sorted({part for _, counts in found for part in counts.failed})
+    if not left:
+        said = (f"nothing left of {len(tombstones)} deleted thread{'s' if len(tombstones) != 1 else ''}"
+                if tombstones else "no thread deleted")
+        return True, said + (f" (not looked in: {', '.join(unseen)})" if unseen else "")
+    total = owned.Removed()
+    for _, counts in left:
+        total.merge(counts)
+    what = total.said()
+    return False, (f"{len(left)} deleted thread{'s' if len(left) != 1 else ''} left {what}, "
+                   f"e.g. {left[0][0].thread}: `liminal threads purge` removes them")
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     import anyio
 
@@ -185,6 +216,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         checks.append(("store", *await store_check()))
         checks.extend(("size", *found) for found in sizes)
         checks.append(("cache", *await cache_check()))
+        checks.append(("delete", *await _deleted_left(settings)))
 
     anyio.run(both, backend="asyncio")
     agent = [a for a in args.agent if a != "--"] if args.agent else []

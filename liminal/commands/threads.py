@@ -4,14 +4,17 @@ done to one.
     liminal threads [--json] [--limit N] [--all]     # archived and empty threads only with --all
     liminal threads rename THREAD TITLE...
     liminal threads archive|unarchive THREAD
-    liminal threads delete THREAD --yes              # liminal's record of it; the CLIs' files stay
+    liminal threads delete THREAD --yes              # everywhere: the store, the CLI's files, the cache
+    liminal threads purge                            # what deleted threads left (``liminal doctor``)
 
 A thread is listed once, however many sessions it moved through (swaps, ``/clear``, ``/undo``),
 under its first title or the name the user gave it. An empty thread (no title, nothing said: a
 session a client opened and never prompted) is left out unless ``--all``. THREAD is its id, a
 session's it moved onto, or a unique prefix of either (``liminal.lookup.names``). A thread open
 in a connection of ``liminal serve`` (its lock is held, ``liminal.serve.locks``) cannot be
-deleted.
+deleted. A delete goes through ``liminal.kernel.owned``, as ``session/delete`` does:
+everything the thread owns, in every part, with no proxy or agent running (the lineage from the
+store and the swap journal, every CLI's harness for its files).
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ from liminal.commands._args import count
 from liminal.config import Settings
 from liminal.lookup.shown import cli_name
 
-HELP = "list threads (title, CLI, cwd, turns, context, moves, activity); rename, archive, delete"
-ACTIONS = ("list", "rename", "archive", "unarchive", "delete")
+HELP = "list threads (title, CLI, cwd, turns, context, moves, activity); rename, archive, delete, purge"
+ACTIONS = ("list", "rename", "archive", "unarchive", "delete", "purge")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,6 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
+    if args.action == "purge":
+        return _purge(args, settings)
     if args.action != "list":
         return _change(args, settings)
     from liminal.commands._store import print_json, run_with_store, when
@@ -119,8 +124,9 @@ def _change(args: argparse.Namespace, settings: Settings) -> int:
         print(f"liminal threads {args.action}: give {usage}", file=sys.stderr)
         return 2
     if args.action == "delete" and not args.yes:
-        print("liminal threads delete: this removes liminal's whole record of the thread "
-              "(messages, frames, session lines, the model's summaries of it); add --yes to do it", file=sys.stderr)
+        print("liminal threads delete: this removes the thread everywhere: liminal's record of it "
+              "(messages, frames, session lines, the model's summaries of it), the CLI's session files "
+              "of it, its recalled text in the cache; add --yes to do it", file=sys.stderr)
         return 2
 
     async def body(store: Any) -> int:
@@ -137,12 +143,12 @@ def _change(args: argparse.Namespace, settings: Settings) -> int:
                       "close it first", file=sys.stderr)
                 return 1
             try:
-                gone = await store.delete_thread(found)
+                removed = await _delete(settings, store, found)
                 locks.remove(found)  # its lock file too, removed while held
             finally:
                 await locks.release_all()
-            print(f"deleted thread {found} ({gone} records)")
-            return 0
+            print(f"deleted thread {found}: {removed.said()}")
+            return _failed("delete", removed.failed)
         if args.action == "rename":
             title = " ".join(args.args[1:]).strip()
             update = ThreadUpdate(found, time.time(), title=title, named=True)
@@ -161,4 +167,49 @@ def _change(args: argparse.Namespace, settings: Settings) -> int:
         return 0
 
     code = run_with_store(settings, body)
+    return 1 if code is None else code
+
+
+async def _delete(settings: Settings, store: Any, thread: str) -> Any:
+    from liminal.kernel import owned
+
+    async with owned.reached(settings, store) as holdings:
+        claims = await owned.claimed(store, holdings.journal)
+        return await holdings.remove(await owned.whose(thread, store, holdings.journal, claims))
+
+
+def _failed(action: str, failed: dict[str, str]) -> int:
+    """1 and a line on stderr for each part not reached; 0 when there is none."""
+    for part, why in failed.items():
+        print(f"liminal threads {action}: {part} not removed ({why}); "
+              "`liminal threads purge` removes them once it can", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _purge(args: argparse.Namespace, settings: Settings) -> int:
+    """What deleted threads left anywhere (``liminal.kernel.owned.purge``), removed."""
+    from liminal.commands._store import run_with_store
+    from liminal.kernel import owned
+
+    if args.args:
+        print("liminal threads purge: takes no THREAD (it removes what every deleted thread left)",
+              file=sys.stderr)
+        return 2
+
+    async def body(store: Any) -> int:
+        async with owned.reached(settings, store) as holdings:
+            purged = await owned.purge(holdings)
+        if not purged:
+            print("nothing left of deleted threads")
+            return 0
+        failed: dict[str, str] = {}
+        for whose, removed in purged:
+            print(f"purged deleted thread {whose.thread}: {removed.said()}")
+            failed |= removed.failed
+        return _failed("purge", failed)
+
+    code = run_with_store(settings, body, not_yet=-1)
+    if code == -1:  # no store yet: no thread was ever deleted
+        print("nothing left of deleted threads")
+        return 0
     return 1 if code is None else code

@@ -19,6 +19,7 @@ from liminal.gradient.recall import KEY_IN_MARKER, RecallError, RecallKey
 from liminal.harness.base import HarnessChoice
 from liminal.harness.known import known_harnesses
 from liminal.lookup.shown import cli_name
+from liminal.store.records import DELETED
 
 if TYPE_CHECKING:
     from liminal.kernel.policy import CostPolicy
@@ -181,12 +182,12 @@ class Reader:
 
         store = await self.store()
         thread = await store.thread(thread_id)
-        if thread is None:
+        if thread is None or thread.state == DELETED:  # a tombstone is no thread
             found = await names.resolve(store, thread_id)
             if not isinstance(found, names.Named):
                 raise NotFound(names.refusal(thread_id, found))
             thread = await store.thread(found.thread)
-            if thread is None:
+            if thread is None or thread.state == DELETED:
                 raise NotFound(names.refusal(thread_id, []))
         return thread
 

@@ -197,10 +197,16 @@ class SessionHarness(Protocol):
         """The file whose whole text a recalled value (``recall``) is only a preview of, or None:
         recall gives the file's text instead."""
 
+    def files(self, backing_id: str, cwd: str | None) -> list[Path]:
+        """Every file (or folder) the CLI keeps of the session ``backing_id``: its session file
+        wherever the CLI filed it, what it keeps beside it of that session. What ``remove``
+        removes; ``liminal doctor`` counts what a deleted thread left. None for an id not of
+        this CLI."""
+
     def remove(self, backing_id: str, cwd: str | None) -> list[Path]:
-        """Remove every file the CLI keeps of the session ``backing_id`` (its session file
-        wherever the CLI filed it, what it keeps beside it of that session): a thread the client
-        deleted (``session/delete``). Returns what went; none for an id not of this CLI."""
+        """Remove every file the CLI keeps of the session ``backing_id`` (``files``): a thread
+        deleted (``session/delete``, ``liminal threads delete``). Returns what went; none for an
+        id not of this CLI."""
 
 
 Factory = Callable[[], SessionHarness]
@@ -360,6 +366,9 @@ class HarnessChoice:
             if ref is not None:
                 return ref
         return None
+
+    def files(self, backing_id: str, cwd: str | None) -> list[Path]:
+        return self.current.files(backing_id, cwd)
 
     def remove(self, backing_id: str, cwd: str | None) -> list[Path]:
         return self.current.remove(backing_id, cwd)

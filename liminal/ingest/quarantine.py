@@ -17,6 +17,7 @@ import json
 import os
 import re
 import time
+from collections.abc import Collection
 from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -94,3 +95,25 @@ def listing(home: Path) -> list[Path]:
     if not where.is_dir():
         return []
     return sorted(where.glob("*.rec"), key=lambda p: (p.stat().st_mtime, p.name))
+
+
+def of_thread(home: Path, thread: str, sessions: Collection[str]) -> list[Path]:
+    """The records set aside under ``home`` that are ``thread``'s: recorded under it (a message,
+    the model's summary of it, a frame, a line) or of one of its ``sessions`` (a line, a file
+    kept beside one). A file whose first line cannot be read is no one's: left for a person."""
+    found = []
+    for path in listing(home):
+        try:
+            with path.open("rb") as f:
+                head = json.loads(f.readline())
+        except (OSError, ValueError):
+            continue
+        record = head.get("record") if isinstance(head, dict) else None
+        if not isinstance(record, dict):
+            continue
+        data = record.get("data")
+        backing = record.get("backing_id")
+        if thread in (record.get("thread_id"), data.get("thread") if isinstance(data, dict) else None) \
+                or (isinstance(backing, str) and backing.split("/", 1)[0] in sessions):
+            found.append(path)
+    return found

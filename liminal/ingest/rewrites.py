@@ -11,7 +11,9 @@ must read it without the kernel.
 
 from __future__ import annotations
 
+import fcntl
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -24,22 +26,75 @@ logger = log.get("liminal.ingest.rewrites")
 def append_line(path: Path, line: bytes, *, sync: bool) -> None:
     """Append one JSONL record (``line`` ends with a newline) to a 0600 file, whole: a record
     cut short before it (a crash, a full disk) is ended first, so it cannot make this one
-    unreadable too, and a write the system takes only in part is finished."""
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+    unreadable too, and a write the system takes only in part is finished. Written holding the
+    file's ``flock``, to the file the path names once it is held: a rewrite of the file
+    (``rewrite_lines``) replaces it holding the lock, and an append waiting for it goes to the
+    new file, never to the one replaced."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if _replaced(path, fd):
+                continue
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                line = b"\n" + line
+            view = memoryview(line)
+            while view:
+                written = os.write(fd, view)
+                if written <= 0:
+                    raise OSError(f"no bytes taken by {path}")
+                view = view[written:]
+            if sync:
+                os.fsync(fd)
+            return
+        finally:
+            os.close(fd)
+
+
+def _replaced(path: Path, fd: int) -> bool:
+    """The path names another file than ``fd`` now (or none)."""
     try:
-        size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            line = b"\n" + line
-        view = memoryview(line)
-        while view:
-            written = os.write(fd, view)
-            if written <= 0:
-                raise OSError(f"no bytes taken by {path}")
-            view = view[written:]
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
+        now = path.stat()
+    except FileNotFoundError:
+        return True
+    held = os.fstat(fd)
+    return (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino)
+
+
+def rewrite_lines(path: Path, keep: Callable[[bytes], bool]) -> int:
+    """The file (written by ``append_line``) less the lines ``keep`` refuses, written anew and
+    renamed into place holding its ``flock``; how many lines went (none: the file untouched).
+    Another process's append waits, then goes to the new file; a reader that follows the file by
+    its offset sees another inode and reads it again."""
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            return 0
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if _replaced(path, fd):
+                continue
+            with os.fdopen(os.dup(fd), "rb") as f:
+                lines = f.read().splitlines(keepends=True)
+            kept = [line for line in lines if keep(line)]
+            if len(kept) == len(lines):
+                return 0
+            temp = path.with_name(f".{path.name}.rewrite")
+            with os.fdopen(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
+                out.writelines(kept)
+                out.flush()
+                os.fsync(out.fileno())
+            temp.replace(path)
+            folder = os.open(path.parent, os.O_RDONLY)
+            try:
+                os.fsync(folder)
+            finally:
+                os.close(folder)
+            return len(lines) - len(kept)
+        finally:
+            os.close(fd)
 
 
 def note(path: Path, backing_id: str, size: int) -> None:

@@ -136,6 +136,7 @@ class CommandCenter(Component):
         self._store_cm: AbstractAsyncContextManager[Store] | None = None
         self._store_lock = anyio.Lock()
         self._cache_cm: AbstractAsyncContextManager[Cache] | None = None
+        self._cache: Cache | None = None
         self._recaller: Recaller | None = None
         self._send, self._receive = anyio.create_memory_object_stream[LocalRequest | SlashRequest](256)
         self._port: Port | None = None
@@ -145,6 +146,8 @@ class CommandCenter(Component):
         self.rebuild_anchor: Callable[[str], Awaitable[str]] | None = None
         # Where liminal's side sessions work: a session the agent lists there is no thread.
         self.side_root: Path | None = None
+        # ``$LIMINAL_HOME``: what a deleted thread left there goes too (``liminal.kernel.owned``).
+        self.home: Path | None = None
         self._background: anyio.abc.TaskGroup | None = None  # the sweeps of deleted threads' files
         self._deleted: list[delete.Deleted] = []
 
@@ -239,10 +242,7 @@ class CommandCenter(Component):
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):
             for gone in self._deleted:  # what a CLI wrote again since (``delete.sweep``)
-                try:
-                    await anyio.to_thread.run_sync(delete.remove_files, self.harness, gone.sessions, gone.cwd)
-                except Exception as exc:
-                    logger.warning("a deleted thread's files not swept", thread=gone.thread, error=str(exc))
+                await delete.again(gone)  # a part that fails is logged
             for cm in (self._cache_cm, self._store_cm):
                 if cm is not None:
                     await cm.__aexit__(None, None, None)
@@ -440,7 +440,8 @@ class CommandCenter(Component):
         try:
             store = await self.store() if self._open_store is not None else None
             gone = await delete.delete(port, self.model, self.mover, self.journal, self.harness, store,
-                                       thread, self.model.capabilities or {})
+                                       thread, self.model.capabilities or {}, cache=await self.cache(),
+                                       home=self.home)
         except delete.DeleteRefused as exc:
             port.answer_local(request.key, error=(jsonrpc.INTERNAL_ERROR, f"not deleted: {exc}"))
             return
@@ -451,7 +452,7 @@ class CommandCenter(Component):
         port.answer_local(request.key, {})
         self._deleted.append(gone)
         if self._background is not None:
-            self._background.start_soon(delete.sweep, self.harness, gone)
+            self._background.start_soon(delete.sweep, gone)
 
     async def _fork(self, port: Port, request: LocalRequest) -> None:
         """``session/fork`` answered for an agent without one: the thread's context as it is
@@ -563,12 +564,15 @@ class CommandCenter(Component):
                 store: Store | None = await self.store()
             except (CommandError, StoreError):  # no history kept: the CLI's files answer
                 store = None
-            cache = None
-            if self._open_cache is not None:
-                self._cache_cm = self._open_cache()
-                cache = await self._cache_cm.__aenter__()
-            self._recaller = Recaller(store, cache, harness=self.harness)
+            self._recaller = Recaller(store, await self.cache(), harness=self.harness)
         return self._recaller
+
+    async def cache(self) -> Cache | None:
+        """The recall cache, opened at its first use (None: none configured here)."""
+        if self._cache is None and self._open_cache is not None:
+            self._cache_cm = self._open_cache()
+            self._cache = await self._cache_cm.__aenter__()
+        return self._cache
 
     async def marks(self, thread: str) -> dict[str, Mark]:
         """The thread's marks: the store's, and those set since (the index runs a little behind;

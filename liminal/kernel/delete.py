@@ -7,16 +7,17 @@ through); the person asked for it to go, so it goes, whole:
   every session of the thread's lineage: the CLI knows them only as sessions, and the newer
   adapters tear down a session they run before deleting it; without one, the session the thread
   is on is closed where the agent can close sessions;
-- every file the CLI keeps of those sessions, its own and the ones liminal wrote (a swap's
-  rewrites, the cuts of ``/clear`` and ``/undo``), removed through the harness: only it knows
-  where a CLI files them (``SessionHarness.remove``);
-- the thread in the store: everything recorded of it (the model's summaries of its turns too,
-  kept under their own pseudo-thread: ``records.of_thread``), and a tombstone (``DELETED``) in
-  its place, so that the frames and lines still on their way to the store do not bring it back, and
-  ``session/list``, ``liminal threads`` and the dashboard never show it again.
+- then everything the thread owns, part by part (``liminal.kernel.owned``, the one list both
+  doors go through, ``liminal threads delete`` the other): the store's record of it and a
+  tombstone (``DELETED``) in its place, so that the frames and lines still on their way to the
+  store do not bring it back, and ``session/list``, ``liminal threads`` and the dashboard never
+  show it again; every file the CLI keeps of its sessions, its own and the ones liminal wrote
+  (a swap's rewrites, the cuts of ``/clear`` and ``/undo``), through the harness
+  (``SessionHarness.remove``); the recall cache's blobs of those sessions; what the store
+  refused of it, its queued slash commands, its swap journal lines.
 
-Never another thread's: a session that another thread of the store has in its lineage (a thread
-an older liminal recorded under it) is left, and so is its file. A fork (``/fork``) is a thread
+Never another thread's: a session that another thread has in its lineage (a thread an older
+liminal recorded under it) is left, and so is what it holds. A fork (``/fork``) is a thread
 of its own with its own file, which stays; what its recall markers name in the deleted thread's
 sessions is gone with them (``docs/commands.md``, "session/delete").
 
@@ -26,23 +27,23 @@ cancels first. Deleting a thread nobody knows succeeds, as ACP asks of an alread
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import anyio.to_thread
 
 from liminal import log
 from liminal.acp.port import OwnRequestError, Port
 from liminal.harness.base import SessionHarness
 from liminal.kernel.journal import SwapJournal
 from liminal.kernel.mover import ThreadMover
+from liminal.kernel.owned import Holdings, Removed, Whose, claimed, whose
 from liminal.kernel.threads import ThreadModel
-from liminal.store.records import DELETED, Batch, ThreadUpdate
 
 if TYPE_CHECKING:
     from liminal.store.base import Store
+    from liminal.store.cache import Cache
 
 logger = log.get("liminal.delete")
 METHOD = "session/delete"
@@ -58,9 +59,17 @@ SWEEPS = (2.0, 5.0, 15.0, 60.0)
 
 @dataclass(frozen=True, slots=True)
 class Deleted:
-    thread: str
-    sessions: list[str]  # whose files went (the CLI may write one again: ``sweep``)
-    cwd: str | None
+    whose: Whose  # the thread and the sessions whose files went (the CLI may write one again)
+    holdings: Holdings  # where it was removed from, again at each ``sweep``
+    removed: Removed
+
+    @property
+    def thread(self) -> str:
+        return self.whose.thread
+
+    @property
+    def sessions(self) -> tuple[str, ...]:
+        return self.whose.sessions
 
 
 class DeleteRefused(Exception):
@@ -82,56 +91,42 @@ def advertise(result: dict[str, Any]) -> dict[str, Any] | None:
     return {**result, "agentCapabilities": {**caps, "sessionCapabilities": {**sessions, **added}}}
 
 
-def remove_files(harness: SessionHarness, sessions: list[str], cwd: str | None) -> int:
-    """Every file the CLI keeps of ``sessions`` removed (``SessionHarness.remove``); how many."""
-    return sum(len(harness.remove(session, cwd)) for session in sessions)
+async def again(deleted: Deleted) -> int:
+    """What may fill again of a deleted thread removed again (``Part.refills``: the CLI's files,
+    the recall cache); how many came back."""
+    removed = await deleted.holdings.remove(deleted.whose, refilling=True)
+    return sum(removed.counts.values())
 
 
-async def settle(harness: SessionHarness, sessions: list[str], cwd: str | None) -> int:
-    """Remove the sessions' files until none has come back for ``QUIET_SECONDS`` (see there)."""
+async def settle(deleted: Deleted) -> int:
+    """Remove what came back until nothing has for ``QUIET_SECONDS`` (see there)."""
     total = 0
     for _ in range(10):
         await anyio.sleep(QUIET_SECONDS)
-        came_back = await anyio.to_thread.run_sync(remove_files, harness, sessions, cwd)
+        came_back = await again(deleted)
         total += came_back
         if not came_back:
             break
     return total
 
 
-def lineage(thread: str, journal: SwapJournal, stored: tuple[str, ...], backing_now: str) -> list[str]:
-    """Every session the thread was on, its own id first: the journal's moves (committed or not:
-    an abandoned move's rewrite may be left), the store's lineage, the one it is on now."""
-    found = [thread, backing_now, *stored]
-    for record in journal.records(thread, begins=True):
-        found += [record.old_backing_id, *([record.new_backing_id] if record.new_backing_id else [])]
-    return list(dict.fromkeys(s for s in found if s))
-
-
 async def delete(port: Port, model: ThreadModel, mover: ThreadMover, journal: SwapJournal,
                  harness: SessionHarness, store: Store | None, thread: str,
-                 capabilities: dict[str, Any]) -> Deleted:
-    """Delete ``thread`` (see the module's text); the sessions whose files went."""
+                 capabilities: dict[str, Any], *, cache: Cache | None = None,
+                 home: Path | None = None) -> Deleted:
+    """Delete ``thread`` (see the module's text): what went. Raises when the store's record of
+    it could not be removed (it is still listed; the rest went, and a delete again finishes)."""
     if mover.moves.taken(thread) or port.is_held(thread):
         raise DeleteRefused("the thread is moving to another session; try again in a moment")
     async with mover.moves.moving(thread):
         if port.prompt_in_flight(thread) or port.agent_request_open(thread):
             raise DeleteRefused("a prompt is running in this thread: cancel it first")
         state = model.threads.get(thread)
-        record = await store.thread(thread) if store is not None else None
-        cwd = (state.cwd if state is not None else None) or (record.cwd if record else None) or None
-        sessions = await anyio.to_thread.run_sync(
-            lineage, thread, journal, record.backing_ids if record else (), port.backing_of(thread))
-        shared: set[str] = set()
-        if store is not None:  # another thread's sessions stay, and their files
-            for summary in await store.threads(limit=100_000, empty=True):
-                if summary.thread.id != thread:
-                    shared |= {summary.thread.id, *summary.thread.backing_ids}
-        shared |= {b for t, b in await anyio.to_thread.run_sync(journal.lineage) if t != thread}
-        mine = [s for s in sessions if s not in shared]
+        one = await whose(thread, store, journal, await claimed(store, journal), now=port.backing_of(thread),
+                          cwd=state.cwd if state is not None else None, harness=harness.name)
         session_caps = capabilities.get("sessionCapabilities") or {}
         if "delete" in session_caps:
-            for session in mine:
+            for session in one.sessions:
                 try:
                     await port.request(METHOD, {"sessionId": session}, timeout=AGENT_SECONDS,
                                        thread_id=thread)
@@ -144,28 +139,26 @@ async def delete(port: Port, model: ThreadModel, mover: ThreadMover, journal: Sw
             except OwnRequestError as exc:
                 logger.info("the thread's session not closed", thread=thread, error=str(exc))
 
-        files = await anyio.to_thread.run_sync(remove_files, harness, mine, cwd)
-        records = 0
-        if store is not None:
-            records = await store.delete_thread(thread)
-            await store.write(Batch(threads=[ThreadUpdate(thread, time.time(), state=DELETED, by_user=True)]))
+        holdings = Holdings(store, cache, [harness], home, journal)
+        removed = await holdings.remove(one)
         model.threads.pop(thread, None)
-        files += await settle(harness, mine, cwd)
-        logger.info("thread deleted", thread=thread, sessions=len(mine), files=files, records=records,
-                    kept=len(sessions) - len(mine))
-        return Deleted(thread, mine, cwd)
+        gone = Deleted(one, holdings, removed)
+        came_back = await settle(gone)
+        logger.info("thread deleted", thread=thread, sessions=len(one.sessions), removed=removed.said(),
+                    came_back=came_back, failed=removed.failed or None)
+        if "records" in removed.failed:
+            raise DeleteRefused(f"the store could not remove it ({removed.failed['records']}); "
+                                "its files are gone: delete it again to finish")
+        return gone
 
 
-async def sweep(harness: SessionHarness, deleted: Deleted) -> None:
-    """The files of a deleted thread's sessions removed again, at ``SWEEPS`` after the delete."""
+async def sweep(deleted: Deleted) -> None:
+    """What may fill again of a deleted thread removed again, at ``SWEEPS`` after the delete."""
     waited = 0.0
     for at in SWEEPS:
         await anyio.sleep(at - waited)
         waited = at
-        try:
-            came_back = await anyio.to_thread.run_sync(remove_files, harness, deleted.sessions, deleted.cwd)
-        except OSError as exc:  # swept again when liminal stops
-            logger.warning("a deleted thread's files not swept", thread=deleted.thread, error=str(exc))
-            continue
+        came_back = await again(deleted)  # a part that fails is logged, and swept again later
         if came_back:
-            logger.info("a deleted session's file came back; removed", thread=deleted.thread, files=came_back)
+            logger.info("a deleted thread's file or blob came back; removed", thread=deleted.thread,
+                        count=came_back)

@@ -248,6 +248,20 @@ class SwapJournal:
         carried = [b for b in self._commits.get(thread_id, ()) if self._outcomes.get(b) == "committed"]
         return (carried[-1] if carried else None), carried
 
+    def forget(self, thread_id: str) -> int:
+        """Every record of ``thread_id`` taken out of the journal (a deleted thread's: what its
+        rewrites placed in their dynamic zone is its text, ``SwapRecord.zone``); how many. The
+        file is written anew under the lock appends take (``rewrites.rewrite_lines``)."""
+        def of_thread(line: bytes) -> bool:
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                return False  # damage: kept, as a reading skips it
+            return isinstance(record, dict) and record.get("thread_id") == thread_id
+
+        with self._lock:
+            return rewrites.rewrite_lines(self.path, lambda line: not of_thread(line))
+
     @property
     def rewrites_path(self) -> Path:
         return self.path.with_name("rewrites.jsonl")

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, TypeVar
 import anyio
 
 from liminal import log
+from liminal.store.records import DELETED
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -51,6 +52,8 @@ async def store_lineage(store: Store, thread: str) -> list[str]:
     move's commit: the authority, ahead of the index, which derives the lineage a little after
     each move)."""
     known = await store.thread(thread)
+    if known is not None and known.state == DELETED:
+        return []  # its tombstone's sessions are gone: a client that loads it finds nothing
     lineage = list(known.backing_ids) if known is not None else []
     place = await store.moves.place(thread) if store.moves is not None else None
     if place is not None:  # (a thread's first session is its own id)

@@ -158,8 +158,9 @@ def take_slash(home: Path, thread: str) -> list[SlashRequest]:
     return taken
 
 
-def _read_small(path: Path) -> object:
-    """A regular file's JSON, read without following a link or waiting on a FIFO; None else."""
+def _read_small(path: Path, *, raw: bool = False) -> object:
+    """A regular file's JSON (``raw``: its bytes), read without following a link or waiting on a
+    FIFO; None else."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
@@ -168,8 +169,33 @@ def _read_small(path: Path) -> object:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
         data = os.read(fd, _SLASH_BYTES + 1)
-        return None if len(data) > _SLASH_BYTES else orjson.loads(data)
+        if len(data) > _SLASH_BYTES:
+            return None
+        return data if raw else orjson.loads(data)
     except (OSError, orjson.JSONDecodeError):
         return None
     finally:
         os.close(fd)
+
+
+def of_thread(home: Path, thread: str) -> list[Path]:
+    """The files here that are ``thread``'s: the slash commands it has queued (their words are
+    the model's) and the bind files naming it."""
+    if not safe(thread):
+        return []
+    base = folder(home)
+    found = []
+    try:
+        found += [p for p in (base / "slash").iterdir()
+                  if (m := _SLASH_FILE.fullmatch(p.name)) is not None and m["thread"] == thread]
+    except OSError:
+        pass
+    try:
+        binds = [p for p in base.iterdir() if p.name.startswith("bind-")]
+    except OSError:
+        binds = []
+    for path in binds:
+        data = _read_small(path, raw=True)
+        if isinstance(data, bytes) and data.strip() == thread.encode():
+            found.append(path)
+    return found

@@ -149,9 +149,15 @@ class Store(Protocol):
         load replayed are left out (the CLI's records hold that history), and so is every record
         liminal wrote itself (``SessionRecord.own``)."""
 
-    async def delete_thread(self, thread_id: str) -> int:
+    async def delete_thread(self, thread_id: str, sessions: Collection[str] = ()) -> int:
         """Remove the thread and everything recorded of it (its messages, frames, and the lines
-        of its sessions' files); how many records went. The CLIs' own files stay."""
+        of its sessions' files: those its record names, and ``sessions``, which a tombstone an
+        older liminal wrote does not); how many records went. The CLIs' own files stay."""
+        ...
+
+    async def deleted_threads(self) -> list[Thread]:
+        """The tombstones of the threads deleted (state ``DELETED``: ``records.DELETED``), each
+        with the sessions that were its alone (``liminal.kernel.owned``)."""
         ...
 
     async def said_before(self, thread_id: str, frame_id: str) -> bool:
@@ -221,7 +227,10 @@ class UnavailableStore:
                      record_types: Collection[str] | None = None) -> list[SearchHit]:
         raise StoreError(self.reason)
 
-    async def delete_thread(self, thread_id: str) -> int:
+    async def delete_thread(self, thread_id: str, sessions: Collection[str] = ()) -> int:
+        raise StoreError(self.reason)
+
+    async def deleted_threads(self) -> list[Thread]:
         raise StoreError(self.reason)
 
     async def said_before(self, thread_id: str, frame_id: str) -> bool:

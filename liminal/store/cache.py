@@ -4,13 +4,19 @@ A cache, not a store: every entry has a TTL and may vanish earlier; whoever read
 to rebuild it from the store (the system of record). That is why a Redis outage only makes
 ``get`` miss and ``set`` a no-op, with one warning, instead of failing the caller.
 
-Keys are short strings (``recall:<tool call id>``); values are bytes.
+Keys are short strings; values are bytes. A key of the form ``<kind>:<session id>:<rest>``
+(``recall:<session>:<record>:<block>``, ``liminal.gradient.recall``) holds something of that
+session of a CLI, and so of the thread whose lineage has it: the cache keeps such entries by
+session, so that every one of a deleted thread's can be found and removed (``forget``) and those
+left behind counted (``held``: ``liminal doctor``). Locally each session's entries are a folder of
+their own; in Redis the key says the session, and a ``SCAN`` finds them.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import AsyncIterator
@@ -22,6 +28,7 @@ import anyio
 
 from liminal import log
 from liminal.config import Settings
+from liminal.sessionfiles import is_session_id
 
 logger = log.get("liminal.store.cache")
 
@@ -35,11 +42,36 @@ class Cache(Protocol):
 
     async def delete(self, key: str) -> None: ...
 
+    async def forget(self, session: str) -> int:
+        """Remove every entry whose key names ``session`` (``session_of``); how many. Raises
+        ``CacheUnavailable`` when the cache cannot be reached: what it holds may be there still."""
+
+    async def held(self) -> dict[str, int]:
+        """How many entries each session has (``session_of``), expired ones left out. Raises
+        ``CacheUnavailable``."""
+
     async def aclose(self) -> None: ...
 
 
+class CacheUnavailable(Exception):
+    """The cache could not be reached to remove or count entries (a read or write that fails is
+    a miss instead: the store has what the cache holds, but a deletion must know)."""
+
+
+def session_of(key: str) -> str | None:
+    """The session a key names, ``<kind>:<session id>:<rest>``; None for any other key."""
+    parts = key.split(":", 2)
+    return parts[1] if len(parts) == 3 and is_session_id(parts[1]) else None
+
+
+OTHERS = "_"  # the local folder of entries whose key names no session (a session id never is one)
+
+
 class LocalCache:
-    """Files under ``$LIMINAL_HOME/cache``; the expiry time is the file's mtime."""
+    """Files under ``$LIMINAL_HOME/cache``, in a folder per session (``<session id>/``, and
+    ``_/`` for keys naming none), each named by its key's digest; the expiry time is the file's
+    mtime. A file directly in the folder is an entry of the flat layout of older liminals, whose
+    session nothing tells: removed when found (``_bound``, ``purge``)."""
 
     backend = "local"
 
@@ -49,7 +81,7 @@ class LocalCache:
         self.max_bytes = max_bytes  # past this, expired then oldest entries go first
 
     def _path(self, key: str) -> Path:
-        return self.root / hashlib.sha256(key.encode()).hexdigest()
+        return self.root / (session_of(key) or OTHERS) / hashlib.sha256(key.encode()).hexdigest()
 
     async def get(self, key: str) -> bytes | None:
         path = self._path(key)
@@ -76,7 +108,14 @@ class LocalCache:
                 with os.fdopen(fd, "wb") as f:
                     f.write(value)
                 os.utime(tmp, (expires, expires))
-                Path(tmp).replace(path)  # atomic: a reader sees the old value or the new one
+                for last in (False, True):  # its folder emptied and removed meanwhile: made again
+                    path.parent.mkdir(mode=0o700, exist_ok=True)
+                    try:
+                        Path(tmp).replace(path)  # atomic: a reader sees the old value or the new one
+                        break
+                    except FileNotFoundError:
+                        if last:
+                            raise
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)
                 raise
@@ -89,17 +128,32 @@ class LocalCache:
         except OSError as exc:
             logger.warning("cache write failed", key=key[:80], error=str(exc))
 
-    def _bound(self) -> None:
-        """Keep the folder under ``max_bytes``: expired entries go first, then the oldest."""
+    def _entries(self, *, flat: bool = True) -> list[tuple[float, int, str]]:
+        """Every entry (expiry, size, path); an entry of the flat layout is removed instead
+        (with ``flat``; else left out)."""
         entries = []
-        for entry in os.scandir(self.root):
-            if entry.name.startswith(".tmp-"):
+        for folder in os.scandir(self.root):
+            if folder.name.startswith(".tmp-"):
+                continue
+            if not folder.is_dir(follow_symlinks=False):
+                if flat:
+                    Path(folder.path).unlink(missing_ok=True)
                 continue
             try:
-                info = entry.stat()
-            except FileNotFoundError:
+                inside = list(os.scandir(folder.path))
+            except OSError:  # removed meanwhile (``forget``)
                 continue
-            entries.append((info.st_mtime, info.st_size, entry.path))
+            for entry in inside:
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                entries.append((info.st_mtime, info.st_size, entry.path))
+        return entries
+
+    def _bound(self) -> None:
+        """Keep the folder under ``max_bytes``: expired entries go first, then the oldest."""
+        entries = self._entries()
         total = sum(size for _, size, _ in entries)
         entries.sort()  # expiry order: expired ones, then those written longest ago (one TTL)
         for _, size, entry_path in entries:
@@ -113,20 +167,60 @@ class LocalCache:
         await anyio.to_thread.run_sync(lambda: path.unlink(missing_ok=True))
 
     async def purge(self) -> int:
-        """Remove expired entries; returns how many."""
+        """Remove expired entries (and those of the flat layout), and the folders left empty;
+        returns how many entries."""
 
         def sweep() -> int:
             now, removed = time.time(), 0
-            for path in self.root.glob("*"):
-                try:
-                    if path.stat().st_mtime < now:
-                        path.unlink()
-                        removed += 1
-                except FileNotFoundError:
-                    continue
+            for expires, _, path in self._entries():
+                if expires < now:
+                    Path(path).unlink(missing_ok=True)
+                    removed += 1
+            for folder in self.root.iterdir():
+                if folder.is_dir() and not folder.is_symlink():
+                    try:
+                        folder.rmdir()  # only when empty
+                    except OSError:
+                        continue
             return removed
 
         return await anyio.to_thread.run_sync(sweep) if self.root.is_dir() else 0
+
+    async def forget(self, session: str) -> int:
+        if not is_session_id(session):
+            return 0
+        folder = self.root / session
+
+        def remove() -> int:
+            try:
+                found = sum(1 for entry in os.scandir(folder) if not entry.name.startswith("."))
+            except FileNotFoundError:
+                return 0
+            except OSError as exc:
+                raise CacheUnavailable(f"{folder}: {exc}") from exc
+            if folder.is_symlink():
+                folder.unlink()
+                return 0
+            shutil.rmtree(folder, ignore_errors=True)
+            if folder.exists():
+                raise CacheUnavailable(f"{folder} could not be removed")
+            return found
+
+        return await anyio.to_thread.run_sync(remove)
+
+    async def held(self) -> dict[str, int]:
+        def count() -> dict[str, int]:
+            now, found = time.time(), dict[str, int]()
+            for expires, _, path in self._entries(flat=False) if self.root.is_dir() else []:
+                session = Path(path).parent.name
+                if expires >= now and is_session_id(session):
+                    found[session] = found.get(session, 0) + 1
+            return found
+
+        try:
+            return await anyio.to_thread.run_sync(count)
+        except OSError as exc:
+            raise CacheUnavailable(f"{self.root}: {exc}") from exc
 
     async def aclose(self) -> None:
         return None
@@ -183,6 +277,38 @@ class RedisCache:
         except (RedisError, OSError) as exc:
             self._failed(exc)
 
+    def _matching(self, pattern: str) -> AsyncIterator[bytes]:
+        result: AsyncIterator[bytes] = self._client.scan_iter(match=pattern, count=1000)
+        return result
+
+    async def forget(self, session: str) -> int:
+        from redis.exceptions import RedisError
+
+        if not is_session_id(session):
+            return 0
+        pattern = f"{_glob(self.prefix)}*:{session}:*"
+        try:
+            keys = [k async for k in self._matching(pattern)
+                    if session_of(k.decode("utf-8", "replace")[len(self.prefix):]) == session]
+            for start in range(0, len(keys), 500):
+                await self._client.unlink(*keys[start:start + 500])
+        except (RedisError, OSError) as exc:
+            raise CacheUnavailable(str(exc)) from exc
+        return len(keys)
+
+    async def held(self) -> dict[str, int]:
+        from redis.exceptions import RedisError
+
+        found: dict[str, int] = {}
+        try:
+            async for k in self._matching(f"{_glob(self.prefix)}*"):
+                session = session_of(k.decode("utf-8", "replace")[len(self.prefix):])
+                if session is not None:
+                    found[session] = found.get(session, 0) + 1
+        except (RedisError, OSError) as exc:
+            raise CacheUnavailable(str(exc)) from exc
+        return found
+
     async def ping(self) -> bool:
         from redis.exceptions import RedisError
 
@@ -193,6 +319,11 @@ class RedisCache:
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+def _glob(text: str) -> str:
+    """``text`` as itself in a Redis ``MATCH`` pattern."""
+    return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)
 
 
 def redis_url_of(cache_url: str) -> str | None:

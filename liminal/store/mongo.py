@@ -475,9 +475,9 @@ class MongoStore:
         return [await self._message(d) for d in docs]
 
     @_store_errors
-    async def delete_thread(self, thread_id: str) -> int:
+    async def delete_thread(self, thread_id: str, sessions: Collection[str] = ()) -> int:
         found = await self._threads.find_one({"_id": thread_id})
-        backings = [thread_id, *(found["backing_ids"] if found else [])]
+        backings = list(dict.fromkeys([thread_id, *(found["backing_ids"] if found else []), *sessions]))
         # The model's summaries of it, kept under their own pseudo-thread (their data is JSON text).
         summaries = [d["_id"] async for d in self._messages.find({"thread_id": SUMMARY_THREAD})
                      if summarised((await self._message(d)).data) == thread_id]
@@ -576,6 +576,10 @@ class MongoStore:
             log.get("liminal.store").info(
                 "store compacted: loads' copies of what it had removed", records=gone)
         return gone
+
+    @_store_errors
+    async def deleted_threads(self) -> list[Thread]:
+        return [_thread(d) async for d in self._threads.find({"state": DELETED})]
 
     @_store_errors
     async def thread(self, thread_id: str) -> Thread | None:

@@ -361,7 +361,7 @@ class SqliteStore:
         row = await self._read(lambda c: c.execute("SELECT COUNT(*) FROM frames").fetchone())
         return int(row[0])
 
-    async def delete_thread(self, thread_id: str) -> int:
+    async def delete_thread(self, thread_id: str, sessions: Collection[str] = ()) -> int:
         def delete(c: sqlite3.Connection) -> int:
             gone = 0
             # One transaction: all of it, or nothing. (``with c:`` began none: the connection
@@ -371,7 +371,7 @@ class SqliteStore:
             c.execute("BEGIN IMMEDIATE")
             try:
                 row = c.execute("SELECT backing_ids FROM threads WHERE id = ?", (thread_id,)).fetchone()
-                backings = [thread_id, *(orjson.loads(row[0]) if row else [])]
+                backings = list(dict.fromkeys([thread_id, *(orjson.loads(row[0]) if row else []), *sessions]))
                 marks = ", ".join("?" for _ in backings)
                 if _has_parts(c):  # the parts of its frames and lines first, found by them
                     for owner, table in (("frame:", "frames"), ("session:", "session_records")):
@@ -438,6 +438,11 @@ class SqliteStore:
                 path=str(self.path))
             await self._run(self._write_lock, self._writer, _vacuum)
         return gone
+
+    async def deleted_threads(self) -> list[Thread]:
+        rows = await self._read(lambda c: c.execute(
+            f"SELECT {_THREAD_COLS}, {_flags(c)} FROM threads WHERE state = ?", (DELETED,)).fetchall())
+        return [_thread(row[:8], bool(row[8]), bool(row[9])) for row in rows]
 
     async def messages(self, thread_id: str, kind: str | None = None) -> list[MessageRecord]:
         where, args = ("thread_id = ? AND kind = ?", (thread_id, kind)) if kind else ("thread_id = ?", (thread_id,))

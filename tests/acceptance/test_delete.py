@@ -1,21 +1,43 @@
-"""``session/delete`` of a thread with a swap behind it, through the real CLIs (issue 25).
+"""A thread with swaps behind it deleted through the real CLIs, by both doors (issues 25, 33).
 
-liminal answers it for every CLI (advertised in ``initialize``'s capabilities): the agent's own
-delete where it has one (claude-agent, codex-agent), the CLI's files of every session of the
-thread (its own and the rewrite the swap wrote), the thread in the store. Another thread, and a
-fork of the deleted one (``/fork``), are untouched; the deleted one is in neither ``session/list`` (this client's, a later one's) nor
-``liminal threads --all`` nor ``liminal search``.
+``session/delete``: liminal answers it for every CLI (advertised in ``initialize``'s
+capabilities): the agent's own delete where it has one (claude-agent, codex-agent), the CLI's
+files of every session of the thread (its own and the rewrite the swap wrote), the thread in the
+store, the recall cache's blobs of its sessions. ``liminal threads delete --yes``, with no
+liminal or agent running, takes the same. Another thread, and a fork of the deleted one
+(``/fork``), are untouched; the deleted one is in neither ``session/list`` (this client's, a
+later one's) nor ``liminal threads --all`` nor ``liminal search``, and no recall key of it
+resolves (``/recall``, ``liminal mcp``'s ``recall``, the recaller), though the cache had them.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
+import anyio
+import pytest
+
 from fixtures.harness import Adapter, Rig
+from liminal.config import Settings
+from liminal.gradient.recall import KEY_IN_MARKER, RecallError
+from liminal.harness.known import find_session_file
+from liminal.lookup.recaller import Recaller
+from liminal.store.cache import open_cache
+from liminal.store.sqlite import SqliteStore
 from tests.acceptance.conftest import ADAPTER_NAMES, adapter_fixture
-from tests.support.acp_thread import configure, liminal, liminal_client, records, said, scenario
+from tests.support.acp_thread import (
+    committed,
+    configure,
+    liminal,
+    liminal_client,
+    records,
+    said,
+    scenario,
+)
 
 adapter = adapter_fixture(ADAPTER_NAMES)
 
@@ -31,27 +53,102 @@ def naming(rig: Rig, session: str) -> list[Path]:
     return [p for p in session_files(rig) if session in p.name]
 
 
+def named_anywhere(rig: Rig, sessions: list[str]) -> list[Path]:
+    """Every file or folder in the CLI's home whose name holds one of ``sessions``."""
+    root = rig.home.claude_config if rig.adapter.model_api == "anthropic" else rig.home.codex_home
+    return [p for p in root.rglob("*") if any(s in p.name for s in sessions)]
+
+
+def keys_of(rig: Rig, session: str) -> list[str]:
+    path = find_session_file(session, str(rig.home.project), rig.home.env())
+    assert path is not None, session
+    return list(dict.fromkeys(KEY_IN_MARKER.findall(path.read_text())))
+
+
+def held(rig: Rig, sessions: list[str]) -> dict[str, int]:
+    """The recall cache's entries of each of ``sessions`` that has any."""
+    async def look() -> dict[str, int]:
+        async with open_cache(Settings(home=rig.home.liminal_home)) as cache:
+            found = await cache.held()
+        return {s: found[s] for s in sessions if found.get(s)}
+
+    return anyio.run(look)
+
+
+def recalled(rig: Rig, key: str) -> bool:
+    """The key resolves through the recaller (the cache, the store, the CLI's files)."""
+    async def recall() -> bool:
+        store = await SqliteStore.open(rig.home.liminal_home / "liminal.db", create=False)
+        try:
+            async with open_cache(Settings(home=rig.home.liminal_home)) as cache:
+                await Recaller(store, cache, rig.home.env()).recall(key)
+            return True
+        except RecallError:
+            return False
+        finally:
+            await store.aclose()
+
+    return anyio.run(recall)
+
+
+def mcp_recall(rig: Rig, thread: str, key: str) -> tuple[str, bool]:
+    """``liminal mcp``'s ``recall`` tool, as the CLI runs the server: its text, and whether it
+    is an error."""
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "recall", "arguments": {"key": key}}}
+    done = subprocess.run([sys.executable, "-m", "liminal.mcp", "--home", str(rig.home.liminal_home),
+                           "--thread", thread], input=json.dumps(call) + "\n", capture_output=True,
+                          text=True, env=rig.home.env(), timeout=120, check=False)
+    result = json.loads(done.stdout.splitlines()[0])["result"]
+    return "".join(c["text"] for c in result["content"]), result["isError"]
+
+
+def codex_rows(rig: Rig, sessions: list[str]) -> int:
+    """The rows Codex's databases keep of ``sessions`` (0 for Claude Code, which has none)."""
+    import contextlib
+    import sqlite3
+
+    found = 0
+    for database in rig.home.codex_home.glob("*_*.sqlite"):
+        with contextlib.closing(sqlite3.connect(f"{database.as_uri()}?mode=ro", uri=True)) as db:
+            for (table,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"):
+                columns = {row[1] for row in db.execute(f'PRAGMA table_info("{table}")')}
+                for column in ({"thread_id"} | ({"id"} if table == "threads" else set())) & columns:
+                    found += sum(db.execute(f'SELECT COUNT(*) FROM "{table}" WHERE "{column}" = ?', (s,))
+                                 .fetchone()[0] for s in sessions)
+    return found
+
+
 def gone(rig: Rig, sessions: list[str], timeout: float = 90) -> None:
-    """Until no file of ``sessions`` is in the CLI's folders (a condition, waited on)."""
+    """Until nothing of ``sessions`` is in the CLI's folders, nor in its databases (a
+    condition, waited on)."""
     deadline = time.monotonic() + timeout
-    while any(naming(rig, s) for s in sessions):
-        assert time.monotonic() < deadline, session_files(rig)
+    while named_anywhere(rig, sessions) or codex_rows(rig, sessions):
+        assert time.monotonic() < deadline, (named_anywhere(rig, sessions), codex_rows(rig, sessions))
         time.sleep(0.2)
 
 
 def test_delete_a_thread_with_a_swap_behind_it(adapter: Adapter, rig: Rig) -> None:
     rig.server.script = scenario()
-    configure(rig, high=100_000, target=4_000)  # the swap is /optimise's: the test knows when
+    # The swap is /optimise's (the test knows when); a middle band wide enough that the rewrite
+    # cuts the BIG outputs to markers rather than summarising them.
+    configure(rig, high=200_000, target=9_000, middle=6_000)
     with liminal_client(rig) as client:
         caps = client.initialize()["agentCapabilities"]
         assert "delete" in caps["sessionCapabilities"], caps
         doomed = client.new_session(rig.home.project)["sessionId"]
-        for prompt in ["doomed first prompt quebec", "turn 0 BIG read please", "turn 1 BIG read please"]:
+        for prompt in ["doomed first prompt quebec", *(f"turn {n} BIG read please" for n in range(4))]:
             said(client, doomed, prompt)
         assert "Context optimised" in said(client, doomed, "/optimise"), records(rig)
         said(client, doomed, "after the swap romeo")
         [swap] = records(rig)
         assert swap.outcome == "committed" and swap.new_backing_id, swap
+        # Its recall keys asked: the cache holds what they name.
+        keys = keys_of(rig, swap.new_backing_id)
+        assert keys, records(rig)
+        for key in keys[:3]:
+            assert "neither the store" not in said(client, doomed, f"/recall {key}"), key
+        assert held(rig, [doomed, swap.new_backing_id]), keys
         # A fork of it (/fork: a thread with a file of its own, cut from the doomed one's) stays.
         fork = said(client, doomed, "/fork").split("session ")[1].split(":")[0]
         kept = client.new_session(rig.home.project)["sessionId"]
@@ -73,6 +170,10 @@ def test_delete_a_thread_with_a_swap_behind_it(adapter: Adapter, rig: Rig) -> No
         # records), after the delete was answered: liminal removes it again.
         gone(rig, [doomed, swap.new_backing_id])
         assert all(p.exists() for p in kept_files), kept_files
+        # No key of it resolves, though the cache had them: nothing of its sessions is left there.
+        for key in keys[:3]:
+            assert "neither the store nor a session file" in said(client, kept, f"/recall {key}"), key
+        assert held(rig, [doomed, swap.new_backing_id]) == {}
         said(client, kept, "the kept thread goes on tango")  # its session is untouched
         client.settle()
 
@@ -88,3 +189,76 @@ def test_delete_a_thread_with_a_swap_behind_it(adapter: Adapter, rig: Rig) -> No
             "session/list", {"cwd": str(rig.home.project)})["sessions"]}
         assert doomed not in listed and swap.new_backing_id not in listed and kept in listed, listed
     gone(rig, [doomed, swap.new_backing_id])
+
+
+
+@pytest.mark.parametrize("adapter", ["claude-agent", "codex-agent"], indirect=True)
+def test_liminal_threads_delete_takes_every_file_and_blob_of_a_thread_that_swapped(
+        adapter: Adapter, rig: Rig) -> None:
+    """``liminal threads delete THREAD --yes`` after the editor closed (no liminal, no agent):
+    every session of the thread's lineage (two swaps' rewrites) goes from the CLI's folders, and
+    every blob the cache kept of them, however it was recalled (``/recall``, ``liminal mcp``);
+    the fork and the other thread keep theirs. Before, every key resolved afterwards and every
+    file stayed."""
+    rig.server.script = scenario()
+    # The swaps are /optimise's (the test knows when); a middle band wide enough that a rewrite
+    # cuts the BIG outputs to markers rather than summarising them.
+    configure(rig, high=200_000, target=9_000, middle=6_000)
+    with liminal_client(rig) as client:
+        client.initialize()
+        doomed = client.new_session(rig.home.project)["sessionId"]
+        for prompt in ["doomed first prompt quebec", *(f"turn {n} BIG read please" for n in range(4))]:
+            said(client, doomed, prompt)
+        assert "Context optimised" in said(client, doomed, "/optimise"), records(rig)
+        for n in range(4, 6):
+            said(client, doomed, f"turn {n} BIG read please")
+        assert "Context optimised" in said(client, doomed, "/optimise"), records(rig)
+        said(client, doomed, "after the swaps romeo")
+        fork = said(client, doomed, "/fork").split("session ")[1].split(":")[0]
+        kept = client.new_session(rig.home.project)["sessionId"]
+        for prompt in ["the kept thread sierra", *(f"turn {n} BIG read please" for n in range(6, 10))]:
+            said(client, kept, prompt)
+        assert "Context optimised" in said(client, kept, "/optimise"), records(rig)
+        moves = committed(rig)
+        lineage = [doomed] + [r.new_backing_id or "" for r in moves if r.thread_id == doomed]
+        [kept_now] = [r.new_backing_id or "" for r in moves if r.thread_id == kept]
+        assert len(lineage) == 3, moves
+        # (A rewrite of a rewrite may consolidate the cut turns into its preamble: no key left.)
+        keys = list(dict.fromkeys(k for session in lineage[1:] for k in keys_of(rig, session)))
+        kept_keys = keys_of(rig, kept_now)
+        assert keys and kept_keys, (keys, kept_keys, moves)
+        for key in [*keys[:2], *kept_keys[:2]]:
+            assert "neither the store" not in said(client, kept, f"/recall {key}"), key
+        client.settle()
+    text, failed = mcp_recall(rig, kept, keys[-1])  # the model's tool: another process, the same cache
+    assert not failed and text, text
+    assert held(rig, lineage) and held(rig, [kept])
+    assert all(naming(rig, s) for s in lineage)
+    codex = rig.adapter.model_api != "anthropic"
+    assert not codex or codex_rows(rig, lineage)  # its title, its first prompt, its items
+    kept_files = naming(rig, kept) + naming(rig, kept_now) + naming(rig, fork)
+
+    said_back = liminal(rig, "threads", "delete", doomed, "--yes")
+    assert said_back.startswith(f"deleted thread {doomed}: "), said_back
+
+    assert named_anywhere(rig, lineage) == []
+    assert codex_rows(rig, lineage) == 0 and (not codex or codex_rows(rig, [kept]))
+    assert kept_files and all(p.exists() for p in kept_files), kept_files
+    assert held(rig, lineage) == {} and held(rig, [kept])
+    for key in keys:
+        assert not recalled(rig, key), key
+        text, failed = mcp_recall(rig, kept, key)
+        assert failed, (key, text)
+    assert all(recalled(rig, key) for key in kept_keys)
+    assert "quebec" not in liminal(rig, "search", "quebec")
+    assert "sierra" in liminal(rig, "search", "sierra")
+    shown = {t["id"] for t in json.loads(liminal(rig, "threads", "--json", "--all"))}
+    assert doomed not in shown and {kept, fork} <= shown, shown
+    with liminal_client(rig) as client:
+        client.initialize()
+        listed = {s["sessionId"] for s in client.request(
+            "session/list", {"cwd": str(rig.home.project)})["sessions"]}
+        assert doomed not in listed and kept in listed, listed
+        client.load_session(kept, rig.home.project, timeout=120)
+        assert "neither the store nor a session file" in said(client, kept, f"/recall {keys[0]}")
+    assert named_anywhere(rig, lineage) == []

@@ -357,6 +357,34 @@ async def test_a_thread_the_client_deleted_takes_no_more_records(store: Store) -
     assert thread is not None and thread.state == DELETED
 
 
+async def test_the_deleted_threads_are_their_tombstones_and_keep_their_sessions(store: Store) -> None:
+    """A deleted thread's tombstone keeps the ids of the sessions that were its (and no title:
+    that is its text), so what is left of them can be found later (``liminal doctor``, ``liminal
+    threads purge``: ``liminal.kernel.owned``); it is in no listing, and hides no other thread."""
+    await store.write(Batch(threads=[ThreadUpdate("t1", 100.0, title="delete me", backing_ids=("t1", "b1")),
+                                     ThreadUpdate("t2", 100.0, title="keep me", backing_ids=("t2",))]))
+    assert await store.deleted_threads() == []
+    await store.delete_thread("t1")
+    await store.write(Batch(threads=[ThreadUpdate("t1", 101.0, cwd="/w", harness="claude", state=DELETED,
+                                                  backing_ids=("t1", "b1", "b2"), by_user=True)]))
+    [tomb] = await store.deleted_threads()
+    assert (tomb.id, tomb.title, tomb.backing_ids, tomb.cwd, tomb.harness) == (
+        "t1", "", ("t1", "b1", "b2"), "/w", "claude")
+    assert [s.thread.id for s in await store.threads(empty=True)] == ["t2"]
+    # A line of one of its sessions stored since under no thread (the CLI wrote the file again
+    # as its process ended), and a tombstone an older liminal wrote without the sessions: a
+    # delete given them takes the line too (``purge``), and leaves the same tombstone.
+    late = SessionRecord(SessionRecord.make_id("b2", 0), "b2", None, 0, "u1", "last-prompt", None, None, (),
+                         "the needle in a late line", b"{}")
+    await store.write(Batch(session_records=[late]))
+    assert await store.session_records("b2") != []
+    await store.delete_thread("t1", ("t1", "b1", "b2"))
+    assert await store.session_records("b2") == [] and await store.deleted_threads() == []
+    await store.write(Batch(threads=[ThreadUpdate("t1", 102.0, state=DELETED, backing_ids=tomb.backing_ids,
+                                                  by_user=True)]))
+    assert [t.backing_ids for t in await store.deleted_threads()] == [("t1", "b1", "b2")]
+
+
 async def test_a_title_the_user_gave_outlives_the_agents_titles(store: Store) -> None:
     await store.write(Batch(threads=[ThreadUpdate("t1", 100.0, title="agent's first title")]))
     await store.write(Batch(threads=[ThreadUpdate("t1", 101.0, title="Mine", named=True)]))

@@ -4,17 +4,21 @@ CLIs: ``tests/acceptance/test_delete.py``."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import orjson
+import pytest
 
 from liminal.config import GradientSettings
 from liminal.harness.claude.live import ClaudeSessions
 from liminal.harness.codex.live import CodexSessions
-from liminal.kernel.delete import advertise, lineage
+from liminal.kernel.delete import advertise
 from liminal.kernel.journal import SwapJournal, SwapRecord
+from liminal.kernel.owned import claimed, whose
 from tests.unit.test_router import from_agent, from_client, make
 
+pytestmark = pytest.mark.anyio
 THREAD = "11111111-1111-4111-8111-111111111111"
 MOVED = "22222222-2222-4222-8222-222222222222"
 OTHER = "33333333-3333-4333-8333-333333333333"
@@ -48,7 +52,7 @@ def test_a_result_hook_amends_the_agents_answer_and_the_taps_keep_what_it_sent()
     assert out.to_client == [new] and out.problems
 
 
-def test_the_lineage_is_every_session_the_thread_was_on(tmp_path: Path) -> None:
+async def test_the_lineage_is_every_session_the_thread_was_on(tmp_path: Path) -> None:
     journal = SwapJournal(tmp_path / "swaps.jsonl")
     journal.append(SwapRecord(thread_id=THREAD, old_backing_id=THREAD, new_backing_id=MOVED,
                               outcome="committed", reason="test", started_at=1.0, duration_s=0.1,
@@ -56,19 +60,38 @@ def test_the_lineage_is_every_session_the_thread_was_on(tmp_path: Path) -> None:
     journal.append(SwapRecord(thread_id=OTHER, old_backing_id=OTHER, new_backing_id="x",
                               outcome="committed", reason="test", started_at=1.0, duration_s=0.1,
                               tokens_before=None, tokens_after=None))
-    assert lineage(THREAD, journal, (THREAD,), MOVED) == [THREAD, MOVED]
+    found = await whose(THREAD, None, journal, await claimed(None, journal), now=MOVED)
+    assert found.sessions == (THREAD, MOVED)
+    # Another thread's sessions are never this one's, whatever names them.
+    journal.append(SwapRecord(thread_id=OTHER, old_backing_id=MOVED, new_backing_id=None,
+                              outcome="failed", reason="test", started_at=2.0, duration_s=0.1,
+                              tokens_before=None, tokens_after=None))
+    journal.append(SwapRecord(thread_id=THREAD, old_backing_id=MOVED, new_backing_id=OTHER,
+                              outcome="begin", reason="test", started_at=3.0, duration_s=0.1,
+                              tokens_before=None, tokens_after=None))
+    found = await whose(THREAD, None, journal, await claimed(None, journal))
+    assert found.sessions == (THREAD, MOVED)
 
 
 def test_each_harness_removes_every_file_of_a_session_and_no_other(tmp_path: Path) -> None:
     env = {"CLAUDE_CONFIG_DIR": str(tmp_path / "claude"), "CODEX_HOME": str(tmp_path / "codex"),
            "HOME": str(tmp_path)}
-    project = tmp_path / "claude" / "projects" / "-w"
-    (project / THREAD / "subagents").mkdir(parents=True)
-    for name in (f"{THREAD}.jsonl", f"{OTHER}.jsonl", f"{THREAD}/subagents/a.jsonl"):
-        (project / name).write_text("{}\n")
+    claude_dir = tmp_path / "claude"
+    project = claude_dir / "projects" / "-w"
+    for session in (THREAD, OTHER):  # what Claude Code keeps of a session, by its id
+        for folder in (project / session / "subagents", claude_dir / "session-env" / session,
+                       claude_dir / "file-history" / session, claude_dir / "todos", claude_dir / "debug"):
+            folder.mkdir(parents=True, exist_ok=True)
+        for name in (f"projects/-w/{session}.jsonl", f"projects/-w/{session}/subagents/a.jsonl",
+                     f"file-history/{session}/abc@v1", f"todos/{session}-agent-{session}.json",
+                     f"debug/{session}.txt"):
+            (claude_dir / name).write_text("{}\n")
     claude = ClaudeSessions(GradientSettings(), env=env)
-    assert len(claude.remove(THREAD, "/w")) == 2
-    assert sorted(p.name for p in project.iterdir()) == [f"{OTHER}.jsonl"]
+    assert len(claude.files(THREAD, "/w")) == 6
+    assert len(claude.remove(THREAD, "/w")) == 6
+    assert claude.files(THREAD, "/w") == []
+    left = sorted(str(p.relative_to(claude_dir)) for p in claude_dir.rglob("*") if p.is_file())
+    assert left and all(OTHER in name for name in left) and len(left) == 5, left
     assert claude.remove("../../etc", "/w") == []  # not a session id: never a path
 
     day = tmp_path / "codex" / "sessions" / "2026" / "11" / "26"
@@ -77,7 +100,67 @@ def test_each_harness_removes_every_file_of_a_session_and_no_other(tmp_path: Pat
     archive.mkdir(parents=True)
     for folder, session in ((day, THREAD), (archive, THREAD), (day, OTHER)):
         (folder / f"rollout-2026-11-26T10-00-00-{session}.jsonl").write_text("{}\n")
+    # Codex's databases: what they keep of the thread (its title, its history's items) goes too.
+    import sqlite3
+
+    for name, schema in (("state_5.sqlite", "CREATE TABLE threads (id TEXT PRIMARY KEY, title TEXT);"
+                                            "CREATE TABLE thread_read_receipts (thread_id TEXT);"),
+                         ("thread_history_1.sqlite", "CREATE TABLE thread_items (thread_id TEXT, item_json TEXT);")):
+        with contextlib.closing(sqlite3.connect(tmp_path / "codex" / name)) as db, db:
+            db.executescript(schema)
+            for session in (THREAD, OTHER):
+                table = "threads" if name.startswith("state") else "thread_items"
+                db.execute(f"INSERT INTO {table} VALUES (?, ?)", (session, f"words of {session}"))
+                if table == "threads":
+                    db.execute("INSERT INTO thread_read_receipts VALUES (?)", (session,))
     codex = CodexSessions(GradientSettings(), env=env)
+    assert len(codex.files(THREAD, None)) == 2
     assert len(codex.remove(THREAD, None)) == 2
     assert [p.name for p in day.iterdir()] == [f"rollout-2026-11-26T10-00-00-{OTHER}.jsonl"]
     assert list(archive.iterdir()) == []
+    for name, table in (("state_5.sqlite", "threads"), ("state_5.sqlite", "thread_read_receipts"),
+                        ("thread_history_1.sqlite", "thread_items")):
+        with contextlib.closing(sqlite3.connect(tmp_path / "codex" / name)) as db:
+            column = "id" if table == "threads" else "thread_id"
+            assert [r[0] for r in db.execute(f"SELECT {column} FROM {table}")] == [OTHER], (name, table)
+
+
+def _record(thread: str, old: str, new: str | None, at: float) -> SwapRecord:
+    return SwapRecord(thread_id=thread, old_backing_id=old, new_backing_id=new, outcome="committed",
+                      reason="test", started_at=at, duration_s=0.1, tokens_before=None, tokens_after=None,
+                      zone=[{"key": "k", "kind": "passage", "score": 1.0, "text": "the deleted thread's words"}])
+
+
+def test_the_journal_forgets_a_thread_and_loses_no_line_appended_meanwhile(tmp_path: Path) -> None:
+    """A deleted thread's journal lines hold its text (what its rewrites placed in their dynamic
+    zone): they go, the file written anew; two liminals on the home append meanwhile (two
+    journals on one file, each its own lock) and none of their lines is lost, and a reader that
+    follows the file by its offset reads it again."""
+    import threading
+
+    path = tmp_path / "swaps.jsonl"
+    writer, deleter, reader = SwapJournal(path), SwapJournal(path), SwapJournal(path)
+    writer.append(_record(THREAD, THREAD, MOVED, 1.0))
+    assert reader.current(THREAD) == (MOVED, [MOVED])
+    done = threading.Event()
+
+    def append() -> None:
+        for n in range(300):
+            writer.append(_record(OTHER, OTHER, str(n), 2.0 + n))
+        done.set()
+
+    appender = threading.Thread(target=append)
+    appender.start()
+    forgotten = 0
+    while not done.is_set():
+        deleter.append(_record(THREAD, THREAD, MOVED, 1.0))
+        forgotten += deleter.forget(THREAD)
+    appender.join()
+    forgotten += deleter.forget(THREAD)
+    assert forgotten >= 2
+    assert [r.new_backing_id for r in reader.records()] == [str(n) for n in range(300)]
+    assert all(r.thread_id == OTHER for r in reader.records())
+    assert reader.current(THREAD) == (None, [])
+    assert reader.current(OTHER)[0] == "299"
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    assert deleter.forget(THREAD) == 0

@@ -44,7 +44,7 @@ class _Store:
             await anyio.sleep_forever()
         if self.fail:
             raise ConnectionError("the store is down")
-        return SimpleNamespace(backing_ids=self.lineage) if self.lineage else None
+        return SimpleNamespace(backing_ids=self.lineage, state="active") if self.lineage else None
 
     async def messages(self, thread: str, **kwargs: Any) -> list[Any]:
         return []

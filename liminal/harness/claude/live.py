@@ -167,26 +167,33 @@ class ClaudeSessions:
         for temp in rewritten.path.parent.glob(f".{rewritten.path.name}.*.tmp"):
             temp.unlink(missing_ok=True)
 
-    def remove(self, backing_id: str, cwd: str | None) -> list[Path]:
-        """The session's ``<id>.jsonl`` in every project folder it is in, and the ``<id>/``
-        folder Claude Code keeps beside it (a subagent's transcripts, tool results it put aside),
-        and what a cut-short atomic write left of it."""
+    def files(self, backing_id: str, cwd: str | None) -> list[Path]:
+        """The session's ``<id>.jsonl`` in every project folder it is in, the ``<id>/`` folder
+        Claude Code keeps beside it (a subagent's transcripts, tool results it put aside), and
+        what a cut-short atomic write left of it; and what Claude Code keeps of the session
+        elsewhere in its folder, by the session's id: ``session-env/<id>/`` (seen),
+        ``file-history/<id>/`` (the files its edits changed, as they were), ``todos/<id>-agent-
+        *.json`` and ``debug/<id>.txt`` (named so in 2.1.44 and 2.1.316)."""
         if not is_session_id(backing_id):
             return []
-        gone: list[Path] = []
-        projects = config_dir(self.env) / "projects"
-        if not projects.is_dir():
-            return gone
-        for folder in projects.iterdir():
-            candidates = [folder / f"{backing_id}.jsonl", *folder.glob(f".{backing_id}.jsonl.*.tmp")]
-            for path in candidates:
-                if path.is_file() and not path.is_symlink():
-                    path.unlink(missing_ok=True)
-                    gone.append(path)
-            beside = folder / backing_id
-            if beside.is_dir() and not beside.is_symlink():
-                shutil.rmtree(beside, ignore_errors=True)
-                gone.append(beside)
+        root = config_dir(self.env)
+        found: list[Path] = []
+        projects = root / "projects"
+        for folder in projects.iterdir() if projects.is_dir() else ():
+            found += [folder / f"{backing_id}.jsonl", *folder.glob(f".{backing_id}.jsonl.*.tmp"),
+                      folder / backing_id]
+        found += [root / "session-env" / backing_id, root / "file-history" / backing_id,
+                  root / "debug" / f"{backing_id}.txt",
+                  *(root / "todos").glob(f"{backing_id}-agent-*.json")]
+        return [path for path in found if path.exists() and not path.is_symlink()]
+
+    def remove(self, backing_id: str, cwd: str | None) -> list[Path]:
+        gone = self.files(backing_id, cwd)
+        for path in gone:
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
         return gone
 
     def adopted(self, rewritten: Rewritten) -> None:

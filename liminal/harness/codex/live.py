@@ -31,6 +31,7 @@ from liminal.harness.codex.rollout import (
     RolloutError,
     codex_home,
     find,
+    forget_rows,
     is_context_message,
     last_token_count,
     new_path,
@@ -220,22 +221,28 @@ class CodexSessions:
         self._targets.pop(rewritten.new_id, None)
         self._name_from.pop(rewritten.new_id, None)
 
-    def remove(self, backing_id: str, cwd: str | None) -> list[Path]:
+    def files(self, backing_id: str, cwd: str | None) -> list[Path]:
         """Every rollout of the session: under ``sessions/`` (any day) and ``archived_sessions/``
         (where codex-acp's own ``session/delete`` moves it), and a cut-short write's temp file."""
-        self._found.pop(backing_id, None)
         if not is_session_id(backing_id):
             return []
         home = codex_home(self.env)
-        gone: list[Path] = []
         pattern = f"rollout-*-{backing_id}.jsonl"
+        found: list[Path] = []
         for folder in (home / "sessions", home / "archived_sessions"):
-            if not folder.is_dir():
-                continue
-            for path in [*folder.rglob(pattern), *folder.rglob(f".{pattern}.*.tmp")]:
-                if path.is_file() and not path.is_symlink():
-                    path.unlink(missing_ok=True)
-                    gone.append(path)
+            if folder.is_dir():
+                found += [path for path in [*folder.rglob(pattern), *folder.rglob(f".{pattern}.*.tmp")]
+                          if path.is_file() and not path.is_symlink()]
+        return found
+
+    def remove(self, backing_id: str, cwd: str | None) -> list[Path]:
+        """The rollouts (``files``), and the rows Codex's databases keep of the thread
+        (``rollout.forget_rows``: its title, its first prompt, 0.166's copy of every item)."""
+        self._found.pop(backing_id, None)
+        gone = self.files(backing_id, cwd)
+        for path in gone:
+            path.unlink(missing_ok=True)
+        forget_rows(backing_id, self.env)
         return gone
 
     def adopted(self, rewritten: Rewritten) -> None:

@@ -24,8 +24,11 @@ from typing import Any
 
 import orjson
 
+from liminal import log
 from liminal.gradient.zone import ZONE_INTRO
 from liminal.sessionfiles import is_session_id, open_regular
+
+logger = log.get("liminal.harness.codex")
 
 _NAME = re.compile(r"rollout-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-(?P<id>[0-9a-fA-F-]{36})\.jsonl")
 # Messages Codex injects as context (permissions, environment, AGENTS.md), not the user's words;
@@ -111,6 +114,45 @@ def recorded_path(session_id: str, env: Mapping[str, str] | None = None) -> Path
                 and ".." not in path.parts:
             return path
     return None
+
+
+def forget_rows(session_id: str, env: Mapping[str, str] | None = None) -> int:
+    """Remove what Codex's own databases keep of the thread ``session_id`` (a deleted one): in
+    every ``$CODEX_HOME/<name>_<n>.sqlite``, the rows of each table whose ``thread_id`` names it,
+    then its ``threads`` row (0.166: ``state_5`` has its title and first prompt,
+    ``thread_history_1`` every item of it, ``logs_2``, ``memories_1``, ``goals_1``, ``queue_1``
+    their rows of it); how many rows went. Left, a row names a rollout that is gone: Codex's
+    picker lists it, and a resume says so ("state db returned stale rollout path"). Each
+    database in one transaction, waiting a little for Codex's own writer; one that cannot be
+    written is left as it is (said in the log)."""
+    if not is_session_id(session_id):
+        return 0
+    removed = 0
+    for database in sorted(codex_home(env).glob("*_*.sqlite")):
+        if database.is_symlink() or not database.is_file():
+            continue
+        try:
+            with contextlib.closing(sqlite3.connect(database, timeout=5, isolation_level=None)) as db:
+                tables = [name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+                          if not name.startswith("sqlite_")]
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    for table in tables:  # the rows naming it first, then the thread they name
+                        quoted = '"' + table.replace('"', '""') + '"'
+                        columns = {row[1] for row in db.execute(f"PRAGMA table_info({quoted})")}
+                        if "thread_id" in columns:
+                            removed += db.execute(f"DELETE FROM {quoted} WHERE thread_id = ?",
+                                                  (session_id,)).rowcount
+                    if "threads" in tables:
+                        removed += db.execute("DELETE FROM threads WHERE id = ?", (session_id,)).rowcount
+                    db.execute("COMMIT")
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+        except sqlite3.Error as exc:
+            logger.warning("a deleted thread's rows not removed from Codex's database",
+                           database=database.name, error=str(exc))
+    return removed
 
 
 def new_path(beside: Path, session_id: str, now: float | None = None) -> Path:
