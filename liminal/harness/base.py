@@ -127,6 +127,10 @@ class SessionHarness(Protocol):
         empty, before its ``session/new``; removed with it after), so that it offers the model
         no tool where ``side_params`` cannot say so."""
 
+    def side_prompt(self, text: str) -> list[dict[str, Any]]:
+        """The content blocks of a side session's prompt holding liminal's request ``text``, as
+        this CLI's adapter should be given it (ACP ``ContentBlock``s)."""
+
     def forget(self, session_id: str, cwd: str) -> None:
         """Remove every file the CLI keeps of a session liminal opened for itself in the folder
         ``cwd`` (a side session: ``liminal.kernel.summaries``), so that no list shows it."""
@@ -298,6 +302,9 @@ class HarnessChoice:
 
     def prepare_side(self, folder: Path) -> None:
         self.current.prepare_side(folder)
+
+    def side_prompt(self, text: str) -> list[dict[str, Any]]:
+        return self.current.side_prompt(text)
 
     def discard(self, rewritten: Rewritten) -> None:
         self.current.discard(rewritten)

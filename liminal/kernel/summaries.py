@@ -121,6 +121,7 @@ class SideSummaries(Component):
         # (its last prompt, its cost) again when it ends it, after the close was answered, so
         # its files are removed once more when the agent has gone (``aclose``).
         self._opened: list[tuple[str, Path]] = []
+        self._prompting: str | None = None  # the side session whose prompt is unanswered
         model.on_turn_end.append(self._turn_ended)
         model.on_quiet.append(self._quiet)
 
@@ -391,9 +392,11 @@ class SideSummaries(Component):
             await process.request("authenticate", self.model.authenticate, timeout=timeout)
 
     async def _prompt(self, agent: Port | AgentProcess, session: str, text: str) -> str:
+        self._prompting = session
         ended = await agent.request("session/prompt", {"sessionId": session,
-                                                       "prompt": [{"type": "text", "text": text}]},
+                                                       "prompt": self.harness.side_prompt(text)},
                                     timeout=PROMPT_SECONDS, private=True)
+        self._prompting = None
         answer = text_of(agent.take_side(session))
         if not answer:
             logger.info("the side session answered no text", stop=(ended or {}).get("stopReason"))
@@ -404,6 +407,11 @@ class SideSummaries(Component):
         if process is not None:
             port.discard_agent(process)  # its process group, the session's CLI process with it
         elif session is not None:
+            if self._prompting == session and port.agent_alive:
+                # Given up mid-turn (liminal stops, a timeout): the turn is ended before the
+                # session is closed and its files removed, or the CLI goes on writing to a
+                # rollout that is gone (Codex: "reconcile_rollout extraction failed").
+                port.notify_agent("session/cancel", {"sessionId": session})
             if self._agent_closes() and port.agent_alive:
                 try:
                     await port.request("session/close", {"sessionId": session},
@@ -411,6 +419,7 @@ class SideSummaries(Component):
                 except Exception as exc:  # left open: memory, not a session anyone sees
                     logger.info("side session not closed", session=session, error=str(exc))
             port.end_side(session)
+        self._prompting = None
         if session is not None:
             try:
                 await anyio.to_thread.run_sync(self.harness.forget, session, str(folder))

@@ -29,7 +29,7 @@ from liminal.kernel.summaries import AnchorNotWritten, SideSummaries, side_root
 from liminal.kernel.threads import ThreadModel, ThreadState
 from liminal.store.configured import open_store
 from liminal.store.records import SUMMARY_THREAD
-from tests.support.fakeport import FakePort
+from tests.support.fakeport import UNANSWERED, FakePort
 
 pytestmark = pytest.mark.anyio
 THREAD = "11111111-1111-4111-8111-111111111111"
@@ -59,6 +59,9 @@ class Harness:
     def prepare_side(self, folder: Path) -> None:
         (folder / "settings").write_text("no tools")
         self.prepared.append(folder)
+
+    def side_prompt(self, text: str) -> list[dict[str, Any]]:
+        return [{"type": "text", "text": text}]
 
     def digests(self, path: Path) -> list[TurnDigest]:
         return TURNS + LATER
@@ -256,6 +259,51 @@ async def test_a_side_process_that_fails_to_start_costs_the_summary_only(tmp_pat
     await summaries.aclose()
     assert len(port.started) == 1 and port.discarded == port.started
     assert summaries.summarizer(THREAD) is None and port.to_agent == []
+
+
+async def test_a_side_session_given_up_mid_turn_is_cancelled_before_it_is_closed(tmp_path: Path) -> None:
+    """liminal stops while the model writes a summary: the side session's turn is cancelled,
+    then the session closed and its files removed, so the CLI writes no more to them; the cancel
+    is liminal's alone (no tap sees it)."""
+    asked: list[tuple[str, dict[str, Any]]] = []
+    summaries, _, harness = await made(tmp_path, asked, context=8_000)
+    inner = agent([], asked)
+
+    prompted = anyio.Event()
+
+    def answer(method: str, params: dict[str, Any]) -> Any:
+        if method == "session/prompt":
+            asked.append((method, params))
+            prompted.set()
+            return UNANSWERED
+        return inner(method, params)
+
+    tapped: list[Any] = []
+    port = FakePort(answer=answer)
+    take = port.router.take
+
+    def taking() -> Any:
+        out = take()
+        tapped.extend(out.events)
+        return out
+
+    port.router.take = taking  # type: ignore[method-assign]
+    await summaries.prepare(port)
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(summaries.run, port)
+        summaries._turn_ended(THREAD, True)
+        with anyio.fail_after(10):
+            await prompted.wait()
+            await summaries.stopping()
+        tasks.cancel_scope.cancel()
+    await summaries.aclose()
+    sent = [m.get("method") for m in port.to_agent if m.get("method")]
+    assert sent[-2:] == ["session/cancel", "session/close"], sent
+    cancel = next(m for m in port.to_agent if m.get("method") == "session/cancel")
+    assert cancel["params"] == {"sessionId": SIDE}
+    assert (SIDE, asked[0][1]["cwd"]) in harness.forgotten
+    assert summaries.summarizer(THREAD) is None and port.to_client == []
+    assert [e for e in tapped if e.method == "session/cancel"] == []
 
 
 async def test_no_summary_far_from_the_trigger_or_when_turned_off(tmp_path: Path) -> None:

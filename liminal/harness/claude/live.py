@@ -136,6 +136,9 @@ class ClaudeSessions:
     def prepare_side(self, folder: Path) -> None:
         """Nothing: ``side_params`` says it all."""
 
+    def side_prompt(self, text: str) -> list[dict[str, Any]]:
+        return [{"type": "text", "text": text}]
+
     def forget(self, session_id: str, cwd: str) -> None:
         """The session's file, its folder of large tool results, and the project folder of
         ``cwd`` once nothing else is in it."""

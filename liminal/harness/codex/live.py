@@ -31,6 +31,7 @@ from liminal.harness.codex.rollout import (
     RolloutError,
     codex_home,
     find,
+    forget_thread,
     is_context_message,
     last_token_count,
     new_path,
@@ -85,6 +86,10 @@ enabled = false
 [tools.update_plan]
 enabled = false
 """
+
+
+# What a side session's request is called in its prompt (``CodexSessions.side_prompt``).
+SIDE_REQUEST_URI = "liminal:summary-request"
 
 
 class CodexSessions:
@@ -198,15 +203,28 @@ class CodexSessions:
         make_private_folder(folder / ".codex")
         write_atomically(folder / ".codex" / "config.toml", (SIDE_CONFIG.encode(),))
 
+    def side_prompt(self, text: str) -> list[dict[str, Any]]:
+        """The request as an embedded resource (both Codex adapters advertise
+        ``embeddedContext`` and give the model its text inside ``<context ref=...>``), not a
+        text block: ``@agentclientprotocol/codex-acp`` titles a new session from its first
+        prompt's text blocks, in a request of its own (11k tokens of Codex's prompt again) and a
+        ``thread/name/set`` on the side thread after its turn, which then finds its rollout
+        removed (Codex's "state db returned stale rollout path" error). With no text block
+        there is no title to write."""
+        return [{"type": "resource", "resource": {"uri": SIDE_REQUEST_URI, "mimeType": "text/plain",
+                                                  "text": text}}]
+
     def forget(self, session_id: str, cwd: str) -> None:
-        """The rollout (Codex files rollouts by date, not by folder: ``cwd`` is not needed)."""
+        """The rollout (Codex files rollouts by date, not by folder: ``cwd`` is not needed),
+        and what Codex's databases keep of the thread (``forget_thread``): a row naming a
+        removed rollout is what Codex reports as stale, and it holds the request's text."""
         path = find(session_id, self.env)
-        if path is None:
-            return
-        path.unlink(missing_ok=True)
-        for temp in path.parent.glob(f".{path.name}.*.tmp"):
-            temp.unlink(missing_ok=True)
+        if path is not None:
+            path.unlink(missing_ok=True)
+            for temp in path.parent.glob(f".{path.name}.*.tmp"):
+                temp.unlink(missing_ok=True)
         self._found.pop(session_id, None)
+        forget_thread(session_id, self.env)
 
     def discard(self, rewritten: Rewritten) -> None:
         rewritten.path.unlink(missing_ok=True)

@@ -113,6 +113,40 @@ def recorded_path(session_id: str, env: Mapping[str, str] | None = None) -> Path
     return None
 
 
+# Codex's SQLite databases that key rows by thread id: the state database (``threads``, by
+# ``id``, and the tables beside it by ``thread_id``) and 0.166's history projection
+# (``thread_turns``, ``thread_items``, ... by ``thread_id``).
+THREAD_DATABASES = ("state_*.sqlite", "thread_history_*.sqlite")
+BUSY_SECONDS = 2.0  # Codex writes these while it runs: a write waits this long for its turn
+
+
+def forget_thread(session_id: str, env: Mapping[str, str] | None = None) -> int:
+    """Delete every row Codex's databases keep of the thread ``session_id`` (its rollout gone):
+    the ``threads`` row, as Codex itself deletes a row whose rollout it finds missing, and the
+    rows keyed by ``thread_id`` (its turns and items as 0.166 projects them, read receipts,
+    tools). A database, table or column Codex does not have is passed over; any failure is
+    too (the rows stay, as before). Returns the rows deleted."""
+    if not is_session_id(session_id):
+        return 0
+    deleted = 0
+    home = codex_home(env)
+    for pattern in THREAD_DATABASES:
+        for database in sorted(home.glob(pattern)):
+            if not database.is_file() or database.is_symlink():
+                continue
+            try:
+                with contextlib.closing(sqlite3.connect(database, timeout=BUSY_SECONDS)) as db, db:
+                    for (table,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+                        columns = {row[1] for row in db.execute(f'PRAGMA table_info("{table}")')}
+                        key = "id" if table == "threads" else "thread_id" if "thread_id" in columns else None
+                        if key is not None and key in columns:
+                            deleted += db.execute(f'DELETE FROM "{table}" WHERE "{key}" = ?',
+                                                  (session_id,)).rowcount
+            except sqlite3.Error:
+                continue
+    return deleted
+
+
 def new_path(beside: Path, session_id: str, now: float | None = None) -> Path:
     """Where Codex itself would put a rollout of ``session_id`` started ``now``: under the
     ``sessions`` folder of the CODEX_HOME ``beside`` belongs to, in today's local date."""
