@@ -91,6 +91,13 @@ class SessionHarness(Protocol):
 
     def context_tokens(self, path: Path) -> int | None: ...
 
+    def first_context_tokens(self, path: Path) -> int | None:
+        """The context at the end of the session's first turn, as the usage its file records
+        says (None: none recorded): the CLI's own prompt and a first exchange, what the cost
+        policy takes for the CLI's own prompt when it sees a new thread's first turn end
+        (``Pace.overhead``). A thread a new liminal opens has it read from its first session
+        (``liminal.kernel.recalibrate``)."""
+
     def cache_life(self, path: Path) -> float | None:
         """How long the model's prompt cache of this session lives unused, as the CLI's own
         records of its last model calls say (seconds), or None: they do not say."""
@@ -272,6 +279,9 @@ class HarnessChoice:
 
     def context_tokens(self, path: Path) -> int | None:
         return self.current.context_tokens(path)
+
+    def first_context_tokens(self, path: Path) -> int | None:
+        return self.current.first_context_tokens(path)
 
     def cache_life(self, path: Path) -> float | None:
         return self.current.cache_life(path)

@@ -123,6 +123,11 @@ class CodexSessions:
     def context_tokens(self, path: Path) -> int | None:
         return last_token_count(tail_from(path, lambda line: line.is_event("token_count")))
 
+    def first_context_tokens(self, path: Path) -> int | None:
+        """The first turn's last ``token_count`` (the context its last model request had)."""
+        turns = read_rollout(path).turns
+        return last_token_count(turns[0].lines) if turns else None
+
     def cache_life(self, path: Path) -> float | None:
         """None: a rollout's usage (``token_count``, 0.166's ``token_usage_record``) counts
         cached and cache-written tokens but never says how long the cache lives, and Codex asks
