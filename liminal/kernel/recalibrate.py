@@ -13,7 +13,10 @@ rewrite. They outlive the process where the swaps are kept:
   ``tokens_after``), given to ``CostPolicy.rewritten`` again, in order, as when they were made;
 - the CLI's own prompt, as the policy took it at the thread's first turn end: the context
   there, which the thread's first session file records (``SessionHarness.first_context_tokens``;
-  liminal never rewrites that file, a swap writes another).
+  liminal never rewrites that file, a swap writes another);
+- how long the thread's prompt cache lives, as its current session file's records say
+  (``SessionHarness.cache_life``), which the swap manager would otherwise look for only when a
+  swap is decided.
 
 Off the flush that told of the open: the journal and the file are read in a worker thread, by
 this component's task, once per thread; what this process has learned itself is never replaced.
@@ -43,12 +46,14 @@ def rewrites(records: list[SwapRecord]) -> list[SwapRecord]:
             and r.outcome in ("committed", "skipped") and r.tokens_after is not None]
 
 
-def restore(policy: CostPolicy, pace: Pace, records: list[SwapRecord], own_prompt: int | None) -> bool:
-    """What ``records`` (the thread's, oldest first) and ``own_prompt`` (its first turn end's
-    context) say, into a ``pace`` that does not know it yet, in the order this process would
-    have learned it: the CLI's prompt first, then each rewrite (the floor is the last committed
-    one's, the back-off the last one's). True if anything was learned."""
-    learned = False
+def restore(policy: CostPolicy, pace: Pace, records: list[SwapRecord], own_prompt: int | None,
+            cache_life: float | None = None) -> bool:
+    """What ``records`` (the thread's, oldest first), ``own_prompt`` (its first turn end's
+    context) and ``cache_life`` (what the CLI's records say of its prompt cache) say, into a
+    ``pace`` that does not know it yet: the cache's life first (it sets the recent band each
+    rewrite was measured with), the CLI's prompt, then each rewrite (the floor is the last
+    committed one's, the back-off the last one's). True if anything was learned."""
+    learned = pace.cache_life is None and policy.learned(pace, cache_life)
     if own_prompt is not None and pace.overhead is None:
         pace.overhead = own_prompt
         learned = True
@@ -128,7 +133,9 @@ class Recalibrator(Component):
         # The thread's first session: its id is the thread's (a swap moves it to others).
         first = await anyio.to_thread.run_sync(self.harness.locate, thread, state.cwd)
         own = None if first is None else await anyio.to_thread.run_sync(self.harness.first_context_tokens, first)
-        if restore(self.policy, state.pace, records, own):
+        now = await anyio.to_thread.run_sync(self.harness.locate, port.backing_of(thread), state.cwd)
+        life = None if now is None else await anyio.to_thread.run_sync(self.harness.cache_life, now)
+        if restore(self.policy, state.pace, records, own, life):
             self.restored += 1
             logger.info("thread's pace restored", thread=thread, own_prompt=state.pace.overhead,
                         floor=state.pace.floor, landed=state.pace.landed,

@@ -46,6 +46,10 @@ def test_the_pace_is_learned_again_as_the_process_that_swapped_learned_it() -> N
     assert cost.trigger(fresh) == cost.trigger(live) > 20_000 and cost.target(fresh) == 14_100
     # What a process learned itself stays: a thread it started, or one it has swapped since.
     assert not restore(cost, live, RECORDS, 99_999) and live.overhead == 12_436
+    # The cache's life first: an hour's sets the smaller recent band the floors were measured at.
+    hour = Pace()
+    assert restore(cost, hour, RECORDS, 12_436, 3600.0)
+    assert hour.cache_life == 3600.0 and hour.floor == 14_100
     assert not restore(policy(), Pace(), [], None)
 
 
@@ -60,6 +64,9 @@ class Harness:
 
     def first_context_tokens(self, path: Path) -> int | None:
         return 12_436
+
+    def cache_life(self, path: Path) -> float | None:
+        return 300.0
 
 
 @pytest.mark.anyio
@@ -84,5 +91,7 @@ async def test_a_thread_opened_by_load_has_its_pace_read_off_the_flush(tmp_path:
         model.on_opened[0](THREAD, "session/load", 2, False)  # opened again: read once
         tasks.cancel_scope.cancel()
     assert recalibrator.attempts == recalibrator.restored == 1
-    assert harness.located == [THREAD]  # the thread's first session: its id is the thread's
+    # The thread's first session (its id is the thread's), then the one it is on now.
+    assert harness.located == [THREAD, port.backing_of(THREAD)]
     assert (state.pace.overhead, state.pace.floor, state.pace.landed) == (12_436, 14_100, 13_600)
+    assert state.pace.cache_life == 300.0
