@@ -18,8 +18,10 @@ between turn ends. Prints one line per turn and a Markdown table (docs/benchmark
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import statistics
 import sys
 import tempfile
 import threading
@@ -52,6 +54,7 @@ class Result:
     summaries: int
     recycles: int
     seconds: float
+    summary_seconds: list[float]  # each summary's, from its request to its answer (liminal's log)
 
 
 class Poller:
@@ -88,13 +91,15 @@ def measure(swaps: int, summaries: bool) -> Result:
             seconds = time.monotonic() - t0
             run.client.close()
             made = summaries_made(rig)
-            recycles = (rig.home.logs / "stderr-liminal.log").read_text(errors="replace").count(
-                '"sessions moved to a fresh agent process"')
+            log = (rig.home.logs / "stderr-liminal.log").read_text(errors="replace")
+            recycles = log.count('"sessions moved to a fresh agent process"')
+            took = [float(json.loads(line)["seconds"]) for line in log.splitlines()
+                    if '"summary made"' in line and line.startswith("{")]
         finally:
             poller.stop.set()
             watcher.join()
             rig.stop()
-    return Result(run.samples, poller.claude, poller.side, poller.rss_kib, made, recycles, seconds)
+    return Result(run.samples, poller.claude, poller.side, poller.rss_kib, made, recycles, seconds, took)
 
 
 def main() -> int:
@@ -137,6 +142,9 @@ def main() -> int:
     print("| peak, every 0.25 s | " + " | ".join(
         f"{r.polled_claude} ({r.polled_side}), {r.polled_rss_kib / 1024:,.0f} MB" for r in results.values()) + " |")
     print("| summaries, recycles | " + " | ".join(f"{r.summaries}, {r.recycles}" for r in results.values()) + " |")
+    print("| a summary took (median, max) | " + " | ".join(
+        f"{statistics.median(r.summary_seconds):.1f} s, {max(r.summary_seconds):.1f} s" if r.summary_seconds else "-"
+        for r in results.values()) + " |")
     return 0
 
 

@@ -234,10 +234,12 @@ def cwd_of(pid: int) -> str:
 def count(client: AcpClient, side_root: Path, swaps: int) -> tuple[Census, set[int]]:
     """What runs now; and the process groups holding a thread's Claude Code processes."""
     found = descendants(client.proc.pid)
-    claude = [p for p in found if p.cmdline.split(" ")[0] == "claude"]
+    adapters = [p for p in found if p.cmdline.startswith("node ") and "claude-code-acp" in p.cmdline]
+    # The adapters' children (what Claude Code forks is named ``claude`` too until it runs).
+    started = {p.pid for p in adapters}
+    claude = [p for p in found if p.ppid in started and p.cmdline.split(" ")[0] == "claude"]
     side = [p for p in claude if cwd_of(p.pid).startswith(f"{side_root}/")]
     threads = [p for p in claude if p not in side]
-    adapters = [p for p in found if p.cmdline.startswith("node ") and "claude-code-acp" in p.cmdline]
     census = Census(swaps, len(threads), len(side), len(adapters), sum(p.rss_kib for p in found))
     return census, {p.pgrp for p in threads}
 

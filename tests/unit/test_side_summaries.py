@@ -109,6 +109,17 @@ async def made(tmp_path: Path, asked: list[tuple[str, dict[str, Any]]],
     return summaries, port, harness
 
 
+async def one_summary(summaries: SideSummaries, port: FakePort) -> None:
+    """A turn end past ``summary_at``, its side session run to its end, the component closed."""
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(summaries.run, port)
+        summaries._turn_ended(THREAD, True)
+        with anyio.fail_after(10):
+            await summaries.wait_for(1)
+        tasks.cancel_scope.cancel()
+    await summaries.aclose()
+
+
 async def test_a_swap_coming_has_the_oldest_turns_summarised_in_a_side_session(tmp_path: Path) -> None:
     asked: list[tuple[str, dict[str, Any]]] = []
     summaries, port, harness = await made(tmp_path, asked, context=8_000)
@@ -152,13 +163,7 @@ async def test_a_swap_coming_has_the_oldest_turns_summarised_in_a_side_session(t
     # The next liminal reads it from the store and does not ask again.
     again: list[tuple[str, dict[str, Any]]] = []
     later, port2, _ = await made(tmp_path, again, context=8_000)
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(later.run, port2)
-        later._turn_ended(THREAD, True)
-        with anyio.fail_after(10):
-            await later.wait_for(1)
-        tasks.cancel_scope.cancel()
-    await later.aclose()
+    await one_summary(later, port2)
     assert again == [] and later.anchor(THREAD) == "Goal: the port moves to 8080"
 
 
@@ -213,13 +218,7 @@ async def test_an_agent_that_cannot_close_a_session_has_each_side_session_in_a_p
     summaries.model.capabilities = {"sessionCapabilities": {"resume": {}}}
     summaries.model.initialize = {"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": True}}}
     summaries.model.authenticate = {"methodId": "key"}
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(summaries.run, port)
-        summaries._turn_ended(THREAD, True)
-        with anyio.fail_after(10):
-            await summaries.wait_for(1)
-        tasks.cancel_scope.cancel()
-    await summaries.aclose()
+    await one_summary(summaries, port)
     assert [m for m, _ in asked] == ["initialize", "authenticate", "session/new", "session/prompt"]
     assert asked[0][1] == summaries.model.initialize and asked[1][1] == {"methodId": "key"}
     assert on_the_agent == [] and port.to_agent == [] and port.to_client == []
@@ -250,13 +249,7 @@ async def test_a_side_process_that_fails_to_start_costs_the_summary_only(tmp_pat
         return process
 
     port.start_agent = refused  # type: ignore[method-assign]
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(summaries.run, port)
-        summaries._turn_ended(THREAD, True)
-        with anyio.fail_after(10):
-            await summaries.wait_for(1)
-        tasks.cancel_scope.cancel()
-    await summaries.aclose()
+    await one_summary(summaries, port)
     assert len(port.started) == 1 and port.discarded == port.started
     assert summaries.summarizer(THREAD) is None and port.to_agent == []
 
@@ -380,13 +373,7 @@ async def test_past_their_room_the_oldest_summaries_are_folded_in_a_side_session
 
     summaries, port = await folding(tmp_path, asked, model)
     box.append(summaries)
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(summaries.run, port)
-        summaries._turn_ended(THREAD, True)
-        with anyio.fail_after(10):
-            await summaries.wait_for(1)
-        tasks.cancel_scope.cancel()
-    await summaries.aclose()
+    await one_summary(summaries, port)
     prompts = [p["prompt"][0]["text"] for m, p in asked if m == "session/prompt"]
     assert len(prompts) == 2 and FOLD_REQUEST in prompts[1]  # the range, then the fold
     assert all(f"OLDER SUMMARY {n}" in prompts[1] for n in range(3)) and "MODEL SUMMARY" not in prompts[1]
