@@ -97,10 +97,10 @@ class CodexSessions:
     # Codex compacts on its own near 90% of the model's window (258,400 tokens for the GPT-5
     # family it reports in ``task_started``); a thread held below it never meets that.
     ceiling_tokens = 230_000
-    # A side session's own prompt (issue 24), measured with the rig (docs/gradient.md): Codex's
-    # instructions and tools (9.4k tokens with codex-acp 0.16; 10.7k with the app server behind
-    # codex-acp 2.6, which sends them again in a title request, 11.0k).
-    side_session_tokens = 21_700
+    # A side session's own prompt, measured with the rig (docs/gradient.md): Codex's
+    # instructions and tools, 9.4k tokens with codex-acp 0.16 and 8.6k with codex-acp 2.6 in the
+    # side folder's config (which asks for no title of it: ``side_prompt``).
+    side_session_tokens = 9_500
 
     def __init__(self, settings: GradientSettings, env: Mapping[str, str] | None = None) -> None:
         self.settings = settings
