@@ -107,10 +107,11 @@ def _settle(waiters: dict[str, asyncio.Future[dict[str, Any]]], answers: list[tu
 
 class _PreparedAgent:
     """A process of the agent command liminal prepares before it becomes the agent (the
-    recycle, the agent restart: ``Port.start_agent``). Its lines go through a router of its
-    own, which does not tap: liminal's requests and their answers take the same path as to
-    the agent (``ask``); what it says besides (replays, command lists) is dropped; a request
-    of its own to the client fails it."""
+    recycle, the agent restart: ``Port.start_agent``), or runs a side session in. Its lines go
+    through a router of its own, which does not tap: liminal's requests and their answers take
+    the same path as to the agent (``ask``), a side session's words are kept and its requests
+    refused (rule 11); what it says besides (replays, command lists) is dropped; a request of
+    its own to the client fails it."""
 
     def __init__(self, leg: AgentLeg, max_frame_bytes: int) -> None:
         self.leg = leg
@@ -161,10 +162,14 @@ class _PreparedAgent:
         return bytes(self._buffer)
 
     async def request(self, method: str, params: Any, *, timeout: float,
-                      thread_id: str | None = None) -> Any:
+                      thread_id: str | None = None, private: bool = False) -> Any:
         if self.failure is not None:
             raise OwnRequestError(method, self.failure)
-        return await ask(self.router, self._waiters, self._flush, method, params, timeout, thread_id)
+        return await ask(self.router, self._waiters, self._flush, method, params, timeout, thread_id,
+                         private)
+
+    def take_side(self, session_id: str) -> list[bytes]:
+        return self.router.take_side(session_id)
 
 
 def with_parts(components: Sequence[Component]) -> list[Component]:

@@ -105,6 +105,12 @@ def components(settings: Settings, config_file: Path | None = None,
     from liminal.kernel.recycle import Recycler
 
     found.append(Recycler(swaps.model, swaps.mover, harness, settings.swap))
+    # A thread this process did not start has its pace learned again from the journal and its file.
+    from liminal.kernel.recalibrate import Recalibrator
+
+    recalibrator = Recalibrator(swaps.model, swaps.policy, journal, harness)
+    commands.recalibrated = recalibrator.settled
+    found.append(recalibrator)
     return found
 
 

@@ -38,9 +38,11 @@ class OwnRequestError(Exception):
 
 class AgentProcess(Protocol):
     """A process of the agent command that liminal prepares before it becomes the agent
-    (``Port.start_agent``): liminal's own requests and their answers, nothing else. What it
-    writes besides the answers (a loaded session's replay, command lists) goes nowhere; a
-    request it makes of the client fails it (the client does not talk to it yet)."""
+    (``Port.start_agent``), or runs a side session in and stops (``liminal.kernel.summaries``):
+    liminal's own requests and their answers, nothing else. What it writes besides the answers
+    (a loaded session's replay, command lists) goes nowhere, a side session's words are kept
+    (``take_side``); a request it makes of the client fails it (the client does not talk to it),
+    one in a side session is refused (the router's rule 11)."""
 
     @property
     def failure(self) -> str | None:
@@ -54,8 +56,11 @@ class AgentProcess(Protocol):
     def pid(self) -> int | None: ...
 
     async def request(self, method: str, params: Any, *, timeout: float,
-                      thread_id: str | None = None) -> Any:
+                      thread_id: str | None = None, private: bool = False) -> Any:
         """As ``Port.request``, to this process."""
+
+    def take_side(self, session_id: str) -> list[bytes]:
+        """As ``Port.take_side``, of this process."""
 
 
 class Port(Protocol):

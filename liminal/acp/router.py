@@ -321,10 +321,12 @@ class Router:
 
     def notify_agent(self, method: str, params: Any, now: float, *, thread_id: str | None = None) -> None:
         """A notification of liminal's own to the agent (``params`` in backing ids): the cancel
-        of a turn that ``session/rewind`` cuts short."""
+        of a turn that ``session/rewind`` cuts short, or of a side session's given up."""
         line = jsonrpc.notification_frame(method, params)
         self._out.to_agent.append(line)
         backing = params.get("sessionId") if isinstance(params, dict) else None
+        if self._side and backing in self._side:
+            return  # rule 11: about a side session (its cancel), never tapped
         thread = thread_id if thread_id is not None else (self.thread_of(backing) if isinstance(backing, str) else None)
         self._tap(Direction.LIMINAL_TO_AGENT, Kind.NOTIFICATION, now, line, None, thread,
                   backing if isinstance(backing, str) else None, method, None)

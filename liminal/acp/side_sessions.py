@@ -10,7 +10,8 @@ the client or the store: it is no thread of the person's. The router opens one w
 - the agent's requests (``session/request_permission``, a file read, a terminal) are answered
   here, refused: a permission with the agent's own reject option (else ``cancelled``),
   anything else with an error. The side session runs no tool, whatever the model asks for;
-- liminal's own requests about it (the prompt holding the person's turns) are not tapped.
+- liminal's own requests and notifications about it (the prompt holding the person's turns,
+  the cancel of a turn given up) are not tapped.
 
 This object only keeps the lines and words the refusals; the router decides where frames go.
 """

@@ -95,6 +95,13 @@ class SessionHarness(Protocol):
 
     def context_tokens(self, path: Path) -> int | None: ...
 
+    def first_context_tokens(self, path: Path) -> int | None:
+        """The context at the end of the session's first turn, as the usage its file records
+        says (None: none recorded): the CLI's own prompt and a first exchange, what the cost
+        policy takes for the CLI's own prompt when it sees a new thread's first turn end
+        (``Pace.overhead``). A thread a new liminal opens has it read from its first session
+        (``liminal.kernel.recalibrate``)."""
+
     def cache_life(self, path: Path) -> float | None:
         """How long the model's prompt cache of this session lives unused, as the CLI's own
         records of its last model calls say (seconds), or None: they do not say."""
@@ -130,6 +137,10 @@ class SessionHarness(Protocol):
         """Write what the CLI reads from a side session's working folder ``folder`` (made,
         empty, before its ``session/new``; removed with it after), so that it offers the model
         no tool where ``side_params`` cannot say so."""
+
+    def side_prompt(self, text: str) -> list[dict[str, Any]]:
+        """The content blocks of a side session's prompt holding liminal's request ``text``, as
+        this CLI's adapter should be given it (ACP ``ContentBlock``s)."""
 
     def forget(self, session_id: str, cwd: str) -> None:
         """Remove every file the CLI keeps of a session liminal opened for itself in the folder
@@ -282,6 +293,9 @@ class HarnessChoice:
     def context_tokens(self, path: Path) -> int | None:
         return self.current.context_tokens(path)
 
+    def first_context_tokens(self, path: Path) -> int | None:
+        return self.current.first_context_tokens(path)
+
     def cache_life(self, path: Path) -> float | None:
         return self.current.cache_life(path)
 
@@ -311,6 +325,9 @@ class HarnessChoice:
 
     def prepare_side(self, folder: Path) -> None:
         self.current.prepare_side(folder)
+
+    def side_prompt(self, text: str) -> list[dict[str, Any]]:
+        return self.current.side_prompt(text)
 
     def discard(self, rewritten: Rewritten) -> None:
         self.current.discard(rewritten)

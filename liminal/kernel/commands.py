@@ -75,6 +75,7 @@ COMMANDS: dict[str, tuple[str | None, str]] = {
 # The commands that cut, rewrite or copy the thread's context where this liminal has it:
 # refused when another sidecar on the store has moved the thread since (``_not_moved_elsewhere``).
 ON_CONTEXT = ("clear", "undo", "fork", "optimise")
+RECALIBRATE_SECONDS = 10.0  # /context waits at most this long for an opened thread's pace
 
 # What the model may ask for through its ``slash`` tool (``liminal.mcp.tools.SLASH``).
 SLASH_FOR_MODEL = ("mark", "clear", "fork", "undo")
@@ -148,6 +149,8 @@ class CommandCenter(Component):
         self.side_root: Path | None = None
         # ``$LIMINAL_HOME``: what a deleted thread left there goes too (``liminal.kernel.owned``).
         self.home: Path | None = None
+        # Until what a new liminal learns again of an opened thread's pace is in (``Recalibrator``).
+        self.recalibrated: Callable[[str], Awaitable[None]] | None = None
         self._background: anyio.abc.TaskGroup | None = None  # the sweeps of deleted threads' files
         self._deleted: list[delete.Deleted] = []
 
@@ -818,6 +821,9 @@ class CommandCenter(Component):
         state anchor written again first."""
         if args:
             return await self._rebuild(thread, args)
+        if self.recalibrated is not None:  # the thread just opened: its pace is being read
+            with anyio.move_on_after(RECALIBRATE_SECONDS):
+                await self.recalibrated(thread)
         state = self.model.threads.get(thread)
         policy = self.policy
         records = await self._moves(thread)  # another sidecar's too, on a shared store

@@ -11,6 +11,11 @@ under ``$LIMINAL_HOME/side`` (never the person's project), with no MCP server. T
 every frame of it from the client and the store and refuses every request the agent makes in it
 (its rule 11: no tool runs; the prompt says to use none too). Its answer (a ``## STATE`` and a
 ``## SUMMARY`` section) is kept; the session is closed and its files removed through the harness.
+An agent that cannot close a session (the older Claude adapter: each session a CLI process of a
+few hundred MB, alive until the adapter exits) would keep every side session beside the ones the
+swaps leave, past the recycle's bound: there the side session runs in a process of the agent
+command of its own (``Port.start_agent``, told the client's ``initialize``), stopped with its
+CLI process once the answer is in (measured in ``bench/side_processes.py``).
 
 Each summary is stored once (a ``summary`` message of the ``liminal-summaries`` pseudo-thread,
 with the range's turn keys and a hash of what was sent) and kept in memory for the thread; the
@@ -37,7 +42,7 @@ import anyio
 import anyio.to_thread
 
 from liminal import log
-from liminal.acp.port import Component, OwnRequestError, Port
+from liminal.acp.port import AgentProcess, Component, OwnRequestError, Port
 from liminal.acp.side_sessions import text_of
 from liminal.config import SwapSettings
 from liminal.gradient.summarize import (
@@ -116,6 +121,7 @@ class SideSummaries(Component):
         # (its last prompt, its cost) again when it ends it, after the close was answered, so
         # its files are removed once more when the agent has gone (``aclose``).
         self._opened: list[tuple[str, Path]] = []
+        self._prompting: str | None = None  # the side session whose prompt is unanswered
         model.on_turn_end.append(self._turn_ended)
         model.on_quiet.append(self._quiet)
 
@@ -342,48 +348,79 @@ class SideSummaries(Component):
 
     async def ask(self, port: Port, request: str) -> str:
         """One prompt in a side session of liminal's own; the agent's answer text. The session
-        is closed and every file of it removed, whatever happened."""
+        is closed and every file of it removed, whatever happened. An agent that cannot close a
+        session would keep it (a CLI process, for the older Claude adapter) until it exits: the
+        side session runs in a process of the agent command of its own, stopped after it."""
         folder = side_root(self.home) / str(uuid.uuid4())
         await anyio.to_thread.run_sync(make_private_folder, folder)
         session: str | None = None
+        process: AgentProcess | None = None
         try:
             await anyio.to_thread.run_sync(self.harness.prepare_side, folder)
+            agent: Port | AgentProcess = port
+            if not self._agent_closes():
+                process = agent = await port.start_agent()
+                await self._ready(process)
             params = {**self.harness.side_params(), "cwd": str(folder), "mcpServers": []}
-            opened = await port.request("session/new", params,
-                                        timeout=self.settings.hold_timeout_seconds, private=True)
+            opened = await agent.request("session/new", params,
+                                         timeout=self.settings.hold_timeout_seconds, private=True)
             session = opened.get("sessionId") if isinstance(opened, dict) else None
             if not isinstance(session, str):
                 raise RuntimeError("the agent opened no side session")
             self._opened.append((session, folder))
-            text = await self._prompt(port, session, request)
+            text = await self._prompt(agent, session, request)
             if not text:
                 # Codex ends the turn when a tool is refused ("cancelled"): asked once more, in
                 # the same session (the range already read), for the text alone.
-                text = await self._prompt(port, session, RETRY)
+                text = await self._prompt(agent, session, RETRY)
             return text
         finally:
             with anyio.CancelScope(shield=True):
-                await self._forget(port, session, folder)
+                await self._forget(port, process, session, folder)
 
-    async def _prompt(self, port: Port, session: str, text: str) -> str:
-        ended = await port.request("session/prompt", {"sessionId": session,
-                                                      "prompt": [{"type": "text", "text": text}]},
-                                   timeout=PROMPT_SECONDS, private=True)
-        answer = text_of(port.take_side(session))
+    def _agent_closes(self) -> bool:
+        return "close" in ((self.model.capabilities or {}).get("sessionCapabilities") or {})
+
+    async def _ready(self, process: AgentProcess) -> None:
+        """The side session's own process, told what the agent was (the client's
+        ``initialize``, and ``authenticate`` if it sent one), as the recycle tells a new one."""
+        if self.model.initialize is None:
+            raise RuntimeError("the client's initialize is not known: no process to ask in")
+        timeout = self.settings.hold_timeout_seconds
+        await process.request("initialize", self.model.initialize, timeout=timeout)
+        if self.model.authenticate is not None:
+            await process.request("authenticate", self.model.authenticate, timeout=timeout)
+
+    async def _prompt(self, agent: Port | AgentProcess, session: str, text: str) -> str:
+        self._prompting = session
+        ended = await agent.request("session/prompt", {"sessionId": session,
+                                                       "prompt": self.harness.side_prompt(text)},
+                                    timeout=PROMPT_SECONDS, private=True)
+        self._prompting = None
+        answer = text_of(agent.take_side(session))
         if not answer:
             logger.info("the side session answered no text", stop=(ended or {}).get("stopReason"))
         return answer
 
-    async def _forget(self, port: Port, session: str | None, folder: Path) -> None:
-        if session is not None:
-            caps = (self.model.capabilities or {}).get("sessionCapabilities") or {}
-            if "close" in caps and port.agent_alive:
+    async def _forget(self, port: Port, process: AgentProcess | None, session: str | None,
+                      folder: Path) -> None:
+        if process is not None:
+            port.discard_agent(process)  # its process group, the session's CLI process with it
+        elif session is not None:
+            if self._prompting == session and port.agent_alive:
+                # Given up mid-turn (liminal stops, a timeout): the turn is ended before the
+                # session is closed and its files removed, or the CLI goes on writing to a
+                # rollout that is gone (Codex: "reconcile_rollout extraction failed").
+                port.notify_agent("session/cancel", {"sessionId": session})
+            if self._agent_closes() and port.agent_alive:
                 try:
                     await port.request("session/close", {"sessionId": session},
                                        timeout=CLOSE_SECONDS, private=True)
                 except Exception as exc:  # left open: memory, not a session anyone sees
                     logger.info("side session not closed", session=session, error=str(exc))
             port.end_side(session)
+        self._prompting = None
+        if session is not None:
             try:
                 await anyio.to_thread.run_sync(self.harness.forget, session, str(folder))
             except Exception as exc:

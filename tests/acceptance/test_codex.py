@@ -290,3 +290,39 @@ def test_a_failed_codex_swap_leaves_the_thread_on_its_rollout(adapter: Adapter, 
     seen = json.dumps(last_input(rig))
     assert "tool-output-here" in seen and all(w in seen for w in ("alpha", "charlie", "echo"))
     assert client.session_ids() == {thread}
+
+
+def floor_lines(context: str) -> tuple[str, str, str]:
+    """What ``/context`` says of the thread's calibration: where it swaps and down to what, the
+    CLI's own prompt as measured, and the back-off of the trigger."""
+    lines = context.splitlines()
+    backed = next((line for line in lines if line.startswith("The trigger backed off")), "")
+    return lines[0], lines[1], backed.split(" to ")[0]
+
+
+def test_context_after_a_restart_shows_the_calibrated_figures(adapter: Adapter, rig: Rig) -> None:
+    """A new liminal process that loads a thread learns its pace again: the CLI's own prompt as
+    the thread's first turn measured it, the floor and the trigger's back-off its swaps
+    journaled. /context says what the process that ran the turns said. (Before, it fell back to
+    a default prompt of 20k: 'down to about 21.2k' with the context at 21.9k, the trigger back
+    where it was set, and swaps decided from those guesses.)"""
+    rig.server.script = scenario()
+    base = rig.overhead()
+    rig.home.liminal_home.mkdir(parents=True, exist_ok=True)
+    (rig.home.liminal_home / "config.toml").write_text(
+        f"[swap]\nhigh_tokens = {base + 6_000}\nhold_timeout_seconds = 60\n"
+        "[gradient]\nrecent_tokens = 600\nmiddle_tokens = 600\nsummary_tokens = 600\n")
+    with liminal_client(rig) as client:
+        client.initialize()
+        thread = client.new_session(rig.home.project)["sessionId"]
+        for n in range(6):
+            said(client, thread, f"turn {n}: BIG read please")
+        before = said(client, thread, "/context")
+    assert journal(rig), rig.stderr_tail()  # a swap was tried: its rewrite measured the floor
+    with liminal_client(rig) as client:
+        client.initialize()
+        client.request("session/load", {"sessionId": thread, "cwd": str(rig.home.project), "mcpServers": []},
+                       timeout=120)
+        after = said(client, thread, "/context")
+    assert "the CLI's own prompt (about " in before and "The trigger backed off" in before, before
+    assert floor_lines(after) == floor_lines(before), (before, after)

@@ -5,6 +5,10 @@ process (about 250 MB resident) for it and keeps the old one. liminal moves the 
 fresh adapter process once ``swap.max_stale_sessions`` sessions are left; across 20 swaps the
 adapter's process group must stay as large as it was after 5, and the conversation must go on
 whole. ``bench/recycle.py`` runs the same with and without recycling, for docs/benchmarks.md.
+
+The model's summaries open a side session a swap cycle, each a Claude Code process too: they
+must end with their summary, inside the recycle's bound (``bench/side_processes.py`` measures
+the same with summaries off and on).
 """
 
 from __future__ import annotations
@@ -12,13 +16,14 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 
 import pytest
 
-from fixtures.harness import AcpClient, Adapter, Rig, Scenario
+from fixtures.harness import SUMMARIES_ON, AcpClient, Adapter, Rig, Scenario
 from liminal.kernel.journal import SwapJournal
 from tests.acceptance.conftest import adapter_fixture, flag_scenario
 from tests.support.processes import Process, descendants, group
@@ -191,3 +196,126 @@ def test_a_thread_the_old_process_wrote_to_goes_on_whole_in_the_new_one(adapter:
     for n in range(1, 6):
         assert f"a{n}: hello" in last_a
     assert "b1" not in last_a and "a1" not in last_b
+
+
+# ------------------------------------------------------------------ the model's summaries
+
+FILLER = "filler words of a long prompt " * 350  # 2.6k tokens: a swap every two or three turns
+
+
+@dataclass(frozen=True)
+class Census:
+    """The Claude Code processes under liminal at one moment, by whose session each runs (its
+    working folder: the project for the thread's, ``$LIMINAL_HOME/side/...`` for liminal's side
+    sessions), and the resident memory of liminal and everything it started."""
+
+    swaps: int  # committed so far
+    threads: int  # Claude Code processes of the thread's sessions, live or left by swaps
+    side: int  # of liminal's side sessions
+    adapters: int
+    rss_kib: int
+
+    @property
+    def claude(self) -> int:
+        return self.threads + self.side
+
+    @property
+    def rss_mb(self) -> float:
+        return round(self.rss_kib / 1024, 1)
+
+
+def cwd_of(pid: int) -> str:
+    try:
+        return str(Path(f"/proc/{pid}/cwd").readlink())
+    except OSError:
+        return ""
+
+
+def count(client: AcpClient, side_root: Path, swaps: int) -> tuple[Census, set[int]]:
+    """What runs now; and the process groups holding a thread's Claude Code processes."""
+    found = descendants(client.proc.pid)
+    adapters = [p for p in found if p.cmdline.startswith("node ") and "claude-code-acp" in p.cmdline]
+    # The adapters' children (what Claude Code forks is named ``claude`` too until it runs).
+    started = {p.pid for p in adapters}
+    claude = [p for p in found if p.ppid in started and p.cmdline.split(" ")[0] == "claude"]
+    side = [p for p in claude if cwd_of(p.pid).startswith(f"{side_root}/")]
+    threads = [p for p in claude if p not in side]
+    census = Census(swaps, len(threads), len(side), len(adapters), sum(p.rss_kib for p in found))
+    return census, {p.pgrp for p in threads}
+
+
+def census(client: AcpClient, side_root: Path, swaps: int) -> Census:
+    """What runs, once an adapter process a recycle replaced (stopped in the background) has
+    gone: one process group holds the thread's sessions."""
+    deadline = time.monotonic() + 30
+    found, holding = count(client, side_root, swaps)
+    while len(holding) > 1 and time.monotonic() < deadline:
+        time.sleep(0.02)
+        found, holding = count(client, side_root, swaps)
+    return found
+
+
+@dataclass
+class SummarisedRun:
+    samples: list[Census]
+    client: AcpClient
+    side_root: Path
+    prompts: list[str] = field(default_factory=list)
+
+
+def run_summarised(rig: Rig, swaps: int, max_stale: int, *, summaries: bool = True,
+                   started: Callable[[SummarisedRun], None] | None = None) -> SummarisedRun:
+    """Prompts of 2.6k tokens against a trigger 9k tokens above the CLI's own prompt, until
+    ``swaps`` swaps have committed, the model's summaries on (a side session a swap cycle, asked
+    from half the trigger on) or off; a census after each turn, once its swap (and any recycle)
+    is over. The conversation of ``tests/acceptance/test_summaries.py``, with no tools.
+    ``started``: told of the run once liminal runs (``bench/side_processes.py`` watches it)."""
+    rig.server.script = Scenario()
+    base = rig.overhead()
+    rig.home.liminal_home.mkdir(parents=True, exist_ok=True)
+    (rig.home.liminal_home / "config.toml").write_text(
+        f"[swap]\nhigh_tokens = {base + 9_000}\nhold_timeout_seconds = 60\n"
+        f"max_stale_sessions = {max_stale}\nsummary_at = 0.5\nsummary_turns_ahead = 50\n"
+        "[gradient]\nrecent_tokens = 600\nmiddle_tokens = 600\nsummary_tokens = 600\n")
+    env = {**rig.home.env(), **(SUMMARIES_ON if summaries else {})}
+    client = AcpClient(rig.home.liminal_argv(), env, rig.home.project, rig.home.logs / "stderr-liminal.log")
+    rig.clients.append(client)
+    journal = SwapJournal(rig.home.liminal_home / "swaps.jsonl")
+    run = SummarisedRun([], client, rig.home.liminal_home / "side")
+    client.initialize()
+    if started is not None:
+        started(run)
+    thread = client.new_session(rig.home.project)["sessionId"]
+    while not run.samples or run.samples[-1].swaps < swaps:
+        assert len(run.prompts) < 4 * swaps + 10, (run.samples, rig.stderr_tail())
+        run.prompts.append(f"turn {len(run.prompts)}: hello {FILLER}")
+        result = client.prompt(thread, run.prompts[-1], timeout=180)
+        assert result.stop_reason == "end_turn", rig.stderr_tail()
+        client.request("session/set_mode", {"sessionId": thread, "modeId": "default"}, timeout=180)
+        committed = sum(1 for s in journal.records() if s.outcome == "committed")
+        run.samples.append(census(client, run.side_root, committed))
+    return run
+
+
+def summaries_made(rig: Rig) -> int:
+    return (rig.home.logs / "stderr-liminal.log").read_text(errors="replace").count('"summary made"')
+
+
+def test_side_sessions_end_with_their_summary_inside_the_recycles_bound(adapter: Adapter, rig: Rig) -> None:
+    """Each side session's Claude Code process ends with its summary: never two at once, none
+    once the summaries are done, and the thread's own within the recycle's bound. (Before, each
+    stayed until the recycle: three to five between two recycles, and 11 to 14 Claude Code
+    processes in all with ``max_stale_sessions`` 4.)"""
+    max_stale = 4
+    run = run_summarised(rig, 10, max_stale)
+    samples = run.samples
+    assert max(s.side for s in samples) <= 1, samples
+    deadline = time.monotonic() + 120  # a summary under way finishes, and its process goes
+    while count(run.client, run.side_root, 0)[0].side and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert count(run.client, run.side_root, 0)[0].side == 0, rig.stderr_tail()
+    assert summaries_made(rig) >= 3, rig.stderr_tail()  # side sessions ran, each in the count
+    assert max(s.threads for s in samples) <= 2 + max_stale, samples
+    assert max(s.claude for s in samples) <= 3 + max_stale, samples
+    assert sum(1 for before, now in pairwise(samples) if now.threads < before.threads) >= 1, samples
+    run.client.close()

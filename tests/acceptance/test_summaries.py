@@ -27,6 +27,7 @@ from liminal.gradient.summarize import ANCHOR_REQUEST, FOLD_REQUEST, PREAMBLE_IN
 from liminal.kernel.journal import SwapJournal
 from liminal.store.records import SUMMARY_THREAD
 from tests.acceptance.conftest import adapter_fixture
+from tests.support.codex_state import complaints, rows_of, threads_in
 from tests.support.listing import LISTING
 from tests.support.mongo import recorded
 
@@ -172,6 +173,18 @@ def test_a_side_session_summarises_the_oldest_turns_for_the_next_swap(adapter: A
     assert not list(rig.home.claude_config.glob("projects/*-liminal-side-*"))
     listed = [s["sessionId"] for s in listing]
     assert (thread in listed and set(listed) <= before | {thread}) or not lists, listed
+    # Nor a row of Codex's databases, and Codex found nothing stale: a row naming a rollout
+    # liminal removed is what it logs as "state db returned stale rollout path", and holds the
+    # request's text. No title of a side session is asked for (codex-acp 2.6 titles a session
+    # from its first prompt's text blocks, in a model request of its own, then names the thread).
+    side_ids = {str((r.json or {}).get("prompt_cache_key")) for r in summary_requests(rig)} - {"None"}
+    assert side_ids or adapter.model_api == "anthropic"
+    assert threads_in(rig.home.codex_home, rig.home.liminal_home / "side") == []
+    assert {i: rows_of(rig.home.codex_home, i) for i in side_ids} == dict.fromkeys(side_ids, 0)
+    assert complaints(rig.home.codex_home, rig.home.logs) == []
+    titled = [r for r in model_requests(rig) if SUMMARY_REQUEST.encode() in r.raw
+              and view(r).last_user_text.startswith(TITLE_REQUEST)]
+    assert titled == []
 
     # The swap after the summary: what the model is sent holds the summary and the state anchor.
     made = stored(rig)[0].time

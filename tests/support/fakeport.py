@@ -7,8 +7,8 @@ components, their local requests and replays handed over, as the proxy does. Wha
 does is the proxy's own (``liminal.proxy.RouterPort``): only the flush and the agent process
 are the fake's. An own request
 is answered by ``answer`` (given the request as parsed: return its ``result``, raise
-``OwnRequestError`` for an error answer) through the router, or left for the test to answer
-with ``from_agent``.
+``OwnRequestError`` for an error answer, return ``UNANSWERED`` for none) through the router, or
+left for the test to answer with ``from_agent``.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from liminal.acp.router import Router
 from liminal.proxy import RouterPort, _settle, with_parts
 
 Answer = Callable[[str, dict[str, Any]], Any]
+UNANSWERED = object()  # what ``answer`` returns for a request the agent leaves unanswered
 
 
 class FakePort(RouterPort):
@@ -81,8 +82,10 @@ class FakePort(RouterPort):
                 rpc_id = message.get("id")
                 if isinstance(rpc_id, str) and rpc_id.startswith("liminal-") and "method" in message:
                     try:
-                        reply = {"jsonrpc": "2.0", "id": rpc_id,
-                                 "result": self.answer(message["method"], message.get("params") or {})}
+                        result = self.answer(message["method"], message.get("params") or {})
+                        if result is UNANSWERED:
+                            continue
+                        reply = {"jsonrpc": "2.0", "id": rpc_id, "result": result}
                     except OwnRequestError as exc:
                         reply = {"jsonrpc": "2.0", "id": rpc_id, "error": exc.error}
                     self.from_agent(reply)

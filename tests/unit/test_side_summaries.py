@@ -29,7 +29,7 @@ from liminal.kernel.summaries import AnchorNotWritten, SideSummaries, side_root
 from liminal.kernel.threads import ThreadModel, ThreadState
 from liminal.store.configured import open_store
 from liminal.store.records import SUMMARY_THREAD
-from tests.support.fakeport import FakePort
+from tests.support.fakeport import UNANSWERED, FakePort
 
 pytestmark = pytest.mark.anyio
 THREAD = "11111111-1111-4111-8111-111111111111"
@@ -59,6 +59,9 @@ class Harness:
     def prepare_side(self, folder: Path) -> None:
         (folder / "settings").write_text("no tools")
         self.prepared.append(folder)
+
+    def side_prompt(self, text: str) -> list[dict[str, Any]]:
+        return [{"type": "text", "text": text}]
 
     def digests(self, path: Path) -> list[TurnDigest]:
         return TURNS + LATER
@@ -106,6 +109,17 @@ async def made(tmp_path: Path, asked: list[tuple[str, dict[str, Any]]],
     return summaries, port, harness
 
 
+async def one_summary(summaries: SideSummaries, port: FakePort) -> None:
+    """A turn end past ``summary_at``, its side session run to its end, the component closed."""
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(summaries.run, port)
+        summaries._turn_ended(THREAD, True)
+        with anyio.fail_after(10):
+            await summaries.wait_for(1)
+        tasks.cancel_scope.cancel()
+    await summaries.aclose()
+
+
 async def test_a_swap_coming_has_the_oldest_turns_summarised_in_a_side_session(tmp_path: Path) -> None:
     asked: list[tuple[str, dict[str, Any]]] = []
     summaries, port, harness = await made(tmp_path, asked, context=8_000)
@@ -149,14 +163,140 @@ async def test_a_swap_coming_has_the_oldest_turns_summarised_in_a_side_session(t
     # The next liminal reads it from the store and does not ask again.
     again: list[tuple[str, dict[str, Any]]] = []
     later, port2, _ = await made(tmp_path, again, context=8_000)
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(later.run, port2)
-        later._turn_ended(THREAD, True)
-        with anyio.fail_after(10):
-            await later.wait_for(1)
-        tasks.cancel_scope.cancel()
-    await later.aclose()
+    await one_summary(later, port2)
     assert again == [] and later.anchor(THREAD) == "Goal: the port moves to 8080"
+
+
+class SideProcess(FakePort):
+    """A process of the agent command started for one side session (``Port.start_agent``)."""
+
+    failure: str | None = None
+    dropped = 0
+    pid: int | None = None
+
+
+class NoClosePort(FakePort):
+    """The port of an agent without ``session/close`` (the older Claude adapter), whose
+    processes the test starts and whose discards it records."""
+
+    def __init__(self, answer: Any, asked: list[tuple[str, dict[str, Any]]]) -> None:
+        super().__init__(answer=answer)
+        self.asked = asked
+        self.started: list[SideProcess] = []
+        self.discarded: list[Any] = []
+
+    async def start_agent(self) -> SideProcess:
+        holder: list[FakePort] = []
+        inner = agent(holder, self.asked)
+
+        def answer(method: str, params: dict[str, Any]) -> Any:
+            if method in ("initialize", "authenticate"):
+                self.asked.append((method, params))
+                return {"protocolVersion": 1, "agentCapabilities": {}} if method == "initialize" else {}
+            return inner(method, params)
+
+        process = SideProcess(answer=answer)
+        holder.append(process)
+        self.started.append(process)
+        return process
+
+    def discard_agent(self, process: Any) -> None:
+        self.discarded.append(process)
+
+
+async def test_an_agent_that_cannot_close_a_session_has_each_side_session_in_a_process_it_stops(
+        tmp_path: Path) -> None:
+    """Without ``session/close`` a side session would live (a CLI process of the older Claude
+    adapter) until the agent exits: it runs in a process of the agent command of its own, told
+    the client's ``initialize`` and ``authenticate``, which is stopped once the answer is in.
+    Nothing of it reaches the agent in use nor the client."""
+    asked: list[tuple[str, dict[str, Any]]] = []
+    summaries, _, harness = await made(tmp_path, asked, context=8_000)
+    on_the_agent: list[tuple[str, dict[str, Any]]] = []
+    port = NoClosePort(agent([], on_the_agent), asked)
+    await summaries.prepare(port)
+    summaries.model.capabilities = {"sessionCapabilities": {"resume": {}}}
+    summaries.model.initialize = {"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": True}}}
+    summaries.model.authenticate = {"methodId": "key"}
+    await one_summary(summaries, port)
+    assert [m for m, _ in asked] == ["initialize", "authenticate", "session/new", "session/prompt"]
+    assert asked[0][1] == summaries.model.initialize and asked[1][1] == {"methodId": "key"}
+    assert on_the_agent == [] and port.to_agent == [] and port.to_client == []
+    assert len(port.started) == 1 and port.discarded == port.started  # stopped, its CLI with it
+    process = port.started[0]
+    assert process.to_client == []  # its words were liminal's (rule 11), its tool refused
+    refusal = next(m for m in process.to_agent if m.get("id") == 99)
+    assert refusal["result"] == {"outcome": {"outcome": "selected", "optionId": "no"}}
+    assert (SIDE, asked[2][1]["cwd"]) in harness.forgotten and not await anyio.Path(asked[2][1]["cwd"]).exists()
+    summarizer = summaries.summarizer(THREAD)
+    assert summarizer is not None and summarizer.anchor == "Goal: the port moves to 8080"
+
+
+async def test_a_side_process_that_fails_to_start_costs_the_summary_only(tmp_path: Path) -> None:
+    """A process that cannot be made ready (its ``initialize`` refused) is stopped all the same,
+    and the swap keeps the extractive preamble."""
+    asked: list[tuple[str, dict[str, Any]]] = []
+    summaries, _, _ = await made(tmp_path, asked, context=8_000)
+    port = NoClosePort(agent([], []), [])
+    await summaries.prepare(port)
+    summaries.model.capabilities = {"sessionCapabilities": {}}
+    summaries.model.initialize = {"protocolVersion": 1}
+
+    async def refused() -> SideProcess:
+        process = SideProcess(answer=lambda method, params: (_ for _ in ()).throw(
+            OwnRequestError(method, {"code": -32603, "message": "no"})))
+        port.started.append(process)
+        return process
+
+    port.start_agent = refused  # type: ignore[method-assign]
+    await one_summary(summaries, port)
+    assert len(port.started) == 1 and port.discarded == port.started
+    assert summaries.summarizer(THREAD) is None and port.to_agent == []
+
+
+async def test_a_side_session_given_up_mid_turn_is_cancelled_before_it_is_closed(tmp_path: Path) -> None:
+    """liminal stops while the model writes a summary: the side session's turn is cancelled,
+    then the session closed and its files removed, so the CLI writes no more to them; the cancel
+    is liminal's alone (no tap sees it)."""
+    asked: list[tuple[str, dict[str, Any]]] = []
+    summaries, _, harness = await made(tmp_path, asked, context=8_000)
+    inner = agent([], asked)
+
+    prompted = anyio.Event()
+
+    def answer(method: str, params: dict[str, Any]) -> Any:
+        if method == "session/prompt":
+            asked.append((method, params))
+            prompted.set()
+            return UNANSWERED
+        return inner(method, params)
+
+    tapped: list[Any] = []
+    port = FakePort(answer=answer)
+    take = port.router.take
+
+    def taking() -> Any:
+        out = take()
+        tapped.extend(out.events)
+        return out
+
+    port.router.take = taking  # type: ignore[method-assign]
+    await summaries.prepare(port)
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(summaries.run, port)
+        summaries._turn_ended(THREAD, True)
+        with anyio.fail_after(10):
+            await prompted.wait()
+            await summaries.stopping()
+        tasks.cancel_scope.cancel()
+    await summaries.aclose()
+    sent = [m.get("method") for m in port.to_agent if m.get("method")]
+    assert sent[-2:] == ["session/cancel", "session/close"], sent
+    cancel = next(m for m in port.to_agent if m.get("method") == "session/cancel")
+    assert cancel["params"] == {"sessionId": SIDE}
+    assert (SIDE, asked[0][1]["cwd"]) in harness.forgotten
+    assert summaries.summarizer(THREAD) is None and port.to_client == []
+    assert [e for e in tapped if e.method == "session/cancel"] == []
 
 
 async def test_no_summary_far_from_the_trigger_or_when_turned_off(tmp_path: Path) -> None:
@@ -233,13 +373,7 @@ async def test_past_their_room_the_oldest_summaries_are_folded_in_a_side_session
 
     summaries, port = await folding(tmp_path, asked, model)
     box.append(summaries)
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(summaries.run, port)
-        summaries._turn_ended(THREAD, True)
-        with anyio.fail_after(10):
-            await summaries.wait_for(1)
-        tasks.cancel_scope.cancel()
-    await summaries.aclose()
+    await one_summary(summaries, port)
     prompts = [p["prompt"][0]["text"] for m, p in asked if m == "session/prompt"]
     assert len(prompts) == 2 and FOLD_REQUEST in prompts[1]  # the range, then the fold
     assert all(f"OLDER SUMMARY {n}" in prompts[1] for n in range(3)) and "MODEL SUMMARY" not in prompts[1]

@@ -61,6 +61,17 @@ class ClaudeSessions:
     def context_tokens(self, path: Path) -> int | None:
         return tail.context_tokens(path)
 
+    def first_context_tokens(self, path: Path) -> int | None:
+        """The last usage of the first turn's main-chain answers."""
+        from liminal.harness.claude.conversation import build
+        from liminal.harness.claude.paths import locate
+        from liminal.harness.claude.records import read_session
+
+        turns = build(read_session(locate(path, env=self.env))).turns
+        used = [r.context_tokens for r in turns[0].records if r.type == "assistant" and r.context_tokens] \
+            if turns else []
+        return used[-1] if used else None
+
     def cache_life(self, path: Path) -> float | None:
         return tail.cache_life(path)
 
@@ -140,6 +151,9 @@ class ClaudeSessions:
 
     def prepare_side(self, folder: Path) -> None:
         """Nothing: ``side_params`` says it all."""
+
+    def side_prompt(self, text: str) -> list[dict[str, Any]]:
+        return [{"type": "text", "text": text}]
 
     def forget(self, session_id: str, cwd: str) -> None:
         """The session's file, its folder of large tool results, and the project folder of

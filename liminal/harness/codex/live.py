@@ -88,16 +88,20 @@ enabled = false
 """
 
 
+# What a side session's request is called in its prompt (``CodexSessions.side_prompt``).
+SIDE_REQUEST_URI = "liminal:summary-request"
+
+
 class CodexSessions:
     name = "codex"
     # Codex compacts on its own near 90% of the model's window (258,400 tokens for the GPT-5
     # family it reports in ``task_started``); a thread held below it never meets that.
     ceiling_tokens = 230_000
     usual_window = 258_400  # the GPT-5 family's, which the ceiling is 90% of (rounded down)
-    # A side session's own prompt (issue 24), measured with the rig (docs/gradient.md): Codex's
-    # instructions and tools (9.4k tokens with codex-acp 0.16; 10.7k with the app server behind
-    # codex-acp 2.6, which sends them again in a title request, 11.0k).
-    side_session_tokens = 21_700
+    # A side session's own prompt, measured with the rig (docs/gradient.md): Codex's
+    # instructions and tools, 9.4k tokens with codex-acp 0.16 and 8.6k with codex-acp 2.6 in the
+    # side folder's config (which asks for no title of it: ``side_prompt``).
+    side_session_tokens = 9_500
 
     def __init__(self, settings: GradientSettings, env: Mapping[str, str] | None = None) -> None:
         self.settings = settings
@@ -123,6 +127,11 @@ class CodexSessions:
 
     def context_tokens(self, path: Path) -> int | None:
         return last_token_count(tail_from(path, lambda line: line.is_event("token_count")))
+
+    def first_context_tokens(self, path: Path) -> int | None:
+        """The first turn's last ``token_count`` (the context its last model request had)."""
+        turns = read_rollout(path).turns
+        return last_token_count(turns[0].lines) if turns else None
 
     def cache_life(self, path: Path) -> float | None:
         """None: a rollout's usage (``token_count``, 0.166's ``token_usage_record``) counts
@@ -204,15 +213,21 @@ class CodexSessions:
         make_private_folder(folder / ".codex")
         write_atomically(folder / ".codex" / "config.toml", (SIDE_CONFIG.encode(),))
 
+    def side_prompt(self, text: str) -> list[dict[str, Any]]:
+        """The request as an embedded resource (both Codex adapters advertise
+        ``embeddedContext`` and give the model its text inside ``<context ref=...>``), not a
+        text block: ``@agentclientprotocol/codex-acp`` titles a new session from its first
+        prompt's text blocks, in a request of its own (11k tokens of Codex's prompt again) and a
+        ``thread/name/set`` on the side thread after its turn, which then finds its rollout
+        removed (Codex's "state db returned stale rollout path" error). With no text block
+        there is no title to write."""
+        return [{"type": "resource", "resource": {"uri": SIDE_REQUEST_URI, "mimeType": "text/plain",
+                                                  "text": text}}]
+
     def forget(self, session_id: str, cwd: str) -> None:
-        """The rollout (Codex files rollouts by date, not by folder: ``cwd`` is not needed)."""
-        path = find(session_id, self.env)
-        if path is None:
-            return
-        path.unlink(missing_ok=True)
-        for temp in path.parent.glob(f".{path.name}.*.tmp"):
-            temp.unlink(missing_ok=True)
-        self._found.pop(session_id, None)
+        """A side session's rollout and what Codex's databases keep of it (``remove``): a row
+        naming a removed rollout is what Codex reports as stale, and it holds the request's text."""
+        self.remove(session_id, cwd)
 
     def discard(self, rewritten: Rewritten) -> None:
         rewritten.path.unlink(missing_ok=True)
