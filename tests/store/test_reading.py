@@ -164,3 +164,14 @@ def test_a_tools_escape_sequences_reach_no_terminal(tmp_path: Path, capsys: pyte
     assert cli.main(["history", "t1"]) == 0
     out = capsys.readouterr().out
     assert "FAILED test_flux" in out and "\x1b" not in out and "\x07" not in out, repr(out)
+def test_turns_are_the_conversations_not_liminals_commands(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The thread had three turns with the model and two of liminal's commands (``/search``,
+    ``/rename``); TURNS said 5."""
+    import orjson
+
+    [listed] = [t for t in orjson.loads("\n".join(lines_of(capsys, "threads", "--json"))) if t["id"] == THREAD]
+    assert listed["turns"] == 3
+    [row] = [line for line in lines_of(capsys, "threads") if line.startswith(THREAD[:8])]
+    assert row.split()[-5] == "3", row  # TURNS, before CONTEXT, MOVES and the time
+
+
