@@ -104,6 +104,7 @@ def _token(settings: Settings) -> tuple[bool, str]:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     import anyio
 
+    from liminal.commands.config import shown
     from liminal.config import setting_names, value_of
     from liminal.store.base import StoreError, describe
     from liminal.store.cache import open_cache
@@ -111,7 +112,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
     checks: list[tuple[str, bool, str]] = []
     checks.append(("home", *_home(settings)))
-    changed = [f"{n}={value_of(settings, n)!r}" for n in setting_names()
+    changed = [f"{n} = {shown(n, value_of(settings, n))}" for n in setting_names()
                if value_of(settings, n) != value_of(Settings(home=settings.home), n)]
     checks.append(("config", True, ("not the defaults: " + ", ".join(changed)) if changed else "all defaults"))
     checks.append(("sqlite", *_fts5()))

@@ -68,7 +68,7 @@ def test_liminal_swaps_names_each_move(tmp_path: Path, monkeypatch: pytest.Monke
     assert main(["swaps"]) == 0
     out = capsys.readouterr().out
     header, done, failed, why = out.splitlines()
-    assert "OUTCOME" in header and "TOKENS" in header
-    assert " committed /undo " in done and "15.4k -> 8.8k" in done
-    assert " failed move " in failed
+    assert "MOVE" in header and "TOKENS" in header
+    assert " /undo " in done and "15.4k -> 8.8k" in done and "committed" not in done
+    assert " move failed " in failed
     assert why.strip() == "there is no earlier turn to go back to"  # no type name, no "-"
