@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 WIDTH = 100
+MARKED = "bold reverse"  # a search's terms in what it found, on a terminal
 
 
 def terminal() -> bool:
@@ -273,15 +274,18 @@ class Transcript:
         self._console = console() if terminal() else None
 
     def line(self, text: str = "", *, indent: int = 0, style: str = "", wrap: bool = True,
-             hang: int = 0) -> None:
+             hang: int = 0, marks: Sequence[str] = ()) -> None:
         """One line of the source (no newlines in ``text``); ``wrap=False`` cuts it instead;
-        ``hang`` indents the lines it wraps onto further than the first."""
+        ``hang`` indents the lines it wraps onto further than the first; ``marks``: words shown
+        highlighted on a terminal, wherever they occur in any case (a search's terms)."""
         text = printable(text)
         if self._console is not None:
             from rich.padding import Padding
             from rich.text import Text
 
             body = Text(text, style=style, no_wrap=not wrap, overflow="ellipsis")
+            if any(marks):
+                body.highlight_words([m for m in marks if m], MARKED, case_sensitive=False)
             self._console.print(Padding(body, (0, 0, 0, indent), expand=False) if indent else body)
             return
         room = WIDTH - indent

@@ -238,3 +238,35 @@ def test_piped_config_reads_as_config_toml_with_units(home: Path, capsys: pytest
     assert all(part in text for part in str(deep).split("/")), text  # broken after slashes only
     assert rows["store.url"].split()[-1] == "env" and "LIMINAL_STORE_URL" in text
     assert out[0] == f"home: {home} (env LIMINAL_HOME)" and out[1].startswith(f"config file: {home}/config.toml")
+
+
+def test_search_centres_the_excerpt_on_the_match_and_marks_it(
+        home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A find far into a long message showed its first 160 characters, cut mid-word
+    (``…lease remember these design notes…``), without the words searched for; on a terminal
+    they are marked."""
+    from liminal.store.records import MessageRecord
+
+    before = " ".join(f"filler{n}" for n in range(200))
+    said = f"{before} the flux capacitor needs 1.21 gigawatts {before}"
+
+    async def add() -> None:
+        store = await SqliteStore.open(home / "liminal.db")
+        try:
+            await store.write(Batch(messages=[MessageRecord(
+                "c0:99", THREAD, "c0:99", 1_790_000_300.0, "99", "agent", said, data={})]))
+        finally:
+            await store.aclose()
+
+    anyio.run(add)
+    out = "\n".join(lines_of(capsys, "search", "gigawatts"))
+    [excerpt] = [" ".join(lines.split()) for lines in re.split(r"\n(?! )", out) if "gigawatts" in lines]
+    excerpt = excerpt.split("· model ", 1)[1]
+    assert excerpt.startswith("…filler") and excerpt.endswith("…"), excerpt
+    words = excerpt.strip("…").split()
+    assert words[0] in before.split() and words[-1] in before.split(), excerpt  # whole words
+    at = excerpt.index("gigawatts")
+    assert abs(at - (len(excerpt) - at)) < 40, excerpt  # in the middle
+    terminal_of(monkeypatch, 100, colours=True)
+    shown = "\n".join(lines_of(capsys, "search", "gigawatts"))
+    assert "\x1b[1;7mgigawatts\x1b[0m" in shown, repr(shown)
