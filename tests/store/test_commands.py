@@ -104,7 +104,7 @@ def test_history(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
                  "  Let me think.", "I will read the file.", "── turn 1 · ", "context 12.3k of 200k tokens",
                  "▸ Read flux.py", "    def gigawatts(): return 1.21",
                  "[plan] [ ] Rename gigawatts",
-                 "[liminal: swap committed, 130k -> 80k tokens, in 0.40 s]"):
+                 "[liminal: swap compressed the model's context (130k -> 80k tokens, in 0.40 s)]"):
         assert line in out
     assert cli.main(["history", "sess-1", "--json"]) == 0
     data = orjson.loads(capsys.readouterr().out)
@@ -337,6 +337,8 @@ def test_a_new_install_has_no_threads_and_finds_nothing(tmp_path: Path, monkeypa
     assert cli.main(["threads"]) == 1
     assert "no store" in capsys.readouterr().err
     assert not (tmp_path / "typo.db").exists()
+
+
 def test_turns_leave_out_liminals_own_commands(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A command liminal answered itself (``/marks`` here: its prompt from the client to
     liminal, its answer from liminal) was counted as a turn of the conversation."""
