@@ -240,6 +240,19 @@ def test_piped_config_reads_as_config_toml_with_units(home: Path, capsys: pytest
     assert out[0] == f"home: {home} (env LIMINAL_HOME)" and out[1].startswith(f"config file: {home}/config.toml")
 
 
+def test_doctor_says_how_to_make_a_config_file_private(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A config.toml made the usual way (an editor, ``cat >``: 0644) failed the home check with
+    "1 files ... readable by others", saying neither which mode nor how to fix it."""
+    for path in home.rglob("*"):
+        path.chmod(0o700 if path.is_dir() else 0o600)
+    config = home / "config.toml"
+    config.write_text('log_level = "info"\n')
+    config.chmod(0o644)
+    assert cli.main(["doctor"]) == 1
+    said = " ".join(" ".join(capsys.readouterr().out.split()).split())
+    assert f"PROBLEM home {config} is 0644: readable by others; fix with chmod 600 {config}" in said, said
+
+
 def test_search_centres_the_excerpt_on_the_match_and_marks_it(
         home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """A find far into a long message showed its first 160 characters, cut mid-word
