@@ -119,8 +119,8 @@ class Column:
 
 def wrap(text: str, width: int, indent: str = "", hang: str | None = None) -> list[str]:
     """``text`` on lines of at most ``width`` columns (counted as a terminal does), broken at
-    spaces, and a word too long for the line after a slash, a dot, a comma or a hyphen in it
-    (``/home/me/`` ``projects``), else wherever it must; the first line starts with
+    spaces; a word too long for a line after a slash in it (``/home/me/`` ``projects``), else
+    after a dot, a comma or a hyphen, else wherever it must. The first line starts with
     ``indent``, the others with ``hang`` (default: ``indent``)."""
     lines: list[str] = []
     line, prefix = "", indent
@@ -130,27 +130,54 @@ def wrap(text: str, width: int, indent: str = "", hang: str | None = None) -> li
         return max(1, width - cells(prefix))
 
     for word in text.split():
-        for n, piece in enumerate(_PIECES.findall(word)):
-            joined = f"{line} {piece}" if line and n == 0 else line + piece
+        queue, spaced = _SLASHED.findall(word), bool(line)
+        while queue:
+            piece = queue.pop(0)
+            joined = f"{line} {piece}" if spaced else line + piece
+            spaced = False
             if cells(joined) <= room():
                 line = joined
                 continue
             if line:
                 lines.append(prefix + line)
-                prefix = rest
-            while cells(piece) > room():  # longer than a line: cut where it must
-                head = _clip(piece, room()) or piece[:1]  # (a wide character on a narrow line)
-                lines.append(prefix + head)
-                prefix, piece = rest, piece[len(head):]
-            line = piece
+                line, prefix = "", rest
+            if cells(piece) <= room():
+                line = piece
+                continue
+            finer = _FINER.findall(piece)
+            if len(finer) > 1:
+                queue[:0] = finer
+                continue
+            head = _clip(piece, room()) or piece[:1]  # (a wide character on a narrow line)
+            lines.append(prefix + head)
+            prefix = rest
+            if piece[len(head):]:
+                queue.insert(0, piece[len(head):])
     if line or not lines:
         lines.append(prefix + line)
     return [line.rstrip() for line in lines]
 
 
-# A word's pieces, each ending after a run of slashes, dots, commas or hyphens: where a path, a
-# dotted name or a long compound word may go on to the next line.
-_PIECES = re.compile(r"[^/.,-]*[/.,-]+|[^/.,-]+")
+# Where a word too long for a line may go on to the next: after a run of slashes (a path), and
+# only when a piece between them is too long still, after a dot, a comma or a hyphen.
+_SLASHED = re.compile(r"[^/]*/+|[^/]+")
+_FINER = re.compile(r"[^.,-]*[.,-]+|[^.,-]+")
+
+
+def _pieces(word: str, room: int) -> list[str]:
+    """``word`` in the pieces a line may end after (``_SLASHED``, then ``_FINER``)."""
+    return [finer for piece in _SLASHED.findall(word)
+            for finer in (_FINER.findall(piece) if len(piece) > room else [piece])]
+
+
+class _Wrapper(textwrap.TextWrapper):
+    """textwrap's wrapping, but a word longer than a line is broken after a slash in it, else a
+    dot, a comma or a hyphen (``_pieces``), before anywhere else."""
+
+    def _split(self, text: str) -> list[str]:
+        line = self.width - max(len(self.initial_indent), len(self.subsequent_indent))
+        return [piece for chunk in super()._split(text)
+                for piece in (_pieces(chunk, line) if len(chunk) > line and not chunk.isspace() else [chunk])]
 
 
 def _cell_lines(text: str, width: int, column: Column) -> list[str]:
@@ -195,7 +222,9 @@ def _stacked(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: in
         cells_ = [" ".join(printable(cell).split()) for cell in row]
         first, *lead = [c.labelled(v) if c.label else v for c, v in zip(columns, cells_, strict=True)
                         if c.lead and v not in ("", "-")] or [""]
-        out += [(line, "bold") for line in wrap(" · ".join(lead), width, indent=f"{first}  ", hang="    ")]
+        head = wrap(" · ".join(lead), width, indent=f"{first}  ", hang="    ") if cells(first) + 2 <= width // 2 \
+            else wrap(" · ".join([first, *lead]), width, hang="    ")  # (a first cell too wide to indent by)
+        out += [(line, "bold") for line in head]
         rest = " · ".join(c.labelled(v) for c, v in zip(columns, cells_, strict=True)
                           if not c.lead and not c.below and v not in ("", "-"))
         if rest:
@@ -266,8 +295,9 @@ def table(columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> None:
 
 
 class Transcript:
-    """Lines a person reads in order (a thread's history, search finds): on a terminal through
-    rich, which wraps them to its width; otherwise wrapped at ``WIDTH``, continuation lines
+    """Lines a person reads in order (a thread's history, search finds): wrapped at the
+    terminal's width, drawn by rich, or at ``WIDTH`` when piped; between words, a word too long
+    for a line after a slash, a dot, a comma or a hyphen in it (a path), continuation lines
     indented like the first."""
 
     def __init__(self) -> None:
@@ -279,23 +309,25 @@ class Transcript:
         ``hang`` indents the lines it wraps onto further than the first; ``marks``: words shown
         highlighted on a terminal, wherever they occur in any case (a search's terms)."""
         text = printable(text)
+        room = max((self._console.width if self._console is not None else WIDTH) - indent, 10)
+        pieces = [text]
+        if wrap and text.strip():
+            pieces = _Wrapper(width=room, break_on_hyphens=False, replace_whitespace=False, expand_tabs=True,
+                              tabsize=4, drop_whitespace=True, subsequent_indent=" " * hang).wrap(text) or [""]
         if self._console is not None:
             from rich.padding import Padding
             from rich.text import Text
 
-            body = Text(text, style=style, no_wrap=not wrap, overflow="ellipsis")
-            if any(marks):
-                body.highlight_words([m for m in marks if m], MARKED, case_sensitive=False)
-            self._console.print(Padding(body, (0, 0, 0, indent), expand=False) if indent else body)
+            for piece in pieces:
+                body = Text(piece, style=style, no_wrap=True, overflow="ellipsis")
+                if any(marks):
+                    body.highlight_words([m for m in marks if m], MARKED, case_sensitive=False)
+                self._console.print(Padding(body, (0, 0, 0, indent), expand=False) if indent else body)
             return
-        room = WIDTH - indent
         if not wrap or not text.strip():
             sys.stdout.write(" " * indent + (cut(text, room) if text.strip() else "") + "\n")
             return
-        lines = textwrap.wrap(text, width=room, break_on_hyphens=False, replace_whitespace=False,
-                              expand_tabs=True, tabsize=4, drop_whitespace=True,
-                              subsequent_indent=" " * hang)
-        sys.stdout.write("".join(" " * indent + piece + "\n" for piece in lines or [""]))
+        sys.stdout.write("".join(" " * indent + piece + "\n" for piece in pieces))
 
     def lines(self, text: str, *, indent: int = 0, style: str = "", wrap: bool = True) -> None:
         for piece in text.splitlines() or [""]:

@@ -5,7 +5,9 @@ a block a row. (What each command prints: ``tests/store/test_reading.py``.)"""
 from __future__ import annotations
 
 import re
+from collections import Counter
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,8 +30,10 @@ def test_no_line_is_wider_and_nothing_that_may_not_be_cut_is_lost(
     flat = re.sub(r"\s+", "", "".join(lines))
     for row in rows:
         for cell, column in zip(row, columns, strict=True):
-            if column.fit in ("", "wrap") or column.below:  # neither cut nor given way: all of it
+            if column.fit == "" or column.below:  # neither cut nor wrapped in a column: whole
                 assert re.sub(r"\s+", "", cell) in flat, (cell, lines)
+            elif column.fit == "wrap":  # on lines of its own column: every character of it
+                assert not Counter(re.sub(r"\s+", "", cell)) - Counter(flat), (cell, lines)
 
 
 def test_a_table_too_wide_is_a_block_a_row_with_every_field_labelled() -> None:
@@ -45,3 +49,17 @@ def test_a_table_too_wide_is_a_block_a_row_with_every_field_labelled() -> None:
 
 def test_a_long_word_wraps_after_a_slash() -> None:
     assert wrap("from /home/someone/projects/payments", 20) == ["from /home/someone/", "projects/payments"]
+
+
+def test_a_transcripts_long_path_wraps_where_its_folders_meet(capsys: pytest.CaptureFixture[str],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """``liminal inspect`` and ``liminal doctor`` broke a path in the middle of a name
+    (``...a93219e272.jso`` / ``nl``): textwrap cuts a word longer than the line anywhere."""
+    from liminal.commands import _out
+
+    monkeypatch.setattr(_out, "terminal", lambda: False)
+    path = "/home/someone/.claude/projects/-home-someone-work-flux/efe01d09-9daa-4c2b-8e4f-10a93219e272.jsonl"
+    _out.Transcript().line(f"file      {path} (314,314 bytes, 81 records)", hang=10)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and all(len(line) <= 100 for line in lines), lines
+    assert lines[0].endswith("/") and lines[1].startswith("          efe01d09-9daa-4c2b-8e4f-10a93219e272.jsonl"), lines
