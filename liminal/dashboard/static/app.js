@@ -181,7 +181,7 @@ async function threadsPage(state) {
         el("td", { title: when(r.last_activity), text: ago(r.last_activity) }),
         el("td", { class: "num" }, tokens(r.context_used), r.context_size ? el("span", { class: "quiet", text: ` / ${tokens(r.context_size)}` }) : ""),
         el("td", { class: "num", text: r.turns }),
-        el("td", { class: "num", title: `${r.moves} moves in all (/clear and /undo too)`, text: r.swaps }),
+        el("td", { class: "num", title: `${r.swaps} swaps of ${r.moves} moves (swaps, /clear, /undo)`, text: r.swaps }),
         el("td", { class: "num" }, savedText(r.savings)),
       ))));
     document.getElementById("count").textContent = `${shown.length} of ${rows.length} threads`;
@@ -225,11 +225,11 @@ async function threadPage(id, target, keepFrom) {
     el("section", { class: "cards" },
       card("Context now", now.used !== null ? tokens(now.used) : "?", now.size ? `of ${tokens(now.size)}` : ""),
       card("Model calls", data.points.length, `${data.turn_count} turns`),
-      card("Swaps", data.swaps, `${data.move_count} moves in all`),
+      card("Swaps", data.swaps, `of ${data.move_count} moves (swaps, /clear, /undo)`),
       card("Saved vs auto-compact", s ? big(s.saved) : "-", s ? `${Math.round(s.saved_share * 100)}% of ${big(s.auto_compact)} (input-token equivalents, estimated)${s.summaries ? `, the model's summaries (${big(s.summaries)}) paid` : ""}; mean context ${tokens(s.mean_context)}, not ${tokens(s.mean_context_auto)}` : "too few model calls to say")),
     el("section", { class: "card" }, el("h2", { text: "Context at every model call" }), chart(data), legend(data)),
     bands,
-    el("section", { class: "card" }, el("h2", { text: "Swaps and moves" }), movesTable(data.moves)),
+    el("section", { class: "card" }, el("h2", { text: "Moves" }), movesTable(data.moves)),
     el("section", { class: "card" }, el("h2", { text: "Transcript" }), contextNote(data), transcript(data, target)),
   );
   loadBands(id, bands);
@@ -315,7 +315,7 @@ function niceStep(raw) { // 1, 2 or 5 times a power of ten: round numbers on the
 }
 
 function movesTable(list) {
-  if (!list.length) return el("p", { class: "quiet", text: "No swap or move yet." });
+  if (!list.length) return el("p", { class: "quiet", text: "No move yet." });
   return el("table", { class: "moves", id: "moves" },
     el("thead", {}, el("tr", {}, ["When", "Move", "Tokens", "Rebuild", "Saves", "Payback", "Took", "Why"].map((h) => el("th", { text: h })))),
     el("tbody", {}, list.map((m) => el("tr", { class: m.outcome === "committed" ? MOVE_CLASS(m) : "failed" },
