@@ -103,7 +103,7 @@ def test_undo_of_a_sessions_first_turn_leaves_an_empty_context(adapter: Adapter,
         seen = last_request(rig)
         assert "bravo" in seen and "alpha" not in seen, seen[-3000:]
         # Its one turn out again: the thread's own first prompt is no history either.
-        assert "which is empty now" in said(client, thread, "/undo")
+        assert "the model's context is empty now" in said(client, thread, "/undo")
         said(client, thread, "after the second undo charlie")
         seen = last_request(rig)
         assert "charlie" in seen and "bravo" not in seen and "alpha" not in seen
