@@ -1,10 +1,13 @@
 """A move of a thread (liminal's swap, ``/undo``, ``/clear``, ...) as a person reads it, one
-line, the same in ``/context``, ``liminal swaps``, ``liminal history`` and search:
+line, the same in ``/context``, ``liminal history`` and search:
 
-    swap committed, 131.2k -> 38.5k tokens: context 131.2k tokens >= 120k: ...
-    /undo committed, 15.4k -> 8.8k tokens
-    /clear committed
+    swap compressed the model's context (131.2k -> 38.5k tokens): context 131.2k tokens >= 120k: ...
+    /undo took the last turn out of the model's context (15.4k -> 8.8k tokens)
+    /clear emptied the model's context
     /undo failed: the last turn is not on disk yet
+
+A swap is liminal's compression of the context, on its own or asked for with ``/optimise``; a
+move is any change of the session a thread is on: a swap, ``/clear``, ``/undo``, a reopen.
 
 From a swap journal record as a mapping (``SwapRecord`` as a dict, which is also the ``data``
 of a ``swap`` message in the store), records journaled before ``move`` existed too. A move with
@@ -66,25 +69,58 @@ def why(record: Mapping[str, Any]) -> str:
 
 
 def size(record: Mapping[str, Any]) -> str:
-    """``131.2k -> 38.5k tokens``, ``at 131.2k tokens`` when only the size before is known, or
-    nothing."""
+    """``131.2k -> 38.5k tokens``, ``about 13.7k tokens before and after`` when the two read
+    the same, ``at 131.2k tokens`` when only the size before is known, or nothing."""
     before, after = _int(record.get("tokens_before")), _int(record.get("tokens_after"))
     if before is not None and after is not None:
+        if tokens(before) == tokens(after):
+            return f"about {tokens(before)} tokens before and after"
         return f"{tokens(before)} -> {tokens(after)} tokens"
     if before is not None:
         return f"at {tokens(before)} tokens"
     return ""
 
 
+def done(record: Mapping[str, Any]) -> str:
+    """A committed move in words, what it did to the model's context: ``/undo took the last turn
+    out of the model's context``, ``swap compressed the model's context``."""
+    move = what(record)
+    name, _, mark = move.partition(" ")
+    if name == "/undo" and record.get("opened") == "empty":
+        return "/undo took out the only turn: the model's context is empty"
+    if name == "/undo":
+        return "/undo took the last turn out of the model's context"
+    if name in REWRITES:
+        return f"{move} compressed the model's context"
+    if name == "/clear":
+        return f"{move} took the model's context back to mark {mark}" if mark else \
+            "/clear emptied the model's context"
+    return f"{move} committed"
+
+
+def unchanged(record: Mapping[str, Any]) -> str:
+    """Why a committed move left the context the size it was, as the tokens read (one turn
+    taken out of a thousand tokens or more can be a tenth of a thousand), or nothing."""
+    before, after = _int(record.get("tokens_before")), _int(record.get("tokens_after"))
+    if before is None or after is None or tokens(before) != tokens(after):
+        return ""
+    return "what it took out held less than 0.1k tokens" if before >= 1000 else ""
+
+
 def describe(record: Mapping[str, Any], *, committed_why: bool = True, took: bool = False) -> str:
-    """The whole line: the move and its outcome, the tokens, with ``took`` how long it held the
-    thread, then why (for a committed move only with ``committed_why``)."""
+    """The whole line: the move, what it did (or that it did not happen), its tokens, with
+    ``took`` how long it held the thread, then why (for a committed move only with
+    ``committed_why``)."""
     outcome = str(record.get("outcome") or "?")
-    head = [f"{what(record)} {outcome}"]
-    if size(record):
-        head.append(size(record))
     seconds = record.get("duration_s")
-    if took and isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
-        head.append(f"in {seconds:.2f} s")
-    reason = why(record) if committed_why or outcome != "committed" else ""
+    timed = f"in {seconds:.2f} s" if took and isinstance(seconds, (int, float)) \
+        and not isinstance(seconds, bool) else ""
+    if outcome == "committed":
+        sized = size(record)  # ("at" only a move that did not happen stays at)
+        aside = ", ".join(p for p in (sized.replace("at ", "from ", 1) if sized.startswith("at ") else sized,
+                                      timed) if p)
+        reason = (why(record) if committed_why else "") or unchanged(record)
+        return done(record) + (f" ({aside})" if aside else "") + (f": {reason}" if reason else "")
+    head = [f"{what(record)} {outcome}", *(p for p in (size(record), timed) if p)]
+    reason = why(record)
     return ", ".join(head) + (f": {reason}" if reason else "")

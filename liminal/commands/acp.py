@@ -66,5 +66,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if argv is None:
         return 2
     tune_gc()
+    if sys.stdin.isatty():  # a person at a terminal, not a client: what it waits for
+        from liminal import log
+
+        log.get("liminal.acp").info(
+            "waiting for an ACP client on stdin: an editor starts liminal acp and speaks to it "
+            "(to try it without one: README, \"Try it without an editor\"); Ctrl-D ends")
     config_file = getattr(args, "config", None)
     return anyio.run(run_proxy, argv, settings, config_file, backend="asyncio")

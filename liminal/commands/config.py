@@ -43,21 +43,69 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                                        "warnings": losing_money(settings)},
                                       option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0
-    from liminal.commands._out import WIDTH, Column, console, table, terminal
+    from pathlib import Path
 
-    table([Column("SETTING"), Column("VALUE", fit="wrap", least=16, keep=1), Column("FROM", fit="wrap", least=12)],
-          [("home", str(settings.home), sources.get("home", "default")), *(
-              (name, repr(value) if isinstance(value, str) else "(chosen)" if value is None else str(value),
-               source) for name, value, source in rows)])
-    floor_line = f"floor: {floor.describe()}"
-    for line in [floor_line, *(f"warning: {said}" for said in losing_money(settings))]:
-        if terminal():
-            console().print(line)
-        else:
-            import textwrap
+    from liminal.commands._out import WIDTH, Column, table, terminal
 
-            print(textwrap.fill(line, WIDTH, subsequent_indent="  "))
+    path = Path(args.config) if getattr(args, "config", None) else settings.home / "config.toml"
+    heading = [f"home: {settings.home} ({sources.get('home', 'default')})",
+               f"config file: {path}" + ("" if path.is_file() else " (none: every setting is its "
+                                         "default or comes from the environment or a flag)")]
+    env = [name for name, _, source in rows if source.startswith("env ")]
+    if env:
+        heading.append(f"env: a setting's variable, LIMINAL_ and its name upper-cased, _ for the dot "
+                       f"({env[0]}: {sources[env[0]].removeprefix('env ')})")
+    _paragraphs(heading, WIDTH, terminal())
+    table([Column("SETTING", lead=True), Column("VALUE", fit="wrap", least=16, keep=1, lead=True, label="= {}"),
+           Column("FROM", fit="wrap", least=12, label="from {}")],
+          [(name, shown(name, value), _from(source, path)) for name, value, source in rows])
+    _paragraphs([f"floor: {floor.describe()}", *(f"warning: {said}" for said in losing_money(settings))],
+                WIDTH, terminal())
     return 0
+
+
+def shown(name: str, value: object) -> str:
+    """A setting's value as it is written in config.toml (``"info"``, ``true``, ``300``), with
+    its unit, and in a larger one where that reads better (``67108864 bytes (64 MiB)``)."""
+    from liminal.units import data_size, duration, tokens
+
+    if value is None:  # (no setting's default is written as such in TOML)
+        return "unset (the CLI's own limit)" if name == "swap.ceiling_tokens" else "unset (chosen per thread)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if not isinstance(value, (int, float)):
+        import orjson
+
+        return orjson.dumps(str(value)).decode()  # a TOML basic string is written as JSON's
+    written = f"{value:g}" if isinstance(value, float) and not value.is_integer() else str(int(value))
+    for ending, unit, larger in (("_bytes", "bytes", data_size), ("_seconds", "s", duration),
+                                 ("_tokens", "tokens", tokens)):
+        if name.endswith(ending):
+            readable = larger(value).removesuffix(" s")
+            return f"{written} {unit}" + ("" if readable == written else f" ({readable})")
+    return written
+
+
+def _from(source: str, path: object) -> str:
+    """Where a setting came from, in a word: ``default``, the config file's name (its path is
+    said above the table), ``env``, ``flag``."""
+    if source.startswith("file "):
+        return source.replace(f"file {path}", getattr(path, "name", "file"), 1)
+    return source.split(" ", 1)[0] if source.startswith("env ") else source
+
+
+def _paragraphs(lines: list[str], width: int, on_terminal: bool) -> None:
+    """Each line wrapped to the width (a path after its slashes), the lines it goes on to
+    indented."""
+    from liminal.commands._out import console, wrap
+
+    shown = console() if on_terminal else None
+    for line in lines:
+        for piece in wrap(line, max(shown.width, 20) if shown is not None else width, hang="  "):
+            if shown is not None:
+                shown.print(piece, highlight=False, markup=False, no_wrap=True, crop=False)
+            else:
+                print(piece)
 
 
 # Threads whose last swap is older than this are not looked at: the settings may have changed since.

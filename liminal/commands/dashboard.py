@@ -1,8 +1,8 @@
 """``liminal dashboard [--listen HOST:PORT]``: the dashboard alone, on loopback, for people who
 run ``liminal acp`` from an editor and no ``liminal serve`` (which serves it at ``/dashboard/``
 itself). Read-only: it opens the store without writing and starts no agent. The token is
-``liminal serve``'s (``$LIMINAL_HOME/serve-token``); the address to open is printed with it in
-its fragment (``#token=``), which the browser keeps to itself (docs/dashboard.md)."""
+``liminal serve``'s (``$LIMINAL_HOME/serve-token``); the address to open is printed on stdout
+with it in its fragment (``#token=``), which the browser keeps to itself (docs/dashboard.md)."""
 
 from __future__ import annotations
 
@@ -42,10 +42,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     host, port = host_port
 
     def ready(bound: int) -> None:
-        shown = f"[{host}]" if ":" in host else host
-        print(f"liminal dashboard: http://{shown}:{bound}/dashboard/#token={token}", file=sys.stderr, flush=True)
-        if args.print_port:
+        if args.print_port:  # for a program that starts it: the port, first
             print(bound, flush=True)
+        print(f"liminal dashboard: {address(host, bound, token)}", flush=True)
 
     try:
         return anyio.run(serve_dashboard, settings, token, host, port, ready, backend="asyncio")
@@ -53,3 +52,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print(f"liminal dashboard: --listen {args.listen!r} cannot be used: {exc.strerror or exc}",
               file=sys.stderr)
         return 2
+
+
+def address(host: str, port: int, token: str | None) -> str:
+    """Where a browser opens the dashboard, with the token in the fragment (which the browser
+    keeps to itself) when ``token`` is given."""
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/dashboard/" + (f"#token={token}" if token else "")

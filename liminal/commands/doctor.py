@@ -7,6 +7,7 @@ reported, not fixed: ``liminal acp`` tightens it at its next start).
 from __future__ import annotations
 
 import argparse
+import shlex
 import shutil
 import stat
 import sys
@@ -40,11 +41,18 @@ def _home(settings: Settings) -> tuple[bool, str]:
         return True, f"{home} does not exist yet (liminal acp creates it, 0700)"
     mode = stat.S_IMODE(home.stat().st_mode)
     if mode & 0o077:
-        return False, f"{home} is {oct(mode)}: readable by others (liminal acp makes it 0700)"
+        return False, f"{home} is {mode:04o}: readable by others (liminal acp makes it 0700)"
     loose = [p for p in home.rglob("*") if not p.is_symlink()
              and stat.S_IMODE(p.stat().st_mode) & 0o077]
+    if len(loose) == 1:
+        # Most often a config.toml made with an editor or a shell (0644 under the usual umask);
+        # it may hold a store's or a cache's password in its URL.
+        mode = stat.S_IMODE(loose[0].stat().st_mode)
+        return False, (f"{loose[0]} is {mode:04o}: readable by others; fix with "
+                       f"chmod 600 {shlex.quote(str(loose[0]))}")
     if loose:
-        return False, f"{len(loose)} files in {home} are readable by others, e.g. {loose[0]}"
+        return False, (f"{len(loose)} files in {home} are readable by others, e.g. {loose[0]}; "
+                       f"fix with chmod -R go= {shlex.quote(str(home))}")
     return True, f"{home} is private (0700)"
 
 
@@ -162,6 +170,7 @@ async def _deleted_left(settings: Settings) -> tuple[bool, str]:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     import anyio
 
+    from liminal.commands.config import shown
     from liminal.config import setting_names, value_of
     from liminal.store.base import StoreError, describe
     from liminal.store.cache import open_cache
@@ -169,7 +178,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
     checks: list[tuple[str, bool, str]] = []
     checks.append(("home", *_home(settings)))
-    changed = [f"{n}={value_of(settings, n)!r}" for n in setting_names()
+    changed = [f"{n} = {shown(n, value_of(settings, n))}" for n in setting_names()
                if value_of(settings, n) != value_of(Settings(home=settings.home), n)]
     checks.append(("config", True, ("not the defaults: " + ", ".join(changed)) if changed else "all defaults"))
     checks.append(("sqlite", *_fts5()))

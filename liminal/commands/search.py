@@ -28,8 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     from liminal.commands._out import Transcript
     from liminal.commands._store import print_json, refuse, resolve, run_with_store
-    from liminal.lookup.memos import describe, memos_matching
+    from liminal.lookup.memos import MEMO_THREAD, describe, memos_matching
     from liminal.lookup.search import Found, find
+    from liminal.store.base import fts_terms
     from liminal.store.records import MessageRecord
 
     query = " ".join(args.query)
@@ -62,14 +63,17 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             "message_id": f.hit.message_id} for f in found])
         return 0
     out = Transcript()
+    terms = fts_terms(query)  # shown marked in what was found, on a terminal
     for memo in memos:  # what the person asked liminal to keep: first
         out.line(f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(memo.time))} · memo", style="bold")
-        out.line(describe(memo), indent=4)
+        out.line(describe(memo), indent=4, marks=terms)
+    listed = {m.id for m in memos}  # (--all finds them again among liminal's own messages)
+    found = [f for f in found if not (f.hit.thread_id == MEMO_THREAD and f.hit.id in listed)]
     if not found and not memos:
         out.line("no match" + ("" if args.all else "; --all also searches liminal's own commands "
                                                     "and the CLIs' records"))
         return 0
     for f in found:
         out.line(f"{f.when} · {f.where()} · {f.speaker}", style="bold")
-        out.line(f.hit.snippet, indent=4)
+        out.line(f.hit.snippet, indent=4, marks=terms)
     return 0

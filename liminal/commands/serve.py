@@ -30,7 +30,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
     from liminal import access as tokens
     from liminal.access import is_loopback
+    from liminal.commands._out import terminal
     from liminal.commands.acp import agent_command
+    from liminal.commands.dashboard import address
     from liminal.config import _host_port
     from liminal.serve.server import AcpServer, ListenError
 
@@ -56,10 +58,16 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     server = AcpServer(settings, argv, token, config_file=getattr(args, "config", None))
 
     def ready(bound: int) -> None:
-        print(f"liminal serve: ws://{host}:{bound}/acp (token in {settings.home / tokens.TOKEN_FILE})",
-              file=sys.stderr, flush=True)
-        if args.print_port:
+        if args.print_port:  # for a program that starts it: the port, first
             print(bound, flush=True)
+        shown = f"[{host}]" if ":" in host else host
+        print(f"liminal serve: ws://{shown}:{bound}/acp (token in {settings.home / tokens.TOKEN_FILE})",
+              flush=True)
+        # The token in the address only for a person at a terminal: under a service manager
+        # stdout is a log that others may read.
+        print(f"liminal serve: the dashboard at {address(host, bound, token if terminal() else None)}"
+              + ("" if terminal() else f" (the page asks for the token, in {settings.home / tokens.TOKEN_FILE})"),
+              flush=True)
 
     try:
         return anyio.run(server.run, host, port, ready, backend="asyncio")

@@ -1,5 +1,6 @@
-"""``liminal swaps [THREAD] [--json]``: every swap attempt, from the journal: the shared
-store's when the store is shared (MongoDB: every sidecar's moves), else this home's."""
+"""``liminal swaps [THREAD] [--json]``: every move of a thread tried (liminal's swaps, and the
+moves of ``/clear``, ``/undo``, ``/optimise``), from the journal: the shared store's when the
+store is shared (MongoDB: every sidecar's moves), else this home's."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from liminal.config import Settings
 if TYPE_CHECKING:
     from liminal.kernel.journal import SwapJournal, SwapRecord
 
-HELP = "list swaps and the commands' moves: when, tokens before and after, cost and savings, outcome"
+HELP = ("list every move (liminal's swaps, /clear, /undo, /optimise): when, tokens before and after, "
+        "cost and savings, why")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,7 +40,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             sys.stdout.buffer.write(record.to_json() + b"\n")
         return 0
     if not records:
-        print("no swaps yet" + (f" for {args.thread}" if args.thread else ""))
+        print("no moves yet" + (f" for {args.thread}" if args.thread else ""))
         return 0
     # Cost in input-token equivalents (liminal.kernel.policy): "rebuild" is what the first call
     # after the swap paid beyond continuing (negative when the thread was idle past the cache's
@@ -74,13 +76,17 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             payback_text = plural(round(payback), "call")
         saves = _k(cost.get("saves_per_call"))
         summary = cost.get("summary")
-        row = [when, ids[r.thread_id], f"{r.outcome} {moves.what(fields)}", size, _k(cost.get("rebuild")),
-               _k(summary) if summary else "-", saves if saves == "-" else f"{saves}/call", payback_text,
-               f"{r.duration_s:.2f} s", moves.why(fields)]
+        move = moves.what(fields)
+        row = [when, ids[r.thread_id], move if r.outcome == "committed" else f"{move} {r.outcome}", size,
+               _k(cost.get("rebuild")), _k(summary) if summary else "-", saves if saves == "-" else f"{saves}/call",
+               payback_text, f"{r.duration_s:.2f} s", moves.why(fields)]
         rows.append(tuple(row if summaries else row[:5] + row[6:]))
-    columns = [Column("WHEN"), Column("THREAD"), Column("OUTCOME", fit="end", least=14), Column("TOKENS", right=True),
+    columns = [Column("WHEN", lead=True), Column("THREAD", lead=True),
+               Column("MOVE", fit="end", least=8, lead=True),
+               Column("TOKENS", right=True, lead=True, label="{} tokens"),
                Column("REBUILD", right=True), Column("SUMMARY", right=True), Column("SAVES", right=True),
-               Column("PAYBACK", right=True), Column("TOOK", right=True), Column("WHY", least=24, below=True)]
+               Column("PAYBACK", right=True, label=lambda v: "pays back now" if v == "now" else f"pays back in {v}"),
+               Column("TOOK", right=True), Column("WHY", below=True)]
     table(columns if summaries else columns[:5] + columns[6:], rows)
     return 0
 

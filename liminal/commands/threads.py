@@ -73,7 +73,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print("no threads yet" if not found else "no threads (archived ones: --all)")
         return 0
     from liminal.commands._out import Column, table
-    from liminal.units import tokens
+    from liminal.units import plural, tokens
 
     ids = short_ids([s.thread.id for s in summaries])
     rows = []
@@ -86,9 +86,12 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             title += " (archived)"
         rows.append((ids[s.thread.id], title, cli_name(s.thread.harness), _home_short(s.thread.cwd),
                      str(s.turns), context, str(s.swaps), when(s.last_activity)))
-    table([Column("THREAD"), Column("TITLE", fit="end", least=16, keep=1), Column("CLI"),
-           Column("CWD", fit="start", least=12), Column("TURNS", right=True),
-           Column("CONTEXT", right=True), Column("MOVES", right=True), Column("LAST ACTIVITY")], rows)
+    table([Column("THREAD", lead=True), Column("TITLE", fit="end", least=16, keep=1, lead=True),
+           Column("CLI", label="{}"), Column("CWD", fit="start", least=12, label="{}"),
+           Column("TURNS", right=True, label=lambda n: plural(int(n), "turn")),
+           Column("CONTEXT", right=True, label="context {}"),
+           Column("MOVES", right=True, label=lambda n: plural(int(n), "move")),
+           Column("LAST ACTIVITY", label="last active {}")], rows)
     return 0
 
 

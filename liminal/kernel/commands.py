@@ -90,6 +90,16 @@ BAND_FATES = (("recent", "whole"), ("middle", "with long tool output cut to reca
               ("old", "as messages only"), ("ancient", "as one summary"))
 
 
+# The commands that only read: a refusal of one changes nothing, and need not say so.
+READING = ("marks", "context", "search", "recall", "memos")
+
+
+def unchanged(name: str, args: str) -> str:
+    """What a refused command's answer ends with: that nothing changed, for a command that
+    could have changed something (``/context rebuild`` writes the state anchor)."""
+    return "" if name in READING and not (name == "context" and args == "rebuild") else " (nothing changed)"
+
+
 class CommandError(Exception):
     """Said to the user as the command's answer; nothing changed."""
 
@@ -289,10 +299,10 @@ class CommandCenter(Component):
         try:
             text = await self._run(thread, *parsed)
         except (CommandError, SwapError) as exc:
-            text = f"{exc} (nothing changed)"
+            text = f"{exc}{unchanged(*parsed)}"
         except Exception as exc:  # a bug or a store down: said, and the prompt answered
             logger.exception("command failed", command=parsed[0], thread=thread)
-            text = f"/{parsed[0]} failed: {type(exc).__name__}: {exc} (nothing changed)"
+            text = f"/{parsed[0]} failed: {type(exc).__name__}: {exc}{unchanged(*parsed)}"
         port.notify_client("session/update", {"sessionId": thread, "update": {
             "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}})
         port.answer_local(request.key, {"stopReason": "end_turn"})
@@ -708,10 +718,14 @@ class CommandCenter(Component):
             end = turns.starts[-1]
             return lambda new_id: self.harness.cut([(current, 0, end)], current, new_id, keeps_thread=True)
 
-        if (await self.mover.move_thread(thread, "/undo", plan)).rewritten is None:
-            return ("The only turn is out of the model's context, which is empty now, as after /clear "
+        done = (await self.mover.move_thread(thread, "/undo", plan)).rewritten
+        if done is None:
+            return ("Took out the only turn: the model's context is empty now, as after /clear "
                     "(the turn stays in liminal's history).")
-        return "The last turn is out of the model's context (it stays in liminal's history)."
+        sizes = {"tokens_before": done.tokens_before, "tokens_after": done.tokens_after}
+        why = moves.unchanged(sizes)
+        return (f"Took the last turn out of the model's context ({moves.size(sizes)}"
+                f"{': ' + why if why else ''}). It stays in liminal's history.")
 
     def _context_is_empty(self, thread: str) -> bool:
         """The thread is on a session a move opened empty (/clear, an /undo of its only turn), or
@@ -737,7 +751,8 @@ class CommandCenter(Component):
             if cut is not None:
                 raise CommandError(
                     f"turns were taken out of the context after mark {mark.name} ({cut}): a fork of "
-                    "what followed the mark would bring them back. /fork forks the context as it is")
+                    "what followed the mark would bring them back. /fork with no mark forks the "
+                    "context as it is")
             parts = await self._after(thread, mark)
             what = f"what followed mark {mark.name}"
         else:
@@ -779,17 +794,17 @@ class CommandCenter(Component):
         return await anyio.to_thread.run_sync(self.journal.records, thread)
 
     def _taken_out_since(self, records: list[SwapRecord], mark: Mark) -> str | None:
-        """The command that took turns out of the thread's context after ``mark`` was set
-        (``/undo``, ``/clear``, ``/clear MARK``), if one did. ``_after`` reads what the CLI wrote
+        """The commands that took turns out of the thread's context after ``mark`` was set
+        (``/undo``, ``/clear``, ``/clear MARK``), said by the latest, if one did. ``_after`` reads what the CLI wrote
         after the mark, file by file, and cannot leave such turns out; a gradient swap only
         compresses, so the fork has those turns whole."""
-        for record in records:
-            if record.outcome != "committed" or record.started_at < mark.at:
-                continue
-            move = moves.what(asdict(record))  # the command as given: ``/clear A``
-            if move.split(" ", 1)[0] in ("/undo", "/clear"):
-                return move
-        return None
+        taken = [move for record in records if record.outcome == "committed" and record.started_at >= mark.at
+                 and (move := moves.what(asdict(record))).split(" ", 1)[0] in ("/undo", "/clear")]
+        if not taken:
+            return None
+        # The latest names it (``/clear A`` after an ``/undo``: the /clear is what the person
+        # has in mind), and how many did.
+        return taken[-1] if len(taken) == 1 else f"the latest of {len(taken)}: {taken[-1]}"
 
     async def _after(self, thread: str, mark: Mark) -> list[tuple[Path, int, int | None]]:
         """The byte ranges that hold the turns after ``mark``: the rest of its file, then what the

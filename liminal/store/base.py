@@ -9,12 +9,15 @@ specification; a backend is done when it passes it.
 from __future__ import annotations
 
 import hashlib
+import re
 import unicodedata
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
+
+import orjson
 
 from liminal.config import Settings
 from liminal.store.records import (
@@ -280,12 +283,81 @@ def fts_terms(query: str) -> list[str]:
 
 
 def snippet(text: str, terms: Sequence[str], width: int = 160) -> str:
-    """A window of ``text`` around the first term found, on one line."""
-    lower = text.lower()
-    at = min((i for i in (lower.find(t.lower()) for t in terms) if i >= 0), default=0)
-    start = max(0, at - width // 3)
-    piece = text[start : start + width].replace("\n", " ")
-    return ("…" if start else "") + piece + ("…" if start + width < len(text) else "")
+    """What a person reads of a find: about ``width`` characters of ``text`` on one line,
+    centred on the match (where most of the terms are found close together, the first such
+    place), cut between words, an ellipsis where text is left out. A line of JSON in it (a tool
+    call's input, ``Bash {"command": "seq 1 3"}``) reads as its fields (``Bash command: seq 1 3``)."""
+    wanted = [t.lower() for t in terms if t]
+    at, _ = _match_at(text.lower(), wanted, width)
+    # The lines around the match, made readable; the window is taken from them.
+    lo = max(text.rfind("\n", 0, max(0, at - width)) + 1, at - 4 * width, 0)
+    hi = text.find("\n", at + width)
+    hi = min(len(text) if hi < 0 else hi, at + 4 * width)
+    region = " ".join(" ".join(readable(line).split()) for line in text[lo:hi].split("\n")).strip()
+    at, end_of_match = _match_at(region.lower(), wanted, width)
+    start = max(0, (at + end_of_match - width) // 2)
+    end = min(len(region), start + width)
+    start = max(0, end - width)
+    if start > 0 and region[start - 1] != " ":  # mid-word: from the next word on, or the match's
+        space = region.find(" ", start, at)
+        start = space + 1 if space >= 0 else region.rfind(" ", 0, at) + 1
+    if end < len(region) and region[end] != " ":  # the same at the end: the word that would be cut
+        space = region.rfind(" ", end_of_match, end)
+        end = space if space >= 0 else end
+    before = start > 0 or bool(text[:lo].strip())
+    after = end < len(region) or bool(text[hi:].strip())
+    return ("…" if before else "") + region[start:end].strip() + ("…" if after else "")
+
+
+def _match_at(lower: str, terms: Sequence[str], width: int) -> tuple[int, int]:
+    """Where the match in ``lower`` starts and ends: the first place where the most of
+    ``terms`` are found within half of ``width`` of one another (0, 0 where none is)."""
+    spots: list[tuple[int, int, int]] = []  # start, end, term
+    for n, term in enumerate(terms):
+        at, found = lower.find(term), 0
+        while at >= 0 and found < 64:
+            spots.append((at, at + len(term), n))
+            at, found = lower.find(term, at + len(term)), found + 1
+    if not spots:
+        return 0, 0
+    spots.sort()
+    best, best_end, best_count = spots[0][0], spots[0][1], 0
+    for i, (start, _, _) in enumerate(spots):
+        near = [s for s in spots[i:] if s[0] < start + width // 2]
+        count = len({s[2] for s in near})
+        if count > best_count:
+            best, best_end, best_count = start, max(s[1] for s in near), count
+    return best, best_end
+
+
+def readable(line: str) -> str:
+    """A line that holds a JSON object or array, maybe after a name (``Bash {...}``: a tool
+    call as a CLI records it), as its fields: ``command: seq 1 3; description: Count``; any
+    other line as it is."""
+    found = _JSON_LINE.match(line) if "{" in line or "[" in line else None
+    if found is None:
+        return line
+    try:
+        value = orjson.loads(found.group(2))
+    except orjson.JSONDecodeError:
+        return line
+    if not isinstance(value, (dict, list)):
+        return line
+    return (found.group(1) or "") + _fields(value)
+
+
+# A JSON object or array, maybe after one word (a tool's name), and nothing else on the line.
+_JSON_LINE = re.compile(r"^(\s*[\w.:/-]{1,64} )?\s*([\[{].*[\]}])\s*$")
+
+
+def _fields(value: Any, nested: bool = False) -> str:
+    if isinstance(value, dict):
+        text = "; ".join(f"{k}: {_fields(v, True)}" for k, v in value.items())
+        return f"({text})" if nested else text
+    if isinstance(value, list):
+        text = ", ".join(_fields(v, True) for v in value)
+        return f"[{text}]" if nested else text
+    return value if isinstance(value, str) else orjson.dumps(value).decode()
 
 
 def seconds(stamp: str | None) -> float | None:

@@ -108,6 +108,8 @@ SEARCH_CHARS = 256 * 1024
 # writers per thread this is never reached; it bounds a loop, nothing more.
 _MERGE_ATTEMPTS = 100
 _DELETE_CHUNK = 1000  # owners in one delete, far below the 16 MB a command may hold
+# The direction of a prompt liminal answered itself (its commands): no turn of the conversation.
+_COMMAND = "c2l"
 # Server error codes of a write that failed rather than was refused: the driver's retryable
 # ones (a primary stepping down, shutdown, network), a duplicate key from two writers racing on
 # an upsert, write conflicts and lock timeouts, time limits, authentication, a full disk. Any
@@ -591,8 +593,10 @@ class MongoStore:
         out = []
         async for d in self._threads.find({}):
             t = _thread(d)
-            turns = [x for x in await self._messages.distinct(
+            started = [x for x in await self._messages.distinct(
                 "turn_id", {"thread_id": t.id, "replayed": False}) if x is not None]
+            by = await self._directions(started)  # a turn's id is its prompt frame's
+            turns = [x for x in started if by.get(x) != _COMMAND]
             usage_doc = await self._messages.find_one(
                 {"thread_id": t.id, "kind": "usage"}, sort=[("ord", DESCENDING)])
             move_doc = await self._messages.find_one(

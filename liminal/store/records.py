@@ -242,6 +242,8 @@ class ThreadSummary:
     """A thread with what ``liminal threads`` shows, computed from its messages."""
 
     thread: Thread
+    # The conversation's turns, recorded live (a load's replay is none): liminal's own commands
+    # (``/context``, ``/mark``..., a turn whose prompt frame went client to liminal) are none.
     turns: int
     # The context now: the last usage point's ``used`` tokens, or what a move that committed
     # since left (``context_now``).

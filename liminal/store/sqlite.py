@@ -458,8 +458,9 @@ class SqliteStore:
     async def threads(self, limit: int = 1000, *, empty: bool = False) -> list[ThreadSummary]:
         sql = """
             SELECT {cols},
-              (SELECT COUNT(DISTINCT turn_id) FROM messages m WHERE m.thread_id = t.id
-                 AND m.replayed = 0),
+              (SELECT COUNT(*) FROM (SELECT DISTINCT turn_id FROM messages m WHERE m.thread_id = t.id
+                 AND m.replayed = 0 AND m.turn_id IS NOT NULL) d LEFT JOIN frames f ON f.id = d.turn_id
+                 WHERE COALESCE(f.direction, '') != 'c2l'),
               (SELECT ord || char(10) || data FROM messages m WHERE m.thread_id = t.id
                  AND m.kind = 'usage' ORDER BY ord DESC LIMIT 1),
               (SELECT ord || char(10) || data FROM messages m WHERE m.thread_id = t.id

@@ -278,8 +278,8 @@ def test_recall_memo_memos_rename_archive_as_a_person_types_them(adapter: Adapte
         # code and timing around the output).
         recalled = said(client, thread, f"/recall {keys[0]}")
         assert ORIGINAL in recalled and len(recalled) < len(ORIGINAL) + 400, recalled[:300]
-        assert said(client, thread, "/recall") == "/recall KEY (from a truncation marker) (nothing changed)"
-        assert said(client, thread, "/recall not-a-key") == "not a recall key: 'not-a-key' (nothing changed)"
+        assert said(client, thread, "/recall") == "/recall KEY (from a truncation marker)"
+        assert said(client, thread, "/recall not-a-key") == "not a recall key: 'not-a-key'"
 
         # /memo here, /memos from another thread.
         assert said(client, thread, "/memo deploys need the VPN #ops") == "Memo kept with #ops."

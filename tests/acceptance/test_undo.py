@@ -49,14 +49,14 @@ def test_undo_right_after_a_swap_that_kept_one_turn(adapter: Adapter, rig: Rig) 
         assert "Context optimised" in said(client, thread, "/optimise"), records(rig)
         # What the swap left: the summary of the older turns, then the last turn whole.
         answer = said(client, thread, "/undo")
-        assert answer.startswith("The last turn is out of the model's context"), answer
+        assert answer.startswith("Took the last turn out of the model's context ("), answer
         [swap, undo] = records(rig)
         assert (swap.move, swap.outcome, undo.move, undo.outcome) == (
             "/optimise", "committed", "/undo", "committed"), (swap, undo)
         said(client, thread, "after the undo zulu")
         seen = last_request(rig)
         assert "zulu" in seen and PREAMBLE in seen and "xray" not in seen, seen[-3000:]
-        assert "/undo committed, " in said(client, thread, "/context")
+        assert "/undo took the last turn out of the model's context (" in said(client, thread, "/context")
 
         # Again: zulu goes, the summary stays; then only the summary is left, and /undo says so.
         assert "out of the model's context" in said(client, thread, "/undo")
@@ -69,12 +69,12 @@ def test_undo_right_after_a_swap_that_kept_one_turn(adapter: Adapter, rig: Rig) 
         # Out again, and the thread left there: what it shows as its context is the move's.
         assert "out of the model's context" in said(client, thread, "/undo")
         context = said(client, thread, "/context")
-        assert "Last move: /undo committed, " in context and "unknown" not in context, context
+        assert "Last move: /undo took the last turn out of the model's context (" in context and "unknown" not in context, context
         client.settle()
     shown = liminal(rig, "history", thread[:8])
     for prompt in [*prompts, "after the undo zulu", "after two undos yankee"]:
         assert prompt in shown, (prompt, shown)
-    assert "[liminal: /undo committed, " in shown and "failed" not in shown, shown
+    assert "[liminal: /undo took the last turn out of the model's context (" in shown and "failed" not in shown, shown
     assert "/undo" in liminal(rig, "swaps")
     # liminal threads said 22.9k (the last usage point, from before the move) where /context
     # said 15.4k: both say the context the last move left.
@@ -91,18 +91,19 @@ def test_undo_of_a_sessions_first_turn_leaves_an_empty_context(adapter: Adapter,
         thread = client.new_session(rig.home.project)["sessionId"]
         said(client, thread, "first prompt alpha")
         answer = said(client, thread, "/undo")
-        assert answer.startswith("The only turn is out of the model's context, which is empty now"), answer
+        assert answer.startswith("Took out the only turn: the model's context is empty now"), answer
         [moved] = records(rig)
         assert (moved.move, moved.outcome, moved.opened) == ("/undo", "committed", "empty"), moved
         assert said(client, thread, "/undo") == (
             "the model's context is empty: there is no turn to take out (nothing changed)")
         context = said(client, thread, "/context")
-        assert "Context: empty" in context and "Last move: /undo committed." in context, context
+        assert "Context: empty" in context, context
+        assert "Last move: /undo took out the only turn: the model's context is empty" in context, context
         said(client, thread, "after the undo bravo")
         seen = last_request(rig)
         assert "bravo" in seen and "alpha" not in seen, seen[-3000:]
         # Its one turn out again: the thread's own first prompt is no history either.
-        assert "which is empty now" in said(client, thread, "/undo")
+        assert "the model's context is empty now" in said(client, thread, "/undo")
         said(client, thread, "after the second undo charlie")
         seen = last_request(rig)
         assert "charlie" in seen and "bravo" not in seen and "alpha" not in seen

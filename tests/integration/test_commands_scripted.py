@@ -119,7 +119,8 @@ async def test_marks_outlive_a_swap_and_a_restart(tmp_path: Path) -> None:
         await opened(proxy, thread)
         assert "A (" in await said(proxy, thread, "/marks")
         context = await said(proxy, thread, "/context")
-        assert "Last move: swap committed, " in context and "A swap now would keep: recent " in context, context
+        assert "Last move: swap compressed the model's context (" in context, context
+        assert "A swap now would keep: recent " in context, context
         assert "Context: unknown" not in context, context
         fork = (await said(proxy, thread, "/fork A")).split("session ")[1].split(":")[0]
         forked = session_files(tmp_path)[fork].decode()
@@ -143,6 +144,9 @@ async def test_marks_outlive_a_swap_and_a_restart(tmp_path: Path) -> None:
         assert "cleared back to mark A" in await said(proxy, thread, "/clear A")
         moved = journal.records()[-1]
         assert moved.outcome == "committed" and moved.reason.startswith("/clear A"), moved
+        # The latest command that took turns out is named, /clear A: it said the /undo before it.
+        refused = await said(proxy, thread, "/fork A")
+        assert "after mark A (the latest of 2: /clear A)" in refused, refused
         assert moved.new_backing_id is not None
         cleared = session_files(tmp_path)[moved.new_backing_id].decode()
         assert "turn alpha" in cleared and "turn bravo" not in cleared and "turn charlie" not in cleared
@@ -230,7 +234,8 @@ async def test_undo_right_after_a_swap_that_kept_one_turn(tmp_path: Path) -> Non
         assert "This session is being continued" in kept and "turn bravo" not in kept
         assert turns_of(tmp_path, undone.new_backing_id) == (0, True)
         context = await said(proxy, thread, "/context")
-        assert "Last move: /undo committed, " in context and "unknown" not in context, context
+        assert "Last move: /undo took the last turn out of the model's context (" in context, context
+        assert "unknown" not in context and "committed" not in context, context
 
         # Only the preamble left: nothing to take out, and nothing journaled.
         refused = await said(proxy, thread, "/undo")
@@ -263,7 +268,7 @@ async def test_undo_of_a_sessions_only_turn_empties_the_context(tmp_path: Path) 
         await said(proxy, thread, "the first question alpha used:5000")
         assert turns_of(tmp_path, thread) == (1, False)
         answer = await said(proxy, thread, "/undo")
-        assert answer.startswith("The only turn is out of the model's context, which is empty now"), answer
+        assert answer.startswith("Took out the only turn: the model's context is empty now"), answer
         [moved] = journal.records()
         assert (moved.outcome, moved.move, moved.opened, moved.reason) == ("committed", "/undo", "empty", "/undo")
         assert (await said(proxy, thread, "/undo")) == (

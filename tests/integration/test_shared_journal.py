@@ -230,7 +230,7 @@ async def test_liminal_swaps_on_another_sidecar_shows_the_moves_it_did_not_make(
     (other / "config.toml").write_text('[store]\nurl = "mongodb://127.0.0.1:1/liminal?serverSelectionTimeoutMS=500"\n')
     assert await anyio.to_thread.run_sync(main, ["swaps"]) == 0
     said = capsys.readouterr()
-    assert "no swaps yet" in said.out and "the shared store could not be read" in said.err
+    assert "no moves yet" in said.out and "the shared store could not be read" in said.err
 
 
 @needs_mongo

@@ -104,7 +104,7 @@ def test_history(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
                  "  Let me think.", "I will read the file.", "── turn 1 · ", "context 12.3k of 200k tokens",
                  "▸ Read flux.py", "    def gigawatts(): return 1.21",
                  "[plan] [ ] Rename gigawatts",
-                 "[liminal: swap committed, 130k -> 80k tokens, in 0.40 s]"):
+                 "[liminal: swap compressed the model's context (130k -> 80k tokens, in 0.40 s)]"):
         assert line in out
     assert cli.main(["history", "sess-1", "--json"]) == 0
     data = orjson.loads(capsys.readouterr().out)
@@ -354,3 +354,30 @@ def test_a_new_install_has_no_threads_and_finds_nothing(tmp_path: Path, monkeypa
     assert cli.main(["threads"]) == 1
     assert "no store" in capsys.readouterr().err
     assert not (tmp_path / "typo.db").exists()
+
+
+def test_turns_leave_out_liminals_own_commands(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A command liminal answered itself (``/marks`` here: its prompt from the client to
+    liminal, its answer from liminal) was counted as a turn of the conversation."""
+    from liminal import config
+    from liminal.store.configured import open_store
+
+    async def command() -> None:
+        async with open_store(config.load(), create=False) as store:
+            indexer = Indexer(store, home / "spool-2")
+            for direction, message in (
+                    ("c2l", {"jsonrpc": "2.0", "id": 90, "method": "session/prompt", "params": {
+                        "sessionId": "sess-1", "prompt": [{"type": "text", "text": "/marks"}]}}),
+                    ("l2c", {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "sess-1", "update": {
+                        "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "No marks"}}}}),
+                    ("l2c", {"jsonrpc": "2.0", "id": 90, "result": {"stopReason": "end_turn"}})):
+                indexer.offer(event(direction, message, thread="sess-1", backing="sess-2", time=1020.0,
+                                    connection="conn2"))
+            await indexer.aclose()
+
+    anyio.run(command)
+    assert cli.main(["history", "sess-1"]) == 0
+    assert "── turn 2 · " in capsys.readouterr().out  # (the store has it)
+    assert cli.main(["threads", "--json"]) == 0
+    [t] = orjson.loads(capsys.readouterr().out)
+    assert t["turns"] == 1

@@ -255,7 +255,7 @@ def test_a_swap_note_becomes_a_swap_message_between_turns() -> None:
     messages, _ = derive([*conversation(), *notes])
     swaps = [m for m in sorted(messages.values(), key=lambda m: m.order) if m.kind == "swap"]
     assert [(m.status, m.text) for m in swaps] == [
-        ("committed", "swap committed, 130k -> 80k tokens"),
+        ("committed", "swap compressed the model's context (130k -> 80k tokens)"),
         ("failed", "move failed, at 130k tokens: session/resume: boom"),  # an old record: no class name
         ("failed", "/undo failed: the last turn is not on disk yet")]
     assert all(m.turn_id is None and m.data["duration_s"] == 0.4 for m in swaps)  # between turns

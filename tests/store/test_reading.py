@@ -5,6 +5,7 @@ shows each turn once (no usage point per line, each tool output once); numbers c
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -84,7 +85,7 @@ def test_history_shows_each_turn_once(home: Path, capsys: pytest.CaptureFixture[
 def test_swaps_say_their_units(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = lines_of(capsys, "swaps")
     assert all(len(line) <= 100 for line in out), "\n".join(out)
-    [row] = [line for line in out if "committed" in line]
+    [row] = [line for line in out if " swap " in line]
     assert "24 calls" in row and "131.2k -> 38.5k" in row and "12.3k" in row and "9.3k/call" in row
     assert "0.42 s" in row and THREAD[:8] in row and THREAD not in row
 
@@ -164,3 +165,121 @@ def test_a_tools_escape_sequences_reach_no_terminal(tmp_path: Path, capsys: pyte
     assert cli.main(["history", "t1"]) == 0
     out = capsys.readouterr().out
     assert "FAILED test_flux" in out and "\x1b" not in out and "\x07" not in out, repr(out)
+
+
+def terminal_of(monkeypatch: pytest.MonkeyPatch, columns: int, *, colours: bool = False) -> None:
+    """The commands print to a terminal ``columns`` wide (with ``colours``, rich's escapes)."""
+    from rich.console import Console
+
+    from liminal.commands import _out
+
+    monkeypatch.setattr(_out, "terminal", lambda: True)
+    monkeypatch.setenv("COLUMNS", str(columns))
+    if colours:
+        monkeypatch.setattr(_out, "console", lambda: Console(
+            file=__import__("sys").stdout, highlight=False, force_terminal=True, color_system="standard"))
+
+
+def test_turns_are_the_conversations_not_liminals_commands(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The thread had three turns with the model and two of liminal's commands (``/search``,
+    ``/rename``); TURNS said 5."""
+    import orjson
+
+    [listed] = [t for t in orjson.loads("\n".join(lines_of(capsys, "threads", "--json"))) if t["id"] == THREAD]
+    assert listed["turns"] == 3
+    [row] = [line for line in lines_of(capsys, "threads") if line.startswith(THREAD[:8])]
+    assert row.split()[-5] == "3", row  # TURNS, before CONTEXT, MOVES and the time
+
+
+@pytest.mark.parametrize("argv", [["threads"], ["swaps"], ["config"]], ids=" ".join)
+def test_at_80_columns_on_a_terminal_no_column_is_lost(home: Path, capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> None:
+    """At 80 columns ``liminal threads`` dropped LAST ACTIVITY and cut MOVES to ``MOV``, and
+    ``liminal swaps`` cut its headers (``PAYBAC…``) and its figures: a table that cannot fit is
+    printed a block a row, every field there and labelled; one that fits is a table."""
+    terminal_of(monkeypatch, 80)
+    out = "\n".join(lines_of(capsys, *argv))
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    assert "…" not in out, out  # nothing cut: too long for a line, it wraps
+    words = " ".join(out.split())
+    if argv == ["threads"]:
+        assert "Work out why the nightly reconciliation job double-counts refunds issued after midnight UTC" \
+            in words.replace("- ", "-"), out
+        assert LONG_CWD in re.sub(r"([/-])\n +", r"\1", out), out  # wrapped after a slash or a hyphen
+        assert "3 turns" in words and "context 12.1k/1,000k" in words and "0 moves" in words, out
+        assert "last active " + time.strftime("%Y-%m-%d %H:%M", time.localtime(1_790_000_500.0)) in words, out
+    elif argv == ["swaps"]:
+        assert "swap · 131.2k -> 38.5k tokens" in words and "rebuild 12.3k" in words, out
+        assert "saves 9.3k/call · pays back in 24 calls · took 0.42 s" in words, out
+        assert ("context 131.2k tokens >= 120k: the rebuild (12.3k) pays back in 24 calls of the 80 "
+                "before the next swap") in words, out
+    else:  # a table still, its headers whole
+        assert ["SETTING", "VALUE", "FROM"] in [line.split() for line in out.splitlines()], out
+        assert "swap.cache_life_seconds 300 s (5 min) default" in words, out
+
+
+def test_piped_config_reads_as_config_toml_with_units(home: Path, capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Piped, ``liminal config`` printed Python's reprs (``'info'``, ``True``), sizes in bytes
+    alone (``67108864``) and wrapped a path in the middle of a word."""
+    deep = home / "a-folder-for-stores" / "with-a-longer-name" / "one-more-level" / "and-the-last"
+    deep.mkdir(parents=True)
+    monkeypatch.setenv("LIMINAL_STORE_URL", f"sqlite://{deep}/liminal.db")
+    out = lines_of(capsys, "config")
+    rows = {line.split()[0]: line for line in out if line[:1].isalpha() and not line.startswith(("home", "config", "env", "floor"))}
+    assert '"info"' in rows["log_level"] and not re.search(r"'\w+'", "\n".join(rows.values()))
+    assert " true " in rows["store.index"] and "True" not in "\n".join(out)
+    assert "67108864 bytes (64 MiB)" in rows["proxy.max_frame_bytes"]
+    assert "300 s (5 min)" in rows["swap.cache_life_seconds"] and "604800 s (7 days)" in rows["cache.ttl_seconds"]
+    assert "100000 tokens (100k)" in rows["gradient.target_tokens"]
+    assert "unset (chosen per thread)" in rows["swap.high_tokens"]
+    assert rows["swap.notice"].split()[1:] == ['"thought"', "default"]
+    text = "\n".join(out)
+    assert all(part in text for part in str(deep).split("/")), text  # broken after slashes only
+    assert rows["store.url"].split()[-1] == "env" and "LIMINAL_STORE_URL" in text
+    assert out[0] == f"home: {home} (env LIMINAL_HOME)" and out[1].startswith(f"config file: {home}/config.toml")
+
+
+def test_doctor_says_how_to_make_a_config_file_private(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A config.toml made the usual way (an editor, ``cat >``: 0644) failed the home check with
+    "1 files ... readable by others", saying neither which mode nor how to fix it."""
+    for path in home.rglob("*"):
+        path.chmod(0o700 if path.is_dir() else 0o600)
+    config = home / "config.toml"
+    config.write_text('log_level = "info"\n')
+    config.chmod(0o644)
+    assert cli.main(["doctor"]) == 1
+    said = " ".join(" ".join(capsys.readouterr().out.split()).split())
+    assert f"PROBLEM home {config} is 0644: readable by others; fix with chmod 600 {config}" in said, said
+
+
+def test_search_centres_the_excerpt_on_the_match_and_marks_it(
+        home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A find far into a long message showed its first 160 characters, cut mid-word
+    (``…lease remember these design notes…``), without the words searched for; on a terminal
+    they are marked."""
+    from liminal.store.records import MessageRecord
+
+    before = " ".join(f"filler{n}" for n in range(200))
+    said = f"{before} the flux capacitor needs 1.21 gigawatts {before}"
+
+    async def add() -> None:
+        store = await SqliteStore.open(home / "liminal.db")
+        try:
+            await store.write(Batch(messages=[MessageRecord(
+                "c0:99", THREAD, "c0:99", 1_790_000_300.0, "99", "agent", said, data={})]))
+        finally:
+            await store.aclose()
+
+    anyio.run(add)
+    out = "\n".join(lines_of(capsys, "search", "gigawatts"))
+    [excerpt] = [" ".join(lines.split()) for lines in re.split(r"\n(?! )", out) if "gigawatts" in lines]
+    excerpt = excerpt.split("· model ", 1)[1]
+    assert excerpt.startswith("…filler") and excerpt.endswith("…"), excerpt
+    words = excerpt.strip("…").split()
+    assert words[0] in before.split() and words[-1] in before.split(), excerpt  # whole words
+    at = excerpt.index("gigawatts")
+    assert abs(at - (len(excerpt) - at)) < 40, excerpt  # in the middle
+    terminal_of(monkeypatch, 100, colours=True)
+    shown = "\n".join(lines_of(capsys, "search", "gigawatts"))
+    assert "\x1b[1;7mgigawatts\x1b[0m" in shown, repr(shown)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -204,8 +205,13 @@ def test_a_summary_by_the_model_is_placed_in_its_thread_and_a_memo_among_the_mem
     assert cli.main(["search", "zanzibar", "--all"]) == 0
     heads = [line for line in capsys.readouterr().out.splitlines() if not line.startswith(" ")]
     assert any(h.endswith("· Flux work · older turns · model's summary") for h in heads), heads
-    assert any(h.endswith("· liminal's memos · memo") for h in heads), heads
     assert not [h for h in heads if "liminal- ·" in h], heads
+    # The memo once: among the memos the command lists first (``--all`` listed it a second
+    # time, found among liminal's own messages); placed among the memos where it is a find.
+    assert [h for h in heads if "memo" in h] == [f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(T0 + 60))} · memo"]
+    assert cli.main(["search", "zanzibar", "--all", "--json"]) == 0
+    memos = [f for f in orjson.loads(capsys.readouterr().out) if f["who"] == "memo"]
+    assert [(f["thread_id"], f["id"]) for f in memos] == [(MEMO_THREAD, "memo-1")]
 
 
 def test_the_models_search_and_slash_search_show_the_conversation(home: Path) -> None:

@@ -2,7 +2,9 @@
 (``liminal.kernel.commands``): ``/recall``, ``/memo``, ``/memos``, ``/rename``, ``/archive``, on
 every store. Each prompt goes through the router's hook to the command center and back as the
 client would see it (an ``agent_message_chunk`` and the prompt's answer); a bad argument is
-answered, ends in "(nothing changed)", and changes nothing. (``/search``:
+answered and changes nothing, and the answer of a command that could have changed something
+ends in "(nothing changed)" (of one that only reads, ``/recall``, ``/memos``, ``/marks``,
+``/context``, it would say nothing). (``/search``:
 ``test_search_conversation.py``; the same commands with the real Claude Code:
 ``tests/acceptance/test_commands.py``.)
 """
@@ -204,12 +206,14 @@ async def test_every_command_that_takes_no_arguments_refuses_them(store: Store) 
     ``/context please`` and ``/optimise hard`` ran as if typed alone: a person who typed more
     than the command is told, and nothing happens."""
     async with typist(store) as typing:
-        for name in ("archive", "marks", "optimise", "undo"):
+        for name in ("archive", "optimise", "undo"):
             assert await typing.type(ONE, f"/{name} extra words") == \
                 f"/{name} takes no arguments (nothing changed)", name
+        # A command that only reads does not say it changed nothing (nothing could change).
+        assert await typing.type(ONE, "/marks extra words") == "/marks takes no arguments"
         # /context takes one word (issue 24's rebuild), and says so.
         assert await typing.type(ONE, "/context please") == ("/context shows the context; /context "
-                                                             "rebuild writes the state anchor again (nothing changed)")
+                                                             "rebuild writes the state anchor again")
     assert await store.threads(empty=True) == []
 
 
@@ -224,12 +228,12 @@ async def test_recall_answers_the_bytes_behind_a_key(store: Store, tmp_path: Pat
     assert len(expected) > 100
     async with typist(store, lineage.harness) as typing:
         assert (await typing.type(ONE, f"/recall {key}")).encode() == expected
-        assert await typing.type(ONE, "/recall") == "/recall KEY (from a truncation marker) (nothing changed)"
+        assert await typing.type(ONE, "/recall") == "/recall KEY (from a truncation marker)"
         assert await typing.type(ONE, "/recall ../../etc/passwd:x:0") == \
-            "not a recall key: '../../etc/passwd:x:0' (nothing changed)"
+            "not a recall key: '../../etc/passwd:x:0'"
         # Said once, the key first (it was "'KEY': KEY: ...").
         unknown = RecallKey("11111111-1111-4111-8111-111111111111", key.uuid, 0)
         assert await typing.type(ONE, f"/recall {unknown}") == \
-            f"{unknown}: neither the store nor a session file has it (nothing changed)"
+            f"{unknown}: neither the store nor a session file has it"
         no_block = RecallKey(key.session_id, key.uuid, 99)
-        assert await typing.type(ONE, f"/recall {no_block}") == f"{no_block}: record has no block 99 (nothing changed)"
+        assert await typing.type(ONE, f"/recall {no_block}") == f"{no_block}: record has no block 99"

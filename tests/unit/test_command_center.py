@@ -255,7 +255,7 @@ async def test_context_rebuild_answers_with_the_new_anchor_or_one_line_why_not()
     assert off == [
         (1, "the state anchor is written by the model's summaries, which are off (swap.summaries = true, "
             "with swaps on, turns them on) (nothing changed)"),
-        (2, "/context shows the context; /context rebuild writes the state anchor again (nothing changed)")]
+        (2, "/context shows the context; /context rebuild writes the state anchor again")]
 
     async def rebuild(thread: str) -> str:
         if thread == "u":

@@ -207,7 +207,7 @@ async def say(port: FakePort, rpc_id: int, text: str) -> str:
 @pytest.mark.parametrize(("command", "moves", "says"), [
     ("/clear", True, "Context cleared."),
     ("/optimise", True, "Context optimised: 150k -> 90k tokens."),
-    ("/undo", True, "The last turn is out of the model's context"),
+    ("/undo", True, "Took the last turn out of the model's context (150k -> 40k tokens)"),
     ("/fork", False, "Forked this thread's context as session"),
     ("/mark A", False, "Mark A set here."),
     ("/marks", False, "No marks in this thread."),

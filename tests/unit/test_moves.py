@@ -31,10 +31,12 @@ def record(outcome: str, reason: str, before: int | None = None, after: int | No
 @pytest.mark.parametrize(("fields", "said"), [
     (record("failed", "the last turn is not on disk yet", move="/undo"),
      "/undo failed: the last turn is not on disk yet"),
-    (record("committed", "/undo", 15_400, 8_800, move="/undo"), "/undo committed, 15.4k -> 8.8k tokens"),
-    (record("committed", "/clear", move="/clear"), "/clear committed"),
+    # A committed move says what it did in words (it said "/undo committed, 13.7k -> 13.7k").
+    (record("committed", "/undo", 15_400, 8_800, move="/undo"),
+     "/undo took the last turn out of the model's context (15.4k -> 8.8k tokens)"),
+    (record("committed", "/clear", move="/clear"), "/clear emptied the model's context"),
     (record("committed", "context 131.2k tokens >= 120k", 131_200, 38_500, move="swap", cost={}),
-     "swap committed, 131.2k -> 38.5k tokens: context 131.2k tokens >= 120k"),
+     "swap compressed the model's context (131.2k -> 38.5k tokens): context 131.2k tokens >= 120k"),
     (record("failed", "the rewrite could not be made: the rewrite would lose a turn", 131_200,
             move="swap", cost={}),
      "swap failed, at 131.2k tokens: the rewrite could not be made: the rewrite would lose a turn"),
@@ -47,13 +49,18 @@ def record(outcome: str, reason: str, before: int | None = None, after: int | No
     # Journaled before ``move``: what each was, as well as the record tells.
     (record("failed", "SwapError: there is no earlier turn to go back to"),
      "move failed: there is no earlier turn to go back to"),
-    (record("committed", "/clear A", 20_000, 9_000), "/clear A committed, 20k -> 9k tokens"),
+    (record("committed", "/clear A", 20_000, 9_000),
+     "/clear A took the model's context back to mark A (20k -> 9k tokens)"),
     (record("skipped", "the rewrite would not pay back", 120_000, 118_000, cost={}),
      "swap skipped, 120k -> 118k tokens: the rewrite would not pay back"),
+    # The same size before and after, as the tokens read: why.
+    (record("committed", "/undo", 13_712, 13_690, move="/undo"),
+     "/undo took the last turn out of the model's context (about 13.7k tokens before and after): "
+     "what it took out held less than 0.1k tokens"),
 ], ids=lambda v: v if isinstance(v, str) else "")
 def test_a_move_says_what_it_was_what_it_did_and_why(fields: SwapRecord, said: str) -> None:
     assert moves.describe(asdict(fields)) == said
-    assert "unknown" not in said and not re.search(r"[A-Z]\w*(Error|Exception)", said)
+    assert "unknown" not in said and not re.search(r"[A-Z]\w*(Error|Exception)", said) and "committed" not in said
 
 
 def test_liminals_rewrites_are_swaps_and_optimise_the_rest_the_persons() -> None:
@@ -94,7 +101,7 @@ def test_liminal_swaps_names_each_move(tmp_path: Path, monkeypatch: pytest.Monke
     assert main(["swaps"]) == 0
     out = capsys.readouterr().out
     header, done, failed, why = out.splitlines()
-    assert "OUTCOME" in header and "TOKENS" in header
-    assert " committed /undo " in done and "15.4k -> 8.8k" in done
-    assert " failed move " in failed
+    assert "MOVE" in header and "TOKENS" in header
+    assert " /undo " in done and "15.4k -> 8.8k" in done and "committed" not in done
+    assert " move failed " in failed
     assert why.strip() == "there is no earlier turn to go back to"  # no type name, no "-"

@@ -284,7 +284,7 @@ def test_liminal_swaps_says_what_each_swap_cost_and_saves(
     assert main(["swaps"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert "rebuild" in out[0].lower() and "saves" in out[0].lower() and "payback" in out[0].lower()
-    first, second = (line for line in out if "committed" in line)
+    first, second = (line for line in out if " swap " in line)
     assert f"{tokens(busy.rebuild)} " in first and re.search(r" \d+ calls ", first)
     assert f"{tokens(idle.rebuild)} " in second and " now " in second
     why = " ".join(line.strip() for line in out if line.startswith("    "))  # under each row
@@ -331,7 +331,7 @@ def test_the_models_summary_is_counted_in_the_swap_it_serves(
     assert main(["swaps"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert "summary" in out[0].lower()
-    row = next(line for line in out if "committed" in line)
+    row = next(line for line in out if " swap " in line)
     assert f" {tokens(with_summary.summary)} " in row
 
 

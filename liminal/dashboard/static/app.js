@@ -183,7 +183,7 @@ async function threadsPage(state) {
           r.context_used === null && r.context_why ? el("span", { class: "quiet", title: r.context_why, text: "not known" }) : tokens(r.context_used),
           r.context_size ? el("span", { class: "quiet", text: ` / ${tokens(r.context_size)}` }) : ""),
         el("td", { class: "num", text: r.turns }),
-        el("td", { class: "num", title: `${r.moves} moves in all (/clear and /undo too)`, text: r.swaps }),
+        el("td", { class: "num", title: `${r.swaps} swaps of ${r.moves} moves (swaps, /clear, /undo)`, text: r.swaps }),
         el("td", { class: "num" }, savedText(r.savings, r.payback)),
       ))));
     document.getElementById("count").textContent = `${shown.length} of ${rows.length} threads`;
@@ -240,11 +240,11 @@ async function threadPage(id, target, keepFrom) {
       card("Context now", now.used !== null ? tokens(now.used) : "not known",
         now.used === null ? now.why || "" : [now.size ? `of a ${tokens(now.size)} window` : "", now.from_file ? "from its session file (no model call yet)" : ""].filter(Boolean).join(", ")),
       card("Model calls", data.points.length, `${data.turn_count} turns`),
-      card("Swaps", data.swaps, `${data.move_count} moves in all`),
+      card("Swaps", data.swaps, `of ${data.move_count} moves (swaps, /clear, /undo)`),
       card("Saved vs auto-compact", s ? big(s.saved) : "-", s ? `${Math.round(s.saved_share * 100)}% of ${big(s.auto_compact)} (input-token equivalents, estimated)${s.summaries ? `, the model's summaries (${big(s.summaries)}) paid` : ""}; mean context ${tokens(s.mean_context)}, not ${tokens(s.mean_context_auto)}${s.saved < 0 ? (data.payback && data.payback.warning.length ? ". Swaps cost more than they saved: see the warning above" : `. ${lossWhy(s, null)}`) : ""}` : "too few model calls to say")),
     el("section", { class: "card" }, el("h2", { text: "Context at every model call" }), chart(data), legend(data)),
     bands,
-    el("section", { class: "card" }, el("h2", { text: "Swaps and moves" }), movesTable(data.moves)),
+    el("section", { class: "card" }, el("h2", { text: "Moves" }), movesTable(data.moves)),
     el("section", { class: "card" }, el("h2", { text: "Transcript" }), contextNote(data), transcript(data, target)),
   );
   loadBands(id, bands);
@@ -353,7 +353,7 @@ function niceStep(raw) { // 1, 2 or 5 times a power of ten: round numbers on the
 }
 
 function movesTable(list) {
-  if (!list.length) return el("p", { class: "quiet", text: "No swap or move yet." });
+  if (!list.length) return el("p", { class: "quiet", text: "No move yet." });
   // The model's summary of each swap's cycle (swap.summaries), as `liminal swaps` has it: only
   // where one was priced, so a thread without summaries keeps the table's width.
   const summaries = list.some((m) => m.summary);
