@@ -44,7 +44,7 @@ class CuttingHarness(FakeHarness):
         return Turns(starts=(0, 50), earlier=False)
 
     def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str, *,
-            keeps_thread: bool = False) -> Rewritten:
+            keeps_thread: bool = False, scratchpad: str | None = None) -> Rewritten:
         new_path = self.target_path(like, new_id)
         new_path.write_text("{}\n")
         return Rewritten(new_id, new_path, 150_000, 40_000)
