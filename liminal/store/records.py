@@ -90,6 +90,13 @@ def acp_message_id(message: MessageRecord) -> str:
     return given if isinstance(given, str) and given else message.id
 
 
+# What liminal keeps of a thread for the model beyond its context (docs/memory.md), as messages
+# of the thread (so every sidecar on the store reads them and ``Store.delete_thread`` takes
+# them): its scratchpad (``liminal.lookup.scratchpad``) and the queries of its search dumps
+# (``liminal.lookup.dumps``). No part of the conversation, which leaves them out.
+MEMORY_KINDS = frozenset({"scratchpad", "dump"})
+
+
 def conversation(messages: Sequence[MessageRecord]) -> list[MessageRecord]:
     """A thread's history as its user knows it, from all its messages in order.
 
@@ -100,6 +107,7 @@ def conversation(messages: Sequence[MessageRecord]) -> list[MessageRecord]:
     load's (its connection's). ``liminal history`` shows this; a load of a moved thread
     replays it (``liminal.kernel.replay``).
     """
+    messages = [m for m in messages if m.kind not in MEMORY_KINDS]
     live = [m for m in messages if not m.replayed]
     first_live = live[0].order if live else None
     earlier = [m for m in messages if m.replayed and (first_live is None or m.order < first_live)]
