@@ -137,3 +137,57 @@ def test_a_long_search_answer_is_a_dump_the_model_reads_in_parts(tmp_path: Path)
             await tools.aclose()
 
     anyio.run(run)
+
+
+def test_liminal_threads_delete_takes_the_scratchpad_and_leaves_no_dump_to_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The other door (``session/delete`` through the proxy: ``tests/acceptance/test_scratchpad.py``):
+    the person's command removes the thread's scratchpad, and its dumps resolve no more, though
+    the cache still holds their text; another thread's stay."""
+    from liminal import cli
+
+    home = tools_home(tmp_path)
+    monkeypatch.setenv("LIMINAL_HOME", str(home))
+    for var in ("LIMINAL_STORE_URL", "LIMINAL_CACHE_URL"):
+        monkeypatch.delenv(var, raising=False)
+
+    async def made() -> list[str]:
+        store = await SqliteStore.open(home / "liminal.db")
+        try:
+            await store.write(Batch(
+                messages=[message(f"{t}:{n:010d}", f"the staging port needle {n} " + "word " * 30, thread=t,
+                                  kind="user", turn=f"{t}:{n:010d}", order=f"{t}:{n:010d}")
+                          for t in (ONE, TWO) for n in range(20)],
+                threads=[ThreadUpdate(t, 100.0, title=t[-1], backing_ids=(t,)) for t in (ONE, TWO)]))
+        finally:
+            await store.aclose()
+        ids = []
+        for thread in (ONE, TWO):
+            tools = LiminalTools(home, thread=thread)
+            try:
+                await tools.scratchpad({"action": "replace", "text": f"the pad of {thread}"})
+                [said] = await tools.search_history({"query": "needle", "limit": 20})
+                ids.append(next(m.group(0) for m in dumps.DUMP_ID.finditer(said)))
+                assert (await tools.recall({"key": ids[-1]}))[0].startswith("- [")
+            finally:
+                await tools.aclose()
+        return ids
+
+    doomed, kept = anyio.run(made)
+    assert cli.main(["threads", "delete", ONE, "--yes"]) == 0
+    assert f"deleted thread {ONE}" in capsys.readouterr().out
+    assert any((home / "cache").rglob("*")), "the cache still holds the dumps' text"
+
+    async def after() -> None:
+        tools = LiminalTools(home, thread=TWO)
+        try:
+            store = await tools.store()
+            assert await scratchpad.read(store, ONE) is None
+            assert (await scratchpad.read(store, TWO)) is not None
+            with pytest.raises(ToolError, match="no such dump"):
+                await tools.recall({"key": doomed})
+            assert (await tools.recall({"key": kept}))[0].startswith("- [")
+        finally:
+            await tools.aclose()
+
+    anyio.run(after)
