@@ -154,8 +154,8 @@ class MemorySettings:
 
 @dataclass(frozen=True, slots=True)
 class McpSettings:
-    # liminal's MCP server (``liminal mcp``: recall, search_history, slash, memos) is added to
-    # every session liminal forwards; off, sessions get the client's servers only.
+    # liminal's MCP server (``liminal mcp``: recall, search_history, slash, memos, scratchpad) is
+    # added to every session liminal forwards; off, sessions get the client's servers only.
     enabled: bool = True
 
 

@@ -86,7 +86,7 @@ def test_the_models_tool_reads_replaces_and_appends(tmp_path: Path) -> None:
             assert said.startswith("Scratchpad replaced. The scratchpad (27 of at most 100 characters")
             [said] = await tools.scratchpad({"action": "append", "text": "staging port 6543"})
             assert said.endswith(":\nthe codename is PLOVER-8812\nstaging port 6543"), said
-            with pytest.raises(ToolError, match="over its limit of 100 .*nothing changed"):
+            with pytest.raises(ToolError, match=r"over its limit of 100 .*nothing changed"):
                 await tools.scratchpad({"action": "append", "text": "y" * 80})
             with pytest.raises(ToolError, match="append needs a text"):
                 await tools.scratchpad({"action": "append", "text": " "})
