@@ -34,6 +34,7 @@ from liminal.lookup import dumps, scratchpad
 from liminal.store.sqlite import SqliteStore
 from tests.acceptance.conftest import adapter_fixture
 from tests.acceptance.test_model_tools import tool_answer
+from tests.support import acp_thread
 from tests.support.acp_thread import liminal_client, records, said
 
 adapter = adapter_fixture(["claude-agent", "claude-zed", "codex-agent", "codex-zed"])
@@ -70,12 +71,9 @@ def scenario() -> Scenario:
 def configure(rig: Rig) -> None:
     """No automatic swap: ``/optimise``'s is the one, to a target each BIG turn is past (the
     rewrite keeps the last turn whole and summarises the rest); dumps past 1000 characters."""
-    base = rig.overhead()
-    rig.home.liminal_home.mkdir(parents=True, exist_ok=True)
-    (rig.home.liminal_home / "config.toml").write_text(
-        f"[swap]\nhigh_tokens = {base + 100_000}\ntarget_tokens = {base + 4_000}\nhold_timeout_seconds = 60\n"
-        "[gradient]\nrecent_tokens = 600\nmiddle_tokens = 600\nsummary_tokens = 600\n"
-        "[memory]\ndump_chars = 1000\n")
+    acp_thread.configure(rig, high=100_000, target=4_000)
+    with (rig.home.liminal_home / "config.toml").open("a") as config:
+        config.write("[memory]\ndump_chars = 1000\n")
 
 
 def deleted(client: AcpClient, thread: str, timeout: float = 60) -> None:

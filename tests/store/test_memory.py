@@ -28,7 +28,7 @@ TWO = "7a1b2c3d-0000-4000-8000-000000000002"
 @pytest.fixture(params=["local", pytest.param("redis", marks=pytest.mark.skipif(
     not REDIS_URL, reason="LIMINAL_TEST_REDIS_URL is not set"))])
 async def cache(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Cache]:
-    """Where dumps are kept: files in the home, or Redis."""
+    """Where dumps are kept: files in the home, or Redis (a prefix of the test's own)."""
     if request.param == "local":
         yield LocalCache(tmp_path / "cache", 3600)
         return

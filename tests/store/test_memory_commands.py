@@ -6,17 +6,13 @@ store: ``/scratchpad`` through the router's hook (answered by liminal, never the
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
 import pytest
 
 from liminal.config import MemorySettings
-from liminal.kernel.commands import CommandCenter
 from liminal.kernel.memory import Memory
-from liminal.kernel.threads import ThreadModel
 from liminal.lookup import dumps, scratchpad
 from liminal.mcp.protocol import ToolError
 from liminal.mcp.tools import LiminalTools
@@ -24,28 +20,13 @@ from liminal.store.base import Store
 from liminal.store.records import Batch, ThreadUpdate
 from liminal.store.sqlite import SqliteStore
 from tests.store.test_store_contract import message
-from tests.store.test_typed_commands import ONE, TWO, Typist, no_store_opened_twice
+from tests.store.test_typed_commands import ONE, TWO, typist
 
 pytestmark = pytest.mark.anyio
 
 
-@contextlib.asynccontextmanager
-async def typist(store: Store, limit: int) -> AsyncIterator[Typist]:
-    with no_store_opened_twice(store) as opener:
-        center = CommandCenter(ThreadModel(), None, None, None, None, opener)  # type: ignore[arg-type]
-        center.memory = Memory(MemorySettings(scratchpad_chars=limit), center.store)
-        typing = Typist(center)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(center.run, typing.port)
-            try:
-                yield typing
-            finally:
-                tg.cancel_scope.cancel()
-                await center.aclose()
-
-
 async def test_the_person_shows_writes_adds_to_and_clears_the_scratchpad(store: Store) -> None:
-    async with typist(store, 60) as typing:
+    async with typist(store, memory=lambda opened: Memory(MemorySettings(scratchpad_chars=60), opened)) as typing:
         assert (await typing.type(ONE, "/scratchpad")).startswith("The scratchpad is empty.")
         said = await typing.type(ONE, "/scratchpad the codename is PLOVER-8812")
         assert said.startswith("Scratchpad written (27 of at most 60 characters): the model's context "
