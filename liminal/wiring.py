@@ -68,7 +68,7 @@ def components(settings: Settings, config_file: Path | None = None,
     from liminal.kernel.memory import Memory
 
     # The thread's scratchpad, read from the command center's store for every move's preamble.
-    memory = Memory(settings.memory, commands.store if opener is not None else None)
+    memory = Memory(settings.memory, commands.store if opener is not None else None, lambda: commands.tasks)
     swaps.memory = commands.memory = memory
     if opener is not None and settings.gradient.zone_tokens:
         from liminal.kernel.zone import memo_source

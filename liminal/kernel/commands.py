@@ -152,6 +152,11 @@ class CommandCenter(Component):
         self._background: anyio.abc.TaskGroup | None = None  # the sweeps of deleted threads' files
         self._deleted: list[delete.Deleted] = []
 
+    @property
+    def tasks(self) -> anyio.abc.TaskGroup | None:
+        """Where a store read past its wait runs on (``whereabouts.within_wait``), while running."""
+        return self._background
+
     # -------------------------------------------------------------- the router's side
 
     def request_hooks(self) -> list[tuple[tuple[str, ...], Callable[..., Local | dict[str, Any] | None]]]:

@@ -5,7 +5,8 @@ scratchpad, which every rewrite and cut puts at the head of the preamble through
 Read from the store just before the move writes, never in its way: a store off, down or slower
 than ``READ_SECONDS`` gives None, and the earlier preamble's scratchpad stays where a rewrite
 finds one (a move never drops what it could not read). The command center's store is the one
-read (opened once, shared with the commands).
+read (opened once, shared with the commands); a read past its wait runs on in the command
+center's task group, so a store half opened is never cancelled (``whereabouts.within_wait``).
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-import anyio
-
 from liminal import log
 from liminal.config import MemorySettings
+from liminal.kernel.whereabouts import within_wait
 from liminal.lookup import scratchpad
 
 if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
     from liminal.store.base import Store
 
 logger = log.get("liminal.memory")
@@ -27,23 +29,24 @@ READ_SECONDS = 3.0  # a swap holds the thread's prompts: the scratchpad gets thi
 
 
 class Memory:
-    def __init__(self, settings: MemorySettings, store: Callable[[], Awaitable[Store]] | None) -> None:
+    def __init__(self, settings: MemorySettings, store: Callable[[], Awaitable[Store]] | None,
+                 tasks: Callable[[], TaskGroup | None] = lambda: None) -> None:
         self.settings = settings
         self._store = store
+        self._tasks = tasks
 
     async def scratchpad(self, thread: str) -> str | None:
         """The thread's scratchpad for a move: "" when it has none; None when it could not be
-        read (no store, or none in ``READ_SECONDS``)."""
+        read (no store, or none in ``READ_SECONDS``: the earlier preamble's stays)."""
         if self._store is None:
             return None
-        try:
-            with anyio.fail_after(READ_SECONDS):
-                found = await scratchpad.read(await self._store(), thread)
-        except Exception as exc:
-            logger.warning("scratchpad not read for the move; the earlier preamble's stays",
-                           thread=thread, error=f"{type(exc).__name__}: {exc}")
-            return None
-        return found.text if found is not None else ""
+        opened = self._store
+
+        async def read() -> str | None:
+            found = await scratchpad.read(await opened(), thread)
+            return found.text if found is not None else ""
+
+        return await within_wait(self._tasks(), read, None, f"the scratchpad of {thread}", READ_SECONDS)
 
 
 def unknown() -> Memory:

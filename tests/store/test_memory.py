@@ -148,3 +148,38 @@ async def test_the_dashboards_thread_page_shows_the_scratchpad(store: Store) -> 
     shown = scratchpad_view(await store.messages(ONE))
     assert shown is not None and (shown["text"], shown["chars"], shown["by"]) == (
         "the codename is PLOVER-8812", 27, "model")
+
+
+async def test_a_move_reads_the_scratchpad_within_a_bound_and_a_store_down_keeps_the_earlier(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What every move reads (``liminal.kernel.memory``): the text, "" for none, and None (the
+    earlier preamble's stays) when the store cannot be opened or does not answer in time; a
+    store still opening past the wait is left to finish, never cancelled."""
+    import anyio
+
+    from liminal.config import MemorySettings
+    from liminal.kernel import memory
+
+    await threads(store)
+    await scratchpad.replace(store, ONE, "the codename is PLOVER-8812", limit=100, by="person")
+
+    async def opened() -> Store:
+        return store
+
+    async def down() -> Store:
+        raise OSError("connection refused")
+
+    slow = anyio.Event()
+
+    async def stuck() -> Store:
+        await slow.wait()
+        return store
+
+    assert await memory.Memory(MemorySettings(), opened).scratchpad(ONE) == "the codename is PLOVER-8812"
+    assert await memory.Memory(MemorySettings(), opened).scratchpad(TWO) == ""
+    assert await memory.Memory(MemorySettings(), down).scratchpad(ONE) is None
+    assert await memory.unknown().scratchpad(ONE) is None
+    monkeypatch.setattr(memory, "READ_SECONDS", 0.05)
+    async with anyio.create_task_group() as tasks:
+        assert await memory.Memory(MemorySettings(), stuck, lambda: tasks).scratchpad(ONE) is None
+        slow.set()  # the open goes on and ends in the task group
