@@ -146,9 +146,22 @@ class SwapSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class MemorySettings:
+    # What liminal keeps for the model beyond its context (docs/memory.md). The scratchpad: a
+    # text per thread the person (/scratchpad) and the model (the ``scratchpad`` tool) write,
+    # placed at the head of every rewrite's preamble; at most this many characters, since every
+    # swap's context pays for it.
+    scratchpad_chars: int = 4_000
+    # A ``search_history`` answer longer than this is kept in the cache as a dump (a retrieval
+    # id, a paragraph about it, pages of this size through ``recall``): the model's context
+    # takes the paragraph, not the whole answer.
+    dump_chars: int = 6_000
+
+
+@dataclass(frozen=True, slots=True)
 class McpSettings:
-    # liminal's MCP server (``liminal mcp``: recall, search_history, slash, memos) is added to
-    # every session liminal forwards; off, sessions get the client's servers only.
+    # liminal's MCP server (``liminal mcp``: recall, search_history, slash, memos, scratchpad) is
+    # added to every session liminal forwards; off, sessions get the client's servers only.
     enabled: bool = True
 
 
@@ -205,6 +218,7 @@ class Settings:
     cache: CacheSettings = field(default_factory=CacheSettings)
     gradient: GradientSettings = field(default_factory=GradientSettings)
     swap: SwapSettings = field(default_factory=SwapSettings)
+    memory: MemorySettings = field(default_factory=MemorySettings)
     mcp: McpSettings = field(default_factory=McpSettings)
     harness: HarnessSettings = field(default_factory=HarnessSettings)
     serve: ServeSettings = field(default_factory=ServeSettings)
@@ -412,6 +426,9 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "swap.max_stale_sessions": (lambda v: v >= 0, "0 or more"),
     "swap.summary_at": (lambda v: 0 < v <= 1, "a share of the trigger, more than 0 and at most 1"),
     "swap.summary_turns_ahead": (lambda v: 1 <= v <= 1000, "turns, 1 to 1000"),
+    "memory.scratchpad_chars": (lambda v: 100 <= v <= 100_000, "characters, 100 to 100000"),
+    # Claude Code cuts an MCP tool's answer past about 25k tokens: a page stays under it.
+    "memory.dump_chars": (lambda v: 1_000 <= v <= 60_000, "characters, 1000 to 60000"),
     "harness.name": (lambda v: v in ("auto", "claude", "codex"), "auto, claude or codex"),
     "serve.listen": (lambda v: _host_port(v) is not None, "HOST:PORT, e.g. 127.0.0.1:8765"),
     "serve.origins": (lambda v: all(o.strip().startswith(("http://", "https://"))

@@ -66,6 +66,11 @@ def components(settings: Settings, config_file: Path | None = None,
     commands = CommandCenter(swaps.model, swaps.mover, journal, swaps.policy, harness, opener,
                              lambda: open_cache(settings))
     commands.home = settings.home
+    from liminal.kernel.memory import Memory
+
+    # The thread's scratchpad, read from the command center's store for every move's preamble.
+    memory = Memory(settings.memory, commands.store if opener is not None else None, lambda: commands.tasks)
+    swaps.memory = commands.memory = memory
     if opener is not None and settings.gradient.zone_tokens:
         from liminal.kernel.zone import memo_source
 
@@ -98,8 +103,10 @@ def components(settings: Settings, config_file: Path | None = None,
         from liminal.kernel.commands import parse
         from liminal.kernel.rewind import Rewinder
 
-        found.append(Rewinder(swaps.model, swaps.mover, harness, opener,
-                              is_command=lambda text: parse(text) is not None))
+        rewinder = Rewinder(swaps.model, swaps.mover, harness, opener,
+                            is_command=lambda text: parse(text) is not None)
+        rewinder.memory = memory
+        found.append(rewinder)
     # After the swap manager: it sees each turn end first (see liminal.kernel.recycle). Also
     # what starts the agent again after it died, where the proxy asks for that (liminal serve).
     from liminal.kernel.recycle import Recycler

@@ -31,6 +31,7 @@ from liminal.kernel.policy import (
     measure_payback,
     still_cached,
 )
+from liminal.lookup.scratchpad import KIND as SCRATCHPAD
 from liminal.lookup.shown import cli_name, tool_output
 from liminal.store.records import (
     MessageRecord,
@@ -428,6 +429,14 @@ def transcript(shown: Sequence[MessageRecord], numbers: dict[str, int], seen: di
     return {"turns": sent, "lo": lo, "hi": hi, "count": len(turns)}
 
 
+def scratchpad_view(messages: Sequence[MessageRecord]) -> dict[str, Any] | None:
+    """The thread's scratchpad (``liminal.lookup.scratchpad``: a message of the thread), or None."""
+    pad = next((m for m in reversed(messages) if m.kind == SCRATCHPAD and m.text), None)
+    if pad is None:
+        return None
+    return {"text": pad.text, "chars": len(pad.text), "time": pad.time, "by": pad.data.get("by") or "person"}
+
+
 def turns_view(messages: Sequence[MessageRecord], *, head: int | None, summary_before: bool,
                cut: dict[str, list[str]], window: Window | None = None) -> dict[str, Any]:
     """The transcript alone, as ``thread_view`` has it (a page asking for more turns)."""
@@ -478,6 +487,7 @@ def thread_view(thread: Thread, messages: Sequence[MessageRecord], *, head: int 
         "swaps": sum(1 for m in committed if m["rewrite"]), "move_count": len(committed),
         "savings": savings(calls, committed, ceiling, cache_life, summaries=summaries),
         "payback": payback_view(committed, calls, policy),
+        "scratchpad": scratchpad_view(messages),
         "context_file": head is not None, "summary_before": summary_before,
         "turn_count": len(numbers), "transcript": transcript(shown, numbers, seen, cut, window or Window()),
     }

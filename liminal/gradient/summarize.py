@@ -174,6 +174,55 @@ def _split_previous(previous: str) -> tuple[list[str], int, str]:
     return [], 0, previous.strip()
 
 
+# ------------------------------------------------------------------ the scratchpad
+#
+# The thread's scratchpad (``liminal.lookup.scratchpad``) heads the preamble's text, before the
+# state anchor: every rewrite writes it as the store has it then, and a rewrite or cut that keeps
+# an earlier preamble (nothing new to consolidate) has it replaced there. Its heading says how
+# many characters it holds, so the next rewrite takes it out exactly, whatever it says (a line
+# of its own may look like a heading of ours).
+
+SCRATCHPAD_HEADING = "### Scratchpad"
+_SCRATCHPAD = re.compile(r"\A### Scratchpad \((\d+) characters\b[^\n]*\n")
+
+
+def scratchpad_section(text: str) -> str:
+    """The scratchpad as a preamble's first section (``text`` stripped, not empty)."""
+    text = text.strip()
+    return (f"{SCRATCHPAD_HEADING} ({len(text)} characters, kept by you and the user; liminal's "
+            f"scratchpad tool reads and changes it)\n{text}")
+
+
+def split_scratchpad(body: str) -> tuple[str | None, str]:
+    """A preamble's text after ``PREAMBLE_INTRO`` as (its scratchpad, the rest), or (None, the
+    text as it is): it starts with none."""
+    found = _SCRATCHPAD.match(body)
+    if found is None:
+        return None, body
+    length = int(found.group(1))
+    text = body[found.end():found.end() + length]
+    if len(text) != length:
+        return None, body  # cut short: not one of ours
+    return text, body[found.end() + length:].lstrip("\n")
+
+
+def with_scratchpad(body: str, scratchpad: str | None) -> str:
+    """``body`` (a preamble's text after ``PREAMBLE_INTRO``) headed by ``scratchpad`` in place of
+    any it had; None: the one it had stays; empty: none."""
+    carried, rest = split_scratchpad(body)
+    text = (carried if scratchpad is None else scratchpad.strip()) or ""
+    if not text:
+        return rest
+    return scratchpad_section(text) + ("\n\n" + rest if rest else "")
+
+
+def scratchpad_chars(scratchpad: str | None, previous: str | None) -> int:
+    """What the scratchpad section of a rewrite whose earlier preamble's text was ``previous``
+    takes (``with_scratchpad``'s rules): the room a target must leave it."""
+    text = split_scratchpad(previous or "")[0] if scratchpad is None else scratchpad.strip()
+    return len(scratchpad_section(text)) + 2 if text else 0
+
+
 # ------------------------------------------------------------------ the model's summaries
 #
 # liminal has the oldest turns summarised by the agent's own model, once, ahead of the swap

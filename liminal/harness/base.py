@@ -114,12 +114,16 @@ class SessionHarness(Protocol):
 
     def rewrite(self, path: Path, target_tokens: int, new_id: str, *,
                 memos: Sequence[Candidate] = (), summarizer: Summarizer | None = None,
-                recent_tokens: int | None = None) -> Rewritten:
+                recent_tokens: int | None = None, scratchpad: str | None = None) -> Rewritten:
         """A compressed copy as ``new_id``; ``target_tokens`` 0: as deep as the recent band allows.
         ``memos``: candidates for its dynamic zone beside the passages it cuts
         (``liminal.gradient.zone``). ``summarizer``: what writes the preamble (the extractive one
         unless given). ``recent_tokens``: the recent band for this thread (the swap policy's, by
-        its cache's life), else ``gradient.recent_tokens``; likewise in ``ancient`` and ``bands``."""
+        its cache's life), else ``gradient.recent_tokens``; likewise in ``ancient`` and ``bands``.
+        ``scratchpad``: the thread's (``liminal.lookup.scratchpad``), at the head of the preamble
+        the rewrite writes, or in place of the one an earlier preamble it keeps holds
+        (``liminal.gradient.summarize.with_scratchpad``); empty: none; None: not known (the
+        earlier preamble's stays)."""
 
     def ancient(self, path: Path, target_tokens: int, recent_tokens: int | None = None) -> list[TurnDigest]:
         """The turns a rewrite to ``target_tokens`` would consolidate into its preamble, as the
@@ -167,10 +171,11 @@ class SessionHarness(Protocol):
         before them (``Turns``)."""
 
     def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str, *,
-            keeps_thread: bool = False) -> Rewritten:
+            keeps_thread: bool = False, scratchpad: str | None = None) -> Rewritten:
         """A session of the byte ranges ``parts``, in order, beside ``like``, as ``new_id``.
         ``keeps_thread``: the thread moves to it (/undo, /clear MARK; a /fork does not), so it
-        keeps what names the thread in the CLI, as a rewrite does."""
+        keeps what names the thread in the CLI, as a rewrite does. ``scratchpad``: as
+        ``rewrite``'s, in place of the one a preamble the cut keeps holds (a cut writes none)."""
 
     def bands(self, path: Path, target_tokens: int,
               recent_tokens: int | None = None) -> dict[str, dict[str, int]]:
@@ -307,9 +312,9 @@ class HarnessChoice:
 
     def rewrite(self, path: Path, target_tokens: int, new_id: str, *,
                 memos: Sequence[Candidate] = (), summarizer: Summarizer | None = None,
-                recent_tokens: int | None = None) -> Rewritten:
+                recent_tokens: int | None = None, scratchpad: str | None = None) -> Rewritten:
         return self.current.rewrite(path, target_tokens, new_id, memos=memos, summarizer=summarizer,
-                                    recent_tokens=recent_tokens)
+                                    recent_tokens=recent_tokens, scratchpad=scratchpad)
 
     def ancient(self, path: Path, target_tokens: int, recent_tokens: int | None = None) -> list[TurnDigest]:
         return self.current.ancient(path, target_tokens, recent_tokens)
@@ -349,8 +354,8 @@ class HarnessChoice:
         return self.current.turns(path)
 
     def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str, *,
-            keeps_thread: bool = False) -> Rewritten:
-        return self.current.cut(parts, like, new_id, keeps_thread=keeps_thread)
+            keeps_thread: bool = False, scratchpad: str | None = None) -> Rewritten:
+        return self.current.cut(parts, like, new_id, keeps_thread=keeps_thread, scratchpad=scratchpad)
 
     def bands(self, path: Path, target_tokens: int,
               recent_tokens: int | None = None) -> dict[str, dict[str, int]]:

@@ -38,6 +38,7 @@ from liminal.acp.router import LOCAL, Local, LocalRequest
 from liminal.harness.base import SessionHarness
 from liminal.kernel import delete, reopen, restore, whereabouts, zone
 from liminal.kernel.journal import SwapJournal, SwapRecord, committed
+from liminal.kernel.memory import Memory, unknown
 from liminal.kernel.mover import SwapError, ThreadMover, Writer
 from liminal.kernel.policy import CostPolicy, journal_moves, measure_payback
 from liminal.kernel.threads import Mark, ThreadModel
@@ -67,6 +68,8 @@ COMMANDS: dict[str, tuple[str | None, str]] = {
     "recall": ("KEY", "liminal: the full text behind a truncation marker"),
     "memo": ("TEXT #tag", "liminal: keep a memo that outlives this thread"),
     "memos": ("[#tag|TEXT]", "liminal: find memos"),
+    "scratchpad": ("[TEXT | + TEXT | --clear]",
+                   "liminal: notes you and the model keep, at the head of its context after every swap"),
     "rename": ("TITLE", "liminal: name this thread"),
     "archive": (None, "liminal: hide this thread from liminal threads (it stays usable)"),
 }
@@ -142,6 +145,7 @@ class CommandCenter(Component):
         self.harness = harness
         self._open_store = open_store
         self.memos: zone.MemoSource | None = None  # /optimise's dynamic zone (liminal.kernel.zone)
+        self.memory: Memory = unknown()  # the scratchpad: /scratchpad, and each move's preamble
         self._open_cache = open_cache
         self._store: Store | None = None
         self._store_cm: AbstractAsyncContextManager[Store] | None = None
@@ -163,6 +167,11 @@ class CommandCenter(Component):
         self.recalibrated: Callable[[str], Awaitable[None]] | None = None
         self._background: anyio.abc.TaskGroup | None = None  # the sweeps of deleted threads' files
         self._deleted: list[delete.Deleted] = []
+
+    @property
+    def tasks(self) -> anyio.abc.TaskGroup | None:
+        """Where a store read past its wait runs on (``whereabouts.within_wait``), while running."""
+        return self._background
 
     # -------------------------------------------------------------- the router's side
 
@@ -672,9 +681,11 @@ class CommandCenter(Component):
         source = await self._session_file(mark.backing_id, self._cwd(thread))
         if source is None:
             raise CommandError(f"the session file of mark {mark.name} is gone")
+        scratchpad = await self.memory.scratchpad(thread)
 
         def plan(current: Path) -> Writer:
-            return lambda new_id: self.harness.cut([(source, 0, mark.offset)], current, new_id, keeps_thread=True)
+            return lambda new_id: self.harness.cut([(source, 0, mark.offset)], current, new_id, keeps_thread=True,
+                                                   scratchpad=scratchpad)
 
         await self.mover.move_thread(thread, f"/clear {mark.name}", plan)
         return f"Context cleared back to mark {mark.name}. What came after stays in liminal's history."
@@ -700,6 +711,7 @@ class CommandCenter(Component):
     async def _cmd_undo(self, thread: str, args: str) -> str:
         if self._context_is_empty(thread):
             raise CommandError("the model's context is empty: there is no turn to take out")
+        scratchpad = await self.memory.scratchpad(thread)
 
         def plan(current: Path) -> Writer | None:
             """Back to where the last turn began, what came before kept (earlier turns, or the
@@ -716,7 +728,8 @@ class CommandCenter(Component):
             if len(turns.starts) == 1 and not turns.earlier:
                 return None
             end = turns.starts[-1]
-            return lambda new_id: self.harness.cut([(current, 0, end)], current, new_id, keeps_thread=True)
+            return lambda new_id: self.harness.cut([(current, 0, end)], current, new_id, keeps_thread=True,
+                                                   scratchpad=scratchpad)
 
         done = (await self.mover.move_thread(thread, "/undo", plan)).rewritten
         if done is None:
@@ -878,6 +891,12 @@ class CommandCenter(Component):
             except Exception as exc:  # a file the gradient cannot read: said, the rest still shown
                 logger.warning("/context could not band the session", thread=thread, error=str(exc))
                 lines.append(f"The session file could not be read for its bands ({type(exc).__name__}).")
+        scratchpad = await self.memory.scratchpad(thread)
+        if scratchpad:  # the head of every rewrite's preamble, before the anchor
+            lines.append("Scratchpad (the head of every swap's preamble; /scratchpad changes it):\n" + scratchpad)
+        elif self._open_store is not None:
+            lines.append("Scratchpad: " + ("empty (/scratchpad TEXT writes one)" if scratchpad == ""
+                                           else "not known (the store did not answer)"))
         anchor = self.anchor_of(thread)
         if anchor:  # what the next swap's preamble starts with
             lines.append("State anchor (the next swap's preamble starts with it):\n" + anchor)
@@ -915,9 +934,11 @@ class CommandCenter(Component):
         aim, band = self.policy.aim, self.policy.recent(state.pace)
 
         memos = await zone.offered(self.memos, thread) if self.policy.gradient.zone_tokens else ()
+        scratchpad = await self.memory.scratchpad(thread)
 
         def plan(current: Path) -> Writer:
-            return lambda new_id: self.harness.rewrite(current, aim, new_id, memos=memos, recent_tokens=band)
+            return lambda new_id: self.harness.rewrite(current, aim, new_id, memos=memos, recent_tokens=band,
+                                                       scratchpad=scratchpad)
 
         done = (await self.mover.move_thread(thread, "/optimise", plan)).rewritten
         assert done is not None  # a rewrite, never an empty session
@@ -957,6 +978,39 @@ class CommandCenter(Component):
             raise CommandError("/memo TEXT #tag")
         await save_memo(await self.store(), content, tags, thread)
         return f"Memo kept{' with ' + ' '.join('#' + t for t in tags) if tags else ''}."
+
+    async def _cmd_scratchpad(self, thread: str, args: str) -> str:
+        """The thread's scratchpad (``liminal.lookup.scratchpad``): shown, replaced (``TEXT``),
+        added to (``+ TEXT``) or emptied (``--clear``); the model reads and writes it with its
+        ``scratchpad`` tool, and every rewrite puts it at the head of its preamble."""
+        from liminal.lookup import scratchpad
+
+        store, limit = await self.store(), self.memory.settings.scratchpad_chars
+        adding = args == "+" or args.startswith(("+ ", "+\n", "+\t"))
+        try:
+            if args == "--clear":
+                await scratchpad.replace(store, thread, "", limit=limit, by="person")
+                return "Scratchpad emptied: the next swap's preamble holds none."
+            if adding and not args[1:].strip():
+                raise CommandError("/scratchpad + TEXT adds TEXT on a line of its own")
+            if adding:
+                now = await scratchpad.append(store, thread, args[1:], limit=limit, by="person")
+            elif args:
+                now = await scratchpad.replace(store, thread, args, limit=limit, by="person")
+            else:
+                found = await scratchpad.read(store, thread)
+                if found is None:
+                    return ("The scratchpad is empty. /scratchpad TEXT writes it, /scratchpad + TEXT adds a "
+                            "line; the model writes it too (its scratchpad tool).")
+                who = "you" if found.by == "person" else "the model"
+                when = time.strftime("%Y-%m-%d %H:%M", time.localtime(found.time))
+                return (f"Scratchpad ({len(found.text)} of at most {limit} characters, last written by {who} "
+                        f"at {when}; the head of the model's context after every swap):\n{found.text}")
+        except scratchpad.TooLong as exc:
+            raise CommandError(str(exc)) from exc
+        return (f"Scratchpad {'added to' if adding else 'written'} ({len(now.text)} of at most {limit} "
+                "characters): the model's context holds it from the next swap on, and its scratchpad "
+                "tool reads it now.")
 
     async def _cmd_rename(self, thread: str, args: str) -> str:
         title = " ".join(args.split())

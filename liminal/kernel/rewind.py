@@ -41,6 +41,7 @@ from liminal.acp import jsonrpc
 from liminal.acp.port import Component, Port
 from liminal.acp.router import LOCAL, Local, LocalRequest
 from liminal.harness.base import SessionHarness
+from liminal.kernel.memory import Memory, unknown
 from liminal.kernel.mover import SwapError, ThreadMover, Writer
 from liminal.kernel.threads import ThreadModel
 from liminal.kernel.whereabouts import moved_elsewhere
@@ -215,6 +216,7 @@ class Rewinder(Component):
         self._store: Store | None = None
         self._store_cm: AbstractAsyncContextManager[Store] | None = None
         self._send, self._receive = anyio.create_memory_object_stream[LocalRequest](64)
+        self.memory: Memory = unknown()  # the thread's scratchpad, for the cut's preamble
 
     # -------------------------------------------------------------- the router's side
 
@@ -303,6 +305,7 @@ class Rewinder(Component):
                 await anyio.sleep(0.05)
         cwd = self.model.threads[thread].cwd if thread in self.model.threads else None
         harness, on = self.harness, port.backing_of(thread)
+        scratchpad = await self.memory.scratchpad(thread)
 
         def plan(current: Path) -> Writer | None:
             source = current if on == cut.backing else harness.locate(cut.backing, cwd)
@@ -312,7 +315,8 @@ class Rewinder(Component):
             end = end_offset(cut, turns.starts, turns.earlier, harness.position(source))
             if end is None:
                 return None
-            return lambda new_id: harness.cut([(source, 0, end)], current, new_id, keeps_thread=True)
+            return lambda new_id: harness.cut([(source, 0, end)], current, new_id, keeps_thread=True,
+                                              scratchpad=scratchpad)
 
         reason = f"{'edit' if edit else 'rewind'} {target}"
         await self.mover.move_thread(thread, reason, plan)

@@ -49,6 +49,7 @@ from liminal.config import GradientSettings, SwapSettings
 from liminal.gradient.summarize import Summarizer
 from liminal.harness.base import HarnessChoice, Rewritten, SessionHarness
 from liminal.kernel.journal import SwapJournal, SwapRecord
+from liminal.kernel.memory import Memory, unknown
 from liminal.kernel.mover import UNDO_CLOSE_SECONDS, ThreadMover
 from liminal.kernel.policy import CostPolicy, Decision
 from liminal.kernel.threads import ThreadModel, ThreadState
@@ -121,6 +122,7 @@ class SwapManager(Component):
         # session opened, so paid): the journal prices no summary that was never made.
         self.summary_asked: Callable[[str, str], bool] = lambda _thread, _backing: False
         self.memos: MemoSource | None = None  # the dynamic zone's memos (``liminal.kernel.zone``)
+        self.memory: Memory = unknown()  # the thread's scratchpad, for the preamble
         self._prepared = False  # the journal's bindings are in the router (``prepare``)
         self._running = False  # ``run`` is looking at turn ends
         self._stopping = False  # liminal stops: no new swap is decided but at a turn end
@@ -642,14 +644,16 @@ class SwapManager(Component):
 
         # The model's summaries ready now (``liminal.kernel.summaries``), never waited for.
         summarizer = self.summarizer_for(thread_id)
+        scratchpad = await self.memory.scratchpad(thread_id)
 
         band = self.policy.recent(state.pace)  # by the thread's cache life
 
         def rewrite(new_id: str) -> Rewritten:
             if summarizer is None:
-                return self.harness.rewrite(path, self.policy.aim, new_id, memos=memos, recent_tokens=band)
+                return self.harness.rewrite(path, self.policy.aim, new_id, memos=memos, recent_tokens=band,
+                                            scratchpad=scratchpad)
             return self.harness.rewrite(path, self.policy.aim, new_id, memos=memos, summarizer=summarizer,
-                                        recent_tokens=band)
+                                        recent_tokens=band, scratchpad=scratchpad)
 
         def check(rewritten: Rewritten) -> str | None:
             unpaid = self.policy.worth_it(decision, rewritten.tokens_after, state.pace)

@@ -12,7 +12,8 @@ A tool output the CLI kept beside its session (Claude Code's ``<id>/tool-results
 line holds only a preview naming the file) is recalled whole: the file's bytes, from the store
 (``liminal.ingest.tail`` keeps them with the line), else the file; the preview when neither has it.
 What was found is kept in the cache under ``recall:<key>``: Redis when configured, so every
-sidecar on a team sees it, else files under ``$LIMINAL_HOME/cache``.
+sidecar on a team sees it, else files under ``$LIMINAL_HOME/cache``. A dump's id
+(``liminal.lookup.dumps``) is recalled too: a large search answer, kept in the cache.
 """
 
 from __future__ import annotations
@@ -45,7 +46,12 @@ class Recaller:
         self.harness = harness or HarnessChoice(known_harnesses(GradientSettings(), env))
 
     async def recall(self, text: str) -> bytes:
-        """The bytes behind ``text`` (a key from a truncation marker). Raises ``RecallError``."""
+        """The bytes behind ``text`` (a key from a truncation marker, or a dump's id:
+        ``liminal.lookup.dumps``). Raises ``RecallError``."""
+        from liminal.lookup import dumps
+
+        if dumps.is_dump_id(text):
+            return (await dumps.resolve(self.store, self.cache, text)).encode()
         key = RecallKey.parse(text)  # checked before any part of it becomes a path or a query
         cache_key = f"recall:{key}"
         if self.cache is not None:

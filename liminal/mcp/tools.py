@@ -25,14 +25,18 @@ if TYPE_CHECKING:
 # as /context or /search, have tools of their own or are not offered).
 SLASH = {"mark": "NAME", "clear": "[MARK]", "fork": "[MARK]", "undo": ""}
 RECALL_CHARS = 60_000  # one answer's text at most: Claude Code cuts an MCP answer past ~25k tokens
+SEARCH_LIMIT = 200  # finds a search_history answer holds at most (a long one is a dump)
 
 INSTRUCTIONS = (
     "liminal keeps this conversation's full history. Tool output cut from the context ends in a "
     "marker with a key: `recall` returns the original text. `search_history` finds anything said "
     "earlier, also what is no longer in the context. `memo_save` keeps a note for later "
     "conversations; `memo_find` finds them. `slash` marks, rewinds, forks or undoes the context "
-    "once the current turn ends."
+    "once the current turn ends. `scratchpad` reads and changes this conversation's scratchpad: "
+    "notes you and the user keep, which stay at the head of your context whatever liminal "
+    "compresses or cuts."
 )
+SCRATCHPAD_ACTIONS = ("read", "replace", "append")
 
 
 @dataclass
@@ -76,8 +80,10 @@ class LiminalTools:
             Tool("search_history", "Full-text search over this conversation's whole history, also what "
                  "is no longer in the context: what the user and you said and what tools returned, "
                  "with when and which turn. `all_threads` searches every conversation liminal kept; "
-                 "`everything` adds liminal's own commands and the CLI's bookkeeping records.",
-                 {"query": {"type": "string"}, "limit": {"type": "integer", "description": "default 8"},
+                 "`everything` adds liminal's own commands and the CLI's bookkeeping records. A long "
+                 "answer comes as a dump: a paragraph about it and an id that `recall` reads in parts.",
+                 {"query": {"type": "string"},
+                  "limit": {"type": "integer", "description": f"default 8, at most {SEARCH_LIMIT}"},
                   "all_threads": {"type": "boolean"}, "everything": {"type": "boolean"}},
                  ("query",), self.search_history),
             Tool("slash", "Change your own context when this turn ends: `mark NAME` names this point; "
@@ -94,6 +100,13 @@ class LiminalTools:
                  "given and containing the text given (both optional).",
                  {"tags": {"type": "array", "items": {"type": "string"}}, "text": {"type": "string"}},
                  (), self.memo_find),
+            Tool("scratchpad", "This conversation's scratchpad: notes you and the user both keep (the "
+                 "user with /scratchpad), placed at the head of your context whenever liminal "
+                 "compresses or cuts it, so they outlive every swap. `read` it, `replace` it with "
+                 "`text`, or `append` `text` on a line of its own.",
+                 {"action": {"type": "string", "enum": list(SCRATCHPAD_ACTIONS)},
+                  "text": {"type": "string", "description": "for replace (empty: clear it) and append"}},
+                 ("action",), self.scratchpad),
         ]
 
     async def aclose(self) -> None:
@@ -143,32 +156,65 @@ class LiminalTools:
 
     async def recall(self, args: dict[str, Any]) -> list[str]:
         from liminal.gradient.recall import RecallError
+        from liminal.lookup import dumps
 
         try:
             data = await (await self.recaller()).recall(args["key"])
         except RecallError as exc:
             raise ToolError(str(exc)) from exc
         text = data.decode("utf-8", "surrogatepass")
-        start = max(0, int(args.get("start", 0)))
-        part = text[start:start + RECALL_CHARS]
-        rest = len(text) - start - len(part)
-        if rest > 0:
-            return [part, f"[liminal: {rest} more characters; call recall with start={start + len(part)}]"]
-        return [part]
+        start = int(args.get("start", 0))
+        if dumps.is_dump_id(args["key"]):  # a dump's pages: whole finds, as its paragraph said
+            return dumps.paged(text, start, self.settings.memory.dump_chars, lines=True)
+        return dumps.paged(text, start, RECALL_CHARS)
 
     async def search_history(self, args: dict[str, Any]) -> list[str]:
-        from liminal.lookup.search import find
+        from liminal.lookup import dumps
 
-        thread = None if args.get("all_threads") else self.bound()
-        limit = min(max(1, int(args.get("limit", 8))), 50)
+        query = dumps.Query(args["query"], bool(args.get("all_threads")), bool(args.get("everything")),
+                            min(max(1, int(args.get("limit", 8))), SEARCH_LIMIT))
+        try:
+            thread: str | None = self.bound()
+        except ToolError:
+            if not query.all_threads:
+                raise
+            thread = None
+        store = await self.store()
         # The model's own searches (this one is in the store already, as a tool call naming the
         # query) are liminal's tool calls: left out with the rest of liminal's own part.
-        found = await find(await self.store(), args["query"], thread_id=thread, limit=limit,
-                           everything=bool(args.get("everything")))
+        found = await dumps.search(store, thread or "", query)
         if not found:
             return [f"Nothing found for {args['query']!r}."]
-        return ["\n".join(f"- [{f.speaker}, {f.when}, {f.where(title=thread is None)}] {f.hit.snippet}"
-                          for f in found)]
+        text = dumps.answer(found, all_threads=query.all_threads)
+        page = self.settings.memory.dump_chars
+        if len(text) <= page or thread is None:  # (a dump is kept by its thread)
+            return [text[:RECALL_CHARS]]
+        dump_id = await dumps.keep(store, (await self.recaller()).cache, thread, query, found, text)
+        return [dumps.summary(dump_id, query, found, text, page)]
+
+    async def scratchpad(self, args: dict[str, Any]) -> list[str]:
+        from liminal.lookup import scratchpad
+
+        action, text = args["action"], str(args.get("text") or "")
+        if action not in SCRATCHPAD_ACTIONS:
+            raise ToolError(f"no action {action!r}; these: {', '.join(SCRATCHPAD_ACTIONS)}")
+        thread, store = self.bound(), await self.store()
+        limit = self.settings.memory.scratchpad_chars
+        try:
+            if action == "replace":
+                await scratchpad.replace(store, thread, text, limit=limit, by="model")
+            elif action == "append":
+                if not text.strip():
+                    raise ToolError("append needs a text")
+                await scratchpad.append(store, thread, text, limit=limit, by="model")
+        except scratchpad.TooLong as exc:
+            raise ToolError(f"{exc}: nothing changed; shorten it, or replace it with less") from exc
+        now = await scratchpad.read(store, thread)
+        said = {"read": "", "replace": "Scratchpad replaced. ", "append": "Added. "}[action]
+        if now is None:
+            return [f"{said}The scratchpad is empty (at most {limit} characters)."]
+        return [f"{said}The scratchpad ({len(now.text)} of at most {limit} characters; the head of your "
+                f"context from the next swap on):\n{now.text}"]
 
     async def slash(self, args: dict[str, Any]) -> list[str]:
         command, rest = args["command"], str(args.get("args", "")).strip()

@@ -120,6 +120,12 @@ def replays_kept(replays: Sequence[tuple[str, str]], first_live: str | None) -> 
     first_load = _connection(earlier[0][0])
     return {m[0] for m in earlier if _connection(m[0]) == first_load}
 
+# What liminal keeps of a thread for the model beyond its context (docs/memory.md), as messages
+# of the thread (so every sidecar on the store reads them and ``Store.delete_thread`` takes
+# them): its scratchpad (``liminal.lookup.scratchpad``) and the queries of its search dumps
+# (``liminal.lookup.dumps``). No part of the conversation, which leaves them out.
+MEMORY_KINDS = frozenset({"scratchpad", "dump"})
+
 
 def conversation(messages: Sequence[MessageRecord]) -> list[MessageRecord]:
     """A thread's history as its user knows it, from all its messages in order.
@@ -131,7 +137,7 @@ def conversation(messages: Sequence[MessageRecord]) -> list[MessageRecord]:
     an older liminal wrote holds every load's replay until it is compacted. ``liminal
     history`` shows this; a load of a moved thread replays it (``liminal.kernel.replay``).
     """
-    said = [m for m in messages if m.kind != LOAD]
+    said = [m for m in messages if m.kind != LOAD and m.kind not in MEMORY_KINDS]
     live = [m for m in said if not m.replayed]
     kept = replays_kept([(m.id, m.order) for m in said if m.replayed],
                         live[0].order if live else None)

@@ -115,7 +115,7 @@ def test_recall_is_byte_exact_from_the_store_and_from_the_file(home: Path, tmp_p
     try:
         assert server.ask("initialize", {"protocolVersion": "2025-06-18"})["result"]["serverInfo"]["name"] == "liminal"
         names = [t["name"] for t in server.ask("tools/list")["result"]["tools"]]
-        assert names == ["recall", "search_history", "slash", "memo_save", "memo_find"]
+        assert names == ["recall", "search_history", "slash", "memo_save", "memo_find", "scratchpad"]
         texts, failed = server.call("recall", key=f"{SESSION}:{RECORD}:0")
         assert not failed and texts == [ORIGINAL]  # no session file exists: the store answered
         texts, failed = server.call("recall", key=f"{SESSION}:{uuid.uuid4()}:0")

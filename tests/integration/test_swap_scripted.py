@@ -82,7 +82,7 @@ class FakeHarness:
         return path.stem
 
     def rewrite(self, path: Path, target_tokens: int, new_id: str, *, memos: Any = (),
-                recent_tokens: int | None = None) -> Rewritten:
+                recent_tokens: int | None = None, scratchpad: str | None = None) -> Rewritten:
         self.bands.append(recent_tokens)
         if self.gate is not None:
             self.gate.wait(10)

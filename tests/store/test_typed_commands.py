@@ -84,9 +84,12 @@ def no_store_opened_twice(store: Store) -> Iterator[Any]:
 
 
 @contextlib.asynccontextmanager
-async def typist(store: Store, harness: Any = None) -> AsyncIterator[Typist]:
+async def typist(store: Store, harness: Any = None, memory: Any = None) -> AsyncIterator[Typist]:
+    """``memory``: made of the center's store (``liminal.kernel.memory.Memory``), if given."""
     with no_store_opened_twice(store) as opener:
         center = CommandCenter(ThreadModel(), None, None, None, harness, opener)  # type: ignore[arg-type]
+        if memory is not None:
+            center.memory = memory(center.store)
         typing = Typist(center)
         async with anyio.create_task_group() as tg:
             tg.start_soon(center.run, typing.port)

@@ -22,6 +22,7 @@ from liminal.config import SwapSettings
 from liminal.harness.base import Rewritten, Turns
 from liminal.kernel.commands import CommandCenter
 from liminal.kernel.journal import SwapJournal, SwapRecord
+from liminal.kernel.memory import Memory, unknown
 from liminal.kernel.recycle import Recycler
 from liminal.kernel.swap import SwapManager
 from liminal.kernel.threads import MoveLocks
@@ -44,7 +45,7 @@ class CuttingHarness(FakeHarness):
         return Turns(starts=(0, 50), earlier=False)
 
     def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str, *,
-            keeps_thread: bool = False) -> Rewritten:
+            keeps_thread: bool = False, scratchpad: str | None = None) -> Rewritten:
         new_path = self.target_path(like, new_id)
         new_path.write_text("{}\n")
         return Rewritten(new_id, new_path, 150_000, 40_000)
@@ -91,16 +92,19 @@ def sent(port: FakePort, method: str) -> list[dict[str, Any]]:
 @asynccontextmanager
 async def kernel(tmp_path: Path, *, commands: bool = False, harness: CuttingHarness | None = None,
                  caps: dict[str, Any] = CAPS, recycler: list[Recycler] | None = None,
-                 ) -> AsyncIterator[tuple[FakePort, SwapManager]]:
+                 memory: Memory | None = None) -> AsyncIterator[tuple[FakePort, SwapManager]]:
     """The swap manager (and the command center, and the recycle into ``recycler``) on a fake
     port, a thread opened and prompted once (its context 20k tokens: no swap)."""
     harness = harness or CuttingHarness(tmp_path)
     manager = SwapManager(SwapSettings(high_tokens=100_000, target_tokens=80_000, hold_timeout_seconds=10),
                           SwapJournal(tmp_path / "swaps.jsonl"), harness)
+    manager.memory = memory or unknown()
     others: list[Any] = []
     if commands:
-        others.append(CommandCenter(manager.model, manager.mover, manager.journal, manager.policy, harness,
-                                    open_store=None))
+        center = CommandCenter(manager.model, manager.mover, manager.journal, manager.policy, harness,
+                               open_store=None)
+        center.memory = manager.memory
+        others.append(center)
     if recycler is not None:
         recycler.append(Recycler(manager.model, manager.mover, harness, manager.settings, max_stale_sessions=0))
         others.append(recycler[0])
@@ -226,6 +230,53 @@ async def test_each_command_runs_through_the_thread_model_and_the_port(
         assert sent(port, "session/close")[-1]["params"] == {"sessionId": THREAD}
         [note] = [data for method, data in port.notes if method == "liminal/swap"]
         assert note["outcome"] == "committed" and note["move"] == command
+
+
+class Scratchpad(Memory):
+    """The thread's scratchpad, as a store would give it."""
+
+    def __init__(self) -> None:
+        super().__init__(unknown().settings, None)
+
+    async def scratchpad(self, thread: str) -> str | None:
+        return f"the scratchpad of {thread}"
+
+
+class PadHarness(CuttingHarness):
+    """What each rewrite and cut was given for the preamble's scratchpad."""
+
+    def __init__(self, tmp: Path) -> None:
+        super().__init__(tmp)
+        self.pads: list[tuple[str, str | None]] = []
+
+    def rewrite(self, path: Path, target_tokens: int, new_id: str, *, memos: Any = (),
+                recent_tokens: int | None = None, scratchpad: str | None = None) -> Rewritten:
+        self.pads.append(("rewrite", scratchpad))
+        return super().rewrite(path, target_tokens, new_id, memos=memos, recent_tokens=recent_tokens)
+
+    def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str, *,
+            keeps_thread: bool = False, scratchpad: str | None = None) -> Rewritten:
+        self.pads.append(("cut", scratchpad))
+        return super().cut(parts, like, new_id, keeps_thread=keeps_thread)
+
+
+@pytest.mark.parametrize("known", [True, False])
+async def test_every_move_gives_the_harness_the_threads_scratchpad(tmp_path: Path, known: bool) -> None:
+    """A swap, /optimise, /undo and /clear MARK each read the thread's scratchpad for the
+    preamble they write or keep (``liminal.kernel.memory``); not known (no store), None: the
+    earlier preamble's stays. /fork copies the context as it is."""
+    harness = PadHarness(tmp_path)
+    async with kernel(tmp_path, commands=True, harness=harness, memory=Scratchpad() if known else None) \
+            as (port, manager):
+        port.from_client(prompt(4, "second"))
+        port.from_agent(usage(130_000), answered(4, {"stopReason": "end_turn"}))
+        with anyio.fail_after(10):
+            await manager.wait_for_swaps(1)
+        harness.tokens = 20_000
+        for n, command in enumerate(["/optimise", "/mark A", "/undo", "/clear A", "/fork"]):
+            await say(port, 10 + n, command)
+    pad = f"the scratchpad of {THREAD}" if known else None
+    assert harness.pads == [("rewrite", pad), ("rewrite", pad), ("cut", pad), ("cut", pad), ("cut", None)]
 
 
 async def test_a_mark_then_clear_to_it_through_the_port(tmp_path: Path) -> None:

@@ -243,6 +243,7 @@ async function threadPage(id, target, keepFrom) {
       card("Swaps", data.swaps, `of ${data.move_count} moves (swaps, /clear, /undo)`),
       card("Saved vs auto-compact", s ? big(s.saved) : "-", s ? `${Math.round(s.saved_share * 100)}% of ${big(s.auto_compact)} (input-token equivalents, estimated)${s.summaries ? `, the model's summaries (${big(s.summaries)}) paid` : ""}; mean context ${tokens(s.mean_context)}, not ${tokens(s.mean_context_auto)}${s.saved < 0 ? (data.payback && data.payback.warning.length ? ". Swaps cost more than they saved: see the warning above" : `. ${lossWhy(s, null)}`) : ""}` : "too few model calls to say")),
     el("section", { class: "card" }, el("h2", { text: "Context at every model call" }), chart(data), legend(data)),
+    scratchpad(data.scratchpad),
     bands,
     el("section", { class: "card" }, el("h2", { text: "Moves" }), movesTable(data.moves)),
     el("section", { class: "card" }, el("h2", { text: "Transcript" }), contextNote(data), transcript(data, target)),
@@ -262,6 +263,15 @@ function moneyWarning(data) {
   if (!said || !said.length) return null;
   return el("section", { class: "card warning", id: "money" }, el("h2", { text: "Swaps cost more than they save here" }),
     said.map((line) => el("p", { text: line })));
+}
+
+function scratchpad(pad) {
+  // The thread's scratchpad: what every swap's preamble starts with (docs/memory.md).
+  if (!pad) return null;
+  const who = pad.by === "model" ? "the model" : "the person";
+  return el("section", { class: "card", id: "scratchpad" }, el("h2", { text: "Scratchpad" }),
+    el("p", { class: "quiet", text: `${pad.chars} characters, last written by ${who} at ${when(pad.time)}; the head of every swap's preamble` }),
+    el("pre", { class: "scratchpad", text: pad.text }));
 }
 
 function card(label, value, note) {

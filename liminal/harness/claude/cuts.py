@@ -252,12 +252,13 @@ def _last_is_newest(data: bytes) -> bytes:
 
 def write_cut(parts: Sequence[tuple[Path, int, int | None]], target: Path, new_id: str,
               settings: GradientSettings, env: Mapping[str, str] | None = None, *,
-              thread: Path | None = None) -> tuple[int, int]:
+              thread: Path | None = None, scratchpad: str | None = None) -> tuple[int, int]:
     """Write ``[(file, start, end)]`` (end None: to the end) as session ``new_id`` at ``target``.
     ``thread``: the thread moves to the cut and this is its current file; the cut takes the
     thread's latest names and modes (``THREAD_STATE``) from the whole of the parts' files and
-    this one. Without it (a fork) the cut takes no names. Returns (tokens, bytes) of what was
-    written. Raises (nothing written) if the result would not be a valid session."""
+    this one. Without it (a fork) the cut takes no names. ``scratchpad``: the thread's, in place
+    of the one a preamble the cut keeps holds (a cut adds no preamble). Returns (tokens, bytes)
+    of what was written. Raises (nothing written) if the result would not be a valid session."""
     chunks = []
     for path, start, end in parts:
         with path.open("rb") as f:
@@ -276,7 +277,8 @@ def write_cut(parts: Sequence[tuple[Path, int, int | None]], target: Path, new_i
         if parts[0][1] > 0:  # the first file's first turn, and its context, are left out
             data = _with_context(data, parts, Path(folder))
         source = _scratch(Path(folder), data)
-        prepared = prepare(source, UNLIMITED, new_id=new_id, settings=settings, env=env)
+        prepared = prepare(source, UNLIMITED, new_id=new_id, settings=settings, env=env,
+                           scratchpad=scratchpad)
         # The header names where the records came from, not the scratch file they were read from:
         # other tools (and a later rewrite) read it.
         note = orjson.loads(prepared.rendered.lines[0])

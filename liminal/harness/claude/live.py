@@ -83,11 +83,11 @@ class ClaudeSessions:
 
     def rewrite(self, path: Path, target_tokens: int, new_id: str, *,
                 memos: Sequence[Candidate] = (), summarizer: Summarizer | None = None,
-                recent_tokens: int | None = None) -> Rewritten:
+                recent_tokens: int | None = None, scratchpad: str | None = None) -> Rewritten:
         if faults.value("swap.corrupt_rewrite"):
             self._corrupt_rewrite(path, target_tokens)
         result = rewrite_session(path, target_tokens, new_id, settings=self.settings.with_recent(recent_tokens),
-                                 env=self.env, memos=memos, summarizer=summarizer)
+                                 env=self.env, memos=memos, summarizer=summarizer, scratchpad=scratchpad)
         return Rewritten(result.new_session_id, result.path, result.tokens_before, result.tokens_after,
                          result.path.stat().st_size, result.zone)
 
@@ -101,13 +101,14 @@ class ClaudeSessions:
         return cuts.turns(path)
 
     def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str, *,
-            keeps_thread: bool = False) -> Rewritten:
+            keeps_thread: bool = False, scratchpad: str | None = None) -> Rewritten:
         """A session of the byte ranges ``parts``, beside ``like``, as ``new_id``. With
         ``keeps_thread`` it takes the thread's latest title, names and modes, wherever in the files
-        the CLI wrote them (``cuts.THREAD_STATE``); without, none of its names."""
+        the CLI wrote them (``cuts.THREAD_STATE``); without, none of its names. ``scratchpad``:
+        in place of the one a preamble the cut keeps holds."""
         target = self.target_path(like, new_id)
         tokens, size = cuts.write_cut(parts, target, new_id, self.settings, self.env,
-                                      thread=like if keeps_thread else None)
+                                      thread=like if keeps_thread else None, scratchpad=scratchpad)
         # Before: the context of the session the thread is on (what /undo and /clear MARK
         # leave), not the cut's own (it said "11.8k -> 11.8k" of an /undo from 15.4k).
         before = tail.context_tokens(like)

@@ -49,7 +49,15 @@ from liminal.gradient.bands import (
     recallable,
 )
 from liminal.gradient.recall import RecallKey
-from liminal.gradient.summarize import PREAMBLE_INTRO, ExtractiveSummarizer, Summarizer, TurnDigest
+from liminal.gradient.summarize import (
+    PREAMBLE_INTRO,
+    ExtractiveSummarizer,
+    Summarizer,
+    TurnDigest,
+    scratchpad_chars,
+    split_scratchpad,
+    with_scratchpad,
+)
 from liminal.gradient.zone import Candidate, Placed, block, is_zone, select, tokens
 from liminal.harness.codex.rollout import (
     CALLS,
@@ -195,12 +203,45 @@ def _digests(turns: Sequence[Turn]) -> tuple[list[TurnDigest], str | None]:
 
 
 def summary_text(turns: Sequence[Turn], settings: GradientSettings, budget_tokens: int | None = None,
-                 summarizer: Summarizer | None = None) -> str:
-    """The preamble of ``turns``, in ``budget_tokens`` (``summary_tokens`` unless said)."""
+                 summarizer: Summarizer | None = None, scratchpad: str | None = None) -> str:
+    """The preamble of ``turns``, in ``budget_tokens`` (``summary_tokens`` unless said), headed
+    by ``scratchpad`` (None: the one a previous rewrite's summary among them holds)."""
     digests, previous = _digests(turns)
+    carried, previous = split_scratchpad(previous) if previous is not None else (None, None)
     tokens = settings.summary_tokens if budget_tokens is None else budget_tokens
     budget = max(400, tokens * 4 - len(PREAMBLE_INTRO))
-    return PREAMBLE_INTRO + (summarizer or ExtractiveSummarizer()).summarize(digests, previous, budget)
+    text = (summarizer or ExtractiveSummarizer()).summarize(digests, previous or None, budget)
+    return PREAMBLE_INTRO + with_scratchpad(text, carried if scratchpad is None else scratchpad)
+
+
+def previous_summary(rollout: Rollout) -> str | None:
+    """The text (after ``PREAMBLE_INTRO``) of a previous rewrite's summary in the rollout, the
+    last found as ``_digests`` finds it."""
+    found: str | None = None
+    for line in rollout.lines:
+        if line.is_item and line.payload.get("role") == "user":
+            text = text_of(line.payload)
+            if text.startswith(PREAMBLE_INTRO):
+                found = text.removeprefix(PREAMBLE_INTRO)
+    return found
+
+
+def refreshed(line: Line, scratchpad: str) -> Line:
+    """``line`` with ``scratchpad`` at the head of its summary, if it is a previous rewrite's
+    summary message (``_summary_line``) holding another; else ``line``."""
+    payload = line.payload
+    if not (line.is_item and payload.get("type") == "message" and payload.get("role") == "user"):
+        return line
+    content = payload.get("content")
+    if not isinstance(content, list) or len(content) != 1 or not isinstance(content[0], dict):
+        return line
+    text = content[0].get("text")
+    if not isinstance(text, str) or not text.startswith(PREAMBLE_INTRO):
+        return line
+    new = PREAMBLE_INTRO + with_scratchpad(text[len(PREAMBLE_INTRO):], scratchpad)
+    if new == text:
+        return line
+    return _with_payload(line, {**payload, "content": [{**content[0], "text": new}]})
 
 
 def _overhead_and_bands(rollout: Rollout, target_tokens: int, settings: GradientSettings,
@@ -234,14 +275,15 @@ def preamble_tokens(target_tokens: int, overhead: int, settings: GradientSetting
 
 
 def turn_bands(turns: Sequence[Turn], target_tokens: int, overhead: int, settings: GradientSettings,
-               edits: _Edits) -> list[Band]:
+               edits: _Edits, head_chars: int = 0) -> list[Band]:
     """Youngest first: recent by ``recent_tokens`` (at least one turn; under a target, no more
     than fits under it with the summary), then middle and old by what the target leaves
     (``target_tokens`` 0: nothing, the recent band and the summary only). The walk is the
     gradient's (``liminal.gradient.bands.assign_bands``); a turn's cost in each band is its
-    response items as that band edits them."""
+    response items as that band edits them. ``head_chars``: what the summary holds besides
+    (the thread's scratchpad), room a target must leave it."""
     overhead += _context_cost(turns)
-    reserve = preamble_tokens(target_tokens, overhead, settings)
+    reserve = preamble_tokens(target_tokens, overhead, settings) + (cost(head_chars) if head_chars else 0)
     floor = not target_tokens
     costs = [TurnCost(partial(_band_cost, turn, edits)) for turn in turns]
     # At the floor nothing but the recent band (kept whole) and the summary: no budget left.
@@ -463,9 +505,12 @@ def choose_zone(rollout: Rollout, bands: Sequence[Band], memos: Sequence[Candida
 
 
 def _render(rollout: Rollout, target_tokens: int, overhead: int, settings: GradientSettings,
-            edits: _Edits, summarizer: Summarizer | None = None) -> tuple[list[Band], list[Line], int | None]:
-    """The bands under ``target_tokens``, the lines they give, and where the recent band begins."""
-    bands = turn_bands(rollout.turns, target_tokens, overhead, settings, edits)
+            edits: _Edits, summarizer: Summarizer | None = None,
+            scratchpad: str | None = None) -> tuple[list[Band], list[Line], int | None]:
+    """The bands under ``target_tokens``, the lines they give, and where the recent band begins.
+    ``scratchpad``: at the head of the summary written, and of a previous one a kept turn holds."""
+    head = scratchpad_chars(scratchpad, previous_summary(rollout) if scratchpad is None else None)
+    bands = turn_bands(rollout.turns, target_tokens, overhead, settings, edits, head)
     out: list[Line] = list(rollout.head)
     ancient = [t for t, b in zip(rollout.turns, bands, strict=True) if b is Band.ANCIENT]
     recent_at: int | None = None
@@ -475,24 +520,26 @@ def _render(rollout: Rollout, target_tokens: int, overhead: int, settings: Gradi
         if band is Band.ANCIENT:
             if n == 0:
                 summary = summary_text(ancient, settings, preamble_tokens(target_tokens, overhead, settings),
-                                       summarizer)
+                                       summarizer, scratchpad)
                 out.extend(_summary_turn(turn, summary))
             else:
                 out.extend(_ancient_rest(turn))
         else:
-            out.extend(_render_turn(turn, band, edits))
+            lines = _render_turn(turn, band, edits)
+            out.extend(lines if scratchpad is None else (refreshed(line, scratchpad) for line in lines))
     return bands, out, recent_at
 
 
 def rewrite(rollout: Rollout, target_tokens: int, new_id: str, settings: GradientSettings,
-            memos: Sequence[Candidate] = (), summarizer: Summarizer | None = None) -> CodexRewrite:
+            memos: Sequence[Candidate] = (), summarizer: Summarizer | None = None,
+            scratchpad: str | None = None) -> CodexRewrite:
     rollout = without_zones(rollout)
     items = [line for line in rollout.lines if line.is_item]
     estimate = sum(item_tokens(line.payload) for line in items)
     before = last_token_count(rollout.lines) or estimate
     overhead = max(0, before - estimate)  # instructions and tools: not in the file
     edits = _Edits(rollout.session_id, settings)
-    bands, out, recent_at = _render(rollout, target_tokens, overhead, settings, edits, summarizer)
+    bands, out, recent_at = _render(rollout, target_tokens, overhead, settings, edits, summarizer, scratchpad)
     zone = choose_zone(rollout, bands, memos, settings.zone_tokens)
     need = tokens(block(zone))
     if zone and target_tokens:
@@ -502,7 +549,7 @@ def rewrite(rollout: Rollout, target_tokens: int, new_id: str, settings: Gradien
         if planned + need > target_tokens:
             edits = _Edits(rollout.session_id, settings)
             bands, out, recent_at = _render(rollout, max(1, target_tokens - need), overhead,
-                                            settings, edits, summarizer)
+                                            settings, edits, summarizer, scratchpad)
             planned = overhead + sum(item_tokens(line.payload) for line in out if line.is_item)
             zone = choose_zone(rollout, bands, memos, min(settings.zone_tokens, target_tokens - planned))
     if zone and recent_at:

@@ -169,9 +169,9 @@ class CodexSessions:
 
     def rewrite(self, path: Path, target_tokens: int, new_id: str, *,
                 memos: Sequence[Candidate] = (), summarizer: Summarizer | None = None,
-                recent_tokens: int | None = None) -> Rewritten:
+                recent_tokens: int | None = None, scratchpad: str | None = None) -> Rewritten:
         result = gradient.rewrite(read_rollout(path), target_tokens, new_id, self.settings.with_recent(recent_tokens),
-                                  memos, summarizer)
+                                  memos, summarizer, scratchpad)
         lines = result.lines
         if faults.value("swap.corrupt_rewrite"):
             # Failpoint: a tool output lost (or, with none left, the session_meta), put through
@@ -289,11 +289,12 @@ class CodexSessions:
         return Turns(tuple(starts), earlier)
 
     def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str, *,
-            keeps_thread: bool = False) -> Rewritten:
+            keeps_thread: bool = False, scratchpad: str | None = None) -> Rewritten:
         """The byte ranges ``parts`` as one rollout. A cut that starts after its first file's
         beginning (``/fork MARK``) gets that file's ``session_meta`` and Codex's context
         messages, which only the first turn carries. ``keeps_thread``: the thread goes on in
-        the cut, which gets its name (``name_like``)."""
+        the cut, which gets its name (``name_like``). ``scratchpad``: in place of the one a
+        previous rewrite's summary the cut keeps holds (a cut adds no summary)."""
         if not parts:
             raise RolloutError("nothing to cut")
         first, start, _ = parts[0]
@@ -308,6 +309,8 @@ class CodexSessions:
             lines.extend(read_lines(path, begin, end))
         kept = [line for line in lines if line.type not in gradient.USAGE_LINES
                 and not any(line.is_event(k) for k in gradient.USAGE_EVENTS)]
+        if scratchpad is not None:
+            kept = [gradient.refreshed(line, scratchpad) for line in kept]
         if not kept or kept[0].type != "session_meta":
             raise RolloutError("the cut does not start with session_meta")
         others = {found for path, _, _ in parts[1:] if (found := session_id_of(path)) is not None}

@@ -173,7 +173,11 @@ def make_plan(
     conversation: Conversation,
     settings: GradientSettings,
     target_tokens: int | None = None,
+    *,
+    head_chars: int = 0,
 ) -> Plan:
+    """``head_chars``: what the preamble holds besides its summary (the thread's scratchpad),
+    room a target must leave it."""
     target = settings.target_tokens if target_tokens is None else target_tokens
     cal, measured_context = measure(conversation)
     floor = target <= 0
@@ -188,7 +192,8 @@ def make_plan(
     # A percent of slack: estimates are rounded record by record, the check sums the file.
     budget = int((target - cal.overhead_tokens) * 0.99)
     # The preamble gets a quarter of a small budget, but never less than a readable minimum.
-    reserve = preamble_budget(budget, settings)
+    summary_reserve = preamble_budget(budget, settings)
+    reserve = summary_reserve + (cal.tokens(head_chars) if head_chars else 0)
     # Room for the attachments carried forward: known only once the bands are, so fit again
     # until the room asked for covers what is carried (it only grows; two rounds in practice).
     carry = 0
@@ -256,7 +261,7 @@ def make_plan(
         tokens_before=measured_context
         or cal.overhead_tokens + cal.tokens(sum(r.chars for r in conversation.records)),
         tokens_planned=cal.overhead_tokens + planned,
-        summary_chars=int(reserve * cal.chars_per_token) - PREAMBLE_FRAME_CHARS,
+        summary_chars=int(summary_reserve * cal.chars_per_token) - PREAMBLE_FRAME_CHARS,
         consolidate_head=consolidate,
         notes=tuple(notes),
         target_tokens=target,

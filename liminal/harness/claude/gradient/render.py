@@ -17,7 +17,13 @@ from typing import Any
 
 from liminal.config import GradientSettings
 from liminal.gradient.bands import MARKER_CHARS, Band, Cutter
-from liminal.gradient.summarize import PREAMBLE_INTRO, ExtractiveSummarizer, Summarizer
+from liminal.gradient.summarize import (
+    PREAMBLE_INTRO,
+    ExtractiveSummarizer,
+    Summarizer,
+    split_scratchpad,
+    with_scratchpad,
+)
 from liminal.harness.claude.conversation import Conversation
 from liminal.harness.claude.gradient.plan import Edit, Plan
 from liminal.harness.claude.gradient.zone import is_zone_record
@@ -161,7 +167,10 @@ def render(
     previous_summary: str | None = None,
     progress: Callable[[int, int], None] | None = None,
     zone: str = "",
+    scratchpad: str | None = None,
 ) -> Rendered:
+    """``scratchpad``: the thread's, at the head of the preamble written (None: the one the
+    earlier preamble had), and in place of the one an earlier preamble that stays holds."""
     session = conversation.session
     wanted = [i.record for i in plan.items if i.record is not None]
     raw = session.raw(wanted)
@@ -187,9 +196,10 @@ def render(
         if item.record is None:
             first = next((i.record for i in plan.items if i.record is not None and i.chain), None)
             reference = loads(raw[first.line]) if first is not None else {}
-            preamble_text = (summarizer or ExtractiveSummarizer()).summarize(
-                plan.digests, previous_summary, plan.summary_chars
-            )
+            carried, previous = split_scratchpad(previous_summary or "")
+            preamble_text = with_scratchpad((summarizer or ExtractiveSummarizer()).summarize(
+                plan.digests, previous or None, plan.summary_chars
+            ), carried if scratchpad is None else scratchpad)
             for value in _preamble(conversation, plan, new_id, preamble_text, reference):
                 lines.append(dumps(value))
                 prev_uuid = value["uuid"]
@@ -218,12 +228,15 @@ def render(
             else None
         )
         line: bytes | None = None
+        # An earlier preamble that stays (nothing new to consolidate): its scratchpad the thread's now.
+        fresh = (_refreshed(raw[rec.line], scratchpad) if scratchpad is not None and item.band is None
+                 and rec.compact_summary else None)
         edit_needed = item.edit.changes and _needs_edit(rec, item.edit, settings.truncate_chars)
-        changed = bool(edit_needed) or merge_into is not None
+        changed = bool(edit_needed) or merge_into is not None or fresh is not None
         if not changed:
             line = _patch(raw[rec.line], rec, new_id, parent, old_ids)
         if line is None:
-            value = loads(raw[rec.line])
+            value = fresh if fresh is not None else loads(raw[rec.line])
             if not apply_edit(value, item.edit, cutter):  # recall keys name the original uuid
                 continue
             if changed and rec.uuid:
@@ -248,6 +261,33 @@ def render(
                 first_recent = rec.uuid
         lines.append(line)
     return Rendered(tuple(lines), cutter.keys, first_recent, preamble_text)
+
+
+def _refreshed(raw: bytes, scratchpad: str) -> dict[str, Any] | None:
+    """A preamble's summary record of liminal's (its text starts with ``PREAMBLE_INTRO``) with
+    ``scratchpad`` at its head, or None: not one of liminal's, or it holds that one already."""
+    value = loads(raw)
+    message = value.get("message")
+    if not isinstance(message, dict):
+        return None
+    content = message.get("content")
+    if isinstance(content, str):
+        if not content.startswith(PREAMBLE_INTRO):
+            return None
+        new = PREAMBLE_INTRO + with_scratchpad(content[len(PREAMBLE_INTRO):], scratchpad)
+        if new == content:
+            return None
+        message["content"] = new
+        return value
+    for block in content if isinstance(content, list) else []:
+        text = block.get("text") if isinstance(block, dict) and block.get("type") == "text" else None
+        if isinstance(text, str) and text.startswith(PREAMBLE_INTRO):
+            new = PREAMBLE_INTRO + with_scratchpad(text[len(PREAMBLE_INTRO):], scratchpad)
+            if new == text:
+                return None
+            block["text"] = new
+            return value
+    return None
 
 
 def _merge_usage_keys(value: dict[str, Any], into: str, into_line: bytes) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from liminal import __version__
 from liminal.config import GradientSettings
 from liminal.gradient.bands import Band
-from liminal.gradient.summarize import PREAMBLE_INTRO, Summarizer
+from liminal.gradient.summarize import PREAMBLE_INTRO, Summarizer, scratchpad_chars
 from liminal.gradient.zone import Candidate, Placed, block
 from liminal.harness.claude.conversation import Conversation, build
 from liminal.harness.claude.gradient.plan import Plan
@@ -111,7 +111,10 @@ def prepare(
     progress: Progress | None = None,
     env: Mapping[str, str] | None = None,
     memos: Sequence[Candidate] = (),
+    scratchpad: str | None = None,
 ) -> Prepared:
+    """``scratchpad``: the thread's, at the head of the preamble (``render``); None: the one an
+    earlier preamble holds."""
     started = time.perf_counter()
     # Indexing builds tens of thousands of small acyclic objects; the cycle collector would
     # walk them again and again for nothing (about 15% of the time on a 40 MB session).
@@ -119,7 +122,7 @@ def prepare(
     gc.disable()
     try:
         return _prepare(source, target_tokens, new_id, settings, summarizer, progress, env, started,
-                        memos)
+                        memos, scratchpad)
     finally:
         if collecting:
             gc.enable()
@@ -135,6 +138,7 @@ def _prepare(
     env: Mapping[str, str] | None,
     started: float,
     memos: Sequence[Candidate] = (),
+    scratchpad: str | None = None,
 ) -> Prepared:
     settings = settings or GradientSettings()
     location = source if isinstance(source, SessionLocation) else locate(source, env=env)
@@ -147,16 +151,18 @@ def _prepare(
         location, None if progress is None else lambda d, t: progress("read", d, t)
     )
     conversation = build(session)
-    plan, zone = planned(conversation, settings, target_tokens, memos)
+    previous = _previous_summary(conversation)
+    plan, zone = planned(conversation, settings, target_tokens, memos, scratchpad_chars(scratchpad, previous))
     rendered = render(
         conversation,
         plan,
         new_id,
         settings,
         summarizer=summarizer,
-        previous_summary=_previous_summary(conversation) if plan.consolidate_head else None,
+        previous_summary=previous if plan.consolidate_head else None,
         progress=None if progress is None else lambda d, t: progress("write", d, t),
         zone=block(zone),
+        scratchpad=scratchpad,
     )
     old_ids = sorted({r.session_id for r in session.records if r.session_id})
     checked = validate(
@@ -221,6 +227,7 @@ def rewrite_session(
     progress: Progress | None = None,
     env: Mapping[str, str] | None = None,
     memos: Sequence[Candidate] = (),
+    scratchpad: str | None = None,
 ) -> RewriteResult:
     """Plan, validate and write a compressed copy of a session; raise on any failure.
 
@@ -236,6 +243,7 @@ def rewrite_session(
         progress=progress,
         env=env,
         memos=memos,
+        scratchpad=scratchpad,
     )
     result = prepared.result
     if dry_run:

@@ -96,12 +96,12 @@ def record(text: str, new_id: str, parent: str | None, reference: dict[str, Any]
 
 
 def planned(conversation: Conversation, settings: GradientSettings, target_tokens: int | None,
-            memos: Sequence[Candidate]) -> tuple[Plan, list[Placed]]:
+            memos: Sequence[Candidate], head_chars: int = 0) -> tuple[Plan, list[Placed]]:
     """The plan and its zone. At the floor (a target of 0) the zone comes on top, at its whole
     budget; under a target it must fit too (a target is a promise: docs/gradient.md), so a
     zone that would push the plan past it has the plan made again with the zone's room taken
     off, and is chosen again for the bands that gives."""
-    plan = make_plan(conversation, settings, target_tokens)
+    plan = make_plan(conversation, settings, target_tokens, head_chars=head_chars)
     if settings.zone_tokens <= 0:
         return plan, []
     zone = choose(conversation, plan, memos, settings.zone_tokens)
@@ -109,5 +109,5 @@ def planned(conversation: Conversation, settings: GradientSettings, target_token
     need = tokens(block(zone))
     if not zone or target_tokens == 0 or plan.tokens_planned + need <= aim:
         return plan, zone
-    plan = make_plan(conversation, settings, max(1, aim - need))
+    plan = make_plan(conversation, settings, max(1, aim - need), head_chars=head_chars)
     return plan, choose(conversation, plan, memos, min(settings.zone_tokens, aim - plan.tokens_planned))
