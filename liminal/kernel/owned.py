@@ -29,9 +29,11 @@ does a session two threads share (one an older liminal recorded under another).
 session's file again, a part that could not be reached at the delete, a thread deleted by an
 older liminal that left its cache and files.
 
-What a thread will own in liminal's memory (its lessons, its scratchpad, its dumps) is one more
-part: added to ``Holdings.parts``, it is deleted, counted and purged with the rest, by both
-doors. Not parts: the spool (frames wait there only until the store takes them, and a deleted
+liminal's memory of a thread needs no part of its own where it is kept as the thread's: its
+scratchpad and its search dumps' queries are messages of the thread (``Records``), and a dump's
+text is a cache entry under the thread's id (``Cached``). What memory keeps elsewhere (lessons a
+thread shares with others) is one more part in ``Holdings.parts``: deleted, counted and purged
+with the rest, by both doors. Not parts: the spool (frames wait there only until the store takes them, and a deleted
 thread's are dropped then: ``Batch.without``); ``rewrites.jsonl`` (ids and sizes); the side
 sessions of the model's summaries (each removed as it ends); memos (``/memo``: a person's notes,
 kept for every thread).
