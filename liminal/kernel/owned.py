@@ -104,13 +104,13 @@ class Records:
                            if summarised(m.data) == whose.thread)
 
     async def remove(self, whose: Whose) -> int:
-        was = await self.store.thread(whose.thread)
-        gone = await self.store.delete_thread(whose.thread, whose.sessions)
-        gone -= was is not None and was.state == DELETED  # its tombstone, written again below
+        # The tombstone first: from then on no batch brings back a record of the thread (the
+        # index worker's frames and lines still on their way: ``Batch.without``), so what the
+        # delete takes stays gone. Written after, a batch stored between the two was kept.
         await self.store.write(Batch(threads=[ThreadUpdate(
             whose.thread, time.time(), cwd=whose.cwd or "", harness=whose.harness, state=DELETED,
             backing_ids=whose.sessions, by_user=True)]))
-        return gone
+        return await self.store.delete_thread(whose.thread, whose.sessions)
 
 
 class Files:

@@ -340,9 +340,16 @@ class MongoStore:
 
     async def _write(self, batch: Batch) -> None:
         ids = batch.thread_ids()
-        if ids:  # nothing more of a thread the client deleted (its tombstone, ``DELETED``)
-            batch = batch.without({d["_id"] async for d in self._threads.find(
-                {"_id": {"$in": sorted(ids)}, "state": DELETED}, {"_id": 1})})
+        sessions = batch.unowned_sessions()
+        if ids or sessions:  # nothing more of a thread the client deleted (its tombstone, ``DELETED``)
+            deleted = {d["_id"] async for d in self._threads.find(
+                {"_id": {"$in": sorted(ids)}, "state": DELETED}, {"_id": 1})} if ids else set()
+            named: set[str] = set()
+            if sessions:  # nor a line of one of its sessions that names no thread
+                async for d in self._threads.find({"state": DELETED, "backing_ids": {"$in": sorted(sessions)}},
+                                                  {"backing_ids": 1}):
+                    named |= sessions.intersection(d["backing_ids"])
+            batch = batch.without(deleted, named)
         blobs: list[tuple[str, bytes]] = []
         frame_ops = []
         for f in batch.frames:
@@ -504,7 +511,10 @@ class MongoStore:
         # Where it was and its moves (a move's record holds what its dynamic zone placed).
         gone += await MongoMoves(self._client, self._threads.database.name).forget(thread_id)
         # The thread, and a record an older liminal kept under a session of its lineage.
-        gone += (await self._threads.delete_many({"_id": {"$in": backings}})).deleted_count
+        # Its tombstone stays: written first (``liminal.kernel.owned``), it keeps out every record
+        # of the thread still on its way while the rest goes.
+        gone += (await self._threads.delete_many({"_id": {"$in": backings},
+                                                  "$nor": [{"_id": thread_id, "state": DELETED}]})).deleted_count
         return gone
 
     @_store_errors

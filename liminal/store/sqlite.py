@@ -391,8 +391,11 @@ class SqliteStore:
                     (f"DELETE FROM frames WHERE thread_id = ? OR backing_id IN ({marks})", (thread_id, *backings)),
                     (f"DELETE FROM session_records WHERE thread_id = ? OR backing_id IN ({marks})",
                      (thread_id, *backings)),
-                    # And a record an older liminal kept under a session of its lineage.
-                    (f"DELETE FROM threads WHERE id IN ({marks})", tuple(backings)),
+                    # And a record an older liminal kept under a session of its lineage. Its
+                    # tombstone stays: written first (``liminal.kernel.owned``), it keeps out
+                    # every record of the thread still on its way while the rest goes.
+                    (f"DELETE FROM threads WHERE id IN ({marks}) AND NOT (id = ? AND state = ?)",
+                     (*backings, thread_id, DELETED)),
                 ):
                     gone += c.execute(sql, args).rowcount
                 c.execute("COMMIT")
@@ -551,7 +554,7 @@ def _write(c: sqlite3.Connection, batch: Batch) -> None:
     inline, piece = min(INLINE_BYTES, room), min(PART_BYTES, room)
     c.execute("BEGIN IMMEDIATE")
     try:
-        batch = batch.without(_deleted(c, batch.thread_ids()))
+        batch = batch.without(_deleted(c, batch.thread_ids()), _deleted_sessions(c, batch.unowned_sessions()))
         if batch.frames:
             insert = f"INSERT OR IGNORE INTO frames ({_FRAME_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
             c.executemany(insert, [
@@ -687,6 +690,16 @@ def _deleted(c: sqlite3.Connection, thread_ids: set[str]) -> set[str]:
         found |= {row[0] for row in c.execute(
             f"SELECT id FROM threads WHERE state = ? AND id IN ({', '.join('?' for _ in chunk)})",
             (DELETED, *chunk))}
+    return found
+
+
+def _deleted_sessions(c: sqlite3.Connection, sessions: set[str]) -> set[str]:
+    """Which of these sessions a deleted thread's tombstone names."""
+    if not sessions:
+        return set()
+    found: set[str] = set()
+    for (backing_ids,) in c.execute("SELECT backing_ids FROM threads WHERE state = ?", (DELETED,)):
+        found |= sessions.intersection(orjson.loads(backing_ids))
     return found
 
 
