@@ -27,7 +27,7 @@ An unknown id, an edit of a message that is not the person's, a request without 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,9 +87,11 @@ class Cut:
 
 
 def find_cut(messages: Sequence[MessageRecord], target: str, *, edit: bool,
-             is_command: Callable[[str], bool]) -> Cut:
+             is_command: Callable[[str], bool], liminals: Collection[str] = ()) -> Cut:
     """Where rewinding to (or editing) the message the client knows as ``target`` ends the
-    context. ``is_command``: a prompt liminal answered itself, which the CLI never saw."""
+    context. ``is_command``: a prompt liminal answered itself, which the CLI never saw;
+    ``liminals``: the turns the store has as liminal's (``Store.liminal_turns``: a command, a
+    prompt refused while the agent was gone, whatever its words), which no file holds either."""
     shown = [m for m in conversation(messages) if m.kind in _SAID]
     found = next((m for m in shown if acp_message_id(m) == target), None)
     if found is None:
@@ -106,7 +108,7 @@ def find_cut(messages: Sequence[MessageRecord], target: str, *, edit: bool,
         if (m.backing_id or m.thread_id) != backing:
             continue
         if m.kind == "user":
-            if is_command(m.text):
+            if is_command(m.text) or m.turn_id in liminals:
                 continue
             turns.append(m)
         if turns:
@@ -297,7 +299,8 @@ class Rewinder(Component):
         deadline = time.monotonic() + STORE_SECONDS
         while True:
             try:
-                cut = find_cut(await store.messages(thread), target, edit=edit, is_command=self._is_command)
+                cut = find_cut(await store.messages(thread), target, edit=edit, is_command=self._is_command,
+                               liminals=await store.liminal_turns(thread))
                 break
             except UnknownMessage:
                 if time.monotonic() > deadline:
