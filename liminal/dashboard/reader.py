@@ -15,6 +15,7 @@ import anyio.to_thread
 from liminal import log
 from liminal.config import Settings
 from liminal.dashboard import views
+from liminal.errors import in_words
 from liminal.gradient.recall import KEY_IN_MARKER, RecallError, RecallKey
 from liminal.harness.base import HarnessChoice
 from liminal.harness.known import known_harnesses
@@ -110,7 +111,7 @@ class Reader:
         except Exception as exc:  # a file the harness cannot read: said, the rest still shown
             logger.warning("the session file could not be read", thread=thread.id, error=str(exc)[:200])
             return {"used": None, "why": "not known until its next model call: its session file could not "
-                                         f"be read ({type(exc).__name__})"}
+                                         f"be read ({in_words(exc)})"}
 
     # -- the list and a thread ------------------------------------------------------------------
 
@@ -292,7 +293,7 @@ class Reader:
             found = await anyio.to_thread.run_sync(read)
         except Exception as exc:
             logger.warning("the session file could not be banded", thread=thread_id, error=str(exc)[:200])
-            return {"bands": None, "why": f"the session file could not be read ({type(exc).__name__})"}
+            return {"bands": None, "why": f"the session file could not be read ({in_words(exc)})"}
         if found["bands"] is not None:
             found["preamble"] = floor_bounds(swap, self.settings.gradient).preamble
         return found

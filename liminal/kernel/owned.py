@@ -52,6 +52,7 @@ import anyio.to_thread
 
 from liminal import log
 from liminal.config import Settings
+from liminal.errors import in_words
 from liminal.harness.base import SessionHarness
 from liminal.kernel.journal import SwapJournal
 from liminal.store.records import DELETED, SUMMARY_THREAD, Batch, ThreadUpdate, summarised
@@ -214,7 +215,7 @@ class Removed:
         self._name[part.names] = part.name
 
     def fail(self, part: Part, exc: Exception) -> None:
-        self.failed[part.names] = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        self.failed[part.names] = in_words(exc)
         self._name[part.names] = part.name
 
     def merge(self, other: Removed) -> None:

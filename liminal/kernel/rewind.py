@@ -40,6 +40,7 @@ from liminal import log, moves
 from liminal.acp import jsonrpc
 from liminal.acp.port import Component, Port
 from liminal.acp.router import LOCAL, Local, LocalRequest
+from liminal.errors import in_words
 from liminal.harness.base import SessionHarness
 from liminal.kernel.memory import Memory, unknown
 from liminal.kernel.mover import SwapError, ThreadMover, Writer
@@ -257,7 +258,7 @@ class Rewinder(Component):
             except Exception as exc:  # a bug or the store down: answered all the same
                 logger.exception("rewind failed", method=request.method, thread=request.thread_id)
                 port.answer_local(request.key, error=(
-                    jsonrpc.INTERNAL_ERROR, f"not rewound: {type(exc).__name__}: {exc}"))
+                    jsonrpc.INTERNAL_ERROR, f"not rewound: {in_words(exc)}"))
 
     async def aclose(self) -> None:
         self._send.close()

@@ -51,6 +51,7 @@ from pymongo.errors import (
 )
 
 from liminal import log
+from liminal.errors import in_words
 from liminal.store import compaction
 from liminal.store.base import (
     Census,
@@ -332,7 +333,7 @@ class MongoStore:
             raise
         except Exception as exc:
             if refused(exc):
-                raise StoreRefused(f"{type(exc).__name__}: {str(exc)[:500]}") from exc
+                raise StoreRefused(in_words(exc)) from exc
             if isinstance(exc, PyMongoError):
                 raise StoreError(str(exc)) from exc
             raise

@@ -37,6 +37,7 @@ import anyio
 import orjson
 
 from liminal import log
+from liminal.errors import in_words
 from liminal.store import compaction
 from liminal.store.base import (
     Census,
@@ -325,7 +326,7 @@ class SqliteStore:
                 raise StoreRefused(str(exc)) from exc.__cause__
             raise
         except (UnicodeError, OverflowError, ValueError, TypeError) as exc:
-            raise StoreRefused(f"{type(exc).__name__}: {exc}") from exc
+            raise StoreRefused(in_words(exc)) from exc
 
     # -- reading ------------------------------------------------------------------------------
 

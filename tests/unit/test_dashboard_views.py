@@ -289,3 +289,16 @@ async def test_the_store_is_opened_read_only(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="no store"):
         await SqliteStore.open(tmp_path / "absent.db", readonly=True)
     assert not (tmp_path / "absent.db").exists()
+
+
+async def test_a_request_that_fails_inside_says_so_in_words(dashboard: Dashboard) -> None:
+    """An error inside the dashboard answered 500 with its class's name (``KeyError: see
+    liminal's log``): the page shows the body to a person."""
+    async def broken(route: str, query: dict[str, str]) -> Any:
+        raise KeyError("thread")
+
+    dashboard._data = broken  # type: ignore[method-assign]
+    answer = await dashboard.answer(request("/dashboard/api/threads", Authorization="Bearer secret-token"))
+    assert answer.status_code == 500
+    assert orjson.loads(answer.body) == {"error": "an error inside liminal: its log has the details"}
+    await dashboard.aclose()
