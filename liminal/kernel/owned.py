@@ -12,6 +12,9 @@ threads delete``) by emptying every part of ``Holdings.parts`` of it, in this or
   .files``, ``remove``): the original, each swap's rewrite, the cuts of ``/clear`` and
   ``/undo``, and what the CLI keeps of a session beside it (Claude Code's ``<id>/``,
   ``session-env/<id>/`` ...; the rows Codex's databases keep of the thread);
+- ``lines in the CLI's logs``: the lines the CLI's logs of every session keep of those sessions,
+  through the harness (``SessionHarness.lines``, ``remove_lines``: the prompts a person typed in
+  the CLI's own interface, the names the thread was given), rewritten under the CLI's own lock;
 - ``cache entries``: the recall cache's blobs of those sessions (``Cache.forget``: Redis, or
   the files under ``$LIMINAL_HOME/cache``);
 - ``records set aside``: what the store refused of it (``liminal.ingest.quarantine``);
@@ -132,6 +135,21 @@ class Files:
                    for h in self.harnesses for s in whose.sessions)
 
 
+class Lines:
+    name, names = "line in the CLI's logs", "lines in the CLI's logs"
+    refills = True  # (Codex names a session after its first turn, maybe after the delete)
+
+    def __init__(self, harnesses: Sequence[SessionHarness]) -> None:
+        self.harnesses = harnesses
+
+    async def count(self, whose: Whose) -> int:
+        return await anyio.to_thread.run_sync(lambda: sum(h.lines(whose.sessions) for h in self.harnesses))
+
+    async def remove(self, whose: Whose) -> int:
+        return await anyio.to_thread.run_sync(
+            lambda: sum(h.remove_lines(whose.sessions) for h in self.harnesses))
+
+
 class Cached:
     name, names = "cache entry", "cache entries"
     refills = True
@@ -250,7 +268,7 @@ class Holdings:
             if self.store is not None:
                 parts.append(Records(self.store))
             if self.harnesses:
-                parts.append(Files(self.harnesses))
+                parts += [Files(self.harnesses), Lines(self.harnesses)]
             if self.cache is not None:
                 parts.append(Cached(self.cache))
             if self.home is not None:
