@@ -224,10 +224,11 @@ class SessionHarness(Protocol):
         deleted (``session/delete``, ``liminal threads delete``). Returns what went; none for an
         id not of this CLI."""
 
-    def lines(self, session_ids: Collection[str]) -> int:
-        """How many lines the CLI's own logs of every session keep of these sessions (the
-        prompts a person typed in the CLI's own interface, the names threads were given): what
-        ``remove_lines`` removes; ``liminal doctor`` counts what a deleted thread left."""
+    def lines(self) -> dict[str, int]:
+        """How many lines the CLI's own logs of every session keep of each session they name
+        (the prompts a person typed in the CLI's own interface, the names threads were given):
+        what ``remove_lines`` removes; ``liminal doctor`` counts what deleted threads left, the
+        logs read once for all of them."""
 
     def remove_lines(self, session_ids: Collection[str]) -> int:
         """Remove those lines (``lines``), and what only they named, under the lock the CLI
@@ -405,8 +406,8 @@ class HarnessChoice:
     def remove(self, backing_id: str, cwd: str | None) -> list[Path]:
         return self.current.remove(backing_id, cwd)
 
-    def lines(self, session_ids: Collection[str]) -> int:
-        return self.current.lines(session_ids)
+    def lines(self) -> dict[str, int]:
+        return self.current.lines()
 
     def remove_lines(self, session_ids: Collection[str]) -> int:
         return self.current.remove_lines(session_ids)

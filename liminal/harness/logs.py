@@ -27,6 +27,7 @@ import contextlib
 import fcntl
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -112,6 +113,15 @@ def count(log: Path, drop: Callable[[dict[str, Any]], bool]) -> int:
     except FileNotFoundError:
         return 0
     return sum(1 for _, value in _lines(data) if value is not None and drop(value))
+
+
+def count_by(log: Path, key: str) -> Counter[str]:
+    """How many lines of ``log`` name each value of their field ``key`` (a string)."""
+    try:
+        data = _read(log)
+    except FileNotFoundError:
+        return Counter()
+    return Counter(v for _, value in _lines(data) if value is not None and isinstance(v := value.get(key), str))
 
 
 def remove(log: Path, drop: Callable[[dict[str, Any]], bool], lock: AbstractContextManager[None], *,

@@ -141,11 +141,15 @@ class Lines:
 
     def __init__(self, harnesses: Sequence[SessionHarness]) -> None:
         self.harnesses = harnesses
+        self._held: list[dict[str, int]] | None = None  # read once for the counts of one look
 
     async def count(self, whose: Whose) -> int:
-        return await anyio.to_thread.run_sync(lambda: sum(h.lines(whose.sessions) for h in self.harnesses))
+        if self._held is None:
+            self._held = await anyio.to_thread.run_sync(lambda: [h.lines() for h in self.harnesses])
+        return sum(held.get(s, 0) for held in self._held for s in whose.sessions)
 
     async def remove(self, whose: Whose) -> int:
+        self._held = None
         return await anyio.to_thread.run_sync(
             lambda: sum(h.remove_lines(whose.sessions) for h in self.harnesses))
 

@@ -40,8 +40,9 @@ def _of(sessions: Collection[str]) -> Callable[[dict[str, Any]], bool]:
     return lambda line: line.get("sessionId") in wanted
 
 
-def count(sessions: Collection[str], env: Mapping[str, str] | None = None) -> int:
-    return logs.count(_log(env), _of(sessions))
+def count(env: Mapping[str, str] | None = None) -> dict[str, int]:
+    """How many lines name each session."""
+    return dict(logs.count_by(_log(env), "sessionId"))
 
 
 def remove(sessions: Collection[str], env: Mapping[str, str] | None = None) -> int:

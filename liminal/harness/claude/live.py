@@ -211,8 +211,8 @@ class ClaudeSessions:
                 path.unlink(missing_ok=True)
         return gone
 
-    def lines(self, session_ids: Collection[str]) -> int:
-        return history.count(session_ids, self.env)
+    def lines(self) -> dict[str, int]:
+        return history.count(self.env)
 
     def remove_lines(self, session_ids: Collection[str]) -> int:
         """Its prompt history's lines of the sessions (``history``), and the pastes only they name."""

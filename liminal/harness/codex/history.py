@@ -33,9 +33,10 @@ def _of(sessions: Collection[str], key: str) -> Callable[[dict[str, Any]], bool]
     return lambda line: line.get(key) in wanted
 
 
-def count(sessions: Collection[str], env: Mapping[str, str] | None = None) -> int:
+def count(env: Mapping[str, str] | None = None) -> dict[str, int]:
+    """How many lines of both logs name each session."""
     home = codex_home(env)
-    return logs.count(home / NAMES, _of(sessions, "id")) + logs.count(home / PROMPTS, _of(sessions, "session_id"))
+    return dict(logs.count_by(home / NAMES, "id") + logs.count_by(home / PROMPTS, "session_id"))
 
 
 def remove(sessions: Collection[str], env: Mapping[str, str] | None = None) -> int:

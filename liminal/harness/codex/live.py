@@ -267,8 +267,8 @@ class CodexSessions:
         forget_rows(backing_id, self.env)
         return gone
 
-    def lines(self, session_ids: Collection[str]) -> int:
-        return history.count(session_ids, self.env)
+    def lines(self) -> dict[str, int]:
+        return history.count(self.env)
 
     def remove_lines(self, session_ids: Collection[str]) -> int:
         """Their lines in Codex's thread names and prompt history (``history``)."""
