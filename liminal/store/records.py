@@ -8,7 +8,7 @@ ever creating duplicates.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +17,11 @@ from typing import Any
 def frame_id(connection_id: str, seq: int) -> str:
     """The id of the ``seq``-th frame liminal saw on a connection (zero-padded: sorts as text)."""
     return f"{connection_id}:{seq:010d}"
+
+
+# The direction of a frame from the client to liminal: a prompt of it is one liminal answered
+# itself (a command), which never reached the model and is no turn of the conversation.
+TO_LIMINAL = "c2l"
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,13 +150,17 @@ def conversation(messages: Sequence[MessageRecord]) -> list[MessageRecord]:
     return [m for m in said if m.replayed and m.id in kept] + live
 
 
-def turn_numbers(messages: Iterable[MessageRecord]) -> dict[str, int]:
-    """The thread's turns numbered from 1 in the order they began (recorded live: a load's
-    replay has none): ``liminal history`` shows them so and search cites them so."""
+def turn_numbers(messages: Iterable[MessageRecord], liminals: Collection[str]) -> dict[str, int]:
+    """The conversation's turns numbered from 1 in the order they began, as ``Store.threads``
+    counts them: recorded live (a load's replay has none), and not ``liminals``, the turns whose
+    prompt liminal answered itself (its commands: ``Store.liminal_turns``), which never reached
+    the model. ``liminal history``, the three searches and the dashboard number them so; a
+    command stays in the transcript, between the turns, with no number."""
     numbers: dict[str, int] = {}
     for m in messages:
-        if m.turn_id is not None and not m.replayed and m.turn_id not in numbers:
-            numbers[m.turn_id] = len(numbers) + 1
+        turn = m.turn_id
+        if turn is not None and not m.replayed and turn not in numbers and turn not in liminals:
+            numbers[turn] = len(numbers) + 1
     return numbers
 
 

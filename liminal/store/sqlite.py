@@ -37,6 +37,7 @@ import anyio
 import orjson
 
 from liminal import log
+from liminal.errors import in_words
 from liminal.store import compaction
 from liminal.store.base import (
     Census,
@@ -58,6 +59,7 @@ from liminal.store.records import (
     HISTORY_KINDS,
     LOAD,
     SUMMARY_THREAD,
+    TO_LIMINAL,
     Batch,
     FrameRecord,
     MessageRecord,
@@ -324,7 +326,7 @@ class SqliteStore:
                 raise StoreRefused(str(exc)) from exc.__cause__
             raise
         except (UnicodeError, OverflowError, ValueError, TypeError) as exc:
-            raise StoreRefused(f"{type(exc).__name__}: {exc}") from exc
+            raise StoreRefused(in_words(exc)) from exc
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -416,6 +418,13 @@ class SqliteStore:
             sql, (thread_id, *HISTORY_KINDS, frame_id, connection + ";")).fetchone())
         return row is not None
 
+    async def liminal_turns(self, thread_id: str) -> set[str]:
+        rows = await self._read(lambda c: c.execute(
+            "SELECT DISTINCT m.turn_id FROM messages m JOIN frames f ON f.id = m.turn_id "
+            "WHERE m.thread_id = ? AND m.kind = 'user' AND m.replayed = 0 AND f.direction = ?",
+            (thread_id, TO_LIMINAL)).fetchall())
+        return {row[0] for row in rows}
+
     async def census(self) -> Census:
         def count(c: sqlite3.Connection) -> Census:
             listed = _listed(c)
@@ -463,7 +472,7 @@ class SqliteStore:
             SELECT {cols},
               (SELECT COUNT(*) FROM (SELECT DISTINCT turn_id FROM messages m WHERE m.thread_id = t.id
                  AND m.replayed = 0 AND m.turn_id IS NOT NULL) d LEFT JOIN frames f ON f.id = d.turn_id
-                 WHERE COALESCE(f.direction, '') != 'c2l'),
+                 WHERE COALESCE(f.direction, '') != '{command}'),
               (SELECT ord || char(10) || data FROM messages m WHERE m.thread_id = t.id
                  AND m.kind = 'usage' ORDER BY ord DESC LIMIT 1),
               (SELECT ord || char(10) || data FROM messages m WHERE m.thread_id = t.id
@@ -472,7 +481,8 @@ class SqliteStore:
               EXISTS (SELECT 1 FROM messages m WHERE m.thread_id = t.id
                  AND m.kind IN ('user', 'agent')), {flags}
             FROM threads t"""
-        rows = await self._read(lambda c: c.execute(sql.format(cols=_THREAD_COLS, flags=_flags(c))).fetchall())
+        rows = await self._read(lambda c: c.execute(sql.format(
+            cols=_THREAD_COLS, flags=_flags(c), command=TO_LIMINAL)).fetchall())
         out = []
         for row in rows:
             thread = _thread(row[:8], bool(row[13]), bool(row[14]))

@@ -378,7 +378,8 @@ def test_turns_leave_out_liminals_own_commands(home: Path, capsys: pytest.Captur
 
     anyio.run(command)
     assert cli.main(["history", "sess-1"]) == 0
-    assert "── turn 2 · " in capsys.readouterr().out  # (the store has it)
+    out = capsys.readouterr().out  # the store has it, as liminal's, numbered as no turn
+    assert "[you, to liminal] /marks" in out and "── turn 2" not in out, out
     assert cli.main(["threads", "--json"]) == 0
     [t] = orjson.loads(capsys.readouterr().out)
     assert t["turns"] == 1
