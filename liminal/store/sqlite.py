@@ -211,6 +211,10 @@ def _connect(path: Path) -> sqlite3.Connection:
     # commits but never corrupts the database.
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA foreign_keys=OFF")
+    # A deleted row's bytes are overwritten, not left in the file's free pages: a thread the
+    # person deleted must not be readable from the file. Some builds do this by default
+    # (Debian's), others not (python.org's, macOS's).
+    conn.execute("PRAGMA secure_delete=ON")
     return conn
 
 
@@ -404,6 +408,7 @@ class SqliteStore:
             except BaseException:
                 _rollback(c)
                 raise
+            _scrub(c, self.fts)
             return gone
 
         return await self._run(self._write_lock, self._writer, delete)
@@ -687,6 +692,22 @@ def _vacuum(c: sqlite3.Connection) -> None:
     except sqlite3.Error as exc:
         log.get("liminal.store").warning("store not vacuumed after its compaction",
                                          error=str(exc))
+
+
+def _scrub(c: sqlite3.Connection, fts: bool) -> None:
+    """What a delete left of the words outside the rows: the full-text indexes keep a deleted
+    row's terms in their segments until these are merged ('optimize' merges them all, dropping
+    the deleted), and the WAL keeps the pages as they were until a checkpoint copies it back and
+    truncates it. Best effort: a reader inside the WAL holds the truncation off (the next
+    checkpoint does it), and a failure leaves the delete done."""
+    try:
+        if fts:
+            for index in ("messages_fts", "session_fts"):
+                c.execute(f"INSERT INTO {index}({index}) VALUES ('optimize')")
+        c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except sqlite3.Error as exc:
+        log.get("liminal.store").warning("a deleted thread's words may stay in the store's file "
+                                         "until its next checkpoint", error=str(exc))
 
 
 def _deleted(c: sqlite3.Connection, thread_ids: set[str]) -> set[str]:

@@ -41,6 +41,37 @@ async def test_a_thread_delete_that_fails_part_way_deletes_nothing(tmp_path: Pat
     await store.aclose()
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("fts", [True, False], ids=["fts5", "like"])
+async def test_a_deleted_threads_words_are_gone_from_the_stores_files(tmp_path: Path, fts: bool) -> None:
+    """Deleting reaches the bytes: SQLite leaves a deleted row in its free pages (unless built
+    with secure delete, as Debian's is and python.org's and macOS's are not), the full-text
+    index keeps a deleted row's terms in its segments until they are merged, and the WAL keeps
+    the pages as they were. Anyone who reads the file must find none of the thread's words."""
+    store = await SqliteStore.open(tmp_path / "liminal.db", fts=fts)
+    # Whatever this build's default: the store's own connections say so.
+    assert [c.execute("PRAGMA secure_delete").fetchone()[0] for c in (store._writer, store._reader)] == [1, 1]
+    words = "the codename quuxplover and the zebrafishword"
+    record = SessionRecord(SessionRecord.make_id("b1", 0), "b1", "t1", 0, "u1", "user", None,
+                           None, (), f"a session line: {words}", b"{}")
+    await store.write(Batch([frame(0, words.encode())],
+                            [message("m1", words), message("m2", "a word kept", thread="t2")],
+                            [ThreadUpdate("t1", 100.0, title="t", backing_ids=("t1", "b1")),
+                             ThreadUpdate("t2", 100.0, title="kept")], [record]))
+    await store.delete_thread("t1")
+    [hit] = await store.search("kept")
+    assert hit.thread_id == "t2"
+    # Read with the store open: its close checkpoints the WAL anyway, which a running liminal
+    # does only now and then.
+    for word in (b"quuxplover", b"zebrafishword"):
+        assert not files_holding(tmp_path, word), word
+    await store.aclose()
+
+
+def files_holding(folder: Path, word: bytes) -> list[str]:
+    return [f.name for f in folder.iterdir() if f.name.startswith("liminal.db") and word in f.read_bytes()]
+
+
 # Letters that NFC composes and NFD takes apart: kana with (semi-)voiced marks, Hangul
 # syllables, Latin with diacritics. macOS file names (HFS+) and tools that print them are NFD;
 # what a person types is NFC.
