@@ -213,6 +213,7 @@ def with_scratchpad(body: str, scratchpad: str | None) -> str:
     text = (carried if scratchpad is None else scratchpad.strip()) or ""
     if not text:
         return rest
+    rest = rest.lstrip("\n")  # as ``split_scratchpad`` gives it back: the same body again
     return scratchpad_section(text) + ("\n\n" + rest if rest else "")
 
 
