@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from liminal.config import GradientSettings
@@ -32,6 +32,7 @@ CUT = "7e57a11d-0000-4000-8000-00000000000f"
 
 
 @given(st.text(), st.text())
+@example(pad="0", rest="\n")  # a body of blank lines only
 def test_a_scratchpad_comes_out_of_a_preamble_exactly_as_it_went_in(pad: str, rest: str) -> None:
     body = with_scratchpad(rest, pad)
     found, left = split_scratchpad(body)
