@@ -180,7 +180,7 @@ SOCKET_TIMEOUT_MS = 120_000
 # SQLite backend holds one pooled connection per existing document an update touches until the
 # command ends; past its pool (about 100) the command waits for itself. A few at a time leaves
 # room for several writers at once.
-FERRETDB_OPS_PERTO_LIMINAL = 16
+FERRETDB_OPS_PER_COMMAND = 16
 
 
 class MongoStore:
@@ -193,7 +193,7 @@ class MongoStore:
         # Statements per write command (None: as many as the driver sends in one): FerretDB 1.x
         # takes a connection of its own pool for each update whose document exists and keeps it
         # to the command's end, so a command of more than about 100 of them waited for good,
-        # and every client of the server behind it (``FERRETDB_OPS_PERTO_LIMINAL``).
+        # and every client of the server behind it (``FERRETDB_OPS_PER_COMMAND``).
         self.ops_per_command: int | None = None
         db = client[database]
         self._frames = db["frames"]
@@ -229,10 +229,10 @@ class MongoStore:
         try:
             await client[name].command("ping")
             if "ferretdbVersion" in await client.admin.command("buildInfo"):
-                store.ops_per_command = FERRETDB_OPS_PERTO_LIMINAL
+                store.ops_per_command = FERRETDB_OPS_PER_COMMAND
                 log.get("liminal.store").info(
                     "this MongoDB server is FerretDB: writes go a few statements per command",
-                    database=name, statements=FERRETDB_OPS_PERTO_LIMINAL)
+                    database=name, statements=FERRETDB_OPS_PER_COMMAND)
             await store._frames.create_index([("connection_id", ASCENDING), ("seq", ASCENDING)])
             await store._frames.create_index([("thread_id", ASCENDING), ("time", ASCENDING)])
             await store._messages.create_index([("thread_id", ASCENDING), ("ord", ASCENDING)])
