@@ -32,6 +32,11 @@ _ZONE_HEAD = (
     "tool; a memo is a note saved earlier (memo_save, /memo), named by its id; a lesson or a "
     "tickle comes from another conversation, and recall with its key gives what was said there.\n"
 )
+# How liminal's answer to a recall of its memory (another conversation's lesson, summary or
+# title: ``liminal.lookup.lessons.resolve``) begins. Such an answer in this thread's tool output is
+# no passage to place again: its words are another conversation's, which may have been forgotten
+# or deleted since (the zone places them only through their own keys, read afresh).
+RECOLLECTION = "[liminal memory]"
 MAX_ENTRIES = 5
 MIN_TERMS = 2  # distinct query words a candidate must share: one common word is noise
 ENTRY_CHARS = 600  # an entry's text is clipped to this, so a few fit the budget
@@ -94,6 +99,12 @@ def terms(text: str) -> list[str]:
             if len(w) >= 3 and w not in STOPWORDS and not w.isdigit()]
 
 
+def is_recollection(text: str) -> bool:
+    """A recall of liminal's memory (``RECOLLECTION``), maybe after what a CLI puts before a
+    tool's output (Codex's timing)."""
+    return RECOLLECTION in text[:400]
+
+
 def tokens(text: str) -> int:
     return len(text) // 4 + 1
 
@@ -110,10 +121,10 @@ def _entry(placed: Placed) -> str:
 def select(candidates: Iterable[Candidate], recent: str, budget_tokens: int,
            max_entries: int = MAX_ENTRIES) -> list[Placed]:
     """The candidates that best match ``recent``, best first, within ``budget_tokens`` for the
-    whole block: BM25 times each one's ``weight``. Deterministic: ties go to the lower
-    ``order``, then the key."""
+    whole block: BM25 times each one's ``weight``; no passage that is a recall of liminal's
+    memory (``is_recollection``). Deterministic: ties go to the lower ``order``, then the key."""
     query = set(terms(recent))
-    pool = list(candidates)
+    pool = [c for c in candidates if not (c.kind == "passage" and is_recollection(c.text))]
     if budget_tokens <= 0 or not query or not pool:
         return []
     docs = [Counter(terms(c.text)) for c in pool]

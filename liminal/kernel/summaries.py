@@ -300,8 +300,9 @@ class SideSummaries(Component):
                          ancient: list[TurnDigest]) -> list[Candidate]:
         """What the first stage would place from memory at the coming swap, as it stands now:
         the zone's candidates (``ZoneSource.pool``) matched against the turns a swap would keep
-        whole now (the session's turns less ``ancient``). None when the review is off, the zone
-        is, or the store does not answer: the first stage's choice then stands."""
+        whole now (the session's turns less ``ancient``; the last at least). None when the
+        review is off, the zone is, or the store does not answer: the first stage's choice then
+        stands."""
         zone, budget = self.zone, self.policy.gradient.zone_tokens
         if zone is None or not self.memory.review or budget <= 0:
             return []
@@ -311,7 +312,8 @@ class SideSummaries(Component):
                 return []
             gone = {turn_key(t) for t in ancient}
             every = await anyio.to_thread.run_sync(self.harness.digests, path)
-            recent = "\n".join(" ".join((t.prompt, *t.replies)) for t in every if turn_key(t) not in gone)
+            kept = [t for t in every if turn_key(t) not in gone] or every[-1:]  # the last, at least
+            recent = "\n".join(" ".join((t.prompt, *t.replies)) for t in kept)
             chosen = {p.key for p in select(offer.candidates, recent, budget, MAX_ENTRIES)}
         except Exception as exc:  # no review: the first stage's choice stands
             logger.warning("the zone's candidates not read for the review", thread=thread_id,

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from liminal.gradient.zone import STOPWORDS
+from liminal.gradient.zone import RECOLLECTION, STOPWORDS
 from liminal.store.records import LESSON_THREAD, SUMMARY_THREAD, Batch, MessageRecord, summarised
 
 if TYPE_CHECKING:
@@ -278,9 +278,13 @@ async def _named(store: Store, thread: str) -> str:
 
 
 async def resolve(store: Store, key: str) -> str:
-    """The text behind a lesson's, a summary's or a conversation's key; raises ``LookupError``
-    when the store has none (forgotten, its thread deleted, never was)."""
-    key = key.strip()
+    """The text behind a lesson's, a summary's or a conversation's key, headed by
+    ``RECOLLECTION`` (the dynamic zone does not place it again as this thread's own passage);
+    raises ``LookupError`` when the store has none (forgotten, its thread deleted, never was)."""
+    return f"{RECOLLECTION} {await _resolve(store, key.strip())}"
+
+
+async def _resolve(store: Store, key: str) -> str:
     if KEY.fullmatch(key):
         lesson = await find(store, key)
         if lesson is None:

@@ -115,7 +115,7 @@ async def test_recall_gives_a_lessons_a_summarys_and_a_conversations_words(store
                                               kind="summary", turn=None, data={"thread": A})]))
     recaller = Recaller(store, None)
     text = (await recaller.recall(key)).decode()
-    assert text.startswith(f"{key} (fact): {LESSON}") and '"Release prep"' in text and SAID in text
+    assert text.startswith(f"[liminal memory] {key} (fact): {LESSON}") and '"Release prep"' in text and SAID in text
     assert "SUMMARY OF A" in (await recaller.recall(summary)).decode()
     began = (await recaller.recall(f"thread:{A}")).decode()
     assert '"Release prep"' in began and SAID in began and key in began and summary in began

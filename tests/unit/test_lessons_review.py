@@ -31,7 +31,7 @@ from liminal.gradient.summarize import (
     parse_review,
     summary_request,
 )
-from liminal.gradient.zone import Candidate, select
+from liminal.gradient.zone import RECOLLECTION, Candidate, is_recollection, select
 from liminal.kernel.policy import (
     BOUNDED_OUTPUT,
     LESSONS_REQUEST,
@@ -145,6 +145,15 @@ def test_a_placed_candidate_shows_its_tickle_and_says_where_it_came_from() -> No
                        'reminds of the conversation "Release prep" (2026-12-07), about: ...', ("a",))
     [placed] = select([tickle], RECENT_TEXT, 1000)
     assert placed.text.startswith("reminds of") and placed.as_dict()["from"] == ["a"]
+
+
+def test_a_recall_of_memory_in_the_threads_own_output_is_not_placed_again() -> None:
+    """What the model recalled of another conversation is that conversation's words: placed only
+    through its own key, read afresh (it may be forgotten or deleted since)."""
+    recalled = f"Wall time: 0.5 seconds Output: {RECOLLECTION} lesson:0123456789 (fact): the release codename staging"
+    pool = [Candidate("s:u:0", "passage", recalled, 0), Candidate("memo-1", "memo", recalled, 1)]
+    assert is_recollection(recalled) and not is_recollection("release codename staging")
+    assert [p.key for p in select(pool, RECENT_TEXT, 1000)] == ["memo-1"]
 
 
 def test_two_lessons_are_one_when_their_words_mostly_agree() -> None:
