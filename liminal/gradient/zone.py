@@ -122,7 +122,8 @@ def select(candidates: Iterable[Candidate], recent: str, budget_tokens: int,
            max_entries: int = MAX_ENTRIES) -> list[Placed]:
     """The candidates that best match ``recent``, best first, within ``budget_tokens`` for the
     whole block: BM25 times each one's ``weight``; no passage that is a recall of liminal's
-    memory (``is_recollection``). Deterministic: ties go to the lower ``order``, then the key."""
+    memory (``is_recollection``), one tickle a conversation (its best). Deterministic: ties go to
+    the lower ``order``, then the key."""
     query = set(terms(recent))
     pool = [c for c in candidates if not (c.kind == "passage" and is_recollection(c.text))]
     if budget_tokens <= 0 or not query or not pool:
@@ -148,16 +149,21 @@ def select(candidates: Iterable[Candidate], recent: str, budget_tokens: int,
     scored.sort()
     placed: list[Placed] = []
     used = tokens(_ZONE_HEAD)
+    reminded: set[str] = set()  # conversations a tickle already reminds of: one each
     for negative, _, _, i in scored:
         if len(placed) >= max_entries:
             break
         one = pool[i]
+        if one.kind == "tickle" and reminded.intersection(one.origin):
+            continue
         entry = Placed(one.key, one.kind, _clip(one.shown or one.text), -negative, one.origin, one.why)
         cost = tokens(_entry(entry)) + 1
         if used + cost > budget_tokens:
             continue  # a shorter one further down may still fit
         placed.append(entry)
         used += cost
+        if one.kind == "tickle":
+            reminded.update(one.origin)
     return placed
 
 

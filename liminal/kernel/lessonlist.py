@@ -50,10 +50,11 @@ async def answer(store: Store, args: str, cwd: str | None) -> str:
     here = [found for found in found_all
             if not in_folder or any((t := threads.get(p.thread)) is not None and t.cwd == cwd
                                     for p in found.parts)]
-    where = "this project's conversations" if in_folder else "every conversation"
     if not here:
+        where = "this project's conversations" if in_folder else "any conversation"
         return (f"No lessons in {where} yet: the model writes them with its summaries of older turns "
                 "(swap.summaries, memory.lessons).")
+    where = "this project's conversations" if in_folder else "every conversation"
     here.sort(key=lambda found: (found.time, found.key), reverse=True)
     out = [f"{plural(len(here), 'lesson')} of {where}, newest first (/lessons confirm KEY, "
            "/lessons forget KEY):"]

@@ -9,10 +9,10 @@ One liminal, two threads in one project folder, the model's summaries on:
   fake server) reviews what the coming swap would place from memory: A's lesson kept, a memo
   dropped. After B's first swap the model's request holds A's lesson and its key, not the memo;
   ``/context`` says why each is there and what the review kept out; the model recalls the key
-  (its MCP ``recall`` tool) and gets A's words;
+  (its MCP ``recall`` tool) and gets A's words; ``/lessons`` lists it and the person confirms it;
 - the next cycle's review is refused (the side session answers no review): A is deleted through
   ``session/delete``; B's next swap places the memo (the first stage's choice stands) and
-  nothing of A, and the store keeps no part of A's lessons.
+  nothing of A, and the store keeps no part of A's lessons (``/lessons`` lists none).
 """
 
 from __future__ import annotations
@@ -182,17 +182,23 @@ def test_a_lesson_of_one_thread_reaches_another_reviewed_and_goes_with_its_threa
         context = said(client, b, "/context")
         said(client, b, f"BRAVO RECALL the lesson on {ABOUT}")
         answer = next(v for v in reversed([view(r) for r in main_requests(rig)]) if v.tool_results)
+        listed = said(client, b, "/lessons")
+        key = KEY.findall(listed)[0]
+        confirmed = said(client, b, f"/lessons confirm {key}")
         wait_made(rig, b, 2)  # the next cycle's side session (its review refused), before the swap
         deleted(client, a)
         until_swapped(rig, client, b, 2, f"BRAVO {ABOUT}:")
         seen = len(main_requests(rig))
         said(client, b, f"BRAVO after the second swap, {ABOUT}")
         after_second = view(main_requests(rig)[seen])
+        listed_after = said(client, b, "/lessons")
 
-    # A's lesson, from the turn that said it; B's own range gave none.
+    # A's lesson, from the turn that said it; B's own range gave none; the person confirms it.
+    assert listed.startswith("1 lesson of this project's conversations, newest first") and LESSON in listed, listed
+    assert confirmed.startswith(f"Lesson {key} confirmed"), confirmed
     first, second = swaps(rig, b)[:2]
     placed = {e["key"]: e for e in first.zone or []}
-    key = next(k for k, e in placed.items() if e["kind"] == "lesson")
+    assert next(k for k, e in placed.items() if e["kind"] == "lesson") == key
     assert placed[key].get("from") == [a] and LESSON in placed[key]["text"]
     assert placed[key]["why"] == "the model's review kept it: the codename B asks about"
     memo = next(k for k in placed if k.startswith("memo-"))
@@ -231,3 +237,4 @@ def test_a_lesson_of_one_thread_reaches_another_reviewed_and_goes_with_its_threa
             await store.aclose()
 
     assert [lesson for lesson in anyio.run(left) if a in lesson.threads] == []
+    assert listed_after.startswith("No lessons in this project's conversations yet"), listed_after

@@ -147,6 +147,18 @@ def test_a_placed_candidate_shows_its_tickle_and_says_where_it_came_from() -> No
     assert placed.text.startswith("reminds of") and placed.as_dict()["from"] == ["a"]
 
 
+def test_one_tickle_reminds_of_a_conversation() -> None:
+    """Two summaries of one conversation are one reminder of it (its best); a lesson of it is
+    placed beside, and another conversation's tickle too."""
+    text = "release codename plover staging port"
+    pool = [Candidate("summary-1", "tickle", text + " deploy", 0, 1.0, "one", ("a",)),
+            Candidate("summary-2", "tickle", text, 1, 1.0, "two", ("a",)),
+            Candidate("lesson:0123456789", "lesson", text, 2, 1.0, "", ("a",)),
+            Candidate("summary-3", "tickle", text, 3, 1.0, "three", ("b",))]
+    assert [p.key for p in select(pool, RECENT_TEXT, 5000)] == [
+        "summary-1", "lesson:0123456789", "summary-3"]
+
+
 def test_a_recall_of_memory_in_the_threads_own_output_is_not_placed_again() -> None:
     """What the model recalled of another conversation is that conversation's words: placed only
     through its own key, read afresh (it may be forgotten or deleted since)."""
