@@ -188,3 +188,24 @@ async def test_memos_come_first_and_the_review_drops_and_keeps(store: Store, tmp
     assert offer.dropped[0].as_dict()["placed"] is False
     # Another cycle (the thread swapped since): the review no longer applies.
     assert len((await zone.offer(B, "/work/app", "session-2")).candidates) == 2
+
+
+async def test_lessons_lists_this_folders_and_every_folders_and_refuses_what_it_does_not_take(store: Store) -> None:
+    from liminal.kernel import lessonlist
+
+    await conversations(store)
+    assert (await lessonlist.answer(store, "", "/work/app")).startswith("No lessons in this project's conversations yet")
+    [key] = await lessons.keep(store, A, [Learned(LESSON)], now=NOW - DAY)
+    [lunch] = await lessons.keep(store, C, [Learned("Lunch orders go to the desk on Fridays.", "convention")], now=NOW)
+    here = await lessonlist.answer(store, "", "/work/app")
+    assert here.splitlines() == [
+        "1 lesson of this project's conversations, newest first (/lessons confirm KEY, /lessons forget KEY):",
+        f"- {key} fact: {LESSON}", f'    from "Release prep", {lessons.when(NOW - DAY)}']
+    everywhere = await lessonlist.answer(store, "--all", "/work/app")
+    assert everywhere.startswith("2 lessons of every conversation") and everywhere.index(lunch) < everywhere.index(key)
+    assert (await lessonlist.answer(store, f"confirm {key}", None)).startswith(f"Lesson {key} confirmed")
+    assert f"- {key} (confirmed) fact:" in await lessonlist.answer(store, "", "/work/app")
+    assert "forgotten: its words are gone from 1 conversation" in await lessonlist.answer(store, f"forget {key}", None)
+    for wrong in ("confirm", "forget lesson:0000000000", "confirm nokey", "now"):
+        with pytest.raises(lessonlist.Refused):
+            await lessonlist.answer(store, wrong, "/work/app")

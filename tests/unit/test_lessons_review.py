@@ -49,6 +49,7 @@ from liminal.store.base import Store
 from liminal.store.configured import open_store
 from liminal.store.records import Batch, ThreadUpdate
 from tests.support.fakeport import FakePort
+from tests.unit.test_side_summaries import Harness as SummaryHarness
 
 pytestmark = pytest.mark.anyio
 THREAD = "11111111-1111-4111-8111-111111111111"
@@ -192,32 +193,14 @@ def test_the_policy_prices_what_rides_the_request() -> None:
 
 # ------------------------------------------------------------------ through a fake port
 
-class Harness:
-    name = "fake"
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def locate(self, backing_id: str, cwd: str | None) -> Path | None:
-        return self.path
+class Harness(SummaryHarness):
+    """The side summaries' fake harness, over these turns: the first two a swap would consolidate."""
 
     def ancient(self, path: Path, target_tokens: int, recent_tokens: int | None = None) -> list[TurnDigest]:
         return TURNS
 
     def digests(self, path: Path) -> list[TurnDigest]:
         return TURNS + RECENT
-
-    def side_params(self) -> dict[str, Any]:
-        return {}
-
-    def prepare_side(self, folder: Path) -> None:
-        pass
-
-    def side_prompt(self, text: str) -> list[dict[str, Any]]:
-        return [{"type": "text", "text": text}]
-
-    def forget(self, session_id: str, cwd: str) -> None:
-        pass
 
 
 def agent(port: list[FakePort], prompts: list[str], answer: Any) -> Any:
@@ -239,7 +222,15 @@ def agent(port: list[FakePort], prompts: list[str], answer: Any) -> Any:
     return reply
 
 
-async def side(tmp_path: Path, answer: Any, prompts: list[str]) -> tuple[SideSummaries, FakePort, ZoneSource]:
+class EveryTurnAncient(Harness):
+    """A session whose every turn a swap would consolidate (Codex's, just after a swap)."""
+
+    def ancient(self, path: Path, target_tokens: int, recent_tokens: int | None = None) -> list[TurnDigest]:
+        return TURNS + RECENT
+
+
+async def side(tmp_path: Path, answer: Any, prompts: list[str],
+               harness: type[Harness] = Harness) -> tuple[SideSummaries, FakePort, ZoneSource]:
     settings = Settings(home=tmp_path)
     async with open_store(settings, create=True) as store:
         await store.write(Batch(threads=[
@@ -257,7 +248,7 @@ async def side(tmp_path: Path, answer: Any, prompts: list[str]) -> tuple[SideSum
     model = ThreadModel()
     model.capabilities = {"sessionCapabilities": {"close": {}}}
     model.threads[THREAD] = ThreadState(THREAD, cwd=str(tmp_path / "project"), context_tokens=8_000)
-    summaries = SideSummaries(swap, Harness(tmp_path / "session.jsonl"), model,  # type: ignore[arg-type]
+    summaries = SideSummaries(swap, harness(tmp_path / "session.jsonl"), model,  # type: ignore[arg-type]
                               CostPolicy(swap, GradientSettings(), 167_000), tmp_path, lambda: open_store(settings))
     zone = ZoneSource(opened, MemorySettings(), clock=lambda: 1_000.0)
     summaries.zone = zone
@@ -316,3 +307,10 @@ async def test_without_a_review_the_first_stage_stands(tmp_path: Path, answer: A
     assert zone.verdicts(THREAD, THREAD) == {}
     offer = await zone.offer(THREAD, str(tmp_path / "project"), THREAD)
     assert offer.dropped == () and any(c.kind == "lesson" for c in offer.candidates)
+
+
+async def test_with_every_turn_to_be_consolidated_the_last_is_the_reviews_query(tmp_path: Path) -> None:
+    prompts: list[str] = []
+    summaries, port, _ = await side(tmp_path, ANSWER, prompts, EveryTurnAncient)
+    await one_cycle(summaries, port)
+    assert "## REVIEW" in prompts[0] and "PLOVER-8812" in prompts[0]
