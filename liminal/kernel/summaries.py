@@ -300,7 +300,8 @@ class SideSummaries(Component):
                          ancient: list[TurnDigest]) -> list[Candidate]:
         """What the first stage would place from memory at the coming swap, as it stands now:
         the zone's candidates (``ZoneSource.pool``) matched against the turns a swap would keep
-        whole now (the session's turns less ``ancient``; the last at least). None when the
+        whole now (the session's turns less ``ancient``; the last that says anything, at least).
+        None when the
         review is off, the zone is, or the store does not answer: the first stage's choice then
         stands."""
         zone, budget = self.zone, self.policy.gradient.zone_tokens
@@ -311,8 +312,11 @@ class SideSummaries(Component):
             if not offer.candidates:
                 return []
             gone = {turn_key(t) for t in ancient}
-            every = await anyio.to_thread.run_sync(self.harness.digests, path)
-            kept = [t for t in every if turn_key(t) not in gone] or every[-1:]  # the last, at least
+            # What was said: a turn the CLI has only begun writing (the next prompt, sent while
+            # this side session reads the file) has no words yet.
+            said = [t for t in await anyio.to_thread.run_sync(self.harness.digests, path)
+                    if t.prompt.strip() or t.replies]
+            kept = [t for t in said if turn_key(t) not in gone] or said[-1:]  # the last, at least
             recent = "\n".join(" ".join((t.prompt, *t.replies)) for t in kept)
             chosen = {p.key for p in select(offer.candidates, recent, budget, MAX_ENTRIES)}
         except Exception as exc:  # no review: the first stage's choice stands

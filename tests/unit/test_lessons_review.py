@@ -223,10 +223,14 @@ def agent(port: list[FakePort], prompts: list[str], answer: Any) -> Any:
 
 
 class EveryTurnAncient(Harness):
-    """A session whose every turn a swap would consolidate (Codex's, just after a swap)."""
+    """A session whose every turn with words a swap would consolidate: Codex's just after a
+    swap, the next turn begun in its file (no prompt written yet) while the side session reads."""
 
     def ancient(self, path: Path, target_tokens: int, recent_tokens: int | None = None) -> list[TurnDigest]:
         return TURNS + RECENT
+
+    def digests(self, path: Path) -> list[TurnDigest]:
+        return [*TURNS, *RECENT, TurnDigest(4, "")]
 
 
 async def side(tmp_path: Path, answer: Any, prompts: list[str],
@@ -309,7 +313,7 @@ async def test_without_a_review_the_first_stage_stands(tmp_path: Path, answer: A
     assert offer.dropped == () and any(c.kind == "lesson" for c in offer.candidates)
 
 
-async def test_with_every_turn_to_be_consolidated_the_last_is_the_reviews_query(tmp_path: Path) -> None:
+async def test_with_every_turn_to_be_consolidated_the_last_said_is_the_reviews_query(tmp_path: Path) -> None:
     prompts: list[str] = []
     summaries, port, _ = await side(tmp_path, ANSWER, prompts, EveryTurnAncient)
     await one_cycle(summaries, port)
