@@ -23,7 +23,7 @@ from typing import Any
 
 from liminal.units import tokens
 
-# Reasons journaled before they were said in words (``liminal.kernel.errors``): a failure began
+# Reasons journaled before they were said in words (``liminal.errors``): a failure began
 # with its exception's class name, and a move cut short by liminal's stop named the cancellation.
 _OLD_CLASS = re.compile(r"^[A-Z]\w*(?:Error|Exception): ")
 _OLD_STOPPED = re.compile(r"^stopped during the swap \(\w+\)$")

@@ -25,15 +25,35 @@ from typing import Any, ClassVar, Protocol
 
 from liminal.acp.events import FrameEvent
 from liminal.acp.router import LocalRequest, ReplayRequest, RequestHook, ResultHook, UpdateHook
+from liminal.errors import short
 
 
 class OwnRequestError(Exception):
-    """The agent answered one of liminal's own requests with an error (or is gone)."""
+    """The agent answered one of liminal's own requests with an error (or is gone). Its text is
+    what happened in words (``liminal.errors``): ``the agent refused session/resume: Internal
+    error: no such session (error -32603)``, ``session/new: the agent is gone``."""
 
     def __init__(self, method: str, error: Any) -> None:
-        super().__init__(f"{method}: {error}")
+        super().__init__(_answered(method, error))
         self.method = method
         self.error = error
+
+
+def _answered(method: str, error: Any) -> str:
+    """An own request the agent answered with an error (a JSON-RPC error object), or that never
+    got an answer (``error``: why)."""
+    if isinstance(error, dict):
+        message = short(str(error.get("message") or "an error"))
+        code = error.get("code")
+        data = error.get("data")
+        if isinstance(data, dict) and isinstance(data.get("details"), str):
+            message = f"{message}: {short(data['details'])}"
+        elif isinstance(data, str) and data:
+            message = f"{message}: {short(data)}"
+        asked = f" {method}" if method else ""
+        return f"the agent refused{asked}: {message}" + (f" (error {code})" if isinstance(code, int) else "")
+    why = short(str(error))
+    return f"{method}: {why}" if method else why
 
 
 class AgentProcess(Protocol):

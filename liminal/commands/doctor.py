@@ -172,6 +172,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
     from liminal.commands.config import shown
     from liminal.config import setting_names, value_of
+    from liminal.errors import in_words
     from liminal.store.base import StoreError, describe
     from liminal.store.cache import open_cache
     from liminal.store.configured import open_store
@@ -207,7 +208,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         except TimeoutError:
             return False, f"{describe(settings)}: no answer within 10 s"
         except Exception as exc:
-            return False, f"{describe(settings)}: {type(exc).__name__}: {str(exc)[:200]}"
+            return False, f"{describe(settings)}: {in_words(exc)}"
 
     async def cache_check() -> tuple[bool, str]:
         where = settings.cache.url or f"files in {settings.home / 'cache'}"
@@ -219,7 +220,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                 ok = bool(await ping()) if ping is not None else True
             return ok, f"{where} {'answers' if ok else 'does not answer'}"
         except Exception as exc:
-            return False, f"{where}: {type(exc).__name__}: {str(exc)[:200]}"
+            return False, f"{where}: {in_words(exc)}"
 
     async def both() -> None:
         checks.append(("store", *await store_check()))

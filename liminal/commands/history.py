@@ -1,10 +1,13 @@
 """``liminal history THREAD [--json] [--full] [--all]``: a thread as a readable transcript.
 
-Each turn once, under a heading with its time and the context the model had at its end: the
-prompt, the model's thinking and text, each tool call with its title and its output once (the
-adapters send a tool's output twice, as content to show and as raw output), the plan, liminal's
-swaps between turns. The usage points the adapters send several times a turn are in the heading
-only, and a turn's end only when it did not end normally; ``--all`` shows every stored message.
+Each turn once, under a heading with its number (as ``liminal threads`` counts them, search
+cites them and the dashboard shows them: ``records.turn_numbers``), its time and the context the
+model had at its end: the prompt, the model's thinking and text, each tool call with its title
+and its output once (the adapters send a tool's output twice, as content to show and as raw
+output), the plan. Between turns, with no number: liminal's moves and the commands it answered
+itself (``/mark A`` and its answer), which never reached the model. The usage points the
+adapters send several times a turn are in the heading only, and a turn's end only when it did
+not end normally; ``--all`` shows every stored message.
 """
 
 from __future__ import annotations
@@ -31,22 +34,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     from liminal.commands._store import print_json, refuse, resolve, run_with_store
 
-    async def body(store: Any) -> tuple[Thread | None, list[MessageRecord]] | list[str]:
+    async def body(store: Any) -> tuple[Thread | None, list[MessageRecord], set[str]] | list[str]:
         found = await resolve(store, args.thread)
         if isinstance(found, list):
             # A thread the store has messages for but no record of (yet) still has a history.
             messages = await store.messages(args.thread)
-            return (None, messages) if messages else found
-        return await store.thread(found), await store.messages(found)
+            return (None, messages, await store.liminal_turns(args.thread)) if messages else found
+        return await store.thread(found), await store.messages(found), await store.liminal_turns(found)
 
     result = run_with_store(settings, body)
     if result is None:
         return 1
     if isinstance(result, list):
         return refuse("history", args.thread, result)
-    thread, messages = result
+    thread, messages, liminals = result
     shown = conversation(messages)  # with the history from before liminal, if it was loaded
     if args.json:
+        numbers = turn_numbers(shown, liminals)
         print_json({
             "thread": None if thread is None else {
                 "id": thread.id, "title": thread.title, "cwd": thread.cwd,
@@ -56,13 +60,17 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             "messages": [{
                 "id": m.id, "turn_id": m.turn_id, "time": m.time, "kind": m.kind,
                 "text": m.text, "tool_call_id": m.tool_call_id, "status": m.status,
-                "data": m.data, "replayed": m.replayed} for m in shown]})
+                "data": m.data, "replayed": m.replayed,
+                # The turn as the transcript numbers it (a move's: the turn it follows); None
+                # for a command liminal answered and what came before liminal.
+                "turn": numbers.get(m.turn_id or ""),
+                "to_liminal": m.turn_id in liminals} for m in shown]})
         return 0
-    transcript(thread, shown, full=args.full, everything=args.all)
+    transcript(thread, shown, liminals, full=args.full, everything=args.all)
     return 0
 
 
-def transcript(thread: Any, shown: list[MessageRecord], *, full: bool = False,
+def transcript(thread: Any, shown: list[MessageRecord], liminals: set[str], *, full: bool = False,
                everything: bool = False) -> None:
     from liminal.commands._out import Transcript
     from liminal.commands._store import when
@@ -73,7 +81,7 @@ def transcript(thread: Any, shown: list[MessageRecord], *, full: bool = False,
         out.line(f"# {thread.title or thread.id}", style="bold")
         out.line(f"thread {thread.id} · {cli_name(thread.harness)} · {thread.cwd or '?'} · "
                  f"{plural(len(thread.backing_ids), 'backing session')}", style="dim")
-    numbers = turn_numbers(shown)
+    numbers = turn_numbers(shown, liminals)
     context = _context_by_turn(shown)
     turn = None
     for m in shown:
@@ -84,7 +92,20 @@ def transcript(thread: Any, shown: list[MessageRecord], *, full: bool = False,
                                             context.get(turn, "")) if p))
         if not everything and not _shown(m):
             continue
-        render(out, m, full=full)
+        if m.turn_id in liminals and m.kind in ("user", "agent"):
+            command(out, m)
+        else:
+            render(out, m, full=full)
+
+
+def command(out: Any, m: MessageRecord) -> None:
+    """A command liminal answered itself, between the turns: what the person asked of liminal
+    and its answer (``[liminal] ...``), never the model's."""
+    if m.kind == "user":
+        out.line()
+        out.line(f"[you, to liminal] {' '.join(m.text.split())}", style="magenta", hang=4)
+    else:
+        out.lines(f"[liminal] {m.text}", indent=2, style="magenta")
 
 
 def _context_by_turn(messages: list[MessageRecord]) -> dict[str, str]:

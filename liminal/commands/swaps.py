@@ -130,6 +130,7 @@ def _from_store(settings: Settings, thread: str | None) -> list[SwapRecord] | No
         return None
     import anyio
 
+    from liminal.errors import in_words
     from liminal.kernel.storejournal import StoreJournal
     from liminal.store.configured import open_store
 
@@ -143,7 +144,7 @@ def _from_store(settings: Settings, thread: str | None) -> list[SwapRecord] | No
     try:
         return anyio.run(read)
     except Exception as exc:
-        said = str(exc).split(" (configured timeouts", 1)[0][:200]  # pymongo says much more
-        print(f"liminal swaps: the shared store could not be read ({type(exc).__name__}: {said}); "
+        said = in_words(exc).split(" (configured timeouts", 1)[0]  # pymongo says much more
+        print(f"liminal swaps: the shared store could not be read ({said}); "
               "this machine's journal only", file=sys.stderr)
         return None

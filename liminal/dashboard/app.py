@@ -166,4 +166,4 @@ class Dashboard:
             logger.warning("dashboard: the store cannot be read", path=path, error=reason)
             return _error(HTTPStatus.SERVICE_UNAVAILABLE, f"the store cannot be read: {reason}")
         logger.exception("dashboard request failed", path=path)
-        return _error(HTTPStatus.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: see liminal's log")
+        return _error(HTTPStatus.INTERNAL_SERVER_ERROR, "an error inside liminal: its log has the details")

@@ -15,6 +15,7 @@ import anyio.to_thread
 from liminal import log
 from liminal.config import Settings
 from liminal.dashboard import views
+from liminal.errors import in_words
 from liminal.gradient.recall import KEY_IN_MARKER, RecallError, RecallKey
 from liminal.harness.base import HarnessChoice
 from liminal.harness.known import known_harnesses
@@ -110,7 +111,7 @@ class Reader:
         except Exception as exc:  # a file the harness cannot read: said, the rest still shown
             logger.warning("the session file could not be read", thread=thread.id, error=str(exc)[:200])
             return {"used": None, "why": "not known until its next model call: its session file could not "
-                                         f"be read ({type(exc).__name__})"}
+                                         f"be read ({in_words(exc)})"}
 
     # -- the list and a thread ------------------------------------------------------------------
 
@@ -194,10 +195,10 @@ class Reader:
     async def thread(self, thread_id: str, window: views.Window | None = None) -> dict[str, Any]:
         thread = await self.resolve(thread_id)
         stamp = _stamp(thread)  # before the reading: a change during it shows next time
-        messages, head, summary_before, cut = await self._seen(thread)
+        messages, liminals, head, summary_before, cut = await self._seen(thread)
         made_by_model = await self._summaries(await self.store())
         ceiling = self.ceiling(thread, messages)
-        view = views.thread_view(thread, messages, head=head, summary_before=summary_before, cut=cut,
+        view = views.thread_view(thread, messages, liminals, head=head, summary_before=summary_before, cut=cut,
                                  ceiling=ceiling, cache_life=self.settings.swap.cache_life_seconds,
                                  window=window, summaries=made_by_model.get(thread.id, []),
                                  policy=self.policy(thread, ceiling))
@@ -209,23 +210,25 @@ class Reader:
     async def turns(self, thread_id: str, window: views.Window | None = None) -> dict[str, Any]:
         """A window of the thread's transcript alone (``views.transcript``): a page asking for more
         turns needs none of the rest."""
-        messages, head, summary_before, cut = await self._seen(await self.resolve(thread_id))
-        return views.turns_view(messages, head=head, summary_before=summary_before, cut=cut,
+        messages, liminals, head, summary_before, cut = await self._seen(await self.resolve(thread_id))
+        return views.turns_view(messages, liminals, head=head, summary_before=summary_before, cut=cut,
                                 window=window)
 
-    async def _seen(self, thread: Thread) -> tuple[list[MessageRecord], int | None, bool,
+    async def _seen(self, thread: Thread) -> tuple[list[MessageRecord], set[str], int | None, bool,
                                                    dict[str, list[str]]]:
-        """The thread's messages and what the model sees of them: the turns that start in what
+        """The thread's messages, the turns liminal answered itself (its commands: no turns of
+        the conversation), and what the model sees of them: the turns that start in what
         liminal wrote into its session (``_head_turns``) and the recall keys of the cut outputs."""
         store = await self.store()
         messages = await store.messages(thread.id)
+        liminals = await store.liminal_turns(thread.id)
         backing = thread.backing_ids[-1] if thread.backing_ids else thread.id
         records = await store.session_records(backing)
         # Where liminal's own bytes end in the session (a rewrite's, a cut's): 0 for the CLI's.
         own_end = max((r.offset + len(r.raw) + 1 for r in records if r.own), default=0)
         head, summary_before = await self._head_turns(thread, backing, own_end)
         cut = await self._cut([r for r in records if r.own])
-        return messages, head, summary_before, cut
+        return messages, liminals, head, summary_before, cut
 
     async def _head_turns(self, thread: Thread, backing: str, own_end: int) -> tuple[int | None, bool]:
         """How many turns of the model's session file start in what liminal wrote (``own_end``
@@ -290,7 +293,7 @@ class Reader:
             found = await anyio.to_thread.run_sync(read)
         except Exception as exc:
             logger.warning("the session file could not be banded", thread=thread_id, error=str(exc)[:200])
-            return {"bands": None, "why": f"the session file could not be read ({type(exc).__name__})"}
+            return {"bands": None, "why": f"the session file could not be read ({in_words(exc)})"}
         if found["bands"] is not None:
             found["preamble"] = floor_bounds(swap, self.settings.gradient).preamble
         return found

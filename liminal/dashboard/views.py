@@ -14,7 +14,7 @@ import bisect
 import itertools
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -272,7 +272,8 @@ def thread_row(summary: ThreadSummary, messages: Sequence[MessageRecord], *, cei
     ``ceiling``, ``cache_life`` and ``summaries`` as ``savings`` takes them, ``policy`` as
     ``payback_view``."""
     t = summary.thread
-    numbers = turn_numbers(m for m in messages if m.kind == "usage")
+    # (Which turn a usage point is in tells the turns apart; no command's turn has one.)
+    numbers = turn_numbers((m for m in messages if m.kind == "usage"), ())
     calls = points(messages, numbers)
     orders = [p.order for p in calls]
     committed = [move_view(m, at_call(orders, m.order), None) for m in messages
@@ -293,15 +294,10 @@ def thread_row(summary: ThreadSummary, messages: Sequence[MessageRecord], *, cei
 # -- a thread -----------------------------------------------------------------------------------
 
 
-def is_command(text: str) -> bool:
-    """A prompt liminal answered itself (``/mark A``): it never reached the model."""
-    from liminal.kernel.commands import parse
-
-    return parse(text) is not None
-
-
-def seen_states(shown: Sequence[MessageRecord], head: int | None, summary_before: bool) -> dict[str, str]:
-    """What the model sees now of each prompt that reached it, by message id: ``context`` (in
+def seen_states(shown: Sequence[MessageRecord], liminals: Collection[str], head: int | None,
+                summary_before: bool) -> dict[str, str]:
+    """What the model sees now of each prompt that reached it (not ``liminals``, the commands
+    liminal answered: ``Store.liminal_turns``), by message id: ``context`` (in
     its context now, whole or with tool output cut), ``summarised`` (only in a swap's preamble),
     ``cleared`` (taken out by ``/clear``), ``undone`` (by ``/undo``), or ``unknown`` (the
     session file is not on this machine to count its turns).
@@ -318,7 +314,7 @@ def seen_states(shown: Sequence[MessageRecord], head: int | None, summary_before
     state: dict[str, str] = {}
     moved = 0  # prompts left at the last move: the ones liminal wrote into the session
     for m in shown:
-        if m.kind == "user" and not is_command(m.text):
+        if m.kind == "user" and m.turn_id not in liminals:
             live.append(m)
         elif m.kind == "mark":
             marks[m.text] = m.order
@@ -346,12 +342,15 @@ def seen_states(shown: Sequence[MessageRecord], head: int | None, summary_before
     return state
 
 
-def message_view(m: MessageRecord, cut: dict[str, list[str]]) -> dict[str, Any] | None:
+def message_view(m: MessageRecord, cut: dict[str, list[str]], liminals: Collection[str] = ()) -> dict[str, Any] | None:
     """A message as the transcript shows it; None for what a person does not read (usage
-    points, a turn that ended normally)."""
+    points, a turn that ended normally). A command liminal answered (its turn in ``liminals``)
+    is said to be one: ``to_liminal``, the person's words to liminal and liminal's answer."""
     if m.kind == "usage" or (m.kind == "turn_end" and m.status == "end_turn"):
         return None
     view: dict[str, Any] = {"id": m.id, "kind": m.kind, "time": m.time}
+    if m.turn_id is not None and m.turn_id in liminals:
+        view["to_liminal"] = True
     if m.kind == "tool_call":
         data = m.data
         title = str(data.get("title") or data.get("name") or "tool")
@@ -402,18 +401,23 @@ class Window:
 WINDOW = 60
 
 
-def transcript(shown: Sequence[MessageRecord], numbers: dict[str, int], seen: dict[str, str],
-               cut: dict[str, list[str]], window: Window) -> dict[str, Any]:
-    """The conversation as turns: each with its number (None before liminal saw the thread),
-    time, the context at its end, what the model sees of it now, and, for the turns of
-    ``window`` only, its messages (a 1,000-turn thread is a megabyte of them)."""
+def transcript(shown: Sequence[MessageRecord], numbers: dict[str, int], liminals: Collection[str],
+               seen: dict[str, str], cut: dict[str, list[str]], window: Window) -> dict[str, Any]:
+    """The conversation as turns: each with its number (``numbers``: None before liminal saw
+    the thread), time, the context at its end, what the model sees of it now, and, for the
+    turns of ``window`` only, its messages (a 1,000-turn thread is a megabyte of them). A
+    command liminal answered (``liminals``) is no turn: it is in the turn before it, as a move
+    is (``liminal`` marks one that came before any turn)."""
     turns: list[dict[str, Any]] = []
     current: dict[str, Any] | None = None
     for m in shown:
         number = numbers.get(m.turn_id or "") if not m.replayed else None
+        command = m.turn_id is not None and m.turn_id in liminals
         if current is None or (number is not None and number != current["n"]) \
-                or (m.kind == "user" and current["raw"] and number is None):
+                or (m.kind == "user" and current["raw"] and number is None and not command):
             current = {"n": number, "time": m.time, "context": None, "seen": None, "raw": []}
+            if command:
+                current["liminal"] = True
             turns.append(current)
         if m.kind == "usage" and _int(m.data.get("used")) is not None:
             current["context"] = m.data["used"]
@@ -424,7 +428,7 @@ def transcript(shown: Sequence[MessageRecord], numbers: dict[str, int], seen: di
     sent = []
     for turn in turns[lo:hi]:
         raw = turn.pop("raw")
-        turn["messages"] = [v for v in (message_view(m, cut) for m in raw) if v is not None]
+        turn["messages"] = [v for v in (message_view(m, cut, liminals) for m in raw) if v is not None]
         sent.append(turn)
     return {"turns": sent, "lo": lo, "hi": hi, "count": len(turns)}
 
@@ -437,23 +441,25 @@ def scratchpad_view(messages: Sequence[MessageRecord]) -> dict[str, Any] | None:
     return {"text": pad.text, "chars": len(pad.text), "time": pad.time, "by": pad.data.get("by") or "person"}
 
 
-def turns_view(messages: Sequence[MessageRecord], *, head: int | None, summary_before: bool,
-               cut: dict[str, list[str]], window: Window | None = None) -> dict[str, Any]:
+def turns_view(messages: Sequence[MessageRecord], liminals: Collection[str], *, head: int | None,
+               summary_before: bool, cut: dict[str, list[str]], window: Window | None = None) -> dict[str, Any]:
     """The transcript alone, as ``thread_view`` has it (a page asking for more turns)."""
     shown = conversation(messages)
-    return transcript(shown, turn_numbers(shown), seen_states(shown, head, summary_before), cut,
-                      window or Window())
+    return transcript(shown, turn_numbers(shown, liminals), liminals,
+                      seen_states(shown, liminals, head, summary_before), cut, window or Window())
 
 
-def thread_view(thread: Thread, messages: Sequence[MessageRecord], *, head: int | None,
-                summary_before: bool, cut: dict[str, list[str]], ceiling: int, cache_life: float,
-                window: Window | None = None, summaries: Sequence[float] = (),
+def thread_view(thread: Thread, messages: Sequence[MessageRecord], liminals: Collection[str], *,
+                head: int | None, summary_before: bool, cut: dict[str, list[str]], ceiling: int,
+                cache_life: float, window: Window | None = None, summaries: Sequence[float] = (),
                 policy: CostPolicy | None = None) -> dict[str, Any]:
     """Everything a thread's page shows but its bands (asked for apart: they read the CLI's
-    file, ``Reader.bands``); ``ceiling``, ``cache_life`` and ``summaries`` as ``savings`` takes
-    them, ``policy`` as ``payback_view``."""
+    file, ``Reader.bands``); ``liminals``: the turns liminal answered itself (its commands:
+    ``Store.liminal_turns``), which are no turns of the conversation; ``ceiling``,
+    ``cache_life`` and ``summaries`` as ``savings`` takes them, ``policy`` as
+    ``payback_view``."""
     shown = conversation(messages)
-    numbers = turn_numbers(shown)
+    numbers = turn_numbers(shown, liminals)
     calls = points(shown, numbers)
     orders = [p.order for p in calls]
     # A move or a mark between turns has no turn of its own: it is after the last one begun.
@@ -467,7 +473,7 @@ def thread_view(thread: Thread, messages: Sequence[MessageRecord], *, head: int 
     committed = [m for m in every_move if m["outcome"] == "committed"]
     marks = [{"name": m.text, "at": at_call(orders, m.order), "time": m.time, "turn": turn_of[m.id]}
              for m in shown if m.kind == "mark"]
-    seen = seen_states(shown, head, summary_before)
+    seen = seen_states(shown, liminals, head, summary_before)
     # As the list and ``liminal threads`` say it: a move since the last model call set it.
     usage = next((m for m in reversed(messages) if m.kind == "usage"), None)
     move = next((m for m in reversed(messages) if m.kind == "swap" and m.status == "committed"), None)
@@ -489,5 +495,6 @@ def thread_view(thread: Thread, messages: Sequence[MessageRecord], *, head: int 
         "payback": payback_view(committed, calls, policy),
         "scratchpad": scratchpad_view(messages),
         "context_file": head is not None, "summary_before": summary_before,
-        "turn_count": len(numbers), "transcript": transcript(shown, numbers, seen, cut, window or Window()),
+        "turn_count": len(numbers),
+        "transcript": transcript(shown, numbers, liminals, seen, cut, window or Window()),
     }

@@ -12,7 +12,7 @@ wraps, chosen by the ``harness.name`` setting, else from the agent's ``initializ
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -224,6 +224,17 @@ class SessionHarness(Protocol):
         deleted (``session/delete``, ``liminal threads delete``). Returns what went; none for an
         id not of this CLI."""
 
+    def lines(self) -> dict[str, int]:
+        """How many lines the CLI's own logs of every session keep of each session they name
+        (the prompts a person typed in the CLI's own interface, the names threads were given):
+        what ``remove_lines`` removes; ``liminal doctor`` counts what deleted threads left, the
+        logs read once for all of them."""
+
+    def remove_lines(self, session_ids: Collection[str]) -> int:
+        """Remove those lines (``lines``), and what only they named, under the lock the CLI
+        takes while it appends (``liminal.harness.logs``); how many went. ``LogBusy`` when the
+        CLI held the lock too long: nothing removed."""
+
 
 Factory = Callable[[], SessionHarness]
 
@@ -394,6 +405,12 @@ class HarnessChoice:
 
     def remove(self, backing_id: str, cwd: str | None) -> list[Path]:
         return self.current.remove(backing_id, cwd)
+
+    def lines(self) -> dict[str, int]:
+        return self.current.lines()
+
+    def remove_lines(self, session_ids: Collection[str]) -> int:
+        return self.current.remove_lines(session_ids)
 
     def recall_in_line(self, line: bytes, key: RecallKey) -> bytes | None:
         for harness in self.all():

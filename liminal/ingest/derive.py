@@ -53,6 +53,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from liminal import moves
+from liminal.errors import in_words
 from liminal.ingest.salvage import problem_message
 from liminal.store.records import (
     HISTORY_KINDS,
@@ -272,7 +273,7 @@ class Deriver:
             del out.threads[threads_before:]
             out.messages.append(problem_message(
                 "derive", frame,
-                f"not derived: {type(exc).__name__}: {exc}"[:500]))
+                f"not derived, a shape liminal did not expect: {in_words(exc)}"))
             self._keep = True
         for m in out.messages:
             self._changed[m.id] = m

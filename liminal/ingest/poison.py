@@ -32,6 +32,7 @@ from typing import Any
 import anyio
 
 from liminal import log
+from liminal.errors import in_words
 from liminal.ingest.quarantine import set_aside
 from liminal.ingest.salvage import cut_record, problem_message, salvage
 from liminal.store.base import Store, StoreError, StoreRefused
@@ -133,7 +134,7 @@ async def _alone(store: Store, kind: str, record: Any, quarantine: Path) -> None
             error: BaseException = exc
     else:
         error = StoreRefused("refused as it is, and there is nothing in it to cut")
-    reason = f"the store refused it ({type(error).__name__}: {str(error)[:300]})"
+    reason = f"the store refused it ({in_words(error)})"
     path = await anyio.to_thread.run_sync(set_aside, quarantine, kind, record, reason)
     note = problem_message(kind, record, f"{kind} set aside whole in {path}: {reason}", file=str(path))
     try:

@@ -35,6 +35,7 @@ import anyio.to_thread
 from liminal import log, moves
 from liminal.acp.port import Component, Port
 from liminal.acp.router import LOCAL, Local, LocalRequest
+from liminal.errors import in_words
 from liminal.harness.base import SessionHarness
 from liminal.kernel import delete, reopen, restore, whereabouts, zone
 from liminal.kernel.journal import SwapJournal, SwapRecord, committed
@@ -280,7 +281,7 @@ class CommandCenter(Component):
 
                 logger.exception("thread not opened", thread=request.thread_id)
                 port.answer_local(request.key, error=(
-                    jsonrpc.INTERNAL_ERROR, f"liminal could not open the thread: {exc}"))
+                    jsonrpc.INTERNAL_ERROR, f"liminal could not open the thread: {in_words(exc)}"))
             return
         if request.method == delete.METHOD:
             await self._delete(port, request)
@@ -295,7 +296,7 @@ class CommandCenter(Component):
                 from liminal.acp import jsonrpc
 
                 logger.exception("session/list failed", thread=request.thread_id)
-                port.answer_local(request.key, error=(jsonrpc.INTERNAL_ERROR, f"session/list failed: {exc}"))
+                port.answer_local(request.key, error=(jsonrpc.INTERNAL_ERROR, f"session/list failed: {in_words(exc)}"))
             return
         parsed = parse(prompt_text(request.message)) or ("", "")
         if parsed == ("context", "rebuild") and self._background is not None:
@@ -313,7 +314,7 @@ class CommandCenter(Component):
             text = f"{exc}{unchanged(*parsed)}"
         except Exception as exc:  # a bug or a store down: said, and the prompt answered
             logger.exception("command failed", command=parsed[0], thread=thread)
-            text = f"/{parsed[0]} failed: {type(exc).__name__}: {exc}{unchanged(*parsed)}"
+            text = f"/{parsed[0]} failed: {in_words(exc)}{unchanged(*parsed)}"
         port.notify_client("session/update", {"sessionId": thread, "update": {
             "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}})
         port.answer_local(request.key, {"stopReason": "end_turn"})
@@ -539,7 +540,7 @@ class CommandCenter(Component):
             text, ok = f"{exc} (nothing changed)", False
         except Exception as exc:
             logger.exception("slash command failed", command=command, thread=thread)
-            text, ok = f"failed: {type(exc).__name__}: {exc} (nothing changed)", False
+            text, ok = f"failed: {in_words(exc)} (nothing changed)", False
         port.note("liminal/slash", {"thread_id": thread, "command": command, "ok": ok, "said": text},
                   thread_id=thread)
         port.notify_in_next_turn(thread, "session/update", {"sessionId": thread, "update": {
@@ -892,7 +893,7 @@ class CommandCenter(Component):
                 lines.append(f"A swap now would keep: {kept}." if kept else "No turn in the context for a swap to keep.")
             except Exception as exc:  # a file the gradient cannot read: said, the rest still shown
                 logger.warning("/context could not band the session", thread=thread, error=str(exc))
-                lines.append(f"The session file could not be read for its bands ({type(exc).__name__}).")
+                lines.append(f"The session file could not be read for its bands ({in_words(exc)}).")
         scratchpad = await self.memory.scratchpad(thread)
         if scratchpad:  # the head of every rewrite's preamble, before the anchor
             lines.append("Scratchpad (the head of every swap's preamble; /scratchpad changes it):\n" + scratchpad)

@@ -24,6 +24,7 @@ from liminal.ingest import rewrites
 from liminal.sessionfiles import is_session_id
 
 logger = log.get("liminal.kernel.journal")
+_TAIL = 64  # bytes of the last line read that ``current`` finds again (see ``_read_tail``)
 
 
 def _damaged(path: Path, line: int, exc: Exception) -> None:
@@ -111,6 +112,9 @@ class SwapJournal:
         # ``current``'s reading, carried on from where it stopped (the journal only grows):
         self._read_to = 0  # bytes read, up to the end of the last whole line
         self._read_id: tuple[int, int] | None = None  # (device, inode) of the file read
+        # The last bytes read: still there in a file only appended to since. A file written anew
+        # (``forget``) may get the inode of the one read before, freed by the rename.
+        self._read_tail = b""
         self._commits: dict[str, list[str]] = {}  # thread -> backing ids committed, oldest first
         self._outcomes: dict[str, str] = {}  # new backing id -> the last outcome of its attempt
         self._empty: set[str] = set()  # backing ids committed as sessions opened empty
@@ -224,8 +228,10 @@ class SwapJournal:
         try:
             with self.path.open("rb") as f:
                 st = os.fstat(f.fileno())
-                if (st.st_dev, st.st_ino) != self._read_id or st.st_size < self._read_to:
-                    self._read_to, self._read_id = 0, (st.st_dev, st.st_ino)
+                tail = self._read_tail
+                if (st.st_dev, st.st_ino) != self._read_id or st.st_size < self._read_to \
+                        or os.pread(f.fileno(), len(tail), self._read_to - len(tail)) != tail:
+                    self._read_to, self._read_id, self._read_tail = 0, (st.st_dev, st.st_ino), b""
                     self._commits, self._outcomes, self._empty = {}, {}, set()
                 f.seek(self._read_to)
                 data = f.read()
@@ -245,6 +251,8 @@ class SwapJournal:
                 if record.opened == "empty":
                     self._empty.add(record.new_backing_id)
         self._read_to += end
+        if end:
+            self._read_tail = data[max(0, end - _TAIL):end]
         carried = [b for b in self._commits.get(thread_id, ()) if self._outcomes.get(b) == "committed"]
         return (carried[-1] if carried else None), carried
 

@@ -38,8 +38,8 @@ import anyio.to_thread
 
 from liminal import faults, log
 from liminal.config import SwapSettings
+from liminal.errors import in_words
 from liminal.harness.base import Rewritten, SessionHarness
-from liminal.kernel.errors import in_words
 from liminal.kernel.journal import SwapJournal, SwapRecord
 from liminal.kernel.policy import Decision
 from liminal.kernel.storejournal import Refused, StoreJournal
@@ -86,7 +86,7 @@ class SwapError(Exception):
 
 
 def failure(exc: BaseException, step: str | None = None) -> str:
-    """A failed move's reason, as journaled and shown, in words (``liminal.kernel.errors``):
+    """A failed move's reason, as journaled and shown, in words (``liminal.errors``):
     a ``SwapError`` or the shared store's refusal says it already; any other error is said by
     the step it broke (``step``: "the rewrite could not be made") and what it means, never by
     its class's name."""
@@ -180,7 +180,7 @@ class ThreadMover:
         self._warned_no_close = False
         self._stopping = False
         # Why the moves ``stop_moves`` cut short did not happen, as journaled (words, never the
-        # cancellation's class name: ``liminal.kernel.errors``).
+        # cancellation's class name: ``liminal.errors``).
         self._stop_reason = "liminal was stopping"
         self._moving: set[anyio.CancelScope] = set()  # moves not yet committed
 

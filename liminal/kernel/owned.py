@@ -12,6 +12,9 @@ threads delete``) by emptying every part of ``Holdings.parts`` of it, in this or
   .files``, ``remove``): the original, each swap's rewrite, the cuts of ``/clear`` and
   ``/undo``, and what the CLI keeps of a session beside it (Claude Code's ``<id>/``,
   ``session-env/<id>/`` ...; the rows Codex's databases keep of the thread);
+- ``lines in the CLI's logs``: the lines the CLI's logs of every session keep of those sessions,
+  through the harness (``SessionHarness.lines``, ``remove_lines``: the prompts a person typed in
+  the CLI's own interface, the names the thread was given), rewritten under the CLI's own lock;
 - ``cache entries``: the recall cache's blobs of those sessions (``Cache.forget``: Redis, or
   the files under ``$LIMINAL_HOME/cache``);
 - ``records set aside``: what the store refused of it (``liminal.ingest.quarantine``);
@@ -55,6 +58,7 @@ import anyio.to_thread
 
 from liminal import log
 from liminal.config import Settings
+from liminal.errors import in_words
 from liminal.harness.base import SessionHarness
 from liminal.kernel.journal import SwapJournal
 from liminal.store.records import DELETED, OWNED_ELSEWHERE, Batch, ThreadUpdate, summarised
@@ -108,13 +112,13 @@ class Records:
         return found
 
     async def remove(self, whose: Whose) -> int:
-        was = await self.store.thread(whose.thread)
-        gone = await self.store.delete_thread(whose.thread, whose.sessions)
-        gone -= was is not None and was.state == DELETED  # its tombstone, written again below
+        # The tombstone first: from then on no batch brings back a record of the thread (the
+        # index worker's frames and lines still on their way: ``Batch.without``), so what the
+        # delete takes stays gone. Written after, a batch stored between the two was kept.
         await self.store.write(Batch(threads=[ThreadUpdate(
             whose.thread, time.time(), cwd=whose.cwd or "", harness=whose.harness, state=DELETED,
             backing_ids=whose.sessions, by_user=True)]))
-        return gone
+        return await self.store.delete_thread(whose.thread, whose.sessions)
 
 
 class Files:
@@ -133,6 +137,25 @@ class Files:
     def _each(self, whose: Whose, remove: bool) -> int:
         return sum(len(h.remove(s, whose.cwd) if remove else h.files(s, whose.cwd))
                    for h in self.harnesses for s in whose.sessions)
+
+
+class Lines:
+    name, names = "line in the CLI's logs", "lines in the CLI's logs"
+    refills = True  # (Codex names a session after its first turn, maybe after the delete)
+
+    def __init__(self, harnesses: Sequence[SessionHarness]) -> None:
+        self.harnesses = harnesses
+        self._held: list[dict[str, int]] | None = None  # read once for the counts of one look
+
+    async def count(self, whose: Whose) -> int:
+        if self._held is None:
+            self._held = await anyio.to_thread.run_sync(lambda: [h.lines() for h in self.harnesses])
+        return sum(held.get(s, 0) for held in self._held for s in whose.sessions)
+
+    async def remove(self, whose: Whose) -> int:
+        self._held = None
+        return await anyio.to_thread.run_sync(
+            lambda: sum(h.remove_lines(whose.sessions) for h in self.harnesses))
 
 
 class Cached:
@@ -218,7 +241,7 @@ class Removed:
         self._name[part.names] = part.name
 
     def fail(self, part: Part, exc: Exception) -> None:
-        self.failed[part.names] = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        self.failed[part.names] = in_words(exc)
         self._name[part.names] = part.name
 
     def merge(self, other: Removed) -> None:
@@ -253,7 +276,7 @@ class Holdings:
             if self.store is not None:
                 parts.append(Records(self.store))
             if self.harnesses:
-                parts.append(Files(self.harnesses))
+                parts += [Files(self.harnesses), Lines(self.harnesses)]
             if self.cache is not None:
                 parts.append(Cached(self.cache))
             if self.home is not None:

@@ -46,6 +46,7 @@ import anyio.to_thread
 from liminal import log
 from liminal.acp.port import AgentProcess, Component, Port
 from liminal.config import SwapSettings
+from liminal.errors import in_words
 from liminal.harness.base import SessionHarness
 from liminal.kernel.mover import SETTLE_POLL_MAX, ThreadMover
 from liminal.kernel.threads import ThreadModel
@@ -251,9 +252,9 @@ class Recycler(Component):
             self._failures += 1
             self._skip = min(2 ** self._failures, 32)
             self.failed += 1
-            self.last_failure = f"{type(exc).__name__}: {exc}"
+            self.last_failure = in_words(exc)
             logger.warning("recycle failed; the sessions stay on the agent process in use",
-                           error=self.last_failure, seconds=round(time.monotonic() - t0, 3),
+                           error=f"{type(exc).__name__}: {exc}", seconds=round(time.monotonic() - t0, 3),
                            retry_after_turns=self._skip)
         finally:
             # Whatever happened, even the proxy going down: the process not in use is stopped.

@@ -47,6 +47,7 @@ import anyio.to_thread
 from liminal import log
 from liminal.acp import jsonrpc
 from liminal.acp.router import LocalRequest
+from liminal.errors import in_words
 from liminal.kernel.replay import send_history
 from liminal.kernel.threads import RESTORED, ThreadState
 from liminal.kernel.whereabouts import store_lineage
@@ -177,7 +178,7 @@ async def restore(port: Port, mover: ThreadMover, harness: SessionHarness, store
         code, text = said.get("code"), said.get("message")
         port.answer_local(request.key, error=(
             code if isinstance(code, int) else jsonrpc.INTERNAL_ERROR,
-            text if isinstance(text, str) else f"liminal could not open the thread: {exc}"))
+            text if isinstance(text, str) else f"liminal could not open the thread: {in_words(exc)}"))
         return
     finally:
         if moved:

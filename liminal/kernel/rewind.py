@@ -27,7 +27,7 @@ An unknown id, an edit of a message that is not the person's, a request without 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +40,7 @@ from liminal import log, moves
 from liminal.acp import jsonrpc
 from liminal.acp.port import Component, Port
 from liminal.acp.router import LOCAL, Local, LocalRequest
+from liminal.errors import in_words
 from liminal.harness.base import SessionHarness
 from liminal.kernel.memory import Memory, unknown
 from liminal.kernel.mover import SwapError, ThreadMover, Writer
@@ -87,9 +88,11 @@ class Cut:
 
 
 def find_cut(messages: Sequence[MessageRecord], target: str, *, edit: bool,
-             is_command: Callable[[str], bool]) -> Cut:
+             is_command: Callable[[str], bool], liminals: Collection[str] = ()) -> Cut:
     """Where rewinding to (or editing) the message the client knows as ``target`` ends the
-    context. ``is_command``: a prompt liminal answered itself, which the CLI never saw."""
+    context. ``is_command``: a prompt liminal answered itself, which the CLI never saw;
+    ``liminals``: the turns the store has as liminal's (``Store.liminal_turns``: a command, a
+    prompt refused while the agent was gone, whatever its words), which no file holds either."""
     shown = [m for m in conversation(messages) if m.kind in _SAID]
     found = next((m for m in shown if acp_message_id(m) == target), None)
     if found is None:
@@ -106,7 +109,7 @@ def find_cut(messages: Sequence[MessageRecord], target: str, *, edit: bool,
         if (m.backing_id or m.thread_id) != backing:
             continue
         if m.kind == "user":
-            if is_command(m.text):
+            if is_command(m.text) or m.turn_id in liminals:
                 continue
             turns.append(m)
         if turns:
@@ -255,7 +258,7 @@ class Rewinder(Component):
             except Exception as exc:  # a bug or the store down: answered all the same
                 logger.exception("rewind failed", method=request.method, thread=request.thread_id)
                 port.answer_local(request.key, error=(
-                    jsonrpc.INTERNAL_ERROR, f"not rewound: {type(exc).__name__}: {exc}"))
+                    jsonrpc.INTERNAL_ERROR, f"not rewound: {in_words(exc)}"))
 
     async def aclose(self) -> None:
         self._send.close()
@@ -297,7 +300,8 @@ class Rewinder(Component):
         deadline = time.monotonic() + STORE_SECONDS
         while True:
             try:
-                cut = find_cut(await store.messages(thread), target, edit=edit, is_command=self._is_command)
+                cut = find_cut(await store.messages(thread), target, edit=edit, is_command=self._is_command,
+                               liminals=await store.liminal_turns(thread))
                 break
             except UnknownMessage:
                 if time.monotonic() > deadline:

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from liminal import log
-from liminal.kernel.errors import in_words
+from liminal.errors import in_words
 from liminal.kernel.journal import SwapRecord
 
 if TYPE_CHECKING:

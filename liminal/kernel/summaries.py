@@ -54,6 +54,7 @@ from liminal import log
 from liminal.acp.port import AgentProcess, Component, OwnRequestError, Port
 from liminal.acp.side_sessions import text_of
 from liminal.config import MemorySettings, SwapSettings
+from liminal.errors import in_words
 from liminal.gradient.summarize import (
     PREAMBLE_INTRO,
     SUMMARY_REQUEST,
@@ -433,7 +434,7 @@ class SideSummaries(Component):
                                    f"{said}") from exc
         except Exception as exc:
             logger.warning("state anchor not rebuilt", thread=thread_id, error=f"{type(exc).__name__}: {exc}")
-            raise AnchorNotWritten(f"the side session failed: {type(exc).__name__}: {exc}") from exc
+            raise AnchorNotWritten(f"the side session failed: {in_words(exc)}") from exc
         anchor = section(answer, "STATE") or answer.strip()
         if not anchor:
             raise AnchorNotWritten("the side session answered no text")

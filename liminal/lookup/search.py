@@ -132,13 +132,18 @@ async def place(store: Store, hits: list[SearchHit]) -> list[Found]:
     for thread_id in dict.fromkeys(t for t in placed if t and t != MEMO_THREAD):
         thread = await store.thread(thread_id)
         titles[thread_id] = thread.title if thread else ""
-        prompts = [m for m in await store.messages(thread_id, kind="user") if not m.replayed]
-        turns[thread_id] = (turn_numbers(prompts), [m.time for m in prompts])
+        # The conversation's prompts: a command liminal answered is no turn (``turn_numbers``).
+        liminals = await store.liminal_turns(thread_id)
+        prompts = [m for m in await store.messages(thread_id, kind="user")
+                   if not m.replayed and m.turn_id not in liminals]
+        turns[thread_id] = (turn_numbers(prompts, liminals), [m.time for m in prompts])
     found = []
     for hit in hits:
         numbers, starts = turns.get(hit.thread_id or "", ({}, []))
         turn = numbers.get(hit.turn_id) if hit.turn_id else None
-        if turn is None and hit.time is not None:  # a CLI record: the turn it was written in
+        if turn is None and hit.time is not None:
+            # A CLI record: the turn it was written in; a command liminal answered: the turn
+            # it follows (as ``liminal history`` shows it, between that turn and the next).
             turn = bisect.bisect_right(starts, hit.time) or None
         if hit.source == "message" or hit.message_id is not None:
             kind = "tool_call" if hit.source == "session" else hit.kind

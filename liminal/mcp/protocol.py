@@ -10,6 +10,7 @@ with arguments its schema refuses, is a JSON-RPC error.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,7 @@ from liminal.acp.jsonrpc import (
     METHOD_NOT_FOUND,
     PARSE_ERROR,
 )
+from liminal.errors import in_words
 
 LATEST = "2025-06-18"
 
@@ -131,7 +133,10 @@ class Call:
         except ToolError as exc:
             texts, failed = [str(exc)], True
         except Exception as exc:  # a bug or a store down: the model hears it, the server stays
-            texts, failed = [f"{self.tool.name} failed: {type(exc).__name__}: {exc}"], True
+            # The model reads what happened; whoever debugs liminal, the class too (the CLI
+            # keeps an MCP server's stderr; this server has no log of its own).
+            sys.stderr.write(f"liminal mcp: {self.tool.name} failed: {type(exc).__name__}: {exc}\n")
+            texts, failed = [f"{self.tool.name} failed: {in_words(exc)}"], True
         return _result(self.rpc_id, {"content": [{"type": "text", "text": _unpaired_replaced(t)} for t in texts],
                                      "isError": failed})
 

@@ -170,6 +170,13 @@ class Store(Protocol):
         stored again (``liminal.ingest.recovery.ask_loads``)."""
         ...
 
+    async def liminal_turns(self, thread_id: str) -> set[str]:
+        """The thread's turns liminal answered itself, by id: those whose prompt went from the
+        client to liminal (a command, ``/mark A``; a prompt refused while the agent was gone),
+        which never reached the model. No turn of the conversation (``records.turn_numbers``;
+        ``threads`` counts the others)."""
+        ...
+
     async def census(self) -> Census:
         """How large the store is, and what it holds (``liminal doctor``)."""
         ...
@@ -237,6 +244,9 @@ class UnavailableStore:
         raise StoreError(self.reason)
 
     async def said_before(self, thread_id: str, frame_id: str) -> bool:
+        raise StoreError(self.reason)
+
+    async def liminal_turns(self, thread_id: str) -> set[str]:
         raise StoreError(self.reason)
 
     async def census(self) -> Census:

@@ -51,6 +51,7 @@ from pymongo.errors import (
 )
 
 from liminal import log
+from liminal.errors import in_words
 from liminal.store import compaction
 from liminal.store.base import (
     Census,
@@ -73,6 +74,7 @@ from liminal.store.records import (
     HISTORY_KINDS,
     LOAD,
     OWNED_ELSEWHERE,
+    TO_LIMINAL,
     Batch,
     FrameRecord,
     MessageRecord,
@@ -108,8 +110,6 @@ SEARCH_CHARS = 256 * 1024
 # writers per thread this is never reached; it bounds a loop, nothing more.
 _MERGE_ATTEMPTS = 100
 _DELETE_CHUNK = 1000  # owners in one delete, far below the 16 MB a command may hold
-# The direction of a prompt liminal answered itself (its commands): no turn of the conversation.
-_COMMAND = "c2l"
 # Server error codes of a write that failed rather than was refused: the driver's retryable
 # ones (a primary stepping down, shutdown, network), a duplicate key from two writers racing on
 # an upsert, write conflicts and lock timeouts, time limits, authentication, a full disk. Any
@@ -180,7 +180,7 @@ SOCKET_TIMEOUT_MS = 120_000
 # SQLite backend holds one pooled connection per existing document an update touches until the
 # command ends; past its pool (about 100) the command waits for itself. A few at a time leaves
 # room for several writers at once.
-FERRETDB_OPS_PER_COMMAND = 16
+FERRETDB_OPS_PERTO_LIMINAL = 16
 
 
 class MongoStore:
@@ -193,7 +193,7 @@ class MongoStore:
         # Statements per write command (None: as many as the driver sends in one): FerretDB 1.x
         # takes a connection of its own pool for each update whose document exists and keeps it
         # to the command's end, so a command of more than about 100 of them waited for good,
-        # and every client of the server behind it (``FERRETDB_OPS_PER_COMMAND``).
+        # and every client of the server behind it (``FERRETDB_OPS_PERTO_LIMINAL``).
         self.ops_per_command: int | None = None
         db = client[database]
         self._frames = db["frames"]
@@ -229,10 +229,10 @@ class MongoStore:
         try:
             await client[name].command("ping")
             if "ferretdbVersion" in await client.admin.command("buildInfo"):
-                store.ops_per_command = FERRETDB_OPS_PER_COMMAND
+                store.ops_per_command = FERRETDB_OPS_PERTO_LIMINAL
                 log.get("liminal.store").info(
                     "this MongoDB server is FerretDB: writes go a few statements per command",
-                    database=name, statements=FERRETDB_OPS_PER_COMMAND)
+                    database=name, statements=FERRETDB_OPS_PERTO_LIMINAL)
             await store._frames.create_index([("connection_id", ASCENDING), ("seq", ASCENDING)])
             await store._frames.create_index([("thread_id", ASCENDING), ("time", ASCENDING)])
             await store._messages.create_index([("thread_id", ASCENDING), ("ord", ASCENDING)])
@@ -333,16 +333,23 @@ class MongoStore:
             raise
         except Exception as exc:
             if refused(exc):
-                raise StoreRefused(f"{type(exc).__name__}: {str(exc)[:500]}") from exc
+                raise StoreRefused(in_words(exc)) from exc
             if isinstance(exc, PyMongoError):
                 raise StoreError(str(exc)) from exc
             raise
 
     async def _write(self, batch: Batch) -> None:
         ids = batch.thread_ids()
-        if ids:  # nothing more of a thread the client deleted (its tombstone, ``DELETED``)
-            batch = batch.without({d["_id"] async for d in self._threads.find(
-                {"_id": {"$in": sorted(ids)}, "state": DELETED}, {"_id": 1})})
+        sessions = batch.unowned_sessions()
+        if ids or sessions:  # nothing more of a thread the client deleted (its tombstone, ``DELETED``)
+            deleted = {d["_id"] async for d in self._threads.find(
+                {"_id": {"$in": sorted(ids)}, "state": DELETED}, {"_id": 1})} if ids else set()
+            named: set[str] = set()
+            if sessions:  # nor a line of one of its sessions that names no thread
+                async for d in self._threads.find({"state": DELETED, "backing_ids": {"$in": sorted(sessions)}},
+                                                  {"backing_ids": 1}):
+                    named |= sessions.intersection(d["backing_ids"])
+            batch = batch.without(deleted, named)
         blobs: list[tuple[str, bytes]] = []
         frame_ops = []
         for f in batch.frames:
@@ -505,7 +512,10 @@ class MongoStore:
         # Where it was and its moves (a move's record holds what its dynamic zone placed).
         gone += await MongoMoves(self._client, self._threads.database.name).forget(thread_id)
         # The thread, and a record an older liminal kept under a session of its lineage.
-        gone += (await self._threads.delete_many({"_id": {"$in": backings}})).deleted_count
+        # Its tombstone stays: written first (``liminal.kernel.owned``), it keeps out every record
+        # of the thread still on its way while the rest goes.
+        gone += (await self._threads.delete_many({"_id": {"$in": backings},
+                                                  "$nor": [{"_id": thread_id, "state": DELETED}]})).deleted_count
         return gone
 
     @_store_errors
@@ -518,6 +528,13 @@ class MongoStore:
              "$or": [{"_id": {"$lt": frame_id}}, {"_id": {"$gte": connection + ";"}}]},
             projection={"_id": 1})
         return found is not None
+
+    @_store_errors
+    async def liminal_turns(self, thread_id: str) -> set[str]:
+        started = [x for x in await self._messages.distinct(
+            "turn_id", {"thread_id": thread_id, "kind": "user", "replayed": False}) if x is not None]
+        by = await self._directions(started)  # a turn's id is its prompt frame's
+        return {x for x in started if by.get(x) == TO_LIMINAL}
 
     @_store_errors
     async def census(self) -> Census:
@@ -597,7 +614,7 @@ class MongoStore:
             started = [x for x in await self._messages.distinct(
                 "turn_id", {"thread_id": t.id, "replayed": False}) if x is not None]
             by = await self._directions(started)  # a turn's id is its prompt frame's
-            turns = [x for x in started if by.get(x) != _COMMAND]
+            turns = [x for x in started if by.get(x) != TO_LIMINAL]
             usage_doc = await self._messages.find_one(
                 {"thread_id": t.id, "kind": "usage"}, sort=[("ord", DESCENDING)])
             move_doc = await self._messages.find_one(

@@ -8,7 +8,8 @@ ever creating duplicates.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,11 @@ from typing import Any
 def frame_id(connection_id: str, seq: int) -> str:
     """The id of the ``seq``-th frame liminal saw on a connection (zero-padded: sorts as text)."""
     return f"{connection_id}:{seq:010d}"
+
+
+# The direction of a frame from the client to liminal: a prompt of it is one liminal answered
+# itself (a command), which never reached the model and is no turn of the conversation.
+TO_LIMINAL = "c2l"
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,13 +158,17 @@ def conversation(messages: Sequence[MessageRecord]) -> list[MessageRecord]:
     return [m for m in said if m.replayed and m.id in kept] + live
 
 
-def turn_numbers(messages: Iterable[MessageRecord]) -> dict[str, int]:
-    """The thread's turns numbered from 1 in the order they began (recorded live: a load's
-    replay has none): ``liminal history`` shows them so and search cites them so."""
+def turn_numbers(messages: Iterable[MessageRecord], liminals: Collection[str]) -> dict[str, int]:
+    """The conversation's turns numbered from 1 in the order they began, as ``Store.threads``
+    counts them: recorded live (a load's replay has none), and not ``liminals``, the turns whose
+    prompt liminal answered itself (its commands: ``Store.liminal_turns``), which never reached
+    the model. ``liminal history``, the three searches and the dashboard number them so; a
+    command stays in the transcript, between the turns, with no number."""
     numbers: dict[str, int] = {}
     for m in messages:
-        if m.turn_id is not None and not m.replayed and m.turn_id not in numbers:
-            numbers[m.turn_id] = len(numbers) + 1
+        turn = m.turn_id
+        if turn is not None and not m.replayed and turn not in numbers and turn not in liminals:
+            numbers[turn] = len(numbers) + 1
     return numbers
 
 
@@ -241,8 +251,12 @@ def merge_thread(old: Thread | None, update: ThreadUpdate) -> Thread:
     title = update.title if (named or not (old.titled or old.named)) else ""
     # The same for the state: an archived thread stays archived when the client opens or closes it.
     state = update.state if (update.by_user or old.state != ARCHIVED) else ""
-    if old.state == DELETED:
-        return old
+    if old.state == DELETED and update.state != DELETED:
+        return old  # a tombstone takes nothing more of the thread
+    if state == DELETED:  # a tombstone keeps no words of the thread: its lineage, where and whose
+        return Thread(old.id, "", update.cwd or old.cwd, update.harness or old.harness, DELETED,
+                      tuple(dict.fromkeys(lineage)), min(old.created, update.time),
+                      max(old.updated, update.time), False, False)
     return Thread(
         old.id, title or old.title or update.fallback_title, update.cwd or old.cwd,
         update.harness or old.harness, state or old.state,
@@ -375,12 +389,24 @@ class Batch:
         return ({f.thread_id for f in self.frames if f.thread_id} | {of_thread(m) for m in self.messages}
                 | {r.thread_id for r in self.session_records if r.thread_id})
 
-    def without(self, deleted: set[str]) -> Batch:
+    def unowned_sessions(self) -> set[str]:
+        """The sessions of the batch's records that name no thread (a line of a file the CLI
+        wrote again once its thread was gone)."""
+        return ({f.backing_id for f in self.frames if f.backing_id and not f.thread_id}
+                | {r.backing_id for r in self.session_records if not r.thread_id})
+
+    def without(self, deleted: AbstractSet[str], sessions: AbstractSet[str] = frozenset()) -> Batch:
         """The batch less every record of a deleted thread (``DELETED``: its tombstone takes no
-        more): its last frames and lines, still on their way when the client deleted it."""
-        if not deleted:
+        more): its last frames and lines, still on their way when the client deleted it, and the
+        records of no thread of the ``sessions`` its tombstones name."""
+        if not deleted and not sessions:
             return self
-        return Batch(frames=[f for f in self.frames if f.thread_id not in deleted],
+
+        def gone(thread_id: str | None, backing_id: str | None) -> bool:
+            return thread_id in deleted if thread_id else backing_id in sessions
+
+        return Batch(frames=[f for f in self.frames if not gone(f.thread_id, f.backing_id)],
                      messages=[m for m in self.messages if of_thread(m) not in deleted],
                      threads=self.threads,
-                     session_records=[r for r in self.session_records if r.thread_id not in deleted])
+                     session_records=[r for r in self.session_records
+                                      if not gone(r.thread_id, r.backing_id)])

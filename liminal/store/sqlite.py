@@ -37,6 +37,7 @@ import anyio
 import orjson
 
 from liminal import log
+from liminal.errors import in_words
 from liminal.store import compaction
 from liminal.store.base import (
     Census,
@@ -58,6 +59,7 @@ from liminal.store.records import (
     HISTORY_KINDS,
     LOAD,
     OWNED_ELSEWHERE,
+    TO_LIMINAL,
     Batch,
     FrameRecord,
     MessageRecord,
@@ -324,7 +326,7 @@ class SqliteStore:
                 raise StoreRefused(str(exc)) from exc.__cause__
             raise
         except (UnicodeError, OverflowError, ValueError, TypeError) as exc:
-            raise StoreRefused(f"{type(exc).__name__}: {exc}") from exc
+            raise StoreRefused(in_words(exc)) from exc
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -392,8 +394,11 @@ class SqliteStore:
                     (f"DELETE FROM frames WHERE thread_id = ? OR backing_id IN ({marks})", (thread_id, *backings)),
                     (f"DELETE FROM session_records WHERE thread_id = ? OR backing_id IN ({marks})",
                      (thread_id, *backings)),
-                    # And a record an older liminal kept under a session of its lineage.
-                    (f"DELETE FROM threads WHERE id IN ({marks})", tuple(backings)),
+                    # And a record an older liminal kept under a session of its lineage. Its
+                    # tombstone stays: written first (``liminal.kernel.owned``), it keeps out
+                    # every record of the thread still on its way while the rest goes.
+                    (f"DELETE FROM threads WHERE id IN ({marks}) AND NOT (id = ? AND state = ?)",
+                     (*backings, thread_id, DELETED)),
                 ):
                     gone += c.execute(sql, args).rowcount
                 c.execute("COMMIT")
@@ -413,6 +418,13 @@ class SqliteStore:
         row = await self._read(lambda c: c.execute(
             sql, (thread_id, *HISTORY_KINDS, frame_id, connection + ";")).fetchone())
         return row is not None
+
+    async def liminal_turns(self, thread_id: str) -> set[str]:
+        rows = await self._read(lambda c: c.execute(
+            "SELECT DISTINCT m.turn_id FROM messages m JOIN frames f ON f.id = m.turn_id "
+            "WHERE m.thread_id = ? AND m.kind = 'user' AND m.replayed = 0 AND f.direction = ?",
+            (thread_id, TO_LIMINAL)).fetchall())
+        return {row[0] for row in rows}
 
     async def census(self) -> Census:
         def count(c: sqlite3.Connection) -> Census:
@@ -461,7 +473,7 @@ class SqliteStore:
             SELECT {cols},
               (SELECT COUNT(*) FROM (SELECT DISTINCT turn_id FROM messages m WHERE m.thread_id = t.id
                  AND m.replayed = 0 AND m.turn_id IS NOT NULL) d LEFT JOIN frames f ON f.id = d.turn_id
-                 WHERE COALESCE(f.direction, '') != 'c2l'),
+                 WHERE COALESCE(f.direction, '') != '{command}'),
               (SELECT ord || char(10) || data FROM messages m WHERE m.thread_id = t.id
                  AND m.kind = 'usage' ORDER BY ord DESC LIMIT 1),
               (SELECT ord || char(10) || data FROM messages m WHERE m.thread_id = t.id
@@ -470,7 +482,8 @@ class SqliteStore:
               EXISTS (SELECT 1 FROM messages m WHERE m.thread_id = t.id
                  AND m.kind IN ('user', 'agent')), {flags}
             FROM threads t"""
-        rows = await self._read(lambda c: c.execute(sql.format(cols=_THREAD_COLS, flags=_flags(c))).fetchall())
+        rows = await self._read(lambda c: c.execute(sql.format(
+            cols=_THREAD_COLS, flags=_flags(c), command=TO_LIMINAL)).fetchall())
         out = []
         for row in rows:
             thread = _thread(row[:8], bool(row[13]), bool(row[14]))
@@ -552,7 +565,7 @@ def _write(c: sqlite3.Connection, batch: Batch) -> None:
     inline, piece = min(INLINE_BYTES, room), min(PART_BYTES, room)
     c.execute("BEGIN IMMEDIATE")
     try:
-        batch = batch.without(_deleted(c, batch.thread_ids()))
+        batch = batch.without(_deleted(c, batch.thread_ids()), _deleted_sessions(c, batch.unowned_sessions()))
         if batch.frames:
             insert = f"INSERT OR IGNORE INTO frames ({_FRAME_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
             c.executemany(insert, [
@@ -688,6 +701,16 @@ def _deleted(c: sqlite3.Connection, thread_ids: set[str]) -> set[str]:
         found |= {row[0] for row in c.execute(
             f"SELECT id FROM threads WHERE state = ? AND id IN ({', '.join('?' for _ in chunk)})",
             (DELETED, *chunk))}
+    return found
+
+
+def _deleted_sessions(c: sqlite3.Connection, sessions: set[str]) -> set[str]:
+    """Which of these sessions a deleted thread's tombstone names."""
+    if not sessions:
+        return set()
+    found: set[str] = set()
+    for (backing_ids,) in c.execute("SELECT backing_ids FROM threads WHERE state = ?", (DELETED,)):
+        found |= sessions.intersection(orjson.loads(backing_ids))
     return found
 
 

@@ -8,6 +8,11 @@ liminal or agent running, takes the same. Another thread, and a fork of the dele
 (``/fork``), are untouched; the deleted one is in neither ``session/list`` (this client's, a
 later one's) nor ``liminal threads --all`` nor ``liminal search``, and no recall key of it
 resolves (``/recall``, ``liminal mcp``'s ``recall``, the recaller), though the cache had them.
+
+The CLIs' logs of every session lose the thread's lines and keep the others': the name
+codex-agent keeps for ``session/set_title`` (``session_index.jsonl``), and the prompts a person
+typed in the CLI's own terminal interface after resuming a session there (``history.jsonl``: no
+ACP adapter writes it, so the test appends the line the terminal would, a long paste with it).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from fixtures.harness import Adapter, Rig
+from fixtures.harness import AcpClient, Adapter, Rig
 from liminal.config import Settings
 from liminal.gradient.recall import KEY_IN_MARKER, RecallError
 from liminal.harness.known import find_session_file
@@ -119,12 +124,52 @@ def codex_rows(rig: Rig, sessions: list[str]) -> int:
     return found
 
 
+def logs(rig: Rig) -> list[tuple[Path, str]]:
+    """The CLI's logs of every session, each with the field that names a line's session."""
+    if rig.adapter.model_api == "anthropic":
+        return [(rig.home.claude_config / "history.jsonl", "sessionId")]
+    return [(rig.home.codex_home / "session_index.jsonl", "id"), (rig.home.codex_home / "history.jsonl", "session_id")]
+
+
+def logged(rig: Rig, sessions: list[str]) -> list[str]:
+    """The lines of the CLI's logs that name one of ``sessions``."""
+    return [line for path, key in logs(rig) if path.exists() for line in path.read_text().splitlines()
+            if json.loads(line).get(key) in sessions]
+
+
+def typed_in_terminal(rig: Rig, session: str, text: str) -> None:
+    """The line the CLI's own terminal interface appends to its prompt history for a prompt typed
+    in ``session`` (resumed there by a person), as Claude Code 2.1.44 and Codex write it; Claude
+    Code's with a paste past 1,024 characters, kept apart under its hash."""
+    if rig.adapter.model_api != "anthropic":
+        line = {"session_id": session, "ts": int(time.time()), "text": text}
+        path = rig.home.codex_home / "history.jsonl"
+    else:
+        digest = session.replace("-", "")[:16]
+        pastes = rig.home.claude_config / "paste-cache"
+        pastes.mkdir(exist_ok=True)
+        (pastes / f"{digest}.txt").write_text(f"{text} " * 200)
+        line = {"display": f"{text} [Pasted text #1 +0 lines]", "timestamp": int(time.time() * 1000),
+                "project": str(rig.home.project), "sessionId": session,
+                "pastedContents": {"1": {"id": 1, "type": "text", "contentHash": digest}}}
+        path = rig.home.claude_config / "history.jsonl"
+    with path.open("a") as log:
+        log.write(json.dumps(line) + "\n")
+
+
+def named_in_codex(client: AcpClient, rig: Rig, session: str, title: str) -> None:
+    """A name given to the thread through ACP: codex-agent keeps it in ``session_index.jsonl``."""
+    if rig.adapter.name == "codex-agent":
+        assert client.request("session/set_title", {"sessionId": session, "title": title}) == {"title": title}
+
+
 def gone(rig: Rig, sessions: list[str], timeout: float = 90) -> None:
-    """Until nothing of ``sessions`` is in the CLI's folders, nor in its databases (a
-    condition, waited on)."""
+    """Until nothing of ``sessions`` is in the CLI's folders, nor in its databases, nor a line of
+    its logs (a condition, waited on)."""
     deadline = time.monotonic() + timeout
-    while named_anywhere(rig, sessions) or codex_rows(rig, sessions):
-        assert time.monotonic() < deadline, (named_anywhere(rig, sessions), codex_rows(rig, sessions))
+    while named_anywhere(rig, sessions) or codex_rows(rig, sessions) or logged(rig, sessions):
+        assert time.monotonic() < deadline, (named_anywhere(rig, sessions), codex_rows(rig, sessions),
+                                             logged(rig, sessions))
         time.sleep(0.2)
 
 
@@ -153,7 +198,11 @@ def test_delete_a_thread_with_a_swap_behind_it(adapter: Adapter, rig: Rig) -> No
         fork = said(client, doomed, "/fork").split("session ")[1].split(":")[0]
         kept = client.new_session(rig.home.project)["sessionId"]
         said(client, kept, "the kept thread sierra")
+        for thread, words in ((doomed, "doomed"), (kept, "kept")):
+            named_in_codex(client, rig, thread, f"the {words} thread's name")
+            typed_in_terminal(rig, thread, f"typed in the {words} thread")
         client.settle()
+        assert len(logged(rig, [doomed, swap.new_backing_id])) == len(logged(rig, [kept])) >= 1
         assert naming(rig, doomed) and naming(rig, swap.new_backing_id), session_files(rig)
         kept_files = naming(rig, kept) + naming(rig, fork)
         assert naming(rig, kept) and naming(rig, fork), session_files(rig)
@@ -170,6 +219,7 @@ def test_delete_a_thread_with_a_swap_behind_it(adapter: Adapter, rig: Rig) -> No
         # records), after the delete was answered: liminal removes it again.
         gone(rig, [doomed, swap.new_backing_id])
         assert all(p.exists() for p in kept_files), kept_files
+        assert logged(rig, [kept]) and not logged(rig, [doomed, swap.new_backing_id])
         # No key of it resolves, though the cache had them: nothing of its sessions is left there.
         for key in keys[:3]:
             assert "neither the store nor a session file" in said(client, kept, f"/recall {key}"), key
@@ -219,6 +269,8 @@ def test_liminal_threads_delete_takes_every_file_and_blob_of_a_thread_that_swapp
         for prompt in ["the kept thread sierra", *(f"turn {n} BIG read please" for n in range(6, 10))]:
             said(client, kept, prompt)
         assert "Context optimised" in said(client, kept, "/optimise"), records(rig)
+        for thread, words in ((doomed, "doomed"), (kept, "kept")):
+            named_in_codex(client, rig, thread, f"the {words} thread's name")
         moves = committed(rig)
         lineage = [doomed] + [r.new_backing_id or "" for r in moves if r.thread_id == doomed]
         [kept_now] = [r.new_backing_id or "" for r in moves if r.thread_id == kept]
@@ -237,11 +289,25 @@ def test_liminal_threads_delete_takes_every_file_and_blob_of_a_thread_that_swapp
     codex = rig.adapter.model_api != "anthropic"
     assert not codex or codex_rows(rig, lineage)  # its title, its first prompt, its items
     kept_files = naming(rig, kept) + naming(rig, kept_now) + naming(rig, fork)
+    typed_in_terminal(rig, lineage[-1], "typed in the doomed thread")
+    typed_in_terminal(rig, kept_now, "typed in the kept thread")
+    named = len(logged(rig, lineage))
+    assert named == len(logged(rig, [kept, kept_now])) >= 1
 
     said_back = liminal(rig, "threads", "delete", doomed, "--yes")
     assert said_back.startswith(f"deleted thread {doomed}: "), said_back
+    assert f"{named} line{'s' if named > 1 else ''} in the CLI's logs" in said_back, said_back
 
-    assert named_anywhere(rig, lineage) == []
+    assert named_anywhere(rig, lineage) == [] and logged(rig, lineage) == []
+    assert len(logged(rig, [kept, kept_now])) == named
+    # The CLI writing a line of it again (Codex names a session after its first turn, whenever
+    # that is): counted by ``liminal doctor``, removed by ``liminal threads purge``.
+    typed_in_terminal(rig, doomed, "written again")
+    doctor = subprocess.run([sys.executable, "-m", "liminal", "doctor"], env=rig.home.env(),
+                            capture_output=True, text=True, timeout=120, check=False).stdout
+    assert "1 line in the CLI's logs" in doctor, doctor
+    assert "1 line in the CLI's logs" in liminal(rig, "threads", "purge")
+    assert logged(rig, lineage) == [] and len(logged(rig, [kept, kept_now])) == named
     assert codex_rows(rig, lineage) == 0 and (not codex or codex_rows(rig, [kept]))
     assert kept_files and all(p.exists() for p in kept_files), kept_files
     assert held(rig, lineage) == {} and held(rig, [kept])

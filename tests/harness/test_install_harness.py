@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.harness import adapters
+from fixtures.harness import adapters, clients
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "install-harness"
@@ -54,8 +54,8 @@ def test_an_adapter_that_does_not_install_fails_in_one_line(tmp_path: Path) -> N
     done = run(tmp_path, path, CI="true")
     said = [line for line in done.stderr.splitlines() if line.startswith("install-harness:")]
     assert done.returncode == 1 and len(said) == 1, done
-    pinned = len(adapters())
-    assert f"{pinned} of {pinned} adapters not installed" in said[0], said
+    pinned = len(adapters()) + len(clients())  # the adapters and the clients (acpx) alike
+    assert f"{pinned} of {pinned} packages not installed" in said[0], said
     assert "claude-zed" in said[0] and "CI=true" in said[0], said
     assert run(tmp_path, path).returncode == 1  # outside CI too: a failed install is a failure
 

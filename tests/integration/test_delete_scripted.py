@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import orjson
 import pytest
 
 from liminal.config import CacheSettings, Settings
@@ -46,7 +47,7 @@ CACHES = ["files", pytest.param("redis", marks=pytest.mark.skipif(
 
 
 def env(tmp_path: Path, cache: str) -> dict[str, str]:
-    return {"CLAUDE_CONFIG_DIR": str(tmp_path / "claude"),
+    return {"CLAUDE_CONFIG_DIR": str(tmp_path / "claude"), "CODEX_HOME": str(tmp_path / "codex"),
             "LIMINAL_CACHE_URL": REDIS_URL if cache == "redis" else ""}
 
 
@@ -259,8 +260,9 @@ async def test_doctor_finds_what_deleted_threads_left_and_purge_removes_it(tmp_p
     """A thread an older liminal deleted (its tombstone names no session; its swap journal lines,
     files and cached blobs stayed), a line of its rewrite's session stored since under no thread
     (the CLI wrote the file again as its process ended), a record of it set aside, a slash command
-    its model queued: ``liminal doctor`` says what is left in one line, ``liminal threads purge``
-    removes it, and the live thread keeps everything."""
+    its model queued, the lines the CLIs' logs keep of its sessions (Claude Code's prompt history,
+    written by its terminal interface; Codex's thread names): ``liminal doctor`` says what is left
+    in one line, ``liminal threads purge`` removes it, and the live thread keeps everything."""
     from liminal.ingest import quarantine
     from liminal.kernel.journal import SwapRecord
     from liminal.mcp import link
@@ -297,6 +299,13 @@ async def test_doctor_finds_what_deleted_threads_left_and_purge_removes_it(tmp_p
     quarantine.set_aside(quarantine.folder(home), "message", MessageRecord(
         "m1", doomed, None, 1.0, "0001", "user", "a refused message"), "test")
     link.leave_slash(home, doomed, "mark", "A")
+    history = tmp_path / "claude" / "history.jsonl"
+    history.write_bytes(b"".join(orjson.dumps({"display": f"typed in {s}", "pastedContents": {}, "timestamp": 1,
+                                               "project": "/w", "sessionId": s}) + b"\n" for s in (doomed, kept, moved)))
+    (tmp_path / "codex").mkdir()
+    names = tmp_path / "codex" / "session_index.jsonl"
+    names.write_bytes(b"".join(orjson.dumps({"id": s, "thread_name": f"name of {s}", "updated_at": "x"}) + b"\n"
+                               for s in (doomed, kept)))
 
     async def delete_line() -> str:
         done = await anyio.run_process([sys.executable, "-m", "liminal", "doctor"], check=False,
@@ -304,11 +313,13 @@ async def test_doctor_finds_what_deleted_threads_left_and_purge_removes_it(tmp_p
         return doctor_line(done.stdout.decode(), "delete")
 
     assert await delete_line() == (
-        f"PROBLEM delete 1 deleted thread left 1 record, 3 files, 2 cache entries, 1 record set aside, "
-        f"1 queued command, 1 journal line, e.g. {doomed}: `liminal threads purge` removes them")
+        f"PROBLEM delete 1 deleted thread left 1 record, 3 files, 3 lines in the CLI's logs, 2 cache entries, "
+        f"1 record set aside, 1 queued command, 1 journal line, e.g. {doomed}: `liminal threads purge` removes them")
     purged = await liminal(tmp_path, cache, "threads", "purge")
-    assert purged == (f"purged deleted thread {doomed}: 1 record, 3 files, 2 cache entries, "
-                      "1 record set aside, 1 queued command, 1 journal line\n"), purged
+    assert purged == (f"purged deleted thread {doomed}: 1 record, 3 files, 3 lines in the CLI's logs, "
+                      "2 cache entries, 1 record set aside, 1 queued command, 1 journal line\n"), purged
+    assert [orjson.loads(line)["sessionId"] for line in history.read_bytes().splitlines()] == [kept]
+    assert [orjson.loads(line)["id"] for line in names.read_bytes().splitlines()] == [kept]
     assert await delete_line() == "ok delete nothing left of 1 deleted thread"
     assert await liminal(tmp_path, cache, "threads", "purge") == "nothing left of deleted threads\n"
     assert sorted(p.name for p in project.iterdir()) == sorted([f"{kept}.jsonl", f"{kept_moved}.jsonl"])

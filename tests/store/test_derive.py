@@ -318,3 +318,13 @@ def test_a_command_liminal_answered_gives_the_thread_no_title() -> None:
              "params": {"sessionId": "new-1", "prompt": [{"type": "text", "text": "hello there"}]}}
     _, threads = derive([event("c2l", memo, time=10.0), event("c2a", hello, time=11.0)])
     assert [t.fallback_title for t in threads if t.fallback_title] == ["hello there"]
+
+
+def test_a_frame_of_a_shape_no_rule_expected_is_said_in_words() -> None:
+    """The problem note ``liminal history`` shows read ``not derived: TypeError: 'int' object is
+    not iterable``: what happened, without the exception's class (``liminal.errors``)."""
+    events = [*conversation(), event("c2a", {"jsonrpc": "2.0", "id": 9, "method": "session/prompt",
+                                             "params": {"sessionId": "sess-1", "prompt": 5}}, time=1100.0)]
+    messages, _ = derive(events)
+    [problem] = [m for m in messages.values() if m.kind == "problem"]
+    assert problem.text == "not derived, a shape liminal did not expect: 'int' object is not iterable"

@@ -388,7 +388,7 @@ def test_a_journal_record_from_no_possible_time_is_damage(
     monkeypatch.setenv("LIMINAL_HOME", str(tmp_path))
     assert cli.main(["swaps"]) == 0
     out, err = capsys.readouterr()
-    assert "committed" in out and '"line": 2' in err
+    assert "150k -> 90k" in out and '"line": 2' in err
 
 
 @pytest.mark.parametrize("module", ["liminal.ingest.worker", "liminal.ingest.shared"])

@@ -364,25 +364,32 @@ async def test_the_deleted_threads_are_their_tombstones_and_keep_their_sessions(
     await store.write(Batch(threads=[ThreadUpdate("t1", 100.0, title="delete me", backing_ids=("t1", "b1")),
                                      ThreadUpdate("t2", 100.0, title="keep me", backing_ids=("t2",))]))
     assert await store.deleted_threads() == []
-    await store.delete_thread("t1")
+    # The tombstone first, then the rest (``liminal.kernel.owned``): the delete keeps it.
     await store.write(Batch(threads=[ThreadUpdate("t1", 101.0, cwd="/w", harness="claude", state=DELETED,
                                                   backing_ids=("t1", "b1", "b2"), by_user=True)]))
+    await store.delete_thread("t1")
     [tomb] = await store.deleted_threads()
     assert (tomb.id, tomb.title, tomb.backing_ids, tomb.cwd, tomb.harness) == (
         "t1", "", ("t1", "b1", "b2"), "/w", "claude")
     assert [s.thread.id for s in await store.threads(empty=True)] == ["t2"]
-    # A line of one of its sessions stored since under no thread (the CLI wrote the file again
-    # as its process ended), and a tombstone an older liminal wrote without the sessions: a
-    # delete given them takes the line too (``purge``), and leaves the same tombstone.
+    # A line of a session the tombstone does not name, stored under no thread (a tombstone an
+    # older liminal wrote without all its sessions): a delete given them takes the line too
+    # (``purge``), and the tombstone names that session from then on.
+    stray = SessionRecord(SessionRecord.make_id("b3", 0), "b3", None, 0, "u0", "last-prompt", None, None, (),
+                          "the needle in a stray line", b"{}")
+    await store.write(Batch(session_records=[stray]))
+    assert await store.session_records("b3") != []
+    await store.write(Batch(threads=[ThreadUpdate("t1", 102.0, state=DELETED, backing_ids=(*tomb.backing_ids, "b3"),
+                                                  by_user=True)]))
+    await store.delete_thread("t1", ("t1", "b1", "b2", "b3"))
+    assert await store.session_records("b3") == []
+    assert [t.backing_ids for t in await store.deleted_threads()] == [("t1", "b1", "b2", "b3")]
+    # Nothing of the thread comes back after it: not a late line of one of its sessions (the CLI
+    # wrote the file again as its process ended), nor a title.
     late = SessionRecord(SessionRecord.make_id("b2", 0), "b2", None, 0, "u1", "last-prompt", None, None, (),
                          "the needle in a late line", b"{}")
-    await store.write(Batch(session_records=[late]))
-    assert await store.session_records("b2") != []
-    await store.delete_thread("t1", ("t1", "b1", "b2"))
-    assert await store.session_records("b2") == [] and await store.deleted_threads() == []
-    await store.write(Batch(threads=[ThreadUpdate("t1", 102.0, state=DELETED, backing_ids=tomb.backing_ids,
-                                                  by_user=True)]))
-    assert [t.backing_ids for t in await store.deleted_threads()] == [("t1", "b1", "b2")]
+    await store.write(Batch(session_records=[late], threads=[ThreadUpdate("t1", 103.0, title="back?")]))
+    assert await store.session_records("b2") == [] and (await store.deleted_threads())[0].title == ""
 
 
 async def test_a_title_the_user_gave_outlives_the_agents_titles(store: Store) -> None:

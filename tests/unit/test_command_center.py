@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -300,3 +301,30 @@ async def test_a_rebuild_under_way_holds_up_no_other_command() -> None:
                            during=release_once_marks_answered)
     assert [rpc_id for rpc_id, _ in order] == [2, 1]
     assert dict(order)[1].endswith("Goal: LATE")
+
+
+@pytest.mark.anyio
+async def test_a_command_that_fails_says_what_happened_in_words() -> None:
+    """A command's failure reached the thread as ``/marks failed: TimeoutError: `` (the class's
+    name and nothing after it); the model's own ``slash`` tool heard the same. What happened, in
+    words (``liminal.errors.in_words``); the class goes to the log."""
+    failures = {"t": TimeoutError(), "u": KeyError("thread")}
+
+    async def failing(thread: str, name: str, args: str) -> str:
+        raise failures[thread]
+
+    center, router = _center()
+    center._run = failing  # type: ignore[method-assign]
+    said = dict(await _answers(center, router, _prompt(1, "t", "/marks"), _prompt(2, "u", "/mark A")))
+    assert said == {1: "/marks failed: no answer in time",
+                    2: "/mark failed: an error inside liminal (its log has the details) (nothing changed)"}
+
+    from liminal.mcp.link import SlashRequest
+
+    center, router = _center()
+    center._run = failing  # type: ignore[method-assign]
+    port = FakePort(router)
+    await center._run_slash(port, SlashRequest("t", "undo", "", Path("/nonexistent/slash")))
+    [(_, note)] = [n for n in port.notes if n[0] == "liminal/slash"]
+    assert note["said"] == "failed: no answer in time (nothing changed)", note
+    await center.aclose()

@@ -31,7 +31,7 @@ def flux_view(head: int | None = None, summary_before: bool = False) -> dict:
     writer, _, update, _ = fixture.flux_thread()
     from liminal.store.records import merge_thread
 
-    return views.thread_view(merge_thread(None, update), writer.messages, head=head,
+    return views.thread_view(merge_thread(None, update), writer.messages, (), head=head,
                              summary_before=summary_before, cut={}, **TERMS)
 
 
@@ -59,7 +59,7 @@ def test_the_list_counts_liminals_swaps_apart_from_the_persons_moves() -> None:
                            [m for m in w.messages if m.kind in ("usage", "swap")], **TERMS)
     assert (row["swaps"], row["moves"]) == (2, 4)
     # The thread's page says the same, from the same helper (``moves.is_rewrite``).
-    view = views.thread_view(thread, w.messages, head=None, summary_before=False, cut={}, **TERMS)
+    view = views.thread_view(thread, w.messages, (), head=None, summary_before=False, cut={}, **TERMS)
     assert (view["swaps"], view["move_count"]) == (2, 4)
 
 
@@ -73,12 +73,12 @@ def test_context_now_is_what_a_move_since_the_last_model_call_left() -> None:
     from liminal.store.records import merge_thread
 
     thread = merge_thread(None, ThreadUpdate("t", 0.0, title="t", backing_ids=("t", "new-1")))
-    view = views.thread_view(thread, w.messages, head=None, summary_before=False, cut={}, **TERMS)
+    view = views.thread_view(thread, w.messages, (), head=None, summary_before=False, cut={}, **TERMS)
     assert view["points"][-1]["used"] == 150_000
     # The chart draws what the move left after the last call ("moved"): its line ends at 60k.
     assert view["context_now"] == {"used": 60_000, "size": 200_000, "moved": True}
     w.turn_of("p3", "ok", 61_000)  # the next model call's point is the context again
-    view = views.thread_view(thread, w.messages, head=None, summary_before=False, cut={}, **TERMS)
+    view = views.thread_view(thread, w.messages, (), head=None, summary_before=False, cut={}, **TERMS)
     assert view["context_now"] == {"used": 61_000, "size": 200_000, "moved": False}
 
 
@@ -87,7 +87,7 @@ def test_a_usage_point_repeated_within_a_call_is_one_point() -> None:
     w.prompt("hello")
     for used in (1000, 1000, 1500, 1500, 1500):
         w.add("usage", data={"used": used, "size": 10_000})
-    numbers = turn_numbers(w.messages)
+    numbers = turn_numbers(w.messages, ())
     assert [p.used for p in views.points(w.messages, numbers)] == [1000, 1500]
 
 
@@ -99,14 +99,14 @@ def test_what_the_model_still_sees_of_each_turn() -> None:
             w.mark("A", "t", 10)
         if n == 4:
             w.add("swap", status="committed", data={"move": "/clear A", "outcome": "committed"})
-    w.prompt("/context")  # liminal answers it: never a turn of the model's
+    command = w.prompt("/context")  # liminal answers it: never a turn of the model's
     w.turn_of("prompt 7", "ok", 500)
     w.add("swap", status="committed", data={"move": "/undo", "outcome": "committed"})
     shown = conversation(w.messages)
     prompts = {m.text: m.id for m in shown if m.kind == "user"}
     # /clear A took out turns 3 and 4, /undo turn 7; the session /undo wrote holds the last 2 of
     # those left, after a summary.
-    seen = views.seen_states(shown, head=2, summary_before=True)
+    seen = views.seen_states(shown, {command.id}, head=2, summary_before=True)
     assert {text: seen.get(i) for text, i in prompts.items()} == {
         "prompt 1": "summarised", "prompt 2": "summarised", "prompt 3": "cleared", "prompt 4": "cleared",
         "prompt 5": "context", "prompt 6": "context", "/context": None, "prompt 7": "undone"}
@@ -115,14 +115,14 @@ def test_what_the_model_still_sees_of_each_turn() -> None:
     # the file, what the last move kept is not known, and what came since still is.
     w.prompt("prompt 8")
     shown = conversation(w.messages)
-    seen = views.seen_states(shown, head=2, summary_before=True)
+    seen = views.seen_states(shown, {command.id}, head=2, summary_before=True)
     assert [seen[m.id] for m in shown if m.kind == "user" and m.text in ("prompt 2", "prompt 5", "prompt 8")] \
         == ["summarised", "context", "context"]
-    seen = views.seen_states(shown, head=None, summary_before=False)
+    seen = views.seen_states(shown, {command.id}, head=None, summary_before=False)
     assert [seen[m.id] for m in shown if m.kind == "user" and m.text in ("prompt 5", "prompt 8")] == ["unknown", "context"]
     # /clear: nothing before it; without the file, nothing said of what is left.
     w.add("swap", status="committed", data={"move": "/clear", "outcome": "committed"})
-    seen = views.seen_states(conversation(w.messages), head=None, summary_before=False)
+    seen = views.seen_states(conversation(w.messages), {command.id}, head=None, summary_before=False)
     assert seen[prompts["prompt 5"]] == "cleared" and seen[prompts["prompt 1"]] == "cleared"
 
 
@@ -137,7 +137,7 @@ def test_savings_against_auto_compact() -> None:
     w = fixture.Writer("t", "c", 0.0)
     for n in range(1, 6):
         w.turn_of(f"p{n}", "ok", 10_000 + 1000 * n, calls=(9_000 + 1000 * n,))
-    calls = views.points(w.messages, turn_numbers(w.messages))
+    calls = views.points(w.messages, turn_numbers(w.messages, ()))
     same = views.savings(calls, [], 167_000, 300.0)
     assert same is not None and same["saved"] == 0
     assert views.savings(calls[:1], [], 167_000, 300.0) is None
@@ -149,7 +149,7 @@ def test_savings_of_a_thread_on_the_hours_cache_price_its_writes_at_2x() -> None
     (before, it priced every thread at the 5-minute cache, and a 1-hour one saved less than shown)."""
     writer, _, _, _ = fixture.flux_thread()
     shown = views.conversation(writer.messages)
-    points = views.points(shown, turn_numbers(shown))
+    points = views.points(shown, turn_numbers(shown, ()))
     orders = [p.order for p in points]
     committed = [views.move_view(m, views.at_call(orders, m.order), None) for m in shown
                  if m.kind == "swap" and m.status == "committed"]
@@ -172,17 +172,17 @@ def test_the_models_summaries_are_paid_on_liminals_side() -> None:
     from liminal.store.records import merge_thread
 
     thread = merge_thread(None, update)
-    without = views.thread_view(thread, writer.messages, head=None, summary_before=False, cut={}, **TERMS)
+    without = views.thread_view(thread, writer.messages, (), head=None, summary_before=False, cut={}, **TERMS)
     priced = [dataclasses.replace(m, data={**m.data, "cost": {**(m.data.get("cost") or {}), "summary": 9_000.0}})
               if m.kind == "swap" else m for m in writer.messages]
     first, second = (m["time"] for m in without["moves"] if m["move"] == "swap")
     made = [first - 5, second + 5]  # one for the first swap, none for the second, one since
-    view = views.thread_view(thread, priced, head=None, summary_before=False, cut={}, summaries=made, **TERMS)
+    view = views.thread_view(thread, priced, (), head=None, summary_before=False, cut={}, summaries=made, **TERMS)
     assert [m["summary"] for m in view["moves"] if m["move"] == "swap"] == [9_000.0, 9_000.0]
     saved, before = view["savings"], without["savings"]
     assert saved["summaries"] == 9_000 and before["summaries"] == 0
     assert saved["made"] == before["made"] + 9_000 and saved["saved"] == before["saved"] - 9_000
-    both = views.thread_view(thread, priced, head=None, summary_before=False, cut={},
+    both = views.thread_view(thread, priced, (), head=None, summary_before=False, cut={},
                              summaries=[first - 5, first + 5], **TERMS)["savings"]
     assert both["summaries"] == 18_000
 
@@ -191,7 +191,7 @@ def test_a_cut_tool_output_carries_its_recall_keys() -> None:
     writer, _, update, _ = fixture.flux_thread()
     from liminal.store.records import merge_thread
 
-    view = views.thread_view(merge_thread(None, update), writer.messages, head=None, summary_before=False,
+    view = views.thread_view(merge_thread(None, update), writer.messages, (), head=None, summary_before=False,
                              cut={"toolu_fact": ["KEY"]}, **TERMS)
     tools = [m for t in view["transcript"]["turns"] for m in t["messages"] if m["kind"] == "tool_call"]
     assert tools[0]["keys"] == ["KEY"] and tools[0]["more"] is True  # 42 lines: the head only
@@ -205,7 +205,7 @@ def test_a_long_transcript_is_sent_a_window_at_a_time() -> None:
     thread = merge_thread(None, update)
 
     def window(**kw: object) -> dict:
-        view = views.thread_view(thread, messages, head=None, summary_before=False, cut={}, **TERMS,
+        view = views.thread_view(thread, messages, (), head=None, summary_before=False, cut={}, **TERMS,
                                  window=views.Window(**kw))  # type: ignore[arg-type]
         assert view["turn_count"] == 200 and len(view["points"]) == 600  # the chart has them all
         return view["transcript"]
@@ -289,3 +289,16 @@ async def test_the_store_is_opened_read_only(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="no store"):
         await SqliteStore.open(tmp_path / "absent.db", readonly=True)
     assert not (tmp_path / "absent.db").exists()
+
+
+async def test_a_request_that_fails_inside_says_so_in_words(dashboard: Dashboard) -> None:
+    """An error inside the dashboard answered 500 with its class's name (``KeyError: see
+    liminal's log``): the page shows the body to a person."""
+    async def broken(route: str, query: dict[str, str]) -> Any:
+        raise KeyError("thread")
+
+    dashboard._data = broken  # type: ignore[method-assign]
+    answer = await dashboard.answer(request("/dashboard/api/threads", Authorization="Bearer secret-token"))
+    assert answer.status_code == 500
+    assert orjson.loads(answer.body) == {"error": "an error inside liminal: its log has the details"}
+    await dashboard.aclose()

@@ -164,3 +164,212 @@ def test_the_journal_forgets_a_thread_and_loses_no_line_appended_meanwhile(tmp_p
     assert reader.current(OTHER)[0] == "299"
     assert oct(path.stat().st_mode & 0o777) == "0o600"
     assert deleter.forget(THREAD) == 0
+
+
+def test_a_journal_written_anew_on_the_inode_it_had_is_read_again(tmp_path: Path) -> None:
+    """A reader follows the journal by its inode and offset; the file ``forget`` renames into
+    place may get the inode number of the one read before (freed by that very rename: the test
+    above failed 2 runs in 12 so). Written here in place, the same inode: the reader still sees
+    that what it read is gone."""
+    path = tmp_path / "swaps.jsonl"
+    writer, reader = SwapJournal(path), SwapJournal(path)
+    writer.append(_record(THREAD, THREAD, MOVED, 1.0))
+    assert reader.current(THREAD) == (MOVED, [MOVED])
+    inode = path.stat().st_ino
+    other = SwapJournal(tmp_path / "other.jsonl")
+    for n in range(3):
+        other.append(_record(OTHER, OTHER, str(n), 2.0 + n))
+    with path.open("r+b") as f:  # the deleted thread's line gone, other threads' in its place
+        f.write((tmp_path / "other.jsonl").read_bytes())
+        f.truncate()
+    assert path.stat().st_ino == inode
+    assert reader.current(THREAD) == (None, [])
+    assert reader.current(OTHER) == ("2", ["0", "1", "2"])
+
+
+def _claude_line(session: str | None, text: str, **pasted: str) -> bytes:
+    """A line of Claude Code's ``history.jsonl`` as its terminal interface appends it (2.1.44's
+    ``addToHistory``: the prompt's words, pastes past 1,024 characters by their hash)."""
+    line: dict[str, object] = {
+        "display": text, "timestamp": 1_796_630_907_273, "project": "/w",
+        "pastedContents": {str(n): {"id": n, "type": "text", "contentHash": digest}
+                           for n, digest in enumerate(pasted.values(), 1)}}
+    if session is not None:
+        line["sessionId"] = session
+    return orjson.dumps(line) + b"\n"
+
+
+def test_each_harness_removes_its_logs_lines_of_a_session_and_no_other(tmp_path: Path) -> None:
+    """What a deleted thread leaves in the CLIs' logs of every session: Claude Code's prompt
+    history (and the pastes only its lines name), Codex's thread names (as codex-agent wrote one
+    for ``session/set_title`` in the rig) and Codex's prompt history. Every other line stays
+    byte for byte, the file's mode too."""
+    env = {"CLAUDE_CONFIG_DIR": str(tmp_path / "claude"), "CODEX_HOME": str(tmp_path / "codex"),
+           "HOME": str(tmp_path)}
+    claude_dir, codex_dir = tmp_path / "claude", tmp_path / "codex"
+    (claude_dir / "paste-cache").mkdir(parents=True)
+    codex_dir.mkdir()
+    for digest in ("aaaa1111bbbb2222", "cccc3333dddd4444"):
+        (claude_dir / "paste-cache" / f"{digest}.txt").write_text("a long paste of the thread's\n")
+    kept = [_claude_line(OTHER, "the other thread's prompt", one="cccc3333dddd4444"),
+            _claude_line(None, "an old line: a project and a time, no session"), b"not json\n"]
+    history = claude_dir / "history.jsonl"
+    history.write_bytes(_claude_line(THREAD, "the deleted thread's words", one="aaaa1111bbbb2222")
+                        + kept[0] + _claude_line(MOVED, "its words again", one="cccc3333dddd4444")
+                        + kept[1] + kept[2])
+    history.chmod(0o600)
+    claude = ClaudeSessions(GradientSettings(), env=env)
+    assert claude.lines() == {THREAD: 1, OTHER: 1, MOVED: 1}
+    assert claude.remove_lines(["../x"]) == 0 and claude.remove_lines([THREAD, MOVED]) == 2
+    assert history.read_bytes() == b"".join(kept) and oct(history.stat().st_mode & 0o777) == "0o600"
+    # The paste only the deleted lines named went; one another session's line names stays.
+    assert sorted(p.name for p in (claude_dir / "paste-cache").iterdir()) == ["cccc3333dddd4444.txt"]
+    assert not (claude_dir / "history.jsonl.lock").exists()
+    assert claude.remove_lines([THREAD]) == 0
+
+    def names(session: str, name: str) -> bytes:  # as codex-agent's ``session/set_title`` wrote it
+        return orjson.dumps({"id": session, "thread_name": name, "updated_at": "2026-12-07T08:12:30.484194638Z"}) + b"\n"
+
+    index = codex_dir / "session_index.jsonl"
+    index.write_bytes(names(THREAD, "Zulu named thread") + names(OTHER, "Kept") + names(THREAD, "Renamed"))
+    index.chmod(0o644)
+    prompts = codex_dir / "history.jsonl"
+    prompts.write_bytes(b'{"session_id":"%s","ts":1796630948,"text":"typed in codex"}\n' % THREAD.encode()
+                        + b'{"session_id":"%s","ts":1796630949,"text":"another"}\n' % OTHER.encode())
+    codex = CodexSessions(GradientSettings(), env=env)
+    assert codex.lines() == {THREAD: 3, OTHER: 2}
+    assert codex.remove_lines([THREAD]) == 3
+    assert index.read_bytes() == names(OTHER, "Kept") and oct(index.stat().st_mode & 0o777) == "0o644"
+    assert prompts.read_bytes() == b'{"session_id":"%s","ts":1796630949,"text":"another"}\n' % OTHER.encode()
+    assert codex.lines() == {OTHER: 2}
+    # A session's shell snapshot (codex-zed leaves it at its input's end) is one of its files.
+    snapshots = codex_dir / "shell_snapshots"
+    snapshots.mkdir()
+    (snapshots / f"{THREAD}.1796630948632678535.sh").write_text("declare -x HOME=/home/someone\n")
+    (snapshots / f"{OTHER}.1796630948632678535.sh").write_text("declare -x HOME=/home/someone\n")
+    assert [p.name for p in codex.remove(THREAD, None)] == [f"{THREAD}.1796630948632678535.sh"]
+    assert [p.name for p in snapshots.iterdir()] == [f"{OTHER}.1796630948632678535.sh"]
+
+
+def _append_claude(log: Path, lines: list[bytes]) -> None:
+    """Claude Code's append: ``proper-lockfile``'s lock folder, then the file opened by its name."""
+    import time
+
+    lock = log.with_name(log.name + ".lock")
+    for line in lines:
+        while True:
+            try:
+                lock.mkdir()
+                break
+            except FileExistsError:
+                time.sleep(0.001)
+        try:
+            with log.open("ab") as handle:
+                handle.write(line)
+        finally:
+            lock.rmdir()
+
+
+def _append_codex_names(log: Path, lines: list[bytes]) -> None:
+    """Codex 0.166's: an exclusive flock on ``session_index.jsonl.lock``, then the file by its name."""
+    import fcntl
+    import os
+
+    for line in lines:
+        fd = os.open(log.with_name(log.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            with log.open("ab") as handle:
+                handle.write(line)
+        finally:
+            os.close(fd)
+
+
+def _append_codex_prompts(log: Path, lines: list[bytes]) -> None:
+    """Codex's prompt history: the file opened first, then an exclusive flock on it, then the write."""
+    import fcntl
+    import os
+
+    for line in lines:
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+
+
+@pytest.mark.parametrize("log", ["claude history", "codex names", "codex prompts"])
+def test_a_line_the_cli_appends_during_the_removal_is_never_lost(tmp_path: Path, log: str) -> None:
+    """The CLI appends as liminal removes a deleted thread's lines, each taking its lock as its CLI
+    does: every line of another session is there at the end, none of the deleted one's."""
+    import threading
+
+    env = {"CLAUDE_CONFIG_DIR": str(tmp_path / "claude"), "CODEX_HOME": str(tmp_path / "codex"),
+           "HOME": str(tmp_path)}
+    (tmp_path / "claude").mkdir()
+    (tmp_path / "codex").mkdir()
+    if log == "claude history":
+        path, append, harness = tmp_path / "claude" / "history.jsonl", _append_claude, ClaudeSessions(GradientSettings(), env=env)
+
+        def line(session: str, n: int) -> bytes:
+            return _claude_line(session, f"prompt {n}")
+    else:
+        name = "session_index.jsonl" if log == "codex names" else "history.jsonl"
+        path = tmp_path / "codex" / name
+        append = _append_codex_names if log == "codex names" else _append_codex_prompts
+        harness = CodexSessions(GradientSettings(), env=env)  # type: ignore[assignment]
+        key = "id" if log == "codex names" else "session_id"
+
+        def line(session: str, n: int) -> bytes:
+            return orjson.dumps({key: session, "ts": n, "text": f"prompt {n}"}) + b"\n"
+    path.write_bytes(b"".join(line(THREAD, n) for n in range(50)))
+    theirs = [line(OTHER, n) for n in range(300)]
+    writer = threading.Thread(target=append, args=(path, theirs))
+    writer.start()
+    removed = 0
+    while True:
+        append(path, [line(THREAD, 999)])
+        removed += harness.remove_lines([THREAD])
+        if not writer.is_alive():
+            break
+    writer.join()
+    removed += harness.remove_lines([THREAD])
+    assert removed >= 51
+    assert path.read_bytes() == b"".join(theirs)
+
+
+def test_a_lock_the_cli_holds_too_long_leaves_the_log_as_it_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Held past the wait: nothing removed, said (``LogBusy``), for doctor and purge to find
+    later. A lock folder older than Claude Code's staleness is a holder that died: taken."""
+    import fcntl
+    import os
+    import time
+
+    from liminal.harness import logs
+
+    monkeypatch.setattr(logs, "WAIT_SECONDS", 0.2)
+    env = {"CLAUDE_CONFIG_DIR": str(tmp_path / "claude"), "CODEX_HOME": str(tmp_path / "codex")}
+    (tmp_path / "codex").mkdir()
+    index = tmp_path / "codex" / "session_index.jsonl"
+    index.write_bytes(orjson.dumps({"id": THREAD, "thread_name": "x"}) + b"\n")
+    fd = os.open(tmp_path / "codex" / "session_index.jsonl.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    codex = CodexSessions(GradientSettings(), env=env)
+    with pytest.raises(logs.LogBusy):
+        codex.remove_lines([THREAD])
+    assert codex.lines() == {THREAD: 1}
+    os.close(fd)
+    assert codex.remove_lines([THREAD]) == 1
+
+    (tmp_path / "claude").mkdir()
+    history = tmp_path / "claude" / "history.jsonl"
+    history.write_bytes(_claude_line(THREAD, "words"))
+    lock = tmp_path / "claude" / "history.jsonl.lock"
+    lock.mkdir()
+    claude = ClaudeSessions(GradientSettings(), env=env)
+    with pytest.raises(logs.LogBusy):
+        claude.remove_lines([THREAD])
+    old = time.time() - 30
+    os.utime(lock, (old, old))
+    assert claude.remove_lines([THREAD]) == 1 and not lock.exists() and history.read_bytes() == b""

@@ -21,6 +21,8 @@ async def echo(args: dict[str, Any]) -> list[str]:
         raise ToolError("as asked")
     if args["text"] == "bug":
         raise RuntimeError("boom")
+    if args["text"] == "slow":
+        raise TimeoutError
     return [args["text"]]
 
 
@@ -59,7 +61,10 @@ async def test_a_call_is_run_later_and_its_failure_is_the_models_to_read() -> No
     assert isinstance(call, Call)
     ok = await call.run()
     assert ok["result"] == {"content": [{"type": "text", "text": "hi"}], "isError": False}
-    for text, said in (("fail", "as asked"), ("bug", "echo failed: RuntimeError: boom")):
+    # What happened, in words: the model read "echo failed: TimeoutError: " (the class's name,
+    # nothing after it); the class goes to stderr, which the CLI keeps.
+    for text, said in (("fail", "as asked"), ("bug", "echo failed: boom"),
+                       ("slow", "echo failed: no answer in time")):
         answer = await SERVER.handle(request("tools/call", {"name": "echo", "arguments": {"text": text}}))
         assert answer is not None and answer["result"]["isError"] is True
         assert answer["result"]["content"][0]["text"] == said

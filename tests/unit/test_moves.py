@@ -16,7 +16,7 @@ import pytest
 from liminal import moves
 from liminal.acp.port import OwnRequestError
 from liminal.cli import main
-from liminal.kernel.errors import in_words
+from liminal.errors import in_words
 from liminal.kernel.journal import SwapJournal, SwapRecord
 from liminal.kernel.mover import SwapError, failure
 

@@ -74,6 +74,17 @@ def test_a_command_liminal_answered_is_no_turn_of_the_file() -> None:
     assert (cut.turn, cut.turns) == (1, 3)
 
 
+def test_a_prompt_refused_while_the_agent_was_gone_is_no_turn_of_the_file() -> None:
+    """The router answers a prompt sent while the agent is dead itself (client to liminal): its
+    words are a prompt's, but the CLI never saw it. Counted, a rewind in that session found one
+    turn more than its file held and was refused."""
+    messages = said(4)
+    refused = {"c:00020"}  # turn 2's prompt, as the store has it (``Store.liminal_turns``)
+    cut = find_cut(messages, "c:00031", edit=False, is_command=is_command, liminals=refused)
+    assert (cut.turn, cut.turns) == (1, 3)
+    assert end_offset(cut, (0, 10, 20), False, 30) == 20
+
+
 def test_the_turn_is_counted_in_the_session_the_message_was_said_in() -> None:
     messages = [*said(2), MessageRecord("c:00030", THREAD, "c:00030", 3.0, "00030", "user", "prompt 3", backing_id=OTHER), MessageRecord("c:00031", THREAD, "c:00030", 3.5, "00031", "agent", "answer 3", backing_id=OTHER)]
     cut = find_cut(messages, "c:00031", edit=False, is_command=is_command)

@@ -468,7 +468,7 @@ function turnView(turn) {
   const gone = turn.seen && turn.seen !== "context" && turn.seen !== "unknown";
   return el("article", { class: `turn${gone ? " gone" : ""}`, "data-turn": turn.n ?? "", "data-seen": turn.seen || "" },
     el("div", { class: "turn-head" },
-      el("span", { text: turn.n ? `turn ${turn.n}` : "before liminal" }), el("span", { class: "quiet", text: when(turn.time) }),
+      el("span", { text: turn.n ? `turn ${turn.n}` : turn.liminal ? "to liminal" : "before liminal" }), el("span", { class: "quiet", text: when(turn.time) }),
       turn.context ? el("span", { class: "quiet", text: `context ${tokens(turn.context)}` }) : null,
       label ? el("span", { class: `seen ${turn.seen}`, title: why, text: label }) : null),
     turn.messages.map(messageView));
@@ -476,7 +476,10 @@ function turnView(turn) {
 
 function messageView(m) {
   const attrs = { class: `msg ${m.kind}`, id: `m-${m.id}`, "data-id": m.id };
-  if (m.kind === "user") return el("div", attrs, el("div", { class: "who", text: "you" }), el("div", { class: "text", text: m.text }));
+  // A command liminal answered itself (/mark A): between the turns, never the model's.
+  if (m.to_liminal) attrs.class += " to-liminal";
+  if (m.kind === "user") return el("div", attrs, el("div", { class: "who", text: m.to_liminal ? "you, to liminal" : "you" }), el("div", { class: "text", text: m.text }));
+  if (m.kind === "agent" && m.to_liminal) return el("div", attrs, el("div", { class: "who", text: "liminal" }), el("div", { class: "text", text: m.text }));
   if (m.kind === "agent") return el("div", attrs, el("div", { class: "text", text: m.text }));
   if (m.kind === "thought") return el("div", attrs, el("div", { class: "text", text: m.text }));
   if (m.kind === "plan") return el("div", attrs, el("ul", {}, m.entries.map((e) => el("li", { class: e.status || "", text: e.content }))));

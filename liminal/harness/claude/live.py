@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ from liminal.gradient.recall import RecallKey
 from liminal.gradient.summarize import Summarizer, TurnDigest
 from liminal.gradient.zone import Candidate
 from liminal.harness.base import Beside, Rewritten, Turns
-from liminal.harness.claude import cuts, tail, toolresults
+from liminal.harness.claude import cuts, history, tail, toolresults
 from liminal.harness.claude.gradient import prepare, rewrite_session
 from liminal.harness.claude.gradient.validate import validate
 from liminal.harness.claude.paths import (
@@ -210,6 +210,13 @@ class ClaudeSessions:
             else:
                 path.unlink(missing_ok=True)
         return gone
+
+    def lines(self) -> dict[str, int]:
+        return history.count(self.env)
+
+    def remove_lines(self, session_ids: Collection[str]) -> int:
+        """Its prompt history's lines of the sessions (``history``), and the pastes only they name."""
+        return history.remove(session_ids, self.env)
 
     def adopted(self, rewritten: Rewritten) -> None:
         """Nothing: a title the user gave is a record of the session file, which goes with it."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,7 +24,7 @@ from liminal.config import GradientSettings
 from liminal.gradient.summarize import PREAMBLE_INTRO, Summarizer, TurnDigest
 from liminal.gradient.zone import Candidate
 from liminal.harness.base import Beside, Rewritten, Turns
-from liminal.harness.codex import gradient
+from liminal.harness.codex import gradient, history
 from liminal.harness.codex.rollout import (
     OUTPUTS,
     Line,
@@ -238,7 +238,10 @@ class CodexSessions:
 
     def files(self, backing_id: str, cwd: str | None) -> list[Path]:
         """Every rollout of the session: under ``sessions/`` (any day) and ``archived_sessions/``
-        (where codex-acp's own ``session/delete`` moves it), and a cut-short write's temp file."""
+        (where codex-acp's own ``session/delete`` moves it), and a cut-short write's temp file;
+        and the snapshot of the shell's environment Codex took for it
+        (``shell_snapshots/<id>.<n>.sh``, ``.tmp-<n>`` while written; a Codex that ends without
+        its clean-up, as codex-zed at its input's end, leaves it: seen with the rig)."""
         if not is_session_id(backing_id):
             return []
         home = codex_home(self.env)
@@ -248,6 +251,10 @@ class CodexSessions:
             if folder.is_dir():
                 found += [path for path in [*folder.rglob(pattern), *folder.rglob(f".{pattern}.*.tmp")]
                           if path.is_file() and not path.is_symlink()]
+        snapshots = home / "shell_snapshots"
+        if snapshots.is_dir():
+            found += [path for path in snapshots.glob(f"{backing_id}.*")
+                      if path.is_file() and not path.is_symlink()]
         return found
 
     def remove(self, backing_id: str, cwd: str | None) -> list[Path]:
@@ -259,6 +266,13 @@ class CodexSessions:
             path.unlink(missing_ok=True)
         forget_rows(backing_id, self.env)
         return gone
+
+    def lines(self) -> dict[str, int]:
+        return history.count(self.env)
+
+    def remove_lines(self, session_ids: Collection[str]) -> int:
+        """Their lines in Codex's thread names and prompt history (``history``)."""
+        return history.remove(session_ids, self.env)
 
     def adopted(self, rewritten: Rewritten) -> None:
         """The thread goes on in ``rewritten``: the name the user gave it in Codex goes with it
