@@ -313,6 +313,34 @@ async def test_without_a_review_the_first_stage_stands(tmp_path: Path, answer: A
     assert offer.dropped == () and any(c.kind == "lesson" for c in offer.candidates)
 
 
+async def test_a_review_answered_after_the_swap_leaves_the_first_stages_choice(tmp_path: Path) -> None:
+    """The side session took longer than the thread's next turns: the swap it was for came
+    first (the thread is on a new session). Its verdicts are of a cycle that has ended: the
+    next swap's offer stands on the first stage, and the journal of it holds no drop."""
+    prompts: list[str] = []
+    ports: list[FakePort] = []
+    swapped = "55555555-5555-4555-8555-555555555555"
+
+    def late(request: str) -> str:
+        ports[0].bind(THREAD, swapped)  # the swap, while the model was still answering
+        key = next(line[2:].split(": ", 1)[0] for line in request.splitlines() if line.startswith("- lesson:"))
+        return ANSWER + f"## REVIEW\n- {key} drop: the codename is already in this thread\n"
+
+    summaries, port, zone = await side(tmp_path, late, prompts)
+    ports.append(port)
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(summaries.run, port)
+        summaries._turn_ended(THREAD, True)
+        with anyio.fail_after(20):
+            await summaries.wait_for(1)
+        tasks.cancel_scope.cancel()
+    await summaries.aclose()
+    assert len(prompts) == 1 and summaries.reviews == 1  # made, for the cycle on THREAD
+    assert zone.verdicts(THREAD, swapped) == {}
+    offer = await zone.offer(THREAD, str(tmp_path / "project"), swapped)
+    assert offer.dropped == () and any(c.kind == "lesson" and c.why == "" for c in offer.candidates)
+
+
 async def test_with_every_turn_to_be_consolidated_the_last_said_is_the_reviews_query(tmp_path: Path) -> None:
     prompts: list[str] = []
     summaries, port, _ = await side(tmp_path, ANSWER, prompts, EveryTurnAncient)
