@@ -44,11 +44,14 @@ from tests.acceptance.conftest import adapter_fixture
 from tests.acceptance.test_scratchpad import deleted
 from tests.acceptance.test_summaries import main_requests, summary_requests, view
 
-# claude-zed is left out: it sends no usage, so liminal learns its context only from the session
-# file at a turn end near the trigger, and its side session runs in an adapter process of its own
-# (test_summaries.py leaves it out too). Run here, A's summary was never asked within four minutes
-# of its second turn. The lessons, the zone's offer and the review are the kernel's, shown with
-# both CLIs and both of Codex's adapters.
+# claude-zed is left out: it sends no usage, so liminal learns the context's size from the
+# session file, which Claude Code 2.1.44 writes after answering. At a new session's first turn end
+# the file is not there yet (the swap manager backs off for two turn ends), and far below the
+# trigger it is read before the turn is on disk, so a turn's growth shows a turn late: when the
+# summary and its review are asked, against the swap they are for, is then a race, not a script.
+# Run here, A's summary was never asked within four minutes of its second turn. The lessons, the
+# zone's offer and the review are the kernel's, shown with the newer Claude adapter and both of
+# Codex's.
 adapter = adapter_fixture(["claude-agent", "codex-agent", "codex-zed"])
 
 FACT = "remember: the release codename is PLOVER-8812, because the staging port moved to 6543"
