@@ -50,6 +50,7 @@ from liminal.store.configured import open_store
 from liminal.store.records import Batch, ThreadUpdate
 from tests.support.fakeport import FakePort
 from tests.unit.test_side_summaries import Harness as SummaryHarness
+from tests.unit.test_side_summaries import one_summary
 
 pytestmark = pytest.mark.anyio
 THREAD = "11111111-1111-4111-8111-111111111111"
@@ -328,13 +329,7 @@ async def test_a_review_answered_after_the_swap_leaves_the_first_stages_choice(t
 
     summaries, port, zone = await side(tmp_path, late, prompts)
     ports.append(port)
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(summaries.run, port)
-        summaries._turn_ended(THREAD, True)
-        with anyio.fail_after(20):
-            await summaries.wait_for(1)
-        tasks.cancel_scope.cancel()
-    await summaries.aclose()
+    await one_summary(summaries, port)  # (no turn end after it: the thread is in a new cycle)
     assert len(prompts) == 1 and summaries.reviews == 1  # made, for the cycle on THREAD
     assert zone.verdicts(THREAD, swapped) == {}
     offer = await zone.offer(THREAD, str(tmp_path / "project"), swapped)
