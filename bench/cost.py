@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.support.costmodel import Call, Request, Result, SidePrice, growth, measure, replay  # noqa: E402
-from liminal.config import GradientSettings, SwapSettings  # noqa: E402
+from liminal.config import GradientSettings, MemorySettings, SwapSettings  # noqa: E402
 from liminal.gradient.summarize import TurnDigest  # noqa: E402
 from liminal.harness.claude.live import ClaudeSessions  # noqa: E402
 from liminal.harness.claude.records import PROMPT_HEAD_CHARS, TEXT_HEAD_CHARS  # noqa: E402
@@ -44,7 +44,6 @@ from liminal.harness.codex.live import CodexSessions  # noqa: E402
 from liminal.kernel.policy import (  # noqa: E402
     PRICES,
     SHORT_CACHE_SECONDS,
-    SUMMARY_OUTPUT,
     CostPolicy,
     Prices,
     cache_prices,
@@ -57,9 +56,12 @@ AUTO_COMPACT_AT = ClaudeSessions.ceiling_tokens  # Claude Code's own compaction 
 CACHE_LIVES = {"5 min": (SHORT_CACHE_SECONDS, PRICES), "1 hour": (3600.0, cache_prices(PRICES, 3600.0))}
 # How a summary by the model is paid for (issue 24): the side session's own prompt as measured
 # with the rig (``SessionHarness.side_session_tokens``), or a fork of the live session.
-SIDES = [SidePrice("side session, Claude Code", ClaudeSessions.side_session_tokens, SUMMARY_OUTPUT),
-         SidePrice("side session, Codex", CodexSessions.side_session_tokens, SUMMARY_OUTPUT),
-         SidePrice("fork of the live session (Claude Code)", 0, SUMMARY_OUTPUT, fork=True)]
+SIDES = [SidePrice("side session, Claude Code", ClaudeSessions.side_session_tokens),
+         SidePrice("side session, Codex", CodexSessions.side_session_tokens),
+         SidePrice("fork of the live session (Claude Code)", 0, fork=True)]
+# The summaries as they were before the lessons and the review rode their request (issue 34):
+# no lessons asked, so no bound on the answer, priced at ``SUMMARY_OUTPUT``; nothing reviewed.
+NO_MEMORY = MemorySettings(lessons=False, review=False)
 
 
 def synthetic(turns: int = 130, seed: int = 12, idle: float = 0.0) -> list[Call]:
@@ -209,11 +211,13 @@ def results(calls: Sequence[Call], recent: int = GradientSettings().recent_token
 
 def with_summaries(calls: Sequence[Call], turns: Sequence[TurnDigest], side: SidePrice, overhead: int,
                    recent: int = GradientSettings().recent_tokens, cache_life: float = 300.0,
-                   prices: Prices = PRICES, ceiling: int = AUTO_COMPACT_AT) -> Result:
-    """The default policy with ``swap.summaries`` on, each summary paid as ``side`` says."""
+                   prices: Prices = PRICES, ceiling: int = AUTO_COMPACT_AT,
+                   memory: MemorySettings | None = None) -> Result:
+    """The default policy with ``swap.summaries`` on, each summary paid as ``side`` says; the
+    lessons and the review in its request as ``memory`` says (the defaults: both)."""
     gradient = GradientSettings(recent_tokens=recent)
     swap = SwapSettings(summaries=True, cache_life_seconds=cache_life)
-    policy = CostPolicy(swap, gradient, ceiling, prices=prices, side_session_tokens=side.fixed)
+    policy = CostPolicy(swap, gradient, ceiling, prices=prices, side_session_tokens=side.fixed, memory=memory)
     return replay(calls, f"liminal default: cost policy + model summaries ({side.name})", policy, overhead=overhead,
                   recent_tokens=recent, summary_tokens=gradient.summary_tokens, side=side, turns=turns,
                   cache_life=cache_life, prices=prices)
@@ -231,11 +235,16 @@ def summaries_table(sessions: Sequence[tuple[list[Call], list[TurnDigest]]], ove
     print("| cache life | summaries | swaps | side sessions | request, mean | turns covered | of the CLI's compaction, mean | range |\n"
           "|---|---|---:|---:|---:|---:|---:|---:|")
     gradient = GradientSettings()
-    lives = [(life, seconds, prices, AUTO_COMPACT_AT, [("off", None)] + [(s.name, s) for s in SIDES])
-             for life, (seconds, prices) in CACHE_LIVES.items()]
-    lives.append((*OPENAI, [("off", None), (SIDES[1].name, SIDES[1])]))
+    # Each side session with the lessons and the review (the defaults), and Claude Code's also
+    # without them, as summaries were before they rode the request (issue 34).
+    bare = (f"{SIDES[0].name}, no lessons or review", SIDES[0], NO_MEMORY)
+    lives: list[tuple[str, float, Prices, int, list[tuple[str, SidePrice | None, MemorySettings | None]]]] = [
+        (life, seconds, prices, AUTO_COMPACT_AT, [("off", None, None), bare, *((s.name, s, None) for s in SIDES)])
+        for life, (seconds, prices) in CACHE_LIVES.items()]
+    lives.append((*OPENAI, [("off", None, None), (f"{SIDES[1].name}, no lessons or review", SIDES[1], NO_MEMORY),
+                            (SIDES[1].name, SIDES[1], None)]))
     for life, seconds, prices, ceiling, rows in lives:
-        for name, side in rows:
+        for name, side, memory in rows:
             shares, swaps, made, asked, gone, covered = [], 0, 0, 0, 0, 0
             for calls, turns in sessions:
                 auto = replay(calls, "auto", None, overhead=overhead, auto_compact_at=ceiling,
@@ -247,7 +256,7 @@ def summaries_table(sessions: Sequence[tuple[list[Call], list[TurnDigest]]], ove
                                   summary_tokens=gradient.summary_tokens, cache_life=seconds, prices=prices)
                 else:
                     mine = with_summaries(calls, turns, side, overhead, cache_life=seconds, prices=prices,
-                                          ceiling=ceiling)
+                                          ceiling=ceiling, memory=memory)
                 shares.append(mine.cost / auto.cost)
                 swaps += mine.swaps
                 made += mine.summaries

@@ -156,6 +156,16 @@ class MemorySettings:
     # id, a paragraph about it, pages of this size through ``recall``): the model's context
     # takes the paragraph, not the whole answer.
     dump_chars: int = 6_000
+    # The model's summaries (``swap.summaries``) also ask for the range's lessons (decisions,
+    # facts to keep, conventions, open work), kept per thread and consolidated across threads.
+    lessons: bool = True
+    # Whose lessons, summaries and titles a swap's dynamic zone weighs beside this thread's
+    # memos and passages: "folder" (conversations in the same project folder), "all" (every
+    # conversation; another folder's weigh less), "off".
+    reach: str = "folder"
+    # The same side session reviews what the next swap's zone would place from memory (keep or
+    # drop each, with a reason in the journal); off, the first stage's choice stands.
+    review: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -429,6 +439,7 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "memory.scratchpad_chars": (lambda v: 100 <= v <= 100_000, "characters, 100 to 100000"),
     # Claude Code cuts an MCP tool's answer past about 25k tokens: a page stays under it.
     "memory.dump_chars": (lambda v: 1_000 <= v <= 60_000, "characters, 1000 to 60000"),
+    "memory.reach": (lambda v: v in ("off", "folder", "all"), "off, folder or all"),
     "harness.name": (lambda v: v in ("auto", "claude", "codex"), "auto, claude or codex"),
     "serve.listen": (lambda v: _host_port(v) is not None, "HOST:PORT, e.g. 127.0.0.1:8765"),
     "serve.origins": (lambda v: all(o.strip().startswith(("http://", "https://"))

@@ -60,6 +60,7 @@ def components(settings: Settings, config_file: Path | None = None,
                               quarantine.folder(settings.home))
     swaps = SwapManager(settings.swap, journal, harness, gradient=settings.gradient, leases=leases,
                         shared=shared, stop_grace=settings.proxy.stop_grace_seconds)
+    swaps.policy.memory = settings.memory  # what rides a summary's request, priced with it
     from liminal.store.cache import open_cache
 
     # liminal's slash commands (/mark, /clear, /fork, /undo ...): answered by liminal.
@@ -71,16 +72,20 @@ def components(settings: Settings, config_file: Path | None = None,
     # The thread's scratchpad, read from the command center's store for every move's preamble.
     memory = Memory(settings.memory, commands.store if opener is not None else None, lambda: commands.tasks)
     swaps.memory = commands.memory = memory
+    zone = None
     if opener is not None and settings.gradient.zone_tokens:
-        from liminal.kernel.zone import memo_source
+        from liminal.kernel.zone import ZoneSource
 
-        # Memos for the dynamic zone of each rewrite: a swap's, /optimise's.
-        swaps.memos = commands.memos = memo_source(opener)
+        # Memos, other conversations' lessons, summaries and titles for the dynamic zone of
+        # each rewrite: a swap's, /optimise's.
+        zone = swaps.zone = commands.zone = ZoneSource(opener, settings.memory)
     found: list[Component] = [swaps, commands]
     if settings.swap.summaries and settings.swap.enabled:
         from liminal.kernel.summaries import SideSummaries, side_root
 
         summaries = SideSummaries(settings.swap, harness, swaps.model, swaps.policy, settings.home, opener)
+        # Lessons and the review of the zone's candidates ride each summary's request.
+        summaries.memory, summaries.zone = settings.memory, zone
         swaps.summarizer_for = summaries.summarizer
         swaps.summary_asked = summaries.asked_on
         commands.anchor_of = summaries.anchor

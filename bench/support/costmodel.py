@@ -46,7 +46,7 @@ class SidePrice:
 
     name: str
     fixed: int = 0
-    output: int = 1_000
+    output: int | None = None  # tokens; None: as the policy prices it (``summary_output``)
     fork: bool = False
 
 
@@ -74,6 +74,19 @@ class Result:
         self.context_sum += context
         self.calls += 1
         self.peak = max(self.peak, context)
+
+
+# What the model reviews in a summary's request (``memory.review``), at its most: the first
+# stage's five choices, a short lesson placed whole and four tickles, each as long as the kernel
+# writes one (``liminal.kernel.zone``).
+_LESSON = ("lesson:0123456789", "The release codename is PLOVER-8812, because the staging port moved to "
+           "6543; deploys go through the blue pool first. (from the conversation \"Release prep for the "
+           "spring train\" (2026-12-07))")
+_TICKLE = ("summary-7a1b2c3d-0000-4000-8000-000000000001", "reminds of the conversation \"Fix the flaky "
+           "listing test in CI\" (2026-12-05), about: The goal was to make the listing stable; the model "
+           "found the sort order depended on the… (recall summary-7a1b2c3d-0000-4000-8000-000000000001 "
+           "for the rest)")
+REVIEW_NOTES = (_LESSON, *[_TICKLE] * 4)
 
 
 def tokens(size: int) -> int:
@@ -175,7 +188,8 @@ def replay(calls: Sequence[Call], name: str, policy: CostPolicy | None, *, overh
     thread has had none since its last swap, the turns a swap would consolidate now that no
     summary covers yet are sent as ``summary_request`` of their digests (``turns``, one per turn
     end), priced as ``side`` says. Each range once; the turns that fall out of the recent band
-    after it are left to the extractive preamble."""
+    after it are left to the extractive preamble. The request asks for the range's lessons and
+    reviews ``REVIEW_NOTES`` as the policy's ``memory`` settings say (docs/memory.md)."""
     result = Result(name)
     context = overhead
     cached = 0
@@ -263,11 +277,15 @@ def replay(calls: Sequence[Call], name: str, policy: CostPolicy | None, *, overh
         if not todo:
             continue  # nothing to summarise yet: asked again at the next turn end
         summary_this_cycle = True
-        request = tokens(len(summary_request([turns[t] for t in todo]).encode()))
+        memory = policy.memory
+        review = REVIEW_NOTES if memory.review and policy.gradient.zone_tokens > 0 else ()
+        request = tokens(len(summary_request([turns[t] for t in todo], lessons=memory.lessons,
+                                             review=review).encode()))
+        output = side.output if side.output is not None else policy.summary_output()
         if side.fork:  # the live context from the cache, its last answer and the request written
-            cost = prices.input(context + call.output + request, cached) + prices.output * side.output
+            cost = prices.input(context + call.output + request, cached) + prices.output * output
         else:
-            cost = prices.write * (side.fixed + request) + prices.output * side.output
+            cost = prices.write * (side.fixed + request) + prices.output * output
         summarised.update(todo)
         result.cost += cost
         result.summary_cost += cost

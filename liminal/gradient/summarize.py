@@ -381,23 +381,54 @@ def anchor_request(turns: Sequence[TurnDigest], summaries: Sequence[ModelSummary
     return "\n".join(out)
 
 
-def summary_request(turns: Sequence[TurnDigest]) -> str:
-    """The one prompt of a side session: the turns as text and what to write of them."""
+LESSONS_MAX = 6  # lessons a range gives at most
+SUMMARY_WORDS = 200  # the summary's words at most, with lessons asked beside it
+LESSON_ASKED_CHARS = 160  # what a lesson is asked to stay under
+NOTE_CHARS = 200  # of a note to review, what the request gives (its key gets the rest)
+LESSON_CHARS = 300  # a lesson's text at most, as kept
+REASON_CHARS = 160  # a review's reason at most, as kept
+
+
+def summary_request(turns: Sequence[TurnDigest], *, lessons: bool = False,
+                    review: Sequence[tuple[str, str]] = ()) -> str:
+    """The one prompt of a side session: the turns as text and what to write of them; with
+    ``lessons``, the range's lessons too (``## LESSONS``); with ``review`` (key, text), a keep or
+    drop of each note the next swap's dynamic zone may place (``## REVIEW``): the same request,
+    so the same side session and the same one prompt of the CLI's own."""
+    sections = ["two sections", "three sections", "four sections"][int(lessons) + int(bool(review))]
     out = [
         f"{SUMMARY_REQUEST} for the assistant that will continue it. Do not use any tools: "
         "answer from the text below only.",
         "",
-        "Write two sections, exactly these headings:",
+        f"Write {sections}, exactly these headings:",
         "## STATE",
         "Goal: ...; Editing: (files or parts being changed); Resolved: ...; "
         "Anchors: (paths, names, ports, ids, commands). At most 8 lines.",
         "## SUMMARY",
         "The goal; decisions and why; findings; what was tried and failed; open questions; "
-        "technical anchors (paths, names, ports, ids, commands). Be concrete and brief.",
-        "",
-        "The turns:",
-        *_turn_lines(turns),
+        "technical anchors (paths, names, ports, ids, commands). Be concrete and brief"
+        + (f": at most {SUMMARY_WORDS} words." if lessons else "."),
     ]
+    if lessons:
+        out += [
+            "## LESSONS",
+            "What a later conversation in this project should know from these turns: decisions, "
+            "facts the user asked to keep, conventions, open threads of work. One a line, at most "
+            f"{LESSONS_MAX}, each under {LESSON_ASKED_CHARS} characters and whole in itself, as "
+            "`- (turn N, decision|fact|convention|open) the lesson`; nothing worth keeping: `- none`.",
+        ]
+    if review:
+        out += [
+            "## REVIEW",
+            "liminal may put the notes listed at the end, from other conversations and saved "
+            "memos, into the assistant's context at the next compaction. For each, one line: "
+            "`- KEY keep: why` or `- KEY drop: why`, in at most ten words. Keep only what bears on "
+            "the work in these turns.",
+        ]
+    out += ["", "The turns:", *_turn_lines(turns)]
+    if review:
+        out += ["", "The notes to review:", *(f"- {key}: {_clip(' '.join(text.split()), NOTE_CHARS)}"
+                                              for key, text in review)]
     return "\n".join(out)
 
 
@@ -411,10 +442,17 @@ def _turn_lines(turns: Sequence[TurnDigest]) -> list[str]:
     return out
 
 
+_AFTER_SUMMARY = re.compile(r"^#+\s*(LESSONS|REVIEW)\s*$", re.MULTILINE)
+
+
 def parse_answer(answer: str) -> tuple[str, str | None]:
     """The model's answer as (summary, state anchor): the sections ``summary_request`` asked
-    for, or the whole answer as the summary when it did not write them."""
+    for, or the whole answer as the summary when it did not write them. The lessons and the
+    review after them are no part of either."""
     text = answer.strip()
+    later = _AFTER_SUMMARY.search(text)
+    if later is not None:
+        text = text[:later.start()].strip()
     state = re.search(r"^#+\s*STATE\s*$", text, re.MULTILINE)
     summary = re.search(r"^#+\s*SUMMARY\s*$", text, re.MULTILINE)
     if state is None or summary is None or summary.start() < state.end():
@@ -423,18 +461,84 @@ def parse_answer(answer: str) -> tuple[str, str | None]:
     return text[summary.end():].strip(), anchor or None
 
 
+@dataclass(frozen=True, slots=True)
+class DrawnLesson:
+    """A lesson as the model wrote it under ``## LESSONS``: its text, what it is, the turn it
+    cited (the number ``summary_request`` gave it; None: none or not one of the range's)."""
+
+    text: str
+    sort: str = "fact"
+    turn: int | None = None
+
+
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+(?P<rest>.+)$")
+# ``(turn 3, decision)`` ahead of a lesson: either part may be missing, not both.
+_CITED = re.compile(r"^[(\[]\s*(?:turns?\s*(?P<turn>\d+))?\s*[,;]?\s*"
+                    r"(?P<sort>decision|fact|convention|open)?\s*[)\]]\s*[:.-]?\s*", re.IGNORECASE)
+
+
+def parse_lessons(answer: str, turns: Sequence[TurnDigest] = ()) -> list[DrawnLesson]:
+    """The lessons of a model's answer (its ``## LESSONS`` section, one a list item), at most
+    ``LESSONS_MAX``; none when it wrote no such section or ``- none``."""
+    body = section(answer, "LESSONS")
+    if not body:
+        return []
+    numbers = {t.number for t in turns}
+    found: list[DrawnLesson] = []
+    for line in body.splitlines():
+        bullet = _BULLET.match(line)
+        if bullet is None:
+            continue
+        text = bullet.group("rest").strip().strip("`").strip()
+        cited = _CITED.match(text)
+        turn, sort = None, "fact"
+        if cited is not None and (cited.group("turn") or cited.group("sort")):
+            text = text[cited.end():]
+            turn = int(cited.group("turn")) if cited.group("turn") else None
+            sort = (cited.group("sort") or "fact").lower()
+        text = " ".join(text.split())
+        if not text or text.lower().rstrip(".") in ("none", "nothing", "n/a"):
+            continue
+        found.append(DrawnLesson(_clip(text, LESSON_CHARS), sort,
+                                 turn if turn in numbers or not numbers else None))
+        if len(found) >= LESSONS_MAX:
+            break
+    return found
+
+
+def parse_review(answer: str, keys: Sequence[str]) -> dict[str, tuple[bool, str]]:
+    """The model's keep or drop of each of ``keys`` (its ``## REVIEW`` section), with its reason
+    (at most ``REASON_CHARS``); a key it said nothing of is not in it."""
+    body = section(answer, "REVIEW")
+    if not body:
+        return {}
+    verdicts: dict[str, tuple[bool, str]] = {}
+    for line in body.splitlines():
+        for key in keys:
+            at = line.find(key)
+            if at < 0 or key in verdicts:
+                continue
+            rest = line[at + len(key):]
+            said = re.match(r"[\s`*:—-]*(keep|drop)\b[\s`*:—-]*(.*)$", rest, re.IGNORECASE)
+            if said is None:
+                continue
+            reason = _clip(" ".join(said.group(2).split()), REASON_CHARS) or said.group(1).lower()
+            verdicts[key] = (said.group(1).lower() == "keep", reason)
+    return verdicts
+
+
 _LEFT_OUT = "({} earlier summaries left out; search the history)"
 _LEFT_OUT_LINE = re.compile(r"^\(\d+ earlier summaries left out; search the history\)$")
 
 
 def section(answer: str, name: str) -> str | None:
-    """The ``## NAME`` section of a model's answer (up to its next ``## STATE`` or ``## SUMMARY``
-    heading), or None: it wrote none."""
+    """The ``## NAME`` section of a model's answer (up to its next heading of ours: ``STATE``,
+    ``SUMMARY``, ``LESSONS``, ``REVIEW``), or None: it wrote none."""
     found = re.search(rf"^#+\s*{name}\s*$", answer, re.MULTILINE)
     if found is None:
         return None
     after = answer[found.end():]
-    end = re.search(r"^#+\s*(STATE|SUMMARY)\s*$", after, re.MULTILINE)
+    end = re.search(r"^#+\s*(STATE|SUMMARY|LESSONS|REVIEW)\s*$", after, re.MULTILINE)
     return (after[:end.start()] if end else after).strip() or None
 
 

@@ -1,15 +1,18 @@
 """The dynamic zone: what a thread is likely to need again, placed by a swap between the
 compressed history (preamble, cut bands) and the recent turns.
 
-Pure: candidates in (memos, and the passages the rewrite takes out of the context, each with
-the key that gets it back), the recent turns' text, a token budget; the chosen entries and
-the block's text out. The ranking is BM25 over the candidates with the recent turns' words as
+Pure: candidates in (memos, other conversations' lessons, summaries and titles, and the
+passages the rewrite takes out of the context, each with the key that gets it back), the recent
+turns' text, a token budget; the chosen entries and the block's text out. The ranking is BM25 over the candidates with the recent turns' words as
 the query, computed here rather than by the store's full-text search so that the same session
 and the same memos give the same zone on SQLite and MongoDB (their scores differ) and in a
 rewrite run by hand (``liminal compress``, no store). Common conversational words are not
 query words: std::slop removed its ranked retrieval because "continue" and "next" matched
 everything; a candidate must share at least ``MIN_TERMS`` distinct words with the recent
-turns. The harness writes the block in its CLI's form (docs/formats.md) and recognises its
+turns. A candidate's ``weight`` multiplies its score (the kernel's: a recent conversation,
+a lesson the person confirmed, weigh more: docs/memory.md); what is placed is its ``shown``
+text when it has one (a tickle: one line naming the conversation and the key), else its text,
+clipped. The harness writes the block in its CLI's form (docs/formats.md) and recognises its
 own earlier zones by ``ZONE_INTRO``, which a later rewrite drops (the zone is chosen afresh
 at each swap). docs/gradient.md, "The dynamic zone".
 """
@@ -26,8 +29,14 @@ ZONE_INTRO = "[liminal: context from earlier in this thread and saved memos]"
 _ZONE_HEAD = (
     ZONE_INTRO + "\nliminal placed these because their words match the recent turns; they were "
     "not written by the user now. A passage's key gets its full text from liminal's recall "
-    "tool; a memo is a note saved earlier (memo_save, /memo), named by its id.\n"
+    "tool; a memo is a note saved earlier (memo_save, /memo), named by its id; a lesson or a "
+    "tickle comes from another conversation, and recall with its key gives what was said there.\n"
 )
+# How liminal's answer to a recall of its memory (another conversation's lesson, summary or
+# title: ``liminal.lookup.lessons.resolve``) begins. Such an answer in this thread's tool output is
+# no passage to place again: its words are another conversation's, which may have been forgotten
+# or deleted since (the zone places them only through their own keys, read afresh).
+RECOLLECTION = "[liminal memory]"
 MAX_ENTRIES = 5
 MIN_TERMS = 2  # distinct query words a candidate must share: one common word is noise
 ENTRY_CHARS = 600  # an entry's text is clipped to this, so a few fit the budget
@@ -55,10 +64,14 @@ STOPWORDS = frozenset(_STOP.split())
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    key: str  # a recall key, or a memo's id
-    kind: str  # "memo" or "passage"
-    text: str
+    key: str  # a recall key, a memo's id, a lesson's key
+    kind: str  # "memo", "passage", "lesson" or "tickle"
+    text: str  # what is matched against the recent turns
     order: int = 0  # ties: lower first (a memo's age, a passage's place)
+    weight: float = 1.0  # the score is multiplied by it (recency, a confirmed lesson)
+    shown: str = ""  # what is placed instead of ``text`` (a tickle's line); "": ``text``, clipped
+    origin: tuple[str, ...] = ()  # the other conversations it comes from (their thread ids)
+    why: str = ""  # why it is offered, beside its words (the model's review kept it: its reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,9 +80,16 @@ class Placed:
     kind: str
     text: str  # as placed (clipped)
     score: float
+    origin: tuple[str, ...] = ()
+    why: str = ""
 
     def as_dict(self) -> dict[str, object]:
-        return {"key": self.key, "kind": self.kind, "score": self.score, "text": self.text}
+        found: dict[str, object] = {"key": self.key, "kind": self.kind, "score": self.score, "text": self.text}
+        if self.origin:
+            found["from"] = list(self.origin)
+        if self.why:
+            found["why"] = self.why
+        return found
 
 
 def terms(text: str) -> list[str]:
@@ -77,6 +97,12 @@ def terms(text: str) -> list[str]:
     stopword, not a number alone."""
     return [w for w in _TOKEN.findall(text.lower())
             if len(w) >= 3 and w not in STOPWORDS and not w.isdigit()]
+
+
+def is_recollection(text: str) -> bool:
+    """A recall of liminal's memory (``RECOLLECTION``), maybe after what a CLI puts before a
+    tool's output (Codex's timing)."""
+    return RECOLLECTION in text[:400]
 
 
 def tokens(text: str) -> int:
@@ -95,9 +121,11 @@ def _entry(placed: Placed) -> str:
 def select(candidates: Iterable[Candidate], recent: str, budget_tokens: int,
            max_entries: int = MAX_ENTRIES) -> list[Placed]:
     """The candidates that best match ``recent``, best first, within ``budget_tokens`` for the
-    whole block. Deterministic: ties go to the lower ``order``, then the key."""
+    whole block: BM25 times each one's ``weight``; no passage that is a recall of liminal's
+    memory (``is_recollection``), one tickle a conversation (its best). Deterministic: ties go to
+    the lower ``order``, then the key."""
     query = set(terms(recent))
-    pool = list(candidates)
+    pool = [c for c in candidates if not (c.kind == "passage" and is_recollection(c.text))]
     if budget_tokens <= 0 or not query or not pool:
         return []
     docs = [Counter(terms(c.text)) for c in pool]
@@ -108,26 +136,34 @@ def select(candidates: Iterable[Candidate], recent: str, budget_tokens: int,
     scored: list[tuple[float, int, str, int]] = []
     for i, (doc, length) in enumerate(zip(docs, lengths, strict=True)):
         shared = [w for w in query if w in doc]
-        if len(shared) < MIN_TERMS:
+        if len(shared) < MIN_TERMS or pool[i].weight <= 0:
             continue
         score = 0.0
         for w in sorted(shared):  # summed in one order: the same float every run
             idf = math.log(1 + (n - frequency[w] + 0.5) / (frequency[w] + 0.5))
             tf = doc[w]
             score += idf * tf * (_K1 + 1) / (tf + _K1 * (1 - _B + _B * length / average))
-        scored.append((-round(score, 9), pool[i].order, pool[i].key, i))
+        score = round(score * pool[i].weight, 9)
+        if score > 0:  # (a weight too small to count is none)
+            scored.append((-score, pool[i].order, pool[i].key, i))
     scored.sort()
     placed: list[Placed] = []
     used = tokens(_ZONE_HEAD)
+    reminded: set[str] = set()  # conversations a tickle already reminds of: one each
     for negative, _, _, i in scored:
         if len(placed) >= max_entries:
             break
-        entry = Placed(pool[i].key, pool[i].kind, _clip(pool[i].text), -negative)
+        one = pool[i]
+        if one.kind == "tickle" and reminded.intersection(one.origin):
+            continue
+        entry = Placed(one.key, one.kind, _clip(one.shown or one.text), -negative, one.origin, one.why)
         cost = tokens(_entry(entry)) + 1
         if used + cost > budget_tokens:
             continue  # a shorter one further down may still fit
         placed.append(entry)
         used += cost
+        if one.kind == "tickle":
+            reminded.update(one.origin)
     return placed
 
 

@@ -71,6 +71,8 @@ COMMANDS: dict[str, tuple[str | None, str]] = {
     "memos": ("[#tag|TEXT]", "liminal: find memos"),
     "scratchpad": ("[TEXT | + TEXT | --clear]",
                    "liminal: notes you and the model keep, at the head of its context after every swap"),
+    "lessons": ("[--all | confirm KEY | forget KEY]",
+                "liminal: what the model learned in this project's conversations; confirm or forget one"),
     "rename": ("TITLE", "liminal: name this thread"),
     "archive": (None, "liminal: hide this thread from liminal threads (it stays usable)"),
 }
@@ -145,7 +147,7 @@ class CommandCenter(Component):
         self.policy = policy
         self.harness = harness
         self._open_store = open_store
-        self.memos: zone.MemoSource | None = None  # /optimise's dynamic zone (liminal.kernel.zone)
+        self.zone: zone.ZoneSource | None = None  # /optimise's dynamic zone (liminal.kernel.zone)
         self.memory: Memory = unknown()  # the scratchpad: /scratchpad, and each move's preamble
         self._open_cache = open_cache
         self._store: Store | None = None
@@ -934,7 +936,9 @@ class CommandCenter(Component):
             raise CommandError("liminal has not seen this thread opened")
         aim, band = self.policy.aim, self.policy.recent(state.pace)
 
-        memos = await zone.offered(self.memos, thread) if self.policy.gradient.zone_tokens else ()
+        offer = (await self.zone.offer(thread, state.cwd, None)
+                 if self.zone is not None and self.policy.gradient.zone_tokens else zone.Offer())
+        memos = offer.candidates
         scratchpad = await self.memory.scratchpad(thread)
 
         def plan(current: Path) -> Writer:
@@ -1012,6 +1016,15 @@ class CommandCenter(Component):
         return (f"Scratchpad {'added to' if adding else 'written'} ({len(now.text)} of at most {limit} "
                 "characters): the model's context holds it from the next swap on, and its scratchpad "
                 "tool reads it now.")
+
+    async def _cmd_lessons(self, thread: str, args: str) -> str:
+        """The lessons of this project's conversations; one confirmed or forgotten."""
+        from liminal.kernel import lessonlist
+
+        try:
+            return await lessonlist.answer(await self.store(), args, self._cwd(thread))
+        except lessonlist.Refused as exc:
+            raise CommandError(str(exc)) from exc
 
     async def _cmd_rename(self, thread: str, args: str) -> str:
         title = " ".join(args.split())

@@ -28,7 +28,7 @@ import dataclasses
 import functools
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -410,13 +410,14 @@ class ThreadMover:
         self, state: ThreadState, *, old_backing: str, path: Path, reason: str,
         started: float, t0: float, tokens: int | None, write: Writer,
         check: Callable[[Rewritten], str | None] | None = None, decision: Decision | None = None,
-        move: str = "swap",
+        move: str = "swap", kept_out: Sequence[dict[str, Any]] = (),
     ) -> Moved:
         """Write the thread's next session with ``write(new_id)`` (in a worker thread) and move
         the held thread onto it: the step a swap and every command that rewrites a thread's
         context share. Journaled from before the file exists to the end; anything but a commit
         leaves no file and no open session behind (``_undo``). Returns what it came to: only a
-        committed move has moved the thread."""
+        committed move has moved the thread. ``kept_out``: what the model's review kept out of
+        its dynamic zone, journaled after what the zone placed (``kernel.zone.Verdict``)."""
         if self._stopping:
             return Moved("abandoned", self._stop_reason)
         moved = Moved("abandoned", "stopped during the move")
@@ -430,7 +431,7 @@ class ThreadMover:
                 self._moving.add(scope)
                 try:
                     moved = await self._move(state, old_backing, path, reason, started, t0,
-                                             tokens, write, check, decision, move)
+                                             tokens, write, check, decision, move, kept_out)
                 finally:
                     self._moving.discard(scope)
         if moved.committed:
@@ -442,6 +443,7 @@ class ThreadMover:
         self, state: ThreadState, old_backing: str, path: Path, reason: str,
         started: float, t0: float, tokens: int | None, write: Callable[[str], Rewritten],
         check: Callable[[Rewritten], str | None] | None, decision: Decision | None, move: str,
+        kept_out: Sequence[dict[str, Any]] = (),
     ) -> Moved:
         """``relocate``'s move, to its commit (or none)."""
         port = self.attached()
@@ -511,7 +513,8 @@ class ThreadMover:
             # store, the store's commit before it: refused or not taken, the move failed.
             record = self.made(state, old_backing, new_id, "committed", reason, started, t0,
                                rewritten.tokens_before, rewritten.tokens_after, decision, move=move,
-                               zone=[p.as_dict() for p in rewritten.zone] or None, size=rewritten.size)
+                               zone=[*(p.as_dict() for p in rewritten.zone), *kept_out] or None,
+                               size=rewritten.size)
             if self.shared is not None:
                 await faults.hit("swap.commit")  # the store's commit next
                 try:

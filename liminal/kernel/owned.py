@@ -4,7 +4,7 @@ A thread is deleted by both doors (``session/delete``: ``liminal.kernel.delete``
 threads delete``) by emptying every part of ``Holdings.parts`` of it, in this order:
 
 - ``records``: the store's record of it (messages, frames, its sessions' lines and the files
-  kept beside them, the model's summaries of it), and its tombstone (``DELETED``), which keeps
+  kept beside them, the model's summaries of it, its parts of lessons), and its tombstone (``DELETED``), which keeps
   the ids of the sessions that were its alone, so that what is left of them can be found later.
   First: from then on nothing answers for the thread (a recall, a search, a listing), so
   nothing puts it back in the cache;
@@ -34,9 +34,12 @@ older liminal that left its cache and files.
 
 liminal's memory of a thread needs no part of its own where it is kept as the thread's: its
 scratchpad and its search dumps' queries are messages of the thread (``Records``), and a dump's
-text is a cache entry under the thread's id (``Cached``). What memory keeps elsewhere (lessons a
-thread shares with others) is one more part in ``Holdings.parts``: deleted, counted and purged
-with the rest, by both doors. Not parts: the spool (frames wait there only until the store takes them, and a deleted
+text is a cache entry under the thread's id (``Cached``). A lesson several threads share is one
+message per thread in the ``liminal-lessons`` pseudo-thread, each naming its thread as a summary
+does (``records.of_thread``): the thread's part is its record, which ``Store.delete_thread``
+takes, leaving the other threads' parts (``liminal.lookup.lessons``). What memory keeps
+elsewhere is one more part in ``Holdings.parts``: deleted, counted and purged with the rest, by
+both doors. Not parts: the spool (frames wait there only until the store takes them, and a deleted
 thread's are dropped then: ``Batch.without``); ``rewrites.jsonl`` (ids and sizes); the side
 sessions of the model's summaries (each removed as it ends); memos (``/memo``: a person's notes,
 kept for every thread).
@@ -58,7 +61,7 @@ from liminal.config import Settings
 from liminal.errors import in_words
 from liminal.harness.base import SessionHarness
 from liminal.kernel.journal import SwapJournal
-from liminal.store.records import DELETED, SUMMARY_THREAD, Batch, ThreadUpdate, summarised
+from liminal.store.records import DELETED, OWNED_ELSEWHERE, Batch, ThreadUpdate, summarised
 from liminal.units import plural
 
 if TYPE_CHECKING:
@@ -104,8 +107,9 @@ class Records:
         found = len(await store.messages(whose.thread)) + len(await store.frames(thread_id=whose.thread, limit=1000))
         for session in whose.sessions:
             found += len(await store.session_records(session, limit=1000))
-        return found + sum(1 for m in await store.messages(SUMMARY_THREAD, "summary")
-                           if summarised(m.data) == whose.thread)
+        for pseudo in OWNED_ELSEWHERE:  # its summaries, its parts of lessons
+            found += sum(1 for m in await store.messages(pseudo) if summarised(m.data) == whose.thread)
+        return found
 
     async def remove(self, whose: Whose) -> int:
         # The tombstone first: from then on no batch brings back a record of the thread (the

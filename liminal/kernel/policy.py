@@ -46,7 +46,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from liminal import moves
-from liminal.config import GradientSettings, SwapSettings
+from liminal.config import GradientSettings, MemorySettings, SwapSettings
 from liminal.gradient.bands import preamble_budget, recent_budget
 from liminal.units import plural, tokens
 
@@ -66,6 +66,16 @@ MIN_GAP = 8_000
 # measured by ``bench/cost.py``) to the cache, and outputs about this much.
 SUMMARY_DIGEST_SHARE = 0.1
 SUMMARY_OUTPUT = 1_000
+# The range's lessons and the model's review of the dynamic zone's candidates ride that request
+# (``memory.lessons``, ``memory.review``): their instructions, and the notes to review (at most
+# five, each clipped to 200 characters), written with it. With the lessons asked, the request
+# bounds the whole answer (``summarize.summary_request``): the state in 8 lines (about 160
+# tokens), the summary in 200 words (270), six lessons under 160 characters (270), a verdict of
+# ten words a note (75): at most about 775 tokens, priced as ``BOUNDED_OUTPUT``. Without them
+# the answer has no bound and is priced at ``SUMMARY_OUTPUT``.
+BOUNDED_OUTPUT = 800
+LESSONS_REQUEST = 120
+REVIEW_REQUEST = 380
 # Anthropic's prompt cache lives 5 minutes; the longer one, an hour, costs this much a written
 # token (the input price is 1). A cache that lives longer than 5 minutes is priced so.
 SHORT_CACHE_SECONDS = 300.0
@@ -236,7 +246,7 @@ def floor_bounds(swap: SwapSettings, gradient: GradientSettings, overhead: int |
 
 class CostPolicy:
     def __init__(self, swap: SwapSettings, gradient: GradientSettings, ceiling: int,
-                 prices: Prices = PRICES, side_session_tokens: int = 0) -> None:
+                 prices: Prices = PRICES, side_session_tokens: int = 0, memory: MemorySettings | None = None) -> None:
         self.swap = swap
         self.gradient = gradient
         self.ceiling = ceiling
@@ -244,6 +254,7 @@ class CostPolicy:
         # The CLI's own prompt in a side session (``SessionHarness.side_session_tokens``): what a
         # summary costs beside liminal's request and the summary (0: not known, not counted).
         self.side_session_tokens = side_session_tokens
+        self.memory = memory or MemorySettings()  # what rides the summary's request
 
     @property
     def summaries(self) -> bool:
@@ -256,8 +267,17 @@ class CostPolicy:
         if not self.summaries:
             return 0.0
         p = self.prices_for(pace)
-        request = SUMMARY_DIGEST_SHARE * max(context - target, 0)
-        return p.write * (self.side_session_tokens + request) + p.output * SUMMARY_OUTPUT
+        request = SUMMARY_DIGEST_SHARE * max(context - target, 0) + self.memory_request()
+        return p.write * (self.side_session_tokens + request) + p.output * self.summary_output()
+
+    def summary_output(self) -> int:
+        """What the model's answer to a summary's request is priced at (tokens)."""
+        return BOUNDED_OUTPUT if self.memory.lessons else SUMMARY_OUTPUT
+
+    def memory_request(self) -> int:
+        """What the lessons and the review add to a summary's request (tokens)."""
+        review = self.memory.review and self.gradient.zone_tokens > 0
+        return LESSONS_REQUEST * self.memory.lessons + REVIEW_REQUEST * review
 
     # -- the thread's prompt cache ----------------------------------------------------------
 

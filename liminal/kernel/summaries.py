@@ -23,6 +23,15 @@ swap's rewrite is given a ``WithSummaries`` summarizer built from them, synchron
 never waits for a summary, and one not ready leaves the extractive preamble. A range is
 summarised once: the next one starts after the turns the thread's summaries cover.
 
+The same request asks for the range's **lessons** (``memory.lessons``: decisions, facts the
+person asked to keep, conventions, open work, each citing its turn), stored consolidated across
+threads (``liminal.lookup.lessons``), and for the model's **review** of what the coming swap's
+dynamic zone would place from memory (``memory.review``): the candidates the first stage
+(``liminal.gradient.zone.select`` over ``ZoneSource.pool``, with the turns the swap would keep
+as the query) chooses now, a turn or two before the swap; each kept or dropped with a reason,
+handed to the zone's source for that swap (``ZoneSource.reviewed``). One side session, one
+prompt: no request of its own.
+
 Off the prompt path: one summary at a time, in this component's task; the swap manager's holds
 and moves never wait for it (it takes no move lock: it only reads the session file).
 """
@@ -44,7 +53,7 @@ import anyio.to_thread
 from liminal import log
 from liminal.acp.port import AgentProcess, Component, OwnRequestError, Port
 from liminal.acp.side_sessions import text_of
-from liminal.config import SwapSettings
+from liminal.config import MemorySettings, SwapSettings
 from liminal.errors import in_words
 from liminal.gradient.summarize import (
     PREAMBLE_INTRO,
@@ -56,6 +65,8 @@ from liminal.gradient.summarize import (
     fold_request,
     live,
     parse_answer,
+    parse_lessons,
+    parse_review,
     plan_fold,
     rendered,
     section,
@@ -63,13 +74,16 @@ from liminal.gradient.summarize import (
     text_hash,
     turn_key,
 )
+from liminal.gradient.zone import MAX_ENTRIES, Candidate, select
 from liminal.harness.base import SessionHarness
 from liminal.kernel.policy import CostPolicy
 from liminal.kernel.threads import ThreadModel
+from liminal.kernel.zone import Verdict, ZoneSource
 from liminal.sessionfiles import make_private_folder
 from liminal.store.records import SUMMARY_THREAD, Batch, MessageRecord
 
 if TYPE_CHECKING:
+    from liminal.gradient.summarize import TurnDigest
     from liminal.store.base import Store
 
 logger = log.get("liminal.summaries")
@@ -123,6 +137,11 @@ class SideSummaries(Component):
         # its files are removed once more when the agent has gone (``aclose``).
         self._opened: list[tuple[str, Path]] = []
         self._prompting: str | None = None  # the side session whose prompt is unanswered
+        # Lessons and the review of the zone's candidates ride each summary's request.
+        self.memory = MemorySettings()
+        self.zone: ZoneSource | None = None  # what the zone is offered (None: nothing to review)
+        self.lessons_kept = 0  # lessons stored (tests wait on it)
+        self.reviews = 0  # reviews made
         model.on_turn_end.append(self._turn_ended)
         model.on_quiet.append(self._quiet)
 
@@ -250,10 +269,15 @@ class SideSummaries(Component):
             fold = await self._fold(port, thread_id, self._summaries.get(thread_id, []))
             self._summaries.setdefault(thread_id, []).extend([fold] if fold else [])
             return
-        request = summary_request(todo)
-        self._asked_on[thread_id] = port.backing_of(thread_id)  # this cycle's side session
+        backing = port.backing_of(thread_id)
+        review = await self._to_review(thread_id, state.cwd, path, turns)
+        request = summary_request(todo, lessons=self.memory.lessons,
+                                  review=[(c.key, c.shown or c.text) for c in review])
+        self._asked_on[thread_id] = backing  # this cycle's side session
         started = time.monotonic()
         answer = await self.ask(port, request)
+        await self._learned(thread_id, todo, answer)
+        self._reviewed(thread_id, backing, review, answer)
         text, anchor = parse_answer(answer)
         if not text:
             logger.info("the side session gave no summary", thread=thread_id)
@@ -272,6 +296,78 @@ class SideSummaries(Component):
             logger.warning("no fold made", thread=thread_id, error=f"{type(exc).__name__}: {exc}")
             fold = None
         mine.extend([summary, fold] if fold else [summary])
+
+    async def _to_review(self, thread_id: str, cwd: str | None, path: Path,
+                         ancient: list[TurnDigest]) -> list[Candidate]:
+        """What the first stage would place from memory at the coming swap, as it stands now:
+        the zone's candidates (``ZoneSource.pool``) matched against the turns a swap would keep
+        whole now (the session's turns less ``ancient``; the last that says anything, at least).
+        None when the
+        review is off, the zone is, or the store does not answer: the first stage's choice then
+        stands."""
+        zone, budget = self.zone, self.policy.gradient.zone_tokens
+        if zone is None or not self.memory.review or budget <= 0:
+            return []
+        try:
+            offer = await zone.offer(thread_id, cwd, None)
+            if not offer.candidates:
+                return []
+            gone = {turn_key(t) for t in ancient}
+            # What was said: a turn the CLI has only begun writing (the next prompt, sent while
+            # this side session reads the file) has no words yet.
+            said = [t for t in await anyio.to_thread.run_sync(self.harness.digests, path)
+                    if t.prompt.strip() or t.replies]
+            kept = [t for t in said if turn_key(t) not in gone] or said[-1:]  # the last, at least
+            recent = "\n".join(" ".join((t.prompt, *t.replies)) for t in kept)
+            chosen = {p.key for p in select(offer.candidates, recent, budget, MAX_ENTRIES)}
+        except Exception as exc:  # no review: the first stage's choice stands
+            logger.warning("the zone's candidates not read for the review", thread=thread_id,
+                           error=f"{type(exc).__name__}: {exc}")
+            return []
+        return [c for c in offer.candidates if c.key in chosen]
+
+    def _reviewed(self, thread_id: str, backing: str, review: list[Candidate], answer: str) -> None:
+        """The model's keep or drop of each candidate, for the swap that ends this cycle."""
+        if self.zone is None or not review:
+            return
+        said = parse_review(answer, [c.key for c in review])
+        verdicts = [Verdict(c.key, c.kind, c.shown or c.text, *said[c.key]) for c in review if c.key in said]
+        if not verdicts:
+            logger.info("the side session reviewed nothing: the first stage's choice stands",
+                        thread=thread_id, candidates=len(review))
+            return
+        self.zone.reviewed(thread_id, backing, verdicts)
+        self.reviews += 1
+        for verdict in verdicts:
+            logger.info("the model reviewed a candidate of the dynamic zone", thread=thread_id,
+                        key=verdict.key, keep=verdict.keep, reason=verdict.reason)
+
+    async def _learned(self, thread_id: str, turns: list[TurnDigest], answer: str) -> None:
+        """The range's lessons (its ``## LESSONS``) stored, each with the turn it cites and the
+        person's message there, consolidated with the lessons of every thread."""
+        drawn = parse_lessons(answer, turns) if self.memory.lessons else []
+        if not drawn:
+            return
+        from liminal.lookup.lessons import Learned, keep
+
+        try:
+            store = await self.store()
+            if store is None:
+                return
+            by_number = {t.number: t for t in turns}
+            prompts = [m for m in await store.messages(thread_id, kind="user") if not m.replayed]
+            learned = []
+            for lesson in drawn:
+                turn = by_number.get(lesson.turn) if lesson.turn is not None else None
+                said = " ".join(turn.prompt.split()) if turn is not None else ""
+                message = next((m.id for m in prompts if said and " ".join(m.text.split())[:200] == said[:200]), None)
+                learned.append(Learned(lesson.text, lesson.sort, turn_key(turn) if turn else None, message, said))
+            keys = await keep(store, thread_id, learned)
+        except Exception as exc:  # the summary stands without them
+            logger.warning("lessons not stored", thread=thread_id, error=f"{type(exc).__name__}: {exc}")
+            return
+        self.lessons_kept += len(keys)
+        logger.info("lessons kept", thread=thread_id, keys=keys)
 
     def _budget_chars(self) -> int:
         """The preamble's budget at the floor, in characters (as the rewrites count it)."""

@@ -53,7 +53,7 @@ from liminal.kernel.memory import Memory, unknown
 from liminal.kernel.mover import UNDO_CLOSE_SECONDS, ThreadMover
 from liminal.kernel.policy import CostPolicy, Decision
 from liminal.kernel.threads import ThreadModel, ThreadState
-from liminal.kernel.zone import MemoSource, offered
+from liminal.kernel.zone import Offer, ZoneSource
 from liminal.sessionfiles import is_session_id
 
 if TYPE_CHECKING:
@@ -121,7 +121,8 @@ class SwapManager(Component):
         # Whether the model's summary of the thread's cycle on a session was asked for (its side
         # session opened, so paid): the journal prices no summary that was never made.
         self.summary_asked: Callable[[str, str], bool] = lambda _thread, _backing: False
-        self.memos: MemoSource | None = None  # the dynamic zone's memos (``liminal.kernel.zone``)
+        # What the dynamic zone is offered beside the passages (``liminal.kernel.zone``).
+        self.zone: ZoneSource | None = None
         self.memory: Memory = unknown()  # the thread's scratchpad, for the preamble
         self._prepared = False  # the journal's bindings are in the router (``prepare``)
         self._running = False  # ``run`` is looking at turn ends
@@ -639,7 +640,9 @@ class SwapManager(Component):
             # The policy prices a summary in every cycle; this one had none (a thread whose
             # context jumped past the trigger before one was due): its record says so.
             decision = dataclasses.replace(decision, summary=0.0)
-        memos = await offered(self.memos, thread_id) if self.policy.gradient.zone_tokens else ()
+        offer = (await self.zone.offer(thread_id, state.cwd, old_backing)
+                 if self.zone is not None and self.policy.gradient.zone_tokens else Offer())
+        memos = offer.candidates
         t_rewrite = time.monotonic()
 
         # The model's summaries ready now (``liminal.kernel.summaries``), never waited for.
@@ -669,7 +672,8 @@ class SwapManager(Component):
 
         moved = await self.mover.relocate(state, old_backing=old_backing, path=path, reason=reason,
                                           started=started, t0=t0, tokens=tokens, write=rewrite,
-                                          check=check, decision=decision)
+                                          check=check, decision=decision,
+                                          kept_out=[v.as_dict() for v in offer.dropped])
         if not moved.committed:
             return False
         rewritten, moved_by, t_rewritten, t_moved = moved.rewritten, moved.opened_by, moved.t_rewritten, moved.t_moved

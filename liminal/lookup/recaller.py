@@ -13,7 +13,9 @@ line holds only a preview naming the file) is recalled whole: the file's bytes, 
 (``liminal.ingest.tail`` keeps them with the line), else the file; the preview when neither has it.
 What was found is kept in the cache under ``recall:<key>``: Redis when configured, so every
 sidecar on a team sees it, else files under ``$LIMINAL_HOME/cache``. A dump's id
-(``liminal.lookup.dumps``) is recalled too: a large search answer, kept in the cache.
+(``liminal.lookup.dumps``) is recalled too: a large search answer, kept in the cache; and so is
+a key the dynamic zone placed from memory (``liminal.lookup.lessons``: a lesson, another
+thread's summary or title), from the store alone.
 """
 
 from __future__ import annotations
@@ -48,10 +50,12 @@ class Recaller:
     async def recall(self, text: str) -> bytes:
         """The bytes behind ``text`` (a key from a truncation marker, or a dump's id:
         ``liminal.lookup.dumps``). Raises ``RecallError``."""
-        from liminal.lookup import dumps
+        from liminal.lookup import dumps, lessons
 
         if dumps.is_dump_id(text):
             return (await dumps.resolve(self.store, self.cache, text)).encode()
+        if lessons.is_memory_key(text):  # a lesson, another thread's summary or title: the store's
+            return (await self._memory(text)).encode()
         key = RecallKey.parse(text)  # checked before any part of it becomes a path or a query
         cache_key = f"recall:{key}"
         if self.cache is not None:
@@ -65,6 +69,21 @@ class Recaller:
         if self.cache is not None:
             await self.cache.set(cache_key, value)
         return value
+
+    async def _memory(self, key: str) -> str:
+        """A key the dynamic zone placed from memory (``liminal.lookup.lessons.resolve``): read
+        from the store each time, never cached, so that what was forgotten or deleted is gone."""
+        from liminal.lookup import lessons
+        from liminal.store.base import StoreError
+
+        if self.store is None:
+            raise RecallError(f"{key.strip()}: lessons need liminal's store, which is off or down")
+        try:
+            return await lessons.resolve(self.store, key)
+        except LookupError as exc:
+            raise RecallError(str(exc)) from exc
+        except StoreError as exc:
+            raise RecallError(f"{key.strip()}: liminal's store could not be read ({exc})") from exc
 
     async def _from_store(self, key: RecallKey) -> bytes | None:
         if self.store is None:

@@ -31,7 +31,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from liminal.lookup.memos import MEMO_THREAD
-from liminal.store.records import SUMMARY_THREAD, SearchHit, summarised, turn_numbers
+from liminal.store.records import (
+    OWNED_ELSEWHERE,
+    SUMMARY_THREAD,
+    SearchHit,
+    summarised,
+    turn_numbers,
+)
 
 if TYPE_CHECKING:
     from liminal.store.base import Store
@@ -48,7 +54,7 @@ _LIMINAL_TOOL = re.compile(r'mcp(?:__|\.)liminal(?:__|\.)|"server": ?"liminal"|^
 # A CLI's record of a call that starts with the tool's name (Claude Code's ``Bash {...}``).
 _TOOL_NAME = re.compile(r"([\w.-]+) [{\[]")
 _WHO = {"user": "you", "agent": "model", "thought": "thinking", "tool_call": "tool", "plan": "plan",
-        "summary": "model's summary"}
+        "summary": "model's summary", "lesson": "model's lesson"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,10 +125,10 @@ async def place(store: Store, hits: list[SearchHit]) -> list[Found]:
     # Memos and the model's summaries are kept under pseudo-threads no person named (shown as a
     # thread called "liminal-" before): a summary is placed in the thread it summarises.
     summaries: dict[str, str] = {}
-    if any(h.thread_id == SUMMARY_THREAD for h in hits):
-        summaries = {m.id: of for m in await store.messages(SUMMARY_THREAD, "summary")
-                     if (of := summarised(m.data)) is not None}
-    placed = [summaries.get(h.id) if h.thread_id == SUMMARY_THREAD else h.thread_id for h in hits]
+    for pseudo in OWNED_ELSEWHERE:  # a summary, a lesson's part: placed in the thread it is of
+        if any(h.thread_id == pseudo for h in hits):
+            summaries |= {m.id: of for m in await store.messages(pseudo) if (of := summarised(m.data)) is not None}
+    placed = [summaries.get(h.id) if h.thread_id in OWNED_ELSEWHERE else h.thread_id for h in hits]
     for thread_id in dict.fromkeys(t for t in placed if t and t != MEMO_THREAD):
         thread = await store.thread(thread_id)
         titles[thread_id] = thread.title if thread else ""
@@ -153,8 +159,9 @@ async def place(store: Store, hits: list[SearchHit]) -> list[Found]:
         aside, title = "", titles.get(hit.thread_id or "", "")
         if hit.thread_id == MEMO_THREAD:
             aside = "liminal's memos"
-        elif hit.thread_id == SUMMARY_THREAD:
+        elif hit.thread_id in OWNED_ELSEWHERE:
             of = summaries.get(hit.id) or ""
-            aside, title = "older turns", titles.get(of) or of[:8]
+            aside = "older turns" if hit.thread_id == SUMMARY_THREAD else "a lesson"
+            title = titles.get(of) or of[:8]
         found.append(Found(hit, title, turn, who, tool, aside))
     return found

@@ -72,8 +72,9 @@ class LiminalTools:
     def tools(self) -> list[Tool]:
         return [
             Tool("recall", "The original text behind a truncation marker in the conversation "
-                 "('... call liminal's recall tool with key K'), exactly as it was. Long texts come in "
-                 "parts: pass `start` to get the next.",
+                 "('... call liminal's recall tool with key K'), exactly as it was; also what a key "
+                 "in liminal's context block names (a lesson or a tickle from another conversation: "
+                 "what was said there). Long texts come in parts: pass `start` to get the next.",
                  {"key": {"type": "string", "description": "the key from the marker"},
                   "start": {"type": "integer", "description": "character to start from (default 0)"}},
                  ("key",), self.recall),

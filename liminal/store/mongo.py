@@ -73,7 +73,7 @@ from liminal.store.records import (
     DELETED,
     HISTORY_KINDS,
     LOAD,
-    SUMMARY_THREAD,
+    OWNED_ELSEWHERE,
     TO_LIMINAL,
     Batch,
     FrameRecord,
@@ -487,8 +487,9 @@ class MongoStore:
     async def delete_thread(self, thread_id: str, sessions: Collection[str] = ()) -> int:
         found = await self._threads.find_one({"_id": thread_id})
         backings = list(dict.fromkeys([thread_id, *(found["backing_ids"] if found else []), *sessions]))
-        # The model's summaries of it, kept under their own pseudo-thread (their data is JSON text).
-        summaries = [d["_id"] async for d in self._messages.find({"thread_id": SUMMARY_THREAD})
+        # The model's summaries of it and its parts of lessons, kept under their own
+        # pseudo-threads (their data is JSON text).
+        summaries = [d["_id"] async for d in self._messages.find({"thread_id": {"$in": list(OWNED_ELSEWHERE)}})
                      if summarised((await self._message(d)).data) == thread_id]
         records = (
             (self._messages, {"thread_id": thread_id}, "message:"),

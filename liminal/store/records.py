@@ -74,6 +74,13 @@ class MessageRecord:
 # more (``Batch.without``). Memos are kept the same way and outlive the thread they were written
 # in (``liminal.lookup.memos``): a person's note, not a copy of the conversation.
 SUMMARY_THREAD = "liminal-summaries"
+# The lessons the model drew from a thread's turns (``liminal.lookup.lessons``): one message of
+# this pseudo-thread per lesson and thread it came from, naming that thread in ``data["thread"]``
+# as a summary does, so each thread's part of a lesson several threads share is that thread's
+# record, deleted with it (``Store.delete_thread``) while the other threads' parts stay.
+LESSON_THREAD = "liminal-lessons"
+# The pseudo-threads whose messages are each the record of the thread their ``data`` names.
+OWNED_ELSEWHERE = (SUMMARY_THREAD, LESSON_THREAD)
 
 
 def summarised(data: object) -> str | None:
@@ -83,8 +90,9 @@ def summarised(data: object) -> str | None:
 
 
 def of_thread(message: MessageRecord) -> str:
-    """The thread a message is the record of: its own, or the one a model's summary summarises."""
-    if message.thread_id == SUMMARY_THREAD:
+    """The thread a message is the record of: its own, or the one a model's summary summarises
+    (a lesson's part: the thread it came from)."""
+    if message.thread_id in OWNED_ELSEWHERE:
         return summarised(message.data) or message.thread_id
     return message.thread_id
 

@@ -58,7 +58,7 @@ from liminal.store.records import (
     DELETED,
     HISTORY_KINDS,
     LOAD,
-    SUMMARY_THREAD,
+    OWNED_ELSEWHERE,
     TO_LIMINAL,
     Batch,
     FrameRecord,
@@ -384,9 +384,10 @@ class SqliteStore:
                         c.execute(f"DELETE FROM parts WHERE owner IN (SELECT '{owner}' || id "
                                   f"FROM {table} WHERE thread_id = ? OR backing_id IN ({marks}))",
                                   (thread_id, *backings))
-                # The model's summaries of it, kept under their own pseudo-thread.
+                # The model's summaries of it and its parts of lessons, kept under their own
+                # pseudo-threads.
                 summaries = [mid for mid, data in c.execute(
-                    "SELECT id, data FROM messages WHERE thread_id = ?", (SUMMARY_THREAD,)).fetchall()
+                    "SELECT id, data FROM messages WHERE thread_id IN (?, ?)", OWNED_ELSEWHERE).fetchall()
                     if summarised(orjson.loads(data)) == thread_id]
                 for start in range(0, len(summaries), 500):  # within SQLite's variables limit
                     chunk = summaries[start:start + 500]

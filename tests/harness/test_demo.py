@@ -42,3 +42,19 @@ def test_the_demo_serves_a_model_and_writes_what_points_at_it(tmp_path: Path) ->
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+def test_the_demos_summary_gives_a_lesson_of_what_the_person_asked_to_remember() -> None:
+    """docs/memory.md, "Try it": the demo's side session draws a lesson from each prompt that says
+    "remember", citing its turn, as liminal reads it, and keeps every note it reviews."""
+    from fixtures.harness.demo import summary
+    from fixtures.harness.script import ModelRequest
+    from liminal.gradient.summarize import TurnDigest, parse_lessons, parse_review, summary_request
+
+    turns = [TurnDigest(1, "remember: the release codename is PLOVER-8812", ("pong",)),
+             TurnDigest(2, "BIG read please", ("read it",))]
+    asked = summary_request(turns, lessons=True, review=[("lesson:0123456789", "the deploy window is Tuesday")])
+    answer = summary(ModelRequest("anthropic", "/v1/messages", {}, b"", (), asked, (), 1)).text
+    [lesson] = parse_lessons(answer, turns)
+    assert (lesson.turn, lesson.text) == (1, "the release codename is PLOVER-8812")
+    assert parse_review(answer, ["lesson:0123456789"])["lesson:0123456789"][0] is True

@@ -259,12 +259,14 @@ async def test_a_deleted_thread_is_gone_through_every_door(tmp_path: Path, door:
 async def test_doctor_finds_what_deleted_threads_left_and_purge_removes_it(tmp_path: Path, cache: str) -> None:
     """A thread an older liminal deleted (its tombstone names no session; its swap journal lines,
     files and cached blobs stayed), a line of its rewrite's session stored since under no thread
-    (the CLI wrote the file again as its process ended), a record of it set aside, a slash command
-    its model queued, the lines the CLIs' logs keep of its sessions (Claude Code's prompt history,
-    written by its terminal interface; Codex's thread names): ``liminal doctor`` says what is left
-    in one line, ``liminal threads purge`` removes it, and the live thread keeps everything."""
+    (the CLI wrote the file again as its process ended), its part of a lesson the live thread
+    shares, a record of it set aside, a slash command its model queued, the lines the CLIs' logs
+    keep of its sessions (Claude Code's prompt history, written by its terminal interface;
+    Codex's thread names): ``liminal doctor`` says what is left in one line, ``liminal threads
+    purge`` removes it, and the live thread keeps everything."""
     from liminal.ingest import quarantine
     from liminal.kernel.journal import SwapRecord
+    from liminal.lookup import lessons
     from liminal.mcp import link
     from liminal.store.records import DELETED, Batch, MessageRecord, SessionRecord, ThreadUpdate
 
@@ -287,6 +289,9 @@ async def test_doctor_finds_what_deleted_threads_left_and_purge_removes_it(tmp_p
         await store.write(Batch(threads=[ThreadUpdate(doomed, 1.0, title="doomed", backing_ids=(doomed, moved)),
                                          ThreadUpdate(kept, 1.0, title="kept", backing_ids=(kept, kept_moved))]))
         await store.delete_thread(doomed)
+        # Its part of a lesson it shares with the live thread (an older liminal's delete left it).
+        for thread in (doomed, kept):
+            await lessons.keep(store, thread, [lessons.Learned("The staging port moved to 6543.")], now=1.0)
         await store.write(Batch(threads=[ThreadUpdate(doomed, 2.0, state=DELETED, by_user=True)]))
         await store.write(Batch(session_records=[SessionRecord(
             SessionRecord.make_id(moved, 0), moved, None, 0, None, "last-prompt", None, None, (),
@@ -313,10 +318,10 @@ async def test_doctor_finds_what_deleted_threads_left_and_purge_removes_it(tmp_p
         return doctor_line(done.stdout.decode(), "delete")
 
     assert await delete_line() == (
-        f"PROBLEM delete 1 deleted thread left 1 record, 3 files, 3 lines in the CLI's logs, 2 cache entries, "
+        f"PROBLEM delete 1 deleted thread left 2 records, 3 files, 3 lines in the CLI's logs, 2 cache entries, "
         f"1 record set aside, 1 queued command, 1 journal line, e.g. {doomed}: `liminal threads purge` removes them")
     purged = await liminal(tmp_path, cache, "threads", "purge")
-    assert purged == (f"purged deleted thread {doomed}: 1 record, 3 files, 3 lines in the CLI's logs, "
+    assert purged == (f"purged deleted thread {doomed}: 2 records, 3 files, 3 lines in the CLI's logs, "
                       "2 cache entries, 1 record set aside, 1 queued command, 1 journal line\n"), purged
     assert [orjson.loads(line)["sessionId"] for line in history.read_bytes().splitlines()] == [kept]
     assert [orjson.loads(line)["id"] for line in names.read_bytes().splitlines()] == [kept]
@@ -331,5 +336,7 @@ async def test_doctor_finds_what_deleted_threads_left_and_purge_removes_it(tmp_p
         [tomb] = await store.deleted_threads()
         assert tomb.backing_ids == (doomed, moved)  # what was its, now named
         assert [s.thread.id for s in await store.threads()] == [kept]
+        [shared] = await lessons.every(store)  # the live thread's part stays
+        assert shared.threads == (kept,)
     finally:
         await store.aclose()

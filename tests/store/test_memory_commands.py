@@ -6,14 +6,19 @@ store: ``/scratchpad`` through the router's hook (answered by liminal, never the
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
 import pytest
 
 from liminal.config import MemorySettings
+from liminal.gradient.zone import Candidate
 from liminal.kernel.memory import Memory
-from liminal.lookup import dumps, scratchpad
+from liminal.kernel.zone import ZoneSource
+from liminal.lookup import dumps, lessons, scratchpad
+from liminal.lookup.lessons import Learned
 from liminal.mcp.protocol import ToolError
 from liminal.mcp.tools import LiminalTools
 from liminal.store.base import Store
@@ -23,6 +28,7 @@ from tests.store.test_store_contract import message
 from tests.store.test_typed_commands import ONE, TWO, typist
 
 pytestmark = pytest.mark.anyio
+THREE = "33333333-0000-4000-8000-000000000003"
 
 
 async def test_the_person_shows_writes_adds_to_and_clears_the_scratchpad(store: Store) -> None:
@@ -122,9 +128,11 @@ def test_a_long_search_answer_is_a_dump_the_model_reads_in_parts(tmp_path: Path)
 
 def test_liminal_threads_delete_takes_the_scratchpad_and_leaves_no_dump_to_read(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    """The other door (``session/delete`` through the proxy: ``tests/acceptance/test_scratchpad.py``):
-    the person's command removes the thread's scratchpad, and its dumps resolve no more, though
-    the cache still holds their text; another thread's stay."""
+    """The other door (``session/delete`` through the proxy: ``tests/acceptance/test_scratchpad.py``
+    and ``test_lessons.py``): the person's command removes the thread's scratchpad, and its dumps
+    resolve no more, though the cache still holds their text; its lessons go (a lesson it shares
+    keeps the other thread's part), so the other thread's zone is offered nothing of it; another
+    thread's stay."""
     from liminal import cli
 
     home = tools_home(tmp_path)
@@ -143,6 +151,15 @@ def test_liminal_threads_delete_takes_the_scratchpad_and_leaves_no_dump_to_read(
         finally:
             await store.aclose()
         ids = []
+        store = await SqliteStore.open(home / "liminal.db")
+        try:
+            keys = [*await lessons.keep(store, ONE, [Learned("The vault combination is 31-4-15."),
+                                                     Learned("The staging port moved to 6543.")]),
+                    *await lessons.keep(store, TWO, [Learned("The staging port moved to 6543.")])]
+            assert keys[1] == keys[2]  # one lesson, a part of each
+            assert {c.key for c in await offered(store) if ONE in c.origin} == set(keys)
+        finally:
+            await store.aclose()
         for thread in (ONE, TWO):
             tools = LiminalTools(home, thread=thread)
             try:
@@ -152,9 +169,9 @@ def test_liminal_threads_delete_takes_the_scratchpad_and_leaves_no_dump_to_read(
                 assert (await tools.recall({"key": ids[-1]}))[0].startswith("- [")
             finally:
                 await tools.aclose()
-        return ids
+        return [*ids, *keys[:2]]
 
-    doomed, kept = anyio.run(made)
+    doomed, kept, alone, shared = anyio.run(made)
     assert cli.main(["threads", "delete", ONE, "--yes"]) == 0
     assert f"deleted thread {ONE}" in capsys.readouterr().out
     assert any((home / "cache").rglob("*")), "the cache still holds the dumps' text"
@@ -168,7 +185,22 @@ def test_liminal_threads_delete_takes_the_scratchpad_and_leaves_no_dump_to_read(
             with pytest.raises(ToolError, match="no such dump"):
                 await tools.recall({"key": doomed})
             assert (await tools.recall({"key": kept}))[0].startswith("- [")
+            assert [(lesson.key, lesson.threads) for lesson in await lessons.every(store)] == [(shared, (TWO,))]
+            with pytest.raises(ToolError, match="no such lesson"):
+                await tools.recall({"key": alone})
+            assert "vault" not in (await tools.recall({"key": shared}))[0]
+            assert not [c for c in await offered(store) if ONE in c.origin or "31-4-15" in c.shown]
         finally:
             await tools.aclose()
 
     anyio.run(after)
+
+
+async def offered(store: Store) -> list[Candidate]:
+    """What a third conversation's zone is offered of the others (every folder's)."""
+
+    @asynccontextmanager
+    async def opened() -> AsyncIterator[Store]:
+        yield store
+
+    return await ZoneSource(opened, MemorySettings(reach="all")).pool(THREE, None)

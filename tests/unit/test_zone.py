@@ -204,7 +204,20 @@ def test_context_lists_what_the_last_move_placed() -> None:
     assert lines[0].startswith("Dynamic zone (1 placed") and lines[1].startswith("  memo memo-1: The staging")
     assert len(lines[1]) < 110
     assert described(["damaged", {"key": "k", "kind": "passage", "text": 3}]) == [
-        "Dynamic zone (1 placed by the last move, best first):", "  passage k: 3"]
+        "Dynamic zone (1 placed by the last move, best first; each shares words with the recent turns):",
+        "  passage k: 3", "    why: not reviewed by the model"]
+    # Why each was placed, and what the model's review kept out (``kernel.zone.Verdict``).
+    lines = described([
+        {"key": "lesson:0123456789", "kind": "lesson", "score": 2.25, "text": "the codename is PLOVER-8812",
+         "why": "the model's review kept it: the release"},
+        {"key": "memo-2", "kind": "memo", "score": 0.0, "text": "lunch on Fridays", "placed": False,
+         "why": "dropped by the model's review: unrelated"}])
+    assert lines == [
+        "Dynamic zone (1 placed by the last move, best first; each shares words with the recent turns):",
+        "  lesson lesson:0123456789: the codename is PLOVER-8812",
+        "    why: score 2.25; the model's review kept it: the release",
+        "Kept out by the model's review (1):",
+        "  memo memo-2: lunch on Fridays\n    why: dropped by the model's review: unrelated"]
 
 
 @pytest.mark.parametrize("value", ["-1", "x", "200000"])
