@@ -20,6 +20,7 @@ from liminal.ingest.spool import read_segment
 from liminal.store.sqlite import SqliteStore
 from tests.support.commands import without_liminal_ids
 from tests.support.proxy_process import ProxyProcess, child_env, liminal_argv, scripted_agent_argv
+from tests.support.spools import spool_files, spooled_bytes
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 SQLITE_LIMIT_SITE = Path(__file__).resolve().parents[1] / "support" / "sqlite_limit"
@@ -106,10 +107,6 @@ async def until(predicate: Callable[[], bool], timeout: float = 60,
             await anyio.sleep(interval)
 
 
-def spool_files(home: Path) -> list[Path]:
-    return list(home.glob("spool/*/*.spool"))
-
-
 async def frame_count(db: Path) -> int:
     from liminal.store.base import StoreError
 
@@ -129,10 +126,6 @@ async def wait_stored(db: Path, n: int, timeout: float = 60) -> None:
             if await frame_count(db) >= n:
                 return
             await anyio.sleep(0.1)
-
-
-def spooled_bytes(home: Path) -> int:
-    return sum(p.stat().st_size for p in home.glob("spool/*/*.spool"))
 
 
 def spooled_frames(home: Path) -> int:

@@ -19,6 +19,7 @@ from websockets.sync.client import ClientConnection
 
 from tests.support.processes import descendants
 from tests.support.served import Served, Servers, rpc
+from tests.support.spools import spool_files
 
 CLIENTS = 20
 
@@ -50,10 +51,6 @@ def seqs_by_connection(db: Path) -> dict[str, list[int]]:
     for connection, seq in stored(db, "SELECT connection_id, seq FROM frames ORDER BY seq"):
         found[str(connection)].append(int(str(seq)))
     return found
-
-
-def spool_files(home: Path) -> list[Path]:
-    return list(home.glob("spool/*/*.spool"))
 
 
 def opened(stack: contextlib.ExitStack, server: Served, cwd: Path) -> tuple[ClientConnection, str]:
