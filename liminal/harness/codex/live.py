@@ -261,6 +261,11 @@ class CodexSessions:
         """The rollouts (``files``), and the rows Codex's databases keep of the thread
         (``rollout.forget_rows``: its title, its first prompt, 0.166's copy of every item)."""
         self._found.pop(backing_id, None)
+        # The rows before the files, and again after: a row whose rollout is gone is what Codex
+        # reports as stale when it lists its threads (``state db list_threads returned stale
+        # rollout path``), so no moment may have the one without the other; the second sweep
+        # takes a row the running Codex wrote in between.
+        forget_rows(backing_id, self.env)
         gone = self.files(backing_id, cwd)
         for path in gone:
             path.unlink(missing_ok=True)
