@@ -125,6 +125,28 @@ def test_each_harness_removes_every_file_of_a_session_and_no_other(tmp_path: Pat
             assert [r[0] for r in db.execute(f"SELECT {column} FROM {table}")] == [OTHER], (name, table)
 
 
+def test_codex_never_has_a_row_naming_a_rollout_that_is_gone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Codex warns of a row whose rollout is gone when it lists its threads (``state db
+    list_threads returned stale rollout path``, seen in a full run): the rows go while the
+    rollout is still there, and once more after it (a row the running Codex wrote between)."""
+    import liminal.harness.codex.live as live
+
+    env = {"CODEX_HOME": str(tmp_path / "codex"), "HOME": str(tmp_path)}
+    day = tmp_path / "codex" / "sessions" / "2026" / "11" / "26"
+    day.mkdir(parents=True)
+    rollout = day / f"rollout-2026-11-26T10-00-00-{THREAD}.jsonl"
+    rollout.write_text("{}\n")
+    rollout_there: list[bool] = []
+
+    def forget_rows(session_id: str, env: object = None) -> int:
+        rollout_there.append(rollout.exists())
+        return 0
+
+    monkeypatch.setattr(live, "forget_rows", forget_rows)
+    assert CodexSessions(GradientSettings(), env=env).remove(THREAD, None) == [rollout]
+    assert rollout_there == [True, False]
+
+
 def _record(thread: str, old: str, new: str | None, at: float) -> SwapRecord:
     return SwapRecord(thread_id=thread, old_backing_id=old, new_backing_id=new, outcome="committed",
                       reason="test", started_at=at, duration_s=0.1, tokens_before=None, tokens_after=None,
