@@ -268,8 +268,11 @@ class SideSummaries(Component):
         path = self.harness.locate(port.backing_of(thread_id), state.cwd)
         if path is None:
             return
-        if self.settle is not None:  # not waited for in vain: the file is read as it is then
-            await self.settle(path, self._prompts.pop(thread_id, None), SETTLE_SECONDS)
+        prompt = self._prompts.pop(thread_id, None)
+        if self.settle is not None and state.context_tokens is None:
+            # Only an agent that sends no usage writes the turn after answering; past the wait
+            # the file is read as it is.
+            await self.settle(path, prompt, SETTLE_SECONDS)
         band = self.policy.recent(state.pace)  # what the swap will keep whole, by the cache's life
         turns = await anyio.to_thread.run_sync(self.harness.ancient, path, self.policy.aim, band)
         covered = {k for s in self._summaries.get(thread_id, ()) for k in s.keys}
