@@ -444,12 +444,17 @@ async def test_without_usage_the_session_file_decides(tmp_path: Path) -> None:
     manager = SwapManager(settings(), journal, harness)
     async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
         thread = await start(client)
-        for n in range(3):
+        # A turn end that comes while the last one's look is still under way is not considered
+        # (its look waits a moment for the turn on disk): a few more turns than the fewest.
+        for n in range(8):
             await client.prompt(thread, f"turn {n}")
             if manager.completed:
                 break
-        await manager.wait_for_swaps(1)
-        assert proxy.router.backing_of(thread) != thread
+        # Bounded: a swap that never comes fails here with what was read, not at the suite's
+        # timeout (it hung once in a full run on this branch, 1,200 s).
+        with anyio.fail_after(60):
+            await manager.wait_for_swaps(1)
+        assert proxy.router.backing_of(thread) != thread, (harness.reads, manager.threads[thread])
         await client.prompt(thread, "after")
     assert [r.outcome for r in journal.records()] == ["committed"]
     assert manager.threads[thread].file_tokens is not None
