@@ -88,6 +88,7 @@ def components(settings: Settings, config_file: Path | None = None,
         summaries.memory, summaries.zone = settings.memory, zone
         swaps.summarizer_for = summaries.summarizer
         swaps.summary_asked = summaries.asked_on
+        summaries.settle = swaps.mover.settle
         commands.anchor_of = summaries.anchor
         commands.rebuild_anchor = summaries.rebuild
         commands.side_root = side_root(settings.home)

@@ -42,7 +42,7 @@ import hashlib
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -91,9 +91,11 @@ SIDE_FOLDER = "side"  # under $LIMINAL_HOME: the side sessions' working folders
 PROMPT_SECONDS = 600.0  # the model reading a long range may take minutes
 CLOSE_SECONDS = 2.0  # closing a side session (the agent may be going)
 REBUILD_SECONDS = 180.0  # /context rebuild waits this long at most, a summary under way included
+SETTLE_SECONDS = 2.0  # the turn that asked for a summary, waited for on disk at most this long
 RETRY = (f"{SUMMARY_REQUEST}: no tool may run in this session (the call was refused). Write the "
          "two sections now, in text only.")
 StoreOpener = Callable[[], AbstractAsyncContextManager["Store"]]
+Settle = Callable[[Path, "str | None", float], Awaitable[bool]]
 
 
 class AnchorNotWritten(Exception):
@@ -120,6 +122,12 @@ class SideSummaries(Component):
         self._summaries: dict[str, list[ModelSummary]] = {}  # thread -> its summaries, oldest first
         self._loaded: set[str] = set()  # threads whose stored summaries have been read
         self._queued: set[str] = set()
+        # thread -> the prompt of the turn whose end queued its summary, to find it on disk.
+        self._prompts: dict[str, str | None] = {}
+        # Until the CLI has written the finished turn (``ThreadMover.settle``): Claude Code
+        # 2.1.44 writes it after answering, so read at once the file lacks the newest turn, and
+        # the turns a swap would consolidate, one fewer, may be none.
+        self.settle: Settle | None = None
         # thread -> the backing session its last summary was asked on: one side session per
         # swap cycle (each costs the CLI's own prompt again: bench/cost.py, docs/gradient.md).
         self._asked_on: dict[str, str] = {}
@@ -208,6 +216,7 @@ class SideSummaries(Component):
         except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
             return
         self._queued.add(thread_id)
+        self._prompts[thread_id] = state.last_prompt
 
     async def run(self, port: Port) -> None:
         self._port = port
@@ -259,6 +268,11 @@ class SideSummaries(Component):
         path = self.harness.locate(port.backing_of(thread_id), state.cwd)
         if path is None:
             return
+        prompt = self._prompts.pop(thread_id, None)
+        if self.settle is not None and state.context_tokens is None:
+            # Only an agent that sends no usage writes the turn after answering; past the wait
+            # the file is read as it is.
+            await self.settle(path, prompt, SETTLE_SECONDS)
         band = self.policy.recent(state.pace)  # what the swap will keep whole, by the cache's life
         turns = await anyio.to_thread.run_sync(self.harness.ancient, path, self.policy.aim, band)
         covered = {k for s in self._summaries.get(thread_id, ()) for k in s.keys}

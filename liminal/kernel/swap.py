@@ -65,6 +65,9 @@ logger = log.get("liminal.swap")
 # Turn ends at which a thread's session file is read for its cache's life while the CLI's records
 # have not said it (a CLI whose records never do keeps swap.cache_life_seconds).
 CACHE_LOOKS = 3
+# How long a turn end far below the trigger (the thread not held) waits for the turn to reach the
+# session file before its size is read: Claude Code 2.1.44 writes it 75-90 ms after answering.
+UNHELD_SETTLE_SECONDS = 0.5
 
 
 def _back_off(state: ThreadState) -> None:
@@ -573,6 +576,11 @@ class SwapManager(Component):
         tokens = decision.context if decision is not None else state.context_tokens
         if path is None and turn_end.loaded:
             return None  # nothing on disk to read the size from: the first turn end will tell
+        if path is None and held:
+            # Claude Code 2.1.44 creates a new session's file when it writes the first turn,
+            # after answering it: taken for a session no harness can rewrite, the thread would
+            # back off two turn ends and its size (what swaps and summaries go by) stay unknown.
+            path = await self.mover.appeared(old_backing, state.cwd, self.settle_timeout if decided else 2.0)
         if path is None:
             # Not a session this harness can rewrite (another CLI, or a file not written yet):
             # not a swap attempt worth journaling, but back off like a failure.
@@ -581,8 +589,12 @@ class SwapManager(Component):
             return False
         if not held:
             # Far below the trigger: only refresh the size that decides whether the next turn end
-            # is held (when the agent's usage does not say it) and how long the thread's cache
-            # lives. No settling (an unheld client keeps the CLI writing newer turns), no swap.
+            # is held (when the agent's usage does not say it), when the model's summary is due
+            # and how long the thread's cache lives. No swap. The turn is waited for a moment
+            # (read at once, the file lacked it: each size was a turn late, and a summary asked
+            # at a turn end after one that jumped came a turn later than it should); an unheld
+            # client may keep the CLI writing newer turns, so past the moment it is read as is.
+            await self.mover.settle(path, turn_end.prompt, UNHELD_SETTLE_SECONDS)
             await self._read_cache_life(state, path)
             state.file_tokens = await anyio.to_thread.run_sync(self.harness.context_tokens, path)
             if state.file_tokens is not None:

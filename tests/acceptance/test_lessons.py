@@ -44,15 +44,7 @@ from tests.acceptance.conftest import adapter_fixture
 from tests.acceptance.test_scratchpad import deleted
 from tests.acceptance.test_summaries import main_requests, summary_requests, view
 
-# claude-zed is left out: it sends no usage, so liminal learns the context's size from the
-# session file, which Claude Code 2.1.44 writes after answering. At a new session's first turn end
-# the file is not there yet (the swap manager backs off for two turn ends), and far below the
-# trigger it is read before the turn is on disk, so a turn's growth shows a turn late: when the
-# summary and its review are asked, against the swap they are for, is then a race, not a script.
-# Run here, A's summary was never asked within four minutes of its second turn. The lessons, the
-# zone's offer and the review are the kernel's, shown with the newer Claude adapter and both of
-# Codex's.
-adapter = adapter_fixture(["claude-agent", "codex-agent", "codex-zed"])
+adapter = adapter_fixture(["claude-agent", "claude-zed", "codex-agent", "codex-zed"])
 
 FACT = "remember: the release codename is PLOVER-8812, because the staging port moved to 6543"
 LESSON = "The release codename is PLOVER-8812, because the staging port moved to 6543."
@@ -110,8 +102,11 @@ def configure(rig: Rig) -> None:
     base = rig.overhead()
     rig.home.liminal_home.mkdir(parents=True, exist_ok=True)
     # Summaries asked from half the trigger on (turns take seconds here, a side session as long).
+    # B's floor (the CLI's prompt, its last turn read whole, the preamble and the zone) lands
+    # 5k above the first context on Claude Code 2.1.44: the trigger leaves it the half leeway,
+    # and room after B's swap for the turns its next cycle's summary needs (``asked_again``).
     (rig.home.liminal_home / "config.toml").write_text(
-        f"[swap]\nhigh_tokens = {base + 9_000}\nhold_timeout_seconds = 60\nsummary_at = 0.5\n"
+        f"[swap]\nhigh_tokens = {base + 12_000}\nhold_timeout_seconds = 60\nsummary_at = 0.5\n"
         "summary_turns_ahead = 50\n[gradient]\nrecent_tokens = 600\nmiddle_tokens = 600\nsummary_tokens = 600\n")
 
 
@@ -137,6 +132,21 @@ def wait_made(rig: Rig, thread: str, count: int) -> None:
     while summaries_made(rig, thread) < count:
         assert time.monotonic() < deadline, rig.stderr_tail()
         time.sleep(0.2)
+
+
+def asked_again(rig: Rig, client: AcpClient, thread: str) -> None:
+    """Until the thread's next swap cycle has asked its side session: a few turns of notes,
+    while every turn since the swap is one the swap would keep (nothing to summarise yet). How
+    many that takes is the CLI's: Claude Code 2.1.44's file held two reads after the swap."""
+    since = swaps(rig, thread)[-1].started_at
+    for n in range(8):
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            if [r for r in summary_requests(rig) if r.t > since and b"BRAVO" in r.raw]:
+                return
+            time.sleep(0.2)
+        said(client, thread, f"BRAVO notes {n}: " + "a line of notes kept for later; " * 30)
+    raise AssertionError(f"no side session of {thread}'s next cycle: {rig.stderr_tail()}")
 
 
 def until_swapped(rig: Rig, client: AcpClient, thread: str, count: int, prompt: str) -> None:
@@ -188,7 +198,8 @@ def test_a_lesson_of_one_thread_reaches_another_reviewed_and_goes_with_its_threa
         listed = said(client, b, "/lessons")
         key = KEY.findall(listed)[0]
         confirmed = said(client, b, f"/lessons confirm {key}")
-        wait_made(rig, b, 2)  # the next cycle's side session (its review refused), before the swap
+        asked_again(rig, client, b)  # the next cycle's side session (its review refused), before the swap
+        wait_made(rig, b, 2)
         deleted(client, a)
         until_swapped(rig, client, b, 2, f"BRAVO {ABOUT}:")
         seen = len(main_requests(rig))

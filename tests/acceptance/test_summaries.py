@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from typing import Any
 
 import anyio
@@ -31,11 +32,12 @@ from tests.support.codex_state import complaints, rows_of, threads_in
 from tests.support.listing import LISTING
 from tests.support.mongo import recorded
 
-adapter = adapter_fixture(["claude-agent", "codex-agent", "codex-zed"])
+adapter = adapter_fixture(["claude-agent", "claude-zed", "codex-agent", "codex-zed"])
 
 KINDS = ["plain question", "BASH list", "PAR count", "BIG read", "plain follow-up"]
 TITLE_REQUEST = "Your task is to generate a very short title"  # Codex 0.166's, for each session
 PROMPTS = [f"turn {n}: {KINDS[n % len(KINDS)]} please" for n in range(18)]
+MORE = [f"turn {n}: {KINDS[n % len(KINDS)]} please" for n in range(18, 48)]
 SUMMARY = ("## STATE\nGoal: SUMMARY-GOAL keep the listing stable\nEditing: nothing yet\n"
            "## SUMMARY\nSUMMARY-MARK: the model found the listing and the counts agree.")
 
@@ -115,6 +117,19 @@ def refusals(rig: Rig) -> list[ModelRequest]:
     return [v for v in map(view, summary_requests(rig)) if b"side-session-ran-a-tool" in v.raw]
 
 
+def side_sessions_done(rig: Rig) -> None:
+    """Until no side session of liminal's is under way (each works in a folder of its own)."""
+    deadline = time.monotonic() + 120
+    while list((rig.home.liminal_home / "side").glob("*")):
+        assert time.monotonic() < deadline, rig.stderr_tail()
+        time.sleep(0.1)
+
+
+def summarised(rig: Rig) -> bool:
+    """A model request after a swap has held the model's summary."""
+    return any(b"SUMMARY-MARK" in r.raw for r in main_requests(rig))
+
+
 def session_ids_on_disk(rig: Rig) -> set[str]:
     claude = {p.stem for p in rig.home.claude_config.glob("projects/*/*.jsonl")}
     codex = {p.stem[-36:] for p in rig.home.codex_home.glob("sessions/*/*/*/rollout-*.jsonl")}
@@ -124,7 +139,7 @@ def session_ids_on_disk(rig: Rig) -> set[str]:
 def asked_turns(raw: bytes) -> list[str]:
     """The prompts a summary request quotes (``User: ...`` lines of liminal's request)."""
     text = raw.decode()
-    return [p for p in PROMPTS if f"User: {p}" in text]
+    return [p for p in PROMPTS + MORE if f"User: {p}" in text]
 
 
 def test_a_side_session_summarises_the_oldest_turns_for_the_next_swap(adapter: Adapter, rig: Rig) -> None:
@@ -135,9 +150,18 @@ def test_a_side_session_summarises_the_oldest_turns_for_the_next_swap(adapter: A
     with client:
         initialized = client.initialize()
         thread = client.new_session(rig.home.project)["sessionId"]
-        for text in PROMPTS:
+        for text in PROMPTS + MORE:
+            # A person slower than the side session, as one is: Claude Code 2.1.44's runs in a
+            # process of its own, seconds to start, and a turn here takes a fraction of one (a
+            # summary later than its swap: test_a_swap_does_not_wait_for_a_summary_not_ready).
+            side_sessions_done(rig)
             result = client.prompt(thread, text, timeout=180)
             assert result.stop_reason == "end_turn", rig.stderr_tail()
+            # On past the 18 turns until a preamble holds the model's summary: a summary is used
+            # by the swap that consolidates its whole range, which may be the cycle's second.
+            if text in MORE and summarised(rig):
+                break
+        assert client.prompt(thread, "one turn more please", timeout=180).stop_reason == "end_turn"
         lists = "list" in ((initialized.get("agentCapabilities") or {}).get("sessionCapabilities") or {})
         listing = client.request("session/list", {})["sessions"]
     swaps = [s for s in SwapJournal(rig.home.liminal_home / "swaps.jsonl").records() if s.outcome == "committed"]

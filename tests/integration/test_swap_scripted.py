@@ -444,15 +444,70 @@ async def test_without_usage_the_session_file_decides(tmp_path: Path) -> None:
     manager = SwapManager(settings(), journal, harness)
     async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (proxy, client):
         thread = await start(client)
-        for n in range(3):
+        # A turn end that comes while the last one's look is still under way is not considered
+        # (its look waits a moment for the turn on disk): a few more turns than the fewest.
+        for n in range(8):
             await client.prompt(thread, f"turn {n}")
             if manager.completed:
                 break
-        await manager.wait_for_swaps(1)
-        assert proxy.router.backing_of(thread) != thread
+        # Bounded: a swap that never comes fails here with what was read, not at the suite's
+        # timeout (it hung once in a full run on this branch, 1,200 s).
+        with anyio.fail_after(60):
+            await manager.wait_for_swaps(1)
+        assert proxy.router.backing_of(thread) != thread, (harness.reads, manager.threads[thread])
         await client.prompt(thread, "after")
     assert [r.outcome for r in journal.records()] == ["committed"]
     assert manager.threads[thread].file_tokens is not None
+
+
+class WrittenAfterAnswering(FakeHarness):
+    """Claude Code 2.1.44: a new session's file appears when its first turn is written, and each
+    turn is written after the answer (here: the third look for it finds it on disk); the file
+    says 20,000 tokens and 1,000 more for each turn written."""
+
+    def __init__(self, tmp: Path) -> None:
+        super().__init__(tmp)
+        self.absent = 2  # looks before the file appears
+        self.looks_for: dict[str | None, int] = {}
+        self.written: set[str | None] = set()
+
+    def locate(self, backing_id: str, cwd: str | None) -> Path | None:
+        if self.absent:
+            self.absent -= 1
+            return None
+        return super().locate(backing_id, cwd)
+
+    def turn_settled(self, path: Path, prompt: str | None) -> bool:
+        self.looks_for[prompt] = self.looks_for.get(prompt, 0) + 1
+        if self.looks_for[prompt] >= 3:
+            self.written.add(prompt)
+        return prompt in self.written
+
+    def context_tokens(self, path: Path) -> int | None:
+        self.reads += 1
+        return 20_000 + 1_000 * len(self.written)
+
+
+async def test_without_usage_each_turn_end_reads_the_size_with_that_turn(tmp_path: Path) -> None:
+    """Before, the first turn end found no file and backed off two turn ends (the size unknown
+    three turns, so no summary was asked), and far below the trigger the file was read before the
+    turn was on it: every size a turn late. The turn is waited for, held or not."""
+    harness = WrittenAfterAnswering(tmp_path)
+    manager = SwapManager(settings(), SwapJournal(tmp_path / "swaps.jsonl"), harness)
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager]) as (_proxy, client):
+        thread = await start(client)
+        for n in range(3):
+            await client.prompt(thread, f"turn {n}")
+            with anyio.fail_after(20):
+                while harness.reads < n + 1 or manager.threads[thread].swapping:  # noqa: ASYNC110 - no event
+                    await anyio.sleep(0.01)
+            assert manager.threads[thread].file_tokens == 21_000 + 1_000 * n
+    assert manager.threads[thread].failures == 0 and not journal_lines(tmp_path)
+
+
+def journal_lines(tmp_path: Path) -> list[str]:
+    path = tmp_path / "swaps.jsonl"
+    return path.read_text().splitlines() if path.exists() else []
 
 
 async def test_records_that_never_say_the_cache_life_are_read_for_it_a_few_times_only(tmp_path: Path) -> None:
