@@ -1,9 +1,10 @@
 """The one wiring root: the components that hang off a proxy, and one proxy run with them.
 
 ``liminal acp`` runs one on stdio and ``liminal serve`` one per WebSocket connection; both ask
-here. It lived in the ``acp`` command's file, so the server imported a command (a loop between
-``commands`` and ``serve``). Nothing imports this but those two: it is the one place that knows
-every component (the indexer, the kernel's, liminal's MCP server) and which settings turn each on.
+here, and nothing else imports this (a command's file would make a loop between ``commands``
+and ``serve``). It is the one place that knows every component (the indexer, the kernel's,
+liminal's MCP server) and which settings turn each on, and it hands each its collaborators in
+its constructor: no component is amended after it is built.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from liminal.config import Settings
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from liminal.gradient.summarize import Summarizer
     from liminal.ingest.shared import SharedWorker
     from liminal.proxy import Component, Proxy
     from liminal.transport.legs import ClientSide
@@ -24,24 +26,28 @@ if TYPE_CHECKING:
 def components(settings: Settings, config_file: Path | None = None,
                argv: list[str] | None = None) -> list[Component]:
     """The components that hang off the proxy, as the settings ask; ``argv``, the agent's
-    command, helps choose its harness."""
+    command, helps choose its harness. Each gets its collaborators in its constructor; two
+    pairs call each other at run time, and there the one built first reaches the other through
+    a closure (the swap manager the summaries, the scratchpad the command center)."""
     from liminal.harness.base import HarnessChoice
     from liminal.harness.known import known_harnesses
+    from liminal.kernel.commands import CommandCenter
     from liminal.kernel.journal import SwapJournal
+    from liminal.kernel.memory import Memory
+    from liminal.kernel.policy import CostPolicy
+    from liminal.kernel.summaries import SideSummaries, side_root
     from liminal.kernel.swap import SwapManager
+    from liminal.store.cache import open_cache, redis_url_of
+    from liminal.store.configured import open_store
+    from liminal.store.leases import MoveLeases
 
     # Always, swapping on or off: the journal says which session carries each thread that was
     # swapped before (with swapping off the manager only binds them, and cleans up after a
     # swap a crash cut short); a thread must never resume on its stale original.
     journal = SwapJournal(settings.journal_path)
-    from liminal.kernel.commands import CommandCenter
-    from liminal.store.configured import open_store
-
     forced = None if settings.harness.name == "auto" else settings.harness.name
-    harness = HarnessChoice(known_harnesses(settings.gradient), forced=forced, argv=argv or [])
-    from liminal.store.cache import redis_url_of
-    from liminal.store.leases import MoveLeases
-
+    # What every component holds: the harness chosen now, and again once the agent names itself.
+    harness = HarnessChoice(known_harnesses(settings.gradient), forced=forced, argv=argv or []).harness
     # Sidecars sharing a Redis (and a store) take a thread's lease there to move it. Its life
     # outlasts any move: the hold's bound, the undo's after it, and a margin.
     redis = redis_url_of(settings.cache.url)
@@ -58,40 +64,51 @@ def components(settings: Settings, config_file: Path | None = None,
 
         shared = StoreJournal(opener, 2 * settings.swap.hold_timeout_seconds + 30,
                               quarantine.folder(settings.home))
-    swaps = SwapManager(settings.swap, journal, harness, gradient=settings.gradient, leases=leases,
-                        shared=shared, stop_grace=settings.proxy.stop_grace_seconds)
-    swaps.policy.memory = settings.memory  # what rides a summary's request, priced with it
-    from liminal.store.cache import open_cache
-
-    # liminal's slash commands (/mark, /clear, /fork, /undo ...): answered by liminal.
-    commands = CommandCenter(swaps.model, swaps.mover, journal, swaps.policy, harness, opener,
-                             lambda: open_cache(settings))
-    commands.home = settings.home
-    from liminal.kernel.memory import Memory
-
-    # The thread's scratchpad, read from the command center's store for every move's preamble.
-    memory = Memory(settings.memory, commands.store if opener is not None else None, lambda: commands.tasks)
-    swaps.memory = commands.memory = memory
     zone = None
     if opener is not None and settings.gradient.zone_tokens:
         from liminal.kernel.zone import ZoneSource
 
         # Memos, other conversations' lessons, summaries and titles for the dynamic zone of
         # each rewrite: a swap's, /optimise's.
-        zone = swaps.zone = commands.zone = ZoneSource(opener, settings.memory)
-    found: list[Component] = [swaps, commands]
-    if settings.swap.summaries and settings.swap.enabled:
-        from liminal.kernel.summaries import SideSummaries, side_root
+        zone = ZoneSource(opener, settings.memory)
+    # The thread's scratchpad, for every move's preamble: read from the command center's store
+    # (one connection for both) on its task group. The center, built below on the swap
+    # manager's parts, is there before the proxy runs, which is before any move reads it.
+    memory = Memory(settings.memory, (lambda: commands.store()) if opener is not None else None,
+                    lambda: commands.tasks)
+    # The model's summaries, when on: built on the swap manager's model, policy and mover, and
+    # asked by it for a thread's preamble at each swap.
+    summaries: SideSummaries | None = None
 
-        summaries = SideSummaries(settings.swap, harness, swaps.model, swaps.policy, settings.home, opener)
+    def summarizer_for(thread: str) -> Summarizer | None:
+        return summaries.summarizer(thread) if summaries is not None else None
+
+    def summary_asked(thread: str, backing: str) -> bool:
+        return summaries is not None and summaries.asked_on(thread, backing)
+
+    # What rides a summary's request is priced with it (``memory``).
+    policy = CostPolicy.of(settings.swap, settings.gradient, harness, memory=settings.memory)
+    swaps = SwapManager(settings.swap, journal, harness, gradient=settings.gradient, leases=leases,
+                        shared=shared, stop_grace=settings.proxy.stop_grace_seconds, policy=policy,
+                        summarizer_for=summarizer_for, summary_asked=summary_asked, zone=zone,
+                        memory=memory)
+    if settings.swap.summaries and settings.swap.enabled:
         # Lessons and the review of the zone's candidates ride each summary's request.
-        summaries.memory, summaries.zone = settings.memory, zone
-        swaps.summarizer_for = summaries.summarizer
-        swaps.summary_asked = summaries.asked_on
-        summaries.settle = swaps.mover.settle
-        commands.anchor_of = summaries.anchor
-        commands.rebuild_anchor = summaries.rebuild
-        commands.side_root = side_root(settings.home)
+        summaries = SideSummaries(settings.swap, harness, swaps.model, swaps.policy, settings.home, opener,
+                                  settle=swaps.mover.settle, memory=settings.memory, zone=zone)
+    # A thread this process did not start has its pace learned again from the journal and its file.
+    from liminal.kernel.recalibrate import Recalibrator
+
+    recalibrator = Recalibrator(swaps.model, swaps.policy, journal, harness)
+    # liminal's slash commands (/mark, /clear, /fork, /undo ...): answered by liminal.
+    commands = CommandCenter(
+        swaps.model, swaps.mover, journal, swaps.policy, harness, opener, lambda: open_cache(settings),
+        zone=zone, memory=memory, home=settings.home, recalibrated=recalibrator.settled,
+        anchor_of=summaries.anchor if summaries is not None else None,
+        rebuild_anchor=summaries.rebuild if summaries is not None else None,
+        side_root=side_root(settings.home) if summaries is not None else None)
+    found: list[Component] = [swaps, commands]
+    if summaries is not None:
         found.append(summaries)
     if settings.mcp.enabled:
         # liminal's MCP server (recall, search_history, slash, memos) in every session.
@@ -109,20 +126,13 @@ def components(settings: Settings, config_file: Path | None = None,
         from liminal.kernel.commands import parse
         from liminal.kernel.rewind import Rewinder
 
-        rewinder = Rewinder(swaps.model, swaps.mover, harness, opener,
-                            is_command=lambda text: parse(text) is not None)
-        rewinder.memory = memory
-        found.append(rewinder)
+        found.append(Rewinder(swaps.model, swaps.mover, harness, opener,
+                              is_command=lambda text: parse(text) is not None, memory=memory))
     # After the swap manager: it sees each turn end first (see liminal.kernel.recycle). Also
     # what starts the agent again after it died, where the proxy asks for that (liminal serve).
     from liminal.kernel.recycle import Recycler
 
     found.append(Recycler(swaps.model, swaps.mover, harness, settings.swap))
-    # A thread this process did not start has its pace learned again from the journal and its file.
-    from liminal.kernel.recalibrate import Recalibrator
-
-    recalibrator = Recalibrator(swaps.model, swaps.policy, journal, harness)
-    commands.recalibrated = recalibrator.settled
     found.append(recalibrator)
     return found
 

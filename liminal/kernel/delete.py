@@ -29,13 +29,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
 from liminal import log
-from liminal.acp.port import OwnRequestError, Port
-from liminal.harness.base import SessionHarness
+from liminal.acp.port import AgentLink, OwnRequestError, ThreadView
+from liminal.harness.base import Removal
 from liminal.kernel.journal import SwapJournal
 from liminal.kernel.mover import ThreadMover
 from liminal.kernel.owned import Holdings, Removed, Whose, claimed, whose
@@ -110,8 +110,12 @@ async def settle(deleted: Deleted) -> int:
     return total
 
 
-async def delete(port: Port, model: ThreadModel, mover: ThreadMover, journal: SwapJournal,
-                 harness: SessionHarness, store: Store | None, thread: str,
+class Deleting(ThreadView, AgentLink, Protocol):
+    """What a delete reads of the thread (nothing under way in it) and asks of the agent."""
+
+
+async def delete(port: Deleting, model: ThreadModel, mover: ThreadMover, journal: SwapJournal,
+                 harness: Removal, store: Store | None, thread: str,
                  capabilities: dict[str, Any], *, cache: Cache | None = None,
                  home: Path | None = None) -> Deleted:
     """Delete ``thread`` (see the module's text): what went. Raises when the store's record of

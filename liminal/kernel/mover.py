@@ -39,7 +39,7 @@ import anyio.to_thread
 from liminal import faults, log
 from liminal.config import SwapSettings
 from liminal.errors import in_words
-from liminal.harness.base import Rewritten, SessionHarness
+from liminal.harness.base import MoveHarness, Rewritten
 from liminal.kernel.journal import SwapJournal, SwapRecord
 from liminal.kernel.policy import Decision
 from liminal.kernel.storejournal import Refused, StoreJournal
@@ -149,7 +149,7 @@ class ThreadMover:
         self,
         settings: SwapSettings,
         journal: SwapJournal,
-        harness: SessionHarness,
+        harness: MoveHarness,
         threads: dict[str, ThreadState],
         *,
         clock: Callable[[], float] = time.time,

@@ -43,12 +43,15 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from liminal import moves
 from liminal.config import GradientSettings, MemorySettings, SwapSettings
 from liminal.gradient.bands import preamble_budget, recent_budget
 from liminal.units import plural, tokens
+
+if TYPE_CHECKING:
+    from liminal.harness.base import SwapHarness
 
 # Before a thread has shown its pace: a model call of a coding session adds about this much
 # (tool output, the answer), and the CLI's own prompt (system, tools) weighs about this.
@@ -255,6 +258,14 @@ class CostPolicy:
         # summary costs beside liminal's request and the summary (0: not known, not counted).
         self.side_session_tokens = side_session_tokens
         self.memory = memory or MemorySettings()  # what rides the summary's request
+
+    @classmethod
+    def of(cls, swap: SwapSettings, gradient: GradientSettings, harness: SwapHarness,
+           memory: MemorySettings | None = None) -> CostPolicy:
+        """The policy for the CLI ``harness`` stands for: its own compaction point as the
+        ceiling unless ``swap.ceiling_tokens`` sets one, and what its side session costs."""
+        return cls(swap, gradient, swap.ceiling_tokens or harness.ceiling_tokens,
+                   side_session_tokens=harness.side_session_tokens, memory=memory)
 
     @property
     def summaries(self) -> bool:

@@ -4,7 +4,7 @@ machine has no file of it, then loaded.
 The store is the system of record of a thread; the CLI's session files are views of it that
 anyone may delete (the CLI's own clean-up after 30 days, a person, another machine that never
 had them), and a file still here may be an old view: a sidecar on another host, on the same
-store, may have moved the thread since (issue 23: ``liminal serve`` on two hosts). The index
+store, may have moved the thread since (``liminal serve`` on two hosts). The index
 worker keeps every line of every session of a thread whole, liminal's own among them
 (``liminal.lookup.sessionlines``), and the lineage of sessions the thread has been on. So when
 a store is configured, a client's load or resume is kept (a request hook of the command center)
@@ -15,7 +15,7 @@ down or slow leaves the local view, as without one):
   thread is bound to the store's session and opened as below, whether or not an older file of
   it is here;
 - the session without a file here: opened as below;
-- else the client's load goes on to the agent as it came (``Port.forward_local``), the router's
+- else the client's load goes on to the agent as it came (``ClientVoice.forward_local``), the router's
   rule 8 (the moved thread's replay from the store) included.
 
 Opened here (``restore``):
@@ -39,7 +39,7 @@ sessions of the thread need no file: recall reads their lines from the store.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio.from_thread
 import anyio.to_thread
@@ -54,8 +54,12 @@ from liminal.kernel.whereabouts import store_lineage
 from liminal.lookup.sessionlines import Incomplete, named_beside, stored_beside_one, stored_lines
 
 if TYPE_CHECKING:
-    from liminal.acp.port import Port
-    from liminal.harness.base import Beside, SessionHarness
+    from liminal.acp.port import Conversation, ThreadView
+    from liminal.harness.base import Beside, SessionFiles, StoredSessions
+
+    class Restoring(SessionFiles, StoredSessions, Protocol):
+        """What a restore asks of the harness: where the session's file is, and to write it
+        back with the files beside it."""
     from liminal.kernel.mover import ThreadMover
     from liminal.store.base import Store
 
@@ -74,7 +78,7 @@ def _cwd(message: dict[str, Any]) -> str | None:
     return cwd if isinstance(cwd, str) else None
 
 
-def file_missing(port: Port | None, harness: SessionHarness, thread: str | None,
+def file_missing(port: ThreadView | None, harness: SessionFiles, thread: str | None,
                  message: dict[str, Any]) -> bool:
     """The session the thread is on has no file on this machine."""
     if thread is None or port is None:
@@ -93,7 +97,7 @@ async def stored_whole(store: Store | None, backing: str) -> bool:
     return True
 
 
-async def write_session(store: Store, harness: SessionHarness, backing: str,
+async def write_session(store: Store, harness: Restoring, backing: str,
                         cwd: str | None) -> str | None:
     """Write ``backing``'s file from the store where the CLI looks for it, if it has none, with
     the files beside it that its lines name (Claude Code's large tool outputs); None when it is
@@ -132,7 +136,7 @@ async def write_session(store: Store, harness: SessionHarness, backing: str,
     return None
 
 
-async def write_from_store(store: Store, harness: SessionHarness, thread: str, backing: str,
+async def write_from_store(store: Store, harness: Restoring, thread: str, backing: str,
                            cwd: str | None) -> str | None:
     """Write ``backing``'s file from the store; None when written, else why not."""
     try:
@@ -150,7 +154,7 @@ async def write_from_store(store: Store, harness: SessionHarness, thread: str, b
     return await write_session(store, harness, backing, cwd)
 
 
-async def restore(port: Port, mover: ThreadMover, harness: SessionHarness, store: Store | None,
+async def restore(port: Conversation, mover: ThreadMover, harness: Restoring, store: Store | None,
                   request: LocalRequest) -> None:
     """Answer the kept load or resume (``request``): its session written, then opened."""
     thread = request.thread_id or ""

@@ -14,7 +14,7 @@ every frame of it from the client and the store and refuses every request the ag
 An agent that cannot close a session (the older Claude adapter: each session a CLI process of a
 few hundred MB, alive until the adapter exits) would keep every side session beside the ones the
 swaps leave, past the recycle's bound: there the side session runs in a process of the agent
-command of its own (``Port.start_agent``, told the client's ``initialize``), stopped with its
+command of its own (``AgentLife.start_agent``, told the client's ``initialize``), stopped with its
 CLI process once the answer is in (measured in ``bench/side_processes.py``).
 
 Each summary is stored once (a ``summary`` message of the ``liminal-summaries`` pseudo-thread,
@@ -45,13 +45,20 @@ import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.to_thread
 
 from liminal import log
-from liminal.acp.port import AgentProcess, Component, OwnRequestError, Port
+from liminal.acp.port import (
+    AgentLife,
+    AgentLink,
+    AgentProcess,
+    Component,
+    OwnRequestError,
+    ThreadView,
+)
 from liminal.acp.side_sessions import text_of
 from liminal.config import MemorySettings, SwapSettings
 from liminal.errors import in_words
@@ -75,7 +82,7 @@ from liminal.gradient.summarize import (
     turn_key,
 )
 from liminal.gradient.zone import MAX_ENTRIES, Candidate, select
-from liminal.harness.base import SessionHarness
+from liminal.harness.base import SessionFiles, SideSessions
 from liminal.kernel.policy import CostPolicy
 from liminal.kernel.threads import ThreadModel
 from liminal.kernel.zone import Verdict, ZoneSource
@@ -98,6 +105,16 @@ StoreOpener = Callable[[], AbstractAsyncContextManager["Store"]]
 Settle = Callable[[Path, "str | None", float], Awaitable[bool]]
 
 
+class SidePort(ThreadView, AgentLink, AgentLife, Protocol):
+    """What the summaries read of a thread, and how they talk to the agent: in a side session of
+    the agent, or of a process of its command of their own."""
+
+
+class SideHarness(SessionFiles, SideSessions, Protocol):
+    """What the summaries read of a session file (the turns to summarise), and what a side
+    session needs of the CLI."""
+
+
 class AnchorNotWritten(Exception):
     """Why ``/context rebuild`` wrote no state anchor: one line, the anchor as it was."""
 
@@ -108,8 +125,10 @@ def side_root(home: Path) -> Path:
 
 
 class SideSummaries(Component):
-    def __init__(self, settings: SwapSettings, harness: SessionHarness, model: ThreadModel,
-                 policy: CostPolicy, home: Path, open_store: StoreOpener | None) -> None:
+    def __init__(self, settings: SwapSettings, harness: SideHarness, model: ThreadModel,
+                 policy: CostPolicy, home: Path, open_store: StoreOpener | None, *,
+                 settle: Settle | None = None, memory: MemorySettings | None = None,
+                 zone: ZoneSource | None = None) -> None:
         self.settings = settings
         self.harness = harness
         self.model = model
@@ -118,7 +137,7 @@ class SideSummaries(Component):
         self._open_store = open_store
         self._store_cm: AbstractAsyncContextManager[Store] | None = None
         self._store: Store | None = None
-        self._port: Port | None = None
+        self._port: SidePort | None = None
         self._summaries: dict[str, list[ModelSummary]] = {}  # thread -> its summaries, oldest first
         self._loaded: set[str] = set()  # threads whose stored summaries have been read
         self._queued: set[str] = set()
@@ -127,7 +146,7 @@ class SideSummaries(Component):
         # Until the CLI has written the finished turn (``ThreadMover.settle``): Claude Code
         # 2.1.44 writes it after answering, so read at once the file lacks the newest turn, and
         # the turns a swap would consolidate, one fewer, may be none.
-        self.settle: Settle | None = None
+        self.settle = settle
         # thread -> the backing session its last summary was asked on: one side session per
         # swap cycle (each costs the CLI's own prompt again: bench/cost.py, docs/gradient.md).
         self._asked_on: dict[str, str] = {}
@@ -146,8 +165,8 @@ class SideSummaries(Component):
         self._opened: list[tuple[str, Path]] = []
         self._prompting: str | None = None  # the side session whose prompt is unanswered
         # Lessons and the review of the zone's candidates ride each summary's request.
-        self.memory = MemorySettings()
-        self.zone: ZoneSource | None = None  # what the zone is offered (None: nothing to review)
+        self.memory = memory or MemorySettings()
+        self.zone = zone  # what the zone is offered (None: nothing to review)
         self.lessons_kept = 0  # lessons stored (tests wait on it)
         self.reviews = 0  # reviews made
         model.on_turn_end.append(self._turn_ended)
@@ -186,7 +205,7 @@ class SideSummaries(Component):
     def parts(self) -> list[ThreadModel]:
         return [self.model]
 
-    async def prepare(self, port: Port) -> None:
+    async def prepare(self, port: SidePort) -> None:
         self._port = port
 
     def _turn_ended(self, thread_id: str, ok: bool) -> None:
@@ -218,7 +237,7 @@ class SideSummaries(Component):
         self._queued.add(thread_id)
         self._prompts[thread_id] = state.last_prompt
 
-    async def run(self, port: Port) -> None:
+    async def run(self, port: SidePort) -> None:
         self._port = port
         async for thread_id in self._receive:
             if self._stopping:
@@ -260,7 +279,7 @@ class SideSummaries(Component):
 
     # ------------------------------------------------------------ how
 
-    async def _summarise(self, port: Port, thread_id: str) -> None:
+    async def _summarise(self, port: SidePort, thread_id: str) -> None:
         await self._load(thread_id)
         state = self.model.threads.get(thread_id)
         if state is None:
@@ -387,7 +406,7 @@ class SideSummaries(Component):
         """The preamble's budget at the floor, in characters (as the rewrites count it)."""
         return max(400, self.policy.gradient.summary_tokens * 4 - len(PREAMBLE_INTRO))
 
-    async def _fold(self, port: Port, thread_id: str, summaries: list[ModelSummary]) -> ModelSummary | None:
+    async def _fold(self, port: SidePort, thread_id: str, summaries: list[ModelSummary]) -> ModelSummary | None:
         """Past ``FOLD_AT`` of their room in the preamble, the oldest of ``summaries`` (the
         thread's) are folded into one coarser summary (``plan_fold``), stored, and returned
         for later preambles to hold in their place: the preamble reaches back over the whole
@@ -457,7 +476,7 @@ class SideSummaries(Component):
         await self._keep(thread_id, record, request)
         return anchor
 
-    async def ask(self, port: Port, request: str) -> str:
+    async def ask(self, port: SidePort, request: str) -> str:
         """One prompt in a side session of liminal's own; the agent's answer text. The session
         is closed and every file of it removed, whatever happened. An agent that cannot close a
         session would keep it (a CLI process, for the older Claude adapter) until it exits: the
@@ -468,7 +487,7 @@ class SideSummaries(Component):
         process: AgentProcess | None = None
         try:
             await anyio.to_thread.run_sync(self.harness.prepare_side, folder)
-            agent: Port | AgentProcess = port
+            agent: AgentLink | AgentProcess = port
             if not self._agent_closes():
                 process = agent = await port.start_agent()
                 await self._ready(process)
@@ -502,7 +521,7 @@ class SideSummaries(Component):
         if self.model.authenticate is not None:
             await process.request("authenticate", self.model.authenticate, timeout=timeout)
 
-    async def _prompt(self, agent: Port | AgentProcess, session: str, text: str) -> str:
+    async def _prompt(self, agent: AgentLink | AgentProcess, session: str, text: str) -> str:
         self._prompting = session
         ended = await agent.request("session/prompt", {"sessionId": session,
                                                        "prompt": self.harness.side_prompt(text)},
@@ -513,7 +532,7 @@ class SideSummaries(Component):
             logger.info("the side session answered no text", stop=(ended or {}).get("stopReason"))
         return answer
 
-    async def _forget(self, port: Port, process: AgentProcess | None, session: str | None,
+    async def _forget(self, port: SidePort, process: AgentProcess | None, session: str | None,
                       folder: Path) -> None:
         if process is not None:
             port.discard_agent(process)  # its process group, the session's CLI process with it

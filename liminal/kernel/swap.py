@@ -47,7 +47,7 @@ from liminal import log, units
 from liminal.acp.port import Component, Port
 from liminal.config import GradientSettings, SwapSettings
 from liminal.gradient.summarize import Summarizer
-from liminal.harness.base import HarnessChoice, Rewritten, SessionHarness
+from liminal.harness.base import MoveHarness, Rewritten, SwapHarness, choice_behind
 from liminal.kernel.journal import SwapJournal, SwapRecord
 from liminal.kernel.memory import Memory, unknown
 from liminal.kernel.mover import UNDO_CLOSE_SECONDS, ThreadMover
@@ -92,7 +92,7 @@ class SwapManager(Component):
         self,
         settings: SwapSettings,
         journal: SwapJournal,
-        harness: SessionHarness,
+        harness: SwapHarness,
         *,
         clock: Callable[[], float] = time.time,
         settle_timeout: float = 10.0,
@@ -101,13 +101,16 @@ class SwapManager(Component):
         leases: MoveLeases | None = None,
         shared: StoreJournal | None = None,
         stop_grace: float = 10.0,
+        policy: CostPolicy | None = None,
+        summarizer_for: Callable[[str], Summarizer | None] | None = None,
+        summary_asked: Callable[[str, str], bool] | None = None,
+        zone: ZoneSource | None = None,
+        memory: Memory | None = None,
     ) -> None:
         self.settings = settings
         # How long a swap under way when liminal stops may go on (``proxy.stop_grace_seconds``).
         self.stop_grace = stop_grace
-        self.policy = CostPolicy(settings, gradient or GradientSettings(),
-                                 settings.ceiling_tokens or harness.ceiling_tokens,
-                                 side_session_tokens=harness.side_session_tokens)
+        self.policy = policy if policy is not None else CostPolicy.of(settings, gradient or GradientSettings(), harness)
         self.journal = journal
         self.harness = harness
         self.clock = clock
@@ -120,13 +123,14 @@ class SwapManager(Component):
         self._port: Port | None = None
         # What writes a thread's preamble at its swap (None: the extractive summarizer): the
         # model's summaries, when ``liminal.kernel.summaries`` runs.
-        self.summarizer_for: Callable[[str], Summarizer | None] = lambda _thread: None
+        self.summarizer_for: Callable[[str], Summarizer | None] = summarizer_for or (lambda _thread: None)
         # Whether the model's summary of the thread's cycle on a session was asked for (its side
         # session opened, so paid): the journal prices no summary that was never made.
-        self.summary_asked: Callable[[str, str], bool] = lambda _thread, _backing: False
+        self.summary_asked: Callable[[str, str], bool] = summary_asked or (lambda _thread, _backing: False)
         # What the dynamic zone is offered beside the passages (``liminal.kernel.zone``).
-        self.zone: ZoneSource | None = None
-        self.memory: Memory = unknown()  # the thread's scratchpad, for the preamble
+        self.zone = zone
+        # The thread's scratchpad, for the preamble.
+        self.memory: Memory = memory if memory is not None else unknown()
         self._prepared = False  # the journal's bindings are in the router (``prepare``)
         self._running = False  # ``run`` is looking at turn ends
         self._stopping = False  # liminal stops: no new swap is decided but at a turn end
@@ -185,9 +189,10 @@ class SwapManager(Component):
     def _agent_said(self, agent_info: Any) -> None:
         """The agent named itself: its harness may be another than the command suggested (a
         harness given as one, as tests do, is that one whatever the agent says)."""
-        if not isinstance(self.harness, HarnessChoice):
+        choice = choice_behind(self.harness)
+        if choice is None:
             return
-        self.harness.agent_said(agent_info)
+        choice.agent_said(agent_info)
         self.policy.side_session_tokens = self.harness.side_session_tokens
         if not self.settings.ceiling_tokens:
             self.policy.ceiling = self.harness.ceiling_tokens
@@ -530,12 +535,11 @@ class SwapManager(Component):
             logger.info("unfinished swap cleaned up", thread=begun.thread_id, removed=str(path))
         return abandoned
 
-    def _harness_named(self, name: str) -> SessionHarness:
+    def _harness_named(self, name: str) -> MoveHarness:
         """The harness whose swap a journal record describes: a Codex swap's rewrite is a Codex
         rollout even when this liminal wraps Claude Code."""
-        if isinstance(self.harness, HarnessChoice):
-            return self.harness.named(name) or self.harness
-        return self.harness
+        choice = choice_behind(self.harness)
+        return (choice.named(name) if choice is not None else None) or self.harness
 
     async def wait_for_swaps(self, count: int) -> None:
         """For tests: until ``count`` swaps have finished (committed or not)."""
