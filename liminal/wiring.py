@@ -53,7 +53,7 @@ def components(settings: Settings, config_file: Path | None = None,
     redis = redis_url_of(settings.cache.url)
     leases = None if redis is None else MoveLeases(redis, 2 * settings.swap.hold_timeout_seconds + 30)
     # The running liminal writes the store (memos, summaries), so it makes it when the index
-    # worker has not yet: a `/memo` as the first words to a new install was "no store".
+    # worker has not yet: a `/memo` may be the first words to a new install.
     opener = (lambda: open_store(settings, create=True)) if settings.store.index else None
     shared = None
     if opener is not None and settings.store.url.startswith(("mongodb://", "mongodb+srv://")):

@@ -13,7 +13,7 @@ through); the person asked for it to go, so it goes, whole:
   store do not bring it back, and ``session/list``, ``liminal threads`` and the dashboard never
   show it again; every file the CLI keeps of its sessions, its own and the ones liminal wrote
   (a swap's rewrites, the cuts of ``/clear`` and ``/undo``), through the harness
-  (``SessionHarness.remove``); the recall cache's blobs of those sessions; what the store
+  (``Removal.remove``); the recall cache's blobs of those sessions; what the store
   refused of it, its queued slash commands, its swap journal lines.
 
 Never another thread's: a session that another thread has in its lineage (a thread an older

@@ -12,10 +12,10 @@ rewrite. They outlive the process where the swaps are kept:
 - the thread's rewrites in the swap journal (each swap committed or skipped: its
   ``tokens_after``), given to ``CostPolicy.rewritten`` again, in order, as when they were made;
 - the CLI's own prompt, as the policy took it at the thread's first turn end: the context
-  there, which the thread's first session file records (``SessionHarness.first_context_tokens``;
+  there, which the thread's first session file records (``SessionFiles.first_context_tokens``;
   liminal never rewrites that file, a swap writes another);
 - how long the thread's prompt cache lives, as its current session file's records say
-  (``SessionHarness.cache_life``), which the swap manager would otherwise look for only when a
+  (``SessionFiles.cache_life``), which the swap manager would otherwise look for only when a
   swap is decided.
 
 Off the flush that told of the open: the journal and the file are read in a worker thread, by

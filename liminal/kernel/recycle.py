@@ -59,7 +59,7 @@ from liminal.kernel.mover import SETTLE_POLL_MAX, ThreadMover
 from liminal.kernel.threads import ThreadModel
 
 logger = log.get("liminal.recycle")
-# Claude Code 2.1.44 has a turn on disk about 0.1 s after answering; a file not settled in this
+# Claude Code has a turn on disk about 0.1 s after answering; a file not settled in this
 # long is not about to be (a cancelled turn), and the move fails rather than hold prompts longer.
 SETTLE_TIMEOUT = 2.0
 

@@ -21,7 +21,7 @@ down or slow leaves the local view, as without one):
 Opened here (``restore``):
 
 1. the session's lines are read from the store; the harness writes them where the CLI looks
-   (``SessionHarness.restore``: only it knows where and how), byte for byte, 0600, unless the
+   (``StoredSessions.restore``: only it knows where and how), byte for byte, 0600, unless the
    file is there already;
 2. the load goes to the agent for that session, as liminal's own request with the client's
    parameters. A thread liminal moved has its agent's replay captured and its real history

@@ -5,7 +5,7 @@ decided, tried and rejected is lost from its context at a swap. So liminal asks 
 already runs (no key of liminal's, the model the person pays for): when a turn ends, the context
 has passed ``swap.summary_at`` of the trigger and the swap is a turn or two away at the thread's
 pace (``CostPolicy.summary_due``), once per swap cycle, the turns a swap would consolidate now
-(``SessionHarness.ancient``) that no summary covers yet are sent, as text, in
+(``SessionFiles.ancient``) that no summary covers yet are sent, as text, in
 the one prompt of a **side session**: a ``session/new`` of liminal's own, in a folder of its own
 under ``$LIMINAL_HOME/side`` (never the person's project), with no MCP server. The router keeps
 every frame of it from the client and the store and refuses every request the agent makes in it
@@ -144,7 +144,7 @@ class SideSummaries(Component):
         # thread -> the prompt of the turn whose end queued its summary, to find it on disk.
         self._prompts: dict[str, str | None] = {}
         # Until the CLI has written the finished turn (``ThreadMover.settle``): Claude Code
-        # 2.1.44 writes it after answering, so read at once the file lacks the newest turn, and
+        # writes it after answering, so read at once the file lacks the newest turn, and
         # the turns a swap would consolidate, one fewer, may be none.
         self.settle = settle
         # thread -> the backing session its last summary was asked on: one side session per

@@ -33,7 +33,7 @@ def test_the_harness_roles_make_the_seam() -> None:
     roles = (base.SessionFiles, base.Rewriting, base.SideSessions, base.Recall, base.StoredSessions,
              base.Removal)
     assert set().union(*(members(role) for role in roles)) == members(SessionHarness)
-    assert base.ChosenHarness.SEAM == members(SessionHarness)
+    assert members(SessionHarness) == base.ChosenHarness.SEAM
 
 
 def test_the_chosen_harness_is_the_choice_at_each_use() -> None:
@@ -45,7 +45,7 @@ def test_the_chosen_harness_is_the_choice_at_each_use() -> None:
     for name in base.ChosenHarness.SEAM - members(base.Recall):
         assert getattr(harness, name) == getattr(choice.current, name)
     with pytest.raises(AttributeError):
-        getattr(harness, "agent_said")  # the choice's, not the seam's
+        harness.agent_said  # type: ignore[attr-defined]  # noqa: B018 - the choice's, not the seam's
     assert base.choice_behind(harness) is choice
     assert base.choice_behind(choice.current) is None
 
@@ -87,7 +87,7 @@ def test_without_summaries_the_commands_have_no_anchor(tmp_path: Path) -> None:
     from liminal.wiring import components
 
     settings = config.load(env={"LIMINAL_HOME": str(tmp_path), "LIMINAL_SWAP_SUMMARIES": "false"})
-    swaps, commands = components(settings)[:2]
+    commands = components(settings)[1]
     assert isinstance(commands, CommandCenter)
     assert commands.rebuild_anchor is None and commands.side_root is None
     assert commands.anchor_of("t") is None

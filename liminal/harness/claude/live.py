@@ -1,4 +1,4 @@
-"""Claude Code sessions as the swap manager sees them (``liminal.kernel.swap.SessionHarness``).
+"""Claude Code sessions as the kernel sees them (``liminal.harness.base.SessionHarness``).
 
 Finding the file, reading its context size, knowing when a turn is on disk, and rewriting it
 with the gradient: each the thin end of a module that does the real work.
