@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from liminal import log
 
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from liminal.gradient.zone import Candidate, Placed
 
 logger = log.get("liminal.harness")
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -386,33 +387,25 @@ class ChosenHarness(Recall):
             raise AttributeError(name)
         return getattr(self.choice.current, name)
 
-    def recall(self, key: RecallKey) -> bytes | None:
+    def _first(self, ask: Callable[[SessionHarness], _T | None]) -> _T | None:
+        """What the first harness to know answers, the chosen one asked first."""
         for harness in self.choice.all():
-            value = harness.recall(key)
-            if value is not None:
-                return value
-        return None
-
-    def recall_in_line(self, line: bytes, key: RecallKey) -> bytes | None:
-        for harness in self.choice.all():
-            value = harness.recall_in_line(line, key)
-            if value is not None:
-                return value
-        return None
-
-    def previews(self, value: bytes) -> Beside | None:
-        for harness in self.choice.all():
-            ref = harness.previews(value)
-            if ref is not None:
-                return ref
-        return None
-
-    def beside_path(self, ref: Beside, near: Path | None) -> Path | None:
-        for harness in self.choice.all():
-            found = harness.beside_path(ref, near)
+            found = ask(harness)
             if found is not None:
                 return found
         return None
+
+    def recall(self, key: RecallKey) -> bytes | None:
+        return self._first(lambda harness: harness.recall(key))
+
+    def recall_in_line(self, line: bytes, key: RecallKey) -> bytes | None:
+        return self._first(lambda harness: harness.recall_in_line(line, key))
+
+    def previews(self, value: bytes) -> Beside | None:
+        return self._first(lambda harness: harness.previews(value))
+
+    def beside_path(self, ref: Beside, near: Path | None) -> Path | None:
+        return self._first(lambda harness: harness.beside_path(ref, near))
 
 
 def choice_behind(harness: object) -> HarnessChoice | None:
