@@ -89,10 +89,15 @@ class ByteBudget:
         self.used = max(0, self.used - size)
 
 
+# The detached connection, if any, whose proxy the thread's load on this leg takes over.
+FindDetached = Callable[[str, "WebSocketClientLeg"], "WebSocketClientLeg | None"]
+
+
 class WebSocketClientLeg:
     def __init__(self, connection: ServerConnection, *, locks: ThreadLocks | None = None,
                  settings: ServeSettings | None = None, budget: ByteBudget | None = None,
-                 first: Data | None = None, detached_max: float = DETACHED_MAX_SECONDS) -> None:
+                 first: Data | None = None, detached_max: float = DETACHED_MAX_SECONDS,
+                 find_detached: FindDetached | None = None) -> None:
         self.connection = connection
         self.locks = locks
         self.settings = settings or ServeSettings()
@@ -125,7 +130,7 @@ class WebSocketClientLeg:
         self._pending_takes: set[asyncio.Task[bool]] = set()
         self._new_sessions: set[Any] = set()  # ids of session/new requests: their answers name threads
         # Taking over a detached connection's proxy (``adopt``).
-        self.find_detached: Callable[[str, WebSocketClientLeg], WebSocketClientLeg | None] | None = None
+        self.find_detached = find_detached
         self.handover: tuple[WebSocketClientLeg, dict[str, Any]] | None = None
         self._adopted = asyncio.Event()
         self.claimed: float | None = None  # when a new connection chose to take this proxy over

@@ -204,9 +204,8 @@ class AcpServer:
                 return
             locks = ThreadLocks(self.settings.home, redis_url_of(self.settings.cache.url))
             leg = WebSocketClientLeg(connection, locks=locks, settings=self.settings.serve, budget=self.budget,
-                                     first=initialize)
+                                     first=initialize, find_detached=self._detached_holder)
             self.legs[connection] = leg
-            leg.find_detached = self._detached_holder
             code = await run_proxy(self.argv, self.proxy_settings, self.config_file, leg,
                                    connection_id=connection_id, watch_signals=False,
                                    restart_agent=True, leading=[LockRelease(locks)],
