@@ -9,6 +9,7 @@ its constructor: no component is amended after it is built.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,7 @@ def components(settings: Settings, config_file: Path | None = None,
     a closure (the swap manager the summaries, the scratchpad the command center)."""
     from liminal.harness.base import HarnessChoice
     from liminal.harness.known import known_harnesses
+    from liminal.kernel.aids import CommandAids, Preamble
     from liminal.kernel.commands import CommandCenter
     from liminal.kernel.journal import SwapJournal
     from liminal.kernel.memory import Memory
@@ -86,27 +88,27 @@ def components(settings: Settings, config_file: Path | None = None,
     def summary_asked(thread: str, backing: str) -> bool:
         return summaries is not None and summaries.asked_on(thread, backing)
 
+    preamble = Preamble(memory, zone, summarizer_for, summary_asked)
     # What rides a summary's request is priced with it (``memory``).
     policy = CostPolicy.of(settings.swap, settings.gradient, harness, memory=settings.memory)
-    swaps = SwapManager(settings.swap, journal, harness, gradient=settings.gradient, leases=leases,
-                        shared=shared, stop_grace=settings.proxy.stop_grace_seconds, policy=policy,
-                        summarizer_for=summarizer_for, summary_asked=summary_asked, zone=zone,
-                        memory=memory)
+    swaps = SwapManager(settings.swap, journal, harness, policy=policy, leases=leases, shared=shared,
+                        stop_grace=settings.proxy.stop_grace_seconds, preamble=preamble)
     if settings.swap.summaries and settings.swap.enabled:
-        # Lessons and the review of the zone's candidates ride each summary's request.
+        # The review of the zone's candidates rides each summary's request (the lessons: the
+        # policy's memory settings).
         summaries = SideSummaries(settings.swap, harness, swaps.model, swaps.policy, settings.home, opener,
-                                  settle=swaps.mover.settle, memory=settings.memory, zone=zone)
+                                  settle=swaps.mover.settle, zone=zone)
     # A thread this process did not start has its pace learned again from the journal and its file.
     from liminal.kernel.recalibrate import Recalibrator
 
     recalibrator = Recalibrator(swaps.model, swaps.policy, journal, harness)
     # liminal's slash commands (/mark, /clear, /fork, /undo ...): answered by liminal.
-    commands = CommandCenter(
-        swaps.model, swaps.mover, journal, swaps.policy, harness, opener, lambda: open_cache(settings),
-        zone=zone, memory=memory, home=settings.home, recalibrated=recalibrator.settled,
-        anchor_of=summaries.anchor if summaries is not None else None,
-        rebuild_anchor=summaries.rebuild if summaries is not None else None,
-        side_root=side_root(settings.home) if summaries is not None else None)
+    aids = CommandAids(preamble, home=settings.home, recalibrated=recalibrator.settled)
+    if summaries is not None:
+        aids = replace(aids, anchor_of=summaries.anchor, rebuild_anchor=summaries.rebuild,
+                       side_root=side_root(settings.home))
+    commands = CommandCenter(swaps.model, swaps.mover, journal, swaps.policy, harness, opener,
+                             lambda: open_cache(settings), aids)
     found: list[Component] = [swaps, commands]
     if summaries is not None:
         found.append(summaries)

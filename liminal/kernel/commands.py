@@ -38,8 +38,8 @@ from liminal.acp.router import LOCAL, Local, LocalRequest
 from liminal.errors import in_words
 from liminal.harness.base import SessionHarness
 from liminal.kernel import delete, reopen, restore, whereabouts, zone
+from liminal.kernel.aids import CommandAids
 from liminal.kernel.journal import SwapJournal, SwapRecord, committed
-from liminal.kernel.memory import Memory, unknown
 from liminal.kernel.mover import SwapError, ThreadMover, Writer
 from liminal.kernel.policy import CostPolicy, journal_moves, measure_payback
 from liminal.kernel.threads import Mark, ThreadModel
@@ -49,7 +49,6 @@ from liminal.store.records import Batch, ThreadUpdate
 from liminal.units import plural, tokens
 
 if TYPE_CHECKING:
-    from liminal.kernel.zone import ZoneSource
     from liminal.lookup.recaller import Recaller
     from liminal.store.base import Store
     from liminal.store.cache import Cache
@@ -141,20 +140,17 @@ class CommandCenter(Component):
 
     def __init__(self, model: ThreadModel, mover: ThreadMover, journal: SwapJournal, policy: CostPolicy,
                  harness: SessionHarness, open_store: StoreOpener | None,
-                 open_cache: CacheOpener | None = None, *, zone: ZoneSource | None = None,
-                 memory: Memory | None = None, anchor_of: Callable[[str], str | None] | None = None,
-                 rebuild_anchor: Callable[[str], Awaitable[str]] | None = None,
-                 side_root: Path | None = None, home: Path | None = None,
-                 recalibrated: Callable[[str], Awaitable[None]] | None = None) -> None:
+                 open_cache: CacheOpener | None = None, aids: CommandAids | None = None) -> None:
         self.model = model
         self.mover = mover
         self.journal = journal
         self.policy = policy
         self.harness = harness
         self._open_store = open_store
-        self.zone = zone  # /optimise's dynamic zone (liminal.kernel.zone)
-        # The scratchpad: /scratchpad, and each move's preamble.
-        self.memory: Memory = memory if memory is not None else unknown()
+        # What the center reads from the other components (``liminal.kernel.aids.CommandAids``).
+        aids = aids or CommandAids()
+        self.zone = aids.preamble.zone  # /optimise's dynamic zone (liminal.kernel.zone)
+        self.memory = aids.preamble.memory  # the scratchpad: /scratchpad, and each move's preamble
         self._open_cache = open_cache
         self._store: Store | None = None
         self._store_cm: AbstractAsyncContextManager[Store] | None = None
@@ -164,16 +160,11 @@ class CommandCenter(Component):
         self._recaller: Recaller | None = None
         self._send, self._receive = anyio.create_memory_object_stream[LocalRequest | SlashRequest](256)
         self._port: Port | None = None
-        # The thread's state anchor, from its newest summary (``liminal.kernel.summaries``).
-        self.anchor_of: Callable[[str], str | None] = anchor_of or (lambda _thread: None)
-        # ``/context rebuild`` (``SideSummaries.rebuild``): None while the summaries are off.
-        self.rebuild_anchor = rebuild_anchor
-        # Where liminal's side sessions work: a session the agent lists there is no thread.
-        self.side_root = side_root
-        # ``$LIMINAL_HOME``: what a deleted thread left there goes too (``liminal.kernel.owned``).
-        self.home = home
-        # Until what a new liminal learns again of an opened thread's pace is in (``Recalibrator``).
-        self.recalibrated = recalibrated
+        self.anchor_of = aids.anchor_of
+        self.rebuild_anchor = aids.rebuild_anchor
+        self.side_root = aids.side_root
+        self.home = aids.home
+        self.recalibrated = aids.recalibrated
         self._background: anyio.abc.TaskGroup | None = None  # the sweeps of deleted threads' files
         self._deleted: list[delete.Deleted] = []
 

@@ -60,7 +60,7 @@ from liminal.acp.port import (
     ThreadView,
 )
 from liminal.acp.side_sessions import text_of
-from liminal.config import MemorySettings, SwapSettings
+from liminal.config import SwapSettings
 from liminal.errors import in_words
 from liminal.gradient.summarize import (
     PREAMBLE_INTRO,
@@ -127,8 +127,7 @@ def side_root(home: Path) -> Path:
 class SideSummaries(Component):
     def __init__(self, settings: SwapSettings, harness: SideHarness, model: ThreadModel,
                  policy: CostPolicy, home: Path, open_store: StoreOpener | None, *,
-                 settle: Settle | None = None, memory: MemorySettings | None = None,
-                 zone: ZoneSource | None = None) -> None:
+                 settle: Settle | None = None, zone: ZoneSource | None = None) -> None:
         self.settings = settings
         self.harness = harness
         self.model = model
@@ -164,8 +163,9 @@ class SideSummaries(Component):
         # its files are removed once more when the agent has gone (``aclose``).
         self._opened: list[tuple[str, Path]] = []
         self._prompting: str | None = None  # the side session whose prompt is unanswered
-        # Lessons and the review of the zone's candidates ride each summary's request.
-        self.memory = memory or MemorySettings()
+        # Lessons and the review of the zone's candidates ride each summary's request: the
+        # policy prices what rides it, so the settings are the policy's.
+        self.memory = policy.memory
         self.zone = zone  # what the zone is offered (None: nothing to review)
         self.lessons_kept = 0  # lessons stored (tests wait on it)
         self.reviews = 0  # reviews made

@@ -46,14 +46,13 @@ import anyio.to_thread
 from liminal import log, units
 from liminal.acp.port import Component, Port
 from liminal.config import GradientSettings, SwapSettings
-from liminal.gradient.summarize import Summarizer
 from liminal.harness.base import MoveHarness, Rewritten, SwapHarness, choice_behind
+from liminal.kernel.aids import Preamble
 from liminal.kernel.journal import SwapJournal, SwapRecord
-from liminal.kernel.memory import Memory, unknown
 from liminal.kernel.mover import UNDO_CLOSE_SECONDS, ThreadMover
 from liminal.kernel.policy import CostPolicy, Decision
 from liminal.kernel.threads import ThreadModel, ThreadState
-from liminal.kernel.zone import Offer, ZoneSource
+from liminal.kernel.zone import Offer
 from liminal.sessionfiles import is_session_id
 
 if TYPE_CHECKING:
@@ -96,41 +95,35 @@ class SwapManager(Component):
         *,
         clock: Callable[[], float] = time.time,
         settle_timeout: float = 10.0,
-        gradient: GradientSettings | None = None,
-        model: ThreadModel | None = None,
+        policy: CostPolicy | None = None,
         leases: MoveLeases | None = None,
         shared: StoreJournal | None = None,
         stop_grace: float = 10.0,
-        policy: CostPolicy | None = None,
-        summarizer_for: Callable[[str], Summarizer | None] | None = None,
-        summary_asked: Callable[[str, str], bool] | None = None,
-        zone: ZoneSource | None = None,
-        memory: Memory | None = None,
+        preamble: Preamble | None = None,
     ) -> None:
         self.settings = settings
         # How long a swap under way when liminal stops may go on (``proxy.stop_grace_seconds``).
         self.stop_grace = stop_grace
-        self.policy = policy if policy is not None else CostPolicy.of(settings, gradient or GradientSettings(), harness)
+        # The policy for the harness and the default gradient unless given (the wiring's, with
+        # the configured gradient and what rides a summary's request).
+        self.policy = policy if policy is not None else CostPolicy.of(settings, GradientSettings(), harness)
         self.journal = journal
         self.harness = harness
         self.clock = clock
         self.settle_timeout = settle_timeout
         # What liminal knows of each thread; its turn ends are this manager's cue.
-        self.model = model or ThreadModel()
+        self.model = ThreadModel()
         self.model.on_turn_end.append(self._turn_ended)
         self.model.on_opened.append(self._opened)
         self.model.on_agent_info.append(self._agent_said)
         self._port: Port | None = None
-        # What writes a thread's preamble at its swap (None: the extractive summarizer): the
-        # model's summaries, when ``liminal.kernel.summaries`` runs.
-        self.summarizer_for: Callable[[str], Summarizer | None] = summarizer_for or (lambda _thread: None)
-        # Whether the model's summary of the thread's cycle on a session was asked for (its side
-        # session opened, so paid): the journal prices no summary that was never made.
-        self.summary_asked: Callable[[str, str], bool] = summary_asked or (lambda _thread, _backing: False)
-        # What the dynamic zone is offered beside the passages (``liminal.kernel.zone``).
-        self.zone = zone
-        # The thread's scratchpad, for the preamble.
-        self.memory: Memory = memory if memory is not None else unknown()
+        # What the preamble is written with (``liminal.kernel.aids.Preamble``): the model's
+        # summaries when ``liminal.kernel.summaries`` runs, the dynamic zone, the scratchpad.
+        preamble = preamble or Preamble()
+        self.summarizer_for = preamble.summarizer_for
+        self.summary_asked = preamble.summary_asked
+        self.zone = preamble.zone
+        self.memory = preamble.memory
         self._prepared = False  # the journal's bindings are in the router (``prepare``)
         self._running = False  # ``run`` is looking at turn ends
         self._stopping = False  # liminal stops: no new swap is decided but at a turn end
