@@ -9,7 +9,7 @@ its constructor: no component is amended after it is built.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -139,27 +139,39 @@ def components(settings: Settings, config_file: Path | None = None,
     return found
 
 
+@dataclass(frozen=True)
+class Served:
+    """What ``liminal serve`` gives one WebSocket connection's proxy: the connection as its
+    client, its id, the caller's components put first (its thread locks, which must close before
+    the index worker drains: ``liminal.serve.locks.LockRelease``), what is told of the proxy
+    before it runs, and the one index worker its spool goes to (shared by the connections;
+    without it the proxy starts one of its own). The server handles the signals, and the agent
+    of a connection is started again if it dies."""
+
+    client: ClientSide
+    connection_id: str
+    leading: Sequence[Component] = ()
+    on_proxy: Callable[[Proxy], None] | None = None
+    index_worker: SharedWorker | None = None
+
+
 async def run_proxy(argv: list[str], settings: Settings, config_file: Path | None = None,
-                    client: ClientSide | None = None, *, connection_id: str | None = None,
-                    watch_signals: bool = True, restart_agent: bool = False,
-                    leading: Sequence[Component] = (),
-                    on_proxy: Callable[[Proxy], None] | None = None,
-                    index_worker: SharedWorker | None = None) -> int:
+                    served: Served | None = None) -> int:
     """One proxy with its components in front of one agent process, until the client leaves or
     the agent dies: ``liminal acp`` on stdio, and ``liminal serve`` per WebSocket connection
-    (``on_proxy`` is told of the proxy before it runs). ``leading``: the caller's components,
-    put first, so that they close before the index worker drains (``liminal serve``'s
-    thread locks: ``liminal.serve.locks.LockRelease``). ``index_worker``: the one index worker
-    this proxy's spool goes to (``liminal serve``'s, shared by its connections); without it,
-    the proxy starts a worker of its own."""
+    (``served``)."""
     from liminal.proxy import Proxy
 
     extra = components(settings, config_file, argv)
-    options: dict[str, Any] = {"client": client, "connection_id": connection_id,
-                               "watch_signals": watch_signals, "restart_agent": restart_agent}
+    options: dict[str, Any] = {} if served is None else {
+        "client": served.client, "connection_id": served.connection_id, "watch_signals": False,
+        "restart_agent": True}
+    leading = served.leading if served is not None else ()
+    index_worker = served.index_worker if served is not None else None
+
     def made(proxy: Proxy) -> Proxy:
-        if on_proxy is not None:
-            on_proxy(proxy)
+        if served is not None and served.on_proxy is not None:
+            served.on_proxy(proxy)
         return proxy
 
     if not settings.store.index:

@@ -192,7 +192,7 @@ class AcpServer:
     # -- a connection ---------------------------------------------------------------------------
 
     async def handle(self, connection: ServerConnection) -> None:
-        from liminal.wiring import run_proxy
+        from liminal.wiring import Served, run_proxy
 
         connection_id = self._ids.pop(id(connection), None) or uuid.uuid4().hex
         self.connections[connection] = connection_id
@@ -206,11 +206,9 @@ class AcpServer:
             leg = WebSocketClientLeg(connection, locks=locks, settings=self.settings.serve, budget=self.budget,
                                      first=initialize, find_detached=self._detached_holder)
             self.legs[connection] = leg
-            code = await run_proxy(self.argv, self.proxy_settings, self.config_file, leg,
-                                   connection_id=connection_id, watch_signals=False,
-                                   restart_agent=True, leading=[LockRelease(locks)],
-                                   on_proxy=lambda proxy: self._bind(leg, proxy),
-                                   index_worker=self.index_worker)
+            code = await run_proxy(self.argv, self.proxy_settings, self.config_file, Served(
+                leg, connection_id, leading=[LockRelease(locks)],
+                on_proxy=lambda proxy: self._bind(leg, proxy), index_worker=self.index_worker))
             logger.info("connection closed", connection=connection_id, exit_code=code)
             if leg.handover is not None:
                 await leg.handed_over()
