@@ -151,6 +151,7 @@ class _Store:
 
 async def context_of(tmp_path: Path, swap: SwapSettings, records: list[SwapRecord], pace: Pace) -> str:
     from liminal.kernel.commands import CommandCenter
+    from liminal.kernel.commands.table import run_command
     from tests.support.fakeport import FakePort
 
     @contextlib.asynccontextmanager
@@ -164,9 +165,9 @@ async def context_of(tmp_path: Path, swap: SwapSettings, records: list[SwapRecor
     model.threads["t"] = ThreadState("t", context_tokens=26_000, pace=pace)
     center = CommandCenter(model, SimpleNamespace(shared=None), journal,  # type: ignore[arg-type]
                            CostPolicy(swap, GradientSettings(), 167_000), harness=_NoFile(), open_store=open_store)
-    center._port = FakePort()
+    center.context.port = FakePort()
     try:
-        return await center._cmd_context("t", "")
+        return await run_command(center.context, "t", "context", "")
     finally:
         await center.aclose()
 
