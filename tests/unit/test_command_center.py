@@ -329,3 +329,41 @@ async def test_a_command_that_fails_says_what_happened_in_words(monkeypatch: pyt
     [(_, note)] = [n for n in port.notes if n[0] == "liminal/slash"]
     assert note["said"] == "failed: no answer in time (nothing changed)", note
     await center.aclose()
+
+
+class _Unreadable:
+    async def appeared(self, backing: str, cwd: str | None, seconds: float) -> None:
+        raise OSError("the disk went away")
+
+
+@pytest.mark.anyio
+async def test_every_request_the_table_keeps_is_answered_though_its_handler_fails() -> None:
+    """A ``session/fork`` liminal answers (an agent without one) whose cut failed inside
+    liminal: before, nothing caught it, the client's fork waited for ever and the center's
+    queue stopped. A request kept by another component's hook and handed here is refused, not
+    answered as a prompt."""
+    from liminal.acp.router import LOCAL
+
+    router = Router(max_frame_bytes=1 << 20)
+    model = _model(t=_Thread())  # its agent lists sessions, and forks none
+    mover = _Unreadable()
+    center = CommandCenter(model, mover, _Journal(), _Policy(), harness=_Harness(),  # type: ignore[arg-type]
+                           open_store=None)
+    port = FakePort(router, [center])
+    mover.port = port  # type: ignore[attr-defined]
+    router.add_request_hook(("_other/kept",), lambda method, message, thread: LOCAL)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(center.run, port)
+            port.from_client({"jsonrpc": "2.0", "id": 1, "method": "session/fork",
+                              "params": {"sessionId": "t", "cwd": "/work/demo", "mcpServers": []}})
+            router.receive_from_client(b'{"jsonrpc":"2.0","id":2,"method":"_other/kept","params":{}}\n', 0)
+            for local in router.take().local:
+                center.local_requested(local)
+            while router.local_pending():  # noqa: ASYNC110 - the router has no event for it
+                await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+    await center.aclose()
+    errors = {frame["id"]: frame["error"] for frame in port.to_client if "id" in frame}
+    assert errors[1]["code"] == -32603 and errors[1]["message"].startswith("session/fork failed: "), errors
+    assert errors[2]["code"] == -32601, errors
