@@ -31,6 +31,12 @@ def chats(rig: Rig) -> list[Path]:
     return sorted((rig.home.gemini_dir / "tmp").glob("*/chats/session-*.jsonl"))
 
 
+def session_file(rig: Rig, session: str) -> Path:
+    """The file holding the session's conversation. (A session's start writes two headers some
+    milliseconds apart; should a minute turn between them, the first is a file of its own.)"""
+    return max((p for p in chats(rig) if p.stem.endswith(session[:8])), key=lambda p: p.stat().st_size)
+
+
 def records(path: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
@@ -82,8 +88,7 @@ def test_gemini_through_liminal_answers_every_turn_and_is_stored(gemini: Rig) ->
     # The CLI's session file: named by the minute it began and the session id's first eight
     # characters, a JSON line per record (docs/formats.md): the model's call turn is two
     # records (its usage, then its tool calls with their results), the response a user record.
-    [path] = [p for p in chats(rig) if p.stem.endswith(session[:8])]
-    lines = records(path)
+    lines = records(session_file(rig, session))
     assert lines[0]["sessionId"] == session and lines[0]["kind"] == "main"
     said = [r for r in lines if "type" in r]
     assert [m["type"] for m in said] == ["user", "gemini", "gemini", "user", "gemini", "user", "gemini"]
@@ -104,7 +109,7 @@ def began_a_minute_ago(rig: Rig, session: str) -> None:
     leaves only the context, and the load answers "No previous sessions found for this
     project." (docs/facts.md). A person loads a session later than that; the test must too.
     """
-    [path] = [p for p in chats(rig) if p.stem.endswith(session[:8])]
+    path = session_file(rig, session)
     path.rename(path.with_name(f"session-2000-01-01T00-00-{session[:8]}.jsonl"))
 
 
