@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -165,6 +166,44 @@ def test_gemini_resumes_a_tool_call_with_its_response_twice(gemini: Rig) -> None
     assert [r.error for r in rig.server.errors] == [
         "Please ensure that the number of function response parts is equal to the number of "
         "function call parts of the function call turn."]
+
+
+def test_a_copy_under_a_new_id_without_the_response_records_loads_and_goes_on(gemini: Rig) -> None:
+    """What a rewrite for Gemini CLI 0.61.0 can be (docs/facts.md): the session's lines under a new
+    id, in a file named for an earlier minute, without the user records of function responses
+    (each is in its model message's ``toolCalls[].result`` already). The CLI loads it, replays
+    the tool call, and the next request holds the call with one response."""
+    rig = gemini
+    with rig.client(via_liminal=False) as client:
+        client.initialize()
+        session = client.new_session(rig.home.project)["sessionId"]
+        assert client.prompt(session, "READ_NOTES please", timeout=180).stop_reason == "end_turn"
+        client.settle()
+    source = session_file(rig, session)
+    copy = str(uuid.uuid4())
+    kept = []
+    for line in records(source):
+        if line.get("sessionId") == session:
+            line = {**line, "sessionId": copy}
+        content = line.get("content")
+        if line.get("type") == "user" and isinstance(content, list) and any(
+                isinstance(part, dict) and "functionResponse" in part for part in content):
+            continue
+        kept.append(json.dumps(line, separators=(",", ":")) + "\n")
+    source.with_name(f"session-2000-01-01T00-00-{copy[:8]}.jsonl").write_text("".join(kept))
+    with rig.client(via_liminal=False) as client:
+        client.initialize()
+        start = len(client.received)
+        client.load_session(copy, rig.home.project, timeout=120)
+        client.settle(quiet=1)
+        replayed = updates_since(client.received, start, copy)
+        again = client.prompt(copy, "hello again", timeout=180)
+        client.settle()
+    assert "tool_call" in replayed and "agent_message_chunk" in replayed, replayed
+    assert again.stop_reason == "end_turn" and not rig.server.errors
+    contents = rig.server.views()[-1].body["contents"]
+    kinds = [next(iter(part)) for content in contents for part in content["parts"]]
+    assert kinds.count("functionCall") == 1 and kinds.count("functionResponse") == 1, kinds
 
 
 def test_gemini_connects_to_nothing_but_the_fake_server(gemini: Rig, tmp_path: Path) -> None:
