@@ -168,11 +168,42 @@ def test_gemini_resumes_a_tool_call_with_its_response_twice(gemini: Rig) -> None
         "function call parts of the function call turn."]
 
 
+def test_the_next_start_deletes_a_loaded_sessions_files(gemini: Rig) -> None:
+    """A fact of Gemini CLI 0.61.0 (docs/facts.md), so a version that fixes it shows here: a load
+    leaves a file of its own minute holding only the context; the next start's session cleanup
+    (``general.sessionRetention``, on by default) deletes every file with nothing to resume and,
+    with it, every file whose name ends in the same eight characters of the id: the
+    conversation's file too."""
+    rig = gemini
+    with rig.client(via_liminal=False) as client:
+        client.initialize()
+        session = client.new_session(rig.home.project)["sessionId"]
+        assert client.prompt(session, "hello", timeout=180).stop_reason == "end_turn"
+        client.settle()
+    began_a_minute_ago(rig, session)
+    with rig.client(via_liminal=False) as client:
+        client.initialize()
+        client.load_session(session, rig.home.project, timeout=120)
+        client.settle(quiet=1)
+    named = [p for p in chats(rig) if p.stem.endswith(session[:8])]
+    assert len(named) == 2  # the conversation's, and the load's own holding only the context
+    with rig.client(via_liminal=False) as client:
+        client.initialize()
+        client.new_session(rig.home.project)
+        client.settle()
+    assert not [p for p in chats(rig) if p.stem.endswith(session[:8])]
+    with rig.client(via_liminal=False) as client:
+        client.initialize()
+        with pytest.raises(AcpError, match=r"No previous sessions found|Invalid session identifier"):
+            client.load_session(session, rig.home.project, timeout=120)
+
+
 def test_a_copy_under_a_new_id_without_the_response_records_loads_and_goes_on(gemini: Rig) -> None:
     """What a rewrite for Gemini CLI 0.61.0 can be (docs/facts.md): the session's lines under a new
     id, in a file named for an earlier minute, without the user records of function responses
     (each is in its model message's ``toolCalls[].result`` already). The CLI loads it, replays
-    the tool call, and the next request holds the call with one response."""
+    the tool call, and the next request holds the call with one response; a second load does
+    not."""
     rig = gemini
     with rig.client(via_liminal=False) as client:
         client.initialize()
@@ -204,6 +235,18 @@ def test_a_copy_under_a_new_id_without_the_response_records_loads_and_goes_on(ge
     contents = rig.server.views()[-1].body["contents"]
     kinds = [next(iter(part)) for content in contents for part in content["parts"]]
     assert kinds.count("functionCall") == 1 and kinds.count("functionResponse") == 1, kinds
+    # For one load only: the resume wrote the whole history back to the file, the responses as
+    # user records again (``<message id>_response``), and a second load sends them twice. (The
+    # session cleanup is off for it: else this start deletes the file, as the test above shows.)
+    rig.server.allow_refusals = True
+    settings = json.loads((rig.home.gemini_dir / "settings.json").read_text())
+    settings["general"]["sessionRetention"] = {"enabled": False}
+    (rig.home.gemini_dir / "settings.json").write_text(json.dumps(settings))
+    with rig.client(via_liminal=False) as client:
+        client.initialize()
+        client.load_session(copy, rig.home.project, timeout=120)
+        with pytest.raises(AcpError, match="number of function response parts"):
+            client.prompt(copy, "a third time", timeout=180)
 
 
 def test_gemini_connects_to_nothing_but_the_fake_server(gemini: Rig, tmp_path: Path) -> None:
