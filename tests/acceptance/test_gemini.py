@@ -119,22 +119,33 @@ def updates_since(frames: list[Frame], start: int, session: str) -> list[str]:
             if f.method == "session/update" and f.msg["params"].get("sessionId") == session]
 
 
+def one_turn(rig: Rig, prompt: str, *, via_liminal: bool = False) -> str:
+    """A new session in a process of its own, one prompt answered; its id."""
+    with rig.client(via_liminal=via_liminal) as client:
+        client.initialize()
+        session = str(client.new_session(rig.home.project)["sessionId"])
+        assert client.prompt(session, prompt, timeout=180).stop_reason == "end_turn", rig.stderr_tail()
+        client.settle()
+    return session
+
+
+def load(client: AcpClient, rig: Rig, session: str) -> list[str]:
+    """``session/load``, and the updates it replays (they come after its answer)."""
+    client.initialize()
+    start = len(client.received)
+    client.load_session(session, rig.home.project, timeout=120)
+    client.settle(quiet=1)
+    return updates_since(client.received, start, session)
+
+
 def test_gemini_loads_its_session_in_a_new_process(gemini: Rig) -> None:
     """``session/load`` (``loadSession: true``): a new process replays the thread's history (after
     its answer: the CLI streams it without waiting) and goes on with it."""
     rig = gemini
-    with rig.client(via_liminal=True) as client:
-        client.initialize()
-        session = client.new_session(rig.home.project)["sessionId"]
-        assert client.prompt(session, "hello", timeout=180).stop_reason == "end_turn"
-        client.settle()
+    session = one_turn(rig, "hello", via_liminal=True)
     began_a_minute_ago(rig, session)
     with rig.client(via_liminal=True) as client:
-        client.initialize()
-        start = len(client.received)
-        client.load_session(session, rig.home.project, timeout=120)
-        client.settle(quiet=1)
-        replayed = updates_since(client.received, start, session)
+        replayed = load(client, rig, session)
         again = client.prompt(session, "hello again", timeout=180)
         client.settle()
     assert replayed.count("user_message_chunk") >= 2, replayed  # the context, then "hello"
@@ -152,15 +163,10 @@ def test_gemini_resumes_a_tool_call_with_its_response_twice(gemini: Rig) -> None
     refuses; the turn after the load fails."""
     rig = gemini
     rig.server.allow_refusals = True
-    with rig.client(via_liminal=False) as client:
-        client.initialize()
-        session = client.new_session(rig.home.project)["sessionId"]
-        assert client.prompt(session, "READ_NOTES please", timeout=180).stop_reason == "end_turn"
-        client.settle()
+    session = one_turn(rig, "READ_NOTES please")
     began_a_minute_ago(rig, session)
     with rig.client(via_liminal=False) as client:
-        client.initialize()
-        client.load_session(session, rig.home.project, timeout=120)
+        load(client, rig, session)
         with pytest.raises(AcpError, match="number of function response parts"):
             client.prompt(session, "hello again", timeout=180)
     assert [r.error for r in rig.server.errors] == [
@@ -175,16 +181,10 @@ def test_the_next_start_deletes_a_loaded_sessions_files(gemini: Rig) -> None:
     with it, every file whose name ends in the same eight characters of the id: the
     conversation's file too."""
     rig = gemini
-    with rig.client(via_liminal=False) as client:
-        client.initialize()
-        session = client.new_session(rig.home.project)["sessionId"]
-        assert client.prompt(session, "hello", timeout=180).stop_reason == "end_turn"
-        client.settle()
+    session = one_turn(rig, "hello")
     began_a_minute_ago(rig, session)
     with rig.client(via_liminal=False) as client:
-        client.initialize()
-        client.load_session(session, rig.home.project, timeout=120)
-        client.settle(quiet=1)
+        load(client, rig, session)
     named = [p for p in chats(rig) if p.stem.endswith(session[:8])]
     assert len(named) == 2  # the conversation's, and the load's own holding only the context
     with rig.client(via_liminal=False) as client:
@@ -205,11 +205,7 @@ def test_a_copy_under_a_new_id_without_the_response_records_loads_and_goes_on(ge
     the tool call, and the next request holds the call with one response; a second load does
     not."""
     rig = gemini
-    with rig.client(via_liminal=False) as client:
-        client.initialize()
-        session = client.new_session(rig.home.project)["sessionId"]
-        assert client.prompt(session, "READ_NOTES please", timeout=180).stop_reason == "end_turn"
-        client.settle()
+    session = one_turn(rig, "READ_NOTES please")
     source = session_file(rig, session)
     copy = str(uuid.uuid4())
     kept = []
@@ -223,11 +219,7 @@ def test_a_copy_under_a_new_id_without_the_response_records_loads_and_goes_on(ge
         kept.append(json.dumps(line, separators=(",", ":")) + "\n")
     source.with_name(f"session-2000-01-01T00-00-{copy[:8]}.jsonl").write_text("".join(kept))
     with rig.client(via_liminal=False) as client:
-        client.initialize()
-        start = len(client.received)
-        client.load_session(copy, rig.home.project, timeout=120)
-        client.settle(quiet=1)
-        replayed = updates_since(client.received, start, copy)
+        replayed = load(client, rig, copy)
         again = client.prompt(copy, "hello again", timeout=180)
         client.settle()
     assert "tool_call" in replayed and "agent_message_chunk" in replayed, replayed
@@ -243,8 +235,7 @@ def test_a_copy_under_a_new_id_without_the_response_records_loads_and_goes_on(ge
     settings["general"]["sessionRetention"] = {"enabled": False}
     (rig.home.gemini_dir / "settings.json").write_text(json.dumps(settings))
     with rig.client(via_liminal=False) as client:
-        client.initialize()
-        client.load_session(copy, rig.home.project, timeout=120)
+        load(client, rig, copy)
         with pytest.raises(AcpError, match="number of function response parts"):
             client.prompt(copy, "a third time", timeout=180)
 
