@@ -29,7 +29,7 @@ import functools
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,8 +40,19 @@ from liminal import faults, log
 from liminal.config import SwapSettings
 from liminal.errors import in_words
 from liminal.harness.base import Rewritten, SessionHarness
+from liminal.kernel.attempt import (
+    ABANDONED,
+    COMMITTED,
+    FAILED,
+    SKIPPED,
+    UNDO_CLOSE_SECONDS,
+    MoveAttempt,
+    MoveRecords,
+    Priced,
+    SwapError,
+    failure,
+)
 from liminal.kernel.journal import SwapJournal, SwapRecord
-from liminal.kernel.policy import Decision
 from liminal.kernel.storejournal import Refused, StoreJournal
 from liminal.kernel.threads import MoveLocks, ThreadState
 
@@ -51,25 +62,7 @@ if TYPE_CHECKING:
 
 logger = log.get("liminal.swap")
 SETTLE_POLL_MAX = 0.02  # seconds between looks at the session file while the turn settles
-UNDO_CLOSE_SECONDS = 2.0  # closing the new session of a move that failed (the agent may be going)
-
-
-@dataclass(frozen=True, slots=True)
-class Moved:
-    """What a move came to, as its journal record says it: ``committed``, or ``failed``,
-    ``abandoned``, ``skipped`` (the thread stays where it was), and why."""
-
-    outcome: str
-    reason: str
-    new_backing_id: str | None = None
-    rewritten: Rewritten | None = None  # the file written (None: an empty session, or none)
-    opened_by: str | None = None  # session/resume, session/load or session/new
-    t_rewritten: float = 0.0  # ``time.monotonic()`` when written, and when opened
-    t_moved: float = 0.0
-
-    @property
-    def committed(self) -> bool:
-        return self.outcome == "committed"
+__all__ = ["UNDO_CLOSE_SECONDS", "MoveAttempt", "SwapError", "ThreadMover", "Writer", "failure"]
 
 
 @dataclass(slots=True)
@@ -79,20 +72,6 @@ class _Hold:
     state: ThreadState
     left: str  # the session the thread is on; closed once the move has committed
     committed: bool = False
-
-
-class SwapError(Exception):
-    """Why a move did not happen, worded for the person who asked for it."""
-
-
-def failure(exc: BaseException, step: str | None = None) -> str:
-    """A failed move's reason, as journaled and shown, in words (``liminal.errors``):
-    a ``SwapError`` or the shared store's refusal says it already; any other error is said by
-    the step it broke (``step``: "the rewrite could not be made") and what it means, never by
-    its class's name."""
-    if isinstance(exc, (SwapError, Refused)):
-        return str(exc)
-    return f"{step}: {in_words(exc)}" if step else in_words(exc)
 
 
 Request = Callable[[str, dict[str, Any]], Awaitable[Any]]
@@ -105,10 +84,9 @@ Plan = Callable[[Path], Writer | None]
 def _emptied(state: ThreadState) -> None:
     """The thread is on a new, empty session: nothing of its context is known until its next
     turn, and no turn of it is still to reach the disk."""
-    state.turns_since_swap = 0
+    state.swap.restart(None)
     state.last_prompt = None
-    state.context_tokens = state.file_tokens = state.last_context = None
-    state.calls = 0
+    state.context_tokens = None
     state.calls_since_move = 0
 
 
@@ -154,7 +132,7 @@ class ThreadMover:
         *,
         clock: Callable[[], float] = time.time,
         capabilities: Callable[[], dict[str, Any]] = dict,
-        priced: Callable[[ThreadState, Decision, int], dict[str, Any]] | None = None,
+        priced: Priced | None = None,
         moves: MoveLocks | None = None,
         leases: MoveLeases | None = None,
         shared: StoreJournal | None = None,
@@ -165,18 +143,17 @@ class ThreadMover:
         self.threads = threads  # the swap manager's, as it observes them
         self.clock = clock
         self.capabilities = capabilities  # the agent's, from its ``initialize``
-        # What a committed swap costs and saves, for its journal record (the swap's policy).
-        self.priced = priced
+        # Every move's records, journaled and noted (and kept in a shared store).
+        self.records = MoveRecords(journal, lambda: self.harness.name, priced=priced, shared=shared)
         self.port: Port | None = None
         # One move of a thread at a time (a swap, a command's): the thread model's, which the
         # recycle takes for every thread.
         self.moves = moves if moves is not None else MoveLocks()
         # Beyond this process: sidecars on one store take a thread's lease in Redis to move it.
         self.leases = leases
-        # A store several sidecars share (MongoDB): every move's claim and commit are its writes
-        # (``liminal.kernel.storejournal``); None: the local journal alone (SQLite).
+        # A store several sidecars share (MongoDB): the move claims the thread there, and
+        # commits there before the journal hears of it.
         self.shared = shared
-        self._unshared: list[SwapRecord] = []  # end records for the shared store, not written yet
         self._warned_no_close = False
         self._stopping = False
         # Why the moves ``stop_moves`` cut short did not happen, as journaled (words, never the
@@ -185,7 +162,7 @@ class ThreadMover:
         self._moving: set[anyio.CancelScope] = set()  # moves not yet committed
 
     def attach(self, port: Port) -> None:
-        self.port = port
+        self.port = self.records.port = port
 
     def attached(self) -> Port:
         """The port every move acts through (``attach``, at the swap manager's ``prepare``)."""
@@ -243,7 +220,7 @@ class ThreadMover:
             yield holds
         finally:
             for hold in holds:
-                hold.state.swapping = False
+                hold.state.swap.swapping = False
                 if port.is_held(hold.state.thread_id):
                     port.release(hold.state.thread_id)
             await self.flush_shared()
@@ -252,15 +229,8 @@ class ThreadMover:
                     await self.close(hold.left)
 
     async def flush_shared(self) -> None:
-        """The end records of moves that did not commit, into the shared store, and their
-        claims released there (shielded, bounded: the store may be down; a claim left behind
-        is taken over once stale)."""
-        if self.shared is None or not self._unshared:
-            return
-        records, self._unshared = self._unshared, []
-        with anyio.CancelScope(shield=True), anyio.move_on_after(UNDO_CLOSE_SECONDS):
-            for record in records:
-                await self.shared.ended(record)
+        """The end records of moves that did not commit, into the shared store (``MoveRecords.flush``)."""
+        await self.records.flush()
 
     def _lease_held(self, thread_id: str) -> bool:
         """This process holds the thread's lease in a Redis that answered."""
@@ -273,10 +243,10 @@ class ThreadMover:
             raise SwapError("a context swap is under way; try again in a moment")
         if port.prompt_in_flight(thread_id) or port.agent_request_open(thread_id):
             raise SwapError("a prompt is running")
-        state.swapping = True
+        state.swap.swapping = True
         port.hold(thread_id)
 
-    async def move_thread(self, thread_id: str, reason: str, plan: Plan) -> Moved:
+    async def move_thread(self, thread_id: str, reason: str, plan: Plan) -> MoveAttempt:
         """Move a thread, between turns, onto the session ``plan`` chooses: the commands' step
         (``liminal.kernel.commands``). Holds the thread and waits for its last turn to be on
         disk; then ``plan(current file)``, in a worker thread, before anything is journaled,
@@ -293,26 +263,31 @@ class ThreadMover:
             if not await self.settle(path, state.last_prompt, 2.0):
                 raise SwapError("the last turn is not on disk yet")
             write = await anyio.to_thread.run_sync(plan, path)
+            attempt = self.attempt(state, old_backing, reason, kind=reason)
             if write is None:
-                moved = await self._open_empty(state, old_backing, reason, move=reason)
+                moved = await self._open_empty(attempt)
                 hold.committed = True
                 _emptied(state)
                 return moved
-            moved = await self.relocate(
-                state, old_backing=old_backing, path=path, reason=reason, move=reason,
-                started=self.clock(), t0=time.monotonic(), tokens=None, write=write)
+            moved = await self.relocate(attempt, path, write)
             if not moved.committed:
-                raise SwapError(moved.reason)
+                raise SwapError(moved.said)
             hold.committed = True
             return moved
+
+    def attempt(self, state: ThreadState, old_backing: str, reason: str, *, kind: str = "swap",
+                tokens: int | None = None) -> MoveAttempt:
+        """A move of ``state``'s thread off ``old_backing``, starting now."""
+        return MoveAttempt(state, old_backing, reason, kind, started=self.clock(), t0=time.monotonic(),
+                           tokens_before=tokens)
 
     async def fresh_session(self, thread_id: str, reason: str) -> str:
         """Move a thread onto a new, empty session of the agent (``/clear``): its history stays
         with liminal, the model starts from nothing. Returns the new backing id."""
         state = self.known(thread_id)
-        moved, _ = await self._move_to_empty(state, reason, move=reason)
-        assert moved.new_backing_id is not None
-        return moved.new_backing_id
+        moved, _ = await self._move_to_empty(state, reason, kind=reason)
+        assert moved.new_backing is not None
+        return moved.new_backing
 
     async def reopen_empty(self, thread_id: str, params: dict[str, Any]) -> dict[str, Any]:
         """Open a thread whose session has no file on a new, empty session of the agent, for
@@ -328,17 +303,17 @@ class ThreadMover:
         if isinstance(params.get("mcpServers"), list):
             state.mcp_servers = list(params["mcpServers"])
         _, result = await self._move_to_empty(
-            state, "reopened on an empty session: its session had no turn on disk", move="reopen")
+            state, "reopened on an empty session: its session had no turn on disk", kind="reopen")
         return result
 
     async def _move_to_empty(self, state: ThreadState, reason: str,
-                             *, move: str) -> tuple[Moved, dict[str, Any]]:
+                             *, kind: str) -> tuple[MoveAttempt, dict[str, Any]]:
         """Hold the thread (a prompt sent meanwhile waits for the new session), open it an
         empty session (``_open_empty``), release it, close the session it left (open only if
         this process made it)."""
         async with self.moves.moving(state.thread_id), self.holding(state) as hold:
             opened: dict[str, Any] = {}
-            moved = await self._open_empty(state, hold.left, reason, move=move, answer=opened)
+            moved = await self._open_empty(self.attempt(state, hold.left, reason, kind=kind), opened)
             hold.committed = True
             _emptied(state)
         return moved, opened
@@ -359,19 +334,20 @@ class ThreadMover:
                 # took this live sidecar's failed move for a dead one's ("abandoned").
                 await self.flush_shared()
 
-    async def _open_empty(self, state: ThreadState, old_backing: str,
-                          reason: str, *, move: str, answer: dict[str, Any] | None = None) -> Moved:
+    async def _open_empty(self, attempt: MoveAttempt, answer: dict[str, Any] | None = None) -> MoveAttempt:
         """``session/new`` for a held thread, its settings given, the move journaled and the
-        thread bound to it; on any failure the new session is closed again."""
-        async with self._leased(state.thread_id) as refused:
+        thread bound to it; on any failure the new session is closed again. ``answer``: filled
+        with the agent's answer to ``session/new``."""
+        async with self._leased(attempt.state.thread_id) as refused:
             if refused is not None:
                 raise SwapError(refused)
-            return await self._open_empty_leased(state, old_backing, reason, move=move, answer=answer)
+            return await self._open_empty_leased(attempt, answer)
 
-    async def _open_empty_leased(self, state: ThreadState, old_backing: str, reason: str, *,
-                                 move: str, answer: dict[str, Any] | None) -> Moved:
-        port, thread_id = self.attached(), state.thread_id
-        started, t0 = self.clock(), time.monotonic()
+    async def _open_empty_leased(self, attempt: MoveAttempt, answer: dict[str, Any] | None) -> MoveAttempt:
+        port, state = self.attached(), attempt.state
+        thread_id = state.thread_id
+        attempt.started, attempt.t0 = self.clock(), time.monotonic()
+        attempt.opened_by = "session/new"
         new_id = ""
         try:
             with anyio.fail_after(self.settings.hold_timeout_seconds):
@@ -382,88 +358,80 @@ class ThreadMover:
             new_id = str(result.get("sessionId") or "")
             if not new_id:
                 raise SwapError("the agent opened no session")
+            attempt.new_backing = new_id
             await carry_settings(functools.partial(port.request, timeout=self.settings.hold_timeout_seconds,
                                                    thread_id=thread_id), state, new_id)
-            record = self.made(state, old_backing, new_id, "committed", reason, started, t0, None, None,
-                               opened="empty", move=move)
+            record = self.records.made(attempt, COMMITTED, attempt.reason, before=None, after=None)
             if self.shared is not None:  # claimed and committed in the shared store first
                 try:
                     await self.shared.claim(dataclasses.replace(record, outcome="begin"),
                                             lease_held=self._lease_held(thread_id))
                     await self.shared.commit(record)
                 except Refused as exc:
-                    self.record(state, old_backing, new_id, "failed", str(exc), started, t0, None, None,
-                                opened="empty", move=move)
+                    self.records.ended(attempt, FAILED, str(exc))
                     raise SwapError(str(exc)) from exc
-            self._written(record)
+            self.records.written(record)
             port.bind(thread_id, new_id)
             if answer is not None:
                 answer.update(result)
-            return Moved(record.outcome, record.reason, new_id, opened_by="session/new")
+            return attempt.ended(record)
         except BaseException:
             if new_id and port.agent_alive:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(UNDO_CLOSE_SECONDS):
                     await self.close(new_id)
             raise
 
-    async def relocate(
-        self, state: ThreadState, *, old_backing: str, path: Path, reason: str,
-        started: float, t0: float, tokens: int | None, write: Writer,
-        check: Callable[[Rewritten], str | None] | None = None, decision: Decision | None = None,
-        move: str = "swap", kept_out: Sequence[dict[str, Any]] = (),
-    ) -> Moved:
-        """Write the thread's next session with ``write(new_id)`` (in a worker thread) and move
-        the held thread onto it: the step a swap and every command that rewrites a thread's
-        context share. Journaled from before the file exists to the end; anything but a commit
-        leaves no file and no open session behind (``_undo``). Returns what it came to: only a
-        committed move has moved the thread. ``kept_out``: what the model's review kept out of
-        its dynamic zone, journaled after what the zone placed (``kernel.zone.Verdict``)."""
+    async def relocate(self, attempt: MoveAttempt, path: Path, write: Writer, *,
+                       check: Callable[[Rewritten], str | None] | None = None,
+                       kept_out: Sequence[dict[str, Any]] = ()) -> MoveAttempt:
+        """Write the thread's next session with ``write(new_id)`` (in a worker thread) from its
+        file at ``path`` and move the held thread onto it: the step a swap and every command
+        that rewrites a thread's context share. Journaled from before the file exists to the
+        end; anything but a commit leaves no file and no open session behind (``_undo``).
+        Returns the attempt as it came out: only a committed one has moved the thread.
+        ``check(rewritten)``: why the rewrite is not worth opening (None: it is); ``kept_out``:
+        what the model's review kept out of its dynamic zone, journaled after what the zone
+        placed (``kernel.zone.Verdict``)."""
         if self._stopping:
-            return Moved("abandoned", self._stop_reason)
-        moved = Moved("abandoned", "stopped during the move")
-        async with self._leased(state.thread_id) as refused:
+            attempt.outcome, attempt.said = ABANDONED, self._stop_reason
+            return attempt
+        async with self._leased(attempt.state.thread_id) as refused:
             if refused is not None:  # nothing begun: nothing journaled, the thread stays
-                logger.warning("move not started", thread=state.thread_id, reason=refused)
-                return Moved("skipped", refused)
+                logger.warning("move not started", thread=attempt.state.thread_id, reason=refused)
+                attempt.outcome, attempt.said = SKIPPED, refused
+                return attempt
             # ``stop_moves`` cancels it up to the commit (which has no await in it); what
             # follows the commit is outside.
             with anyio.CancelScope() as scope:
                 self._moving.add(scope)
                 try:
-                    moved = await self._move(state, old_backing, path, reason, started, t0,
-                                             tokens, write, check, decision, move, kept_out)
+                    await self._move(attempt, path, write, check, kept_out)
                 finally:
                     self._moving.discard(scope)
-        if moved.committed:
-            assert moved.rewritten is not None
-            await self._committed(state, moved.rewritten)
-        return moved
+        if attempt.committed:
+            assert attempt.rewritten is not None
+            await self._committed(attempt.state, attempt.rewritten)
+        return attempt
 
-    async def _move(
-        self, state: ThreadState, old_backing: str, path: Path, reason: str,
-        started: float, t0: float, tokens: int | None, write: Callable[[str], Rewritten],
-        check: Callable[[Rewritten], str | None] | None, decision: Decision | None, move: str,
-        kept_out: Sequence[dict[str, Any]] = (),
-    ) -> Moved:
-        """``relocate``'s move, to its commit (or none)."""
-        port = self.attached()
+    async def _move(self, attempt: MoveAttempt, path: Path, write: Writer,
+                    check: Callable[[Rewritten], str | None] | None,
+                    kept_out: Sequence[dict[str, Any]]) -> None:
+        """``relocate``'s move, to its commit (or none): ``attempt`` says which."""
+        port, records = self.attached(), self.records
+        state, decision = attempt.state, attempt.decision
         thread_id = state.thread_id
-        new_id = str(uuid.uuid4())
+        new_id = attempt.new_backing = str(uuid.uuid4())
         new_path = self.harness.target_path(path, new_id)
-        cost = decision.as_dict() if decision is not None else None
         # Journaled before the file exists: a liminal killed from here to the end record leaves
         # a ``begin`` alone, and the next start removes what it names (``_recover``).
-        begun = SwapRecord(
-            thread_id=thread_id, old_backing_id=old_backing, new_backing_id=new_id,
-            outcome="begin", reason=reason, started_at=started, duration_s=0.0,
-            tokens_before=tokens, tokens_after=None, harness=self.harness.name, cwd=state.cwd,
-            new_path=str(new_path), cost=cost, move=move)
+        begun = records.begun(attempt, str(new_path))
         self.journal.begin(begun)
         rewritten: Rewritten | None = None
         opened = False  # the agent has (or may have) the new session open
         ended = False  # an end record (committed, failed, abandoned, skipped) is journaled
         committed = False
         in_store = False  # the shared store has committed it: the move is made, whatever follows
+        record: SwapRecord | None = None
         step = "the shared store did not take the move"  # what is under way, for a failure's reason
         try:
             try:
@@ -472,85 +440,84 @@ class ThreadMover:
                         await self.shared.claim(begun, lease_held=self._lease_held(thread_id))
                     step = "the rewrite could not be made"
                     await faults.hit("swap.rewrite")  # begun, nothing written yet
-                    rewritten = await anyio.to_thread.run_sync(write, new_id)
-                    t_rewritten = time.monotonic()
+                    rewritten = attempt.rewritten = await anyio.to_thread.run_sync(write, new_id)
+                    attempt.t_rewritten = time.monotonic()
                     unpaid = check(rewritten) if check is not None else None
                     if unpaid is not None:
                         ended = True
-                        return self._ended(self.record(
-                            state, old_backing, new_id, "skipped", unpaid, started, t0,
-                            rewritten.tokens_before, rewritten.tokens_after, decision, move=move), rewritten)
+                        records.ended(attempt, SKIPPED, unpaid, before=rewritten.tokens_before,
+                                      after=rewritten.tokens_after, decision=decision)
+                        return
                     step = "the rewrite could not be noted in liminal's home"
                     await anyio.to_thread.run_sync(self.journal.note_rewrite, new_id, rewritten.size)
                     opened = True
                     step = "the agent did not open the new session"
-                    moved_by = await self._open_keeping(state, old_backing, new_id, rewritten)
-                    t_moved = time.monotonic()
+                    attempt.opened_by = await self._open_keeping(state, attempt.old_backing, new_id, rewritten)
+                    attempt.t_moved = time.monotonic()
             except TimeoutError:
                 ended = True
-                return self._ended(self.record(
-                    state, old_backing, new_id, "abandoned",
+                records.ended(
+                    attempt, ABANDONED,
                     f"it took longer than swap.hold_timeout_seconds ({self.settings.hold_timeout_seconds:g} s) "
                     "to finish; the thread stayed on its session",
-                    started, t0, tokens, rewritten.tokens_after if rewritten else None, move=move), rewritten)
+                    after=rewritten.tokens_after if rewritten else None)
+                return
             except Exception as exc:
                 logger.warning("move failed; the thread stays on its session", thread=thread_id,
-                               error=f"{type(exc).__name__}: {exc}", reason=reason)
+                               error=f"{type(exc).__name__}: {exc}", reason=attempt.reason)
                 ended = True
-                return self._ended(self.record(
-                    state, old_backing, new_id, "failed", failure(exc, step), started, t0, tokens,
-                    rewritten.tokens_after if rewritten else None, move=move), rewritten)
+                records.ended(attempt, FAILED, failure(exc, step),
+                              after=rewritten.tokens_after if rewritten else None)
+                return
             if not port.is_held(thread_id):
                 # The hold overflowed (the client sent more than the router keeps) and let the
                 # thread's frames through to the old session: the new one lacks what they did.
                 ended = True
-                return self._ended(self.record(
-                    state, old_backing, new_id, "abandoned",
-                    "the hold overflowed; the thread went on on its old session", started, t0, tokens,
-                    rewritten.tokens_after, move=move), rewritten)
+                records.ended(attempt, ABANDONED, "the hold overflowed; the thread went on on its old session",
+                              after=rewritten.tokens_after)
+                return
             # The journal first: a thread is on its new session only once that is on disk (a
             # journal that cannot be written fails the swap, and the thread stays). With a shared
             # store, the store's commit before it: refused or not taken, the move failed.
-            record = self.made(state, old_backing, new_id, "committed", reason, started, t0,
-                               rewritten.tokens_before, rewritten.tokens_after, decision, move=move,
-                               zone=[*(p.as_dict() for p in rewritten.zone), *kept_out] or None,
-                               size=rewritten.size)
+            record = records.made(attempt, COMMITTED, attempt.reason, before=rewritten.tokens_before,
+                                  after=rewritten.tokens_after, decision=decision,
+                                  zone=[*(p.as_dict() for p in rewritten.zone), *kept_out] or None,
+                                  size=rewritten.size)
             if self.shared is not None:
                 await faults.hit("swap.commit")  # the store's commit next
                 try:
                     await self.shared.commit(record)
                 except Refused as exc:
                     ended = True
-                    return self._ended(self.record(
-                        state, old_backing, new_id, "failed", str(exc), started, t0, tokens,
-                        rewritten.tokens_after, move=move), rewritten)
+                    records.ended(attempt, FAILED, str(exc), after=rewritten.tokens_after)
+                    return
                 in_store = True
                 await faults.hit("swap.committed")  # committed in the store, nothing told yet
-            self._written(record)
+            records.written(record)
             ended = True
             port.bind(thread_id, new_id)
             committed = True
+            attempt.ended(record)
         except BaseException as exc:
-            if in_store and not committed:
+            if in_store and not committed and record is not None:
                 # Cancelled after the shared store's commit: the thread is on the new session
                 # for every sidecar, so here too (its file stays; the store has its lines).
                 with contextlib.suppress(Exception):
-                    self._written(record)
+                    records.written(record)
                     port.bind(thread_id, new_id)
                     committed = True
+                    attempt.ended(record)
             # Cancelled (the client left, liminal is stopping) or an end record that could not
             # be written: the swap did not happen.
             elif not ended:
                 with contextlib.suppress(Exception):
-                    self.record(state, old_backing, new_id, "abandoned", self._interrupted(exc),
-                                started, t0, tokens, None, move=move)
+                    records.ended(attempt, ABANDONED, self._interrupted(exc))
             raise
         finally:
             if not committed:  # whatever went wrong: no new file, no new session left open
                 await self._undo(new_path, new_id, opened)
             # Ended (or nothing of it is left): another liminal's start may judge it now.
             self.journal.finish(new_id)
-        return Moved(record.outcome, record.reason, new_id, rewritten, moved_by, t_rewritten, t_moved)
 
     def _interrupted(self, exc: BaseException) -> str:
         """Why a move that ``exc`` cut short did not happen, in words: liminal stopping
@@ -561,11 +528,6 @@ class ThreadMover:
         if isinstance(exc, anyio.get_cancelled_exc_class()):
             return "liminal cancelled the move before it ended (it was exiting, or its swap task stopped)"
         return f"liminal could not record the move's end: {in_words(exc)}"
-
-    @staticmethod
-    def _ended(record: SwapRecord, rewritten: Rewritten | None) -> Moved:
-        """A move that did not commit, as its end record says."""
-        return Moved(record.outcome, record.reason, record.new_backing_id, rewritten)
 
     async def _committed(self, state: ThreadState, rewritten: Rewritten) -> None:
         """After the commit: the CLI's name for the thread carried over, the thread's state
@@ -578,11 +540,8 @@ class ThreadMover:
         # The new session's file is whole as liminal wrote it: no turn of it is still to reach
         # the disk (the last prompt named one of the old session's).
         state.last_prompt = None
-        state.turns_since_swap = 0
         state.context_tokens = None  # the next usage_update tells the new size
-        state.file_tokens = rewritten.tokens_after  # until the file says otherwise
-        state.last_context = rewritten.tokens_after
-        state.calls = 0
+        state.swap.restart(rewritten.tokens_after)  # the file's size, until it says otherwise
         state.calls_since_move = 0
         # The client's context meter drops now, not at the next turn's first usage_update (ACP's
         # ``UsageUpdate``: ``used`` and ``size`` required; the size is the agent's last).
@@ -722,38 +681,3 @@ class ThreadMover:
         except Exception as exc:  # the old session lingering costs memory, not correctness
             logger.info("old session not closed", session=old_backing, error=str(exc))
         logger.debug("swap step", step="session/close", seconds=round(time.monotonic() - t, 4))
-
-    def record(self, state: ThreadState, old: str, new: str | None, outcome: str, reason: str,
-               started: float, t0: float, before: int | None, after: int | None,
-               decision: Decision | None = None, opened: str | None = None, move: str = "swap",
-               zone: list[dict[str, Any]] | None = None) -> SwapRecord:
-        """A move's record, journaled and noted (and, with a shared store, kept there after:
-        ``flush_shared``)."""
-        record = self.made(state, old, new, outcome, reason, started, t0, before, after, decision,
-                           opened, move, zone)
-        self._written(record)
-        if self.shared is not None and outcome != "committed":
-            self._unshared.append(record)
-        return record
-
-    def made(self, state: ThreadState, old: str, new: str | None, outcome: str, reason: str,
-             started: float, t0: float, before: int | None, after: int | None,
-             decision: Decision | None = None, opened: str | None = None, move: str = "swap",
-             zone: list[dict[str, Any]] | None = None, size: int | None = None) -> SwapRecord:
-        cost = None
-        if decision is not None:
-            cost = decision.as_dict()
-            if after is not None and outcome == "committed" and self.priced is not None:
-                cost.update(self.priced(state, decision, after))
-        record = SwapRecord(
-            thread_id=state.thread_id, old_backing_id=old, new_backing_id=new, outcome=outcome,
-            reason=reason, started_at=started, duration_s=round(time.monotonic() - t0, 4),
-            tokens_before=before, tokens_after=after, harness=self.harness.name, cwd=state.cwd,
-            cost=cost, opened=opened, move=move, zone=zone, size=size,
-        )
-        return record
-
-    def _written(self, record: SwapRecord) -> None:
-        self.journal.append(record)  # the authority here (see journal.py)
-        if self.port is not None:  # and a note in the store, with the conversation
-            self.port.note("liminal/swap", asdict(record), thread_id=record.thread_id)
