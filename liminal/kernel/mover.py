@@ -25,10 +25,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,12 +47,12 @@ from liminal.kernel.attempt import (
     UNDO_CLOSE_SECONDS,
     MoveAttempt,
     MoveRecords,
-    Priced,
     SwapError,
     failure,
 )
-from liminal.kernel.journal import SwapJournal, SwapRecord
-from liminal.kernel.storejournal import Refused, StoreJournal
+from liminal.kernel.journal import SwapRecord
+from liminal.kernel.opening import SETTLE_POLL_MAX, ThreadOpener, open_for_thread
+from liminal.kernel.storejournal import Refused
 from liminal.kernel.threads import MoveLocks, ThreadState
 
 if TYPE_CHECKING:
@@ -61,8 +60,8 @@ if TYPE_CHECKING:
     from liminal.store.leases import MoveLeases
 
 logger = log.get("liminal.swap")
-SETTLE_POLL_MAX = 0.02  # seconds between looks at the session file while the turn settles
-__all__ = ["UNDO_CLOSE_SECONDS", "MoveAttempt", "SwapError", "ThreadMover", "Writer", "failure"]
+__all__ = ["SETTLE_POLL_MAX", "UNDO_CLOSE_SECONDS", "MoveAttempt", "SwapError", "ThreadMover", "Writer",
+           "failure", "open_for_thread"]
 
 
 @dataclass(slots=True)
@@ -74,7 +73,6 @@ class _Hold:
     committed: bool = False
 
 
-Request = Callable[[str, dict[str, Any]], Awaitable[Any]]
 # What a command's move writes (``ThreadMover.move_thread``): the next session's file as
 # ``new_id``; and the step that chooses it from the thread's current file (None: an empty one).
 Writer = Callable[[str], Rewritten]
@@ -90,61 +88,38 @@ def _emptied(state: ThreadState) -> None:
     state.calls_since_move = 0
 
 
-async def open_for_thread(request: Request, state: ThreadState, base: dict[str, Any],
-                          capabilities: dict[str, Any]) -> str:
-    """Open a session for a thread (``base``: its id, cwd and MCP servers) with ``request``, by
-    ``session/resume`` when the agent can, else ``session/load``, and give it the thread's mode
-    and config options. Returns the method that opened it. The swap does this on the agent, the
-    recycle (``liminal.kernel.recycle``) on a fresh process of it."""
-    caps = capabilities.get("sessionCapabilities") or {}
-    if "resume" in caps:
-        method = "session/resume"
-    elif capabilities.get("loadSession"):
-        method = "session/load"
-    else:
-        raise SwapError("the agent can neither resume nor load sessions")
-    t = time.monotonic()
-    await request(method, base)
-    logger.debug("swap step", step=method, seconds=round(time.monotonic() - t, 4))
-    await carry_settings(request, state, base["sessionId"])
-    return method
-
-
-async def carry_settings(request: Request, state: ThreadState, session_id: str) -> None:
-    """Give a session the thread opens the mode and config options the client chose for it
-    (a model, a reasoning effort): the UI still shows them."""
-    t = time.monotonic()
-    if state.mode_id:
-        await request("session/set_mode", {"sessionId": session_id, "modeId": state.mode_id})
-    for config_id, value in state.config_options.items():
-        await request("session/set_config_option", {"sessionId": session_id, "configId": config_id, "value": value})
-    logger.debug("swap step", step="mode and options", seconds=round(time.monotonic() - t, 4),
-                 mode=state.mode_id, options=len(state.config_options))
+def _interrupted(exc: BaseException, stopped: str | None) -> str:
+    """Why a move that ``exc`` cut short did not happen, in words: liminal stopping
+    (``stopped``: why, as ``stop_moves`` was told), its task cancelled otherwise, or an error after the last step
+    (an end record that could not be written)."""
+    if stopped is not None:
+        return stopped
+    if isinstance(exc, anyio.get_cancelled_exc_class()):
+        return "liminal cancelled the move before it ended (it was exiting, or its swap task stopped)"
+    return f"liminal could not record the move's end: {in_words(exc)}"
 
 
 class ThreadMover:
     def __init__(
         self,
         settings: SwapSettings,
-        journal: SwapJournal,
         harness: SessionHarness,
         threads: dict[str, ThreadState],
+        records: MoveRecords,
         *,
         clock: Callable[[], float] = time.time,
         capabilities: Callable[[], dict[str, Any]] = dict,
-        priced: Priced | None = None,
         moves: MoveLocks | None = None,
         leases: MoveLeases | None = None,
-        shared: StoreJournal | None = None,
     ) -> None:
         self.settings = settings
-        self.journal = journal
+        # Every move's records, journaled and noted (and kept in a shared store).
+        self.records = records
+        self.journal = records.journal
         self.harness = harness
         self.threads = threads  # the swap manager's, as it observes them
         self.clock = clock
         self.capabilities = capabilities  # the agent's, from its ``initialize``
-        # Every move's records, journaled and noted (and kept in a shared store).
-        self.records = MoveRecords(journal, lambda: self.harness.name, priced=priced, shared=shared)
         self.port: Port | None = None
         # One move of a thread at a time (a swap, a command's): the thread model's, which the
         # recycle takes for every thread.
@@ -153,13 +128,16 @@ class ThreadMover:
         self.leases = leases
         # A store several sidecars share (MongoDB): the move claims the thread there, and
         # commits there before the journal hears of it.
-        self.shared = shared
-        self._warned_no_close = False
+        self.shared = records.shared
         self._stopping = False
         # Why the moves ``stop_moves`` cut short did not happen, as journaled (words, never the
         # cancellation's class name: ``liminal.errors``).
         self._stop_reason = "liminal was stopping"
         self._moving: set[anyio.CancelScope] = set()  # moves not yet committed
+        # Sessions opened and closed on the agent, files waited for on disk.
+        self.opener = ThreadOpener(settings, harness, threads, attached=self.attached,
+                                   capabilities=capabilities, stopping=lambda: self._stopping,
+                                   shared=records.shared)
 
     def attach(self, port: Port) -> None:
         self.port = self.records.port = port
@@ -335,51 +313,36 @@ class ThreadMover:
                 await self.flush_shared()
 
     async def _open_empty(self, attempt: MoveAttempt, answer: dict[str, Any] | None = None) -> MoveAttempt:
-        """``session/new`` for a held thread, its settings given, the move journaled and the
-        thread bound to it; on any failure the new session is closed again. ``answer``: filled
-        with the agent's answer to ``session/new``."""
-        async with self._leased(attempt.state.thread_id) as refused:
-            if refused is not None:
-                raise SwapError(refused)
-            return await self._open_empty_leased(attempt, answer)
-
-    async def _open_empty_leased(self, attempt: MoveAttempt, answer: dict[str, Any] | None) -> MoveAttempt:
+        """``session/new`` for a held thread, its settings given (``ThreadOpener.open_empty``),
+        the move journaled and the thread bound to it; on any failure the new session is closed
+        again. ``answer``: filled with the agent's answer to ``session/new``."""
         port, state = self.attached(), attempt.state
         thread_id = state.thread_id
-        attempt.started, attempt.t0 = self.clock(), time.monotonic()
-        attempt.opened_by = "session/new"
-        new_id = ""
-        try:
-            with anyio.fail_after(self.settings.hold_timeout_seconds):
-                result = await port.request(
-                    "session/new", {"cwd": state.cwd or ".", "mcpServers": state.mcp_servers},
-                    timeout=self.settings.hold_timeout_seconds, thread_id=thread_id)
-            result = result if isinstance(result, dict) else {}
-            new_id = str(result.get("sessionId") or "")
-            if not new_id:
-                raise SwapError("the agent opened no session")
-            attempt.new_backing = new_id
-            await carry_settings(functools.partial(port.request, timeout=self.settings.hold_timeout_seconds,
-                                                   thread_id=thread_id), state, new_id)
-            record = self.records.made(attempt, COMMITTED, attempt.reason, before=None, after=None)
-            if self.shared is not None:  # claimed and committed in the shared store first
-                try:
-                    await self.shared.claim(dataclasses.replace(record, outcome="begin"),
-                                            lease_held=self._lease_held(thread_id))
-                    await self.shared.commit(record)
-                except Refused as exc:
-                    self.records.ended(attempt, FAILED, str(exc))
-                    raise SwapError(str(exc)) from exc
-            self.records.written(record)
-            port.bind(thread_id, new_id)
-            if answer is not None:
-                answer.update(result)
-            return attempt.ended(record)
-        except BaseException:
-            if new_id and port.agent_alive:
-                with anyio.CancelScope(shield=True), anyio.move_on_after(UNDO_CLOSE_SECONDS):
-                    await self.close(new_id)
-            raise
+        async with self._leased(thread_id) as refused:
+            if refused is not None:
+                raise SwapError(refused)
+            attempt.started, attempt.t0 = self.clock(), time.monotonic()
+            attempt.opened_by = "session/new"
+            result = await self.opener.open_empty(state)
+            new_id = attempt.new_backing = str(result["sessionId"])
+            try:
+                record = self.records.made(attempt, COMMITTED, attempt.reason, before=None, after=None)
+                if self.shared is not None:  # claimed and committed in the shared store first
+                    try:
+                        await self.shared.claim(dataclasses.replace(record, outcome="begin"),
+                                                lease_held=self._lease_held(thread_id))
+                        await self.shared.commit(record)
+                    except Refused as exc:
+                        self.records.ended(attempt, FAILED, str(exc))
+                        raise SwapError(str(exc)) from exc
+                self.records.written(record)
+                port.bind(thread_id, new_id)
+            except BaseException:
+                await self.opener.close_unused(new_id)
+                raise
+        if answer is not None:
+            answer.update(result)
+        return attempt.ended(record)
 
     async def relocate(self, attempt: MoveAttempt, path: Path, write: Writer, *,
                        check: Callable[[Rewritten], str | None] | None = None,
@@ -387,7 +350,7 @@ class ThreadMover:
         """Write the thread's next session with ``write(new_id)`` (in a worker thread) from its
         file at ``path`` and move the held thread onto it: the step a swap and every command
         that rewrites a thread's context share. Journaled from before the file exists to the
-        end; anything but a commit leaves no file and no open session behind (``_undo``).
+        end; anything but a commit leaves no file and no open session behind (``ThreadOpener.discard``).
         Returns the attempt as it came out: only a committed one has moved the thread.
         ``check(rewritten)``: why the rewrite is not worth opening (None: it is); ``kept_out``:
         what the model's review kept out of its dynamic zone, journaled after what the zone
@@ -410,7 +373,7 @@ class ThreadMover:
                     self._moving.discard(scope)
         if attempt.committed:
             assert attempt.rewritten is not None
-            await self._committed(attempt.state, attempt.rewritten)
+            await self.opener.landed(attempt.state, attempt.rewritten)
         return attempt
 
     async def _move(self, attempt: MoveAttempt, path: Path, write: Writer,
@@ -452,7 +415,7 @@ class ThreadMover:
                     await anyio.to_thread.run_sync(self.journal.note_rewrite, new_id, rewritten.size)
                     opened = True
                     step = "the agent did not open the new session"
-                    attempt.opened_by = await self._open_keeping(state, attempt.old_backing, new_id, rewritten)
+                    attempt.opened_by = await self.opener.open_keeping(state, attempt.old_backing, new_id, rewritten)
                     attempt.t_moved = time.monotonic()
             except TimeoutError:
                 ended = True
@@ -511,173 +474,24 @@ class ThreadMover:
             # be written: the swap did not happen.
             elif not ended:
                 with contextlib.suppress(Exception):
-                    records.ended(attempt, ABANDONED, self._interrupted(exc))
+                    records.ended(attempt, ABANDONED, _interrupted(exc, self._stop_reason if self._stopping else None))
             raise
         finally:
             if not committed:  # whatever went wrong: no new file, no new session left open
-                await self._undo(new_path, new_id, opened)
+                await self.opener.discard(new_path, new_id, opened=opened)
             # Ended (or nothing of it is left): another liminal's start may judge it now.
             self.journal.finish(new_id)
 
-    def _interrupted(self, exc: BaseException) -> str:
-        """Why a move that ``exc`` cut short did not happen, in words: liminal stopping
-        (``stop_moves`` says why), its task cancelled otherwise, or an error after the last step
-        (an end record that could not be written)."""
-        if self._stopping:
-            return self._stop_reason
-        if isinstance(exc, anyio.get_cancelled_exc_class()):
-            return "liminal cancelled the move before it ended (it was exiting, or its swap task stopped)"
-        return f"liminal could not record the move's end: {in_words(exc)}"
-
-    async def _committed(self, state: ThreadState, rewritten: Rewritten) -> None:
-        """After the commit: the CLI's name for the thread carried over, the thread's state
-        reset to its new session."""
-        try:
-            await anyio.to_thread.run_sync(self.harness.adopted, rewritten)
-        except Exception as exc:  # a name the CLI's picker misses, not a reason to undo the move
-            logger.warning("the CLI's name for the thread not carried over", thread=state.thread_id,
-                           error=str(exc))
-        # The new session's file is whole as liminal wrote it: no turn of it is still to reach
-        # the disk (the last prompt named one of the old session's).
-        state.last_prompt = None
-        state.context_tokens = None  # the next usage_update tells the new size
-        state.swap.restart(rewritten.tokens_after)  # the file's size, until it says otherwise
-        state.calls_since_move = 0
-        # The client's context meter drops now, not at the next turn's first usage_update (ACP's
-        # ``UsageUpdate``: ``used`` and ``size`` required; the size is the agent's last).
-        if self.port is not None and state.context_window is not None:
-            self.port.notify_client("session/update", {"sessionId": state.thread_id, "update": {
-                "sessionUpdate": "usage_update", "used": rewritten.tokens_after, "size": state.context_window}})
-
-    async def _undo(self, new_path: Path, new_id: str, opened: bool) -> None:
-        """Leave nothing of a swap that did not commit: its file (so the CLI's picker and the
-        agent's ``session/list`` never show the thread twice) and, if the agent opened it, its
-        session. Shielded: it runs when the swap was cancelled too (the client left)."""
-        with anyio.CancelScope(shield=True):
-            try:
-                await anyio.to_thread.run_sync(self.harness.discard,
-                                               Rewritten(new_id, new_path, 0, 0))
-            except Exception as exc:
-                logger.error("cannot remove an unused rewrite; remove it by hand", path=str(new_path),
-                             error=str(exc))
-            if opened and self.attached().agent_alive:
-                with anyio.move_on_after(UNDO_CLOSE_SECONDS):
-                    await self.close(new_id)
+    # ------------------------------------------------------------ the opener's, for every mover
 
     async def appeared(self, backing: str, cwd: str | None, timeout: float) -> Path | None:
-        """The session's file, waited for up to ``timeout``: Claude Code 2.1.44 may create it only
-        when a turn ends, and a cancelled turn can end a moment after its prompt was answered
-        (a /undo sent at once found no file, seen in test_commands)."""
-        with anyio.move_on_after(timeout):
-            while (path := self.harness.locate(backing, cwd)) is None:  # noqa: ASYNC110 - another process writes it
-                await anyio.sleep(0.05)
-            return path
-        return None
+        return await self.opener.appeared(backing, cwd, timeout)
 
     async def settle(self, path: Path, prompt: str | None, timeout: float = 2.0) -> bool:
-        """Until the CLI has written the finished turn; False if it has not within ``timeout``."""
-        # Claude Code 2.1.44 writes the turn 75-90 ms after answering the prompt, and "settled"
-        # takes two looks at the same size: polls capped at 20 ms see it about 100 ms after the
-        # answer (capped at 100 ms they saw it at 255 ms). The thread is held meanwhile, at every
-        # turn end when the agent sends no usage. A look is a stat, and a read of the tail only
-        # when the size held still.
-        with anyio.move_on_after(timeout):
-            delay = 0.005
-            while not await anyio.to_thread.run_sync(self.harness.turn_settled, path, prompt):
-                if self._stopping:  # the grace is over: no move starts now
-                    return False
-                await anyio.sleep(delay)
-                delay = min(delay * 2, SETTLE_POLL_MAX)
-            return True
-        return False
-
-    async def _open_keeping(self, state: ThreadState, old_backing: str, new_id: str,
-                            rewritten: Rewritten) -> str:
-        """``_open``, and with a shared store the rewrite's lines put there meanwhile (another
-        sidecar can write the session if this one dies after the commit): the agent takes a
-        second or more to open a session, and the lines as long on FerretDB (1.4 s for a rewrite
-        of 329 KB, 148 lines, at load average 16), so the hold waits for the longer, not both.
-        The open's error, else the store's, is the move's."""
-        shared = self.shared
-        if shared is None:
-            return await self._open(state, old_backing, new_id)
-        done: dict[str, Any] = {}
-
-        async def keep() -> None:
-            try:
-                await shared.keep_lines(state.thread_id, new_id, rewritten.path, rewritten.size)
-                done["keep"] = None
-            except Exception as exc:
-                done["keep"] = exc
-
-        async def open_it() -> None:
-            try:
-                done["open"] = await self._open(state, old_backing, new_id)
-            except Exception as exc:
-                done["open"] = exc
-
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(keep)
-            tasks.start_soon(open_it)
-        for step in ("open", "keep"):
-            if isinstance(done[step], Exception):
-                raise done[step]
-        return str(done["open"])
-
-    async def _open(self, state: ThreadState, old_backing: str, new_id: str) -> str:
-        """Open ``new_id`` for the thread; returns the method that did it."""
-        port = self.attached()
-        base = {"sessionId": new_id, "cwd": state.cwd or ".", "mcpServers": state.mcp_servers}
-        timeout = self.settings.hold_timeout_seconds
-        if faults.value("swap.move") == "kill-agent":
-            port.kill_agent()  # the adapter dying in the middle of a swap
-        await faults.hit("swap.move")
-        if faults.value("swap.resume") == "wrong-id":
-            base = dict(base, sessionId=str(uuid.uuid4()))  # a session the agent cannot have
-
-        async def request(method: str, params: dict[str, Any]) -> Any:
-            return await port.request(method, params, timeout=timeout, thread_id=state.thread_id)
-
-        # The thread's from the first frame: what the agent says of the session while it opens
-        # (a title, its commands) is recorded as the thread's, not as a thread of its own.
-        port.adopt(new_id, state.thread_id)
-        port.capture(new_id)
-        try:
-            method = await open_for_thread(request, state, base, self.capabilities())
-            await faults.hit("swap.moved")
-            return method
-        finally:
-            port.uncapture(new_id)
+        return await self.opener.settle(path, prompt, timeout)
 
     async def open_on(self, target: AgentProcess, threads: list[str], capabilities: dict[str, Any]) -> None:
-        """Open each thread on its current backing session in ``target``, a fresh process of the
-        agent (the recycle, the agent restart): the sessions do not change, so nothing is
-        journaled; ``open_for_thread`` as for a swap, through the same request path."""
-        port = self.attached()
-        timeout = self.settings.hold_timeout_seconds
-        for thread in threads:
-            state = self.threads[thread]
-
-            async def request(method: str, params: dict[str, Any], thread: str = thread) -> Any:
-                return await target.request(method, params, timeout=timeout, thread_id=thread)
-
-            base = {"sessionId": port.backing_of(thread), "cwd": state.cwd or ".",
-                    "mcpServers": state.mcp_servers}
-            await open_for_thread(request, state, base, capabilities)
+        await self.opener.open_on(target, threads, capabilities)
 
     async def close(self, old_backing: str) -> None:
-        """Close the session a committed swap left, if the agent supports it."""
-        if "close" not in (self.capabilities().get("sessionCapabilities") or {}):
-            if not self._warned_no_close:
-                self._warned_no_close = True
-                logger.warning("the agent cannot close sessions: the process of each session a "
-                               "swap leaves keeps running until the recycle moves the live ones to "
-                               "a fresh agent process (swap.max_stale_sessions)", session=old_backing)
-            return
-        t = time.monotonic()
-        try:
-            await self.attached().request("session/close", {"sessionId": old_backing},
-                                          timeout=self.settings.hold_timeout_seconds)
-        except Exception as exc:  # the old session lingering costs memory, not correctness
-            logger.info("old session not closed", session=old_backing, error=str(exc))
-        logger.debug("swap step", step="session/close", seconds=round(time.monotonic() - t, 4))
+        await self.opener.close(old_backing)

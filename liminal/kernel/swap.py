@@ -34,8 +34,9 @@ file as it is then.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +48,8 @@ from liminal.acp.port import Component, Port
 from liminal.config import GradientSettings, SwapSettings
 from liminal.gradient.summarize import Summarizer
 from liminal.harness.base import HarnessChoice, Rewritten, SessionHarness
-from liminal.kernel.journal import SwapJournal
+from liminal.kernel.attempt import MoveRecords
+from liminal.kernel.journal import SwapJournal, SwapRecord
 from liminal.kernel.memory import Memory, unknown
 from liminal.kernel.mover import UNDO_CLOSE_SECONDS, MoveAttempt, ThreadMover
 from liminal.kernel.policy import CostPolicy, Decision
@@ -141,9 +143,10 @@ class SwapManager(Component):
         self.completed = 0  # swap attempts finished, committed or not (tests wait on it)
         self._progress = anyio.Event()
         # The step every move of a thread shares (liminal.kernel.mover), the commands' too.
-        self.mover = ThreadMover(settings, journal, harness, self.threads, clock=clock,
-                                 capabilities=lambda: self.capabilities, priced=self._priced,
-                                 moves=self.model.moves, leases=leases, shared=shared)
+        records = MoveRecords(journal, lambda: self.harness.name, priced=functools.partial(_priced, self.policy), shared=shared)
+        self.mover = ThreadMover(settings, harness, self.threads, records, clock=clock,
+                                 capabilities=lambda: self.capabilities, moves=self.model.moves,
+                                 leases=leases)
 
     async def aclose(self) -> None:
         if self.mover.shared is not None:
@@ -172,15 +175,7 @@ class SwapManager(Component):
             else:
                 logger.info("liminal is stopping: the swap under way was let finish", cause=cause,
                             seconds=round(time.monotonic() - t0, 3))
-        await self.mover.stop_moves(UNDO_CLOSE_SECONDS + 1.0, self._abandoned_because(cause))
-
-    def _abandoned_because(self, cause: str) -> str:
-        """A swap liminal's stop cut short, as journaled: why liminal stopped, and that the
-        grace ran out."""
-        grace = (f"the swap did not finish within proxy.stop_grace_seconds ({self.stop_grace:g} s)"
-                 if self.stop_grace > 0 else "proxy.stop_grace_seconds is 0")
-        return (f"{cause} during the swap, and {grace}: the rewrite was removed, and the thread's "
-                "next load decides again")
+        await self.mover.stop_moves(UNDO_CLOSE_SECONDS + 1.0, _abandoned_because(cause, self.stop_grace))
 
     def busy(self) -> bool:
         """A swap or a command's move is under way, or a turn end waits to be looked at: the
@@ -281,7 +276,7 @@ class SwapManager(Component):
                                error=f"{type(exc).__name__}: {exc}")
                 continue
             if path is not None and self.machine.may_read_cache_life(state.swap, decided=False):
-                self.machine.cache_life_read(state.swap, thread_id, await self._cache_life(thread_id, path))
+                self.machine.cache_life_read(state.swap, thread_id, await _cache_life(self.harness, thread_id, path))
 
     def _idle_check(self, now: float) -> None:
         """Threads idle past the cache's life (``SwapMachine.idle``)."""
@@ -312,8 +307,7 @@ class SwapManager(Component):
         self._port = port
         self.mover.attach(port)
         in_store = await committed_in_store(self.journal, self.mover.shared)
-        abandoned = await anyio.to_thread.run_sync(recover, self.journal, self._harness_named, in_store,
-                                                   abandon_on_cancel=True)
+        abandoned = await anyio.to_thread.run_sync(self._recover, in_store, abandon_on_cancel=True)
         if self.mover.shared is not None:
             for record in abandoned:  # the claims this home's dead attempts left in the store
                 await self.mover.shared.ended(record)
@@ -417,7 +411,7 @@ class SwapManager(Component):
             marks.setdefault(type(command), time.monotonic())
             command = run.send(await self._carry_out(command, run, attempt))
         if command.outcome and attempt.rewritten is not None:
-            self._committed_log(attempt, marks)
+            _committed_log(attempt, marks)
         return command.outcome
 
     async def _carry_out(self, command: Command, run: SwapRun, attempt: MoveAttempt) -> Event:
@@ -431,7 +425,7 @@ class SwapManager(Component):
             ok = await self.mover.settle(command.path, command.prompt, command.timeout)
             return Settled(ok, stopping=not ok and self.mover.stopping)
         if isinstance(command, ReadCacheLife):
-            life = await self._cache_life(thread_id, command.path)
+            life = await _cache_life(self.harness, thread_id, command.path)
             return CacheLifeRead(life, time.monotonic())
         if isinstance(command, ReadSize):
             return SizeRead(await anyio.to_thread.run_sync(self.harness.context_tokens, command.path))
@@ -453,16 +447,6 @@ class SwapManager(Component):
                                                {"sessionId": thread_id, "update": update})
             return Done()
         raise AssertionError(f"a command no one carries out: {command!r}")
-
-    async def _cache_life(self, thread_id: str, path: Path) -> float | None:
-        """How long the thread's prompt cache lives, from the CLI's records of its model calls
-        (None: they say nothing, or could not be read)."""
-        try:
-            return await anyio.to_thread.run_sync(self.harness.cache_life, path)
-        except Exception as exc:  # a file gone, refused or unreadable says nothing of the cache
-            logger.debug("the session file said nothing of the cache's life", thread=thread_id,
-                         error=f"{type(exc).__name__}: {exc}")
-            return None
 
     async def _gather(self, command: Gather, attempt: MoveAttempt) -> Gathered:
         thread_id, cwd = attempt.state.thread_id, attempt.state.cwd
@@ -493,20 +477,9 @@ class SwapManager(Component):
         return MoveEnded(moved.committed, moved.new_backing, done.tokens_before if done else None,
                          done.tokens_after if done else None)
 
-    def _committed_log(self, attempt: MoveAttempt, marks: dict[type, float]) -> None:
-        """Where the hold went (bench/swap.py reads these): waiting for the file, reading the
-        context size when the agent sent none, the gradient rewrite, the resume or load."""
-        rewritten, t0 = attempt.rewritten, attempt.t0
-        assert rewritten is not None
-        t_settled = marks.get(ReadCacheLife, marks.get(ReadSize, marks.get(Gather, t0)))
-        t_rewrite = marks.get(Rewrite, t_settled)
-        logger.info("swap committed", thread=attempt.state.thread_id, old=attempt.old_backing,
-                    new=rewritten.new_id, tokens_before=rewritten.tokens_before,
-                    tokens_after=rewritten.tokens_after, seconds=round(time.monotonic() - t0, 3),
-                    why=attempt.reason, settle_s=round(t_settled - t0, 4),
-                    decide_s=round(t_rewrite - t_settled, 4),
-                    rewrite_s=round(attempt.t_rewritten - t_rewrite, 4),
-                    move_s=round(attempt.t_moved - attempt.t_rewritten, 4), moved_by=attempt.opened_by)
+    def _recover(self, in_store: Collection[str] | None = frozenset()) -> list[SwapRecord]:
+        """What swaps cut short by a crash left, removed (``liminal.kernel.unfinished.recover``)."""
+        return recover(self.journal, self._harness_named, in_store)
 
     def _harness_named(self, name: str) -> SessionHarness:
         """The harness whose swap a journal record describes: a Codex swap's rewrite is a Codex
@@ -520,11 +493,49 @@ class SwapManager(Component):
         while self.completed < count:
             await self._progress.wait()
 
-    def _priced(self, state: ThreadState, decision: Decision, after: int) -> dict[str, Any]:
-        """What a swap as made costs and saves (the decision had only the plan's aim), and the
-        model calls since the thread's move before it (None: not counted here), which the payback
-        of that move is measured against (``policy.measure_payback``)."""
-        done = self.policy.cost(decision.context, after, decision.trigger, state.pace, idle=decision.idle)
-        return {"target": after, "rebuild": round(done[0], 1), "saves_per_call": round(done[1], 1),
-                "payback_calls": round(done[2], 1), "calls_to_next": round(done[3], 1),
-                "calls_since_move": state.calls_since_move}
+
+
+def _abandoned_because(cause: str, grace: float) -> str:
+    """A swap liminal's stop cut short, as journaled: why liminal stopped, and that the
+    grace ran out."""
+    over = (f"the swap did not finish within proxy.stop_grace_seconds ({grace:g} s)"
+            if grace > 0 else "proxy.stop_grace_seconds is 0")
+    return (f"{cause} during the swap, and {over}: the rewrite was removed, and the thread's "
+            "next load decides again")
+
+
+async def _cache_life(harness: SessionHarness, thread_id: str, path: Path) -> float | None:
+    """How long the thread's prompt cache lives, from the CLI's records of its model calls
+    (None: they say nothing, or could not be read)."""
+    try:
+        return await anyio.to_thread.run_sync(harness.cache_life, path)
+    except Exception as exc:  # a file gone, refused or unreadable says nothing of the cache
+        logger.debug("the session file said nothing of the cache's life", thread=thread_id,
+                     error=f"{type(exc).__name__}: {exc}")
+        return None
+
+
+def _committed_log(attempt: MoveAttempt, marks: dict[type, float]) -> None:
+    """Where the hold went (bench/swap.py reads these): waiting for the file, reading the
+    context size when the agent sent none, the gradient rewrite, the resume or load."""
+    rewritten, t0 = attempt.rewritten, attempt.t0
+    assert rewritten is not None
+    t_settled = marks.get(ReadCacheLife, marks.get(ReadSize, marks.get(Gather, t0)))
+    t_rewrite = marks.get(Rewrite, t_settled)
+    logger.info("swap committed", thread=attempt.state.thread_id, old=attempt.old_backing,
+                new=rewritten.new_id, tokens_before=rewritten.tokens_before,
+                tokens_after=rewritten.tokens_after, seconds=round(time.monotonic() - t0, 3),
+                why=attempt.reason, settle_s=round(t_settled - t0, 4),
+                decide_s=round(t_rewrite - t_settled, 4),
+                rewrite_s=round(attempt.t_rewritten - t_rewrite, 4),
+                move_s=round(attempt.t_moved - attempt.t_rewritten, 4), moved_by=attempt.opened_by)
+
+
+def _priced(policy: CostPolicy, state: ThreadState, decision: Decision, after: int) -> dict[str, Any]:
+    """What a swap as made costs and saves (the decision had only the plan's aim), and the
+    model calls since the thread's move before it (None: not counted here), which the payback
+    of that move is measured against (``policy.measure_payback``)."""
+    done = policy.cost(decision.context, after, decision.trigger, state.pace, idle=decision.idle)
+    return {"target": after, "rebuild": round(done[0], 1), "saves_per_call": round(done[1], 1),
+            "payback_calls": round(done[2], 1), "calls_to_next": round(done[3], 1),
+            "calls_since_move": state.calls_since_move}
