@@ -143,7 +143,8 @@ class SwapManager(Component):
         self.completed = 0  # swap attempts finished, committed or not (tests wait on it)
         self._progress = anyio.Event()
         # The step every move of a thread shares (liminal.kernel.mover), the commands' too.
-        records = MoveRecords(journal, lambda: self.harness.name, priced=functools.partial(_priced, self.policy), shared=shared)
+        records = MoveRecords(journal, lambda: self.harness.name,
+                              priced=functools.partial(_priced, self.policy), shared=shared)
         self.mover = ThreadMover(settings, harness, self.threads, records, clock=clock,
                                  capabilities=lambda: self.capabilities, moves=self.model.moves,
                                  leases=leases)
