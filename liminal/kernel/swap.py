@@ -17,8 +17,13 @@ thread has been idle past the prompt cache's life, it runs one swap:
    tell the UI briefly (``swap.notice``); then, outside the hold, close the old session if the
    agent supports ``session/close`` (if not, ``liminal.kernel.recycle`` bounds what is left).
 
-Steps 3 to 5 are the thread mover's (``liminal.kernel.mover``), which the context commands use
-too; this module observes the threads and decides. Any failure, or the whole swap overrunning
+What to do, and when, is the swap machine's (``liminal.kernel.swapping``), which does no I/O:
+this module is its driver. It tells the machine what the thread model and the router saw (a turn
+end, a load, an idle spell) and carries out what the machine answers (queue, hold, look for the
+cache's life); the swap task runs each queued look as a ``SwapRun``, carrying out its commands
+(locate, settle, read, gather, rewrite, announce) and feeding back what came of each. Steps 3 to
+5 are the thread mover's (``liminal.kernel.mover``), which the context commands use too. Any
+failure, or the whole swap overrunning
 ``swap.hold_timeout_seconds``, releases the held prompts to the old session, which keeps working;
 the journal records why, in words.
 
