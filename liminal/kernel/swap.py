@@ -106,8 +106,6 @@ class SwapManager(Component):
         journal: SwapJournal,
         harness: SessionHarness,
         *,
-        clock: Callable[[], float] = time.time,
-        settle_timeout: float = 10.0,
         gradient: GradientSettings | None = None,
         model: ThreadModel | None = None,
         leases: MoveLeases | None = None,
@@ -121,10 +119,10 @@ class SwapManager(Component):
                                  settings.ceiling_tokens or harness.ceiling_tokens,
                                  side_session_tokens=harness.side_session_tokens)
         # What decides: told what happened, it says what to do (``liminal.kernel.swapping``).
-        self.machine = SwapMachine(settings, self.policy, settle_timeout=settle_timeout)
+        self.machine = SwapMachine(settings, self.policy)
         self.journal = journal
         self.harness = harness
-        self.clock = clock
+        self.clock: Callable[[], float] = time.time  # the journal's wall clock
         # What liminal knows of each thread; its turn ends are this manager's cue.
         self.model = model or ThreadModel()
         self.model.on_turn_end.append(self._turn_ended)
@@ -150,7 +148,7 @@ class SwapManager(Component):
         # The step every move of a thread shares (liminal.kernel.mover), the commands' too.
         records = MoveRecords(journal, lambda: self.harness.name,
                               priced=functools.partial(_priced, self.policy), shared=shared)
-        self.mover = ThreadMover(settings, harness, self.threads, records, clock=clock,
+        self.mover = ThreadMover(settings, harness, self.threads, records, clock=lambda: self.clock(),
                                  capabilities=lambda: self.capabilities, moves=self.model.moves,
                                  leases=leases)
 

@@ -24,10 +24,14 @@ logger = log.get("liminal.swap")
 # Turn ends at which a thread's session file is read for its cache's life while the CLI's records
 # have not said it (a CLI whose records never do keeps swap.cache_life_seconds).
 CACHE_LOOKS = 3
+# How long a look at a swap already decided waits for the turn to reach the session file (and
+# for the file to appear): the thread is held meanwhile, and past it nothing is rewritten.
+DECIDED_SETTLE_SECONDS = 10.0
 
 
 class SwapMachine:
-    def __init__(self, settings: SwapSettings, policy: CostPolicy, *, settle_timeout: float = 10.0) -> None:
+    def __init__(self, settings: SwapSettings, policy: CostPolicy, *,
+                 settle_timeout: float = DECIDED_SETTLE_SECONDS) -> None:
         self.settings = settings
         self.policy = policy
         # How long a held look waits for the turn (and the file) when a swap is decided already;
