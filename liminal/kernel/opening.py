@@ -82,9 +82,9 @@ class ThreadOpener:
         self._warned_no_close = False
 
     async def appeared(self, backing: str, cwd: str | None, timeout: float) -> Path | None:
-        """The session's file, waited for up to ``timeout``: Claude Code 2.1.44 may create it only
-        when a turn ends, and a cancelled turn can end a moment after its prompt was answered
-        (a /undo sent at once found no file, seen in test_commands)."""
+        """The session's file, waited for up to ``timeout``: a CLI may create it only when a turn
+        ends, and a cancelled turn can end a moment after its prompt was answered (a /undo
+        sent at once would find no file)."""
         with anyio.move_on_after(timeout):
             while (path := self.harness.locate(backing, cwd)) is None:  # noqa: ASYNC110 - another process writes it
                 await anyio.sleep(0.05)
@@ -93,11 +93,11 @@ class ThreadOpener:
 
     async def settle(self, path: Path, prompt: str | None, timeout: float = 2.0) -> bool:
         """Until the CLI has written the finished turn; False if it has not within ``timeout``."""
-        # Claude Code 2.1.44 writes the turn 75-90 ms after answering the prompt, and "settled"
-        # takes two looks at the same size: polls capped at 20 ms see it about 100 ms after the
-        # answer (capped at 100 ms they saw it at 255 ms). The thread is held meanwhile, at every
-        # turn end when the agent sends no usage. A look is a stat, and a read of the tail only
-        # when the size held still.
+        # A CLI may write the turn tens of milliseconds after answering the prompt, and
+        # "settled" takes two looks at the same size: polls that start at 5 ms and are capped at
+        # ``SETTLE_POLL_MAX`` see it soon after it lands, and the thread is held meanwhile, at
+        # every turn end when the agent sends no usage. A look is a stat, and a read of the tail
+        # only when the size held still.
         with anyio.move_on_after(timeout):
             delay = 0.005
             while not await anyio.to_thread.run_sync(self.harness.turn_settled, path, prompt):
@@ -109,7 +109,7 @@ class ThreadOpener:
         return False
 
     async def open_keeping(self, state: ThreadState, old_backing: str, new_id: str,
-                            rewritten: Rewritten) -> str:
+                           rewritten: Rewritten) -> str:
         """``open_session``, and with a shared store the rewrite's lines put there meanwhile (another
         sidecar can write the session if this one dies after the commit): the agent takes a
         second or more to open a session, and the lines as long on FerretDB (1.4 s for a rewrite
