@@ -218,9 +218,11 @@ class SwapManager(Component):
 
     def _turn_ended(self, thread_id: str, ok: bool) -> None:
         """The thread model saw a turn end (``ThreadModel.on_turn_end``)."""
+        if not ok:
+            return
         state = self.threads.get(thread_id)
-        if not ok or state is None or self._port is None or not self._running:
-            logger.debug("turn ended; not considered", thread=thread_id, ok=ok)
+        if state is None or self._port is None or not self._running:
+            logger.debug("turn ended; not considered", thread=thread_id)
             return
         self._carry_out_cues(state, self.machine.turn_ended(
             state.swap, thread_id, context_tokens=state.context_tokens, prompt=state.last_prompt,
