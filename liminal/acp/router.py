@@ -68,7 +68,7 @@ from __future__ import annotations
 import itertools
 import secrets
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -78,25 +78,17 @@ from liminal.acp.events import (
     UPDATE_KIND_AT,
     UPDATE_PREFIX,
     Direction,
-    FrameEvent,
+    FrameRun,
     Kind,
     make_event,
     make_lazy_event,
 )
 from liminal.acp.framing import LineFramer, Oversized
 from liminal.acp.hooks import LOCAL, Hooks, Local, LocalRequest, RequestHook, ResultHook, UpdateHook
-from liminal.acp.message_ids import (
-    CHUNK_KINDS,
-    MessageIds,
-    agent_id_in,
-    canonical_chunk,
-    canonical_end,
-    chunk_kind,
-    stamped,
-    with_user_message_id,
-)
+from liminal.acp.message_ids import CHUNK_KINDS, MessageIds, with_user_message_id
 from liminal.acp.moved_loads import Load, MovedLoads, ReplayRequest
-from liminal.acp.session_ids import map_all, rewrite
+from liminal.acp.output import Output
+from liminal.acp.session_ids import map_all, rewrite, rewrite_lines
 from liminal.acp.side_sessions import SideSessions, refusal
 from liminal.acp.takeover import TakeOver
 
@@ -105,20 +97,11 @@ __all__ = ["LOCAL", "OWN_ID_PREFIX", "Local", "LocalRequest", "Output", "ReplayR
 
 OWN_ID_PREFIX = "liminal-"
 _UPDATE_PREFIX_LEN = len(UPDATE_PREFIX)
+_KIND_AT = len(UPDATE_KIND_AT)
+_CHUNK_KINDS = {kind.encode(): kind for kind in CHUNK_KINDS}
+_UPDATE_OPEN = len(b'","update":{')  # from the end of a canonical line's session id to its update's members
+_A2C = Direction.AGENT_TO_CLIENT.value
 _CREATES_SESSION = frozenset({"session/new", "session/fork"})
-
-
-@dataclass(slots=True)
-class Output:
-    """What the shell must do after feeding the router: write these lines, offer these events."""
-
-    to_client: list[bytes] = field(default_factory=list)  # lines without "\n"
-    to_agent: list[bytes] = field(default_factory=list)
-    events: list[FrameEvent] = field(default_factory=list)
-    own_responses: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (rpc id, answer)
-    problems: list[str] = field(default_factory=list)  # reports of bad input, for the shell to log
-    replays: list[ReplayRequest] = field(default_factory=list)  # rule 8, for ``finish_replay``
-    local: list[LocalRequest] = field(default_factory=list)  # kept by a hook, for ``answer_local``
 
 
 @dataclass(slots=True)
@@ -193,8 +176,8 @@ class Router:
         self._turn_notices: dict[str, list[tuple[str, Any]]] = {}
         self._hooks = Hooks()
         self._hooked_kinds: tuple[bytes, ...] = ()  # ``Hooks.update_markers``, kept at hand
-        # Rule 10, when asked for (the proxy does; the router's own tests see bytes untouched).
-        self._ids = MessageIds(connection_id) if message_ids else None
+        # Rule 10, stamped when asked for (the proxy does; the router's own tests see bytes untouched).
+        self._ids = MessageIds(connection_id, stamping=message_ids)
 
     # ----------------------------------------------------------------- feeding
 
@@ -208,8 +191,13 @@ class Router:
     def receive_from_agent(self, data: bytes, now: float) -> None:
         self._now = now
         self.agent_heard = now
-        for line in self._agent_framer.feed(data):
-            self._agent_line(line, now)
+        lines = self._agent_framer.feed(data)
+        at, count = 0, len(lines)
+        while at < count:
+            at = self._agent_run(lines, at, now) if count - at > 1 else at
+            if at < count:
+                self._agent_line(lines[at], now)
+                at += 1
         if self._unplaced:
             self._settle_unplaced(now)
 
@@ -305,7 +293,7 @@ class Router:
         forwarded = _Pending(method, thread, pending.id_json)
         self._client_pending[key] = forwarded
         message = {"jsonrpc": "2.0", "id": orjson.loads(id_json), "method": method, "params": params}
-        if method == "session/prompt" and self._ids is not None:
+        if method == "session/prompt" and self._ids.stamping:
             forwarded.message_id = self._ids.next_id()
         self._tap(Direction.CLIENT_TO_AGENT, Kind.REQUEST, when, line, message, thread, backing, method,
                   message["id"])
@@ -363,10 +351,10 @@ class Router:
     def notify_client(self, method: str, params: Any, now: float) -> None:
         """A notification of liminal's own to the client (``params`` already in thread ids)."""
         thread = params.get("sessionId") if isinstance(params, dict) else None
-        if method == "session/update" and isinstance(thread, str) and self._ids is not None:
-            params = self._with_message_id(thread, params, self._ids)
+        if method == "session/update" and isinstance(thread, str) and isinstance(params, dict):
+            params = self._ids.own_chunk(thread, params, Direction.LIMINAL_TO_CLIENT.value)
         line = jsonrpc.notification_frame(method, params)
-        self._out.to_client.append(line)
+        self._out.client.append(line)
         self._tap(Direction.LIMINAL_TO_CLIENT, Kind.NOTIFICATION, now, line, None,
                   thread, self.backing_of(thread) if thread else None, method, None)
 
@@ -376,16 +364,6 @@ class Router:
         that turn. Sent between turns, after a prompt was answered, a headless client (one that
         prints a turn's updates) glued it to the previous answer."""
         self._turn_notices.setdefault(thread_id, []).append((method, params))
-
-    @staticmethod
-    def _with_message_id(thread: str, params: dict[str, Any], ids: MessageIds) -> dict[str, Any]:
-        """Rule 10 for a chunk of liminal's own: ``params`` with a ``messageId`` where it has none."""
-        update = params.get("update")
-        kind = update.get("sessionUpdate") if isinstance(update, dict) else None
-        if not isinstance(update, dict) or kind not in CHUNK_KINDS or isinstance(update.get("messageId"), str):
-            return params
-        mid = ids.own_id(thread, kind, Direction.LIMINAL_TO_CLIENT.value)
-        return {**params, "update": {**update, "messageId": mid}}
 
     def note(self, method: str, params: dict[str, Any], now: float, *, thread_id: str) -> None:
         """Record what liminal did (``liminal/swap``) as a notification frame that only the taps
@@ -495,7 +473,7 @@ class Router:
             self.notify_client("session/update", {"sessionId": load.thread, "update": update}, now)
         for line in done.lines:
             out_line = rewrite(line, load.backing, load.thread)
-            self._out.to_client.append(out_line)
+            self._out.client.append(out_line)
             self._tap(Direction.LIMINAL_TO_CLIENT, Kind.NOTIFICATION, now, out_line, None, load.thread,
                       load.backing, "session/update", None)
         self._answer_client(load.key, load.answer)
@@ -625,7 +603,7 @@ class Router:
 
     def _prompt_tapped(self, method: str, kind: Kind, message: dict[str, Any]) -> None:
         """Rule 10: a client's prompt is about to be tapped; its frame's id is its user message's."""
-        if method == "session/prompt" and kind is Kind.REQUEST and self._ids is not None:
+        if method == "session/prompt" and kind is Kind.REQUEST and self._ids.stamping:
             pending = self._client_pending.get(jsonrpc.id_key(message["id"]))
             if pending is not None:
                 pending.message_id = self._ids.next_id()
@@ -646,7 +624,7 @@ class Router:
         if local:
             backing = self._backing_of.get(thread, thread) if thread is not None else None
             self._local_pending[key] = pending
-            if method == "session/prompt" and self._ids is not None:
+            if method == "session/prompt" and self._ids.stamping:
                 pending.message_id = self._ids.next_id()
             self._out.local.append(LocalRequest(key, method, thread, amended))
             self._tap(Direction.CLIENT_TO_LIMINAL, Kind.REQUEST, now, line, message, thread, backing, method,
@@ -678,6 +656,54 @@ class Router:
             self.notify_client(method, params, now)
 
     # ------------------------------------------------------------ agent -> client
+
+    def _agent_run(self, lines: list[bytes | Oversized], at: int, now: float) -> int:
+        """The agent's streamed updates from ``lines[at]`` on that are canonical lines for one
+        session, of one kind (the first's bytes up to the end of its kind, ``marker``), where no
+        rule but 2 and 10 touches that session: forwarded and tapped whole (one pass over their
+        bytes, one ``FrameRun`` for the taps), as ``_agent_line`` would one by one. Returns where
+        they end: ``at`` when fewer than two."""
+        first = lines[at]
+        if not isinstance(first, bytes) or not first.startswith(UPDATE_PREFIX) or self._private_creates:
+            return at
+        end = first.find(b'"', _UPDATE_PREFIX_LEN)
+        kind_end = first.find(b'"', end + _KIND_AT) if first.startswith(UPDATE_KIND_AT, end) else -1
+        raw_id = first[_UPDATE_PREFIX_LEN:end]
+        if kind_end < 0 or b"\\" in first[_UPDATE_PREFIX_LEN:kind_end] or not raw_id.isascii() or (
+                self._hooked_kinds and first.startswith(self._hooked_kinds, end)):
+            return at
+        backing = raw_id.decode()
+        if backing in self._captured or (self._side and backing in self._side):
+            return at
+        marker = first[:kind_end + 1]
+        run: list[bytes] = lines[at:] if at else lines  # type: ignore[assignment]
+        try:  # the whole read is one run, nearly always: found without a step per line
+            joined = b"\n".join(run)
+            whole = joined.count(b"\n" + marker) == len(run) - 1
+        except TypeError:  # an ``Oversized`` among them
+            whole = False
+        if not whole:
+            stop = at + 1
+            while stop < len(lines) and lines[stop].__class__ is bytes and lines[stop].startswith(marker):  # type: ignore[union-attr]
+                stop += 1
+            if stop - at < 2:
+                return at
+            run = lines[at:stop]  # type: ignore[assignment]
+            joined = b"\n".join(run)
+        thread = self._thread_of.get(backing, backing)
+        kind = _CHUNK_KINDS.get(first[end + _KIND_AT:kind_end])
+        if kind is None:
+            self._ids.others(thread, len(run))
+            out = joined
+        else:
+            stamped = self._ids.run(run, joined, first[:end + _UPDATE_OPEN], thread, kind, _A2C)
+            if stamped is None:  # the agent's own ids on some of them only: line by line
+                return at
+            out = stamped
+        self._out.client.append(out if thread == backing else rewrite_lines(out, backing, thread))
+        if self.tapping:
+            self._out.taps.append(FrameRun(Direction.AGENT_TO_CLIENT, now, self.connection_id, thread, backing, run))
+        return at + len(run)
 
     def _agent_line(self, line: bytes | Oversized, now: float) -> None:
         """Every line of the agent's. A notification (every streamed chunk is one) goes its one
@@ -717,42 +743,24 @@ class Router:
         if self._side and backing is not None and backing in self._side:
             self._side.keep(backing, line)  # rule 11: liminal's alone, not even tapped nor stamped
             return
-        ids = self._ids
         if backing is None:
-            if ids is not None:
-                ids.other(None)
-            self._out.to_client.append(line)
-        elif ids is None:  # as before rule 10
-            thread = self._thread_of.get(backing, backing)
-            if backing in self._captured:
-                direction = Direction.AGENT_TO_LIMINAL  # rule 4: a replay the client must not see
-                self._loads.keep(backing, line)
-            else:
-                out_line = self._hooks.update(line, message, thread, self._out.problems) if (
-                    self._hooked_kinds and message is not None) else line
-                self._out.to_client.append(out_line if thread == backing else rewrite(out_line, backing, thread))
+            self._ids.other(None)
+            self._out.client.append(line)
         else:
             thread = self._thread_of.get(backing, backing)
-            # Rule 10: which message a chunk belongs to, and its id.
-            chunk = canonical_chunk(line, end) if message is None else chunk_kind(message)
-            agent_id = agent_id_in(line) if chunk is not None else None
-            if backing in self._captured:
-                direction = Direction.AGENT_TO_LIMINAL  # rule 4: a replay the client must not see
-                self._loads.keep(backing, line)
-            else:
+            forwarded = backing not in self._captured
+            if forwarded:
                 out_line = self._hooks.update(line, message, thread, self._out.problems) if (
                     self._hooked_kinds and message is not None) else line
-                if chunk is not None and agent_id is None:
-                    mid = ids.chunk(thread, chunk, direction.value, None)
-                    out_line = stamped(out_line, mid, canonical_end=end if (
-                        out_line is line and message is None) else canonical_end(out_line))
-                self._out.to_client.append(out_line if thread == backing else rewrite(out_line, backing, thread))
-            if chunk is None:
-                ids.other(thread)
-            elif direction is not Direction.AGENT_TO_CLIENT or agent_id is not None:
-                ids.chunk(thread, chunk, direction.value, agent_id)
+            else:
+                direction = Direction.AGENT_TO_LIMINAL  # rule 4: a replay the client must not see
+                self._loads.keep(backing, line)
+                out_line = line
+            out_line = self._ids.agent_update(line, out_line, message, end, thread, direction.value, forwarded)
+            if forwarded:
+                self._out.client.append(out_line if thread == backing else rewrite(out_line, backing, thread))
         if self.tapping:
-            self._out.events.append(
+            self._out.taps.append(
                 make_lazy_event(direction, Kind.NOTIFICATION, now, line, self.connection_id, thread, backing,
                                 method, len(line)) if message is None else
                 make_event(direction, Kind.NOTIFICATION, now, line, message, self.connection_id, thread, backing,
@@ -800,7 +808,7 @@ class Router:
         else:
             if line.strip():
                 self._out.problems.append(f"agent sent a line that is not JSON-RPC: {line[:200]!r}")
-            self._out.to_client.append(line)
+            self._out.client.append(line)
             self._tap(Direction.AGENT_TO_CLIENT, kind, now, line, message, None, None, None, None)
 
     def _agent_request(self, line: bytes, message: dict[str, Any], now: float) -> None:
@@ -814,7 +822,7 @@ class Router:
             return
         thread = self.thread_of(backing) if backing is not None else None
         self._agent_pending[jsonrpc.id_key(rpc_id)] = (message["method"], thread)
-        self._out.to_client.append(line if backing is None else rewrite(line, backing, thread or backing))
+        self._out.client.append(line if backing is None else rewrite(line, backing, thread or backing))
         self._tap(Direction.AGENT_TO_CLIENT, Kind.REQUEST, now, line, message, thread, backing,
                   message["method"], rpc_id)
 
@@ -929,7 +937,7 @@ class Router:
         """Every answer to a client request leaves through here (rule 9 applies to all)."""
         out = self._takeover.outgoing(key, line) if self._takeover.active else line
         if out is not None:  # None: the answer to a request of the client that left
-            self._out.to_client.append(out)
+            self._out.client.append(out)
 
     def _answer_from_liminal(self, key: Any, line: bytes, now: float, method: str | None,
                              thread: str | None) -> None:
@@ -940,21 +948,10 @@ class Router:
     def _tap(self, direction: Direction, kind: Kind, now: float, raw: bytes, message: dict[str, Any] | None,
              thread: str | None, backing: str | None, method: str | None, rpc_id: Any, *,
              size: int | None = None) -> None:
-        # Rule 10: every event counts (its sequence number is its frame id's); a chunk (liminal's
-        # own, a replay's) joins or starts a message, anything else of the thread ends it.
-        ids = self._ids
-        if ids is not None:
-            chunk = None
-            if method == "session/update" and kind is Kind.NOTIFICATION and thread is not None:
-                end = canonical_end(raw) if message is None else None
-                chunk = chunk_kind(message) if message is not None else (
-                    canonical_chunk(raw, end) if end is not None else chunk_kind(jsonrpc.parse(raw)))
-            if chunk is not None and thread is not None:
-                ids.chunk(thread, chunk, direction.value, agent_id_in(raw))
-            else:
-                ids.other(thread)
+        # Rule 10: every event counts (its sequence number is its frame id's).
+        self._ids.tapped(method, kind is Kind.NOTIFICATION, thread, direction.value, raw, message)
         if self.tapping:
-            self._out.events.append(make_event(direction, kind, now, raw, message, self.connection_id, thread,
+            self._out.taps.append(make_event(direction, kind, now, raw, message, self.connection_id, thread,
                                                backing, method, rpc_id, len(raw) if size is None else size))
 
 

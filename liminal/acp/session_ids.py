@@ -21,6 +21,27 @@ def rewrite(line: bytes, old: str, new: str) -> bytes:
     microseconds); the expression handles what is left, if the old id is still in the line."""
     if old == new or not old:
         return line
+    compact_old, compact_new, quoted_old, quoted_new, pattern = _spellings(old, new)
+    line = line.replace(compact_old, compact_new)
+    if quoted_old not in line:
+        return line
+    return pattern.sub(lambda found: found.group(1) + quoted_new, line)
+
+
+def rewrite_lines(lines: bytes, old: str, new: str) -> bytes:
+    """``rewrite`` of each of ``lines`` (lines joined by ``\\n``): one pass where the compact
+    spelling is all there is (it cannot span two lines); else line by line, since the
+    expression's spaces could."""
+    if old == new or not old:
+        return lines
+    compact_old, compact_new, quoted_old, _, _ = _spellings(old, new)
+    rewritten = lines.replace(compact_old, compact_new)
+    if quoted_old not in rewritten:
+        return rewritten
+    return b"\n".join([rewrite(line, old, new) for line in lines.split(b"\n")])
+
+
+def _spellings(old: str, new: str) -> tuple[bytes, bytes, bytes, bytes, re.Pattern[bytes]]:
     cached = _REWRITE_CACHE.get((old, new))
     if cached is None:
         quoted_old, quoted_new = orjson.dumps(old), orjson.dumps(new)
@@ -29,11 +50,7 @@ def rewrite(line: bytes, old: str, new: str) -> bytes:
         if len(_REWRITE_CACHE) > 1024:
             _REWRITE_CACHE.clear()
         _REWRITE_CACHE[(old, new)] = cached
-    compact_old, compact_new, quoted_old, quoted_new, pattern = cached
-    line = line.replace(compact_old, compact_new)
-    if quoted_old not in line:
-        return line
-    return pattern.sub(lambda found: found.group(1) + quoted_new, line)
+    return cached
 
 
 def map_all(line: bytes, mapping: dict[str, str]) -> bytes:
