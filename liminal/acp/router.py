@@ -88,6 +88,7 @@ from liminal.acp.message_ids import CHUNK_KINDS, MessageIds, with_user_message_i
 from liminal.acp.moved_loads import Load, MovedLoads, ReplayRequest
 from liminal.acp.output import Output
 from liminal.acp.owed import Owed, Pending
+from liminal.acp.runs import find_run
 from liminal.acp.session_ids import map_all, rewrite, rewrite_lines
 from liminal.acp.side_sessions import Placement, SideSessions, refusal
 from liminal.acp.takeover import TakeOver
@@ -97,9 +98,7 @@ __all__ = ["LOCAL", "OWN_ID_PREFIX", "Local", "LocalRequest", "Output", "ReplayR
 
 OWN_ID_PREFIX = "liminal-"
 _UPDATE_PREFIX_LEN = len(UPDATE_PREFIX)
-_KIND_AT = len(UPDATE_KIND_AT)
 _CHUNK_KINDS = {kind.encode(): kind for kind in CHUNK_KINDS}
-_UPDATE_OPEN = len(b'","update":{')  # from the end of a canonical line's session id to its update's members
 _A2C = Direction.AGENT_TO_CLIENT.value
 _CREATES_SESSION = frozenset({"session/new", "session/fork"})
 
@@ -624,52 +623,29 @@ class Router:
     # ------------------------------------------------------------ agent -> client
 
     def _agent_run(self, lines: list[bytes | Oversized], at: int, now: float) -> int:
-        """The agent's streamed updates from ``lines[at]`` on that are canonical lines for one
-        session, of one kind (the first's bytes up to the end of its kind, ``marker``), where no
-        rule but 2 and 10 touches that session: forwarded and tapped whole (one pass over their
-        bytes, one ``FrameRun`` for the taps), as ``_agent_line`` would one by one. Returns where
-        they end: ``at`` when fewer than two."""
-        first = lines[at]
-        if not isinstance(first, bytes) or not first.startswith(UPDATE_PREFIX) or self._places.creates:
+        """The agent's streamed updates from ``lines[at]`` on that form a run
+        (``liminal.acp.runs``) about a session no rule but 2 and 10 touches: forwarded and
+        tapped whole, as ``_agent_line`` would one by one. Returns where the run ends (``at``
+        when there is none)."""
+        run = None if self._places.creates else find_run(lines, at, self._hooked_kinds)
+        if run is None or run.backing in self._captured or (self._side and run.backing in self._side):
             return at
-        end = first.find(b'"', _UPDATE_PREFIX_LEN)
-        kind_end = first.find(b'"', end + _KIND_AT) if first.startswith(UPDATE_KIND_AT, end) else -1
-        raw_id = first[_UPDATE_PREFIX_LEN:end]
-        if kind_end < 0 or b"\\" in first[_UPDATE_PREFIX_LEN:kind_end] or not raw_id.isascii() or (
-                self._hooked_kinds and first.startswith(self._hooked_kinds, end)):
-            return at
-        backing = raw_id.decode()
-        if backing in self._captured or (self._side and backing in self._side):
-            return at
-        marker = first[:kind_end + 1]
-        run: list[bytes] = lines[at:] if at else lines  # type: ignore[assignment]
-        try:  # the whole read is one run, nearly always: found without a step per line
-            joined = b"\n".join(run)
-            whole = joined.count(b"\n" + marker) == len(run) - 1
-        except TypeError:  # an ``Oversized`` among them
-            whole = False
-        if not whole:
-            stop = at + 1
-            while stop < len(lines) and lines[stop].__class__ is bytes and lines[stop].startswith(marker):  # type: ignore[union-attr]
-                stop += 1
-            if stop - at < 2:
-                return at
-            run = lines[at:stop]  # type: ignore[assignment]
-            joined = b"\n".join(run)
+        backing = run.backing
         thread = self._thread_of.get(backing, backing)
-        kind = _CHUNK_KINDS.get(first[end + _KIND_AT:kind_end])
+        kind = _CHUNK_KINDS.get(run.kind)
         if kind is None:
-            self._ids.others(thread, len(run))
-            out = joined
+            self._ids.others(thread, len(run.lines))
+            out = run.joined
         else:
-            stamped = self._ids.run(run, joined, first[:end + _UPDATE_OPEN], thread, kind, _A2C)
+            stamped = self._ids.run(run.lines, run.joined, run.head, thread, kind, _A2C)
             if stamped is None:  # the agent's own ids on some of them only: line by line
                 return at
             out = stamped
         self._out.client.append(out if thread == backing else rewrite_lines(out, backing, thread))
         if self.tapping:
-            self._out.taps.append(FrameRun(Direction.AGENT_TO_CLIENT, now, self.connection_id, thread, backing, run))
-        return at + len(run)
+            self._out.taps.append(FrameRun(Direction.AGENT_TO_CLIENT, now, self.connection_id, thread, backing,
+                                           run.lines))
+        return at + len(run.lines)
 
     def _agent_line(self, line: bytes | Oversized, now: float) -> None:
         """Every line of the agent's. A notification (every streamed chunk is one) goes its one
