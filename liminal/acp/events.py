@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 # ``Kind`` is JSON-RPC's word for a line; named here too, where every subscriber reads it.
 from liminal.acp.jsonrpc import Kind as Kind
@@ -153,6 +153,7 @@ def make_lazy_event(
     return cast(FrameEvent, event)
 
 
+@dataclass(slots=True)
 class FrameRun:
     """Consecutive streamed ``session/update`` lines of the agent's, from one read, for one session
     and of one update kind, in the canonical form (``UPDATE_PREFIX``): the frames' events differ
@@ -161,20 +162,16 @@ class FrameRun:
     ``events()`` makes an event of each line (a ``LazyFrameEvent``, as the router makes for
     one line) for a subscriber that takes events one by one (made once, shared)."""
 
-    __slots__ = ("_events", "backing_id", "connection_id", "direction", "raws", "thread_id", "time")
+    direction: Direction
+    time: float
+    connection_id: str
+    thread_id: str
+    backing_id: str
+    raws: list[bytes]
+    _events: list[FrameEvent] | None = None
 
-    def __init__(self, direction: Direction, time: float, connection_id: str, thread_id: str,
-                 backing_id: str, raws: list[bytes]) -> None:
-        self.direction = direction
-        self.time = time
-        self.connection_id = connection_id
-        self.thread_id = thread_id
-        self.backing_id = backing_id
-        self.raws = raws
-        self._events: list[FrameEvent] | None = None
-
-    kind = Kind.NOTIFICATION
-    method = "session/update"
+    kind: ClassVar[Kind] = Kind.NOTIFICATION
+    method: ClassVar[str] = "session/update"
 
     def __len__(self) -> int:
         return len(self.raws)

@@ -1,8 +1,11 @@
 """The router: liminal's protocol object. Bytes in, lines and events out; no I/O.
 
-Everything that decides where a frame goes is decided in this file; the bookkeeping of rules 8
-and 9 is in objects of their own (``moved_loads``, ``takeover``), rule 2's byte rewriting in
-``session_ids`` and what components plug in in ``hooks`` (all in ``liminal.acp``). The rules:
+Everything that decides where a frame goes is decided in this file; what the rules remember is
+kept by objects the router drives (all in ``liminal.acp``): ``moved_loads`` (rule 8),
+``takeover`` (rule 9), ``holds`` (rule 5), ``owed`` (who owes whom an answer), ``message_ids``
+(rule 10), ``side_sessions`` (rule 11); rule 2's byte rewriting is ``session_ids``, what
+components plug in is ``hooks``, and a read's run of streamed updates is found by ``runs``.
+The rules:
 
 1. **Forward untouched.** A line reaches the other side with exactly the bytes it arrived with,
    unless one of the rules below changes it. The router reads a parsed copy; it never
@@ -60,7 +63,10 @@ and 9 is in objects of their own (``moved_loads``, ``takeover``), rule 2's byte 
    ``max_unplaced_seconds`` and ``max_held_bytes``; past either it goes on as the client's.
 
 Every line, whichever way it goes and whether or not it is forwarded, becomes a ``FrameEvent``
-for the taps (``Output.events``) when ``tapping`` is on.
+for the taps (``Output.events``) when ``tapping`` is on. The agent's streamed updates of one
+session and kind that arrive in one read (a run: ``liminal.acp.runs``) are routed as one: one
+pass over their bytes forwards them, one ``FrameRun`` stands for their events, and what reaches
+the client and the taps is exactly what routing them one by one would give.
 """
 
 from __future__ import annotations
