@@ -102,33 +102,25 @@ class MessageIds:
         return stamped(out_line, mid, canonical_end=end if out_line is line and message is None
                        else canonical_end(out_line))
 
-    def run(self, lines: list[bytes], joined: bytes, head: bytes, thread: str, kind: str,
-            direction: str) -> bytes | None:
-        """Streamed chunks of ``kind`` for ``thread``, all canonical lines starting with ``head``
-        (up to their update's ``{``), joined by ``\n`` in ``joined``: counted as ``chunk`` would
-        one by one, and ``joined`` returned with the message's id spliced into each (one pass).
-        None, and nothing counted, when some carry the agent's own id and some do not: then
-        line by line. With the agent's own ids, only the last line's signature is kept: the
-        liminal id of an agent-id message is never read (nothing of it is stamped)."""
+    def run(self, lines: list[bytes], joined: bytes, thread: str, kind: str, direction: str) -> bytes | None:
+        """Streamed chunks of ``kind`` for ``thread`` (``lines``, joined by ``\\n`` in ``joined``),
+        counted as ``chunk`` would one by one: the member to splice into each line after its
+        update's ``{`` (one message, one id; ``b""`` when they carry the agent's own ids or
+        stamping is off). None, and nothing counted, when some carry the agent's own id and
+        some do not: then line by line. With the agent's own ids only the last line's
+        signature is kept: the liminal id of an agent-id message is never read (nothing of it
+        is stamped)."""
         count = len(lines)
         if b'"messageId"' not in joined:
             mid = self.chunk(thread, kind, direction, None)
             self.made += count - 1
-            if not self.stamping:
-                return joined
-            # Each line's rest after ``head``, joined by the newline, ``head`` and the member:
-            # one copy of the bytes (``bytes.replace`` of the same costs four times as much).
-            stamp = head + _member(mid)
-            at = len(head)
-            rests = [line[at:] for line in lines]
-            rests[0] = stamp + rests[0]
-            return (b"\n" + stamp).join(rests)
+            return _member(mid) if self.stamping else b""
         found = list(map(_AGENT_ID.search, lines))
         if not all(found):
             return None
         self.made += count - 1
         self.chunk(thread, kind, direction, found[-1].group(1).decode())  # type: ignore[union-attr]
-        return joined
+        return b""
 
     def others(self, thread: str, count: int) -> None:
         """``count`` frames of ``thread`` that are not chunks (``other`` as many times)."""

@@ -94,7 +94,7 @@ from liminal.acp.message_ids import CHUNK_KINDS, MessageIds, with_user_message_i
 from liminal.acp.moved_loads import Load, MovedLoads, ReplayRequest
 from liminal.acp.output import Output
 from liminal.acp.owed import Owed, Pending
-from liminal.acp.runs import find_run
+from liminal.acp.runs import find_run, spliced
 from liminal.acp.session_ids import map_all, rewrite, rewrite_lines
 from liminal.acp.side_sessions import Placement, SideSessions, refusal
 from liminal.acp.takeover import TakeOver
@@ -175,10 +175,14 @@ class Router:
         lines = self._agent_framer.feed(data)
         at, count = 0, len(lines)
         while at < count:
-            at = self._agent_run(lines, at, now) if count - at > 1 else at
-            if at < count:
-                self._agent_line(lines[at], now)
-                at += 1
+            line = lines[at]
+            if count - at > 1 and isinstance(line, bytes) and line.startswith(UPDATE_PREFIX):  # a run may start
+                ended = self._agent_run(lines, at, now)
+                if ended > at:
+                    at = ended
+                    continue
+            self._agent_line(line, now)
+            at += 1
         if self._places.lines:
             self._settle(now)
 
@@ -639,15 +643,15 @@ class Router:
         backing = run.backing
         thread = self._thread_of.get(backing, backing)
         kind = _CHUNK_KINDS.get(run.kind)
+        member = b"" if kind is None else self._ids.run(run.lines, run.joined, thread, kind, _A2C)
+        if member is None:  # the agent's own ids on some of them only: line by line
+            return at
         if kind is None:
             self._ids.others(thread, len(run.lines))
-            out = run.joined
-        else:
-            stamped = self._ids.run(run.lines, run.joined, run.head, thread, kind, _A2C)
-            if stamped is None:  # the agent's own ids on some of them only: line by line
-                return at
-            out = stamped
-        self._out.client.append(out if thread == backing else rewrite_lines(out, backing, thread))
+        out = spliced(run, thread, member)  # rule 10's id, and rule 2 for the id the head spells
+        if thread != backing and run.joined.count(b'"sessionId"') != len(run.lines):  # named again further on
+            out = rewrite_lines(out, backing, thread)
+        self._out.client.append(out)
         if self.tapping:
             self._out.taps.append(FrameRun(Direction.AGENT_TO_CLIENT, now, self.connection_id, thread, backing,
                                            run.lines))

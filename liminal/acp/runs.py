@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import orjson
+
 from liminal.acp.events import UPDATE_KIND_AT, UPDATE_PREFIX
 from liminal.acp.framing import Oversized
 
@@ -57,3 +59,18 @@ def find_run(lines: list[bytes | Oversized], at: int, hooked: tuple[bytes, ...])
         run = lines[at:stop]  # type: ignore[assignment]
         joined = b"\n".join(run)
     return Run(run, joined, raw_id.decode(), first[end + _KIND_AT:kind_end], first[:end + _UPDATE_OPEN])
+
+
+def spliced(run: Run, session: str, member: bytes) -> bytes:
+    """The run's lines, each with its session id (the first member of its params) spelled as
+    ``session`` and ``member`` spliced in after its update's ``{``: one copy of the bytes
+    (``bytes.replace`` of the same costs about four times as much)."""
+    head = run.head if session == run.backing else (
+        UPDATE_PREFIX[:-1] + orjson.dumps(session) + run.head[len(UPDATE_PREFIX) + len(run.backing) + 1:])
+    if not member and head is run.head:
+        return run.joined
+    head += member
+    at = len(run.head)
+    rests = [line[at:] for line in run.lines]
+    rests[0] = head + rests[0]
+    return (b"\n" + head).join(rests)
