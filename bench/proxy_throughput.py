@@ -331,7 +331,7 @@ def run_case(case: str, count: int, rate: float, batch: int, timeout: float) -> 
     if code != 0:
         raise SystemExit(f"{case}: the chain exited with {code}:\n{errors[-4000:]}")
     received = b"".join(chunks)
-    # liminal gives each message an id (its rule 10, issue 25): the agent's bytes otherwise.
+    # liminal gives each message an id (its router's rule 10): the agent's bytes otherwise.
     if STAMP.sub(b'"t":"' + PLACEHOLDER + b'"}}}}\n', LIMINAL_ID.sub(b"", received)) != b"".join(frames(count)):
         raise SystemExit(f"{case}: the client did not receive the bytes the agent sent")
     stamps = [int(m) for m in STAMP.findall(received)]

@@ -33,8 +33,8 @@ REFUSED = "liminal's side session runs no tools"
 class SideSessions:
     def __init__(self) -> None:
         self._lines: dict[str, list[bytes]] = {}
-        # Ended ones stay liminal's: Codex sends a usage update after answering the prompt,
-        # which reached the client as a session it never opened (seen in test_summaries).
+        # Ended ones stay liminal's: an agent may speak of a side session after answering its
+        # last prompt (a usage update), and the client never opened it.
         self._ended: set[str] = set()
 
     def __contains__(self, session_id: object) -> bool:

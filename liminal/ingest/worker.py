@@ -24,7 +24,7 @@ then ``EXIT_SECONDS`` more for a store call under way (a write waiting on a lock
 slow server: it cannot be cancelled from here), and then the process exits regardless, as a
 SIGKILL would, losing nothing. A second signal exits at once. A worker after its proxy's
 ``close_timeout`` is sent SIGTERM, and SIGKILL if it is still there that bound later: a worker
-stuck on a store call used to outlive its proxy (issue 21).
+stuck on a store call would otherwise outlive its proxy.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ class SpoolWriter(Component):
         if not self.spool.owned:
             # A frame can come before ``run`` has taken the spool (the client speaks first, and
             # a small ``store.queue_frames`` flushes at once): take it here, or keep the frames
-            # queued for ``run`` rather than fail to write them (``initialize`` was lost so).
+            # queued for ``run`` rather than fail to write them (the client's first frames among them).
             try:
                 if not self.spool.acquire():
                     return
