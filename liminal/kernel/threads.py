@@ -44,7 +44,7 @@ import anyio
 
 from liminal import log
 from liminal.acp import jsonrpc
-from liminal.acp.events import Direction, FrameEvent, Kind, LazyFrameEvent, kind_markers
+from liminal.acp.events import Direction, FrameEvent, FrameRun, Kind, LazyFrameEvent, kind_markers
 from liminal.acp.port import Component, Frames
 from liminal.kernel.policy import Pace
 from liminal.kernel.swapping.book import SwapBook
@@ -276,6 +276,13 @@ class ThreadModel(Component):
             return
         if event.direction is Direction.AGENT_TO_CLIENT:
             self._answer(event, message)
+
+    def offer_run(self, run: FrameRun) -> None:
+        """The router's run of streamed lines of one kind (``liminal.acp.taps.RunSubscriber``):
+        nothing to read in most (chunks), else each line as ``offer`` would."""
+        if run.update_kind_in(_WATCHED):
+            for event in run.events():
+                self.offer(event)
 
     def _update(self, event: FrameEvent) -> None:
         raw = event.raw
