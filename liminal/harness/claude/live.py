@@ -22,7 +22,7 @@ from liminal.gradient.summarize import Summarizer, TurnDigest
 from liminal.gradient.zone import Candidate
 from liminal.harness.base import Beside, Rewritten, Turns
 from liminal.harness.claude import cuts, history, tail, toolresults
-from liminal.harness.claude.gradient import prepare, rewrite_session
+from liminal.harness.claude.gradient import Preamble, prepare, rewrite_session
 from liminal.harness.claude.gradient.validate import validate
 from liminal.harness.claude.paths import (
     SessionNotFound,
@@ -87,7 +87,7 @@ class ClaudeSessions:
         if faults.value("swap.corrupt_rewrite"):
             self._corrupt_rewrite(path, target_tokens)
         result = rewrite_session(path, target_tokens, new_id, settings=self.settings.with_recent(recent_tokens),
-                                 env=self.env, memos=memos, summarizer=summarizer, scratchpad=scratchpad)
+                                 env=self.env, preamble=Preamble(summarizer, memos, scratchpad))
         return Rewritten(result.new_session_id, result.path, result.tokens_before, result.tokens_after,
                          result.path.stat().st_size, result.zone)
 
