@@ -41,7 +41,7 @@ class ClaudeSessions:
     # and a buffer (13k); a thread held below that never meets the CLI's compaction.
     compact_reserve = 33_000
     ceiling_tokens = 200_000 - compact_reserve
-    # A side session's own prompt (issue 24), measured with the rig on Claude Code 2.1.316
+    # A side session's own prompt (``liminal.kernel.summaries``), measured with the rig on Claude Code 2.1.316
     # (claude-agent-acp 0.100; docs/gradient.md): the Agent SDK's system prompt without tools and
     # its context messages (2.0k tokens), and the title request it makes for a new session (1.2k).
     side_session_tokens = 3_200
