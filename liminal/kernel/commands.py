@@ -41,7 +41,6 @@ from liminal.kernel import delete, reopen, restore, whereabouts, zone
 from liminal.kernel.journal import SwapJournal, SwapRecord, committed
 from liminal.kernel.memory import Memory, unknown
 from liminal.kernel.mover import SwapError, ThreadMover, Writer
-from liminal.kernel.owned import Holdings
 from liminal.kernel.policy import CostPolicy, journal_moves, measure_payback
 from liminal.kernel.threads import Mark, ThreadModel
 from liminal.lookup.memos import describe, find_memos, save_memo, split_tags
@@ -465,8 +464,9 @@ class CommandCenter(Component):
             return
         try:
             store = await self.store() if self._open_store is not None else None
-            holdings = Holdings(store, await self.cache(), [self.harness], self.home, self.journal)
-            gone = await delete.delete(port, self.model, self.mover, self.harness, holdings, thread)
+            gone = await delete.delete(port, self.model, self.mover, self.journal, self.harness, store,
+                                       thread, self.model.capabilities or {}, cache=await self.cache(),
+                                       home=self.home)
         except delete.DeleteRefused as exc:
             port.answer_local(request.key, error=(jsonrpc.INTERNAL_ERROR, f"not deleted: {exc}"))
             return

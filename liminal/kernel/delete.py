@@ -28,6 +28,7 @@ cancels first. Deleting a thread nobody knows succeeds, as ACP asks of an alread
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -35,12 +36,14 @@ import anyio
 from liminal import log
 from liminal.acp.port import OwnRequestError, Port
 from liminal.harness.base import SessionHarness
+from liminal.kernel.journal import SwapJournal
 from liminal.kernel.mover import ThreadMover
 from liminal.kernel.owned import Holdings, Removed, Whose, claimed, whose
 from liminal.kernel.threads import ThreadModel
 
 if TYPE_CHECKING:
-    pass
+    from liminal.store.base import Store
+    from liminal.store.cache import Cache
 
 logger = log.get("liminal.delete")
 METHOD = "session/delete"
@@ -107,13 +110,12 @@ async def settle(deleted: Deleted) -> int:
     return total
 
 
-async def delete(port: Port, model: ThreadModel, mover: ThreadMover, harness: SessionHarness,
-                 holdings: Holdings, thread: str) -> Deleted:
-    """Delete ``thread`` (see the module's text) from every part of ``holdings`` (the store,
-    the cache, the home, the journal, the CLI's files through ``harness``): what went. Raises
-    when the store's record of it could not be removed (it is still listed; the rest went, and
-    a delete again finishes)."""
-    store, journal = holdings.store, holdings.journal
+async def delete(port: Port, model: ThreadModel, mover: ThreadMover, journal: SwapJournal,
+                 harness: SessionHarness, store: Store | None, thread: str,
+                 capabilities: dict[str, Any], *, cache: Cache | None = None,
+                 home: Path | None = None) -> Deleted:
+    """Delete ``thread`` (see the module's text): what went. Raises when the store's record of
+    it could not be removed (it is still listed; the rest went, and a delete again finishes)."""
     if mover.moves.taken(thread) or port.is_held(thread):
         raise DeleteRefused("the thread is moving to another session; try again in a moment")
     async with mover.moves.moving(thread):
@@ -122,7 +124,7 @@ async def delete(port: Port, model: ThreadModel, mover: ThreadMover, harness: Se
         state = model.threads.get(thread)
         one = await whose(thread, store, journal, await claimed(store, journal), now=port.backing_of(thread),
                           cwd=state.cwd if state is not None else None, harness=harness.name)
-        session_caps = (model.capabilities or {}).get("sessionCapabilities") or {}
+        session_caps = capabilities.get("sessionCapabilities") or {}
         if "delete" in session_caps:
             for session in one.sessions:
                 try:
@@ -137,6 +139,7 @@ async def delete(port: Port, model: ThreadModel, mover: ThreadMover, harness: Se
             except OwnRequestError as exc:
                 logger.info("the thread's session not closed", thread=thread, error=str(exc))
 
+        holdings = Holdings(store, cache, [harness], home, journal)
         removed = await holdings.remove(one)
         model.threads.pop(thread, None)
         gone = Deleted(one, holdings, removed)
