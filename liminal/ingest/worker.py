@@ -23,8 +23,8 @@ Stopping is bounded: SIGTERM (or SIGINT) gives the worker ``STOP_SECONDS`` to st
 then ``EXIT_SECONDS`` more for a store call under way (a write waiting on a locked database, a
 slow server: it cannot be cancelled from here), and then the process exits regardless, as a
 SIGKILL would, losing nothing. A second signal exits at once. A worker after its proxy's
-``close_timeout`` is sent SIGTERM, and SIGKILL if it is still there that bound later, so no
-worker stuck on a store call outlives its proxy.
+``close_timeout`` is sent SIGTERM, and SIGKILL if it is still there that bound later: a worker
+stuck on a store call would otherwise outlive its proxy.
 """
 
 from __future__ import annotations
