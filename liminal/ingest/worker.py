@@ -377,8 +377,9 @@ def _exit_after(seconds: float, code: int) -> None:
 async def _worker(spool_dir: Path, settings: Settings) -> None:
     from liminal.harness.known import find_session_file
     from liminal.ingest import quarantine
-    from liminal.ingest.indexer import Indexer
+    from liminal.ingest.indexer import Indexer, Tuning
     from liminal.ingest.rewrites import own_bytes
+    from liminal.ingest.sessions import SessionFiles
     from liminal.store.base import StoreError, UnavailableStore, describe
     from liminal.store.configured import open_store
 
@@ -392,8 +393,10 @@ async def _worker(spool_dir: Path, settings: Settings) -> None:
             store_cm, store = None, UnavailableStore(str(exc))
         # No deadline of the proxy's here: an orphaned worker drains for up to five minutes.
         rewrites_path = settings.home / "rewrites.jsonl"
-        indexer = Indexer(store, spool_dir.parent, tail=spool_dir, close_timeout=300,
-                          quarantine=quarantine.folder(settings.home), session_files=find_session_file, own_bytes=lambda backing: own_bytes(rewrites_path, backing))
+        indexer = Indexer(store, spool_dir.parent, tail=spool_dir, tuning=Tuning(close_timeout=300),
+                          quarantine=quarantine.folder(settings.home),
+                          session_files=SessionFiles(find_session_file,
+                                                     lambda backing: own_bytes(rewrites_path, backing)))
 
         async def watch_stdin() -> None:
             fd = sys.stdin.fileno()

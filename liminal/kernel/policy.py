@@ -33,7 +33,7 @@ last turn (whole): a target under that is landed above. A swap must leave room f
 until the next, at least half the leeway (``H - T``) under the trigger; one that cannot is
 skipped, and the thread's trigger backs off to a whole leeway above what that rewrite left, so a
 floor too high for the thresholds costs one swap per leeway of growth, not one at every turn
-(issue 20: a rewrite landing at 9k under a 9k trigger swapped 3 times in 4 turns).
+(without the back-off, a rewrite landing at 9k under a 9k trigger swaps at nearly every turn).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ IDLE_SHARE = 0.5
 # The trigger never comes closer to the target than this (a swap at every turn pays for
 # nothing), unless the ceiling forces it.
 MIN_GAP = 8_000
-# A summary by the model (issue 24, ``swap.summaries``): one side session per swap cycle, which
+# A summary by the model (``swap.summaries``): one side session per swap cycle, which
 # writes the CLI's own prompt there (``SessionHarness.side_session_tokens``) and liminal's
 # request (the digests of the turns the swap consolidates: about this share of their tokens,
 # measured by ``bench/cost.py``) to the cache, and outputs about this much.

@@ -4,7 +4,7 @@ machine has no file of it, then loaded.
 The store is the system of record of a thread; the CLI's session files are views of it that
 anyone may delete (the CLI's own clean-up after 30 days, a person, another machine that never
 had them), and a file still here may be an old view: a sidecar on another host, on the same
-store, may have moved the thread since (issue 23: ``liminal serve`` on two hosts). The index
+store, may have moved the thread since (``liminal serve`` on two hosts). The index
 worker keeps every line of every session of a thread whole, liminal's own among them
 (``liminal.lookup.sessionlines``), and the lineage of sessions the thread has been on. So when
 a store is configured, a client's load or resume is kept (a request hook of the command center)

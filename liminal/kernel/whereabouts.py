@@ -6,7 +6,7 @@ and the store's lineage (every sidecar's moves on that store: ``Thread.backing_i
 index derives a little after each move, and in a shared store the thread's place, which every
 move commits first: ``store_lineage``). When
 another sidecar on the same store moved the thread since this one bound it (``liminal serve``
-on two hosts, issue 23), the store is further along, and acting on the local binding would
+on two hosts), the store is further along, and acting on the local binding would
 take the thread back to an older context: a client's load binds it where the store has it
 (``liminal.kernel.commands``, ``liminal.kernel.restore``); a command that cuts or rewrites the
 context is refused (``moved_elsewhere``). A store down or slow leaves the local view.
@@ -78,7 +78,7 @@ async def ask_store(open_store: Callable[[], Awaitable[Store]], thread: str,
 def further_along(port: Port, thread: str, lineage: list[str]) -> str | None:
     """The session the store's lineage ends in, when that is further along than where this
     liminal has the thread (its swap journal's last commit, or the thread's own id): another
-    sidecar on the same store moved it (issue 23: ``liminal serve`` on two hosts). None when the
+    sidecar on the same store moved it (``liminal serve`` on two hosts). None when the
     store does not know where the thread is here (the index runs a little behind this liminal's
     own moves) or has nothing past it."""
     here = port.backing_of(thread)
