@@ -136,10 +136,9 @@ class Reader:
                 if made_by_model is None:
                     made_by_model = await self._summaries(store)
                 ceiling = self.ceiling(summary.thread, messages)
-                row = views.thread_row(summary, messages, ceiling=ceiling,
-                                       cache_life=self.settings.swap.cache_life_seconds,
-                                       summaries=made_by_model.get(summary.thread.id, []),
-                                       policy=self.policy(summary.thread, ceiling))
+                row = views.thread_row(summary, messages, views.Terms(
+                    ceiling, self.settings.swap.cache_life_seconds,
+                    made_by_model.get(summary.thread.id, []), self.policy(summary.thread, ceiling)))
                 if row["context_used"] is None:
                     known = await self.context_of_file(summary.thread)
                     row["context_used"], row["context_why"] = known["used"], known.get("why")
@@ -200,10 +199,10 @@ class Reader:
         messages, liminals, head, summary_before, cut = await self._seen(thread)
         made_by_model = await self._summaries(await self.store())
         ceiling = self.ceiling(thread, messages)
+        terms = views.Terms(ceiling, self.settings.swap.cache_life_seconds, made_by_model.get(thread.id, []),
+                            self.policy(thread, ceiling))
         view = views.thread_view(thread, messages, liminals, head=head, summary_before=summary_before, cut=cut,
-                                 ceiling=ceiling, cache_life=self.settings.swap.cache_life_seconds,
-                                 window=window, summaries=made_by_model.get(thread.id, []),
-                                 policy=self.policy(thread, ceiling))
+                                 terms=terms, window=window)
         if view["context_now"]["used"] is None:
             view["context_now"].update(await self.context_of_file(thread))
         view["stamp"] = stamp

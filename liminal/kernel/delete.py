@@ -28,7 +28,6 @@ cancels first. Deleting a thread nobody knows succeeds, as ACP asks of an alread
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
@@ -36,14 +35,12 @@ import anyio
 from liminal import log
 from liminal.acp.port import AgentLink, OwnRequestError, ThreadView
 from liminal.harness.base import Removal
-from liminal.kernel.journal import SwapJournal
 from liminal.kernel.mover import ThreadMover
 from liminal.kernel.owned import Holdings, Removed, Whose, claimed, whose
 from liminal.kernel.threads import ThreadModel
 
 if TYPE_CHECKING:
-    from liminal.store.base import Store
-    from liminal.store.cache import Cache
+    pass
 
 logger = log.get("liminal.delete")
 METHOD = "session/delete"
@@ -114,12 +111,12 @@ class Deleting(ThreadView, AgentLink, Protocol):
     """What a delete reads of the thread (nothing under way in it) and asks of the agent."""
 
 
-async def delete(port: Deleting, model: ThreadModel, mover: ThreadMover, journal: SwapJournal,
-                 harness: Removal, store: Store | None, thread: str,
-                 capabilities: dict[str, Any], *, cache: Cache | None = None,
-                 home: Path | None = None) -> Deleted:
-    """Delete ``thread`` (see the module's text): what went. Raises when the store's record of
-    it could not be removed (it is still listed; the rest went, and a delete again finishes)."""
+async def delete(port: Deleting, model: ThreadModel, mover: ThreadMover, harness: Removal,
+                 holdings: Holdings, thread: str, capabilities: dict[str, Any]) -> Deleted:
+    """Delete ``thread`` (see the module's text), run on ``harness``, from ``holdings`` (every
+    part this process can reach): what went. Raises when the store's record of it could not be
+    removed (it is still listed; the rest went, and a delete again finishes)."""
+    store, journal = holdings.store, holdings.journal
     if mover.moves.taken(thread) or port.is_held(thread):
         raise DeleteRefused("the thread is moving to another session; try again in a moment")
     async with mover.moves.moving(thread):
@@ -143,7 +140,6 @@ async def delete(port: Deleting, model: ThreadModel, mover: ThreadMover, journal
             except OwnRequestError as exc:
                 logger.info("the thread's session not closed", thread=thread, error=str(exc))
 
-        holdings = Holdings(store, cache, [harness], home, journal)
         removed = await holdings.remove(one)
         model.threads.pop(thread, None)
         gone = Deleted(one, holdings, removed)

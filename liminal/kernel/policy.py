@@ -33,7 +33,7 @@ last turn (whole): a target under that is landed above. A swap must leave room f
 until the next, at least half the leeway (``H - T``) under the trigger; one that cannot is
 skipped, and the thread's trigger backs off to a whole leeway above what that rewrite left, so a
 floor too high for the thresholds costs one swap per leeway of growth, not one at every turn
-(without it, a rewrite landing at 9k under a 9k trigger swapped 3 times in 4 turns).
+(without the back-off, a rewrite landing at 9k under a 9k trigger swaps at nearly every turn).
 """
 
 from __future__ import annotations

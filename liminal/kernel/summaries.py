@@ -39,7 +39,6 @@ and moves never wait for it (it takes no move lock: it only reads the session fi
 from __future__ import annotations
 
 import hashlib
-import shutil
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -51,20 +50,11 @@ import anyio
 import anyio.to_thread
 
 from liminal import log
-from liminal.acp.port import (
-    AgentLife,
-    AgentLink,
-    AgentProcess,
-    Component,
-    OwnRequestError,
-    ThreadView,
-)
-from liminal.acp.side_sessions import text_of
+from liminal.acp.port import Component, OwnRequestError
 from liminal.config import SwapSettings
 from liminal.errors import in_words
 from liminal.gradient.summarize import (
     PREAMBLE_INTRO,
-    SUMMARY_REQUEST,
     ModelSummary,
     WithSummaries,
     anchor_request,
@@ -83,10 +73,11 @@ from liminal.gradient.summarize import (
 )
 from liminal.gradient.zone import MAX_ENTRIES, Candidate, select
 from liminal.harness.base import SessionFiles, SideSessions
+from liminal.kernel import sidesession
 from liminal.kernel.policy import CostPolicy
+from liminal.kernel.sidesession import SideAsker, SidePort
 from liminal.kernel.threads import ThreadModel
 from liminal.kernel.zone import Verdict, ZoneSource
-from liminal.sessionfiles import make_private_folder
 from liminal.store.records import SUMMARY_THREAD, Batch, MessageRecord
 
 if TYPE_CHECKING:
@@ -95,19 +86,10 @@ if TYPE_CHECKING:
 
 logger = log.get("liminal.summaries")
 SIDE_FOLDER = "side"  # under $LIMINAL_HOME: the side sessions' working folders
-PROMPT_SECONDS = 600.0  # the model reading a long range may take minutes
-CLOSE_SECONDS = 2.0  # closing a side session (the agent may be going)
 REBUILD_SECONDS = 180.0  # /context rebuild waits this long at most, a summary under way included
 SETTLE_SECONDS = 2.0  # the turn that asked for a summary, waited for on disk at most this long
-RETRY = (f"{SUMMARY_REQUEST}: no tool may run in this session (the call was refused). Write the "
-         "two sections now, in text only.")
 StoreOpener = Callable[[], AbstractAsyncContextManager["Store"]]
 Settle = Callable[[Path, "str | None", float], Awaitable[bool]]
-
-
-class SidePort(ThreadView, AgentLink, AgentLife, Protocol):
-    """What the summaries read of a thread, and how they talk to the agent: in a side session of
-    the agent, or of a process of its command of their own."""
 
 
 class SideHarness(SessionFiles, SideSessions, Protocol):
@@ -158,11 +140,7 @@ class SideSummaries(Component):
         self._progress = anyio.Event()
         self._current: anyio.CancelScope | None = None  # the summary under way
         self._stopping = False
-        # Every side session this process opened: Claude Code writes a few lines of a session
-        # (its last prompt, its cost) again when it ends it, after the close was answered, so
-        # its files are removed once more when the agent has gone (``aclose``).
-        self._opened: list[tuple[str, Path]] = []
-        self._prompting: str | None = None  # the side session whose prompt is unanswered
+        self.side = SideAsker(settings, harness, model, side_root(home))  # one prompt in a side session
         # Lessons and the review of the zone's candidates ride each summary's request: the
         # policy prices what rides it, so the settings are the policy's.
         self.memory = policy.memory
@@ -262,17 +240,12 @@ class SideSummaries(Component):
         self._stopping = True
         if self._current is not None:
             self._current.cancel()
-            with anyio.move_on_after(CLOSE_SECONDS + 1):
+            with anyio.move_on_after(sidesession.CLOSE_SECONDS + 1):
                 while self._current is not None:
                     await self._progress.wait()
 
     async def aclose(self) -> None:
-        opened, self._opened = self._opened, []
-        for session, folder in opened:
-            try:
-                await anyio.to_thread.run_sync(self.harness.forget, session, str(folder))
-            except Exception as exc:
-                logger.warning("side session's files not removed", session=session, error=str(exc))
+        await self.side.forget_opened()
         if self._store_cm is not None:
             await self._store_cm.__aexit__(None, None, None)
             self._store_cm = self._store = None
@@ -308,7 +281,7 @@ class SideSummaries(Component):
                                   review=[(c.key, c.shown or c.text) for c in review])
         self._asked_on[thread_id] = backing  # this cycle's side session
         started = time.monotonic()
-        answer = await self.ask(port, request)
+        answer = await self.side.ask(port, request)
         await self._learned(thread_id, todo, answer)
         self._reviewed(thread_id, backing, review, answer)
         text, anchor = parse_answer(answer)
@@ -419,7 +392,7 @@ class SideSummaries(Component):
             return None
         self._folds_tried.add(hashes)
         request = fold_request(parts, fold_chars(budget))
-        answer = await self.ask(port, request)
+        answer = await self.side.ask(port, request)
         text = section(answer, "SUMMARY") or answer.strip()
         if not text or len(rendered(text)) >= sum(len(rendered(p.text)) for p in parts):
             logger.info("the side session's fold is no shorter than its parts; not used",
@@ -454,7 +427,7 @@ class SideSummaries(Component):
                     if not turns and not summaries:
                         raise AnchorNotWritten("the model's context holds no turn yet")
                     request = anchor_request(turns, summaries, self.anchor(thread_id))
-                    answer = await self.ask(port, request)
+                    answer = await self.side.ask(port, request)
         except TimeoutError:
             raise AnchorNotWritten(
                 f"a summary of older turns was still being written after {REBUILD_SECONDS:.0f} s; try again later"
@@ -475,87 +448,6 @@ class SideSummaries(Component):
         self._summaries.setdefault(thread_id, []).append(record)
         await self._keep(thread_id, record, request)
         return anchor
-
-    async def ask(self, port: SidePort, request: str) -> str:
-        """One prompt in a side session of liminal's own; the agent's answer text. The session
-        is closed and every file of it removed, whatever happened. An agent that cannot close a
-        session would keep it (a CLI process, for the older Claude adapter) until it exits: the
-        side session runs in a process of the agent command of its own, stopped after it."""
-        folder = side_root(self.home) / str(uuid.uuid4())
-        await anyio.to_thread.run_sync(make_private_folder, folder)
-        session: str | None = None
-        process: AgentProcess | None = None
-        try:
-            await anyio.to_thread.run_sync(self.harness.prepare_side, folder)
-            agent: AgentLink | AgentProcess = port
-            if not self._agent_closes():
-                process = agent = await port.start_agent()
-                await self._ready(process)
-            params = {**self.harness.side_params(), "cwd": str(folder), "mcpServers": []}
-            opened = await agent.request("session/new", params,
-                                         timeout=self.settings.hold_timeout_seconds, private=True)
-            session = opened.get("sessionId") if isinstance(opened, dict) else None
-            if not isinstance(session, str):
-                raise RuntimeError("the agent opened no side session")
-            self._opened.append((session, folder))
-            text = await self._prompt(agent, session, request)
-            if not text:
-                # Codex ends the turn when a tool is refused ("cancelled"): asked once more, in
-                # the same session (the range already read), for the text alone.
-                text = await self._prompt(agent, session, RETRY)
-            return text
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self._forget(port, process, session, folder)
-
-    def _agent_closes(self) -> bool:
-        return "close" in ((self.model.capabilities or {}).get("sessionCapabilities") or {})
-
-    async def _ready(self, process: AgentProcess) -> None:
-        """The side session's own process, told what the agent was (the client's
-        ``initialize``, and ``authenticate`` if it sent one), as the recycle tells a new one."""
-        if self.model.initialize is None:
-            raise RuntimeError("the client's initialize is not known: no process to ask in")
-        timeout = self.settings.hold_timeout_seconds
-        await process.request("initialize", self.model.initialize, timeout=timeout)
-        if self.model.authenticate is not None:
-            await process.request("authenticate", self.model.authenticate, timeout=timeout)
-
-    async def _prompt(self, agent: AgentLink | AgentProcess, session: str, text: str) -> str:
-        self._prompting = session
-        ended = await agent.request("session/prompt", {"sessionId": session,
-                                                       "prompt": self.harness.side_prompt(text)},
-                                    timeout=PROMPT_SECONDS, private=True)
-        self._prompting = None
-        answer = text_of(agent.take_side(session))
-        if not answer:
-            logger.info("the side session answered no text", stop=(ended or {}).get("stopReason"))
-        return answer
-
-    async def _forget(self, port: SidePort, process: AgentProcess | None, session: str | None,
-                      folder: Path) -> None:
-        if process is not None:
-            port.discard_agent(process)  # its process group, the session's CLI process with it
-        elif session is not None:
-            if self._prompting == session and port.agent_alive:
-                # Given up mid-turn (liminal stops, a timeout): the turn is ended before the
-                # session is closed and its files removed, or the CLI goes on writing to a
-                # rollout that is gone (Codex: "reconcile_rollout extraction failed").
-                port.notify_agent("session/cancel", {"sessionId": session})
-            if self._agent_closes() and port.agent_alive:
-                try:
-                    await port.request("session/close", {"sessionId": session},
-                                       timeout=CLOSE_SECONDS, private=True)
-                except Exception as exc:  # left open: memory, not a session anyone sees
-                    logger.info("side session not closed", session=session, error=str(exc))
-            port.end_side(session)
-        self._prompting = None
-        if session is not None:
-            try:
-                await anyio.to_thread.run_sync(self.harness.forget, session, str(folder))
-            except Exception as exc:
-                logger.warning("side session's files not removed", session=session, error=str(exc))
-        await anyio.to_thread.run_sync(lambda: shutil.rmtree(folder, ignore_errors=True))
 
     # ------------------------------------------------------------ the store
 

@@ -60,8 +60,9 @@ from liminal.config import Settings
 from liminal.dashboard import app as dashboard
 from liminal.ingest.shared import SharedWorker
 from liminal.serve import frames
-from liminal.serve.leg import ByteBudget, WebSocketClientLeg
+from liminal.serve.leg import WebSocketClientLeg
 from liminal.serve.locks import LockRelease, ThreadLocks
+from liminal.serve.waiting import ByteBudget
 from liminal.store.cache import redis_url_of
 from liminal.transport import reaper
 
