@@ -78,6 +78,7 @@ from typing import Any
 import orjson
 
 from liminal.acp import jsonrpc
+from liminal.acp.emitter import Emitter
 from liminal.acp.events import (
     UPDATE_KIND_AT,
     UPDATE_PREFIX,
@@ -90,14 +91,18 @@ from liminal.acp.events import (
 from liminal.acp.framing import LineFramer, Oversized
 from liminal.acp.holds import Holds
 from liminal.acp.hooks import LOCAL, Hooks, Local, LocalRequest, RequestHook, ResultHook, UpdateHook
+from liminal.acp.local_requests import LocalRequests
 from liminal.acp.message_ids import CHUNK_KINDS, MessageIds, with_user_message_id
 from liminal.acp.moved_loads import Load, MovedLoads, ReplayRequest
 from liminal.acp.output import Output
+from liminal.acp.oversized import drop_oversized
 from liminal.acp.owed import Owed, Pending
+from liminal.acp.own_frames import CREATES_SESSION, OwnFrames, session_in
 from liminal.acp.runs import find_run, spliced
 from liminal.acp.session_ids import map_all, rewrite, rewrite_lines
 from liminal.acp.side_sessions import Placement, SideSessions, refusal
 from liminal.acp.takeover import TakeOver
+from liminal.acp.threads import ThreadMap
 
 __all__ = ["LOCAL", "OWN_ID_PREFIX", "Local", "LocalRequest", "Output", "ReplayRequest",
            "RequestHook", "ResultHook", "Router", "UpdateHook"]
@@ -106,10 +111,13 @@ OWN_ID_PREFIX = "liminal-"
 _UPDATE_PREFIX_LEN = len(UPDATE_PREFIX)
 _CHUNK_KINDS = {kind.encode(): kind for kind in CHUNK_KINDS}
 _A2C = Direction.AGENT_TO_CLIENT.value
-_CREATES_SESSION = frozenset({"session/new", "session/fork"})
 
 
 class Router:
+    """The rules above, over the objects that keep what they remember. The public methods of
+    liminal's own frames (``OwnFrames``), of the requests a hook kept (``LocalRequests``) and of
+    the thread map (``ThreadMap``) are those objects' own, bound here: one call, no forwarding."""
+
     def __init__(self, *, max_frame_bytes: int, connection_id: str = "", tapping: bool = True,
                  max_held_per_thread: int = 64, max_held_bytes: int | None = None,
                  replay_from_store: bool = False, message_ids: bool = False) -> None:
@@ -127,29 +135,42 @@ class Router:
         self.agent_heard = 0.0
         self._client_framer = LineFramer(max_frame_bytes)
         self._agent_framer = LineFramer(max_frame_bytes)
-        self._out = Output()
-        self._now = 0.0  # the time of the last bytes fed: for what a release sends
-        # Rule 2.
-        self._backing_of: dict[str, str] = {}  # thread -> backing, only where they differ
-        self._thread_of: dict[str, str] = {}  # backing -> thread, only where they differ
+        # Rules 2 and 4: the maps and the set are the ``ThreadMap``'s own, read here directly.
+        threads = self._threads = ThreadMap()
+        self._backing_of, self._thread_of, self._captured = threads.backing, threads.thread, threads.captured
+        self.backing_of, self.thread_of, self.bind, self.adopt = (threads.backing_of, threads.thread_of,
+                                                                  threads.bind, threads.adopt)
+        self.capture, self.uncapture = threads.capture, threads.uncapture
         self._owed = Owed()
         # Rule 3. A client may use ids like ours (another liminal in front of this one counts its
         # own from 1 too): a random part per router keeps an agent's answer from reaching the
         # wrong asker whichever request came first. One namespace: liminal's own requests' ids
         # and those rule 9 renames a client's to.
-        self._own_ids = map(f"{OWN_ID_PREFIX}{secrets.token_hex(6)}-{{}}".format, itertools.count(1))
-        self._captured: set[str] = set()  # rule 4
+        own_ids = map(f"{OWN_ID_PREFIX}{secrets.token_hex(6)}-{{}}".format, itertools.count(1))
         self._side = SideSessions()  # rule 11
         self._places = Placement()  # rule 11, before a private create is answered
         self._held = Holds()  # rule 5
         self._loads = MovedLoads()  # rule 8
-        self._takeover = TakeOver(self._own_ids)  # rule 9
-        # Notifications of liminal's own waiting for their thread's next turn (``notify_in_next_turn``).
-        self._turn_notices: dict[str, list[tuple[str, Any]]] = {}
+        self._takeover = TakeOver(own_ids)  # rule 9
         self._hooks = Hooks()
         self._hooked_kinds: tuple[bytes, ...] = ()  # ``Hooks.update_markers``, kept at hand
         # Rule 10, stamped when asked for (the proxy does; the router's own tests see bytes untouched).
         self._ids = MessageIds(connection_id, stamping=message_ids)
+        emit = self._emit = Emitter(connection_id=connection_id, tapping=tapping, ids=self._ids,
+                                    takeover=self._takeover, threads=threads)
+        self._out = emit.out  # the same object until ``take``, which replaces both
+        self._tap, self._answer_client, self._answer_from_liminal = (emit.tap, emit.answer_client,
+                                                                     emit.answer_from_liminal)
+        own = self._own = OwnFrames(emit=emit, owed=self._owed, threads=threads, ids=self._ids, side=self._side,
+                                    places=self._places, own_ids=own_ids, settle=self._settle)
+        self.send_request, self.cancel_own, self.notify_agent = own.send_request, own.cancel_own, own.notify_agent
+        self.notify_client, self.notify_in_next_turn, self.note = (own.notify_client, own.notify_in_next_turn,
+                                                                   own.note)
+        self._turn_started = own.turn_started
+        local = LocalRequests(emit=emit, owed=self._owed, threads=threads, ids=self._ids,
+                              forward=self._forward_kept)
+        self.answer_local, self.forward_local, self.local_pending = (local.answer_local, local.forward_local,
+                                                                     local.pending)
 
     @property
     def max_unplaced_seconds(self) -> float:
@@ -163,14 +184,14 @@ class Router:
     # ----------------------------------------------------------------- feeding
 
     def receive_from_client(self, data: bytes, now: float) -> None:
-        self._now = now
+        self._emit.now = now
         for line in self._client_framer.feed(data):
             self._client_line(line, now)
         if self._places.lines:
             self._settle(now)
 
     def receive_from_agent(self, data: bytes, now: float) -> None:
-        self._now = now
+        self._emit.now = now
         self.agent_heard = now
         lines = self._agent_framer.feed(data)
         at, count = 0, len(lines)
@@ -196,35 +217,8 @@ class Router:
 
     def take(self) -> Output:
         out, self._out = self._out, Output()
+        self._emit.out = self._out
         return out
-
-    # ----------------------------------------------------------- the thread map
-
-    def backing_of(self, thread_id: str) -> str:
-        return self._backing_of.get(thread_id, thread_id)
-
-    def thread_of(self, backing_id: str) -> str:
-        return self._thread_of.get(backing_id, backing_id)
-
-    def bind(self, thread_id: str, backing_id: str) -> None:
-        """Make ``backing_id`` the session that carries ``thread_id`` from now on.
-
-        Earlier backing ids of the thread keep pointing at it, so late frames of a session the
-        thread has left still reach the client under the thread's id.
-        """
-        if backing_id == thread_id:
-            self._backing_of.pop(thread_id, None)
-            self._thread_of.pop(thread_id, None)
-        else:
-            self._backing_of[thread_id] = backing_id
-            self._thread_of[backing_id] = thread_id
-
-    def adopt(self, backing_id: str, thread_id: str) -> None:
-        """``backing_id`` carried ``thread_id`` before (the swap journal remembers it across
-        restarts): frames and listings that name it reach the client under the thread's id. The
-        thread's current backing id is unchanged."""
-        if backing_id != thread_id:
-            self._thread_of.setdefault(backing_id, thread_id)
 
     # ------------------------------------------------------ hooks and local answers
 
@@ -241,121 +235,6 @@ class Router:
         """Let ``hook`` amend the agent's result for every client request of these methods."""
         self._hooks.add_result_hook(methods, hook)
 
-    def answer_local(self, key: Any, result: Any = None, *, error: tuple[int, str] | None = None,
-                     now: float | None = None) -> bool:
-        """Answer a request a hook kept (``Output.local``), once; False if it was answered."""
-        pending = self._owed.local.pop(key, None)
-        if pending is None:
-            return False
-        id_json = pending.id_json if pending.id_json is not None else jsonrpc.encode_id(key)
-        if error is not None:
-            line = jsonrpc.error_frame(id_json, error[0], error[1])
-        else:
-            if pending.message_id is not None and isinstance(result, dict) and "userMessageId" not in result:
-                result = {**result, "userMessageId": pending.message_id}
-            line = jsonrpc.result_frame(id_json, orjson.dumps(result if result is not None else {}))
-        when = self._now if now is None else now
-        self._answer_from_liminal(key, line, when, pending.method, pending.thread_id)
-        return True
-
-    def local_pending(self) -> list[Any]:
-        return list(self._owed.local)
-
-    def forward_local(self, key: Any, method: str, params: dict[str, Any], now: float | None = None) -> bool:
-        """Send a request a hook kept on to the agent as ``method`` with ``params`` (thread ids),
-        under the client's id: the agent's answer is the answer to it (``session/edit_prompt``
-        goes on as the ``session/prompt`` it comes to; a load liminal asked the store about
-        first goes on as the client's own, rule 8 included). False if it was answered."""
-        pending = self._owed.local.pop(key, None)
-        if pending is None:
-            return False
-        when = self._now if now is None else now
-        id_json = pending.id_json if pending.id_json is not None else jsonrpc.encode_id(key)
-        line = (b'{"jsonrpc":"2.0","id":' + id_json + b',"method":' + orjson.dumps(method)
-                + b',"params":' + orjson.dumps(params) + b"}")
-        thread = pending.thread_id
-        backing = self.backing_of(thread) if thread is not None else None
-        forwarded = Pending(method, thread, pending.id_json)
-        self._owed.client[key] = forwarded
-        message = {"jsonrpc": "2.0", "id": orjson.loads(id_json), "method": method, "params": params}
-        if method == "session/prompt" and self._ids.stamping:
-            forwarded.message_id = self._ids.next_id()
-        self._tap(Direction.CLIENT_TO_AGENT, Kind.REQUEST, when, line, message, thread, backing, method,
-                  message["id"])
-        if thread is not None and thread in self._held:
-            self._hold_back(thread, line, message)
-            return True
-        if method == "session/load" and thread is not None:  # rule 8, as for the client's own
-            self._start_load(message["id"], thread, backing or thread)
-        self._out.to_agent.append(line if thread is None or backing == thread else rewrite(line, thread, backing or thread))
-        if method == "session/prompt" and thread is not None:
-            self._turn_started(thread, when)
-        return True
-
-    def notify_agent(self, method: str, params: Any, now: float, *, thread_id: str | None = None) -> None:
-        """A notification of liminal's own to the agent (``params`` in backing ids): the cancel
-        of a turn that ``session/rewind`` cuts short, or of a side session's given up."""
-        line = jsonrpc.notification_frame(method, params)
-        self._out.to_agent.append(line)
-        backing = params.get("sessionId") if isinstance(params, dict) else None
-        if self._side and backing in self._side:
-            return  # rule 11: about a side session (its cancel), never tapped
-        thread = thread_id if thread_id is not None else (self.thread_of(backing) if isinstance(backing, str) else None)
-        self._tap(Direction.LIMINAL_TO_AGENT, Kind.NOTIFICATION, now, line, None, thread,
-                  backing if isinstance(backing, str) else None, method, None)
-
-    # --------------------------------------------------------- liminal's own frames
-
-    def send_request(self, method: str, params: Any, now: float, *, thread_id: str | None = None,
-                     private: bool = False) -> str:
-        """Queue a request of liminal's own to the agent; its answer comes in ``own_responses``.
-        ``private``: about a side session (rule 11), or creating one: never tapped."""
-        rpc_id = next(self._own_ids)
-        line = jsonrpc.request_frame(rpc_id, method, params)
-        backing = params.get("sessionId") if isinstance(params, dict) else None
-        private = private or (isinstance(backing, str) and backing in self._side)
-        self._owed.own[rpc_id] = Pending(method, thread_id, None, private=private)
-        if private and method in _CREATES_SESSION:
-            self._places.creates[rpc_id] = (now, False)
-        self._out.to_agent.append(line)
-        if private:
-            return rpc_id
-        if thread_id is None and isinstance(backing, str):
-            # A session a thread was on (the close of the one a move left) is the thread's.
-            thread_id = self.thread_of(backing)
-        self._tap(Direction.LIMINAL_TO_AGENT, Kind.REQUEST, now, line, None, thread_id, backing, method, rpc_id)
-        return rpc_id
-
-    def cancel_own(self, rpc_id: str) -> None:
-        """Forget an own request (its answer, if one ever comes, is then dropped quietly; a
-        private create's still makes its session liminal's, ended: rule 11)."""
-        self._owed.own.pop(rpc_id, None)
-        self._places.cancel(rpc_id)
-
-    def notify_client(self, method: str, params: Any, now: float) -> None:
-        """A notification of liminal's own to the client (``params`` already in thread ids)."""
-        thread = params.get("sessionId") if isinstance(params, dict) else None
-        if method == "session/update" and isinstance(thread, str) and isinstance(params, dict):
-            params = self._ids.own_chunk(thread, params, Direction.LIMINAL_TO_CLIENT.value)
-        line = jsonrpc.notification_frame(method, params)
-        self._out.client.append(line)
-        self._tap(Direction.LIMINAL_TO_CLIENT, Kind.NOTIFICATION, now, line, None,
-                  thread, self.backing_of(thread) if thread else None, method, None)
-
-    def notify_in_next_turn(self, thread_id: str, method: str, params: Any) -> None:
-        """A notification of liminal's own for the thread's next turn: sent to the client right
-        after the thread's next ``session/prompt`` goes to the agent, so that it arrives inside
-        that turn. Sent between turns, after a prompt was answered, a headless client (one that
-        prints a turn's updates) glued it to the previous answer."""
-        self._turn_notices.setdefault(thread_id, []).append((method, params))
-
-    def note(self, method: str, params: dict[str, Any], now: float, *, thread_id: str) -> None:
-        """Record what liminal did (``liminal/swap``) as a notification frame that only the taps
-        see: the store keeps it with the conversation's frames, in order."""
-        line = jsonrpc.notification_frame(method, params)
-        self._tap(Direction.LIMINAL_NOTE, Kind.NOTIFICATION, now, line, {"jsonrpc": "2.0", "method": method,
-                  "params": params}, thread_id, self.backing_of(thread_id), method, None)
-
     # ------------------------------------------------------- captures and holds
 
     def take_side(self, session_id: str) -> list[bytes]:
@@ -364,12 +243,6 @@ class Router:
 
     def end_side(self, session_id: str) -> None:
         self._side.end(session_id)
-
-    def capture(self, backing_id: str) -> None:
-        self._captured.add(backing_id)
-
-    def uncapture(self, backing_id: str) -> None:
-        self._captured.discard(backing_id)
 
     def hold(self, thread_id: str) -> None:
         self._held.hold(thread_id)
@@ -393,7 +266,7 @@ class Router:
                 self._start_load(held.message["id"], thread_id, backing)
             self._out.to_agent.append(rewrite(held.line, thread_id, backing))
             if method == "session/prompt":
-                self._turn_started(thread_id, self._now)
+                self._turn_started(thread_id, self._emit.now)
         return len(waiting)
 
     # ------------------------------------------------------- what is under way
@@ -538,7 +411,7 @@ class Router:
         if not self.agent_alive and kind is Kind.REQUEST:  # rule 7: nothing can answer it
             self._refuse_dead(line, message, now)
             return
-        thread = _session_in(message)
+        thread = session_in(message)
         if thread is not None:
             self._places.known.add(thread)  # rule 11: the client's, whatever the agent says of it
         if kind is Kind.REQUEST:
@@ -573,7 +446,7 @@ class Router:
 
     def _refuse_dead(self, line: bytes, message: dict[str, Any], now: float) -> None:
         rpc_id = message["id"]
-        thread = _session_in(message)
+        thread = session_in(message)
         self._tap(Direction.CLIENT_TO_LIMINAL, Kind.REQUEST, now, line, message, thread, None,
                   message["method"], rpc_id)
         self._answer_from_liminal(jsonrpc.id_key(rpc_id), jsonrpc.error_frame(
@@ -617,6 +490,19 @@ class Router:
             self._out.problems.append(f"too many frames held for {thread}; releasing them")
             self.release(thread)
 
+    def _forward_kept(self, line: bytes, message: dict[str, Any], thread: str | None, now: float) -> None:
+        """A request a hook kept goes on to the agent (``forward_local``) as the client's own would:
+        held while its thread is (rule 5), a load of a moved thread captured (rule 8)."""
+        if thread is not None and thread in self._held:
+            self._hold_back(thread, line, message)
+            return
+        backing = self._backing_of.get(thread, thread) if thread is not None else None
+        if message["method"] == "session/load" and thread is not None:
+            self._start_load(message["id"], thread, backing or thread)
+        self._out.to_agent.append(line if thread is None or backing == thread else rewrite(line, thread, backing or thread))
+        if message["method"] == "session/prompt" and thread is not None:
+            self._turn_started(thread, now)
+
     def _cancel_held(self, thread: str, now: float) -> None:
         """A cancel for a held thread: its held prompts never reached the agent; answer them."""
         for held in self._held.take_prompts(thread):
@@ -625,10 +511,6 @@ class Router:
             self._owed.client.pop(key, None)
             line = jsonrpc.result_frame(jsonrpc.encode_id(rpc_id, held.line), b'{"stopReason":"cancelled"}')
             self._answer_from_liminal(key, line, now, "session/prompt", thread)
-
-    def _turn_started(self, thread_id: str, now: float) -> None:
-        for method, params in self._turn_notices.pop(thread_id, ()) if self._turn_notices else ():
-            self.notify_client(method, params, now)
 
     # ------------------------------------------------------------ agent -> client
 
@@ -749,7 +631,7 @@ class Router:
 
     def _agent_request(self, line: bytes, message: dict[str, Any], now: float) -> None:
         rpc_id = message["id"]
-        backing = _session_in(message)
+        backing = session_in(message)
         if self._places.creates and backing is not None and not self._placed(backing):
             self._wait_unplaced(line, backing, now)  # rule 11: maybe a side session's, not yet answered
             return
@@ -766,12 +648,12 @@ class Router:
         rpc_id = message["id"]
         key = jsonrpc.id_key(rpc_id)
         if isinstance(rpc_id, str) and rpc_id.startswith(OWN_ID_PREFIX) and rpc_id in self._owed.own:
-            self._own_response(line, message, now)
+            self._own.response(line, message, now)
             return
         if isinstance(rpc_id, str) and rpc_id in self._places.creates:
             # A private create given up on (``cancel_own``): its session is still liminal's, ended.
             del self._places.creates[rpc_id]
-            created = _session_in(message, "result")
+            created = session_in(message, "result")
             if created is not None:
                 self._side.open(created)
                 self._side.end(created)
@@ -785,8 +667,8 @@ class Router:
         method = pending.method if pending else None
         thread = pending.thread_id if pending else None
         backing = self.backing_of(thread) if thread else None
-        if method in _CREATES_SESSION:
-            created = _session_in(message, "result")
+        if method in CREATES_SESSION:
+            created = session_in(message, "result")
             if created is not None:
                 backing = created
                 thread = self._thread_of.get(created, created)
@@ -812,95 +694,11 @@ class Router:
         self._answer_client(key, out_line)
         self._tap(Direction.AGENT_TO_CLIENT, Kind.RESPONSE, now, line, message, thread, backing, method, rpc_id)
 
-    def _own_response(self, line: bytes, message: dict[str, Any], now: float) -> None:
-        rpc_id = message["id"]
-        own = self._owed.own.pop(rpc_id)
-        created = _session_in(message, "result")
-        if own.private:
-            if created is not None and own.method in _CREATES_SESSION:
-                self._side.open(created)
-            if self._places.creates.pop(rpc_id, None) is not None and self._places.lines:
-                self._settle(now)  # the side session's early lines kept, others forwarded
-            self._out.own_responses.append((rpc_id, message))
-            return
-        if created is not None and own.method in _CREATES_SESSION and own.thread_id is not None:
-            # A session liminal opened for a thread (``/clear``): what the agent says of it from
-            # now on reaches the client under the thread's id, even before the component that
-            # asked binds the thread to it.
-            self.adopt(created, own.thread_id)
-        if created is not None and own.method in _CREATES_SESSION:
-            self._places.known.add(created)  # liminal's, for a thread: not a side session (rule 11)
-            if self._places.lines:
-                self._settle(now)
-        self._out.own_responses.append((rpc_id, message))
-        self._tap(Direction.AGENT_TO_LIMINAL, Kind.RESPONSE, now, line, message, own.thread_id,
-                  created or (self.backing_of(own.thread_id) if own.thread_id else None), own.method, rpc_id)
-
     def _oversized(self, line: Oversized, now: float, *, from_client: bool) -> None:
-        """Rule 6: a line over the cap is dropped; a request's sender gets an error, and so does
-        the client for an answer of the agent's to it (the agent's answers to liminal, dropped)."""
-        found = jsonrpc.recover_top_level(line.head, line.tail)
-        id_json, method, cap = found.get("id"), _loaded(found.get("method")), self._client_framer.max_size
-        method = method if isinstance(method, str) else None
-        self._out.problems.append(f"{'client' if from_client else 'agent'} sent a {line.size}-byte line, "
-                                  f"over the {cap}-byte cap; dropped")
-        self._tap(Direction.CLIENT_TO_AGENT if from_client else Direction.AGENT_TO_CLIENT, Kind.OVERSIZED, now,
-                  line.head, None, None, None, method, None, size=line.size)
-        if id_json is None or (from_client and method is None):
-            return
-        key = jsonrpc.id_key(_loaded(id_json))
-        if method is not None:
-            error = jsonrpc.error_frame(id_json, jsonrpc.INVALID_REQUEST,
-                                        f"request of {line.size} bytes exceeds liminal's limit of {cap} bytes")
-            if from_client:
-                self._answer_from_liminal(key, error, now, method, None)
-            else:
-                self._out.to_agent.append(error)
-                self._tap(Direction.LIMINAL_TO_AGENT, Kind.RESPONSE, now, error, None, None, None, method, None)
-            return
-        pending = self._owed.client.pop(key, None)
-        if pending is not None:
-            load = self._loads.answered(key)
-            if load is not None:
-                self._end_load(load)
-            error = jsonrpc.error_frame(id_json, jsonrpc.INTERNAL_ERROR, f"the agent's answer of {line.size} "
-                                        f"bytes exceeds liminal's limit of {cap} bytes")
-            self._answer_from_liminal(key, error, now, pending.method, None)
+        drop_oversized(line, now, from_client=from_client, cap=self._client_framer.max_size, emit=self._emit,
+                       owed=self._owed, answered=self._load_answered)
 
-    # ----------------------------------------------------------------- helpers
-
-    def _answer_client(self, key: Any, line: bytes) -> None:
-        """Every answer to a client request leaves through here (rule 9 applies to all)."""
-        out = self._takeover.outgoing(key, line) if self._takeover.active else line
-        if out is not None:  # None: the answer to a request of the client that left
-            self._out.client.append(out)
-
-    def _answer_from_liminal(self, key: Any, line: bytes, now: float, method: str | None,
-                             thread: str | None) -> None:
-        self._answer_client(key, line)
-        self._tap(Direction.LIMINAL_TO_CLIENT, Kind.RESPONSE, now, line, None, thread,
-                  self.backing_of(thread) if thread else None, method, None)
-
-    def _tap(self, direction: Direction, kind: Kind, now: float, raw: bytes, message: dict[str, Any] | None,
-             thread: str | None, backing: str | None, method: str | None, rpc_id: Any, *,
-             size: int | None = None) -> None:
-        # Rule 10: every event counts (its sequence number is its frame id's).
-        self._ids.tapped(method, kind is Kind.NOTIFICATION, thread, direction.value, raw, message)
-        if self.tapping:
-            self._out.taps.append(make_event(direction, kind, now, raw, message, self.connection_id, thread,
-                                               backing, method, rpc_id, len(raw) if size is None else size))
-
-
-def _session_in(message: dict[str, Any], member: str = "params") -> str | None:
-    """``message[member].sessionId`` when it is a string (``params`` or ``result``)."""
-    part = message.get(member)
-    session = part.get("sessionId") if isinstance(part, dict) else None
-    return session if isinstance(session, str) else None
-
-
-def _loaded(raw_json: bytes | None) -> Any:
-    """A scalar recovered from an oversized line (``jsonrpc.recover_top_level``), or None."""
-    try:
-        return orjson.loads(raw_json) if raw_json is not None else None
-    except orjson.JSONDecodeError:
-        return None
+    def _load_answered(self, key: Any) -> None:
+        load = self._loads.answered(key)
+        if load is not None:
+            self._end_load(load)
