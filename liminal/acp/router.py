@@ -114,9 +114,10 @@ _A2C = Direction.AGENT_TO_CLIENT.value
 
 
 class Router:
-    """The rules above, over the objects that keep what they remember. The public methods of
-    liminal's own frames (``OwnFrames``), of the requests a hook kept (``LocalRequests``) and of
-    the thread map (``ThreadMap``) are those objects' own, bound here: one call, no forwarding."""
+    """The rules above, over the objects that keep what they remember. Where the router has
+    nothing to add, its public methods are those objects' own, bound here (liminal's own frames:
+    ``OwnFrames``; requests a hook kept: ``LocalRequests``; the thread map: ``ThreadMap``; held
+    threads, side sessions, hooks and who owes whom): one call, no forwarding."""
 
     def __init__(self, *, max_frame_bytes: int, connection_id: str = "", tapping: bool = True,
                  max_held_per_thread: int = 64, max_held_bytes: int | None = None,
@@ -141,18 +142,25 @@ class Router:
         self.backing_of, self.thread_of, self.bind, self.adopt = (threads.backing_of, threads.thread_of,
                                                                   threads.bind, threads.adopt)
         self.capture, self.uncapture = threads.capture, threads.uncapture
-        self._owed = Owed()
+        owed = self._owed = Owed()  # what is under way, asked of it directly
+        self.prompt_in_flight, self.pending_client_ids, self.owed_to_client = (
+            owed.prompt_in_flight, owed.client_ids, owed.client_methods)
+        self.open_agent_requests, self.agent_request_open = owed.agent_requests, owed.agent_request_open
         # Rule 3. A client may use ids like ours (another liminal in front of this one counts its
         # own from 1 too): a random part per router keeps an agent's answer from reaching the
         # wrong asker whichever request came first. One namespace: liminal's own requests' ids
         # and those rule 9 renames a client's to.
         own_ids = map(f"{OWN_ID_PREFIX}{secrets.token_hex(6)}-{{}}".format, itertools.count(1))
         self._side = SideSessions()  # rule 11
+        self.take_side, self.end_side = self._side.take, self._side.end
         self._places = Placement()  # rule 11, before a private create is answered
-        self._held = Holds()  # rule 5
+        held = self._held = Holds()  # rule 5
+        self.hold, self.is_held, self.held_threads, self.held_count = (held.hold, held.__contains__,
+                                                                       held.threads, held.count)
         self._loads = MovedLoads()  # rule 8
         self._takeover = TakeOver(own_ids)  # rule 9
         self._hooks = Hooks()
+        self.add_request_hook, self.add_result_hook = self._hooks.add_request_hook, self._hooks.add_result_hook
         self._hooked_kinds: tuple[bytes, ...] = ()  # ``Hooks.update_markers``, kept at hand
         # Rule 10, stamped when asked for (the proxy does; the router's own tests see bytes untouched).
         self._ids = MessageIds(connection_id, stamping=message_ids)
@@ -222,39 +230,13 @@ class Router:
 
     # ------------------------------------------------------ hooks and local answers
 
-    def add_request_hook(self, methods: tuple[str, ...], hook: RequestHook) -> None:
-        """Let ``hook`` see every client request of these methods (see ``RequestHook``)."""
-        self._hooks.add_request_hook(methods, hook)
-
     def add_update_hook(self, kinds: tuple[str, ...], hook: UpdateHook) -> None:
         """Let ``hook`` amend every ``session/update`` of these kinds (see ``UpdateHook``)."""
         self._hooks.add_update_hook(kinds, hook)
         self._hooked_kinds = self._hooks.update_markers
 
-    def add_result_hook(self, methods: tuple[str, ...], hook: ResultHook) -> None:
-        """Let ``hook`` amend the agent's result for every client request of these methods."""
-        self._hooks.add_result_hook(methods, hook)
 
     # ------------------------------------------------------- captures and holds
-
-    def take_side(self, session_id: str) -> list[bytes]:
-        """Rule 11: what the agent said in a side session since the last take."""
-        return self._side.take(session_id)
-
-    def end_side(self, session_id: str) -> None:
-        self._side.end(session_id)
-
-    def hold(self, thread_id: str) -> None:
-        self._held.hold(thread_id)
-
-    def is_held(self, thread_id: str) -> bool:
-        return thread_id in self._held
-
-    def held_threads(self) -> list[str]:
-        return self._held.threads()
-
-    def held_count(self, thread_id: str) -> int:
-        return self._held.count(thread_id)
 
     def release(self, thread_id: str) -> int:
         """Stop holding the thread and forward what waited, for its backing id as of now."""
@@ -271,10 +253,6 @@ class Router:
 
     # ------------------------------------------------------- what is under way
 
-    def prompt_in_flight(self, thread_id: str) -> bool:
-        """A client prompt for the thread is still waiting for the agent's answer."""
-        return self._owed.prompt_in_flight(thread_id)
-
     def agent_idle(self) -> bool:
         """Nothing is under way at the agent: it owes no answer to the client (held requests
         have not reached it) nor to liminal, the client owes it none, no session is captured or
@@ -285,25 +263,9 @@ class Router:
                 and not self._loads.under_way() and self._agent_framer.buffered == 0
                 and not self._places.lines)
 
-    def pending_client_ids(self) -> set[Any]:
-        """The ids (``jsonrpc.id_key``) of the client's requests the agent has not answered."""
-        return self._owed.client_ids()
-
     @property
     def pending_client_requests(self) -> int:
         return len(self._owed.client)
-
-    def owed_to_client(self) -> list[str]:
-        """The methods of the client's requests that nothing has answered yet, oldest first."""
-        return self._owed.client_methods()
-
-    def open_agent_requests(self) -> list[tuple[Any, str]]:
-        """The agent's requests the client has not answered yet: (id, method), oldest first."""
-        return self._owed.agent_requests()
-
-    def agent_request_open(self, thread_id: str) -> bool:
-        """The agent asked the client something about the thread that is still unanswered."""
-        return self._owed.agent_request_open(thread_id)
 
     # ------------------------------------------------------- loads of moved threads
 
