@@ -1,10 +1,13 @@
 """The router: liminal's protocol object. Bytes in, lines and events out; no I/O.
 
 Everything that decides where a frame goes is decided in this file; what the rules remember is
-kept by objects the router drives (all in ``liminal.acp``): ``moved_loads`` (rule 8),
-``takeover`` (rule 9), ``holds`` (rule 5), ``owed`` (who owes whom an answer), ``message_ids``
-(rule 10), ``side_sessions`` (rule 11); rule 2's byte rewriting is ``session_ids``, what
-components plug in is ``hooks``, and a read's run of streamed updates is found by ``runs``.
+kept by objects the router drives (all in ``liminal.acp``): ``threads`` (rules 2 and 4),
+``moved_loads`` (rule 8), ``takeover`` (rule 9), ``holds`` (rule 5), ``owed`` (who owes whom an
+answer), ``message_ids`` (rule 10), ``side_sessions`` (rule 11); rule 2's byte rewriting is
+``session_ids``, what components plug in is ``hooks``, and a read's run of streamed updates is
+found by ``runs``. What liminal says of its own is sent by ``own_frames`` (rule 3, notifications,
+notes), ``local_requests`` (what a hook kept) and ``oversized`` (rule 6), all through the
+``emitter``, where every answer to a client request leaves (rule 9).
 The rules:
 
 1. **Forward untouched.** A line reaches the other side with exactly the bytes it arrived with,
