@@ -19,7 +19,7 @@ from liminal.acp.owed import Owed
 
 
 def drop_oversized(line: Oversized, now: float, *, from_client: bool, cap: int, emit: Emitter, owed: Owed,
-                   answered: Callable[[Any], None]) -> None:
+                   answered: Callable[[Any], object]) -> None:
     """Drop ``line`` and answer for it. ``answered(key)``: the router's bookkeeping for a client
     request the agent has now answered (a load under way ends, rule 8)."""
     found = jsonrpc.recover_top_level(line.head, line.tail)

@@ -74,6 +74,7 @@ the client and the taps is exactly what routing them one by one would give.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import secrets
 from typing import Any
@@ -81,6 +82,7 @@ from typing import Any
 import orjson
 
 from liminal.acp import jsonrpc
+from liminal.acp.client_lines import Books, ClientLines
 from liminal.acp.emitter import Emitter
 from liminal.acp.events import (
     UPDATE_KIND_AT,
@@ -96,11 +98,12 @@ from liminal.acp.holds import Holds
 from liminal.acp.hooks import LOCAL, Hooks, Local, LocalRequest, RequestHook, ResultHook, UpdateHook
 from liminal.acp.local_requests import LocalRequests
 from liminal.acp.message_ids import CHUNK_KINDS, MessageIds, with_user_message_id
-from liminal.acp.moved_loads import Load, MovedLoads, ReplayRequest
+from liminal.acp.moved_loads import MovedLoads, ReplayRequest
 from liminal.acp.output import Output
 from liminal.acp.oversized import drop_oversized
-from liminal.acp.owed import Owed, Pending
+from liminal.acp.owed import Owed
 from liminal.acp.own_frames import CREATES_SESSION, OwnFrames, session_in
+from liminal.acp.replays import Replays
 from liminal.acp.runs import find_run, spliced
 from liminal.acp.session_ids import map_all, rewrite, rewrite_lines
 from liminal.acp.side_sessions import Placement, SideSessions, refusal
@@ -126,14 +129,10 @@ class Router:
                  max_held_per_thread: int = 64, max_held_bytes: int | None = None,
                  replay_from_store: bool = False, message_ids: bool = False) -> None:
         self.connection_id = connection_id
-        # Rule 8: someone (``liminal.kernel.replay``) answers ``Output.replays``.
-        self.replay_from_store = replay_from_store
         self.tapping = tapping
         self.max_held_per_thread = max_held_per_thread
         # Held frames are bounded in bytes too (one message of the longest size may wait).
         self.max_held_bytes = max_frame_bytes if max_held_bytes is None else max_held_bytes
-        self.agent_alive = True
-        self._gone_why = ""  # rule 7: what a request sent to a dead agent is told
         # When the agent last wrote anything (the ``now`` it was fed with): a caller that waits
         # for an agent to finish can tell a busy one from one that has gone quiet.
         self.agent_heard = 0.0
@@ -178,10 +177,27 @@ class Router:
         self.notify_client, self.notify_in_next_turn, self.note = (own.notify_client, own.notify_in_next_turn,
                                                                    own.note)
         self._turn_started = own.turn_started
+        replays = self._replays = Replays(loads=self._loads, threads=threads, emit=emit,
+                                          notify_client=own.notify_client, replay_from_store=replay_from_store)
+        self.finish_replay = replays.finish
+        self._books = Books(threads, owed, held, self._places, self._takeover, self._hooks, self._ids)
+        client = ClientLines(books=self._books, emit=emit, start_load=replays.start, turn_started=own.turn_started,
+                             oversized=functools.partial(self._oversized, from_client=True),
+                             max_held_per_thread=max_held_per_thread, max_held_bytes=self.max_held_bytes)
+        self._client_line, self.release = client.line, client.release
         local = LocalRequests(emit=emit, owed=self._owed, threads=threads, ids=self._ids,
-                              forward=self._forward_kept)
+                              forward=client.forward_kept)
         self.answer_local, self.forward_local, self.local_pending = (local.answer_local, local.forward_local,
                                                                      local.pending)
+
+    @property
+    def agent_alive(self) -> bool:
+        """Rule 7: False from ``agent_gone`` until ``agent_restarted``."""
+        return self._books.agent_alive
+
+    @agent_alive.setter
+    def agent_alive(self, alive: bool) -> None:
+        self._books.agent_alive = alive
 
     @property
     def max_unplaced_seconds(self) -> float:
@@ -241,19 +257,6 @@ class Router:
 
     # ------------------------------------------------------- captures and holds
 
-    def release(self, thread_id: str) -> int:
-        """Stop holding the thread and forward what waited, for its backing id as of now."""
-        waiting = self._held.take(thread_id)
-        backing = self.backing_of(thread_id)
-        for held in waiting:
-            method = held.message.get("method")
-            if method == "session/load" and "id" in held.message:
-                self._start_load(held.message["id"], thread_id, backing)
-            self._out.to_agent.append(rewrite(held.line, thread_id, backing))
-            if method == "session/prompt":
-                self._turn_started(thread_id, self._emit.now)
-        return len(waiting)
-
     # ------------------------------------------------------- what is under way
 
     def agent_idle(self) -> bool:
@@ -274,39 +277,7 @@ class Router:
 
     @property
     def replays_waiting(self) -> int:
-        """Loads of moved threads that the agent has answered and ``finish_replay`` has not."""
-        return len(self._loads.parked)
-
-    def finish_replay(self, token: int, history: list[dict[str, Any]] | None, now: float) -> bool:
-        """Answer a parked load (``Output.replays``): ``history`` (``session/update`` updates,
-        oldest first) goes to the client as the thread's, then the agent's replayed lines that
-        are not history, then the agent's answer. ``None``: the agent's own replay instead.
-        False if the token is unknown (already finished)."""
-        done = self._loads.finish(token, history is not None)
-        if done is None:
-            return False
-        load = done.load
-        for update in history or ():
-            self.notify_client("session/update", {"sessionId": load.thread, "update": update}, now)
-        for line in done.lines:
-            out_line = rewrite(line, load.backing, load.thread)
-            self._out.client.append(out_line)
-            self._tap(Direction.LIMINAL_TO_CLIENT, Kind.NOTIFICATION, now, out_line, None, load.thread,
-                      load.backing, "session/update", None)
-        self._answer_client(load.key, load.answer)
-        self._tap(Direction.AGENT_TO_CLIENT, Kind.RESPONSE, now, load.raw, load.message, load.thread,
-                  load.backing, "session/load", load.rpc_id)
-        return True
-
-    def _start_load(self, rpc_id: Any, thread: str, backing: str) -> None:
-        """Rule 8: a client's load of ``thread``, on its way to ``backing``."""
-        if self.replay_from_store and backing != thread:
-            self._loads.start(jsonrpc.id_key(rpc_id), thread, backing)
-            self._captured.add(backing)
-
-    def _end_load(self, load: Load) -> None:
-        if self._loads.end(load):
-            self._captured.discard(load.backing)
+        return self._replays.waiting
 
     # ------------------------------------------------------- either side gone
 
@@ -317,17 +288,14 @@ class Router:
         ``why``, when given, is the whole message for both (an agent that never started)."""
         self.agent_alive = False
         last = f"; its stderr last said: {said}" if said else ""
-        self._gone_why = why or f"the agent exited ({reason}){last}"
+        self._books.gone_why = why or f"the agent exited ({reason}){last}"
         for key, pending in list(self._owed.client.items()):
             told = why or f"the agent exited before answering {pending.method} ({reason}){last}"
             line = jsonrpc.error_frame(pending.id_json or jsonrpc.encode_id(key), jsonrpc.INTERNAL_ERROR, told)
             self._answer_from_liminal(key, line, now, pending.method, None)
         self._owed.client.clear()
         self._held.clear()  # held prompts are pending client requests too: answered above
-        for load in self._loads.unanswered():  # answered above
-            self._end_load(load)
-        for token in self._loads.parked:  # the agent did answer these: let them through
-            self.finish_replay(token, None, now)
+        self._replays.agent_gone(now)
 
     def agent_restarted(self) -> None:
         """A new process of the agent stands in for the one that died (``agent_gone`` answered
@@ -351,131 +319,6 @@ class Router:
         self._takeover.begin(self.pending_client_ids())
 
     # ------------------------------------------------------------ client -> agent
-
-    def _client_line(self, line: bytes | Oversized, now: float) -> None:
-        if isinstance(line, Oversized):
-            self._oversized(line, now, from_client=True)
-            return
-        message = jsonrpc.parse(line)
-        kind = jsonrpc.classify(message)
-        if kind is Kind.INVALID or message is None:
-            if line.strip():
-                self._out.problems.append(f"client sent a line that is not JSON-RPC: {line[:200]!r}")
-            self._out.to_agent.append(line)
-            self._tap(Direction.CLIENT_TO_AGENT, kind, now, line, message, None, None, None, None)
-            return
-        if kind is Kind.RESPONSE:  # to a request of the agent's
-            asked, about = self._owed.agent.pop(jsonrpc.id_key(message["id"]), (None, None))
-            self._out.to_agent.append(line)
-            self._tap(Direction.CLIENT_TO_AGENT, kind, now, line, message, about,
-                      self.backing_of(about) if about else None, asked, message["id"])
-            return
-        if kind is Kind.REQUEST and self._takeover.active:
-            line, message = self._takeover.incoming(line, message)
-        method: str = message["method"]
-        if not self.agent_alive and kind is Kind.REQUEST:  # rule 7: nothing can answer it
-            self._refuse_dead(line, message, now)
-            return
-        thread = session_in(message)
-        if thread is not None:
-            self._places.known.add(thread)  # rule 11: the client's, whatever the agent says of it
-        if kind is Kind.REQUEST:
-            kept = self._client_request(line, message, thread, now)
-            if kept is None:
-                return  # for liminal to answer
-            line, message = kept
-        # Read after the request hooks: one may bind the thread first (``liminal.kernel.swap``,
-        # at a load of a thread another liminal on the home moved since this one read the journal).
-        backing = self._backing_of.get(thread, thread) if thread is not None else None
-        # While a thread is held, what the client sends about it, and what it sends about
-        # no session at all, waits in the thread's queue: the agent sees the client's order
-        # (a set_mode sent after a prompt still arrives after it). Other threads pass.
-        holder = self._held.holder(thread)
-        if holder is not None:
-            if method != "session/cancel":
-                self._hold_back(holder, line, message)
-                self._prompt_tapped(method, kind, message)
-                self._tap(Direction.CLIENT_TO_AGENT, kind, now, line, message, thread, backing, method,
-                          message.get("id"))
-                return
-            self._cancel_held(holder, now)
-        if thread is not None and method == "session/load" and kind is Kind.REQUEST:
-            self._start_load(message["id"], thread, backing or thread)
-        forwarded = line if thread is None or backing == thread else rewrite(line, thread, backing or thread)
-        self._out.to_agent.append(forwarded)
-        self._prompt_tapped(method, kind, message)
-        self._tap(Direction.CLIENT_TO_AGENT, kind, now, line, message, thread, backing, method,
-                  message.get("id"))
-        if method == "session/prompt" and thread is not None:
-            self._turn_started(thread, now)
-
-    def _refuse_dead(self, line: bytes, message: dict[str, Any], now: float) -> None:
-        rpc_id = message["id"]
-        thread = session_in(message)
-        self._tap(Direction.CLIENT_TO_LIMINAL, Kind.REQUEST, now, line, message, thread, None,
-                  message["method"], rpc_id)
-        self._answer_from_liminal(jsonrpc.id_key(rpc_id), jsonrpc.error_frame(
-            jsonrpc.encode_id(rpc_id, line), jsonrpc.INTERNAL_ERROR, self._gone_why), now,
-            message["method"], thread)
-
-    def _prompt_tapped(self, method: str, kind: Kind, message: dict[str, Any]) -> None:
-        """Rule 10: a client's prompt is about to be tapped; its frame's id is its user message's."""
-        if method == "session/prompt" and kind is Kind.REQUEST and self._ids.stamping:
-            pending = self._owed.client.get(jsonrpc.id_key(message["id"]))
-            if pending is not None:
-                pending.message_id = self._ids.next_id()
-
-    def _client_request(self, line: bytes, message: dict[str, Any], thread: str | None,
-                        now: float) -> tuple[bytes, dict[str, Any]] | None:
-        """Record what the agent owes the client, after the request hooks: the line and message
-        to go on with, or None when a hook kept the request for liminal (``LOCAL``)."""
-        method: str = message["method"]
-        rpc_id = message["id"]
-        key = jsonrpc.id_key(rpc_id)
-        # A string or an integer id is written back exactly from its parsed value; any other (a
-        # float that may be a rounded big integer, an object or array id that JSON-RPC does not
-        # allow but a client sent) keeps its bytes for the answer.
-        exact = None if isinstance(rpc_id, (str, int)) else jsonrpc.encode_id(rpc_id, line)
-        pending = Pending(method, thread, exact)
-        local, amended_line, amended = self._hooks.request(method, message, thread, line, self._out.problems)
-        if local:
-            backing = self._backing_of.get(thread, thread) if thread is not None else None
-            self._owed.local[key] = pending
-            if method == "session/prompt" and self._ids.stamping:
-                pending.message_id = self._ids.next_id()
-            self._out.local.append(LocalRequest(key, method, thread, amended))
-            self._tap(Direction.CLIENT_TO_LIMINAL, Kind.REQUEST, now, line, message, thread, backing, method,
-                      rpc_id)
-            return None
-        self._owed.client[key] = pending
-        return amended_line, amended
-
-    def _hold_back(self, thread: str, line: bytes, message: dict[str, Any]) -> None:
-        if not self._held.add(thread, line, message, self.max_held_per_thread, self.max_held_bytes):
-            self._out.problems.append(f"too many frames held for {thread}; releasing them")
-            self.release(thread)
-
-    def _forward_kept(self, line: bytes, message: dict[str, Any], thread: str | None, now: float) -> None:
-        """A request a hook kept goes on to the agent (``forward_local``) as the client's own would:
-        held while its thread is (rule 5), a load of a moved thread captured (rule 8)."""
-        if thread is not None and thread in self._held:
-            self._hold_back(thread, line, message)
-            return
-        backing = self._backing_of.get(thread, thread) if thread is not None else None
-        if message["method"] == "session/load" and thread is not None:
-            self._start_load(message["id"], thread, backing or thread)
-        self._out.to_agent.append(line if thread is None or backing == thread else rewrite(line, thread, backing or thread))
-        if message["method"] == "session/prompt" and thread is not None:
-            self._turn_started(thread, now)
-
-    def _cancel_held(self, thread: str, now: float) -> None:
-        """A cancel for a held thread: its held prompts never reached the agent; answer them."""
-        for held in self._held.take_prompts(thread):
-            rpc_id = held.message.get("id")
-            key = jsonrpc.id_key(rpc_id)
-            self._owed.client.pop(key, None)
-            line = jsonrpc.result_frame(jsonrpc.encode_id(rpc_id, held.line), b'{"stopReason":"cancelled"}')
-            self._answer_from_liminal(key, line, now, "session/prompt", thread)
 
     # ------------------------------------------------------------ agent -> client
 
@@ -626,9 +469,7 @@ class Router:
                 self._settle(now)
             return
         pending = self._owed.client.pop(key, None)
-        load = self._loads.answered(key) if pending is not None else None
-        if load is not None:
-            self._end_load(load)
+        load = self._replays.answered(key) if pending is not None else None
         method = pending.method if pending else None
         thread = pending.thread_id if pending else None
         backing = self.backing_of(thread) if thread else None
@@ -661,9 +502,4 @@ class Router:
 
     def _oversized(self, line: Oversized, now: float, *, from_client: bool) -> None:
         drop_oversized(line, now, from_client=from_client, cap=self._client_framer.max_size, emit=self._emit,
-                       owed=self._owed, answered=self._load_answered)
-
-    def _load_answered(self, key: Any) -> None:
-        load = self._loads.answered(key)
-        if load is not None:
-            self._end_load(load)
+                       owed=self._owed, answered=self._replays.answered)
