@@ -1,13 +1,16 @@
 """The router: liminal's protocol object. Bytes in, lines and events out; no I/O.
 
-Everything that decides where a frame goes is decided in this file; what the rules remember is
-kept by objects the router drives (all in ``liminal.acp``): ``threads`` (rules 2 and 4),
-``moved_loads`` (rule 8), ``takeover`` (rule 9), ``holds`` (rule 5), ``owed`` (who owes whom an
-answer), ``message_ids`` (rule 10), ``side_sessions`` (rule 11); rule 2's byte rewriting is
-``session_ids``, what components plug in is ``hooks``, and a read's run of streamed updates is
-found by ``runs``. What liminal says of its own is sent by ``own_frames`` (rule 3, notifications,
-notes), ``local_requests`` (what a hook kept) and ``oversized`` (rule 6), all through the
-``emitter``, where every answer to a client request leaves (rule 9).
+Everything that decides where a frame goes is decided in this file or in an object it drives
+(all in ``liminal.acp``, none of them doing I/O). What the rules remember is kept by
+``threads`` (rules 2 and 4), ``moved_loads`` (rule 8), ``takeover`` (rule 9), ``holds`` (rule
+5), ``owed`` (who owes whom an answer), ``message_ids`` (rule 10) and ``side_sessions`` (rule
+11); rule 2's byte rewriting is ``session_ids``, what components plug in is ``hooks``, and a
+read's run of streamed updates is found by ``runs``. The agent's lines are routed here; the
+client's in ``client_lines``. What liminal says of its own is sent by ``own_frames`` (rule 3,
+notifications, notes), ``local_requests`` (what a hook kept), ``replays`` (rule 8's finished
+loads) and ``oversized`` (rule 6), all through the ``emitter``, where every answer to a client
+request leaves (rule 9).
+
 The rules:
 
 1. **Forward untouched.** A line reaches the other side with exactly the bytes it arrived with,
@@ -120,10 +123,12 @@ _A2C = Direction.AGENT_TO_CLIENT.value
 
 
 class Router:
-    """The rules above, over the objects that keep what they remember. Where the router has
+    """The rules above, over the objects that keep what they remember and those that act for
+    it. The agent's lines are routed here; the client's by ``ClientLines``. Where the router has
     nothing to add, its public methods are those objects' own, bound here (liminal's own frames:
-    ``OwnFrames``; requests a hook kept: ``LocalRequests``; the thread map: ``ThreadMap``; held
-    threads, side sessions, hooks and who owes whom): one call, no forwarding."""
+    ``OwnFrames``; requests a hook kept: ``LocalRequests``; rule 8's replays: ``Replays``; the
+    thread map: ``ThreadMap``; held threads, side sessions, hooks and who owes whom): one call,
+    no forwarding."""
 
     def __init__(self, *, max_frame_bytes: int, connection_id: str = "", tapping: bool = True,
                  max_held_per_thread: int = 64, max_held_bytes: int | None = None,
@@ -176,7 +181,6 @@ class Router:
         self.send_request, self.cancel_own, self.notify_agent = own.send_request, own.cancel_own, own.notify_agent
         self.notify_client, self.notify_in_next_turn, self.note = (own.notify_client, own.notify_in_next_turn,
                                                                    own.note)
-        self._turn_started = own.turn_started
         replays = self._replays = Replays(loads=self._loads, threads=threads, emit=emit,
                                           notify_client=own.notify_client, replay_from_store=replay_from_store)
         self.finish_replay = replays.finish
