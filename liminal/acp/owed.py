@@ -25,16 +25,21 @@ class Owed:
         self.own: dict[str, Pending] = {}  # liminal's own requests (rule 3)
 
     def prompt_in_flight(self, thread_id: str) -> bool:
+        """A client prompt for the thread is still waiting for the agent's answer."""
         return any(p.method == "session/prompt" and p.thread_id == thread_id for p in self.client.values())
 
     def client_ids(self) -> set[Any]:
+        """The ids (``jsonrpc.id_key``) of the client's requests the agent has not answered."""
         return set(self.client) | set(self.local)
 
     def client_methods(self) -> list[str]:
+        """The methods of the client's requests that nothing has answered yet, oldest first."""
         return [p.method for p in (*self.client.values(), *self.local.values())]
 
     def agent_requests(self) -> list[tuple[Any, str]]:
+        """The agent's requests the client has not answered yet: (id, method), oldest first."""
         return [(key, method) for key, (method, _) in self.agent.items()]
 
     def agent_request_open(self, thread_id: str) -> bool:
+        """The agent asked the client something about the thread that is still unanswered."""
         return any(thread == thread_id for _, thread in self.agent.values())

@@ -1,10 +1,16 @@
 """The router: liminal's protocol object. Bytes in, lines and events out; no I/O.
 
-Everything that decides where a frame goes is decided in this file; what the rules remember is
-kept by objects the router drives (all in ``liminal.acp``): ``moved_loads`` (rule 8),
-``takeover`` (rule 9), ``holds`` (rule 5), ``owed`` (who owes whom an answer), ``message_ids``
-(rule 10), ``side_sessions`` (rule 11); rule 2's byte rewriting is ``session_ids``, what
-components plug in is ``hooks``, and a read's run of streamed updates is found by ``runs``.
+Everything that decides where a frame goes is decided in this file or in an object it drives
+(all in ``liminal.acp``, none of them doing I/O). What the rules remember is kept by
+``threads`` (rules 2 and 4), ``moved_loads`` (rule 8), ``takeover`` (rule 9), ``holds`` (rule
+5), ``owed`` (who owes whom an answer), ``message_ids`` (rule 10) and ``side_sessions`` (rule
+11); rule 2's byte rewriting is ``session_ids``, what components plug in is ``hooks``, and a
+read's run of streamed updates is found by ``runs``. The agent's lines are routed here; the
+client's in ``client_lines``. What liminal says of its own is sent by ``own_frames`` (rule 3,
+notifications, notes), ``local_requests`` (what a hook kept), ``replays`` (rule 8's finished
+loads) and ``oversized`` (rule 6), all through the ``emitter``, where every answer to a client
+request leaves (rule 9).
+
 The rules:
 
 1. **Forward untouched.** A line reaches the other side with exactly the bytes it arrived with,
@@ -71,6 +77,7 @@ the client and the taps is exactly what routing them one by one would give.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import secrets
 from typing import Any
@@ -78,6 +85,8 @@ from typing import Any
 import orjson
 
 from liminal.acp import jsonrpc
+from liminal.acp.client_lines import Books, ClientLines
+from liminal.acp.emitter import Emitter
 from liminal.acp.events import (
     UPDATE_KIND_AT,
     UPDATE_PREFIX,
@@ -90,14 +99,19 @@ from liminal.acp.events import (
 from liminal.acp.framing import LineFramer, Oversized
 from liminal.acp.holds import Holds
 from liminal.acp.hooks import LOCAL, Hooks, Local, LocalRequest, RequestHook, ResultHook, UpdateHook
+from liminal.acp.local_requests import LocalRequests
 from liminal.acp.message_ids import CHUNK_KINDS, MessageIds, with_user_message_id
-from liminal.acp.moved_loads import Load, MovedLoads, ReplayRequest
+from liminal.acp.moved_loads import MovedLoads, ReplayRequest
 from liminal.acp.output import Output
-from liminal.acp.owed import Owed, Pending
+from liminal.acp.oversized import drop_oversized
+from liminal.acp.owed import Owed
+from liminal.acp.own_frames import CREATES_SESSION, OwnFrames, session_in
+from liminal.acp.replays import Replays
 from liminal.acp.runs import find_run, spliced
 from liminal.acp.session_ids import map_all, rewrite, rewrite_lines
 from liminal.acp.side_sessions import Placement, SideSessions, refusal
 from liminal.acp.takeover import TakeOver
+from liminal.acp.threads import ThreadMap
 
 __all__ = ["LOCAL", "OWN_ID_PREFIX", "Local", "LocalRequest", "Output", "ReplayRequest",
            "RequestHook", "ResultHook", "Router", "UpdateHook"]
@@ -106,50 +120,88 @@ OWN_ID_PREFIX = "liminal-"
 _UPDATE_PREFIX_LEN = len(UPDATE_PREFIX)
 _CHUNK_KINDS = {kind.encode(): kind for kind in CHUNK_KINDS}
 _A2C = Direction.AGENT_TO_CLIENT.value
-_CREATES_SESSION = frozenset({"session/new", "session/fork"})
 
 
 class Router:
+    """The rules above, over the objects that keep what they remember and those that act for
+    it. The agent's lines are routed here; the client's by ``ClientLines``. Where the router has
+    nothing to add, its public methods are those objects' own, bound here (liminal's own frames:
+    ``OwnFrames``; requests a hook kept: ``LocalRequests``; rule 8's replays: ``Replays``; the
+    thread map: ``ThreadMap``; held threads, side sessions, hooks and who owes whom): one call,
+    no forwarding."""
+
     def __init__(self, *, max_frame_bytes: int, connection_id: str = "", tapping: bool = True,
                  max_held_per_thread: int = 64, max_held_bytes: int | None = None,
                  replay_from_store: bool = False, message_ids: bool = False) -> None:
         self.connection_id = connection_id
-        # Rule 8: someone (``liminal.kernel.replay``) answers ``Output.replays``.
-        self.replay_from_store = replay_from_store
         self.tapping = tapping
         self.max_held_per_thread = max_held_per_thread
         # Held frames are bounded in bytes too (one message of the longest size may wait).
         self.max_held_bytes = max_frame_bytes if max_held_bytes is None else max_held_bytes
-        self.agent_alive = True
-        self._gone_why = ""  # rule 7: what a request sent to a dead agent is told
         # When the agent last wrote anything (the ``now`` it was fed with): a caller that waits
         # for an agent to finish can tell a busy one from one that has gone quiet.
         self.agent_heard = 0.0
         self._client_framer = LineFramer(max_frame_bytes)
         self._agent_framer = LineFramer(max_frame_bytes)
-        self._out = Output()
-        self._now = 0.0  # the time of the last bytes fed: for what a release sends
-        # Rule 2.
-        self._backing_of: dict[str, str] = {}  # thread -> backing, only where they differ
-        self._thread_of: dict[str, str] = {}  # backing -> thread, only where they differ
-        self._owed = Owed()
+        # Rules 2 and 4: the maps and the set are the ``ThreadMap``'s own, read here directly.
+        threads = self._threads = ThreadMap()
+        self._backing_of, self._thread_of, self._captured = threads.backing, threads.thread, threads.captured
+        self.backing_of, self.thread_of, self.bind, self.adopt = (threads.backing_of, threads.thread_of,
+                                                                  threads.bind, threads.adopt)
+        self.capture, self.uncapture = threads.capture, threads.uncapture
+        owed = self._owed = Owed()  # what is under way, asked of it directly
+        self.prompt_in_flight, self.pending_client_ids, self.owed_to_client = (
+            owed.prompt_in_flight, owed.client_ids, owed.client_methods)
+        self.open_agent_requests, self.agent_request_open = owed.agent_requests, owed.agent_request_open
         # Rule 3. A client may use ids like ours (another liminal in front of this one counts its
         # own from 1 too): a random part per router keeps an agent's answer from reaching the
         # wrong asker whichever request came first. One namespace: liminal's own requests' ids
         # and those rule 9 renames a client's to.
-        self._own_ids = map(f"{OWN_ID_PREFIX}{secrets.token_hex(6)}-{{}}".format, itertools.count(1))
-        self._captured: set[str] = set()  # rule 4
+        own_ids = map(f"{OWN_ID_PREFIX}{secrets.token_hex(6)}-{{}}".format, itertools.count(1))
         self._side = SideSessions()  # rule 11
+        self.take_side, self.end_side = self._side.take, self._side.end
         self._places = Placement()  # rule 11, before a private create is answered
-        self._held = Holds()  # rule 5
+        held = self._held = Holds()  # rule 5
+        self.hold, self.is_held, self.held_threads, self.held_count = (held.hold, held.__contains__,
+                                                                       held.threads, held.count)
         self._loads = MovedLoads()  # rule 8
-        self._takeover = TakeOver(self._own_ids)  # rule 9
-        # Notifications of liminal's own waiting for their thread's next turn (``notify_in_next_turn``).
-        self._turn_notices: dict[str, list[tuple[str, Any]]] = {}
+        self._takeover = TakeOver(own_ids)  # rule 9
         self._hooks = Hooks()
+        self.add_request_hook, self.add_result_hook = self._hooks.add_request_hook, self._hooks.add_result_hook
         self._hooked_kinds: tuple[bytes, ...] = ()  # ``Hooks.update_markers``, kept at hand
         # Rule 10, stamped when asked for (the proxy does; the router's own tests see bytes untouched).
         self._ids = MessageIds(connection_id, stamping=message_ids)
+        emit = self._emit = Emitter(connection_id=connection_id, tapping=tapping, ids=self._ids,
+                                    takeover=self._takeover, threads=threads)
+        self._out = emit.out  # the same object until ``take``, which replaces both
+        self._tap, self._answer_client, self._answer_from_liminal = (emit.tap, emit.answer_client,
+                                                                     emit.answer_from_liminal)
+        own = self._own = OwnFrames(emit=emit, owed=self._owed, threads=threads, ids=self._ids, side=self._side,
+                                    places=self._places, own_ids=own_ids, settle=self._settle)
+        self.send_request, self.cancel_own, self.notify_agent = own.send_request, own.cancel_own, own.notify_agent
+        self.notify_client, self.notify_in_next_turn, self.note = (own.notify_client, own.notify_in_next_turn,
+                                                                   own.note)
+        replays = self._replays = Replays(loads=self._loads, threads=threads, emit=emit,
+                                          notify_client=own.notify_client, replay_from_store=replay_from_store)
+        self.finish_replay = replays.finish
+        self._books = Books(threads, owed, held, self._places, self._takeover, self._hooks, self._ids)
+        client = ClientLines(books=self._books, emit=emit, start_load=replays.start, turn_started=own.turn_started,
+                             oversized=functools.partial(self._oversized, from_client=True),
+                             max_held_per_thread=max_held_per_thread, max_held_bytes=self.max_held_bytes)
+        self._client_line, self.release = client.line, client.release
+        local = LocalRequests(emit=emit, owed=self._owed, threads=threads, ids=self._ids,
+                              forward=client.forward_kept)
+        self.answer_local, self.forward_local, self.local_pending = (local.answer_local, local.forward_local,
+                                                                     local.pending)
+
+    @property
+    def agent_alive(self) -> bool:
+        """Rule 7: False from ``agent_gone`` until ``agent_restarted``."""
+        return self._books.agent_alive
+
+    @agent_alive.setter
+    def agent_alive(self, alive: bool) -> None:
+        self._books.agent_alive = alive
 
     @property
     def max_unplaced_seconds(self) -> float:
@@ -163,14 +215,14 @@ class Router:
     # ----------------------------------------------------------------- feeding
 
     def receive_from_client(self, data: bytes, now: float) -> None:
-        self._now = now
+        self._emit.now = now
         for line in self._client_framer.feed(data):
             self._client_line(line, now)
         if self._places.lines:
             self._settle(now)
 
     def receive_from_agent(self, data: bytes, now: float) -> None:
-        self._now = now
+        self._emit.now = now
         self.agent_heard = now
         lines = self._agent_framer.feed(data)
         at, count = 0, len(lines)
@@ -196,211 +248,20 @@ class Router:
 
     def take(self) -> Output:
         out, self._out = self._out, Output()
+        self._emit.out = self._out
         return out
 
-    # ----------------------------------------------------------- the thread map
-
-    def backing_of(self, thread_id: str) -> str:
-        return self._backing_of.get(thread_id, thread_id)
-
-    def thread_of(self, backing_id: str) -> str:
-        return self._thread_of.get(backing_id, backing_id)
-
-    def bind(self, thread_id: str, backing_id: str) -> None:
-        """Make ``backing_id`` the session that carries ``thread_id`` from now on.
-
-        Earlier backing ids of the thread keep pointing at it, so late frames of a session the
-        thread has left still reach the client under the thread's id.
-        """
-        if backing_id == thread_id:
-            self._backing_of.pop(thread_id, None)
-            self._thread_of.pop(thread_id, None)
-        else:
-            self._backing_of[thread_id] = backing_id
-            self._thread_of[backing_id] = thread_id
-
-    def adopt(self, backing_id: str, thread_id: str) -> None:
-        """``backing_id`` carried ``thread_id`` before (the swap journal remembers it across
-        restarts): frames and listings that name it reach the client under the thread's id. The
-        thread's current backing id is unchanged."""
-        if backing_id != thread_id:
-            self._thread_of.setdefault(backing_id, thread_id)
-
     # ------------------------------------------------------ hooks and local answers
-
-    def add_request_hook(self, methods: tuple[str, ...], hook: RequestHook) -> None:
-        """Let ``hook`` see every client request of these methods (see ``RequestHook``)."""
-        self._hooks.add_request_hook(methods, hook)
 
     def add_update_hook(self, kinds: tuple[str, ...], hook: UpdateHook) -> None:
         """Let ``hook`` amend every ``session/update`` of these kinds (see ``UpdateHook``)."""
         self._hooks.add_update_hook(kinds, hook)
         self._hooked_kinds = self._hooks.update_markers
 
-    def add_result_hook(self, methods: tuple[str, ...], hook: ResultHook) -> None:
-        """Let ``hook`` amend the agent's result for every client request of these methods."""
-        self._hooks.add_result_hook(methods, hook)
-
-    def answer_local(self, key: Any, result: Any = None, *, error: tuple[int, str] | None = None,
-                     now: float | None = None) -> bool:
-        """Answer a request a hook kept (``Output.local``), once; False if it was answered."""
-        pending = self._owed.local.pop(key, None)
-        if pending is None:
-            return False
-        id_json = pending.id_json if pending.id_json is not None else jsonrpc.encode_id(key)
-        if error is not None:
-            line = jsonrpc.error_frame(id_json, error[0], error[1])
-        else:
-            if pending.message_id is not None and isinstance(result, dict) and "userMessageId" not in result:
-                result = {**result, "userMessageId": pending.message_id}
-            line = jsonrpc.result_frame(id_json, orjson.dumps(result if result is not None else {}))
-        when = self._now if now is None else now
-        self._answer_from_liminal(key, line, when, pending.method, pending.thread_id)
-        return True
-
-    def local_pending(self) -> list[Any]:
-        return list(self._owed.local)
-
-    def forward_local(self, key: Any, method: str, params: dict[str, Any], now: float | None = None) -> bool:
-        """Send a request a hook kept on to the agent as ``method`` with ``params`` (thread ids),
-        under the client's id: the agent's answer is the answer to it (``session/edit_prompt``
-        goes on as the ``session/prompt`` it comes to; a load liminal asked the store about
-        first goes on as the client's own, rule 8 included). False if it was answered."""
-        pending = self._owed.local.pop(key, None)
-        if pending is None:
-            return False
-        when = self._now if now is None else now
-        id_json = pending.id_json if pending.id_json is not None else jsonrpc.encode_id(key)
-        line = (b'{"jsonrpc":"2.0","id":' + id_json + b',"method":' + orjson.dumps(method)
-                + b',"params":' + orjson.dumps(params) + b"}")
-        thread = pending.thread_id
-        backing = self.backing_of(thread) if thread is not None else None
-        forwarded = Pending(method, thread, pending.id_json)
-        self._owed.client[key] = forwarded
-        message = {"jsonrpc": "2.0", "id": orjson.loads(id_json), "method": method, "params": params}
-        if method == "session/prompt" and self._ids.stamping:
-            forwarded.message_id = self._ids.next_id()
-        self._tap(Direction.CLIENT_TO_AGENT, Kind.REQUEST, when, line, message, thread, backing, method,
-                  message["id"])
-        if thread is not None and thread in self._held:
-            self._hold_back(thread, line, message)
-            return True
-        if method == "session/load" and thread is not None:  # rule 8, as for the client's own
-            self._start_load(message["id"], thread, backing or thread)
-        self._out.to_agent.append(line if thread is None or backing == thread else rewrite(line, thread, backing or thread))
-        if method == "session/prompt" and thread is not None:
-            self._turn_started(thread, when)
-        return True
-
-    def notify_agent(self, method: str, params: Any, now: float, *, thread_id: str | None = None) -> None:
-        """A notification of liminal's own to the agent (``params`` in backing ids): the cancel
-        of a turn that ``session/rewind`` cuts short, or of a side session's given up."""
-        line = jsonrpc.notification_frame(method, params)
-        self._out.to_agent.append(line)
-        backing = params.get("sessionId") if isinstance(params, dict) else None
-        if self._side and backing in self._side:
-            return  # rule 11: about a side session (its cancel), never tapped
-        thread = thread_id if thread_id is not None else (self.thread_of(backing) if isinstance(backing, str) else None)
-        self._tap(Direction.LIMINAL_TO_AGENT, Kind.NOTIFICATION, now, line, None, thread,
-                  backing if isinstance(backing, str) else None, method, None)
-
-    # --------------------------------------------------------- liminal's own frames
-
-    def send_request(self, method: str, params: Any, now: float, *, thread_id: str | None = None,
-                     private: bool = False) -> str:
-        """Queue a request of liminal's own to the agent; its answer comes in ``own_responses``.
-        ``private``: about a side session (rule 11), or creating one: never tapped."""
-        rpc_id = next(self._own_ids)
-        line = jsonrpc.request_frame(rpc_id, method, params)
-        backing = params.get("sessionId") if isinstance(params, dict) else None
-        private = private or (isinstance(backing, str) and backing in self._side)
-        self._owed.own[rpc_id] = Pending(method, thread_id, None, private=private)
-        if private and method in _CREATES_SESSION:
-            self._places.creates[rpc_id] = (now, False)
-        self._out.to_agent.append(line)
-        if private:
-            return rpc_id
-        if thread_id is None and isinstance(backing, str):
-            # A session a thread was on (the close of the one a move left) is the thread's.
-            thread_id = self.thread_of(backing)
-        self._tap(Direction.LIMINAL_TO_AGENT, Kind.REQUEST, now, line, None, thread_id, backing, method, rpc_id)
-        return rpc_id
-
-    def cancel_own(self, rpc_id: str) -> None:
-        """Forget an own request (its answer, if one ever comes, is then dropped quietly; a
-        private create's still makes its session liminal's, ended: rule 11)."""
-        self._owed.own.pop(rpc_id, None)
-        self._places.cancel(rpc_id)
-
-    def notify_client(self, method: str, params: Any, now: float) -> None:
-        """A notification of liminal's own to the client (``params`` already in thread ids)."""
-        thread = params.get("sessionId") if isinstance(params, dict) else None
-        if method == "session/update" and isinstance(thread, str) and isinstance(params, dict):
-            params = self._ids.own_chunk(thread, params, Direction.LIMINAL_TO_CLIENT.value)
-        line = jsonrpc.notification_frame(method, params)
-        self._out.client.append(line)
-        self._tap(Direction.LIMINAL_TO_CLIENT, Kind.NOTIFICATION, now, line, None,
-                  thread, self.backing_of(thread) if thread else None, method, None)
-
-    def notify_in_next_turn(self, thread_id: str, method: str, params: Any) -> None:
-        """A notification of liminal's own for the thread's next turn: sent to the client right
-        after the thread's next ``session/prompt`` goes to the agent, so that it arrives inside
-        that turn. Sent between turns, after a prompt was answered, a headless client (one that
-        prints a turn's updates) glued it to the previous answer."""
-        self._turn_notices.setdefault(thread_id, []).append((method, params))
-
-    def note(self, method: str, params: dict[str, Any], now: float, *, thread_id: str) -> None:
-        """Record what liminal did (``liminal/swap``) as a notification frame that only the taps
-        see: the store keeps it with the conversation's frames, in order."""
-        line = jsonrpc.notification_frame(method, params)
-        self._tap(Direction.LIMINAL_NOTE, Kind.NOTIFICATION, now, line, {"jsonrpc": "2.0", "method": method,
-                  "params": params}, thread_id, self.backing_of(thread_id), method, None)
 
     # ------------------------------------------------------- captures and holds
 
-    def take_side(self, session_id: str) -> list[bytes]:
-        """Rule 11: what the agent said in a side session since the last take."""
-        return self._side.take(session_id)
-
-    def end_side(self, session_id: str) -> None:
-        self._side.end(session_id)
-
-    def capture(self, backing_id: str) -> None:
-        self._captured.add(backing_id)
-
-    def uncapture(self, backing_id: str) -> None:
-        self._captured.discard(backing_id)
-
-    def hold(self, thread_id: str) -> None:
-        self._held.hold(thread_id)
-
-    def is_held(self, thread_id: str) -> bool:
-        return thread_id in self._held
-
-    def held_threads(self) -> list[str]:
-        return self._held.threads()
-
-    def held_count(self, thread_id: str) -> int:
-        return self._held.count(thread_id)
-
-    def release(self, thread_id: str) -> int:
-        """Stop holding the thread and forward what waited, for its backing id as of now."""
-        waiting = self._held.take(thread_id)
-        backing = self.backing_of(thread_id)
-        for held in waiting:
-            method = held.message.get("method")
-            if method == "session/load" and "id" in held.message:
-                self._start_load(held.message["id"], thread_id, backing)
-            self._out.to_agent.append(rewrite(held.line, thread_id, backing))
-            if method == "session/prompt":
-                self._turn_started(thread_id, self._now)
-        return len(waiting)
-
     # ------------------------------------------------------- what is under way
-
-    def prompt_in_flight(self, thread_id: str) -> bool:
-        """A client prompt for the thread is still waiting for the agent's answer."""
-        return self._owed.prompt_in_flight(thread_id)
 
     def agent_idle(self) -> bool:
         """Nothing is under way at the agent: it owes no answer to the client (held requests
@@ -412,63 +273,15 @@ class Router:
                 and not self._loads.under_way() and self._agent_framer.buffered == 0
                 and not self._places.lines)
 
-    def pending_client_ids(self) -> set[Any]:
-        """The ids (``jsonrpc.id_key``) of the client's requests the agent has not answered."""
-        return self._owed.client_ids()
-
     @property
     def pending_client_requests(self) -> int:
         return len(self._owed.client)
-
-    def owed_to_client(self) -> list[str]:
-        """The methods of the client's requests that nothing has answered yet, oldest first."""
-        return self._owed.client_methods()
-
-    def open_agent_requests(self) -> list[tuple[Any, str]]:
-        """The agent's requests the client has not answered yet: (id, method), oldest first."""
-        return self._owed.agent_requests()
-
-    def agent_request_open(self, thread_id: str) -> bool:
-        """The agent asked the client something about the thread that is still unanswered."""
-        return self._owed.agent_request_open(thread_id)
 
     # ------------------------------------------------------- loads of moved threads
 
     @property
     def replays_waiting(self) -> int:
-        """Loads of moved threads that the agent has answered and ``finish_replay`` has not."""
-        return len(self._loads.parked)
-
-    def finish_replay(self, token: int, history: list[dict[str, Any]] | None, now: float) -> bool:
-        """Answer a parked load (``Output.replays``): ``history`` (``session/update`` updates,
-        oldest first) goes to the client as the thread's, then the agent's replayed lines that
-        are not history, then the agent's answer. ``None``: the agent's own replay instead.
-        False if the token is unknown (already finished)."""
-        done = self._loads.finish(token, history is not None)
-        if done is None:
-            return False
-        load = done.load
-        for update in history or ():
-            self.notify_client("session/update", {"sessionId": load.thread, "update": update}, now)
-        for line in done.lines:
-            out_line = rewrite(line, load.backing, load.thread)
-            self._out.client.append(out_line)
-            self._tap(Direction.LIMINAL_TO_CLIENT, Kind.NOTIFICATION, now, out_line, None, load.thread,
-                      load.backing, "session/update", None)
-        self._answer_client(load.key, load.answer)
-        self._tap(Direction.AGENT_TO_CLIENT, Kind.RESPONSE, now, load.raw, load.message, load.thread,
-                  load.backing, "session/load", load.rpc_id)
-        return True
-
-    def _start_load(self, rpc_id: Any, thread: str, backing: str) -> None:
-        """Rule 8: a client's load of ``thread``, on its way to ``backing``."""
-        if self.replay_from_store and backing != thread:
-            self._loads.start(jsonrpc.id_key(rpc_id), thread, backing)
-            self._captured.add(backing)
-
-    def _end_load(self, load: Load) -> None:
-        if self._loads.end(load):
-            self._captured.discard(load.backing)
+        return self._replays.waiting
 
     # ------------------------------------------------------- either side gone
 
@@ -479,17 +292,14 @@ class Router:
         ``why``, when given, is the whole message for both (an agent that never started)."""
         self.agent_alive = False
         last = f"; its stderr last said: {said}" if said else ""
-        self._gone_why = why or f"the agent exited ({reason}){last}"
+        self._books.gone_why = why or f"the agent exited ({reason}){last}"
         for key, pending in list(self._owed.client.items()):
             told = why or f"the agent exited before answering {pending.method} ({reason}){last}"
             line = jsonrpc.error_frame(pending.id_json or jsonrpc.encode_id(key), jsonrpc.INTERNAL_ERROR, told)
             self._answer_from_liminal(key, line, now, pending.method, None)
         self._owed.client.clear()
         self._held.clear()  # held prompts are pending client requests too: answered above
-        for load in self._loads.unanswered():  # answered above
-            self._end_load(load)
-        for token in self._loads.parked:  # the agent did answer these: let them through
-            self.finish_replay(token, None, now)
+        self._replays.agent_gone(now)
 
     def agent_restarted(self) -> None:
         """A new process of the agent stands in for the one that died (``agent_gone`` answered
@@ -513,122 +323,6 @@ class Router:
         self._takeover.begin(self.pending_client_ids())
 
     # ------------------------------------------------------------ client -> agent
-
-    def _client_line(self, line: bytes | Oversized, now: float) -> None:
-        if isinstance(line, Oversized):
-            self._oversized(line, now, from_client=True)
-            return
-        message = jsonrpc.parse(line)
-        kind = jsonrpc.classify(message)
-        if kind is Kind.INVALID or message is None:
-            if line.strip():
-                self._out.problems.append(f"client sent a line that is not JSON-RPC: {line[:200]!r}")
-            self._out.to_agent.append(line)
-            self._tap(Direction.CLIENT_TO_AGENT, kind, now, line, message, None, None, None, None)
-            return
-        if kind is Kind.RESPONSE:  # to a request of the agent's
-            asked, about = self._owed.agent.pop(jsonrpc.id_key(message["id"]), (None, None))
-            self._out.to_agent.append(line)
-            self._tap(Direction.CLIENT_TO_AGENT, kind, now, line, message, about,
-                      self.backing_of(about) if about else None, asked, message["id"])
-            return
-        if kind is Kind.REQUEST and self._takeover.active:
-            line, message = self._takeover.incoming(line, message)
-        method: str = message["method"]
-        if not self.agent_alive and kind is Kind.REQUEST:  # rule 7: nothing can answer it
-            self._refuse_dead(line, message, now)
-            return
-        thread = _session_in(message)
-        if thread is not None:
-            self._places.known.add(thread)  # rule 11: the client's, whatever the agent says of it
-        if kind is Kind.REQUEST:
-            kept = self._client_request(line, message, thread, now)
-            if kept is None:
-                return  # for liminal to answer
-            line, message = kept
-        # Read after the request hooks: one may bind the thread first (``liminal.kernel.swap``,
-        # at a load of a thread another liminal on the home moved since this one read the journal).
-        backing = self._backing_of.get(thread, thread) if thread is not None else None
-        # While a thread is held, what the client sends about it, and what it sends about
-        # no session at all, waits in the thread's queue: the agent sees the client's order
-        # (a set_mode sent after a prompt still arrives after it). Other threads pass.
-        holder = self._held.holder(thread)
-        if holder is not None:
-            if method != "session/cancel":
-                self._hold_back(holder, line, message)
-                self._prompt_tapped(method, kind, message)
-                self._tap(Direction.CLIENT_TO_AGENT, kind, now, line, message, thread, backing, method,
-                          message.get("id"))
-                return
-            self._cancel_held(holder, now)
-        if thread is not None and method == "session/load" and kind is Kind.REQUEST:
-            self._start_load(message["id"], thread, backing or thread)
-        forwarded = line if thread is None or backing == thread else rewrite(line, thread, backing or thread)
-        self._out.to_agent.append(forwarded)
-        self._prompt_tapped(method, kind, message)
-        self._tap(Direction.CLIENT_TO_AGENT, kind, now, line, message, thread, backing, method,
-                  message.get("id"))
-        if method == "session/prompt" and thread is not None:
-            self._turn_started(thread, now)
-
-    def _refuse_dead(self, line: bytes, message: dict[str, Any], now: float) -> None:
-        rpc_id = message["id"]
-        thread = _session_in(message)
-        self._tap(Direction.CLIENT_TO_LIMINAL, Kind.REQUEST, now, line, message, thread, None,
-                  message["method"], rpc_id)
-        self._answer_from_liminal(jsonrpc.id_key(rpc_id), jsonrpc.error_frame(
-            jsonrpc.encode_id(rpc_id, line), jsonrpc.INTERNAL_ERROR, self._gone_why), now,
-            message["method"], thread)
-
-    def _prompt_tapped(self, method: str, kind: Kind, message: dict[str, Any]) -> None:
-        """Rule 10: a client's prompt is about to be tapped; its frame's id is its user message's."""
-        if method == "session/prompt" and kind is Kind.REQUEST and self._ids.stamping:
-            pending = self._owed.client.get(jsonrpc.id_key(message["id"]))
-            if pending is not None:
-                pending.message_id = self._ids.next_id()
-
-    def _client_request(self, line: bytes, message: dict[str, Any], thread: str | None,
-                        now: float) -> tuple[bytes, dict[str, Any]] | None:
-        """Record what the agent owes the client, after the request hooks: the line and message
-        to go on with, or None when a hook kept the request for liminal (``LOCAL``)."""
-        method: str = message["method"]
-        rpc_id = message["id"]
-        key = jsonrpc.id_key(rpc_id)
-        # A string or an integer id is written back exactly from its parsed value; any other (a
-        # float that may be a rounded big integer, an object or array id that JSON-RPC does not
-        # allow but a client sent) keeps its bytes for the answer.
-        exact = None if isinstance(rpc_id, (str, int)) else jsonrpc.encode_id(rpc_id, line)
-        pending = Pending(method, thread, exact)
-        local, amended_line, amended = self._hooks.request(method, message, thread, line, self._out.problems)
-        if local:
-            backing = self._backing_of.get(thread, thread) if thread is not None else None
-            self._owed.local[key] = pending
-            if method == "session/prompt" and self._ids.stamping:
-                pending.message_id = self._ids.next_id()
-            self._out.local.append(LocalRequest(key, method, thread, amended))
-            self._tap(Direction.CLIENT_TO_LIMINAL, Kind.REQUEST, now, line, message, thread, backing, method,
-                      rpc_id)
-            return None
-        self._owed.client[key] = pending
-        return amended_line, amended
-
-    def _hold_back(self, thread: str, line: bytes, message: dict[str, Any]) -> None:
-        if not self._held.add(thread, line, message, self.max_held_per_thread, self.max_held_bytes):
-            self._out.problems.append(f"too many frames held for {thread}; releasing them")
-            self.release(thread)
-
-    def _cancel_held(self, thread: str, now: float) -> None:
-        """A cancel for a held thread: its held prompts never reached the agent; answer them."""
-        for held in self._held.take_prompts(thread):
-            rpc_id = held.message.get("id")
-            key = jsonrpc.id_key(rpc_id)
-            self._owed.client.pop(key, None)
-            line = jsonrpc.result_frame(jsonrpc.encode_id(rpc_id, held.line), b'{"stopReason":"cancelled"}')
-            self._answer_from_liminal(key, line, now, "session/prompt", thread)
-
-    def _turn_started(self, thread_id: str, now: float) -> None:
-        for method, params in self._turn_notices.pop(thread_id, ()) if self._turn_notices else ():
-            self.notify_client(method, params, now)
 
     # ------------------------------------------------------------ agent -> client
 
@@ -749,7 +443,7 @@ class Router:
 
     def _agent_request(self, line: bytes, message: dict[str, Any], now: float) -> None:
         rpc_id = message["id"]
-        backing = _session_in(message)
+        backing = session_in(message)
         if self._places.creates and backing is not None and not self._placed(backing):
             self._wait_unplaced(line, backing, now)  # rule 11: maybe a side session's, not yet answered
             return
@@ -766,12 +460,12 @@ class Router:
         rpc_id = message["id"]
         key = jsonrpc.id_key(rpc_id)
         if isinstance(rpc_id, str) and rpc_id.startswith(OWN_ID_PREFIX) and rpc_id in self._owed.own:
-            self._own_response(line, message, now)
+            self._own.response(line, message, now)
             return
         if isinstance(rpc_id, str) and rpc_id in self._places.creates:
             # A private create given up on (``cancel_own``): its session is still liminal's, ended.
             del self._places.creates[rpc_id]
-            created = _session_in(message, "result")
+            created = session_in(message, "result")
             if created is not None:
                 self._side.open(created)
                 self._side.end(created)
@@ -779,14 +473,12 @@ class Router:
                 self._settle(now)
             return
         pending = self._owed.client.pop(key, None)
-        load = self._loads.answered(key) if pending is not None else None
-        if load is not None:
-            self._end_load(load)
+        load = self._replays.answered(key) if pending is not None else None
         method = pending.method if pending else None
         thread = pending.thread_id if pending else None
         backing = self.backing_of(thread) if thread else None
-        if method in _CREATES_SESSION:
-            created = _session_in(message, "result")
+        if method in CREATES_SESSION:
+            created = session_in(message, "result")
             if created is not None:
                 backing = created
                 thread = self._thread_of.get(created, created)
@@ -812,95 +504,6 @@ class Router:
         self._answer_client(key, out_line)
         self._tap(Direction.AGENT_TO_CLIENT, Kind.RESPONSE, now, line, message, thread, backing, method, rpc_id)
 
-    def _own_response(self, line: bytes, message: dict[str, Any], now: float) -> None:
-        rpc_id = message["id"]
-        own = self._owed.own.pop(rpc_id)
-        created = _session_in(message, "result")
-        if own.private:
-            if created is not None and own.method in _CREATES_SESSION:
-                self._side.open(created)
-            if self._places.creates.pop(rpc_id, None) is not None and self._places.lines:
-                self._settle(now)  # the side session's early lines kept, others forwarded
-            self._out.own_responses.append((rpc_id, message))
-            return
-        if created is not None and own.method in _CREATES_SESSION and own.thread_id is not None:
-            # A session liminal opened for a thread (``/clear``): what the agent says of it from
-            # now on reaches the client under the thread's id, even before the component that
-            # asked binds the thread to it.
-            self.adopt(created, own.thread_id)
-        if created is not None and own.method in _CREATES_SESSION:
-            self._places.known.add(created)  # liminal's, for a thread: not a side session (rule 11)
-            if self._places.lines:
-                self._settle(now)
-        self._out.own_responses.append((rpc_id, message))
-        self._tap(Direction.AGENT_TO_LIMINAL, Kind.RESPONSE, now, line, message, own.thread_id,
-                  created or (self.backing_of(own.thread_id) if own.thread_id else None), own.method, rpc_id)
-
     def _oversized(self, line: Oversized, now: float, *, from_client: bool) -> None:
-        """Rule 6: a line over the cap is dropped; a request's sender gets an error, and so does
-        the client for an answer of the agent's to it (the agent's answers to liminal, dropped)."""
-        found = jsonrpc.recover_top_level(line.head, line.tail)
-        id_json, method, cap = found.get("id"), _loaded(found.get("method")), self._client_framer.max_size
-        method = method if isinstance(method, str) else None
-        self._out.problems.append(f"{'client' if from_client else 'agent'} sent a {line.size}-byte line, "
-                                  f"over the {cap}-byte cap; dropped")
-        self._tap(Direction.CLIENT_TO_AGENT if from_client else Direction.AGENT_TO_CLIENT, Kind.OVERSIZED, now,
-                  line.head, None, None, None, method, None, size=line.size)
-        if id_json is None or (from_client and method is None):
-            return
-        key = jsonrpc.id_key(_loaded(id_json))
-        if method is not None:
-            error = jsonrpc.error_frame(id_json, jsonrpc.INVALID_REQUEST,
-                                        f"request of {line.size} bytes exceeds liminal's limit of {cap} bytes")
-            if from_client:
-                self._answer_from_liminal(key, error, now, method, None)
-            else:
-                self._out.to_agent.append(error)
-                self._tap(Direction.LIMINAL_TO_AGENT, Kind.RESPONSE, now, error, None, None, None, method, None)
-            return
-        pending = self._owed.client.pop(key, None)
-        if pending is not None:
-            load = self._loads.answered(key)
-            if load is not None:
-                self._end_load(load)
-            error = jsonrpc.error_frame(id_json, jsonrpc.INTERNAL_ERROR, f"the agent's answer of {line.size} "
-                                        f"bytes exceeds liminal's limit of {cap} bytes")
-            self._answer_from_liminal(key, error, now, pending.method, None)
-
-    # ----------------------------------------------------------------- helpers
-
-    def _answer_client(self, key: Any, line: bytes) -> None:
-        """Every answer to a client request leaves through here (rule 9 applies to all)."""
-        out = self._takeover.outgoing(key, line) if self._takeover.active else line
-        if out is not None:  # None: the answer to a request of the client that left
-            self._out.client.append(out)
-
-    def _answer_from_liminal(self, key: Any, line: bytes, now: float, method: str | None,
-                             thread: str | None) -> None:
-        self._answer_client(key, line)
-        self._tap(Direction.LIMINAL_TO_CLIENT, Kind.RESPONSE, now, line, None, thread,
-                  self.backing_of(thread) if thread else None, method, None)
-
-    def _tap(self, direction: Direction, kind: Kind, now: float, raw: bytes, message: dict[str, Any] | None,
-             thread: str | None, backing: str | None, method: str | None, rpc_id: Any, *,
-             size: int | None = None) -> None:
-        # Rule 10: every event counts (its sequence number is its frame id's).
-        self._ids.tapped(method, kind is Kind.NOTIFICATION, thread, direction.value, raw, message)
-        if self.tapping:
-            self._out.taps.append(make_event(direction, kind, now, raw, message, self.connection_id, thread,
-                                               backing, method, rpc_id, len(raw) if size is None else size))
-
-
-def _session_in(message: dict[str, Any], member: str = "params") -> str | None:
-    """``message[member].sessionId`` when it is a string (``params`` or ``result``)."""
-    part = message.get(member)
-    session = part.get("sessionId") if isinstance(part, dict) else None
-    return session if isinstance(session, str) else None
-
-
-def _loaded(raw_json: bytes | None) -> Any:
-    """A scalar recovered from an oversized line (``jsonrpc.recover_top_level``), or None."""
-    try:
-        return orjson.loads(raw_json) if raw_json is not None else None
-    except orjson.JSONDecodeError:
-        return None
+        drop_oversized(line, now, from_client=from_client, cap=self._client_framer.max_size, emit=self._emit,
+                       owed=self._owed, answered=self._replays.answered)

@@ -69,6 +69,10 @@ _PARSED_KINDS = {"request", "notification", "response"}
 # A message still growing (a long answer streaming in) is written at most this often; it is
 # complete in the store once it ends. The frames, always written at once, hold it meanwhile.
 OPEN_MESSAGE_SECONDS = 1.0
+# ... and once no frame has come for this long (a pause in the stream, a turn that ends without
+# closing it): an empty spool between two pokes of a trickling stream is not a pause, and writing
+# the whole growing text at each one cost the worker most of its CPU.
+QUIET_SECONDS = 0.2
 TAIL_POLL_SECONDS = 0.1  # a worker looks at its spool this often when not woken
 
 
@@ -185,6 +189,7 @@ class Indexer(Component):
         self._closed = anyio.Event()  # ``aclose`` has finished: session files caught up too
         self._store_down = False
         self._open_written = 0.0
+        self._frames_taken = 0.0  # when ``_commit`` last had frames (``time.monotonic``)
         self.recovered_all = anyio.Event()  # set once spools of stopped processes are replayed
         self._burst = (BurstGate(tuning.yield_bytes_per_second, tuning.yield_max_seconds)
                        if self._tailing and tuning.yield_bytes_per_second is not None else None)
@@ -320,9 +325,9 @@ class Indexer(Component):
                 from_memory = False
             else:
                 self._spilling = False
-                # Quiet now (or closing): write the text still held back.
+                # Quiet for a while (or closing): write the text still held back.
                 if self._deriver.holding and (
-                        self._closing or time.monotonic() - self._open_written >= 0.2):
+                        self._closing or time.monotonic() - self._frames_taken >= QUIET_SECONDS):
                     if not await self._commit([], False, include_open=True):
                         if self._closing:
                             return  # the frames are in the spool; derived again next start
@@ -415,6 +420,8 @@ class Indexer(Component):
             else:
                 self.stats.repeated += 1
         now = time.monotonic()
+        if items:
+            self._frames_taken = now
         include_open = include_open or now - self._open_written >= OPEN_MESSAGE_SECONDS
         if include_open:
             self._open_written = now

@@ -8,7 +8,11 @@ frame rate (docs/benchmarks.md, "index"). Split in two:
 * ``SpoolWriter`` (in ``liminal acp``, a tap subscriber): ``offer`` appends the event to a deque;
   every few milliseconds a flush encodes what accumulated as one block and appends it to the
   spool with one ``writev``, then pokes the worker through its stdin. That is the whole cost on
-  the forwarding side, about a microsecond a frame.
+  the forwarding side, about a microsecond a frame. A block of streamed updates alone pokes at
+  most every ``STREAM_POKE_SECONDS``: the worker then takes a trickling stream in batches of
+  tens of frames rather than a few, at a fraction of the CPU (it shares the proxy's cores). Any
+  other frame (a request, an answer such as a prompt's, which ends the turn; a note) pokes at
+  once, so what a turn said is in the store a few milliseconds after the turn ends.
 * the worker (``python -m liminal.ingest.worker SPOOL_DIR``): an ``Indexer`` tailing that spool
   folder: it derives messages, writes batches to the store, removes what it has stored, watches
   the session files, and replays spools left by processes that died. When its stdin closes (the
@@ -57,7 +61,8 @@ logger = log.get("liminal.ingest.worker")
 WORKER_NICE = 10
 STOP_SECONDS = 5.0  # after SIGTERM: storing what the store takes at once
 EXIT_SECONDS = 3.0  # then a store call under way, before the process exits regardless
-# What a spool row holds (orjson writes the enums as their values), in spool.py's order.
+# Streamed updates alone wake the worker at most this often (it also looks every 100 ms).
+STREAM_POKE_SECONDS = 0.05
 _FIELDS = attrgetter("connection_id", "time", "direction", "kind", "thread_id", "backing_id",
                      "method", "rpc_id", "size")
 _RAW = attrgetter("raw")
@@ -85,13 +90,17 @@ class SpoolWriter(Component):
     frames = Frames.ALL  # every frame is kept
 
     def __init__(self, settings: Settings, *, spool_name: str | None = None,
-                 flush_seconds: float = 0.005, queue_frames: int | None = None,
+                 flush_seconds: float = 0.005, stream_poke_seconds: float = STREAM_POKE_SECONDS,
+                 queue_frames: int | None = None,
                  close_timeout: float = 20.0, worker_argv: list[str] | None = None,
                  shared: SharedIndexing | None = None) -> None:
         self.settings = settings
         self._shared = shared
         self.spool = SpoolDir(settings.home / "spool" / (spool_name or uuid.uuid4().hex))
         self._flush_seconds = flush_seconds
+        self._stream_poke_seconds = stream_poke_seconds
+        self._urgent = False  # a frame that is not a streamed update waits in the queue
+        self._poked = float("-inf")  # when the worker was last poked (``time.monotonic``)
         self._max = queue_frames or settings.store.queue_frames
         self._close_timeout = close_timeout
         self._worker_argv = worker_argv
@@ -114,6 +123,8 @@ class SpoolWriter(Component):
 
     def offer(self, event: FrameEvent) -> None:
         """Queue the frame for the next flush. Never blocks, never raises."""
+        if event.method != "session/update" or event.kind is not Kind.NOTIFICATION:
+            self._urgent = True
         self._take(event, 1)
 
     def offer_run(self, run: FrameRun) -> None:
@@ -216,7 +227,13 @@ class SpoolWriter(Component):
         self._poke()
 
     def _poke(self) -> None:
-        """Tell the worker there is more (best effort: it also looks every 100 ms)."""
+        """Tell the worker there is more (best effort: it also looks every 100 ms); for streamed
+        updates alone, at most every ``stream_poke_seconds``."""
+        now = time.monotonic()
+        if not self._urgent and now - self._poked < self._stream_poke_seconds:
+            return
+        self._urgent = False
+        self._poked = now
         if self._shared is not None:
             self._shared.poke()
             return

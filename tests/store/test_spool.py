@@ -250,3 +250,55 @@ def test_the_spool_writer_stores_a_routers_runs_as_their_events(tmp_path: Path) 
     got, _ = writer.spool.read(10_000)
     assert len(got) == 1 + 40 + 1 + 3
     assert got == [to_record(seq, e) for seq, e in enumerate(out.events)]
+
+
+def test_streamed_updates_alone_poke_the_worker_at_most_every_stream_poke_seconds(tmp_path: Path) -> None:
+    """Every block is written at once (the crash guarantee), but a block of streamed updates
+    alone wakes the worker only past ``stream_poke_seconds`` since the last poke; a block with
+    any other frame (the prompt, its answer: the turn's end) wakes it at once."""
+    from liminal import config
+    from liminal.acp.events import FrameRun
+    from liminal.acp.router import Router
+    from liminal.ingest.worker import SpoolWriter
+
+    class Shared:
+        pokes = 0
+
+        def attach(self, spool: Path) -> None:
+            pass
+
+        def poke(self) -> None:
+            self.pokes += 1
+
+        async def drained(self, spool: Path, timeout: float) -> bool:
+            return True
+
+    router = Router(max_frame_bytes=1 << 20, connection_id="conn")
+    chunk = (b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":'
+             b'{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"%d"}}}}\n')
+    router.receive_from_client(b'{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":'
+                               b'{"sessionId":"s","prompt":[]}}\n', 1.0)
+    prompt = router.take().taps
+    reads = []
+    for n in range(3):
+        router.receive_from_agent(b"".join(chunk % i for i in range(n * 10, n * 10 + 10)), 2.0 + n)
+        reads.append(router.take().taps)
+    router.receive_from_agent(b'{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}\n', 9.0)
+    answer = router.take().taps
+    assert all(isinstance(tap, FrameRun) for taps in reads for tap in taps)
+
+    def spooled(stream_poke_seconds: float) -> list[int]:
+        shared = Shared()
+        writer = SpoolWriter(config.load({"home": tmp_path}), spool_name=f"p{stream_poke_seconds}",
+                             stream_poke_seconds=stream_poke_seconds, shared=shared)
+        pokes = []
+        for taps in (prompt, *reads, answer):
+            for tap in taps:
+                writer.offer_run(tap) if isinstance(tap, FrameRun) else writer.offer(tap)
+            writer.flush()
+            pokes.append(shared.pokes)
+        assert writer.spooled == 1 + 30 + 1
+        return pokes
+
+    assert spooled(3600.0) == [1, 1, 1, 1, 2]  # the prompt, then only the turn's end
+    assert spooled(0.0) == [1, 2, 3, 4, 5]
