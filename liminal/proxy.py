@@ -329,7 +329,6 @@ class Proxy:
         components: Sequence[Component] = (),
         client: ClientSide | None = None,
         agent_env: dict[str, str] | None = None,
-        agent_cwd: str | None = None,
         connection_id: str | None = None,
         watch_signals: bool = True,
         restart_agent: bool = False,
@@ -372,7 +371,7 @@ class Proxy:
                     for method in methods:
                         self._local_by_method.setdefault(method, component.local_requested)
         self.client = client or ClientLeg()
-        self.agent = AgentLeg(agent_argv, env=agent_env, cwd=agent_cwd)
+        self.agent = AgentLeg(agent_argv, env=agent_env)
         self.own_waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._client_eof = asyncio.Event()
         self._agent_eof = asyncio.Event()
