@@ -1,0 +1,105 @@
+"""Two live sidecars on one thread: nothing either answered is lost, the lineage never forks.
+
+Sidecars A and B are two ``liminal acp`` with their own HOME and ``$LIMINAL_HOME`` (as two
+machines would be) recording into one store (one SQLite file) and sharing one Redis. A opens a
+thread; B loads it while A is still connected; then A and B prompt it in turn, under thresholds
+that move it several times. Every prompt is answered on both. The store's lineage of the thread
+is one line (no move from a session the thread had already moved on from), and a third sidecar
+C that loads the thread afterwards sends the model every turn A and B answered, in order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+
+import anyio
+import pytest
+
+from fixtures.harness import Adapter, Rig, Scenario, Shell
+from fixtures.harness.adapters import Home
+from liminal.harness.known import find_session_file
+from liminal.kernel.journal import SwapJournal
+from tests.acceptance.conftest import adapter_fixture
+from tests.acceptance.test_recall import command, said
+from tests.acceptance.test_two_hosts import client_of, host, stored
+from tests.support.mongo import recorded
+
+adapter = adapter_fixture(["claude-agent", "codex-agent"])
+REDIS_URL = os.environ.get("LIMINAL_TEST_REDIS_URL", "")
+pytestmark = pytest.mark.skipif(not REDIS_URL, reason="LIMINAL_TEST_REDIS_URL is not set")
+TURNS = 24  # A says the even ones, B the odd ones
+
+
+def scenario() -> Scenario:
+    script = Scenario()
+    for n in range(TURNS):
+        script.add(f"step{n:02d}", Shell(command(n), f"Read part {n:02d}"), f"read part {n:02d}")
+    return script.add("FINAL", "the final answer")
+
+
+def configure(home: Home, store: str, high: int, target: int) -> None:
+    home.liminal_home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    (home.liminal_home / "config.toml").write_text(
+        f"[swap]\nhigh_tokens = {high}\ntarget_tokens = {target}\nhold_timeout_seconds = 60\n"
+        "[gradient]\nrecent_tokens = 600\nmiddle_tokens = 4000\nsummary_tokens = 600\n"
+        f'[store]\nurl = "{store}"\n[cache]\nurl = "{REDIS_URL}"\n')
+
+
+def lineage_in_store(liminal_home: Any, thread: str) -> list[str]:
+    async def read() -> list[str]:
+        with anyio.fail_after(120):
+            async with recorded(liminal_home) as store:
+                from liminal.kernel.whereabouts import store_lineage
+
+                return await store_lineage(store, thread)
+
+    return anyio.run(read)
+
+
+def moves_of(journal: SwapJournal, thread: str) -> list[tuple[str, str]]:
+    return [(r.old_backing_id, r.new_backing_id or "") for r in journal.records(thread)
+            if r.outcome == "committed"]
+
+
+def test_two_live_sidecars_prompting_one_thread_in_turn_lose_nothing(adapter: Adapter, rig: Rig) -> None:
+    base = rig.overhead()
+    rig.server.script = scenario()
+    project = rig.home.project
+    store = f"sqlite://{rig.home.root / 'shared.db'}"
+    a, b, c = rig.home, host(rig, "b"), host(rig, "c")
+    for home in (a, b):
+        configure(home, store, base + 7_000, base + 4_000)
+    answered: list[int] = []
+    with client_of(a, rig, "a") as on_a, client_of(b, rig, "b") as on_b:
+        on_a.initialize()
+        thread = on_a.new_session(project)["sessionId"]
+        assert "read part 00" in said(on_a, thread, "step00 please")
+        answered.append(0)
+        path = find_session_file(thread, str(project), a.env())
+        assert path is not None
+        stored(a.liminal_home, thread, thread, path.read_bytes(), "step00 please")
+        on_b.initialize()
+        on_b.load_session(thread, project, timeout=120)  # while A is still connected
+        for n in range(1, TURNS):
+            client = on_b if n % 2 else on_a
+            assert f"read part {n:02d}" in said(client, thread, f"step{n:02d} please")
+            answered.append(n)
+    # Every move went from where the thread was: no two from one session.
+    moves = moves_of(SwapJournal(a.liminal_home / "swaps.jsonl"), thread) + \
+        moves_of(SwapJournal(b.liminal_home / "swaps.jsonl"), thread)
+    assert moves, (a.logs, b.logs)
+    froms = [old for old, _ in moves]
+    assert len(froms) == len(set(froms)), ("the lineage forked", moves)
+
+    # A third sidecar loads the thread: the model is sent every turn A and B answered, in order.
+    configure(c, store, 10_000_000, base + 2_500)
+    with client_of(c, rig, "c") as on_c:
+        on_c.initialize()
+        on_c.load_session(thread, project, timeout=120)
+        said(on_c, thread, "FINAL please")
+    asked = next(v for v in reversed(rig.server.views()) if "FINAL" in v.last_user_text)
+    order = [int(n) for n in re.findall(r"step(\d\d) please", json.dumps(asked.body))]
+    assert order == answered, (order, moves, lineage_in_store(a.liminal_home, thread), a.logs, b.logs)
