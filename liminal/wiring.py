@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from liminal.config import Settings
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Awaitable, Callable, Sequence
 
     from liminal.ingest.shared import SharedWorker
     from liminal.proxy import Component, Proxy
@@ -50,9 +50,11 @@ def components(settings: Settings, config_file: Path | None = None,
     # worker has not yet: a `/memo` as the first words to a new install was "no store".
     opener = (lambda: open_store(settings, create=True)) if settings.store.index else None
     shared = None
-    if opener is not None and settings.store.url.startswith(("mongodb://", "mongodb+srv://")):
-        # A store several sidecars share: where a thread is, is its word (docs/architecture.md,
-        # "Where a thread is"); a claim older than a lease's life is a dead sidecar's.
+    if opener is not None:
+        # Any store may be shared by several sidecars (MongoDB across machines, one SQLite file
+        # by two homes): where a thread is, is its word, and a move commits only from the
+        # session the store has the thread on (docs/architecture.md, "Where a thread is"); a
+        # claim older than a lease's life is a dead sidecar's.
         from liminal.ingest import quarantine
         from liminal.kernel.storejournal import StoreJournal
 
@@ -132,17 +134,26 @@ async def run_proxy(argv: list[str], settings: Settings, config_file: Path | Non
                     watch_signals: bool = True, restart_agent: bool = False,
                     leading: Sequence[Component] = (),
                     on_proxy: Callable[[Proxy], None] | None = None,
-                    index_worker: SharedWorker | None = None) -> int:
+                    index_worker: SharedWorker | None = None,
+                    take_thread: Callable[[str], Awaitable[bool]] | None = None) -> int:
     """One proxy with its components in front of one agent process, until the client leaves or
     the agent dies: ``liminal acp`` on stdio, and ``liminal serve`` per WebSocket connection
     (``on_proxy`` is told of the proxy before it runs). ``leading``: the caller's components,
     put first, so that they close before the index worker drains (``liminal serve``'s
     thread locks: ``liminal.serve.locks.LockRelease``). ``index_worker``: the one index worker
     this proxy's spool goes to (``liminal serve``'s, shared by its connections); without it,
-    the proxy starts a worker of its own."""
+    the proxy starts a worker of its own. ``take_thread``: takes the lock of each thread a
+    client opens (``liminal acp``'s ``thread_locks``; ``liminal serve`` locks them per connection
+    itself)."""
     from liminal.proxy import Proxy
 
     extra = components(settings, config_file, argv)
+    if take_thread is not None:
+        from liminal.kernel.commands import CommandCenter
+
+        for component in extra:
+            if isinstance(component, CommandCenter):
+                component.take_thread = take_thread
     options: dict[str, Any] = {"client": client, "connection_id": connection_id,
                                "watch_signals": watch_signals, "restart_agent": restart_agent}
     def made(proxy: Proxy) -> Proxy:

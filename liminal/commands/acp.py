@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from liminal.config import Settings
+
+if TYPE_CHECKING:
+    from liminal.acp.port import Component
 
 HELP = "run as an ACP agent: spawn AGENT_COMMAND and proxy every frame"
 
@@ -57,6 +61,8 @@ def agent_command(args: argparse.Namespace, command: str) -> list[str] | None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
+    import functools
+
     import anyio
 
     from liminal.proxy import tune_gc
@@ -73,4 +79,34 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             "waiting for an ACP client on stdin: an editor starts liminal acp and speaks to it "
             "(to try it without one: README, \"Try it without an editor\"); Ctrl-D ends")
     config_file = getattr(args, "config", None)
-    return anyio.run(run_proxy, argv, settings, config_file, backend="asyncio")
+    locks, release = thread_locks(settings)
+    return anyio.run(functools.partial(run_proxy, leading=release, take_thread=locks), argv, settings,
+                     config_file, backend="asyncio")
+
+
+def thread_locks(settings: Settings) -> tuple[Callable[[str], Awaitable[bool]] | None, list[Component]]:
+    """One live sidecar per thread among those on one store: the command center takes the lock
+    of each thread a client opens or makes, and a load of a thread another live liminal has open
+    is refused, saying so (docs/operations.md, "Two sidecars, one thread"). The lock is
+    ``liminal serve``'s (``liminal.serve.locks``): a file lock where every sidecar on the store
+    finds it (the home, or beside a SQLite file the home does not hold) and, with a Redis
+    ``cache.url``, a Redis lock (sidecars on several machines). Released as the proxy closes,
+    ahead of its index worker. Returns the take and the component that releases; none without
+    a store (nothing another sidecar could share)."""
+    import contextlib
+
+    from liminal.serve.locks import LockRelease, ThreadLocks
+    from liminal.store.base import sqlite_path
+    from liminal.store.cache import redis_url_of
+
+    if not settings.store.index:
+        return None, []
+    folder = settings.home
+    if not settings.store.url.startswith(("mongodb://", "mongodb+srv://")):
+        shared = sqlite_path(settings)
+        if shared.parent != settings.home:  # homes that share the file find its locks beside it
+            folder = shared.with_name(shared.name + ".threads")
+            with contextlib.suppress(OSError):  # else taking a lock says why
+                folder.mkdir(mode=0o700, exist_ok=True)
+    locks = ThreadLocks(folder, redis_url_of(settings.cache.url))
+    return locks.try_take, [LockRelease(locks)]

@@ -81,6 +81,13 @@ COMMANDS: dict[str, tuple[str | None, str]] = {
 # The commands that cut, rewrite or copy the thread's context where this liminal has it:
 # refused when another sidecar on the store has moved the thread since (``_not_moved_elsewhere``).
 ON_CONTEXT = ("clear", "undo", "fork", "optimise")
+# A load waits this long for another liminal's lock of the thread: past a Redis lock's life
+# (``liminal.serve.locks.REDIS_TTL_MS``), so a lock a dead sidecar left does not refuse it.
+LOCK_WAIT_SECONDS = 35.0
+LOCK_RETRY_SECONDS = 0.5
+HELD_ELSEWHERE = ("this thread is open in another liminal on the same store (another editor or "
+                  "machine): close it there, then load it here; each would go on from its own "
+                  "copy of the conversation and lose the other's turns")
 RECALIBRATE_SECONDS = 10.0  # /context waits at most this long for an opened thread's pace
 
 # What the model may ask for through its ``slash`` tool (``liminal.mcp.tools.SLASH``).
@@ -169,6 +176,9 @@ class CommandCenter(Component):
         # Until what a new liminal learns again of an opened thread's pace is in (``Recalibrator``).
         self.recalibrated: Callable[[str], Awaitable[None]] | None = None
         self._background: anyio.abc.TaskGroup | None = None  # the sweeps of deleted threads' files
+        # Take a thread's lock for as long as this liminal runs (``wiring.thread_locks``, for
+        # ``liminal acp``); False: another live liminal has it open. None: no locks here.
+        self.take_thread: Callable[[str], Awaitable[bool]] | None = None
         self._deleted: list[delete.Deleted] = []
 
     @property
@@ -192,7 +202,14 @@ class CommandCenter(Component):
 
     def result_hooks(self) -> list[tuple[tuple[str, ...], Callable[[str, dict[str, Any]], dict[str, Any] | None]]]:
         # What liminal answers for the agent, in its capabilities (``liminal.kernel.delete``).
-        return [(("initialize",), lambda method, result: delete.advertise(result))]
+        return [(("initialize",), lambda method, result: delete.advertise(result)),
+                (("session/new",), self._new_thread)]
+
+    def _new_thread(self, method: str, result: dict[str, Any]) -> None:
+        """A thread the client's ``session/new`` made is locked as one it loads is (``_held_elsewhere``)."""
+        thread = result.get("sessionId")
+        if self.take_thread is not None and isinstance(thread, str) and self._background is not None:
+            self._background.start_soon(self._held_elsewhere, thread)
 
     def _open_hook(self, method: str, message: dict[str, Any], thread: str | None) -> Local | None:
         """A load or resume: kept whenever a store is configured, to be decided once the store
@@ -366,6 +383,11 @@ class CommandCenter(Component):
         thread = request.thread_id or ""
         store: Store | None = None
         later = None
+        if await self._held_elsewhere(thread):
+            from liminal.acp import jsonrpc
+
+            port.answer_local(request.key, error=(jsonrpc.INTERNAL_ERROR, HELD_ELSEWHERE))
+            return
         self._abandon_dead(thread)
         if self._open_store is not None:
             asked = await whereabouts.ask_store(self.store, thread, self._background)
@@ -389,6 +411,26 @@ class CommandCenter(Component):
             await restore.restore(port, self.mover, self.harness, store, request)
         else:
             port.forward_local(request.key, request.method, reopen.params_of(request.message))
+
+    async def _held_elsewhere(self, thread: str) -> bool:
+        """Whether another live liminal has ``thread`` open (its lock, ``take_thread``), after
+        waiting up to ``LOCK_WAIT_SECONDS`` for it to let go; else the lock is this one's until
+        it stops. Two live sidecars on one thread would each go on from their own copy of its
+        session, and the turns of one would be missing from the other's (docs/operations.md,
+        "Two sidecars, one thread"). A lock that cannot be taken for another reason (its folder
+        not writable) is said and stops nothing."""
+        if self.take_thread is None or not thread:
+            return False
+        try:
+            with anyio.move_on_after(LOCK_WAIT_SECONDS):
+                while not await self.take_thread(thread):  # noqa: ASYNC110 (held in Redis: no event to wait on)
+                    await anyio.sleep(LOCK_RETRY_SECONDS)
+                return False
+        except Exception as exc:
+            logger.warning("thread lock not taken", thread=thread, error=f"{type(exc).__name__}: {exc}")
+            return False
+        logger.warning("a thread another liminal has open refused", thread=thread)
+        return True
 
     def _moving_here(self, port: Port, thread: str) -> bool:
         state = self.model.threads.get(thread)

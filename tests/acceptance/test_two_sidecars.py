@@ -19,18 +19,20 @@ import anyio
 import pytest
 
 from fixtures.harness import Adapter, Rig, Scenario, Shell
+from fixtures.harness.acp_client import AcpError
 from fixtures.harness.adapters import Home
 from liminal.harness.known import find_session_file
 from liminal.kernel.journal import SwapJournal
+from liminal.lookup.sessionlines import stored_lines
 from tests.acceptance.conftest import adapter_fixture
 from tests.acceptance.test_recall import command, said
-from tests.acceptance.test_two_hosts import client_of, host, stored
+from tests.acceptance.test_two_hosts import client_of, host
 from tests.support.mongo import recorded
 
 adapter = adapter_fixture(["claude-agent", "codex-agent"])
 REDIS_URL = os.environ.get("LIMINAL_TEST_REDIS_URL", "")
 pytestmark = pytest.mark.skipif(not REDIS_URL, reason="LIMINAL_TEST_REDIS_URL is not set")
-TURNS = 24  # A says the even ones, B the odd ones
+TURNS = 24
 
 
 def scenario() -> Scenario:
@@ -64,7 +66,48 @@ def moves_of(journal: SwapJournal, thread: str) -> list[tuple[str, str]]:
             if r.outcome == "committed"]
 
 
-def test_two_live_sidecars_prompting_one_thread_in_turn_lose_nothing(adapter: Adapter, rig: Rig) -> None:
+ROUNDS = ((0, 6), (6, 12), (12, 18), (18, 24))  # A, B, A, B: the steps each says
+
+
+def handed_over(home: Home, thread: str, project: Any, prompt: str) -> None:
+    """What ``home`` wrote is in the store (every line of the session the store has the thread
+    on, as on ``home``'s disk, and the turn of ``prompt``) before the other loads the thread."""
+
+    async def check(store: Any) -> str | None:
+        from liminal.kernel.whereabouts import store_lineage
+
+        tip = (await store_lineage(store, thread))[-1]
+        path = find_session_file(tip, str(project), home.env())
+        if path is None:
+            return f"no file of {tip}"
+        try:
+            lines = await stored_lines(store, tip)
+        except Exception as exc:
+            return f"lines: {exc}"
+        if b"".join(line + b"\n" for line in lines) != path.read_bytes():
+            return "lines differ"
+        if not any(prompt in m.text for m in await store.messages(thread, kind="user")):
+            return "no prompt"
+        return None
+
+    async def wait() -> None:
+        with anyio.fail_after(120):
+            async with recorded(home.liminal_home) as store:
+                while (why := await check(store)) is not None:
+                    last[0] = why
+                    await anyio.sleep(0.2)
+
+    last = [""]
+    try:
+        anyio.run(wait)
+    except TimeoutError:
+        raise AssertionError(f"the store never had what {home.root.name} wrote: {last[0]}") from None
+
+
+def test_two_live_sidecars_on_one_thread_lose_nothing(adapter: Adapter, rig: Rig) -> None:
+    """B's load while A has the thread open is refused, saying why (A's lock, in Redis and
+    beside the store's file); then A and B take the thread in turn, each moving it from where
+    the other left it, and C is sent every turn either answered, in order."""
     base = rig.overhead()
     rig.server.script = scenario()
     project = rig.home.project
@@ -73,26 +116,36 @@ def test_two_live_sidecars_prompting_one_thread_in_turn_lose_nothing(adapter: Ad
     for home in (a, b):
         configure(home, store, base + 7_000, base + 4_000)
     answered: list[int] = []
-    with client_of(a, rig, "a") as on_a, client_of(b, rig, "b") as on_b:
+    with client_of(a, rig, "a1") as on_a, client_of(b, rig, "b1") as on_b:
         on_a.initialize()
         thread = on_a.new_session(project)["sessionId"]
         assert "read part 00" in said(on_a, thread, "step00 please")
         answered.append(0)
-        path = find_session_file(thread, str(project), a.env())
-        assert path is not None
-        stored(a.liminal_home, thread, thread, path.read_bytes(), "step00 please")
         on_b.initialize()
-        on_b.load_session(thread, project, timeout=120)  # while A is still connected
-        for n in range(1, TURNS):
-            client = on_b if n % 2 else on_a
-            assert f"read part {n:02d}" in said(client, thread, f"step{n:02d} please")
+        with pytest.raises(AcpError, match="open in another liminal"):
+            on_b.load_session(thread, project, timeout=120)  # while A is still connected
+        for n in range(1, ROUNDS[0][1]):
+            assert f"read part {n:02d}" in said(on_a, thread, f"step{n:02d} please")
             answered.append(n)
-    # Every move went from where the thread was: no two from one session.
-    moves = moves_of(SwapJournal(a.liminal_home / "swaps.jsonl"), thread) + \
-        moves_of(SwapJournal(b.liminal_home / "swaps.jsonl"), thread)
-    assert moves, (a.logs, b.logs)
+    handed_over(a, thread, project, f"step{ROUNDS[0][1] - 1:02d} please")
+    for turn, (first, end) in enumerate(ROUNDS[1:], 1):
+        home = b if turn % 2 else a
+        with client_of(home, rig, f"{'ba'[turn % 2 == 0]}{turn}") as client:
+            client.initialize()
+            client.load_session(thread, project, timeout=120)
+            for n in range(first, end):
+                assert f"read part {n:02d}" in said(client, thread, f"step{n:02d} please")
+                answered.append(n)
+        handed_over(home, thread, project, f"step{end - 1:02d} please")
+
+    # Every move went from where the thread was: one line of sessions, both sidecars' moves on it.
+    moves = sorted(moves_of(SwapJournal(a.liminal_home / "swaps.jsonl"), thread)
+                   + moves_of(SwapJournal(b.liminal_home / "swaps.jsonl"), thread))
+    lineage = lineage_in_store(a.liminal_home, thread)
+    assert moves_of(SwapJournal(b.liminal_home / "swaps.jsonl"), thread), (b.logs, lineage)
     froms = [old for old, _ in moves]
     assert len(froms) == len(set(froms)), ("the lineage forked", moves)
+    assert [thread, *(new for _, new in sorted(moves, key=lambda m: lineage.index(m[1])))] == lineage
 
     # A third sidecar loads the thread: the model is sent every turn A and B answered, in order.
     configure(c, store, 10_000_000, base + 2_500)
@@ -102,4 +155,4 @@ def test_two_live_sidecars_prompting_one_thread_in_turn_lose_nothing(adapter: Ad
         said(on_c, thread, "FINAL please")
     asked = next(v for v in reversed(rig.server.views()) if "FINAL" in v.last_user_text)
     order = [int(n) for n in re.findall(r"step(\d\d) please", json.dumps(asked.body))]
-    assert order == answered, (order, moves, lineage_in_store(a.liminal_home, thread), a.logs, b.logs)
+    assert order == answered, (order, moves, lineage, a.logs, b.logs)
