@@ -405,6 +405,14 @@ class CommandCenter(Component):
         # only without them is it reopened empty.
         empty = reopen.without_file(port, self.harness, self.journal, thread, request.message) \
             or await self._opened_empty_elsewhere(thread, request.message)
+        if later is None and not empty and store is not None:
+            # The thread where this liminal had it, its file here: another sidecar may have
+            # gone on on the same session since (``restore.catch_up``).
+            behind = await restore.catch_up(store, self.harness, port.backing_of(thread),
+                                            restore.cwd_of(request.message))
+            if behind is not None:
+                logger.warning("session file here not brought up to the store's", thread=thread,
+                               session=port.backing_of(thread), reason=behind)
         if empty and not await restore.stored_whole(store, port.backing_of(thread)):
             await reopen.reopen(port, self.mover, store, request)
         elif later is not None or restore.file_missing(port, self.harness, thread, request.message):
