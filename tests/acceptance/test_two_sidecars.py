@@ -1,11 +1,13 @@
-"""Two live sidecars on one thread: nothing either answered is lost, the lineage never forks.
+"""Two sidecars on one thread: nothing either answered is lost, the lineage never forks.
 
 Sidecars A and B are two ``liminal acp`` with their own HOME and ``$LIMINAL_HOME`` (as two
 machines would be) recording into one store (one SQLite file) and sharing one Redis. A opens a
-thread; B loads it while A is still connected; then A and B prompt it in turn, under thresholds
-that move it several times. Every prompt is answered on both. The store's lineage of the thread
-is one line (no move from a session the thread had already moved on from), and a third sidecar
-C that loads the thread afterwards sends the model every turn A and B answered, in order.
+thread; B's load of it while A has it open is refused, saying why (on main it was answered, and
+the two then moved the thread from one session: the lineage forked and a third sidecar was sent
+one branch). Then A and B take the thread in turn under thresholds that move it on both: every
+move from where the other left it, and a third sidecar C that loads the thread afterwards sends
+the model every turn A and B answered, in order. And with no move: a sidecar that loads the
+thread again with its own older file of the session opens what the other added to it.
 """
 
 from __future__ import annotations
@@ -59,6 +61,14 @@ def lineage_in_store(liminal_home: Any, thread: str) -> list[str]:
                 return await store_lineage(store, thread)
 
     return anyio.run(read)
+
+
+def steps_sent(rig: Rig, word: str) -> list[int]:
+    """The steps whose prompts the model was sent with the last prompt saying ``word``, in order
+    (each once: Codex's request may say one prompt twice where a rewrite's history meets its
+    live turns)."""
+    asked = next(v for v in reversed(rig.server.views()) if word in v.last_user_text)
+    return list(dict.fromkeys(int(n) for n in re.findall(r"step(\d\d) please", json.dumps(asked.body))))
 
 
 def moves_of(journal: SwapJournal, thread: str) -> list[tuple[str, str]]:
@@ -153,9 +163,7 @@ def test_two_live_sidecars_on_one_thread_lose_nothing(adapter: Adapter, rig: Rig
         on_c.initialize()
         on_c.load_session(thread, project, timeout=120)
         said(on_c, thread, "FINAL please")
-    asked = next(v for v in reversed(rig.server.views()) if "FINAL" in v.last_user_text)
-    # (Codex's request may say one prompt twice where a rewrite's history meets its live turns.)
-    order = list(dict.fromkeys(int(n) for n in re.findall(r"step(\d\d) please", json.dumps(asked.body))))
+    order = steps_sent(rig, "FINAL")
     assert order == answered, (order, moves, lineage, a.logs, b.logs)
 
 
@@ -187,7 +195,6 @@ def test_a_sidecar_with_an_older_file_of_the_session_opens_what_the_other_added(
         client.initialize()
         client.load_session(thread, project, timeout=120)
         said(client, thread, "step04 please")
-    asked = next(v for v in reversed(rig.server.views()) if "step04" in v.last_user_text)
-    order = list(dict.fromkeys(int(n) for n in re.findall(r"step(\d\d) please", json.dumps(asked.body))))
+    order = steps_sent(rig, "step04")
     assert order == [0, 1, 2, 3, 4], (order, a.logs, b.logs)
     handed_over(a, thread, project, "step04 please")  # the store's lines are A's file, whole
