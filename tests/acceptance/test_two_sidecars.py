@@ -13,8 +13,11 @@ thread again with its own older file of the session opens what the other added t
 from __future__ import annotations
 
 import json
-import os
 import re
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -29,11 +32,10 @@ from liminal.lookup.sessionlines import stored_lines
 from tests.acceptance.conftest import adapter_fixture
 from tests.acceptance.test_recall import command, said
 from tests.acceptance.test_two_hosts import client_of, host
-from tests.support.mongo import recorded
+from tests.support.mongo import MONGO_SOCKET_URL, MONGO_URL, fresh_database_sync, recorded
 
 adapter = adapter_fixture(["claude-agent", "codex-agent"])
-REDIS_URL = os.environ.get("LIMINAL_TEST_REDIS_URL", "")
-pytestmark = pytest.mark.skipif(not REDIS_URL, reason="LIMINAL_TEST_REDIS_URL is not set")
+pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="no redis-server")
 TURNS = 24
 
 
@@ -44,12 +46,34 @@ def scenario() -> Scenario:
     return script.add("FINAL", "the final answer")
 
 
-def configure(home: Home, store: str, high: int, target: int) -> None:
+@pytest.fixture
+def redis(rig: Rig) -> Iterator[str]:
+    """A Redis of the test's own on a Unix socket: the sidecars run in loopback-only network
+    namespaces (``fixtures/harness/sandbox.py``), where no TCP port outside is reachable, and a
+    socket file is."""
+    folder = rig.home.root / "redis"
+    folder.mkdir(mode=0o700)
+    sock = folder / "redis.sock"
+    server = subprocess.Popen(["redis-server", "--port", "0", "--unixsocket", str(sock), "--unixsocketperm",
+                               "700", "--save", "", "--appendonly", "no", "--dir", str(folder)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not sock.exists():
+            assert server.poll() is None and time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.05)
+        yield f"unix://{sock}"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def configure(home: Home, store: str, high: int, target: int, redis: str) -> None:
     home.liminal_home.mkdir(mode=0o700, parents=True, exist_ok=True)
     (home.liminal_home / "config.toml").write_text(
         f"[swap]\nhigh_tokens = {high}\ntarget_tokens = {target}\nhold_timeout_seconds = 60\n"
         "[gradient]\nrecent_tokens = 600\nmiddle_tokens = 4000\nsummary_tokens = 600\n"
-        f'[store]\nurl = "{store}"\n[cache]\nurl = "{REDIS_URL}"\n')
+        f'[store]\nurl = "{store}"\n[cache]\nurl = "{redis}"\n')
 
 
 def lineage_in_store(liminal_home: Any, thread: str) -> list[str]:
@@ -114,17 +138,28 @@ def handed_over(home: Home, thread: str, project: Any, prompt: str) -> None:
         raise AssertionError(f"the store never had what {home.root.name} wrote: {last[0]}") from None
 
 
-def test_two_live_sidecars_on_one_thread_lose_nothing(adapter: Adapter, rig: Rig) -> None:
-    """B's load while A has the thread open is refused, saying why (A's lock, in Redis and
-    beside the store's file); then A and B take the thread in turn, each moving it from where
-    the other left it, and C is sent every turn either answered, in order."""
+@pytest.fixture(params=["sqlite", pytest.param("mongodb", marks=pytest.mark.skipif(
+    not (MONGO_URL and MONGO_SOCKET_URL), reason="LIMINAL_TEST_MONGO_URL and ..._SOCKET_URL are not set"))])
+def store(request: pytest.FixtureRequest, rig: Rig) -> Iterator[str]:
+    """The ``store.url`` the sidecars share: one SQLite file, or one MongoDB (FerretDB)."""
+    if request.param == "sqlite":
+        yield f"sqlite://{rig.home.root / 'shared.db'}"
+    else:
+        with fresh_database_sync(base=MONGO_SOCKET_URL) as url:
+            yield url
+
+
+def test_two_live_sidecars_on_one_thread_lose_nothing(adapter: Adapter, rig: Rig, store: str,
+                                                      redis: str) -> None:
+    """B's load while A has the thread open is refused, saying why (A's lock: in Redis, and
+    beside a SQLite store's file); then A and B take the thread in turn, each moving it from
+    where the other left it, and C is sent every turn either answered, in order."""
     base = rig.overhead()
     rig.server.script = scenario()
     project = rig.home.project
-    store = f"sqlite://{rig.home.root / 'shared.db'}"
     a, b, c = rig.home, host(rig, "b"), host(rig, "c")
     for home in (a, b):
-        configure(home, store, base + 7_000, base + 4_000)
+        configure(home, store, base + 7_000, base + 4_000, redis)
     answered: list[int] = []
     with client_of(a, rig, "a1") as on_a, client_of(b, rig, "b1") as on_b:
         on_a.initialize()
@@ -158,17 +193,19 @@ def test_two_live_sidecars_on_one_thread_lose_nothing(adapter: Adapter, rig: Rig
     assert [thread, *(new for _, new in sorted(moves, key=lambda m: lineage.index(m[1])))] == lineage
 
     # A third sidecar loads the thread: the model is sent every turn A and B answered, in order.
-    configure(c, store, 10_000_000, base + 2_500)
+    configure(c, store, 10_000_000, base + 2_500, redis)
     with client_of(c, rig, "c") as on_c:
         on_c.initialize()
         on_c.load_session(thread, project, timeout=120)
         said(on_c, thread, "FINAL please")
     order = steps_sent(rig, "FINAL")
     assert order == answered, (order, moves, lineage, a.logs, b.logs)
+    logs = "".join(p.read_text() for home in (a, b) for p in home.logs.glob("stderr-*-liminal.log"))
+    assert "Redis does not answer" not in logs  # the locks and leases were Redis's too
 
 
 def test_a_sidecar_with_an_older_file_of_the_session_opens_what_the_other_added(
-        adapter: Adapter, rig: Rig) -> None:
+        adapter: Adapter, rig: Rig, redis: str) -> None:
     """No move: A and B take the thread in turn on its one session. A's file of it is older than
     the store's when A loads it again (B's turns are in the store, not on A's disk): the load
     writes it from the store, so the model is sent B's turns too, and the store keeps one line of
@@ -178,7 +215,7 @@ def test_a_sidecar_with_an_older_file_of_the_session_opens_what_the_other_added(
     store = f"sqlite://{rig.home.root / 'shared.db'}"
     a, b = rig.home, host(rig, "b")
     for home in (a, b):
-        configure(home, store, 10_000_000, 5_000_000)
+        configure(home, store, 10_000_000, 5_000_000, redis)
     with client_of(a, rig, "a1") as client:
         client.initialize()
         thread = client.new_session(project)["sessionId"]
