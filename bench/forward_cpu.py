@@ -54,11 +54,11 @@ def main() -> int:
 
     def client(line: bytes) -> None:
         router.receive_from_client(line + b"\n", 1.0)
-        supervisor.offer(router.take().events)
+        supervisor.offer(router.take().taps)
 
     def agent(data: bytes) -> None:
         router.receive_from_agent(data, 1.0)
-        supervisor.offer(router.take().events)
+        supervisor.offer(router.take().taps)
 
     client(b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}')
     agent(b'{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}\n')

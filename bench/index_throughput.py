@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from liminal.acp.port import Component, Frames  # noqa: E402
-from liminal.ingest.indexer import Indexer  # noqa: E402
+from liminal.ingest.indexer import Indexer, Tuning  # noqa: E402
 from liminal.store.sqlite import SqliteStore  # noqa: E402
 from tests.store.streams import stream  # noqa: E402
 
@@ -44,7 +44,7 @@ async def indexer_rate(n: int, home: Path) -> tuple[float, float]:
     store = await SqliteStore.open(home / "liminal.db")
     events = list(stream(n, pad=100))
     size = sum(len(e.raw) for e in events)
-    indexer = Indexer(store, home / "spool", queue_frames=n + 1)
+    indexer = Indexer(store, home / "spool", tuning=Tuning(queue_frames=n + 1))
     async with anyio.create_task_group() as tg:
         tg.start_soon(indexer.run)
         start = time.perf_counter()

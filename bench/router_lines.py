@@ -9,7 +9,9 @@ compared to a few percent on a busy machine: run it with each tree first on ``PY
 Cases: a streamed ``agent_message_chunk`` of about 300 bytes in the canonical form the adapters
 write (read from its bytes), for a thread that never moved ("same id") and for one that did
 (its session id rewritten); with an update hook installed, as the command center has; without
-taps; and the same update with its members in another order, which is parsed.
+taps; and the same update with its members in another order, which is parsed. 64 canonical
+lines of one session and kind are one run (``liminal.acp.runs``: routed whole), so the canonical
+cases measure the run path and the parsed ones the line path.
 
     .venv/bin/python bench/router_lines.py [--lines 19200] [--repeat 25] [--smoke]
 
@@ -82,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("canonical chunk, same id, taps off", canonical, {"moved": False, "tapping": False}),
         ("parsed chunk, moved thread, taps on", reordered, {"moved": True}),
         ("parsed chunk, moved thread, an update hook", reordered, {"moved": True, "hooks": True}),
-        # Rule 10 (issue 25), as the proxy runs the router: every chunk gets its message's id.
+        # Rule 10, as the proxy runs the router: every chunk gets its message's id.
         ("canonical chunk, same id, taps on, message ids", canonical, {"moved": False, "ids": True}),
         ("canonical chunk, moved thread, taps on, message ids", canonical, {"moved": True, "ids": True}),
         ("parsed chunk, moved thread, taps on, message ids", reordered, {"moved": True, "ids": True}),

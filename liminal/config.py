@@ -133,7 +133,7 @@ class SwapSettings:
     # Summaries of the oldest turns by the agent's own model, in a side session of liminal's
     # (``liminal.kernel.summaries``), one per swap cycle, made once the context passes this
     # share of the trigger and the swap is this many turns away at the thread's pace; the swap's
-    # preamble holds them when ready, else the extractive one. On by default (issue 24): a
+    # preamble holds them when ready, else the extractive one. On by default: a
     # preamble the model wrote says what the work is and where it stands, which notes cut from
     # the turns do not. It costs a side session per swap cycle (the CLI's own prompt there,
     # liminal's request, the summary's output; the policy counts it and spaces swaps for it),

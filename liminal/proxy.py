@@ -139,8 +139,7 @@ class _PreparedAgent:
     def _flush(self) -> None:
         out = self.router.take()
         if out.to_agent:
-            out.to_agent.append(b"")
-            self.leg.write(b"\n".join(out.to_agent))
+            self.leg.write(out.agent_bytes())
         self.dropped += len(out.to_client) + len(out.problems)
         _settle(self._waiters, out.own_responses)
         asked = self.router.open_agent_requests()
@@ -415,13 +414,11 @@ class Proxy:
     def _flush(self) -> None:
         out = self.router.take()
         if out.to_agent:
-            out.to_agent.append(b"")
-            self.agent.write(b"\n".join(out.to_agent))
-        if out.to_client:
-            out.to_client.append(b"")
-            self.client.write(b"\n".join(out.to_client))
-        if out.events:
-            self.supervisor.offer(out.events)
+            self.agent.write(out.agent_bytes())
+        if out.client:
+            self.client.write(out.client_bytes())
+        if out.taps:
+            self.supervisor.offer(out.taps)
         if out.own_responses:
             _settle(self.own_waiters, out.own_responses)
         for problem in out.problems:

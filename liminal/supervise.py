@@ -28,15 +28,16 @@ fails again at once, and a loop of tracebacks helps nobody.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 
 from liminal import log
-from liminal.acp.events import Kind
+from liminal.acp.events import FrameRun, Kind, expand
 from liminal.acp.port import Component, Frames
+from liminal.acp.taps import RunSubscriber
 
 logger = log.get("liminal.supervise")
 
@@ -53,6 +54,7 @@ class Supervised:
     offer: Callable[[Any], None] | None
     run: Callable[[Any], Awaitable[None]] | None
     skips_notifications: bool = False
+    offer_run: Callable[[Any], None] | None = None  # a ``RunSubscriber``'s
     offer_failures: int = 0
     crashes: int = 0
     off: bool = False
@@ -71,7 +73,8 @@ class Supervisor:
     def __init__(self, components: Sequence[Component], *, release_holds: Callable[[], None]) -> None:
         self.members = [
             Supervised(c, name_of(c), None if c.frames is Frames.NONE else c.offer, c.run,
-                       c.frames is Frames.NO_NOTIFICATIONS)
+                       c.frames is Frames.NO_NOTIFICATIONS,
+                       c.offer_run if c.frames is Frames.ALL and isinstance(c, RunSubscriber) else None)
             for c in components
         ]
         self._offering = [m for m in self.members if m.offer is not None]
@@ -83,21 +86,33 @@ class Supervisor:
 
     # ----------------------------------------------------------------- offer
 
-    def offer(self, events: Iterable[Any]) -> None:
-        """Give every event to every component that takes frames (on the forwarding path)."""
-        others: list[Any] | None = None  # the events but notifications, made once if needed
+    def offer(self, taps: list[Any]) -> None:
+        """Give every frame to every component that takes frames (on the forwarding path).
+        ``taps``: the router's events and runs of streamed lines (``liminal.acp.events.FrameRun``):
+        a component with ``offer_run`` takes a run whole, any other each of its lines' events."""
+        events: list[Any] | None = None  # every line an event, made once if needed
+        others: list[Any] | None = None  # the events but notifications (a run is all notifications)
         for member in self._offering:
             offer = member.offer
             assert offer is not None
-            batch = events
-            if member.skips_notifications:
+            if member.offer_run is not None:
+                batch = taps
+            elif member.skips_notifications:
                 if others is None:
                     notification = Kind.NOTIFICATION
-                    others = [e for e in events if e.kind is not notification]
+                    others = [t for t in taps if t.kind is not notification]
                 batch = others
-            for event in batch:
+            else:
+                if events is None:
+                    events = expand(taps)
+                batch = events
+            offer_run = member.offer_run
+            for tap in batch:
                 try:
-                    offer(event)
+                    if tap.__class__ is FrameRun:
+                        offer_run(tap)  # type: ignore[misc]
+                    else:
+                        offer(tap)
                 except Exception:
                     self._offer_failed(member)
                     if member.off:

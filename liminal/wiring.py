@@ -1,13 +1,15 @@
 """The one wiring root: the components that hang off a proxy, and one proxy run with them.
 
 ``liminal acp`` runs one on stdio and ``liminal serve`` one per WebSocket connection; both ask
-here. It lived in the ``acp`` command's file, so the server imported a command (a loop between
-``commands`` and ``serve``). Nothing imports this but those two: it is the one place that knows
-every component (the indexer, the kernel's, liminal's MCP server) and which settings turn each on.
+here, and nothing else imports this (a command's file would make a loop between ``commands``
+and ``serve``). It is the one place that knows every component (the indexer, the kernel's,
+liminal's MCP server) and which settings turn each on, and it hands each its collaborators in
+its constructor: no component is amended after it is built.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,38 +18,46 @@ from liminal.config import Settings
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
+    from liminal.gradient.summarize import Summarizer
     from liminal.ingest.shared import SharedWorker
     from liminal.proxy import Component, Proxy
     from liminal.transport.legs import ClientSide
 
 
 def components(settings: Settings, config_file: Path | None = None,
-               argv: list[str] | None = None) -> list[Component]:
+               argv: list[str] | None = None,
+               take_thread: Callable[[str], Awaitable[bool]] | None = None) -> list[Component]:
     """The components that hang off the proxy, as the settings ask; ``argv``, the agent's
-    command, helps choose its harness."""
+    command, helps choose its harness; ``take_thread``, the lock of each thread a client opens
+    (``Locking.take``). Each gets its collaborators in its constructor; two
+    pairs call each other at run time, and there the one built first reaches the other through
+    a closure (the swap manager the summaries, the scratchpad the command center)."""
     from liminal.harness.base import HarnessChoice
     from liminal.harness.known import known_harnesses
+    from liminal.kernel.aids import CommandAids, Preamble
+    from liminal.kernel.commands import CommandCenter
     from liminal.kernel.journal import SwapJournal
+    from liminal.kernel.memory import Memory
+    from liminal.kernel.policy import CostPolicy
+    from liminal.kernel.summaries import SideSummaries, side_root
     from liminal.kernel.swap import SwapManager
+    from liminal.store.cache import open_cache, redis_url_of
+    from liminal.store.configured import open_store
+    from liminal.store.leases import MoveLeases
 
     # Always, swapping on or off: the journal says which session carries each thread that was
     # swapped before (with swapping off the manager only binds them, and cleans up after a
     # swap a crash cut short); a thread must never resume on its stale original.
     journal = SwapJournal(settings.journal_path)
-    from liminal.kernel.commands import CommandCenter
-    from liminal.store.configured import open_store
-
     forced = None if settings.harness.name == "auto" else settings.harness.name
-    harness = HarnessChoice(known_harnesses(settings.gradient), forced=forced, argv=argv or [])
-    from liminal.store.cache import redis_url_of
-    from liminal.store.leases import MoveLeases
-
+    # What every component holds: the harness chosen now, and again once the agent names itself.
+    harness = HarnessChoice(known_harnesses(settings.gradient), forced=forced, argv=argv or []).harness
     # Sidecars sharing a Redis (and a store) take a thread's lease there to move it. Its life
     # outlasts any move: the hold's bound, the undo's after it, and a margin.
     redis = redis_url_of(settings.cache.url)
     leases = None if redis is None else MoveLeases(redis, 2 * settings.swap.hold_timeout_seconds + 30)
     # The running liminal writes the store (memos, summaries), so it makes it when the index
-    # worker has not yet: a `/memo` as the first words to a new install was "no store".
+    # worker has not yet: a `/memo` may be the first words to a new install.
     opener = (lambda: open_store(settings, create=True)) if settings.store.index else None
     shared = None
     if opener is not None:
@@ -60,40 +70,52 @@ def components(settings: Settings, config_file: Path | None = None,
 
         shared = StoreJournal(opener, 2 * settings.swap.hold_timeout_seconds + 30,
                               quarantine.folder(settings.home))
-    swaps = SwapManager(settings.swap, journal, harness, gradient=settings.gradient, leases=leases,
-                        shared=shared, stop_grace=settings.proxy.stop_grace_seconds)
-    swaps.policy.memory = settings.memory  # what rides a summary's request, priced with it
-    from liminal.store.cache import open_cache
-
-    # liminal's slash commands (/mark, /clear, /fork, /undo ...): answered by liminal.
-    commands = CommandCenter(swaps.model, swaps.mover, journal, swaps.policy, harness, opener,
-                             lambda: open_cache(settings))
-    commands.home = settings.home
-    from liminal.kernel.memory import Memory
-
-    # The thread's scratchpad, read from the command center's store for every move's preamble.
-    memory = Memory(settings.memory, commands.store if opener is not None else None, lambda: commands.tasks)
-    swaps.memory = commands.memory = memory
     zone = None
     if opener is not None and settings.gradient.zone_tokens:
         from liminal.kernel.zone import ZoneSource
 
         # Memos, other conversations' lessons, summaries and titles for the dynamic zone of
         # each rewrite: a swap's, /optimise's.
-        zone = swaps.zone = commands.zone = ZoneSource(opener, settings.memory)
-    found: list[Component] = [swaps, commands]
-    if settings.swap.summaries and settings.swap.enabled:
-        from liminal.kernel.summaries import SideSummaries, side_root
+        zone = ZoneSource(opener, settings.memory)
+    # The thread's scratchpad, for every move's preamble: read from the command center's store
+    # (one connection for both) on its task group. The center, built below on the swap
+    # manager's parts, is there before the proxy runs, which is before any move reads it.
+    memory = Memory(settings.memory, (lambda: commands.store()) if opener is not None else None,
+                    lambda: commands.tasks)
+    # The model's summaries, when on: built on the swap manager's model, policy and mover, and
+    # asked by it for a thread's preamble at each swap.
+    summaries: SideSummaries | None = None
 
-        summaries = SideSummaries(settings.swap, harness, swaps.model, swaps.policy, settings.home, opener)
-        # Lessons and the review of the zone's candidates ride each summary's request.
-        summaries.memory, summaries.zone = settings.memory, zone
-        swaps.summarizer_for = summaries.summarizer
-        swaps.summary_asked = summaries.asked_on
-        summaries.settle = swaps.mover.settle
-        commands.anchor_of = summaries.anchor
-        commands.rebuild_anchor = summaries.rebuild
-        commands.side_root = side_root(settings.home)
+    def summarizer_for(thread: str) -> Summarizer | None:
+        return summaries.summarizer(thread) if summaries is not None else None
+
+    def summary_asked(thread: str, backing: str) -> bool:
+        return summaries is not None and summaries.asked_on(thread, backing)
+
+    preamble = Preamble(memory, zone, summarizer_for, summary_asked)
+    # What rides a summary's request is priced with it (``memory``).
+    policy = CostPolicy.of(settings.swap, settings.gradient, harness, memory=settings.memory)
+    swaps = SwapManager(settings.swap, journal, harness, policy=policy, leases=leases, shared=shared,
+                        stop_grace=settings.proxy.stop_grace_seconds, preamble=preamble)
+    if settings.swap.summaries and settings.swap.enabled:
+        # The review of the zone's candidates rides each summary's request (the lessons: the
+        # policy's memory settings).
+        summaries = SideSummaries(settings.swap, harness, swaps.model, swaps.policy, settings.home, opener,
+                                  settle=swaps.mover.settle, zone=zone)
+    # A thread this process did not start has its pace learned again from the journal and its file.
+    from liminal.kernel.recalibrate import Recalibrator
+
+    recalibrator = Recalibrator(swaps.model, swaps.policy, journal, harness)
+    # liminal's slash commands (/mark, /clear, /fork, /undo ...): answered by liminal.
+    aids = CommandAids(preamble, home=settings.home, recalibrated=recalibrator.settled,
+                       take_thread=take_thread)
+    if summaries is not None:
+        aids = replace(aids, anchor_of=summaries.anchor, rebuild_anchor=summaries.rebuild,
+                       side_root=side_root(settings.home))
+    commands = CommandCenter(swaps.model, swaps.mover, journal, swaps.policy, harness, opener,
+                             lambda: open_cache(settings), aids)
+    found: list[Component] = [swaps, commands]
+    if summaries is not None:
         found.append(summaries)
     if settings.mcp.enabled:
         # liminal's MCP server (recall, search_history, slash, memos) in every session.
@@ -111,54 +133,63 @@ def components(settings: Settings, config_file: Path | None = None,
         from liminal.kernel.commands import parse
         from liminal.kernel.rewind import Rewinder
 
-        rewinder = Rewinder(swaps.model, swaps.mover, harness, opener,
-                            is_command=lambda text: parse(text) is not None)
-        rewinder.memory = memory
-        found.append(rewinder)
+        found.append(Rewinder(swaps.model, swaps.mover, harness, opener,
+                              is_command=lambda text: parse(text) is not None, memory=memory))
     # After the swap manager: it sees each turn end first (see liminal.kernel.recycle). Also
     # what starts the agent again after it died, where the proxy asks for that (liminal serve).
     from liminal.kernel.recycle import Recycler
 
     found.append(Recycler(swaps.model, swaps.mover, harness, settings.swap))
-    # A thread this process did not start has its pace learned again from the journal and its file.
-    from liminal.kernel.recalibrate import Recalibrator
-
-    recalibrator = Recalibrator(swaps.model, swaps.policy, journal, harness)
-    commands.recalibrated = recalibrator.settled
     found.append(recalibrator)
     return found
 
 
+@dataclass(frozen=True)
+class Served:
+    """What ``liminal serve`` gives one WebSocket connection's proxy: the connection as its
+    client, its id, the caller's components put first (its thread locks, which must close before
+    the index worker drains: ``liminal.serve.locks.LockRelease``), what is told of the proxy
+    before it runs, and the one index worker its spool goes to (shared by the connections;
+    without it the proxy starts one of its own). The server handles the signals, and the agent
+    of a connection is started again if it dies."""
+
+    client: ClientSide
+    connection_id: str
+    leading: Sequence[Component] = ()
+    on_proxy: Callable[[Proxy], None] | None = None
+    index_worker: SharedWorker | None = None
+
+
+@dataclass(frozen=True)
+class Locking:
+    """What ``liminal acp`` gives its proxy to hold each thread it opens, as ``liminal serve``
+    holds a connection's (``liminal.commands.acp.thread_locks``): ``take`` takes a thread's lock
+    (False: another live liminal has it open), the command center's to call; ``release``, the
+    component that lets them go, put first among the proxy's components so that it closes
+    before the index worker drains."""
+
+    take: Callable[[str], Awaitable[bool]]
+    release: Sequence[Component] = ()
+
+
 async def run_proxy(argv: list[str], settings: Settings, config_file: Path | None = None,
-                    client: ClientSide | None = None, *, connection_id: str | None = None,
-                    watch_signals: bool = True, restart_agent: bool = False,
-                    leading: Sequence[Component] = (),
-                    on_proxy: Callable[[Proxy], None] | None = None,
-                    index_worker: SharedWorker | None = None,
-                    take_thread: Callable[[str], Awaitable[bool]] | None = None) -> int:
+                    served: Served | None = None, locking: Locking | None = None) -> int:
     """One proxy with its components in front of one agent process, until the client leaves or
-    the agent dies: ``liminal acp`` on stdio, and ``liminal serve`` per WebSocket connection
-    (``on_proxy`` is told of the proxy before it runs). ``leading``: the caller's components,
-    put first, so that they close before the index worker drains (``liminal serve``'s
-    thread locks: ``liminal.serve.locks.LockRelease``). ``index_worker``: the one index worker
-    this proxy's spool goes to (``liminal serve``'s, shared by its connections); without it,
-    the proxy starts a worker of its own. ``take_thread``: takes the lock of each thread a
-    client opens (``liminal acp``'s ``thread_locks``; ``liminal serve`` locks them per connection
-    itself)."""
+    the agent dies: ``liminal acp`` on stdio (``locking``: its thread locks), and ``liminal
+    serve`` per WebSocket connection (``served``; the server locks a connection's threads)."""
     from liminal.proxy import Proxy
 
-    extra = components(settings, config_file, argv)
-    if take_thread is not None:
-        from liminal.kernel.commands import CommandCenter
+    extra = components(settings, config_file, argv, None if locking is None else locking.take)
+    options: dict[str, Any] = {} if served is None else {
+        "client": served.client, "connection_id": served.connection_id, "watch_signals": False,
+        "restart_agent": True}
+    leading = [*(served.leading if served is not None else ()),
+               *(locking.release if locking is not None else ())]
+    index_worker = served.index_worker if served is not None else None
 
-        for component in extra:
-            if isinstance(component, CommandCenter):
-                component.take_thread = take_thread
-    options: dict[str, Any] = {"client": client, "connection_id": connection_id,
-                               "watch_signals": watch_signals, "restart_agent": restart_agent}
     def made(proxy: Proxy) -> Proxy:
-        if on_proxy is not None:
-            on_proxy(proxy)
+        if served is not None and served.on_proxy is not None:
+            served.on_proxy(proxy)
         return proxy
 
     if not settings.store.index:

@@ -193,7 +193,7 @@ def test_a_marker_key_recalls_the_original_output(tmp_path: Path, dialect: str,
     assert sessions.recall_in_line(original, key) == value
     # Through the choice, whichever CLI is chosen: the key names a Codex session.
     choice = HarnessChoice(known_harnesses(SMALL, env))
-    assert choice.chosen == "claude" and choice.recall(key) == value
+    assert choice.chosen == "claude" and choice.harness.recall(key) == value
     with pytest.raises(RecallError):
         sessions.recall(RecallKey(key.session_id, "call_nope", 0))
     assert sessions.recall(RecallKey(NEW.replace("1", "9"), "call_0001", 0)) is None
@@ -280,13 +280,13 @@ def test_the_harness_is_chosen_by_setting_agent_and_command() -> None:
     assert HarnessChoice(factories, argv=["/home/codex-fan/bin/claude-agent-acp"]).chosen == "claude"
     choice = HarnessChoice(factories, argv=["/opt/bin/my-agent"])
     choice.agent_said({"name": "@agentclientprotocol/codex-acp", "title": "Codex"})
-    assert choice.name == "codex" and choice.ceiling_tokens == CodexSessions.ceiling_tokens
+    assert choice.harness.name == "codex" and choice.harness.ceiling_tokens == CodexSessions.ceiling_tokens
     forced = HarnessChoice(factories, forced="claude", argv=["codex-acp"])
     forced.agent_said({"name": "codex-acp"})
-    assert forced.name == "claude"
+    assert forced.harness.name == "claude"
     neutral = HarnessChoice(factories, argv=["codex-acp"])
     neutral.agent_said({"name": "claude-codex-bridge"})  # names both: no change
-    assert neutral.name == "codex"
+    assert neutral.harness.name == "codex"
 
 
 turn_specs = st.lists(

@@ -19,6 +19,7 @@ from liminal.gradient.summarize import (
     with_scratchpad,
 )
 from liminal.harness.claude.cuts import turns
+from liminal.harness.claude.gradient.render import Preamble
 from liminal.harness.claude.gradient.rewrite import rewrite_session
 from liminal.harness.claude.live import ClaudeSessions
 from liminal.harness.codex.live import CodexSessions
@@ -55,7 +56,7 @@ def summary_of(path: Path) -> str:
 
 def test_a_claude_rewrite_heads_its_preamble_with_the_scratchpad_under_its_target(tmp_path: Path) -> None:
     src = long_session(150).write(tmp_path)
-    first = rewrite_session(src, new_id=NEW, settings=SMALL, scratchpad=PAD * 40)  # 3.6k characters
+    first = rewrite_session(src, new_id=NEW, settings=SMALL, preamble=Preamble(scratchpad=PAD * 40))  # 3.6k characters
     assert first.tokens_after <= SMALL.target_tokens
     text = summary_of(first.path)
     assert text.startswith(PREAMBLE_INTRO + scratchpad_section(PAD * 40) + "\n\nWhat the user asked")
@@ -64,11 +65,11 @@ def test_a_claude_rewrite_heads_its_preamble_with_the_scratchpad_under_its_targe
     # replaces it; an empty one takes it out.
     kept = summary_of(rewrite_session(first.path, 11_000, settings=SMALL).path)
     assert split_scratchpad(kept.removeprefix(PREAMBLE_INTRO))[0] == (PAD * 40).strip()
-    second = rewrite_session(first.path, 11_000, settings=SMALL, scratchpad="staging port 6543")
+    second = rewrite_session(first.path, 11_000, settings=SMALL, preamble=Preamble(scratchpad="staging port 6543"))
     body = summary_of(second.path).removeprefix(PREAMBLE_INTRO)
     assert split_scratchpad(body)[0] == "staging port 6543" and "PLOVER" not in body
     assert body.count("What the user asked") == 1
-    emptied = summary_of(rewrite_session(second.path, 10_000, settings=SMALL, scratchpad="").path)
+    emptied = summary_of(rewrite_session(second.path, 10_000, settings=SMALL, preamble=Preamble(scratchpad="")).path)
     assert "Scratchpad" not in emptied and emptied.startswith(PREAMBLE_INTRO + "What the user asked")
 
 
@@ -77,7 +78,7 @@ def test_a_thread_without_a_scratchpad_is_rewritten_as_before(tmp_path: Path) ->
     unknown = rewrite_session(src, new_id=NEW, settings=SMALL)
     before = unknown.path.read_bytes().split(b"\n", 1)[1]  # (the header has the time)
     unknown.path.unlink()
-    empty = rewrite_session(src, new_id=NEW, settings=SMALL, scratchpad="")
+    empty = rewrite_session(src, new_id=NEW, settings=SMALL, preamble=Preamble(scratchpad=""))
     assert empty.path.read_bytes().split(b"\n", 1)[1] == before
 
 

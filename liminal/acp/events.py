@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 # ``Kind`` is JSON-RPC's word for a line; named here too, where every subscriber reads it.
 from liminal.acp.jsonrpc import Kind as Kind
@@ -151,3 +151,52 @@ def make_lazy_event(
                            backing_id, method, None, size)
     event.__class__ = LazyFrameEvent
     return cast(FrameEvent, event)
+
+
+@dataclass(slots=True)
+class FrameRun:
+    """Consecutive streamed ``session/update`` lines of the agent's, from one read, for one session
+    and of one update kind, in the canonical form (``UPDATE_PREFIX``): the frames' events differ
+    only in ``raw`` and ``size``, so the router makes this one object for all of them and a
+    subscriber that takes runs (``liminal.acp.taps.RunSubscriber``) never sees an event per line.
+    ``events()`` makes an event of each line (a ``LazyFrameEvent``, as the router makes for
+    one line) for a subscriber that takes events one by one (made once, shared)."""
+
+    direction: Direction
+    time: float
+    connection_id: str
+    thread_id: str
+    backing_id: str
+    raws: list[bytes]
+    _events: list[FrameEvent] | None = None
+
+    kind: ClassVar[Kind] = Kind.NOTIFICATION
+    method: ClassVar[str] = "session/update"
+
+    def __len__(self) -> int:
+        return len(self.raws)
+
+    def events(self) -> list[FrameEvent]:
+        if self._events is None:
+            d, t, c, th, b = self.direction, self.time, self.connection_id, self.thread_id, self.backing_id
+            self._events = [make_lazy_event(d, Kind.NOTIFICATION, t, raw, c, th, b, "session/update", len(raw))
+                            for raw in self.raws]
+        return self._events
+
+    def update_kind_in(self, markers: tuple[bytes, ...]) -> bool:
+        """Whether the lines' update kind (one for all of them) is one of ``markers``
+        (``kind_markers``), as ``LazyFrameEvent.update_kind_in`` reads it."""
+        return self.raws[0].startswith(markers, _UPDATE_PREFIX_LEN + len(self.backing_id))
+
+
+def expand(taps: list[FrameEvent | FrameRun]) -> list[FrameEvent]:
+    """Every event of ``taps``, a run's lines each as their own."""
+    if not any(tap.__class__ is FrameRun for tap in taps):
+        return taps  # type: ignore[return-value]
+    out: list[FrameEvent] = []
+    for tap in taps:
+        if tap.__class__ is FrameRun:
+            out += tap.events()
+        else:
+            out.append(tap)  # type: ignore[arg-type]
+    return out

@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 
 from liminal.acp.events import UPDATE_KIND_AT, UPDATE_PREFIX
+from liminal.acp.jsonrpc import parse as jsonrpc_parse
 
 CHUNK_KINDS = ("agent_message_chunk", "user_message_chunk", "agent_thought_chunk")
 _KIND_AT = len(UPDATE_KIND_AT)
@@ -40,10 +41,15 @@ def frame_id(connection_id: str, seq: int) -> str:
 
 
 class MessageIds:
-    """Which message each chunk belongs to, per thread, and its id (see the module's text)."""
+    """Which message each chunk belongs to, per thread, and its id (see the module's text).
 
-    def __init__(self, connection_id: str) -> None:
+    The router tells it of every frame it makes an event of (``chunk``, ``other``, ``tapped``,
+    ``run``), whether or not ``stamping`` is on; with it off (the router's own tests) nothing
+    is ever stamped and lines pass as sent."""
+
+    def __init__(self, connection_id: str, *, stamping: bool = True) -> None:
         self.connection_id = connection_id
+        self.stamping = stamping
         self.made = 0  # events made so far: the next one's sequence number
         # thread -> (chunk signature, message id, whether liminal stamped that id itself)
         self._open: dict[str, tuple[Any, str, bool]] = {}
@@ -79,6 +85,72 @@ class MessageIds:
         if current is not None and current[2] and current[0][:2] == (kind, direction):
             return current[1]
         return self.next_id()
+
+    def agent_update(self, line: bytes, out_line: bytes, message: dict[str, Any] | None, end: int,
+                     thread: str, direction: str, forwarded: bool) -> bytes:
+        """An agent's ``session/update`` (``message``: its parsed copy, None for a canonical line
+        whose session id ends at ``end``): counted, and ``out_line`` (what goes to the client,
+        when ``forwarded``) stamped if it is a chunk without the agent's own id."""
+        kind = canonical_chunk(line, end) if message is None else chunk_kind(message)
+        if kind is None:
+            self.other(thread)
+            return out_line
+        agent_id = agent_id_in(line)
+        mid = self.chunk(thread, kind, direction, agent_id)
+        if not forwarded or agent_id is not None or not self.stamping:
+            return out_line
+        return stamped(out_line, mid, canonical_end=end if out_line is line and message is None
+                       else canonical_end(out_line))
+
+    def run(self, lines: list[bytes], joined: bytes, thread: str, kind: str, direction: str) -> bytes | None:
+        """Streamed chunks of ``kind`` for ``thread`` (``lines``, joined by ``\\n`` in ``joined``),
+        counted as ``chunk`` would one by one: the member to splice into each line after its
+        update's ``{`` (one message, one id; ``b""`` when they carry the agent's own ids or
+        stamping is off). None, and nothing counted, when some carry the agent's own id and
+        some do not: then line by line. With the agent's own ids only the last line's
+        signature is kept: the liminal id of an agent-id message is never read (nothing of it
+        is stamped)."""
+        count = len(lines)
+        if b'"messageId"' not in joined:
+            mid = self.chunk(thread, kind, direction, None)
+            self.made += count - 1
+            return _member(mid) if self.stamping else b""
+        found = list(map(_AGENT_ID.search, lines))
+        if not all(found):
+            return None
+        self.made += count - 1
+        self.chunk(thread, kind, direction, found[-1].group(1).decode())  # type: ignore[union-attr]
+        return b""
+
+    def others(self, thread: str, count: int) -> None:
+        """``count`` frames of ``thread`` that are not chunks (``other`` as many times)."""
+        self.made += count
+        if self._open:
+            self._open.pop(thread, None)
+
+    def tapped(self, method: str | None, notification: bool, thread: str | None, direction: str,
+               raw: bytes, message: dict[str, Any] | None) -> None:
+        """Any other frame the router makes an event of: a chunk (liminal's own, a replay's)
+        joins or starts a message, anything else of the thread ends it."""
+        kind = None
+        if method == "session/update" and notification and thread is not None:
+            end = canonical_end(raw) if message is None else None
+            kind = chunk_kind(message) if message is not None else (
+                canonical_chunk(raw, end) if end is not None else chunk_kind(jsonrpc_parse(raw)))
+        if kind is not None and thread is not None:
+            self.chunk(thread, kind, direction, agent_id_in(raw))
+        else:
+            self.other(thread)
+
+    def own_chunk(self, thread: str, params: dict[str, Any], direction: str) -> dict[str, Any]:
+        """``params`` of liminal's own ``session/update`` with a ``messageId`` where it is a chunk
+        with none."""
+        update = params.get("update")
+        kind = update.get("sessionUpdate") if isinstance(update, dict) else None
+        if not self.stamping or not isinstance(update, dict) or kind not in CHUNK_KINDS \
+                or isinstance(update.get("messageId"), str):
+            return params
+        return {**params, "update": {**update, "messageId": self.own_id(thread, kind, direction)}}
 
 
 def canonical_chunk(line: bytes, end: int) -> str | None:

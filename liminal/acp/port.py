@@ -1,12 +1,24 @@
-"""The port: the one narrow interface through which components act on the conversation.
+"""The port: the one interface through which components act on the conversation.
 
 A component (the swap manager, the command center, the recycle, the replay manager) never
 holds the proxy, its router or its legs. It is handed a ``Port`` and does everything through
-it: ask what the router knows of a thread, hold and release a thread, bind it to another
-session, send a request of liminal's own to the agent and await its answer, answer a client
-request liminal kept, add a notification, write a note for the store. Each act that produces
-frames writes them out before it returns (the port flushes by itself), so no component has to
-remember a ``flush``, and none can leave a frame unwritten by forgetting one.
+it. The port is the union of five narrow roles, and a component or a function names only the
+roles it uses, so what each can do is read from its signature:
+
+- ``ThreadView``: what the router knows (a thread's session, held, a prompt in flight, the
+  agent idle or alive, why liminal stops);
+- ``ThreadControl``: hold and release a thread, bind it to another session, capture a
+  session's notifications while liminal opens it;
+- ``ClientVoice``: answer a client request liminal kept (or send it on), notify the client,
+  replay a moved thread's history, write a note for the store;
+- ``AgentLink``: send a request of liminal's own to the agent and await its answer, notify it,
+  read a side session's words;
+- ``AgentLife``: the agent's process: prepare another, make it the agent, which one runs.
+
+A function that needs several names a protocol that inherits them (``Port`` itself for what
+needs all). Each act that produces frames writes them out before it returns (the port flushes
+by itself), so no component has to remember a ``flush``, and none can leave a frame unwritten
+by forgetting one.
 
 ``liminal.proxy`` implements the port over its router and its legs; tests implement it over a
 bare ``Router`` and literal frames (``tests/support/fakeport.py``), with no process and no proxy.
@@ -83,10 +95,9 @@ class AgentProcess(Protocol):
         """As ``Port.take_side``, of this process."""
 
 
-class Port(Protocol):
-    """What a component may see of, and do to, the conversation (see the module's text)."""
-
-    # ------------------------------------------------------------ what is known
+class ThreadView(Protocol):
+    """What a component reads of the threads and of the agent's state: the router's knowledge,
+    nothing that acts."""
 
     @property
     def agent_alive(self) -> bool: ...
@@ -107,7 +118,10 @@ class Port(Protocol):
         """Why liminal is stopping, in words ("the client closed its connection", "liminal was
         sent SIGTERM"), once it is (from just before the components' ``stopping``); else None."""
 
-    # ------------------------------------------------------------ the threads
+
+class ThreadControl(Protocol):
+    """What a component does to the threads in the router: hold them, bind them to another
+    session, capture a session's notifications while it is opened."""
 
     def hold(self, thread_id: str) -> None:
         """The thread's next client frames wait (``Router.hold``)."""
@@ -123,30 +137,18 @@ class Port(Protocol):
 
     def uncapture(self, backing_id: str) -> None: ...
 
-    # ------------------------------------------------------------ messages
 
-    async def request(self, method: str, params: Any, *, timeout: float,
-                      thread_id: str | None = None, private: bool = False) -> Any:
-        """Send a request of liminal's own to the agent and await its result
-        (``OwnRequestError`` for an error answer or an agent that is gone). ``private``: a
-        side session's (the router's rule 11): a session it creates is liminal's alone."""
-
-    def take_side(self, session_id: str) -> list[bytes]:
-        """What the agent said in a side session since the last take (its notifications)."""
-
-    def end_side(self, session_id: str) -> None:
-        """The side session is closed: the router forgets it."""
+class ClientVoice(Protocol):
+    """What a component says to the client, and notes for the store: the answer to a request it
+    kept (or the request sent on to the agent), notifications, a moved thread's replay."""
 
     def answer_local(self, key: Any, result: Any = None, *,
                      error: tuple[int, str] | None = None) -> None: ...
 
-    def notify_client(self, method: str, params: Any) -> None: ...
-
-    def notify_agent(self, method: str, params: Any, *, thread_id: str | None = None) -> None:
-        """A notification of liminal's own to the agent (``params`` in backing ids)."""
-
     def forward_local(self, key: Any, method: str, params: dict[str, Any]) -> bool:
         """Send a kept request on to the agent as ``method`` (``Router.forward_local``)."""
+
+    def notify_client(self, method: str, params: Any) -> None: ...
 
     def notify_in_next_turn(self, thread_id: str, method: str, params: Any) -> None: ...
 
@@ -156,7 +158,30 @@ class Port(Protocol):
 
     def finish_replay(self, token: int, history: list[dict[str, Any]] | None) -> bool: ...
 
-    # ------------------------------------------------------------ the agent process
+
+class AgentLink(Protocol):
+    """What a component says to the agent of its own: requests it awaits, notifications, and
+    the words of a side session."""
+
+    async def request(self, method: str, params: Any, *, timeout: float,
+                      thread_id: str | None = None, private: bool = False) -> Any:
+        """Send a request of liminal's own to the agent and await its result
+        (``OwnRequestError`` for an error answer or an agent that is gone). ``private``: a
+        side session's (the router's rule 11): a session it creates is liminal's alone."""
+
+    def notify_agent(self, method: str, params: Any, *, thread_id: str | None = None) -> None:
+        """A notification of liminal's own to the agent (``params`` in backing ids)."""
+
+    def take_side(self, session_id: str) -> list[bytes]:
+        """What the agent said in a side session since the last take (its notifications)."""
+
+    def end_side(self, session_id: str) -> None:
+        """The side session is closed: the router forgets it."""
+
+
+class AgentLife(Protocol):
+    """The agent's process: another one prepared and made the agent, which one runs now, and
+    its death."""
 
     async def start_agent(self) -> AgentProcess:
         """A new process of the agent command (argv, environment, cwd), not yet the agent."""
@@ -178,6 +203,17 @@ class Port(Protocol):
 
     def kill_agent(self) -> None:
         """Kill the agent's process group at once (fault injection only: ``liminal.faults``)."""
+
+
+class Conversation(ThreadView, ThreadControl, ClientVoice, AgentLink, Protocol):
+    """Everything but the agent's process: what opens, restores and answers for a thread
+    (``liminal.kernel.restore``)."""
+
+
+class Port(Conversation, AgentLife, Protocol):
+    """All of it: what the proxy implements (``liminal.proxy.ProxyPort``) and hands each
+    component, and what a component that moves threads needs (the mover holds, binds, asks the
+    agent, tells the client, and kills the agent for fault injection)."""
 
 
 class Frames(enum.Enum):

@@ -1,8 +1,11 @@
 """The router: liminal's protocol object. Bytes in, lines and events out; no I/O.
 
-Everything that decides where a frame goes is decided in this file; the bookkeeping of rules 8
-and 9 is in objects of their own (``moved_loads``, ``takeover``), rule 2's byte rewriting in
-``session_ids`` and what components plug in in ``hooks`` (all in ``liminal.acp``). The rules:
+Everything that decides where a frame goes is decided in this file; what the rules remember is
+kept by objects the router drives (all in ``liminal.acp``): ``moved_loads`` (rule 8),
+``takeover`` (rule 9), ``holds`` (rule 5), ``owed`` (who owes whom an answer), ``message_ids``
+(rule 10), ``side_sessions`` (rule 11); rule 2's byte rewriting is ``session_ids``, what
+components plug in is ``hooks``, and a read's run of streamed updates is found by ``runs``.
+The rules:
 
 1. **Forward untouched.** A line reaches the other side with exactly the bytes it arrived with,
    unless one of the rules below changes it. The router reads a parsed copy; it never
@@ -60,15 +63,16 @@ and 9 is in objects of their own (``moved_loads``, ``takeover``), rule 2's byte 
    ``max_unplaced_seconds`` and ``max_held_bytes``; past either it goes on as the client's.
 
 Every line, whichever way it goes and whether or not it is forwarded, becomes a ``FrameEvent``
-for the taps (``Output.events``) when ``tapping`` is on.
+for the taps (``Output.events``) when ``tapping`` is on. The agent's streamed updates of one
+session and kind that arrive in one read (a run: ``liminal.acp.runs``) are routed as one: one
+pass over their bytes forwards them, one ``FrameRun`` stands for their events, and what reaches
+the client and the taps is exactly what routing them one by one would give.
 """
 
 from __future__ import annotations
 
 import itertools
 import secrets
-from collections import deque
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -78,26 +82,21 @@ from liminal.acp.events import (
     UPDATE_KIND_AT,
     UPDATE_PREFIX,
     Direction,
-    FrameEvent,
+    FrameRun,
     Kind,
     make_event,
     make_lazy_event,
 )
 from liminal.acp.framing import LineFramer, Oversized
+from liminal.acp.holds import Holds
 from liminal.acp.hooks import LOCAL, Hooks, Local, LocalRequest, RequestHook, ResultHook, UpdateHook
-from liminal.acp.message_ids import (
-    CHUNK_KINDS,
-    MessageIds,
-    agent_id_in,
-    canonical_chunk,
-    canonical_end,
-    chunk_kind,
-    stamped,
-    with_user_message_id,
-)
+from liminal.acp.message_ids import CHUNK_KINDS, MessageIds, with_user_message_id
 from liminal.acp.moved_loads import Load, MovedLoads, ReplayRequest
-from liminal.acp.session_ids import map_all, rewrite
-from liminal.acp.side_sessions import SideSessions, refusal
+from liminal.acp.output import Output
+from liminal.acp.owed import Owed, Pending
+from liminal.acp.runs import find_run, spliced
+from liminal.acp.session_ids import map_all, rewrite, rewrite_lines
+from liminal.acp.side_sessions import Placement, SideSessions, refusal
 from liminal.acp.takeover import TakeOver
 
 __all__ = ["LOCAL", "OWN_ID_PREFIX", "Local", "LocalRequest", "Output", "ReplayRequest",
@@ -105,42 +104,9 @@ __all__ = ["LOCAL", "OWN_ID_PREFIX", "Local", "LocalRequest", "Output", "ReplayR
 
 OWN_ID_PREFIX = "liminal-"
 _UPDATE_PREFIX_LEN = len(UPDATE_PREFIX)
+_CHUNK_KINDS = {kind.encode(): kind for kind in CHUNK_KINDS}
+_A2C = Direction.AGENT_TO_CLIENT.value
 _CREATES_SESSION = frozenset({"session/new", "session/fork"})
-
-
-@dataclass(slots=True)
-class Output:
-    """What the shell must do after feeding the router: write these lines, offer these events."""
-
-    to_client: list[bytes] = field(default_factory=list)  # lines without "\n"
-    to_agent: list[bytes] = field(default_factory=list)
-    events: list[FrameEvent] = field(default_factory=list)
-    own_responses: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (rpc id, answer)
-    problems: list[str] = field(default_factory=list)  # reports of bad input, for the shell to log
-    replays: list[ReplayRequest] = field(default_factory=list)  # rule 8, for ``finish_replay``
-    local: list[LocalRequest] = field(default_factory=list)  # kept by a hook, for ``answer_local``
-
-
-@dataclass(slots=True)
-class _Pending:
-    method: str
-    thread_id: str | None
-    id_json: bytes | None  # exact id bytes, kept only when the parsed id cannot be trusted
-    message_id: str | None = None  # a prompt's: its user message's (rule 10)
-    private: bool = False  # rule 11: liminal's own request about a side session
-
-
-@dataclass(slots=True)
-class _Unplaced:
-    line: bytes
-    session: str
-    at: float
-
-
-@dataclass(slots=True)
-class _Held:
-    line: bytes
-    message: dict[str, Any]  # as the request hooks left it (``RequestHook``)
 
 
 class Router:
@@ -166,35 +132,33 @@ class Router:
         # Rule 2.
         self._backing_of: dict[str, str] = {}  # thread -> backing, only where they differ
         self._thread_of: dict[str, str] = {}  # backing -> thread, only where they differ
-        # Who owes whom an answer.
-        self._client_pending: dict[Any, _Pending] = {}  # client requests the agent owes
-        self._local_pending: dict[Any, _Pending] = {}  # client requests kept for ``answer_local``
-        self._agent_pending: dict[Any, tuple[str, str | None]] = {}  # agent requests -> (method, thread)
+        self._owed = Owed()
         # Rule 3. A client may use ids like ours (another liminal in front of this one counts its
         # own from 1 too): a random part per router keeps an agent's answer from reaching the
-        # wrong asker whichever request came first.
-        self._own_pending: dict[str, _Pending] = {}
-        # One namespace: liminal's own requests' ids and those rule 9 renames a client's to.
+        # wrong asker whichever request came first. One namespace: liminal's own requests' ids
+        # and those rule 9 renames a client's to.
         self._own_ids = map(f"{OWN_ID_PREFIX}{secrets.token_hex(6)}-{{}}".format, itertools.count(1))
         self._captured: set[str] = set()  # rule 4
         self._side = SideSessions()  # rule 11
-        # Rule 11, before a private create is answered: the session ids the client named or was
-        # told (the others are in ``_thread_of``, ``_captured``, ``_side``), the private creates
-        # unanswered (rpc id -> sent at; a cancelled one stays until answered or stale), and the
-        # agent's lines about a session no one has placed yet.
-        self._known: set[str] = set()
-        self._private_creates: dict[str, tuple[float, bool]] = {}  # -> (since, cancelled)
-        self._unplaced: deque[_Unplaced] = deque()
-        self.max_unplaced_seconds = 30.0
-        self._held: dict[str, deque[_Held]] = {}  # rule 5
+        self._places = Placement()  # rule 11, before a private create is answered
+        self._held = Holds()  # rule 5
         self._loads = MovedLoads()  # rule 8
         self._takeover = TakeOver(self._own_ids)  # rule 9
         # Notifications of liminal's own waiting for their thread's next turn (``notify_in_next_turn``).
         self._turn_notices: dict[str, list[tuple[str, Any]]] = {}
         self._hooks = Hooks()
         self._hooked_kinds: tuple[bytes, ...] = ()  # ``Hooks.update_markers``, kept at hand
-        # Rule 10, when asked for (the proxy does; the router's own tests see bytes untouched).
-        self._ids = MessageIds(connection_id) if message_ids else None
+        # Rule 10, stamped when asked for (the proxy does; the router's own tests see bytes untouched).
+        self._ids = MessageIds(connection_id, stamping=message_ids)
+
+    @property
+    def max_unplaced_seconds(self) -> float:
+        """Rule 11: how long a line about a session no answer placed waits."""
+        return self._places.max_seconds
+
+    @max_unplaced_seconds.setter
+    def max_unplaced_seconds(self, seconds: float) -> None:
+        self._places.max_seconds = seconds
 
     # ----------------------------------------------------------------- feeding
 
@@ -202,16 +166,25 @@ class Router:
         self._now = now
         for line in self._client_framer.feed(data):
             self._client_line(line, now)
-        if self._unplaced:
-            self._settle_unplaced(now)
+        if self._places.lines:
+            self._settle(now)
 
     def receive_from_agent(self, data: bytes, now: float) -> None:
         self._now = now
         self.agent_heard = now
-        for line in self._agent_framer.feed(data):
+        lines = self._agent_framer.feed(data)
+        at, count = 0, len(lines)
+        while at < count:
+            line = lines[at]
+            if count - at > 1 and isinstance(line, bytes) and line.startswith(UPDATE_PREFIX):  # a run may start
+                ended = self._agent_run(lines, at, now)
+                if ended > at:
+                    at = ended
+                    continue
             self._agent_line(line, now)
-        if self._unplaced:
-            self._settle_unplaced(now)
+            at += 1
+        if self._places.lines:
+            self._settle(now)
 
     def client_eof(self, now: float) -> None:
         for line in self._client_framer.close():
@@ -271,7 +244,7 @@ class Router:
     def answer_local(self, key: Any, result: Any = None, *, error: tuple[int, str] | None = None,
                      now: float | None = None) -> bool:
         """Answer a request a hook kept (``Output.local``), once; False if it was answered."""
-        pending = self._local_pending.pop(key, None)
+        pending = self._owed.local.pop(key, None)
         if pending is None:
             return False
         id_json = pending.id_json if pending.id_json is not None else jsonrpc.encode_id(key)
@@ -286,14 +259,14 @@ class Router:
         return True
 
     def local_pending(self) -> list[Any]:
-        return list(self._local_pending)
+        return list(self._owed.local)
 
     def forward_local(self, key: Any, method: str, params: dict[str, Any], now: float | None = None) -> bool:
         """Send a request a hook kept on to the agent as ``method`` with ``params`` (thread ids),
         under the client's id: the agent's answer is the answer to it (``session/edit_prompt``
         goes on as the ``session/prompt`` it comes to; a load liminal asked the store about
         first goes on as the client's own, rule 8 included). False if it was answered."""
-        pending = self._local_pending.pop(key, None)
+        pending = self._owed.local.pop(key, None)
         if pending is None:
             return False
         when = self._now if now is None else now
@@ -302,10 +275,10 @@ class Router:
                 + b',"params":' + orjson.dumps(params) + b"}")
         thread = pending.thread_id
         backing = self.backing_of(thread) if thread is not None else None
-        forwarded = _Pending(method, thread, pending.id_json)
-        self._client_pending[key] = forwarded
+        forwarded = Pending(method, thread, pending.id_json)
+        self._owed.client[key] = forwarded
         message = {"jsonrpc": "2.0", "id": orjson.loads(id_json), "method": method, "params": params}
-        if method == "session/prompt" and self._ids is not None:
+        if method == "session/prompt" and self._ids.stamping:
             forwarded.message_id = self._ids.next_id()
         self._tap(Direction.CLIENT_TO_AGENT, Kind.REQUEST, when, line, message, thread, backing, method,
                   message["id"])
@@ -341,9 +314,9 @@ class Router:
         line = jsonrpc.request_frame(rpc_id, method, params)
         backing = params.get("sessionId") if isinstance(params, dict) else None
         private = private or (isinstance(backing, str) and backing in self._side)
-        self._own_pending[rpc_id] = _Pending(method, thread_id, None, private=private)
+        self._owed.own[rpc_id] = Pending(method, thread_id, None, private=private)
         if private and method in _CREATES_SESSION:
-            self._private_creates[rpc_id] = (now, False)
+            self._places.creates[rpc_id] = (now, False)
         self._out.to_agent.append(line)
         if private:
             return rpc_id
@@ -356,17 +329,16 @@ class Router:
     def cancel_own(self, rpc_id: str) -> None:
         """Forget an own request (its answer, if one ever comes, is then dropped quietly; a
         private create's still makes its session liminal's, ended: rule 11)."""
-        self._own_pending.pop(rpc_id, None)
-        if rpc_id in self._private_creates:
-            self._private_creates[rpc_id] = (self._private_creates[rpc_id][0], True)
+        self._owed.own.pop(rpc_id, None)
+        self._places.cancel(rpc_id)
 
     def notify_client(self, method: str, params: Any, now: float) -> None:
         """A notification of liminal's own to the client (``params`` already in thread ids)."""
         thread = params.get("sessionId") if isinstance(params, dict) else None
-        if method == "session/update" and isinstance(thread, str) and self._ids is not None:
-            params = self._with_message_id(thread, params, self._ids)
+        if method == "session/update" and isinstance(thread, str) and isinstance(params, dict):
+            params = self._ids.own_chunk(thread, params, Direction.LIMINAL_TO_CLIENT.value)
         line = jsonrpc.notification_frame(method, params)
-        self._out.to_client.append(line)
+        self._out.client.append(line)
         self._tap(Direction.LIMINAL_TO_CLIENT, Kind.NOTIFICATION, now, line, None,
                   thread, self.backing_of(thread) if thread else None, method, None)
 
@@ -376,16 +348,6 @@ class Router:
         that turn. Sent between turns, after a prompt was answered, a headless client (one that
         prints a turn's updates) glued it to the previous answer."""
         self._turn_notices.setdefault(thread_id, []).append((method, params))
-
-    @staticmethod
-    def _with_message_id(thread: str, params: dict[str, Any], ids: MessageIds) -> dict[str, Any]:
-        """Rule 10 for a chunk of liminal's own: ``params`` with a ``messageId`` where it has none."""
-        update = params.get("update")
-        kind = update.get("sessionUpdate") if isinstance(update, dict) else None
-        if not isinstance(update, dict) or kind not in CHUNK_KINDS or isinstance(update.get("messageId"), str):
-            return params
-        mid = ids.own_id(thread, kind, Direction.LIMINAL_TO_CLIENT.value)
-        return {**params, "update": {**update, "messageId": mid}}
 
     def note(self, method: str, params: dict[str, Any], now: float, *, thread_id: str) -> None:
         """Record what liminal did (``liminal/swap``) as a notification frame that only the taps
@@ -410,22 +372,20 @@ class Router:
         self._captured.discard(backing_id)
 
     def hold(self, thread_id: str) -> None:
-        self._held.setdefault(thread_id, deque())
+        self._held.hold(thread_id)
 
     def is_held(self, thread_id: str) -> bool:
         return thread_id in self._held
 
     def held_threads(self) -> list[str]:
-        return list(self._held)
+        return self._held.threads()
 
     def held_count(self, thread_id: str) -> int:
-        return len(self._held.get(thread_id, ()))
+        return self._held.count(thread_id)
 
     def release(self, thread_id: str) -> int:
         """Stop holding the thread and forward what waited, for its backing id as of now."""
-        waiting = self._held.pop(thread_id, None)
-        if not waiting:
-            return 0
+        waiting = self._held.take(thread_id)
         backing = self.backing_of(thread_id)
         for held in waiting:
             method = held.message.get("method")
@@ -440,40 +400,37 @@ class Router:
 
     def prompt_in_flight(self, thread_id: str) -> bool:
         """A client prompt for the thread is still waiting for the agent's answer."""
-        return any(p.method == "session/prompt" and p.thread_id == thread_id
-                   for p in self._client_pending.values())
+        return self._owed.prompt_in_flight(thread_id)
 
     def agent_idle(self) -> bool:
         """Nothing is under way at the agent: it owes no answer to the client (held requests
         have not reached it) nor to liminal, the client owes it none, no session is captured or
         being loaded, and its output stands at a line boundary. Only then can its sessions be
         handed to another process of the agent (``liminal.kernel.recycle``)."""
-        held_requests = sum(1 for queue in self._held.values() for held in queue
-                            if "id" in held.message and "method" in held.message)
-        return (self.agent_alive and len(self._client_pending) == held_requests
-                and not self._agent_pending and not self._own_pending and not self._captured
+        return (self.agent_alive and len(self._owed.client) == self._held.requests()
+                and not self._owed.agent and not self._owed.own and not self._captured
                 and not self._loads.under_way() and self._agent_framer.buffered == 0
-                and not self._unplaced)
+                and not self._places.lines)
 
     def pending_client_ids(self) -> set[Any]:
         """The ids (``jsonrpc.id_key``) of the client's requests the agent has not answered."""
-        return set(self._client_pending) | set(self._local_pending)
+        return self._owed.client_ids()
 
     @property
     def pending_client_requests(self) -> int:
-        return len(self._client_pending)
+        return len(self._owed.client)
 
     def owed_to_client(self) -> list[str]:
         """The methods of the client's requests that nothing has answered yet, oldest first."""
-        return [p.method for p in (*self._client_pending.values(), *self._local_pending.values())]
+        return self._owed.client_methods()
 
     def open_agent_requests(self) -> list[tuple[Any, str]]:
         """The agent's requests the client has not answered yet: (id, method), oldest first."""
-        return [(key, method) for key, (method, _) in self._agent_pending.items()]
+        return self._owed.agent_requests()
 
     def agent_request_open(self, thread_id: str) -> bool:
         """The agent asked the client something about the thread that is still unanswered."""
-        return any(thread == thread_id for _, thread in self._agent_pending.values())
+        return self._owed.agent_request_open(thread_id)
 
     # ------------------------------------------------------- loads of moved threads
 
@@ -495,7 +452,7 @@ class Router:
             self.notify_client("session/update", {"sessionId": load.thread, "update": update}, now)
         for line in done.lines:
             out_line = rewrite(line, load.backing, load.thread)
-            self._out.to_client.append(out_line)
+            self._out.client.append(out_line)
             self._tap(Direction.LIMINAL_TO_CLIENT, Kind.NOTIFICATION, now, out_line, None, load.thread,
                       load.backing, "session/update", None)
         self._answer_client(load.key, load.answer)
@@ -523,11 +480,11 @@ class Router:
         self.agent_alive = False
         last = f"; its stderr last said: {said}" if said else ""
         self._gone_why = why or f"the agent exited ({reason}){last}"
-        for key, pending in list(self._client_pending.items()):
+        for key, pending in list(self._owed.client.items()):
             told = why or f"the agent exited before answering {pending.method} ({reason}){last}"
             line = jsonrpc.error_frame(pending.id_json or jsonrpc.encode_id(key), jsonrpc.INTERNAL_ERROR, told)
             self._answer_from_liminal(key, line, now, pending.method, None)
-        self._client_pending.clear()
+        self._owed.client.clear()
         self._held.clear()  # held prompts are pending client requests too: answered above
         for load in self._loads.unanswered():  # answered above
             self._end_load(load)
@@ -540,15 +497,15 @@ class Router:
         their backing sessions are kept."""
         self.agent_alive = True
         self._agent_framer = LineFramer(self._client_framer.max_size)
-        self._agent_pending.clear()
-        self._own_pending.clear()
+        self._owed.agent.clear()
+        self._owed.own.clear()
         self._captured.clear()
         self._side.clear()
-        self._private_creates.clear()
-        if self._unplaced:  # the old process's, about sessions no one was told of: no one's now
-            self._out.problems.append(f"{len(self._unplaced)} lines of the agent's about sessions "
+        self._places.creates.clear()
+        if self._places.lines:  # the old process's, about sessions no one was told of: no one's now
+            self._out.problems.append(f"{len(self._places.lines)} lines of the agent's about sessions "
                                       "it never placed dropped at its restart")
-            self._unplaced.clear()
+            self._places.lines.clear()
         self._loads.forget_unanswered()
 
     def client_replaced(self) -> None:
@@ -570,7 +527,7 @@ class Router:
             self._tap(Direction.CLIENT_TO_AGENT, kind, now, line, message, None, None, None, None)
             return
         if kind is Kind.RESPONSE:  # to a request of the agent's
-            asked, about = self._agent_pending.pop(jsonrpc.id_key(message["id"]), (None, None))
+            asked, about = self._owed.agent.pop(jsonrpc.id_key(message["id"]), (None, None))
             self._out.to_agent.append(line)
             self._tap(Direction.CLIENT_TO_AGENT, kind, now, line, message, about,
                       self.backing_of(about) if about else None, asked, message["id"])
@@ -583,7 +540,7 @@ class Router:
             return
         thread = _session_in(message)
         if thread is not None:
-            self._known.add(thread)  # rule 11: the client's, whatever the agent says of it
+            self._places.known.add(thread)  # rule 11: the client's, whatever the agent says of it
         if kind is Kind.REQUEST:
             kept = self._client_request(line, message, thread, now)
             if kept is None:
@@ -595,8 +552,8 @@ class Router:
         # While a thread is held, what the client sends about it, and what it sends about
         # no session at all, waits in the thread's queue: the agent sees the client's order
         # (a set_mode sent after a prompt still arrives after it). Other threads pass.
-        holder = thread if thread is not None else next(iter(self._held), None)
-        if holder is not None and holder in self._held:
+        holder = self._held.holder(thread)
+        if holder is not None:
             if method != "session/cancel":
                 self._hold_back(holder, line, message)
                 self._prompt_tapped(method, kind, message)
@@ -625,8 +582,8 @@ class Router:
 
     def _prompt_tapped(self, method: str, kind: Kind, message: dict[str, Any]) -> None:
         """Rule 10: a client's prompt is about to be tapped; its frame's id is its user message's."""
-        if method == "session/prompt" and kind is Kind.REQUEST and self._ids is not None:
-            pending = self._client_pending.get(jsonrpc.id_key(message["id"]))
+        if method == "session/prompt" and kind is Kind.REQUEST and self._ids.stamping:
+            pending = self._owed.client.get(jsonrpc.id_key(message["id"]))
             if pending is not None:
                 pending.message_id = self._ids.next_id()
 
@@ -641,35 +598,31 @@ class Router:
         # float that may be a rounded big integer, an object or array id that JSON-RPC does not
         # allow but a client sent) keeps its bytes for the answer.
         exact = None if isinstance(rpc_id, (str, int)) else jsonrpc.encode_id(rpc_id, line)
-        pending = _Pending(method, thread, exact)
+        pending = Pending(method, thread, exact)
         local, amended_line, amended = self._hooks.request(method, message, thread, line, self._out.problems)
         if local:
             backing = self._backing_of.get(thread, thread) if thread is not None else None
-            self._local_pending[key] = pending
-            if method == "session/prompt" and self._ids is not None:
+            self._owed.local[key] = pending
+            if method == "session/prompt" and self._ids.stamping:
                 pending.message_id = self._ids.next_id()
             self._out.local.append(LocalRequest(key, method, thread, amended))
             self._tap(Direction.CLIENT_TO_LIMINAL, Kind.REQUEST, now, line, message, thread, backing, method,
                       rpc_id)
             return None
-        self._client_pending[key] = pending
+        self._owed.client[key] = pending
         return amended_line, amended
 
     def _hold_back(self, thread: str, line: bytes, message: dict[str, Any]) -> None:
-        queue = self._held[thread]
-        queue.append(_Held(line, message))
-        if len(queue) > self.max_held_per_thread or sum(len(h.line) for h in queue) > self.max_held_bytes:
+        if not self._held.add(thread, line, message, self.max_held_per_thread, self.max_held_bytes):
             self._out.problems.append(f"too many frames held for {thread}; releasing them")
             self.release(thread)
 
     def _cancel_held(self, thread: str, now: float) -> None:
         """A cancel for a held thread: its held prompts never reached the agent; answer them."""
-        queue = self._held[thread]
-        for held in [h for h in queue if h.message.get("method") == "session/prompt"]:
-            queue.remove(held)
+        for held in self._held.take_prompts(thread):
             rpc_id = held.message.get("id")
             key = jsonrpc.id_key(rpc_id)
-            self._client_pending.pop(key, None)
+            self._owed.client.pop(key, None)
             line = jsonrpc.result_frame(jsonrpc.encode_id(rpc_id, held.line), b'{"stopReason":"cancelled"}')
             self._answer_from_liminal(key, line, now, "session/prompt", thread)
 
@@ -678,6 +631,31 @@ class Router:
             self.notify_client(method, params, now)
 
     # ------------------------------------------------------------ agent -> client
+
+    def _agent_run(self, lines: list[bytes | Oversized], at: int, now: float) -> int:
+        """The agent's streamed updates from ``lines[at]`` on that form a run
+        (``liminal.acp.runs``) about a session no rule but 2 and 10 touches: forwarded and
+        tapped whole, as ``_agent_line`` would one by one. Returns where the run ends (``at``
+        when there is none)."""
+        run = None if self._places.creates else find_run(lines, at, self._hooked_kinds)
+        if run is None or run.backing in self._captured or (self._side and run.backing in self._side):
+            return at
+        backing = run.backing
+        thread = self._thread_of.get(backing, backing)
+        kind = _CHUNK_KINDS.get(run.kind)
+        member = b"" if kind is None else self._ids.run(run.lines, run.joined, thread, kind, _A2C)
+        if member is None:  # the agent's own ids on some of them only: line by line
+            return at
+        if kind is None:
+            self._ids.others(thread, len(run.lines))
+        out = spliced(run, thread, member)  # rule 10's id, and rule 2 for the id the head spells
+        if thread != backing and run.joined.count(b'"sessionId"') != len(run.lines):  # named again further on
+            out = rewrite_lines(out, backing, thread)
+        self._out.client.append(out)
+        if self.tapping:
+            self._out.taps.append(FrameRun(Direction.AGENT_TO_CLIENT, now, self.connection_id, thread, backing,
+                                           run.lines))
+        return at + len(run.lines)
 
     def _agent_line(self, line: bytes | Oversized, now: float) -> None:
         """Every line of the agent's. A notification (every streamed chunk is one) goes its one
@@ -711,48 +689,30 @@ class Router:
                 backing = None
         thread: str | None = None
         direction = Direction.AGENT_TO_CLIENT
-        if self._private_creates and backing is not None and not self._placed(backing):
+        if self._places.creates and backing is not None and not self._placed(backing):
             self._wait_unplaced(line, backing, now)  # rule 11: maybe a side session's, not yet answered
             return
         if self._side and backing is not None and backing in self._side:
             self._side.keep(backing, line)  # rule 11: liminal's alone, not even tapped nor stamped
             return
-        ids = self._ids
         if backing is None:
-            if ids is not None:
-                ids.other(None)
-            self._out.to_client.append(line)
-        elif ids is None:  # as before rule 10
-            thread = self._thread_of.get(backing, backing)
-            if backing in self._captured:
-                direction = Direction.AGENT_TO_LIMINAL  # rule 4: a replay the client must not see
-                self._loads.keep(backing, line)
-            else:
-                out_line = self._hooks.update(line, message, thread, self._out.problems) if (
-                    self._hooked_kinds and message is not None) else line
-                self._out.to_client.append(out_line if thread == backing else rewrite(out_line, backing, thread))
+            self._ids.other(None)
+            self._out.client.append(line)
         else:
             thread = self._thread_of.get(backing, backing)
-            # Rule 10: which message a chunk belongs to, and its id.
-            chunk = canonical_chunk(line, end) if message is None else chunk_kind(message)
-            agent_id = agent_id_in(line) if chunk is not None else None
-            if backing in self._captured:
-                direction = Direction.AGENT_TO_LIMINAL  # rule 4: a replay the client must not see
-                self._loads.keep(backing, line)
-            else:
+            forwarded = backing not in self._captured
+            if forwarded:
                 out_line = self._hooks.update(line, message, thread, self._out.problems) if (
                     self._hooked_kinds and message is not None) else line
-                if chunk is not None and agent_id is None:
-                    mid = ids.chunk(thread, chunk, direction.value, None)
-                    out_line = stamped(out_line, mid, canonical_end=end if (
-                        out_line is line and message is None) else canonical_end(out_line))
-                self._out.to_client.append(out_line if thread == backing else rewrite(out_line, backing, thread))
-            if chunk is None:
-                ids.other(thread)
-            elif direction is not Direction.AGENT_TO_CLIENT or agent_id is not None:
-                ids.chunk(thread, chunk, direction.value, agent_id)
+            else:
+                direction = Direction.AGENT_TO_LIMINAL  # rule 4: a replay the client must not see
+                self._loads.keep(backing, line)
+                out_line = line
+            out_line = self._ids.agent_update(line, out_line, message, end, thread, direction.value, forwarded)
+            if forwarded:
+                self._out.client.append(out_line if thread == backing else rewrite(out_line, backing, thread))
         if self.tapping:
-            self._out.events.append(
+            self._out.taps.append(
                 make_lazy_event(direction, Kind.NOTIFICATION, now, line, self.connection_id, thread, backing,
                                 method, len(line)) if message is None else
                 make_event(direction, Kind.NOTIFICATION, now, line, message, self.connection_id, thread, backing,
@@ -760,33 +720,17 @@ class Router:
 
     def _placed(self, backing: str) -> bool:
         """Rule 11: whose the session is, is known (a thread's, the client's, a side session's)."""
-        return (backing in self._known or backing in self._thread_of or backing in self._side
+        return (backing in self._places.known or backing in self._thread_of or backing in self._side
                 or backing in self._captured or backing in self._backing_of)
 
     def _wait_unplaced(self, line: bytes, backing: str, now: float) -> None:
-        self._unplaced.append(_Unplaced(line, backing, now))
-        if sum(len(u.line) for u in self._unplaced) > self.max_held_bytes:
-            self._settle_unplaced(now, overflow=True)
+        if not self._places.wait(line, backing, now, self.max_held_bytes):
+            self._settle(now, overflow=True)
 
-    def _settle_unplaced(self, now: float, *, overflow: bool = False) -> None:
+    def _settle(self, now: float, *, overflow: bool = False) -> None:
         """Rule 11: the agent's lines about sessions no one had placed go their way once an
-        answer places them (or no private create is left unanswered); past the bounds, as the
-        client's."""
-        for rpc_id, (since, cancelled) in list(self._private_creates.items()):
-            if cancelled and now - since > self.max_unplaced_seconds:
-                del self._private_creates[rpc_id]  # its answer will not come now
-        waiting, self._unplaced = self._unplaced, deque()
-        for n, held in enumerate(waiting):
-            if not self._private_creates or self._placed(held.session):
-                self._agent_line(held.line, held.at)
-                continue
-            if (overflow and n == 0) or now - held.at > self.max_unplaced_seconds:
-                self._out.problems.append(f"the agent spoke of session {held.session}, which no answer "
-                                          "placed in time; forwarded as the client's")
-                self._known.add(held.session)  # and what follows of it, in order
-                self._agent_line(held.line, held.at)
-                continue
-            self._unplaced.append(held)
+        answer places them; past the bounds, as the client's."""
+        self._places.settle(now, self._placed, self._agent_line, self._out.problems, overflow)
 
     def _agent_message(self, line: bytes, message: dict[str, Any] | None, now: float) -> None:
         """A line of the agent's that is not a notification."""
@@ -800,41 +744,41 @@ class Router:
         else:
             if line.strip():
                 self._out.problems.append(f"agent sent a line that is not JSON-RPC: {line[:200]!r}")
-            self._out.to_client.append(line)
+            self._out.client.append(line)
             self._tap(Direction.AGENT_TO_CLIENT, kind, now, line, message, None, None, None, None)
 
     def _agent_request(self, line: bytes, message: dict[str, Any], now: float) -> None:
         rpc_id = message["id"]
         backing = _session_in(message)
-        if self._private_creates and backing is not None and not self._placed(backing):
+        if self._places.creates and backing is not None and not self._placed(backing):
             self._wait_unplaced(line, backing, now)  # rule 11: maybe a side session's, not yet answered
             return
         if self._side and backing in self._side:
             self._out.to_agent.append(refusal(message))  # rule 11: no tool of it runs
             return
         thread = self.thread_of(backing) if backing is not None else None
-        self._agent_pending[jsonrpc.id_key(rpc_id)] = (message["method"], thread)
-        self._out.to_client.append(line if backing is None else rewrite(line, backing, thread or backing))
+        self._owed.agent[jsonrpc.id_key(rpc_id)] = (message["method"], thread)
+        self._out.client.append(line if backing is None else rewrite(line, backing, thread or backing))
         self._tap(Direction.AGENT_TO_CLIENT, Kind.REQUEST, now, line, message, thread, backing,
                   message["method"], rpc_id)
 
     def _agent_response(self, line: bytes, message: dict[str, Any], now: float) -> None:
         rpc_id = message["id"]
         key = jsonrpc.id_key(rpc_id)
-        if isinstance(rpc_id, str) and rpc_id.startswith(OWN_ID_PREFIX) and rpc_id in self._own_pending:
+        if isinstance(rpc_id, str) and rpc_id.startswith(OWN_ID_PREFIX) and rpc_id in self._owed.own:
             self._own_response(line, message, now)
             return
-        if isinstance(rpc_id, str) and rpc_id in self._private_creates:
+        if isinstance(rpc_id, str) and rpc_id in self._places.creates:
             # A private create given up on (``cancel_own``): its session is still liminal's, ended.
-            del self._private_creates[rpc_id]
+            del self._places.creates[rpc_id]
             created = _session_in(message, "result")
             if created is not None:
                 self._side.open(created)
                 self._side.end(created)
-            if self._unplaced:
-                self._settle_unplaced(now)
+            if self._places.lines:
+                self._settle(now)
             return
-        pending = self._client_pending.pop(key, None)
+        pending = self._owed.client.pop(key, None)
         load = self._loads.answered(key) if pending is not None else None
         if load is not None:
             self._end_load(load)
@@ -846,9 +790,9 @@ class Router:
             if created is not None:
                 backing = created
                 thread = self._thread_of.get(created, created)
-                self._known.add(created)
-                if self._unplaced:  # what the agent said of it first goes first (rule 11)
-                    self._settle_unplaced(now)
+                self._places.known.add(created)
+                if self._places.lines:  # what the agent said of it first goes first (rule 11)
+                    self._settle(now)
         out_line = map_all(line, self._thread_of) if self._thread_of and b'"sessionId"' in line else line
         result = message.get("result")
         if pending is not None and isinstance(result, dict):
@@ -870,13 +814,13 @@ class Router:
 
     def _own_response(self, line: bytes, message: dict[str, Any], now: float) -> None:
         rpc_id = message["id"]
-        own = self._own_pending.pop(rpc_id)
+        own = self._owed.own.pop(rpc_id)
         created = _session_in(message, "result")
         if own.private:
             if created is not None and own.method in _CREATES_SESSION:
                 self._side.open(created)
-            if self._private_creates.pop(rpc_id, None) is not None and self._unplaced:
-                self._settle_unplaced(now)  # the side session's early lines kept, others forwarded
+            if self._places.creates.pop(rpc_id, None) is not None and self._places.lines:
+                self._settle(now)  # the side session's early lines kept, others forwarded
             self._out.own_responses.append((rpc_id, message))
             return
         if created is not None and own.method in _CREATES_SESSION and own.thread_id is not None:
@@ -885,9 +829,9 @@ class Router:
             # asked binds the thread to it.
             self.adopt(created, own.thread_id)
         if created is not None and own.method in _CREATES_SESSION:
-            self._known.add(created)  # liminal's, for a thread: not a side session (rule 11)
-            if self._unplaced:
-                self._settle_unplaced(now)
+            self._places.known.add(created)  # liminal's, for a thread: not a side session (rule 11)
+            if self._places.lines:
+                self._settle(now)
         self._out.own_responses.append((rpc_id, message))
         self._tap(Direction.AGENT_TO_LIMINAL, Kind.RESPONSE, now, line, message, own.thread_id,
                   created or (self.backing_of(own.thread_id) if own.thread_id else None), own.method, rpc_id)
@@ -914,7 +858,7 @@ class Router:
                 self._out.to_agent.append(error)
                 self._tap(Direction.LIMINAL_TO_AGENT, Kind.RESPONSE, now, error, None, None, None, method, None)
             return
-        pending = self._client_pending.pop(key, None)
+        pending = self._owed.client.pop(key, None)
         if pending is not None:
             load = self._loads.answered(key)
             if load is not None:
@@ -929,7 +873,7 @@ class Router:
         """Every answer to a client request leaves through here (rule 9 applies to all)."""
         out = self._takeover.outgoing(key, line) if self._takeover.active else line
         if out is not None:  # None: the answer to a request of the client that left
-            self._out.to_client.append(out)
+            self._out.client.append(out)
 
     def _answer_from_liminal(self, key: Any, line: bytes, now: float, method: str | None,
                              thread: str | None) -> None:
@@ -940,21 +884,10 @@ class Router:
     def _tap(self, direction: Direction, kind: Kind, now: float, raw: bytes, message: dict[str, Any] | None,
              thread: str | None, backing: str | None, method: str | None, rpc_id: Any, *,
              size: int | None = None) -> None:
-        # Rule 10: every event counts (its sequence number is its frame id's); a chunk (liminal's
-        # own, a replay's) joins or starts a message, anything else of the thread ends it.
-        ids = self._ids
-        if ids is not None:
-            chunk = None
-            if method == "session/update" and kind is Kind.NOTIFICATION and thread is not None:
-                end = canonical_end(raw) if message is None else None
-                chunk = chunk_kind(message) if message is not None else (
-                    canonical_chunk(raw, end) if end is not None else chunk_kind(jsonrpc.parse(raw)))
-            if chunk is not None and thread is not None:
-                ids.chunk(thread, chunk, direction.value, agent_id_in(raw))
-            else:
-                ids.other(thread)
+        # Rule 10: every event counts (its sequence number is its frame id's).
+        self._ids.tapped(method, kind is Kind.NOTIFICATION, thread, direction.value, raw, message)
         if self.tapping:
-            self._out.events.append(make_event(direction, kind, now, raw, message, self.connection_id, thread,
+            self._out.taps.append(make_event(direction, kind, now, raw, message, self.connection_id, thread,
                                                backing, method, rpc_id, len(raw) if size is None else size))
 
 

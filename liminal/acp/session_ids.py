@@ -19,8 +19,31 @@ def rewrite(line: bytes, old: str, new: str) -> bytes:
     The compact spelling every adapter writes is replaced as bytes (a streamed chunk of a moved
     thread pays a few hundred nanoseconds, where the regular expression's substitution cost
     microseconds); the expression handles what is left, if the old id is still in the line."""
+    replaced, left = _compact(line, old, new)
+    if not left:
+        return replaced
+    quoted_new, pattern = _spellings(old, new)[3:]
+    return pattern.sub(lambda found: found.group(1) + quoted_new, replaced)
+
+
+def rewrite_lines(lines: bytes, old: str, new: str) -> bytes:
+    """``rewrite`` of each of ``lines`` (lines joined by ``\\n``): one pass where the compact
+    spelling is all there is (it cannot span two lines); else line by line, since the
+    expression's spaces could."""
+    replaced, left = _compact(lines, old, new)
+    return b"\n".join([rewrite(line, old, new) for line in lines.split(b"\n")]) if left else replaced
+
+
+def _compact(data: bytes, old: str, new: str) -> tuple[bytes, bool]:
+    """``data`` with the compact spelling of ``old`` replaced, and whether ``old`` is still in it."""
     if old == new or not old:
-        return line
+        return data, False
+    compact_old, compact_new, quoted_old = _spellings(old, new)[:3]
+    data = data.replace(compact_old, compact_new)
+    return data, quoted_old in data
+
+
+def _spellings(old: str, new: str) -> tuple[bytes, bytes, bytes, bytes, re.Pattern[bytes]]:
     cached = _REWRITE_CACHE.get((old, new))
     if cached is None:
         quoted_old, quoted_new = orjson.dumps(old), orjson.dumps(new)
@@ -29,11 +52,7 @@ def rewrite(line: bytes, old: str, new: str) -> bytes:
         if len(_REWRITE_CACHE) > 1024:
             _REWRITE_CACHE.clear()
         _REWRITE_CACHE[(old, new)] = cached
-    compact_old, compact_new, quoted_old, quoted_new, pattern = cached
-    line = line.replace(compact_old, compact_new)
-    if quoted_old not in line:
-        return line
-    return pattern.sub(lambda found: found.group(1) + quoted_new, line)
+    return cached
 
 
 def map_all(line: bytes, mapping: dict[str, str]) -> bytes:

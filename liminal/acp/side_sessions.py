@@ -18,6 +18,9 @@ This object only keeps the lines and words the refusals; the router decides wher
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -30,8 +33,8 @@ REFUSED = "liminal's side session runs no tools"
 class SideSessions:
     def __init__(self) -> None:
         self._lines: dict[str, list[bytes]] = {}
-        # Ended ones stay liminal's: Codex sends a usage update after answering the prompt,
-        # which reached the client as a session it never opened (seen in test_summaries).
+        # Ended ones stay liminal's: an agent may speak of a side session after answering its
+        # last prompt (a usage update), and the client never opened it.
         self._ended: set[str] = set()
 
     def __contains__(self, session_id: object) -> bool:
@@ -66,6 +69,55 @@ class SideSessions:
     def clear(self) -> None:
         self._ended.update(self._lines)
         self._lines.clear()
+
+
+@dataclass(slots=True)
+class _Unplaced:
+    line: bytes
+    session: str
+    at: float
+
+
+class Placement:
+    """Before a private create is answered: the session ids the client named or was told (the
+    router knows the others: its thread map, captures, side sessions), the private creates
+    unanswered (rpc id -> (sent at, cancelled); a cancelled one stays until answered or stale),
+    and the agent's lines about a session no one has placed yet, waiting in order."""
+
+    def __init__(self) -> None:
+        self.known: set[str] = set()
+        self.creates: dict[str, tuple[float, bool]] = {}
+        self.lines: deque[_Unplaced] = deque()
+        self.max_seconds = 30.0
+
+    def wait(self, line: bytes, session: str, now: float, max_bytes: int) -> bool:
+        """Keep a line; False when what waits is past ``max_bytes`` (settle with overflow)."""
+        self.lines.append(_Unplaced(line, session, now))
+        return sum(len(u.line) for u in self.lines) <= max_bytes
+
+    def cancel(self, rpc_id: str) -> None:
+        if rpc_id in self.creates:
+            self.creates[rpc_id] = (self.creates[rpc_id][0], True)
+
+    def settle(self, now: float, placed: Callable[[str], bool], forward: Callable[[bytes, float], None],
+               problems: list[str], overflow: bool = False) -> None:
+        """The lines whose session an answer has placed (or all, once no private create is left
+        unanswered) go on to ``forward``, in order; past the bounds, as the client's."""
+        for rpc_id, (since, cancelled) in list(self.creates.items()):
+            if cancelled and now - since > self.max_seconds:
+                del self.creates[rpc_id]  # its answer will not come now
+        waiting, self.lines = self.lines, deque()
+        for n, held in enumerate(waiting):
+            if not self.creates or placed(held.session):
+                forward(held.line, held.at)
+                continue
+            if (overflow and n == 0) or now - held.at > self.max_seconds:
+                problems.append(f"the agent spoke of session {held.session}, which no answer "
+                                "placed in time; forwarded as the client's")
+                self.known.add(held.session)  # and what follows of it, in order
+                forward(held.line, held.at)
+                continue
+            self.lines.append(held)
 
 
 def refusal(message: dict[str, Any]) -> bytes:

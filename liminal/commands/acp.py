@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from liminal.config import Settings
 
 if TYPE_CHECKING:
-    from liminal.acp.port import Component
+    from liminal.wiring import Locking
 
 HELP = "run as an ACP agent: spawn AGENT_COMMAND and proxy every frame"
 
@@ -61,8 +60,6 @@ def agent_command(args: argparse.Namespace, command: str) -> list[str] | None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    import functools
-
     import anyio
 
     from liminal.proxy import tune_gc
@@ -79,28 +76,27 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             "waiting for an ACP client on stdin: an editor starts liminal acp and speaks to it "
             "(to try it without one: README, \"Try it without an editor\"); Ctrl-D ends")
     config_file = getattr(args, "config", None)
-    locks, release = thread_locks(settings)
-    return anyio.run(functools.partial(run_proxy, leading=release, take_thread=locks), argv, settings,
-                     config_file, backend="asyncio")
+    return anyio.run(run_proxy, argv, settings, config_file, None, thread_locks(settings),
+                     backend="asyncio")
 
 
-def thread_locks(settings: Settings) -> tuple[Callable[[str], Awaitable[bool]] | None, list[Component]]:
+def thread_locks(settings: Settings) -> Locking | None:
     """One live sidecar per thread among those on one store: the command center takes the lock
     of each thread a client opens or makes, and a load of a thread another live liminal has open
     is refused, saying so (docs/operations.md, "Two sidecars, one thread"). The lock is
     ``liminal serve``'s (``liminal.serve.locks``): a file lock where every sidecar on the store
     finds it (the home, or beside a SQLite file the home does not hold) and, with a Redis
     ``cache.url``, a Redis lock (sidecars on several machines). Released as the proxy closes,
-    ahead of its index worker. Returns the take and the component that releases; none without
-    a store (nothing another sidecar could share)."""
+    ahead of its index worker. None without a store (nothing another sidecar could share)."""
     import contextlib
 
     from liminal.serve.locks import LockRelease, ThreadLocks
     from liminal.store.base import sqlite_path
     from liminal.store.cache import redis_url_of
+    from liminal.wiring import Locking
 
     if not settings.store.index:
-        return None, []
+        return None
     folder = settings.home
     if not settings.store.url.startswith(("mongodb://", "mongodb+srv://")):
         shared = sqlite_path(settings)
@@ -109,4 +105,4 @@ def thread_locks(settings: Settings) -> tuple[Callable[[str], Awaitable[bool]] |
             with contextlib.suppress(OSError):  # else taking a lock says why
                 folder.mkdir(mode=0o700, exist_ok=True)
     locks = ThreadLocks(folder, redis_url_of(settings.cache.url))
-    return locks.try_take, [LockRelease(locks)]
+    return Locking(locks.try_take, [LockRelease(locks)])

@@ -17,7 +17,7 @@ from liminal.config import Settings
 from liminal.dashboard import views
 from liminal.errors import in_words
 from liminal.gradient.recall import KEY_IN_MARKER, RecallError, RecallKey
-from liminal.harness.base import HarnessChoice
+from liminal.harness.base import HarnessChoice, SessionHarness
 from liminal.harness.known import known_harnesses
 from liminal.lookup.shown import cli_name
 from liminal.store.records import DELETED
@@ -46,7 +46,7 @@ class Reader:
         self._stack = AsyncExitStack()
         self._store: Store | None = None
         self._opening = anyio.Lock()
-        self._harnesses: dict[str, HarnessChoice] = {}
+        self._harnesses: dict[str, SessionHarness] = {}
         self._rows: dict[str, tuple[ThreadSummary, dict[str, Any]]] = {}  # the list's, by thread
 
     async def store(self) -> Store:
@@ -67,10 +67,12 @@ class Reader:
         await self._stack.aclose()
         self._store = None
 
-    def harness(self, cli: str) -> HarnessChoice:
+    def harness(self, cli: str) -> SessionHarness:
+        """The harness of the CLI named ``cli``; another name: Claude Code's, each CLI's asked
+        in turn for a recall key (``ChosenHarness``)."""
         if cli not in self._harnesses:
             forced = cli if cli in ("claude", "codex") else None
-            self._harnesses[cli] = HarnessChoice(known_harnesses(self.settings.gradient), forced=forced)
+            self._harnesses[cli] = HarnessChoice(known_harnesses(self.settings.gradient), forced=forced).harness
         return self._harnesses[cli]
 
     def ceiling(self, thread: Thread, messages: Sequence[MessageRecord] = ()) -> int:
@@ -134,10 +136,9 @@ class Reader:
                 if made_by_model is None:
                     made_by_model = await self._summaries(store)
                 ceiling = self.ceiling(summary.thread, messages)
-                row = views.thread_row(summary, messages, ceiling=ceiling,
-                                       cache_life=self.settings.swap.cache_life_seconds,
-                                       summaries=made_by_model.get(summary.thread.id, []),
-                                       policy=self.policy(summary.thread, ceiling))
+                row = views.thread_row(summary, messages, views.Terms(
+                    ceiling, self.settings.swap.cache_life_seconds,
+                    made_by_model.get(summary.thread.id, []), self.policy(summary.thread, ceiling)))
                 if row["context_used"] is None:
                     known = await self.context_of_file(summary.thread)
                     row["context_used"], row["context_why"] = known["used"], known.get("why")
@@ -198,10 +199,10 @@ class Reader:
         messages, liminals, head, summary_before, cut = await self._seen(thread)
         made_by_model = await self._summaries(await self.store())
         ceiling = self.ceiling(thread, messages)
+        terms = views.Terms(ceiling, self.settings.swap.cache_life_seconds, made_by_model.get(thread.id, []),
+                            self.policy(thread, ceiling))
         view = views.thread_view(thread, messages, liminals, head=head, summary_before=summary_before, cut=cut,
-                                 ceiling=ceiling, cache_life=self.settings.swap.cache_life_seconds,
-                                 window=window, summaries=made_by_model.get(thread.id, []),
-                                 policy=self.policy(thread, ceiling))
+                                 terms=terms, window=window)
         if view["context_now"]["used"] is None:
             view["context_now"].update(await self.context_of_file(thread))
         view["stamp"] = stamp

@@ -265,12 +265,19 @@ def savings(calls: Sequence[Point], committed: Sequence[dict[str, Any]], ceiling
 # -- the list -----------------------------------------------------------------------------------
 
 
-def thread_row(summary: ThreadSummary, messages: Sequence[MessageRecord], *, ceiling: int,
-               cache_life: float, summaries: Sequence[float] = (),
-               policy: CostPolicy | None = None) -> dict[str, Any]:
-    """One row of the threads list; ``messages``: the thread's usage and swap messages;
-    ``ceiling``, ``cache_life`` and ``summaries`` as ``savings`` takes them, ``policy`` as
-    ``payback_view``."""
+@dataclass(frozen=True, slots=True)
+class Terms:
+    """What a thread's savings and payback are measured against: ``ceiling``, ``cache_life`` and
+    ``summaries`` as ``savings`` takes them, ``policy`` as ``payback_view``."""
+
+    ceiling: int
+    cache_life: float
+    summaries: Sequence[float] = ()
+    policy: CostPolicy | None = None
+
+
+def thread_row(summary: ThreadSummary, messages: Sequence[MessageRecord], terms: Terms) -> dict[str, Any]:
+    """One row of the threads list; ``messages``: the thread's usage and swap messages."""
     t = summary.thread
     # (Which turn a usage point is in tells the turns apart; no command's turn has one.)
     numbers = turn_numbers((m for m in messages if m.kind == "usage"), ())
@@ -286,8 +293,8 @@ def thread_row(summary: ThreadSummary, messages: Sequence[MessageRecord], *, cei
         # move (/clear, /undo too) is ``moves``, as ``liminal threads`` MOVES.
         "swaps": sum(1 for m in committed if m["rewrite"]), "moves": len(committed),
         "last_activity": summary.last_activity, "created": t.created,
-        "savings": savings(calls, committed, ceiling, cache_life, summaries=summaries),
-        "payback": payback_view(committed, calls, policy),
+        "savings": savings(calls, committed, terms.ceiling, terms.cache_life, summaries=terms.summaries),
+        "payback": payback_view(committed, calls, terms.policy),
     }
 
 
@@ -450,14 +457,11 @@ def turns_view(messages: Sequence[MessageRecord], liminals: Collection[str], *, 
 
 
 def thread_view(thread: Thread, messages: Sequence[MessageRecord], liminals: Collection[str], *,
-                head: int | None, summary_before: bool, cut: dict[str, list[str]], ceiling: int,
-                cache_life: float, window: Window | None = None, summaries: Sequence[float] = (),
-                policy: CostPolicy | None = None) -> dict[str, Any]:
+                head: int | None, summary_before: bool, cut: dict[str, list[str]], terms: Terms,
+                window: Window | None = None) -> dict[str, Any]:
     """Everything a thread's page shows but its bands (asked for apart: they read the CLI's
     file, ``Reader.bands``); ``liminals``: the turns liminal answered itself (its commands:
-    ``Store.liminal_turns``), which are no turns of the conversation; ``ceiling``,
-    ``cache_life`` and ``summaries`` as ``savings`` takes them, ``policy`` as
-    ``payback_view``."""
+    ``Store.liminal_turns``), which are no turns of the conversation."""
     shown = conversation(messages)
     numbers = turn_numbers(shown, liminals)
     calls = points(shown, numbers)
@@ -489,10 +493,10 @@ def thread_view(thread: Thread, messages: Sequence[MessageRecord], liminals: Col
             "created": thread.created, "updated": thread.updated},
         "context_now": {"used": used, "size": size, "moved": moved},
         "points": [{"turn": p.turn, "used": p.used, "size": p.size, "time": p.time} for p in calls],
-        "moves": every_move, "marks": marks, "ceiling": ceiling,
+        "moves": every_move, "marks": marks, "ceiling": terms.ceiling,
         "swaps": sum(1 for m in committed if m["rewrite"]), "move_count": len(committed),
-        "savings": savings(calls, committed, ceiling, cache_life, summaries=summaries),
-        "payback": payback_view(committed, calls, policy),
+        "savings": savings(calls, committed, terms.ceiling, terms.cache_life, summaries=terms.summaries),
+        "payback": payback_view(committed, calls, terms.policy),
         "scratchpad": scratchpad_view(messages),
         "context_file": head is not None, "summary_before": summary_before,
         "turn_count": len(numbers),

@@ -5,9 +5,16 @@ implements ``SessionHarness``. Nothing outside ``liminal.harness`` knows a file 
 kernel asks a harness where a session is, how big its context is, whether a turn is on disk,
 and for a rewritten or cut copy under a new id; recall asks it for the bytes a key names.
 
-``HarnessChoice`` is what the kernel holds: it stands for the harness of the agent liminal
-wraps, chosen by the ``harness.name`` setting, else from the agent's ``initialize`` answer
-(``agentInfo.name``), else from the agent command's words, else Claude Code.
+The seam is cut by role, and a component names only the roles it uses: ``SessionFiles`` (what
+the kernel reads of a session file), ``Rewriting`` (a rewrite or a cut under a new id, adopted
+or removed), ``SideSessions``, ``Recall``, ``StoredSessions`` (the files beside a session, and a
+session written back from the store's lines), ``Removal`` (everything a CLI keeps of a session,
+for a delete). ``SessionHarness`` is all of them: what a CLI's class implements.
+
+``HarnessChoice`` chooses the harness of the agent liminal wraps: by the ``harness.name``
+setting, else from the agent's ``initialize`` answer (``agentInfo.name``), else from the agent
+command's words, else Claude Code. What the kernel holds is its ``harness``, the chosen one at
+each use (``ChosenHarness``).
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from liminal import log
 
@@ -25,6 +32,7 @@ if TYPE_CHECKING:
     from liminal.gradient.zone import Candidate, Placed
 
 logger = log.get("liminal.harness")
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,9 +77,9 @@ class Turns:
     earlier: bool
 
 
-class SessionHarness(Protocol):
-    """One CLI's session files, as the swap (``liminal.kernel.swap``), the commands
-    (``liminal.kernel.commands``) and recall (``liminal.lookup.recaller``) use them."""
+class SessionFiles(Protocol):
+    """What the kernel reads of a CLI's session files: where a session is, its context, whether a
+    turn is on disk, its turns as the person typed them and as a rewrite would band them."""
 
     @property
     def name(self) -> str: ...
@@ -83,12 +91,6 @@ class SessionHarness(Protocol):
     def ceiling_at(self, window: int | None) -> int:
         """The CLI's own auto-compaction point on a model of ``window`` tokens (the size the
         agent's usage reports); None: the usual model's, ``ceiling_tokens``."""
-
-    @property
-    def side_session_tokens(self) -> int:
-        """What the CLI sends of its own in a side session (``liminal.kernel.summaries``) beside
-        liminal's request: its system prompt, tools and context messages, a title request.
-        The swap policy prices a summary with it."""
 
     def locate(self, backing_id: str, cwd: str | None) -> Path | None:
         """The session file of ``backing_id``, or None (not written yet, or not this CLI's)."""
@@ -109,6 +111,41 @@ class SessionHarness(Protocol):
     def turn_settled(self, path: Path, prompt: str | None) -> bool:
         """The turn whose prompt was ``prompt`` is completely written to the file."""
 
+    def names(self, path: Path) -> str | None:
+        """The session id a file at ``path`` holds by this CLI's naming (``target_path``'s),
+        or None: not a session file of this CLI. The clean-up after a crash removes a file only
+        when its name is the rewrite's id."""
+
+    def position(self, path: Path) -> int:
+        """Where the session stands now, between turns (the CLIs only append)."""
+
+    def turns(self, path: Path) -> Turns:
+        """Where each turn the person typed begins, and whether a summary of older ones comes
+        before them (``Turns``)."""
+
+    def bands(self, path: Path, target_tokens: int,
+              recent_tokens: int | None = None) -> dict[str, dict[str, int]]:
+        """The session's turns as a rewrite to ``target_tokens`` would band them: for each band
+        (``liminal.gradient.bands.Band`` values) its ``turns`` and their ``tokens`` now."""
+
+    def ancient(self, path: Path, target_tokens: int, recent_tokens: int | None = None) -> list[TurnDigest]:
+        """The turns a rewrite to ``target_tokens`` would consolidate into its preamble, as the
+        summarizer is given them (``liminal.kernel.summaries`` has them summarised ahead)."""
+
+    def digests(self, path: Path) -> list[TurnDigest]:
+        """Every turn the model sees now (not a preamble's summary of older ones), as the
+        summarizer is given them: what ``/context rebuild`` has the state anchor written from."""
+
+
+
+class Rewriting(Protocol):
+    """What writes a compressed copy (a swap's, ``/optimise``'s) or a cut (``/undo``, ``/clear MARK``,
+    ``/fork``, a rewind) of a session under a new id, and what becomes of it after: adopted by
+    the thread, or removed unused."""
+
+    @property
+    def name(self) -> str: ...
+
     def target_path(self, path: Path, new_id: str) -> Path:
         """Where ``rewrite(path, ..., new_id)`` writes: journaled before the file exists."""
 
@@ -125,13 +162,32 @@ class SessionHarness(Protocol):
         (``liminal.gradient.summarize.with_scratchpad``); empty: none; None: not known (the
         earlier preamble's stays)."""
 
-    def ancient(self, path: Path, target_tokens: int, recent_tokens: int | None = None) -> list[TurnDigest]:
-        """The turns a rewrite to ``target_tokens`` would consolidate into its preamble, as the
-        summarizer is given them (``liminal.kernel.summaries`` has them summarised ahead)."""
+    def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str, *,
+            keeps_thread: bool = False, scratchpad: str | None = None) -> Rewritten:
+        """A session of the byte ranges ``parts``, in order, beside ``like``, as ``new_id``.
+        ``keeps_thread``: the thread moves to it (/undo, /clear MARK; a /fork does not), so it
+        keeps what names the thread in the CLI, as a rewrite does. ``scratchpad``: as
+        ``rewrite``'s, in place of the one a preamble the cut keeps holds (a cut writes none)."""
 
-    def digests(self, path: Path) -> list[TurnDigest]:
-        """Every turn the model sees now (not a preamble's summary of older ones), as the
-        summarizer is given them: what ``/context rebuild`` has the state anchor written from."""
+    def discard(self, rewritten: Rewritten) -> None:
+        """Remove a rewritten session that will not be used (it was never loaded)."""
+
+    def adopted(self, rewritten: Rewritten) -> None:
+        """The thread moved onto ``rewritten`` (a swap's rewrite, a cut of /undo or /clear MARK):
+        what names the thread in the CLI's own files follows it now, and only now, so that a
+        rewrite that is skipped, fails or is removed leaves no trace in them."""
+
+
+
+class SideSessions(Protocol):
+    """What a side session (``liminal.kernel.summaries``) needs of the CLI: what it adds to the
+    request, how the prompt is put, and the files it must not leave behind."""
+
+    @property
+    def side_session_tokens(self) -> int:
+        """What the CLI sends of its own in a side session (``liminal.kernel.summaries``) beside
+        liminal's request: its system prompt, tools and context messages, a title request.
+        The swap policy prices a summary with it."""
 
     def side_params(self) -> dict[str, Any]:
         """What a side session's ``session/new`` adds for this CLI's adapter, so that it keeps
@@ -150,37 +206,11 @@ class SessionHarness(Protocol):
         """Remove every file the CLI keeps of a session liminal opened for itself in the folder
         ``cwd`` (a side session: ``liminal.kernel.summaries``), so that no list shows it."""
 
-    def discard(self, rewritten: Rewritten) -> None:
-        """Remove a rewritten session that will not be used (it was never loaded)."""
 
-    def adopted(self, rewritten: Rewritten) -> None:
-        """The thread moved onto ``rewritten`` (a swap's rewrite, a cut of /undo or /clear MARK):
-        what names the thread in the CLI's own files follows it now, and only now, so that a
-        rewrite that is skipped, fails or is removed leaves no trace in them."""
 
-    def names(self, path: Path) -> str | None:
-        """The session id a file at ``path`` holds by this CLI's naming (``target_path``'s),
-        or None: not a session file of this CLI. The clean-up after a crash removes a file only
-        when its name is the rewrite's id."""
-
-    def position(self, path: Path) -> int:
-        """Where the session stands now, between turns (the CLIs only append)."""
-
-    def turns(self, path: Path) -> Turns:
-        """Where each turn the person typed begins, and whether a summary of older ones comes
-        before them (``Turns``)."""
-
-    def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str, *,
-            keeps_thread: bool = False, scratchpad: str | None = None) -> Rewritten:
-        """A session of the byte ranges ``parts``, in order, beside ``like``, as ``new_id``.
-        ``keeps_thread``: the thread moves to it (/undo, /clear MARK; a /fork does not), so it
-        keeps what names the thread in the CLI, as a rewrite does. ``scratchpad``: as
-        ``rewrite``'s, in place of the one a preamble the cut keeps holds (a cut writes none)."""
-
-    def bands(self, path: Path, target_tokens: int,
-              recent_tokens: int | None = None) -> dict[str, dict[str, int]]:
-        """The session's turns as a rewrite to ``target_tokens`` would band them: for each band
-        (``liminal.gradient.bands.Band`` values) its ``turns`` and their ``tokens`` now."""
+class Recall(Protocol):
+    """What recall reads: the bytes a key names, and the file a recalled preview stands for. A key
+    names a session, not a CLI: ``ChosenHarness`` asks every CLI's harness in turn."""
 
     def recall(self, key: RecallKey) -> bytes | None:
         """What a recall key names, from its session file; None: no session of this CLI has the
@@ -188,6 +218,25 @@ class SessionHarness(Protocol):
 
     def recall_in_line(self, line: bytes, key: RecallKey) -> bytes | None:
         """What a recall key names if ``line`` (a stored session line) is its record, else None."""
+
+    def previews(self, value: bytes) -> Beside | None:
+        """The file whose whole text a recalled value (``recall``) is only a preview of, or None:
+        recall gives the file's text instead."""
+
+    def beside_path(self, ref: Beside, near: Path | None) -> Path | None:
+        """Where ``ref`` is on this machine (``near``: the session file whose line named it),
+        or None."""
+
+
+
+class StoredSessions(Protocol):
+    """A session as the store keeps it: which files beside the session each line refers to (kept
+    with the line), and the session written back from its stored lines."""
+
+    def beside_in(self, line: bytes) -> tuple[Beside, ...]:
+        """The files beside a session that ``line`` (a line of a session file of this CLI)
+        refers to: the store keeps them with the line. Empty for a CLI that keeps no such file
+        (Codex puts everything in the rollout)."""
 
     def restore(self, backing_id: str, cwd: str | None, lines: Sequence[bytes],
                 beside: Iterable[tuple[Beside, bytes]] = ()) -> Path:
@@ -200,18 +249,14 @@ class SessionHarness(Protocol):
         where the CLI keeps them, 0600, byte for byte (none over a file that is there), before
         the session."""
 
-    def beside_in(self, line: bytes) -> tuple[Beside, ...]:
-        """The files beside a session that ``line`` (a line of a session file of this CLI)
-        refers to: the store keeps them with the line. Empty for a CLI that keeps no such file
-        (Codex puts everything in the rollout)."""
 
-    def beside_path(self, ref: Beside, near: Path | None) -> Path | None:
-        """Where ``ref`` is on this machine (``near``: the session file whose line named it),
-        or None."""
 
-    def previews(self, value: bytes) -> Beside | None:
-        """The file whose whole text a recalled value (``recall``) is only a preview of, or None:
-        recall gives the file's text instead."""
+class Removal(Protocol):
+    """Everything a CLI keeps of a session, and its removal: a deleted thread's files, and the
+    lines its own logs keep of it."""
+
+    @property
+    def name(self) -> str: ...
 
     def files(self, backing_id: str, cwd: str | None) -> list[Path]:
         """Every file (or folder) the CLI keeps of the session ``backing_id``: its session file
@@ -236,6 +281,21 @@ class SessionHarness(Protocol):
         CLI held the lock too long: nothing removed."""
 
 
+class SessionHarness(SessionFiles, Rewriting, SideSessions, Recall, StoredSessions, Removal, Protocol):
+    """One CLI's session files, as the swap (``liminal.kernel.swap``), the commands
+    (``liminal.kernel.commands``) and recall (``liminal.lookup.recaller``) use them: every role
+    above. A CLI's class implements it whole; a component names only the roles it uses."""
+
+
+class MoveHarness(SessionFiles, Rewriting, Protocol):
+    """What moves a thread onto a rewrite or a cut of its session (``liminal.kernel.mover``,
+    ``liminal.kernel.rewind``)."""
+
+
+class SwapHarness(MoveHarness, SideSessions, Protocol):
+    """What the swap manager needs: a move's, and what a summary's side session costs."""
+
+
 Factory = Callable[[], SessionHarness]
 
 
@@ -248,12 +308,14 @@ def guess(words: Sequence[str], names: Sequence[str]) -> str | None:
 
 
 class HarnessChoice:
-    """The harness of the agent liminal wraps, behind the ``SessionHarness`` interface.
+    """Which CLI's harness is the agent's: ``forced`` (the ``harness.name`` setting, unless
+    ``auto``) wins; otherwise the agent command's words choose at start and ``agent_said`` may
+    change it when ``initialize`` is answered (before any session exists). Claude Code when
+    nothing says otherwise.
 
-    ``forced`` (the ``harness.name`` setting, unless ``auto``) wins; otherwise the agent command's
-    words choose at start and ``agent_said`` may change it when ``initialize`` is answered
-    (before any session exists). Claude Code when nothing says otherwise.
-    """
+    The components are built before the agent names itself, so none keeps the harness chosen
+    at its start: each holds ``harness`` (a ``ChosenHarness``), which is the chosen one at each
+    use."""
 
     def __init__(self, factories: Mapping[str, Factory], *, forced: str | None = None,
                  argv: Sequence[str] = ()) -> None:
@@ -263,6 +325,7 @@ class HarnessChoice:
         # The last part of each word: a folder named after a CLI says nothing of the adapter.
         words = [Path(word).name for word in argv]
         self.chosen = self.forced or guess(words, list(self._factories)) or "claude"
+        self.harness: SessionHarness = ChosenHarness.of(self)
 
     def _get(self, name: str) -> SessionHarness:
         if name not in self._made:
@@ -277,6 +340,10 @@ class HarnessChoice:
         """Every harness, the chosen first (recall tries each for a key)."""
         return [self.current] + [self._get(n) for n in self._factories if n != self.chosen]
 
+    def named(self, name: str) -> SessionHarness | None:
+        """The harness called ``name`` (a journal record's), if liminal has it."""
+        return self._get(name) if name in self._factories else None
+
     def agent_said(self, agent_info: Any) -> None:
         if self.forced or not isinstance(agent_info, dict):
             return
@@ -286,135 +353,62 @@ class HarnessChoice:
             logger.info("harness chosen from the agent's initialize", harness=name, was=self.chosen)
             self.chosen = name
 
-    # -- SessionHarness, delegated -----------------------------------------------------------
 
-    @property
-    def name(self) -> str:
-        return self.current.name
+def _members(protocol: type) -> frozenset[str]:
+    """The public members a protocol declares, its bases' included."""
+    return frozenset(name for klass in protocol.__mro__ if klass.__module__ == __name__
+                     for name in vars(klass) if not name.startswith("_"))
 
-    @property
-    def ceiling_tokens(self) -> int:
-        return self.current.ceiling_tokens
 
-    def ceiling_at(self, window: int | None) -> int:
-        return self.current.ceiling_at(window)
+class ChosenHarness(Recall):
+    """The harness a ``HarnessChoice`` has chosen, looked up at each use: what the components hold.
 
-    @property
-    def side_session_tokens(self) -> int:
-        return self.current.side_session_tokens
+    Every member of ``SessionHarness`` but recall's is the chosen harness's own, reached by
+    ``__getattr__`` rather than by a forward written for each: the seam has 34 members, and each
+    forward would repeat a signature that could drift from the protocol's. mypy still checks
+    every use, because a component only ever sees this object as a ``SessionHarness`` (``of``)
+    or one of its roles, and the attribute it gets is the chosen harness's, which implements the
+    protocol; what ``__getattr__`` looks up is limited to the protocol's members, so the view is
+    exactly the seam. Recall's members are written out: a recall key, a preview or a file beside
+    a session names a session, not a CLI, so each harness is asked in turn, the chosen first.
+    """
 
-    def locate(self, backing_id: str, cwd: str | None) -> Path | None:
-        return self.current.locate(backing_id, cwd)
+    SEAM = _members(SessionHarness)
 
-    def context_tokens(self, path: Path) -> int | None:
-        return self.current.context_tokens(path)
+    def __init__(self, choice: HarnessChoice) -> None:
+        self.choice = choice
 
-    def first_context_tokens(self, path: Path) -> int | None:
-        return self.current.first_context_tokens(path)
+    @classmethod
+    def of(cls, choice: HarnessChoice) -> SessionHarness:
+        return cast("SessionHarness", cls(choice))
 
-    def cache_life(self, path: Path) -> float | None:
-        return self.current.cache_life(path)
+    def __getattr__(self, name: str) -> Any:
+        if name not in self.SEAM:
+            raise AttributeError(name)
+        return getattr(self.choice.current, name)
 
-    def turn_settled(self, path: Path, prompt: str | None) -> bool:
-        return self.current.turn_settled(path, prompt)
-
-    def target_path(self, path: Path, new_id: str) -> Path:
-        return self.current.target_path(path, new_id)
-
-    def rewrite(self, path: Path, target_tokens: int, new_id: str, *,
-                memos: Sequence[Candidate] = (), summarizer: Summarizer | None = None,
-                recent_tokens: int | None = None, scratchpad: str | None = None) -> Rewritten:
-        return self.current.rewrite(path, target_tokens, new_id, memos=memos, summarizer=summarizer,
-                                    recent_tokens=recent_tokens, scratchpad=scratchpad)
-
-    def ancient(self, path: Path, target_tokens: int, recent_tokens: int | None = None) -> list[TurnDigest]:
-        return self.current.ancient(path, target_tokens, recent_tokens)
-
-    def digests(self, path: Path) -> list[TurnDigest]:
-        return self.current.digests(path)
-
-    def forget(self, session_id: str, cwd: str) -> None:
-        self.current.forget(session_id, cwd)
-
-    def side_params(self) -> dict[str, Any]:
-        return self.current.side_params()
-
-    def prepare_side(self, folder: Path) -> None:
-        self.current.prepare_side(folder)
-
-    def side_prompt(self, text: str) -> list[dict[str, Any]]:
-        return self.current.side_prompt(text)
-
-    def discard(self, rewritten: Rewritten) -> None:
-        self.current.discard(rewritten)
-
-    def adopted(self, rewritten: Rewritten) -> None:
-        self.current.adopted(rewritten)
-
-    def names(self, path: Path) -> str | None:
-        return self.current.names(path)
-
-    def named(self, name: str) -> SessionHarness | None:
-        """The harness called ``name`` (a journal record's), if liminal has it."""
-        return self._get(name) if name in self._factories else None
-
-    def position(self, path: Path) -> int:
-        return self.current.position(path)
-
-    def turns(self, path: Path) -> Turns:
-        return self.current.turns(path)
-
-    def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str, *,
-            keeps_thread: bool = False, scratchpad: str | None = None) -> Rewritten:
-        return self.current.cut(parts, like, new_id, keeps_thread=keeps_thread, scratchpad=scratchpad)
-
-    def bands(self, path: Path, target_tokens: int,
-              recent_tokens: int | None = None) -> dict[str, dict[str, int]]:
-        return self.current.bands(path, target_tokens, recent_tokens)
-
-    def recall(self, key: RecallKey) -> bytes | None:
-        for harness in self.all():
-            value = harness.recall(key)
-            if value is not None:
-                return value
-        return None
-
-    def restore(self, backing_id: str, cwd: str | None, lines: Sequence[bytes],
-                beside: Iterable[tuple[Beside, bytes]] = ()) -> Path:
-        return self.current.restore(backing_id, cwd, lines, beside)
-
-    def beside_in(self, line: bytes) -> tuple[Beside, ...]:
-        return self.current.beside_in(line)
-
-    def beside_path(self, ref: Beside, near: Path | None) -> Path | None:
-        for harness in self.all():
-            found = harness.beside_path(ref, near)
+    def _first(self, ask: Callable[[SessionHarness], _T | None]) -> _T | None:
+        """What the first harness to know answers, the chosen one asked first."""
+        for harness in self.choice.all():
+            found = ask(harness)
             if found is not None:
                 return found
         return None
 
-    def previews(self, value: bytes) -> Beside | None:
-        for harness in self.all():  # a key names a session, not a CLI
-            ref = harness.previews(value)
-            if ref is not None:
-                return ref
-        return None
-
-    def files(self, backing_id: str, cwd: str | None) -> list[Path]:
-        return self.current.files(backing_id, cwd)
-
-    def remove(self, backing_id: str, cwd: str | None) -> list[Path]:
-        return self.current.remove(backing_id, cwd)
-
-    def lines(self) -> dict[str, int]:
-        return self.current.lines()
-
-    def remove_lines(self, session_ids: Collection[str]) -> int:
-        return self.current.remove_lines(session_ids)
+    def recall(self, key: RecallKey) -> bytes | None:
+        return self._first(lambda harness: harness.recall(key))
 
     def recall_in_line(self, line: bytes, key: RecallKey) -> bytes | None:
-        for harness in self.all():
-            value = harness.recall_in_line(line, key)
-            if value is not None:
-                return value
-        return None
+        return self._first(lambda harness: harness.recall_in_line(line, key))
+
+    def previews(self, value: bytes) -> Beside | None:
+        return self._first(lambda harness: harness.previews(value))
+
+    def beside_path(self, ref: Beside, near: Path | None) -> Path | None:
+        return self._first(lambda harness: harness.beside_path(ref, near))
+
+
+def choice_behind(harness: object) -> HarnessChoice | None:
+    """The choice ``harness`` follows, when it is a ``ChosenHarness``; None for a harness given
+    as one (tests), which stays that one whatever the agent says."""
+    return harness.choice if isinstance(harness, ChosenHarness) else None

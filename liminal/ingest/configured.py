@@ -15,7 +15,8 @@ import anyio
 
 from liminal import log
 from liminal.config import Settings
-from liminal.ingest.indexer import Indexer
+from liminal.ingest.indexer import Indexer, Tuning
+from liminal.ingest.sessions import SessionFiles
 from liminal.ingest.worker import SpoolWriter
 from liminal.store.base import Store, StoreError, UnavailableStore, describe
 from liminal.store.configured import open_store
@@ -59,11 +60,11 @@ async def open_indexer(settings: Settings, connection_id: str | None = None, *,
 
             rewrites_path = settings.home / "rewrites.jsonl"
 
+            files = SessionFiles(find_session_file, lambda backing: own_bytes(rewrites_path, backing))
             indexer = Indexer(store, spool_root, spool_name=connection_id,
                               quarantine=quarantine.folder(settings.home),
-                              queue_frames=settings.store.queue_frames,
-                              session_files=find_session_file if watch_sessions else None,
-                              own_bytes=lambda backing: own_bytes(rewrites_path, backing))
+                              tuning=Tuning(queue_frames=settings.store.queue_frames),
+                              session_files=files if watch_sessions else None)
         async with anyio.create_task_group() as tg:
             if run:
                 tg.start_soon(indexer.run)

@@ -33,7 +33,6 @@ import os
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -54,8 +53,13 @@ from liminal.ingest.burst import (
 from liminal.ingest.derive import Deriver
 from liminal.ingest.poison import write_batch
 from liminal.ingest.quarantine import folder as quarantine_folder
-from liminal.ingest.recovery import ask_loads, derive_earlier, parse_async, replay_orphans
-from liminal.ingest.sessions import SessionWatch
+from liminal.ingest.recovery import (
+    ask_loads,
+    derive_where_spools_start,
+    parse_async,
+    replay_orphans,
+)
+from liminal.ingest.sessions import SessionFiles, SessionWatch
 from liminal.ingest.spool import SpoolDir
 from liminal.store.base import Store
 from liminal.store.records import Batch, FrameRecord, MessageRecord, ThreadUpdate, frame_id
@@ -80,6 +84,43 @@ class IndexerStats:
     invalid: int = 0  # lines taken as notifications by their first bytes that were not JSON
 
 
+@dataclass(frozen=True, slots=True)
+class Tuning:
+    """How the indexer paces itself: up to ``queue_frames`` wait in memory (more go to the
+    spool), ``batch_frames`` make a write, a write stalled past ``stall_seconds`` has its frames
+    spooled, a failed one is tried again after ``retry_seconds`` (doubling, up to 5 s), and
+    ``aclose`` waits ``close_timeout`` for the store. In tail mode, it pauses while the writer
+    appends faster than ``yield_bytes_per_second`` (None: never), for up to
+    ``yield_max_seconds`` at a stretch (``liminal.ingest.burst``)."""
+
+    queue_frames: int = 100_000
+    batch_frames: int = 2000
+    stall_seconds: float = 2.0
+    retry_seconds: float = 0.5
+    close_timeout: float = 20.0
+    yield_bytes_per_second: float | None = YIELD_BYTES_PER_SECOND
+    yield_max_seconds: float = YIELD_MAX_SECONDS
+
+
+DEFAULT_TUNING = Tuning()
+
+
+async def sync_spool(spool: SpoolDir) -> None:
+    """The spool's tail to disk, in a worker thread (a failure is left for the next time)."""
+    fd = spool.dup_tail()
+    if fd is None:
+        return
+
+    def sync() -> None:
+        try:
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+
+    with contextlib.suppress(OSError):
+        await anyio.to_thread.run_sync(sync)
+
+
 def to_record(seq: int, event: FrameEvent) -> FrameRecord:
     rpc = None
     if event.rpc_id is not None:
@@ -97,35 +138,26 @@ class Indexer(Component):
     frames = Frames.ALL  # every frame is kept
 
     def __init__(self, store: Store, spool_root: Path, *, spool_name: str | None = None,
-                 queue_frames: int = 100_000, batch_frames: int = 2000,
-                 stall_seconds: float = 2.0, retry_seconds: float = 0.5,
-                 close_timeout: float = 20.0, recover: bool = True,
-                 session_files: Callable[[str, str], Path | None] | None = None,
-                 own_bytes: Callable[[str], int] | None = None,
-                 tail: Path | None = None,
-                 yield_bytes_per_second: float | None = YIELD_BYTES_PER_SECOND,
-                 yield_max_seconds: float = YIELD_MAX_SECONDS,
+                 tuning: Tuning = DEFAULT_TUNING, recover: bool = True,
+                 session_files: SessionFiles | None = None, tail: Path | None = None,
                  quarantine: Path | None = None) -> None:
-        """``session_files(backing_id, cwd)`` locates a CLI session file to index as it grows
-        (``liminal.harness.base.find_session_file``); None: frames only. ``own_bytes(backing_id)``:
-        how much of that file liminal wrote itself (a swap's rewrite, a cut), whose lines are
-        marked as its own. ``tail``: consume the spool another process writes there (the worker,
-        see ``liminal.ingest.worker``) instead of taking offers. ``yield_bytes_per_second``:
-        in tail mode, pause while the writer appends faster than this (None: never pause), for up
-        to ``yield_max_seconds`` at a stretch. ``quarantine``: where records the store refuses
-        even cut are set aside (``liminal.ingest.quarantine.folder`` of the home; by default of the
-        spool root's parent)."""
+        """``session_files``: the CLI session file of every backing session seen, indexed as it
+        grows (``SessionFiles``); None: frames only. ``tail``: consume the spool another process
+        writes there (the worker, see ``liminal.ingest.worker``) instead of taking offers.
+        ``recover``: replay the spools of stopped processes first. ``quarantine``: where records
+        the store refuses even cut are set aside (``liminal.ingest.quarantine.folder`` of the
+        home; by default of the spool root's parent)."""
         self.store = store
         self.spool_root = spool_root
         self.quarantine = quarantine or quarantine_folder(spool_root.parent)
         self.spool = SpoolDir(tail or spool_root / (spool_name or uuid.uuid4().hex))
         self._tailing = tail is not None
         self.stats = IndexerStats()
-        self._max = max(1, queue_frames)
-        self._batch = max(1, batch_frames)
-        self._stall = stall_seconds
-        self._retry = retry_seconds
-        self._close_timeout = close_timeout
+        self._max = max(1, tuning.queue_frames)
+        self._batch = max(1, tuning.batch_frames)
+        self._stall = tuning.stall_seconds
+        self._retry = tuning.retry_seconds
+        self._close_timeout = tuning.close_timeout
         self._recover = recover
         self._queue: deque[tuple[int, int, FrameEvent]] = deque()  # (n, seq, event)
         self._seq: dict[str, int] = {}
@@ -154,9 +186,10 @@ class Indexer(Component):
         self._store_down = False
         self._open_written = 0.0
         self.recovered_all = anyio.Event()  # set once spools of stopped processes are replayed
-        self._burst = (BurstGate(yield_bytes_per_second, yield_max_seconds)
-                       if self._tailing and yield_bytes_per_second is not None else None)
-        self.sessions = (SessionWatch(store, session_files, own_bytes, quarantine=self.quarantine)
+        self._burst = (BurstGate(tuning.yield_bytes_per_second, tuning.yield_max_seconds)
+                       if self._tailing and tuning.yield_bytes_per_second is not None else None)
+        self.sessions = (SessionWatch(store, session_files.find, session_files.own_bytes,
+                                      quarantine=self.quarantine)
                          if session_files is not None else None)
 
     # -- the forwarding path ------------------------------------------------------------------
@@ -317,40 +350,26 @@ class Indexer(Component):
             backoff = min(backoff * 2, 5.0)
 
     async def _prime(self, frames: list[FrameRecord]) -> bool:
-        """Derive again, from the frames table, what an earlier worker took of a connection
-        whose spool now starts past its first frame; False if the store cannot say now.
-
-        A worker that replaces one that died finds only the segments the dead one had not
-        finished. Its deriver knew nothing of the turn under way: the rest of an answer became
-        a second message, a tool call's result one without its title, the messages after it
-        belonged to no turn, and the turn's end was never recorded; nor did it learn the
-        thread's session file, which then went unindexed."""
-        looked: set[str] = set()
-        for frame in frames:  # each connection's first frame here says where its spool starts
-            connection = frame.connection_id
-            if connection in looked:
-                continue
-            looked.add(connection)
-            if frame.seq == 0 or self._deriver.knows(connection):
-                continue
-            try:
-                await derive_earlier(self._deriver, self.store, connection, frame.seq)
-            except Exception as exc:
-                logger.warning("indexer: cannot read what an earlier worker stored; retrying",
-                               connection=connection, error=str(exc))
-                return False
-            derived = self._deriver.take(include_open=False)
+        """Derive again what an earlier worker took of each connection whose spool now starts
+        past its first frame (``recovery.derive_where_spools_start``); False if the store cannot
+        say now."""
+        primed = await derive_where_spools_start(self._deriver, self.store, frames)
+        if primed is None:
+            return False
+        for derived in primed:
             for m in derived.messages:  # complete versions of what the dead worker wrote
                 self._pending_messages[m.id] = m
             # Those frames' thread updates are in the store already (committed with them);
             # only the session files they name are new to this worker.
-            if self.sessions is not None:
-                for update in derived.threads:
-                    for backing in update.backing_ids:
-                        self.sessions.watch(update.id, backing, update.cwd)
-            logger.info("indexer: derived again what an earlier worker took",
-                        connection=connection, before_seq=frame.seq)
+            self._watch(derived.threads)
         return True
+
+    def _watch(self, updates: list[ThreadUpdate]) -> None:
+        """The session files of the backing sessions ``updates`` name, watched from now on."""
+        if self.sessions is not None:
+            for update in updates:
+                for backing in update.backing_ids:
+                    self.sessions.watch(update.id, backing, update.cwd)
 
     @property
     def yielded_seconds(self) -> float:
@@ -416,10 +435,7 @@ class Indexer(Component):
         if self._store_down:
             logger.info("indexer: store is back; replaying the spool")
             self._store_down = False
-        if self.sessions is not None:
-            for update in self._pending_threads:
-                for backing in update.backing_ids:
-                    self.sessions.watch(update.id, backing, update.cwd)
+        self._watch(self._pending_threads)
         self._pending_messages.clear()
         self._pending_threads.clear()
         self.stats.written += len(frames)
@@ -463,21 +479,7 @@ class Indexer(Component):
                 self._inflight_from_memory = False
             if self._spilling and now - last_sync >= 1.0:
                 last_sync = now
-                await self._sync_spool()
-
-    async def _sync_spool(self) -> None:
-        fd = self.spool.dup_tail()
-        if fd is None:
-            return
-
-        def sync() -> None:
-            try:
-                os.fdatasync(fd)
-            finally:
-                os.close(fd)
-
-        with contextlib.suppress(OSError):
-            await anyio.to_thread.run_sync(sync)
+                await sync_spool(self.spool)
 
     # -- recovery ------------------------------------------------------------------------------
 

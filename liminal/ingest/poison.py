@@ -7,8 +7,8 @@ Two kinds of failure look alike from the writer's side and must be told apart:
   the indexer waits (back-off) and writes the same batch again, for as long as it takes.
 * **the store refuses a record**: a value it cannot encode, a document past 16 MB, a string past
   SQLite's length limit (``StoreRefused``: each backend tells the two apart). Written
-  again, it fails again: a 1.5 GB answer failed its batch at every retry, forever, and every
-  frame after it with it (issue 21).
+  again, it fails again: a 1.5 GB answer would fail its batch at every retry, forever, and
+  every frame after it with it.
 
 For a refusal, ``write_batch`` first makes values storable (``salvage``: lone surrogates, huge
 integers), then halves the batch until it has the records the store refuses alone (a few

@@ -84,6 +84,38 @@ async def derive_earlier(deriver: Deriver, store: Store, connection_id: str,
         after = stored[-1].seq
 
 
+async def derive_where_spools_start(deriver: Deriver, store: Store,
+                                    frames: list[FrameRecord]) -> list[derive.Derived] | None:
+    """What an earlier worker took of each connection whose spool starts past its first frame
+    among ``frames`` and that ``deriver`` knows nothing of, derived again from the frames table
+    (one ``Derived`` a connection); None if the store cannot say now.
+
+    A worker that replaces one that died finds only the segments the dead one had not
+    finished. Its deriver knew nothing of the turn under way: the rest of an answer became
+    a second message, a tool call's result one without its title, the messages after it
+    belonged to no turn, and the turn's end was never recorded; nor did it learn the
+    thread's session file, which then went unindexed."""
+    primed: list[derive.Derived] = []
+    looked: set[str] = set()
+    for frame in frames:  # each connection's first frame here says where its spool starts
+        connection = frame.connection_id
+        if connection in looked:
+            continue
+        looked.add(connection)
+        if frame.seq == 0 or deriver.knows(connection):
+            continue
+        try:
+            await derive_earlier(deriver, store, connection, frame.seq)
+        except Exception as exc:
+            logger.warning("indexer: cannot read what an earlier worker stored; retrying",
+                           connection=connection, error=str(exc))
+            return None
+        primed.append(deriver.take(include_open=False))
+        logger.info("indexer: derived again what an earlier worker took",
+                    connection=connection, before_seq=frame.seq)
+    return primed
+
+
 async def rederive(store: Store, connection_id: str, *, quarantine: Path,
                    page: int = 5000) -> None:
     """Derive a connection's messages and thread updates again from the frames table."""

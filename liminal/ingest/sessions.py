@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -27,6 +28,16 @@ WATCH_POLL_MAX_SECONDS = 30.0  # a session file that has not appeared is looked 
 
 # What ``SessionWatch.close`` gives each file to catch up with what the CLI wrote last.
 CLOSE_SECONDS_PER_FILE = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class SessionFiles:
+    """Where the indexer finds the CLI's session files: ``find(backing_id, cwd)`` locates one
+    (``liminal.harness.base.find_session_file``); ``own_bytes(backing_id)`` says how much of it
+    liminal wrote itself (a swap's rewrite, a cut), whose lines are marked as its own."""
+
+    find: Callable[[str, str], Path | None]
+    own_bytes: Callable[[str], int] | None = None
 
 
 class SessionWatch:

@@ -297,9 +297,10 @@ class _Flag:
 async def _serve_spools(settings: Settings) -> None:
     from liminal.harness.known import find_session_file
     from liminal.ingest import quarantine
-    from liminal.ingest.indexer import Indexer
+    from liminal.ingest.indexer import Indexer, Tuning
     from liminal.ingest.recovery import replay_orphans
     from liminal.ingest.rewrites import own_bytes
+    from liminal.ingest.sessions import SessionFiles
     from liminal.ingest.worker import EXIT_SECONDS, STOP_SECONDS, _exit_after
     from liminal.store.base import Store, StoreError, UnavailableStore, describe
     from liminal.store.configured import open_store
@@ -328,10 +329,10 @@ async def _serve_spools(settings: Settings) -> None:
             if indexer is None:
                 # No deadline of a proxy's: a worker whose parent is gone drains for up to
                 # five minutes. Orphans are replayed by ``recover``, below, not by each of these.
-                indexer = Indexer(store, spool_root, tail=Path(key), close_timeout=300,
+                indexer = Indexer(store, spool_root, tail=Path(key), tuning=Tuning(close_timeout=300),
                                   recover=False, quarantine=quarantined,
-                                  session_files=find_session_file,
-                                  own_bytes=lambda backing: own_bytes(rewrites_path, backing))
+                                  session_files=SessionFiles(
+                                      find_session_file, lambda backing: own_bytes(rewrites_path, backing)))
                 tailing[key] = indexer
                 tg.start_soon(indexer.run)
             return indexer

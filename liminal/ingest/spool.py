@@ -400,7 +400,7 @@ def _size(path: Path) -> int | None:
 
 def _write_all(fd: int, parts: list[bytes]) -> int:
     """One system call for the whole block (so SIGKILL cannot cut it), finishing a short one."""
-    total = sum(len(p) for p in parts)
+    total = sum(map(len, parts))
     if len(parts) > IOV_MAX:
         parts = [b"".join(parts)]
     done = os.writev(fd, parts)

@@ -22,9 +22,9 @@ line without its file, ``liminal.kernel.restore`` writes both back, and recall g
 output with the file gone. Claude Code writes the file before the model is sent the preview,
 and the line after (docs/facts.md): when the line is read, the file is whole.
 
-Here, not beside Claude Code's line parser where it was: it writes through the indexer's
-``liminal.ingest.poison.write_batch``, and the harness importing the indexer made a circle of
-packages.
+Here, not beside Claude Code's line parser: it writes through the indexer's
+``liminal.ingest.poison.write_batch``, and the harness may not import the indexer (the floors:
+docs/architecture.md).
 """
 
 from __future__ import annotations

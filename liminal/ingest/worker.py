@@ -24,7 +24,7 @@ then ``EXIT_SECONDS`` more for a store call under way (a write waiting on a lock
 slow server: it cannot be cancelled from here), and then the process exits regardless, as a
 SIGKILL would, losing nothing. A second signal exits at once. A worker after its proxy's
 ``close_timeout`` is sent SIGTERM, and SIGKILL if it is still there that bound later: a worker
-stuck on a store call used to outlive its proxy (issue 21).
+stuck on a store call would otherwise outlive its proxy.
 """
 
 from __future__ import annotations
@@ -42,13 +42,13 @@ import uuid
 from collections import Counter, deque
 from operator import attrgetter
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import anyio
 from anyio.abc import Process
 
 from liminal import log
-from liminal.acp.events import FrameEvent
+from liminal.acp.events import FrameEvent, FrameRun, Kind, expand
 from liminal.acp.port import Component, Frames
 from liminal.config import Settings
 from liminal.ingest.spool import SpoolDir, encode_block, encode_columns
@@ -95,7 +95,8 @@ class SpoolWriter(Component):
         self._max = queue_frames or settings.store.queue_frames
         self._close_timeout = close_timeout
         self._worker_argv = worker_argv
-        self._queue: deque[FrameEvent] = deque()
+        self._queue: deque[FrameEvent | FrameRun] = deque()
+        self._queued = 0  # frames in the queue (a run is many)
         self._seq: dict[str, int] = {}
         self._n = 0
         self._wakeup = anyio.Event()
@@ -113,14 +114,21 @@ class SpoolWriter(Component):
 
     def offer(self, event: FrameEvent) -> None:
         """Queue the frame for the next flush. Never blocks, never raises."""
+        self._take(event, 1)
+
+    def offer_run(self, run: FrameRun) -> None:
+        """Queue the run's frames (``liminal.acp.taps.RunSubscriber``): no event per line."""
+        self._take(run, len(run.raws))
+
+    def _take(self, item: FrameEvent | FrameRun, frames: int) -> None:
         if self._closing:
             return
-        queue = self._queue
-        queue.append(event)
+        self._queue.append(item)
+        self._queued += frames
         if self._waiting:
             self._waiting = False
             self._wakeup.set()
-        elif len(queue) >= self._max:
+        elif self._queued >= self._max:
             self.flush()  # the flusher fell behind (slow disk): write now rather than grow
 
     def flush(self) -> None:
@@ -131,40 +139,79 @@ class SpoolWriter(Component):
         if not self.spool.owned:
             # A frame can come before ``run`` has taken the spool (the client speaks first, and
             # a small ``store.queue_frames`` flushes at once): take it here, or keep the frames
-            # queued for ``run`` rather than fail to write them (``initialize`` was lost so).
+            # queued for ``run`` rather than fail to write them (the client's first frames among them).
             try:
                 if not self.spool.acquire():
                     return
             except OSError:
                 return
-        events = list(queue)
+        items = list(queue)
         queue.clear()
+        self._queued = 0
         # The forwarding side's whole per-frame cost: C-level field extraction (columns taken by
-        # ``attrgetter``, repeated values folded by ``list.count``), no Python loop per frame.
+        # ``attrgetter``, repeated values folded by ``list.count``), no Python loop per frame;
+        # a run's frames share all but their bytes, so their columns are made by repetition.
+        if any(item.__class__ is FrameRun for item in items):
+            return self._flush_runs(items)
+        events: list[FrameEvent] = items  # type: ignore[assignment]
         raws = list(map(_RAW, events))
         connections = list(map(_CONNECTION, events))
-        seqs = self._seq
-        n = self._n
-        self._n += len(events)
         parts = None
         if connections.count(connections[0]) == len(connections):  # one proxy, one connection
-            conn = connections[0]
-            seq = seqs.get(conn, 0)
-            parts = encode_columns(conn, seq, [list(map(g, events)) for g in _COLUMN_FIELDS], raws)
-            if parts is not None:
-                seqs[conn] = seq + len(events)
+            parts = self._columns(connections[0], [list(map(g, events)) for g in _COLUMN_FIELDS], raws)
+        self._write(events, raws, connections, parts)
+
+    def _flush_runs(self, items: list[FrameEvent | FrameRun]) -> None:
+        connection = items[0].connection_id
+        if any(item.connection_id != connection for item in items):  # not from one proxy
+            return self._write(expand(items), None, None, None)
+        columns: list[list[Any]] = [[] for _ in _COLUMN_FIELDS]
+        raws: list[bytes] = []
+        for item in items:
+            if isinstance(item, FrameRun):
+                run = item
+                count = len(run.raws)
+                raws += run.raws
+                for column, value in zip(columns, (run.time, run.direction, Kind.NOTIFICATION, run.thread_id,
+                                                   run.backing_id, "session/update", None), strict=False):
+                    column += [value] * count
+                columns[-1] += map(len, run.raws)
+            else:
+                raws.append(item.raw)
+                for column, get in zip(columns, _COLUMN_FIELDS, strict=True):
+                    column.append(get(item))
+        parts = self._columns(connection, columns, raws)
+        self._write(expand(items) if parts is None else None, raws, None, parts)
+
+    def _columns(self, connection: str, columns: list[list[Any]], raws: list[bytes]) -> list[bytes] | None:
+        seq = self._seq.get(connection, 0)
+        parts = encode_columns(connection, seq, columns, raws)
+        if parts is not None:
+            self._seq[connection] = seq + len(raws)
+        return parts
+
+    def _write(self, events: list[FrameEvent] | None, raws: list[bytes] | None, connections: list[str] | None,
+               parts: list[bytes] | None) -> None:
+        """Append one block: ``parts`` when encoded, else ``events`` in the row form."""
+        seqs = self._seq
         if parts is None:  # several connections, or an rpc id only JSON text can hold
+            assert events is not None
+            raws = list(map(_RAW, events)) if raws is None else raws
+            connections = list(map(_CONNECTION, events)) if connections is None else connections
             starts: dict[str, int] = {}
             for conn, count in Counter(connections).items():
                 starts[conn] = seqs.get(conn, 0)
                 seqs[conn] = starts[conn] + count
             parts = encode_block(starts, list(map(_FIELDS, events)), raws)
+        assert raws is not None
+        n = self._n
+        self._n += len(raws)
         try:
             self.spool.append_encoded(n, parts)
-            self.spooled += len(events)
+            self.spooled += len(raws)
         except OSError as exc:
-            self.lost += len(events)
-            logger.error("spool write failed; frames lost", error=str(exc), lost=len(events))
+            self.lost += len(raws)
+            logger.error("spool write failed; frames lost", error=str(exc), lost=len(raws))
             return
         self._poke()
 
@@ -330,8 +377,9 @@ def _exit_after(seconds: float, code: int) -> None:
 async def _worker(spool_dir: Path, settings: Settings) -> None:
     from liminal.harness.known import find_session_file
     from liminal.ingest import quarantine
-    from liminal.ingest.indexer import Indexer
+    from liminal.ingest.indexer import Indexer, Tuning
     from liminal.ingest.rewrites import own_bytes
+    from liminal.ingest.sessions import SessionFiles
     from liminal.store.base import StoreError, UnavailableStore, describe
     from liminal.store.configured import open_store
 
@@ -345,8 +393,10 @@ async def _worker(spool_dir: Path, settings: Settings) -> None:
             store_cm, store = None, UnavailableStore(str(exc))
         # No deadline of the proxy's here: an orphaned worker drains for up to five minutes.
         rewrites_path = settings.home / "rewrites.jsonl"
-        indexer = Indexer(store, spool_dir.parent, tail=spool_dir, close_timeout=300,
-                          quarantine=quarantine.folder(settings.home), session_files=find_session_file, own_bytes=lambda backing: own_bytes(rewrites_path, backing))
+        indexer = Indexer(store, spool_dir.parent, tail=spool_dir, tuning=Tuning(close_timeout=300),
+                          quarantine=quarantine.folder(settings.home),
+                          session_files=SessionFiles(find_session_file,
+                                                     lambda backing: own_bytes(rewrites_path, backing)))
 
         async def watch_stdin() -> None:
             fd = sys.stdin.fileno()

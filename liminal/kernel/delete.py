@@ -13,7 +13,7 @@ through); the person asked for it to go, so it goes, whole:
   store do not bring it back, and ``session/list``, ``liminal threads`` and the dashboard never
   show it again; every file the CLI keeps of its sessions, its own and the ones liminal wrote
   (a swap's rewrites, the cuts of ``/clear`` and ``/undo``), through the harness
-  (``SessionHarness.remove``); the recall cache's blobs of those sessions; what the store
+  (``Removal.remove``); the recall cache's blobs of those sessions; what the store
   refused of it, its queued slash commands, its swap journal lines.
 
 Never another thread's: a session that another thread has in its lineage (a thread an older
@@ -28,22 +28,19 @@ cancels first. Deleting a thread nobody knows succeeds, as ACP asks of an alread
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
 from liminal import log
-from liminal.acp.port import OwnRequestError, Port
-from liminal.harness.base import SessionHarness
-from liminal.kernel.journal import SwapJournal
+from liminal.acp.port import AgentLink, OwnRequestError, ThreadView
+from liminal.harness.base import Removal
 from liminal.kernel.mover import ThreadMover
 from liminal.kernel.owned import Holdings, Removed, Whose, claimed, whose
 from liminal.kernel.threads import ThreadModel
 
 if TYPE_CHECKING:
-    from liminal.store.base import Store
-    from liminal.store.cache import Cache
+    pass
 
 logger = log.get("liminal.delete")
 METHOD = "session/delete"
@@ -110,12 +107,16 @@ async def settle(deleted: Deleted) -> int:
     return total
 
 
-async def delete(port: Port, model: ThreadModel, mover: ThreadMover, journal: SwapJournal,
-                 harness: SessionHarness, store: Store | None, thread: str,
-                 capabilities: dict[str, Any], *, cache: Cache | None = None,
-                 home: Path | None = None) -> Deleted:
-    """Delete ``thread`` (see the module's text): what went. Raises when the store's record of
-    it could not be removed (it is still listed; the rest went, and a delete again finishes)."""
+class Deleting(ThreadView, AgentLink, Protocol):
+    """What a delete reads of the thread (nothing under way in it) and asks of the agent."""
+
+
+async def delete(port: Deleting, model: ThreadModel, mover: ThreadMover, harness: Removal,
+                 holdings: Holdings, thread: str, capabilities: dict[str, Any]) -> Deleted:
+    """Delete ``thread`` (see the module's text), run on ``harness``, from ``holdings`` (every
+    part this process can reach): what went. Raises when the store's record of it could not be
+    removed (it is still listed; the rest went, and a delete again finishes)."""
+    store, journal = holdings.store, holdings.journal
     if mover.moves.taken(thread) or port.is_held(thread):
         raise DeleteRefused("the thread is moving to another session; try again in a moment")
     async with mover.moves.moving(thread):
@@ -139,7 +140,6 @@ async def delete(port: Port, model: ThreadModel, mover: ThreadMover, journal: Sw
             except OwnRequestError as exc:
                 logger.info("the thread's session not closed", thread=thread, error=str(exc))
 
-        holdings = Holdings(store, cache, [harness], home, journal)
         removed = await holdings.remove(one)
         model.threads.pop(thread, None)
         gone = Deleted(one, holdings, removed)

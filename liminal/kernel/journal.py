@@ -49,7 +49,8 @@ class SwapRecord:
     new_path: str | None = None  # begin: where the rewrite goes, for the clean-up after a crash
     # The cost policy's terms (``liminal.kernel.policy.Decision``): context, target, trigger,
     # rebuild, saves_per_call, payback_calls, calls_to_next, idle, summary, why; and, committed,
-    # calls_since_move (the model calls since the thread's move before, as counted). None before issue 12.
+    # calls_since_move (the model calls since the thread's move before, as counted). None: a
+    # move the policy did not decide (a command's, a recycle's), or a record without the terms.
     cost: dict[str, Any] | None = None
     # "empty": the new session was opened empty (``session/new``, by /clear), and the CLI writes
     # its file only at its first turn (``liminal.kernel.reopen``); None: a session liminal wrote.

@@ -24,7 +24,7 @@ from typing import Any
 
 from liminal import log
 from liminal.acp import jsonrpc
-from liminal.acp.port import Component, Port
+from liminal.acp.port import Component
 from liminal.acp.router import Local
 from liminal.kernel.threads import ThreadModel
 from liminal.mcp import link
@@ -76,7 +76,7 @@ class ModelTools(Component):
     def parts(self) -> list[ThreadModel]:
         return [self.model]
 
-    async def run(self, port: Port) -> None:
+    async def run(self, port: object) -> None:
         """Once, at start: bind files older than a month go (``link.sweep``)."""
         import anyio.to_thread
 

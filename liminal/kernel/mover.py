@@ -25,11 +25,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,10 +38,21 @@ import anyio.to_thread
 from liminal import faults, log
 from liminal.config import SwapSettings
 from liminal.errors import in_words
-from liminal.harness.base import Rewritten, SessionHarness
-from liminal.kernel.journal import SwapJournal, SwapRecord
-from liminal.kernel.policy import Decision
-from liminal.kernel.storejournal import Refused, StoreJournal
+from liminal.harness.base import MoveHarness, Rewritten
+from liminal.kernel.attempt import (
+    ABANDONED,
+    COMMITTED,
+    FAILED,
+    SKIPPED,
+    UNDO_CLOSE_SECONDS,
+    MoveAttempt,
+    MoveRecords,
+    SwapError,
+    failure,
+)
+from liminal.kernel.journal import SwapRecord
+from liminal.kernel.opening import SETTLE_POLL_MAX, ThreadOpener, open_for_thread
+from liminal.kernel.storejournal import Refused
 from liminal.kernel.threads import MoveLocks, ThreadState
 
 if TYPE_CHECKING:
@@ -50,26 +60,8 @@ if TYPE_CHECKING:
     from liminal.store.leases import MoveLeases
 
 logger = log.get("liminal.swap")
-SETTLE_POLL_MAX = 0.02  # seconds between looks at the session file while the turn settles
-UNDO_CLOSE_SECONDS = 2.0  # closing the new session of a move that failed (the agent may be going)
-
-
-@dataclass(frozen=True, slots=True)
-class Moved:
-    """What a move came to, as its journal record says it: ``committed``, or ``failed``,
-    ``abandoned``, ``skipped`` (the thread stays where it was), and why."""
-
-    outcome: str
-    reason: str
-    new_backing_id: str | None = None
-    rewritten: Rewritten | None = None  # the file written (None: an empty session, or none)
-    opened_by: str | None = None  # session/resume, session/load or session/new
-    t_rewritten: float = 0.0  # ``time.monotonic()`` when written, and when opened
-    t_moved: float = 0.0
-
-    @property
-    def committed(self) -> bool:
-        return self.outcome == "committed"
+__all__ = ["SETTLE_POLL_MAX", "UNDO_CLOSE_SECONDS", "MoveAttempt", "SwapError", "ThreadMover", "Writer",
+           "failure", "open_for_thread"]
 
 
 @dataclass(slots=True)
@@ -81,21 +73,6 @@ class _Hold:
     committed: bool = False
 
 
-class SwapError(Exception):
-    """Why a move did not happen, worded for the person who asked for it."""
-
-
-def failure(exc: BaseException, step: str | None = None) -> str:
-    """A failed move's reason, as journaled and shown, in words (``liminal.errors``):
-    a ``SwapError`` or the shared store's refusal says it already; any other error is said by
-    the step it broke (``step``: "the rewrite could not be made") and what it means, never by
-    its class's name."""
-    if isinstance(exc, (SwapError, Refused)):
-        return str(exc)
-    return f"{step}: {in_words(exc)}" if step else in_words(exc)
-
-
-Request = Callable[[str, dict[str, Any]], Awaitable[Any]]
 # What a command's move writes (``ThreadMover.move_thread``): the next session's file as
 # ``new_id``; and the step that chooses it from the thread's current file (None: an empty one).
 Writer = Callable[[str], Rewritten]
@@ -105,87 +82,65 @@ Plan = Callable[[Path], Writer | None]
 def _emptied(state: ThreadState) -> None:
     """The thread is on a new, empty session: nothing of its context is known until its next
     turn, and no turn of it is still to reach the disk."""
-    state.turns_since_swap = 0
+    state.swap.restart(None)
     state.last_prompt = None
-    state.context_tokens = state.file_tokens = state.last_context = None
-    state.calls = 0
+    state.context_tokens = None
     state.calls_since_move = 0
 
 
-async def open_for_thread(request: Request, state: ThreadState, base: dict[str, Any],
-                          capabilities: dict[str, Any]) -> str:
-    """Open a session for a thread (``base``: its id, cwd and MCP servers) with ``request``, by
-    ``session/resume`` when the agent can, else ``session/load``, and give it the thread's mode
-    and config options. Returns the method that opened it. The swap does this on the agent, the
-    recycle (``liminal.kernel.recycle``) on a fresh process of it."""
-    caps = capabilities.get("sessionCapabilities") or {}
-    if "resume" in caps:
-        method = "session/resume"
-    elif capabilities.get("loadSession"):
-        method = "session/load"
-    else:
-        raise SwapError("the agent can neither resume nor load sessions")
-    t = time.monotonic()
-    await request(method, base)
-    logger.debug("swap step", step=method, seconds=round(time.monotonic() - t, 4))
-    await carry_settings(request, state, base["sessionId"])
-    return method
-
-
-async def carry_settings(request: Request, state: ThreadState, session_id: str) -> None:
-    """Give a session the thread opens the mode and config options the client chose for it
-    (a model, a reasoning effort): the UI still shows them."""
-    t = time.monotonic()
-    if state.mode_id:
-        await request("session/set_mode", {"sessionId": session_id, "modeId": state.mode_id})
-    for config_id, value in state.config_options.items():
-        await request("session/set_config_option", {"sessionId": session_id, "configId": config_id, "value": value})
-    logger.debug("swap step", step="mode and options", seconds=round(time.monotonic() - t, 4),
-                 mode=state.mode_id, options=len(state.config_options))
+def _interrupted(exc: BaseException, stopped: str | None) -> str:
+    """Why a move that ``exc`` cut short did not happen, in words: liminal stopping
+    (``stopped``: why, as ``stop_moves`` was told), its task cancelled otherwise, or an error after the last step
+    (an end record that could not be written)."""
+    if stopped is not None:
+        return stopped
+    if isinstance(exc, anyio.get_cancelled_exc_class()):
+        return "liminal cancelled the move before it ended (it was exiting, or its swap task stopped)"
+    return f"liminal could not record the move's end: {in_words(exc)}"
 
 
 class ThreadMover:
     def __init__(
         self,
         settings: SwapSettings,
-        journal: SwapJournal,
-        harness: SessionHarness,
+        harness: MoveHarness,
         threads: dict[str, ThreadState],
+        records: MoveRecords,
         *,
         clock: Callable[[], float] = time.time,
         capabilities: Callable[[], dict[str, Any]] = dict,
-        priced: Callable[[ThreadState, Decision, int], dict[str, Any]] | None = None,
         moves: MoveLocks | None = None,
         leases: MoveLeases | None = None,
-        shared: StoreJournal | None = None,
     ) -> None:
         self.settings = settings
-        self.journal = journal
+        # Every move's records, journaled and noted (and kept in a shared store).
+        self.records = records
+        self.journal = records.journal
         self.harness = harness
         self.threads = threads  # the swap manager's, as it observes them
         self.clock = clock
         self.capabilities = capabilities  # the agent's, from its ``initialize``
-        # What a committed swap costs and saves, for its journal record (the swap's policy).
-        self.priced = priced
         self.port: Port | None = None
         # One move of a thread at a time (a swap, a command's): the thread model's, which the
         # recycle takes for every thread.
         self.moves = moves if moves is not None else MoveLocks()
         # Beyond this process: sidecars on one store take a thread's lease in Redis to move it.
         self.leases = leases
-        # A store several sidecars share (MongoDB): every move's claim and commit are its writes
-        # (``liminal.kernel.storejournal``); None: the local journal alone (SQLite).
-        self.shared = shared
-        self._unshared: list[SwapRecord] = []  # end records for the shared store, not written yet
-        self._warned_no_close = False
+        # A store several sidecars share (MongoDB): the move claims the thread there, and
+        # commits there before the journal hears of it.
+        self.shared = records.shared
         self._stopping = False
         # Why the moves ``stop_moves`` cut short did not happen, as journaled (words, never the
         # cancellation's class name: ``liminal.errors``).
         self._stop_reason = "liminal was stopping"
         self._moving: set[anyio.CancelScope] = set()  # moves not yet committed
+        # Sessions opened and closed on the agent, files waited for on disk.
+        self.opener = ThreadOpener(settings, harness, threads, attached=self.attached,
+                                   capabilities=capabilities, stopping=lambda: self._stopping,
+                                   shared=records.shared)
 
     def attach(self, port: Port) -> None:
-        self.port = port
+        self.port = self.records.port = port
 
     def attached(self) -> Port:
         """The port every move acts through (``attach``, at the swap manager's ``prepare``)."""
@@ -243,7 +198,7 @@ class ThreadMover:
             yield holds
         finally:
             for hold in holds:
-                hold.state.swapping = False
+                hold.state.swap.swapping = False
                 if port.is_held(hold.state.thread_id):
                     port.release(hold.state.thread_id)
             await self.flush_shared()
@@ -252,15 +207,8 @@ class ThreadMover:
                     await self.close(hold.left)
 
     async def flush_shared(self) -> None:
-        """The end records of moves that did not commit, into the shared store, and their
-        claims released there (shielded, bounded: the store may be down; a claim left behind
-        is taken over once stale)."""
-        if self.shared is None or not self._unshared:
-            return
-        records, self._unshared = self._unshared, []
-        with anyio.CancelScope(shield=True), anyio.move_on_after(UNDO_CLOSE_SECONDS):
-            for record in records:
-                await self.shared.ended(record)
+        """The end records of moves that did not commit, into the shared store (``MoveRecords.flush``)."""
+        await self.records.flush()
 
     def _lease_held(self, thread_id: str) -> bool:
         """This process holds the thread's lease in a Redis that answered."""
@@ -273,10 +221,10 @@ class ThreadMover:
             raise SwapError("a context swap is under way; try again in a moment")
         if port.prompt_in_flight(thread_id) or port.agent_request_open(thread_id):
             raise SwapError("a prompt is running")
-        state.swapping = True
+        state.swap.swapping = True
         port.hold(thread_id)
 
-    async def move_thread(self, thread_id: str, reason: str, plan: Plan) -> Moved:
+    async def move_thread(self, thread_id: str, reason: str, plan: Plan) -> MoveAttempt:
         """Move a thread, between turns, onto the session ``plan`` chooses: the commands' step
         (``liminal.kernel.commands``). Holds the thread and waits for its last turn to be on
         disk; then ``plan(current file)``, in a worker thread, before anything is journaled,
@@ -293,26 +241,31 @@ class ThreadMover:
             if not await self.settle(path, state.last_prompt, 2.0):
                 raise SwapError("the last turn is not on disk yet")
             write = await anyio.to_thread.run_sync(plan, path)
+            attempt = self.attempt(state, old_backing, reason, kind=reason)
             if write is None:
-                moved = await self._open_empty(state, old_backing, reason, move=reason)
+                moved = await self._open_empty(attempt)
                 hold.committed = True
                 _emptied(state)
                 return moved
-            moved = await self.relocate(
-                state, old_backing=old_backing, path=path, reason=reason, move=reason,
-                started=self.clock(), t0=time.monotonic(), tokens=None, write=write)
+            moved = await self.relocate(attempt, path, write)
             if not moved.committed:
-                raise SwapError(moved.reason)
+                raise SwapError(moved.said)
             hold.committed = True
             return moved
+
+    def attempt(self, state: ThreadState, old_backing: str, reason: str, *, kind: str = "swap",
+                tokens: int | None = None) -> MoveAttempt:
+        """A move of ``state``'s thread off ``old_backing``, starting now."""
+        return MoveAttempt(state, old_backing, reason, kind, started=self.clock(), t0=time.monotonic(),
+                           tokens_before=tokens)
 
     async def fresh_session(self, thread_id: str, reason: str) -> str:
         """Move a thread onto a new, empty session of the agent (``/clear``): its history stays
         with liminal, the model starts from nothing. Returns the new backing id."""
         state = self.known(thread_id)
-        moved, _ = await self._move_to_empty(state, reason, move=reason)
-        assert moved.new_backing_id is not None
-        return moved.new_backing_id
+        moved, _ = await self._move_to_empty(state, reason, kind=reason)
+        assert moved.new_backing is not None
+        return moved.new_backing
 
     async def reopen_empty(self, thread_id: str, params: dict[str, Any]) -> dict[str, Any]:
         """Open a thread whose session has no file on a new, empty session of the agent, for
@@ -328,17 +281,17 @@ class ThreadMover:
         if isinstance(params.get("mcpServers"), list):
             state.mcp_servers = list(params["mcpServers"])
         _, result = await self._move_to_empty(
-            state, "reopened on an empty session: its session had no turn on disk", move="reopen")
+            state, "reopened on an empty session: its session had no turn on disk", kind="reopen")
         return result
 
     async def _move_to_empty(self, state: ThreadState, reason: str,
-                             *, move: str) -> tuple[Moved, dict[str, Any]]:
+                             *, kind: str) -> tuple[MoveAttempt, dict[str, Any]]:
         """Hold the thread (a prompt sent meanwhile waits for the new session), open it an
         empty session (``_open_empty``), release it, close the session it left (open only if
         this process made it)."""
         async with self.moves.moving(state.thread_id), self.holding(state) as hold:
             opened: dict[str, Any] = {}
-            moved = await self._open_empty(state, hold.left, reason, move=move, answer=opened)
+            moved = await self._open_empty(self.attempt(state, hold.left, reason, kind=kind), opened)
             hold.committed = True
             _emptied(state)
         return moved, opened
@@ -359,111 +312,89 @@ class ThreadMover:
                 # took this live sidecar's failed move for a dead one's ("abandoned").
                 await self.flush_shared()
 
-    async def _open_empty(self, state: ThreadState, old_backing: str,
-                          reason: str, *, move: str, answer: dict[str, Any] | None = None) -> Moved:
-        """``session/new`` for a held thread, its settings given, the move journaled and the
-        thread bound to it; on any failure the new session is closed again."""
-        async with self._leased(state.thread_id) as refused:
+    async def _open_empty(self, attempt: MoveAttempt, answer: dict[str, Any] | None = None) -> MoveAttempt:
+        """``session/new`` for a held thread, its settings given (``ThreadOpener.open_empty``),
+        the move journaled and the thread bound to it; on any failure the new session is closed
+        again. ``answer``: filled with the agent's answer to ``session/new``."""
+        port, state = self.attached(), attempt.state
+        thread_id = state.thread_id
+        async with self._leased(thread_id) as refused:
             if refused is not None:
                 raise SwapError(refused)
-            return await self._open_empty_leased(state, old_backing, reason, move=move, answer=answer)
+            attempt.started, attempt.t0 = self.clock(), time.monotonic()
+            attempt.opened_by = "session/new"
+            result = await self.opener.open_empty(state)
+            new_id = attempt.new_backing = str(result["sessionId"])
+            try:
+                record = self.records.made(attempt, COMMITTED, attempt.reason, before=None, after=None)
+                if self.shared is not None:  # claimed and committed in the shared store first
+                    try:
+                        await self.shared.claim(dataclasses.replace(record, outcome="begin"),
+                                                lease_held=self._lease_held(thread_id))
+                        await self.shared.commit(record)
+                    except Refused as exc:
+                        self.records.ended(attempt, FAILED, str(exc))
+                        raise SwapError(str(exc)) from exc
+                self.records.written(record)
+                port.bind(thread_id, new_id)
+            except BaseException:
+                await self.opener.close_unused(new_id)
+                raise
+        if answer is not None:
+            answer.update(result)
+        return attempt.ended(record)
 
-    async def _open_empty_leased(self, state: ThreadState, old_backing: str, reason: str, *,
-                                 move: str, answer: dict[str, Any] | None) -> Moved:
-        port, thread_id = self.attached(), state.thread_id
-        started, t0 = self.clock(), time.monotonic()
-        new_id = ""
-        try:
-            with anyio.fail_after(self.settings.hold_timeout_seconds):
-                result = await port.request(
-                    "session/new", {"cwd": state.cwd or ".", "mcpServers": state.mcp_servers},
-                    timeout=self.settings.hold_timeout_seconds, thread_id=thread_id)
-            result = result if isinstance(result, dict) else {}
-            new_id = str(result.get("sessionId") or "")
-            if not new_id:
-                raise SwapError("the agent opened no session")
-            await carry_settings(functools.partial(port.request, timeout=self.settings.hold_timeout_seconds,
-                                                   thread_id=thread_id), state, new_id)
-            record = self.made(state, old_backing, new_id, "committed", reason, started, t0, None, None,
-                               opened="empty", move=move)
-            if self.shared is not None:  # claimed and committed in the shared store first
-                try:
-                    await self.shared.claim(dataclasses.replace(record, outcome="begin"),
-                                            lease_held=self._lease_held(thread_id))
-                    await self.shared.commit(record)
-                except Refused as exc:
-                    self.record(state, old_backing, new_id, "failed", str(exc), started, t0, None, None,
-                                opened="empty", move=move)
-                    raise SwapError(str(exc)) from exc
-            self._written(record)
-            port.bind(thread_id, new_id)
-            if answer is not None:
-                answer.update(result)
-            return Moved(record.outcome, record.reason, new_id, opened_by="session/new")
-        except BaseException:
-            if new_id and port.agent_alive:
-                with anyio.CancelScope(shield=True), anyio.move_on_after(UNDO_CLOSE_SECONDS):
-                    await self.close(new_id)
-            raise
-
-    async def relocate(
-        self, state: ThreadState, *, old_backing: str, path: Path, reason: str,
-        started: float, t0: float, tokens: int | None, write: Writer,
-        check: Callable[[Rewritten], str | None] | None = None, decision: Decision | None = None,
-        move: str = "swap", kept_out: Sequence[dict[str, Any]] = (),
-    ) -> Moved:
-        """Write the thread's next session with ``write(new_id)`` (in a worker thread) and move
-        the held thread onto it: the step a swap and every command that rewrites a thread's
-        context share. Journaled from before the file exists to the end; anything but a commit
-        leaves no file and no open session behind (``_undo``). Returns what it came to: only a
-        committed move has moved the thread. ``kept_out``: what the model's review kept out of
-        its dynamic zone, journaled after what the zone placed (``kernel.zone.Verdict``)."""
+    async def relocate(self, attempt: MoveAttempt, path: Path, write: Writer, *,
+                       check: Callable[[Rewritten], str | None] | None = None,
+                       kept_out: Sequence[dict[str, Any]] = ()) -> MoveAttempt:
+        """Write the thread's next session with ``write(new_id)`` (in a worker thread) from its
+        file at ``path`` and move the held thread onto it: the step a swap and every command
+        that rewrites a thread's context share. Journaled from before the file exists to the
+        end; anything but a commit leaves no file and no open session behind (``ThreadOpener.discard``).
+        Returns the attempt as it came out: only a committed one has moved the thread.
+        ``check(rewritten)``: why the rewrite is not worth opening (None: it is); ``kept_out``:
+        what the model's review kept out of its dynamic zone, journaled after what the zone
+        placed (``kernel.zone.Verdict``)."""
         if self._stopping:
-            return Moved("abandoned", self._stop_reason)
-        moved = Moved("abandoned", "stopped during the move")
-        async with self._leased(state.thread_id) as refused:
+            attempt.outcome, attempt.said = ABANDONED, self._stop_reason
+            return attempt
+        async with self._leased(attempt.state.thread_id) as refused:
             if refused is not None:  # nothing begun: nothing journaled, the thread stays
-                logger.warning("move not started", thread=state.thread_id, reason=refused)
-                return Moved("skipped", refused)
+                logger.warning("move not started", thread=attempt.state.thread_id, reason=refused)
+                attempt.outcome, attempt.said = SKIPPED, refused
+                return attempt
             # ``stop_moves`` cancels it up to the commit (which has no await in it); what
             # follows the commit is outside.
             with anyio.CancelScope() as scope:
                 self._moving.add(scope)
                 try:
-                    moved = await self._move(state, old_backing, path, reason, started, t0,
-                                             tokens, write, check, decision, move, kept_out)
+                    await self._move(attempt, path, write, check, kept_out)
                 finally:
                     self._moving.discard(scope)
-        if moved.committed:
-            assert moved.rewritten is not None
-            await self._committed(state, moved.rewritten)
-        return moved
+        if attempt.committed:
+            assert attempt.rewritten is not None
+            await self.opener.landed(attempt.state, attempt.rewritten)
+        return attempt
 
-    async def _move(
-        self, state: ThreadState, old_backing: str, path: Path, reason: str,
-        started: float, t0: float, tokens: int | None, write: Callable[[str], Rewritten],
-        check: Callable[[Rewritten], str | None] | None, decision: Decision | None, move: str,
-        kept_out: Sequence[dict[str, Any]] = (),
-    ) -> Moved:
-        """``relocate``'s move, to its commit (or none)."""
-        port = self.attached()
+    async def _move(self, attempt: MoveAttempt, path: Path, write: Writer,
+                    check: Callable[[Rewritten], str | None] | None,
+                    kept_out: Sequence[dict[str, Any]]) -> None:
+        """``relocate``'s move, to its commit (or none): ``attempt`` says which."""
+        port, records = self.attached(), self.records
+        state, decision = attempt.state, attempt.decision
         thread_id = state.thread_id
-        new_id = str(uuid.uuid4())
+        new_id = attempt.new_backing = str(uuid.uuid4())
         new_path = self.harness.target_path(path, new_id)
-        cost = decision.as_dict() if decision is not None else None
         # Journaled before the file exists: a liminal killed from here to the end record leaves
         # a ``begin`` alone, and the next start removes what it names (``_recover``).
-        begun = SwapRecord(
-            thread_id=thread_id, old_backing_id=old_backing, new_backing_id=new_id,
-            outcome="begin", reason=reason, started_at=started, duration_s=0.0,
-            tokens_before=tokens, tokens_after=None, harness=self.harness.name, cwd=state.cwd,
-            new_path=str(new_path), cost=cost, move=move)
+        begun = records.begun(attempt, str(new_path))
         self.journal.begin(begun)
         rewritten: Rewritten | None = None
         opened = False  # the agent has (or may have) the new session open
         ended = False  # an end record (committed, failed, abandoned, skipped) is journaled
         committed = False
         in_store = False  # the shared store has committed it: the move is made, whatever follows
+        record: SwapRecord | None = None
         step = "the shared store did not take the move"  # what is under way, for a failure's reason
         try:
             try:
@@ -472,288 +403,95 @@ class ThreadMover:
                         await self.shared.claim(begun, lease_held=self._lease_held(thread_id))
                     step = "the rewrite could not be made"
                     await faults.hit("swap.rewrite")  # begun, nothing written yet
-                    rewritten = await anyio.to_thread.run_sync(write, new_id)
-                    t_rewritten = time.monotonic()
+                    rewritten = attempt.rewritten = await anyio.to_thread.run_sync(write, new_id)
+                    attempt.t_rewritten = time.monotonic()
                     unpaid = check(rewritten) if check is not None else None
                     if unpaid is not None:
                         ended = True
-                        return self._ended(self.record(
-                            state, old_backing, new_id, "skipped", unpaid, started, t0,
-                            rewritten.tokens_before, rewritten.tokens_after, decision, move=move), rewritten)
+                        records.ended(attempt, SKIPPED, unpaid, before=rewritten.tokens_before,
+                                      after=rewritten.tokens_after, decision=decision)
+                        return
                     step = "the rewrite could not be noted in liminal's home"
                     await anyio.to_thread.run_sync(self.journal.note_rewrite, new_id, rewritten.size)
                     opened = True
                     step = "the agent did not open the new session"
-                    moved_by = await self._open_keeping(state, old_backing, new_id, rewritten)
-                    t_moved = time.monotonic()
+                    attempt.opened_by = await self.opener.open_keeping(state, attempt.old_backing, new_id, rewritten)
+                    attempt.t_moved = time.monotonic()
             except TimeoutError:
                 ended = True
-                return self._ended(self.record(
-                    state, old_backing, new_id, "abandoned",
+                records.ended(
+                    attempt, ABANDONED,
                     f"it took longer than swap.hold_timeout_seconds ({self.settings.hold_timeout_seconds:g} s) "
                     "to finish; the thread stayed on its session",
-                    started, t0, tokens, rewritten.tokens_after if rewritten else None, move=move), rewritten)
+                    after=rewritten.tokens_after if rewritten else None)
+                return
             except Exception as exc:
                 logger.warning("move failed; the thread stays on its session", thread=thread_id,
-                               error=f"{type(exc).__name__}: {exc}", reason=reason)
+                               error=f"{type(exc).__name__}: {exc}", reason=attempt.reason)
                 ended = True
-                return self._ended(self.record(
-                    state, old_backing, new_id, "failed", failure(exc, step), started, t0, tokens,
-                    rewritten.tokens_after if rewritten else None, move=move), rewritten)
+                records.ended(attempt, FAILED, failure(exc, step),
+                              after=rewritten.tokens_after if rewritten else None)
+                return
             if not port.is_held(thread_id):
                 # The hold overflowed (the client sent more than the router keeps) and let the
                 # thread's frames through to the old session: the new one lacks what they did.
                 ended = True
-                return self._ended(self.record(
-                    state, old_backing, new_id, "abandoned",
-                    "the hold overflowed; the thread went on on its old session", started, t0, tokens,
-                    rewritten.tokens_after, move=move), rewritten)
+                records.ended(attempt, ABANDONED, "the hold overflowed; the thread went on on its old session",
+                              after=rewritten.tokens_after)
+                return
             # The journal first: a thread is on its new session only once that is on disk (a
             # journal that cannot be written fails the swap, and the thread stays). With a shared
             # store, the store's commit before it: refused or not taken, the move failed.
-            record = self.made(state, old_backing, new_id, "committed", reason, started, t0,
-                               rewritten.tokens_before, rewritten.tokens_after, decision, move=move,
-                               zone=[*(p.as_dict() for p in rewritten.zone), *kept_out] or None,
-                               size=rewritten.size)
+            record = records.made(attempt, COMMITTED, attempt.reason, before=rewritten.tokens_before,
+                                  after=rewritten.tokens_after, decision=decision,
+                                  zone=[*(p.as_dict() for p in rewritten.zone), *kept_out] or None,
+                                  size=rewritten.size)
             if self.shared is not None:
                 await faults.hit("swap.commit")  # the store's commit next
                 try:
                     await self.shared.commit(record)
                 except Refused as exc:
                     ended = True
-                    return self._ended(self.record(
-                        state, old_backing, new_id, "failed", str(exc), started, t0, tokens,
-                        rewritten.tokens_after, move=move), rewritten)
+                    records.ended(attempt, FAILED, str(exc), after=rewritten.tokens_after)
+                    return
                 in_store = True
                 await faults.hit("swap.committed")  # committed in the store, nothing told yet
-            self._written(record)
+            records.written(record)
             ended = True
             port.bind(thread_id, new_id)
             committed = True
+            attempt.ended(record)
         except BaseException as exc:
-            if in_store and not committed:
+            if in_store and not committed and record is not None:
                 # Cancelled after the shared store's commit: the thread is on the new session
                 # for every sidecar, so here too (its file stays; the store has its lines).
                 with contextlib.suppress(Exception):
-                    self._written(record)
+                    records.written(record)
                     port.bind(thread_id, new_id)
                     committed = True
+                    attempt.ended(record)
             # Cancelled (the client left, liminal is stopping) or an end record that could not
             # be written: the swap did not happen.
             elif not ended:
                 with contextlib.suppress(Exception):
-                    self.record(state, old_backing, new_id, "abandoned", self._interrupted(exc),
-                                started, t0, tokens, None, move=move)
+                    records.ended(attempt, ABANDONED, _interrupted(exc, self._stop_reason if self._stopping else None))
             raise
         finally:
             if not committed:  # whatever went wrong: no new file, no new session left open
-                await self._undo(new_path, new_id, opened)
+                await self.opener.discard(new_path, new_id, opened=opened)
             # Ended (or nothing of it is left): another liminal's start may judge it now.
             self.journal.finish(new_id)
-        return Moved(record.outcome, record.reason, new_id, rewritten, moved_by, t_rewritten, t_moved)
 
-    def _interrupted(self, exc: BaseException) -> str:
-        """Why a move that ``exc`` cut short did not happen, in words: liminal stopping
-        (``stop_moves`` says why), its task cancelled otherwise, or an error after the last step
-        (an end record that could not be written)."""
-        if self._stopping:
-            return self._stop_reason
-        if isinstance(exc, anyio.get_cancelled_exc_class()):
-            return "liminal cancelled the move before it ended (it was exiting, or its swap task stopped)"
-        return f"liminal could not record the move's end: {in_words(exc)}"
-
-    @staticmethod
-    def _ended(record: SwapRecord, rewritten: Rewritten | None) -> Moved:
-        """A move that did not commit, as its end record says."""
-        return Moved(record.outcome, record.reason, record.new_backing_id, rewritten)
-
-    async def _committed(self, state: ThreadState, rewritten: Rewritten) -> None:
-        """After the commit: the CLI's name for the thread carried over, the thread's state
-        reset to its new session."""
-        try:
-            await anyio.to_thread.run_sync(self.harness.adopted, rewritten)
-        except Exception as exc:  # a name the CLI's picker misses, not a reason to undo the move
-            logger.warning("the CLI's name for the thread not carried over", thread=state.thread_id,
-                           error=str(exc))
-        # The new session's file is whole as liminal wrote it: no turn of it is still to reach
-        # the disk (the last prompt named one of the old session's).
-        state.last_prompt = None
-        state.turns_since_swap = 0
-        state.context_tokens = None  # the next usage_update tells the new size
-        state.file_tokens = rewritten.tokens_after  # until the file says otherwise
-        state.last_context = rewritten.tokens_after
-        state.calls = 0
-        state.calls_since_move = 0
-        # The client's context meter drops now, not at the next turn's first usage_update (ACP's
-        # ``UsageUpdate``: ``used`` and ``size`` required; the size is the agent's last).
-        if self.port is not None and state.context_window is not None:
-            self.port.notify_client("session/update", {"sessionId": state.thread_id, "update": {
-                "sessionUpdate": "usage_update", "used": rewritten.tokens_after, "size": state.context_window}})
-
-    async def _undo(self, new_path: Path, new_id: str, opened: bool) -> None:
-        """Leave nothing of a swap that did not commit: its file (so the CLI's picker and the
-        agent's ``session/list`` never show the thread twice) and, if the agent opened it, its
-        session. Shielded: it runs when the swap was cancelled too (the client left)."""
-        with anyio.CancelScope(shield=True):
-            try:
-                await anyio.to_thread.run_sync(self.harness.discard,
-                                               Rewritten(new_id, new_path, 0, 0))
-            except Exception as exc:
-                logger.error("cannot remove an unused rewrite; remove it by hand", path=str(new_path),
-                             error=str(exc))
-            if opened and self.attached().agent_alive:
-                with anyio.move_on_after(UNDO_CLOSE_SECONDS):
-                    await self.close(new_id)
+    # ------------------------------------------------------------ the opener's, for every mover
 
     async def appeared(self, backing: str, cwd: str | None, timeout: float) -> Path | None:
-        """The session's file, waited for up to ``timeout``: Claude Code 2.1.44 may create it only
-        when a turn ends, and a cancelled turn can end a moment after its prompt was answered
-        (a /undo sent at once found no file, seen in test_commands)."""
-        with anyio.move_on_after(timeout):
-            while (path := self.harness.locate(backing, cwd)) is None:  # noqa: ASYNC110 - another process writes it
-                await anyio.sleep(0.05)
-            return path
-        return None
+        return await self.opener.appeared(backing, cwd, timeout)
 
     async def settle(self, path: Path, prompt: str | None, timeout: float = 2.0) -> bool:
-        """Until the CLI has written the finished turn; False if it has not within ``timeout``."""
-        # Claude Code 2.1.44 writes the turn 75-90 ms after answering the prompt, and "settled"
-        # takes two looks at the same size: polls capped at 20 ms see it about 100 ms after the
-        # answer (capped at 100 ms they saw it at 255 ms). The thread is held meanwhile, at every
-        # turn end when the agent sends no usage. A look is a stat, and a read of the tail only
-        # when the size held still.
-        with anyio.move_on_after(timeout):
-            delay = 0.005
-            while not await anyio.to_thread.run_sync(self.harness.turn_settled, path, prompt):
-                if self._stopping:  # the grace is over: no move starts now
-                    return False
-                await anyio.sleep(delay)
-                delay = min(delay * 2, SETTLE_POLL_MAX)
-            return True
-        return False
-
-    async def _open_keeping(self, state: ThreadState, old_backing: str, new_id: str,
-                            rewritten: Rewritten) -> str:
-        """``_open``, and with a shared store the rewrite's lines put there meanwhile (another
-        sidecar can write the session if this one dies after the commit): the agent takes a
-        second or more to open a session, and the lines as long on FerretDB (1.4 s for a rewrite
-        of 329 KB, 148 lines, at load average 16), so the hold waits for the longer, not both.
-        The open's error, else the store's, is the move's."""
-        shared = self.shared
-        if shared is None:
-            return await self._open(state, old_backing, new_id)
-        done: dict[str, Any] = {}
-
-        async def keep() -> None:
-            try:
-                await shared.keep_lines(state.thread_id, new_id, rewritten.path, rewritten.size)
-                done["keep"] = None
-            except Exception as exc:
-                done["keep"] = exc
-
-        async def open_it() -> None:
-            try:
-                done["open"] = await self._open(state, old_backing, new_id)
-            except Exception as exc:
-                done["open"] = exc
-
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(keep)
-            tasks.start_soon(open_it)
-        for step in ("open", "keep"):
-            if isinstance(done[step], Exception):
-                raise done[step]
-        return str(done["open"])
-
-    async def _open(self, state: ThreadState, old_backing: str, new_id: str) -> str:
-        """Open ``new_id`` for the thread; returns the method that did it."""
-        port = self.attached()
-        base = {"sessionId": new_id, "cwd": state.cwd or ".", "mcpServers": state.mcp_servers}
-        timeout = self.settings.hold_timeout_seconds
-        if faults.value("swap.move") == "kill-agent":
-            port.kill_agent()  # the adapter dying in the middle of a swap
-        await faults.hit("swap.move")
-        if faults.value("swap.resume") == "wrong-id":
-            base = dict(base, sessionId=str(uuid.uuid4()))  # a session the agent cannot have
-
-        async def request(method: str, params: dict[str, Any]) -> Any:
-            return await port.request(method, params, timeout=timeout, thread_id=state.thread_id)
-
-        # The thread's from the first frame: what the agent says of the session while it opens
-        # (a title, its commands) is recorded as the thread's, not as a thread of its own.
-        port.adopt(new_id, state.thread_id)
-        port.capture(new_id)
-        try:
-            method = await open_for_thread(request, state, base, self.capabilities())
-            await faults.hit("swap.moved")
-            return method
-        finally:
-            port.uncapture(new_id)
+        return await self.opener.settle(path, prompt, timeout)
 
     async def open_on(self, target: AgentProcess, threads: list[str], capabilities: dict[str, Any]) -> None:
-        """Open each thread on its current backing session in ``target``, a fresh process of the
-        agent (the recycle, the agent restart): the sessions do not change, so nothing is
-        journaled; ``open_for_thread`` as for a swap, through the same request path."""
-        port = self.attached()
-        timeout = self.settings.hold_timeout_seconds
-        for thread in threads:
-            state = self.threads[thread]
-
-            async def request(method: str, params: dict[str, Any], thread: str = thread) -> Any:
-                return await target.request(method, params, timeout=timeout, thread_id=thread)
-
-            base = {"sessionId": port.backing_of(thread), "cwd": state.cwd or ".",
-                    "mcpServers": state.mcp_servers}
-            await open_for_thread(request, state, base, capabilities)
+        await self.opener.open_on(target, threads, capabilities)
 
     async def close(self, old_backing: str) -> None:
-        """Close the session a committed swap left, if the agent supports it."""
-        if "close" not in (self.capabilities().get("sessionCapabilities") or {}):
-            if not self._warned_no_close:
-                self._warned_no_close = True
-                logger.warning("the agent cannot close sessions: the process of each session a "
-                               "swap leaves keeps running until the recycle moves the live ones to "
-                               "a fresh agent process (swap.max_stale_sessions)", session=old_backing)
-            return
-        t = time.monotonic()
-        try:
-            await self.attached().request("session/close", {"sessionId": old_backing},
-                                          timeout=self.settings.hold_timeout_seconds)
-        except Exception as exc:  # the old session lingering costs memory, not correctness
-            logger.info("old session not closed", session=old_backing, error=str(exc))
-        logger.debug("swap step", step="session/close", seconds=round(time.monotonic() - t, 4))
-
-    def record(self, state: ThreadState, old: str, new: str | None, outcome: str, reason: str,
-               started: float, t0: float, before: int | None, after: int | None,
-               decision: Decision | None = None, opened: str | None = None, move: str = "swap",
-               zone: list[dict[str, Any]] | None = None) -> SwapRecord:
-        """A move's record, journaled and noted (and, with a shared store, kept there after:
-        ``flush_shared``)."""
-        record = self.made(state, old, new, outcome, reason, started, t0, before, after, decision,
-                           opened, move, zone)
-        self._written(record)
-        if self.shared is not None and outcome != "committed":
-            self._unshared.append(record)
-        return record
-
-    def made(self, state: ThreadState, old: str, new: str | None, outcome: str, reason: str,
-             started: float, t0: float, before: int | None, after: int | None,
-             decision: Decision | None = None, opened: str | None = None, move: str = "swap",
-             zone: list[dict[str, Any]] | None = None, size: int | None = None) -> SwapRecord:
-        cost = None
-        if decision is not None:
-            cost = decision.as_dict()
-            if after is not None and outcome == "committed" and self.priced is not None:
-                cost.update(self.priced(state, decision, after))
-        record = SwapRecord(
-            thread_id=state.thread_id, old_backing_id=old, new_backing_id=new, outcome=outcome,
-            reason=reason, started_at=started, duration_s=round(time.monotonic() - t0, 4),
-            tokens_before=before, tokens_after=after, harness=self.harness.name, cwd=state.cwd,
-            cost=cost, opened=opened, move=move, zone=zone, size=size,
-        )
-        return record
-
-    def _written(self, record: SwapRecord) -> None:
-        self.journal.append(record)  # the authority here (see journal.py)
-        if self.port is not None:  # and a note in the store, with the conversation
-            self.port.note("liminal/swap", asdict(record), thread_id=record.thread_id)
+        await self.opener.close(old_backing)

@@ -8,12 +8,12 @@ threads delete``) by emptying every part of ``Holdings.parts`` of it, in this or
   the ids of the sessions that were its alone, so that what is left of them can be found later.
   First: from then on nothing answers for the thread (a recall, a search, a listing), so
   nothing puts it back in the cache;
-- ``files``: every file the CLI keeps of those sessions, through the harness (``SessionHarness
+- ``files``: every file the CLI keeps of those sessions, through the harness (``Removal
   .files``, ``remove``): the original, each swap's rewrite, the cuts of ``/clear`` and
   ``/undo``, and what the CLI keeps of a session beside it (Claude Code's ``<id>/``,
   ``session-env/<id>/`` ...; the rows Codex's databases keep of the thread);
 - ``lines in the CLI's logs``: the lines the CLI's logs of every session keep of those sessions,
-  through the harness (``SessionHarness.lines``, ``remove_lines``: the prompts a person typed in
+  through the harness (``Removal.lines``, ``remove_lines``: the prompts a person typed in
   the CLI's own interface, the names the thread was given), rewritten under the CLI's own lock;
 - ``cache entries``: the recall cache's blobs of those sessions (``Cache.forget``: Redis, or
   the files under ``$LIMINAL_HOME/cache``);
@@ -59,7 +59,7 @@ import anyio.to_thread
 from liminal import log
 from liminal.config import Settings
 from liminal.errors import in_words
-from liminal.harness.base import SessionHarness
+from liminal.harness.base import Removal
 from liminal.kernel.journal import SwapJournal
 from liminal.store.records import DELETED, OWNED_ELSEWHERE, Batch, ThreadUpdate, summarised
 from liminal.units import plural
@@ -125,7 +125,7 @@ class Files:
     name, names = "file", "files"
     refills = True
 
-    def __init__(self, harnesses: Sequence[SessionHarness]) -> None:
+    def __init__(self, harnesses: Sequence[Removal]) -> None:
         self.harnesses = harnesses
 
     async def count(self, whose: Whose) -> int:
@@ -143,7 +143,7 @@ class Lines:
     name, names = "line in the CLI's logs", "lines in the CLI's logs"
     refills = True  # (Codex names a session after its first turn, maybe after the delete)
 
-    def __init__(self, harnesses: Sequence[SessionHarness]) -> None:
+    def __init__(self, harnesses: Sequence[Removal]) -> None:
         self.harnesses = harnesses
         self._held: list[dict[str, int]] | None = None  # read once for the counts of one look
 
@@ -263,7 +263,7 @@ class Holdings:
 
     store: Store | None
     cache: Cache | None
-    harnesses: Sequence[SessionHarness]
+    harnesses: Sequence[Removal]
     home: Path | None
     journal: SwapJournal | None
     _parts: list[Part] | None = None

@@ -33,7 +33,7 @@ last turn (whole): a target under that is landed above. A swap must leave room f
 until the next, at least half the leeway (``H - T``) under the trigger; one that cannot is
 skipped, and the thread's trigger backs off to a whole leeway above what that rewrite left, so a
 floor too high for the thresholds costs one swap per leeway of growth, not one at every turn
-(issue 20: a rewrite landing at 9k under a 9k trigger swapped 3 times in 4 turns).
+(without the back-off, a rewrite landing at 9k under a 9k trigger swaps at nearly every turn).
 """
 
 from __future__ import annotations
@@ -43,12 +43,15 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from liminal import moves
 from liminal.config import GradientSettings, MemorySettings, SwapSettings
 from liminal.gradient.bands import preamble_budget, recent_budget
 from liminal.units import plural, tokens
+
+if TYPE_CHECKING:
+    from liminal.harness.base import SwapHarness
 
 # Before a thread has shown its pace: a model call of a coding session adds about this much
 # (tool output, the answer), and the CLI's own prompt (system, tools) weighs about this.
@@ -60,8 +63,8 @@ IDLE_SHARE = 0.5
 # The trigger never comes closer to the target than this (a swap at every turn pays for
 # nothing), unless the ceiling forces it.
 MIN_GAP = 8_000
-# A summary by the model (issue 24, ``swap.summaries``): one side session per swap cycle, which
-# writes the CLI's own prompt there (``SessionHarness.side_session_tokens``) and liminal's
+# A summary by the model (``swap.summaries``): one side session per swap cycle, which
+# writes the CLI's own prompt there (``SideSessions.side_session_tokens``) and liminal's
 # request (the digests of the turns the swap consolidates: about this share of their tokens,
 # measured by ``bench/cost.py``) to the cache, and outputs about this much.
 SUMMARY_DIGEST_SHARE = 0.1
@@ -251,10 +254,18 @@ class CostPolicy:
         self.gradient = gradient
         self.ceiling = ceiling
         self.prices = prices
-        # The CLI's own prompt in a side session (``SessionHarness.side_session_tokens``): what a
+        # The CLI's own prompt in a side session (``SideSessions.side_session_tokens``): what a
         # summary costs beside liminal's request and the summary (0: not known, not counted).
         self.side_session_tokens = side_session_tokens
         self.memory = memory or MemorySettings()  # what rides the summary's request
+
+    @classmethod
+    def of(cls, swap: SwapSettings, gradient: GradientSettings, harness: SwapHarness,
+           memory: MemorySettings | None = None) -> CostPolicy:
+        """The policy for the CLI ``harness`` stands for: its own compaction point as the
+        ceiling unless ``swap.ceiling_tokens`` sets one, and what its side session costs."""
+        return cls(swap, gradient, swap.ceiling_tokens or harness.ceiling_tokens,
+                   side_session_tokens=harness.side_session_tokens, memory=memory)
 
     @property
     def summaries(self) -> bool:

@@ -12,10 +12,10 @@ rewrite. They outlive the process where the swaps are kept:
 - the thread's rewrites in the swap journal (each swap committed or skipped: its
   ``tokens_after``), given to ``CostPolicy.rewritten`` again, in order, as when they were made;
 - the CLI's own prompt, as the policy took it at the thread's first turn end: the context
-  there, which the thread's first session file records (``SessionHarness.first_context_tokens``;
+  there, which the thread's first session file records (``SessionFiles.first_context_tokens``;
   liminal never rewrites that file, a swap writes another);
 - how long the thread's prompt cache lives, as its current session file's records say
-  (``SessionHarness.cache_life``), which the swap manager would otherwise look for only when a
+  (``SessionFiles.cache_life``), which the swap manager would otherwise look for only when a
   swap is decided.
 
 Off the flush that told of the open: the journal and the file are read in a worker thread, by
@@ -28,8 +28,8 @@ import anyio
 import anyio.to_thread
 
 from liminal import log
-from liminal.acp.port import Component, Port
-from liminal.harness.base import SessionHarness
+from liminal.acp.port import Component, ThreadView
+from liminal.harness.base import SessionFiles
 from liminal.kernel.journal import SwapJournal, SwapRecord
 from liminal.kernel.policy import CostPolicy, Pace
 from liminal.kernel.threads import ThreadModel
@@ -69,14 +69,14 @@ class Recalibrator(Component):
     """Beside the swap manager, on the same thread model, policy and journal."""
 
     def __init__(self, model: ThreadModel, policy: CostPolicy, journal: SwapJournal,
-                 harness: SessionHarness) -> None:
+                 harness: SessionFiles) -> None:
         self.model = model
         self.policy = policy
         self.journal = journal
         self.harness = harness
         self._seen: set[str] = set()
         self._pending: set[str] = set()  # opened, their pace not read yet
-        self._port: Port | None = None
+        self._port: ThreadView | None = None
         self._send, self._receive = anyio.create_memory_object_stream[str](64)
         self.attempts = 0  # opened threads looked at (tests wait on it)
         self.restored = 0  # of them, those whose pace learned something
@@ -86,7 +86,7 @@ class Recalibrator(Component):
     def parts(self) -> list[ThreadModel]:
         return [self.model]
 
-    async def prepare(self, port: Port) -> None:
+    async def prepare(self, port: ThreadView) -> None:
         self._port = port
 
     def _opened(self, thread: str, method: str, key: object, by_liminal: bool) -> None:
@@ -102,7 +102,7 @@ class Recalibrator(Component):
             return
         self._pending.add(thread)
 
-    async def run(self, port: Port) -> None:
+    async def run(self, port: ThreadView) -> None:
         self._port = port
         async for thread in self._receive:
             try:
@@ -125,7 +125,7 @@ class Recalibrator(Component):
         while self.attempts < attempts:
             await self._progress.wait()
 
-    async def _restore(self, port: Port, thread: str) -> None:
+    async def _restore(self, port: ThreadView, thread: str) -> None:
         state = self.model.threads.get(thread)
         if state is None:
             return

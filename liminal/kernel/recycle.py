@@ -15,13 +15,13 @@ left open pass ``swap.max_stale_sessions``, at a quiet moment it:
    after answering), as the swap does before a rewrite, for at most ``SETTLE_TIMEOUT``. A
    thread never prompted has no file and nothing to resume: the move waits for its first turn.
 3. **Prepares** a new process of the same command (argv, environment, cwd) through the port
-   (``Port.start_agent``), asked the way the agent is: the client's ``initialize`` (and
+   (``AgentLife.start_agent``), asked the way the agent is: the client's ``initialize`` (and
    ``authenticate``, if it sent one) as liminal's requests, then the mover opens each live
    thread on its current backing session (``ThreadMover.open_on``: ``session/resume`` or
    ``session/load`` with the thread's cwd and MCP servers, its mode and config options). What the process says meanwhile besides
    the answers (replays, command lists) goes nowhere, as a swap's capture does.
 4. **Switches**: if every hold is still in place and the old process is still idle, the new
-   process becomes the agent (``Port.switch_agent``), the holds are released to it, and the old
+   process becomes the agent (``AgentLife.switch_agent``), the holds are released to it, and the old
    process group is stopped.
 
 Any failure, or the move overrunning ``swap.hold_timeout_seconds``, stops the new process and
@@ -38,21 +38,28 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.to_thread
 
 from liminal import log
-from liminal.acp.port import AgentProcess, Component, Port
+from liminal.acp.port import (
+    AgentLife,
+    AgentProcess,
+    ClientVoice,
+    Component,
+    ThreadControl,
+    ThreadView,
+)
 from liminal.config import SwapSettings
 from liminal.errors import in_words
-from liminal.harness.base import SessionHarness
+from liminal.harness.base import SessionFiles
 from liminal.kernel.mover import SETTLE_POLL_MAX, ThreadMover
 from liminal.kernel.threads import ThreadModel
 
 logger = log.get("liminal.recycle")
-# Claude Code 2.1.44 has a turn on disk about 0.1 s after answering; a file not settled in this
+# Claude Code has a turn on disk about 0.1 s after answering; a file not settled in this
 # long is not about to be (a cancelled turn), and the move fails rather than hold prompts longer.
 SETTLE_TIMEOUT = 2.0
 
@@ -61,13 +68,18 @@ class RecycleError(Exception):
     pass
 
 
+class Recycling(ThreadView, ThreadControl, ClientVoice, AgentLife, Protocol):
+    """What the recycle reads of the threads, holds, tells the client in a thread's next turn,
+    and does to the agent's process (its own requests go to the new process itself)."""
+
+
 class Recycler(Component):
     """A port component beside the swap manager: given the thread model (the threads, their
     move locks, the agent's capabilities, the client's ``initialize``), the mover (the one
     hold -> release sequence, opening a thread on a process) and the harness (the session
     files)."""
 
-    def __init__(self, model: ThreadModel, mover: ThreadMover, harness: SessionHarness,
+    def __init__(self, model: ThreadModel, mover: ThreadMover, harness: SessionFiles,
                  settings: SwapSettings, *, max_stale_sessions: int | None = None) -> None:
         self.model = model
         self.mover = mover
@@ -79,7 +91,7 @@ class Recycler(Component):
         self.model.on_quiet.append(self.after_turn)
         self.live: list[str] = []  # threads the client opened on the agent, in order
         self.opened = 0  # sessions opened on the agent process in use (client's and liminal's)
-        self._port: Port | None = None
+        self._port: Recycling | None = None
         self._moving = False
         self._skip = 0  # turn ends to let pass after a failure
         self._failures = 0
@@ -165,7 +177,7 @@ class Recycler(Component):
 
     # ----------------------------------------------------------------- running
 
-    async def run(self, port: Port) -> None:
+    async def run(self, port: Recycling) -> None:
         self._port = port
         # Not closed on the way out: ``run`` again after a failure (the supervisor) must find it open.
         async for held in self._receive:
@@ -198,7 +210,7 @@ class Recycler(Component):
             self.model.moves.give(live)
             self._moving = False
 
-    async def _recycle_safely(self, port: Port, held: list[str]) -> None:
+    async def _recycle_safely(self, port: Recycling, held: list[str]) -> None:
         # A bug here must not end the port (this runs in the port's task group or the swap's).
         try:
             await self._recycle(port, held)
@@ -210,14 +222,14 @@ class Recycler(Component):
         while self.completed + self.failed < attempts:
             await self._progress.wait()
 
-    async def _recycle(self, port: Port, held: list[str]) -> None:
+    async def _recycle(self, port: Recycling, held: list[str]) -> None:
         """Move every live thread to a fresh process; ``held`` are the threads held for it,
         released (to the new process, or back to the old one) by the mover's one sequence."""
         held_states = [self.model.state(thread) for thread in held]
         async with self.mover.holding_all(held_states):
             await self._move_all(port, held)
 
-    async def _move_all(self, port: Port, held: list[str]) -> None:
+    async def _move_all(self, port: Recycling, held: list[str]) -> None:
         threads = list(self.live)
         old = port.agent_token()
         process: AgentProcess | None = None
@@ -273,7 +285,7 @@ class Recycler(Component):
                     start_s=round(t_started - t_settled, 4),
                     open_s=round(time.monotonic() - t_started, 4), dropped=process.dropped)
 
-    async def restart_agent(self, port: Port, exit_code: int) -> bool:
+    async def restart_agent(self, port: Recycling, exit_code: int) -> bool:
         """The agent died with the client connected (``Proxy.restart_agent``): start a new
         process of it, give it the client's ``initialize`` (and ``authenticate``), and resume
         every live thread that has a session file on its backing session, mode and options
@@ -325,7 +337,7 @@ class Recycler(Component):
                        threads=len(resumed))
         return True
 
-    async def _session_files(self, port: Port, threads: list[str]) -> dict[str, Path | None] | None:
+    async def _session_files(self, port: Recycling, threads: list[str]) -> dict[str, Path | None] | None:
         """Each thread's session file, None for one the CLI is about to write; None in all if a
         thread has no file and none is coming (never prompted: nothing to resume)."""
         paths: dict[str, Path | None] = {}
@@ -342,7 +354,7 @@ class Recycler(Component):
             paths[thread] = path
         return paths
 
-    async def _settle(self, port: Port, paths: dict[str, Path | None]) -> None:
+    async def _settle(self, port: Recycling, paths: dict[str, Path | None]) -> None:
         """Until every thread's file holds its last turn (the CLI can write it, the first time
         the file itself, after answering).
 

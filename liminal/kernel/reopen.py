@@ -12,7 +12,7 @@ answer. The model's context was empty at that point, and stays so.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from liminal import log
 from liminal.acp import jsonrpc
@@ -20,11 +20,14 @@ from liminal.acp.router import LocalRequest
 from liminal.kernel.replay import send_history
 
 if TYPE_CHECKING:
-    from liminal.acp.port import Port
-    from liminal.harness.base import SessionHarness
+    from liminal.acp.port import ClientVoice, ThreadView
+    from liminal.harness.base import SessionFiles
     from liminal.kernel.journal import SwapJournal
     from liminal.kernel.mover import ThreadMover
     from liminal.store.base import Store
+
+    class Reopening(ThreadView, ClientVoice, Protocol):
+        """What ``reopen`` reads of the thread and says to the client."""
 
 logger = log.get("liminal.reopen")
 OPENS = ("session/load", "session/resume")
@@ -35,7 +38,7 @@ def params_of(message: dict[str, Any]) -> dict[str, Any]:
     return params if isinstance(params, dict) else {}
 
 
-def without_file(port: Port | None, harness: SessionHarness, journal: SwapJournal, thread: str | None,
+def without_file(port: ThreadView | None, harness: SessionFiles, journal: SwapJournal, thread: str | None,
                  message: dict[str, Any]) -> bool:
     """The thread is on a session liminal opened empty for it, and that session has no file
     yet. (Any other session the agent cannot find is the agent's to say so.)"""
@@ -48,7 +51,7 @@ def without_file(port: Port | None, harness: SessionHarness, journal: SwapJourna
     return harness.locate(backing, cwd if isinstance(cwd, str) else None) is None
 
 
-async def reopen(port: Port, mover: ThreadMover, store: Store | None, request: LocalRequest) -> None:
+async def reopen(port: Reopening, mover: ThreadMover, store: Store | None, request: LocalRequest) -> None:
     """Answer the kept load or resume (``request``) on a new empty session."""
     thread = request.thread_id or ""
     params = params_of(request.message)

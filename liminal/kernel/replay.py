@@ -26,7 +26,7 @@ import anyio
 import orjson
 
 from liminal import log
-from liminal.acp.port import Component, Port
+from liminal.acp.port import ClientVoice, Component
 from liminal.acp.router import ReplayRequest
 from liminal.ingest.derive import content_text
 from liminal.kernel.rewind import timeline
@@ -70,7 +70,7 @@ class ReplayManager(Component):
         except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
             raise RuntimeError("the replay queue cannot take the load") from exc
 
-    async def run(self, port: Port) -> None:
+    async def run(self, port: ClientVoice) -> None:
         # The stream is not closed on the way out: ``run`` again after a failure (the
         # supervisor) must find it open. Loads queued meanwhile wait for it.
         self._stopped = False
@@ -81,7 +81,7 @@ class ReplayManager(Component):
         finally:
             self._stopped = True
 
-    async def _answered(self, port: Port, request: ReplayRequest) -> None:
+    async def _answered(self, port: ClientVoice, request: ReplayRequest) -> None:
         """``_answer``, and whatever happens to it (a failure, cancelled with ``run``), the load
         answered: with the agent's own replay if nothing better came."""
         try:
@@ -91,7 +91,7 @@ class ReplayManager(Component):
         finally:
             port.finish_replay(request.token, None)
 
-    async def _answer(self, port: Port, request: ReplayRequest) -> None:
+    async def _answer(self, port: ClientVoice, request: ReplayRequest) -> None:
         history: list[dict[str, Any]] | None = None
         t0 = time.monotonic()
         with anyio.move_on_after(self.timeout) as scope:
@@ -145,7 +145,7 @@ class ReplayManager(Component):
             await self._stack.aclose()
 
 
-async def send_history(port: Port, store: Store, thread: str) -> None:
+async def send_history(port: ClientVoice, store: Store, thread: str) -> None:
     """The thread's history from the store, to the client, for a load liminal answers itself
     (``liminal.kernel.reopen``, ``restore``); a store that cannot be read sends none and the
     load is answered all the same."""

@@ -4,7 +4,7 @@ machine has no file of it, then loaded.
 The store is the system of record of a thread; the CLI's session files are views of it that
 anyone may delete (the CLI's own clean-up after 30 days, a person, another machine that never
 had them), and a file still here may be an old view: a sidecar on another host, on the same
-store, may have moved the thread since (issue 23: ``liminal serve`` on two hosts). The index
+store, may have moved the thread since (``liminal serve`` on two hosts). The index
 worker keeps every line of every session of a thread whole, liminal's own among them
 (``liminal.lookup.sessionlines``), and the lineage of sessions the thread has been on. So when
 a store is configured, a client's load or resume is kept (a request hook of the command center)
@@ -15,13 +15,13 @@ down or slow leaves the local view, as without one):
   thread is bound to the store's session and opened as below, whether or not an older file of
   it is here;
 - the session without a file here: opened as below;
-- else the client's load goes on to the agent as it came (``Port.forward_local``), the router's
+- else the client's load goes on to the agent as it came (``ClientVoice.forward_local``), the router's
   rule 8 (the moved thread's replay from the store) included.
 
 Opened here (``restore``):
 
 1. the session's lines are read from the store; the harness writes them where the CLI looks
-   (``SessionHarness.restore``: only it knows where and how), byte for byte, 0600, unless the
+   (``StoredSessions.restore``: only it knows where and how), byte for byte, 0600, unless the
    file is there already;
 2. the load goes to the agent for that session, as liminal's own request with the client's
    parameters. A thread liminal moved has its agent's replay captured and its real history
@@ -41,7 +41,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.from_thread
@@ -57,8 +57,12 @@ from liminal.kernel.whereabouts import store_lineage
 from liminal.lookup.sessionlines import Incomplete, named_beside, stored_beside_one, stored_lines
 
 if TYPE_CHECKING:
-    from liminal.acp.port import Port
-    from liminal.harness.base import Beside, SessionHarness
+    from liminal.acp.port import Conversation, ThreadView
+    from liminal.harness.base import Beside, SessionFiles, StoredSessions
+
+    class Restoring(SessionFiles, StoredSessions, Protocol):
+        """What a restore asks of the harness: where the session's file is, and to write it
+        back with the files beside it."""
     from liminal.kernel.mover import ThreadMover
     from liminal.store.base import Store
 
@@ -77,7 +81,7 @@ def cwd_of(message: dict[str, Any]) -> str | None:
     return cwd if isinstance(cwd, str) else None
 
 
-def file_missing(port: Port | None, harness: SessionHarness, thread: str | None,
+def file_missing(port: ThreadView | None, harness: SessionFiles, thread: str | None,
                  message: dict[str, Any]) -> bool:
     """The session the thread is on has no file on this machine."""
     if thread is None or port is None:
@@ -96,7 +100,7 @@ async def stored_whole(store: Store | None, backing: str) -> bool:
     return True
 
 
-async def write_session(store: Store, harness: SessionHarness, backing: str,
+async def write_session(store: Store, harness: Restoring, backing: str,
                         cwd: str | None) -> str | None:
     """Write ``backing``'s file from the store where the CLI looks for it, if it has none, with
     the files beside it that its lines name (Claude Code's large tool outputs); None when it is
@@ -138,7 +142,7 @@ async def write_session(store: Store, harness: SessionHarness, backing: str,
 CATCH_UP_SECONDS = 10.0  # a load waits this long for the store's lines of an older file here
 
 
-async def catch_up(store: Store, harness: SessionHarness, backing: str, cwd: str | None) -> str | None:
+async def catch_up(store: Store, harness: SessionFiles, backing: str, cwd: str | None) -> str | None:
     """Bring ``backing``'s file here up to the store's: another sidecar on the store went on on
     this session since this machine last had it (the thread was open there, and nothing moved
     it), so the file here lacks its turns, and a load of it would open the thread without them
@@ -176,7 +180,7 @@ def _append_rest(path: Path, whole: bytes) -> str | None:
     return None
 
 
-async def write_from_store(store: Store, harness: SessionHarness, thread: str, backing: str,
+async def write_from_store(store: Store, harness: Restoring, thread: str, backing: str,
                            cwd: str | None) -> str | None:
     """Write ``backing``'s file from the store; None when written, else why not."""
     try:
@@ -194,7 +198,7 @@ async def write_from_store(store: Store, harness: SessionHarness, thread: str, b
     return await write_session(store, harness, backing, cwd)
 
 
-async def restore(port: Port, mover: ThreadMover, harness: SessionHarness, store: Store | None,
+async def restore(port: Conversation, mover: ThreadMover, harness: Restoring, store: Store | None,
                   request: LocalRequest) -> None:
     """Answer the kept load or resume (``request``): its session written, then opened."""
     thread = request.thread_id or ""

@@ -16,7 +16,7 @@ A user message ends the context just before it: its answer cannot stay without i
 prompt with no answer is no context a CLI's file holds.
 
 Edit is a rewind to just before the user message, then the new prompt sent on to the agent
-under the client's id (``Port.forward_local``): the agent's answer is the answer, and the turn
+under the client's id (``ClientVoice.forward_local``): the agent's answer is the answer, and the turn
 streams to the client as any prompt's does.
 
 A turn under way is cancelled first (``session/cancel`` to the agent, then its answer awaited).
@@ -31,17 +31,17 @@ from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.to_thread
 
 from liminal import log, moves
 from liminal.acp import jsonrpc
-from liminal.acp.port import Component, Port
+from liminal.acp.port import AgentLink, ClientVoice, Component, ThreadView
 from liminal.acp.router import LOCAL, Local, LocalRequest
 from liminal.errors import in_words
-from liminal.harness.base import SessionHarness
+from liminal.harness.base import MoveHarness
 from liminal.kernel.memory import Memory, unknown
 from liminal.kernel.mover import SwapError, ThreadMover, Writer
 from liminal.kernel.threads import ThreadModel
@@ -206,11 +206,17 @@ def end_offset(cut: Cut, starts: Sequence[int], earlier: bool, size: int) -> int
     return starts[index]
 
 
+class Rewinding(ThreadView, ClientVoice, AgentLink, Protocol):
+    """What a rewind reads of the thread, says to the client (the answer, the prompt sent on)
+    and to the agent (the turn cancelled)."""
+
+
 class Rewinder(Component):
     answers_local = True
 
-    def __init__(self, model: ThreadModel, mover: ThreadMover, harness: SessionHarness,
-                 open_store: StoreOpener, *, is_command: Callable[[str], bool] = lambda text: False) -> None:
+    def __init__(self, model: ThreadModel, mover: ThreadMover, harness: MoveHarness,
+                 open_store: StoreOpener, *, is_command: Callable[[str], bool] = lambda text: False,
+                 memory: Memory | None = None) -> None:
         self.model = model
         self.mover = mover
         self.harness = harness
@@ -219,7 +225,8 @@ class Rewinder(Component):
         self._store: Store | None = None
         self._store_cm: AbstractAsyncContextManager[Store] | None = None
         self._send, self._receive = anyio.create_memory_object_stream[LocalRequest](64)
-        self.memory: Memory = unknown()  # the thread's scratchpad, for the cut's preamble
+        # The thread's scratchpad, for the cut's preamble.
+        self.memory: Memory = memory if memory is not None else unknown()
 
     # -------------------------------------------------------------- the router's side
 
@@ -247,7 +254,7 @@ class Rewinder(Component):
 
     # ------------------------------------------------------------------ running
 
-    async def run(self, port: Port) -> None:
+    async def run(self, port: Rewinding) -> None:
         async for request in self._receive:
             try:
                 await self._answer(port, request)
@@ -272,7 +279,7 @@ class Rewinder(Component):
             self._store = await self._store_cm.__aenter__()
         return self._store
 
-    async def _answer(self, port: Port, request: LocalRequest) -> None:
+    async def _answer(self, port: Rewinding, request: LocalRequest) -> None:
         params = request.message.get("params")
         params = params if isinstance(params, dict) else {}
         thread = request.thread_id
@@ -333,7 +340,7 @@ class Rewinder(Component):
             "remainingMessageCount": cut.kept,
             "lastMessageId": acp_message_id(cut.last) if cut.last is not None else None})
 
-    async def _cancel_turn(self, port: Port, thread: str) -> None:
+    async def _cancel_turn(self, port: Rewinding, thread: str) -> None:
         """The RFD: a turn under way is cancelled first, and its answer awaited."""
         if not port.prompt_in_flight(thread):
             return

@@ -5,7 +5,7 @@ decided, tried and rejected is lost from its context at a swap. So liminal asks 
 already runs (no key of liminal's, the model the person pays for): when a turn ends, the context
 has passed ``swap.summary_at`` of the trigger and the swap is a turn or two away at the thread's
 pace (``CostPolicy.summary_due``), once per swap cycle, the turns a swap would consolidate now
-(``SessionHarness.ancient``) that no summary covers yet are sent, as text, in
+(``SessionFiles.ancient``) that no summary covers yet are sent, as text, in
 the one prompt of a **side session**: a ``session/new`` of liminal's own, in a folder of its own
 under ``$LIMINAL_HOME/side`` (never the person's project), with no MCP server. The router keeps
 every frame of it from the client and the store and refuses every request the agent makes in it
@@ -14,7 +14,7 @@ every frame of it from the client and the store and refuses every request the ag
 An agent that cannot close a session (the older Claude adapter: each session a CLI process of a
 few hundred MB, alive until the adapter exits) would keep every side session beside the ones the
 swaps leave, past the recycle's bound: there the side session runs in a process of the agent
-command of its own (``Port.start_agent``, told the client's ``initialize``), stopped with its
+command of its own (``AgentLife.start_agent``, told the client's ``initialize``), stopped with its
 CLI process once the answer is in (measured in ``bench/side_processes.py``).
 
 Each summary is stored once (a ``summary`` message of the ``liminal-summaries`` pseudo-thread,
@@ -39,25 +39,22 @@ and moves never wait for it (it takes no move lock: it only reads the session fi
 from __future__ import annotations
 
 import hashlib
-import shutil
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.to_thread
 
 from liminal import log
-from liminal.acp.port import AgentProcess, Component, OwnRequestError, Port
-from liminal.acp.side_sessions import text_of
-from liminal.config import MemorySettings, SwapSettings
+from liminal.acp.port import Component, OwnRequestError
+from liminal.config import SwapSettings
 from liminal.errors import in_words
 from liminal.gradient.summarize import (
     PREAMBLE_INTRO,
-    SUMMARY_REQUEST,
     ModelSummary,
     WithSummaries,
     anchor_request,
@@ -75,11 +72,12 @@ from liminal.gradient.summarize import (
     turn_key,
 )
 from liminal.gradient.zone import MAX_ENTRIES, Candidate, select
-from liminal.harness.base import SessionHarness
+from liminal.harness.base import SessionFiles, SideSessions
+from liminal.kernel import sidesession
 from liminal.kernel.policy import CostPolicy
+from liminal.kernel.sidesession import SideAsker, SidePort
 from liminal.kernel.threads import ThreadModel
 from liminal.kernel.zone import Verdict, ZoneSource
-from liminal.sessionfiles import make_private_folder
 from liminal.store.records import SUMMARY_THREAD, Batch, MessageRecord
 
 if TYPE_CHECKING:
@@ -88,14 +86,15 @@ if TYPE_CHECKING:
 
 logger = log.get("liminal.summaries")
 SIDE_FOLDER = "side"  # under $LIMINAL_HOME: the side sessions' working folders
-PROMPT_SECONDS = 600.0  # the model reading a long range may take minutes
-CLOSE_SECONDS = 2.0  # closing a side session (the agent may be going)
 REBUILD_SECONDS = 180.0  # /context rebuild waits this long at most, a summary under way included
 SETTLE_SECONDS = 2.0  # the turn that asked for a summary, waited for on disk at most this long
-RETRY = (f"{SUMMARY_REQUEST}: no tool may run in this session (the call was refused). Write the "
-         "two sections now, in text only.")
 StoreOpener = Callable[[], AbstractAsyncContextManager["Store"]]
 Settle = Callable[[Path, "str | None", float], Awaitable[bool]]
+
+
+class SideHarness(SessionFiles, SideSessions, Protocol):
+    """What the summaries read of a session file (the turns to summarise), and what a side
+    session needs of the CLI."""
 
 
 class AnchorNotWritten(Exception):
@@ -108,8 +107,9 @@ def side_root(home: Path) -> Path:
 
 
 class SideSummaries(Component):
-    def __init__(self, settings: SwapSettings, harness: SessionHarness, model: ThreadModel,
-                 policy: CostPolicy, home: Path, open_store: StoreOpener | None) -> None:
+    def __init__(self, settings: SwapSettings, harness: SideHarness, model: ThreadModel,
+                 policy: CostPolicy, home: Path, open_store: StoreOpener | None, *,
+                 settle: Settle | None = None, zone: ZoneSource | None = None) -> None:
         self.settings = settings
         self.harness = harness
         self.model = model
@@ -118,16 +118,16 @@ class SideSummaries(Component):
         self._open_store = open_store
         self._store_cm: AbstractAsyncContextManager[Store] | None = None
         self._store: Store | None = None
-        self._port: Port | None = None
+        self._port: SidePort | None = None
         self._summaries: dict[str, list[ModelSummary]] = {}  # thread -> its summaries, oldest first
         self._loaded: set[str] = set()  # threads whose stored summaries have been read
         self._queued: set[str] = set()
         # thread -> the prompt of the turn whose end queued its summary, to find it on disk.
         self._prompts: dict[str, str | None] = {}
         # Until the CLI has written the finished turn (``ThreadMover.settle``): Claude Code
-        # 2.1.44 writes it after answering, so read at once the file lacks the newest turn, and
+        # writes it after answering, so read at once the file lacks the newest turn, and
         # the turns a swap would consolidate, one fewer, may be none.
-        self.settle: Settle | None = None
+        self.settle = settle
         # thread -> the backing session its last summary was asked on: one side session per
         # swap cycle (each costs the CLI's own prompt again: bench/cost.py, docs/gradient.md).
         self._asked_on: dict[str, str] = {}
@@ -140,14 +140,11 @@ class SideSummaries(Component):
         self._progress = anyio.Event()
         self._current: anyio.CancelScope | None = None  # the summary under way
         self._stopping = False
-        # Every side session this process opened: Claude Code writes a few lines of a session
-        # (its last prompt, its cost) again when it ends it, after the close was answered, so
-        # its files are removed once more when the agent has gone (``aclose``).
-        self._opened: list[tuple[str, Path]] = []
-        self._prompting: str | None = None  # the side session whose prompt is unanswered
-        # Lessons and the review of the zone's candidates ride each summary's request.
-        self.memory = MemorySettings()
-        self.zone: ZoneSource | None = None  # what the zone is offered (None: nothing to review)
+        self.side = SideAsker(settings, harness, model, side_root(home))  # one prompt in a side session
+        # Lessons and the review of the zone's candidates ride each summary's request: the
+        # policy prices what rides it, so the settings are the policy's.
+        self.memory = policy.memory
+        self.zone = zone  # what the zone is offered (None: nothing to review)
         self.lessons_kept = 0  # lessons stored (tests wait on it)
         self.reviews = 0  # reviews made
         model.on_turn_end.append(self._turn_ended)
@@ -186,7 +183,7 @@ class SideSummaries(Component):
     def parts(self) -> list[ThreadModel]:
         return [self.model]
 
-    async def prepare(self, port: Port) -> None:
+    async def prepare(self, port: SidePort) -> None:
         self._port = port
 
     def _turn_ended(self, thread_id: str, ok: bool) -> None:
@@ -218,7 +215,7 @@ class SideSummaries(Component):
         self._queued.add(thread_id)
         self._prompts[thread_id] = state.last_prompt
 
-    async def run(self, port: Port) -> None:
+    async def run(self, port: SidePort) -> None:
         self._port = port
         async for thread_id in self._receive:
             if self._stopping:
@@ -243,24 +240,19 @@ class SideSummaries(Component):
         self._stopping = True
         if self._current is not None:
             self._current.cancel()
-            with anyio.move_on_after(CLOSE_SECONDS + 1):
+            with anyio.move_on_after(sidesession.CLOSE_SECONDS + 1):
                 while self._current is not None:
                     await self._progress.wait()
 
     async def aclose(self) -> None:
-        opened, self._opened = self._opened, []
-        for session, folder in opened:
-            try:
-                await anyio.to_thread.run_sync(self.harness.forget, session, str(folder))
-            except Exception as exc:
-                logger.warning("side session's files not removed", session=session, error=str(exc))
+        await self.side.forget_opened()
         if self._store_cm is not None:
             await self._store_cm.__aexit__(None, None, None)
             self._store_cm = self._store = None
 
     # ------------------------------------------------------------ how
 
-    async def _summarise(self, port: Port, thread_id: str) -> None:
+    async def _summarise(self, port: SidePort, thread_id: str) -> None:
         await self._load(thread_id)
         state = self.model.threads.get(thread_id)
         if state is None:
@@ -289,7 +281,7 @@ class SideSummaries(Component):
                                   review=[(c.key, c.shown or c.text) for c in review])
         self._asked_on[thread_id] = backing  # this cycle's side session
         started = time.monotonic()
-        answer = await self.ask(port, request)
+        answer = await self.side.ask(port, request)
         await self._learned(thread_id, todo, answer)
         self._reviewed(thread_id, backing, review, answer)
         text, anchor = parse_answer(answer)
@@ -387,7 +379,7 @@ class SideSummaries(Component):
         """The preamble's budget at the floor, in characters (as the rewrites count it)."""
         return max(400, self.policy.gradient.summary_tokens * 4 - len(PREAMBLE_INTRO))
 
-    async def _fold(self, port: Port, thread_id: str, summaries: list[ModelSummary]) -> ModelSummary | None:
+    async def _fold(self, port: SidePort, thread_id: str, summaries: list[ModelSummary]) -> ModelSummary | None:
         """Past ``FOLD_AT`` of their room in the preamble, the oldest of ``summaries`` (the
         thread's) are folded into one coarser summary (``plan_fold``), stored, and returned
         for later preambles to hold in their place: the preamble reaches back over the whole
@@ -400,7 +392,7 @@ class SideSummaries(Component):
             return None
         self._folds_tried.add(hashes)
         request = fold_request(parts, fold_chars(budget))
-        answer = await self.ask(port, request)
+        answer = await self.side.ask(port, request)
         text = section(answer, "SUMMARY") or answer.strip()
         if not text or len(rendered(text)) >= sum(len(rendered(p.text)) for p in parts):
             logger.info("the side session's fold is no shorter than its parts; not used",
@@ -435,7 +427,7 @@ class SideSummaries(Component):
                     if not turns and not summaries:
                         raise AnchorNotWritten("the model's context holds no turn yet")
                     request = anchor_request(turns, summaries, self.anchor(thread_id))
-                    answer = await self.ask(port, request)
+                    answer = await self.side.ask(port, request)
         except TimeoutError:
             raise AnchorNotWritten(
                 f"a summary of older turns was still being written after {REBUILD_SECONDS:.0f} s; try again later"
@@ -456,87 +448,6 @@ class SideSummaries(Component):
         self._summaries.setdefault(thread_id, []).append(record)
         await self._keep(thread_id, record, request)
         return anchor
-
-    async def ask(self, port: Port, request: str) -> str:
-        """One prompt in a side session of liminal's own; the agent's answer text. The session
-        is closed and every file of it removed, whatever happened. An agent that cannot close a
-        session would keep it (a CLI process, for the older Claude adapter) until it exits: the
-        side session runs in a process of the agent command of its own, stopped after it."""
-        folder = side_root(self.home) / str(uuid.uuid4())
-        await anyio.to_thread.run_sync(make_private_folder, folder)
-        session: str | None = None
-        process: AgentProcess | None = None
-        try:
-            await anyio.to_thread.run_sync(self.harness.prepare_side, folder)
-            agent: Port | AgentProcess = port
-            if not self._agent_closes():
-                process = agent = await port.start_agent()
-                await self._ready(process)
-            params = {**self.harness.side_params(), "cwd": str(folder), "mcpServers": []}
-            opened = await agent.request("session/new", params,
-                                         timeout=self.settings.hold_timeout_seconds, private=True)
-            session = opened.get("sessionId") if isinstance(opened, dict) else None
-            if not isinstance(session, str):
-                raise RuntimeError("the agent opened no side session")
-            self._opened.append((session, folder))
-            text = await self._prompt(agent, session, request)
-            if not text:
-                # Codex ends the turn when a tool is refused ("cancelled"): asked once more, in
-                # the same session (the range already read), for the text alone.
-                text = await self._prompt(agent, session, RETRY)
-            return text
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self._forget(port, process, session, folder)
-
-    def _agent_closes(self) -> bool:
-        return "close" in ((self.model.capabilities or {}).get("sessionCapabilities") or {})
-
-    async def _ready(self, process: AgentProcess) -> None:
-        """The side session's own process, told what the agent was (the client's
-        ``initialize``, and ``authenticate`` if it sent one), as the recycle tells a new one."""
-        if self.model.initialize is None:
-            raise RuntimeError("the client's initialize is not known: no process to ask in")
-        timeout = self.settings.hold_timeout_seconds
-        await process.request("initialize", self.model.initialize, timeout=timeout)
-        if self.model.authenticate is not None:
-            await process.request("authenticate", self.model.authenticate, timeout=timeout)
-
-    async def _prompt(self, agent: Port | AgentProcess, session: str, text: str) -> str:
-        self._prompting = session
-        ended = await agent.request("session/prompt", {"sessionId": session,
-                                                       "prompt": self.harness.side_prompt(text)},
-                                    timeout=PROMPT_SECONDS, private=True)
-        self._prompting = None
-        answer = text_of(agent.take_side(session))
-        if not answer:
-            logger.info("the side session answered no text", stop=(ended or {}).get("stopReason"))
-        return answer
-
-    async def _forget(self, port: Port, process: AgentProcess | None, session: str | None,
-                      folder: Path) -> None:
-        if process is not None:
-            port.discard_agent(process)  # its process group, the session's CLI process with it
-        elif session is not None:
-            if self._prompting == session and port.agent_alive:
-                # Given up mid-turn (liminal stops, a timeout): the turn is ended before the
-                # session is closed and its files removed, or the CLI goes on writing to a
-                # rollout that is gone (Codex: "reconcile_rollout extraction failed").
-                port.notify_agent("session/cancel", {"sessionId": session})
-            if self._agent_closes() and port.agent_alive:
-                try:
-                    await port.request("session/close", {"sessionId": session},
-                                       timeout=CLOSE_SECONDS, private=True)
-                except Exception as exc:  # left open: memory, not a session anyone sees
-                    logger.info("side session not closed", session=session, error=str(exc))
-            port.end_side(session)
-        self._prompting = None
-        if session is not None:
-            try:
-                await anyio.to_thread.run_sync(self.harness.forget, session, str(folder))
-            except Exception as exc:
-                logger.warning("side session's files not removed", session=session, error=str(exc))
-        await anyio.to_thread.run_sync(lambda: shutil.rmtree(folder, ignore_errors=True))
 
     # ------------------------------------------------------------ the store
 

@@ -20,9 +20,10 @@ Subscribers are called in the order they subscribed, inside the flush that deliv
 (so a hold they place is in before the client's next bytes are read); one that raises is
 logged and the others are still called.
 
-The swap manager's own bookkeeping (its pace, back-off, whether it is swapping) rides on the
-same ``ThreadState``: one object per thread, whoever reads it. So do two things every mover of a
-thread shares:
+The swap's own bookkeeping (its pace, back-off, whether a move holds the thread) is the swap
+machine's ``SwapBook`` (``liminal.kernel.swapping.book``), which each ``ThreadState`` carries
+as ``swap`` so that one object per thread is what everyone reads; only the machine and the
+moves it asks for write it. Two things every mover of a thread shares are here too:
 
 - ``moves``, the per-thread move lock (``MoveLocks``): one move of a thread at a time (a swap, a
   command's), while two threads move at once; the recycle and the agent restart, which move
@@ -43,9 +44,10 @@ import anyio
 
 from liminal import log
 from liminal.acp import jsonrpc
-from liminal.acp.events import Direction, FrameEvent, Kind, LazyFrameEvent, kind_markers
+from liminal.acp.events import Direction, FrameEvent, FrameRun, Kind, LazyFrameEvent, kind_markers
 from liminal.acp.port import Component, Frames
 from liminal.kernel.policy import Pace
+from liminal.kernel.swapping.book import SwapBook
 
 logger = log.get("liminal.threads")
 # The streamed updates the model reads: tool calls (it counts model calls from them), the
@@ -62,6 +64,8 @@ MAX_CONTEXT_TOKENS = 100_000_000
 
 @dataclass(slots=True)
 class ThreadState:
+    """What the thread model observed of a thread, and (``swap``) what its swaps keep."""
+
     thread_id: str
     cwd: str | None = None
     mcp_servers: list[Any] = field(default_factory=list)
@@ -70,11 +74,6 @@ class ThreadState:
     context_tokens: int | None = None  # from usage_update
     context_window: int | None = None  # the window the agent's last usage_update gave (its size)
     last_prompt: str | None = None  # the text of the newest session/prompt, to find it on disk
-    file_tokens: int | None = None  # the context last read from the session file (no usage_update)
-    turns_since_swap: int = 0
-    pace: Pace = field(default_factory=Pace)
-    last_context: int | None = None  # the context at the last turn end whose size was known
-    calls: int = 0  # model calls since then (one a turn, one more per round of tool results)
     # Model calls since the thread's last move here (a swap, /clear, /undo ...): what a swap's
     # payback is measured against (``CostPolicy.losing_money``). None until this liminal has
     # moved the thread: the calls before it saw the thread are not known.
@@ -82,18 +81,31 @@ class ThreadState:
     results_since_call: bool = False  # a result of the current round of tool calls came back
     new: bool = False  # opened by session/new here: its first context is the CLI's own prompt
     idle_since: float | None = None  # monotonic time of the turn end, until the next prompt
-    swapping: bool = False
-    # After a failed swap, skip this many turn ends before trying again (doubling per failure),
-    # so a session that cannot be rewritten does not pay for a rewrite at every turn.
-    skip_turns: int = 0
-    failures: int = 0
-    said_above_target: bool = False  # the log said once that the target is below its floor
-    trigger_backed_off: bool = False  # the swap just skipped moved the trigger instead (policy)
-    cache_looks: int = 0  # reads of the session file for its cache's life (``SwapManager``)
+    # The swap machine's (``liminal.kernel.swapping``): its pace, back-off, whether it is moving.
+    swap: SwapBook = field(default_factory=SwapBook)
+
+    @property
+    def pace(self) -> Pace:
+        return self.swap.pace
+
+    @property
+    def file_tokens(self) -> int | None:
+        """The context last read from the session file (when the agent's usage says none)."""
+        return self.swap.file_tokens
+
+    @property
+    def swapping(self) -> bool:
+        """A move holds the thread (a swap's or a command's)."""
+        return self.swap.swapping
+
+    @property
+    def calls(self) -> int:
+        """Model calls since the last turn end whose size was known."""
+        return self.swap.calls
 
     def called(self) -> None:
         """A model call: counted since the last turn end and since the last move."""
-        self.calls += 1
+        self.swap.calls += 1
         if self.calls_since_move is not None:
             self.calls_since_move += 1
 
@@ -264,6 +276,13 @@ class ThreadModel(Component):
             return
         if event.direction is Direction.AGENT_TO_CLIENT:
             self._answer(event, message)
+
+    def offer_run(self, run: FrameRun) -> None:
+        """The router's run of streamed lines of one kind (``liminal.acp.taps.RunSubscriber``):
+        nothing to read in most (chunks), else each line as ``offer`` would."""
+        if run.update_kind_in(_WATCHED):
+            for event in run.events():
+                self.offer(event)
 
     def _update(self, event: FrameEvent) -> None:
         raw = event.raw

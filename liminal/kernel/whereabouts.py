@@ -6,7 +6,7 @@ and the store's lineage (every sidecar's moves on that store: ``Thread.backing_i
 index derives a little after each move, and in a shared store the thread's place, which every
 move commits first: ``store_lineage``). When
 another sidecar on the same store moved the thread since this one bound it (``liminal serve``
-on two hosts, issue 23), the store is further along, and acting on the local binding would
+on two hosts), the store is further along, and acting on the local binding would
 take the thread back to an older context: a client's load binds it where the store has it
 (``liminal.kernel.commands``, ``liminal.kernel.restore``); a command that cuts or rewrites the
 context is refused (``moved_elsewhere``). A store down or slow leaves the local view.
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import anyio
 
@@ -26,7 +26,10 @@ from liminal.store.records import DELETED
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
-    from liminal.acp.port import Port
+    from liminal.acp.port import ThreadControl, ThreadView
+
+    class Rebinding(ThreadView, ThreadControl, Protocol):
+        """What ``bind_further`` reads of a thread and does to it."""
     from liminal.store.base import Store
 
 logger = log.get("liminal.whereabouts")
@@ -75,10 +78,10 @@ async def ask_store(open_store: Callable[[], Awaitable[Store]], thread: str,
     return await within_wait(tasks, question, Asked(), f"where thread {thread} is", seconds)
 
 
-def further_along(port: Port, thread: str, lineage: list[str]) -> str | None:
+def further_along(port: ThreadView, thread: str, lineage: list[str]) -> str | None:
     """The session the store's lineage ends in, when that is further along than where this
     liminal has the thread (its swap journal's last commit, or the thread's own id): another
-    sidecar on the same store moved it (issue 23: ``liminal serve`` on two hosts). None when the
+    sidecar on the same store moved it (``liminal serve`` on two hosts). None when the
     store does not know where the thread is here (the index runs a little behind this liminal's
     own moves) or has nothing past it."""
     here = port.backing_of(thread)
@@ -87,7 +90,7 @@ def further_along(port: Port, thread: str, lineage: list[str]) -> str | None:
     return lineage[-1]
 
 
-async def moved_elsewhere(open_store: Callable[[], Awaitable[Store]], port: Port, thread: str,
+async def moved_elsewhere(open_store: Callable[[], Awaitable[Store]], port: ThreadView, thread: str,
                           tasks: TaskGroup | None) -> str | None:
     """Why a command must not act on the context where this liminal has ``thread``: another
     sidecar on the store has moved it since this one opened it (both had it open), and a cut or
@@ -103,7 +106,7 @@ async def moved_elsewhere(open_store: Callable[[], Awaitable[Store]], port: Port
             "since it was opened here: load the thread again to go on from where it is")
 
 
-def bind_further(port: Port, thread: str, lineage: list[str]) -> str | None:
+def bind_further(port: Rebinding, thread: str, lineage: list[str]) -> str | None:
     """Bind ``thread`` to the store's session if it is further along (``further_along``).
     Returns the session bound to, else None."""
     later = further_along(port, thread, lineage)

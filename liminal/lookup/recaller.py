@@ -28,7 +28,7 @@ import anyio.to_thread
 from liminal import log
 from liminal.config import GradientSettings
 from liminal.gradient.recall import RecallError, RecallKey
-from liminal.harness.base import HarnessChoice, SessionHarness
+from liminal.harness.base import HarnessChoice, Recall
 from liminal.harness.known import known_harnesses
 
 if TYPE_CHECKING:
@@ -41,11 +41,11 @@ logger = log.get("liminal.recall")
 
 class Recaller:
     def __init__(self, store: Store | None, cache: Cache | None,
-                 env: Mapping[str, str] | None = None, harness: SessionHarness | None = None) -> None:
+                 env: Mapping[str, str] | None = None, harness: Recall | None = None) -> None:
         self.store = store
         self.cache = cache
-        # Any harness will do: a HarnessChoice asks each CLI's in turn.
-        self.harness = harness or HarnessChoice(known_harnesses(GradientSettings(), env))
+        # Any harness will do: the choice's asks each CLI's in turn (``ChosenHarness``).
+        self.harness = harness or HarnessChoice(known_harnesses(GradientSettings(), env)).harness
 
     async def recall(self, text: str) -> bytes:
         """The bytes behind ``text`` (a key from a truncation marker, or a dump's id:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from liminal.store.base import Store
 
 if TYPE_CHECKING:
-    from liminal.harness.base import Beside, SessionHarness
+    from liminal.harness.base import Beside, StoredSessions
 
 
 class Incomplete(Exception):
@@ -49,7 +49,7 @@ async def stored_beside_one(store: Store, ref: Beside) -> bytes | None:
     return records[0].raw if records else None
 
 
-def named_beside(harness: SessionHarness, lines: Sequence[bytes]) -> list[Beside]:
-    """The files beside sessions that ``lines`` refer to (``SessionHarness.beside_in``), each
+def named_beside(harness: StoredSessions, lines: Sequence[bytes]) -> list[Beside]:
+    """The files beside sessions that ``lines`` refer to (``StoredSessions.beside_in``), each
     once, in order."""
     return list(dict.fromkeys(ref for line in lines for ref in harness.beside_in(line)))

@@ -35,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +48,7 @@ from liminal.acp import jsonrpc
 from liminal.acp.framing import HEAD_BYTES, TAIL_BYTES
 from liminal.config import ServeSettings
 from liminal.serve import frames
+from liminal.serve.waiting import ByteBudget, Inbox, Outbox
 
 if TYPE_CHECKING:
     from liminal.proxy import Proxy
@@ -61,38 +61,50 @@ BUSY_CODE = -32002
 FULL_CODE = -32003
 CLAIM_SECONDS = 30.0
 DETACHED_MAX_SECONDS = 3600.0
-SMALL_MESSAGE = 64 * 1024  # never refused for the server's budget (a cancel must get through)
-SMALL_ROOM = 1024 * 1024  # and a connection has this much beyond its limit for such messages
 LOCK_POLL_SECONDS = 0.1
 LOGGED_REFUSALS = 10  # refused frames logged per connection; a flood is said once
 
 
-class ByteBudget:
-    """What all connections of one server hold in messages on their way (``serve.buffer_bytes``):
-    a client's message reserves its bytes and is refused past the limit; what is queued for a
-    client is counted too (and bounded per connection, by pausing its agent)."""
+def answer_from_gone_client(rpc_id: bytes, method: str) -> bytes:
+    """The answer a client that has left gives the agent's request: a permission cancelled,
+    anything else an error."""
+    if method == "session/request_permission":
+        return b'{"jsonrpc":"2.0","id":' + rpc_id + b',"result":{"outcome":{"outcome":"cancelled"}}}'
+    return jsonrpc.error_frame(rpc_id, jsonrpc.INTERNAL_ERROR, "the client has disconnected")
 
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.used = 0
 
-    def reserve(self, size: int) -> bool:
-        if self.used + size > self.limit:
-            return False
-        self.used += size
-        return True
+def created_thread(line: bytes, new_sessions: set[Any]) -> str | None:
+    """The thread a line of the agent's answers into being: its answer to one of the client's
+    ``session/new`` requests still unanswered (``new_sessions``, their id keys: it is taken off)."""
+    message = jsonrpc.parse(line)
+    if message is None or "id" not in message or "method" in message:
+        return None
+    key = jsonrpc.id_key(message["id"])
+    if key not in new_sessions:
+        return None
+    new_sessions.discard(key)
+    result = message.get("result")
+    thread = result.get("sessionId") if isinstance(result, dict) else None
+    return thread if isinstance(thread, str) else None
 
-    def add(self, size: int) -> None:
-        self.used += size
 
-    def release(self, size: int) -> None:
-        self.used = max(0, self.used - size)
+async def owed_nothing(proxy: Proxy | None, timeout: float) -> None:
+    """Until the proxy owes its client nothing (or ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while (proxy is not None and proxy.router.pending_client_ids()  # noqa: ASYNC110 - no event for it
+           and time.monotonic() < deadline):
+        await asyncio.sleep(0.02)
+
+
+# The detached connection, if any, whose proxy the thread's load on this leg takes over.
+FindDetached = Callable[[str, "WebSocketClientLeg"], "WebSocketClientLeg | None"]
 
 
 class WebSocketClientLeg:
     def __init__(self, connection: ServerConnection, *, locks: ThreadLocks | None = None,
                  settings: ServeSettings | None = None, budget: ByteBudget | None = None,
-                 first: Data | None = None, detached_max: float = DETACHED_MAX_SECONDS) -> None:
+                 first: Data | None = None, detached_max: float = DETACHED_MAX_SECONDS,
+                 find_detached: FindDetached | None = None) -> None:
         self.connection = connection
         self.locks = locks
         self.settings = settings or ServeSettings()
@@ -102,30 +114,22 @@ class WebSocketClientLeg:
         self.closed = False  # the reading is over: the proxy has been told the client left
         self.detached = False
         # From the client: received, waiting to be handed on (counted until handed on).
-        self._inbound: deque[bytes] = deque()
-        self._inbound_bytes = 0
+        self.inbox = Inbox(self.budget, self.settings.max_message_bytes)
         self._wake = asyncio.Event()  # a message came, the client left, or reading may go on
         self._paused_in = False  # the proxy asked: the agent's stdin is full
         self._left = False  # the client's socket is gone
         self._activity = time.monotonic()
         self._refusals = 0
-        # To the client.
-        self._out: deque[bytes] = deque()
-        self._out_bytes = 0
-        self._ready = asyncio.Event()
-        self._paused_agent = False
+        self.outbox = Outbox(self.budget, self.settings.queue_bytes)  # to the client
         self._sender: asyncio.Task[None] | None = None
-        self._sent_all = asyncio.Event()
-        self._sent_all.set()
         self._tasks: list[asyncio.Task[None]] = []
-        self._on_flow: Callable[[bool], None] = lambda pause: None
         self._on_data: Callable[[bytes], None] = lambda data: None
         self._closing: asyncio.Task[None] | None = None
         self._given_up = False
         self._pending_takes: set[asyncio.Task[bool]] = set()
         self._new_sessions: set[Any] = set()  # ids of session/new requests: their answers name threads
         # Taking over a detached connection's proxy (``adopt``).
-        self.find_detached: Callable[[str, WebSocketClientLeg], WebSocketClientLeg | None] | None = None
+        self.find_detached = find_detached
         self.handover: tuple[WebSocketClientLeg, dict[str, Any]] | None = None
         self._adopted = asyncio.Event()
         self.claimed: float | None = None  # when a new connection chose to take this proxy over
@@ -135,7 +139,7 @@ class WebSocketClientLeg:
 
     async def open(self, on_data: Callable[[bytes], None], on_eof: Callable[[], None],
                    on_flow: Callable[[bool], None]) -> None:
-        self._on_flow = on_flow
+        self.outbox.on_flow = on_flow
         self._on_data = on_data
         loop = asyncio.get_running_loop()
         self._sender = loop.create_task(self._send(self.connection))
@@ -167,19 +171,10 @@ class WebSocketClientLeg:
     def _take_in(self, message: bytes) -> None:
         if self.closed or self._left:
             return  # nobody reads any more (the sender found the socket gone)
-        size = len(message)
-        limit = self.settings.max_message_bytes + (SMALL_ROOM if size <= SMALL_MESSAGE else 0)
-        if self._inbound_bytes and self._inbound_bytes + size > limit:
-            self._refuse_in(message, "serve.max_message_bytes waits in this connection already")
+        why = self.inbox.take(message)
+        if why is not None:
+            self._refuse_in(message, why)
             return
-        if size > SMALL_MESSAGE:
-            if not self.budget.reserve(size):
-                self._refuse_in(message, "the server holds serve.buffer_bytes for its connections")
-                return
-        else:
-            self.budget.add(size)
-        self._inbound.append(message)
-        self._inbound_bytes += size
         self._wake.set()
 
     def _refuse_in(self, message: bytes, why: str) -> None:
@@ -207,7 +202,7 @@ class WebSocketClientLeg:
         now = time.monotonic()
         if now - self._activity < idle:
             return  # something was sent to the client meanwhile
-        if self.under_way() or self._inbound or self._out or self.detached or self.handover is not None:
+        if self.under_way() or self.inbox.messages or self.outbox.lines or self.detached or self.handover is not None:
             self._activity = now  # a turn under way is not idleness
             return
         logger.info("connection closed: idle", connection=self._connection_id(), seconds=idle)
@@ -223,7 +218,7 @@ class WebSocketClientLeg:
                 except Exception:  # one message's failure is not the connection's end
                     logger.exception("handing a client's message on failed")
                 finally:
-                    self._done_with(data)
+                    self.inbox.done_with(data)
                 if self.handover is not None:
                     break
             if self.handover is not None:
@@ -242,16 +237,12 @@ class WebSocketClientLeg:
         the agent's stdin is full, none (unless the client has left: its last words, a cancel
         perhaps, still go, and what waits is bounded)."""
         while True:
-            if self._inbound and (not self._paused_in or self._left):
-                return self._inbound.popleft()  # still counted until ``_done_with``
+            if self.inbox.messages and (not self._paused_in or self._left):
+                return self.inbox.messages.popleft()  # still counted until ``done_with``
             if self._left:
                 return None
             self._wake.clear()
             await self._wake.wait()
-
-    def _done_with(self, data: bytes) -> None:
-        self._inbound_bytes -= len(data)
-        self.budget.release(len(data))
 
     async def _hand_on(self, data: bytes, on_data: Callable[[bytes], None]) -> None:
         # One frame is one line: a newline (only whitespace, in JSON that reads) would split it.
@@ -283,7 +274,7 @@ class WebSocketClientLeg:
             # in this step, so that proxy does not end while this one winds down; what this
             # connection asked its own proxy before is answered first.
             holder.claimed = time.monotonic()
-            await self._own_requests_answered(CLAIM_SECONDS / 2)
+            await owed_nothing(self.proxy, CLAIM_SECONDS / 2)
             message = jsonrpc.parse(data)
             assert message is not None  # it was read strictly: the router reads it too
             self.handover = (holder, message)
@@ -307,13 +298,6 @@ class WebSocketClientLeg:
             await asyncio.sleep(LOCK_POLL_SECONDS)
         return True
 
-    async def _own_requests_answered(self, timeout: float) -> None:
-        """Until this connection's proxy owes it nothing (or ``timeout``)."""
-        deadline = time.monotonic() + timeout
-        while (self.proxy is not None and self.proxy.router.pending_client_ids()  # noqa: ASYNC110 - no event for it
-               and time.monotonic() < deadline):
-            await asyncio.sleep(0.02)
-
     # -- the client left -------------------------------------------------------------------------
 
     def _lost(self) -> None:
@@ -322,8 +306,8 @@ class WebSocketClientLeg:
         if self._left:
             return
         self._left = True
-        self._drop_queue()
-        self._unpause()
+        self.outbox.drop()
+        self.outbox.unpause()
         self._wake.set()
 
     async def _finish_turns(self) -> None:
@@ -336,7 +320,7 @@ class WebSocketClientLeg:
                     owed=proxy.router.owed_to_client() if proxy is not None else [])
         if proxy is not None:  # what the agent asked the client that left
             for rpc_id, method in proxy.router.open_agent_requests():
-                self._on_data(self._answer_from_gone_client(jsonrpc.encode_id(rpc_id), method) + b"\n")
+                self._on_data(answer_from_gone_client(jsonrpc.encode_id(rpc_id), method) + b"\n")
         since = time.time()
         deadline = time.monotonic() + self.detached_max
         quiet_limit = self.settings.detached_quiet_seconds
@@ -395,50 +379,14 @@ class WebSocketClientLeg:
 
     async def _send(self, connection: ServerConnection) -> None:
         try:
-            while connection is self.connection:
-                while not self._out:
-                    self._sent_all.set()
-                    self._ready.clear()
-                    await self._ready.wait()
-                    if connection is not self.connection:
-                        return
-                line = self._out.popleft()
-                try:
-                    await connection.send(line.decode("utf-8", "replace"))
-                finally:
-                    self._sent(len(line))
+            await self.outbox.send(connection, lambda: self.connection)
         except ConnectionClosed:
             if connection is self.connection:
                 self._lost()
 
-    def _sent(self, size: int) -> None:
-        self._out_bytes -= size
-        self.budget.release(size)
-        if self._paused_agent and self._out_bytes <= self.settings.queue_bytes // 4:
-            self._unpause()
-
     def _queue(self, line: bytes) -> None:
-        self._out.append(line)
-        self._out_bytes += len(line)
-        self.budget.add(len(line))
+        self.outbox.put(line)
         self._activity = time.monotonic()
-        self._sent_all.clear()
-        self._ready.set()
-        if not self._paused_agent and self._out_bytes > self.settings.queue_bytes:
-            self._paused_agent = True
-            self._on_flow(True)
-
-    def _drop_queue(self) -> None:
-        dropped = sum(len(line) for line in self._out)  # a line being sent is the sender's to count
-        self._out_bytes -= dropped
-        self.budget.release(dropped)
-        self._out.clear()
-        self._sent_all.set()
-
-    def _unpause(self) -> None:
-        if self._paused_agent:
-            self._paused_agent = False
-            self._on_flow(False)
 
     def _answer(self, line: bytes) -> None:
         """A line of the leg's own for the client (an error for a message that never reached the
@@ -458,20 +406,13 @@ class WebSocketClientLeg:
                 self._queue(line)
 
     def _lock_new_session(self, line: bytes) -> None:
-        message = jsonrpc.parse(line)
-        if message is None or "id" not in message or "method" in message:
-            return
-        key = jsonrpc.id_key(message["id"])
-        if key in self._new_sessions:
-            self._new_sessions.discard(key)
-            result = message.get("result")
-            thread = result.get("sessionId") if isinstance(result, dict) else None
-            if isinstance(thread, str) and self.locks is not None:
-                # A new thread: free everywhere, unless an id repeats; taken before the client
-                # can name it (its next message is handed on after this task has run).
-                task = asyncio.get_running_loop().create_task(self.locks.try_take(thread))
-                self._pending_takes.add(task)
-                task.add_done_callback(self._pending_takes.discard)
+        thread = created_thread(line, self._new_sessions)
+        if thread is not None and self.locks is not None:
+            # A new thread: free everywhere, unless an id repeats; taken before the client
+            # can name it (its next message is handed on after this task has run).
+            task = asyncio.get_running_loop().create_task(self.locks.try_take(thread))
+            self._pending_takes.add(task)
+            task.add_done_callback(self._pending_takes.discard)
 
     def _answer_for_the_client(self, line: bytes) -> None:
         """While detached, the agent's requests are answered as by a client that has left."""
@@ -480,15 +421,9 @@ class WebSocketClientLeg:
         message = jsonrpc.parse(line)
         if message is None or "id" not in message or "method" not in message:
             return
-        answer = self._answer_from_gone_client(jsonrpc.encode_id(message["id"]), str(message["method"]))
+        answer = answer_from_gone_client(jsonrpc.encode_id(message["id"]), str(message["method"]))
         # Not from inside the proxy's flush that is writing this line.
         asyncio.get_running_loop().call_soon(self._on_data, answer + b"\n")
-
-    @staticmethod
-    def _answer_from_gone_client(rpc_id: bytes, method: str) -> bytes:
-        if method == "session/request_permission":
-            return b'{"jsonrpc":"2.0","id":' + rpc_id + b',"result":{"outcome":{"outcome":"cancelled"}}}'
-        return jsonrpc.error_frame(rpc_id, jsonrpc.INTERNAL_ERROR, "the client has disconnected")
 
     # -- a new connection takes over ---------------------------------------------------------------
 
@@ -508,7 +443,7 @@ class WebSocketClientLeg:
         self.detached = False
         self._left = False
         self._activity = time.monotonic()
-        self._drop_queue()
+        self.outbox.drop()
         for update in history:
             self._queue(orjson.dumps({"jsonrpc": "2.0", "method": "session/update",
                                       "params": {"sessionId": thread, "update": update}}))
@@ -538,7 +473,7 @@ class WebSocketClientLeg:
     async def _drain_for_handover(self) -> None:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(2.0):
-                await self._sent_all.wait()
+                await self.outbox.sent_all.wait()
         await self._stop_tasks()  # before another leg reads this socket
 
     async def _stop_tasks(self) -> None:
@@ -552,16 +487,12 @@ class WebSocketClientLeg:
         if self._closing is not None:
             with contextlib.suppress(Exception):
                 await self._closing
-        if self.handover is not None and self._inbound:
-            holder = self.handover[0]
-            holder._inbound.extend(self._inbound)
-            holder._inbound_bytes += self._inbound_bytes
-            self._inbound.clear()
-            self._inbound_bytes = 0
+        if self.handover is not None and self.inbox.messages:
+            self.inbox.hand_to(self.handover[0].inbox)
 
     async def _drain_and_close(self) -> None:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(2.0):
-                await self._sent_all.wait()
+                await self.outbox.sent_all.wait()
         await self._stop_tasks()
         await self.connection.close()

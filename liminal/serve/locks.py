@@ -195,7 +195,7 @@ class LockRelease(Component):
     for the agent processes it was stopping, under the supervisor's bound), and not after its
     index worker has drained into the store, which took seconds under load while another
     connection's load of the thread waited (or gave up after ``serve.busy_wait_seconds``): it is
-    put ahead of the index worker among the proxy's components (``wiring.run_proxy``'s
+    put ahead of the index worker among the proxy's components (``wiring.Served``'s
     ``leading``)."""
 
     def __init__(self, locks: ThreadLocks) -> None:

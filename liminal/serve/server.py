@@ -60,8 +60,9 @@ from liminal.config import Settings
 from liminal.dashboard import app as dashboard
 from liminal.ingest.shared import SharedWorker
 from liminal.serve import frames
-from liminal.serve.leg import ByteBudget, WebSocketClientLeg
+from liminal.serve.leg import WebSocketClientLeg
 from liminal.serve.locks import LockRelease, ThreadLocks
+from liminal.serve.waiting import ByteBudget
 from liminal.store.cache import redis_url_of
 from liminal.transport import reaper
 
@@ -192,7 +193,7 @@ class AcpServer:
     # -- a connection ---------------------------------------------------------------------------
 
     async def handle(self, connection: ServerConnection) -> None:
-        from liminal.wiring import run_proxy
+        from liminal.wiring import Served, run_proxy
 
         connection_id = self._ids.pop(id(connection), None) or uuid.uuid4().hex
         self.connections[connection] = connection_id
@@ -204,14 +205,11 @@ class AcpServer:
                 return
             locks = ThreadLocks(self.settings.home, redis_url_of(self.settings.cache.url))
             leg = WebSocketClientLeg(connection, locks=locks, settings=self.settings.serve, budget=self.budget,
-                                     first=initialize)
+                                     first=initialize, find_detached=self._detached_holder)
             self.legs[connection] = leg
-            leg.find_detached = self._detached_holder
-            code = await run_proxy(self.argv, self.proxy_settings, self.config_file, leg,
-                                   connection_id=connection_id, watch_signals=False,
-                                   restart_agent=True, leading=[LockRelease(locks)],
-                                   on_proxy=lambda proxy: self._bind(leg, proxy),
-                                   index_worker=self.index_worker)
+            code = await run_proxy(self.argv, self.proxy_settings, self.config_file, Served(
+                leg, connection_id, leading=[LockRelease(locks)],
+                on_proxy=lambda proxy: self._bind(leg, proxy), index_worker=self.index_worker))
             logger.info("connection closed", connection=connection_id, exit_code=code)
             if leg.handover is not None:
                 await leg.handed_over()

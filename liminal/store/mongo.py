@@ -29,9 +29,6 @@ reads each message and session line, so it is slower on a large store.
 from __future__ import annotations
 
 import functools
-import io
-import re
-import unicodedata
 from collections.abc import Callable, Collection, Coroutine, Sequence
 from typing import Any, ParamSpec, TypeVar
 
@@ -41,12 +38,11 @@ from bson.binary import Binary
 from bson.errors import BSONError
 from pymongo import ASCENDING, DESCENDING, TEXT, AsyncMongoClient, ReplaceOne, UpdateOne
 from pymongo.asynchronous.collection import AsyncCollection
-from pymongo.asynchronous.cursor import AsyncCursor
+from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import (
     BulkWriteError,
     DuplicateKeyError,
     OperationFailure,
-    ProtocolError,
     PyMongoError,
 )
 
@@ -58,17 +54,11 @@ from liminal.store.base import (
     MoveLog,
     StoreError,
     StoreRefused,
-    ToolCallPlace,
-    digest,
-    fts_terms,
-    head,
-    place_tool_records,
-    ranked,
-    seconds,
-    snippet,
     within,
 )
+from liminal.store.mongoblobs import Blobs
 from liminal.store.mongomoves import MongoMoves
+from liminal.store.mongoread import BATCH_FRAMES, BATCH_LINES, BATCH_MESSAGES, MongoSearch, read_all
 from liminal.store.records import (
     DELETED,
     HISTORY_KINDS,
@@ -97,14 +87,6 @@ INLINE_BYTES = 1024 * 1024
 # refuses alike, and none is sent what it should not hold. Tests lower it (a piece of a blob,
 # ``CHUNK_BYTES``, must still fit).
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
-CHUNK_BYTES = 4 * 1024 * 1024
-BLOB_WRITE_BYTES = 32 * 1024 * 1024  # pieces written (and held as BSON) at a time
-# Documents in one reply of a read, so that a reply stays under the 48 MB a message may hold:
-# MongoDB cuts a reply at 16 MB itself, FerretDB 1.x does not (60 frames of 1 MiB came back as
-# one reply of 63 MB, which the driver refused, and a replay deriving a connection again failed
-# at every retry). A frame or a session line keeps at most 1 MiB inline (1.1 MiB with its
-# fields), a message 1 Mi characters (up to 4 MiB as UTF-8), a piece of a blob 4 MiB.
-_BATCH_FRAMES, _BATCH_LINES, _BATCH_MESSAGES, _BATCH_PIECES = 32, 16, 8, 8
 SEARCH_CHARS = 256 * 1024
 # Merges of one thread that lose to another writer before one is written: with a handful of
 # writers per thread this is never reached; it bounds a loop, nothing more.
@@ -183,6 +165,67 @@ SOCKET_TIMEOUT_MS = 120_000
 FERRETDB_OPS_PER_COMMAND = 16
 
 
+async def _create_indexes(client: AsyncMongoClient[dict[str, Any]], name: str,
+                          text_index: bool) -> str | None:
+    """Every index the store reads by; what the server said if it refused the text indexes
+    (None: created, or not asked for)."""
+    db = client[name]
+    await db["frames"].create_index([("connection_id", ASCENDING), ("seq", ASCENDING)])
+    await db["frames"].create_index([("thread_id", ASCENDING), ("time", ASCENDING)])
+    await db["messages"].create_index([("thread_id", ASCENDING), ("ord", ASCENDING)])
+    await db["messages"].create_index([("thread_id", ASCENDING), ("kind", ASCENDING)])
+    await db["messages"].create_index([("tool_call_id", ASCENDING)])
+    await db["session_records"].create_index([("backing_id", ASCENDING), ("offset", ASCENDING)])
+    # A large record's pieces are found by their owner: without it every read of one
+    # scanned the whole collection of pieces, the store's largest by far.
+    await db["blobs"].create_index([("owner", ASCENDING), ("n", ASCENDING)])
+    await MongoMoves(client, name).create_indexes()
+    return await _create_text_indexes(db) if text_index else None
+
+
+async def _create_text_indexes(db: AsyncDatabase[dict[str, Any]]) -> str | None:
+    """Create the text indexes; what the server said if it refused them (None: created).
+
+    A refusal is a command the server answered with an error (``OperationFailure``) after
+    it accepted every ordinary index: the server lacks the feature. FerretDB 1.x answers
+    ``IndexNotFound``, other servers ``CommandNotSupported`` or ``NotImplemented``; which
+    code does not matter, the fallback is the same. A connection failure is not a refusal:
+    it fails the open like any other."""
+    try:
+        await db["messages"].create_index([("text", TEXT)], default_language="none")
+        await db["session_records"].create_index([("text", TEXT)], default_language="none")
+    except OperationFailure as exc:
+        return str(exc.details.get("errmsg") if exc.details else exc) or repr(exc)
+    return None
+
+
+async def _merge_thread(threads: AsyncCollection[dict[str, Any]], update: ThreadUpdate) -> None:
+    """Merge in Python, written only if nobody wrote the thread since it was read.
+
+    Without transactions a plain read-merge-replace lost updates: two writers (an index
+    worker and ``liminal threads rename``, two sidecars on one store) read the same thread
+    and the second replace dropped what the first had added (a backing id, the user's
+    title). Each write bumps ``rev``; a replace that finds another ``rev`` merges again."""
+    for _ in range(_MERGE_ATTEMPTS):
+        d = await threads.find_one({"_id": update.id})
+        t = merge_thread(_thread(d) if d else None, update)
+        doc = {"_id": t.id, "title": t.title, "cwd": t.cwd, "harness": t.harness,
+               "state": t.state, "backing_ids": list(t.backing_ids), "created": t.created,
+               "updated": t.updated, "named": t.named, "titled": t.titled,
+               "rev": (d.get("rev") or 0) + 1 if d else 1}
+        check_size(doc)
+        if d is None:
+            try:
+                await threads.insert_one(doc)
+                return
+            except DuplicateKeyError:
+                continue  # created meanwhile: merge into that one
+        # A thread written before ``rev`` existed has none; null matches a missing field.
+        if (await threads.replace_one({"_id": t.id, "rev": d.get("rev")}, doc)).matched_count:
+            return
+    raise StoreError(f"thread {update.id}: changed by others at every attempt to merge")
+
+
 class MongoStore:
     backend = "mongodb"
     search_mode = "text-index"
@@ -202,6 +245,8 @@ class MongoStore:
         self._sessions = db["session_records"]
         self._blobs = db["blobs"]
         self._meta = db["meta"]  # what was done to the store once (its compaction)
+        self._pieces = Blobs(self._blobs, self._bulk)
+        self._search = MongoSearch(self._frames, self._messages, self._sessions)
         # Where threads are: the store is shared (``liminal.store.mongomoves``).
         self.moves: MoveLog | None = MongoMoves(client, database)
 
@@ -233,17 +278,7 @@ class MongoStore:
                 log.get("liminal.store").info(
                     "this MongoDB server is FerretDB: writes go a few statements per command",
                     database=name, statements=FERRETDB_OPS_PER_COMMAND)
-            await store._frames.create_index([("connection_id", ASCENDING), ("seq", ASCENDING)])
-            await store._frames.create_index([("thread_id", ASCENDING), ("time", ASCENDING)])
-            await store._messages.create_index([("thread_id", ASCENDING), ("ord", ASCENDING)])
-            await store._messages.create_index([("thread_id", ASCENDING), ("kind", ASCENDING)])
-            await store._messages.create_index([("tool_call_id", ASCENDING)])
-            await store._sessions.create_index([("backing_id", ASCENDING), ("offset", ASCENDING)])
-            # A large record's pieces are found by their owner: without it every read of one
-            # scanned the whole collection of pieces, the store's largest by far.
-            await store._blobs.create_index([("owner", ASCENDING), ("n", ASCENDING)])
-            await MongoMoves(client, name).create_indexes()
-            refused = await store._create_text_indexes() if text_index else None
+            refused = await _create_indexes(client, name, text_index)
         except PyMongoError as exc:
             await client.close()
             raise StoreError(f"cannot open MongoDB store: {exc}") from exc
@@ -255,72 +290,12 @@ class MongoStore:
                 "expressions", database=name, server_said=refused)
         return store
 
-    async def _create_text_indexes(self) -> str | None:
-        """Create the text indexes; what the server said if it refused them (None: created).
-
-        A refusal is a command the server answered with an error (``OperationFailure``) after
-        it accepted every ordinary index: the server lacks the feature. FerretDB 1.x answers
-        ``IndexNotFound``, other servers ``CommandNotSupported`` or ``NotImplemented``; which
-        code does not matter, the fallback is the same. A connection failure is not a refusal:
-        it fails the open like any other."""
-        try:
-            await self._messages.create_index([("text", TEXT)], default_language="none")
-            await self._sessions.create_index([("text", TEXT)], default_language="none")
-        except OperationFailure as exc:
-            return str(exc.details.get("errmsg") if exc.details else exc) or repr(exc)
-        return None
-
-    # -- blobs --------------------------------------------------------------------------------
-
-    @staticmethod
-    def _blob_ref(owner: str, data: bytes) -> dict[str, Any]:
-        return {"owner": owner, "chunks": (len(data) + CHUNK_BYTES - 1) // CHUNK_BYTES,
-                "size": len(data)}
-
-    async def _write_blobs(self, blobs: list[tuple[str, bytes]]) -> None:
-        """Every piece of every large record, ``BLOB_WRITE_BYTES`` at a time: each piece is
-        copied once (from a view of the record's bytes) just before it is sent."""
-        ops: list[ReplaceOne[dict[str, Any]]] = []
-        held = 0
-        for owner, data in blobs:
-            view = memoryview(data)
-            for n, start in enumerate(range(0, len(data), CHUNK_BYTES)):
-                key = f"{owner}#{n}"
-                piece = Binary(view[start:start + CHUNK_BYTES])
-                ops.append(ReplaceOne({"_id": key}, {"_id": key, "owner": owner, "n": n,
-                                                     "data": piece}, upsert=True))
-                held += len(piece)
-                if held >= BLOB_WRITE_BYTES:
-                    await self._bulk(self._blobs, ops)
-                    ops, held = [], 0
-        if ops:
-            await self._bulk(self._blobs, ops)
-
     async def _bulk(self, collection: AsyncCollection[dict[str, Any]], ops: Sequence[Any]) -> None:
         """``ops`` in one write command, or ``ops_per_command`` at a time where the server needs
         it (every statement is idempotent: a command that fails is written again whole)."""
         step = self.ops_per_command or len(ops)
         for start in range(0, len(ops), step):
             await collection.bulk_write(list(ops[start:start + step]), ordered=False)
-
-    async def _blob(self, ref: dict[str, Any]) -> bytes:
-        # Only the pieces this version has: a record rewritten smaller (a message replaced by
-        # id) leaves its earlier version's later pieces behind until the thread is deleted.
-        # Joined as they arrive, into one buffer that becomes the result: a large frame is held
-        # once, not in pieces and again whole.
-        whole = io.BytesIO()
-        async for d in self._blobs.find({"owner": ref["owner"], "n": {"$lt": ref["chunks"]}}) \
-                .sort("n", ASCENDING).batch_size(_BATCH_PIECES):
-            whole.write(d["data"])
-        data = whole.getvalue()
-        if len(data) != ref["size"]:
-            raise StoreError(f"blob {ref['owner']} is incomplete")
-        return data
-
-    async def _raw(self, doc: dict[str, Any]) -> bytes:
-        if doc.get("raw_blob"):
-            return await self._blob(doc["raw_blob"])
-        return bytes(doc["raw"])
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -359,7 +334,7 @@ class MongoStore:
                 "backing_id": f.backing_id, "method": f.method, "rpc_id": f.rpc_id,
                 "size": f.size}
             if len(f.raw) > INLINE_BYTES:
-                doc["raw_blob"] = self._blob_ref(f.id, f.raw)
+                doc["raw_blob"] = Blobs.ref(f.id, f.raw)
                 blobs.append((f.id, f.raw))
             else:
                 doc["raw"] = Binary(f.raw)
@@ -374,7 +349,7 @@ class MongoStore:
                    "backing_id": m.backing_id}
             if len(m.text) + len(data_json) > INLINE_BYTES:
                 body = orjson.dumps({"text": m.text, "data_json": data_json})
-                doc["body_blob"] = self._blob_ref(f"message:{m.id}", body)
+                doc["body_blob"] = Blobs.ref(f"message:{m.id}", body)
                 blobs.append((f"message:{m.id}", body))
                 doc["text"], doc["data_json"] = m.text[:SEARCH_CHARS], "{}"
             check_size(doc)
@@ -387,7 +362,7 @@ class MongoStore:
                    "usage_json": orjson.dumps(r.usage).decode() if r.usage is not None else None,
                    "tool_ids": list(r.tool_ids), "text": r.text[:SEARCH_CHARS], "own": r.own}
             if len(r.raw) > INLINE_BYTES:
-                doc["raw_blob"] = self._blob_ref(f"session:{r.id}", r.raw)
+                doc["raw_blob"] = Blobs.ref(f"session:{r.id}", r.raw)
                 blobs.append((f"session:{r.id}", r.raw))
             else:
                 doc["raw"] = Binary(r.raw)
@@ -395,7 +370,7 @@ class MongoStore:
             session_ops.append(ReplaceOne({"_id": r.id}, doc, upsert=True))
         # Blobs first: a reference is never written before what it points to.
         if blobs:
-            await self._write_blobs(blobs)
+            await self._pieces.write(blobs)
         if frame_ops:
             await self._bulk(self._frames, frame_ops)
         if message_ops:
@@ -403,33 +378,7 @@ class MongoStore:
         if session_ops:
             await self._bulk(self._sessions, session_ops)
         for update in batch.threads:
-            await self._merge_thread(update)
-
-    async def _merge_thread(self, update: ThreadUpdate) -> None:
-        """Merge in Python, written only if nobody wrote the thread since it was read.
-
-        Without transactions a plain read-merge-replace lost updates: two writers (an index
-        worker and ``liminal threads rename``, two sidecars on one store) read the same thread
-        and the second replace dropped what the first had added (a backing id, the user's
-        title). Each write bumps ``rev``; a replace that finds another ``rev`` merges again."""
-        for _ in range(_MERGE_ATTEMPTS):
-            d = await self._threads.find_one({"_id": update.id})
-            t = merge_thread(_thread(d) if d else None, update)
-            doc = {"_id": t.id, "title": t.title, "cwd": t.cwd, "harness": t.harness,
-                   "state": t.state, "backing_ids": list(t.backing_ids), "created": t.created,
-                   "updated": t.updated, "named": t.named, "titled": t.titled,
-                   "rev": (d.get("rev") or 0) + 1 if d else 1}
-            check_size(doc)
-            if d is None:
-                try:
-                    await self._threads.insert_one(doc)
-                    return
-                except DuplicateKeyError:
-                    continue  # created meanwhile: merge into that one
-            # A thread written before ``rev`` existed has none; null matches a missing field.
-            if (await self._threads.replace_one({"_id": t.id, "rev": d.get("rev")}, doc)).matched_count:
-                return
-        raise StoreError(f"thread {update.id}: changed by others at every attempt to merge")
+            await _merge_thread(self._threads, update)
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -450,14 +399,14 @@ class MongoStore:
                 limit = within(max_bytes, [d.get("size") or 0 for d in sizes])
                 if not limit:  # (a limit of 0 is none to MongoDB)
                     return []
-            docs = await _all(lambda batch: self._frames.find(query).sort(order).limit(limit)
-                              .batch_size(batch), _BATCH_FRAMES)
+            docs = await read_all(lambda batch: self._frames.find(query).sort(order).limit(limit)
+                                  .batch_size(batch), BATCH_FRAMES)
             # A null field may be absent: in MongoDB's model the two are the same (a query for
             # null finds both), and FerretDB's $setOnInsert drops null fields from the document.
             return [FrameRecord(
                 d["_id"], d["connection_id"], d["seq"], d["time"], d["direction"], d["kind"],
                 d.get("thread_id"), d.get("backing_id"), d.get("method"), d.get("rpc_id"),
-                d["size"], await self._raw(d)) for d in docs]
+                d["size"], await self._pieces.raw(d)) for d in docs]
         except PyMongoError as exc:
             raise StoreError(str(exc)) from exc
 
@@ -468,7 +417,7 @@ class MongoStore:
     async def _message(self, d: dict[str, Any]) -> MessageRecord:
         text, data_json = d["text"], d["data_json"]
         if d.get("body_blob"):
-            body = orjson.loads(await self._blob(d["body_blob"]))
+            body = orjson.loads(await self._pieces.read(d["body_blob"]))
             text, data_json = body["text"], body["data_json"]
         return MessageRecord(
             id=d["_id"], thread_id=d["thread_id"], turn_id=d["turn_id"], time=d["time"],
@@ -479,8 +428,8 @@ class MongoStore:
     @_store_errors
     async def messages(self, thread_id: str, kind: str | None = None) -> list[MessageRecord]:
         query = {"thread_id": thread_id, **({"kind": kind} if kind else {})}
-        docs = await _all(lambda batch: self._messages.find(query).sort("ord", ASCENDING)
-                          .batch_size(batch), _BATCH_MESSAGES)
+        docs = await read_all(lambda batch: self._messages.find(query).sort("ord", ASCENDING)
+                              .batch_size(batch), BATCH_MESSAGES)
         return [await self._message(d) for d in docs]
 
     @_store_errors
@@ -533,7 +482,7 @@ class MongoStore:
     async def liminal_turns(self, thread_id: str) -> set[str]:
         started = [x for x in await self._messages.distinct(
             "turn_id", {"thread_id": thread_id, "kind": "user", "replayed": False}) if x is not None]
-        by = await self._directions(started)  # a turn's id is its prompt frame's
+        by = await self._search.directions(started)  # a turn's id is its prompt frame's
         return {x for x in started if by.get(x) == TO_LIMINAL}
 
     @_store_errors
@@ -581,7 +530,7 @@ class MongoStore:
                 low, high = window.ids()
                 async for d in self._frames.find({"_id": {"$gt": low, "$lt": high},
                                                   "thread_id": thread, "method": "session/update"}):
-                    if compaction.history_update(await self._raw(d)):
+                    if compaction.history_update(await self._pieces.raw(d)):
                         frames.append(d["_id"])
             for start in range(0, max(len(ids), len(frames)), _DELETE_CHUNK):
                 some_ids, some_frames = (ids[start:start + _DELETE_CHUNK],
@@ -613,7 +562,7 @@ class MongoStore:
             t = _thread(d)
             started = [x for x in await self._messages.distinct(
                 "turn_id", {"thread_id": t.id, "replayed": False}) if x is not None]
-            by = await self._directions(started)  # a turn's id is its prompt frame's
+            by = await self._search.directions(started)  # a turn's id is its prompt frame's
             turns = [x for x in started if by.get(x) != TO_LIMINAL]
             usage_doc = await self._messages.find_one(
                 {"thread_id": t.id, "kind": "usage"}, sort=[("ord", DESCENDING)])
@@ -637,8 +586,8 @@ class MongoStore:
         if limit is not None and limit <= 0:
             return []  # (MongoDB reads a limit of 0 as none)
         query = {"backing_id": backing_id, **({"uuid": uuid} if uuid is not None else {})}
-        docs = await _all(lambda batch: self._sessions.find(query).sort("offset", ASCENDING)
-                          .limit(limit or 0).batch_size(batch), _BATCH_LINES)
+        docs = await read_all(lambda batch: self._sessions.find(query).sort("offset", ASCENDING)
+                              .limit(limit or 0).batch_size(batch), BATCH_LINES)
         return [await self._session(d) for d in docs]
 
     async def _session(self, d: dict[str, Any]) -> SessionRecord:
@@ -646,7 +595,7 @@ class MongoStore:
             id=d["_id"], backing_id=d["backing_id"], thread_id=d["thread_id"],
             offset=d["offset"], uuid=d["uuid"], type=d["type"], time=d["time"],
             usage=orjson.loads(d["usage_json"]) if d["usage_json"] else None,
-            tool_ids=tuple(d["tool_ids"]), text=d["text"], raw=await self._raw(d),
+            tool_ids=tuple(d["tool_ids"]), text=d["text"], raw=await self._pieces.raw(d),
             own=bool(d.get("own")))
 
     @_store_errors
@@ -658,105 +607,11 @@ class MongoStore:
     async def search(self, query: str, *, thread_id: str | None = None, limit: int = 20,
                      kinds: Collection[str] | None = None,
                      record_types: Collection[str] | None = None) -> list[SearchHit]:
-        terms = fts_terms(query)
-        if not terms:
-            return []
-        fields = {"text": 1, "thread_id": 1, "kind": 1, "time": 1, "type": 1, "turn_id": 1,
-                  "tool_call_id": 1, "tool_ids": 1}
-        match: dict[str, Any]
-        if self.text_index:
-            # Each term quoted: every one must appear, as with the SQLite backend.
-            match = {"$text": {"$search": " ".join('"' + t.replace('"', "") + '"' for t in terms)}}
-            projection: dict[str, Any] = {"score": {"$meta": "textScore"}, **fields}
-            order: list[tuple[str, Any]] | None = [("score", {"$meta": "textScore"})]
-            take = limit * 3  # more than asked from each source: ``ranked`` merges duplicates
-            shown = terms
-
-            def score(d: dict[str, Any]) -> float:
-                return float(d["score"])
-        else:
-            # Without text indexes: every term must appear (case-insensitive), scored by
-            # occurrences. Escaped, a term is the user's word, never a pattern; in either Unicode
-            # form, as the SQLite backend's ``LIKE``.
-            match = {"$and": [{"text": {"$regex": "|".join(re.escape(f) for f in _forms(t)),
-                                        "$options": "i"}} for t in terms]}
-            projection, order, take = fields, None, limit * 5
-            shown = [f for t in terms for f in _forms(t)]  # for the score and the snippet
-
-            def score(d: dict[str, Any]) -> float:
-                lower = d["text"].lower()
-                return float(sum(lower.count(t.lower()) for t in shown))
-        if thread_id:
-            match["thread_id"] = thread_id
-        hits: list[SearchHit] = []
-        try:
-            query_messages = {**match, "replayed": False}
-            if kinds is not None:
-                query_messages["kind"] = {"$in": sorted(kinds)}
-            found = self._messages.find(query_messages, projection)
-            found = found.sort(order) if order else found
-            docs = await _all(lambda batch: found.clone().limit(take).batch_size(batch),
-                              _BATCH_MESSAGES)
-            directions = await self._directions([d["_id"] for d in docs])
-            for d in docs:
-                hits.append(SearchHit(
-                    "message", d["_id"], d["thread_id"], d["kind"], d["time"],
-                    snippet(d["text"], shown), score(d), message_id=d["_id"],
-                    turn_id=d.get("turn_id"), head=head(d["text"]), direction=directions.get(d["_id"]),
-                    tool_ids=(d["tool_call_id"],) if d.get("tool_call_id") else (),
-                    digest=digest(d["text"])))
-            # liminal's own lines copy lines found already (under the session they came from).
-            query_records = {**match, "own": {"$ne": True}}
-            if record_types is not None:
-                query_records["type"] = {"$in": sorted(record_types)}
-            found = self._sessions.find(query_records, projection)
-            found = found.sort(order) if order else found
-            for d in await _all(lambda batch: found.clone().limit(take).batch_size(batch),
-                                _BATCH_LINES):
-                hits.append(SearchHit(
-                    "session", d["_id"], d["thread_id"], d.get("type") or "", seconds(d.get("time")),
-                    snippet(d["text"], shown), score(d),
-                    tool_ids=tuple(d.get("tool_ids") or ()), digest=digest(d["text"])))
-            hits = await self._place_tools(hits)
-        except PyMongoError as exc:
-            raise StoreError(str(exc)) from exc
-        return ranked(hits, limit)
-
-    async def _directions(self, frame_ids: list[str]) -> dict[str, str]:
-        """The direction of each frame (a message's id is the id of the frame that started it)."""
-        if not frame_ids:
-            return {}
-        return {d["_id"]: d["direction"] async for d in self._frames.find(
-            {"_id": {"$in": frame_ids}}, {"direction": 1})}
-
-    async def _place_tools(self, hits: list[SearchHit]) -> list[SearchHit]:
-        wanted = sorted({t for h in hits if h.source == "session" for t in h.tool_ids})
-        if not wanted:
-            return hits
-        docs = await _all(lambda batch: self._messages.find(
-            {"tool_call_id": {"$in": wanted}, "kind": "tool_call"},
-            {"tool_call_id": 1, "thread_id": 1, "turn_id": 1, "time": 1, "text": 1,
-             "replayed": 1}).batch_size(batch), _BATCH_MESSAGES)
-        directions = await self._directions([d["_id"] for d in docs])
-        return place_tool_records(hits, [ToolCallPlace(
-            d["tool_call_id"], d["thread_id"], d["_id"], d.get("turn_id"), d["time"],
-            d["text"][:400], directions.get(d["_id"]), bool(d.get("replayed"))) for d in docs])
+        return await self._search.search(query, text_index=self.text_index, thread_id=thread_id,
+                                         limit=limit, kinds=kinds, record_types=record_types)
 
     async def aclose(self) -> None:
         await self._client.close()
-
-
-async def _all(cursor: Callable[[int], AsyncCursor[dict[str, Any]]],
-               batch: int) -> list[dict[str, Any]]:
-    """Every document ``cursor(batch)`` finds, ``batch`` to a reply; a reply past the message
-    size all the same (documents near 16 MB, on a server that does not cut its replies) is read
-    again a document to a reply."""
-    try:
-        return await cursor(batch).to_list(None)
-    except ProtocolError as exc:
-        if "max message size" not in str(exc):
-            raise
-        return await cursor(1).to_list(None)
 
 
 def _thread(d: dict[str, Any]) -> Thread:
@@ -764,9 +619,3 @@ def _thread(d: dict[str, Any]) -> Thread:
     before they existed, which read as false)."""
     return Thread(d["_id"], d["title"], d["cwd"], d["harness"], d["state"], tuple(d["backing_ids"]),
                   d["created"], d["updated"], bool(d.get("named")), bool(d.get("titled")))
-
-
-def _forms(term: str) -> list[str]:
-    """The term composed (NFC) and taken apart (NFD), when they differ: a word a tool printed
-    decomposed (macOS file names) is found by the same word typed."""
-    return sorted({unicodedata.normalize("NFC", term), unicodedata.normalize("NFD", term)})

@@ -23,6 +23,13 @@ from liminal import private
 from liminal.transport.agentlog import AgentLog
 from liminal.transport.reaper import reaper
 
+# asyncio reads a pipe into a fresh buffer of its transport's ``max_size`` (256 KiB) and shrinks
+# it to what came: past malloc's mmap threshold that is an mmap, page faults and a munmap for
+# every read, about 15 us of CPU for one 300-byte line (a streamed chunk, paced, is a read of its
+# own). 64 KiB is what a pipe holds unless its owner enlarged it, so a read rarely comes larger;
+# below the threshold the buffer comes from the heap.
+PIPE_READ_BYTES = 64 * 1024
+
 OnData = Callable[[bytes], None]
 OnEof = Callable[[], None]
 OnFlow = Callable[[bool], None]  # True: the writer is full, pause the source feeding it
@@ -119,6 +126,7 @@ class ClientLeg:
         if pollable(self._stdin_fd):
             stdin: IO[bytes] = os.fdopen(self._stdin_fd, "rb", buffering=0, closefd=False)
             self._reader, _ = await loop.connect_read_pipe(lambda: _ReadProtocol(on_data, on_eof), stdin)
+            _read_at_most(self._reader, PIPE_READ_BYTES)
         else:
             self._thread_reader = threading.Thread(
                 target=self._read_blocking, args=(loop, on_data, on_eof), daemon=True,
@@ -282,6 +290,8 @@ class AgentLeg:
         )
         self._transport = transport
         self._protocol = protocol
+        for fd in (1, 2):
+            _read_at_most(transport.get_pipe_transport(fd), PIPE_READ_BYTES)
         self.pid = transport.get_pid()
         reaper.watch(self.pid)  # stopped even if liminal is killed (liminal.transport.reaper)
 
@@ -349,3 +359,9 @@ class AgentLeg:
         if self.pid is not None and not self.signal_group(0):
             reaper.forget(self.pid)  # nothing left of the group: nothing for the reaper to do
         return code
+
+
+def _read_at_most(transport: object, size: int) -> None:
+    """Make a pipe's reads at most ``size`` bytes (``PIPE_READ_BYTES`` says why)."""
+    if transport is not None and isinstance(getattr(transport, "max_size", None), int):
+        transport.max_size = size  # type: ignore[attr-defined]

@@ -1,7 +1,8 @@
 """Fixtures for tests that drive the real adapters (see docs/testing.md).
 
-- ``adapter``: each pinned adapter in turn (``fixtures/harness/pins.toml``); skips with the reason
-  when it is not installed (run ``scripts/install-harness``) or node is missing.
+- ``adapter``: each pinned adapter of the matrix in turn (``fixtures/harness/pins.toml``; not
+  those pinned with ``matrix = false``, Gemini CLI: ``test_gemini.py`` drives it); skips with the
+  reason when it is not installed (run ``scripts/install-harness``) or node is missing.
 - ``rig``: a started ``Rig`` for that adapter in a fresh hermetic world; set
   ``rig.server.script`` to script the model. Fails the test if the fake model refused a request.
   (``make_rig``, ``fake_anthropic`` and ``fake_responses`` come from fixtures/harness/pytest_plugin.)
@@ -19,7 +20,7 @@ import pytest
 from fixtures.harness import Adapter, Rig, Scenario, Shell, adapters
 from fixtures.harness.pytest_plugin import require_adapter
 
-ADAPTER_NAMES = sorted(adapters())
+ADAPTER_NAMES = sorted(n for n, a in adapters().items() if a.matrix)
 CLAUDE_NAMES = sorted(n for n, a in adapters().items() if a.model_api == "anthropic")
 
 

@@ -175,7 +175,7 @@ def test_every_key_in_the_current_session_resolves_with_only_its_file_left(
     assert path is not None
     keys = keys_in(path.read_text())
     # What each key names, read from the files while they are all there.
-    harness = HarnessChoice(known_harnesses(GradientSettings(), env))
+    harness = HarnessChoice(known_harnesses(GradientSettings(), env)).harness
     expected = {key: harness.recall(RecallKey.parse(key)) for key in keys}
     assert all(value is not None for value in expected.values()), expected
     # Keys that name a session liminal wrote and a record it copied there, not only records the

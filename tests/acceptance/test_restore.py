@@ -94,7 +94,7 @@ def test_a_thread_whose_files_are_all_gone_opens_from_the_store_and_goes_on(
     assert path is not None
     keys = keys_in(path.read_text())
     assert keys
-    harness = HarnessChoice(known_harnesses(GradientSettings(), env))
+    harness = HarnessChoice(known_harnesses(GradientSettings(), env)).harness
     expected = {key: harness.recall(RecallKey.parse(key)) for key in keys}
     file_before = path.read_bytes()
 

@@ -198,7 +198,7 @@ def moved_on_a_opened_on_b(rig: Rig, a: Home, b: Home, store: str) -> None:
         assert path is not None
         keys = keys_in(path.read_text())
         assert keys
-        harness = HarnessChoice(known_harnesses(GradientSettings(), env))
+        harness = HarnessChoice(known_harnesses(GradientSettings(), env)).harness
         expected = {key: harness.recall(RecallKey.parse(key)) for key in keys}
         stored(a.liminal_home, thread, current, path.read_bytes(), "NEXT please")
         os.killpg(a2.proc.pid, signal.SIGKILL)  # host A dies, every process of it

@@ -502,7 +502,7 @@ async def test_without_usage_each_turn_end_reads_the_size_with_that_turn(tmp_pat
                 while harness.reads < n + 1 or manager.threads[thread].swapping:  # noqa: ASYNC110 - no event
                     await anyio.sleep(0.01)
             assert manager.threads[thread].file_tokens == 21_000 + 1_000 * n
-    assert manager.threads[thread].failures == 0 and not journal_lines(tmp_path)
+    assert manager.threads[thread].swap.failures == 0 and not journal_lines(tmp_path)
 
 
 def journal_lines(tmp_path: Path) -> list[str]:

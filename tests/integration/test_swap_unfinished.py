@@ -171,7 +171,7 @@ def test_a_start_after_a_crash_removes_what_an_unfinished_codex_swap_left(tmp_pa
                              harness="codex", new_path=str(rewrite)))
     # Started as liminal starts it for Claude Code: the journal's record says whose file it is.
     choice = HarnessChoice(known_harnesses(GradientSettings(), {"CODEX_HOME": str(home)}), forced="claude")
-    SwapManager(settings(), journal, choice)._recover()
+    SwapManager(settings(), journal, choice.harness)._recover()
     assert original.read_text() == "original\n"
     assert not rewrite.exists()
     assert journal.unfinished() == []

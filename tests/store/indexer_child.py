@@ -16,7 +16,7 @@ import anyio
 import orjson
 
 from liminal import log
-from liminal.ingest.indexer import Indexer
+from liminal.ingest.indexer import Indexer, Tuning
 from liminal.store.sqlite import SqliteStore
 from tests.store.streams import stream
 
@@ -24,7 +24,7 @@ from tests.store.streams import stream
 async def main(home: Path, n: int) -> None:
     log.configure("warning", json=True)  # stderr: stdout carries the progress lines
     store = await SqliteStore.open(home / "liminal.db")
-    indexer = Indexer(store, home / "spool", queue_frames=1000, stall_seconds=0.2)
+    indexer = Indexer(store, home / "spool", tuning=Tuning(queue_frames=1000, stall_seconds=0.2))
     print("ready", flush=True)
     await anyio.to_thread.run_sync(sys.stdin.readline)
     async with anyio.create_task_group() as tg:

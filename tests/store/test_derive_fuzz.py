@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from liminal.ingest.derive import Deriver
-from liminal.ingest.indexer import Indexer
+from liminal.ingest.indexer import Indexer, Tuning
 from liminal.ingest.poison import write_batch
 from liminal.ingest.spool import SpoolDir
 from liminal.store.records import Batch, FrameRecord, frame_id
@@ -177,8 +177,8 @@ async def test_the_worker_stores_an_odd_frame_raw_flags_it_and_indexes_its_neigh
         writer.append(record.seq, record)
     writer.seal()
     store = await SqliteStore.open(tmp_path / "liminal.db")
-    worker = Indexer(store, tmp_path / "spool", tail=writer.path, recover=False, yield_bytes_per_second=None,
-                     retry_seconds=0.01)
+    worker = Indexer(store, tmp_path / "spool", tail=writer.path, recover=False,
+                     tuning=Tuning(yield_bytes_per_second=None, retry_seconds=0.01))
     async with anyio.create_task_group() as tg:
         tg.start_soon(worker.run)
         with anyio.fail_after(20):

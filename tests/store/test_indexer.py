@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
-from liminal.ingest.indexer import Indexer, to_record
+from liminal.ingest.indexer import Indexer, Tuning, to_record
 from liminal.store.base import StoreError
 from liminal.store.records import Batch
 from liminal.store.sqlite import SqliteStore
@@ -73,8 +73,8 @@ async def test_a_store_that_stalls_ten_seconds_costs_forwarding_nothing(tmp_path
     inner = await SqliteStore.open(tmp_path / "liminal.db")
     store = FaultyStore(inner)
     n = 40_000
-    indexer = Indexer(store, tmp_path / "spool", queue_frames=2000, stall_seconds=1.0,  # type: ignore[arg-type]
-                      close_timeout=30)
+    indexer = Indexer(store, tmp_path / "spool",  # type: ignore[arg-type]
+                      tuning=Tuning(queue_frames=2000, stall_seconds=1.0, close_timeout=30))
     async with anyio.create_task_group() as tg:
         tg.start_soon(indexer.run)
         events = list(stream(n))
@@ -104,7 +104,8 @@ async def test_a_store_that_goes_away_and_comes_back(tmp_path: Path) -> None:
     inner = await SqliteStore.open(tmp_path / "liminal.db")
     store = FaultyStore(inner)
     n = 5000
-    indexer = Indexer(store, tmp_path / "spool", queue_frames=500, retry_seconds=0.05)  # type: ignore[arg-type]
+    indexer = Indexer(store, tmp_path / "spool",  # type: ignore[arg-type]
+                      tuning=Tuning(queue_frames=500, retry_seconds=0.05))
     events = list(stream(n))
     async with anyio.create_task_group() as tg:
         tg.start_soon(indexer.run)
@@ -131,7 +132,8 @@ async def test_closing_while_down_leaves_the_spool_for_the_next_start(tmp_path: 
     store = FaultyStore(inner)
     store.down = True
     n = 300
-    indexer = Indexer(store, tmp_path / "spool", retry_seconds=0.05, close_timeout=0.5)  # type: ignore[arg-type]
+    indexer = Indexer(store, tmp_path / "spool",  # type: ignore[arg-type]
+                      tuning=Tuning(retry_seconds=0.05, close_timeout=0.5))
     async with anyio.create_task_group() as tg:
         tg.start_soon(indexer.run)
         for e in stream(n):

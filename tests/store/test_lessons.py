@@ -191,7 +191,8 @@ async def test_memos_come_first_and_the_review_drops_and_keeps(store: Store, tmp
 
 
 async def test_lessons_lists_this_folders_and_every_folders_and_refuses_what_it_does_not_take(store: Store) -> None:
-    from liminal.kernel import lessonlist
+    from liminal.kernel.commands import CommandError
+    from liminal.kernel.commands import lessons as lessonlist
 
     await conversations(store)
     assert (await lessonlist.answer(store, "", "/work/app")).startswith("No lessons in this project's conversations yet")
@@ -207,5 +208,5 @@ async def test_lessons_lists_this_folders_and_every_folders_and_refuses_what_it_
     assert f"- {key} (confirmed) fact:" in await lessonlist.answer(store, "", "/work/app")
     assert "forgotten: its words are gone from 1 conversation" in await lessonlist.answer(store, f"forget {key}", None)
     for wrong in ("confirm", "forget lesson:0000000000", "confirm nokey", "now"):
-        with pytest.raises(lessonlist.Refused):
+        with pytest.raises(CommandError):
             await lessonlist.answer(store, wrong, "/work/app")

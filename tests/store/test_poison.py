@@ -34,7 +34,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from liminal.ingest.derive import MESSAGE_TEXT_CHARS
-from liminal.ingest.indexer import Indexer, to_record
+from liminal.ingest.indexer import DEFAULT_TUNING, Indexer, Tuning, to_record
 from liminal.ingest.spool import SpoolDir
 from liminal.store.base import Store, StoreError
 from liminal.store.records import Batch, FrameRecord
@@ -171,7 +171,7 @@ def quarantined(home: Path) -> list[Path]:
 
 
 async def index_tailing(store: Store, watched: Store, tmp_path: Path, frames: list[FrameRecord],
-                        **options: Any) -> Path:
+                        retry_seconds: float = DEFAULT_TUNING.retry_seconds) -> Path:
     """Spool ``frames`` as the proxy does, run a tailing Indexer on ``store`` until ``watched``
     (the store under it) has the turn after the poison, seal, close and release the spool; its
     folder."""
@@ -180,7 +180,7 @@ async def index_tailing(store: Store, watched: Store, tmp_path: Path, frames: li
     for f in frames:
         live.append(f.seq, f)
     worker = Indexer(store, tmp_path / "spool", tail=live.path, recover=False,
-                     yield_bytes_per_second=None, **options)
+                     tuning=Tuning(yield_bytes_per_second=None, retry_seconds=retry_seconds))
     async with anyio.create_task_group() as tg:
         tg.start_soon(worker.run)
         await until_said(watched, "still indexed")
@@ -232,7 +232,8 @@ async def test_a_restart_does_not_replay_a_frame_past_the_limit_into_the_same_fa
     orphan = orphan_spool(tmp_path / "spool", frames)
     async with limited_store(store_kind, tmp_path) as inner:
         store = Counting(inner)
-        restarted = Indexer(store, tmp_path / "spool", yield_bytes_per_second=None)  # type: ignore[arg-type]
+        restarted = Indexer(store, tmp_path / "spool",  # type: ignore[arg-type]
+                            tuning=Tuning(yield_bytes_per_second=None))
         async with anyio.create_task_group() as tg:
             tg.start_soon(restarted.run)
             with anyio.fail_after(60):

@@ -24,6 +24,7 @@ from liminal import cli
 from liminal.harness.claude.sessionfile import parse_line
 from liminal.ingest.indexer import Indexer
 from liminal.kernel.commands import CommandCenter
+from liminal.kernel.commands.table import run_command
 from liminal.mcp.tools import LiminalTools
 from liminal.store.records import Batch, ThreadUpdate
 from liminal.store.sqlite import SqliteStore
@@ -229,8 +230,8 @@ def test_the_models_search_and_slash_search_show_the_conversation(home: Path) ->
 
         center = CommandCenter(None, None, None, None, None, open_store)  # type: ignore[arg-type]
         try:
-            slash = await center._cmd_search(THREAD, "zanzibar")
-            assert "api-request-blob" in await center._cmd_search(THREAD, "--all zanzibar")
+            slash = await run_command(center.context, THREAD, "search", "zanzibar")
+            assert "api-request-blob" in await run_command(center.context, THREAD, "search", "--all zanzibar")
         finally:
             await center.aclose()
         return tool, slash

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from liminal.harness.claude.paths import encode_cwd, find
 from liminal.harness.claude.sessionfile import model_calls, parse_line
 from liminal.ingest.indexer import Indexer
+from liminal.ingest.sessions import SessionFiles
 from liminal.ingest.tail import SessionFileIndexer, read_complete_lines
 from liminal.kernel.journal import SwapJournal
 from liminal.store.base import StoreError
@@ -178,7 +179,7 @@ async def test_the_indexer_watches_the_threads_session_file(tmp_path: Path) -> N
         found = folder / f"{backing_id}.jsonl"
         return found if encode_cwd(cwd) == folder.name and found.is_file() else None
 
-    indexer = Indexer(store, tmp_path / "spool", session_files=locate)
+    indexer = Indexer(store, tmp_path / "spool", session_files=SessionFiles(locate))
     async with anyio.create_task_group() as tg:
         tg.start_soon(indexer.run)
         for e in conversation():
@@ -248,7 +249,7 @@ async def test_a_session_file_watcher_that_fails_does_not_stop_the_indexing_of_f
             raise PermissionError(13, "Permission denied", str(tmp_path / "projects"))
         return gone  # found, then its folder went before the watch began
 
-    indexer = Indexer(store, tmp_path / "spool", session_files=locate)
+    indexer = Indexer(store, tmp_path / "spool", session_files=SessionFiles(locate))
     events = conversation()
     async with anyio.create_task_group() as tg:
         tg.start_soon(indexer.run)

@@ -216,3 +216,37 @@ def test_a_block_whose_header_is_larger_than_the_old_fixed_cap_is_read(
         assert len(f.readline()) > 64 << 20  # the header alone
     got, pos = read_segment(seg.path, 0, seg.written, 100)
     assert got == [*odd, *after] and pos == seg.written
+
+
+def test_the_spool_writer_stores_a_routers_runs_as_their_events(tmp_path: Path) -> None:
+    """A run of streamed lines (``FrameRun``) is spooled as its lines' events would be, in
+    order with the events around it."""
+    from liminal import config
+    from liminal.acp.events import FrameEvent, FrameRun
+    from liminal.acp.router import Router
+    from liminal.ingest.indexer import to_record
+    from liminal.ingest.worker import SpoolWriter
+
+    router = Router(max_frame_bytes=1 << 20, connection_id="conn", message_ids=True)
+    router.bind("thread", "backing")
+    chunk = (b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"backing","update":'
+             b'{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"%d"}}}}\n')
+    router.receive_from_client(b'{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":'
+                               b'{"sessionId":"thread","prompt":[]}}\n', 1.0)
+    router.receive_from_agent(b"".join(chunk % n for n in range(40)), 2.0)
+    router.receive_from_agent(b'{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}\n'
+                              + b"".join(chunk % n for n in range(3)), 3.0)
+    out = router.take()
+    writer = SpoolWriter(config.load({"home": tmp_path}))
+    assert writer.spool.acquire()
+    assert [type(tap) for tap in out.taps] == [FrameEvent, FrameRun, FrameEvent, FrameRun]
+    for flushed in (out.taps[:2], out.taps[2:]):
+        for tap in flushed:
+            if isinstance(tap, FrameRun):
+                writer.offer_run(tap)
+            else:
+                writer.offer(tap)
+        writer.flush()
+    got, _ = writer.spool.read(10_000)
+    assert len(got) == 1 + 40 + 1 + 3
+    assert got == [to_record(seq, e) for seq, e in enumerate(out.events)]

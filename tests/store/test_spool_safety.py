@@ -16,7 +16,7 @@ import anyio
 import orjson
 import pytest
 
-from liminal.ingest.indexer import Indexer
+from liminal.ingest.indexer import Indexer, Tuning
 from liminal.ingest.spool import SpoolDir, orphans, read_segment
 from liminal.store.records import Batch
 from liminal.store.sqlite import SqliteStore
@@ -56,7 +56,7 @@ async def test_a_segment_is_removed_only_when_every_byte_in_it_is_committed(tmp_
     inner = await SqliteStore.open(tmp_path / "liminal.db")
     store = GatedStore(inner)
     worker = Indexer(store, tmp_path / "spool", tail=writer.path, recover=False,  # type: ignore[arg-type]
-                     yield_bytes_per_second=None)
+                     tuning=Tuning(yield_bytes_per_second=None))
     async with anyio.create_task_group() as tg:
         tg.start_soon(worker.run)
         with anyio.fail_after(10):
@@ -94,7 +94,7 @@ async def test_closing_with_an_unusable_store_leaves_the_frames_in_the_spool_at_
             raise OSError("disk I/O error")
 
     worker = Indexer(Refusing(), tmp_path / "spool", tail=writer.path, recover=False,  # type: ignore[arg-type]
-                     yield_bytes_per_second=None, close_timeout=300)
+                     tuning=Tuning(yield_bytes_per_second=None, close_timeout=300))
     async with anyio.create_task_group() as tg:
         tg.start_soon(worker.run)
         await worker.aclose()  # would retry for close_timeout (300 s) before
@@ -177,7 +177,7 @@ async def test_the_smallest_frame_queue_still_stores_everything(tmp_path: Path, 
     from tests.store.conftest import conversation
 
     inner = await SqliteStore.open(tmp_path / "liminal.db")
-    indexer = Indexer(inner, tmp_path / "spool", queue_frames=queue_frames)
+    indexer = Indexer(inner, tmp_path / "spool", tuning=Tuning(queue_frames=queue_frames))
     frames_in = conversation()
     async with anyio.create_task_group() as tg:
         tg.start_soon(indexer.run)
@@ -298,7 +298,7 @@ async def test_a_write_that_fails_half_way_loses_only_its_own_frames(
 
     store = await SqliteStore.open(tmp_path / "liminal.db")
     worker = Indexer(store, tmp_path / "spool", tail=writer.path, recover=False,
-                     yield_bytes_per_second=None)
+                     tuning=Tuning(yield_bytes_per_second=None))
     async with anyio.create_task_group() as tg:
         tg.start_soon(worker.run)
         with anyio.fail_after(10):
@@ -345,7 +345,7 @@ async def test_a_worker_that_replaces_a_dead_one_mid_turn_derives_the_turn_whole
         writer.append(r.seq, r)
     store = await SqliteStore.open(tmp_path / "liminal.db")
     first = Indexer(store, tmp_path / "spool", tail=writer.path, recover=False,
-                    yield_bytes_per_second=None)
+                    tuning=Tuning(yield_bytes_per_second=None))
     async with anyio.create_task_group() as tg:  # the first worker, killed once it committed
         tg.start_soon(first.run)
         with anyio.fail_after(10):
@@ -357,7 +357,7 @@ async def test_a_worker_that_replaces_a_dead_one_mid_turn_derives_the_turn_whole
         writer.append(r.seq, r)
     writer.seal()
     second = Indexer(store, tmp_path / "spool", tail=writer.path, recover=False,
-                     yield_bytes_per_second=None)
+                     tuning=Tuning(yield_bytes_per_second=None))
     async with anyio.create_task_group() as tg:
         tg.start_soon(second.run)
         with anyio.fail_after(10):

@@ -28,6 +28,7 @@ from liminal.dashboard.reader import Reader
 from liminal.harness.claude.sessionfile import parse_line
 from liminal.ingest.indexer import Indexer
 from liminal.kernel.commands import CommandCenter
+from liminal.kernel.commands.table import run_command
 from liminal.mcp.tools import LiminalTools
 from liminal.store.base import Store
 from liminal.store.configured import open_store
@@ -141,7 +142,7 @@ def test_slash_search_and_the_models_search_cite_the_same_turn(home: Path) -> No
 
         center = CommandCenter(None, None, None, None, None, opened)  # type: ignore[arg-type]
         try:
-            slash = await center._cmd_search(THREAD, "bravo-22")
+            slash = await run_command(center.context, THREAD, "search", "bravo-22")
         finally:
             await center.aclose()
         return tool, slash

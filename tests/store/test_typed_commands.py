@@ -47,7 +47,7 @@ class Typist:
             self.router.add_request_hook(methods, hook)
         self.center = center
         self.port = FakePort(self.router)
-        self.center.mover = SimpleNamespace(port=self.port)  # type: ignore[assignment]
+        self.center.context.mover = SimpleNamespace(port=self.port)  # type: ignore[assignment]
         self._ids = itertools.count(100)
 
     async def type(self, thread: str, text: str) -> str:

@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from liminal.acp.events import FrameEvent
-from liminal.ingest.indexer import Indexer
+from liminal.ingest.indexer import Indexer, Tuning
 from liminal.ingest.spool import SpoolDir
 from liminal.ingest.worker import _FIELDS, _RAW
 from liminal.store.sqlite import SqliteStore
@@ -49,7 +49,7 @@ async def test_the_worker_waits_out_a_burst_for_a_bounded_time(tmp_path: Path,
     spool = SpoolDir(tmp_path / "spool" / "live")
     assert spool.acquire()
     worker = Indexer(store, tmp_path / "spool", tail=spool.path, recover=False,
-                     yield_bytes_per_second=10_000, yield_max_seconds=max_seconds)
+                     tuning=Tuning(yield_bytes_per_second=10_000, yield_max_seconds=max_seconds))
     async with anyio.create_task_group() as tg:
         tg.start_soon(worker.run)
         first = await write_burst(spool, events, 0, 0.2)  # the first look sees a backlog

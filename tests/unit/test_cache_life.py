@@ -153,5 +153,5 @@ def test_the_harness_choice_asks_the_chosen_cli(tmp_path: Path) -> None:
     path = write(tmp_path / "s.jsonl", USER, call(hour=120))
     factories = {"claude": lambda: ClaudeSessions(GradientSettings(), env={}),
                  "codex": lambda: CodexSessions(GradientSettings(), env={})}
-    assert HarnessChoice(factories).cache_life(path) == 3600.0
-    assert HarnessChoice(factories, forced="codex").cache_life(path) is None
+    assert HarnessChoice(factories).harness.cache_life(path) == 3600.0
+    assert HarnessChoice(factories, forced="codex").harness.cache_life(path) is None

@@ -16,7 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from liminal.acp.router import Router
-from liminal.kernel.commands import COMMANDS, CommandCenter, CommandError, parse
+from liminal.kernel.commands import COMMANDS, CommandCenter, CommandError, parse, table
+from liminal.kernel.commands.table import run_command
 from liminal.kernel.threads import ThreadModel
 from tests.support.fakeport import FakePort
 
@@ -142,9 +143,9 @@ async def test_context_says_its_numbers_with_units_and_nouns_in_number() -> None
     # The mover's store journal: none (issue 23's shared one is in tests/integration/test_shared_journal.py).
     center = CommandCenter(_model(t=_Thread()), SimpleNamespace(shared=None), _Journal(), _Policy(),  # type: ignore[arg-type]
                            harness=_Harness(), open_store=open_store)
-    center._port = FakePort()
+    center.context.port = FakePort()
     try:
-        text = await center._cmd_context("t", "")
+        text = await run_command(center.context, "t", "context", "")
     finally:
         await center.aclose()
     assert text.splitlines()[:2] == [
@@ -163,11 +164,11 @@ async def test_context_shows_the_state_anchor_of_the_newest_summary() -> None:
     # The mover's store journal: none (issue 23's shared one is in tests/integration/test_shared_journal.py).
     center = CommandCenter(_model(t=_Thread()), SimpleNamespace(shared=None), _Journal(), _Policy(),  # type: ignore[arg-type]
                            harness=_Harness(), open_store=open_store)
-    center._port = FakePort()
+    center.context.port = FakePort()
     try:
-        assert "State anchor" not in await center._cmd_context("t", "")
+        assert "State anchor" not in await run_command(center.context, "t", "context", "")
         center.anchor_of = lambda thread: "Goal: port 8080" if thread == "t" else None
-        text = await center._cmd_context("t", "")
+        text = await run_command(center.context, "t", "context", "")
     finally:
         await center.aclose()
     assert "State anchor (the next swap's preamble starts with it):\nGoal: port 8080" in text
@@ -208,7 +209,7 @@ async def _answers(center: CommandCenter, router: Router, *lines: bytes,
                    during: Any = None) -> list[tuple[int, str]]:
     """What the client is told for each prompt, in the order the answers came."""
     port = FakePort(router)
-    center._port = port
+    center.context.port = port
     for line in lines:
         router.receive_from_client(line, 0)
         for local in router.take().local:
@@ -273,10 +274,10 @@ async def test_context_rebuild_answers_with_the_new_anchor_or_one_line_why_not()
 
     center, router = _center()
     center.rebuild_anchor = rebuild
-    center._port = FakePort(router)
-    center._port.prompt_in_flight = lambda thread: True  # type: ignore[method-assign]
+    center.context.port = FakePort(router)
+    center.context.port.prompt_in_flight = lambda thread: True  # type: ignore[method-assign]
     with pytest.raises(CommandError, match="a prompt is running: rebuild the state anchor between turns"):
-        await center._cmd_context("t", "rebuild")
+        await run_command(center.context, "t", "context", "rebuild")
     await center.aclose()
 
 
@@ -304,17 +305,17 @@ async def test_a_rebuild_under_way_holds_up_no_other_command() -> None:
 
 
 @pytest.mark.anyio
-async def test_a_command_that_fails_says_what_happened_in_words() -> None:
+async def test_a_command_that_fails_says_what_happened_in_words(monkeypatch: pytest.MonkeyPatch) -> None:
     """A command's failure reached the thread as ``/marks failed: TimeoutError: `` (the class's
     name and nothing after it); the model's own ``slash`` tool heard the same. What happened, in
     words (``liminal.errors.in_words``); the class goes to the log."""
     failures = {"t": TimeoutError(), "u": KeyError("thread")}
 
-    async def failing(thread: str, name: str, args: str) -> str:
+    async def failing(context: Any, thread: str, name: str, args: str) -> str:
         raise failures[thread]
 
+    monkeypatch.setattr(table, "run_command", failing)
     center, router = _center()
-    center._run = failing  # type: ignore[method-assign]
     said = dict(await _answers(center, router, _prompt(1, "t", "/marks"), _prompt(2, "u", "/mark A")))
     assert said == {1: "/marks failed: no answer in time",
                     2: "/mark failed: an error inside liminal (its log has the details) (nothing changed)"}
@@ -322,9 +323,47 @@ async def test_a_command_that_fails_says_what_happened_in_words() -> None:
     from liminal.mcp.link import SlashRequest
 
     center, router = _center()
-    center._run = failing  # type: ignore[method-assign]
     port = FakePort(router)
-    await center._run_slash(port, SlashRequest("t", "undo", "", Path("/nonexistent/slash")))
+    center.context.port = port
+    await table.run_slash(center.context, SlashRequest("t", "undo", "", Path("/nonexistent/slash")))
     [(_, note)] = [n for n in port.notes if n[0] == "liminal/slash"]
     assert note["said"] == "failed: no answer in time (nothing changed)", note
     await center.aclose()
+
+
+class _Unreadable:
+    async def appeared(self, backing: str, cwd: str | None, seconds: float) -> None:
+        raise OSError("the disk went away")
+
+
+@pytest.mark.anyio
+async def test_every_request_the_table_keeps_is_answered_though_its_handler_fails() -> None:
+    """A ``session/fork`` liminal answers (an agent without one) whose cut failed inside
+    liminal: before, nothing caught it, the client's fork waited for ever and the center's
+    queue stopped. A request kept by another component's hook and handed here is refused, not
+    answered as a prompt."""
+    from liminal.acp.router import LOCAL
+
+    router = Router(max_frame_bytes=1 << 20)
+    model = _model(t=_Thread())  # its agent lists sessions, and forks none
+    mover = _Unreadable()
+    center = CommandCenter(model, mover, _Journal(), _Policy(), harness=_Harness(),  # type: ignore[arg-type]
+                           open_store=None)
+    port = FakePort(router, [center])
+    mover.port = port  # type: ignore[attr-defined]
+    router.add_request_hook(("_other/kept",), lambda method, message, thread: LOCAL)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(center.run, port)
+            port.from_client({"jsonrpc": "2.0", "id": 1, "method": "session/fork",
+                              "params": {"sessionId": "t", "cwd": "/work/demo", "mcpServers": []}})
+            router.receive_from_client(b'{"jsonrpc":"2.0","id":2,"method":"_other/kept","params":{}}\n', 0)
+            for local in router.take().local:
+                center.local_requested(local)
+            while router.local_pending():  # noqa: ASYNC110 - the router has no event for it
+                await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+    await center.aclose()
+    errors = {frame["id"]: frame["error"] for frame in port.to_client if "id" in frame}
+    assert errors[1]["code"] == -32603 and errors[1]["message"].startswith("session/fork failed: "), errors
+    assert errors[2]["code"] == -32601, errors

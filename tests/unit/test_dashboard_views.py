@@ -24,7 +24,7 @@ from tests.support import dashboard_store as fixture
 
 pytestmark = pytest.mark.anyio
 # Claude Code's auto-compaction point, and the prompt cache's life (the settings' default).
-TERMS: dict[str, Any] = {"ceiling": 167_000, "cache_life": 300.0}
+TERMS = views.Terms(ceiling=167_000, cache_life=300.0)
 
 
 def flux_view(head: int | None = None, summary_before: bool = False) -> dict:
@@ -32,7 +32,7 @@ def flux_view(head: int | None = None, summary_before: bool = False) -> dict:
     from liminal.store.records import merge_thread
 
     return views.thread_view(merge_thread(None, update), writer.messages, (), head=head,
-                             summary_before=summary_before, cut={}, **TERMS)
+                             summary_before=summary_before, cut={}, terms=TERMS)
 
 
 def test_the_chart_has_a_point_per_model_call_and_the_moves_between_them() -> None:
@@ -56,10 +56,10 @@ def test_the_list_counts_liminals_swaps_apart_from_the_persons_moves() -> None:
 
     thread = merge_thread(None, ThreadUpdate("t", 0.0, title="t", backing_ids=("t", "a", "b", "c", "d")))
     row = views.thread_row(ThreadSummary(thread, 4, 500, 10_000, 10.0),
-                           [m for m in w.messages if m.kind in ("usage", "swap")], **TERMS)
+                           [m for m in w.messages if m.kind in ("usage", "swap")], TERMS)
     assert (row["swaps"], row["moves"]) == (2, 4)
     # The thread's page says the same, from the same helper (``moves.is_rewrite``).
-    view = views.thread_view(thread, w.messages, (), head=None, summary_before=False, cut={}, **TERMS)
+    view = views.thread_view(thread, w.messages, (), head=None, summary_before=False, cut={}, terms=TERMS)
     assert (view["swaps"], view["move_count"]) == (2, 4)
 
 
@@ -73,12 +73,12 @@ def test_context_now_is_what_a_move_since_the_last_model_call_left() -> None:
     from liminal.store.records import merge_thread
 
     thread = merge_thread(None, ThreadUpdate("t", 0.0, title="t", backing_ids=("t", "new-1")))
-    view = views.thread_view(thread, w.messages, (), head=None, summary_before=False, cut={}, **TERMS)
+    view = views.thread_view(thread, w.messages, (), head=None, summary_before=False, cut={}, terms=TERMS)
     assert view["points"][-1]["used"] == 150_000
     # The chart draws what the move left after the last call ("moved"): its line ends at 60k.
     assert view["context_now"] == {"used": 60_000, "size": 200_000, "moved": True}
     w.turn_of("p3", "ok", 61_000)  # the next model call's point is the context again
-    view = views.thread_view(thread, w.messages, (), head=None, summary_before=False, cut={}, **TERMS)
+    view = views.thread_view(thread, w.messages, (), head=None, summary_before=False, cut={}, terms=TERMS)
     assert view["context_now"] == {"used": 61_000, "size": 200_000, "moved": False}
 
 
@@ -172,18 +172,19 @@ def test_the_models_summaries_are_paid_on_liminals_side() -> None:
     from liminal.store.records import merge_thread
 
     thread = merge_thread(None, update)
-    without = views.thread_view(thread, writer.messages, (), head=None, summary_before=False, cut={}, **TERMS)
+    without = views.thread_view(thread, writer.messages, (), head=None, summary_before=False, cut={}, terms=TERMS)
     priced = [dataclasses.replace(m, data={**m.data, "cost": {**(m.data.get("cost") or {}), "summary": 9_000.0}})
               if m.kind == "swap" else m for m in writer.messages]
     first, second = (m["time"] for m in without["moves"] if m["move"] == "swap")
     made = [first - 5, second + 5]  # one for the first swap, none for the second, one since
-    view = views.thread_view(thread, priced, (), head=None, summary_before=False, cut={}, summaries=made, **TERMS)
+    view = views.thread_view(thread, priced, (), head=None, summary_before=False, cut={},
+                             terms=dataclasses.replace(TERMS, summaries=made))
     assert [m["summary"] for m in view["moves"] if m["move"] == "swap"] == [9_000.0, 9_000.0]
     saved, before = view["savings"], without["savings"]
     assert saved["summaries"] == 9_000 and before["summaries"] == 0
     assert saved["made"] == before["made"] + 9_000 and saved["saved"] == before["saved"] - 9_000
     both = views.thread_view(thread, priced, (), head=None, summary_before=False, cut={},
-                             summaries=[first - 5, first + 5], **TERMS)["savings"]
+                             terms=dataclasses.replace(TERMS, summaries=[first - 5, first + 5]))["savings"]
     assert both["summaries"] == 18_000
 
 
@@ -192,7 +193,7 @@ def test_a_cut_tool_output_carries_its_recall_keys() -> None:
     from liminal.store.records import merge_thread
 
     view = views.thread_view(merge_thread(None, update), writer.messages, (), head=None, summary_before=False,
-                             cut={"toolu_fact": ["KEY"]}, **TERMS)
+                             cut={"toolu_fact": ["KEY"]}, terms=TERMS)
     tools = [m for t in view["transcript"]["turns"] for m in t["messages"] if m["kind"] == "tool_call"]
     assert tools[0]["keys"] == ["KEY"] and tools[0]["more"] is True  # 42 lines: the head only
     assert all(not m["keys"] for m in tools[1:])
@@ -205,7 +206,7 @@ def test_a_long_transcript_is_sent_a_window_at_a_time() -> None:
     thread = merge_thread(None, update)
 
     def window(**kw: object) -> dict:
-        view = views.thread_view(thread, messages, (), head=None, summary_before=False, cut={}, **TERMS,
+        view = views.thread_view(thread, messages, (), head=None, summary_before=False, cut={}, terms=TERMS,
                                  window=views.Window(**kw))  # type: ignore[arg-type]
         assert view["turn_count"] == 200 and len(view["points"]) == 600  # the chart has them all
         return view["transcript"]

@@ -180,7 +180,7 @@ async def test_a_thread_this_liminal_began_moving_while_the_store_was_asked_is_n
     model.threads["T"] = ThreadState("T")
 
     def a_swap_begins() -> None:
-        model.threads["T"].swapping = True
+        model.threads["T"].swap.swapping = True
 
     port = await _opened(_Store("T", "X", "Y", meanwhile=a_swap_begins), _Harness("T", "X"), model=model)
     assert port.backing_of("T") == "X"  # the mover binds it when it releases the thread

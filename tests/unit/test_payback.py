@@ -22,6 +22,7 @@ import pytest
 from liminal.config import GradientSettings, SwapSettings
 from liminal.kernel.journal import SwapJournal, SwapRecord
 from liminal.kernel.policy import CostPolicy, Pace, journal_moves, measure_payback
+from liminal.kernel.swapping.book import SwapBook
 from liminal.kernel.threads import ThreadModel, ThreadState
 
 LOW = {"high_tokens": 30_000, "target_tokens": 18_000}
@@ -151,6 +152,7 @@ class _Store:
 
 async def context_of(tmp_path: Path, swap: SwapSettings, records: list[SwapRecord], pace: Pace) -> str:
     from liminal.kernel.commands import CommandCenter
+    from liminal.kernel.commands.table import run_command
     from tests.support.fakeport import FakePort
 
     @contextlib.asynccontextmanager
@@ -161,12 +163,12 @@ async def context_of(tmp_path: Path, swap: SwapSettings, records: list[SwapRecor
     for record in records:
         journal.append(record)
     model = ThreadModel()
-    model.threads["t"] = ThreadState("t", context_tokens=26_000, pace=pace)
+    model.threads["t"] = ThreadState("t", context_tokens=26_000, swap=SwapBook(pace=pace))
     center = CommandCenter(model, SimpleNamespace(shared=None), journal,  # type: ignore[arg-type]
                            CostPolicy(swap, GradientSettings(), 167_000), harness=_NoFile(), open_store=open_store)
-    center._port = FakePort()
+    center.context.port = FakePort()
     try:
-        return await center._cmd_context("t", "")
+        return await run_command(center.context, "t", "context", "")
     finally:
         await center.aclose()
 

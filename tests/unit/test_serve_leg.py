@@ -35,36 +35,37 @@ def test_what_waits_for_a_slow_client_is_bounded_in_bytes_and_freed_when_it_leav
     when the client left. Now: paused past serve.queue_bytes, let go at a quarter of it, and at
     once when the socket is gone; what was queued leaves the server's budget."""
     from liminal.config import ServeSettings
-    from liminal.serve.leg import ByteBudget
+    from liminal.serve.waiting import ByteBudget
 
     async def scenario() -> None:
         budget = ByteBudget(1 << 30)
         leg = WebSocketClientLeg(None, settings=ServeSettings(queue_bytes=100_000), budget=budget)  # type: ignore[arg-type]
         flow: list[bool] = []
-        leg._on_flow = flow.append
+        leg.outbox.on_flow = flow.append
         line = b'{"jsonrpc":"2.0","method":"session/update","params":{"x":"' + b"y" * 30_000 + b'"}}\n'
         for _ in range(3):
             leg.write(line)
         assert flow == [] and budget.used == 3 * (len(line) - 1)
         leg.write(line)  # past 100,000 bytes
         assert flow == [True]
-        while leg._out_bytes > 25_000:  # the client takes them, one by one
-            leg._sent(len(leg._out.popleft()))
+        while leg.outbox.bytes > 25_000:  # the client takes them, one by one
+            leg.outbox.sent(len(leg.outbox.lines.popleft()))
         assert flow == [True, False]
         for _ in range(4):
             leg.write(line)
         assert flow == [True, False, True]
         leg._lost()  # the client vanished: nothing waits for it, the agent goes on
-        assert flow == [True, False, True, False] and not leg._out and budget.used == 0
+        assert flow == [True, False, True, False] and not leg.outbox.lines and budget.used == 0
         leg.write(line)  # and nothing more is queued for it
-        assert not leg._out and budget.used == 0
+        assert not leg.outbox.lines and budget.used == 0
 
     anyio.run(scenario)
 
 
 def test_what_waits_to_reach_the_agent_is_refused_past_its_bounds() -> None:
     from liminal.config import ServeSettings
-    from liminal.serve.leg import FULL_CODE, ByteBudget
+    from liminal.serve.leg import FULL_CODE
+    from liminal.serve.waiting import ByteBudget
 
     async def scenario() -> None:
         budget = ByteBudget(3_000_000)
@@ -80,8 +81,8 @@ def test_what_waits_to_reach_the_agent_is_refused_past_its_bounds() -> None:
         three._take_in(b'{"jsonrpc":"2.0","id":5,"method":"_echo","params":{}}')  # a small one: room
         cancel = b'{"jsonrpc":"2.0","method":"session/cancel","params":{}}'
         one._take_in(cancel)  # behind its large message, a small one still has room
-        assert [len(leg._inbound) for leg in (one, two, three)] == [2, 1, 1]
-        refused = [orjson.loads(line) for leg in (one, three) for line in leg._out]
+        assert [len(leg.inbox.messages) for leg in (one, two, three)] == [2, 1, 1]
+        refused = [orjson.loads(line) for leg in (one, three) for line in leg.outbox.lines]
         assert [(r["id"], r["error"]["code"]) for r in refused] == [(2, FULL_CODE), (4, FULL_CODE)]
         assert "serve.max_message_bytes" in refused[0]["error"]["message"]
         assert "serve.buffer_bytes" in refused[1]["error"]["message"]

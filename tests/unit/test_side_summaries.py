@@ -474,6 +474,7 @@ async def test_rebuild_writes_the_state_anchor_now_from_the_whole_context(tmp_pa
 
 async def test_rebuild_says_why_not_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import liminal.kernel.summaries as module
+    from liminal.kernel import sidesession
 
     cases = {"no text": await rebuilt(tmp_path / "a", lambda p: ""),
              "no turns": await rebuilt(tmp_path / "b", lambda p: STATE, turns=False),
@@ -487,7 +488,7 @@ async def test_rebuild_says_why_not_in_one_line(tmp_path: Path, monkeypatch: pyt
 
     # The agent never answers: bounded, said, and the side session closed all the same.
     monkeypatch.setattr(module, "REBUILD_SECONDS", 0.5)
-    monkeypatch.setattr(module, "CLOSE_SECONDS", 0.5)
+    monkeypatch.setattr(sidesession, "CLOSE_SECONDS", 0.5)
     asked: list[tuple[str, dict[str, Any]]] = []
     summaries, port, harness = await made(tmp_path / "d", asked, context=1_000)
     port.answer = None  # the side session opens; its prompt is never answered

@@ -144,6 +144,6 @@ def test_codex_keeps_no_file_beside_a_rollout(tmp_path: Path) -> None:
 def test_the_harness_choice_asks_every_cli_for_a_preview(tmp_path: Path) -> None:
     env = {"CLAUDE_CONFIG_DIR": str(tmp_path / "claude"), "CODEX_HOME": str(tmp_path / "codex")}
     choice = HarnessChoice(known_harnesses(GradientSettings(), env), forced="codex")
-    assert choice.previews(preview(tmp_path / "claude", "x.txt").encode()) == \
+    assert choice.harness.previews(preview(tmp_path / "claude", "x.txt").encode()) == \
         Beside(SID, "tool-results/x.txt")
-    assert choice.beside_in(tool_result_line(preview(tmp_path, "x.txt"))) == ()  # Codex's lines
+    assert choice.harness.beside_in(tool_result_line(preview(tmp_path, "x.txt"))) == ()  # Codex's lines

@@ -15,6 +15,7 @@ from liminal.config import ConfigError, GradientSettings, load
 from liminal.gradient.recall import RecallKey
 from liminal.gradient.zone import ZONE_INTRO, Candidate, block, is_zone, select, terms, tokens
 from liminal.harness.claude import cuts
+from liminal.harness.claude.gradient.render import Preamble
 from liminal.harness.claude.gradient.rewrite import rewrite_session
 from liminal.harness.claude.recall import resolve
 from liminal.harness.codex import gradient
@@ -92,7 +93,7 @@ SETTINGS = GradientSettings(target_tokens=12_000, recent_tokens=1_500, middle_to
 
 def test_a_claude_rewrite_places_the_zone_before_the_recent_band(tmp_path: Path) -> None:
     src = claude_session(tmp_path)
-    result = rewrite_session(src, 0, NEW, settings=SETTINGS, memos=[OTHER, MEMO])
+    result = rewrite_session(src, 0, NEW, settings=SETTINGS, preamble=Preamble(memos=[OTHER, MEMO]))
     keys = [p.key for p in result.zone]
     assert keys[0] == "memo-1" and "memo-2" not in keys
     passage = next(p for p in result.zone if p.kind == "passage")
@@ -116,7 +117,7 @@ def test_a_claude_rewrite_places_the_zone_before_the_recent_band(tmp_path: Path)
     assert first_recent["uuid"] in started and zone["uuid"] not in started
     assert result.as_json()["zone"][0]["key"] == "memo-1"  # type: ignore[index]
     # The next rewrite chooses again and keeps no copy of this one.
-    again = rewrite_session(result.path, 0, NEWER, settings=SETTINGS, memos=[MEMO])
+    again = rewrite_session(result.path, 0, NEWER, settings=SETTINGS, preamble=Preamble(memos=[MEMO]))
     texts = [json.dumps(r) for r in read_lines(again.path)]
     assert sum(ZONE_INTRO[:30] in t for t in texts) == 1
 
@@ -142,11 +143,11 @@ def test_what_claude_code_adds_itself_is_no_query(tmp_path: Path) -> None:
 
 def test_no_zone_when_off_or_when_nothing_matches(tmp_path: Path) -> None:
     src = claude_session(tmp_path)
-    off = rewrite_session(src, 0, NEW, settings=replace(SETTINGS, zone_tokens=0), memos=[MEMO])
+    off = rewrite_session(src, 0, NEW, settings=replace(SETTINGS, zone_tokens=0), preamble=Preamble(memos=[MEMO]))
     assert off.zone == () and ZONE_INTRO[:30].encode() not in off.path.read_bytes()
     quiet = tmp_path / "quiet"
     src = claude_session(quiet, port_talk=False)
-    none = rewrite_session(src, 0, NEW, settings=SETTINGS, memos=[MEMO])
+    none = rewrite_session(src, 0, NEW, settings=SETTINGS, preamble=Preamble(memos=[MEMO]))
     assert all(p.key != "memo-1" for p in none.zone)
 
 
@@ -154,12 +155,12 @@ def test_under_a_target_the_zone_fits_under_it_too(tmp_path: Path) -> None:
     src = claude_session(tmp_path)
     for target in (3_000, 6_000, 10_000):
         done = rewrite_session(src, None, NEW, settings=replace(SETTINGS, target_tokens=target),
-                               memos=[MEMO], dry_run=True)
+                               preamble=Preamble(memos=[MEMO]), dry_run=True)
         # Room is made for it under the target: the bands give way, the target holds.
         assert done.zone and done.tokens_after <= target
     # A target the whole session fits under compresses nothing: no zone.
     whole = rewrite_session(src, None, NEW, settings=replace(SETTINGS, target_tokens=60_000),
-                            memos=[MEMO], dry_run=True)
+                            preamble=Preamble(memos=[MEMO]), dry_run=True)
     assert whole.turns["recent"] == 13 and not whole.zone
 
 

@@ -36,6 +36,7 @@ from liminal.config import GradientSettings
 from liminal.harness.base import Turns
 from liminal.harness.claude.conversation import ConversationError, build
 from liminal.harness.claude.gradient.plan import context_attachments
+from liminal.harness.claude.gradient.render import Preamble
 from liminal.harness.claude.gradient.rewrite import prepare
 from liminal.harness.claude.gradient.validate import validate
 from liminal.harness.claude.paths import locate
@@ -278,7 +279,7 @@ def write_cut(parts: Sequence[tuple[Path, int, int | None]], target: Path, new_i
             data = _with_context(data, parts, Path(folder))
         source = _scratch(Path(folder), data)
         prepared = prepare(source, UNLIMITED, new_id=new_id, settings=settings, env=env,
-                           scratchpad=scratchpad)
+                           preamble=Preamble(scratchpad=scratchpad))
         # The header names where the records came from, not the scratch file they were read from:
         # other tools (and a later rewrite) read it.
         note = orjson.loads(prepared.rendered.lines[0])

@@ -1,4 +1,4 @@
-"""Claude Code sessions as the swap manager sees them (``liminal.kernel.swap.SessionHarness``).
+"""Claude Code sessions as the kernel sees them (``liminal.harness.base.SessionHarness``).
 
 Finding the file, reading its context size, knowing when a turn is on disk, and rewriting it
 with the gradient: each the thin end of a module that does the real work.
@@ -22,7 +22,7 @@ from liminal.gradient.summarize import Summarizer, TurnDigest
 from liminal.gradient.zone import Candidate
 from liminal.harness.base import Beside, Rewritten, Turns
 from liminal.harness.claude import cuts, history, tail, toolresults
-from liminal.harness.claude.gradient import prepare, rewrite_session
+from liminal.harness.claude.gradient import Preamble, prepare, rewrite_session
 from liminal.harness.claude.gradient.validate import validate
 from liminal.harness.claude.paths import (
     SessionNotFound,
@@ -41,7 +41,7 @@ class ClaudeSessions:
     # and a buffer (13k); a thread held below that never meets the CLI's compaction.
     compact_reserve = 33_000
     ceiling_tokens = 200_000 - compact_reserve
-    # A side session's own prompt (issue 24), measured with the rig on Claude Code 2.1.316
+    # A side session's own prompt (``liminal.kernel.summaries``), measured with the rig on Claude Code 2.1.316
     # (claude-agent-acp 0.100; docs/gradient.md): the Agent SDK's system prompt without tools and
     # its context messages (2.0k tokens), and the title request it makes for a new session (1.2k).
     side_session_tokens = 3_200
@@ -87,7 +87,7 @@ class ClaudeSessions:
         if faults.value("swap.corrupt_rewrite"):
             self._corrupt_rewrite(path, target_tokens)
         result = rewrite_session(path, target_tokens, new_id, settings=self.settings.with_recent(recent_tokens),
-                                 env=self.env, memos=memos, summarizer=summarizer, scratchpad=scratchpad)
+                                 env=self.env, preamble=Preamble(summarizer, memos, scratchpad))
         return Rewritten(result.new_session_id, result.path, result.tokens_before, result.tokens_after,
                          result.path.stat().st_size, result.zone)
 

@@ -30,7 +30,7 @@ TEXT_HEAD_CHARS = 400
 IMAGE_CHARS = 6000  # an image costs about 1.5k tokens whatever its base64 length
 
 # What Claude Code writes as a user line when a turn is cancelled: "[Request interrupted by
-# user]", or "... by user for tool use]" while a tool ran (2.1.44, seen 2026-11-25).
+# user]", or "... by user for tool use]" while a tool ran (Claude Code 2.1.44).
 INTERRUPTED = "[Request interrupted by user"
 
 CONVERSATION_TYPES = frozenset({"user", "assistant", "system", "attachment", "progress"})

@@ -6,6 +6,7 @@ new session or raises with nothing written; ``prepare(...)`` does all but the wr
 marker names comes back through ``liminal.harness.claude.recall``.
 """
 
+from liminal.harness.claude.gradient.render import Preamble
 from liminal.harness.claude.gradient.rewrite import (
     Prepared,
     RewriteResult,
@@ -15,4 +16,4 @@ from liminal.harness.claude.gradient.rewrite import (
 from liminal.harness.claude.gradient.validate import ValidationError
 from liminal.sessionfiles import RewriteError
 
-__all__ = ["Prepared", "RewriteError", "RewriteResult", "ValidationError", "prepare", "rewrite_session"]
+__all__ = ["Preamble", "Prepared", "RewriteError", "RewriteResult", "ValidationError", "prepare", "rewrite_session"]

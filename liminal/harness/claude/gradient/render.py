@@ -11,7 +11,7 @@ order, hangs off the one before it, so the pure parent walk from the leaf sees a
 from __future__ import annotations
 
 import uuid as uuidlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ from liminal.gradient.summarize import (
     split_scratchpad,
     with_scratchpad,
 )
+from liminal.gradient.zone import Candidate
 from liminal.harness.claude.conversation import Conversation
 from liminal.harness.claude.gradient.plan import Edit, Plan
 from liminal.harness.claude.gradient.zone import is_zone_record
@@ -31,6 +32,20 @@ from liminal.harness.claude.gradient.zone import record as zone_record
 from liminal.harness.claude.records import Record, dumps, loads
 
 _LIMINAL_NS = uuidlib.UUID("5f0c8a52-2d0e-4b8e-9d35-6c1b8a0f7e11")
+
+
+@dataclass(frozen=True, slots=True)
+class Preamble:
+    """What a rewrite's preamble is made of besides the file: the summarizer of the turns it
+    consolidates (None: the extractive one), the candidates for the dynamic zone (``memos``), and
+    the thread's scratchpad at its head (None: the one an earlier preamble holds)."""
+
+    summarizer: Summarizer | None = None
+    memos: Sequence[Candidate] = ()
+    scratchpad: str | None = None
+
+
+NO_PREAMBLE = Preamble()
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,14 +178,15 @@ def render(
     new_id: str,
     settings: GradientSettings,
     *,
-    summarizer: Summarizer | None = None,
+    preamble: Preamble = NO_PREAMBLE,
     previous_summary: str | None = None,
     progress: Callable[[int, int], None] | None = None,
     zone: str = "",
-    scratchpad: str | None = None,
 ) -> Rendered:
-    """``scratchpad``: the thread's, at the head of the preamble written (None: the one the
-    earlier preamble had), and in place of the one an earlier preamble that stays holds."""
+    """``preamble.scratchpad``: the thread's, at the head of the preamble written (None: the one
+    the earlier preamble had), and in place of the one an earlier preamble that stays holds;
+    ``zone``: the dynamic zone chosen from ``preamble.memos``, as written."""
+    summarizer, scratchpad = preamble.summarizer, preamble.scratchpad
     session = conversation.session
     wanted = [i.record for i in plan.items if i.record is not None]
     raw = session.raw(wanted)

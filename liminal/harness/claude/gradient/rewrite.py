@@ -11,7 +11,7 @@ from __future__ import annotations
 import gc
 import time
 import uuid as uuidlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,11 +19,11 @@ from pathlib import Path
 from liminal import __version__
 from liminal.config import GradientSettings
 from liminal.gradient.bands import Band
-from liminal.gradient.summarize import PREAMBLE_INTRO, Summarizer, scratchpad_chars
-from liminal.gradient.zone import Candidate, Placed, block
+from liminal.gradient.summarize import PREAMBLE_INTRO, scratchpad_chars
+from liminal.gradient.zone import Placed, block
 from liminal.harness.claude.conversation import Conversation, build
 from liminal.harness.claude.gradient.plan import Plan
-from liminal.harness.claude.gradient.render import Rendered, render
+from liminal.harness.claude.gradient.render import NO_PREAMBLE, Preamble, Rendered, render
 from liminal.harness.claude.gradient.validate import validate, validate_note
 from liminal.harness.claude.gradient.zone import planned
 from liminal.harness.claude.paths import SessionLocation, locate
@@ -107,22 +107,18 @@ def prepare(
     *,
     new_id: str | None = None,
     settings: GradientSettings | None = None,
-    summarizer: Summarizer | None = None,
+    preamble: Preamble = NO_PREAMBLE,
     progress: Progress | None = None,
     env: Mapping[str, str] | None = None,
-    memos: Sequence[Candidate] = (),
-    scratchpad: str | None = None,
 ) -> Prepared:
-    """``scratchpad``: the thread's, at the head of the preamble (``render``); None: the one an
-    earlier preamble holds."""
+    """``preamble``: what the preamble is made of besides the file (``render``)."""
     started = time.perf_counter()
     # Indexing builds tens of thousands of small acyclic objects; the cycle collector would
     # walk them again and again for nothing (about 15% of the time on a 40 MB session).
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _prepare(source, target_tokens, new_id, settings, summarizer, progress, env, started,
-                        memos, scratchpad)
+        return _prepare(source, target_tokens, new_id, settings, preamble, progress, env, started)
     finally:
         if collecting:
             gc.enable()
@@ -133,12 +129,10 @@ def _prepare(
     target_tokens: int | None,
     new_id: str | None,
     settings: GradientSettings | None,
-    summarizer: Summarizer | None,
+    preamble: Preamble,
     progress: Progress | None,
     env: Mapping[str, str] | None,
     started: float,
-    memos: Sequence[Candidate] = (),
-    scratchpad: str | None = None,
 ) -> Prepared:
     settings = settings or GradientSettings()
     location = source if isinstance(source, SessionLocation) else locate(source, env=env)
@@ -152,17 +146,17 @@ def _prepare(
     )
     conversation = build(session)
     previous = _previous_summary(conversation)
-    plan, zone = planned(conversation, settings, target_tokens, memos, scratchpad_chars(scratchpad, previous))
+    plan, zone = planned(conversation, settings, target_tokens, preamble.memos,
+                         scratchpad_chars(preamble.scratchpad, previous))
     rendered = render(
         conversation,
         plan,
         new_id,
         settings,
-        summarizer=summarizer,
+        preamble=preamble,
         previous_summary=previous if plan.consolidate_head else None,
         progress=None if progress is None else lambda d, t: progress("write", d, t),
         zone=block(zone),
-        scratchpad=scratchpad,
     )
     old_ids = sorted({r.session_id for r in session.records if r.session_id})
     checked = validate(
@@ -222,12 +216,10 @@ def rewrite_session(
     new_id: str | None = None,
     *,
     settings: GradientSettings | None = None,
-    summarizer: Summarizer | None = None,
+    preamble: Preamble = NO_PREAMBLE,
     dry_run: bool = False,
     progress: Progress | None = None,
     env: Mapping[str, str] | None = None,
-    memos: Sequence[Candidate] = (),
-    scratchpad: str | None = None,
 ) -> RewriteResult:
     """Plan, validate and write a compressed copy of a session; raise on any failure.
 
@@ -239,11 +231,9 @@ def rewrite_session(
         target_tokens,
         new_id=new_id,
         settings=settings,
-        summarizer=summarizer,
+        preamble=preamble,
         progress=progress,
         env=env,
-        memos=memos,
-        scratchpad=scratchpad,
     )
     result = prepared.result
     if dry_run:

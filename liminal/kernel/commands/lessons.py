@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from liminal.lookup import lessons
+from liminal.kernel.commands.shared import CommandContext, CommandError
+from liminal.lookup import lessons as learned
 from liminal.units import plural
 
 if TYPE_CHECKING:
@@ -21,27 +22,27 @@ SHOWN = 30  # lessons a listing shows at most
 USAGE = "/lessons [--all], /lessons confirm KEY, /lessons forget KEY"
 
 
-class Refused(ValueError):
-    """Said as the command's answer; nothing changed."""
+async def lessons(c: CommandContext, thread: str, args: str) -> str:
+    return await answer(await c.store(), args, c.cwd(thread))
 
 
 async def answer(store: Store, args: str, cwd: str | None) -> str:
     words = args.split()
     if words and words[0] in ("confirm", "forget"):
-        if len(words) != 2 or not lessons.is_key(words[1]):
-            raise Refused(f"/lessons {words[0]} KEY, a key as /lessons lists it (lesson:0123456789)")
-        done = await (lessons.confirm if words[0] == "confirm" else lessons.forget)(store, words[1])
+        if len(words) != 2 or not learned.is_key(words[1]):
+            raise CommandError(f"/lessons {words[0]} KEY, a key as /lessons lists it (lesson:0123456789)")
+        done = await (learned.confirm if words[0] == "confirm" else learned.forget)(store, words[1])
         if done is None:
-            raise Refused(f"{words[1]}: no such lesson (forgotten, or its conversations were deleted)")
+            raise CommandError(f"{words[1]}: no such lesson (forgotten, or its conversations were deleted)")
         if words[0] == "confirm":
             return (f"Lesson {done.key} confirmed: it weighs more when liminal places memory from other "
                     f"conversations.\n{done.text}")
         return (f"Lesson {done.key} forgotten: its words are gone from "
                 f"{plural(len(done.threads), 'conversation')}; no swap places it again.")
     if words not in ([], ["--all"]):
-        raise Refused(USAGE)
+        raise CommandError(USAGE)
     in_folder = not words and bool(cwd)  # --all: every folder
-    found_all = await lessons.every(store)
+    found_all = await learned.every(store)
     threads = {}
     for found in found_all:
         for part in found.parts:
@@ -65,7 +66,7 @@ async def answer(store: Store, args: str, cwd: str | None) -> str:
             known = threads.get(thread)
             named.append(f'"{(known.title if known else "") or thread[:8]}"')
         out.append(f"- {found.key}{mark} {found.sort}: {found.text}")
-        out.append(f"    from {', '.join(named)}, {lessons.when(found.time)}")
+        out.append(f"    from {', '.join(named)}, {learned.when(found.time)}")
     if len(here) > SHOWN:
         out.append(f"({len(here) - SHOWN} older not shown)")
     return "\n".join(out)
