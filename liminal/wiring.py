@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from liminal.config import Settings
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Awaitable, Callable, Sequence
 
     from liminal.gradient.summarize import Summarizer
     from liminal.ingest.shared import SharedWorker
@@ -25,9 +25,11 @@ if TYPE_CHECKING:
 
 
 def components(settings: Settings, config_file: Path | None = None,
-               argv: list[str] | None = None) -> list[Component]:
+               argv: list[str] | None = None,
+               take_thread: Callable[[str], Awaitable[bool]] | None = None) -> list[Component]:
     """The components that hang off the proxy, as the settings ask; ``argv``, the agent's
-    command, helps choose its harness. Each gets its collaborators in its constructor; two
+    command, helps choose its harness; ``take_thread``, the lock of each thread a client opens
+    (``Locking.take``). Each gets its collaborators in its constructor; two
     pairs call each other at run time, and there the one built first reaches the other through
     a closure (the swap manager the summaries, the scratchpad the command center)."""
     from liminal.harness.base import HarnessChoice
@@ -58,9 +60,11 @@ def components(settings: Settings, config_file: Path | None = None,
     # worker has not yet: a `/memo` may be the first words to a new install.
     opener = (lambda: open_store(settings, create=True)) if settings.store.index else None
     shared = None
-    if opener is not None and settings.store.url.startswith(("mongodb://", "mongodb+srv://")):
-        # A store several sidecars share: where a thread is, is its word (docs/architecture.md,
-        # "Where a thread is"); a claim older than a lease's life is a dead sidecar's.
+    if opener is not None:
+        # Any store may be shared by several sidecars (MongoDB across machines, one SQLite file
+        # by two homes): where a thread is, is its word, and a move commits only from the
+        # session the store has the thread on (docs/architecture.md, "Where a thread is"); a
+        # claim older than a lease's life is a dead sidecar's.
         from liminal.ingest import quarantine
         from liminal.kernel.storejournal import StoreJournal
 
@@ -103,7 +107,8 @@ def components(settings: Settings, config_file: Path | None = None,
 
     recalibrator = Recalibrator(swaps.model, swaps.policy, journal, harness)
     # liminal's slash commands (/mark, /clear, /fork, /undo ...): answered by liminal.
-    aids = CommandAids(preamble, home=settings.home, recalibrated=recalibrator.settled)
+    aids = CommandAids(preamble, home=settings.home, recalibrated=recalibrator.settled,
+                       take_thread=take_thread)
     if summaries is not None:
         aids = replace(aids, anchor_of=summaries.anchor, rebuild_anchor=summaries.rebuild,
                        side_root=side_root(settings.home))
@@ -155,18 +160,31 @@ class Served:
     index_worker: SharedWorker | None = None
 
 
+@dataclass(frozen=True)
+class Locking:
+    """What ``liminal acp`` gives its proxy to hold each thread it opens, as ``liminal serve``
+    holds a connection's (``liminal.commands.acp.thread_locks``): ``take`` takes a thread's lock
+    (False: another live liminal has it open), the command center's to call; ``release``, the
+    component that lets them go, put first among the proxy's components so that it closes
+    before the index worker drains."""
+
+    take: Callable[[str], Awaitable[bool]]
+    release: Sequence[Component] = ()
+
+
 async def run_proxy(argv: list[str], settings: Settings, config_file: Path | None = None,
-                    served: Served | None = None) -> int:
+                    served: Served | None = None, locking: Locking | None = None) -> int:
     """One proxy with its components in front of one agent process, until the client leaves or
-    the agent dies: ``liminal acp`` on stdio, and ``liminal serve`` per WebSocket connection
-    (``served``)."""
+    the agent dies: ``liminal acp`` on stdio (``locking``: its thread locks), and ``liminal
+    serve`` per WebSocket connection (``served``; the server locks a connection's threads)."""
     from liminal.proxy import Proxy
 
-    extra = components(settings, config_file, argv)
+    extra = components(settings, config_file, argv, None if locking is None else locking.take)
     options: dict[str, Any] = {} if served is None else {
         "client": served.client, "connection_id": served.connection_id, "watch_signals": False,
         "restart_agent": True}
-    leading = served.leading if served is not None else ()
+    leading = [*(served.leading if served is not None else ()),
+               *(locking.release if locking is not None else ())]
     index_worker = served.index_worker if served is not None else None
 
     def made(proxy: Proxy) -> Proxy:

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from liminal.config import Settings
+
+if TYPE_CHECKING:
+    from liminal.wiring import Locking
 
 HELP = "run as an ACP agent: spawn AGENT_COMMAND and proxy every frame"
 
@@ -73,4 +76,33 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             "waiting for an ACP client on stdin: an editor starts liminal acp and speaks to it "
             "(to try it without one: README, \"Try it without an editor\"); Ctrl-D ends")
     config_file = getattr(args, "config", None)
-    return anyio.run(run_proxy, argv, settings, config_file, backend="asyncio")
+    return anyio.run(run_proxy, argv, settings, config_file, None, thread_locks(settings),
+                     backend="asyncio")
+
+
+def thread_locks(settings: Settings) -> Locking | None:
+    """One live sidecar per thread among those on one store: the command center takes the lock
+    of each thread a client opens or makes, and a load of a thread another live liminal has open
+    is refused, saying so (docs/operations.md, "Two sidecars, one thread"). The lock is
+    ``liminal serve``'s (``liminal.serve.locks``): a file lock where every sidecar on the store
+    finds it (the home, or beside a SQLite file the home does not hold) and, with a Redis
+    ``cache.url``, a Redis lock (sidecars on several machines). Released as the proxy closes,
+    ahead of its index worker. None without a store (nothing another sidecar could share)."""
+    import contextlib
+
+    from liminal.serve.locks import LockRelease, ThreadLocks
+    from liminal.store.base import sqlite_path
+    from liminal.store.cache import redis_url_of
+    from liminal.wiring import Locking
+
+    if not settings.store.index:
+        return None
+    folder = settings.home
+    if not settings.store.url.startswith(("mongodb://", "mongodb+srv://")):
+        shared = sqlite_path(settings)
+        if shared.parent != settings.home:  # homes that share the file find its locks beside it
+            folder = shared.with_name(shared.name + ".threads")
+            with contextlib.suppress(OSError):  # else taking a lock says why
+                folder.mkdir(mode=0o700, exist_ok=True)
+    locks = ThreadLocks(folder, redis_url_of(settings.cache.url))
+    return Locking(locks.try_take, [LockRelease(locks)])

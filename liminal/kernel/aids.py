@@ -6,7 +6,7 @@ constructor takes what it needs in one argument rather than one parameter per co
   thread's scratchpad, the dynamic zone's candidates, and (a swap's) the model's summaries;
 - ``CommandAids``: what the command center reads from the rest: its moves' ``Preamble``, the
   summaries' state anchor and its rebuild, where side sessions work, ``$LIMINAL_HOME``, the
-  recalibration to wait for.
+  recalibration to wait for, the lock of a thread a client opens.
 """
 
 from __future__ import annotations
@@ -62,3 +62,7 @@ class CommandAids:
     home: Path | None = None
     # Until what a new liminal learns again of an opened thread's pace is in (``Recalibrator``).
     recalibrated: Callable[[str], Awaitable[None]] | None = None
+    # Take a thread's lock for as long as this liminal runs (``liminal acp``'s, from
+    # ``liminal.commands.acp.thread_locks``); False: another live liminal has it open. None:
+    # no locks here (no store, or ``liminal serve``, which locks a connection's threads itself).
+    take_thread: Callable[[str], Awaitable[bool]] | None = None

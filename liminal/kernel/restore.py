@@ -38,9 +38,12 @@ sessions of the thread need no file: recall reads their lines from the store.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+import anyio
 import anyio.from_thread
 import anyio.to_thread
 
@@ -73,7 +76,7 @@ def _params(message: dict[str, Any]) -> dict[str, Any]:
     return params if isinstance(params, dict) else {}
 
 
-def _cwd(message: dict[str, Any]) -> str | None:
+def cwd_of(message: dict[str, Any]) -> str | None:
     cwd = _params(message).get("cwd")
     return cwd if isinstance(cwd, str) else None
 
@@ -83,7 +86,7 @@ def file_missing(port: ThreadView | None, harness: SessionFiles, thread: str | N
     """The session the thread is on has no file on this machine."""
     if thread is None or port is None:
         return False
-    return harness.locate(port.backing_of(thread), _cwd(message)) is None
+    return harness.locate(port.backing_of(thread), cwd_of(message)) is None
 
 
 async def stored_whole(store: Store | None, backing: str) -> bool:
@@ -136,6 +139,47 @@ async def write_session(store: Store, harness: Restoring, backing: str,
     return None
 
 
+CATCH_UP_SECONDS = 10.0  # a load waits this long for the store's lines of an older file here
+
+
+async def catch_up(store: Store, harness: SessionFiles, backing: str, cwd: str | None) -> str | None:
+    """Bring ``backing``'s file here up to the store's: another sidecar on the store went on on
+    this session since this machine last had it (the thread was open there, and nothing moved
+    it), so the file here lacks its turns, and a load of it would open the thread without them
+    (and this machine's next turn would be written where the store has the other's). The store's
+    further lines are appended when the file here is the start of the store's; None when done or
+    nothing was to do, else why not (the store down or slow, the file here not the start of the
+    store's: left as it is, said)."""
+    path = harness.locate(backing, cwd)
+    if path is None:
+        return None
+    with anyio.move_on_after(CATCH_UP_SECONDS):
+        try:
+            if await store.session_file_end(backing) <= path.stat().st_size:
+                return None  # nothing newer in the store (the index may lag this machine's own)
+            lines = await stored_lines(store, backing)
+        except Exception as exc:
+            return f"the store could not be read: {type(exc).__name__}: {exc}"
+        whole = b"".join(line + b"\n" for line in lines)
+        return await anyio.to_thread.run_sync(_append_rest, path, whole)
+    return f"the store did not answer within {CATCH_UP_SECONDS:g} s"
+
+
+def _append_rest(path: Path, whole: bytes) -> str | None:
+    with path.open("r+b") as f:
+        here = f.read()
+        if len(here) >= len(whole):
+            return None
+        if not whole.startswith(here):
+            return "the file here is not the start of the store's: left as it is"
+        f.write(whole[len(here):])
+        f.flush()
+        os.fsync(f.fileno())
+    logger.info("session file brought up to the store's (another sidecar went on on it)",
+                session=path.stem, path=str(path), added=len(whole) - len(here))
+    return None
+
+
 async def write_from_store(store: Store, harness: Restoring, thread: str, backing: str,
                            cwd: str | None) -> str | None:
     """Write ``backing``'s file from the store; None when written, else why not."""
@@ -160,7 +204,7 @@ async def restore(port: Conversation, mover: ThreadMover, harness: Restoring, st
     thread = request.thread_id or ""
     params = _params(request.message)
     backing = port.backing_of(thread)
-    cwd = _cwd(request.message)
+    cwd = cwd_of(request.message)
     why = "no store" if store is None else await write_from_store(store, harness, thread, backing, cwd)
     if why is not None:
         logger.warning("session file not written from the store", thread=thread, session=backing,

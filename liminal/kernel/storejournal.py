@@ -1,8 +1,8 @@
-"""The swap journal in a store several sidecars share (MongoDB): where a thread is, for all.
+"""The swap journal in the store, which several sidecars may share (a MongoDB across machines,
+one SQLite file by several homes): where a thread is, for all.
 
-With SQLite (one sidecar, the default) the local journal (``liminal.kernel.journal``) is the
-authority and this is not used. With a shared store every move goes through it as well
-(``liminal.kernel.mover``):
+Without a store the local journal (``liminal.kernel.journal``) is the authority and this is not
+used. With one, every move goes through it as well (``liminal.kernel.mover``):
 
 1. **claim**: before anything is written, the thread's place in the store is marked as moving
    by this attempt (``MoveLog.claim``), and the ``begin`` record kept there. Refused when the
@@ -69,7 +69,7 @@ class StoreJournal:
 
     async def log(self) -> MoveLog:
         store = await self.store()
-        if store.moves is None:  # configured as MongoDB, opened as something else: a bug
+        if store.moves is None:  # a store that keeps no places (a read-only one): a bug here
             raise Refused("the store is not shared")
         return store.moves
 

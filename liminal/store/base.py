@@ -53,11 +53,12 @@ class Place(NamedTuple):
 
 
 class MoveLog(Protocol):
-    """Where threads are, in a store several sidecars share (MongoDB): the swap journal's
-    records and, per thread, its place. A move claims the thread (``claim``), and its commit is
-    the store's write (``commit``): a conditional update of the thread's one document, so of two
-    sidecars that moved one thread from one session, one commits and the other is refused.
-    SQLite is not shared (``Store.moves`` is None): the local journal is the authority there."""
+    """Where threads are, in a store several sidecars may share (MongoDB, ``mongomoves``; one
+    SQLite file, ``sqlitemoves``): the swap journal's records and, per thread, its place. A move
+    claims the thread (``claim``), and its commit is the store's write (``commit``): a
+    conditional update of the thread's one place, made only while the store has the thread on
+    the session the move leaves (a compare-and-set on the lineage's tip), so of two sidecars
+    that moved one thread from one session, one commits and the other is refused."""
 
     async def claim(self, thread_id: str, old: str, attempt: str, *, now: float,
                     stale_before: float) -> tuple[bool, str | None]:
@@ -98,8 +99,7 @@ class Store(Protocol):
     # "sqlite" or "mongodb"; and how search works here ("fts5", "like", "text-index").
     backend: str
     search_mode: str
-    # Where threads are, when the store is shared (MongoDB); None: it is not (SQLite), the swap
-    # journal in ``$LIMINAL_HOME`` is the authority.
+    # Where threads are (``MoveLog``): every sidecar on the store moves a thread through it.
     moves: MoveLog | None
 
     async def write(self, batch: Batch) -> None:

@@ -73,6 +73,8 @@ from liminal.store.records import (
     one_row_per_thread,
     summarised,
 )
+from liminal.store.sqlitemoves import SqliteMoves
+from liminal.store.sqlitemoves import forget as forget_moves
 
 T = TypeVar("T")
 SCHEMA_VERSION = 1
@@ -220,8 +222,6 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 class SqliteStore:
     backend = "sqlite"
-    # Not shared: the swap journal in $LIMINAL_HOME is the authority (``Store.moves``).
-    moves: MoveLog | None = None
 
     def __init__(self, path: Path, writer: sqlite3.Connection, reader: sqlite3.Connection,
                  fts: bool) -> None:
@@ -233,6 +233,9 @@ class SqliteStore:
         self.fts = fts
         self.search_mode = "fts5" if fts else "like"
         self._closed = False
+        # Where threads are: several sidecars may record into one file (``liminal.store.sqlitemoves``).
+        self.moves: MoveLog | None = SqliteMoves(
+            lambda fn: self._run(self._write_lock, self._writer, fn), self._read)
 
     @classmethod
     async def open(cls, path: Path, *, create: bool = True,
@@ -405,6 +408,7 @@ class SqliteStore:
                      (*backings, thread_id, DELETED)),
                 ):
                     gone += c.execute(sql, args).rowcount
+                gone += forget_moves(c, thread_id)  # where it was and its moves
                 c.execute("COMMIT")
             except BaseException:
                 _rollback(c)

@@ -1,6 +1,7 @@
-"""Where threads are, in a shared store (``liminal.store.mongomoves``), against a real server:
-a move claims the thread, its commit is the store's write, a claim of a sidecar that died is
-taken over, and SQLite says it is not shared."""
+"""Where threads are, in a store several sidecars share (``liminal.store.mongomoves`` against a
+real server, ``liminal.store.sqlitemoves``): a move claims the thread, its commit is the store's
+write, only from the session the store has the thread on (a compare-and-set on its tip), a claim
+of a sidecar that died is taken over; two sidecars claiming at once from one session, one wins."""
 
 from __future__ import annotations
 
@@ -25,26 +26,53 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture
-async def moves() -> AsyncIterator[MoveLog]:
-    async with fresh_database() as url:
-        store = await MongoStore.open(url)
+@pytest.fixture(params=["sqlite", pytest.param("mongodb", marks=needs_mongo)])
+async def moves(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MoveLog]:
+    if request.param == "sqlite":
+        store = await SqliteStore.open(tmp_path / "liminal.db")
         try:
             assert store.moves is not None
             yield store.moves
         finally:
             await store.aclose()
+        return
+    async with fresh_database() as url:
+        mongo = await MongoStore.open(url)
+        try:
+            assert mongo.moves is not None
+            yield mongo.moves
+        finally:
+            await mongo.aclose()
 
 
-async def test_sqlite_is_not_shared(tmp_path: Path) -> None:
-    store = await SqliteStore.open(tmp_path / "liminal.db")
+async def test_two_sidecars_claiming_one_sqlite_thread_at_once_one_wins(tmp_path: Path) -> None:
+    """Two sidecars' own connections to one file, each claiming the thread from its session at
+    the same moment: one claim is taken, the other refused, and only the winner commits."""
+    import anyio
+
+    stores = [await SqliteStore.open(tmp_path / "liminal.db") for _ in range(2)]
     try:
-        assert store.moves is None
+        logs = [s.moves for s in stores]
+        assert logs[0] is not None and logs[1] is not None
+        results: dict[str, tuple[bool, str | None]] = {}
+
+        async def claim(log: MoveLog, attempt: str) -> None:
+            results[attempt] = await log.claim(T, T, attempt, now=100.0, stale_before=0.0)
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(claim, logs[0], A)
+            tasks.start_soon(claim, logs[1], B)
+        won = [attempt for attempt, (taken, _) in results.items() if taken]
+        assert len(won) == 1, results
+        lost = B if won == [A] else A
+        assert not await (logs[1] if lost == B else logs[0]).commit(T, T, lost)
+        assert await (logs[0] if won == [A] else logs[1]).commit(T, T, won[0])
+        assert await logs[1].place(T) == Place(won[0], (won[0],), None, None)
     finally:
-        await store.aclose()
+        for store in stores:
+            await store.aclose()
 
 
-@needs_mongo
 async def test_a_commit_is_the_stores_write_and_a_second_move_from_the_same_session_is_refused(
         moves: MoveLog) -> None:
     assert await moves.place(T) is None
@@ -63,7 +91,6 @@ async def test_a_commit_is_the_stores_write_and_a_second_move_from_the_same_sess
     assert await moves.place(T) == Place(C, (A, C), None, None)
 
 
-@needs_mongo
 async def test_a_released_claim_leaves_the_thread_where_it_was(moves: MoveLog) -> None:
     assert (await moves.claim(T, T, A, now=100.0, stale_before=0.0))[0]
     assert await moves.release(T, A)
@@ -72,7 +99,6 @@ async def test_a_released_claim_leaves_the_thread_where_it_was(moves: MoveLog) -
     assert not await moves.release(T, A)
 
 
-@needs_mongo
 async def test_the_claim_of_a_sidecar_that_died_is_taken_over_and_its_commit_refused(
         moves: MoveLog) -> None:
     assert (await moves.claim(T, T, A, now=100.0, stale_before=0.0))[0]
@@ -84,7 +110,6 @@ async def test_the_claim_of_a_sidecar_that_died_is_taken_over_and_its_commit_ref
     assert await moves.place(T) == Place(B, (B,), None, None)
 
 
-@needs_mongo
 async def test_the_journal_records_are_kept_in_order_per_thread(moves: MoveLog) -> None:
     begin = {"thread_id": T, "old_backing_id": T, "new_backing_id": A, "outcome": "begin",
              "started_at": 100.0, "reason": "r"}

@@ -13,6 +13,7 @@ from liminal.errors import in_words
 from liminal.harness.base import SessionHarness
 from liminal.kernel import delete
 from liminal.kernel.aids import CommandAids
+from liminal.kernel.commands import opening
 from liminal.kernel.commands.shared import CommandContext, logger
 from liminal.kernel.commands.stores import CacheOpener, StoreOpener, Stores
 from liminal.kernel.commands.table import COMMANDS, METHODS, OFFERED, LocalMethod, run_slash
@@ -100,8 +101,11 @@ class CommandCenter(Component):
         return hook
 
     def result_hooks(self) -> list[tuple[tuple[str, ...], ResultHook]]:
-        # What liminal answers for the agent, in its capabilities (``liminal.kernel.delete``).
-        return [(("initialize",), lambda method, result: delete.advertise(result))]
+        # What liminal answers for the agent, in its capabilities (``liminal.kernel.delete``);
+        # the lock of a thread the client's ``session/new`` made (``opening.lock_new``).
+        context = self.context
+        return [(("initialize",), lambda method, result: delete.advertise(result)),
+                (("session/new",), lambda method, result: opening.lock_new(context, method, result))]
 
     def update_hooks(self) -> list[tuple[tuple[str, ...], UpdateHook]]:
         return [(("available_commands_update",), self._with_ours),

@@ -6,13 +6,21 @@ file of it here would open it silently on an older context):
   (``liminal.kernel.restore``), the session's file written if this machine has none;
 - the session without a file: the same, or reopened empty if liminal opened it empty and the
   store has none of it (``liminal.kernel.reopen``);
+- the session's file here older than the store's (another sidecar went on on it, nothing
+  moved): the file caught up from the store first (``restore.catch_up``);
 - else the load goes on to the agent as the client sent it (the router's rule 8 included).
+
+Before any of it, the thread's lock (``liminal acp``'s, ``held_elsewhere``): a thread another
+live liminal has open is refused, and one the client's ``session/new`` made is locked too.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
+from liminal.acp import jsonrpc
 from liminal.acp.router import LocalRequest
 from liminal.kernel import reopen, restore, whereabouts
 from liminal.kernel.commands.shared import CommandContext, logger
@@ -22,6 +30,13 @@ if TYPE_CHECKING:
     from liminal.store.base import Store
 
 METHODS = reopen.OPENS
+# A load waits this long for another liminal's lock of the thread: past a Redis lock's life
+# (``liminal.serve.locks.REDIS_TTL_MS``), so a lock a dead sidecar left does not refuse it.
+LOCK_WAIT_SECONDS = 35.0
+LOCK_RETRY_SECONDS = 0.5
+HELD_ELSEWHERE = ("this thread is open in another liminal on the same store (another editor or "
+                  "machine): close it there, then load it here; each would go on from its own "
+                  "copy of the conversation and lose the other's turns")
 
 
 def keeps(c: CommandContext, message: dict[str, Any], thread: str | None) -> bool:
@@ -42,6 +57,9 @@ async def answer(c: CommandContext, request: LocalRequest) -> None:
     thread = request.thread_id or ""
     store: Store | None = None
     later = None
+    if await held_elsewhere(c, thread):
+        port.answer_local(request.key, error=(jsonrpc.INTERNAL_ERROR, HELD_ELSEWHERE))
+        return
     abandon_dead(c, thread)
     if c.stores.configured:
         asked = await whereabouts.ask_store(c.store, thread, c.tasks)
@@ -59,12 +77,49 @@ async def answer(c: CommandContext, request: LocalRequest) -> None:
     # only without them is it reopened empty.
     empty = reopen.without_file(port, c.harness, c.journal, thread, request.message) \
         or await opened_empty_elsewhere(c, thread, request.message)
+    if later is None and not empty and store is not None:
+        # The thread where this liminal had it, its file here: another sidecar may have
+        # gone on on the same session since (``restore.catch_up``).
+        behind = await restore.catch_up(store, c.harness, port.backing_of(thread),
+                                        restore.cwd_of(request.message))
+        if behind is not None:
+            logger.warning("session file here not brought up to the store's", thread=thread,
+                           session=port.backing_of(thread), reason=behind)
     if empty and not await restore.stored_whole(store, port.backing_of(thread)):
         await reopen.reopen(port, c.mover, store, request)
     elif later is not None or restore.file_missing(port, c.harness, thread, request.message):
         await restore.restore(port, c.mover, c.harness, store, request)
     else:
         port.forward_local(request.key, request.method, reopen.params_of(request.message))
+
+
+async def held_elsewhere(c: CommandContext, thread: str) -> bool:
+    """Whether another live liminal has ``thread`` open (its lock, ``take_thread``), after
+    waiting up to ``LOCK_WAIT_SECONDS`` for it to let go; else the lock is this one's until
+    it stops. Two live sidecars on one thread would each go on from their own copy of its
+    session, and the turns of one would be missing from the other's (docs/operations.md,
+    "Two sidecars, one thread"). A lock that cannot be taken for another reason (its folder
+    not writable) is said and stops nothing."""
+    if c.take_thread is None or not thread:
+        return False
+    try:
+        with anyio.move_on_after(LOCK_WAIT_SECONDS):
+            while not await c.take_thread(thread):  # noqa: ASYNC110 (held in Redis: no event to wait on)
+                await anyio.sleep(LOCK_RETRY_SECONDS)
+            return False
+    except Exception as exc:
+        logger.warning("thread lock not taken", thread=thread, error=f"{type(exc).__name__}: {exc}")
+        return False
+    logger.warning("a thread another liminal has open refused", thread=thread)
+    return True
+
+
+def lock_new(c: CommandContext, method: str, result: dict[str, Any]) -> None:
+    """A thread the client's ``session/new`` made is locked as one it loads is
+    (``held_elsewhere``): the result hook of ``session/new``."""
+    thread = result.get("sessionId")
+    if c.take_thread is not None and isinstance(thread, str) and c.tasks is not None:
+        c.tasks.start_soon(held_elsewhere, c, thread)
 
 
 def moving_here(c: CommandContext, thread: str) -> bool:

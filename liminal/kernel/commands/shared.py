@@ -48,7 +48,7 @@ class CommandError(Exception):
 class CommandContext:
     """The collaborators the center is given, the port and task group it runs with, and what
     it reads from the other components (``aids``: the scratchpad, the zone, the summaries'
-    anchor, where side sessions work, the home, the recalibration)."""
+    anchor, where side sessions work, the home, the recalibration, the thread locks)."""
 
     def __init__(self, model: ThreadModel, mover: ThreadMover, journal: SwapJournal, policy: CostPolicy,
                  harness: SessionHarness, stores: Stores, aids: CommandAids) -> None:
@@ -76,6 +76,8 @@ class CommandContext:
         self.home: Path | None = aids.home
         # Until what a new liminal learns again of an opened thread's pace is in (``Recalibrator``).
         self.recalibrated: Callable[[str], Awaitable[None]] | None = aids.recalibrated
+        # The lock of a thread a client opens or makes (``opening.held_elsewhere``); None: no locks.
+        self.take_thread: Callable[[str], Awaitable[bool]] | None = aids.take_thread
         # Threads deleted here: hidden from ``session/list`` while a CLI may write a file of
         # theirs again, and swept once more when liminal stops (``liminal.kernel.delete``).
         self.deleted: list[delete.Deleted] = []
