@@ -50,7 +50,7 @@ The rules:
    reaches the client with liminal's (``liminal.acp.message_ids``: the store's id of the
    message, the same in a replay from the store); one it sends with its own keeps it. liminal's
    own chunks get one the same way, and the answer to a ``session/prompt`` carries
-   ``userMessageId``, the id of the prompt's user message. The taps get what the agent sent.
+   ``_meta.userMessageId``, the id of the prompt's user message. The taps get what the agent sent.
 11. **Side sessions.** A session a ``private`` own request creates (liminal's summaries,
    ``liminal.acp.side_sessions``) is liminal's alone: none of its frames reaches the client or
    the taps; its notifications are kept for liminal (``take_side``), its requests answered here,
@@ -77,7 +77,7 @@ from typing import Any
 
 import orjson
 
-from liminal.acp import jsonrpc
+from liminal.acp import jsonrpc, message_ids
 from liminal.acp.events import (
     UPDATE_KIND_AT,
     UPDATE_PREFIX,
@@ -251,8 +251,8 @@ class Router:
         if error is not None:
             line = jsonrpc.error_frame(id_json, error[0], error[1])
         else:
-            if pending.message_id is not None and isinstance(result, dict) and "userMessageId" not in result:
-                result = {**result, "userMessageId": pending.message_id}
+            if pending.message_id is not None and isinstance(result, dict) and message_ids.user_message_id_of(result) is None:
+                result = message_ids.with_user_message_id_in(result, pending.message_id)
             line = jsonrpc.result_frame(id_json, orjson.dumps(result if result is not None else {}))
         when = self._now if now is None else now
         self._answer_from_liminal(key, line, when, pending.method, pending.thread_id)
@@ -804,7 +804,7 @@ class Router:
                     rpc_id, (str, int)) else jsonrpc.result_frame(id_json, orjson.dumps(amended))
                 if self._thread_of and b'"sessionId"' in out_line:
                     out_line = map_all(out_line, self._thread_of)
-            if pending.message_id is not None and "userMessageId" not in amended:
+            if pending.message_id is not None and message_ids.user_message_id_of(amended) is None:
                 out_line = with_user_message_id(out_line, id_json, amended, pending.message_id)  # rule 10
         if load is not None and "error" not in message:
             self._out.replays.append(self._loads.park(load, out_line, line, message, rpc_id))
