@@ -49,9 +49,9 @@ async def swap_then_optimise(tmp_path: Path, capabilities: dict[str, Any]) -> tu
         assert (await proxy.prompt(thread, "/optimise"))["result"]["stopReason"] == "end_turn"
         seen["optimise"] = updates(proxy, start)
         await proxy.close_stdin()
-        acp_schema.assert_conforms([(proxy.sent, proxy.lines), (
-            (tmp_path / "agent_out.bin").read_bytes().splitlines(),
-            (tmp_path / "agent_in.bin").read_bytes().splitlines())])
+        agent_sent = (tmp_path / "agent_out.bin").read_bytes().splitlines()
+        acp_schema.assert_conforms([(proxy.sent, proxy.lines, agent_sent),
+                                    (agent_sent, (tmp_path / "agent_in.bin").read_bytes().splitlines(), proxy.sent)])
 
     code = await run(tmp_path, body, LIMINAL_MCP_ENABLED="false", LIMINAL_SWAP_HIGH_TOKENS="100000",
                      LIMINAL_SWAP_TARGET_TOKENS="20000")
