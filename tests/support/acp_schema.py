@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import defaultdict, deque
 from collections.abc import Iterable, Sequence
 from functools import cache
 from pathlib import Path
@@ -57,8 +58,13 @@ def _strict(node: Any) -> Any:
     return out
 
 
+# What makes a subschema say which members an object has; one with none of these (``rawInput``,
+# an error's ``data``: any JSON) stays open.
+_SHAPED = ("$ref", "properties", "allOf", "anyOf", "oneOf")
+
+
 def _closed(sub: Any) -> Any:
-    if not isinstance(sub, dict) or sub.get("additionalProperties") is True:
+    if not isinstance(sub, dict) or sub.get("additionalProperties") is True or not any(k in sub for k in _SHAPED):
         return sub
     return {"allOf": [sub], "patternProperties": {"^_": {}}, "unevaluatedProperties": False}
 
@@ -174,12 +180,18 @@ def frames_problems(check: SchemaChecker, sent: Sequence[bytes | str], received:
     ``sent``: what that side wrote to liminal, which names the methods liminal's answers answer;
     ``passed_on``: what the other side wrote to liminal: a frame liminal forwarded as it came
     (but for the session id it maps) is that side's, not liminal's, and is not judged here."""
-    asked = {json.dumps(m["id"]): m["method"] for m in _objects(sent) if "id" in m and isinstance(m.get("method"), str)}
+    # A request's id may come again once it is answered (a client per process, ids from 1):
+    # each answer takes the oldest request of its id still open.
+    asked: dict[str, deque[str]] = defaultdict(deque)
+    for m in _objects(sent):
+        if "id" in m and isinstance(m.get("method"), str):
+            asked[json.dumps(m["id"])].append(m["method"])
     theirs = {json.dumps(_without_session_ids(m), sort_keys=True) for m in _objects(passed_on)}
     found = []
     for frame in _objects(received):
         if theirs and json.dumps(_without_session_ids(frame), sort_keys=True) in theirs:
             continue
-        answers = None if "method" in frame else asked.get(json.dumps(frame.get("id")))
+        waiting = asked.get(json.dumps(frame.get("id"))) if "method" not in frame else None
+        answers = waiting.popleft() if waiting else None
         found.extend(check.problems(frame, answers))
     return found
