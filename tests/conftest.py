@@ -52,12 +52,12 @@ def _acp_schema_checked(request: pytest.FixtureRequest, monkeypatch: pytest.Monk
     """With ``LIMINAL_TEST_ACP_SCHEMA=1``, every frame liminal wrote in the test, to each client
     the test drove (``LineClient``) and to the scripted agent (``$AGENT_LOG_IN`` in the test's
     ``tmp_path``), is checked against ACP's schema when the test ends
-    (``tests.support.acp_schema``). Opt-in: tests that send malformed input on purpose get
+    (``fixtures.harness.acp_schema``). Opt-in: tests that send malformed input on purpose get
     answers to requests the schema does not know."""
     if os.environ.get("LIMINAL_TEST_ACP_SCHEMA", "") not in ("1", "true"):
         yield
         return
-    from tests.support import acp_schema
+    from fixtures.harness import acp_schema
     from tests.support.proxy_process import LineClient
 
     clients: list[LineClient] = []

@@ -2,7 +2,7 @@
 ``initialize``: ``session.notices`` a ``notice``, ``session.compaction`` a ``compaction_update``
 (a swap and ``/optimise``), any other client the thought. A real ``liminal acp``, the scripted
 agent keeping Claude Code's files; every frame liminal wrote, both ways, checked against ACP's
-schema (``tests.support.acp_schema``)."""
+schema (``fixtures.harness.acp_schema``)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 import anyio
 import pytest
 
+from fixtures.harness import acp_schema
 from liminal.kernel.journal import SwapJournal
-from tests.support import acp_schema
 from tests.support.proxy_process import ProxyProcess
 from tests.support.proxy_process import run_liminal as run
 
