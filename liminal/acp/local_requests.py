@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from liminal.acp import jsonrpc
+from liminal.acp import jsonrpc, message_ids
 from liminal.acp.emitter import Emitter
 from liminal.acp.events import Direction, Kind
 from liminal.acp.message_ids import MessageIds
@@ -44,8 +44,9 @@ class LocalRequests:
         if error is not None:
             line = jsonrpc.error_frame(id_json, error[0], error[1])
         else:
-            if pending.message_id is not None and isinstance(result, dict) and "userMessageId" not in result:
-                result = {**result, "userMessageId": pending.message_id}
+            if pending.message_id is not None and isinstance(result, dict) \
+                    and message_ids.user_message_id_of(result) is None:
+                result = message_ids.with_user_message_id_in(result, pending.message_id)
             line = jsonrpc.result_frame(id_json, orjson.dumps(result if result is not None else {}))
         self._emit.answer_from_liminal(key, line, self._emit.now if now is None else now, pending.method,
                                        pending.thread_id)

@@ -235,17 +235,37 @@ def canonical_end(line: bytes) -> int | None:
     return end
 
 
+# Where a prompt's answer says its user message's id: under the result's ``_meta`` (an
+# extension by ACP's rules). The message-id RFD's draft named it ``userMessageId`` on the result;
+# the completed RFD and both SDKs' ``PromptResponse`` have no such member.
+USER_MESSAGE_ID = "userMessageId"
+
+
+def user_message_id_of(result: Any) -> str | None:
+    """The id a prompt's answer carries for its user message (under ``_meta``), if any."""
+    meta = result.get("_meta") if isinstance(result, dict) else None
+    found = meta.get(USER_MESSAGE_ID) if isinstance(meta, dict) else None
+    return found if isinstance(found, str) else None
+
+
+def with_user_message_id_in(result: dict[str, Any], message_id: str) -> dict[str, Any]:
+    """``result`` with the user message's id added under its ``_meta`` (the agent's own kept)."""
+    meta = result.get("_meta")
+    return {**result, "_meta": {**(meta if isinstance(meta, dict) else {}), USER_MESSAGE_ID: message_id}}
+
+
 def with_user_message_id(line: bytes, id_json: bytes, result: dict[str, Any], message_id: str) -> bytes:
-    """A prompt's answer with ``userMessageId``, spliced in first in its result (the agent's
-    bytes kept: its order of members, its usage figures and floats), checked by a parse; else
-    encoded again."""
-    member = b'"userMessageId":' + orjson.dumps(message_id)
+    """A prompt's answer with its user message's id under ``_meta``, spliced in first in its
+    result when the agent's has no ``_meta`` (the agent's bytes kept: its order of members, its
+    usage figures and floats), checked by a parse; else encoded again."""
+    amended = with_user_message_id_in(result, message_id)
+    member = b'"_meta":' + orjson.dumps({USER_MESSAGE_ID: message_id})
     try:
         message = orjson.loads(line)
     except orjson.JSONDecodeError:
         message = None
-    if isinstance(message, dict):
-        wanted = {**message, "result": {**result, "userMessageId": message_id}}
+    if isinstance(message, dict) and "_meta" not in result:
+        wanted = {**message, "result": amended}
         for found in _RESULT.finditer(line):
             at = found.end()
             rest = line[at:]
@@ -255,8 +275,7 @@ def with_user_message_id(line: bytes, id_json: bytes, result: dict[str, Any], me
                     return candidate
             except orjson.JSONDecodeError:
                 continue
-    return b'{"jsonrpc":"2.0","id":' + id_json + b',"result":' + orjson.dumps(
-        {**result, "userMessageId": message_id}) + b"}"
+    return b'{"jsonrpc":"2.0","id":' + id_json + b',"result":' + orjson.dumps(amended) + b"}"
 
 
 _RESULT = re.compile(rb'"result"\s*:\s*\{')

@@ -56,7 +56,7 @@ The rules:
    reaches the client with liminal's (``liminal.acp.message_ids``: the store's id of the
    message, the same in a replay from the store); one it sends with its own keeps it. liminal's
    own chunks get one the same way, and the answer to a ``session/prompt`` carries
-   ``userMessageId``, the id of the prompt's user message. The taps get what the agent sent.
+   ``_meta.userMessageId``, the id of the prompt's user message. The taps get what the agent sent.
 11. **Side sessions.** A session a ``private`` own request creates (liminal's summaries,
    ``liminal.acp.side_sessions``) is liminal's alone: none of its frames reaches the client or
    the taps; its notifications are kept for liminal (``take_side``), its requests answered here,
@@ -84,7 +84,7 @@ from typing import Any
 
 import orjson
 
-from liminal.acp import jsonrpc
+from liminal.acp import jsonrpc, message_ids
 from liminal.acp.client_lines import Books, ClientLines
 from liminal.acp.emitter import Emitter
 from liminal.acp.events import (
@@ -496,7 +496,7 @@ class Router:
                     rpc_id, (str, int)) else jsonrpc.result_frame(id_json, orjson.dumps(amended))
                 if self._thread_of and b'"sessionId"' in out_line:
                     out_line = map_all(out_line, self._thread_of)
-            if pending.message_id is not None and "userMessageId" not in amended:
+            if pending.message_id is not None and message_ids.user_message_id_of(amended) is None:
                 out_line = with_user_message_id(out_line, id_json, amended, pending.message_id)  # rule 10
         if load is not None and "error" not in message:
             self._out.replays.append(self._loads.park(load, out_line, line, message, rpc_id))

@@ -1,8 +1,9 @@
 """``session/rewind`` and ``session/edit_prompt`` answered by liminal, for an agent that lacks them
 (the session-rewind RFD's first draft; ``docs/facts.md`` says which shapes and why).
 
-A component. ``initialize``'s answer advertises ``rewindSession`` (a result hook) when the agent
-advertises none of its own, and then the two requests are kept for liminal (a request hook);
+A component. ``initialize``'s answer advertises ``rewindSession`` under
+``agentCapabilities._meta`` (a result hook; the draft's name, in the protocol's extension slot:
+no schema has it) when the agent advertises none of its own (there or where the draft put it), and then the two requests are kept for liminal (a request hook);
 an agent that has its own gets them as sent.
 
 Rewind is ``/clear MARK`` to any message: the thread moves (``ThreadMover.move_thread``) onto a
@@ -60,6 +61,14 @@ STORE_SECONDS = 5.0  # for the store to show a message the client was just sent
 _SAID = ("user", "agent", "thought")
 
 StoreOpener = Callable[[], AbstractAsyncContextManager["Store"]]
+
+
+def advertised(capabilities: Any) -> bool:
+    """The agent's ``agentCapabilities`` say it rewinds: under ``_meta``, or where the draft put it."""
+    if not isinstance(capabilities, dict):
+        return False
+    meta = capabilities.get("_meta")
+    return CAPABILITY in capabilities or (isinstance(meta, dict) and CAPABILITY in meta)
 
 
 class RewindError(Exception):
@@ -231,7 +240,7 @@ class Rewinder(Component):
     # -------------------------------------------------------------- the router's side
 
     def _agent_has_its_own(self) -> bool:
-        return CAPABILITY in (self.model.capabilities or {})
+        return advertised(self.model.capabilities)
 
     def result_hooks(self) -> list[tuple[tuple[str, ...], Callable[[str, dict[str, Any]], dict[str, Any] | None]]]:
         return [(("initialize",), self._advertise)]
@@ -239,9 +248,11 @@ class Rewinder(Component):
     def _advertise(self, method: str, result: dict[str, Any]) -> dict[str, Any] | None:
         caps = result.get("agentCapabilities")
         caps = caps if isinstance(caps, dict) else {}
-        if CAPABILITY in caps:
+        if advertised(caps):
             return None
-        return {**result, "agentCapabilities": {**caps, CAPABILITY: ADVERTISED}}
+        meta = caps.get("_meta")
+        meta = meta if isinstance(meta, dict) else {}
+        return {**result, "agentCapabilities": {**caps, "_meta": {**meta, CAPABILITY: ADVERTISED}}}
 
     def request_hooks(self) -> list[tuple[tuple[str, ...], Callable[..., Local | dict[str, Any] | None]]]:
         return [(METHODS, self._hook)]

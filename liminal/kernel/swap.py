@@ -444,7 +444,8 @@ class SwapManager(Component):
         if isinstance(command, Announce):
             assert self._port is not None
             for update in swap_notice(self.settings.notice, self.model.client_compaction,
-                                      command.new_id, command.before, command.after):
+                                      command.new_id, command.before, command.after,
+                                      notices=self.model.client_notices):
                 # Inside the thread's next turn (its held prompt, or the next one the client
                 # sends), never as a stray update after the last answer.
                 self._port.notify_in_next_turn(thread_id, "session/update",

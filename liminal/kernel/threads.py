@@ -200,8 +200,10 @@ class ThreadModel(Component):
         self.initialize: Any = None
         self.authenticate: Any = None
         # The client declared ACP's ``session.compaction`` capability (in ``initialize``): it
-        # shows compactions itself, and the swap notice is one.
+        # shows compactions itself, and the swap notice is one. ``session.notices``: it shows
+        # live notices that are not history, and the swap notice is one of those.
         self.client_compaction = False
+        self.client_notices = False
         self.on_turn_end: list[TurnEnd] = []
         self.on_opened: list[Opened] = []
         self.on_open_failed: list[Callable[[str, Any], None]] = []  # (method, the client's key)
@@ -329,8 +331,9 @@ class ThreadModel(Component):
         if method == "initialize":
             caps = params.get("clientCapabilities")
             session = caps.get("session") if isinstance(caps, dict) else None
-            compaction = session.get("compaction") if isinstance(session, dict) else None
-            self.client_compaction = isinstance(compaction, dict)
+            declared = session if isinstance(session, dict) else {}
+            self.client_compaction = isinstance(declared.get("compaction"), dict)
+            self.client_notices = isinstance(declared.get("notices"), dict)
         if method in _REMEMBERED:
             # Its answer names the thread (new, fork), or says the agent took the setting (a
             # mode or option it refused must not reach the next session).

@@ -25,14 +25,14 @@ WORDS = ["wxalfa", "wxbravo", "wxcharlie", "wxdelta", "wxecho", "wxfoxtrot"]  # 
 
 
 def turn(client: AcpClient, thread: str, text: str) -> tuple[str, list[str], list[dict[str, Any]]]:
-    """A prompt: its user message's id (the answer's ``userMessageId``), the ids of the agent's
+    """A prompt: its user message's id (the answer's ``_meta.userMessageId``), the ids of the agent's
     messages in it, and the updates that came."""
     start = len(client.received)
     result = client.request("session/prompt", {"sessionId": thread, "prompt": [{"type": "text", "text": text}]},
                             timeout=180)
     assert result["stopReason"] == "end_turn", (text, result)
     updates = client._updates_since(start, thread)
-    return result["userMessageId"], agent_ids(updates), updates
+    return result["_meta"]["userMessageId"], agent_ids(updates), updates
 
 
 def agent_ids(updates: list[dict[str, Any]]) -> list[str]:
@@ -60,7 +60,7 @@ def test_rewind_then_edit_a_prompt(adapter: Adapter, rig: Rig) -> None:
     live: dict[str, str] = {}  # message id -> what it was
     with liminal_client(rig) as client:
         caps = client.initialize()["agentCapabilities"]
-        assert caps.get("rewindSession") == ADVERTISED, caps
+        assert caps["_meta"].get("rewindSession") == ADVERTISED, caps
         thread = client.new_session(rig.home.project)["sessionId"]
         turns = []
         for n, word in enumerate(WORDS, 1):
@@ -93,7 +93,7 @@ def test_rewind_then_edit_a_prompt(adapter: Adapter, rig: Rig) -> None:
         seen = request_with(rig, "wxhotel")
         assert all(w in seen for w in ("wxalfa", "wxbravo", "wxcharlie")), seen[-3000:]
         assert not any(w in seen for w in ("wxdelta", "wxecho", "wxfoxtrot", "wxgolf")), seen[-3000:]
-        live[edited["userMessageId"]] = "user edited"
+        live[edited["_meta"]["userMessageId"]] = "user edited"
         live.update({a: "agent edited" for a in streamed})
 
         # The errors the RFD asks for: an unknown id, an edit of the agent's message.

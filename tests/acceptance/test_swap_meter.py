@@ -1,8 +1,8 @@
 """What the client hears of a swap, through the real CLIs (issue 25): a ``usage_update`` with the
 new, smaller context as soon as the swap commits (before the next prompt: the editor's context
-meter drops then), for a client with ACP's ``session.compaction`` capability and one without;
-in the next turn, the compaction client gets ``compaction_update`` in progress then completed,
-the other liminal's thought."""
+meter drops then), for a client with ACP's ``session.compaction`` capability, one with ``session.notices`` and one
+with neither; in the next turn, the compaction client gets ``compaction_update`` in progress then
+completed, the notices client a ``notice``, the other liminal's thought."""
 
 from __future__ import annotations
 
@@ -33,11 +33,13 @@ def updates(client: AcpClient, thread: str, start: int = 0) -> list[dict[str, An
             and f.msg["params"].get("sessionId") == thread]
 
 
-@pytest.mark.parametrize("compaction", [True, False], ids=["compaction-client", "plain-client"])
-def test_the_meter_drops_when_the_swap_commits(adapter: Adapter, rig: Rig, compaction: bool) -> None:
+@pytest.mark.parametrize("declared", ["compaction", "notices", "plain"],
+                         ids=["compaction-client", "notices-client", "plain-client"])
+def test_the_meter_drops_when_the_swap_commits(adapter: Adapter, rig: Rig, declared: str) -> None:
+    compaction = declared == "compaction"
     rig.server.script = scenario()
     configure(rig, high=9_000, target=4_000)  # each BIG turn is 3-5k tokens: a swap in a few
-    caps: dict[str, Any] = {**CLIENT_CAPABILITIES, **({"session": {"compaction": {}}} if compaction else {})}
+    caps: dict[str, Any] = {**CLIENT_CAPABILITIES, **({"session": {declared: {}}} if declared != "plain" else {})}
     with liminal_client(rig) as client:
         client.request("initialize", {"protocolVersion": 1, "clientCapabilities": caps})
         thread = client.new_session(rig.home.project)["sessionId"]
@@ -69,12 +71,16 @@ def test_the_meter_drops_when_the_swap_commits(adapter: Adapter, rig: Rig, compa
         compactions = [(i, u) for i, u in enumerate(seen) if u.get("sessionUpdate") == "compaction_update"]
         thoughts = [i for i, u in enumerate(seen) if u.get("sessionUpdate") == "agent_thought_chunk"
                     and "Context optimised by liminal" in u["content"].get("text", "")]
+        notices = [i for i, u in enumerate(seen) if u.get("sessionUpdate") == "notice"
+                   and u.get("severity") == "info" and "Context optimised by liminal" in u.get("title", "")]
         # The swap's notice comes inside the turn after it; the meter's update came before.
         if compaction:
             assert [u["status"] for _, u in compactions] == ["in_progress", "completed"], kinds
             (first, started), (_, done) = compactions
             assert started["compactionId"] == done["compactionId"], compactions
             assert "Context optimised by liminal" in done["summary"][0]["text"], done
-            assert at_once < first and not thoughts, kinds
+            assert at_once < first and not thoughts and not notices, kinds
+        elif declared == "notices":  # live information, not history: never a thought
+            assert not compactions and not thoughts and len(notices) == 1 and at_once < notices[0], kinds
         else:
-            assert not compactions and len(thoughts) == 1 and at_once < thoughts[0], kinds
+            assert not compactions and not notices and len(thoughts) == 1 and at_once < thoughts[0], kinds

@@ -80,14 +80,16 @@ def offered_liminal_server(line: bytes) -> bool:
 
 # liminal's message ids (``liminal.acp.message_ids``: ``<connection hex>:<seq>``) and the
 # capability it answers for the agent (``liminal.kernel.rewind``), as its frames carry them.
-_LIMINAL_IDS = re.compile(rb'"(?:user)?[mM]essageId":"[0-9a-f]{32}:[0-9]{10}",?|,"(?:user)?[mM]essageId":"[0-9a-f]{32}:[0-9]{10}"')
-_REWIND = re.compile(rb',?"rewindSession":\{"supported":true,"supportsEditPrompt":true\}')
+_LIMINAL_IDS = re.compile(rb'"_meta":\{"userMessageId":"[0-9a-f]{32}:[0-9]{10}"\},?|,"_meta":\{"userMessageId":"[0-9a-f]{32}:[0-9]{10}"\}'
+                          rb'|"(?:user)?[mM]essageId":"[0-9a-f]{32}:[0-9]{10}",?|,"(?:user)?[mM]essageId":"[0-9a-f]{32}:[0-9]{10}"')
+_REWIND = re.compile(rb',?"_meta":\{"rewindSession":\{"supported":true,"supportsEditPrompt":true\}\}'
+                     rb'|,?"rewindSession":\{"supported":true,"supportsEditPrompt":true\}')
 
 
 def without_liminal_ids(line: bytes) -> bytes:
     """A frame with what liminal adds for issue 25 taken out: its ``messageId`` on a chunk the
-    agent sent without one, ``userMessageId`` on a prompt's answer, ``rewindSession`` in
-    ``initialize``'s answer (so a frame through liminal reads as the agent's)."""
+    agent sent without one, ``_meta.userMessageId`` on a prompt's answer, ``_meta.rewindSession``
+    in ``initialize``'s answer (so a frame through liminal reads as the agent's)."""
     if b"essageId" in line:
         line = _LIMINAL_IDS.sub(b"", line)
     if b'"rewindSession"' in line:

@@ -34,6 +34,7 @@ class PipeClient(LineClient):
             self._received([line.rstrip(b"\n")])
 
     async def send(self, data: bytes) -> None:
+        self.sent.extend(data.splitlines())
         self._writer.write(data)
 
     def close(self) -> None:

@@ -61,6 +61,7 @@ class LineClient:
 
     def __init__(self) -> None:
         self.lines: list[bytes] = []
+        self.sent: list[bytes] = []  # every byte written to the other side, for the schema check
         self._changed = anyio.Event()
         self._ids = iter(range(1, 1 << 30))
 
@@ -120,6 +121,7 @@ class ProxyProcess(LineClient):
 
     async def send(self, data: bytes) -> None:
         assert self.process.stdin is not None
+        self.sent.extend(data.splitlines())
         await self.process.stdin.send(data)
 
     async def close_stdin(self) -> None:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from liminal.acp.message_ids import stamped
+from liminal.acp.message_ids import stamped, with_user_message_id
 from liminal.acp.router import Router
 from liminal.ingest.derive import Deriver
 from liminal.ingest.indexer import to_record
@@ -122,7 +122,7 @@ def test_the_prompt_answer_names_the_user_message_and_the_agents_own_ids_are_kep
     assert wire.to_client[0] == sent  # the agent's own id: the frame as it sent it
     answer = wire.to_client[-1]["result"]
     assert answer["stopReason"] == "end_turn"
-    user = wire.stored[answer["userMessageId"]]
+    user = wire.stored[answer["_meta"]["userMessageId"]]
     assert (user.kind, user.text) == ("user", "hello")
     assert acp_message_id(wire.stored[frame_id("conn", 1)]) == "msg_agent_1"
 
@@ -131,7 +131,7 @@ def test_liminals_own_chunks_get_ids_and_a_replay_from_the_store_gives_the_same(
     wire = Wire()
     wire.client(prompt(1, "one"))
     wire.agent(chunk("agent_message_chunk", "answer"), {"jsonrpc": "2.0", "id": 1, "result": {"stopReason": "end_turn"}})
-    user_id = wire.to_client[-1]["result"]["userMessageId"]
+    user_id = wire.to_client[-1]["result"]["_meta"]["userMessageId"]
     wire.own({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "liminal: "}})
     wire.own({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "swapped"}})
     live = wire.live_ids()
@@ -195,3 +195,18 @@ def test_a_chunk_in_another_writers_form_keeps_its_bytes() -> None:
     out = stamped(raw, "c:0000000001", canonical_end=None)
     assert out == raw.replace(b'"sessionUpdate": "agent', b'"messageId":"c:0000000001","sessionUpdate": "agent')
     assert orjson.loads(out)["params"]["update"]["messageId"] == "c:0000000001"
+
+
+@pytest.mark.parametrize("result", [
+    b'{"stopReason":"end_turn","usage":{"inputTokens":1.50}}',
+    b'{"stopReason":"end_turn","_meta":{"agent":{"kept":true}}}',
+    b'{ }',
+])
+def test_the_user_message_id_goes_under_meta_beside_the_agents_own(result: bytes) -> None:
+    # No schema's PromptResponse has a userMessageId member: it is an extension, in _meta.
+    line = b'{"jsonrpc":"2.0","id":7,"result":' + result + b"}"
+    parsed = orjson.loads(result)
+    out = orjson.loads(with_user_message_id(line, b"7", parsed, "c:1"))
+    meta = out["result"].pop("_meta")
+    assert meta == {**parsed.pop("_meta", {}), "userMessageId": "c:1"}
+    assert out["result"] == parsed and out["id"] == 7

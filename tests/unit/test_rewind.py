@@ -125,7 +125,9 @@ def initialize(port: FakePort, caps: dict[str, Any]) -> dict[str, Any]:
 
 def test_rewind_is_advertised_and_kept_for_liminal_when_the_agent_has_none() -> None:
     _component, port = rewinder()
-    assert initialize(port, {"loadSession": True}) == {"loadSession": True, "rewindSession": ADVERTISED}
+    # Under ``_meta``: no schema has the capability; the agent's own ``_meta`` is kept.
+    assert initialize(port, {"loadSession": True, "_meta": {"other": 1}}) == {
+        "loadSession": True, "_meta": {"other": 1, "rewindSession": ADVERTISED}}
     port.from_client({"jsonrpc": "2.0", "id": 3, "method": "session/rewind",
                       "params": {"sessionId": THREAD, "toMessageId": "x"}})
     assert not [m for m in port.to_agent if m.get("method") == "session/rewind"]
@@ -136,6 +138,8 @@ def test_an_agents_own_rewind_is_left_to_it() -> None:
     _component, port = rewinder()
     own = {"supported": True, "supportsEditPrompt": False}
     assert initialize(port, {"rewindSession": own}) == {"rewindSession": own}
+    _component, port = rewinder()
+    assert initialize(port, {"_meta": {"rewindSession": own}}) == {"_meta": {"rewindSession": own}}
     port.from_client({"jsonrpc": "2.0", "id": 3, "method": "session/edit_prompt",
                       "params": {"sessionId": THREAD, "messageId": "x", "newContent": []}})
     assert [m["method"] for m in port.to_agent if "method" in m][-1] == "session/edit_prompt"

@@ -9,6 +9,7 @@ rewrite would have.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import asdict
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from liminal.kernel import zone
 from liminal.kernel.commands.shared import CommandContext, CommandError, logger
 from liminal.kernel.mover import Writer
 from liminal.kernel.policy import journal_moves, measure_payback
+from liminal.kernel.swapping import notice
 from liminal.units import plural, tokens
 
 RECALIBRATE_SECONDS = 10.0  # /context waits at most this long for an opened thread's pace
@@ -132,6 +134,21 @@ async def optimise(c: CommandContext, thread: str, args: str) -> str:
         return lambda new_id: c.harness.rewrite(current, aim, new_id, memos=memos, recent_tokens=band,
                                                 scratchpad=scratchpad)
 
-    done = (await c.mover.move_thread(thread, "/optimise", plan)).rewritten
+    # A client that shows compactions sees this one as the protocol's entity: started here, at
+    # the command's turn (its first update fixes its place in the timeline), then its end.
+    compaction = f"liminal-optimise-{uuid.uuid4().hex}" if c.model.client_compaction else None
+    if compaction is not None:
+        c.port.notify_client("session/update", {"sessionId": thread, "update": notice.compaction_started(compaction)})
+    try:
+        done = (await c.mover.move_thread(thread, "/optimise", plan)).rewritten
+    except BaseException as exc:
+        if compaction is not None:
+            ended = (notice.compaction_failed(compaction, in_words(exc)) if isinstance(exc, Exception)
+                     else notice.compaction_failed(compaction, "cancelled", "cancelled"))
+            c.port.notify_client("session/update", {"sessionId": thread, "update": ended})
+        raise
     assert done is not None  # a rewrite, never an empty session
+    if compaction is not None:
+        c.port.notify_client("session/update", {"sessionId": thread, "update": notice.compaction_ended(
+            compaction, done.tokens_before, done.tokens_after)})
     return f"Context optimised: {tokens(done.tokens_before)} -> {tokens(done.tokens_after)} tokens."
