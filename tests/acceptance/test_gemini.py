@@ -1,8 +1,9 @@
 """The real Gemini CLI (``gemini --acp``: it speaks ACP itself) against the fake Gemini API, through
 ``liminal acp``: every turn answered, a tool call run, the conversation in liminal's store, and
 the CLI's own session file where and as docs/formats.md says. Not in the adapter matrix the other
-acceptance tests run over (``matrix = false`` in pins.toml): liminal has no harness for Gemini's
-session files yet, so swaps, recall and the context commands are not asked of it here."""
+acceptance tests run over (``matrix = false`` in pins.toml): liminal's harness for Gemini's
+session files reads them (``liminal.harness.gemini``) but writes no rewrite yet, so swaps and
+the cutting commands are not asked of it here."""
 
 from __future__ import annotations
 
@@ -83,6 +84,15 @@ def test_gemini_through_liminal_answers_every_turn_and_is_stored(gemini: Rig) ->
             assert any(m.kind == "agent" and "zebra-42" in m.text for m in messages)
             assert any(m.kind == "agent" and "pong" in m.text for m in messages)
             assert [m for m in messages if m.kind == "tool_call"]
+            # The CLI's session file, line by line, as Gemini's harness reads it: the prompts,
+            # the call with its result, the model's answers and their usage.
+            lines = await store.session_records(session)
+            types = [r.type for r in lines]
+            assert types.count("gemini:user") == 2 and types.count("gemini:model:calls") == 1
+            [call] = [r for r in lines if r.type == "gemini:model:calls"]
+            assert "zebra-42" in call.text and call.tool_ids == ("read_file__call_fake00000000000000000001",)
+            assert any(r.usage and r.usage.get("input") for r in lines)
+            assert b"".join(r.raw + b"\n" for r in lines) == session_file(rig, session).read_bytes()
 
     anyio.run(check)
 

@@ -1,0 +1,315 @@
+"""Gemini CLI's session files as the swap, the commands and recall see them
+(``liminal.harness.base``): where a session is, its context, its turns, recall, the store's
+lines written back, removal.
+
+Three faults of Gemini CLI 0.61.0 decide what liminal may write (docs/facts.md): a load in the
+minute the session began spoils the file, so nothing liminal writes is named for the minute it
+is loaded in; a resumed session with a tool call sends the call's response twice unless the
+``user`` records of responses are left out, and the resume writes them back, so a session is
+written again before every load; the next start deletes a loaded session's files, so the store
+is the only record. Rewrites and cuts under a new id are not written yet: ``rewrite`` and
+``cut`` refuse (``RewriteError``), and the swap leaves the thread where it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from liminal.config import GradientSettings
+from liminal.gradient.summarize import PREAMBLE_INTRO, Summarizer, TurnDigest
+from liminal.gradient.zone import Candidate
+from liminal.harness.base import Beside, Rewritten, Turns
+from liminal.harness.gemini import chatfile, records
+from liminal.harness.gemini.chatfile import ChatFile, text_of, tool_calls
+from liminal.sessionfiles import (
+    HeldStill,
+    RewriteError,
+    SessionNotFound,
+    is_session_id,
+    make_private_folder,
+    write_atomically,
+)
+
+if TYPE_CHECKING:
+    from liminal.gradient.recall import RecallKey
+
+
+def _squash(text: str) -> str:
+    return "".join(text.split())
+
+
+def _is_prompt(message: Mapping[str, Any]) -> bool:
+    """A message the person typed: a ``user`` one that is neither the CLI's context nor the
+    responses to calls."""
+    return records.message_type(message) == "gemini:user"
+
+
+def _offsets(chat: ChatFile) -> list[int]:
+    """Where each line of ``chat`` begins."""
+    found, at = [], 0
+    for line in chat.lines:
+        found.append(at)
+        at += len(line.raw) + 1
+    return found
+
+
+def _turns_of(messages: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+    """The messages by turn, each from a prompt of the person's; what comes before the first
+    prompt (the context, a summary of older turns) is no turn."""
+    turns: list[list[Mapping[str, Any]]] = []
+    for message in messages:
+        if _is_prompt(message):
+            turns.append([message])
+        elif turns:
+            turns[-1].append(message)
+    return turns
+
+
+def _digest(number: int, turn: Sequence[Mapping[str, Any]]) -> TurnDigest:
+    replies: list[str] = []
+    tools: list[tuple[str, str]] = []
+    for message in turn[1:]:
+        if message.get("type") != "gemini":
+            continue
+        text = text_of(message.get("content"))
+        if text:
+            replies.append(text[:600])
+        for call in tool_calls(message):
+            args = call.get("args")
+            detail = ""
+            if isinstance(args, dict):
+                found = next((args[k] for k in ("file_path", "dir_path", "command", "pattern", "path")
+                              if isinstance(args.get(k), str)), "")
+                detail = found
+            tools.append((str(call.get("name") or ""), detail))
+    return TurnDigest(number, text_of(turn[0].get("content")), tuple(replies), tuple(tools))
+
+
+class GeminiSessions:
+    name = "gemini"
+    # Gemini CLI compresses its history itself at half the model's limit (``compressionThreshold``
+    # 0.5 of 1,048,576 tokens for the models it names): a thread held below it never meets that.
+    usual_window = 1_048_576
+    ceiling_tokens = 480_000
+    # A side session's own prompt: the CLI's system instruction, its sixteen tools and the
+    # ``<session_context>``, 12.3k tokens in the rig's first request (fixtures/gemini).
+    side_session_tokens = 12_500
+
+    def __init__(self, settings: GradientSettings, env: Mapping[str, str] | None = None) -> None:
+        self.settings = settings
+        self.env = env
+        self._still = HeldStill()
+
+    # -- what the kernel reads ---------------------------------------------------------------
+
+    def ceiling_at(self, window: int | None) -> int:
+        """The same share of another window."""
+        return self.ceiling_tokens if not window else max(window * self.ceiling_tokens // self.usual_window, 1)
+
+    def locate(self, backing_id: str, cwd: str | None) -> Path | None:
+        return chatfile.find(backing_id, cwd, self.env)
+
+    def _messages(self, path: Path) -> list[dict[str, Any]]:
+        return ChatFile.read(path).messages()
+
+    def context_tokens(self, path: Path) -> int | None:
+        return chatfile.context_size(self._messages(path))
+
+    def first_context_tokens(self, path: Path) -> int | None:
+        """The usage of the first turn's last model message."""
+        turns = _turns_of(self._messages(path))
+        return chatfile.context_size(turns[0]) if turns else None
+
+    def cache_life(self, path: Path) -> float | None:
+        """None: a model message's ``tokens`` count the cached tokens of its prompt (``cached``,
+        part of ``input``) and never say how long the cache lives; the CLI asks for no explicit
+        cache (docs/facts.md)."""
+        return None
+
+    def turn_settled(self, path: Path, prompt: str | None) -> bool:
+        """The last turn has ended (its last message the model's, with no calls, saying
+        something), it is the turn of ``prompt`` when that can be told, and the file has held
+        still since the last look."""
+        if not self._still.held_still(path):
+            return False
+        messages = self._messages(path)
+        if not chatfile.turn_ended(messages):
+            return False
+        if prompt is None or not prompt.strip():
+            return True
+        turns = _turns_of(messages)
+        if not turns:
+            return False
+        said = _squash(text_of(turns[-1][0].get("content")))
+        wanted = _squash(prompt)
+        # A prompt of images or resources reads differently on disk: then the ended turn will do.
+        return not said or wanted == said or wanted in said or said in wanted
+
+    def names(self, path: Path) -> str | None:
+        """The session id of a file named as the CLI names them: its headers', when the name's
+        eight characters are that id's."""
+        match = chatfile.NAME.fullmatch(path.name)
+        if match is None:
+            return None
+        try:
+            found = ChatFile.read(path).session_id
+        except (OSError, SessionNotFound):
+            return None
+        if found is None or not is_session_id(found) or not found.lower().startswith(match.group("short").lower()):
+            return None
+        return found
+
+    def position(self, path: Path) -> int:
+        return path.stat().st_size
+
+    def turns(self, path: Path) -> Turns:
+        """The prompts written as lines of their own (a prompt inside a ``$set`` of the whole
+        history, a resume's, is earlier conversation, not a turn a cut can start at)."""
+        chat = ChatFile.read(path)
+        messages = chat.messages()
+        live = {str(m["id"]) for m in messages}
+        starts: dict[str, int] = {}  # a message appended again (its usage added) starts one turn
+        for offset, line in zip(_offsets(chat), chat.lines, strict=True):
+            obj = line.obj
+            if line.kind == "message" and obj is not None and obj["id"] in live and _is_prompt(obj) \
+                    and not text_of(obj.get("content")).startswith(PREAMBLE_INTRO):
+                starts.setdefault(obj["id"], offset)
+        earlier = False
+        for message in messages:
+            if message["id"] in starts:
+                break
+            if message.get("type") in ("user", "gemini") and records.message_type(message) != "gemini:user:context":
+                earlier = True
+        return Turns(tuple(starts.values()), earlier)
+
+    def bands(self, path: Path, target_tokens: int,
+              recent_tokens: int | None = None) -> dict[str, dict[str, int]]:
+        """None yet: Gemini's sessions are not rewritten (``rewrite``)."""
+        return {}
+
+    def ancient(self, path: Path, target_tokens: int, recent_tokens: int | None = None) -> list[TurnDigest]:
+        return []
+
+    def digests(self, path: Path) -> list[TurnDigest]:
+        return [_digest(n + 1, turn) for n, turn in enumerate(_turns_of(self._messages(path)))]
+
+    # -- rewrites and cuts: not written yet ------------------------------------------------------
+
+    def target_path(self, path: Path, new_id: str) -> Path:
+        """Beside ``path``, named for a minute no load happens in (the CLI's first fault)."""
+        return path.parent / f"session-2000-01-01T00-00-{new_id[:8]}.jsonl"
+
+    def rewrite(self, path: Path, target_tokens: int, new_id: str, *,
+                memos: Sequence[Candidate] = (), summarizer: Summarizer | None = None,
+                recent_tokens: int | None = None, scratchpad: str | None = None) -> Rewritten:
+        raise RewriteError("Gemini CLI sessions are not rewritten yet")
+
+    def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str, *,
+            keeps_thread: bool = False, scratchpad: str | None = None) -> Rewritten:
+        raise RewriteError("Gemini CLI sessions are not cut yet")
+
+    def discard(self, rewritten: Rewritten) -> None:
+        rewritten.path.unlink(missing_ok=True)
+
+    def adopted(self, rewritten: Rewritten) -> None:
+        """Nothing names a thread in the CLI's files but its session file."""
+
+    # -- side sessions -------------------------------------------------------------------------
+
+    def side_params(self) -> dict[str, Any]:
+        return {}
+
+    def prepare_side(self, folder: Path) -> None:
+        """Nothing yet: the CLI reads ``.gemini/settings.json`` in the folder, which could turn
+        its tools off; the router refuses what the model asks meanwhile."""
+
+    def side_prompt(self, text: str) -> list[dict[str, Any]]:
+        return [{"type": "text", "text": text}]
+
+    def forget(self, session_id: str, cwd: str) -> None:
+        self.remove(session_id, cwd)
+
+    # -- recall --------------------------------------------------------------------------------
+
+    def recall(self, key: RecallKey) -> bytes | None:
+        path = chatfile.find(key.session_id, None, self.env)
+        if path is None:
+            return None
+        from liminal.gradient.recall import RecallError
+
+        for line in ChatFile.read(path).lines:
+            value = records.value_in_line(line.raw, key)
+            if value is not None:
+                return value
+        raise RecallError(f"{key}: no call {key.uuid} in {path}")
+
+    def recall_in_line(self, line: bytes, key: RecallKey) -> bytes | None:
+        return records.value_in_line(line, key)
+
+    # Gemini CLI keeps a tool's whole output in the session file: nothing beside it to keep.
+
+    def previews(self, value: bytes) -> Beside | None:
+        return None
+
+    def beside_path(self, ref: Beside, near: Path | None) -> Path | None:
+        return None
+
+    def beside_in(self, line: bytes) -> tuple[Beside, ...]:
+        return ()
+
+    def restore(self, backing_id: str, cwd: str | None, lines: Sequence[bytes],
+                beside: Iterable[tuple[Beside, bytes]] = ()) -> Path:
+        """In the project's ``chats/`` (``cwd`` registered in ``projects.json``), named for the
+        minute its first header says it began, as the CLI named it."""
+        if not is_session_id(backing_id):
+            raise ValueError(f"{backing_id!r} is not a session id")
+        if next(iter(beside), None) is not None:
+            raise ValueError("Gemini CLI keeps no file beside a session")
+        slug = chatfile.project_slug(cwd, self.env) if cwd is not None else None
+        if slug is None:
+            raise ValueError(f"no Gemini CLI project for {cwd!r}")
+        chat = ChatFile(tuple(chatfile.parse_line(line) for line in lines))
+        started = str(chat.metadata().get("startTime") or "")
+        minute = started[:16].replace(":", "-") if len(started) >= 16 else "2000-01-01T00-00"
+        target = chatfile.gemini_dir(self.env) / "tmp" / slug / "chats" / f"session-{minute}-{backing_id[:8]}.jsonl"
+        make_private_folder(target.parent)
+        write_atomically(target, tuple(line + b"\n" for line in lines))
+        return target
+
+    # -- removal -------------------------------------------------------------------------------
+
+    def files(self, backing_id: str, cwd: str | None) -> list[Path]:
+        """Every file of the id's eight characters whose headers name the id (a load's empty
+        recording among them), and its subagents' folder."""
+        found: list[Path] = []
+        for path in chatfile.session_files(backing_id, cwd, self.env):
+            try:
+                if ChatFile.read(path).session_id == backing_id:
+                    found.append(path)
+            except (OSError, SessionNotFound):
+                continue
+        if is_session_id(backing_id):
+            found += [folder for chats in sorted((chatfile.gemini_dir(self.env) / "tmp").glob("*/chats"))
+                      if (folder := chats / backing_id).is_dir() and not folder.is_symlink()]
+        return found
+
+    def remove(self, backing_id: str, cwd: str | None) -> list[Path]:
+        import shutil
+
+        gone = self.files(backing_id, cwd)
+        for path in gone:
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        return gone
+
+    def lines(self) -> dict[str, int]:
+        """None: the CLI's prompt history (``~/.gemini/tmp/<project>/logs``) was empty in every
+        run seen (docs/facts.md)."""
+        return {}
+
+    def remove_lines(self, session_ids: Collection[str]) -> int:
+        return 0

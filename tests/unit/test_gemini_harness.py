@@ -1,0 +1,181 @@
+"""Gemini CLI's harness (``liminal.harness.gemini.live``, ``records``) on files Gemini CLI 0.61.0
+wrote (``fixtures/gemini/``): chosen for a ``gemini`` agent, where a session is, its context and
+turns, its lines as store records, recall keys, the session written back from its lines,
+removal."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from liminal.config import GradientSettings
+from liminal.gradient.recall import RecallError, RecallKey
+from liminal.harness.base import HarnessChoice
+from liminal.harness.gemini import records
+from liminal.harness.gemini.chatfile import ChatFile
+from liminal.harness.gemini.live import GeminiSessions
+from liminal.harness.known import (
+    conversation_record_types,
+    find_session_file,
+    harness_of,
+    known_harnesses,
+    line_parser,
+    record_role,
+)
+
+SAMPLES = Path(__file__).resolve().parents[2] / "fixtures" / "gemini"
+TWO_TURNS = SAMPLES / "two-turns-with-a-tool-call.jsonl"
+CONTINUED = SAMPLES / "copied-loaded-and-continued.jsonl"
+TWO_ID = "7e9a58c1-6c90-4cf8-9768-0c1c28c193d5"
+CONTINUED_ID = "44b689d4-0fd2-4832-91b4-b19c34569652"
+CALL = "read_file__call_fake00000000000000000001"
+CWD = "/work/proj"
+
+
+def home(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """A HOME whose Gemini CLI has the project ``CWD`` (slug ``proj``) with both samples."""
+    gemini = tmp_path / ".gemini"
+    chats = gemini / "tmp" / "proj" / "chats"
+    chats.mkdir(parents=True)
+    (gemini / "projects.json").write_text(json.dumps({"projects": {CWD: "proj"}}))
+    shutil.copy(TWO_TURNS, chats / f"session-2026-12-07T12-33-{TWO_ID[:8]}.jsonl")
+    shutil.copy(CONTINUED, chats / f"session-2000-01-01T00-00-{CONTINUED_ID[:8]}.jsonl")
+    return {"HOME": str(tmp_path)}, chats
+
+
+def harness(env: dict[str, str]) -> GeminiSessions:
+    return GeminiSessions(GradientSettings(), env)
+
+
+def test_a_gemini_agent_chooses_the_gemini_harness() -> None:
+    factories = known_harnesses(GradientSettings())
+    assert HarnessChoice(factories, argv=["/x/.harness/gemini/node_modules/.bin/gemini", "--acp"]).chosen == "gemini"
+    choice = HarnessChoice(factories, argv=["my-agent"])
+    assert choice.chosen == "claude"
+    choice.agent_said({"name": "gemini-cli", "title": "Gemini CLI", "version": "0.61.0"})
+    assert choice.chosen == "gemini" and choice.current.name == "gemini"
+
+
+def test_where_a_session_is_and_whose_file_it_is(tmp_path: Path) -> None:
+    env, chats = home(tmp_path)
+    path = chats / f"session-2026-12-07T12-33-{TWO_ID[:8]}.jsonl"
+    sessions = harness(env)
+    assert sessions.locate(TWO_ID, CWD) == path
+    assert sessions.locate(TWO_ID, None) == path
+    assert sessions.locate("../../../etc/passwd", CWD) is None
+    assert find_session_file(TWO_ID, CWD, env) == path
+    assert harness_of(path, env).name == "gemini"
+    assert line_parser(path) is records.parse_line
+    assert sessions.names(path) == TWO_ID
+    renamed = chats / "session-2026-12-07T12-33-00000000.jsonl"
+    shutil.copy(path, renamed)
+    assert sessions.names(renamed) is None  # the name's id is not the one its headers hold
+    assert sessions.names(tmp_path / f"{TWO_ID}.jsonl") is None
+
+
+def test_context_turns_and_the_turn_end(tmp_path: Path) -> None:
+    env, chats = home(tmp_path)
+    sessions = harness(env)
+    path = chats / f"session-2026-12-07T12-33-{TWO_ID[:8]}.jsonl"
+    assert sessions.context_tokens(path) == 12456 + 6
+    assert sessions.first_context_tokens(path) == 12444 + 9
+    assert sessions.cache_life(path) is None
+    assert sessions.turns(path).starts == (1824, 3533) and not sessions.turns(path).earlier
+    assert sessions.position(path) == path.stat().st_size
+    assert not sessions.turn_settled(path, "hello")  # first look: not yet seen holding still
+    assert sessions.turn_settled(path, "hello")
+    assert not sessions.turn_settled(path, "something else")
+    digests = sessions.digests(path)
+    assert [d.prompt for d in digests] == ["READ_NOTES please", "hello"]
+    assert digests[0].tools == (("read_file", "/tmp/gemini-sample/project/notes.txt"),)
+    assert digests[0].replies == ("the file says zebra-42",) and digests[1].replies == ("pong (n=5)",)
+    # After a load, the history is a $set of the whole of it, the same messages under the same
+    # ids: each prompt's own line still starts its turn.
+    loaded = chats / f"session-2000-01-01T00-00-{CONTINUED_ID[:8]}.jsonl"
+    turns = sessions.turns(loaded)
+    assert turns.starts == (1848, 3306, 6354) and not turns.earlier
+    # A history only a $set holds (its prompts have no line of their own) is earlier conversation.
+    data = loaded.read_bytes()
+    only_set = loaded.with_name(f"session-2000-01-01T00-01-{CONTINUED_ID[:8]}.jsonl")
+    only_set.write_bytes(data[:228] + data[3852:])
+    assert sessions.turns(only_set).starts == (6354 - 3852 + 228,) and sessions.turns(only_set).earlier
+    with loaded.open("ab") as handle:
+        handle.write(json.dumps({"id": "u9", "type": "user", "content": [{"text": "more"}]}).encode() + b"\n")
+    sessions.turn_settled(loaded, "more")
+    assert not sessions.turn_settled(loaded, "more")  # asked, not answered
+
+
+def test_every_line_becomes_a_store_record_of_its_kind() -> None:
+    data = TWO_TURNS.read_bytes()
+    offset, found = 0, []
+    for raw in data.split(b"\n")[:-1]:
+        record = records.parse_line(raw, TWO_ID, "thread", offset)
+        assert record.raw == raw and record.offset == offset and record.backing_id == TWO_ID
+        found.append(record)
+        offset += len(raw) + 1
+    kinds = [r.type for r in found]
+    assert kinds == ["gemini:header", "gemini:update", "gemini:header", "gemini:update", "gemini:user",
+                     "gemini:update", "gemini:model", "gemini:update", "gemini:model:calls",
+                     "gemini:user:responses", "gemini:update", "gemini:model", "gemini:update",
+                     "gemini:user", "gemini:update", "gemini:model", "gemini:update"]
+    prompt, usage_only, calls, responses = found[4], found[6], found[8], found[9]
+    assert prompt.text == "READ_NOTES please" and record_role(prompt.type, prompt.tool_ids) == "you"
+    assert usage_only.usage is not None and usage_only.usage["input"] == 12352
+    assert calls.tool_ids == (CALL,) and calls.uuid == CALL
+    assert "notes.txt" in calls.text and "zebra-42" in calls.text
+    assert record_role(calls.type, calls.tool_ids) == "tool call"
+    assert responses.tool_ids == (CALL,) and responses.text == "the notes say: zebra-42\n"
+    assert record_role(responses.type, responses.tool_ids) == "tool output"
+    assert found[15].text == "pong (n=5)" and found[15].usage is not None
+    assert {"gemini:user", "gemini:model", "gemini:model:calls"} <= conversation_record_types()
+    assert record_role("gemini:header", ()) is None
+    broken = records.parse_line(b'{"id": ', TWO_ID, None, 0)
+    assert broken.type is None and broken.raw == b'{"id": '
+
+
+def test_recall_keys_name_a_calls_result_and_its_arguments(tmp_path: Path) -> None:
+    env, chats = home(tmp_path)
+    sessions = harness(env)
+    assert sessions.recall(RecallKey(TWO_ID, CALL, 0)) == b"the notes say: zebra-42\n"
+    assert json.loads(sessions.recall(RecallKey(TWO_ID, CALL, 1)) or b"") == {
+        "file_path": "/tmp/gemini-sample/project/notes.txt"}
+    assert sessions.recall(RecallKey(TWO_ID, CALL, 1, ("file_path",))) == b"/tmp/gemini-sample/project/notes.txt"
+    with pytest.raises(RecallError):
+        sessions.recall(RecallKey(TWO_ID, "read_file__nothing", 0))
+    assert sessions.recall(RecallKey("00000000-0000-4000-8000-000000000000", CALL, 0)) is None
+    # A stored line of a resume's $set of the whole history holds the call too.
+    whole = [raw for raw in CONTINUED.read_bytes().split(b"\n") if raw.startswith(b'{"$set":{"messages"')]
+    assert any(sessions.recall_in_line(raw, RecallKey(CONTINUED_ID, CALL, 0)) == b"the notes say: zebra-42\n"
+               for raw in whole)
+    assert sessions.recall_in_line(b'{"id":"x","type":"user","content":"hi"}', RecallKey(TWO_ID, CALL, 0)) is None
+
+
+def test_a_session_written_back_from_its_lines_is_the_file_byte_for_byte(tmp_path: Path) -> None:
+    env, chats = home(tmp_path)
+    sessions = harness(env)
+    path = chats / f"session-2026-12-07T12-33-{TWO_ID[:8]}.jsonl"
+    data = path.read_bytes()
+    path.unlink()
+    restored = sessions.restore(TWO_ID, CWD, data.split(b"\n")[:-1])
+    assert restored == path and restored.read_bytes() == data
+    assert restored.stat().st_mode & 0o777 == 0o600
+    assert sessions.locate(TWO_ID, CWD) == path
+    with pytest.raises(ValueError):
+        sessions.restore("../x", CWD, [])
+    assert ChatFile.read(restored).session_id == TWO_ID
+
+
+def test_removal_takes_every_file_of_the_session_and_only_them(tmp_path: Path) -> None:
+    env, chats = home(tmp_path)
+    sessions = harness(env)
+    empty_load = chats / f"session-2026-12-07T13-00-{TWO_ID[:8]}.jsonl"
+    empty_load.write_text(json.dumps({"sessionId": TWO_ID, "projectHash": "ab", "kind": "main"}) + "\n")
+    (chats / TWO_ID).mkdir()  # its subagents'
+    gone = sessions.remove(TWO_ID, CWD)
+    assert len(gone) == 3 and not empty_load.exists() and not (chats / TWO_ID).exists()
+    assert sessions.locate(TWO_ID, CWD) is None
+    assert sessions.locate(CONTINUED_ID, CWD) is not None
+    assert sessions.remove("../../x", CWD) == []
