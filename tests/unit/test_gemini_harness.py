@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 
 from liminal.config import GradientSettings
-from liminal.gradient.recall import RecallError, RecallKey
+from liminal.gradient.recall import KEY_IN_MARKER, MARKER_PREFIX, RecallError, RecallKey
+from liminal.gradient.summarize import PREAMBLE_INTRO
 from liminal.harness.base import HarnessChoice
-from liminal.harness.gemini import records
-from liminal.harness.gemini.chatfile import ChatFile
+from liminal.harness.gemini import chatfile, records
+from liminal.harness.gemini.chatfile import ChatFile, text_of, tool_calls
 from liminal.harness.gemini.live import GeminiSessions
 from liminal.harness.known import (
     conversation_record_types,
@@ -137,7 +139,7 @@ def test_every_line_becomes_a_store_record_of_its_kind() -> None:
 
 
 def test_recall_keys_name_a_calls_result_and_its_arguments(tmp_path: Path) -> None:
-    env, chats = home(tmp_path)
+    env, _chats = home(tmp_path)
     sessions = harness(env)
     assert sessions.recall(RecallKey(TWO_ID, CALL, 0)) == b"the notes say: zebra-42\n"
     assert json.loads(sessions.recall(RecallKey(TWO_ID, CALL, 1)) or b"") == {
@@ -179,3 +181,90 @@ def test_removal_takes_every_file_of_the_session_and_only_them(tmp_path: Path) -
     assert sessions.locate(TWO_ID, CWD) is None
     assert sessions.locate(CONTINUED_ID, CWD) is not None
     assert sessions.remove("../../x", CWD) == []
+
+
+def long_session(chats: Path, session: str, turns: int = 12, output_chars: int = 4000) -> Path:
+    """A session of ``turns`` turns, each a prompt, a ``read_file`` call with a long result
+    (its usage record, its calls record, the user record of its response, as 0.61.0 writes
+    them) and an answer."""
+    lines: list[dict[str, object]] = [
+        {"sessionId": session, "projectHash": "ab" * 32, "startTime": "2026-12-07T12:00:00.000Z",
+         "lastUpdated": "2026-12-07T12:00:00.000Z", "kind": "main"},
+        {"$set": {"messages": [{"id": "ctx", "timestamp": "t", "type": "user",
+                                "content": [{"text": "<session_context>\nThis is the Gemini CLI.\n</session_context>"}]}]}}]
+    used = 12_000
+    for n in range(turns):
+        call = f"read_file__call_{n:04d}"
+        result = [{"functionResponse": {"id": call, "name": "read_file",
+                                        "response": {"output": f"file {n} line\n" * (output_chars // 12)}}}]
+        used += 2 * output_chars // 4
+        lines += [
+            {"id": f"p{n}", "timestamp": "t", "type": "user", "content": [{"text": f"prompt {n}: read file {n}"}]},
+            {"id": f"u{n}", "timestamp": "t", "type": "gemini", "content": "", "thoughts": [],
+             "tokens": {"input": used, "output": 10, "cached": 0}},
+            {"id": f"c{n}", "timestamp": "t", "type": "gemini", "content": "", "thoughts": [{"subject": "s", "description": "d"}],
+             "toolCalls": [{"id": call, "name": "read_file", "args": {"file_path": f"/p/file{n}.txt"},
+                            "result": result, "status": "success"}]},
+            {"id": f"r{n}", "timestamp": "t", "type": "user", "content": result},
+            {"id": f"a{n}", "timestamp": "t", "type": "gemini", "content": f"answer {n}: the file is read",
+             "thoughts": [], "tokens": {"input": used + 5, "output": 8, "cached": used - 100}},
+        ]
+    path = chats / f"session-2026-12-07T12-00-{session[:8]}.jsonl"
+    path.write_bytes(b"".join(json.dumps(line).encode() + b"\n" for line in lines))
+    return path
+
+
+def test_a_rewrite_keeps_recent_turns_whole_cuts_older_output_with_keys_and_summarises_the_oldest(
+        tmp_path: Path) -> None:
+    env, chats = home(tmp_path)
+    sessions = harness(env)
+    original = "11111111-2222-4333-8444-555555555555"
+    path = long_session(chats, original)
+    before = path.read_bytes()
+    new_id = "66666666-7777-4888-8999-000000000000"
+    target = sessions.target_path(path, new_id)
+    assert target.parent == chats and target.name.endswith(f"-{new_id[:8]}.jsonl")
+    assert not target.name.startswith(time.strftime("session-%Y-%m-%dT%H-%M", time.gmtime()))  # not this minute
+    done = sessions.rewrite(path, 25_000, new_id, recent_tokens=3_000)
+    assert done.path == target and path.read_bytes() == before  # the original untouched
+    assert done.tokens_after < done.tokens_before and done.tokens_before == 12_000 + 12 * 2000 + 5 + 8
+    assert target.stat().st_mode & 0o777 == 0o600
+
+    chat = ChatFile.read(target)
+    assert chat.session_id == new_id and chatfile.find(new_id, CWD, env) == target
+    messages = chat.messages()
+    # No user record of function responses (the CLI would send each twice), no usage.
+    assert not [m for m in messages if records.message_type(m) == "gemini:user:responses"]
+    assert not [m for m in messages if "tokens" in m] and sessions.context_tokens(target) is None
+    prompts = [text_of(m["content"]) for m in messages if records.message_type(m) == "gemini:user"]
+    assert prompts[-1] == "prompt 11: read file 11" and "prompt 0: read file 0" not in prompts
+    # The last turn whole; an older one's result cut to a head and a key that recalls it whole.
+    calls = {c["id"]: c for m in messages for c in tool_calls(m)}
+    last = "read_file__call_0011"
+    assert calls[last]["result"][0]["functionResponse"]["response"]["output"] == "file 11 line\n" * 333
+    cut = [c for c in calls.values() if MARKER_PREFIX in json.dumps(c["result"])]
+    assert cut
+    text = cut[0]["result"][0]["functionResponse"]["response"]["output"]
+    key = RecallKey.parse(KEY_IN_MARKER.search(text).group(1))  # type: ignore[union-attr]
+    assert key.session_id == original and key.uuid == cut[0]["id"] and key.block == 0
+    n = int(key.uuid[-4:])
+    assert sessions.recall(key) == (f"file {n} line\n" * 333).encode()
+    # The oldest turns summarised in the context message, the first content the model is sent.
+    head = messages[0]
+    assert records.message_type(head) == "gemini:user:context" and len(head["content"]) == 2
+    assert head["content"][1]["text"].startswith(PREAMBLE_INTRO) and "prompt 0" in head["content"][1]["text"]
+    assert sessions.turns(target).earlier
+    bands = sessions.bands(path, 25_000, recent_tokens=3_000)
+    assert all(bands[band]["turns"] for band in ("recent", "middle", "old", "ancient")), bands
+    assert sum(b["turns"] for b in bands.values()) == 12
+    assert next(d.prompt for d in sessions.ancient(path, 25_000, recent_tokens=3_000)) == "prompt 0: read file 0"
+
+    # Rewritten again: the first key stays, the earlier summary is carried, one summary part.
+    again_id = "77777777-7777-4888-8999-000000000000"
+    again = sessions.rewrite(target, 0, again_id, recent_tokens=3_000, scratchpad="notes to self")
+    head = ChatFile.read(again.path).messages()[0]
+    assert len(head["content"]) == 2 and "notes to self" in head["content"][1]["text"]
+    assert str(key) in again.path.read_text() or not [
+        c for m in ChatFile.read(again.path).messages() for c in tool_calls(m) if c["id"] == key.uuid]
+    sessions.discard(again)
+    assert not again.path.exists()

@@ -7,12 +7,13 @@ minute the session began spoils the file, so nothing liminal writes is named for
 is loaded in; a resumed session with a tool call sends the call's response twice unless the
 ``user`` records of responses are left out, and the resume writes them back, so a session is
 written again before every load; the next start deletes a loaded session's files, so the store
-is the only record. Rewrites and cuts under a new id are not written yet: ``rewrite`` and
-``cut`` refuse (``RewriteError``), and the swap leaves the thread where it is.
+is the only record. A rewrite (``gradient``) is written to meet the first two; cuts under a new
+id are not written yet: ``cut`` refuses (``RewriteError``).
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,8 +22,8 @@ from liminal.config import GradientSettings
 from liminal.gradient.summarize import PREAMBLE_INTRO, Summarizer, TurnDigest
 from liminal.gradient.zone import Candidate
 from liminal.harness.base import Beside, Rewritten, Turns
-from liminal.harness.gemini import chatfile, records
-from liminal.harness.gemini.chatfile import ChatFile, text_of, tool_calls
+from liminal.harness.gemini import chatfile, gradient, records
+from liminal.harness.gemini.chatfile import ChatFile, text_of
 from liminal.sessionfiles import (
     HeldStill,
     RewriteError,
@@ -67,26 +68,6 @@ def _turns_of(messages: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, A
     return turns
 
 
-def _digest(number: int, turn: Sequence[Mapping[str, Any]]) -> TurnDigest:
-    replies: list[str] = []
-    tools: list[tuple[str, str]] = []
-    for message in turn[1:]:
-        if message.get("type") != "gemini":
-            continue
-        text = text_of(message.get("content"))
-        if text:
-            replies.append(text[:600])
-        for call in tool_calls(message):
-            args = call.get("args")
-            detail = ""
-            if isinstance(args, dict):
-                found = next((args[k] for k in ("file_path", "dir_path", "command", "pattern", "path")
-                              if isinstance(args.get(k), str)), "")
-                detail = found
-            tools.append((str(call.get("name") or ""), detail))
-    return TurnDigest(number, text_of(turn[0].get("content")), tuple(replies), tuple(tools))
-
-
 class GeminiSessions:
     name = "gemini"
     # Gemini CLI compresses its history itself at half the model's limit (``compressionThreshold``
@@ -101,6 +82,7 @@ class GeminiSessions:
         self.settings = settings
         self.env = env
         self._still = HeldStill()
+        self._targets: dict[str, Path] = {}
 
     # -- what the kernel reads ---------------------------------------------------------------
 
@@ -182,29 +164,47 @@ class GeminiSessions:
                 break
             if message.get("type") in ("user", "gemini") and records.message_type(message) != "gemini:user:context":
                 earlier = True
+        earlier = earlier or gradient.previous_summary(messages) is not None
         return Turns(tuple(starts.values()), earlier)
 
     def bands(self, path: Path, target_tokens: int,
               recent_tokens: int | None = None) -> dict[str, dict[str, int]]:
-        """None yet: Gemini's sessions are not rewritten (``rewrite``)."""
-        return {}
+        session = gradient.Session.read(path)
+        plan = gradient.rewrite(session, target_tokens, str(uuid.uuid4()), self.settings.with_recent(recent_tokens))
+        return gradient.by_band(session, plan)
 
     def ancient(self, path: Path, target_tokens: int, recent_tokens: int | None = None) -> list[TurnDigest]:
-        return []
+        return gradient.ancient_digests(gradient.Session.read(path), target_tokens,
+                                        self.settings.with_recent(recent_tokens))
 
     def digests(self, path: Path) -> list[TurnDigest]:
-        return [_digest(n + 1, turn) for n, turn in enumerate(_turns_of(self._messages(path)))]
+        return gradient.digests(gradient.Session.read(path).turns)
 
-    # -- rewrites and cuts: not written yet ------------------------------------------------------
+    # -- rewrites and cuts -------------------------------------------------------------------------
 
     def target_path(self, path: Path, new_id: str) -> Path:
-        """Beside ``path``, named for a minute no load happens in (the CLI's first fault)."""
-        return path.parent / f"session-2000-01-01T00-00-{new_id[:8]}.jsonl"
+        """Beside ``path``, named for the minute before the first ask: never a load's minute
+        (a load in the minute a session's file is named for spoils it)."""
+        if new_id not in self._targets:
+            self._targets[new_id] = path.parent / gradient.file_name(new_id)
+        return self._targets[new_id]
 
     def rewrite(self, path: Path, target_tokens: int, new_id: str, *,
                 memos: Sequence[Candidate] = (), summarizer: Summarizer | None = None,
                 recent_tokens: int | None = None, scratchpad: str | None = None) -> Rewritten:
-        raise RewriteError("Gemini CLI sessions are not rewritten yet")
+        """A compressed copy (``gradient``). Memos are not placed: no dynamic zone yet."""
+        if not is_session_id(new_id):
+            raise RewriteError(f"{new_id!r} is not a session id")
+        session = gradient.Session.read(path)
+        if not session.turns:
+            raise RewriteError(f"{path}: no turn to rewrite")
+        result = gradient.rewrite(session, target_tokens, new_id, self.settings.with_recent(recent_tokens),
+                                  summarizer, scratchpad)
+        target = self.target_path(path, new_id)
+        make_private_folder(target.parent)
+        write_atomically(target, result.lines)
+        return Rewritten(new_id, target, result.tokens_before, result.tokens_after,
+                         sum(len(line) for line in result.lines))
 
     def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str, *,
             keeps_thread: bool = False, scratchpad: str | None = None) -> Rewritten:
@@ -212,6 +212,9 @@ class GeminiSessions:
 
     def discard(self, rewritten: Rewritten) -> None:
         rewritten.path.unlink(missing_ok=True)
+        for temp in rewritten.path.parent.glob(f".{rewritten.path.name}.*.tmp"):
+            temp.unlink(missing_ok=True)
+        self._targets.pop(rewritten.new_id, None)
 
     def adopted(self, rewritten: Rewritten) -> None:
         """Nothing names a thread in the CLI's files but its session file."""
