@@ -276,3 +276,66 @@ def test_gemini_connects_to_nothing_but_the_fake_server(gemini: Rig, tmp_path: P
     port = f"htons({rig.server.port})"
     assert all('inet_addr("127.0.0.1")' in line and port in line for line in inet), inet
 
+
+
+def test_gemini_loads_a_rewrite_liminal_wrote_and_goes_on(gemini: Rig) -> None:
+    """The harness's rewrite (``GeminiSessions.rewrite``) of a session of four turns with a tool
+    call each, under a new id: the CLI loads it by ``session/load`` in a new process and goes
+    on. Its next request holds the last turn whole, an older turn's file cut to a head and a
+    recall key of the original session, the oldest turns as a summary in the first content, one
+    response per call, and is smaller than the last request before."""
+    from liminal.config import GradientSettings
+    from liminal.gradient.recall import KEY_IN_MARKER, RecallKey
+    from liminal.gradient.summarize import PREAMBLE_INTRO
+    from liminal.harness.gemini.live import GeminiSessions
+
+    rig = gemini
+    letters = "ABCD"
+    script = Scenario()
+    for letter in letters:
+        (rig.home.project / f"{letter}.txt").write_text(f"file {letter} says line\n" * 400)
+        script.add(f"READ_{letter}", ToolCall("read_file", {"file_path": str(rig.home.project / f"{letter}.txt")}),
+                   Text(f"read {letter}"))
+    rig.server.script = script
+    with rig.client(via_liminal=False) as client:
+        client.initialize()
+        session = str(client.new_session(rig.home.project)["sessionId"])
+        for letter in letters:
+            assert client.prompt(session, f"READ_{letter} please", timeout=180).stop_reason == "end_turn", \
+                rig.stderr_tail()
+        client.settle()
+    before = rig.server.views()[-1]
+    began_a_minute_ago(rig, session)
+
+    sessions = GeminiSessions(GradientSettings(), {"HOME": str(rig.home.home)})
+    path = sessions.locate(session, str(rig.home.project))
+    assert path is not None
+    # A target whose bands keep the last turn whole, cut one and summarise the oldest.
+    start = sessions.context_tokens(path) or 0
+    target = next((t for t in range(start, 0, -250) if (b := sessions.bands(path, t, 1_000))["middle"]["turns"]
+                   and b["ancient"]["turns"]), None)
+    assert target is not None, [sessions.bands(path, t, 1_000) for t in range(start, 0, -2_000)]
+    new_id = str(uuid.uuid4())
+    rewritten = sessions.rewrite(path, target, new_id, recent_tokens=1_000)
+    assert rewritten.tokens_after < rewritten.tokens_before
+
+    with rig.client(via_liminal=False) as client:
+        replayed = load(client, rig, new_id)
+        again = client.prompt(new_id, "hello again", timeout=180)
+        client.settle()
+    assert "agent_message_chunk" in replayed and "tool_call" in replayed, replayed
+    assert again.stop_reason == "end_turn" and not rig.server.errors, rig.stderr_tail()
+    after = rig.server.views()[-1]
+    contents = after.body["contents"]
+    parts = [part for content in contents for part in content["parts"]]
+    calls = [p["functionCall"] for p in parts if "functionCall" in p]
+    responses = [p["functionResponse"] for p in parts if "functionResponse" in p]
+    assert len(calls) == len(responses) >= 2, [next(iter(p)) for p in parts]
+    texts = [json.dumps(r["response"]) for r in responses]
+    assert json.dumps({"output": "file D says line\n" * 400}) in texts  # the last turn whole
+    [cut] = [t for t in texts if KEY_IN_MARKER.search(t)]
+    key = RecallKey.parse(KEY_IN_MARKER.search(cut).group(1))  # type: ignore[union-attr]
+    assert key.session_id == session and sessions.recall(key) is not None
+    assert any(p.get("text", "").startswith(PREAMBLE_INTRO) for p in contents[0]["parts"])
+    assert "READ_A please" not in json.dumps(contents[1:])  # the oldest turn only in the summary
+    assert len(json.dumps(contents)) < len(json.dumps(before.body["contents"]))

@@ -186,13 +186,15 @@ def test_removal_takes_every_file_of_the_session_and_only_them(tmp_path: Path) -
 def long_session(chats: Path, session: str, turns: int = 12, output_chars: int = 4000) -> Path:
     """A session of ``turns`` turns, each a prompt, a ``read_file`` call with a long result
     (its usage record, its calls record, the user record of its response, as 0.61.0 writes
-    them) and an answer."""
+    them) and an answer. As 0.61.0 does, each turn's calls record is the first one's again,
+    its id and every call so far."""
     lines: list[dict[str, object]] = [
         {"sessionId": session, "projectHash": "ab" * 32, "startTime": "2026-12-07T12:00:00.000Z",
          "lastUpdated": "2026-12-07T12:00:00.000Z", "kind": "main"},
         {"$set": {"messages": [{"id": "ctx", "timestamp": "t", "type": "user",
                                 "content": [{"text": "<session_context>\nThis is the Gemini CLI.\n</session_context>"}]}]}}]
     used = 12_000
+    so_far: list[dict[str, object]] = []
     for n in range(turns):
         call = f"read_file__call_{n:04d}"
         result = [{"functionResponse": {"id": call, "name": "read_file",
@@ -202,9 +204,9 @@ def long_session(chats: Path, session: str, turns: int = 12, output_chars: int =
             {"id": f"p{n}", "timestamp": "t", "type": "user", "content": [{"text": f"prompt {n}: read file {n}"}]},
             {"id": f"u{n}", "timestamp": "t", "type": "gemini", "content": "", "thoughts": [],
              "tokens": {"input": used, "output": 10, "cached": 0}},
-            {"id": f"c{n}", "timestamp": "t", "type": "gemini", "content": "", "thoughts": [{"subject": "s", "description": "d"}],
-             "toolCalls": [{"id": call, "name": "read_file", "args": {"file_path": f"/p/file{n}.txt"},
-                            "result": result, "status": "success"}]},
+            {"id": "calls", "timestamp": "t", "type": "gemini", "content": "", "thoughts": [{"subject": "s", "description": "d"}],
+             "toolCalls": (so_far := [*so_far, {"id": call, "name": "read_file", "args": {"file_path": f"/p/file{n}.txt"},
+                                                "result": result, "status": "success"}])},
             {"id": f"r{n}", "timestamp": "t", "type": "user", "content": result},
             {"id": f"a{n}", "timestamp": "t", "type": "gemini", "content": f"answer {n}: the file is read",
              "thoughts": [], "tokens": {"input": used + 5, "output": 8, "cached": used - 100}},
@@ -238,6 +240,11 @@ def test_a_rewrite_keeps_recent_turns_whole_cuts_older_output_with_keys_and_summ
     assert not [m for m in messages if "tokens" in m] and sessions.context_tokens(target) is None
     prompts = [text_of(m["content"]) for m in messages if records.message_type(m) == "gemini:user"]
     assert prompts[-1] == "prompt 11: read file 11" and "prompt 0: read file 0" not in prompts
+    # Each call in its own turn (the CLI's reader would put them all in the first), once.
+    assert [len(tool_calls(m)) for m in messages if tool_calls(m)] == [1] * len([m for m in messages if tool_calls(m)])
+    assert len({m["id"] for m in messages}) == len(messages)
+    last_turn = messages[[n for n, m in enumerate(messages) if records.message_type(m) == "gemini:user"][-1]:]
+    assert [c["id"] for m in last_turn for c in tool_calls(m)] == ["read_file__call_0011"]
     # The last turn whole; an older one's result cut to a head and a key that recalls it whole.
     calls = {c["id"]: c for m in messages for c in tool_calls(m)}
     last = "read_file__call_0011"
@@ -250,9 +257,8 @@ def test_a_rewrite_keeps_recent_turns_whole_cuts_older_output_with_keys_and_summ
     n = int(key.uuid[-4:])
     assert sessions.recall(key) == (f"file {n} line\n" * 333).encode()
     # The oldest turns summarised in the context message, the first content the model is sent.
-    head = messages[0]
-    assert records.message_type(head) == "gemini:user:context" and len(head["content"]) == 2
-    assert head["content"][1]["text"].startswith(PREAMBLE_INTRO) and "prompt 0" in head["content"][1]["text"]
+    assert [records.message_type(m) for m in messages[:3]] == ["gemini:user:context", "gemini:user:summary", "gemini:user"]
+    assert text_of(messages[1]["content"]).startswith(PREAMBLE_INTRO) and "prompt 0" in text_of(messages[1]["content"])
     assert sessions.turns(target).earlier
     bands = sessions.bands(path, 25_000, recent_tokens=3_000)
     assert all(bands[band]["turns"] for band in ("recent", "middle", "old", "ancient")), bands
@@ -262,8 +268,8 @@ def test_a_rewrite_keeps_recent_turns_whole_cuts_older_output_with_keys_and_summ
     # Rewritten again: the first key stays, the earlier summary is carried, one summary part.
     again_id = "77777777-7777-4888-8999-000000000000"
     again = sessions.rewrite(target, 0, again_id, recent_tokens=3_000, scratchpad="notes to self")
-    head = ChatFile.read(again.path).messages()[0]
-    assert len(head["content"]) == 2 and "notes to self" in head["content"][1]["text"]
+    summaries = [m for m in ChatFile.read(again.path).messages() if records.message_type(m) == "gemini:user:summary"]
+    assert len(summaries) == 1 and "notes to self" in text_of(summaries[0]["content"])
     assert str(key) in again.path.read_text() or not [
         c for m in ChatFile.read(again.path).messages() for c in tool_calls(m) if c["id"] == key.uuid]
     sessions.discard(again)

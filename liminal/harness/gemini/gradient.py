@@ -6,8 +6,8 @@ begins at a prompt of the person's), youngest first, the bands of ``liminal.grad
 recent turns whole; middle turns with long call results and arguments cut to a head and a
 recall key (``<original id>:<call id>:0`` the result, ``:1`` the arguments) and no thoughts;
 old turns the prompts and the model's text only; the ancient ones summarised, the summary a
-second part of the CLI's ``<session_context>`` message (the first content the model is sent),
-so no message is invented for it.
+``user`` message after the CLI's ``<session_context>`` (the CLI sends them, and the first prompt
+kept, as the first content).
 
 Three things Gemini CLI 0.61.0 needs of the copy (docs/facts.md): the ``user`` records of
 function responses are left out (each is in its call's ``result``; a resume sends both
@@ -20,6 +20,7 @@ original's until the CLI records its own.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -84,7 +85,7 @@ class Session:
     @classmethod
     def read(cls, path: Path) -> Session:
         chat = ChatFile.read(path)
-        messages = chat.messages()
+        messages = as_written(chat)
         head: list[Message] = []
         turns: list[list[Message]] = []
         for message in messages:
@@ -101,8 +102,70 @@ class Session:
                    tuple(tuple(t) for t in turns), context_size(messages))
 
 
+def _split_id(message_id: str, call_id: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"liminal:gemini:{message_id}:{call_id}"))
+
+
+def as_written(chat: ChatFile) -> list[Message]:
+    """The messages in the order the conversation had them, each call in the turn that made it.
+
+    The CLI's reader (``ChatFile.messages``) keeps the last version of a message in its first
+    place; Gemini CLI 0.61.0 records a later turn's calls by appending its first calls message
+    again, under the same id, with every call so far (docs/facts.md), so that reader puts every
+    call of the session in the first turn that made one. Here a message appended again with
+    calls it did not hold stays where it was with its own, and the new calls become a message
+    of their own (a new id, made from the first of them) where the line is, unless nothing came
+    after it (calls of one round trip recorded in two steps). ``$set`` and rewinds are the
+    CLI's."""
+    by_id: dict[str, Message] = {}
+    owner: dict[str, str] = {}  # call id -> the key of the message that holds it
+    for line in chat.lines:
+        obj = line.obj
+        if obj is None:
+            continue
+        kind = line.kind
+        if kind == "rewind":
+            ids = list(by_id)
+            cut = ids.index(obj["$rewindTo"]) if obj["$rewindTo"] in by_id else 0
+            for gone in ids[cut:]:
+                del by_id[gone]
+            owner = {c: k for c, k in owner.items() if k in by_id}
+        elif kind == "update" and isinstance(obj["$set"].get("messages"), list):
+            by_id = {m["id"]: m for m in obj["$set"]["messages"]
+                     if isinstance(m, dict) and isinstance(m.get("id"), str)}
+            owner = {str(c.get("id")): k for k, m in by_id.items() for c in tool_calls(m)}
+        elif kind == "header" and isinstance(obj.get("messages"), list):
+            by_id.update({m["id"]: m for m in obj["messages"]
+                          if isinstance(m, dict) and isinstance(m.get("id"), str)})
+        elif kind == "message":
+            key = obj["id"]
+            calls = tool_calls(obj)
+            if key not in by_id or not calls:
+                by_id[key] = obj
+                owner.update({str(c.get("id")): key for c in calls})
+                continue
+            fresh = [c for c in calls if str(c.get("id")) not in owner]
+            for call in calls:  # a call held already: its latest version, where it is
+                held = owner.get(str(call.get("id")))
+                if held is not None and held in by_id:
+                    message = by_id[held]
+                    by_id[held] = {**message, "toolCalls": [call if c.get("id") == call.get("id") else c
+                                                            for c in tool_calls(message)]}
+            if not fresh:
+                continue
+            if list(by_id)[-1] == key:
+                by_id[key] = {**by_id[key], "toolCalls": [*tool_calls(by_id[key]), *fresh]}
+                owner.update({str(c.get("id")): key for c in fresh})
+            else:
+                new_key = _split_id(key, str(fresh[0].get("id")))
+                by_id[new_key] = {**obj, "id": new_key, "toolCalls": fresh, "thoughts": []}
+                by_id[new_key].pop("tokens", None)
+                owner.update({str(c.get("id")): new_key for c in fresh})
+    return list(by_id.values())
+
+
 def previous_summary(head: Sequence[Message]) -> str | None:
-    """The summary an earlier rewrite put in the context message (after ``PREAMBLE_INTRO``)."""
+    """The summary an earlier rewrite put before the turns (after ``PREAMBLE_INTRO``)."""
     for message in head:
         content = message.get("content")
         for part in content if isinstance(content, list) else ():
@@ -229,23 +292,18 @@ def summary_text(turns: Sequence[Sequence[Message]], previous: str | None, setti
 
 
 def _with_summary(head: Sequence[Message], summary: str | None) -> list[Message]:
-    """The head with ``summary`` as the context message's second part, in place of an earlier
-    rewrite's (None: the head as it is)."""
+    """The head with ``summary`` as a ``user`` message after the CLI's context, in place of an
+    earlier rewrite's (None: the head as it is). Not a part of the context message: a resume
+    writes the context afresh and sends that message's parts no more; the summary, a message of
+    its own, is sent in the first content with the context and the first prompt kept."""
     if summary is None:
         return list(head)
-    out: list[Message] = []
-    placed = False
-    for message in head:
-        content = message.get("content")
-        if not placed and records.message_type(message) == "gemini:user:context" and isinstance(content, list):
-            kept = [p for p in content if not (isinstance(p, dict) and isinstance(p.get("text"), str)
-                                                and p["text"].startswith(PREAMBLE_INTRO))]
-            message = {**message, "content": [*kept, {"text": summary}]}
-            placed = True
-        out.append(message)
-    if not placed:
-        raise ValueError("the session has no context message to hold a summary")
-    return out
+    out = [m for m in head if records.message_type(m) != "gemini:user:summary"]
+    at = next((n + 1 for n, m in enumerate(out) if records.message_type(m) == "gemini:user:context"), 0)
+    stamp = next((m.get("timestamp") for m in out if isinstance(m.get("timestamp"), str)), "")
+    message = {"id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"liminal:gemini:summary:{summary}")),
+               "timestamp": stamp, "type": "user", "content": [{"text": summary}]}
+    return [*out[:at], message, *out[at:]]
 
 
 def _without_usage(message: Message) -> Message | None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from liminal.config import GradientSettings
-from liminal.gradient.summarize import PREAMBLE_INTRO, Summarizer, TurnDigest
+from liminal.gradient.summarize import Summarizer, TurnDigest
 from liminal.gradient.zone import Candidate
 from liminal.harness.base import Beside, Rewritten, Turns
 from liminal.harness.gemini import chatfile, gradient, records
@@ -155,8 +155,7 @@ class GeminiSessions:
         starts: dict[str, int] = {}  # a message appended again (its usage added) starts one turn
         for offset, line in zip(_offsets(chat), chat.lines, strict=True):
             obj = line.obj
-            if line.kind == "message" and obj is not None and obj["id"] in live and _is_prompt(obj) \
-                    and not text_of(obj.get("content")).startswith(PREAMBLE_INTRO):
+            if line.kind == "message" and obj is not None and obj["id"] in live and _is_prompt(obj):
                 starts.setdefault(obj["id"], offset)
         earlier = False
         for message in messages:

@@ -10,6 +10,7 @@ call's result (what its function response says), 1 its arguments (``value_in_lin
 The record types are ``gemini:`` and the line's kind, so that no other CLI's roles answer for
 them: ``gemini:user`` (a prompt), ``gemini:user:context`` (the CLI's ``<session_context>``),
 ``gemini:user:responses`` (the function responses the CLI records again after the calls),
+``gemini:user:summary`` (a rewrite's summary of older turns, liminal's),
 ``gemini:model``, ``gemini:model:calls``, ``gemini:info`` (and ``error``, ``warning``: not sent
 to the model), ``gemini:header``, ``gemini:update``, ``gemini:rewind``.
 """
@@ -22,6 +23,7 @@ from typing import Any
 import orjson
 
 from liminal.gradient.recall import RecallError, RecallKey, as_bytes, walk
+from liminal.gradient.summarize import PREAMBLE_INTRO
 from liminal.harness.gemini.chatfile import (
     SESSION_CONTEXT,
     is_function_responses,
@@ -52,8 +54,11 @@ def message_type(message: Mapping[str, Any]) -> str:
     if kind == "user":
         if is_function_responses(message):
             return "gemini:user:responses"
-        if text_of(message.get("content")).startswith(SESSION_CONTEXT):
+        text = text_of(message.get("content"))
+        if text.startswith(SESSION_CONTEXT):
             return "gemini:user:context"
+        if text.startswith(PREAMBLE_INTRO):
+            return "gemini:user:summary"
         return "gemini:user"
     if kind == "gemini":
         return "gemini:model:calls" if tool_calls(message) else "gemini:model"
