@@ -339,3 +339,49 @@ def test_gemini_loads_a_rewrite_liminal_wrote_and_goes_on(gemini: Rig) -> None:
     assert any(p.get("text", "").startswith(PREAMBLE_INTRO) for p in contents[0]["parts"])
     assert "READ_A please" not in json.dumps(contents[1:])  # the oldest turn only in the summary
     assert len(json.dumps(contents)) < len(json.dumps(before.body["contents"]))
+
+
+def test_a_gemini_thread_goes_on_across_swaps(gemini: Rig) -> None:
+    """Through ``liminal acp`` with a low trigger: a thread of turns with tool calls crosses it,
+    liminal moves the thread onto rewrites of Gemini's session, the client keeps one session id,
+    every turn is answered, and the request after a swap is smaller than the one before it."""
+    from liminal.kernel.journal import SwapJournal
+
+    rig = gemini
+    script = Scenario()
+    letters = "ABCDEFGHIJKLMN"
+    for letter in letters:
+        (rig.home.project / f"{letter}.txt").write_text(f"file {letter} says line\n" * 300)
+        script.add(f"READ_{letter}", ToolCall("read_file", {"file_path": str(rig.home.project / f"{letter}.txt")}),
+                   Text(f"read {letter}"))
+    rig.server.script = script
+    base = rig.overhead()
+    high, target = base + 6_000, base + 3_000
+    rig.home.liminal_home.mkdir(parents=True, exist_ok=True)
+    with (rig.home.liminal_home / "config.toml").open("a") as config:
+        config.write(f"[swap]\nhigh_tokens = {high}\ntarget_tokens = {target}\nhold_timeout_seconds = 60\n"
+                     "[gradient]\nrecent_tokens = 1000\nmiddle_tokens = 1000\nsummary_tokens = 600\n")
+    with rig.client(via_liminal=True) as client:
+        client.initialize()
+        thread = str(client.new_session(rig.home.project)["sessionId"])
+        for letter in letters:
+            turn = client.prompt(thread, f"READ_{letter} please", timeout=180)
+            assert turn.stop_reason == "end_turn" and turn.text.endswith(f"read {letter}"), rig.stderr_tail()
+        client.settle()
+    swaps = SwapJournal(rig.home.liminal_home / "swaps.jsonl").records()
+    committed = [s for s in swaps if s.outcome == "committed"]
+    assert len(committed) >= 2 and all(s.harness == "gemini" and s.thread_id == thread for s in swaps), (swaps, rig.stderr_tail())
+    assert client.session_ids() == {thread}
+    assert not rig.server.errors  # the strict fake refused nothing: one response per call
+    # The model's request after each swap: smaller than the one before it, the last turn's file
+    # whole, the turns before it cut or summarised.
+    requests = [(r, v) for r, v in zip(rig.server.content_requests(), rig.server.views(), strict=True)]
+    for swap in committed:
+        moved_at = swap.started_at + swap.duration_s
+        before = [v for r, v in requests if r.t <= swap.started_at]
+        after = [v for r, v in requests if r.t > moved_at]
+        if before and after:
+            assert len(after[0].raw) < len(before[-1].raw), swap
+    last = json.dumps(requests[-1][1].body["contents"])
+    assert json.dumps("file N says line\n" * 300)[1:-1] in last
+    assert json.dumps("file A says line\n" * 300)[1:-1] not in last
