@@ -27,6 +27,7 @@ from liminal.harness.known import (
     line_parser,
     record_role,
 )
+from liminal.sessionfiles import RewriteError
 
 SAMPLES = Path(__file__).resolve().parents[2] / "fixtures" / "gemini"
 TWO_TURNS = SAMPLES / "two-turns-with-a-tool-call.jsonl"
@@ -274,3 +275,34 @@ def test_a_rewrite_keeps_recent_turns_whole_cuts_older_output_with_keys_and_summ
         c for m in ChatFile.read(again.path).messages() for c in tool_calls(m) if c["id"] == key.uuid]
     sessions.discard(again)
     assert not again.path.exists()
+
+
+def test_cuts_for_undo_clear_and_fork(tmp_path: Path) -> None:
+    env, chats = home(tmp_path)
+    sessions = harness(env)
+    path = chats / f"session-2026-12-07T12-33-{TWO_ID[:8]}.jsonl"
+    first, second = sessions.turns(path).starts
+    # /undo: everything before the last turn.
+    undo_id = "88888881-0000-4000-8000-000000000000"
+    undone = sessions.cut([(path, 0, second)], path, undo_id, keeps_thread=True)
+    said = ChatFile.read(undone.path).messages()
+    assert ChatFile.read(undone.path).session_id == undo_id and chatfile.find(undo_id, CWD, env) == undone.path
+    assert [records.message_type(m) for m in said] == ["gemini:user:context", "gemini:user", "gemini:model:calls",
+                                                       "gemini:model"]
+    assert undone.tokens_after < undone.tokens_before == 12456 + 6
+    # /fork from the second turn: the file's head (its context), then that turn.
+    fork_id = "88888882-0000-4000-8000-000000000000"
+    forked = ChatFile.read(sessions.cut([(path, second, None)], path, fork_id).path).messages()
+    assert [text_of(m["content"]) for m in forked][1:] == ["hello", "pong (n=5)"]
+    assert records.message_type(forked[0]) == "gemini:user:context"
+    # A cut of a session a resume wrote back (its history a $set with the response records).
+    loaded = chats / f"session-2000-01-01T00-00-{CONTINUED_ID[:8]}.jsonl"
+    last = sessions.turns(loaded).starts[-1]
+    cut = ChatFile.read(sessions.cut([(loaded, 0, last)], loaded, "88888883-0000-4000-8000-000000000000").path)
+    assert [records.message_type(m) for m in cut.messages()].count("gemini:user:responses") == 0
+    assert [text_of(m["content"]) for m in cut.messages() if records.message_type(m) == "gemini:user"] == [
+        "READ_NOTES please", "hello"]
+    with pytest.raises(RewriteError):
+        sessions.cut([], path, "88888884-0000-4000-8000-000000000000")
+    with pytest.raises(RewriteError):
+        sessions.cut([(path, 0, first)], path, "88888885-0000-4000-8000-000000000000")  # no turn in it

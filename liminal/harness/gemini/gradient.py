@@ -84,7 +84,10 @@ class Session:
 
     @classmethod
     def read(cls, path: Path) -> Session:
-        chat = ChatFile.read(path)
+        return cls.of(ChatFile.read(path))
+
+    @classmethod
+    def of(cls, chat: ChatFile) -> Session:
         messages = as_written(chat)
         head: list[Message] = []
         turns: list[list[Message]] = []
@@ -383,3 +386,11 @@ def file_name(new_id: str, now: float | None = None) -> str:
     session, never the minute of a load that comes after it is written."""
     minute = time.strftime("%Y-%m-%dT%H-%M", time.gmtime((time.time() if now is None else now) - 60))
     return f"session-{minute}-{new_id[:8]}.jsonl"
+
+
+def refreshed(head: Sequence[Message], scratchpad: str) -> list[Message]:
+    """The head with ``scratchpad`` in place of the one its summary holds (none: as it is)."""
+    previous = previous_summary(head)
+    if previous is None:
+        return list(head)
+    return _with_summary(head, PREAMBLE_INTRO + with_scratchpad(previous, scratchpad))

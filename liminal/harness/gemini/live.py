@@ -7,8 +7,7 @@ minute the session began spoils the file, so nothing liminal writes is named for
 is loaded in; a resumed session with a tool call sends the call's response twice unless the
 ``user`` records of responses are left out, and the resume writes them back, so a session is
 written again before every load; the next start deletes a loaded session's files, so the store
-is the only record. A rewrite (``gradient``) is written to meet the first two; cuts under a new
-id are not written yet: ``cut`` refuses (``RewriteError``).
+is the only record. A rewrite and a cut (``gradient``) are written to meet the first two.
 """
 
 from __future__ import annotations
@@ -30,6 +29,7 @@ from liminal.sessionfiles import (
     SessionNotFound,
     is_session_id,
     make_private_folder,
+    open_regular,
     write_atomically,
 )
 
@@ -66,6 +66,12 @@ def _turns_of(messages: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, A
         elif turns:
             turns[-1].append(message)
     return turns
+
+
+def _read_range(path: Path, begin: int, end: int | None) -> bytes:
+    with open_regular(path) as handle:
+        handle.seek(begin)
+        return handle.read() if end is None else handle.read(max(0, end - begin))
 
 
 class GeminiSessions:
@@ -207,7 +213,36 @@ class GeminiSessions:
 
     def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str, *,
             keeps_thread: bool = False, scratchpad: str | None = None) -> Rewritten:
-        raise RewriteError("Gemini CLI sessions are not cut yet")
+        """The byte ranges ``parts`` as one session, written as a rewrite is (``gradient.finish``:
+        each call in its turn, no response records, no usage). A cut that starts after its
+        first file's first turn (``/fork MARK``) gets what comes before that turn in the file
+        (its header, the CLI's context, a summary). Nothing names a thread in the CLI's files
+        but the session file: ``keeps_thread`` asks nothing more."""
+        if not parts:
+            raise RewriteError("nothing to cut")
+        if not is_session_id(new_id):
+            raise RewriteError(f"{new_id!r} is not a session id")
+        first, start, _ = parts[0]
+        data = b""
+        if start > 0:
+            starts = self.turns(first).starts
+            data += _read_range(first, 0, min(starts[0], start) if starts else start)
+        for path, begin, end in parts:
+            data += _read_range(path, begin, end)
+        session = gradient.Session.of(ChatFile.parse(data))
+        if not session.turns:
+            raise RewriteError("the cut holds no turn")
+        head = list(session.head) if scratchpad is None else gradient.refreshed(session.head, scratchpad)
+        original = gradient.Session.read(like)
+        overhead = gradient.overhead_of(original)
+        before = original.context or overhead
+        kept = [*head, *(message for turn in session.turns for message in turn)]
+        result = gradient.finish(session, kept, new_id, before, overhead)
+        target = self.target_path(like, new_id)
+        make_private_folder(target.parent)
+        write_atomically(target, result.lines)
+        return Rewritten(new_id, target, result.tokens_before, result.tokens_after,
+                         sum(len(line) for line in result.lines))
 
     def discard(self, rewritten: Rewritten) -> None:
         rewritten.path.unlink(missing_ok=True)
