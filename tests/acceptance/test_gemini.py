@@ -385,3 +385,40 @@ def test_a_gemini_thread_goes_on_across_swaps(gemini: Rig) -> None:
     last = json.dumps(requests[-1][1].body["contents"])
     assert json.dumps("file N says line\n" * 300)[1:-1] in last
     assert json.dumps("file A says line\n" * 300)[1:-1] not in last
+
+
+def test_mark_clear_and_undo_cut_a_gemini_thread(gemini: Rig) -> None:
+    """``/mark``, ``/undo`` and ``/clear MARK`` through ``liminal acp`` on Gemini CLI: each move
+    a cut of Gemini's session under a new id that the CLI loads, the client keeping one id."""
+    from liminal.kernel.journal import SwapJournal
+
+    rig = gemini
+    with rig.client(via_liminal=True) as client:
+        client.initialize()
+        thread = str(client.new_session(rig.home.project)["sessionId"])
+
+        def say(text: str) -> str:
+            turn = client.prompt(thread, text, timeout=180)
+            assert turn.stop_reason == "end_turn", (text, rig.stderr_tail())
+            return turn.text
+
+        say("READ_NOTES please")
+        say("alpha one")
+        say("/mark A")
+        say("bravo two")
+        say("charlie three")
+        answer = say("/undo")
+        assert "out of the model's context" in answer, answer
+        say("delta four")
+        seen = json.dumps(rig.server.views()[-1].body["contents"])
+        assert "delta four" in seen and "bravo two" in seen and "charlie three" not in seen, seen[-2000:]
+        assert seen.count("functionResponse") == 1  # the tool turn's one response, not two
+        answer = say("/clear A")
+        say("echo five")
+        seen = json.dumps(rig.server.views()[-1].body["contents"])
+        assert "echo five" in seen and "alpha one" in seen and "bravo two" not in seen, (answer, seen[-2000:])
+        client.settle()
+    moves = SwapJournal(rig.home.liminal_home / "swaps.jsonl").records()
+    assert [(m.move, m.outcome, m.harness) for m in moves] == [
+        ("/undo", "committed", "gemini"), ("/clear A", "committed", "gemini")], moves
+    assert client.session_ids() == {thread} and not rig.server.errors
