@@ -156,19 +156,30 @@ def test_recall_keys_name_a_calls_result_and_its_arguments(tmp_path: Path) -> No
     assert sessions.recall_in_line(b'{"id":"x","type":"user","content":"hi"}', RecallKey(TWO_ID, CALL, 0)) is None
 
 
-def test_a_session_written_back_from_its_lines_is_the_file_byte_for_byte(tmp_path: Path) -> None:
+def test_a_session_written_back_from_its_lines_resumes_as_it_was(tmp_path: Path) -> None:
+    """The stored lines byte for byte, in a file named for no minute a load can be in, then a
+    ``$set`` of the messages without the response records the CLI would send twice."""
     env, chats = home(tmp_path)
     sessions = harness(env)
     path = chats / f"session-2026-12-07T12-33-{TWO_ID[:8]}.jsonl"
     data = path.read_bytes()
+    messages = ChatFile.read(path).messages()
     path.unlink()
     restored = sessions.restore(TWO_ID, CWD, data.split(b"\n")[:-1])
-    assert restored == path and restored.read_bytes() == data
+    assert restored.parent == chats and restored.name.endswith(f"-{TWO_ID[:8]}.jsonl")
+    assert not restored.name.startswith(time.strftime("session-%Y-%m-%dT%H-%M", time.gmtime()))
+    written = restored.read_bytes()
+    assert written.startswith(data) and written.count(b"\n") == data.count(b"\n") + 1
     assert restored.stat().st_mode & 0o777 == 0o600
-    assert sessions.locate(TWO_ID, CWD) == path
+    assert sessions.locate(TWO_ID, CWD) == restored
+    resumed = ChatFile.read(restored).messages()
+    assert resumed == [m for m in messages if records.message_type(m) != "gemini:user:responses"]
     with pytest.raises(ValueError):
         sessions.restore("../x", CWD, [])
-    assert ChatFile.read(restored).session_id == TWO_ID
+    # A session the CLI would resume as it was is written back byte for byte, nothing added.
+    plain = [raw for raw in data.split(b"\n")[:-1] if b"functionResponse" not in raw or b'"toolCalls"' in raw]
+    again = "99999999-0000-4000-8000-000000000000"
+    assert sessions.restore(again, CWD, plain).read_bytes() == b"".join(raw + b"\n" for raw in plain)
 
 
 def test_removal_takes_every_file_of_the_session_and_only_them(tmp_path: Path) -> None:

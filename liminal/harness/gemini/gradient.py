@@ -394,3 +394,13 @@ def refreshed(head: Sequence[Message], scratchpad: str) -> list[Message]:
     if previous is None:
         return list(head)
     return _with_summary(head, PREAMBLE_INTRO + with_scratchpad(previous, scratchpad))
+
+
+def resumable(chat: ChatFile) -> bytes | None:
+    """A ``$set`` of the messages that makes ``chat`` resume as the conversation was (each call
+    in its turn, no user record of function responses), or None: it resumes so already."""
+    resolved = chat.messages()
+    wanted = [m for m in as_written(chat) if not is_function_responses(m)]
+    if wanted == resolved:
+        return None
+    return orjson.dumps({"$set": {"messages": wanted}})

@@ -299,7 +299,12 @@ class GeminiSessions:
     def restore(self, backing_id: str, cwd: str | None, lines: Sequence[bytes],
                 beside: Iterable[tuple[Beside, bytes]] = ()) -> Path:
         """In the project's ``chats/`` (``cwd`` registered in ``projects.json``), named for the
-        minute its first header says it began, as the CLI named it."""
+        minute before now (a load in the minute a file is named for spoils it: the load that
+        follows a restore is in this minute or a later one), the stored lines byte for byte,
+        then, when the CLI would resume them wrongly, one ``$set`` of the messages as they
+        were (``gradient.resumable``): a session the CLI resumed once holds the user records of
+        function responses, which it would send twice, and a later turn's calls sit in the
+        first turn's calls message. The stored lines stay a prefix of the file."""
         if not is_session_id(backing_id):
             raise ValueError(f"{backing_id!r} is not a session id")
         if next(iter(beside), None) is not None:
@@ -308,11 +313,10 @@ class GeminiSessions:
         if slug is None:
             raise ValueError(f"no Gemini CLI project for {cwd!r}")
         chat = ChatFile(tuple(chatfile.parse_line(line) for line in lines))
-        started = str(chat.metadata().get("startTime") or "")
-        minute = started[:16].replace(":", "-") if len(started) >= 16 else "2000-01-01T00-00"
-        target = chatfile.gemini_dir(self.env) / "tmp" / slug / "chats" / f"session-{minute}-{backing_id[:8]}.jsonl"
+        fix = gradient.resumable(chat)
+        target = chatfile.gemini_dir(self.env) / "tmp" / slug / "chats" / gradient.file_name(backing_id)
         make_private_folder(target.parent)
-        write_atomically(target, tuple(line + b"\n" for line in lines))
+        write_atomically(target, (*(line + b"\n" for line in lines), *((fix + b"\n",) if fix else ())))
         return target
 
     # -- removal -------------------------------------------------------------------------------
