@@ -1,9 +1,9 @@
-"""The real Gemini CLI (``gemini --acp``: it speaks ACP itself) against the fake Gemini API, through
-``liminal acp``: every turn answered, a tool call run, the conversation in liminal's store, and
-the CLI's own session file where and as docs/formats.md says. Not in the adapter matrix the other
-acceptance tests run over (``matrix = false`` in pins.toml): liminal's harness for Gemini's
-session files reads them (``liminal.harness.gemini``) but writes no rewrite yet, so swaps and
-the cutting commands are not asked of it here."""
+"""The real Gemini CLI (``gemini --acp``: it speaks ACP itself) against the fake Gemini API: through
+``liminal acp`` every turn answered, a tool call run, the conversation and the session file's
+lines in liminal's store; the CLI's own session file where and as docs/formats.md says; its
+faults with ``session/load`` (docs/facts.md); the harness's rewrite loaded by the CLI, swaps and
+the cutting commands through ``liminal acp``. Not in the adapter matrix the other acceptance
+tests run over (``matrix = false`` in pins.toml): those have not been run with it."""
 
 from __future__ import annotations
 
