@@ -214,7 +214,7 @@ class ServeSettings:
 
 @dataclass(frozen=True, slots=True)
 class HarnessSettings:
-    # Which CLI's session files the agent writes: "claude", "codex", or "auto" (from the agent's
+    # Which CLI's session files the agent writes: "claude", "codex", "gemini", or "auto" (from the agent's
     # ``initialize`` answer, else the agent command's words; Claude Code when nothing says).
     name: str = "auto"
 
@@ -440,7 +440,7 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     # Claude Code cuts an MCP tool's answer past about 25k tokens: a page stays under it.
     "memory.dump_chars": (lambda v: 1_000 <= v <= 60_000, "characters, 1000 to 60000"),
     "memory.reach": (lambda v: v in ("off", "folder", "all"), "off, folder or all"),
-    "harness.name": (lambda v: v in ("auto", "claude", "codex"), "auto, claude or codex"),
+    "harness.name": (lambda v: v in ("auto", "claude", "codex", "gemini"), "auto, claude, codex or gemini"),
     "serve.listen": (lambda v: _host_port(v) is not None, "HOST:PORT, e.g. 127.0.0.1:8765"),
     "serve.origins": (lambda v: all(o.strip().startswith(("http://", "https://"))
                                     for o in v.split(",") if o.strip()),

@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     swap.add_argument("--swap-every-turns", type=int, help="also swap every N turns (0: never)")
     swap.add_argument("--swap-notice", choices=("silent", "thought", "info"),
                       help="how the UI hears of a swap")
-    parser.add_argument("--harness", choices=("auto", "claude", "codex"),
+    parser.add_argument("--harness", choices=("auto", "claude", "codex", "gemini"),
                         help="whose session files the agent writes (default: auto, from the agent)")
     parser.add_argument("agent", nargs=argparse.REMAINDER, help="-- AGENT_COMMAND [ARGS...]")
 

@@ -71,7 +71,7 @@ class Reader:
         """The harness of the CLI named ``cli``; another name: Claude Code's, each CLI's asked
         in turn for a recall key (``ChosenHarness``)."""
         if cli not in self._harnesses:
-            forced = cli if cli in ("claude", "codex") else None
+            forced = cli if cli in ("claude", "codex", "gemini") else None
             self._harnesses[cli] = HarnessChoice(known_harnesses(self.settings.gradient), forced=forced).harness
         return self._harnesses[cli]
 

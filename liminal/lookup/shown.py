@@ -14,7 +14,7 @@ def cli_name(harness: str) -> str:
 
     if not harness:
         return "-"
-    return guess([harness], ["claude", "codex"]) or harness.rsplit("/", 1)[-1][:20]
+    return guess([harness], ["claude", "codex", "gemini"]) or harness.rsplit("/", 1)[-1][:20]
 
 
 def tool_output(data: dict[str, Any]) -> str:

@@ -1,8 +1,9 @@
-"""The real Gemini CLI (``gemini --acp``: it speaks ACP itself) against the fake Gemini API, through
-``liminal acp``: every turn answered, a tool call run, the conversation in liminal's store, and
-the CLI's own session file where and as docs/formats.md says. Not in the adapter matrix the other
-acceptance tests run over (``matrix = false`` in pins.toml): liminal has no harness for Gemini's
-session files yet, so swaps, recall and the context commands are not asked of it here."""
+"""The real Gemini CLI (``gemini --acp``: it speaks ACP itself) against the fake Gemini API: through
+``liminal acp`` every turn answered, a tool call run, the conversation and the session file's
+lines in liminal's store; the CLI's own session file where and as docs/formats.md says; its
+faults with ``session/load`` (docs/facts.md); the harness's rewrite loaded by the CLI, swaps and
+the cutting commands through ``liminal acp``. Not in the adapter matrix the other acceptance
+tests run over (``matrix = false`` in pins.toml): those have not been run with it."""
 
 from __future__ import annotations
 
@@ -83,6 +84,15 @@ def test_gemini_through_liminal_answers_every_turn_and_is_stored(gemini: Rig) ->
             assert any(m.kind == "agent" and "zebra-42" in m.text for m in messages)
             assert any(m.kind == "agent" and "pong" in m.text for m in messages)
             assert [m for m in messages if m.kind == "tool_call"]
+            # The CLI's session file, line by line, as Gemini's harness reads it: the prompts,
+            # the call with its result, the model's answers and their usage.
+            lines = await store.session_records(session)
+            types = [r.type for r in lines]
+            assert types.count("gemini:user") == 2 and types.count("gemini:model:calls") == 1
+            [call] = [r for r in lines if r.type == "gemini:model:calls"]
+            assert "zebra-42" in call.text and call.tool_ids == ("read_file__call_fake00000000000000000001",)
+            assert any(r.usage and r.usage.get("input") for r in lines)
+            assert b"".join(r.raw + b"\n" for r in lines) == session_file(rig, session).read_bytes()
 
     anyio.run(check)
 
@@ -266,3 +276,149 @@ def test_gemini_connects_to_nothing_but_the_fake_server(gemini: Rig, tmp_path: P
     port = f"htons({rig.server.port})"
     assert all('inet_addr("127.0.0.1")' in line and port in line for line in inet), inet
 
+
+
+def test_gemini_loads_a_rewrite_liminal_wrote_and_goes_on(gemini: Rig) -> None:
+    """The harness's rewrite (``GeminiSessions.rewrite``) of a session of four turns with a tool
+    call each, under a new id: the CLI loads it by ``session/load`` in a new process and goes
+    on. Its next request holds the last turn whole, an older turn's file cut to a head and a
+    recall key of the original session, the oldest turns as a summary in the first content, one
+    response per call, and is smaller than the last request before."""
+    from liminal.config import GradientSettings
+    from liminal.gradient.recall import KEY_IN_MARKER, RecallKey
+    from liminal.gradient.summarize import PREAMBLE_INTRO
+    from liminal.harness.gemini.live import GeminiSessions
+
+    rig = gemini
+    letters = "ABCD"
+    script = Scenario()
+    for letter in letters:
+        (rig.home.project / f"{letter}.txt").write_text(f"file {letter} says line\n" * 400)
+        script.add(f"READ_{letter}", ToolCall("read_file", {"file_path": str(rig.home.project / f"{letter}.txt")}),
+                   Text(f"read {letter}"))
+    rig.server.script = script
+    with rig.client(via_liminal=False) as client:
+        client.initialize()
+        session = str(client.new_session(rig.home.project)["sessionId"])
+        for letter in letters:
+            assert client.prompt(session, f"READ_{letter} please", timeout=180).stop_reason == "end_turn", \
+                rig.stderr_tail()
+        client.settle()
+    before = rig.server.views()[-1]
+    began_a_minute_ago(rig, session)
+
+    sessions = GeminiSessions(GradientSettings(), {"HOME": str(rig.home.home)})
+    path = sessions.locate(session, str(rig.home.project))
+    assert path is not None
+    # A target whose bands keep the last turn whole, cut one and summarise the oldest.
+    start = sessions.context_tokens(path) or 0
+    target = next((t for t in range(start, 0, -250) if (b := sessions.bands(path, t, 1_000))["middle"]["turns"]
+                   and b["ancient"]["turns"]), None)
+    assert target is not None, [sessions.bands(path, t, 1_000) for t in range(start, 0, -2_000)]
+    new_id = str(uuid.uuid4())
+    rewritten = sessions.rewrite(path, target, new_id, recent_tokens=1_000)
+    assert rewritten.tokens_after < rewritten.tokens_before
+
+    with rig.client(via_liminal=False) as client:
+        replayed = load(client, rig, new_id)
+        again = client.prompt(new_id, "hello again", timeout=180)
+        client.settle()
+    assert "agent_message_chunk" in replayed and "tool_call" in replayed, replayed
+    assert again.stop_reason == "end_turn" and not rig.server.errors, rig.stderr_tail()
+    after = rig.server.views()[-1]
+    contents = after.body["contents"]
+    parts = [part for content in contents for part in content["parts"]]
+    calls = [p["functionCall"] for p in parts if "functionCall" in p]
+    responses = [p["functionResponse"] for p in parts if "functionResponse" in p]
+    assert len(calls) == len(responses) >= 2, [next(iter(p)) for p in parts]
+    texts = [json.dumps(r["response"]) for r in responses]
+    assert json.dumps({"output": "file D says line\n" * 400}) in texts  # the last turn whole
+    [cut] = [t for t in texts if KEY_IN_MARKER.search(t)]
+    key = RecallKey.parse(KEY_IN_MARKER.search(cut).group(1))  # type: ignore[union-attr]
+    assert key.session_id == session and sessions.recall(key) is not None
+    assert any(p.get("text", "").startswith(PREAMBLE_INTRO) for p in contents[0]["parts"])
+    assert "READ_A please" not in json.dumps(contents[1:])  # the oldest turn only in the summary
+    assert len(json.dumps(contents)) < len(json.dumps(before.body["contents"]))
+
+
+def test_a_gemini_thread_goes_on_across_swaps(gemini: Rig) -> None:
+    """Through ``liminal acp`` with a low trigger: a thread of turns with tool calls crosses it,
+    liminal moves the thread onto rewrites of Gemini's session, the client keeps one session id,
+    every turn is answered, and the request after a swap is smaller than the one before it."""
+    from liminal.kernel.journal import SwapJournal
+
+    rig = gemini
+    script = Scenario()
+    letters = "ABCDEFGHIJKLMN"
+    for letter in letters:
+        (rig.home.project / f"{letter}.txt").write_text(f"file {letter} says line\n" * 300)
+        script.add(f"READ_{letter}", ToolCall("read_file", {"file_path": str(rig.home.project / f"{letter}.txt")}),
+                   Text(f"read {letter}"))
+    rig.server.script = script
+    base = rig.overhead()
+    high, target = base + 6_000, base + 3_000
+    rig.home.liminal_home.mkdir(parents=True, exist_ok=True)
+    with (rig.home.liminal_home / "config.toml").open("a") as config:
+        config.write(f"[swap]\nhigh_tokens = {high}\ntarget_tokens = {target}\nhold_timeout_seconds = 60\n"
+                     "[gradient]\nrecent_tokens = 1000\nmiddle_tokens = 1000\nsummary_tokens = 600\n")
+    with rig.client(via_liminal=True) as client:
+        client.initialize()
+        thread = str(client.new_session(rig.home.project)["sessionId"])
+        for letter in letters:
+            turn = client.prompt(thread, f"READ_{letter} please", timeout=180)
+            assert turn.stop_reason == "end_turn" and turn.text.endswith(f"read {letter}"), rig.stderr_tail()
+        client.settle()
+    swaps = SwapJournal(rig.home.liminal_home / "swaps.jsonl").records()
+    committed = [s for s in swaps if s.outcome == "committed"]
+    assert len(committed) >= 2 and all(s.harness == "gemini" and s.thread_id == thread for s in swaps), (swaps, rig.stderr_tail())
+    assert client.session_ids() == {thread}
+    assert not rig.server.errors  # the strict fake refused nothing: one response per call
+    # The model's request after each swap: smaller than the one before it, the last turn's file
+    # whole, the turns before it cut or summarised.
+    requests = [(r, v) for r, v in zip(rig.server.content_requests(), rig.server.views(), strict=True)]
+    for swap in committed:
+        moved_at = swap.started_at + swap.duration_s
+        before = [v for r, v in requests if r.t <= swap.started_at]
+        after = [v for r, v in requests if r.t > moved_at]
+        if before and after:
+            assert len(after[0].raw) < len(before[-1].raw), swap
+    last = json.dumps(requests[-1][1].body["contents"])
+    assert json.dumps("file N says line\n" * 300)[1:-1] in last
+    assert json.dumps("file A says line\n" * 300)[1:-1] not in last
+
+
+def test_mark_clear_and_undo_cut_a_gemini_thread(gemini: Rig) -> None:
+    """``/mark``, ``/undo`` and ``/clear MARK`` through ``liminal acp`` on Gemini CLI: each move
+    a cut of Gemini's session under a new id that the CLI loads, the client keeping one id."""
+    from liminal.kernel.journal import SwapJournal
+
+    rig = gemini
+    with rig.client(via_liminal=True) as client:
+        client.initialize()
+        thread = str(client.new_session(rig.home.project)["sessionId"])
+
+        def say(text: str) -> str:
+            turn = client.prompt(thread, text, timeout=180)
+            assert turn.stop_reason == "end_turn", (text, rig.stderr_tail())
+            return turn.text
+
+        say("READ_NOTES please")
+        say("alpha one")
+        say("/mark A")
+        say("bravo two")
+        say("charlie three")
+        answer = say("/undo")
+        assert "out of the model's context" in answer, answer
+        say("delta four")
+        seen = json.dumps(rig.server.views()[-1].body["contents"])
+        assert "delta four" in seen and "bravo two" in seen and "charlie three" not in seen, seen[-2000:]
+        assert seen.count("functionResponse") == 1  # the tool turn's one response, not two
+        answer = say("/clear A")
+        say("echo five")
+        seen = json.dumps(rig.server.views()[-1].body["contents"])
+        assert "echo five" in seen and "alpha one" in seen and "bravo two" not in seen, (answer, seen[-2000:])
+        client.settle()
+    moves = SwapJournal(rig.home.liminal_home / "swaps.jsonl").records()
+    assert [(m.move, m.outcome, m.harness) for m in moves] == [
+        ("/undo", "committed", "gemini"), ("/clear A", "committed", "gemini")], moves
+    assert client.session_ids() == {thread} and not rig.server.errors

@@ -29,7 +29,7 @@ from liminal.sessionfiles import SessionNotFound, is_session_id, open_regular
 
 Kind = Literal["header", "update", "message", "rewind", "other"]
 
-_NAME = re.compile(r"session-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-(?P<short>[0-9a-fA-F]{8})\.jsonl")
+NAME = re.compile(r"session-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-(?P<short>[0-9a-fA-F]{8})\.jsonl")
 # Slugs the CLI makes (``ProjectRegistry.slugify``, a counter after a clash): checked before one
 # read from projects.json becomes part of a path.
 _SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
@@ -182,6 +182,11 @@ def turn_ended(messages: Sequence[Mapping[str, Any]]) -> bool:
     return bool(content) or bool(last.get("thoughts"))
 
 
+def is_chat_file(path: Path) -> bool:
+    """``path`` is named as the CLI names a session file."""
+    return NAME.fullmatch(path.name) is not None
+
+
 def gemini_dir(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     return Path(env.get("HOME") or Path.home()) / ".gemini"
@@ -212,7 +217,7 @@ def session_files(session_id: str, cwd: str | None = None,
     folders = [tmp / slug / "chats"] if slug is not None else sorted(tmp.glob("*/chats"))
     short = session_id[:8].lower()
     return sorted(path for folder in folders for path in folder.glob("session-*.jsonl")
-                  if (match := _NAME.fullmatch(path.name)) and match.group("short").lower() == short
+                  if (match := NAME.fullmatch(path.name)) and match.group("short").lower() == short
                   and path.is_file())
 
 
