@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from fixtures.harness import adapters, clients
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "install-harness"
+PINS = tomllib.loads((ROOT / "fixtures" / "harness" / "pins.toml").read_text(encoding="utf-8"))
 
 
 def run(tmp_path: Path, path: Path, **env: str) -> subprocess.CompletedProcess[str]:
@@ -54,7 +56,8 @@ def test_an_adapter_that_does_not_install_fails_in_one_line(tmp_path: Path) -> N
     done = run(tmp_path, path, CI="true")
     said = [line for line in done.stderr.splitlines() if line.startswith("install-harness:")]
     assert done.returncode == 1 and len(said) == 1, done
-    pinned = len(adapters()) + len(clients())  # the adapters and the clients (acpx) alike
+    # Every npm package pinned: the adapters, the clients (acpx) and the schema alike.
+    pinned = len(adapters()) + len(clients()) + len(PINS.get("schemas", {}))
     assert f"{pinned} of {pinned} packages not installed" in said[0], said
     assert "claude-zed" in said[0] and "CI=true" in said[0], said
     assert run(tmp_path, path).returncode == 1  # outside CI too: a failed install is a failure
