@@ -47,6 +47,7 @@ kept for every thread).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -61,6 +62,7 @@ from liminal.config import Settings
 from liminal.errors import in_words
 from liminal.harness.base import Removal
 from liminal.kernel.journal import SwapJournal
+from liminal.mcp.link import safe
 from liminal.store.records import DELETED, OWNED_ELSEWHERE, Batch, ThreadUpdate, summarised
 from liminal.units import plural
 
@@ -207,6 +209,19 @@ def _queued(home: Path, whose: Whose) -> list[Path]:
     return link.of_thread(home, whose.thread)
 
 
+def _lock_files(home: Path, whose: Whose) -> list[Path]:
+    """The lock file named for the thread (``liminal.serve.locks``: ``locks/<id>.lock``, a UUID
+    in its canonical spelling), which ``liminal acp`` and ``liminal serve`` leave in the home:
+    it holds only a pid, but its name is the deleted thread's id. Removing one a live liminal
+    holds is safe: a taker only counts a lock on the file the path still names."""
+    import uuid
+
+    names = {whose.thread}
+    with contextlib.suppress(ValueError):
+        names.add(str(uuid.UUID(whose.thread)))
+    return [path for name in names if safe(name) and (path := home / "locks" / f"{name}.lock").is_file()]
+
+
 class JournalLines:
     name, names = "journal line", "journal lines"
     refills = False
@@ -281,7 +296,8 @@ class Holdings:
                 parts.append(Cached(self.cache))
             if self.home is not None:
                 parts += [InHome("record set aside", "records set aside", self.home, _set_aside),
-                          InHome("queued command", "queued commands", self.home, _queued)]
+                          InHome("queued command", "queued commands", self.home, _queued),
+                          InHome("thread lock", "thread locks", self.home, _lock_files)]
             if self.journal is not None:
                 parts.append(JournalLines(self.journal))
             self._parts = parts

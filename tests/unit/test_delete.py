@@ -395,3 +395,21 @@ def test_a_lock_the_cli_holds_too_long_leaves_the_log_as_it_is(tmp_path: Path, m
     old = time.time() - 30
     os.utime(lock, (old, old))
     assert claude.remove_lines([THREAD]) == 1 and not lock.exists() and history.read_bytes() == b""
+
+
+async def test_a_deleted_threads_lock_file_is_gone_with_it(tmp_path: Path) -> None:
+    """``liminal acp`` and ``liminal serve`` lock a thread under a file named for its id in the
+    home; a deletion leaves no file naming the thread, that one included (held or not)."""
+    from liminal.kernel.owned import Holdings, Whose
+    from liminal.serve.locks import ThreadLocks
+
+    thread = "0f8fad5b-d9cb-469f-a165-70867728950e"
+    locks = ThreadLocks(tmp_path)
+    assert await locks.try_take(thread.upper())  # held, as a live sidecar holds it
+    other = "9b2a3c4d-0000-4000-8000-000000000001"
+    assert await locks.try_take(other)
+    holdings = Holdings(store=None, cache=None, harnesses=[], home=tmp_path, journal=None)
+    removed = await holdings.remove(Whose(thread.upper(), (thread.upper(),)))
+    assert not removed.failed
+    assert sorted(p.name for p in (tmp_path / "locks").iterdir()) == [f"{other}.lock"]
+    await locks.release_all()
