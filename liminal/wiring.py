@@ -41,6 +41,7 @@ def components(settings: Settings, config_file: Path | None = None,
     from liminal.kernel.policy import CostPolicy
     from liminal.kernel.summaries import SideSummaries, side_root
     from liminal.kernel.swap import SwapManager
+    from liminal.store.base import lock_root
     from liminal.store.cache import open_cache, redis_url_of
     from liminal.store.configured import open_store
     from liminal.store.leases import MoveLeases
@@ -107,8 +108,8 @@ def components(settings: Settings, config_file: Path | None = None,
 
     recalibrator = Recalibrator(swaps.model, swaps.policy, journal, harness)
     # liminal's slash commands (/mark, /clear, /fork, /undo ...): answered by liminal.
-    aids = CommandAids(preamble, home=settings.home, recalibrated=recalibrator.settled,
-                       take_thread=take_thread)
+    aids = CommandAids(preamble, home=settings.home, lock_root=lock_root(settings),
+                       recalibrated=recalibrator.settled, take_thread=take_thread)
     if summaries is not None:
         aids = replace(aids, anchor_of=summaries.anchor, rebuild_anchor=summaries.rebuild,
                        side_root=side_root(settings.home))

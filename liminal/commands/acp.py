@@ -91,18 +91,15 @@ def thread_locks(settings: Settings) -> Locking | None:
     import contextlib
 
     from liminal.serve.locks import LockRelease, ThreadLocks
-    from liminal.store.base import sqlite_path
+    from liminal.store.base import lock_root
     from liminal.store.cache import redis_url_of
     from liminal.wiring import Locking
 
     if not settings.store.index:
         return None
-    folder = settings.home
-    if not settings.store.url.startswith(("mongodb://", "mongodb+srv://")):
-        shared = sqlite_path(settings)
-        if shared.parent != settings.home:  # homes that share the file find its locks beside it
-            folder = shared.with_name(shared.name + ".threads")
-            with contextlib.suppress(OSError):  # else taking a lock says why
-                folder.mkdir(mode=0o700, exist_ok=True)
+    folder = lock_root(settings)
+    if folder != settings.home:  # homes that share a SQLite file find its locks beside it
+        with contextlib.suppress(OSError):  # else taking a lock says why
+            folder.mkdir(mode=0o700, exist_ok=True)
     locks = ThreadLocks(folder, redis_url_of(settings.cache.url))
     return Locking(locks.try_take, [LockRelease(locks)])

@@ -138,12 +138,13 @@ def _change(args: argparse.Namespace, settings: Settings) -> int:
             return refuse(f"threads {args.action}", args.args[0], found)
         if args.action == "delete":
             from liminal.serve.locks import ThreadLocks
+            from liminal.store.base import lock_root
             from liminal.store.cache import redis_url_of
 
-            locks = ThreadLocks(settings.home, redis_url_of(settings.cache.url))
+            locks = ThreadLocks(lock_root(settings), redis_url_of(settings.cache.url))
             if not await locks.try_take(found):
-                print(f"liminal threads delete: {found} is open in a connection of liminal serve; "
-                      "close it first", file=sys.stderr)
+                print(f"liminal threads delete: {found} is open in a live liminal (an editor's "
+                      "liminal acp, a connection of liminal serve); close it first", file=sys.stderr)
                 return 1
             try:
                 removed = await _delete(settings, store, found)

@@ -60,6 +60,8 @@ class CommandAids:
     side_root: Path | None = None
     # ``$LIMINAL_HOME``: what a deleted thread left there goes too (``liminal.kernel.owned``).
     home: Path | None = None
+    # Where the thread locks are (``liminal.store.base.lock_root``); None: the home.
+    lock_root: Path | None = None
     # Until what a new liminal learns again of an opened thread's pace is in (``Recalibrator``).
     recalibrated: Callable[[str], Awaitable[None]] | None = None
     # Take a thread's lock for as long as this liminal runs (``liminal acp``'s, from

@@ -209,17 +209,18 @@ def _queued(home: Path, whose: Whose) -> list[Path]:
     return link.of_thread(home, whose.thread)
 
 
-def _lock_files(home: Path, whose: Whose) -> list[Path]:
+def _lock_files(root: Path, whose: Whose) -> list[Path]:
     """The lock file named for the thread (``liminal.serve.locks``: ``locks/<id>.lock``, a UUID
-    in its canonical spelling), which ``liminal acp`` and ``liminal serve`` leave in the home:
-    it holds only a pid, but its name is the deleted thread's id. Removing one a live liminal
-    holds is safe: a taker only counts a lock on the file the path still names."""
+    in its canonical spelling), which ``liminal acp`` and ``liminal serve`` leave under the
+    store's lock root (``liminal.store.base.lock_root``: the home, or beside a shared SQLite
+    file): it holds only a pid, but its name is the deleted thread's id. Removing one a live
+    liminal holds is safe: a taker only counts a lock on the file the path still names."""
     import uuid
 
     names = {whose.thread}
     with contextlib.suppress(ValueError):
         names.add(str(uuid.UUID(whose.thread)))
-    return [path for name in names if safe(name) and (path := home / "locks" / f"{name}.lock").is_file()]
+    return [path for name in names if safe(name) and (path := root / "locks" / f"{name}.lock").is_file()]
 
 
 class JournalLines:
@@ -281,6 +282,8 @@ class Holdings:
     harnesses: Sequence[Removal]
     home: Path | None
     journal: SwapJournal | None
+    # Where the thread locks are (``liminal.store.base.lock_root``); None: the home.
+    lock_root: Path | None = None
     _parts: list[Part] | None = None
 
     def parts(self) -> list[Part]:
@@ -297,7 +300,7 @@ class Holdings:
             if self.home is not None:
                 parts += [InHome("record set aside", "records set aside", self.home, _set_aside),
                           InHome("queued command", "queued commands", self.home, _queued),
-                          InHome("thread lock", "thread locks", self.home, _lock_files)]
+                          InHome("thread lock", "thread locks", self.lock_root or self.home, _lock_files)]
             if self.journal is not None:
                 parts.append(JournalLines(self.journal))
             self._parts = parts
@@ -399,8 +402,9 @@ async def reached(settings: Settings, store: Store | None) -> AsyncIterator[Hold
     (a session id names one CLI's session), the home and its swap journal."""
     from liminal.harness.base import HarnessChoice
     from liminal.harness.known import known_harnesses
+    from liminal.store.base import lock_root
     from liminal.store.cache import open_cache
 
     async with open_cache(settings) as cache:
         yield Holdings(store, cache, HarnessChoice(known_harnesses(settings.gradient)).all(),
-                       settings.home, SwapJournal(settings.journal_path))
+                       settings.home, SwapJournal(settings.journal_path), lock_root(settings))

@@ -267,6 +267,20 @@ def sqlite_path(settings: Settings) -> Path:
     return settings.sqlite_path
 
 
+def lock_root(settings: Settings) -> Path:
+    """The folder whose ``locks/`` holds the thread locks every sidecar on this store shares
+    (``liminal.serve.locks``): the home, or, for a SQLite file the home does not hold (homes
+    that share one file), ``<file>.threads`` beside it. One rule for whoever takes a lock
+    (``liminal acp``, ``liminal threads delete``) and whatever removes a deleted thread's."""
+    url = settings.store.url
+    if url.startswith(("mongodb://", "mongodb+srv://")):
+        return settings.home
+    shared = sqlite_path(settings)
+    if shared.parent != settings.home:
+        return shared.with_name(shared.name + ".threads")
+    return settings.home
+
+
 def describe(settings: Settings) -> str:
     """Where the configured store lives, for logs and ``liminal doctor``."""
     url = settings.store.url

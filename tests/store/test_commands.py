@@ -88,13 +88,50 @@ def test_rename_archive_and_delete_a_thread(home: Path, capsys: pytest.CaptureFi
     held = ThreadLocks(home)
     assert anyio.run(held.try_take, "sess-1")
     assert cli.main(["threads", "delete", "sess-1", "--yes"]) == 1
-    assert "open in a connection" in capsys.readouterr().err
+    assert "is open in a live liminal" in capsys.readouterr().err
     anyio.run(held.release_all)
     assert cli.main(["threads", "delete", "sess-1", "--yes"]) == 0
     assert "deleted thread sess-1" in capsys.readouterr().out
     assert cli.main(["history", "sess-1"]) == 1
     assert cli.main(["threads", "rename", "nope", "x"]) == 1
     assert cli.main(["threads", "rename", "sess-1"]) == 2
+
+
+def test_a_thread_on_a_shared_sqlite_file_is_locked_and_unlocked_where_its_sidecars_look(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Homes that share one SQLite file lock its threads beside it (``<file>.threads/locks``):
+    a deletion refuses while a live liminal there holds the thread, and leaves no lock file
+    naming it afterwards (it named the deleted thread)."""
+    from liminal.commands.acp import thread_locks
+    from liminal.config import load
+
+    home, shared = tmp_path / "home", tmp_path / "shared" / "liminal.db"
+    home.mkdir(mode=0o700)
+    shared.parent.mkdir()
+    monkeypatch.setenv("LIMINAL_HOME", str(home))
+    monkeypatch.setenv("LIMINAL_STORE_URL", f"sqlite://{shared}")
+    monkeypatch.delenv("LIMINAL_CACHE_URL", raising=False)
+
+    async def fill() -> None:
+        store = await SqliteStore.open(shared)
+        indexer = Indexer(store, home / "spool")
+        for e in conversation():
+            indexer.offer(e)
+        await indexer.aclose()
+        await store.aclose()
+
+    anyio.run(fill)
+    locking = thread_locks(load())
+    assert locking is not None
+    assert anyio.run(locking.take, "sess-1")  # as ``liminal acp`` on another home holds it
+    assert cli.main(["threads", "delete", "sess-1", "--yes"]) == 1
+    assert "is open in a live liminal" in capsys.readouterr().err
+    for release in locking.release:
+        anyio.run(release.aclose)
+    beside = shared.with_name("liminal.db.threads") / "locks"
+    assert (beside / "sess-1.lock").exists()  # released, the file stays until the thread goes
+    assert cli.main(["threads", "delete", "sess-1", "--yes"]) == 0
+    assert not (beside / "sess-1.lock").exists()
 
 
 def test_history(home: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -28,7 +28,7 @@ async def answer(c: CommandContext, request: LocalRequest) -> None:
         return
     try:
         store = await c.store() if c.stores.configured else None
-        holdings = Holdings(store, await c.cache(), [c.harness], c.home, c.journal)
+        holdings = Holdings(store, await c.cache(), [c.harness], c.home, c.journal, c.lock_root)
         gone = await delete.delete(port, c.model, c.mover, c.harness, holdings, thread,
                                    c.model.capabilities or {})
     except delete.DeleteRefused as exc:

@@ -74,6 +74,7 @@ class CommandContext:
         self.side_root: Path | None = aids.side_root
         # ``$LIMINAL_HOME``: what a deleted thread left there goes too (``liminal.kernel.owned``).
         self.home: Path | None = aids.home
+        self.lock_root: Path | None = aids.lock_root
         # Until what a new liminal learns again of an opened thread's pace is in (``Recalibrator``).
         self.recalibrated: Callable[[str], Awaitable[None]] | None = aids.recalibrated
         # The lock of a thread a client opens or makes (``opening.held_elsewhere``); None: no locks.
