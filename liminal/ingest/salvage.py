@@ -187,8 +187,8 @@ def salvage(batch: Batch) -> tuple[Batch, int]:
     threads = [_clean_record(r) for r in batch.threads]
     records = [_clean_record(r) for r in batch.session_records]
     # A session line or thread that had to change counts too (no problem message: a session
-    # record keeps its raw line): not counted, a batch of session lines was never retried made
-    # storable, and the file's indexing stopped at that line for good.
+    # record keeps its raw line): uncounted, a batch of session lines would never be retried made
+    # storable, and the file's indexing would stop at that line for good.
     remade = sum(1 for _, names in (*threads, *records) if names)
     return (Batch(frames, [*messages, *problems], [t for t, _ in threads], [r for r, _ in records]),
             len(problems) + remade)
