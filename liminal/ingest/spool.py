@@ -323,8 +323,8 @@ def read_segment(path: Path, start: int, end: int, max_frames: int,
         f.seek(pos)
         while len(frames) < max_frames and pos < end and (max_bytes is None or held < max_bytes):
             # No fixed cap: a header holds each frame's rpc id, which the client chooses (up to
-            # a frame's 64 MiB), so a cap failed a block the writer wrote whole, and with it the
-            # rest of the segment. What the segment still holds bounds it.
+            # a frame's 64 MiB), so a cap would fail a block the writer wrote whole, and with it
+            # the rest of the segment. What the segment still holds bounds it.
             header = f.readline(end - pos)
             if not header.endswith(b"\n"):
                 break
