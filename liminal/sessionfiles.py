@@ -2,8 +2,8 @@
 the stillness a settled turn shows, and careful writing.
 
 Beneath ``harness/`` and ``gradient/`` both (it knows no CLI's format): a recall key names a
-session by the same id the harnesses check, and in ``harness/`` it made the gradient import the
-package that imports the gradient.
+session by the same id the harnesses check, and in ``harness/`` it would make the gradient import
+the package that imports the gradient.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ old client is still owed (its *orphans*) must not reach the new one, which count
 ids from 1 too: an orphan's answer is dropped, and a request of the new client under an orphan's
 id goes to the agent under one of ours, its answer back under the client's id. Ours is one of the
 router's own ids (``liminal-<random per router>-N``, the namespace of liminal's own requests,
-never reused: an open request may hold one); it had a namespace of its own, ``liminal-re-N``,
-which a client could send itself. No I/O; the router calls ``incoming`` for each client request
+never reused: an open request may hold one), not a namespace of its own, which a client could
+send itself. No I/O; the router calls ``incoming`` for each client request
 and ``outgoing`` for each answer to one, while ``active``.
 """
 

@@ -1,7 +1,7 @@
 """``liminal search QUERY [--thread T] [--all] [--json]``: the conversation across history, best
 first: what the person and the model said and what tools returned, once each, with when and
 where (thread title, turn), then the memos holding every word (not with ``--thread``, nor in
-``--json``, which lists the conversation's hits as before). ``--all`` adds what stays out otherwise: liminal's own commands and
+``--json``, which lists only the conversation's hits). ``--all`` adds what stays out otherwise: liminal's own commands and
 notes, and the CLIs' bookkeeping records (``liminal.lookup.search``)."""
 
 from __future__ import annotations

@@ -36,8 +36,8 @@ def recent_budget(room: int, reserve: int, settings: GradientSettings, *, floor:
     """What the recent band may hold (the gradient keeps at least the last turn whatever this
     says). Asked for the floor (a target of 0), ``recent_tokens`` whole: the floor is defined by
     it. Asked for a target, at most what fits under it once the preamble (``reserve``) has its
-    room: a target is a promise, and a band kept whole past it broke it at every swap (a
-    20k band under a 12k target: no swap could ever land under the trigger)."""
+    room: a target is a promise, and a band kept whole past it would break it at every swap
+    (a 20k band under a 12k target: no swap could ever land under the trigger)."""
     if floor:
         return settings.recent_tokens
     return max(0, min(settings.recent_tokens, room - reserve))

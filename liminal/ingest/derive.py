@@ -37,8 +37,8 @@ Rules, all in this file:
 * Each frame is taken once: a frame whose sequence number is not past the last one seen on its
   connection is ignored, so replays of the spool never derive twice.
 * Bounded, whatever the agent sends: a message joined from chunks keeps its first
-  ``MESSAGE_TEXT_CHARS`` characters, then a note that the rest is in its frames (a 1.5 GB
-  streamed answer was held whole, joined again at every write, and refused by the store). A
+  ``MESSAGE_TEXT_CHARS`` characters, then a note that the rest is in its frames (unbounded, a 1.5 GB
+  streamed answer would be held whole, joined again at every write, and refused by the store). A
   frame past ``DERIVE_BYTES`` is derived from a copy whose strings past ``CUT_STRING_BYTES`` are
   cut (``liminal.ingest.cutcopy``: its reader does that), and gets a ``problem`` message saying
   so; the frame itself is stored whole.

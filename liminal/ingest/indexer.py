@@ -280,7 +280,7 @@ class Indexer(Component):
         backoff = self._retry
         while True:
             # The last round's frames go before the next are read: held across the read, a
-            # batch of large frames was in memory twice.
+            # batch of large frames would be in memory twice.
             items: list[tuple[FrameRecord, dict[str, Any] | None]] = []
             frames: list[FrameRecord] = []
             source_pos: int | None = None
@@ -505,8 +505,8 @@ class Indexer(Component):
 
     async def closed(self) -> None:
         """Until ``aclose`` has finished, the last look at the session files included. (``run``
-        returns before that look: a worker that stopped at ``stopped`` cancelled it, and the
-        turn the CLI had just written was never indexed.)"""
+        returns before that look: a worker that stopped at ``stopped`` would cancel it, and the
+        turn the CLI had just written would never be indexed.)"""
         await self._closed.wait()
 
     async def aclose(self, timeout: float | None = None, *, writer_done: bool = True) -> None:

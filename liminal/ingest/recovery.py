@@ -91,10 +91,10 @@ async def derive_where_spools_start(deriver: Deriver, store: Store,
     (one ``Derived`` a connection); None if the store cannot say now.
 
     A worker that replaces one that died finds only the segments the dead one had not
-    finished. Its deriver knew nothing of the turn under way: the rest of an answer became
-    a second message, a tool call's result one without its title, the messages after it
-    belonged to no turn, and the turn's end was never recorded; nor did it learn the
-    thread's session file, which then went unindexed."""
+    finished. Its deriver knows nothing of the turn under way: unprimed, the rest of an answer would
+    become a second message, a tool call's result one without its title, the messages after
+    it would belong to no turn, and the turn's end would never be recorded; nor would it learn
+    the thread's session file, which would then go unindexed."""
     primed: list[derive.Derived] = []
     looked: set[str] = set()
     for frame in frames:  # each connection's first frame here says where its spool starts

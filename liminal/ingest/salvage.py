@@ -2,8 +2,8 @@
 
 A frame's raw bytes always store; what is derived from it may not: a lone surrogate (valid in a
 JSON string escape, invalid in UTF-8) in a prompt or a method name, an integer past 64 bits in a
-tool's raw output or a usage figure. One such value made the whole batch fail at every retry, so
-the worker looped on it forever and indexed nothing after it. ``salvage`` is called only after a
+tool's raw output or a usage figure. One such value would make the whole batch fail at every retry,
+so the worker would loop on it forever and index nothing after it. ``salvage`` is called only after a
 write failed (the normal path pays nothing): every text is made UTF-8 (lone surrogates become
 U+FFFD), every JSON value storable (big integers become their digits as a string, what is nested
 past ``MAX_DEPTH`` levels a note that the raw frame has it), and each
@@ -187,8 +187,8 @@ def salvage(batch: Batch) -> tuple[Batch, int]:
     threads = [_clean_record(r) for r in batch.threads]
     records = [_clean_record(r) for r in batch.session_records]
     # A session line or thread that had to change counts too (no problem message: a session
-    # record keeps its raw line): not counted, a batch of session lines was never retried made
-    # storable, and the file's indexing stopped at that line for good.
+    # record keeps its raw line): uncounted, a batch of session lines would never be retried made
+    # storable, and the file's indexing would stop at that line for good.
     remade = sum(1 for _, names in (*threads, *records) if names)
     return (Batch(frames, [*messages, *problems], [t for t, _ in threads], [r for r, _ in records]),
             len(problems) + remade)

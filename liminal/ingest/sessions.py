@@ -93,7 +93,7 @@ class SessionWatch:
             except Exception as exc:
                 # Looking (a folder it may not read) or watching (the folder removed, the
                 # system's inotify instances used up) failed. This task runs beside the frames'
-                # indexing: raising here stopped that too, in every later worker alike. The
+                # indexing: raising here would stop that too, in every later worker alike. The
                 # watch is tried again, less and less often; each try catches up first.
                 logger.warning("session file watch failed; trying again", backing=backing_id,
                                thread=thread_id, error=str(exc), retry_seconds=wait)

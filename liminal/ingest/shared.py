@@ -1,8 +1,8 @@
 """One index worker for many spools: ``liminal serve``'s, shared by all its connections.
 
-``liminal acp`` starts one worker for its one spool (``liminal.ingest.worker``). ``liminal
-serve`` did the same per connection: 50 clients, 50 worker processes (about 30 MB each, 50
-SQLite writers on one file, 50 copies of the store's connection). Here one process indexes the
+``liminal acp`` starts one worker for its one spool (``liminal.ingest.worker``). A worker
+per connection would give ``liminal serve`` with 50 clients 50 worker processes (about 30 MB
+each, 50 SQLite writers on one file, 50 copies of the store's connection). Here one process indexes the
 spools of every connection of a server, each with an ``Indexer`` in tail mode of its own (its
 deriver's state is the connection's), all on one store connection.
 

@@ -44,10 +44,10 @@ from liminal.store.records import FrameRecord, frame_id
 
 SEGMENT_BYTES = 64 * 1024 * 1024  # a new tail segment after this much
 # A reader takes whole blocks until it holds this many bytes of frames (at least one block):
-# 2,000 frames of a megabyte each were read, and then stored, as one batch.
+# unbounded, 2,000 frames of a megabyte each would be read, and stored, as one batch.
 READ_BYTES = 64 * 1024 * 1024
 # A block larger than this is read a frame at a time, into the frame's own bytes: read whole
-# and sliced, a 1.5 GB frame was held twice.
+# and sliced, a 1.5 GB frame would be held twice.
 WHOLE_BLOCK_BYTES = 8 * 1024 * 1024
 IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024  # writev's limit
 _SUFFIX = ".spool"
@@ -188,8 +188,8 @@ class SpoolDir:
             size = _write_all(self._tail_fd, parts)
         except OSError:
             # Part of the block may be on disk (the disk filled during the write). Left there,
-            # it ended the segment for every reader: the blocks appended after it, once space
-            # came back, were never indexed and were skipped as damage at the next start. So
+            # it would end the segment for every reader: the blocks appended after it, once space
+            # came back, would never be indexed and would be skipped as damage at the next start. So
             # the segment is cut back to its last whole block; if even that fails, the next
             # block starts a segment of its own and readers skip this one's torn rest.
             try:
@@ -323,8 +323,8 @@ def read_segment(path: Path, start: int, end: int, max_frames: int,
         f.seek(pos)
         while len(frames) < max_frames and pos < end and (max_bytes is None or held < max_bytes):
             # No fixed cap: a header holds each frame's rpc id, which the client chooses (up to
-            # a frame's 64 MiB), so a cap failed a block the writer wrote whole, and with it the
-            # rest of the segment. What the segment still holds bounds it.
+            # a frame's 64 MiB), so a cap would fail a block the writer wrote whole, and with it
+            # the rest of the segment. What the segment still holds bounds it.
             header = f.readline(end - pos)
             if not header.endswith(b"\n"):
                 break

@@ -141,8 +141,8 @@ class SessionFileIndexer:
             records = [self._record(raw, at) for at, raw in lines]
             await self._keep_beside(raw for _, raw in lines)  # first: no line without its file
             # One line the store refuses as parsed (a lone surrogate, an integer past 64 bits,
-            # nesting past orjson's 254 levels, a record past its size limit) failed the batch
-            # at every change: the file's indexing stopped there for good. Such values are made
+            # nesting past orjson's 254 levels, a record past its size limit) would fail the
+            # batch at every change: the file's indexing would stop there for good. Such values are made
             # storable, cut or set aside instead (``liminal.ingest.poison``).
             await write_batch(self.store, Batch(session_records=records), quarantine=self.quarantine)
             self.offset = end

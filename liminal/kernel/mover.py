@@ -308,8 +308,8 @@ class ThreadMover:
                 yield None if ours else "another liminal on the same store is moving this thread"
             finally:
                 # A move that did not commit ends in the shared store before its lease does:
-                # another sidecar's load that found the lease gone and the claim still there
-                # took this live sidecar's failed move for a dead one's ("abandoned").
+                # else another sidecar's load that found the lease gone and the claim still
+                # there would take this live sidecar's failed move for a dead one's ("abandoned").
                 await self.flush_shared()
 
     async def _open_empty(self, attempt: MoveAttempt, answer: dict[str, Any] | None = None) -> MoveAttempt:

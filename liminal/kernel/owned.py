@@ -116,7 +116,7 @@ class Records:
     async def remove(self, whose: Whose) -> int:
         # The tombstone first: from then on no batch brings back a record of the thread (the
         # index worker's frames and lines still on their way: ``Batch.without``), so what the
-        # delete takes stays gone. Written after, a batch stored between the two was kept.
+        # delete takes stays gone. Written after, a batch stored between the two would be kept.
         await self.store.write(Batch(threads=[ThreadUpdate(
             whose.thread, time.time(), cwd=whose.cwd or "", harness=whose.harness, state=DELETED,
             backing_ids=whose.sessions, by_user=True)]))

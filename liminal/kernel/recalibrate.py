@@ -4,10 +4,10 @@ The cost policy reads what it knows of a thread from its ``Pace``: the CLI's own
 (``overhead``: the first context a new thread shows), the floor the last rewrite to it measured
 (``floor``), what the last rewrite left and how far the trigger backed off for it (``landed``,
 ``backed_off_to``). A liminal learns them from the turn ends and the swaps it sees, so a new
-process (an editor restarted, a client that starts liminal for every prompt) opened the thread
-knowing none of them: ``/context`` then put the floor at a default prompt (20k tokens) and the
-trigger back where it was set, and the swaps were decided from those guesses until the next
-rewrite. They outlive the process where the swaps are kept:
+process (an editor restarted, a client that starts liminal for every prompt) would open the
+thread knowing none of them: ``/context`` would put the floor at a default prompt (20k tokens)
+and the trigger back where it was set, and the swaps would be decided from those guesses until
+the next rewrite. They outlive the process where the swaps are kept:
 
 - the thread's rewrites in the swap journal (each swap committed or skipped: its
   ``tokens_after``), given to ``CostPolicy.rewritten`` again, in order, as when they were made;
@@ -107,7 +107,7 @@ class Recalibrator(Component):
         async for thread in self._receive:
             try:
                 await self._restore(port, thread)
-            except Exception as exc:  # the pace is learned from the turns, as before
+            except Exception as exc:  # the pace is learned from the turns, as a new thread's
                 logger.warning("thread's pace not restored", thread=thread,
                                error=f"{type(exc).__name__}: {exc}")
             finally:

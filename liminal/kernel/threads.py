@@ -173,8 +173,8 @@ def context_reading(update: dict[str, Any]) -> int | None:
     """The context size a ``usage_update`` tells, or None when it tells none a window could hold:
     not a whole number, negative, past ``MAX_CONTEXT_TOKENS``, or more than twice the window the
     update names (the count may take in the answer's tokens, so a little past it is real). One
-    such reading taken for a context cost a swap at once, and as the biggest turn ever seen it
-    pushed the thread's trigger down to its target for good: a swap at every turn."""
+    such reading taken for a context would cost a swap at once, and as the biggest turn ever seen
+    it would push the thread's trigger down to its target for good: a swap at every turn."""
     used, size = update.get("used"), update.get("size")
     if not isinstance(used, int) or isinstance(used, bool) or not 0 <= used <= MAX_CONTEXT_TOKENS:
         return None

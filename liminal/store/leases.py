@@ -12,7 +12,7 @@ compare-and-delete. The home's ``flock`` on ``swaps.moving/<id>.lock`` stays: it
 another liminal on the same machine that an attempt is alive.
 
 A Redis that does not answer does not stop a move (logged once): the thread's move lock in the
-process and the journal's locks still hold on one machine, as before Redis was configured.
+process and the journal's locks still hold on one machine, as without Redis.
 A connection per move: moves are a few an hour, and nothing is left open between them.
 """
 

@@ -154,7 +154,7 @@ def _store_errors(method: Callable[_P, Coroutine[Any, Any, _T]]) -> Callable[_P,
 
 # The longest one call on an open connection may take: a 16 MiB record's write on a slow link
 # fits well within it, and a server that went quiet fails the call (retried by the worker) where
-# pymongo's default, none, waited for good.
+# pymongo's default, none, would wait for good.
 SOCKET_TIMEOUT_MS = 120_000
 
 
@@ -235,8 +235,8 @@ class MongoStore:
         self.text_index = True
         # Statements per write command (None: as many as the driver sends in one): FerretDB 1.x
         # takes a connection of its own pool for each update whose document exists and keeps it
-        # to the command's end, so a command of more than about 100 of them waited for good,
-        # and every client of the server behind it (``FERRETDB_OPS_PER_COMMAND``).
+        # to the command's end, so a command of more than about 100 of them would wait for
+        # good, and every client of the server behind it (``FERRETDB_OPS_PER_COMMAND``).
         self.ops_per_command: int | None = None
         db = client[database]
         self._frames = db["frames"]

@@ -226,7 +226,7 @@ class Thread:
     created: float
     updated: float
     named: bool = False  # its title was given by the user: the agent's titles do not replace it
-    # Its title is the agent's or the user's, no longer the first prompt's words standing in:
+    # Its title is the agent's or the user's, not the first prompt's words standing in:
     # the agent's later titles do not replace it (only the user's name does).
     titled: bool = False
 

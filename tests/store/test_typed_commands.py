@@ -24,6 +24,7 @@ import pytest
 
 from liminal.acp.router import Router
 from liminal.ingest.indexer import Indexer
+from liminal.kernel.aids import CommandAids, Preamble
 from liminal.kernel.commands import CommandCenter
 from liminal.kernel.threads import ThreadModel
 from liminal.lookup.memos import MEMO_THREAD
@@ -87,9 +88,9 @@ def no_store_opened_twice(store: Store) -> Iterator[Any]:
 async def typist(store: Store, harness: Any = None, memory: Any = None) -> AsyncIterator[Typist]:
     """``memory``: made of the center's store (``liminal.kernel.memory.Memory``), if given."""
     with no_store_opened_twice(store) as opener:
-        center = CommandCenter(ThreadModel(), None, None, None, harness, opener)  # type: ignore[arg-type]
-        if memory is not None:
-            center.memory = memory(center.store)
+        # The scratchpad reads through the center's store, as the wiring's does.
+        aids = CommandAids(Preamble(memory(lambda: center.store()))) if memory is not None else None
+        center = CommandCenter(ThreadModel(), None, None, None, harness, opener, aids=aids)  # type: ignore[arg-type]
         typing = Typist(center)
         async with anyio.create_task_group() as tg:
             tg.start_soon(center.run, typing.port)

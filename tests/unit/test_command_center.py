@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from liminal.acp.router import Router
+from liminal.kernel.aids import CommandAids
 from liminal.kernel.commands import COMMANDS, CommandCenter, CommandError, parse, table
 from liminal.kernel.commands.table import run_command
 from liminal.kernel.threads import ThreadModel
@@ -162,12 +163,13 @@ async def test_context_shows_the_state_anchor_of_the_newest_summary() -> None:
         yield _MarksStore()
 
     # The mover's store journal: none (issue 23's shared one is in tests/integration/test_shared_journal.py).
+    anchors: dict[str, str] = {}
     center = CommandCenter(_model(t=_Thread()), SimpleNamespace(shared=None), _Journal(), _Policy(),  # type: ignore[arg-type]
-                           harness=_Harness(), open_store=open_store)
+                           harness=_Harness(), open_store=open_store, aids=CommandAids(anchor_of=anchors.get))
     center.context.port = FakePort()
     try:
         assert "State anchor" not in await run_command(center.context, "t", "context", "")
-        center.anchor_of = lambda thread: "Goal: port 8080" if thread == "t" else None
+        anchors["t"] = "Goal: port 8080"
         text = await run_command(center.context, "t", "context", "")
     finally:
         await center.aclose()
@@ -233,14 +235,14 @@ async def _answers(center: CommandCenter, router: Router, *lines: bytes,
     return out
 
 
-def _center() -> tuple[CommandCenter, Router]:
+def _center(rebuild: Callable[[str], Awaitable[str]] | None = None) -> tuple[CommandCenter, Router]:
     @contextlib.asynccontextmanager
     async def open_store() -> AsyncIterator[Any]:
         yield _MarksStore()
 
     router = Router(max_frame_bytes=1 << 20)
     center = CommandCenter(_model(t=_Thread(), u=_Thread()), None, _Journal(), _Policy(),  # type: ignore[arg-type]
-                           harness=_Harness(), open_store=open_store)
+                           harness=_Harness(), open_store=open_store, aids=CommandAids(rebuild_anchor=rebuild))
     for methods, hook in center.request_hooks():
         router.add_request_hook(methods, hook)
     return center, router
@@ -264,16 +266,14 @@ async def test_context_rebuild_answers_with_the_new_anchor_or_one_line_why_not()
             raise AnchorNotWritten("the side session gave no answer within 180 s")
         return "Goal: REBUILT"
 
-    center, router = _center()
-    center.rebuild_anchor = rebuild
+    center, router = _center(rebuild)
     said = dict(await _answers(center, router, _prompt(1, "t", "/context rebuild"), _prompt(2, "u", "/context rebuild")))
     assert said == {
         1: "State anchor written again from the current context (the next swap's preamble starts with it):\n"
            "Goal: REBUILT",
         2: "state anchor not written again: the side session gave no answer within 180 s (nothing changed)"}
 
-    center, router = _center()
-    center.rebuild_anchor = rebuild
+    center, router = _center(rebuild)
     center.context.port = FakePort(router)
     center.context.port.prompt_in_flight = lambda thread: True  # type: ignore[method-assign]
     with pytest.raises(CommandError, match="a prompt is running: rebuild the state anchor between turns"):
@@ -285,7 +285,6 @@ async def test_context_rebuild_answers_with_the_new_anchor_or_one_line_why_not()
 async def test_a_rebuild_under_way_holds_up_no_other_command() -> None:
     """The model may take minutes to write the anchor: the queue that answers the loads, the
     lists and every other command goes on meanwhile."""
-    center, router = _center()
     released = anyio.Event()
 
     async def rebuild(thread: str) -> str:
@@ -297,7 +296,7 @@ async def test_a_rebuild_under_way_holds_up_no_other_command() -> None:
             await anyio.sleep(0.01)
         released.set()
 
-    center.rebuild_anchor = rebuild
+    center, router = _center(rebuild)
     order = await _answers(center, router, _prompt(1, "t", "/context rebuild"), _prompt(2, "u", "/marks"),
                            during=release_once_marks_answered)
     assert [rpc_id for rpc_id, _ in order] == [2, 1]

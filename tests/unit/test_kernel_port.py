@@ -20,6 +20,7 @@ import pytest
 from liminal.acp.port import OwnRequestError
 from liminal.config import SwapSettings
 from liminal.harness.base import Rewritten, Turns
+from liminal.kernel.aids import CommandAids, Preamble
 from liminal.kernel.commands import CommandCenter
 from liminal.kernel.journal import SwapJournal, SwapRecord
 from liminal.kernel.memory import Memory, unknown
@@ -96,14 +97,13 @@ async def kernel(tmp_path: Path, *, commands: bool = False, harness: CuttingHarn
     """The swap manager (and the command center, and the recycle into ``recycler``) on a fake
     port, a thread opened and prompted once (its context 20k tokens: no swap)."""
     harness = harness or CuttingHarness(tmp_path)
+    preamble = Preamble(memory or unknown())
     manager = SwapManager(SwapSettings(high_tokens=100_000, target_tokens=80_000, hold_timeout_seconds=10),
-                          SwapJournal(tmp_path / "swaps.jsonl"), harness)
-    manager.memory = memory or unknown()
+                          SwapJournal(tmp_path / "swaps.jsonl"), harness, preamble=preamble)
     others: list[Any] = []
     if commands:
         center = CommandCenter(manager.model, manager.mover, manager.journal, manager.policy, harness,
-                               open_store=None)
-        center.memory = manager.memory
+                               open_store=None, aids=CommandAids(preamble))
         others.append(center)
     if recycler is not None:
         recycler.append(Recycler(manager.model, manager.mover, harness, manager.settings, max_stale_sessions=0))

@@ -69,13 +69,13 @@ def test_every_component_gets_its_collaborators_when_built(tmp_path: Path) -> No
     assert isinstance(swaps, SwapManager) and isinstance(commands, CommandCenter)
     assert isinstance(summaries, SideSummaries) and isinstance(rewinder, Rewinder)
     assert isinstance(recalibrator, Recalibrator)
-    assert swaps.memory is commands.memory is rewinder.memory
-    assert swaps.zone is not None and swaps.zone is commands.zone is summaries.zone
+    assert swaps.memory is commands.context.memory is rewinder.memory
+    assert swaps.zone is not None and swaps.zone is commands.context.zone is summaries.zone
     assert swaps.policy.memory is settings.memory and summaries.memory is settings.memory
     assert summaries.settle == swaps.mover.settle
-    assert commands.anchor_of == summaries.anchor and commands.rebuild_anchor == summaries.rebuild
-    assert commands.side_root == side_root(settings.home) and commands.home == settings.home
-    assert commands.recalibrated == recalibrator.settled
+    assert commands.context.anchor_of == summaries.anchor and commands.context.rebuild_anchor == summaries.rebuild
+    assert commands.context.side_root == side_root(settings.home) and commands.context.home == settings.home
+    assert commands.context.recalibrated == recalibrator.settled
     assert swaps.summarizer_for("t") is None and not swaps.summary_asked("t", "b")
     # The swap manager sees each turn end before the summaries do.
     ends = swaps.model.on_turn_end
@@ -89,5 +89,5 @@ def test_without_summaries_the_commands_have_no_anchor(tmp_path: Path) -> None:
     settings = config.load(env={"LIMINAL_HOME": str(tmp_path), "LIMINAL_SWAP_SUMMARIES": "false"})
     commands = components(settings)[1]
     assert isinstance(commands, CommandCenter)
-    assert commands.rebuild_anchor is None and commands.side_root is None
-    assert commands.anchor_of("t") is None
+    assert commands.context.rebuild_anchor is None and commands.context.side_root is None
+    assert commands.context.anchor_of("t") is None

@@ -10,8 +10,8 @@ that list, so the two cannot drift: an offender the list does not name fails, an
 name on the list that no longer offends (or no longer exists).
 
 The figures: what docs/architecture.md states of the tree (how many files ``liminal/`` has, the
-router's bound in lines and its number of rules, the module table's paths) is measured here
-against the tree.
+router's bound in lines and its number of rules, the module table's paths, every Python file it
+names) is measured here against the tree.
 """
 
 from __future__ import annotations
@@ -180,3 +180,15 @@ def test_the_module_table_names_paths_that_exist() -> None:
             if not path.exists():
                 missing.append(path.relative_to(ROOT).as_posix())
     assert not missing, "docs/architecture.md's module table names paths that do not exist: " + ", ".join(missing)
+
+
+def test_every_python_path_the_doc_names_exists() -> None:
+    """Every ``liminal/...py`` the doc names, anywhere in it, and every backticked ``a/b.py`` (a path
+    from the checkout, or from ``liminal/`` as the doc's shorter names are), is a file."""
+    text = DOC.read_text(encoding="utf-8")
+    named = set(re.findall(r"\bliminal/[\w/]+\.py\b", text))
+    missing = sorted(path for path in named if not (ROOT / path).is_file())
+    for path in set(re.findall(r"`([\w]+/[\w/]+\.py)", text)) - named:
+        if not (ROOT / path).is_file() and not (PACKAGE / path).is_file():
+            missing.append(path)
+    assert not missing, "docs/architecture.md names Python files that do not exist: " + ", ".join(sorted(missing))

@@ -234,8 +234,8 @@ def _last_is_newest(data: bytes) -> bytes:
     """``data`` with the last record of its chain strictly the newest by ``timestamp``. Claude
     Code 2.1.44 resumes a session from its newest message, not its last: the rewrite gives its
     boundary and summary the time of the first turn it keeps, and with that turn cut out the
-    boundary (first of equals) won, the summary was never sent and the next prompt hung off the
-    boundary."""
+    boundary (first of equals) would win: the summary would never be sent and the next prompt
+    would hang off the boundary."""
     lines = data.splitlines(keepends=True)
     records = {n: loads(line) for n, line in enumerate(lines) if b'"uuid"' in line}
     chained = [n for n, record in records.items() if record.get("uuid")]

@@ -142,8 +142,8 @@ class ClaudeSessions:
 
     def side_params(self) -> dict[str, Any]:
         """The Agent SDK's options, which both Claude adapters take from ``_meta.claudeCode``:
-        no session file (``persistSession``; Claude Code wrote its last prompt and cost to it
-        again after the close was answered, so a removed file came back), and no built-in tool
+        no session file (``persistSession``; Claude Code writes its last prompt and cost to it
+        again after the close is answered, so a removed file comes back), and no built-in tool
         (``tools``, claude-agent-acp; the older adapter keeps its tools and the router refuses
         their permissions), and no predicted follow-up prompt (``promptSuggestions``: one more
         model call, after the answer, for nothing)."""

@@ -92,8 +92,8 @@ NOT_SENT = ("internal_chat_message_metadata_passthrough",)
 def item_tokens(payload: dict[str, Any]) -> int:
     """What a response item costs the model: its payload as the API is sent it, not the rollout
     line around it (the timestamp, the type, 0.166's ordinal and metadata) nor the fields Codex
-    keeps for itself. Counted by the line, that wrapper (75 to 400 bytes an item) put a rewrite
-    that dropped 66 items 1.2k tokens under the context the model then saw."""
+    keeps for itself. Counted by the line, that wrapper (75 to 400 bytes an item) would put a
+    rewrite that dropped 66 items 1.2k tokens under the context the model then saw."""
     if any(k in payload for k in NOT_SENT):
         payload = {k: v for k, v in payload.items() if k not in NOT_SENT}
     return cost(len(orjson.dumps(payload)))

@@ -3,7 +3,7 @@ router and answers what it keeps, one request at a time, on its own queue."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -18,38 +18,13 @@ from liminal.kernel.commands.shared import CommandContext, logger
 from liminal.kernel.commands.stores import CacheOpener, StoreOpener, Stores
 from liminal.kernel.commands.table import COMMANDS, METHODS, OFFERED, LocalMethod, run_slash
 from liminal.kernel.journal import SwapJournal
-from liminal.kernel.memory import Memory
 from liminal.kernel.mover import ThreadMover
 from liminal.kernel.policy import CostPolicy
 from liminal.kernel.threads import ThreadModel
 from liminal.mcp.link import SlashRequest
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
-    from pathlib import Path
-
-    from liminal.kernel.zone import ZoneSource
     from liminal.store.base import Store
-
-T = TypeVar("T")
-
-
-class _OnContext(Generic[T]):
-    """An attribute of the center that its context holds, where the handlers read it: given at
-    construction (``CommandAids``), and set on the center by a test that stands one in."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    @overload
-    def __get__(self, center: None, owner: type) -> _OnContext[T]: ...
-    @overload
-    def __get__(self, center: CommandCenter, owner: type) -> T: ...
-    def __get__(self, center: CommandCenter | None, owner: type) -> _OnContext[T] | T:
-        return self if center is None else cast(T, getattr(center.context, self.name))
-
-    def __set__(self, center: CommandCenter, value: T) -> None:
-        setattr(center.context, self.name, value)
 
 
 class CommandCenter(Component):
@@ -59,14 +34,6 @@ class CommandCenter(Component):
     agent's ``available_commands_update``, so the UI offers both, and keep the thread's title."""
 
     answers_local = True
-
-    memory: _OnContext[Memory] = _OnContext()
-    zone: _OnContext[ZoneSource | None] = _OnContext()
-    anchor_of: _OnContext[Callable[[str], str | None]] = _OnContext()
-    rebuild_anchor: _OnContext[Callable[[str], Awaitable[str]] | None] = _OnContext()
-    side_root: _OnContext[Path | None] = _OnContext()
-    home: _OnContext[Path | None] = _OnContext()
-    recalibrated: _OnContext[Callable[[str], Awaitable[None]] | None] = _OnContext()
 
     def __init__(self, model: ThreadModel, mover: ThreadMover, journal: SwapJournal, policy: CostPolicy,
                  harness: SessionHarness, open_store: StoreOpener | None,

@@ -126,8 +126,8 @@ class SwapRun:
         if not look.held:
             # Far below the trigger: only refresh the size that decides whether the next turn end
             # is held, when the model's summary is due and how long the cache lives. The turn is
-            # waited for a moment (read at once, the file lacked it and each size was a turn
-            # late); an unheld client may keep the CLI writing newer turns, so past the moment it
+            # waited for a moment (read at once, the file would lack it and each size would be a
+            # turn late); an unheld client may keep the CLI writing newer turns, so past the moment it
             # is read as is.
             return self._then(self._unheld_settled, Settle(path, look.prompt, UNHELD_SETTLE_SECONDS))
         if not look.loaded:
