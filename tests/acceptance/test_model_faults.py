@@ -34,7 +34,7 @@ from liminal.harness.codex.live import CodexSessions
 from liminal.kernel.journal import SwapJournal
 from tests.support.mongo import recorded
 
-ANSWER = "the tool said zebra-42"
+IDLE_LOOK = "thread idle past the cache's life"
 
 
 def scenario(turns: int) -> Scenario:
@@ -136,13 +136,13 @@ def test_codex_retries_a_server_error_and_a_cut_stream_and_its_cache_is_metered(
     assert newest["input_tokens"] == last["input_tokens"]
 
 
-def idle_looks(log: Path) -> list[dict[str, Any]]:
-    """liminal's looks at an idle spell past the cache's life, from its debug log."""
+def logged(log: Path, event: str) -> list[dict[str, Any]]:
+    """The lines of liminal's (debug) log whose event begins with ``event``."""
     if not log.is_file():
         return []
-    lines = [line for line in log.read_text(errors="replace").splitlines()
-             if "thread idle past the cache's life" in line]
-    return [json.loads(line) for line in lines]
+    lines = [json.loads(line) for line in log.read_text(errors="replace").splitlines()
+             if line.startswith("{") and event in line]
+    return [line for line in lines if str(line.get("event", "")).startswith(event)]
 
 
 def until(condition: Callable[[], bool], timeout: float = 120) -> None:
@@ -171,12 +171,15 @@ def test_an_idle_thread_on_a_cold_cache_is_swapped(make_rig: Callable[..., Rig])
                 first = next(r for r in rig.server.messages_requests() if r.json["messages"][-1]["role"] == "user"
                          and f"turn {n}: BIG" in str(r.json["messages"][-1]["content"]))
                 assert first.usage["cache_read_input_tokens"] == 0, first.usage
+            # The spell begins when liminal has seen the turn end (its answer reached the
+            # client first), and ends with liminal's one look at it.
+            until(lambda n=n: len(logged(log, "turn ended")) > n)
             rig.advance_clock(6 * 60)
-            until(lambda n=n: len(idle_looks(log)) > n)  # one look per spell
-            if idle_looks(log)[-1]["decided"]:
+            until(lambda n=n: len(logged(log, IDLE_LOOK)) > n)
+            if logged(log, IDLE_LOOK)[-1]["decided"]:
                 break
         else:
-            pytest.fail(f"no idle swap in 30 turns: {idle_looks(log)[-3:]}")
+            pytest.fail(f"no idle swap in 30 turns: {logged(log, IDLE_LOOK)[-3:]}")
         until(lambda: any(r.outcome == "committed" for r in journal.records()))
         after = client.prompt(thread, "after the swap", timeout=180)
         assert after.stop_reason == "end_turn", rig.stderr_tail()
