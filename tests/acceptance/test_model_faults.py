@@ -26,9 +26,18 @@ from typing import Any
 import anyio
 import pytest
 
-from fixtures.harness import AcpClient, Rig, Scenario, Shell, Text
+from fixtures.harness import (
+    OVERLOADED,
+    SERVER_ERROR,
+    AcpClient,
+    Fault,
+    Rig,
+    Scenario,
+    Shell,
+    Text,
+    cut,
+)
 from fixtures.harness.anthropic import tokens
-from fixtures.harness.httpserver import OVERLOADED, SERVER_ERROR, Fault, cut
 from liminal.config import GradientSettings
 from liminal.harness.codex.live import CodexSessions
 from liminal.kernel.journal import SwapJournal

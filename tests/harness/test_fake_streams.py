@@ -10,8 +10,20 @@ from typing import Any
 
 import pytest
 
-from fixtures.harness import FakeAnthropic, FakeResponses, Scenario, Shell, Text, Thinking
-from fixtures.harness.httpserver import OVERLOADED, SERVER_ERROR, FakeServer, Fault, cut
+from fixtures.harness import (
+    OVERLOADED,
+    SERVER_ERROR,
+    FakeAnthropic,
+    FakeGemini,
+    FakeResponses,
+    Fault,
+    Scenario,
+    Shell,
+    Text,
+    Thinking,
+    cut,
+)
+from fixtures.harness.httpserver import FakeServer
 from tests.harness.test_fake_servers import TOOLS, conversation, post, sse_events
 
 
@@ -210,3 +222,8 @@ def test_responses_stream_one_event_a_chunk_and_failures(responses: FakeResponse
     _, chunks, finished = raw_exchange(responses, "/v1/responses", responses_body(0, stream=True))
     assert not finished and len(chunks) == 2
     assert [r.fault for r in responses.faulted] == [SERVER_ERROR, Fault(status=500, after=2), cut(after=2)]
+
+
+def test_a_server_that_takes_no_faults_says_so(fake_gemini: FakeGemini) -> None:
+    with pytest.raises(NotImplementedError, match="FakeGemini takes no faults"):
+        fake_gemini.fail(OVERLOADED)
