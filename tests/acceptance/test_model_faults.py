@@ -166,8 +166,11 @@ def until(condition: Callable[[], bool], timeout: float = 120) -> None:
 def test_an_idle_thread_on_a_cold_cache_is_swapped(make_rig: Callable[..., Rig]) -> None:
     """Each turn, then six minutes: the fake's cache is gone (its next request reads none of
     it), liminal looks at the spell; once the context is worth a swap, it swaps."""
-    rig = make_rig("claude-agent", Scenario().add("BIG", Shell("seq 10000 12000", "Read a lot"), "read it"))
-    client = rig.client(via_liminal=True, env={**rig.clock_env(), "LIMINAL_LOG_LEVEL": "debug"})
+    # Turns of about 7k (a 24 KB output, under Claude Code's 30,000 characters), a recent band
+    # of 5k: the idle swap is worth it after a few turns.
+    rig = make_rig("claude-agent", Scenario().add("BIG", Shell("seq 10000 14000", "Read a lot"), "read it"))
+    client = rig.client(via_liminal=True, env={**rig.clock_env(), "LIMINAL_LOG_LEVEL": "debug",
+                                               "LIMINAL_GRADIENT_RECENT_TOKENS": "5000"})
     log = rig.home.logs / "stderr-0-liminal.log"
     journal = SwapJournal(rig.home.liminal_home / "swaps.jsonl")
     with client:
