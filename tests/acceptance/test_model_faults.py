@@ -81,15 +81,18 @@ def turns_through(rig: Rig, faults: list[Fault]) -> tuple[AcpClient, str, list[s
                 rig.server.fail(fault)
             result = client.prompt(thread, f"RUN{n} please", timeout=180)
             assert result.stop_reason == "end_turn", rig.stderr_tail()
-            assert result.text.endswith(f"the tool said zebra-{42 + n}"), result.text
+            # The whole answer of the retry ends it (what came before it of a cut answer is
+            # the CLI's to show or not, and a race: below).
+            assert result.text.endswith(f"let me look firstthe tool said zebra-{42 + n}"), result.text
             texts.append(result.text)
         client.settle()
-    assert [r.fault for r in rig.server.faulted] == faults  # each failed once, then answered
+    # Each fault was met once, and the request after it answered.
+    assert [r.fault for r in rig.server.faulted] == faults, [(r.status, r.fault) for r in rig.server.requests]
     agent, tools = stored(rig, thread)
     # Nothing lost, nothing twice: the store's agent text is what the client was sent, and
     # every tool ran once, to completion.
-    assert "".join(m.text for m in agent) == "".join(texts)
-    assert [t.status for t in tools] == ["completed"] * len(texts)
+    assert "".join(m.text for m in agent) == "".join(texts), ([m.text for m in agent], texts)
+    assert [t.status for t in tools] == ["completed"] * len(texts), tools
     # ... and the model was sent each tool's output once the retry answered.
     results = [v.tool_results[-1].text for v in rig.server.views() if v.tool_results]
     assert [f"zebra-{42 + n}" in out for n, out in enumerate(results)] == [True] * len(texts), results
@@ -99,8 +102,11 @@ def turns_through(rig: Rig, faults: list[Fault]) -> tuple[AcpClient, str, list[s
 def test_claude_code_retries_an_overload_and_a_cut_stream(make_rig: Callable[..., Rig]) -> None:
     rig = make_rig("claude-agent")
     _, _, texts = turns_through(rig, [OVERLOADED, cut(after=4), Fault(status=529, after=4)])
-    # Claude Code shows nothing of an answer cut short: each is the retry's, whole.
-    assert texts == [f"let me look firstthe tool said zebra-{42 + n}" for n in range(4)]
+    # A 529 comes before any of the answer, and the last turn met no fault: each answer once.
+    # (Of a cut answer Claude Code showed nothing in most runs; after the error event the
+    # adapter sends the rest of the text it had begun. Neither is liminal's to decide.)
+    assert [texts[0], texts[3]] == ["let me look firstthe tool said zebra-42",
+                                    "let me look firstthe tool said zebra-45"], texts
 
 
 def allow_one_retry(rig: Rig) -> None:
@@ -117,8 +123,8 @@ def test_codex_retries_a_server_error_and_a_cut_stream_and_its_cache_is_metered(
     rig = make_rig("codex-agent")
     allow_one_retry(rig)
     client, thread, texts = turns_through(rig, [SERVER_ERROR, cut(after=4), Fault(status=500, after=4)])
-    # Codex shows the part of a cut answer it had (its own way), then the retry's whole.
-    assert texts[1] == "let me llet me look firstthe tool said zebra-43", texts
+    assert [texts[0], texts[3]] == ["let me look firstthe tool said zebra-42",
+                                    "let me look firstthe tool said zebra-45"], texts
     # The prompt cache: every agent-loop request after the first shares the instructions, the
     # tools and the conversation so far with the one before it.
     answered = [r for r in rig.server.responses_requests() if r.status == 200 and r.fault is None]
