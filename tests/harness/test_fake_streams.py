@@ -23,6 +23,7 @@ from fixtures.harness import (
     Thinking,
     cut,
 )
+from fixtures.harness.gemini import FAKE_GEMINI_KEY
 from fixtures.harness.httpserver import FakeServer
 from tests.harness.test_fake_servers import TOOLS, conversation, post, sse_events
 
@@ -37,13 +38,16 @@ def responses(fake_responses: FakeResponses) -> FakeResponses:
     return fake_responses
 
 
-def raw_exchange(server: FakeServer, path: str, body: dict[str, Any]) -> tuple[bytes, list[bytes], bool]:
-    """POST over a plain socket: (the head, the body's chunks as the server framed them, whether
-    the stream ended with its last chunk rather than a dropped connection)."""
+def raw_exchange(server: FakeServer, path: str, body: dict[str, Any],
+                 extra: bytes = b"") -> tuple[bytes, list[bytes], bool]:
+    """POST over a plain socket (``extra``: more header lines): (the head, the body's chunks as
+    the server framed them, whether the stream ended with its last chunk rather than a dropped
+    connection)."""
     payload = json.dumps(body).encode()
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
-        sock.sendall(b"POST %s HTTP/1.1\r\nHost: fake\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (path.encode(), len(payload), payload))
+        sock.sendall(b"POST %s HTTP/1.1\r\nHost: fake\r\nContent-Type: application/json\r\n%s"
+                     b"Content-Length: %d\r\nConnection: close\r\n\r\n%s"
+                     % (path.encode(), extra, len(payload), payload))
         data = b""
         while chunk := sock.recv(65536):
             data += chunk
@@ -222,6 +226,17 @@ def test_responses_stream_one_event_a_chunk_and_failures(responses: FakeResponse
     _, chunks, finished = raw_exchange(responses, "/v1/responses", responses_body(0, stream=True))
     assert not finished and len(chunks) == 2
     assert [r.fault for r in responses.faulted] == [SERVER_ERROR, Fault(status=500, after=2), cut(after=2)]
+
+
+def test_gemini_streams_one_chunk_a_write(fake_gemini: FakeGemini) -> None:
+    fake_gemini.script = Scenario().add("go", [Thinking("hmm"), Text("sure")])
+    body = {"contents": [{"role": "user", "parts": [{"text": "go"}]}],
+            "tools": [{"functionDeclarations": [{"name": "read_file"}]}]}
+    head, chunks, finished = raw_exchange(
+        fake_gemini, "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", body,
+        f"x-goog-api-key: {FAKE_GEMINI_KEY}\r\n".encode())
+    assert finished and b"Transfer-Encoding: chunked" in head, head
+    assert len(chunks) > 1 and all(c.startswith(b"data: ") and c.count(b"data: ") == 1 for c in chunks)
 
 
 def test_a_server_that_takes_no_faults_says_so(fake_gemini: FakeGemini) -> None:
