@@ -13,6 +13,11 @@ deterministically. A failpoint is off unless ``LIMINAL_FAILPOINTS`` names it::
 
 Unset, a failpoint costs one dictionary lookup.
 
+One more is a clock: ``clock.offset=PATH`` adds the seconds written in the file PATH (absent or
+unreadable: none) to the monotonic time the swaps' idle spells are measured by (``monotonic``),
+and has the idle watch look every ``OFFSET_LOOK_SECONDS``: a test moves liminal's idle time on by
+minutes, as it moves the fake model's prompt cache, without waiting for them.
+
 The swap's points, in order (``liminal.kernel.mover``): ``swap.rewrite`` (its ``begin`` is in
 the journal, nothing written yet), ``swap.move`` (the rewrite is on disk, the agent not asked
 yet; ``kill-agent`` kills the adapter there), ``swap.resume`` (``wrong-id``: the open names a
@@ -25,6 +30,8 @@ client yet); ``swap.corrupt_rewrite`` (a harness writes a rewrite its validator 
 from __future__ import annotations
 
 import os
+import time
+from pathlib import Path
 
 import anyio
 
@@ -61,3 +68,24 @@ async def hit(name: str) -> None:
         await folder.mkdir(parents=True, exist_ok=True)
         await (folder / f"{name}.reached").write_text(str(os.getpid()))
         await anyio.sleep_forever()
+
+
+OFFSET_LOOK_SECONDS = 0.1
+
+
+def monotonic() -> float:
+    """``time.monotonic()``, plus the seconds of the ``clock.offset`` file when it is set."""
+    path = _POINTS.get("clock.offset")
+    if path is None:
+        return time.monotonic()
+    try:
+        offset = float(Path(path).read_text() or 0)
+    except (OSError, ValueError):
+        offset = 0.0
+    return time.monotonic() + offset
+
+
+def idle_look_seconds(seconds: float) -> float:
+    """How long the idle watch waits between looks: ``seconds``, or a moment when a test drives
+    the clock."""
+    return OFFSET_LOOK_SECONDS if "clock.offset" in _POINTS else seconds

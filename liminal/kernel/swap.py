@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
-from liminal import log
+from liminal import faults, log
 from liminal.acp.port import Component, Port
 from liminal.config import GradientSettings, SwapSettings
 from liminal.harness.base import MoveHarness, Rewritten, SwapHarness, choice_behind
@@ -299,8 +299,8 @@ class SwapManager(Component):
         if life <= 0:
             return
         while True:
-            await anyio.sleep(min(life / 4, 15.0))
-            self._idle_check(time.monotonic())
+            await anyio.sleep(faults.idle_look_seconds(min(life / 4, 15.0)))
+            self._idle_check(faults.monotonic())
 
     # ----------------------------------------------------------------- running
 
@@ -430,7 +430,7 @@ class SwapManager(Component):
             return Settled(ok, stopping=not ok and self.mover.stopping)
         if isinstance(command, ReadCacheLife):
             life = await _cache_life(self.harness, thread_id, command.path)
-            return CacheLifeRead(life, time.monotonic())
+            return CacheLifeRead(life, faults.monotonic())  # the idle spell's clock
         if isinstance(command, ReadSize):
             return SizeRead(await anyio.to_thread.run_sync(self.harness.context_tokens, command.path))
         if isinstance(command, Journal):

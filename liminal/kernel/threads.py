@@ -35,14 +35,13 @@ moves it asks for write it. Two things every mover of a thread shares are here t
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 
-from liminal import log
+from liminal import faults, log
 from liminal.acp import jsonrpc
 from liminal.acp.events import Direction, FrameEvent, FrameRun, Kind, LazyFrameEvent, kind_markers
 from liminal.acp.port import Component, Frames
@@ -365,7 +364,7 @@ class ThreadModel(Component):
                 ended = isinstance(message.get("result"), dict) and "error" not in message
                 state = self.threads.get(event.thread_id)
                 if ended and state is not None:
-                    state.idle_since = time.monotonic()
+                    state.idle_since = faults.monotonic()
                 self._tell(self.on_turn_end, event.thread_id, ended)
             return
         if "result" not in message or "error" in message:
