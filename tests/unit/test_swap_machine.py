@@ -284,8 +284,13 @@ def test_an_idle_spell_past_the_cache_is_looked_at_once_and_swaps_when_it_pays()
     small = SwapBook()
     assert machine.idle(small, T, now=2_000.0, idle_since=1_000.0, context_tokens=30_000, prompt=None,
                         busy=False) == []  # too small to pay
-    assert machine.idle(SwapBook(), T, now=2_000.0, idle_since=1_000.0, context_tokens=100_000, prompt=None,
+    held = SwapBook()
+    assert machine.idle(held, T, now=2_000.0, idle_since=1_000.0, context_tokens=100_000, prompt=None,
                         busy=True) == []
+    # A look that found the thread busy (held, work in flight, no agent) spent nothing: the same
+    # spell is looked at again once the thread is free, else it never swaps on idle.
+    assert look_of(machine.idle(held, T, now=2_100.0, idle_since=1_000.0, context_tokens=100_000,
+                                prompt=None, busy=False)).idle_since == 1_000.0
 
 
 def test_an_idle_swap_whose_cache_turns_out_to_live_longer_is_dropped_and_the_spell_looked_at_again() -> None:

@@ -107,10 +107,10 @@ class SwapMachine:
         if (idle_since is None or book.swapping or now - idle_since < life
                 or book.idle_looked == idle_since):
             return []
-        book.idle_looked = idle_since
         context = context_tokens if context_tokens is not None else book.file_tokens
-        if context is None or busy:
+        if context is None or busy:  # not a look: the spell is looked at once it can be
             return []
+        book.idle_looked = idle_since
         decision = self.decide(book, context, idle=True)
         logger.debug("thread idle past the cache's life", thread=thread_id, tokens=context,
                      decided=decision.swap, why=decision.why)
