@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 
 from fixtures.harness import AcpClient, Adapter, Rig, Scenario
-from liminal.kernel.journal import SwapJournal
 from tests.acceptance.conftest import adapter_fixture
+from tests.acceptance.test_swap_kill import swap_at_every_turn_end
 
 adapter = adapter_fixture(["claude-agent", "claude-zed"])
 CONTINUED = "This session is being continued from a previous conversation"
@@ -24,10 +24,7 @@ CONTINUED = "This session is being continued from a previous conversation"
 
 def test_a_swap_after_the_clis_own_compact_keeps_its_summary_and_what_followed(adapter: Adapter, rig: Rig) -> None:
     rig.server.script = Scenario()
-    rig.home.liminal_home.mkdir(parents=True, exist_ok=True)
-    (rig.home.liminal_home / "config.toml").write_text(
-        "[swap]\nevery_turns = 1\nhigh_tokens = 1000000\ntarget_tokens = 900000\nhold_timeout_seconds = 60\n")
-    journal = SwapJournal(rig.home.liminal_home / "swaps.jsonl")
+    journal = swap_at_every_turn_end(rig)
     client = AcpClient(rig.home.liminal_argv(), rig.home.env(), rig.home.project,
                        rig.home.logs / "stderr-liminal.log")
     rig.clients.append(client)

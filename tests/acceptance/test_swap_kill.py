@@ -85,15 +85,20 @@ def mode_of(opened: dict[str, object]) -> str:
     return str(modes["currentModeId"])
 
 
-def test_liminal_killed_inside_swaps_keeps_every_promise(adapter: Adapter, rig: Rig, tmp_path: Path) -> None:
-    rig.server.script = Scenario()
+def swap_at_every_turn_end(rig: Rig) -> SwapJournal:
+    """liminal's config for the rig: a swap at every turn end, as soon as the turn is on disk;
+    nothing is cut (the context is far below the target), so a committed swap keeps every turn
+    byte for byte. Returns the journal the swaps are in."""
     rig.home.liminal_home.mkdir(parents=True, exist_ok=True)
-    # A swap at every turn end, as soon as the turn is on disk; nothing is cut (the context is
-    # far below the target), so a committed swap keeps every turn byte for byte.
     (rig.home.liminal_home / "config.toml").write_text(
         "[swap]\nevery_turns = 1\nhigh_tokens = 1000000\ntarget_tokens = 900000\n"
-        "hold_timeout_seconds = 60\n")
-    journal = SwapJournal(rig.home.liminal_home / "swaps.jsonl")
+        "hold_timeout_seconds = 120\n")
+    return SwapJournal(rig.home.liminal_home / "swaps.jsonl")
+
+
+def test_liminal_killed_inside_swaps_keeps_every_promise(adapter: Adapter, rig: Rig, tmp_path: Path) -> None:
+    rig.server.script = Scenario()
+    journal = swap_at_every_turn_end(rig)
     prompts: list[str] = []
 
     def turn(client: AcpClient, thread: str) -> None:
@@ -185,11 +190,7 @@ def test_a_prompt_sent_while_a_swap_holds_the_thread_is_answered_on_its_new_sess
     the swap commits and the prompt goes to the new session: answered there, with every turn
     before it in the model's context, under the one thread id."""
     rig.server.script = Scenario()
-    rig.home.liminal_home.mkdir(parents=True, exist_ok=True)
-    (rig.home.liminal_home / "config.toml").write_text(
-        "[swap]\nevery_turns = 1\nhigh_tokens = 1000000\ntarget_tokens = 900000\n"
-        "hold_timeout_seconds = 120\n")
-    journal = SwapJournal(rig.home.liminal_home / "swaps.jsonl")
+    journal = swap_at_every_turn_end(rig)
     prompts = ["turn 0: hello", "turn 1: hello", "turn 2: hello"]
     # Two turns on disk first, with no swap: the next turn end swaps (the CLI writes a turn after
     # answering it, and a first turn end that finds no file backs off).
