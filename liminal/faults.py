@@ -17,14 +17,14 @@ deterministically. A failpoint is off unless ``LIMINAL_FAILPOINTS`` names it::
 
 Unset, a failpoint costs one dictionary lookup.
 
-The swap's points, in order (``liminal.kernel.mover``): ``swap.lease`` (a move of the thread
-is about to take its lease in Redis; nothing held by it yet), ``swap.rewrite`` (its ``begin`` is in
+The swap's points, in order (``liminal.kernel.mover``): ``swap.rewrite`` (its ``begin`` is in
 the journal, nothing written yet), ``swap.move`` (the rewrite is on disk, the agent not asked
 yet; ``kill-agent`` kills the adapter there), ``swap.resume`` (``wrong-id``: the open names a
 session the agent cannot have), ``swap.moved`` (the agent has the new session open, nothing
 committed); with a shared store (MongoDB), ``swap.commit`` (the store's commit next) and
 ``swap.committed`` (committed in the store, nothing told to the local journal, the router or the
-client yet); ``swap.corrupt_rewrite`` (a harness writes a rewrite its validator refuses). ``thread.lock``
+client yet); ``swap.corrupt_rewrite`` (a harness writes a rewrite its validator refuses). Before them all,
+``swap.lease`` (a move of the held thread is about to ask for its lease in Redis). ``thread.lock``
 (``error``: the lock of a thread a client opens cannot be taken, as when its folder is not
 writable, which stops nothing: ``liminal.kernel.commands.opening.held_elsewhere``).
 """
