@@ -63,12 +63,15 @@ async def hit(name: str) -> None:
         return
     if mode == "error":
         raise InjectedFault(f"failpoint {name}")
-    if mode in ("pause", "hold"):
+    if mode == "hold":
         folder = anyio.Path(os.environ.get("LIMINAL_FAILPOINTS_DIR", "."))
         await folder.mkdir(parents=True, exist_ok=True)
         await (folder / f"{name}.reached").write_text(str(os.getpid()))
-        if mode == "pause":
-            await anyio.sleep_forever()
-        release = folder / f"{name}.release"
-        while not await release.exists():  # noqa: ASYNC110 (a file the test makes: no event to wait on)
+        while not await (folder / f"{name}.release").exists():  # noqa: ASYNC110 (a file the test makes)
             await anyio.sleep(0.02)
+        return
+    if mode == "pause":
+        folder = anyio.Path(os.environ.get("LIMINAL_FAILPOINTS_DIR", "."))
+        await folder.mkdir(parents=True, exist_ok=True)
+        await (folder / f"{name}.reached").write_text(str(os.getpid()))
+        await anyio.sleep_forever()
