@@ -9,6 +9,10 @@ deterministically. A failpoint is off unless ``LIMINAL_FAILPOINTS`` names it::
 - ``pause``: write ``<name>.reached`` into ``$LIMINAL_FAILPOINTS_DIR`` (default: the current
   directory) and wait there until cancelled (the swap's own timeout ends the wait), so a test
   can act at a known point, e.g. kill the adapter in the middle of a swap.
+- ``hold``: write ``<name>.reached`` as ``pause`` does, then go on once the test has made
+  ``<name>.release`` in the same folder (or until cancelled): a test acts
+  while liminal is held there (sends a prompt; holds a second sidecar at the same point), then
+  lets it go on.
 - anything else is passed to the caller as the failpoint's value (``swap.resume=wrong-id``).
 
 Unset, a failpoint costs one dictionary lookup.
@@ -24,7 +28,10 @@ yet; ``kill-agent`` kills the adapter there), ``swap.resume`` (``wrong-id``: the
 session the agent cannot have), ``swap.moved`` (the agent has the new session open, nothing
 committed); with a shared store (MongoDB), ``swap.commit`` (the store's commit next) and
 ``swap.committed`` (committed in the store, nothing told to the local journal, the router or the
-client yet); ``swap.corrupt_rewrite`` (a harness writes a rewrite its validator refuses).
+client yet); ``swap.corrupt_rewrite`` (a harness writes a rewrite its validator refuses). Before them all,
+``swap.lease`` (a move of the held thread is about to ask for its lease in Redis). ``thread.lock``
+(``error``: the lock of a thread a client opens cannot be taken, as when its folder is not
+writable, which stops nothing: ``liminal.kernel.commands.opening.held_elsewhere``).
 """
 
 from __future__ import annotations
@@ -63,6 +70,13 @@ async def hit(name: str) -> None:
         return
     if mode == "error":
         raise InjectedFault(f"failpoint {name}")
+    if mode == "hold":
+        folder = anyio.Path(os.environ.get("LIMINAL_FAILPOINTS_DIR", "."))
+        await folder.mkdir(parents=True, exist_ok=True)
+        await (folder / f"{name}.reached").write_text(str(os.getpid()))
+        while not await (folder / f"{name}.release").exists():  # noqa: ASYNC110 (a file the test makes)
+            await anyio.sleep(0.02)
+        return
     if mode == "pause":
         folder = anyio.Path(os.environ.get("LIMINAL_FAILPOINTS_DIR", "."))
         await folder.mkdir(parents=True, exist_ok=True)

@@ -358,6 +358,7 @@ class ThreadMover:
         if self._stopping:
             attempt.outcome, attempt.said = ABANDONED, self._stop_reason
             return attempt
+        await faults.hit("swap.lease")  # the thread held, its lease not asked for yet
         async with self._leased(attempt.state.thread_id) as refused:
             if refused is not None:  # nothing begun: nothing journaled, the thread stays
                 logger.warning("move not started", thread=attempt.state.thread_id, reason=refused)

@@ -349,9 +349,11 @@ class ThreadModel(Component):
             texts = [b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text"] \
                 if isinstance(blocks, list) else []
             text = "\n".join(t for t in texts if isinstance(t, str))
-            # Slash commands are rewritten by the CLI before they reach the file.
+            # A slash command reaches the file as the CLI rewrites it: each harness knows how
+            # (``turn_settled``), and a turn end before the command's records are on disk is
+            # not its end (a swap then would leave the CLI's own /compact behind).
             state = self.threads[thread]
-            state.last_prompt = text if text and not text.startswith("/") else None
+            state.last_prompt = text or None
             state.called()
             state.results_since_call = False
             state.idle_since = None

@@ -319,3 +319,53 @@ def test_side_sessions_end_with_their_summary_inside_the_recycles_bound(adapter:
     assert max(s.claude for s in samples) <= 3 + max_stale, samples
     assert sum(1 for before, now in pairwise(samples) if now.threads < before.threads) >= 1, samples
     run.client.close()
+
+
+# ------------------------------------------------------------ agents that close sessions
+
+def agent_group(client: AcpClient, adapter: Adapter) -> list[Process]:
+    """The agent's process group (liminal starts it as one): the adapter and what it started."""
+    [leader] = [p for p in descendants(client.proc.pid) if p.pid == p.pgrp and adapter.bin in p.cmdline]
+    return group(leader.pgrp)
+
+
+@pytest.mark.parametrize("adapter", ["claude-agent", "codex-agent"], indirect=True)
+def test_an_agent_that_closes_sessions_stays_flat_across_swaps(adapter: Adapter, rig: Rig) -> None:
+    """The newer Claude adapter and Codex close the session each swap leaves (no recycle: the
+    bound ``max_stale_sessions`` is never passed). Across four swaps the agent's process group
+    comes back to as many processes as it had after the first two (one a swap, were the sessions
+    left open: claude-zed's case above), its memory stays within half again of
+    the first two swaps', and the conversation goes on whole under one thread id."""
+    rig.server.script = Scenario()
+    configure(rig, 4)
+    client = AcpClient(rig.home.liminal_argv(), rig.home.env(), rig.home.project,
+                       rig.home.logs / "stderr-liminal.log")
+    rig.clients.append(client)
+    journal = SwapJournal(rig.home.liminal_home / "swaps.jsonl")
+    prompts: list[str] = []
+    samples: list[tuple[int, int, int]] = []  # (swaps committed, processes, resident KiB)
+    with client:
+        client.initialize()
+        opened = client.new_session(rig.home.project)
+        thread, mode = opened["sessionId"], opened["modes"]["currentModeId"]
+        while not samples or samples[-1][0] < 4:
+            assert len(prompts) < 12, (samples, rig.stderr_tail())
+            prompts.append(f"turn {len(prompts)}: hello")
+            assert client.prompt(thread, prompts[-1], timeout=180).stop_reason == "end_turn"
+            # Held behind the turn end's swap: answered once it is over.
+            client.request("session/set_mode", {"sessionId": thread, "modeId": mode}, timeout=180)
+            swaps = sum(1 for s in journal.records() if s.outcome == "committed")
+            members = agent_group(client, adapter)
+            if len(samples) >= 2:  # the session the swap left is closed, its process (if any) gone
+                bound = max(n for _, n, _ in samples[:2])
+                deadline = time.monotonic() + 60
+                while len(members) > bound and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                    members = agent_group(client, adapter)
+            if swaps:
+                samples.append((swaps, len(members), sum(p.rss_kib for p in members)))
+        assert client.session_ids() == {thread}
+    assert all(n <= max(n for _, n, _ in samples[:2]) for _, n, _ in samples[2:]), samples
+    assert max(kib for _, _, kib in samples[-2:]) <= 1.5 * max(kib for _, _, kib in samples[:2]), samples
+    last = rig.server.views()[-1].raw.decode()
+    assert all(p in last for p in prompts), prompts

@@ -1,4 +1,5 @@
-"""``liminal serve`` with the real Claude Code behind it and a real ``websockets`` client
+"""``liminal serve`` with the real Claude Code (and Codex, where the thread outlives its
+connection and its adapter) behind it and a real ``websockets`` client
 (issue 15): a conversation over a WebSocket, swapped on the way; the connection dropped; a new
 connection loads the thread and gets its whole history, under the one thread id, and goes on.
 
@@ -18,6 +19,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import anyio
+import pytest
 
 from fixtures.harness import Adapter, Rig, Scenario, Shell
 from fixtures.harness.acp_client import AcpError, Frame
@@ -51,6 +53,7 @@ def client(rig: Rig, url: str, token: str) -> WsAcpClient:
                        stderr_path=rig.home.logs / "stderr-serve.log", url=url, token=token)
 
 
+@pytest.mark.parametrize("adapter", ["claude-agent", "codex-agent"], indirect=True)
 def test_a_thread_outlives_its_connection(adapter: Adapter, rig: Rig, tmp_path: Path) -> None:
     rig.server.script = Scenario().add("TOOL", Shell("echo tool-output-here", "Echo"), "the tool ran")
     proc, url, token = start_serve(rig)
@@ -73,7 +76,7 @@ def test_a_thread_outlives_its_connection(adapter: Adapter, rig: Rig, tmp_path: 
                 if u["update"].get("sessionUpdate") == "user_message_chunk"]
         assert said == prompts
         assert again.prompt(thread, "after the reconnect delta", timeout=180).stop_reason == "end_turn"
-        seen = rig.server.messages_requests()[-1].raw.decode()
+        seen = rig.server.views()[-1].raw.decode()
         assert "alpha" in seen and "charlie" in seen and "delta" in seen
         again.close()
         for c in (first, again):
@@ -137,6 +140,7 @@ def test_a_turn_under_way_when_the_connection_drops_is_there_on_return(adapter: 
         assert proc.wait(90) == 128 + signal.SIGTERM
 
 
+@pytest.mark.parametrize("adapter", ["claude-agent", "codex-agent"], indirect=True)
 def test_the_thread_goes_on_after_the_adapter_is_killed(adapter: Adapter, rig: Rig) -> None:
     rig.server.script = Scenario().add("TOOL", Shell("echo tool-output-here", "Echo"), "the tool ran")
     proc, url, token = start_serve(rig)
@@ -163,7 +167,7 @@ def test_the_thread_goes_on_after_the_adapter_is_killed(adapter: Adapter, rig: R
         assert result.stop_reason == "end_turn", (rig.home.logs / "stderr-serve.log").read_text()[-3000:]
         notes = [u for u in result.updates if "started it again" in json.dumps(u)]
         assert len(notes) == 1
-        seen = rig.server.messages_requests()[-1].raw.decode()
+        seen = rig.server.views()[-1].raw.decode()
         assert "alpha" in seen and "tool-output-here" in seen and "bravo" in seen
         assert c.session_ids() == {thread}
         c.close()

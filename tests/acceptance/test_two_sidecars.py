@@ -7,7 +7,9 @@ the two then moved the thread from one session: the lineage forked and a third s
 one branch). Then A and B take the thread in turn under thresholds that move it on both: every
 move from where the other left it, and a third sidecar C that loads the thread afterwards sends
 the model every turn A and B answered, in order. And with no move: a sidecar that loads the
-thread again with its own older file of the session opens what the other added to it.
+thread again with its own older file of the session opens what the other added to it. And when
+B's lock of the thread cannot be taken (which stops nothing) and both move it at one moment: one
+move is made, the other refused, nothing lost.
 """
 
 from __future__ import annotations
@@ -16,14 +18,16 @@ import json
 import re
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from fixtures.harness import Adapter, Rig, Scenario, Shell
+from fixtures.harness import AcpClient, Adapter, Rig, Scenario, Shell
 from fixtures.harness.acp_client import AcpError
 from fixtures.harness.adapters import Home
 from liminal.harness.known import find_session_file
@@ -31,6 +35,7 @@ from liminal.kernel.journal import SwapJournal
 from liminal.lookup.sessionlines import stored_lines
 from tests.acceptance.conftest import adapter_fixture
 from tests.acceptance.test_recall import command, said
+from tests.acceptance.test_swap_kill import wait_for
 from tests.acceptance.test_two_hosts import client_of, host
 from tests.support.mongo import MONGO_SOCKET_URL, MONGO_URL, fresh_database_sync, recorded
 
@@ -237,3 +242,73 @@ def test_a_sidecar_with_an_older_file_of_the_session_opens_what_the_other_added(
         handed_over(a, thread, project, "step04 please")  # the store's lines are A's file, whole
     order = steps_sent(rig, "step04")
     assert order == [0, 1, 2, 3, 4], (order, a.logs, b.logs)
+
+
+def test_two_live_sidecars_moving_one_thread_at_once_make_one_move(adapter: Adapter, rig: Rig, tmp_path: Path,
+                                                                   redis: str) -> None:
+    """A and B both have the thread open: B's lock of it could not be taken (the failpoint
+    ``thread.lock``, as when its folder is not writable), which stops nothing. Both are asked
+    ``/optimise`` and both moves are held at their start (``swap.lease=hold``: the thread held,
+    its lease not asked for), then let go together. The Redis lease and the store's claim let one
+    commit; the other refuses, saying why, and its client's command is answered. The lineage does
+    not fork, each client sees its one thread id, and a third sidecar loading the thread sends the
+    model every turn answered."""
+    rig.server.script = scenario()
+    project = rig.home.project
+    store = f"sqlite://{rig.home.root / 'shared.db'}"
+    a, b, c = rig.home, host(rig, "b"), host(rig, "c")
+    for home in (a, b, c):
+        configure(home, store, 10_000_000, 5_000_000, redis)  # no move but the commands'
+    points = {"a": tmp_path / "a", "b": tmp_path / "b"}
+    failpoints = {"a": "swap.lease=hold", "b": "thread.lock=error,swap.lease=hold"}
+    clients = {}
+    for name, home in (("a", a), ("b", b)):
+        clients[name] = AcpClient(home.liminal_argv(), {**home.env(), "LIMINAL_FAILPOINTS": failpoints[name],
+                                                        "LIMINAL_FAILPOINTS_DIR": str(points[name])},
+                                  project, home.logs / f"stderr-{name}-liminal.log")
+        rig.clients.append(clients[name])
+    with clients["a"] as on_a, clients["b"] as on_b:
+        on_a.initialize()
+        thread = on_a.new_session(project)["sessionId"]
+        for n in range(3):
+            assert f"read part {n:02d}" in said(on_a, thread, f"step{n:02d} please")
+        handed_over(a, thread, project, "step02 please")
+        on_b.initialize()
+        on_b.load_session(thread, project, timeout=120)  # A still has it open
+        answers: dict[str, str] = {}
+
+        def optimise(name: str) -> None:
+            answers[name] = said(clients[name], thread, "/optimise")
+
+        asked = [threading.Thread(target=optimise, args=(name,)) for name in clients]
+        for t in asked:
+            t.start()
+        for folder in points.values():
+            wait_for(folder / "swap.lease.reached")
+        for folder in points.values():
+            (folder / "swap.lease.release").touch()
+        for t in asked:
+            t.join(180)
+        moves = {name: moves_of(SwapJournal(home.liminal_home / "swaps.jsonl"), thread)
+                 for name, home in (("a", a), ("b", b))}
+        [winner] = [name for name, made in moves.items() if made]
+        [loser] = [name for name in clients if name != winner]
+        assert len(moves[winner]) == 1 and moves[winner][0][0] == thread, moves
+        assert answers[winner].startswith("Context optimised"), answers
+        # Refused by the lease the winner holds to its commit (or, had the winner been through
+        # before the loser asked, by the store's claim): no move of it left unfinished.
+        assert answers[loser].endswith("(nothing changed)") and "another liminal" in answers[loser], answers
+        assert SwapJournal((a if loser == "a" else b).liminal_home / "swaps.jsonl").unfinished() == [], loser
+        on_loser = clients[loser]
+        on_loser.close()
+        on_winner = clients[winner]
+        assert "read part 03" in said(on_winner, thread, "step03 please")  # on the new session
+        handed_over(a if winner == "a" else b, thread, project, "step03 please")
+        assert lineage_in_store(a.liminal_home, thread) == [thread, moves[winner][0][1]]
+    for client in clients.values():
+        assert client.session_ids() == {thread}
+    with client_of(c, rig, "c") as on_c:
+        on_c.initialize()
+        on_c.load_session(thread, project, timeout=120)
+        said(on_c, thread, "FINAL please")
+    assert steps_sent(rig, "FINAL") == [0, 1, 2, 3], (answers, a.logs, b.logs)

@@ -75,6 +75,21 @@ def test_the_turn_that_just_ended_must_be_on_disk(tmp_path: Path) -> None:
     assert not ends_a_turn(write(tmp_path / "t.jsonl", prompt("turn 2")), "turn 2")
 
 
+def test_the_clis_own_compact_ends_its_turn_once_its_lines_are_on_disk(tmp_path: Path) -> None:
+    """``/compact`` as Claude Code writes it (``fixtures/claude/zed-compact.jsonl``): its boundary,
+    summary, caveat, command line, then the command's output. The prompt answered before those
+    lines are on disk still ends with the turn before, which is not the command's: a swap then
+    rewrote the file without the compaction, and the model was sent every turn it took out."""
+    lines = (Path(__file__).parents[2] / "fixtures/claude/zed-compact.jsonl").read_text().splitlines(keepends=True)
+    boundary = next(n for n, line in enumerate(lines) if '"compact_boundary"' in line)
+    output = next(n for n, line in enumerate(lines) if "<local-command-stdout>" in line)
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(lines[:boundary]))
+    assert not ends_a_turn(path, "/compact")
+    path.write_text("".join(lines[:output + 1]))
+    assert ends_a_turn(path, "/compact") and ends_a_turn(path)
+
+
 def test_a_cancelled_turn_ends_where_claude_code_notes_the_interruption(tmp_path: Path) -> None:
     """What Claude Code (2.1.44 and 2.1.316) writes when the user cancels a turn during a tool
     call: the tool's error result, then a user line "[Request interrupted by user for tool use]".

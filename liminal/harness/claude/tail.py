@@ -26,6 +26,9 @@ from liminal.harness.claude.paths import open_regular
 from liminal.harness.claude.records import INTERRUPTED, loads
 from liminal.sessionfiles import HeldStill
 
+# How the line of a slash command's output begins (Claude Code 2.1.44 and 2.1.316).
+COMMAND_OUTPUT = "<local-command-stdout>"
+
 TAIL_BYTES = 512 * 1024
 
 
@@ -182,6 +185,15 @@ def _interruption(record: dict[str, Any]) -> bool:
     return len(texts) == 1 and isinstance(texts[0], str) and texts[0].startswith(INTERRUPTED)
 
 
+def _command_output(record: dict[str, Any]) -> bool:
+    """The line in which Claude Code says what a slash command it ran itself printed (after
+    ``/compact``: its boundary, its summary, the command's line, then this one)."""
+    content = _message(record).get("content")
+    text = content if isinstance(content, str) else next(
+        (b.get("text") for b in content if isinstance(b, dict)), None) if isinstance(content, list) else None
+    return isinstance(text, str) and text.startswith(COMMAND_OUTPUT)
+
+
 def _squash(text: str) -> str:
     return " ".join(text.split())
 
@@ -209,6 +221,11 @@ def ends_a_turn(path: Path, prompt: str | None = None) -> bool:
         if not answered:
             if kind == "user" and record.get("isCompactSummary") is True:
                 return not prompt
+            if kind == "user" and _command_output(record):
+                answered = True  # a slash command the CLI ran itself (/compact): its turn ended
+                if not prompt:
+                    return True
+                continue
             if kind == "user" and not _interruption(record):
                 return False
             content = _message(record).get("content")

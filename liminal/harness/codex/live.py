@@ -149,8 +149,8 @@ class CodexSessions:
             return False
         if not any(line.is_event("task_complete") or line.is_event("turn_aborted") for line in turn):
             return False
-        if prompt is None or not prompt.strip():
-            return True
+        if prompt is None or not prompt.strip() or prompt.startswith("/"):
+            return True  # nothing to tell, or a slash command the CLI rewrites: the ended turn
         wanted = _squash(prompt)
         said = [_squash(text_of(line.payload)) for line in turn
                 if line.is_item and line.payload.get("role") == "user"]

@@ -125,8 +125,8 @@ class GeminiSessions:
         messages = self._messages(path)
         if not chatfile.turn_ended(messages):
             return False
-        if prompt is None or not prompt.strip():
-            return True
+        if prompt is None or not prompt.strip() or prompt.startswith("/"):
+            return True  # nothing to tell, or a slash command the CLI rewrites: the ended turn
         turns = _turns_of(messages)
         if not turns:
             return False

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from liminal import faults
 from liminal.acp import jsonrpc
 from liminal.acp.router import LocalRequest
 from liminal.kernel import reopen, restore, whereabouts
@@ -103,6 +104,7 @@ async def held_elsewhere(c: CommandContext, thread: str) -> bool:
     if c.take_thread is None or not thread:
         return False
     try:
+        await faults.hit("thread.lock")
         with anyio.move_on_after(LOCK_WAIT_SECONDS):
             while not await c.take_thread(thread):  # noqa: ASYNC110 (held in Redis: no event to wait on)
                 await anyio.sleep(LOCK_RETRY_SECONDS)
