@@ -161,6 +161,10 @@ def test_two_live_sidecars_on_one_thread_lose_nothing(adapter: Adapter, rig: Rig
     """B's load while A has the thread open is refused, saying why (A's lock: in Redis, and
     beside a SQLite store's file); then A and B take the thread in turn, each moving it from
     where the other left it, and C is sent every turn either answered, in order."""
+    if store != "sqlite" and adapter.name == "claude-agent":
+        # The store's path is the same whichever CLI is behind the sidecars: the MongoDB case
+        # runs on the faster of the two (Claude's takes minutes of CI's 40).
+        pytest.skip("the MongoDB store's case runs on codex-agent")
     base = rig.overhead()
     rig.server.script = scenario()
     project = rig.home.project
