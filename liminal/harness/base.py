@@ -177,6 +177,12 @@ class Rewriting(Protocol):
         what names the thread in the CLI's own files follows it now, and only now, so that a
         rewrite that is skipped, fails or is removed leaves no trace in them."""
 
+    def prepare_load(self, backing_id: str, cwd: str | None) -> None:
+        """Just before liminal lets the CLI load or resume ``backing_id`` (a client's load, a
+        fresh process of the agent taking the thread on): make its file one the CLI resumes as
+        the conversation was, in a place the CLI's own start does not remove. The stored lines
+        of the session stay a prefix of what it writes. Nothing for a CLI that resumes its
+        files as it wrote them (Claude Code, Codex); Gemini CLI's need it (docs/facts.md)."""
 
 
 class SideSessions(Protocol):

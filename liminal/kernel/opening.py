@@ -178,8 +178,15 @@ class ThreadOpener:
             async def request(method: str, params: dict[str, Any], thread: str = thread) -> Any:
                 return await target.request(method, params, timeout=timeout, thread_id=thread)
 
-            base = {"sessionId": port.backing_of(thread), "cwd": state.cwd or ".",
-                    "mcpServers": state.mcp_servers}
+            backing = port.backing_of(thread)
+            base = {"sessionId": backing, "cwd": state.cwd or ".", "mcpServers": state.mcp_servers}
+            # A fresh process resumes the file as it is on disk (``Rewriting.prepare_load``); a
+            # file not made ready is said, and opened as it is.
+            try:
+                await anyio.to_thread.run_sync(self.harness.prepare_load, backing, state.cwd)
+            except Exception as exc:
+                logger.warning("session file not made ready for the load", session=backing,
+                               error=f"{type(exc).__name__}: {exc}")
             await open_for_thread(request, state, base, capabilities)
 
     async def close(self, old_backing: str) -> None:

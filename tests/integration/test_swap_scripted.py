@@ -75,6 +75,9 @@ class FakeHarness:
     def adopted(self, rewritten: Rewritten) -> None:
         self.adopted_ids.append(rewritten.new_id)
 
+    def prepare_load(self, backing_id: str, cwd: str | None) -> None:
+        pass
+
     def target_path(self, path: Path, new_id: str) -> Path:
         return path.with_name(f"{new_id}.jsonl")
 

@@ -182,6 +182,34 @@ def test_a_session_written_back_from_its_lines_resumes_as_it_was(tmp_path: Path)
     assert sessions.restore(again, CWD, plain).read_bytes() == b"".join(raw + b"\n" for raw in plain)
 
 
+def test_a_file_is_made_ready_before_a_load(tmp_path: Path) -> None:
+    """``prepare_load``: a file the CLI would resume with its responses twice, or beside a
+    load's empty recording (for which the CLI's next start deletes every file of the id), is
+    written again under a name no file had, its bytes a prefix, then the ``$set`` that resumes
+    it as it was; the other files of the id go. A file that needs neither is left alone."""
+    env, chats = home(tmp_path)
+    sessions = harness(env)
+    path = chats / f"session-2026-12-07T12-33-{TWO_ID[:8]}.jsonl"
+    data = path.read_bytes()
+    messages = ChatFile.read(path).messages()
+    empty_load = chats / f"session-2026-12-07T13-00-{TWO_ID[:8]}.jsonl"
+    empty_load.write_text(json.dumps({"sessionId": TWO_ID, "projectHash": "ab", "kind": "main"}) + "\n")
+    before = {p.name for p in chats.iterdir()}
+    sessions.prepare_load(TWO_ID, CWD)
+    ready = sessions.locate(TWO_ID, CWD)
+    assert ready is not None and ready.name not in before
+    assert not path.exists() and not empty_load.exists()
+    assert [p for p in chats.iterdir() if p.name.endswith(f"-{TWO_ID[:8]}.jsonl")] == [ready]
+    written = ready.read_bytes()
+    assert written.startswith(data) and written.count(b"\n") == data.count(b"\n") + 1
+    assert ready.stat().st_mode & 0o777 == 0o600
+    assert ChatFile.read(ready).messages() == [
+        m for m in messages if records.message_type(m) != "gemini:user:responses"]
+    sessions.prepare_load(TWO_ID, CWD)  # ready already: left as it is
+    assert sessions.locate(TWO_ID, CWD) == ready and ready.read_bytes() == written
+    sessions.prepare_load("99999999-0000-4000-8000-000000000000", CWD)  # no file: nothing
+
+
 def test_removal_takes_every_file_of_the_session_and_only_them(tmp_path: Path) -> None:
     env, chats = home(tmp_path)
     sessions = harness(env)

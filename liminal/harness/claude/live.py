@@ -221,6 +221,9 @@ class ClaudeSessions:
     def adopted(self, rewritten: Rewritten) -> None:
         """Nothing: a title the user gave is a record of the session file, which goes with it."""
 
+    def prepare_load(self, backing_id: str, cwd: str | None) -> None:
+        """Nothing: Claude Code resumes its files as it wrote them."""
+
     # -- recall -------------------------------------------------------------------------------
 
     def recall(self, key: RecallKey) -> bytes | None:

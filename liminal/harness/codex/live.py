@@ -287,6 +287,9 @@ class CodexSessions:
         if source is not None:
             self.name_like(source, rewritten.new_id)
 
+    def prepare_load(self, backing_id: str, cwd: str | None) -> None:
+        """Nothing: Codex resumes its rollouts as it wrote them."""
+
     # -- cuts, for the commands --------------------------------------------------------------
 
     def position(self, path: Path) -> int:

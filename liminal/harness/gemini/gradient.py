@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -386,6 +386,14 @@ def file_name(new_id: str, now: float | None = None) -> str:
     session, never the minute of a load that comes after it is written."""
     minute = time.strftime("%Y-%m-%dT%H-%M", time.gmtime((time.time() if now is None else now) - 60))
     return f"session-{minute}-{new_id[:8]}.jsonl"
+
+
+def unused_name(session_id: str, taken: Collection[str], now: float | None = None) -> str:
+    """``file_name``, or the first minute before it that no name in ``taken`` has."""
+    at = time.time() if now is None else now
+    while (name := file_name(session_id, at)) in taken:
+        at -= 60
+    return name
 
 
 def refreshed(head: Sequence[Message], scratchpad: str) -> list[Message]:

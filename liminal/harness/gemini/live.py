@@ -253,6 +253,31 @@ class GeminiSessions:
     def adopted(self, rewritten: Rewritten) -> None:
         """Nothing names a thread in the CLI's files but its session file."""
 
+    def prepare_load(self, backing_id: str, cwd: str | None) -> None:
+        """Before a load: a file the CLI resumed once holds the user records of function
+        responses (sent twice on the next resume), and each load leaves a file of the id with
+        nothing to resume, for which the CLI's next start deletes every file of the id's eight
+        characters; that start's clean-up runs beside the ACP connection, so it may be listing
+        the folder while liminal loads. When either holds, the file is written again: its bytes
+        a prefix (what the store has stays its start), then the ``$set`` that makes it resume
+        as it was (``gradient.resumable``), under a name no file of the folder had (a listing
+        made before is deleting names that no longer exist), and every other file of the id
+        is removed. Else it is left as it is."""
+        path = self.locate(backing_id, cwd)
+        if path is None:
+            return
+        chat = ChatFile.read(path)
+        fix = gradient.resumable(chat)
+        others = [p for p in self.files(backing_id, cwd) if p != path and p.is_file()]
+        if fix is None and not others:
+            return
+        data = chat.to_bytes()
+        lines = (data if not data or data.endswith(b"\n") else data + b"\n", *((fix + b"\n",) if fix else ()))
+        target = path.parent / gradient.unused_name(backing_id, {p.name for p in path.parent.iterdir()})
+        write_atomically(target, lines)
+        for old in (path, *others):
+            old.unlink(missing_ok=True)
+
     # -- side sessions -------------------------------------------------------------------------
 
     def side_params(self) -> dict[str, Any]:
@@ -314,8 +339,9 @@ class GeminiSessions:
             raise ValueError(f"no Gemini CLI project for {cwd!r}")
         chat = ChatFile(tuple(chatfile.parse_line(line) for line in lines))
         fix = gradient.resumable(chat)
-        target = chatfile.gemini_dir(self.env) / "tmp" / slug / "chats" / gradient.file_name(backing_id)
-        make_private_folder(target.parent)
+        folder = chatfile.gemini_dir(self.env) / "tmp" / slug / "chats"
+        make_private_folder(folder)
+        target = folder / gradient.unused_name(backing_id, {p.name for p in folder.iterdir()})
         write_atomically(target, (*(line + b"\n" for line in lines), *((fix + b"\n",) if fix else ())))
         return target
 
