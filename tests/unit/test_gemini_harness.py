@@ -5,6 +5,7 @@ removal."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import time
@@ -13,10 +14,12 @@ from pathlib import Path
 import pytest
 
 from liminal.config import GradientSettings
+from liminal.gradient.bands import Band
 from liminal.gradient.recall import KEY_IN_MARKER, MARKER_PREFIX, RecallError, RecallKey
 from liminal.gradient.summarize import PREAMBLE_INTRO
+from liminal.gradient.zone import Candidate, is_zone
 from liminal.harness.base import HarnessChoice
-from liminal.harness.gemini import chatfile, records
+from liminal.harness.gemini import chatfile, gradient, records
 from liminal.harness.gemini.chatfile import ChatFile, text_of, tool_calls
 from liminal.harness.gemini.live import GeminiSessions
 from liminal.harness.known import (
@@ -314,6 +317,39 @@ def test_a_rewrite_keeps_recent_turns_whole_cuts_older_output_with_keys_and_summ
         c for m in ChatFile.read(again.path).messages() for c in tool_calls(m) if c["id"] == key.uuid]
     sessions.discard(again)
     assert not again.path.exists()
+
+
+def test_a_rewrite_places_a_dynamic_zone_before_the_recent_band(tmp_path: Path) -> None:
+    """Memos and the passages the rewrite cuts, matched against the recent turns' words, as a
+    ``user`` message of their own just before the recent band's first prompt (the CLI sends it
+    with that prompt); no prompt to liminal's readers; a later rewrite chooses its own."""
+    env, chats = home(tmp_path)
+    sessions = harness(env)
+    path = long_session(chats, "11111111-2222-4333-8444-555555555555")
+    memo = Candidate("memo-1", "memo", "the file is read with care: line by line", 0)
+    other = Candidate("memo-2", "memo", "deploys need the VPN", 1)
+    done = sessions.rewrite(path, 25_000, "66666666-7777-4888-8999-000000000000", recent_tokens=3_000,
+                            memos=[memo, other])
+    assert done.zone and done.zone[0].key == "memo-1" and "memo-2" not in [p.key for p in done.zone]
+    # A cut passage matching the recent words is a candidate too: its key recalls it whole.
+    session = gradient.Session.read(path)
+    bands = [Band.OLD] * 11 + [Band.RECENT]
+    passages = [p for p in gradient.choose_zone(session, bands, [], 1_000) if p.kind == "passage"]
+    assert not passages  # "file 10 line" shares one word with the recent turn: too few
+    lines = session.turns[-1][0]["content"][0]["text"] + " line"
+    session = dataclasses.replace(session, turns=(*session.turns[:-1], (
+        {**session.turns[-1][0], "content": [{"text": lines}]}, *session.turns[-1][1:])))
+    [best, *_] = [p for p in gradient.choose_zone(session, bands, [], 1_000) if p.kind == "passage"]
+    assert sessions.recall(RecallKey.parse(best.key)) is not None
+    messages = ChatFile.read(done.path).messages()
+    kinds = [records.message_type(m) for m in messages]
+    at = kinds.index("gemini:user:zone")
+    assert kinds[at + 1] == "gemini:user" and is_zone(text_of(messages[at]["content"]))
+    recent_first = text_of(messages[at + 1]["content"])
+    assert recent_first == "prompt " + recent_first.split()[1] + " read file " + recent_first.split()[1].rstrip(":")
+    assert len(sessions.turns(done.path).starts) == kinds.count("gemini:user")  # the zone starts no turn
+    again = sessions.rewrite(done.path, 0, "77777777-7777-4888-8999-000000000000", recent_tokens=3_000)
+    assert "gemini:user:zone" not in [records.message_type(m) for m in ChatFile.read(again.path).messages()]
 
 
 def test_cuts_for_undo_clear_and_fork(tmp_path: Path) -> None:

@@ -197,19 +197,20 @@ class GeminiSessions:
     def rewrite(self, path: Path, target_tokens: int, new_id: str, *,
                 memos: Sequence[Candidate] = (), summarizer: Summarizer | None = None,
                 recent_tokens: int | None = None, scratchpad: str | None = None) -> Rewritten:
-        """A compressed copy (``gradient``). Memos are not placed: no dynamic zone yet."""
+        """A compressed copy (``gradient``), with a dynamic zone of ``memos`` and the passages it
+        cuts before the recent band."""
         if not is_session_id(new_id):
             raise RewriteError(f"{new_id!r} is not a session id")
         session = gradient.Session.read(path)
         if not session.turns:
             raise RewriteError(f"{path}: no turn to rewrite")
         result = gradient.rewrite(session, target_tokens, new_id, self.settings.with_recent(recent_tokens),
-                                  summarizer, scratchpad)
+                                  summarizer, scratchpad, memos)
         target = self.target_path(path, new_id)
         make_private_folder(target.parent)
         write_atomically(target, result.lines)
         return Rewritten(new_id, target, result.tokens_before, result.tokens_after,
-                         sum(len(line) for line in result.lines))
+                         sum(len(line) for line in result.lines), result.zone)
 
     def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str, *,
             keeps_thread: bool = False, scratchpad: str | None = None) -> Rewritten:
