@@ -177,17 +177,24 @@ class Rewriting(Protocol):
         what names the thread in the CLI's own files follows it now, and only now, so that a
         rewrite that is skipped, fails or is removed leaves no trace in them."""
 
-    def prepare_load(self, backing_id: str, cwd: str | None) -> None:
-        """Just before liminal lets the CLI load or resume ``backing_id`` (a client's load, a
-        fresh process of the agent taking the thread on): make its file one the CLI resumes as
-        the conversation was, in a place the CLI's own start does not remove. The stored lines
-        of the session stay a prefix of what it writes. Nothing for a CLI that resumes its
-        files as it wrote them (Claude Code, Codex); Gemini CLI's need it (docs/facts.md)."""
+    def prepare_load(self, backing_id: str, cwd: str | None, *, started: bool = True) -> None:
+        """Before liminal lets the CLI load or resume ``backing_id``: make its file one the CLI
+        resumes as the conversation was, where the CLI's own start does not remove it.
+        ``started``: the process that will load it runs already (a client's load), so what its
+        start does may be under way; else it is about to be started (the recycle, the agent
+        restarted), and another process may still be writing the file. The stored lines of the
+        session stay a prefix of what it writes. Nothing for a CLI that resumes its files as it
+        wrote them (Claude Code, Codex); Gemini CLI's need it (docs/facts.md)."""
 
 
 class SideSessions(Protocol):
     """What a side session (``liminal.kernel.summaries``) needs of the CLI: what it adds to the
     request, how the prompt is put, and the files it must not leave behind."""
+
+    @property
+    def side_sessions(self) -> bool:
+        """Whether liminal may open side sessions on this CLI at all. False turns the model's
+        summaries off for it (the extractive preamble stands), for a reason its facts give."""
 
     @property
     def side_session_tokens(self) -> int:

@@ -178,16 +178,24 @@ class ThreadOpener:
             async def request(method: str, params: dict[str, Any], thread: str = thread) -> Any:
                 return await target.request(method, params, timeout=timeout, thread_id=thread)
 
+            base = {"sessionId": port.backing_of(thread), "cwd": state.cwd or ".",
+                    "mcpServers": state.mcp_servers}
+            await open_for_thread(request, state, base, capabilities)
+
+    async def prepare_loads(self, threads: list[str]) -> None:
+        """Before a fresh process of the agent starts and opens ``threads`` (``open_on``): each
+        one's file made ready for it (``Rewriting.prepare_load``), before the process's start
+        can act on them. A file not made ready is said, and opened as it is."""
+        port = self.attached()
+        for thread in threads:
+            state = self.threads.get(thread)
             backing = port.backing_of(thread)
-            base = {"sessionId": backing, "cwd": state.cwd or ".", "mcpServers": state.mcp_servers}
-            # A fresh process resumes the file as it is on disk (``Rewriting.prepare_load``); a
-            # file not made ready is said, and opened as it is.
             try:
-                await anyio.to_thread.run_sync(self.harness.prepare_load, backing, state.cwd)
+                await anyio.to_thread.run_sync(functools.partial(
+                    self.harness.prepare_load, backing, state.cwd if state else None, started=False))
             except Exception as exc:
                 logger.warning("session file not made ready for the load", session=backing,
                                error=f"{type(exc).__name__}: {exc}")
-            await open_for_thread(request, state, base, capabilities)
 
     async def close(self, old_backing: str) -> None:
         """Close the session a committed swap left, if the agent supports it."""

@@ -192,6 +192,7 @@ class SwapManager(Component):
             return
         choice.agent_said(agent_info)
         self.policy.side_session_tokens = self.harness.side_session_tokens
+        self.policy.side_sessions = self.harness.side_sessions
         if not self.settings.ceiling_tokens:
             self.policy.ceiling = self.harness.ceiling_tokens
 

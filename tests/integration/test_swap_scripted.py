@@ -36,6 +36,7 @@ class FakeHarness:
     name = "fake"
     ceiling_tokens = 167_000
     side_session_tokens = 3_000
+    side_sessions = True
 
     def __init__(self, tmp: Path, *, fail: bool = False, delay: threading.Event | None = None) -> None:
         self.tmp = tmp
@@ -75,7 +76,7 @@ class FakeHarness:
     def adopted(self, rewritten: Rewritten) -> None:
         self.adopted_ids.append(rewritten.new_id)
 
-    def prepare_load(self, backing_id: str, cwd: str | None) -> None:
+    def prepare_load(self, backing_id: str, cwd: str | None, *, started: bool = True) -> None:
         pass
 
     def target_path(self, path: Path, new_id: str) -> Path:

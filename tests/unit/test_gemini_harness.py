@@ -213,6 +213,24 @@ def test_a_file_is_made_ready_before_a_load(tmp_path: Path) -> None:
     sessions.prepare_load("99999999-0000-4000-8000-000000000000", CWD)  # no file: nothing
 
 
+def test_a_file_is_made_ready_where_it_is_before_the_cli_starts(tmp_path: Path) -> None:
+    """``started=False`` (a fresh process about to start: the recycle): the same ``$set`` appended
+    to the file where it is (the process in use may still append to it), the id's other files
+    removed before the start lists the folder."""
+    env, chats = home(tmp_path)
+    sessions = harness(env)
+    path = chats / f"session-2026-12-07T12-33-{TWO_ID[:8]}.jsonl"
+    data = path.read_bytes()
+    empty_load = chats / f"session-2026-12-07T13-00-{TWO_ID[:8]}.jsonl"
+    empty_load.write_text(json.dumps({"sessionId": TWO_ID, "projectHash": "ab", "kind": "main"}) + "\n")
+    sessions.prepare_load(TWO_ID, CWD, started=False)
+    assert sessions.locate(TWO_ID, CWD) == path and not empty_load.exists()
+    written = path.read_bytes()
+    assert written.startswith(data) and written.count(b"\n") == data.count(b"\n") + 1
+    sessions.prepare_load(TWO_ID, CWD, started=False)
+    assert path.read_bytes() == written
+
+
 def test_removal_takes_every_file_of_the_session_and_only_them(tmp_path: Path) -> None:
     env, chats = home(tmp_path)
     sessions = harness(env)
@@ -381,3 +399,15 @@ def test_cuts_for_undo_clear_and_fork(tmp_path: Path) -> None:
         sessions.cut([], path, "88888884-0000-4000-8000-000000000000")
     with pytest.raises(RewriteError):
         sessions.cut([(path, 0, first)], path, "88888885-0000-4000-8000-000000000000")  # no turn in it
+
+
+def test_the_models_summaries_are_off_for_gemini(tmp_path: Path) -> None:
+    """Each side session would be a Gemini CLI process of its own, whose start deletes the files
+    of the sessions loaded in the project, the live thread's among them (docs/facts.md)."""
+    from liminal.config import SwapSettings
+    from liminal.kernel.policy import CostPolicy
+
+    env, _ = home(tmp_path)
+    sessions = harness(env)
+    assert sessions.side_sessions is False
+    assert not CostPolicy.of(SwapSettings(summaries=True), GradientSettings(), sessions).summaries

@@ -83,6 +83,11 @@ class GeminiSessions:
     # A side session's own prompt: the CLI's system instruction, its sixteen tools and the
     # ``<session_context>``, 12.3k tokens in the rig's first request (fixtures/gemini).
     side_session_tokens = 12_500
+    # No side sessions: Gemini CLI cannot close a session, so each would run in a process of its
+    # own, and every start of the CLI deletes the files of the sessions loaded in the project
+    # (the live thread's among them) in a clean-up that runs beside what liminal does meanwhile
+    # (docs/facts.md). The model's summaries are off for it; the extractive preamble stands.
+    side_sessions = False
 
     def __init__(self, settings: GradientSettings, env: Mapping[str, str] | None = None) -> None:
         self.settings = settings
@@ -254,16 +259,17 @@ class GeminiSessions:
     def adopted(self, rewritten: Rewritten) -> None:
         """Nothing names a thread in the CLI's files but its session file."""
 
-    def prepare_load(self, backing_id: str, cwd: str | None) -> None:
-        """Before a load: a file the CLI resumed once holds the user records of function
-        responses (sent twice on the next resume), and each load leaves a file of the id with
-        nothing to resume, for which the CLI's next start deletes every file of the id's eight
-        characters; that start's clean-up runs beside the ACP connection, so it may be listing
-        the folder while liminal loads. When either holds, the file is written again: its bytes
-        a prefix (what the store has stays its start), then the ``$set`` that makes it resume
-        as it was (``gradient.resumable``), under a name no file of the folder had (a listing
-        made before is deleting names that no longer exist), and every other file of the id
-        is removed. Else it is left as it is."""
+    def prepare_load(self, backing_id: str, cwd: str | None, *, started: bool = True) -> None:
+        """A file the CLI resumed once holds the user records of function responses (sent twice
+        on the next resume), and each load leaves a file of the id with nothing to resume, for
+        which the CLI's next start deletes every file of the id's eight characters. When either
+        holds: the ``$set`` that makes the file resume as it was (``gradient.resumable``) after
+        its bytes (what the store has stays its start), and the id's other files removed.
+        Before a start (``started`` False) that is done where the file is: another process may
+        still be appending to it, and the start lists the folder only after. With the process
+        running, its start's clean-up may be listing and deleting meanwhile (it is not awaited):
+        the file is written again under a name no file of the folder had (deletions by names
+        listed before miss it), and the old one removed too."""
         path = self.locate(backing_id, cwd)
         if path is None:
             return
@@ -273,6 +279,13 @@ class GeminiSessions:
         if fix is None and not others:
             return
         data = chat.to_bytes()
+        if not started:
+            if fix is not None:
+                with path.open("ab") as handle:
+                    handle.write((b"" if not data or data.endswith(b"\n") else b"\n") + fix + b"\n")
+            for old in others:
+                old.unlink(missing_ok=True)
+            return
         lines = (data if not data or data.endswith(b"\n") else data + b"\n", *((fix + b"\n",) if fix else ()))
         target = path.parent / gradient.unused_name(backing_id, {p.name for p in path.parent.iterdir()})
         write_atomically(target, lines)
