@@ -411,3 +411,25 @@ def test_the_models_summaries_are_off_for_gemini(tmp_path: Path) -> None:
     sessions = harness(env)
     assert sessions.side_sessions is False
     assert not CostPolicy.of(SwapSettings(summaries=True), GradientSettings(), sessions).summaries
+
+
+def test_inspect_and_compress_read_a_gemini_session(tmp_path: Path) -> None:
+    """``liminal inspect`` and ``liminal compress`` on a Gemini CLI session file (detected by its
+    first line, whatever its name): what it holds, and a compressed copy beside it, 0600."""
+    from liminal.harness.gemini import report
+
+    _, chats = home(tmp_path)
+    path = long_session(chats, "11111111-2222-4333-8444-555555555555")
+    assert report.detect(str(path)) == path
+    assert report.detect(str(TWO_TURNS)) == TWO_TURNS
+    claude_line = tmp_path / "claude.jsonl"
+    claude_line.write_text(json.dumps({"type": "user", "sessionId": "x", "message": {}}) + "\n")
+    assert report.detect(str(claude_line)) is None
+    data = report.inspect(path, GradientSettings(target_tokens=25_000))
+    assert (data["harness"], data["turns"], data["tool_calls"], data["context_tokens"]) == ("gemini", 12, 12, 36_013)
+    assert not data["resumes_as_written"] and data["name_matches_id"]
+    assert "Gemini CLI" in report.table(data)
+    done = report.compress(path, GradientSettings(target_tokens=25_000), None, dry_run=False)
+    written = Path(done["path"])
+    assert done["tokens_after"] < done["tokens_before"] and written.parent == chats
+    assert written.stat().st_mode & 0o777 == 0o600 and ChatFile.read(written).session_id == done["new_session_id"]
