@@ -46,6 +46,16 @@ class Rewritten:
 
 
 @dataclass(frozen=True, slots=True)
+class PriceRatios:
+    """What a CLI's model charges for a token of the prompt read from its cache, one written to
+    it, and one of output, as multiples of an uncached input token (the cost policy's units)."""
+
+    read: float
+    write: float
+    output: float
+
+
+@dataclass(frozen=True, slots=True)
 class Beside:
     """A file a CLI keeps beside a session and that the session's lines refer to (Claude Code's
     large tool outputs: ``liminal.harness.claude.toolresults``): whose it is and its name there,
@@ -103,6 +113,11 @@ class SessionFiles(Protocol):
         policy takes for the CLI's own prompt when it sees a new thread's first turn end
         (``Pace.overhead``). A thread a new liminal opens has it read from its first session
         (``liminal.kernel.recalibrate``)."""
+
+    @property
+    def prices(self) -> PriceRatios | None:
+        """The CLI's model's cache pricing, when it is not the cost policy's default (Anthropic's
+        ratios, which OpenAI's are close to): docs/formats.md names the source."""
 
     def cache_life(self, path: Path) -> float | None:
         """How long the model's prompt cache of this session lives unused, as the CLI's own

@@ -267,8 +267,17 @@ class CostPolicy:
         ceiling unless ``swap.ceiling_tokens`` sets one, and what its side session costs."""
         made = cls(swap, gradient, swap.ceiling_tokens or harness.ceiling_tokens,
                    side_session_tokens=harness.side_session_tokens, memory=memory)
-        made.side_sessions = harness.side_sessions
+        made.follow(harness)
         return made
+
+    def follow(self, harness: SwapHarness) -> None:
+        """What the CLI ``harness`` stands for says of the costs: its side sessions, and its
+        model's prices when they are not the default's."""
+        self.side_session_tokens = harness.side_session_tokens
+        self.side_sessions = harness.side_sessions
+        ratios = harness.prices
+        if ratios is not None:
+            self.prices = Prices(read=ratios.read, write=ratios.write, output=ratios.output)
 
     @property
     def summaries(self) -> bool:

@@ -37,6 +37,7 @@ class FakeHarness:
     ceiling_tokens = 167_000
     side_session_tokens = 3_000
     side_sessions = True
+    prices = None
 
     def __init__(self, tmp: Path, *, fail: bool = False, delay: threading.Event | None = None) -> None:
         self.tmp = tmp

@@ -433,3 +433,15 @@ def test_inspect_and_compress_read_a_gemini_session(tmp_path: Path) -> None:
     written = Path(done["path"])
     assert done["tokens_after"] < done["tokens_before"] and written.parent == chats
     assert written.stat().st_mode & 0o777 == 0o600 and ChatFile.read(written).session_id == done["new_session_id"]
+
+
+def test_the_cost_policy_prices_gemini_at_its_implicit_caches_rules(tmp_path: Path) -> None:
+    """Hits at a tenth of an input token, the tokens that fill the cache at an input token's
+    price (no write premium, no storage), output at 8: not Anthropic's 1.25 for a write."""
+    from liminal.config import SwapSettings
+    from liminal.kernel.policy import CostPolicy
+
+    env, _ = home(tmp_path)
+    prices = CostPolicy.of(SwapSettings(), GradientSettings(), harness(env)).prices
+    assert (prices.read, prices.write, prices.output) == (0.10, 1.0, 8.0)
+    assert prices.input(20_000, 12_000) == pytest.approx(0.10 * 12_000 + 8_000)

@@ -46,6 +46,7 @@ class ClaudeSessions:
     # its context messages (2.0k tokens), and the title request it makes for a new session (1.2k).
     side_session_tokens = 3_200
     side_sessions = True
+    prices = None  # the cost policy's default
 
     def __init__(self, settings: GradientSettings, env: Mapping[str, str] | None = None) -> None:
         self.settings = settings

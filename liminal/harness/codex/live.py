@@ -103,6 +103,7 @@ class CodexSessions:
     # side folder's config (which asks for no title of it: ``side_prompt``).
     side_session_tokens = 9_500
     side_sessions = True
+    prices = None  # the cost policy's default
 
     def __init__(self, settings: GradientSettings, env: Mapping[str, str] | None = None) -> None:
         self.settings = settings

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from liminal.config import GradientSettings
 from liminal.gradient.summarize import Summarizer, TurnDigest
 from liminal.gradient.zone import Candidate
-from liminal.harness.base import Beside, Rewritten, Turns
+from liminal.harness.base import Beside, PriceRatios, Rewritten, Turns
 from liminal.harness.gemini import chatfile, gradient, records
 from liminal.harness.gemini.chatfile import ChatFile, text_of
 from liminal.sessionfiles import (
@@ -88,6 +88,11 @@ class GeminiSessions:
     # (the live thread's among them) in a clean-up that runs beside what liminal does meanwhile
     # (docs/facts.md). The model's summaries are off for it; the extractive preamble stands.
     side_sessions = False
+    # Gemini CLI asks for no cache: the API's implicit cache is all there is. Google prices its
+    # hits at a tenth of an input token and the tokens that fill it at an input token's price,
+    # without storage; output at about 8 input tokens (docs/formats.md, "Cached tokens and their
+    # price", names the sources and what could not be checked).
+    prices = PriceRatios(read=0.10, write=1.0, output=8.0)
 
     def __init__(self, settings: GradientSettings, env: Mapping[str, str] | None = None) -> None:
         self.settings = settings

@@ -38,10 +38,8 @@ def detect(ref: str) -> Path | None:
 def inspect(path: Path, settings: GradientSettings, largest: int = 10) -> dict[str, Any]:
     chat = ChatFile.read(path)
     session = gradient.Session.of(chat)
-    kinds = Counter(line.kind for line in chat.lines)
-    messages = [m for m in (line.obj for line in chat.lines if line.kind == "message") if m is not None]
-    kinds.update(records.message_type(m) for m in messages)
-    del kinds["message"]
+    kinds = Counter[str](records.message_type(line.obj) if line.kind == "message" and line.obj is not None
+                         else line.kind for line in chat.lines)
     plan = gradient.rewrite(session, settings.target_tokens, str(uuid.uuid4()), settings)
     resolved = chat.messages()
     sized = sorted(((n, m) for n, m in enumerate(resolved)), key=lambda item: gradient.message_tokens(item[1]),
