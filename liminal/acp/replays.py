@@ -58,6 +58,8 @@ class Replays:
         if done is None:
             return False
         load = done.load
+        if history is None:  # the agent's own replay is the client's: what it still sends too
+            self._threads.prompted(load.backing)
         for update in history or ():
             self._notify_client("session/update", {"sessionId": load.thread, "update": update}, now)
         emit = self._emit

@@ -303,6 +303,13 @@ def test_a_replay_the_agent_streams_after_a_moved_threads_load_answer_stays_hidd
     from_client(router, b'{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"'
                 + THREAD.encode() + b'","prompt":[]}}')
     assert from_agent(router, chunk).to_client == [chunk.replace(BACKING.encode(), THREAD.encode())]
+    # Without the store's history the client gets the agent's own replay: all of it.
+    from_client(router, b'{"jsonrpc":"2.0","id":3,"method":"session/load","params":{"sessionId":"'
+                + THREAD.encode() + b'","cwd":"/","mcpServers":[]}}')
+    [request] = from_agent(router, b'{"jsonrpc":"2.0","id":3,"result":{}}').replays
+    router.finish_replay(request.token, None, NOW)
+    router.take()
+    assert from_agent(router, chunk).to_client == [chunk.replace(BACKING.encode(), THREAD.encode())]
 
 
 def test_notify_client_writes_a_notification_of_liminals_own() -> None:
