@@ -120,7 +120,6 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _codex(path: Path, args: argparse.Namespace, settings: Settings) -> int:
-    import orjson
 
     from liminal.harness.codex import report as codex
     from liminal.harness.codex.rollout import RolloutError
@@ -131,26 +130,10 @@ def _codex(path: Path, args: argparse.Namespace, settings: Settings) -> int:
     except (RolloutError, RewriteError, OSError) as exc:
         print(f"liminal compress: {exc}; nothing written", file=sys.stderr)
         return 1
-    if args.json:
-        sys.stdout.write(orjson.dumps(result).decode() + "\n")
-        return 0
-    turns = ", ".join(f"{n} {band}" for band, n in result["turns"].items())
-    print(f"session   {result['source_session_id']}  ({result['bytes_before']:,} bytes, Codex)")
-    print(f"context   {result['tokens_before']:,} -> {result['tokens_after']:,} tokens "
-          f"(target {result['target_tokens']:,})")
-    print(f"turns     {turns}")
-    print(f"records   {result['records_before']:,} -> {result['records_after']:,}; "
-          f"{result['recall_keys']} recall keys; {result['seconds']:.2f} s")
-    if result["written"]:
-        print(f"wrote     {result['path']}")
-        print(f"resume    cd {result['cwd']} && codex resume {result['new_session_id']}")
-    else:
-        print(f"dry run: would write {result['path']}")
-    return 0
+    return _said(result, args.json, "Codex", f"cd {result['cwd']} && codex resume {result['new_session_id']}")
 
 
 def _gemini(path: Path, args: argparse.Namespace, settings: Settings) -> int:
-    import orjson
 
     from liminal.harness.gemini import report as gemini
     from liminal.sessionfiles import RewriteError, SessionNotFound
@@ -160,11 +143,19 @@ def _gemini(path: Path, args: argparse.Namespace, settings: Settings) -> int:
     except (SessionNotFound, RewriteError, OSError) as exc:
         print(f"liminal compress: {exc}; nothing written", file=sys.stderr)
         return 1
-    if args.json:
+    where = f"cd {result['project']} && " if result["project"] else ""
+    return _said(result, args.json, "Gemini CLI", f"{where}gemini --resume {result['new_session_id']}")
+
+
+def _said(result: dict[str, Any], as_json: bool, cli: str, resume: str) -> int:
+    """What ``compress`` wrote (or would) for a CLI whose report is a dict (Codex, Gemini CLI)."""
+    import orjson
+
+    if as_json:
         sys.stdout.write(orjson.dumps(result).decode() + "\n")
         return 0
     turns = ", ".join(f"{n} {band}" for band, n in result["turns"].items())
-    print(f"session   {result['source_session_id']}  ({result['bytes_before']:,} bytes, Gemini CLI)")
+    print(f"session   {result['source_session_id']}  ({result['bytes_before']:,} bytes, {cli})")
     print(f"context   {result['tokens_before']:,} -> {result['tokens_after']:,} tokens "
           f"(target {result['target_tokens']:,})")
     print(f"turns     {turns}")
@@ -172,8 +163,7 @@ def _gemini(path: Path, args: argparse.Namespace, settings: Settings) -> int:
           f"{result['recall_keys']} recall keys; {result['seconds']:.2f} s")
     if result["written"]:
         print(f"wrote     {result['path']}")
-        where = f"cd {result['project']} && " if result["project"] else ""
-        print(f"resume    {where}gemini --resume {result['new_session_id']}")
+        print(f"resume    {resume}")
     else:
         print(f"dry run: would write {result['path']}")
     return 0

@@ -17,6 +17,7 @@ from liminal.gradient.bands import Band
 from liminal.harness.gemini import chatfile, gradient, records
 from liminal.harness.gemini.chatfile import ChatFile, tool_calls
 from liminal.harness.gemini.live import GeminiSessions
+from liminal.harness.tables import bands_and_largest
 from liminal.sessionfiles import SessionNotFound, is_session_id, open_regular, write_atomically
 from liminal.units import tokens
 
@@ -73,14 +74,8 @@ def table(data: dict[str, Any]) -> str:
         f"turns     {data['turns']}, {data['tool_calls']} tool calls",
         f"context   {tokens(data['context_tokens']) if data['context_tokens'] else 'unknown'} tokens "
         "(the last model message's input)",
-        "", f"{'band':<10}{'turns':>7}{'tokens now':>12}",
     ]
-    for name, band in data["bands"].items():
-        out.append(f"{name:<10}{band['turns']:>7}{band['tokens']:>12,}")
-    out.append(f"after the gradient: about {tokens(data['planned_tokens'])} tokens "
-               f"(target {tokens(data['target_tokens'])})")
-    out += ["", f"{'message':>7}  {'tokens':>8}  what"]
-    out += [f"{i['message']:>7}  {i['tokens']:>8,}  {i['kind']}" for i in data["largest"]]
+    out += bands_and_largest(data, "message")
     if not data["resumes_as_written"]:
         out.append("note: Gemini CLI would resume this file with each function response twice, or each "
                    "call in the first turn (docs/facts.md); liminal writes it again before a load")
