@@ -140,6 +140,16 @@ class MovedLoads:
         self._by_backing.clear()
 
 
+def replayed(line: bytes, message: dict[str, Any] | None) -> bool:
+    """The notification (``message``: its parse, when the router made one) is a history
+    update: what a load's replay is made of."""
+    if message is None:
+        return _update_kind(line) in HISTORY_UPDATES
+    params = message.get("params")
+    update = params.get("update") if isinstance(params, dict) else None
+    return isinstance(update, dict) and update.get("sessionUpdate") in HISTORY_UPDATES
+
+
 def _update_kind(line: bytes) -> str | None:
     """``params.update.sessionUpdate`` of a notification line, if it has one."""
     message = jsonrpc.parse(line)

@@ -1,8 +1,9 @@
 """Rule 8 of the router (``liminal.acp.router``) as the router acts on it: a client's load of a
 moved thread captures its backing id while the agent replays (``MovedLoads`` keeps the replay),
 and a parked answer is finished with the history it is given, or with the agent's own replay.
-The capture lasts exactly as long as the load: it ends when the agent answers, however it
-answers (an error, an oversized line, the agent gone)."""
+The capture lasts as long as the load: it ends when the agent answers, however it answers (an
+error, an oversized line, the agent gone); history the agent goes on replaying after its answer
+is kept from the client until the thread's next prompt (rule 4's tail, ``ThreadMap.trailing``)."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ class Replays:
 
     def _end(self, load: Load) -> None:
         if self._loads.end(load):
-            self._threads.captured.discard(load.backing)
+            self._threads.uncapture(load.backing)
 
     def finish(self, token: int, history: list[dict[str, Any]] | None, now: float) -> bool:
         """Answer a parked load (``Output.replays``): ``history`` (``session/update`` updates,
@@ -57,6 +58,8 @@ class Replays:
         if done is None:
             return False
         load = done.load
+        if history is None:  # the agent's own replay is the client's: what it still sends too
+            self._threads.prompted(load.backing)
         for update in history or ():
             self._notify_client("session/update", {"sessionId": load.thread, "update": update}, now)
         emit = self._emit

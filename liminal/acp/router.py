@@ -27,7 +27,9 @@ The rules:
    the client's.
 4. **Captured sessions.** While a backing id is captured (a swap loading a session whose replay
    the client must not see), the agent's notifications for it are not forwarded; they reach the
-   taps as ``AGENT_TO_LIMINAL``.
+   taps as ``AGENT_TO_LIMINAL``. After a capture ends, and until a prompt of that session goes
+   to the agent, its history updates (``moved_loads.HISTORY_UPDATES``) are still the replay's
+   (an agent may stream it after answering the load, as Gemini CLI does), and go the same way.
 5. **Held threads.** While a thread is held, every request and notification the client sends
    about it, or about no session at all, waits here, in order and bounded; ``release`` forwards
    them, rewritten for the thread's backing id at that moment (past ``max_held_per_thread``
@@ -101,7 +103,7 @@ from liminal.acp.holds import Holds
 from liminal.acp.hooks import LOCAL, Hooks, Local, LocalRequest, RequestHook, ResultHook, UpdateHook
 from liminal.acp.local_requests import LocalRequests
 from liminal.acp.message_ids import CHUNK_KINDS, MessageIds, with_user_message_id
-from liminal.acp.moved_loads import MovedLoads, ReplayRequest
+from liminal.acp.moved_loads import MovedLoads, ReplayRequest, replayed
 from liminal.acp.output import Output
 from liminal.acp.oversized import drop_oversized
 from liminal.acp.owed import Owed
@@ -146,6 +148,7 @@ class Router:
         # Rules 2 and 4: the maps and the set are the ``ThreadMap``'s own, read here directly.
         threads = self._threads = ThreadMap()
         self._backing_of, self._thread_of, self._captured = threads.backing, threads.thread, threads.captured
+        self._trailing = threads.trailing
         self.backing_of, self.thread_of, self.bind, self.adopt = (threads.backing_of, threads.thread_of,
                                                                   threads.bind, threads.adopt)
         self.capture, self.uncapture = threads.capture, threads.uncapture
@@ -185,7 +188,12 @@ class Router:
                                           notify_client=own.notify_client, replay_from_store=replay_from_store)
         self.finish_replay = replays.finish
         self._books = Books(threads, owed, held, self._places, self._takeover, self._hooks, self._ids)
-        client = ClientLines(books=self._books, emit=emit, start_load=replays.start, turn_started=own.turn_started,
+        def turn_started(thread_id: str, now: float) -> None:
+            if self._trailing:
+                threads.prompted(threads.backing_of(thread_id))
+            own.turn_started(thread_id, now)
+
+        client = ClientLines(books=self._books, emit=emit, start_load=replays.start, turn_started=turn_started,
                              oversized=functools.partial(self._oversized, from_client=True),
                              max_held_per_thread=max_held_per_thread, max_held_bytes=self.max_held_bytes)
         self._client_line, self.release = client.line, client.release
@@ -310,6 +318,7 @@ class Router:
         self._owed.agent.clear()
         self._owed.own.clear()
         self._captured.clear()
+        self._trailing.clear()
         self._side.clear()
         self._places.creates.clear()
         if self._places.lines:  # the old process's, about sessions no one was told of: no one's now
@@ -332,7 +341,8 @@ class Router:
         tapped whole, as ``_agent_line`` would one by one. Returns where the run ends (``at``
         when there is none)."""
         run = None if self._places.creates else find_run(lines, at, self._hooked_kinds)
-        if run is None or run.backing in self._captured or (self._side and run.backing in self._side):
+        if run is None or run.backing in self._captured or (self._side and run.backing in self._side) \
+                or (self._trailing and run.backing in self._trailing):
             return at
         backing = run.backing
         thread = self._thread_of.get(backing, backing)
@@ -394,7 +404,8 @@ class Router:
             self._out.client.append(line)
         else:
             thread = self._thread_of.get(backing, backing)
-            forwarded = backing not in self._captured
+            forwarded = backing not in self._captured and not (
+                self._trailing and backing in self._trailing and replayed(line, message))
             if forwarded:
                 out_line = self._hooks.update(line, message, thread, self._out.problems) if (
                     self._hooked_kinds and message is not None) else line

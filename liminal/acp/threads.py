@@ -12,6 +12,11 @@ class ThreadMap:
         self.thread: dict[str, str] = {}  # backing -> thread, only where they differ
         # Rule 4: backing ids whose notifications reach the taps only (a swap's load, a replay).
         self.captured: set[str] = set()
+        # Rule 4's tail: backing ids a capture ended on, until a prompt of the session goes to
+        # the agent. An agent may go on replaying a load after it answered it (Gemini CLI
+        # streams the history without waiting): what it sends of the history meanwhile is
+        # the replay's too.
+        self.trailing: set[str] = set()
 
     def backing_of(self, thread_id: str) -> str:
         return self.backing.get(thread_id, thread_id)
@@ -43,4 +48,10 @@ class ThreadMap:
         self.captured.add(backing_id)
 
     def uncapture(self, backing_id: str) -> None:
-        self.captured.discard(backing_id)
+        if backing_id in self.captured:
+            self.captured.discard(backing_id)
+            self.trailing.add(backing_id)
+
+    def prompted(self, backing_id: str) -> None:
+        """A prompt of the session went to the agent: what it sends from now on is the turn's."""
+        self.trailing.discard(backing_id)

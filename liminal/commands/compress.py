@@ -1,5 +1,5 @@
-"""``liminal compress SESSION``: write a compressed copy of a Claude Code session or a Codex
-rollout (detected, not flagged) under a new id, beside the CLI's own."""
+"""``liminal compress SESSION``: write a compressed copy of a Claude Code session, a Codex rollout
+or a Gemini CLI session (detected, not flagged) under a new id, beside the CLI's own."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from liminal.config import Settings
 
-HELP = "write a compressed copy of a Claude Code or Codex session under a new id"
+HELP = "write a compressed copy of a Claude Code, Codex or Gemini CLI session under a new id"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -67,6 +67,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     session, code = session_named(settings, "compress", args.session)
     if session is None:
         return code
+    from liminal.harness.gemini import report as gemini
+
+    chat = gemini.detect(session)
+    if chat is not None:
+        return _gemini(chat, args, settings)
     rollout = codex.detect(session)
     if rollout is not None:
         return _codex(rollout, args, settings)
@@ -115,7 +120,6 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _codex(path: Path, args: argparse.Namespace, settings: Settings) -> int:
-    import orjson
 
     from liminal.harness.codex import report as codex
     from liminal.harness.codex.rollout import RolloutError
@@ -126,11 +130,32 @@ def _codex(path: Path, args: argparse.Namespace, settings: Settings) -> int:
     except (RolloutError, RewriteError, OSError) as exc:
         print(f"liminal compress: {exc}; nothing written", file=sys.stderr)
         return 1
-    if args.json:
+    return _said(result, args.json, "Codex", f"cd {result['cwd']} && codex resume {result['new_session_id']}")
+
+
+def _gemini(path: Path, args: argparse.Namespace, settings: Settings) -> int:
+
+    from liminal.harness.gemini import report as gemini
+    from liminal.sessionfiles import RewriteError, SessionNotFound
+
+    try:
+        result = gemini.compress(path, settings.gradient, args.new_id, args.dry_run)
+    except (SessionNotFound, RewriteError, OSError) as exc:
+        print(f"liminal compress: {exc}; nothing written", file=sys.stderr)
+        return 1
+    where = f"cd {result['project']} && " if result["project"] else ""
+    return _said(result, args.json, "Gemini CLI", f"{where}gemini --resume {result['new_session_id']}")
+
+
+def _said(result: dict[str, Any], as_json: bool, cli: str, resume: str) -> int:
+    """What ``compress`` wrote (or would) for a CLI whose report is a dict (Codex, Gemini CLI)."""
+    import orjson
+
+    if as_json:
         sys.stdout.write(orjson.dumps(result).decode() + "\n")
         return 0
     turns = ", ".join(f"{n} {band}" for band, n in result["turns"].items())
-    print(f"session   {result['source_session_id']}  ({result['bytes_before']:,} bytes, Codex)")
+    print(f"session   {result['source_session_id']}  ({result['bytes_before']:,} bytes, {cli})")
     print(f"context   {result['tokens_before']:,} -> {result['tokens_after']:,} tokens "
           f"(target {result['target_tokens']:,})")
     print(f"turns     {turns}")
@@ -138,7 +163,7 @@ def _codex(path: Path, args: argparse.Namespace, settings: Settings) -> int:
           f"{result['recall_keys']} recall keys; {result['seconds']:.2f} s")
     if result["written"]:
         print(f"wrote     {result['path']}")
-        print(f"resume    cd {result['cwd']} && codex resume {result['new_session_id']}")
+        print(f"resume    {resume}")
     else:
         print(f"dry run: would write {result['path']}")
     return 0

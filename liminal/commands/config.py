@@ -134,9 +134,7 @@ def losing_money(settings: Settings, now: float | None = None) -> list[str]:
     harnesses = known_harnesses(settings.gradient)
 
     def policy(cli: str) -> CostPolicy:
-        made = harnesses.get(cli, harnesses["claude"])()
-        return CostPolicy(settings.swap, settings.gradient, settings.swap.ceiling_tokens or made.ceiling_tokens,
-                          side_session_tokens=made.side_session_tokens)
+        return CostPolicy.of(settings.swap, settings.gradient, harnesses.get(cli, harnesses["claude"])())
 
     since = (time.time() if now is None else now) - RECENT_DAYS * 86_400
     by_thread: dict[str, list[SwapRecord]] = {}

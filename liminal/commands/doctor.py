@@ -60,11 +60,13 @@ def _clis() -> list[tuple[str, bool, str]]:
     """Which CLIs and adapters are on PATH, and where their session files are."""
     from liminal.harness.claude.paths import config_dir
     from liminal.harness.codex.rollout import codex_home
+    from liminal.harness.gemini.chatfile import gemini_dir
 
     out: list[tuple[str, bool, str]] = []
     for name, programs, folder in (
         ("claude", ("claude", "claude-agent-acp", "claude-code-acp"), config_dir(None) / "projects"),
         ("codex", ("codex", "codex-acp"), codex_home() / "sessions"),
+        ("gemini", ("gemini",), gemini_dir() / "tmp"),
     ):
         found = [f"{p} ({shutil.which(p)})" for p in programs if shutil.which(p)]
         sessions = (f"sessions in {folder}" if folder.is_dir()

@@ -1,5 +1,6 @@
-"""``liminal inspect SESSION``: what a Claude Code session or a Codex rollout holds, and what the
-gradient would do to it. Which CLI wrote it is detected (``liminal.harness.codex.report.detect``)."""
+"""``liminal inspect SESSION``: what a Claude Code session, a Codex rollout or a Gemini CLI session
+holds, and what the gradient would do to it. Which CLI wrote it is detected
+(``liminal.harness.gemini.report.detect``, ``liminal.harness.codex.report.detect``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 from liminal.commands._args import count
 from liminal.config import Settings
 
-HELP = "show a Claude Code or Codex session: records, turns, tools, context, tokens by band"
+HELP = "show a Claude Code, Codex or Gemini CLI session: records, turns, tools, context, tokens by band"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,13 +29,17 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from liminal.harness.claude.records import SessionFormatError
     from liminal.harness.codex import report as codex
     from liminal.harness.codex.rollout import RolloutError
+    from liminal.harness.gemini import report as gemini
 
     session, code = session_named(settings, "inspect", args.session)
     if session is None:
         return code
+    chat = gemini.detect(session)
+    rollout = codex.detect(session) if chat is None else None
     try:
-        rollout = codex.detect(session)
-        if rollout is not None:
+        if chat is not None:
+            data = gemini.inspect(chat, settings.gradient, args.largest)
+        elif rollout is not None:
             data = codex.inspect(rollout, settings.gradient, args.largest)
         else:
             data = claude.inspect(session, settings.gradient, args.largest)
@@ -50,7 +55,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from liminal.commands._out import Transcript
 
     out = Transcript()
-    for line in (codex.table(data) if rollout is not None else claude.table(data)).splitlines():
+    shown = gemini.table(data) if chat is not None else codex.table(data) if rollout is not None else claude.table(data)
+    for line in shown.splitlines():
         # "types     assistant 68, ...": a long value wraps under itself, past its label.
         out.line(line, hang=10 if line[:1].isalpha() and line[8:10] == "  " else 0)
     return 0

@@ -89,8 +89,9 @@ class Reader:
         from liminal.kernel.policy import CostPolicy
 
         harness = self.harness(cli_name(thread.harness))
-        return CostPolicy(self.settings.swap, self.settings.gradient, ceiling,
-                          side_session_tokens=harness.side_session_tokens)
+        made = CostPolicy(self.settings.swap, self.settings.gradient, ceiling)
+        made.follow(harness)
+        return made
 
     async def context_of_file(self, thread: Thread) -> dict[str, Any]:
         """The context of a thread no model call has measured (a fork, before its first prompt:

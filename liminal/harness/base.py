@@ -46,6 +46,16 @@ class Rewritten:
 
 
 @dataclass(frozen=True, slots=True)
+class PriceRatios:
+    """What a CLI's model charges for a token of the prompt read from its cache, one written to
+    it, and one of output, as multiples of an uncached input token (the cost policy's units)."""
+
+    read: float
+    write: float
+    output: float
+
+
+@dataclass(frozen=True, slots=True)
 class Beside:
     """A file a CLI keeps beside a session and that the session's lines refer to (Claude Code's
     large tool outputs: ``liminal.harness.claude.toolresults``): whose it is and its name there,
@@ -103,6 +113,11 @@ class SessionFiles(Protocol):
         policy takes for the CLI's own prompt when it sees a new thread's first turn end
         (``Pace.overhead``). A thread a new liminal opens has it read from its first session
         (``liminal.kernel.recalibrate``)."""
+
+    @property
+    def prices(self) -> PriceRatios | None:
+        """The CLI's model's cache pricing, when it is not the cost policy's default (Anthropic's
+        ratios, which OpenAI's are close to): docs/formats.md names the source."""
 
     def cache_life(self, path: Path) -> float | None:
         """How long the model's prompt cache of this session lives unused, as the CLI's own
@@ -177,11 +192,24 @@ class Rewriting(Protocol):
         what names the thread in the CLI's own files follows it now, and only now, so that a
         rewrite that is skipped, fails or is removed leaves no trace in them."""
 
+    def prepare_load(self, backing_id: str, cwd: str | None, *, started: bool = True) -> None:
+        """Before liminal lets the CLI load or resume ``backing_id``: make its file one the CLI
+        resumes as the conversation was, where the CLI's own start does not remove it.
+        ``started``: the process that will load it runs already (a client's load), so what its
+        start does may be under way; else it is about to be started (the recycle, the agent
+        restarted), and another process may still be writing the file. The stored lines of the
+        session stay a prefix of what it writes. Nothing for a CLI that resumes its files as it
+        wrote them (Claude Code, Codex); Gemini CLI's need it (docs/facts.md)."""
 
 
 class SideSessions(Protocol):
     """What a side session (``liminal.kernel.summaries``) needs of the CLI: what it adds to the
     request, how the prompt is put, and the files it must not leave behind."""
+
+    @property
+    def side_sessions(self) -> bool:
+        """Whether liminal may open side sessions on this CLI at all. False turns the model's
+        summaries off for it (the extractive preamble stands), for a reason its facts give."""
 
     @property
     def side_session_tokens(self) -> int:

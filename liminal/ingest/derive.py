@@ -413,6 +413,13 @@ class Deriver:
                 return
             if kind == "usage_update":  # the session's usage now: its last turn's, recorded live
                 return
+        elif frame.direction == "a2l" and kind in HISTORY_UPDATES:
+            # History the client never saw, after its load was answered: the tail of a replay
+            # the agent streams after answering (the router keeps it from the client until the
+            # session's next prompt). The store has those messages already.
+            self._keep = False
+            self._close_text(state)
+            return
         if kind in _CHUNK_KINDS:  # the hot path: most frames are chunks
             text = content_text(update.get("content"))
             msg_kind = _CHUNK_KINDS[kind]

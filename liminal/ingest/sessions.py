@@ -11,6 +11,7 @@ CLI's parser (``liminal.harness.known.line_parser``). At close, one last catch-u
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -83,7 +84,7 @@ class SessionWatch:
                     # The CLI creates the file at the first prompt, not at session/new.
                     path = await anyio.to_thread.run_sync(self._find, backing_id, cwd)
                     if path is not None:
-                        watcher = await self._indexer(path, backing_id, thread_id)
+                        watcher = await self._indexer(path, backing_id, thread_id, cwd)
                         self.indexers[backing_id] = watcher
                         logger.info("indexing session file", path=str(path), thread=thread_id)
                         wait = 0.5
@@ -113,13 +114,14 @@ class SessionWatch:
                     path = await anyio.to_thread.run_sync(self._find, backing, cwd)
                     if path is None:
                         continue
-                    watcher = await self._indexer(path, backing, thread)
+                    watcher = await self._indexer(path, backing, thread, cwd)
                 await watcher.catch_up()
         self._stop.set()
 
-    async def _indexer(self, path: Path, backing_id: str, thread_id: str) -> SessionFileIndexer:
+    async def _indexer(self, path: Path, backing_id: str, thread_id: str, cwd: str) -> SessionFileIndexer:
         own = 0
         if self._own_bytes is not None:
             own = await anyio.to_thread.run_sync(self._own_bytes, backing_id)
         return SessionFileIndexer(self.store, path, backing_id, thread_id, own_bytes=own,
-                                  quarantine=self.quarantine)
+                                  quarantine=self.quarantine,
+                                  relocate=functools.partial(self._find, backing_id, cwd))

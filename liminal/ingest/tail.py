@@ -29,7 +29,7 @@ docs/architecture.md).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 
@@ -91,13 +91,17 @@ def read_complete_lines(path: Path, offset: int,
 class SessionFileIndexer:
     def __init__(self, store: Store, path: Path, backing_id: str, thread_id: str | None = None,
                  *, quarantine: Path, own_bytes: int = 0,
-                 parse: LineParser | None = None, harness: SessionHarness | None = None) -> None:
+                 parse: LineParser | None = None, harness: SessionHarness | None = None,
+                 relocate: Callable[[], Path | None] | None = None) -> None:
         """``parse`` makes a record of a line: by default the parser of the CLI whose file
         ``path`` is (``liminal.harness.known.line_parser``); the tailing is the same for all.
         ``harness``: the CLI's, which says what files beside the session a line refers to (by
         default the one whose file ``path`` is).
         ``own_bytes``: how much of the file liminal wrote (its lines are marked as liminal's).
-        ``quarantine``: where a line the store refuses even cut is set aside."""
+        ``quarantine``: where a line the store refuses even cut is set aside.
+        ``relocate``: where the session's file is now, when ``path`` is gone (a CLI's file
+        written again under another name before a load, ``Rewriting.prepare_load``: the lines
+        indexed are its start, so indexing goes on there)."""
         self.parse = parse or line_parser(path)
         self.harness = harness or harness_of(path)
         self._kept: set[Beside] = set()  # files beside the session stored by this watcher
@@ -109,6 +113,16 @@ class SessionFileIndexer:
         self.own_bytes = own_bytes
         self.offset: int | None = None
         self.indexed = 0
+        self._relocate = relocate
+
+    def _moved(self) -> bool:
+        """``path`` is gone and the session's file is elsewhere now: followed."""
+        found = self._relocate() if self._relocate is not None else None
+        if found is None or found == self.path:
+            return False
+        logger.info("session file moved; indexing goes on there", old=str(self.path), path=str(found))
+        self.path = found
+        return True
 
     async def _start(self) -> int:
         """Where to go on: where the store says indexing stopped. A store indexed by a liminal
@@ -130,6 +144,8 @@ class SessionFileIndexer:
             try:
                 size = self.path.stat().st_size
             except FileNotFoundError:
+                if await anyio.to_thread.run_sync(self._moved):
+                    continue
                 return total
             if size < self.offset:
                 logger.warning("session file shrank; indexing it again", path=str(self.path))
@@ -207,7 +223,7 @@ class SessionFileIndexer:
         await self._catch_up_or_log()
         async for changes in watchfiles.awatch(self.path.parent, stop_event=stop,
                                                debounce=100, step=50, recursive=False):
-            if any(Path(p) == self.path for _, p in changes):
+            if any(Path(p) == self.path for _, p in changes) or not self.path.exists():
                 await self._catch_up_or_log()
 
     async def _catch_up_or_log(self) -> None:

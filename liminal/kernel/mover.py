@@ -494,5 +494,8 @@ class ThreadMover:
     async def open_on(self, target: AgentProcess, threads: list[str], capabilities: dict[str, Any]) -> None:
         await self.opener.open_on(target, threads, capabilities)
 
+    async def prepare_loads(self, threads: list[str]) -> None:
+        await self.opener.prepare_loads(threads)
+
     async def close(self, old_backing: str) -> None:
         await self.opener.close(old_backing)

@@ -182,6 +182,21 @@ class ThreadOpener:
                     "mcpServers": state.mcp_servers}
             await open_for_thread(request, state, base, capabilities)
 
+    async def prepare_loads(self, threads: list[str]) -> None:
+        """Before a fresh process of the agent starts and opens ``threads`` (``open_on``): each
+        one's file made ready for it (``Rewriting.prepare_load``), before the process's start
+        can act on them. A file not made ready is said, and opened as it is."""
+        port = self.attached()
+        for thread in threads:
+            state = self.threads.get(thread)
+            backing = port.backing_of(thread)
+            try:
+                await anyio.to_thread.run_sync(functools.partial(
+                    self.harness.prepare_load, backing, state.cwd if state else None, started=False))
+            except Exception as exc:
+                logger.warning("session file not made ready for the load", session=backing,
+                               error=f"{type(exc).__name__}: {exc}")
+
     async def close(self, old_backing: str) -> None:
         """Close the session a committed swap left, if the agent supports it."""
         if "close" not in (self.capabilities().get("sessionCapabilities") or {}):

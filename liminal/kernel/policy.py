@@ -257,6 +257,7 @@ class CostPolicy:
         # The CLI's own prompt in a side session (``SideSessions.side_session_tokens``): what a
         # summary costs beside liminal's request and the summary (0: not known, not counted).
         self.side_session_tokens = side_session_tokens
+        self.side_sessions = True  # the CLI allows side sessions (``SideSessions.side_sessions``)
         self.memory = memory or MemorySettings()  # what rides the summary's request
 
     @classmethod
@@ -264,12 +265,23 @@ class CostPolicy:
            memory: MemorySettings | None = None) -> CostPolicy:
         """The policy for the CLI ``harness`` stands for: its own compaction point as the
         ceiling unless ``swap.ceiling_tokens`` sets one, and what its side session costs."""
-        return cls(swap, gradient, swap.ceiling_tokens or harness.ceiling_tokens,
+        made = cls(swap, gradient, swap.ceiling_tokens or harness.ceiling_tokens,
                    side_session_tokens=harness.side_session_tokens, memory=memory)
+        made.follow(harness)
+        return made
+
+    def follow(self, harness: SwapHarness) -> None:
+        """What the CLI ``harness`` stands for says of the costs: its side sessions, and its
+        model's prices when they are not the default's."""
+        self.side_session_tokens = harness.side_session_tokens
+        self.side_sessions = harness.side_sessions
+        ratios = harness.prices
+        if ratios is not None:
+            self.prices = Prices(read=ratios.read, write=ratios.write, output=ratios.output)
 
     @property
     def summaries(self) -> bool:
-        return self.swap.summaries and self.swap.enabled
+        return self.swap.summaries and self.swap.enabled and self.side_sessions
 
     def summary_cost(self, context: int, target: int, pace: Pace) -> float:
         """What the model's summary of a swap cycle costs (``swap.summaries``): its side

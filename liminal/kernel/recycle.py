@@ -14,7 +14,9 @@ left open pass ``swap.max_stale_sessions``, at a quiet moment it:
 2. **Settles**: waits until each thread's session file holds its last turn (the CLI may write it
    after answering), as the swap does before a rewrite, for at most ``SETTLE_TIMEOUT``. A
    thread never prompted has no file and nothing to resume: the move waits for its first turn.
-3. **Prepares** a new process of the same command (argv, environment, cwd) through the port
+3. **Prepares** each thread's session file for a load (``ThreadMover.prepare_loads``: a CLI's
+   start may act on its files, Gemini CLI's deletes those of loaded sessions), then a new
+   process of the same command (argv, environment, cwd) through the port
    (``AgentLife.start_agent``), asked the way the agent is: the client's ``initialize`` (and
    ``authenticate``, if it sent one) as liminal's requests, then the mover opens each live
    thread on its current backing session (``ThreadMover.open_on``: ``session/resume`` or
@@ -242,6 +244,7 @@ class Recycler(Component):
             with anyio.fail_after(self.timeout):
                 await self._settle(port, paths)
                 t_settled = time.monotonic()
+                await self.mover.prepare_loads(threads)
                 process = await port.start_agent()
                 result = await process.request("initialize", self.model.initialize, timeout=self.timeout)
                 caps = result.get("agentCapabilities") if isinstance(result, dict) else None
@@ -301,6 +304,7 @@ class Recycler(Component):
             # requests fail with the agent) and ends before the threads are opened again.
             with anyio.fail_after(self.timeout):
                 async with self.model.moves.moving(*live):
+                    await self.mover.prepare_loads(live)
                     process = await port.start_agent()
                     result = await process.request("initialize", self.model.initialize, timeout=self.timeout)
                     caps = result.get("agentCapabilities") if isinstance(result, dict) else None

@@ -26,6 +26,7 @@ import anyio
 import orjson
 
 from liminal import log
+from liminal.acp.moved_loads import HISTORY_UPDATES
 from liminal.acp.port import ClientVoice, Component
 from liminal.acp.router import ReplayRequest
 from liminal.ingest.derive import content_text
@@ -194,8 +195,13 @@ def history_updates(messages: Sequence[MessageRecord]) -> list[dict[str, Any]]:
 
 
 def agent_last_prompt(lines: Sequence[bytes]) -> str | None:
-    """The text of the last user message in an agent's replay (its chunks joined)."""
+    """The text of the last user message in an agent's replay (its chunks joined) that the
+    replay answers: a user message nothing of the agent's follows is not evidence of a turn
+    (Gemini CLI answers a load after the first line of its replay, its own context as a user
+    message, and streams the rest after; waiting for the store to show that "prompt" ran out
+    the timeout and gave the client the agent's replay, cut short)."""
     last: list[str] = []
+    answered: list[str] = []
     in_user = False
     for line in lines:
         try:
@@ -205,13 +211,16 @@ def agent_last_prompt(lines: Sequence[bytes]) -> str | None:
         update = ((message.get("params") or {}).get("update") or {}) if isinstance(message, dict) else {}
         if not isinstance(update, dict):
             continue
-        if update.get("sessionUpdate") == "user_message_chunk":
+        kind = update.get("sessionUpdate")
+        if kind == "user_message_chunk":
             if not in_user:
                 last, in_user = [], True
             last.append(content_text(update.get("content")))
         else:
+            if in_user and kind in HISTORY_UPDATES:
+                answered = last
             in_user = False
-    text = "".join(last).strip()
+    text = "".join(answered).strip()
     return text or None
 
 

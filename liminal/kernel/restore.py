@@ -58,7 +58,7 @@ from liminal.lookup.sessionlines import Incomplete, named_beside, stored_beside_
 
 if TYPE_CHECKING:
     from liminal.acp.port import Conversation, ThreadView
-    from liminal.harness.base import Beside, SessionFiles, StoredSessions
+    from liminal.harness.base import Beside, Rewriting, SessionFiles, StoredSessions
 
     class Restoring(SessionFiles, StoredSessions, Protocol):
         """What a restore asks of the harness: where the session's file is, and to write it
@@ -137,6 +137,16 @@ async def write_session(store: Store, harness: Restoring, backing: str,
     logger.info("session file written from the store", session=backing, path=str(path),
                 lines=len(lines), files_beside=len(refs) - len(missing))
     return None
+
+
+async def prepare(harness: Rewriting, backing: str, cwd: str | None) -> None:
+    """The harness's ``prepare_load`` of the file here, before a load: a failure is said, and the
+    load goes on as it would have."""
+    try:
+        await anyio.to_thread.run_sync(harness.prepare_load, backing, cwd)
+    except Exception as exc:
+        logger.warning("session file not made ready for the load", session=backing,
+                       error=f"{type(exc).__name__}: {exc}")
 
 
 CATCH_UP_SECONDS = 10.0  # a load waits this long for the store's lines of an older file here

@@ -200,7 +200,7 @@ class SideSummaries(Component):
     def _consider(self, thread_id: str, ok: bool, *, swap_task_done: bool) -> None:
         state = self.model.threads.get(thread_id)
         if (not ok or state is None or self._port is None or not self.settings.summaries
-                or not self.settings.enabled or thread_id in self._queued):
+                or not self.settings.enabled or not self.policy.side_sessions or thread_id in self._queued):
             return
         context = state.context_tokens if state.context_tokens is not None else state.file_tokens
         if context is None or (state.swapping and not swap_task_done):

@@ -191,7 +191,7 @@ class SwapManager(Component):
         if choice is None:
             return
         choice.agent_said(agent_info)
-        self.policy.side_session_tokens = self.harness.side_session_tokens
+        self.policy.follow(self.harness)
         if not self.settings.ceiling_tokens:
             self.policy.ceiling = self.harness.ceiling_tokens
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -341,50 +343,127 @@ def test_gemini_loads_a_rewrite_liminal_wrote_and_goes_on(gemini: Rig) -> None:
     assert len(json.dumps(contents)) < len(json.dumps(before.body["contents"]))
 
 
-def test_a_gemini_thread_goes_on_across_swaps(gemini: Rig) -> None:
-    """Through ``liminal acp`` with a low trigger: a thread of turns with tool calls crosses it,
-    liminal moves the thread onto rewrites of Gemini's session, the client keeps one session id,
-    every turn is answered, and the request after a swap is smaller than the one before it."""
+def user_texts(frames: list[Frame], start: int, session: str) -> list[str]:
+    """The texts of the user messages a client was sent for ``session`` from ``frames[start]``."""
+    return [f.msg["params"]["update"]["content"].get("text", "") for f in frames[start:]
+            if f.method == "session/update" and f.msg["params"].get("sessionId") == session
+            and f.msg["params"]["update"]["sessionUpdate"] == "user_message_chunk"]
+
+
+def test_a_gemini_thread_goes_on_across_swaps_commands_and_a_restart(gemini: Rig) -> None:
+    """Through ``liminal acp`` with a low trigger, a thread of 22 turns with tool calls: liminal
+    moves it onto rewrites of Gemini's session at least twice (a memo placed in the dynamic zone
+    of one), the client keeps one session id,
+    sees no replay of the CLI's, every turn is answered, and the model's request after a swap is
+    smaller than the one before it and holds the turn before the swap whole. ``/mark``,
+    ``/context``, ``/search``, ``/recall``, ``/undo`` and ``/clear MARK`` work on it. A new
+    sidecar on the same home (a restart: the CLI's start deletes the loaded sessions' files)
+    loads it with the history from the store, once, and goes on; ``liminal threads`` lists it
+    once."""
+    from liminal.gradient.recall import KEY_IN_MARKER
+    from liminal.gradient.zone import ZONE_INTRO
     from liminal.kernel.journal import SwapJournal
 
     rig = gemini
     script = Scenario()
-    letters = "ABCDEFGHIJKLMN"
+    letters = "ABCDEFGHIJKLMNOPQRSTUV"
     for letter in letters:
         (rig.home.project / f"{letter}.txt").write_text(f"file {letter} says line\n" * 300)
         script.add(f"READ_{letter}", ToolCall("read_file", {"file_path": str(rig.home.project / f"{letter}.txt")}),
                    Text(f"read {letter}"))
     rig.server.script = script
     base = rig.overhead()
-    high, target = base + 6_000, base + 3_000
+    high, target = base + 7_000, base + 4_500
     rig.home.liminal_home.mkdir(parents=True, exist_ok=True)
     with (rig.home.liminal_home / "config.toml").open("a") as config:
         config.write(f"[swap]\nhigh_tokens = {high}\ntarget_tokens = {target}\nhold_timeout_seconds = 60\n"
-                     "[gradient]\nrecent_tokens = 1000\nmiddle_tokens = 1000\nsummary_tokens = 600\n")
+                     "[gradient]\nrecent_tokens = 1000\nmiddle_tokens = 3000\nsummary_tokens = 600\n")
+
+    def said(client: AcpClient, thread: str, text: str) -> str:
+        turn = client.prompt(thread, text, timeout=180)
+        assert turn.stop_reason == "end_turn", (text, rig.stderr_tail())
+        return turn.text
+
+    def last_request() -> str:
+        return json.dumps(rig.server.views()[-1].body["contents"])
+
     with rig.client(via_liminal=True) as client:
         client.initialize()
         thread = str(client.new_session(rig.home.project)["sessionId"])
+        first = len(client.received)
+        assert said(client, thread, "/memo the notes file lists every release #notes").startswith("Memo kept")
         for letter in letters:
-            turn = client.prompt(thread, f"READ_{letter} please", timeout=180)
-            assert turn.stop_reason == "end_turn" and turn.text.endswith(f"read {letter}"), rig.stderr_tail()
+            prompt = f"READ_{letter} please, the notes file" + (" kumquat" if letter == "C" else "")
+            assert said(client, thread, prompt).endswith(f"read {letter}")
+            if letter == "B":
+                said(client, thread, "/mark M")
+        tool_turns = len(rig.server.views())
+        # No replay of the CLI's reached the client: each prompt shown once, none of its context.
+        shown = user_texts(client.received, first, thread)
+        assert not [t for t in shown if t.startswith("<session_context>")], shown[:3]
+        assert not [t for t in shown if t.startswith("READ_")], shown[:3]
+
+        context = said(client, thread, "/context")
+        assert "Marks: M" in context, context
+        assert "kumquat" in said(client, thread, "/search kumquat")
+        keys = [k for v in rig.server.views() for k in KEY_IN_MARKER.findall(json.dumps(v.body))]
+        assert keys, "a swap cut an older file to a marker"
+        recalled = said(client, thread, f"/recall {keys[-1]}")
+        assert recalled.count(" says line") == 300, recalled[:300]  # the whole file the marker cut
+        undone = said(client, thread, "/undo")
+        assert "out of the model's context" in undone, (undone, [(p.name, p.stat().st_size) for p in chats(rig)],
+                                                        rig.stderr_tail())
+        said(client, thread, "after the undo")
+        seen = last_request()
+        assert "after the undo" in seen and "READ_V please" not in seen and "READ_U please" in seen
+        assert any(ZONE_INTRO in v.raw.decode() and "every release" in v.raw.decode() for v in rig.server.views()), \
+            "a swap placed the memo in its dynamic zone"
+        assert "cleared back to mark M" in said(client, thread, "/clear M")
+        said(client, thread, "after the clear")
+        seen = last_request()
+        assert "after the clear" in seen and "READ_B please" in seen and "kumquat" not in seen, seen[-2000:]
         client.settle()
-    swaps = SwapJournal(rig.home.liminal_home / "swaps.jsonl").records()
-    committed = [s for s in swaps if s.outcome == "committed"]
-    assert len(committed) >= 2 and all(s.harness == "gemini" and s.thread_id == thread for s in swaps), (swaps, rig.stderr_tail())
     assert client.session_ids() == {thread}
+
+    swaps = SwapJournal(rig.home.liminal_home / "swaps.jsonl").records()
+    committed = [s for s in swaps if s.outcome == "committed" and s.move == "swap"]
+    assert len(committed) >= 2 and all(s.harness == "gemini" and s.thread_id == thread for s in swaps), (swaps, rig.stderr_tail())
     assert not rig.server.errors  # the strict fake refused nothing: one response per call
-    # The model's request after each swap: smaller than the one before it, the last turn's file
-    # whole, the turns before it cut or summarised.
-    requests = [(r, v) for r, v in zip(rig.server.content_requests(), rig.server.views(), strict=True)]
+    # The model's request after each swap: smaller than the one before it, the turn before the
+    # swap whole (its file's every line), the older ones cut or summarised.
+    requests = list(zip(rig.server.content_requests(), rig.server.views(), strict=True))[:tool_turns]
     for swap in committed:
         moved_at = swap.started_at + swap.duration_s
         before = [v for r, v in requests if r.t <= swap.started_at]
         after = [v for r, v in requests if r.t > moved_at]
         if before and after:
             assert len(after[0].raw) < len(before[-1].raw), swap
+            recent = before[-1].last_user_text.split("_")[-1][:1]
+            held = json.dumps(after[0].body["contents"])
+            assert json.dumps(f"file {recent} says line\n" * 300)[1:-1] in held, (swap, recent)
     last = json.dumps(requests[-1][1].body["contents"])
-    assert json.dumps("file N says line\n" * 300)[1:-1] in last
+    assert json.dumps("file V says line\n" * 300)[1:-1] in last
     assert json.dumps("file A says line\n" * 300)[1:-1] not in last
+
+    # A restart: a new sidecar and a new CLI on the same home.
+    with rig.client(via_liminal=True) as client:
+        client.initialize()
+        start = len(client.received)
+        client.load_session(thread, rig.home.project, timeout=120)
+        client.settle(quiet=1)
+        shown = user_texts(client.received, start, thread)
+        again = said(client, thread, "after the restart")
+        client.settle()
+    assert client.session_ids() == {thread}
+    assert "READ_A please, the notes file" in shown and "after the clear" in shown, shown
+    assert not [t for t in shown if t.startswith("<session_context>")], shown
+    assert max(shown.count(t) for t in shown) == 1, [(t[:60], shown.count(t)) for t in sorted(set(shown)) if shown.count(t) > 1]  # the history once
+    assert again and not rig.server.errors, rig.stderr_tail()
+    seen = last_request()
+    assert "after the restart" in seen and "after the clear" in seen and "kumquat" not in seen
+    listed = subprocess.run([sys.executable, "-m", "liminal", "threads", "--json"], env=rig.home.env(),
+                            capture_output=True, text=True, timeout=60, check=True).stdout
+    assert [t["id"] for t in json.loads(listed)].count(thread) == 1, listed
 
 
 def test_mark_clear_and_undo_cut_a_gemini_thread(gemini: Rig) -> None:

@@ -36,6 +36,8 @@ class FakeHarness:
     name = "fake"
     ceiling_tokens = 167_000
     side_session_tokens = 3_000
+    side_sessions = True
+    prices = None
 
     def __init__(self, tmp: Path, *, fail: bool = False, delay: threading.Event | None = None) -> None:
         self.tmp = tmp
@@ -74,6 +76,9 @@ class FakeHarness:
 
     def adopted(self, rewritten: Rewritten) -> None:
         self.adopted_ids.append(rewritten.new_id)
+
+    def prepare_load(self, backing_id: str, cwd: str | None, *, started: bool = True) -> None:
+        pass
 
     def target_path(self, path: Path, new_id: str) -> Path:
         return path.with_name(f"{new_id}.jsonl")

@@ -359,6 +359,9 @@ def test_doctor_says_how_the_store_searches(home: Path, capsys: pytest.CaptureFi
     [size] = [x for x in lines if x.split()[1:2] == ["size"]]
     assert re.search(r"^ok +size +([\d.,]+ [kM]B|size unknown), 1 thread, [\d,]+ messages \(0 repeated\)$",
                      size), size
+    # Each CLI liminal knows, Gemini CLI among them, with where its sessions are.
+    assert [x.split()[1] for x in lines if x.split()[1:2] in (["claude"], ["codex"], ["gemini"])] == [
+        "claude", "codex", "gemini"]
 
 
 def test_doctor_finds_a_store_much_larger_than_its_threads_warrant() -> None:

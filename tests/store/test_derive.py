@@ -178,6 +178,20 @@ def test_a_replay_the_client_never_saw_is_no_message_and_not_stored() -> None:
     assert [m.kind for m in deriver.take().messages] == ["usage"]
 
 
+def test_a_replay_streamed_after_the_loads_answer_is_no_message_either() -> None:
+    """Gemini CLI answers a load before its replay ends; the router keeps the rest from the
+    client (``a2l``) until the session's next prompt. Those frames, after the answer, are no
+    messages and not stored: the thread's prompts were stored four and five times over, one
+    copy per swap's load."""
+    deriver = Deriver()
+    load = load_of("s", 1, [], direction="a2l")
+    late = [event("a2l", {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": u}},
+                  time=2001.0) for u in REPLAY]
+    kept = fed(deriver, [*load, *late])
+    assert kept[len(load):] == [False] * len(REPLAY)
+    assert [m.kind for m in deriver.take().messages] == ["usage"]
+
+
 def test_errors_titles_close_and_junk() -> None:
     events = [
         event("c2a", {"jsonrpc": "2.0", "id": "p", "method": "session/prompt",

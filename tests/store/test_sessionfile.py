@@ -137,6 +137,33 @@ async def test_the_file_is_indexed_as_it_grows(tmp_path: Path) -> None:
     await store.aclose()
 
 
+async def test_a_file_written_again_under_another_name_is_followed(tmp_path: Path) -> None:
+    """A CLI's file written again under another name before a load (Gemini's
+    ``prepare_load``: its bytes a prefix, a line added): the watcher goes on in the new file
+    from where it was, and the turns written there are indexed, nothing twice."""
+    store = await SqliteStore.open(tmp_path / "liminal.db")
+    path = tmp_path / f"{SID}.jsonl"
+    path.write_bytes(line(RECORDS[0]))
+    moved = tmp_path / f"{SID}-again.jsonl"
+    watcher = SessionFileIndexer(store, path, SID, "t", quarantine=tmp_path / "quarantine",
+                                 relocate=lambda: moved if moved.exists() else None)
+    stop = anyio.Event()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watcher.run, stop)
+        with anyio.fail_after(10):
+            await eventually(lambda: watcher.indexed >= 1)
+            moved.write_bytes(line(RECORDS[0]) + line(RECORDS[1]))
+            path.unlink()
+            await eventually(lambda: watcher.indexed >= 2)
+            with moved.open("ab") as f:
+                f.write(line(RECORDS[2]))
+            await eventually(lambda: watcher.indexed >= 3)
+        stop.set()
+    records = await store.session_records(SID)
+    assert [r.uuid for r in records] == ["u1", "a1", "u2"] and watcher.path == moved
+    await store.aclose()
+
+
 async def test_what_liminal_wrote_is_kept_as_liminals(tmp_path: Path) -> None:
     """A swap's rewrite is a compressed copy of records indexed from the older file: kept
     under the new session, for the recall keys that will name it, marked as liminal's and

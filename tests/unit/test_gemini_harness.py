@@ -5,6 +5,7 @@ removal."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import time
@@ -13,10 +14,12 @@ from pathlib import Path
 import pytest
 
 from liminal.config import GradientSettings
+from liminal.gradient.bands import Band
 from liminal.gradient.recall import KEY_IN_MARKER, MARKER_PREFIX, RecallError, RecallKey
 from liminal.gradient.summarize import PREAMBLE_INTRO
+from liminal.gradient.zone import Candidate, is_zone
 from liminal.harness.base import HarnessChoice
-from liminal.harness.gemini import chatfile, records
+from liminal.harness.gemini import chatfile, gradient, records
 from liminal.harness.gemini.chatfile import ChatFile, text_of, tool_calls
 from liminal.harness.gemini.live import GeminiSessions
 from liminal.harness.known import (
@@ -182,6 +185,52 @@ def test_a_session_written_back_from_its_lines_resumes_as_it_was(tmp_path: Path)
     assert sessions.restore(again, CWD, plain).read_bytes() == b"".join(raw + b"\n" for raw in plain)
 
 
+def test_a_file_is_made_ready_before_a_load(tmp_path: Path) -> None:
+    """``prepare_load``: a file the CLI would resume with its responses twice, or beside a
+    load's empty recording (for which the CLI's next start deletes every file of the id), is
+    written again under a name no file had, its bytes a prefix, then the ``$set`` that resumes
+    it as it was; the other files of the id go. A file that needs neither is left alone."""
+    env, chats = home(tmp_path)
+    sessions = harness(env)
+    path = chats / f"session-2026-12-07T12-33-{TWO_ID[:8]}.jsonl"
+    data = path.read_bytes()
+    messages = ChatFile.read(path).messages()
+    empty_load = chats / f"session-2026-12-07T13-00-{TWO_ID[:8]}.jsonl"
+    empty_load.write_text(json.dumps({"sessionId": TWO_ID, "projectHash": "ab", "kind": "main"}) + "\n")
+    before = {p.name for p in chats.iterdir()}
+    sessions.prepare_load(TWO_ID, CWD)
+    ready = sessions.locate(TWO_ID, CWD)
+    assert ready is not None and ready.name not in before
+    assert not path.exists() and not empty_load.exists()
+    assert [p for p in chats.iterdir() if p.name.endswith(f"-{TWO_ID[:8]}.jsonl")] == [ready]
+    written = ready.read_bytes()
+    assert written.startswith(data) and written.count(b"\n") == data.count(b"\n") + 1
+    assert ready.stat().st_mode & 0o777 == 0o600
+    assert ChatFile.read(ready).messages() == [
+        m for m in messages if records.message_type(m) != "gemini:user:responses"]
+    sessions.prepare_load(TWO_ID, CWD)  # ready already: left as it is
+    assert sessions.locate(TWO_ID, CWD) == ready and ready.read_bytes() == written
+    sessions.prepare_load("99999999-0000-4000-8000-000000000000", CWD)  # no file: nothing
+
+
+def test_a_file_is_made_ready_where_it_is_before_the_cli_starts(tmp_path: Path) -> None:
+    """``started=False`` (a fresh process about to start: the recycle): the same ``$set`` appended
+    to the file where it is (the process in use may still append to it), the id's other files
+    removed before the start lists the folder."""
+    env, chats = home(tmp_path)
+    sessions = harness(env)
+    path = chats / f"session-2026-12-07T12-33-{TWO_ID[:8]}.jsonl"
+    data = path.read_bytes()
+    empty_load = chats / f"session-2026-12-07T13-00-{TWO_ID[:8]}.jsonl"
+    empty_load.write_text(json.dumps({"sessionId": TWO_ID, "projectHash": "ab", "kind": "main"}) + "\n")
+    sessions.prepare_load(TWO_ID, CWD, started=False)
+    assert sessions.locate(TWO_ID, CWD) == path and not empty_load.exists()
+    written = path.read_bytes()
+    assert written.startswith(data) and written.count(b"\n") == data.count(b"\n") + 1
+    sessions.prepare_load(TWO_ID, CWD, started=False)
+    assert path.read_bytes() == written
+
+
 def test_removal_takes_every_file_of_the_session_and_only_them(tmp_path: Path) -> None:
     env, chats = home(tmp_path)
     sessions = harness(env)
@@ -288,6 +337,39 @@ def test_a_rewrite_keeps_recent_turns_whole_cuts_older_output_with_keys_and_summ
     assert not again.path.exists()
 
 
+def test_a_rewrite_places_a_dynamic_zone_before_the_recent_band(tmp_path: Path) -> None:
+    """Memos and the passages the rewrite cuts, matched against the recent turns' words, as a
+    ``user`` message of their own just before the recent band's first prompt (the CLI sends it
+    with that prompt); no prompt to liminal's readers; a later rewrite chooses its own."""
+    env, chats = home(tmp_path)
+    sessions = harness(env)
+    path = long_session(chats, "11111111-2222-4333-8444-555555555555")
+    memo = Candidate("memo-1", "memo", "the file is read with care: line by line", 0)
+    other = Candidate("memo-2", "memo", "deploys need the VPN", 1)
+    done = sessions.rewrite(path, 25_000, "66666666-7777-4888-8999-000000000000", recent_tokens=3_000,
+                            memos=[memo, other])
+    assert done.zone and done.zone[0].key == "memo-1" and "memo-2" not in [p.key for p in done.zone]
+    # A cut passage matching the recent words is a candidate too: its key recalls it whole.
+    session = gradient.Session.read(path)
+    bands = [Band.OLD] * 11 + [Band.RECENT]
+    passages = [p for p in gradient.choose_zone(session, bands, [], 1_000) if p.kind == "passage"]
+    assert not passages  # "file 10 line" shares one word with the recent turn: too few
+    lines = session.turns[-1][0]["content"][0]["text"] + " line"
+    session = dataclasses.replace(session, turns=(*session.turns[:-1], (
+        {**session.turns[-1][0], "content": [{"text": lines}]}, *session.turns[-1][1:])))
+    [best, *_] = [p for p in gradient.choose_zone(session, bands, [], 1_000) if p.kind == "passage"]
+    assert sessions.recall(RecallKey.parse(best.key)) is not None
+    messages = ChatFile.read(done.path).messages()
+    kinds = [records.message_type(m) for m in messages]
+    at = kinds.index("gemini:user:zone")
+    assert kinds[at + 1] == "gemini:user" and is_zone(text_of(messages[at]["content"]))
+    recent_first = text_of(messages[at + 1]["content"])
+    assert recent_first == "prompt " + recent_first.split()[1] + " read file " + recent_first.split()[1].rstrip(":")
+    assert len(sessions.turns(done.path).starts) == kinds.count("gemini:user")  # the zone starts no turn
+    again = sessions.rewrite(done.path, 0, "77777777-7777-4888-8999-000000000000", recent_tokens=3_000)
+    assert "gemini:user:zone" not in [records.message_type(m) for m in ChatFile.read(again.path).messages()]
+
+
 def test_cuts_for_undo_clear_and_fork(tmp_path: Path) -> None:
     env, chats = home(tmp_path)
     sessions = harness(env)
@@ -317,3 +399,49 @@ def test_cuts_for_undo_clear_and_fork(tmp_path: Path) -> None:
         sessions.cut([], path, "88888884-0000-4000-8000-000000000000")
     with pytest.raises(RewriteError):
         sessions.cut([(path, 0, first)], path, "88888885-0000-4000-8000-000000000000")  # no turn in it
+
+
+def test_the_models_summaries_are_off_for_gemini(tmp_path: Path) -> None:
+    """Each side session would be a Gemini CLI process of its own, whose start deletes the files
+    of the sessions loaded in the project, the live thread's among them (docs/facts.md)."""
+    from liminal.config import SwapSettings
+    from liminal.kernel.policy import CostPolicy
+
+    env, _ = home(tmp_path)
+    sessions = harness(env)
+    assert sessions.side_sessions is False
+    assert not CostPolicy.of(SwapSettings(summaries=True), GradientSettings(), sessions).summaries
+
+
+def test_inspect_and_compress_read_a_gemini_session(tmp_path: Path) -> None:
+    """``liminal inspect`` and ``liminal compress`` on a Gemini CLI session file (detected by its
+    first line, whatever its name): what it holds, and a compressed copy beside it, 0600."""
+    from liminal.harness.gemini import report
+
+    _, chats = home(tmp_path)
+    path = long_session(chats, "11111111-2222-4333-8444-555555555555")
+    assert report.detect(str(path)) == path
+    assert report.detect(str(TWO_TURNS)) == TWO_TURNS
+    claude_line = tmp_path / "claude.jsonl"
+    claude_line.write_text(json.dumps({"type": "user", "sessionId": "x", "message": {}}) + "\n")
+    assert report.detect(str(claude_line)) is None
+    data = report.inspect(path, GradientSettings(target_tokens=25_000))
+    assert (data["harness"], data["turns"], data["tool_calls"], data["context_tokens"]) == ("gemini", 12, 12, 36_013)
+    assert not data["resumes_as_written"] and data["name_matches_id"]
+    assert "Gemini CLI" in report.table(data)
+    done = report.compress(path, GradientSettings(target_tokens=25_000), None, dry_run=False)
+    written = Path(done["path"])
+    assert done["tokens_after"] < done["tokens_before"] and written.parent == chats
+    assert written.stat().st_mode & 0o777 == 0o600 and ChatFile.read(written).session_id == done["new_session_id"]
+
+
+def test_the_cost_policy_prices_gemini_at_its_implicit_caches_rules(tmp_path: Path) -> None:
+    """Hits at a tenth of an input token, the tokens that fill the cache at an input token's
+    price (no write premium, no storage), output at 8: not Anthropic's 1.25 for a write."""
+    from liminal.config import SwapSettings
+    from liminal.kernel.policy import CostPolicy
+
+    env, _ = home(tmp_path)
+    prices = CostPolicy.of(SwapSettings(), GradientSettings(), harness(env)).prices
+    assert (prices.read, prices.write, prices.output) == (0.10, 1.0, 8.0)
+    assert prices.input(20_000, 12_000) == pytest.approx(0.10 * 12_000 + 8_000)

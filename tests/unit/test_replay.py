@@ -87,6 +87,10 @@ def test_the_agents_last_prompt_is_its_last_user_message_joined() -> None:
              b"not json"]
     assert agent_last_prompt(lines) == "last one"
     assert agent_last_prompt([line("agent_message_chunk", "a")]) is None
+    # A user message nothing of the agent's follows proves no turn: Gemini CLI answers a load
+    # after the first line of its replay, its own context as a user message.
+    assert agent_last_prompt([line("user_message_chunk", "<session_context>...")]) is None
+    assert agent_last_prompt(lines[:3]) == "[summary]"
 
 
 # ------------------------------------------------------------------- the component
@@ -122,7 +126,8 @@ async def test_the_store_is_read_again_until_it_shows_the_agents_last_turn() -> 
     newer = [*older, msg("c:2", "user", "second")]
     store = FakeStore(older, older, newer)
     manager = ReplayManager(lend(store))
-    history = await manager.history(request(line("user_message_chunk", "[summary]"), line("user_message_chunk", "second")))
+    history = await manager.history(request(line("user_message_chunk", "[summary]"), line("user_message_chunk", "second"),
+                                            line("agent_message_chunk", "its answer")))
     assert history is not None and [u["content"]["text"] for u in history] == ["first", "second"]
     assert store.reads == 3
     await manager.aclose()

@@ -272,7 +272,44 @@ def test_captured_sessions_are_swallowed_until_released() -> None:
     assert event.direction is Direction.AGENT_TO_LIMINAL
     assert event.message is not None and event.message["params"]["update"]["sessionUpdate"] == "user_message_chunk"
     router.uncapture(BACKING)
+    # Until a prompt of the session goes to the agent, history it sends is the load's replay
+    # still (Gemini CLI streams it after answering): kept from the client; the session's state
+    # (its commands) goes through.
+    out = from_agent(router, replay)
+    assert out.to_client == [] and out.events[0].direction is Direction.AGENT_TO_LIMINAL
+    commands = replay.replace(b"user_message_chunk", b"available_commands_update")
+    assert from_agent(router, commands).to_client == [commands]
+    from_client(router, b'{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"sessionId":"'
+                + BACKING.encode() + b'","prompt":[]}}')
     assert from_agent(router, replay).to_client == [replay]
+
+
+def test_a_replay_the_agent_streams_after_a_moved_threads_load_answer_stays_hidden() -> None:
+    """Rule 8 with an agent that answers the load before its replay ends (Gemini CLI): the
+    history it sends after the answer is not the client's; the next turn's is."""
+    router = make(replay_from_store=True)
+    router.bind(THREAD, BACKING)
+    from_client(router, b'{"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":"'
+                + THREAD.encode() + b'","cwd":"/","mcpServers":[]}}')
+    chunk = (b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"' + BACKING.encode()
+             + b'","update":{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"old"}}}}')
+    assert from_agent(router, chunk).to_client == []
+    out = from_agent(router, b'{"jsonrpc":"2.0","id":1,"result":{}}')
+    [request] = out.replays
+    router.finish_replay(request.token, [], NOW)
+    late = router.take()
+    assert late.to_client and all(b"old" not in line for line in late.to_client)
+    assert from_agent(router, chunk, chunk).to_client == []  # the replay's tail, as a run too
+    from_client(router, b'{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"'
+                + THREAD.encode() + b'","prompt":[]}}')
+    assert from_agent(router, chunk).to_client == [chunk.replace(BACKING.encode(), THREAD.encode())]
+    # Without the store's history the client gets the agent's own replay: all of it.
+    from_client(router, b'{"jsonrpc":"2.0","id":3,"method":"session/load","params":{"sessionId":"'
+                + THREAD.encode() + b'","cwd":"/","mcpServers":[]}}')
+    [request] = from_agent(router, b'{"jsonrpc":"2.0","id":3,"result":{}}').replays
+    router.finish_replay(request.token, None, NOW)
+    router.take()
+    assert from_agent(router, chunk).to_client == [chunk.replace(BACKING.encode(), THREAD.encode())]
 
 
 def test_notify_client_writes_a_notification_of_liminals_own() -> None:
@@ -630,8 +667,10 @@ def test_loading_a_moved_thread_parks_the_answer_and_replays_the_given_history()
     assert out.events[3].thread_id == THREAD and out.events[3].backing_id == BACKING
     assert not router.finish_replay(request.token, HISTORY, NOW)  # once only
     assert router.pending_client_requests == 0 and router.replays_waiting == 0
-    # no longer captured: the session's next notifications reach the client
+    # no longer captured: the session's next turn reaches the client
     live = update_frame(BACKING, "agent_message_chunk", "live")
+    from_client(router, b'{"jsonrpc":"2.0","id":8,"method":"session/prompt","params":{"sessionId":"'
+                + THREAD.encode() + b'","prompt":[]}}')
     assert from_agent(router, live).to_client == [live.replace(BACKING.encode(), THREAD.encode())]
 
 
@@ -656,7 +695,9 @@ def test_a_failed_load_is_answered_at_once() -> None:
     assert out.to_client == [error] and out.replays == []
     assert router.replays_waiting == 0
     late = update_frame(BACKING, "agent_message_chunk", "late")
-    assert from_agent(router, late).to_client == [late.replace(BACKING.encode(), THREAD.encode())]
+    assert from_agent(router, late).to_client == []  # the failed load's replay, till a prompt
+    commands = update_frame(BACKING, "available_commands_update")
+    assert from_agent(router, commands).to_client == [commands.replace(BACKING.encode(), THREAD.encode())]
 
 
 def test_a_thread_that_never_moved_loads_as_before() -> None:

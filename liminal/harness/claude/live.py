@@ -45,6 +45,8 @@ class ClaudeSessions:
     # (claude-agent-acp 0.100; docs/gradient.md): the Agent SDK's system prompt without tools and
     # its context messages (2.0k tokens), and the title request it makes for a new session (1.2k).
     side_session_tokens = 3_200
+    side_sessions = True
+    prices = None  # the cost policy's default
 
     def __init__(self, settings: GradientSettings, env: Mapping[str, str] | None = None) -> None:
         self.settings = settings
@@ -220,6 +222,9 @@ class ClaudeSessions:
 
     def adopted(self, rewritten: Rewritten) -> None:
         """Nothing: a title the user gave is a record of the session file, which goes with it."""
+
+    def prepare_load(self, backing_id: str, cwd: str | None, *, started: bool = True) -> None:
+        """Nothing: Claude Code resumes its files as it wrote them."""
 
     # -- recall -------------------------------------------------------------------------------
 

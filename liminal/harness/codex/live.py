@@ -102,6 +102,8 @@ class CodexSessions:
     # instructions and tools, 9.4k tokens with codex-acp 0.16 and 8.6k with codex-acp 2.6 in the
     # side folder's config (which asks for no title of it: ``side_prompt``).
     side_session_tokens = 9_500
+    side_sessions = True
+    prices = None  # the cost policy's default
 
     def __init__(self, settings: GradientSettings, env: Mapping[str, str] | None = None) -> None:
         self.settings = settings
@@ -286,6 +288,9 @@ class CodexSessions:
         source = self._name_from.pop(rewritten.new_id, None)
         if source is not None:
             self.name_like(source, rewritten.new_id)
+
+    def prepare_load(self, backing_id: str, cwd: str | None, *, started: bool = True) -> None:
+        """Nothing: Codex resumes its rollouts as it wrote them."""
 
     # -- cuts, for the commands --------------------------------------------------------------
 

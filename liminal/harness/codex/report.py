@@ -20,6 +20,7 @@ from liminal.harness.codex.rollout import (
     read_rollout,
     session_id_of,
 )
+from liminal.harness.tables import bands_and_largest
 from liminal.sessionfiles import open_regular
 from liminal.units import tokens
 
@@ -77,14 +78,8 @@ def table(data: dict[str, Any]) -> str:
         f"turns     {data['turns']}, {data['tool_calls']} tool calls",
         f"context   {tokens(data['context_tokens']) if data['context_tokens'] else 'unknown'} tokens "
         "(the last token_count)",
-        "", f"{'band':<10}{'turns':>7}{'tokens now':>12}",
     ]
-    for name, band in data["bands"].items():
-        out.append(f"{name:<10}{band['turns']:>7}{band['tokens']:>12,}")
-    out.append(f"after the gradient: about {tokens(data['planned_tokens'])} tokens "
-               f"(target {tokens(data['target_tokens'])})")
-    out += ["", f"{'line':>7}  {'tokens':>8}  what"]
-    out += [f"{i['line']:>7}  {i['tokens']:>8,}  {i['kind']}" for i in data["largest"]]
+    out += bands_and_largest(data, "line")
     if not data["name_matches_id"]:
         out.append("note: the file name and session_meta disagree on the id (Codex resumes by the latter)")
     return "\n".join(out)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -34,8 +34,10 @@ from liminal.gradient.bands import (
     Band,
     Cutter,
     TurnCost,
+    already_cut,
     assign_bands,
     preamble_budget,
+    recallable,
 )
 from liminal.gradient.recall import RecallKey
 from liminal.gradient.summarize import (
@@ -47,6 +49,8 @@ from liminal.gradient.summarize import (
     split_scratchpad,
     with_scratchpad,
 )
+from liminal.gradient.zone import Candidate, Placed, block, select
+from liminal.gradient.zone import tokens as zone_tokens
 from liminal.harness.gemini import records
 from liminal.harness.gemini.chatfile import (
     ChatFile,
@@ -93,6 +97,8 @@ class Session:
         turns: list[list[Message]] = []
         for message in messages:
             if is_function_responses(message):  # sent twice if kept (docs/facts.md)
+                continue
+            if records.message_type(message) == "gemini:user:zone":  # each rewrite chooses its own
                 continue
             if records.message_type(message) == "gemini:user":
                 turns.append([message])
@@ -325,14 +331,44 @@ class GeminiRewrite:
     tokens_after: int
     bands: tuple[Band, ...]  # one per turn of the original, oldest first
     recall_keys: int
+    zone: tuple[Placed, ...] = ()  # the dynamic zone's entries
 
 
-def rewrite(session: Session, target_tokens: int, new_id: str, settings: GradientSettings,
-            summarizer: Summarizer | None = None, scratchpad: str | None = None) -> GeminiRewrite:
-    overhead = overhead_of(session)
-    estimate = sum(message_tokens(m) for m in session.head) + sum(
-        message_tokens(m) for turn in session.turns for m in turn)
-    before = session.context or overhead + estimate
+def choose_zone(session: Session, bands: Sequence[Band], memos: Sequence[Candidate], room: int,
+                max_passages: int = 300) -> list[Placed]:
+    """The zone: ``memos`` and the call results of the turns not kept whole, matched against
+    what the person and the model said in the recent band (``liminal.gradient.zone``)."""
+    if room <= 0 or all(b is Band.RECENT for b in bands):
+        return []
+    said = [text_of(m.get("content")) for turn, band in zip(session.turns, bands, strict=True)
+            if band is Band.RECENT for m in turn if records.message_type(m) in ("gemini:user", "gemini:model")]
+    calls = [call for turn, band in zip(session.turns, bands, strict=True) if band is not Band.RECENT
+             for m in turn for call in tool_calls(m)]
+    passages: list[Candidate] = []
+    for order, call in enumerate(reversed(calls[-max_passages:])):  # the nearest first on ties
+        text = records.response_text(call.get("result"))
+        call_id = str(call.get("id") or "")
+        if not call_id or not text.strip() or already_cut(text):
+            continue
+        key = RecallKey(session.session_id, call_id, records.OUTPUT_BLOCK)
+        if recallable(key):
+            passages.append(Candidate(str(key), "passage", text, len(memos) + order))
+    return select([*memos, *passages], "\n".join(said), room)
+
+
+def _zone_message(zone: Sequence[Placed], like: Sequence[Message]) -> Message:
+    """The zone as a ``user`` message of its own: the CLI sends it in one content with the
+    recent band's first prompt, which follows it; liminal's readers take it for no prompt."""
+    text = block(zone)
+    stamp = next((m.get("timestamp") for m in like if isinstance(m.get("timestamp"), str)), "")
+    return {"id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"liminal:gemini:zone:{text}")), "timestamp": stamp,
+            "type": "user", "content": [{"text": text}]}
+
+
+def _render(session: Session, target_tokens: int, overhead: int, settings: GradientSettings,
+            summarizer: Summarizer | None, scratchpad: str | None) -> tuple[list[Band], list[Message], int | None, Edits]:
+    """The bands under ``target_tokens``, the messages they give, and where the recent band
+    begins among them."""
     previous = previous_summary(session.head)
     head_chars = scratchpad_chars(scratchpad, previous if scratchpad is None else None)
     edits = Edits(session.session_id, settings)
@@ -345,16 +381,45 @@ def rewrite(session: Session, target_tokens: int, new_id: str, settings: Gradien
     elif scratchpad is not None and previous is not None:
         summary = PREAMBLE_INTRO + with_scratchpad(previous, scratchpad)
     kept: list[Message] = _with_summary(session.head, summary)
+    recent_at: int | None = None
     for turn, band in zip(session.turns, bands, strict=True):
         if band is Band.ANCIENT:
             continue
+        if band is Band.RECENT and recent_at is None:
+            recent_at = len(kept)
         edit = edits.of(band)
         kept.extend(m for m in (edit(dict(message)) for message in turn) if m is not None)
-    return finish(session, kept, new_id, before, overhead, tuple(bands), edits.cutter.keys)
+    return bands, kept, recent_at, edits
+
+
+def rewrite(session: Session, target_tokens: int, new_id: str, settings: GradientSettings,
+            summarizer: Summarizer | None = None, scratchpad: str | None = None,
+            memos: Sequence[Candidate] = ()) -> GeminiRewrite:
+    overhead = overhead_of(session)
+    estimate = sum(message_tokens(m) for m in session.head) + sum(
+        message_tokens(m) for turn in session.turns for m in turn)
+    before = session.context or overhead + estimate
+    bands, kept, recent_at, edits = _render(session, target_tokens, overhead, settings, summarizer, scratchpad)
+    zone = choose_zone(session, bands, memos, settings.zone_tokens)
+    need = zone_tokens(block(zone))
+    if zone and target_tokens:
+        # Under a target the zone must fit too: the bands are made again with its room taken
+        # off, and it is chosen again for them (as for Claude Code and Codex: docs/gradient.md).
+        planned = overhead + sum(message_tokens(m) for m in kept)
+        if planned + need > target_tokens:
+            bands, kept, recent_at, edits = _render(session, max(1, target_tokens - need), overhead, settings,
+                                                    summarizer, scratchpad)
+            planned = overhead + sum(message_tokens(m) for m in kept)
+            zone = choose_zone(session, bands, memos, min(settings.zone_tokens, target_tokens - planned))
+    if zone and recent_at is not None:
+        kept.insert(recent_at, _zone_message(zone, kept))
+    else:
+        zone = []
+    return finish(session, kept, new_id, before, overhead, tuple(bands), edits.cutter.keys, tuple(zone))
 
 
 def finish(session: Session, messages: Sequence[Message], new_id: str, before: int, overhead: int,
-           bands: tuple[Band, ...] = (), keys: int = 0) -> GeminiRewrite:
+           bands: tuple[Band, ...] = (), keys: int = 0, zone: tuple[Placed, ...] = ()) -> GeminiRewrite:
     """The file: a header naming ``new_id`` (the original's metadata otherwise), then a line per
     message, usage-only records and ``tokens`` left out."""
     header = {k: v for k, v in session.metadata.items() if k not in ("messages",)}
@@ -364,7 +429,7 @@ def finish(session: Session, messages: Sequence[Message], new_id: str, before: i
     sent = [m for m in (_without_usage(message) for message in messages) if m is not None]
     out.extend(orjson.dumps(message) for message in sent)
     after = overhead + sum(message_tokens(m) for m in sent)
-    return GeminiRewrite(tuple(line + b"\n" for line in out), before, after, bands, keys)
+    return GeminiRewrite(tuple(line + b"\n" for line in out), before, after, bands, keys, zone)
 
 
 def by_band(session: Session, plan: GeminiRewrite) -> dict[str, dict[str, int]]:
@@ -386,6 +451,14 @@ def file_name(new_id: str, now: float | None = None) -> str:
     session, never the minute of a load that comes after it is written."""
     minute = time.strftime("%Y-%m-%dT%H-%M", time.gmtime((time.time() if now is None else now) - 60))
     return f"session-{minute}-{new_id[:8]}.jsonl"
+
+
+def unused_name(session_id: str, taken: Collection[str], now: float | None = None) -> str:
+    """``file_name``, or the first minute before it that no name in ``taken`` has."""
+    at = time.time() if now is None else now
+    while (name := file_name(session_id, at)) in taken:
+        at -= 60
+    return name
 
 
 def refreshed(head: Sequence[Message], scratchpad: str) -> list[Message]:

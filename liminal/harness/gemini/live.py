@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from liminal.config import GradientSettings
 from liminal.gradient.summarize import Summarizer, TurnDigest
 from liminal.gradient.zone import Candidate
-from liminal.harness.base import Beside, Rewritten, Turns
+from liminal.harness.base import Beside, PriceRatios, Rewritten, Turns
 from liminal.harness.gemini import chatfile, gradient, records
 from liminal.harness.gemini.chatfile import ChatFile, text_of
 from liminal.sessionfiles import (
@@ -83,6 +83,16 @@ class GeminiSessions:
     # A side session's own prompt: the CLI's system instruction, its sixteen tools and the
     # ``<session_context>``, 12.3k tokens in the rig's first request (fixtures/gemini).
     side_session_tokens = 12_500
+    # No side sessions: Gemini CLI cannot close a session, so each would run in a process of its
+    # own, and every start of the CLI deletes the files of the sessions loaded in the project
+    # (the live thread's among them) in a clean-up that runs beside what liminal does meanwhile
+    # (docs/facts.md). The model's summaries are off for it; the extractive preamble stands.
+    side_sessions = False
+    # Gemini CLI asks for no cache: the API's implicit cache is all there is. Google prices its
+    # hits at a tenth of an input token and the tokens that fill it at an input token's price,
+    # without storage; output at about 8 input tokens (docs/formats.md, "Cached tokens and their
+    # price", names the sources and what could not be checked).
+    prices = PriceRatios(read=0.10, write=1.0, output=8.0)
 
     def __init__(self, settings: GradientSettings, env: Mapping[str, str] | None = None) -> None:
         self.settings = settings
@@ -197,19 +207,20 @@ class GeminiSessions:
     def rewrite(self, path: Path, target_tokens: int, new_id: str, *,
                 memos: Sequence[Candidate] = (), summarizer: Summarizer | None = None,
                 recent_tokens: int | None = None, scratchpad: str | None = None) -> Rewritten:
-        """A compressed copy (``gradient``). Memos are not placed: no dynamic zone yet."""
+        """A compressed copy (``gradient``), with a dynamic zone of ``memos`` and the passages it
+        cuts before the recent band."""
         if not is_session_id(new_id):
             raise RewriteError(f"{new_id!r} is not a session id")
         session = gradient.Session.read(path)
         if not session.turns:
             raise RewriteError(f"{path}: no turn to rewrite")
         result = gradient.rewrite(session, target_tokens, new_id, self.settings.with_recent(recent_tokens),
-                                  summarizer, scratchpad)
+                                  summarizer, scratchpad, memos)
         target = self.target_path(path, new_id)
         make_private_folder(target.parent)
         write_atomically(target, result.lines)
         return Rewritten(new_id, target, result.tokens_before, result.tokens_after,
-                         sum(len(line) for line in result.lines))
+                         sum(len(line) for line in result.lines), result.zone)
 
     def cut(self, parts: list[tuple[Path, int, int | None]], like: Path, new_id: str, *,
             keeps_thread: bool = False, scratchpad: str | None = None) -> Rewritten:
@@ -252,6 +263,39 @@ class GeminiSessions:
 
     def adopted(self, rewritten: Rewritten) -> None:
         """Nothing names a thread in the CLI's files but its session file."""
+
+    def prepare_load(self, backing_id: str, cwd: str | None, *, started: bool = True) -> None:
+        """A file the CLI resumed once holds the user records of function responses (sent twice
+        on the next resume), and each load leaves a file of the id with nothing to resume, for
+        which the CLI's next start deletes every file of the id's eight characters. When either
+        holds: the ``$set`` that makes the file resume as it was (``gradient.resumable``) after
+        its bytes (what the store has stays its start), and the id's other files removed.
+        Before a start (``started`` False) that is done where the file is: another process may
+        still be appending to it, and the start lists the folder only after. With the process
+        running, its start's clean-up may be listing and deleting meanwhile (it is not awaited):
+        the file is written again under a name no file of the folder had (deletions by names
+        listed before miss it), and the old one removed too."""
+        path = self.locate(backing_id, cwd)
+        if path is None:
+            return
+        chat = ChatFile.read(path)
+        fix = gradient.resumable(chat)
+        others = [p for p in self.files(backing_id, cwd) if p != path and p.is_file()]
+        if fix is None and not others:
+            return
+        data = chat.to_bytes()
+        if not started:
+            if fix is not None:
+                with path.open("ab") as handle:
+                    handle.write((b"" if not data or data.endswith(b"\n") else b"\n") + fix + b"\n")
+            for old in others:
+                old.unlink(missing_ok=True)
+            return
+        lines = (data if not data or data.endswith(b"\n") else data + b"\n", *((fix + b"\n",) if fix else ()))
+        target = path.parent / gradient.unused_name(backing_id, {p.name for p in path.parent.iterdir()})
+        write_atomically(target, lines)
+        for old in (path, *others):
+            old.unlink(missing_ok=True)
 
     # -- side sessions -------------------------------------------------------------------------
 
@@ -314,8 +358,9 @@ class GeminiSessions:
             raise ValueError(f"no Gemini CLI project for {cwd!r}")
         chat = ChatFile(tuple(chatfile.parse_line(line) for line in lines))
         fix = gradient.resumable(chat)
-        target = chatfile.gemini_dir(self.env) / "tmp" / slug / "chats" / gradient.file_name(backing_id)
-        make_private_folder(target.parent)
+        folder = chatfile.gemini_dir(self.env) / "tmp" / slug / "chats"
+        make_private_folder(folder)
+        target = folder / gradient.unused_name(backing_id, {p.name for p in folder.iterdir()})
         write_atomically(target, (*(line + b"\n" for line in lines), *((fix + b"\n",) if fix else ())))
         return target
 

@@ -24,6 +24,7 @@ import orjson
 
 from liminal.gradient.recall import RecallError, RecallKey, as_bytes, walk
 from liminal.gradient.summarize import PREAMBLE_INTRO
+from liminal.gradient.zone import is_zone
 from liminal.harness.gemini.chatfile import (
     SESSION_CONTEXT,
     is_function_responses,
@@ -59,13 +60,15 @@ def message_type(message: Mapping[str, Any]) -> str:
             return "gemini:user:context"
         if text.startswith(PREAMBLE_INTRO):
             return "gemini:user:summary"
+        if is_zone(text):
+            return "gemini:user:zone"
         return "gemini:user"
     if kind == "gemini":
         return "gemini:model:calls" if tool_calls(message) else "gemini:model"
     return f"gemini:{kind}" if isinstance(kind, str) and kind.isidentifier() else "gemini:other"
 
 
-def _response_text(parts: Any) -> str:
+def response_text(parts: Any) -> str:
     """The outputs of function response parts (their ``response``), as text."""
     found: list[str] = []
     for part in parts if isinstance(parts, list) else []:
@@ -82,12 +85,12 @@ def _response_text(parts: Any) -> str:
 def searchable_text(message: Mapping[str, Any]) -> str:
     kind = message_type(message)
     if kind == "gemini:user:responses":
-        return _response_text(message.get("content"))
+        return response_text(message.get("content"))
     if kind == "gemini:model:calls":
         pieces = [text_of(message.get("content"))]
         for call in tool_calls(message):
             pieces.append(orjson.dumps(call.get("args")).decode() if call.get("args") is not None else "")
-            pieces.append(_response_text(call.get("result")))
+            pieces.append(response_text(call.get("result")))
         return "\n".join(p for p in pieces if p)
     return text_of(message.get("content"))
 

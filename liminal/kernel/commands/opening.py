@@ -8,6 +8,9 @@ file of it here would open it silently on an older context):
   store has none of it (``liminal.kernel.reopen``);
 - the session's file here older than the store's (another sidecar went on on it, nothing
   moved): the file caught up from the store first (``restore.catch_up``);
+- the file here made ready for the CLI to load (``restore.prepare``), before it is looked for:
+  a CLI's own start may be removing it meanwhile (Gemini CLI's), and then it is written from the
+  store as if it were gone;
 - else the load goes on to the agent as the client sent it (the router's rule 8 included).
 
 Before any of it, the thread's lock (``liminal acp``'s, ``held_elsewhere``): a thread another
@@ -86,6 +89,7 @@ async def answer(c: CommandContext, request: LocalRequest) -> None:
         if behind is not None:
             logger.warning("session file here not brought up to the store's", thread=thread,
                            session=port.backing_of(thread), reason=behind)
+    await restore.prepare(c.harness, port.backing_of(thread), restore.cwd_of(request.message))
     if empty and not await restore.stored_whole(store, port.backing_of(thread)):
         await reopen.reopen(port, c.mover, store, request)
     elif later is not None or restore.file_missing(port, c.harness, thread, request.message):
