@@ -90,11 +90,10 @@ def read_complete_lines(path: Path, offset: int,
 
 class SessionFileIndexer:
     def __init__(self, store: Store, path: Path, backing_id: str, thread_id: str | None = None,
-                 *, quarantine: Path, own_bytes: int = 0,
-                 parse: LineParser | None = None, harness: SessionHarness | None = None,
+                 *, quarantine: Path, own_bytes: int = 0, harness: SessionHarness | None = None,
                  relocate: Callable[[], Path | None] | None = None) -> None:
-        """``parse`` makes a record of a line: by default the parser of the CLI whose file
-        ``path`` is (``liminal.harness.known.line_parser``); the tailing is the same for all.
+        """A line becomes a record by the parser of the CLI whose file ``path`` is
+        (``liminal.harness.known.line_parser``); the tailing is the same for all.
         ``harness``: the CLI's, which says what files beside the session a line refers to (by
         default the one whose file ``path`` is).
         ``own_bytes``: how much of the file liminal wrote (its lines are marked as liminal's).
@@ -102,7 +101,7 @@ class SessionFileIndexer:
         ``relocate``: where the session's file is now, when ``path`` is gone (a CLI's file
         written again under another name before a load, ``Rewriting.prepare_load``: the lines
         indexed are its start, so indexing goes on there)."""
-        self.parse = parse or line_parser(path)
+        self.parse: LineParser = line_parser(path)
         self.harness = harness or harness_of(path)
         self._kept: set[Beside] = set()  # files beside the session stored by this watcher
         self.quarantine = quarantine

@@ -321,8 +321,9 @@ async def test_a_line_the_store_cannot_take_as_parsed_does_not_stop_the_files_in
     deep_line = json.dumps(odd).encode() + b"\n"  # orjson cannot write it either
     path.write_bytes(line(RECORDS[0]) + deep_line + line(RECORDS[2]))
     store = await SqliteStore.open(tmp_path / "liminal.db")
-    watcher = SessionFileIndexer(store, path, SID, "t", quarantine=tmp_path / "quarantine",
-                                 **({"parse": codex_line} if where.startswith("codex") else {}))
+    watcher = SessionFileIndexer(store, path, SID, "t", quarantine=tmp_path / "quarantine")
+    if where.startswith("codex"):  # a rollout under a Claude-like name: its parser said
+        watcher.parse = codex_line
     with contextlib.suppress(Exception):  # as the watcher's loop does: logged, tried again
         await watcher.catch_up()
     with contextlib.suppress(Exception):  # ... at the file's next change

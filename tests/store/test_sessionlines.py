@@ -29,7 +29,7 @@ def odd_lines() -> list[bytes]:
 
 
 async def index(store: Store, path: Path, backing: str) -> None:
-    indexer = SessionFileIndexer(store, path, backing, "t1", parse=None,
+    indexer = SessionFileIndexer(store, path, backing, "t1",
                                  quarantine=path.parent / "quarantine")
     await indexer.catch_up()
 
