@@ -66,14 +66,21 @@ from liminal.store.records import Batch, FrameRecord, MessageRecord, ThreadUpdat
 
 logger = log.get("liminal.ingest.indexer")
 _PARSED_KINDS = {"request", "notification", "response"}
-# A message still growing (a long answer streaming in) is written at most this often; it is
-# complete in the store once it ends. The frames, always written at once, hold it meanwhile.
+# A message still growing (a long answer streaming in) is written at most this often, and only
+# once its text has grown by ``OPEN_MESSAGE_GROWTH`` of what was written last: each write replaces
+# the whole text and its search index, so writing it at a fixed pace cost the square of a long
+# answer's length, and this way costs in all about three times its length. It is complete in the
+# store once it ends (or pauses, below). The frames, always written at once, hold it meanwhile.
 OPEN_MESSAGE_SECONDS = 1.0
+OPEN_MESSAGE_GROWTH = 0.5
 # ... and once no frame has come for this long (a pause in the stream, a turn that ends without
 # closing it): an empty spool between two pokes of a trickling stream is not a pause, and writing
 # the whole growing text at each one cost the worker most of its CPU.
 QUIET_SECONDS = 0.2
-TAIL_POLL_SECONDS = 0.1  # a worker looks at its spool this often when not woken
+# A worker looks at its spool this often when not woken: for a poke that was dropped (a full
+# pipe), and for streamed updates, whose writer pokes at most every ``STREAM_POKE_SECONDS``
+# (``liminal.ingest.worker``), not more often than it.
+TAIL_POLL_SECONDS = 0.25
 
 
 @dataclass(slots=True)
@@ -176,6 +183,7 @@ class Indexer(Component):
         self._inflight_started = 0.0
         self._wakeup = anyio.Event()
         self._idle = False
+        self._woken = False  # ``wake`` was called since the last wait: the next one returns at once
         self._closing = False
         # In tail mode, whether the spool's writer has said it is done (its input closed, a
         # seal): only then may the tail it appended to be removed once read. A worker stopped by
@@ -342,6 +350,12 @@ class Indexer(Component):
                 backoff = self._retry
                 if source_pos is not None:
                     self.spool.consumed(source_pos, writer_done=self._writer_done)
+                    if self._tailing and not self._closing and not self._spool_readable():
+                        # Caught up with the writer: what it appended during this round waits
+                        # for its poke (at once for a turn's end, within ``STREAM_POKE_SECONDS``
+                        # for streamed updates). Looking again at once made a round of a few
+                        # frames, and a transaction, every few milliseconds of a stream.
+                        await self._idle_wait(TAIL_POLL_SECONDS)
                 continue
             if from_memory:
                 self._spill_memory([frame for frame, _ in items], self._inflight_n)
@@ -390,14 +404,20 @@ class Indexer(Component):
         return segments[0].read < segments[0].written
 
     async def _idle_wait(self, seconds: float) -> None:
+        if self._woken:  # woken while it worked: what woke it may be past what it read
+            self._woken = False
+            return
         self._idle = True
         self._wakeup = anyio.Event()
         with anyio.move_on_after(seconds):
             await self._wakeup.wait()
         self._idle = False
+        self._woken = False
 
     def wake(self) -> None:
-        """More frames are in the spool (the worker's parent says so)."""
+        """More frames are in the spool (the worker's parent says so). Never lost: a wake that
+        comes while the consumer is not waiting makes its next wait return at once."""
+        self._woken = True
         self._wakeup.set()
 
     @property
@@ -422,10 +442,11 @@ class Indexer(Component):
         now = time.monotonic()
         if items:
             self._frames_taken = now
+        growth = 0.0 if include_open else OPEN_MESSAGE_GROWTH
         include_open = include_open or now - self._open_written >= OPEN_MESSAGE_SECONDS
         if include_open:
             self._open_written = now
-        derived = self._deriver.take(include_open=include_open)
+        derived = self._deriver.take(include_open=include_open, growth=growth)
         for m in derived.messages:
             self._pending_messages[m.id] = m
         self._pending_threads.extend(derived.threads)
@@ -519,7 +540,7 @@ class Indexer(Component):
             return
         self._closing = True
         self._stopping.set()
-        self._wakeup.set()
+        self.wake()
         with anyio.move_on_after(self._close_timeout if timeout is None else timeout):
             if self._running:
                 await self._done.wait()
