@@ -83,6 +83,31 @@ QUIET_SECONDS = 0.2
 TAIL_POLL_SECONDS = 0.25
 
 
+class Wakeup:
+    """The consumer's wake-up. A wake that comes while it is not waiting (it is storing a
+    round) is not lost: its next wait returns at once, for what woke it may be past what it read."""
+
+    def __init__(self) -> None:
+        self._event = anyio.Event()
+        self._pending = False
+        self.waiting = False
+
+    def set(self) -> None:
+        self._pending = True
+        self._event.set()
+
+    async def wait(self, seconds: float) -> None:
+        """Until ``set`` (or one since the last wait), or ``seconds``."""
+        if self._pending:
+            self._pending = False
+            return
+        self.waiting = True
+        self._event = anyio.Event()
+        with anyio.move_on_after(seconds):
+            await self._event.wait()
+        self.waiting = self._pending = False
+
+
 @dataclass(slots=True)
 class IndexerStats:
     offered: int = 0
@@ -181,9 +206,7 @@ class Indexer(Component):
         self._inflight_n = 0  # their first frame's n
         self._inflight_from_memory = False
         self._inflight_started = 0.0
-        self._wakeup = anyio.Event()
-        self._idle = False
-        self._woken = False  # ``wake`` was called since the last wait: the next one returns at once
+        self._wakeup = Wakeup()
         self._closing = False
         # In tail mode, whether the spool's writer has said it is done (its input closed, a
         # seal): only then may the tail it appended to be removed once read. A worker stopped by
@@ -220,8 +243,7 @@ class Indexer(Component):
                 self._spill(n, to_record(seq, event))
                 return
             self._queue.append((n, seq, event))
-            if self._idle:
-                self._idle = False
+            if self._wakeup.waiting:
                 self._wakeup.set()
         except Exception:  # pragma: no cover - a bug here must not reach the router
             self.stats.lost += 1
@@ -320,7 +342,7 @@ class Indexer(Component):
                     before = len(self.spool.segments)
                     self.spool.consumed(source_pos, writer_done=self._writer_done)
                     if len(self.spool.segments) == before:
-                        await self._idle_wait(TAIL_POLL_SECONDS)
+                        await self._wakeup.wait(TAIL_POLL_SECONDS)
                     continue
                 if not await self._prime(frames):
                     if self._closing:
@@ -344,18 +366,16 @@ class Indexer(Component):
                     continue
                 if self._closing:
                     return
-                await self._idle_wait(TAIL_POLL_SECONDS if self._tailing else 1.0)
+                await self._wakeup.wait(TAIL_POLL_SECONDS if self._tailing else 1.0)
                 continue
             if await self._commit(items, from_memory):
                 backoff = self._retry
                 if source_pos is not None:
                     self.spool.consumed(source_pos, writer_done=self._writer_done)
                     if self._tailing and not self._closing and not self._spool_readable():
-                        # Caught up with the writer: what it appended during this round waits
-                        # for its poke (at once for a turn's end, within ``STREAM_POKE_SECONDS``
-                        # for streamed updates). Looking again at once made a round of a few
-                        # frames, and a transaction, every few milliseconds of a stream.
-                        await self._idle_wait(TAIL_POLL_SECONDS)
+                        # Caught up: what came meanwhile waits for its poke (looking again at
+                        # once made a round, a transaction, every few milliseconds of a stream).
+                        await self._wakeup.wait(TAIL_POLL_SECONDS)
                 continue
             if from_memory:
                 self._spill_memory([frame for frame, _ in items], self._inflight_n)
@@ -403,21 +423,8 @@ class Indexer(Component):
             return True
         return segments[0].read < segments[0].written
 
-    async def _idle_wait(self, seconds: float) -> None:
-        if self._woken:  # woken while it worked: what woke it may be past what it read
-            self._woken = False
-            return
-        self._idle = True
-        self._wakeup = anyio.Event()
-        with anyio.move_on_after(seconds):
-            await self._wakeup.wait()
-        self._idle = False
-        self._woken = False
-
     def wake(self) -> None:
-        """More frames are in the spool (the worker's parent says so). Never lost: a wake that
-        comes while the consumer is not waiting makes its next wait return at once."""
-        self._woken = True
+        """More frames are in the spool (the worker's parent says so): never lost (``Wakeup``)."""
         self._wakeup.set()
 
     @property
