@@ -254,14 +254,6 @@ async def test_a_frame_only_the_stdlib_reads_is_parsed_alike_everywhere_and_stor
     await store.aclose()
 
 
-async def written_up_to(indexer: Indexer, count: int) -> None:
-    with anyio.fail_after(30):
-        while True:
-            if indexer.stats.written >= count:
-                return
-            await anyio.sleep(0.001)
-
-
 async def test_a_growing_message_is_rewritten_in_all_a_few_times_its_length(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A long answer is written while it streams, and each write replaces its whole text and
@@ -271,6 +263,7 @@ async def test_a_growing_message_is_rewritten_in_all_a_few_times_its_length(
     again only once it has grown by half: in all about three times its length, here where the
     pace allows a write at every round (80 rounds: 40 times its length before)."""
     from liminal.ingest import indexer as indexer_module
+    from tests.store.test_worker_yield import stored
 
     monkeypatch.setattr(indexer_module, "OPEN_MESSAGE_SECONDS", 0.0)
     written: list[int] = []
@@ -288,7 +281,7 @@ async def test_a_growing_message_is_rewritten_in_all_a_few_times_its_length(
         for start in range(0, len(events), 50):  # a round of the worker's every 50 chunks
             for event in events[start:start + 50]:
                 indexer.offer(event)
-            await written_up_to(indexer, min(start + 50, len(events)))
+            await stored(indexer, min(start + 50, len(events)))
         await indexer.aclose()
     final = len(expected_text(4002))
     assert await agent_text(store, "sess-long") == [expected_text(4002)]
