@@ -38,8 +38,9 @@ and case (d) covers the real command.
     .venv/bin/python bench/proxy_throughput.py [--frames 200000] [--paced-frames 20000]
         [--repeat 3] [--cases pipe,relay,...] [--modes flat,paced] [--profile bench/out] [--smoke]
 
-``--profile DIR`` attaches py-spy to the proxy process of the liminal cases and writes collapsed
-stacks there (py-spy takes a core of its own, so the figures of such a run are not the real ones).
+``--profile DIR`` attaches py-spy to the proxy process of the liminal cases, and to the index
+worker of ``liminal-notap`` once it is up, and writes their stacks there (raw, ``-worker`` for
+the worker's; py-spy takes a core of its own, so the figures of such a run are not the real ones).
 Figures and their machine go to ``docs/benchmarks.md``.
 """
 
@@ -303,19 +304,17 @@ def run_case(case: str, count: int, rate: float, batch: int, timeout: float) -> 
                                 stdout=subprocess.PIPE, stderr=stderr, bufsize=0, env=env,
                                 start_new_session=True)
         assert proc.stdin is not None and proc.stdout is not None
-        if PROFILE and case.startswith("liminal"):
+        profile = (Path(PROFILE[0]) / f"{case}-{'paced' if rate else 'flat'}") if PROFILE and case.startswith("liminal") else None
+        if profile is not None:
             # The proxy is the chain's own process; py-spy attaches and stops when it exits.
-            out = Path(PROFILE[0]) / f"{case}-{'paced' if rate else 'flat'}.txt"
-            spy = Path(sys.executable).with_name("py-spy")
-            subprocess.Popen([str(spy) if spy.exists() else "py-spy", "record", "--rate", "2000", "--format", "raw", "--nonblocking",
-                              "-o", str(out), "--pid", str(proc.pid)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            spy_on(proc.pid, profile.with_suffix(".txt"))
             time.sleep(1.0)  # let it attach before the agent starts
         killer = threading.Timer(timeout, os.killpg, (proc.pid, signal.SIGKILL))
         killer.start()
         failed = ""
         try:
-            chunks, times, cpu, worker_cpu = _receive(proc.stdin.fileno(), proc.stdout.fileno(), count, proc.pid)
+            chunks, times, cpu, worker_cpu = _receive(proc.stdin.fileno(), proc.stdout.fileno(), count, proc.pid,
+                                                      profile)
         except SystemExit as exc:
             failed = str(exc)
         finally:
@@ -371,7 +370,16 @@ def _worker_cpu(pid: int | None) -> float:
         return float("nan")
 
 
-def _receive(stdin_fd: int, stdout_fd: int, count: int, pid: int) -> tuple[list[bytes], list[int], float, float]:
+def spy_on(pid: int, out: Path) -> None:
+    """py-spy on a process until it exits, its samples to ``out`` (``--profile``)."""
+    spy = Path(sys.executable).with_name("py-spy")
+    subprocess.Popen([str(spy) if spy.exists() else "py-spy", "record", "--rate", "2000", "--format", "raw",
+                      "--nonblocking", "-o", str(out), "--pid", str(pid)],
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _receive(stdin_fd: int, stdout_fd: int, count: int, pid: int,
+             profile: Path | None = None) -> tuple[list[bytes], list[int], float, float]:
     """Read until ``count`` frames have arrived; the time of each read is taken right after it.
 
     The CPU time the chain's process (``liminal acp`` itself) spends on the stream is read
@@ -393,6 +401,8 @@ def _receive(stdin_fd: int, stdout_fd: int, count: int, pid: int) -> tuple[list[
             cpu_start = cpu_seconds(pid)
             worker = index_worker(pid)
             worker_start = _worker_cpu(worker)
+            if profile is not None and worker is not None:
+                spy_on(worker, profile.with_name(profile.name + "-worker.txt"))
         chunks.append(data)
         times.append(at)
         seen += data.count(b"\n")

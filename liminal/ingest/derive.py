@@ -99,6 +99,7 @@ class _Open:
     closed: bool = False
     chars: int = 0  # characters held, in the text and the parts not joined yet
     dropped: int = 0  # characters past ``MESSAGE_TEXT_CHARS``, left in the frames
+    taken: int = 0  # ``chars`` when ``take`` last returned it
 
     def record(self) -> MessageRecord:
         if self.parts:
@@ -287,18 +288,22 @@ class Deriver:
         """Whether ``take(include_open=False)`` held back text that is not written yet."""
         return bool(self._changed)
 
-    def take(self, *, include_open: bool = True) -> Derived:
+    def take(self, *, include_open: bool = True, growth: float = 0.0) -> Derived:
         """The latest version of every message changed since the last ``take``, and the thread
         updates, in order. ``include_open=False`` holds back text still growing (its next
         version would replace it anyway): re-indexing a long answer's whole text for full-text
-        search at every batch is the one quadratic cost in indexing."""
+        search at every batch is the one quadratic cost in indexing. ``growth``: a text still
+        growing is taken only once it has grown by that share of what it was when last taken
+        (0.5: by half), so that taking it again and again costs in all a small multiple of its
+        final length (about ``1 + 1 / growth`` times), not the square of it."""
         messages: list[MessageRecord] = []
         held: dict[str, MessageRecord | _Open] = {}
         for key, value in self._changed.items():
             if isinstance(value, _Open):
-                if not include_open and not value.closed:
+                if not value.closed and (not include_open or value.chars < value.taken * (1 + growth)):
                     held[key] = value
                     continue
+                value.taken = value.chars
                 messages.append(value.record())
             else:
                 messages.append(value)

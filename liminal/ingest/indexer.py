@@ -66,14 +66,46 @@ from liminal.store.records import Batch, FrameRecord, MessageRecord, ThreadUpdat
 
 logger = log.get("liminal.ingest.indexer")
 _PARSED_KINDS = {"request", "notification", "response"}
-# A message still growing (a long answer streaming in) is written at most this often; it is
-# complete in the store once it ends. The frames, always written at once, hold it meanwhile.
+# A message still growing (a long answer streaming in) is written at most this often, and only
+# once its text has grown by ``OPEN_MESSAGE_GROWTH`` of what was written last: each write replaces
+# the whole text and its search index, so writing it at a fixed pace cost the square of a long
+# answer's length, and this way costs in all about three times its length. It is complete in the
+# store once it ends (or pauses, below). The frames, always written at once, hold it meanwhile.
 OPEN_MESSAGE_SECONDS = 1.0
+OPEN_MESSAGE_GROWTH = 0.5
 # ... and once no frame has come for this long (a pause in the stream, a turn that ends without
 # closing it): an empty spool between two pokes of a trickling stream is not a pause, and writing
 # the whole growing text at each one cost the worker most of its CPU.
 QUIET_SECONDS = 0.2
-TAIL_POLL_SECONDS = 0.1  # a worker looks at its spool this often when not woken
+# A worker looks at its spool this often when not woken: for a poke that was dropped (a full
+# pipe), and for streamed updates, whose writer pokes at most every ``STREAM_POKE_SECONDS``
+# (``liminal.ingest.worker``), not more often than it.
+TAIL_POLL_SECONDS = 0.25
+
+
+class Wakeup:
+    """The consumer's wake-up. A wake that comes while it is not waiting (it is storing a
+    round) is not lost: its next wait returns at once, for what woke it may be past what it read."""
+
+    def __init__(self) -> None:
+        self._event = anyio.Event()
+        self._pending = False
+        self.waiting = False
+
+    def set(self) -> None:
+        self._pending = True
+        self._event.set()
+
+    async def wait(self, seconds: float) -> None:
+        """Until ``set`` (or one since the last wait), or ``seconds``."""
+        if self._pending:
+            self._pending = False
+            return
+        self.waiting = True
+        self._event = anyio.Event()
+        with anyio.move_on_after(seconds):
+            await self._event.wait()
+        self.waiting = self._pending = False
 
 
 @dataclass(slots=True)
@@ -174,8 +206,7 @@ class Indexer(Component):
         self._inflight_n = 0  # their first frame's n
         self._inflight_from_memory = False
         self._inflight_started = 0.0
-        self._wakeup = anyio.Event()
-        self._idle = False
+        self._wakeup = Wakeup()
         self._closing = False
         # In tail mode, whether the spool's writer has said it is done (its input closed, a
         # seal): only then may the tail it appended to be removed once read. A worker stopped by
@@ -212,8 +243,7 @@ class Indexer(Component):
                 self._spill(n, to_record(seq, event))
                 return
             self._queue.append((n, seq, event))
-            if self._idle:
-                self._idle = False
+            if self._wakeup.waiting:
                 self._wakeup.set()
         except Exception:  # pragma: no cover - a bug here must not reach the router
             self.stats.lost += 1
@@ -312,7 +342,7 @@ class Indexer(Component):
                     before = len(self.spool.segments)
                     self.spool.consumed(source_pos, writer_done=self._writer_done)
                     if len(self.spool.segments) == before:
-                        await self._idle_wait(TAIL_POLL_SECONDS)
+                        await self._wakeup.wait(TAIL_POLL_SECONDS)
                     continue
                 if not await self._prime(frames):
                     if self._closing:
@@ -336,12 +366,16 @@ class Indexer(Component):
                     continue
                 if self._closing:
                     return
-                await self._idle_wait(TAIL_POLL_SECONDS if self._tailing else 1.0)
+                await self._wakeup.wait(TAIL_POLL_SECONDS if self._tailing else 1.0)
                 continue
             if await self._commit(items, from_memory):
                 backoff = self._retry
                 if source_pos is not None:
                     self.spool.consumed(source_pos, writer_done=self._writer_done)
+                    if self._tailing and not self._closing and not self._spool_readable():
+                        # Caught up: what came meanwhile waits for its poke (looking again at
+                        # once made a round, a transaction, every few milliseconds of a stream).
+                        await self._wakeup.wait(TAIL_POLL_SECONDS)
                 continue
             if from_memory:
                 self._spill_memory([frame for frame, _ in items], self._inflight_n)
@@ -389,15 +423,8 @@ class Indexer(Component):
             return True
         return segments[0].read < segments[0].written
 
-    async def _idle_wait(self, seconds: float) -> None:
-        self._idle = True
-        self._wakeup = anyio.Event()
-        with anyio.move_on_after(seconds):
-            await self._wakeup.wait()
-        self._idle = False
-
     def wake(self) -> None:
-        """More frames are in the spool (the worker's parent says so)."""
+        """More frames are in the spool (the worker's parent says so): never lost (``Wakeup``)."""
         self._wakeup.set()
 
     @property
@@ -422,10 +449,11 @@ class Indexer(Component):
         now = time.monotonic()
         if items:
             self._frames_taken = now
+        growth = 0.0 if include_open else OPEN_MESSAGE_GROWTH
         include_open = include_open or now - self._open_written >= OPEN_MESSAGE_SECONDS
         if include_open:
             self._open_written = now
-        derived = self._deriver.take(include_open=include_open)
+        derived = self._deriver.take(include_open=include_open, growth=growth)
         for m in derived.messages:
             self._pending_messages[m.id] = m
         self._pending_threads.extend(derived.threads)
@@ -519,7 +547,7 @@ class Indexer(Component):
             return
         self._closing = True
         self._stopping.set()
-        self._wakeup.set()
+        self.wake()
         with anyio.move_on_after(self._close_timeout if timeout is None else timeout):
             if self._running:
                 await self._done.wait()

@@ -8,7 +8,7 @@ deriver's state is the connection's), all on one store connection.
 
 Parent to worker, on the worker's stdin, one JSON line each (paths may hold any byte):
 
-* an empty line: more frames are spooled somewhere (a poke; the worker also looks every 100 ms);
+* an empty line: more frames are spooled somewhere (a poke; the worker also looks every 250 ms);
 * ``["add", path]``: a writer took that spool; tail it;
 * ``["seal", path]``: its writer is done (sealed, nothing more comes): drain it, then report.
 
@@ -99,7 +99,7 @@ class SharedWorker:
 
     def poke(self) -> None:
         """More frames are spooled. Dropped when lines are waiting or the pipe is full: the
-        worker looks on its own every 100 ms, and any line wakes it too."""
+        worker looks on its own every 250 ms, and any line wakes it too."""
         if self._pipe is None or self._out:
             return
         with contextlib.suppress(OSError):

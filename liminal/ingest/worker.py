@@ -8,11 +8,15 @@ frame rate (docs/benchmarks.md, "index"). Split in two:
 * ``SpoolWriter`` (in ``liminal acp``, a tap subscriber): ``offer`` appends the event to a deque;
   every few milliseconds a flush encodes what accumulated as one block and appends it to the
   spool with one ``writev``, then pokes the worker through its stdin. That is the whole cost on
-  the forwarding side, about a microsecond a frame. A block of streamed updates alone pokes at
-  most every ``STREAM_POKE_SECONDS``: the worker then takes a trickling stream in batches of
-  tens of frames rather than a few, at a fraction of the CPU (it shares the proxy's cores). Any
-  other frame (a request, an answer such as a prompt's, which ends the turn; a note) pokes at
-  once, so what a turn said is in the store a few milliseconds after the turn ends.
+  the forwarding side, about a microsecond a frame. The flush is made by the offer that finds
+  the queue's oldest frame ``INLINE_FLUSH_SHARE`` of ``flush_seconds`` old, in the callback
+  that forwarded it; a timer makes it only when no such offer comes in time. Paced, a flush of
+  its own (a task woken, a timer, another turn of the event loop) cost the proxy more than the
+  frames it wrote. A block of streamed updates alone pokes at most every
+  ``STREAM_POKE_SECONDS``: the worker then takes a trickling stream in batches of hundreds of
+  frames rather than a few, at a fraction of the CPU (it shares the proxy's cores). Any other
+  frame (a request, an answer such as a prompt's, which ends the turn; a note) pokes at once,
+  so what a turn said is in the store a few milliseconds after the turn ends.
 * the worker (``python -m liminal.ingest.worker SPOOL_DIR``): an ``Indexer`` tailing that spool
   folder: it derives messages, writes batches to the store, removes what it has stored, watches
   the session files, and replays spools left by processes that died. When its stdin closes (the
@@ -34,6 +38,7 @@ stuck on a store call would otherwise outlive its proxy.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import functools
 import os
@@ -61,8 +66,13 @@ logger = log.get("liminal.ingest.worker")
 WORKER_NICE = 10
 STOP_SECONDS = 5.0  # after SIGTERM: storing what the store takes at once
 EXIT_SECONDS = 3.0  # then a store call under way, before the process exits regardless
-# Streamed updates alone wake the worker at most this often (it also looks every 100 ms).
-STREAM_POKE_SECONDS = 0.05
+# Streamed updates alone wake the worker at most this often (it also looks by itself as often:
+# ``liminal.ingest.indexer.TAIL_POLL_SECONDS``). Each wake is a round of the worker's (read,
+# derive, one transaction), whose fixed cost was most of its CPU at one round every 50 ms.
+STREAM_POKE_SECONDS = 0.25
+# An offer flushes the queue itself once its oldest frame is this share of ``flush_seconds`` old:
+# before the timer set for that frame would, so a steady stream never needs the timer.
+INLINE_FLUSH_SHARE = 0.7
 _FIELDS = attrgetter("connection_id", "time", "direction", "kind", "thread_id", "backing_id",
                      "method", "rpc_id", "size")
 _RAW = attrgetter("raw")
@@ -108,9 +118,11 @@ class SpoolWriter(Component):
         self._queued = 0  # frames in the queue (a run is many)
         self._seq: dict[str, int] = {}
         self._n = 0
-        self._wakeup = anyio.Event()
-        self._waiting = False
+        self._loop: asyncio.AbstractEventLoop | None = None  # while ``run`` runs: timers
+        self._timer: asyncio.TimerHandle | None = None  # flushes the queue by ``flush_seconds``
+        self._flushed = float("-inf")  # when the last flush began (the loop's clock)
         self._closing = False
+        self._stop = anyio.Event()  # set by ``aclose``
         self._running = False
         self._done = anyio.Event()
         self._worker: Process | None = None
@@ -136,25 +148,41 @@ class SpoolWriter(Component):
             return
         self._queue.append(item)
         self._queued += frames
-        if self._waiting:
-            self._waiting = False
-            self._wakeup.set()
-        elif self._queued >= self._max:
-            self.flush()  # the flusher fell behind (slow disk): write now rather than grow
+        loop = self._loop
+        if loop is None:  # ``run`` has not started: it flushes what waits when it does
+            if self._queued >= self._max:
+                self.flush()
+            return
+        now = loop.time()
+        if now - self._flushed >= self._flush_seconds * INLINE_FLUSH_SHARE or self._queued >= self._max:
+            self.flush()
+        elif self._timer is None:  # the first frame since the last flush: on disk in time
+            self._timer = loop.call_at(now + self._flush_seconds, self._timed_flush)
+
+    def _timed_flush(self) -> None:
+        self._timer = None
+        self.flush()
 
     def flush(self) -> None:
         """Encode everything queued as one block and append it to the spool."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         queue = self._queue
         if not queue:
             return
+        if self._loop is not None:
+            self._flushed = self._loop.time()
         if not self.spool.owned:
             # A frame can come before ``run`` has taken the spool (the client speaks first, and
             # a small ``store.queue_frames`` flushes at once): take it here, or keep the frames
             # queued for ``run`` rather than fail to write them (the client's first frames among them).
             try:
-                if not self.spool.acquire():
-                    return
+                acquired = self.spool.acquire()
             except OSError:
+                acquired = False
+            if not acquired:
+                self._retry_flush()
                 return
         items = list(queue)
         queue.clear()
@@ -227,7 +255,7 @@ class SpoolWriter(Component):
         self._poke()
 
     def _poke(self) -> None:
-        """Tell the worker there is more (best effort: it also looks every 100 ms); for streamed
+        """Tell the worker there is more (best effort: it also looks every 250 ms); for streamed
         updates alone, at most every ``stream_poke_seconds``."""
         now = time.monotonic()
         if not self._urgent and now - self._poked < self._stream_poke_seconds:
@@ -262,26 +290,25 @@ class SpoolWriter(Component):
             return
         if self._shared is not None:
             self._shared.attach(self.spool.path)
+        self._loop = asyncio.get_running_loop()
+        self._retry_flush()  # frames offered before ``run``
         try:
             async with anyio.create_task_group() as tg:
                 if self._shared is None:
                     tg.start_soon(self._supervise)
-                await self._flusher()
+                await self._stop.wait()
                 tg.cancel_scope.cancel()
         finally:
+            self._loop = None
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
             self._done.set()
 
-    async def _flusher(self) -> None:
-        while not self._closing:
-            if not self._queue:
-                self._waiting = True
-                self._wakeup = anyio.Event()
-                with anyio.move_on_after(1.0):
-                    await self._wakeup.wait()
-                self._waiting = False
-                continue
-            await anyio.sleep(self._flush_seconds)  # let a burst accumulate into one block
-            self.flush()
+    def _retry_flush(self) -> None:
+        """Frames are queued and no flush is due for them: one in ``flush_seconds``."""
+        if self._queue and self._loop is not None and self._timer is None and not self._closing:
+            self._timer = self._loop.call_later(self._flush_seconds, self._timed_flush)
 
     async def _supervise(self) -> None:
         """Keep a worker running; a crashed one is replaced (the spool holds what it had)."""
@@ -332,7 +359,7 @@ class SpoolWriter(Component):
         if self._closing:
             return
         self._closing = True
-        self._wakeup.set()
+        self._stop.set()
         self.flush()
         self.spool.seal()
         worker = self._worker

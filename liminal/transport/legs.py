@@ -17,7 +17,7 @@ import signal
 import stat
 import threading
 from collections.abc import Callable, Sequence
-from typing import IO, Any, Protocol
+from typing import IO, Protocol
 
 from liminal import private
 from liminal.transport.agentlog import AgentLog
@@ -36,13 +36,16 @@ OnFlow = Callable[[bool], None]  # True: the writer is full, pause the source fe
 
 
 class _ReadProtocol(asyncio.Protocol):
+    """A pipe read in the loop's own callback: liminal's stdin, the agent's stdout. Where its
+    data and its end go can be changed (``AgentLeg.connect``)."""
+
     def __init__(self, on_data: OnData, on_eof: OnEof) -> None:
-        self._on_data = on_data
-        self._on_eof = on_eof
+        self.on_data = on_data
+        self.on_eof = on_eof
         self._done = False
 
     def data_received(self, data: bytes) -> None:
-        self._on_data(data)
+        self.on_data(data)
 
     def eof_received(self) -> bool:
         self._finish()
@@ -54,7 +57,7 @@ class _ReadProtocol(asyncio.Protocol):
     def _finish(self) -> None:
         if not self._done:
             self._done = True
-            self._on_eof()
+            self.on_eof()
 
 
 class _WriteProtocol(asyncio.Protocol):
@@ -199,10 +202,8 @@ class ClientLeg:
 
 
 class _AgentProtocol(asyncio.SubprocessProtocol):
-    def __init__(self, on_data: OnData, on_eof: OnEof, on_flow: OnFlow, on_exit: Callable[[int], None],
+    def __init__(self, on_flow: OnFlow, on_exit: Callable[[int], None],
                  stderr: AgentLog, stderr_ended: asyncio.Event) -> None:
-        self._on_data = on_data
-        self._on_eof = on_eof
         self._on_flow = on_flow
         self._on_exit = on_exit
         self._stderr = stderr
@@ -214,20 +215,16 @@ class _AgentProtocol(asyncio.SubprocessProtocol):
         self.transport = transport
         self._stderr.agent = transport.get_pid()
 
-    def redirect(self, on_data: OnData, on_eof: OnEof, on_flow: OnFlow) -> None:
-        self._on_data, self._on_eof, self._on_flow = on_data, on_eof, on_flow
+    def redirect(self, on_flow: OnFlow) -> None:
+        self._on_flow = on_flow
 
     def pipe_data_received(self, fd: int, data: bytes | str) -> None:
         assert isinstance(data, bytes)
-        if fd == 1:
-            self._on_data(data)
-        elif fd == 2:
+        if fd == 2:
             self._stderr.feed(data)
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        if fd == 1:
-            self._on_eof()
-        elif fd == 2:
+        if fd == 2:
             self._stderr.close()
             self._stderr_ended.set()
 
@@ -259,6 +256,8 @@ class AgentLeg:
         self.pid: int | None = None
         self._transport: asyncio.SubprocessTransport | None = None
         self._protocol: _AgentProtocol | None = None
+        self._stdout: asyncio.ReadTransport | None = None
+        self._output: _ReadProtocol | None = None
         # An Event, not a Future: a waiter cancelled mid-wait must not cancel the exit itself.
         self.exited = asyncio.Event()
         self.returncode: int | None = None
@@ -276,23 +275,38 @@ class AgentLeg:
 
     async def open(self, on_data: OnData, on_eof: OnEof, on_flow: OnFlow) -> None:
         loop = asyncio.get_running_loop()
-        transport, protocol = await loop.subprocess_exec(
-            lambda: _AgentProtocol(on_data, on_eof, on_flow, self._set_exit, self.stderr,
-                                   self.stderr_ended),
-            *self.argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-            env=self.env,
-            cwd=self.cwd,
-            umask=private.agent_umask(),  # the user's, not liminal's private one
-        )
+        # The agent's stdout is a pipe of liminal's own, read like its stdin: through the
+        # subprocess transport each read reached the router by ``call_soon``, one more turn of
+        # the event loop for every read, which is every frame of a paced stream.
+        out_read, out_write = os.pipe()
+        try:
+            transport, protocol = await loop.subprocess_exec(
+                lambda: _AgentProtocol(on_flow, self._set_exit, self.stderr, self.stderr_ended),
+                *self.argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=out_write,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+                env=self.env,
+                cwd=self.cwd,
+                umask=private.agent_umask(),  # the user's, not liminal's private one
+            )
+        except BaseException:
+            os.close(out_read)
+            raise
+        finally:
+            os.close(out_write)  # the agent's now: its end of file is the agent's closing it
         self._transport = transport
         self._protocol = protocol
-        for fd in (1, 2):
-            _read_at_most(transport.get_pipe_transport(fd), PIPE_READ_BYTES)
         self.pid = transport.get_pid()
+        try:
+            self._stdout, self._output = await loop.connect_read_pipe(
+                lambda: _ReadProtocol(on_data, on_eof), os.fdopen(out_read, "rb", buffering=0))
+        except BaseException:
+            transport.close()
+            raise
+        for pipe in (self._stdout, transport.get_pipe_transport(2)):
+            _read_at_most(pipe, PIPE_READ_BYTES)
         reaper.watch(self.pid)  # stopped even if liminal is killed (liminal.transport.reaper)
 
     def connect(self, on_data: OnData, on_eof: OnEof, on_flow: OnFlow) -> None:
@@ -302,7 +316,9 @@ class AgentLeg:
         the one it replaces stops reaching the router (``liminal.kernel.recycle``).
         """
         if self._protocol is not None:
-            self._protocol.redirect(on_data, on_eof, on_flow)
+            self._protocol.redirect(on_flow)
+        if self._output is not None:
+            self._output.on_data, self._output.on_eof = on_data, on_eof
 
     def _stdin(self) -> asyncio.WriteTransport | None:
         if self._transport is None:
@@ -320,6 +336,8 @@ class AgentLeg:
         left to the garbage collector, it would close itself after its event loop is gone."""
         if self._transport is not None:
             self._transport.close()
+        if self._stdout is not None:
+            self._stdout.close()
 
     def close_stdin(self) -> None:
         pipe = self._stdin()
@@ -327,9 +345,7 @@ class AgentLeg:
             pipe.close()
 
     def pause_reading(self, pause: bool) -> None:
-        if self._transport is None:
-            return
-        pipe: Any = self._transport.get_pipe_transport(1)
+        pipe = self._stdout
         if pipe is not None and not pipe.is_closing():
             (pipe.pause_reading if pause else pipe.resume_reading)()
 

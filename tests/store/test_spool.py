@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -250,6 +251,74 @@ def test_the_spool_writer_stores_a_routers_runs_as_their_events(tmp_path: Path) 
     got, _ = writer.spool.read(10_000)
     assert len(got) == 1 + 40 + 1 + 3
     assert got == [to_record(seq, e) for seq, e in enumerate(out.events)]
+
+
+def test_a_steady_stream_is_flushed_by_its_offers_and_a_lone_frame_by_a_timer(tmp_path: Path) -> None:
+    """Every frame is on disk within ``flush_seconds`` of its offer (the crash guarantee). A
+    flush of its own (a task woken, then asleep for ``flush_seconds``) cost the proxy two
+    more turns of its event loop every few frames of a paced stream, more than the frames it
+    wrote. Now the offer that finds the oldest queued frame near its deadline flushes in the
+    callback that forwarded it; a timer set for the first frame after a flush does it only when
+    no such offer comes, and is cancelled when one does."""
+    from liminal import config
+    from liminal.ingest.worker import INLINE_FLUSH_SHARE, SpoolWriter
+    from tests.store.streams import stream
+
+    assert INLINE_FLUSH_SHARE == 0.7  # the offers that flush below
+
+    class Timer:
+        def __init__(self, when: float, callback: Any) -> None:
+            self.when, self.callback, self.cancelled = when, callback, False
+
+        def cancel(self) -> None:
+            self.cancelled = True
+
+    class Clock:  # the parts of an event loop the writer uses
+        now = 0.0
+        timers: list[Timer] = []
+
+        def time(self) -> float:
+            return self.now
+
+        def call_at(self, when: float, callback: Any) -> Timer:
+            self.timers.append(Timer(when, callback))
+            return self.timers[-1]
+
+        def call_later(self, delay: float, callback: Any) -> Timer:
+            return self.call_at(self.now + delay, callback)
+
+    events = list(stream(40))
+    clock = Clock()
+    writer = SpoolWriter(config.load({"home": tmp_path}), flush_seconds=0.005)
+    assert writer.spool.acquire()
+    writer._loop = clock  # type: ignore[assignment]
+    on_disk = []
+    for n, event in enumerate(events[:30]):  # a frame a millisecond
+        clock.now = n * 0.001
+        writer.offer(event)
+        on_disk.append(writer.spooled)
+    # The first offer finds nothing flushed before: at once. Then every offer that finds the
+    # oldest frame INLINE_FLUSH_SHARE of flush_seconds old flushes, before its deadline.
+    assert on_disk[0] == 1
+    flushed_at = [n for n in range(1, 30) if on_disk[n] > on_disk[n - 1]]
+    assert flushed_at == list(range(4, 30, 4))  # the first 1 ms step at or past 0.0035 s
+    *steady, last = clock.timers  # one for the first frame after each flush
+    assert all(t.cancelled for t in steady) and not last.cancelled
+    assert last.when == pytest.approx(0.029 + 0.005) and writer.spooled == 29
+    # A frame after a pause goes at once (with what waited); one with none after it soon
+    # enough, by the timer set for it, at its deadline.
+    clock.now = 1.0
+    writer.offer(events[30])
+    assert last.cancelled and writer.spooled == 31
+    clock.now = 1.001
+    writer.offer(events[31])
+    [timer] = [t for t in clock.timers if not t.cancelled]
+    assert timer.when == pytest.approx(1.006) and writer.spooled == 31
+    clock.now = timer.when
+    timer.callback()
+    assert writer.spooled == 32
+    got, _ = writer.spool.read(10_000)
+    assert [f.raw for f in got] == [e.raw for e in events[:32]]
 
 
 def test_streamed_updates_alone_poke_the_worker_at_most_every_stream_poke_seconds(tmp_path: Path) -> None:
