@@ -113,41 +113,67 @@ def said_in(replay: list[dict[str, Any]]) -> list[str]:
             if u["update"].get("sessionUpdate") == "user_message_chunk"]
 
 
+def prompted(client: AcpClient, thread: str, text: str) -> str:
+    """A prompt answered with end_turn; the id of its user message (``_meta.userMessageId``)."""
+    result = client.request("session/prompt", {"sessionId": thread, "prompt": [{"type": "text", "text": text}]},
+                            timeout=180)
+    assert result["stopReason"] == "end_turn", text
+    return str(result["_meta"]["userMessageId"])
+
+
+def model_saw(rig: Rig) -> str:
+    return json.dumps(rig.server.views()[-1].body)  # the model's last request
+
+
 @pytest.mark.parametrize("between", [False, True], ids=["liminal-first", "between-proxies"])
 def test_liminal_in_a_conductor_chain(adapter: Adapter, rig: Rig, between: bool) -> None:
     """Every turn answered, a swap inside the chain invisible (one session id), ``/context``
     answered by liminal, the thread in the store, ``session/load`` in a new chain replayed from
-    the store, and the model given the whole thread after it."""
+    the store and the model given the whole thread after it. Between two proxies, also: the
+    proxy after liminal sees liminal's MCP server (the model's tools) in the session it opens,
+    a ``session/rewind`` cuts the thread, and ``session/delete`` removes it."""
     rig.server.script = Scenario()
     rig.home.liminal_home.mkdir(parents=True, exist_ok=True)
     (rig.home.liminal_home / "config.toml").write_text(
         "[swap]\nevery_turns = 2\nhold_timeout_seconds = 60\n")
+    trivial_log = rig.home.logs / "trivial-proxies.log"
+    env = {"TRIVIAL_PROXY_LOG": str(trivial_log)}
     prompts = ["first alpha in a chain", "second bravo", "third charlie"]
-    client = chain_client(rig, chain_of(rig, between))
+    client = chain_client(rig, chain_of(rig, between), env)
     client.request("initialize", {"protocolVersion": 1, "clientCapabilities": CLIENT_CAPABILITIES})
     thread = client.new_session(rig.home.project)["sessionId"]
     for text in prompts[:2]:
-        assert client.prompt(thread, text, timeout=180).stop_reason == "end_turn", rig.stderr_tail()
+        prompted(client, thread, text)
     context = client.prompt(thread, "/context", timeout=180)
     assert context.stop_reason == "end_turn" and "Context:" in context.text, rig.stderr_tail()
-    assert client.prompt(thread, prompts[2], timeout=180).stop_reason == "end_turn"
+    prompted(client, thread, prompts[2])
     wait_for_the_cli_to_write(rig, prompts[2])
     client.close(grace=60)
     committed = [r for r in SwapJournal(rig.home.liminal_home / "swaps.jsonl").records()
                  if r.outcome == "committed"]
     assert committed and {r.thread_id for r in committed} == {thread}, rig.stderr_tail()
     assert thread not in {r.new_backing_id for r in committed}
+    [listed] = json.loads(liminal(rig, "threads", "--json"))  # the thread in the store
+    assert listed["id"] == thread and listed["swaps"] >= 1
 
-    again = chain_client(rig, chain_of(rig, between))
+    again = chain_client(rig, chain_of(rig, between), env)
     again.request("initialize", {"protocolVersion": 1, "clientCapabilities": CLIENT_CAPABILITIES})
     said = said_in(again.load_session(thread, rig.home.project, timeout=120))
     assert [t for t in said if t in prompts] == prompts, said
-    assert again.prompt(thread, "after the load delta", timeout=180).stop_reason == "end_turn"
-    seen = json.dumps(rig.server.views()[-1].body)  # what the model was sent last
-    assert all(word in seen for word in ("alpha", "bravo", "charlie", "delta")), rig.stderr_tail()
+    delta = prompted(again, thread, "after the load delta")
+    assert all(word in model_saw(rig) for word in ("alpha", "bravo", "charlie", "delta")), rig.stderr_tail()
+    if between:
+        opened = [json.loads(line[2:]) for line in trivial_log.read_text().splitlines()
+                  if line.startswith("<") and '"session/new"' in line]
+        servers = [s["name"] for m in opened if m.get("method") == "session/new"
+                   for s in m["params"]["mcpServers"]]
+        assert "liminal" in servers, opened
+        again.request("session/rewind", {"sessionId": thread, "toMessageId": delta}, timeout=120)
+        prompted(again, thread, "after the rewind echo")
+        seen = model_saw(rig)
+        assert "charlie" in seen and "echo" in seen and "delta" not in seen, seen[-2000:]
+        again.request("session/delete", {"sessionId": thread}, timeout=120)
     again.close(grace=60)
     for c in (client, again):
         assert c.session_ids() == {thread}
-    # The thread in the store, as the command shows it.
-    [listed] = json.loads(liminal(rig, "threads", "--json"))
-    assert listed["id"] == thread and listed["swaps"] >= 1
+    assert (json.loads(liminal(rig, "threads", "--json")) == []) is between
