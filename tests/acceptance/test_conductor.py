@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from fixtures.harness import AcpClient, Adapter, Rig, Scenario
-from fixtures.harness.acp_client import CLIENT_CAPABILITIES
+from fixtures.harness.acp_client import CLIENT_CAPABILITIES, AcpError
 from liminal.kernel.journal import SwapJournal
 from tests.acceptance.conftest import adapter_fixture
 from tests.support.acp_thread import liminal
@@ -121,6 +121,20 @@ def prompted(client: AcpClient, thread: str, text: str) -> str:
     return str(result["_meta"]["userMessageId"])
 
 
+def deleted(client: AcpClient, thread: str, timeout: float = 60) -> None:
+    """``session/delete``, asked again while liminal says the thread is moving: the swap manager
+    holds a thread at each turn end while it decides (and settles the CLI's file)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            client.request("session/delete", {"sessionId": thread}, timeout=120)
+            return
+        except AcpError as exc:
+            if "is moving" not in str(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
+
+
 def model_saw(rig: Rig) -> str:
     return json.dumps(rig.server.views()[-1].body)  # the model's last request
 
@@ -172,7 +186,7 @@ def test_liminal_in_a_conductor_chain(adapter: Adapter, rig: Rig, between: bool)
         prompted(again, thread, "after the rewind echo")
         seen = model_saw(rig)
         assert "charlie" in seen and "echo" in seen and "delta" not in seen, seen[-2000:]
-        again.request("session/delete", {"sessionId": thread}, timeout=120)
+        deleted(again, thread)
     again.close(grace=60)
     for c in (client, again):
         assert c.session_ids() == {thread}
