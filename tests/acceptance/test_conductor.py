@@ -121,18 +121,22 @@ def prompted(client: AcpClient, thread: str, text: str) -> str:
     return str(result["_meta"]["userMessageId"])
 
 
-def deleted(client: AcpClient, thread: str, timeout: float = 60) -> None:
-    """``session/delete``, asked again while liminal says the thread is moving: the swap manager
-    holds a thread at each turn end while it decides (and settles the CLI's file)."""
+def asked_again(client: AcpClient, method: str, params: dict[str, Any], until_not: str,
+                timeout: float = 90) -> None:
+    """``method``, asked again while liminal's answer is an error saying ``until_not``: a
+    delete while the swap manager holds the thread at a turn end to decide ("is moving"); a
+    rewind to a message the index worker has not stored yet ("unknown message id": liminal
+    looks for 5 s, and this chain's worker first stores what the last chain's left in the
+    spool, slower on a loaded machine)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            client.request("session/delete", {"sessionId": thread}, timeout=120)
+            client.request(method, params, timeout=120)
             return
         except AcpError as exc:
-            if "is moving" not in str(exc) or time.monotonic() > deadline:
+            if until_not not in str(exc) or time.monotonic() > deadline:
                 raise
-        time.sleep(0.2)
+        time.sleep(0.5)
 
 
 def model_saw(rig: Rig) -> str:
@@ -185,11 +189,11 @@ def test_liminal_in_a_conductor_chain(adapter: Adapter, rig: Rig, between: bool)
         servers = [s["name"] for m in opened if m.get("method") == "session/new"
                    for s in m["params"]["mcpServers"]]
         assert "liminal" in servers, opened
-        again.request("session/rewind", {"sessionId": thread, "toMessageId": delta}, timeout=120)
+        asked_again(again, "session/rewind", {"sessionId": thread, "toMessageId": delta}, "unknown message id")
         prompted(again, thread, "after the rewind echo")
         seen = model_saw(rig)
         assert "charlie" in seen and "echo" in seen and "delta" not in seen, seen[-2000:]
-        deleted(again, thread)
+        asked_again(again, "session/delete", {"sessionId": thread}, "is moving")
     again.close(grace=60)
     for c in (client, again):
         assert c.session_ids() == {thread}
