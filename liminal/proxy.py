@@ -328,7 +328,6 @@ class Proxy:
         *,
         components: Sequence[Component] = (),
         client: ClientSide | None = None,
-        agent_env: dict[str, str] | None = None,
         agent: AgentSide | None = None,
         connection_id: str | None = None,
         watch_signals: bool = True,
@@ -372,8 +371,9 @@ class Proxy:
                     for method in methods:
                         self._local_by_method.setdefault(method, component.local_requested)
         self.client = client or ClientLeg()
-        # The agent's end: a process of ``agent_argv``, or one given (a conductor's successor).
-        self.agent: AgentSide = agent or AgentLeg(agent_argv, env=agent_env)
+        # The agent's end: a process of ``agent_argv``, or one given (with an environment of its
+        # own; a conductor's successor).
+        self.agent: AgentSide = agent or AgentLeg(agent_argv)
         self.own_waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._client_eof = asyncio.Event()
         self._agent_eof = asyncio.Event()
