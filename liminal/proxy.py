@@ -33,7 +33,7 @@ from liminal.acp.port import Component as Component  # what a component is, for 
 from liminal.acp.router import LocalRequest, Router
 from liminal.config import ProxySettings
 from liminal.supervise import Supervisor
-from liminal.transport.legs import AgentLeg, ClientLeg, ClientSide
+from liminal.transport.legs import AgentLeg, AgentSide, ClientLeg, ClientSide
 
 logger = log.get("liminal.proxy")
 # An agent whose stdout has ended is given this long to exit before it is taken for dead.
@@ -328,7 +328,7 @@ class Proxy:
         *,
         components: Sequence[Component] = (),
         client: ClientSide | None = None,
-        agent_env: dict[str, str] | None = None,
+        agent: AgentSide | None = None,
         connection_id: str | None = None,
         watch_signals: bool = True,
         restart_agent: bool = False,
@@ -371,7 +371,9 @@ class Proxy:
                     for method in methods:
                         self._local_by_method.setdefault(method, component.local_requested)
         self.client = client or ClientLeg()
-        self.agent = AgentLeg(agent_argv, env=agent_env)
+        # The agent's end: a process of ``agent_argv``, or one given (with an environment of its
+        # own; a conductor's successor).
+        self.agent: AgentSide = agent or AgentLeg(agent_argv)
         self.own_waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._client_eof = asyncio.Event()
         self._agent_eof = asyncio.Event()
@@ -444,7 +446,7 @@ class Proxy:
             logger.warning("held requests released after a component failed", requests=released)
         self._flush()
 
-    def replace_agent(self, leg: AgentLeg, pending: bytes = b"") -> AgentLeg:
+    def replace_agent(self, leg: AgentLeg, pending: bytes = b"") -> AgentSide:
         """Make ``leg``, a process of the agent command that a component started and prepared
         (``liminal.kernel.recycle``), the agent from now on; ``pending`` is what it wrote after
         its last whole line. Call it only while ``router.agent_idle()``. Returns the old leg,
@@ -465,6 +467,9 @@ class Proxy:
         """A new process of the agent command, read through a router of its own until
         ``switch_agent`` makes it the agent (``Port.start_agent``)."""
         old = self.agent
+        if not isinstance(old, AgentLeg):
+            raise OwnRequestError("", "liminal is a proxy component: the conductor runs the agent, "
+                                      "and liminal cannot start another process of it")
         leg = AgentLeg(old.argv, env=old.env, cwd=old.cwd)
         process = _PreparedAgent(leg, self.settings.max_frame_bytes)
         try:
@@ -479,7 +484,7 @@ class Proxy:
         old = self.replace_agent(process.leg, process.pending())
         self.stop_soon(old)
 
-    def stop_soon(self, leg: AgentLeg) -> None:
+    def stop_soon(self, leg: AgentSide) -> None:
         """Stop a process group that is not the agent (any more), in a task of its own."""
         if leg.pid is None:
             return  # never started
@@ -489,7 +494,7 @@ class Proxy:
         task.add_done_callback(self.stopping_agents.discard)
 
     @staticmethod
-    async def _stop_leg(leg: AgentLeg, grace: float) -> None:
+    async def _stop_leg(leg: AgentSide, grace: float) -> None:
         leg.close_stdin()
         code = await leg.stop(grace)
         logger.debug("agent process stopped", pid=leg.pid, exit_code=code)

@@ -136,11 +136,15 @@ def components(settings: Settings, config_file: Path | None = None,
 
         found.append(Rewinder(swaps.model, swaps.mover, harness, opener,
                               is_command=lambda text: parse(text) is not None, memory=memory))
-    # After the swap manager: it sees each turn end first (see liminal.kernel.recycle). Also
-    # what starts the agent again after it died, where the proxy asks for that (liminal serve).
-    from liminal.kernel.recycle import Recycler
+    in_a_chain = argv is not None and not argv  # liminal acp with no agent command
+    if not in_a_chain:
+        # After the swap manager: it sees each turn end first (see liminal.kernel.recycle). Also
+        # what starts the agent again after it died, where the proxy asks for that (liminal
+        # serve). Not in a conductor's chain (no agent command): the conductor runs the agent,
+        # and the sessions swaps leave stay open in it until the chain ends.
+        from liminal.kernel.recycle import Recycler
 
-    found.append(Recycler(swaps.model, swaps.mover, harness, settings.swap))
+        found.append(Recycler(swaps.model, swaps.mover, harness, settings.swap))
     found.append(recalibrator)
     return found
 
@@ -177,13 +181,21 @@ async def run_proxy(argv: list[str], settings: Settings, config_file: Path | Non
                     served: Served | None = None, locking: Locking | None = None) -> int:
     """One proxy with its components in front of one agent process, until the client leaves or
     the agent dies: ``liminal acp`` on stdio (``locking``: its thread locks), and ``liminal
-    serve`` per WebSocket connection (``served``; the server locks a connection's threads)."""
+    serve`` per WebSocket connection (``served``; the server locks a connection's threads).
+    With no agent command (``argv`` empty), ``liminal acp`` is a proxy component in a
+    conductor's chain: its stdio carries the predecessor and the successor
+    (``liminal.transport.chain``), and the successor is its agent."""
     from liminal.proxy import Proxy
 
     extra = components(settings, config_file, argv, None if locking is None else locking.take)
     options: dict[str, Any] = {} if served is None else {
         "client": served.client, "connection_id": served.connection_id, "watch_signals": False,
         "restart_agent": True}
+    if not argv and served is None:
+        from liminal.transport.chain import ChainStdio
+
+        chain = ChainStdio(settings.proxy.max_frame_bytes)
+        options.update(client=chain.client, agent=chain.successor)
     leading = [*(served.leading if served is not None else ()),
                *(locking.release if locking is not None else ())]
     index_worker = served.index_worker if served is not None else None

@@ -1,7 +1,10 @@
 """``liminal acp [options] -- AGENT_COMMAND [ARGS...]``: be the agent the client launched.
 
 The client starts liminal exactly as it would start the adapter; liminal starts the adapter and
-relays every frame between them (see ``liminal.proxy``).
+relays every frame between them (see ``liminal.proxy``). With no agent command, liminal is a
+proxy component in an ACP conductor's chain (``agent-client-protocol-conductor agent "liminal
+acp" ADAPTER``): the conductor runs the agent, and liminal reaches it as its successor
+(``liminal.transport.chain``).
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from liminal.config import Settings
 if TYPE_CHECKING:
     from liminal.wiring import Locking
 
-HELP = "run as an ACP agent: spawn AGENT_COMMAND and proxy every frame"
+HELP = ("run as an ACP agent: spawn AGENT_COMMAND and proxy every frame "
+        "(without one: a proxy component in a conductor's chain)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,7 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="how the UI hears of a swap")
     parser.add_argument("--harness", choices=("auto", "claude", "codex", "gemini"),
                         help="whose session files the agent writes (default: auto, from the agent)")
-    parser.add_argument("agent", nargs=argparse.REMAINDER, help="-- AGENT_COMMAND [ARGS...]")
+    parser.add_argument("agent", nargs=argparse.REMAINDER,
+                        help="-- AGENT_COMMAND [ARGS...] (none: a proxy component, its conductor "
+                             "runs the agent)")
 
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -59,13 +65,23 @@ def agent_command(args: argparse.Namespace, command: str) -> list[str] | None:
     return argv
 
 
+def chain_component(args: argparse.Namespace) -> list[str] | None:
+    """``[]`` (a proxy component: no agent command, and a program, not a person, on stdin: a
+    conductor); None when there is an agent command, or a person at a terminal, who is told to
+    give one (``agent_command``)."""
+    given = args.agent[1:] if args.agent[:1] == ["--"] else args.agent
+    return [] if not given and not sys.stdin.isatty() else None
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     import anyio
 
     from liminal.proxy import tune_gc
     from liminal.wiring import run_proxy
 
-    argv = agent_command(args, "acp")
+    argv = chain_component(args)
+    if argv is None:
+        argv = agent_command(args, "acp")
     if argv is None:
         return 2
     tune_gc()

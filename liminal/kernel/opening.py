@@ -204,7 +204,8 @@ class ThreadOpener:
                 self._warned_no_close = True
                 logger.warning("the agent cannot close sessions: the process of each session a "
                                "swap leaves keeps running until the recycle moves the live ones to "
-                               "a fresh agent process (swap.max_stale_sessions)", session=old_backing)
+                               "a fresh agent process (swap.max_stale_sessions), or, in a "
+                               "conductor's chain, until the chain ends", session=old_backing)
             return
         t = time.monotonic()
         try:

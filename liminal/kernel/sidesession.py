@@ -4,7 +4,8 @@
 keeps from the client and the store and whose requests it refuses (its rule 11). The session is
 closed and its files removed through the harness, whatever happened. An agent that cannot close
 a session (each session a CLI process, alive until the adapter exits) is asked in a process of
-the agent command of its own, stopped once the answer is in.
+the agent command of its own, stopped once the answer is in; where there is none to be had
+(liminal in a conductor's chain), in the agent itself.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import anyio
 import anyio.to_thread
 
 from liminal import log
-from liminal.acp.port import AgentLife, AgentLink, AgentProcess, ThreadView
+from liminal.acp.port import AgentLife, AgentLink, AgentProcess, OwnRequestError, ThreadView
 from liminal.acp.side_sessions import text_of
 from liminal.config import SwapSettings
 from liminal.gradient.summarize import SUMMARY_REQUEST
@@ -64,8 +65,14 @@ class SideAsker:
             await anyio.to_thread.run_sync(self.harness.prepare_side, folder)
             agent: AgentLink | AgentProcess = port
             if not self._agent_closes():
-                process = agent = await port.start_agent()
-                await self._ready(process)
+                try:
+                    process = agent = await port.start_agent()
+                except OwnRequestError as exc:
+                    # None to be had (a conductor runs the agent): the side session runs in the
+                    # agent itself, and stays open there like the sessions swaps leave.
+                    logger.info("side session in the agent itself", why=str(exc))
+                else:
+                    await self._ready(process)
             params = {**self.harness.side_params(), "cwd": str(folder), "mcpServers": []}
             opened = await agent.request("session/new", params,
                                          timeout=self.settings.hold_timeout_seconds, private=True)

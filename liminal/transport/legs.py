@@ -240,6 +240,37 @@ class _AgentProtocol(asyncio.SubprocessProtocol):
         self._on_exit(code if code is not None else -1)
 
 
+class AgentSide(Protocol):
+    """What the proxy needs of its agent's end: a process of the agent command (``AgentLeg``),
+    or the successor in a conductor's chain (``liminal.transport.chain.SuccessorLeg``)."""
+
+    argv: list[str]
+    env: dict[str, str] | None
+    cwd: str | None
+    pid: int | None
+    exited: asyncio.Event
+    stderr: AgentLog
+    stderr_ended: asyncio.Event
+
+    async def open(self, on_data: OnData, on_eof: OnEof, on_flow: OnFlow) -> None: ...
+
+    def connect(self, on_data: OnData, on_eof: OnEof, on_flow: OnFlow) -> None: ...
+
+    def write(self, data: bytes) -> None: ...
+
+    def pause_reading(self, pause: bool) -> None: ...
+
+    def close_stdin(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def signal_group(self, sig: int) -> bool: ...
+
+    async def stop(self, grace: float, *, wait_first: float = 0.0) -> int: ...
+
+    async def wait(self) -> int: ...
+
+
 class AgentLeg:
     """The agent subprocess, in a process group of its own so it can be signalled whole.
 

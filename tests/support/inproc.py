@@ -16,7 +16,7 @@ import anyio
 
 from liminal.config import ProxySettings
 from liminal.proxy import Component, Proxy
-from liminal.transport.legs import ClientLeg
+from liminal.transport.legs import AgentLeg, ClientLeg
 from tests.support.proxy_process import LineClient, child_env
 
 
@@ -50,7 +50,7 @@ async def proxy_in_process(
     from_proxy_r, from_proxy_w = os.pipe()
     proxy = Proxy(agent, ProxySettings(kill_grace_seconds=2), components=components,
                   client=ClientLeg(stdin_fd=to_proxy_r, stdout_fd=from_proxy_w),
-                  agent_env=child_env(tmp_path, **env))
+                  agent=AgentLeg(agent, env=child_env(tmp_path, **env)))
     reader = asyncio.StreamReader(limit=1 << 26)
     read_transport, _ = await loop.connect_read_pipe(
         lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(from_proxy_r, "rb", buffering=0))

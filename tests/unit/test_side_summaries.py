@@ -254,6 +254,31 @@ async def test_a_side_process_that_fails_to_start_costs_the_summary_only(tmp_pat
     assert summaries.summarizer(THREAD) is None and port.to_agent == []
 
 
+async def test_with_no_process_to_be_had_the_side_session_runs_in_the_agent(tmp_path: Path) -> None:
+    """liminal in a conductor's chain cannot start a process of the agent (``start_agent``
+    refuses): an agent that cannot close sessions has the side session in itself, left open
+    there like the sessions swaps leave, and the summary is made."""
+    asked: list[tuple[str, dict[str, Any]]] = []
+    summaries, _, _ = await made(tmp_path, asked, context=8_000)
+    holder: list[FakePort] = []
+    port = NoClosePort(agent(holder, asked), [])
+    holder.append(port)
+    await summaries.prepare(port)
+    summaries.model.capabilities = {"sessionCapabilities": {"resume": {}}}
+    summaries.model.initialize = {"protocolVersion": 1}
+
+    async def none_to_be_had() -> SideProcess:
+        raise OwnRequestError("", "liminal is a proxy component: the conductor runs the agent")
+
+    port.start_agent = none_to_be_had  # type: ignore[method-assign]
+    await one_summary(summaries, port)
+    assert [m for m, _ in asked] == ["session/new", "session/prompt"]  # no session/close
+    assert port.started == [] and port.discarded == [] and port.to_client == []
+    assert next(m for m in port.to_agent if m.get("id") == 99)["result"]["outcome"]["optionId"] == "no"
+    summarizer = summaries.summarizer(THREAD)
+    assert summarizer is not None and summarizer.anchor == "Goal: the port moves to 8080"
+
+
 async def test_a_side_session_given_up_mid_turn_is_cancelled_before_it_is_closed(tmp_path: Path) -> None:
     """liminal stops while the model writes a summary: the side session's turn is cancelled,
     then the session closed and its files removed, so the CLI writes no more to them; the cancel
