@@ -21,7 +21,6 @@ import stat
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -349,7 +348,7 @@ async def test_sigterm_stops_a_worker_stuck_on_a_poison_spool_within_a_bound(tmp
     reader.start()
     try:
         with anyio.fail_after(60):  # into its first write, which waits on the lock
-            while b"indexer: writing replayed frames" not in log:  # noqa: ASYNC110 - its log is the event
+            while b"indexer: writing replayed frames" not in log:
                 assert worker.poll() is None, bytes(log)
                 await anyio.sleep(0.02)
         assert holds_flock(worker.pid, orphan / ".lock")
