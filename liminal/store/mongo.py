@@ -28,6 +28,7 @@ reads each message and session line, so it is slower on a large store.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable, Collection, Coroutine, Sequence
 from typing import Any, ParamSpec, TypeVar
@@ -383,11 +384,12 @@ class MongoStore:
             await self._bulk(self._messages, message_ops)
         if session_ops:
             await self._bulk(self._sessions, session_ops)
+        by_thread: dict[str, list[ThreadUpdate]] = {}  # each thread's in order: one latch for them
         for update in batch.threads:
-            if self.atomic_updates:
-                await _merge_thread(self._threads, update)
-            else:
-                async with latched(self._latches, update.id):
+            by_thread.setdefault(update.id, []).append(update)
+        for thread_id, updates in by_thread.items():
+            async with contextlib.nullcontext() if self.atomic_updates else latched(self._latches, thread_id):
+                for update in updates:
                     await _merge_thread(self._threads, update)
 
     # -- reading ------------------------------------------------------------------------------
