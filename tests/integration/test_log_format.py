@@ -65,16 +65,18 @@ def chatter(stderr: str) -> list[dict[str, object]]:
             and r.get("level") in ("debug", "info")]
 
 
-def file_lines(tmp_path: Path) -> int:
-    """The lines of the session files the scripted agent keeps for the thread."""
-    return sum(len(p.read_bytes().splitlines()) for p in (tmp_path / "claude" / "projects").glob("*/*.jsonl"))
+def file_lines(tmp_path: Path, session: str) -> int:
+    """The lines of the session file the scripted agent keeps for ``session``."""
+    return sum(len(p.read_bytes().splitlines())
+               for p in (tmp_path / "claude" / "projects").glob(f"*/{session}.jsonl"))
 
 
-def indexed_lines(tmp_path: Path) -> int:
-    """The session-file lines the index worker has stored."""
+def indexed_lines(tmp_path: Path, session: str) -> int:
+    """The lines of ``session``'s file the index worker has stored."""
     db = tmp_path / "liminal-home" / "liminal.db"
     with contextlib.closing(sqlite3.connect(db, timeout=30)) as conn:
-        return int(conn.execute("SELECT count(*) FROM session_records").fetchone()[0])
+        query = "SELECT count(*) FROM session_records WHERE backing_id = ?"
+        return int(conn.execute(query, (session,)).fetchone()[0])
 
 
 async def stderr_of(tmp_path: Path, session: Callable[[ProxyProcess], Awaitable[None]]) -> bytes:
@@ -104,7 +106,7 @@ async def test_a_liminal_acp_session_logs_in_one_format(tmp_path: Path) -> None:
             answer = await proxy.prompt(thread, f"turn {turn} chunks:3 used:{1000 * (turn + 1)}")
             assert answer["result"]["stopReason"] == "end_turn", answer
             with anyio.fail_after(60):  # a change seen per turn: the worker has read it whole
-                while indexed_lines(tmp_path) < file_lines(tmp_path):  # noqa: ASYNC110 - another process
+                while not 0 < file_lines(tmp_path, thread) <= indexed_lines(tmp_path, thread):  # noqa: ASYNC110 - another process
                     await anyio.sleep(0.05)
         await proxy.close_stdin()
 
