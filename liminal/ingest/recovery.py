@@ -193,6 +193,7 @@ async def _replay(store: Store, spool: SpoolDir, batch_frames: int, retry_second
             await ask_loads(deriver, store, items)
             kept = [f for f, message in items if deriver.feed(f, message)]
             made.append(Batch(kept, [m for m in deriver.take().messages if m.kind == LOAD]))
+        logger.debug("indexer: writing replayed frames", frames=len(made[0].frames))
         await write_batch(store, made[0], quarantine=quarantine)
 
     for seg in spool.segments:

@@ -86,8 +86,11 @@ class ThreadOpener:
         ends, and a cancelled turn can end a moment after its prompt was answered (a /undo
         sent at once would find no file)."""
         with anyio.move_on_after(timeout):
-            while (path := self.harness.locate(backing, cwd)) is None:  # noqa: ASYNC110 - another process writes it
-                await anyio.sleep(0.05)
+            if (path := self.harness.locate(backing, cwd)) is None:
+                logger.debug("waiting for the session file", backing=backing, seconds=timeout)
+            while path is None:
+                await anyio.sleep(0.05)  # another process writes it: no event to wait on
+                path = self.harness.locate(backing, cwd)
             return path
         return None
 

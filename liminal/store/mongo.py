@@ -28,6 +28,7 @@ reads each message and session line, so it is slower on a large store.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable, Collection, Coroutine, Sequence
 from typing import Any, ParamSpec, TypeVar
@@ -57,6 +58,7 @@ from liminal.store.base import (
     within,
 )
 from liminal.store.mongoblobs import Blobs
+from liminal.store.mongolatch import latched
 from liminal.store.mongomoves import MongoMoves
 from liminal.store.mongoread import BATCH_FRAMES, BATCH_LINES, BATCH_MESSAGES, MongoSearch, read_all
 from liminal.store.records import (
@@ -238,10 +240,14 @@ class MongoStore:
         # to the command's end, so a command of more than about 100 of them would wait for
         # good, and every client of the server behind it (``FERRETDB_OPS_PER_COMMAND``).
         self.ops_per_command: int | None = None
+        # Whether the server applies a conditional update atomically (MongoDB does, FerretDB 1.x
+        # does not): without, a thread's merges take turns by a latch (``liminal.store.mongolatch``).
+        self.atomic_updates = True
         db = client[database]
         self._frames = db["frames"]
         self._messages = db["messages"]
         self._threads = db["threads"]
+        self._latches = db["thread_latches"]
         self._sessions = db["session_records"]
         self._blobs = db["blobs"]
         self._meta = db["meta"]  # what was done to the store once (its compaction)
@@ -275,6 +281,7 @@ class MongoStore:
             await client[name].command("ping")
             if "ferretdbVersion" in await client.admin.command("buildInfo"):
                 store.ops_per_command = FERRETDB_OPS_PER_COMMAND
+                store.atomic_updates = False
                 log.get("liminal.store").info(
                     "this MongoDB server is FerretDB: writes go a few statements per command",
                     database=name, statements=FERRETDB_OPS_PER_COMMAND)
@@ -377,8 +384,13 @@ class MongoStore:
             await self._bulk(self._messages, message_ops)
         if session_ops:
             await self._bulk(self._sessions, session_ops)
+        by_thread: dict[str, list[ThreadUpdate]] = {}  # each thread's in order: one latch for them
         for update in batch.threads:
-            await _merge_thread(self._threads, update)
+            by_thread.setdefault(update.id, []).append(update)
+        for thread_id, updates in by_thread.items():
+            async with contextlib.nullcontext() if self.atomic_updates else latched(self._latches, thread_id):
+                for update in updates:
+                    await _merge_thread(self._threads, update)
 
     # -- reading ------------------------------------------------------------------------------
 

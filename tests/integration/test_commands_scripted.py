@@ -180,13 +180,16 @@ async def test_a_command_waiting_when_the_agent_dies_is_answered(tmp_path: Path)
             path.unlink()  # as after the real CLI's session/new: no file before the first prompt
         await proxy.send(json.dumps({"jsonrpc": "2.0", "id": 777, "method": "session/prompt", "params": {
             "sessionId": thread, "prompt": [{"type": "text", "text": "/mark A"}]}}).encode() + b"\n")
-        await anyio.sleep(0.3)  # /mark looks for the file for up to 2 s
+        with anyio.fail_after(30):  # /mark is looking for the file (for up to 2 s) when the agent dies
+            while b'"waiting for the session file"' not in proxy.stderr:  # noqa: ASYNC110 - its log is the event
+                await anyio.sleep(0.01)
+        assert not [m for m in proxy.messages() if m.get("id") == 777], "answered before the agent died"
         await proxy.send(b'{"jsonrpc":"2.0","id":778,"method":"_die","params":{"code":3}}\n')
         assert await proxy.wait_exit() == 3
         answers = [m for m in proxy.messages() if m.get("id") == 777 and "method" not in m]
         assert len(answers) == 1, proxy.messages()[-5:]
 
-    await run(tmp_path, body, LIMINAL_MCP_ENABLED="false")
+    await run(tmp_path, body, LIMINAL_MCP_ENABLED="false", LIMINAL_LOG_LEVEL="debug")
 
 
 def turns_of(home: Path, backing: str) -> tuple[int, bool]:

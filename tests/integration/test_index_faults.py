@@ -7,7 +7,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -184,7 +183,12 @@ async def test_a_killed_worker_is_replaced_and_nothing_is_lost(tmp_path: Path) -
     assert not spool_files(home)
 
 
-async def test_a_store_locked_for_ten_seconds_does_not_slow_forwarding(tmp_path: Path) -> None:
+async def test_a_turn_is_forwarded_whole_while_another_writer_holds_the_store(tmp_path: Path) -> None:
+    """Another process holds the database (``BEGIN IMMEDIATE``) for a whole turn of 20,000
+    frames: the turn is forwarded and answered all the same, it waits in the spool (on disk, not
+    in the store), and once the lock goes every frame is stored, in order. Forwarding never
+    waited for the store; how fast it forwards meanwhile is ``bench/forward_latency.py``'s to
+    measure, not this test's."""
     home = tmp_path / "liminal-home"
     async with liminal(tmp_path) as (proxy, session):
         await prompt(proxy, 2, session, "chunks:2000")
@@ -195,15 +199,11 @@ async def test_a_store_locked_for_ten_seconds_does_not_slow_forwarding(tmp_path:
         lock = sqlite3.connect(home / "liminal.db", isolation_level=None)
         lock.execute("BEGIN IMMEDIATE")
         try:
-            start = time.monotonic()
-            # A whole turn is forwarded and answered while another writer holds the store: it
-            # did not wait for the store (no timing assertion; the bench measures speed).
             await prompt(proxy, 4, session, "chunks:20000")
             await answered(proxy, 4)
             # The turn waits on disk, not in memory, and not in the store.
             assert spooled_bytes(home) > 20_000 * 100
             assert await frame_count(home / "liminal.db") < 2 + 2 + 2002 + 20_002 * 2
-            await anyio.sleep(max(0.0, 10 - (time.monotonic() - start)))
         finally:
             lock.execute("ROLLBACK")
             lock.close()

@@ -15,8 +15,10 @@ inherited, and the adapter's coloured lines sat between liminal's JSON lines.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
+import sqlite3
 import subprocess
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -63,6 +65,20 @@ def chatter(stderr: str) -> list[dict[str, object]]:
             and r.get("level") in ("debug", "info")]
 
 
+def file_lines(tmp_path: Path, session: str) -> int:
+    """The lines of the session file the scripted agent keeps for ``session``."""
+    return sum(len(p.read_bytes().splitlines())
+               for p in (tmp_path / "claude" / "projects").glob(f"*/{session}.jsonl"))
+
+
+def indexed_lines(tmp_path: Path, session: str) -> int:
+    """The lines of ``session``'s file the index worker has stored."""
+    db = tmp_path / "liminal-home" / "liminal.db"
+    with contextlib.closing(sqlite3.connect(db, timeout=30)) as conn:
+        query = "SELECT count(*) FROM session_records WHERE backing_id = ?"
+        return int(conn.execute(query, (session,)).fetchone()[0])
+
+
 async def stderr_of(tmp_path: Path, session: Callable[[ProxyProcess], Awaitable[None]]) -> bytes:
     """liminal's stderr over ``session`` (which ends by closing its input), after a clean exit."""
     seen: list[ProxyProcess] = []
@@ -89,7 +105,9 @@ async def test_a_liminal_acp_session_logs_in_one_format(tmp_path: Path) -> None:
         for turn in range(1, 4):
             answer = await proxy.prompt(thread, f"turn {turn} chunks:3 used:{1000 * (turn + 1)}")
             assert answer["result"]["stopReason"] == "end_turn", answer
-            await anyio.sleep(0.3)  # past watchfiles' debounce: a change seen per turn
+            with anyio.fail_after(60):  # a change seen per turn: the worker has read it whole
+                while not 0 < file_lines(tmp_path, thread) <= indexed_lines(tmp_path, thread):  # noqa: ASYNC110 - another process
+                    await anyio.sleep(0.05)
         await proxy.close_stdin()
 
     stderr = (await stderr_of(tmp_path, session)).decode()

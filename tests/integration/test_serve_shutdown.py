@@ -16,9 +16,12 @@ from tests.support.proxy_process import agent_pids
 from tests.support.raw_ws import RawClient
 from tests.support.served import Served, Servers
 
-# What the test allows past the setting for the process to notice the signal and exit on a busy
-# machine: the point is the bound (before: ten seconds for each client in turn), not a figure.
-MARGIN = 25.0
+# The promise is "stopped within ``serve.shutdown_seconds``". What a stop does after its deadline
+# is bounded work that no client or agent can hold up: SIGKILL what is left and reap it, close the
+# store and the log, and the interpreter's exit. That took 1.2 s at most here (2 cores, other test
+# runs beside it); the allowance is four times that for a machine that is loaded harder. It is no
+# benchmark: a stop that waits on any client or agent (ten seconds each, before) is far past it.
+EXIT_ALLOWANCE = 5.0
 
 
 def serve(servers: Servers, tmp_path: Path, config: str, *agent_flags: str) -> Served:
@@ -33,13 +36,16 @@ def gone(pids: list[int], timeout: float = 10.0) -> bool:
 
 
 def stopped(server: Served, tmp_path: Path, seconds: float, sig: int = signal.SIGTERM) -> str:
-    """The signal; it exits within ``seconds`` as after SIGTERM; its log."""
+    """The signal; it exits as after SIGTERM within ``seconds`` (the stop's deadline) and
+    ``EXIT_ALLOWANCE``; its log."""
     server.proc.send_signal(sig)
+    bound = seconds + EXIT_ALLOWANCE
     try:
-        code: int | None = server.proc.wait(seconds)
+        code: int | None = server.proc.wait(bound)
     except subprocess.TimeoutExpired:
         code = None
     log = (tmp_path / "serve.log").read_text()
+    assert code is not None, f"still running {bound:.0f} s after the signal\n" + log[-3000:]
     assert code == 128 + signal.SIGTERM, log[-3000:]
     return log
 
@@ -72,7 +78,7 @@ def test_sigterm_with_clients_that_never_answer_the_close_frame(servers: Servers
     pids = agent_pids(tmp_path)
     assert len(pids) == 7
     # From here on no client reads or answers anything.
-    log = stopped(server, tmp_path, shutdown + MARGIN)
+    log = stopped(server, tmp_path, shutdown)
     assert gone(pids), [p for p in pids if alive(p)]
     assert no_traceback(log)
     assert '"liminal serve stopped"' in log, log[-3000:]
@@ -87,7 +93,7 @@ def test_an_agent_that_ignores_sigterm_is_killed_at_the_deadline(servers: Server
     initialized(servers, server, tmp_path)
     pids = agent_pids(tmp_path)
     assert len(pids) == 1
-    log = stopped(server, tmp_path, shutdown + MARGIN)
+    log = stopped(server, tmp_path, shutdown)
     assert gone(pids)
     assert no_traceback(log)
     assert '"shutdown deadline reached; killing what is left"' in log, log[-3000:]
@@ -120,7 +126,7 @@ def test_a_store_that_takes_nothing_does_not_hold_the_stop_and_loses_nothing(ser
         holder.execute("BEGIN EXCLUSIVE")  # no worker writes from here on
         for client in servers.clients:
             assert client.rpc(5, "_echo", {"kept": True})["result"] == {"kept": True}
-        log = stopped(server, tmp_path, shutdown + MARGIN)
+        log = stopped(server, tmp_path, shutdown)
         assert '"liminal serve stopped"' in log, log[-3000:]
         holder.execute("ROLLBACK")
     # The workers go on alone and index what the spools held.
@@ -146,6 +152,6 @@ def test_a_second_signal_kills_what_is_left_at_once(servers: Servers, tmp_path: 
     deadline = time.monotonic() + 30
     while '"signal received; closing connections"' not in log_path.read_text() and time.monotonic() < deadline:
         time.sleep(0.1)
-    log = stopped(server, tmp_path, MARGIN, signal.SIGINT)
+    log = stopped(server, tmp_path, 0.0, signal.SIGINT)  # at once: no deadline to wait for
     assert '"another signal; killing what is left"' in log and '"liminal serve stopped"' in log
     assert gone(pids)

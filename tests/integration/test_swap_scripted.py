@@ -842,9 +842,13 @@ async def test_a_moved_threads_load_is_answered_whatever_happens_to_the_replay_m
     if failure == "switched off":  # its run fails four times, and is switched off
         monkeypatch.setattr(supervise, "RESTART_PAUSE_SECONDS", (0.01, 0.01, 0.01))
         replays._receive = Unreadable()  # type: ignore[assignment]
-    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager, replays]) as (_proxy, client):
+    async with proxy_in_process(scripted_agent_argv(), tmp_path, [manager, replays]) as (proxy, client):
         await client.request("initialize", {"protocolVersion": 1})
-        await anyio.sleep(0.2)  # "switched off": it has failed four times by now
+        if failure == "switched off":  # wait for it: failed four times
+            [member] = [m for m in proxy.supervisor.members if m.component is replays]
+            with anyio.fail_after(10):
+                while not member.off:  # noqa: ASYNC110 - the supervisor's state
+                    await anyio.sleep(0.01)
         with anyio.fail_after(10):
             loaded = await client.request("session/load", {"sessionId": thread, "cwd": "/work", "mcpServers": []})
         assert loaded["result"] == {}

@@ -138,7 +138,9 @@ async def test_closing_while_down_leaves_the_spool_for_the_next_start(tmp_path: 
         tg.start_soon(indexer.run)
         for e in stream(n):
             indexer.offer(e)
-        await anyio.sleep(0.2)
+        with anyio.fail_after(10):  # it tried to store them, and the store was down
+            while not store.failed:  # noqa: ASYNC110 - a stand-in's count
+                await anyio.sleep(0.01)
         await indexer.aclose()
         tg.cancel_scope.cancel()
     assert await inner.frame_count() == 0

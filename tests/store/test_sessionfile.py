@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import orjson
 import pytest
+import structlog.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -202,7 +203,10 @@ async def test_the_indexer_watches_the_threads_session_file(tmp_path: Path) -> N
     folder.mkdir(parents=True)
     path = folder / f"{SID}.jsonl"
 
+    looked: list[str] = []  # calls of ``locate`` (it may run in a worker thread)
+
     def locate(backing_id: str, cwd: str) -> Path | None:  # SID is not a UUID: a stand-in
+        looked.append(backing_id)
         found = folder / f"{backing_id}.jsonl"
         return found if encode_cwd(cwd) == folder.name and found.is_file() else None
 
@@ -211,7 +215,9 @@ async def test_the_indexer_watches_the_threads_session_file(tmp_path: Path) -> N
         tg.start_soon(indexer.run)
         for e in conversation():
             indexer.offer(e)
-        await anyio.sleep(0.3)
+        with anyio.fail_after(10):  # the indexer looked for the file, and found none
+            while SID not in looked:  # noqa: ASYNC110 - a stand-in's calls, from any thread
+                await anyio.sleep(0.01)
         path.write_bytes(b"".join(line(r) for r in RECORDS))  # appears after session/new
         with anyio.fail_after(10):
             while True:
@@ -278,15 +284,18 @@ async def test_a_session_file_watcher_that_fails_does_not_stop_the_indexing_of_f
 
     indexer = Indexer(store, tmp_path / "spool", session_files=SessionFiles(locate))
     events = conversation()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(indexer.run)
-        for e in events[:4]:  # up to session/new's answer: the watch starts here
-            indexer.offer(e)
-        await anyio.sleep(0.5)
-        for e in events[4:]:
-            indexer.offer(e)
-        with anyio.fail_after(10):
-            await indexer.aclose()
+    with structlog.testing.capture_logs() as logs:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(indexer.run)
+            for e in events[:4]:  # up to session/new's answer: the watch starts here
+                indexer.offer(e)
+            with anyio.fail_after(10):  # and has failed
+                while not [r for r in logs if r["event"].startswith("session file watch failed")]:  # noqa: ASYNC110
+                    await anyio.sleep(0.01)
+            for e in events[4:]:
+                indexer.offer(e)
+            with anyio.fail_after(10):
+                await indexer.aclose()
     assert await store.frame_count() == len(events)
     assert "turn_end" in [m.kind for m in await store.messages(SID)]
     await store.aclose()

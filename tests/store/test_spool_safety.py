@@ -332,6 +332,11 @@ async def test_a_worker_that_replaces_a_dead_one_mid_turn_derives_the_turn_whole
     for r in records:
         expected.feed(r, parse(r))
     want = sorted((m.id, m.kind, m.text, m.turn_id, m.status) for m in expected.take().messages)
+    cut = 11  # after the tool call, the answer's first chunk before it
+    partial = Deriver()  # what the first worker stores: every message of the frames, open ones too
+    for r in records[:cut]:
+        partial.feed(r, parse(r))
+    opened = {(m.id, m.text) for m in partial.take(include_open=True).messages}
 
     from liminal.ingest import spool as spool_module
 
@@ -340,7 +345,6 @@ async def test_a_worker_that_replaces_a_dead_one_mid_turn_derives_the_turn_whole
     monkeypatch.setattr(spool_module, "SEGMENT_BYTES", 1)
     writer = SpoolDir(tmp_path / "spool" / "conn1")
     assert writer.acquire()
-    cut = 11  # after the tool call, the answer's first chunk before it
     for r in records[:cut]:
         writer.append(r.seq, r)
     store = await SqliteStore.open(tmp_path / "liminal.db")
@@ -348,10 +352,10 @@ async def test_a_worker_that_replaces_a_dead_one_mid_turn_derives_the_turn_whole
                     tuning=Tuning(yield_bytes_per_second=None))
     async with anyio.create_task_group() as tg:  # the first worker, killed once it committed
         tg.start_soon(first.run)
-        with anyio.fail_after(10):
-            while await store.frame_count() < cut:  # noqa: ASYNC110 - the store has no event
+        with anyio.fail_after(30):  # every frame, and the text of the answer still open
+            while await store.frame_count() < cut or \
+                    not opened <= {(m.id, m.text) for m in await store.messages("sess-1")}:  # noqa: ASYNC110 - the store has no event
                 await anyio.sleep(0.02)
-        await anyio.sleep(1.2)  # past the open message's write interval: its text is stored
         tg.cancel_scope.cancel()
     for r in records[cut:]:
         writer.append(r.seq, r)

@@ -81,13 +81,11 @@ async def test_a_large_message_rewritten_smaller_reads_back_as_rewritten(store: 
 async def test_thread_updates_written_at_once_all_merge(store: Store) -> None:
     """Writers that update one thread at the same moment (an index worker recording a swap
     while ``liminal threads rename`` runs, two sidecars on one store) each keep what they said:
-    a merge that read the thread before another writer's update must not write over it."""
+    a merge that read the thread before another writer's update must not write over it. On
+    every server: FerretDB 1.x, which applies no update atomically, merges one thread at a time
+    by a latch (``liminal.store.mongolatch``)."""
     import anyio
 
-    from tests.support.mongo import atomic_updates
-
-    if not await atomic_updates(store):
-        pytest.skip("this server applies no update atomically (FerretDB 1.x): docs/operations.md")
     async with anyio.create_task_group() as tg:
         for n in range(8):
             tg.start_soon(store.write, Batch(threads=[ThreadUpdate("t1", 100.0 + n, backing_ids=(f"b{n}",))]))

@@ -274,13 +274,24 @@ def test_thresholds_the_floor_cannot_fit_under_are_refused_naming_the_setting(
 
 def test_thresholds_a_default_band_fits_under_are_accepted(tmp_path: Path) -> None:
     """The recent band and preamble left at their defaults shrink to fit a target (the issue's
-    9000/5000 and 20000/12000); set by hand under it, they are kept."""
-    for env in ({"LIMINAL_SWAP_HIGH_TOKENS": "9000", "LIMINAL_SWAP_TARGET_TOKENS": "5000"},
-                {"LIMINAL_SWAP_HIGH_TOKENS": "20000", "LIMINAL_SWAP_TARGET_TOKENS": "12000"},
-                {"LIMINAL_SWAP_HIGH_TOKENS": "9000", "LIMINAL_SWAP_TARGET_TOKENS": "6000",
-                 "LIMINAL_GRADIENT_RECENT_TOKENS": "4000"},
-                {"LIMINAL_SWAP_HIGH_TOKENS": "30000"}):
-        config.load(env={"LIMINAL_HOME": str(tmp_path), **env})
+    9000/5000 and 20000/12000); set by hand under it, they are kept. The floor's bounds are
+    read as the gradients apply them (``floor_bounds``), before the CLI's own prompt is known."""
+    from liminal.kernel.policy import floor_bounds
+
+    def bounds(**env: str) -> tuple[int, int, str]:
+        settings = config.load(env={"LIMINAL_HOME": str(tmp_path), **env})
+        floor = floor_bounds(settings.swap, settings.gradient)
+        return floor.recent, floor.preamble, floor.limited_by
+
+    for high, target in (("9000", "5000"), ("20000", "12000")):  # the defaults shrink to fit
+        recent, preamble, limited_by = bounds(LIMINAL_SWAP_HIGH_TOKENS=high, LIMINAL_SWAP_TARGET_TOKENS=target)
+        assert recent + preamble <= int(target) and recent > 0 and preamble > 0, (recent, preamble)
+        assert limited_by == "swap.target_tokens"
+    recent, preamble, limited_by = bounds(LIMINAL_SWAP_HIGH_TOKENS="9000", LIMINAL_SWAP_TARGET_TOKENS="6000",
+                                          LIMINAL_GRADIENT_RECENT_TOKENS="4000")
+    assert (recent, limited_by) == (4000, "gradient.recent_tokens") and recent + preamble <= 6000  # kept
+    recent, preamble, _ = bounds(LIMINAL_SWAP_HIGH_TOKENS="30000")  # no target: the floor, under the trigger
+    assert recent + preamble < 30000
 
 
 def _floor_paragraph(out: str) -> list[str]:

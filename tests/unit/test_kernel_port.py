@@ -376,7 +376,7 @@ async def test_a_command_and_a_swap_of_one_thread_take_turns(tmp_path: Path) -> 
         assert manager.model.moves.taken(THREAD)
         center.slash_requested(SlashRequest(THREAD, "undo", "", tmp_path / "slash"))
         port.from_client(prompt(10, "/undo"))  # typed: waits in the hold
-        await anyio.sleep(0.1)
+        await anyio.wait_all_tasks_blocked()  # both are waiting: for the lock, in the hold
         assert not any(method == "liminal/slash" for method, _ in port.notes)
         assert not any(m.get("id") == 10 for m in port.to_client)
         assert port.backing_of(THREAD) == THREAD
@@ -433,7 +433,7 @@ async def test_the_move_locks_take_threads_together_or_not_at_all() -> None:
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(everything)
-        await anyio.sleep(0.01)
+        await anyio.wait_all_tasks_blocked()  # it is waiting for the lock
         assert order == [] and not locks.taken("b")  # waits, holding nothing
         async with locks.moving("b"):
             order.append("b")
