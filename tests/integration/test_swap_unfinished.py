@@ -371,7 +371,12 @@ async def test_a_listing_shows_a_thread_once_whatever_another_liminal_swapped_si
         yield  # pragma: no cover
 
     journal = SwapJournal(tmp_path / "swaps.jsonl")
-    manager = SwapManager(settings(), journal, FakeHarness(tmp_path))
+    harness = FakeHarness(tmp_path)
+    # Under the threshold: the loads below only make the agent see the sessions; a load that
+    # swapped one of them (it would, at the fake's default size) would make it a thread here,
+    # listed with its own rewrite, whenever that swap won the race with the listing.
+    harness.tokens = 90_000
+    manager = SwapManager(settings(), journal, harness)
     commands = CommandCenter(manager.model, manager.mover, manager.journal, manager.policy,
                              FakeHarness(tmp_path),  # type: ignore[arg-type]
                              unavailable if store == "not answering" else None)
