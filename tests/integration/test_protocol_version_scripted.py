@@ -16,6 +16,7 @@ import pytest
 
 from fixtures.harness import acp_schema
 from liminal.kernel.journal import SwapJournal
+from tests.integration.test_commands_scripted import said
 from tests.support.proxy_process import ProxyProcess
 from tests.support.proxy_process import run_liminal as run
 
@@ -38,15 +39,6 @@ def conforms(proxy: ProxyProcess, tmp_path: Path) -> None:
                                 (agent_sent, agent_lines(tmp_path, "agent_in.bin"), proxy.sent)])
 
 
-async def said(proxy: ProxyProcess, thread: str, text: str) -> str:
-    start = len(proxy.messages())
-    answer = await proxy.prompt(thread, text)
-    assert (answer.get("result") or {}).get("stopReason") == "end_turn", answer
-    return "".join(m["params"]["update"]["content"]["text"] for m in proxy.messages()[start:]
-                   if m.get("method") == "session/update"
-                   and m["params"]["update"].get("sessionUpdate") == "agent_message_chunk")
-
-
 def session_ids(proxy: ProxyProcess) -> set[str]:
     return {m["params"]["sessionId"] for m in proxy.messages()
             if isinstance(m.get("params"), dict) and "sessionId" in m["params"]}
@@ -61,11 +53,11 @@ async def test_a_v2_client_is_answered_v1_and_everything_works_for_it(tmp_path: 
         assert "agentCapabilities" in answer["result"]  # a v1 answer, whole
         thread = state["thread"] = str((await proxy.request(
             "session/new", {"cwd": CWD, "mcpServers": []}))["result"]["sessionId"])
-        await said(proxy, thread, "turn alpha used:5000")
-        await said(proxy, thread, "turn bravo used:130000")  # past the trigger: a swap
+        for text in ("turn alpha used:5000", "turn bravo used:130000"):  # past the trigger: a swap
+            await said(proxy, thread, text)
         journal = SwapJournal(tmp_path / "liminal-home" / "swaps.jsonl")
         with anyio.fail_after(30):
-            while not any(r.outcome == "committed" for r in journal.records()):  # noqa: ASYNC110
+            while not [r for r in journal.records() if r.outcome == "committed"]:  # noqa: ASYNC110
                 await anyio.sleep(0.05)
         await said(proxy, thread, "turn charlie used:21000")
         context = await said(proxy, thread, "/context")
