@@ -30,7 +30,8 @@ def asked_for_spoken(method: str, message: dict[str, Any], thread: str | None) -
     if not isinstance(params, dict):
         return None
     asked = params.get("protocolVersion")
-    if not isinstance(asked, int) or isinstance(asked, bool) or asked <= SPOKEN:
+    # A number in any spelling: ``2.0`` is the integer 2 to a JavaScript agent.
+    if not isinstance(asked, (int, float)) or isinstance(asked, bool) or not asked > SPOKEN:
         return None
     return {**message, "params": {**params, "protocolVersion": SPOKEN}}
 
