@@ -17,6 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from liminal import log
+
+logger = log.get("liminal.version")
+
 SPOKEN = 1  # the one ACP major version liminal speaks, to the client and to the agent
 
 
@@ -33,5 +37,7 @@ def asked_for_spoken(method: str, message: dict[str, Any], thread: str | None) -
     # A number in any spelling: ``2.0`` is the integer 2 to a JavaScript agent.
     if not isinstance(asked, (int, float)) or isinstance(asked, bool) or not asked > SPOKEN:
         return None
+    logger.info("the client asked for a later ACP version; the agent is asked for the one liminal speaks",
+                asked=asked, spoken=SPOKEN)
     return {**message, "params": {**params, "protocolVersion": SPOKEN}}
 
