@@ -332,10 +332,8 @@ class Recycler(Component):
         port.switch_agent(process)  # the dead one's group, and its transport, are stopped
         self.opened = len(resumed)
         self.live = resumed
+        note = restart_note(exit_code, notices=self.model.client_notices)
         for thread in resumed:
-            note = {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": (
-                f"The agent stopped unexpectedly (exit code {exit_code}); liminal started it again "
-                "and the conversation goes on.")}, "_meta": {"liminal": {"agentRestarted": exit_code}}}
             port.notify_in_next_turn(thread, "session/update", {"sessionId": thread, "update": note})
         logger.warning("agent restarted after it died", exit_code=exit_code, pid=process.pid,
                        threads=len(resumed))
@@ -386,3 +384,18 @@ class Recycler(Component):
         if text not in self._warned:
             self._warned.add(text)
             logger.info(text)
+
+
+def restart_note(exit_code: int, *, notices: bool) -> dict[str, Any]:
+    """The update that tells a thread's next turn the agent died and was started again: live
+    information, not history, so a ``notice`` (severity ``warning``) to a client that declared
+    ACP's ``session.notices``, which the protocol lets an agent send only to such a client; an
+    agent thought to any other."""
+    meta = {"liminal": {"agentRestarted": exit_code}}
+    said = "The agent stopped unexpectedly; liminal started it again and the conversation goes on."
+    if notices:
+        return {"sessionUpdate": "notice", "severity": "warning", "title": said,
+                "description": f"The agent's exit code was {exit_code}.", "_meta": meta}
+    return {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": (
+        f"The agent stopped unexpectedly (exit code {exit_code}); liminal started it again "
+        "and the conversation goes on.")}, "_meta": meta}

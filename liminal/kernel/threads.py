@@ -44,9 +44,11 @@ import anyio
 from liminal import faults, log
 from liminal.acp import jsonrpc
 from liminal.acp.events import Direction, FrameEvent, FrameRun, Kind, LazyFrameEvent, kind_markers
+from liminal.acp.hooks import RequestHook
 from liminal.acp.port import Component, Frames
 from liminal.kernel.policy import Pace
 from liminal.kernel.swapping.book import SwapBook
+from liminal.kernel.version import asked_for_spoken
 
 logger = log.get("liminal.threads")
 # The streamed updates the model reads: tool calls (it counts model calls from them), the
@@ -241,6 +243,12 @@ class ThreadModel(Component):
                 subscriber(*args)
             except Exception:  # one subscriber's bug is not the others' (nor the model's)
                 logger.exception("a thread model subscriber failed")
+
+    def request_hooks(self) -> list[tuple[tuple[str, ...], RequestHook]]:
+        # The agent is asked for the ACP version liminal speaks (``liminal.kernel.version``);
+        # what ``_request`` records of the client's ``initialize``, for a new agent process, is
+        # that request too.
+        return [(("initialize",), asked_for_spoken)]
 
     # ------------------------------------------------------------ observation
 

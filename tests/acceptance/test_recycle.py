@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.harness import SUMMARIES_ON, AcpClient, Adapter, Rig, Scenario
+from fixtures.harness.adapters import TEE
 from liminal.kernel.journal import SwapJournal
 from tests.acceptance.conftest import adapter_fixture, flag_scenario
 from tests.support.processes import Process, descendants, group
@@ -67,7 +68,10 @@ def sample(client: AcpClient, swaps: int) -> Sample:
     while len(adapters) > 1 and time.monotonic() < deadline:  # stopped in the background
         time.sleep(0.02)
         adapters = adapter_processes(client)
-    members = group(adapters[-1].pid)
+    # The adapter leads its group, or runs in the group of the schema check's ``tee.py``
+    # (the rig's, unless ``LIMINAL_TEST_ACP_SCHEMA=0``), which is then no Claude Code of its.
+    adapter = adapters[-1]
+    members = [p for p in group(adapter.pgrp) if str(TEE) not in p.cmdline]
     servers = sum(1 for p in members if "liminal.mcp" in p.cmdline)
     return Sample(swaps, len(adapters), len(members) - 1 - servers, sum(p.rss_kib for p in members), servers)
 

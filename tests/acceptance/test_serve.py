@@ -38,7 +38,7 @@ def start_serve(rig: Rig) -> tuple[subprocess.Popen[bytes], str, str]:
         "[swap]\nevery_turns = 2\nhold_timeout_seconds = 60\n")
     proc = subprocess.Popen(
         [sys.executable, "-m", "liminal", "serve", "--listen", "127.0.0.1:0", "--print-port", "--",
-         *rig.home.adapter_argv()],
+         *rig.home.wrap(rig.home.liminal_agent())],
         env=rig.home.env(), cwd=rig.home.project, stdout=subprocess.PIPE,
         stderr=open(rig.home.logs / "stderr-serve.log", "wb"))  # noqa: SIM115
     assert proc.stdout is not None
@@ -49,8 +49,12 @@ def start_serve(rig: Rig) -> tuple[subprocess.Popen[bytes], str, str]:
 
 
 def client(rig: Rig, url: str, token: str) -> WsAcpClient:
-    return WsAcpClient(argv=[], env={}, cwd=rig.home.project,
+    """A client of ``liminal serve``, one of the rig's: the schema check reads what liminal wrote
+    to it (a client whose ``argv`` names liminal)."""
+    made = WsAcpClient(argv=["liminal", "serve"], env={}, cwd=rig.home.project,
                        stderr_path=rig.home.logs / "stderr-serve.log", url=url, token=token)
+    rig.clients.append(made)
+    return made
 
 
 @pytest.mark.parametrize("adapter", ["claude-agent", "codex-agent"], indirect=True)

@@ -587,3 +587,54 @@ def test_an_agent_that_cannot_start_answers_each_connections_requests(tmp_path: 
         server.stop()
     log = (tmp_path / "serve.log").read_text()
     assert log.count('"exit_code": 127') == 2, log
+
+
+@pytest.mark.parametrize("client", ["plain", "notices"])
+def test_a_restarted_agent_is_told_as_the_client_declared(tmp_path: Path, client: str) -> None:
+    """The turn after the agent died and was started again says so, once: a ``notice``
+    (severity warning) to a client that declared ACP's ``session.notices``, never a thought
+    (live information, not history); the thought to any other client."""
+    claude = tmp_path / "claude"
+    claude.mkdir()
+    capabilities = {"session": {"notices": {}}} if client == "notices" else {}
+    server = serve(tmp_path, env={"AGENT_CLAUDE_CONFIG_DIR": str(claude), "CLAUDE_CONFIG_DIR": str(claude)})
+    try:
+        with server.connect() as ws:
+            rpc(ws, 1, "initialize", {"protocolVersion": 1, "clientCapabilities": capabilities})
+            thread = rpc(ws, 2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["result"]["sessionId"]
+            prompt = {"sessionId": thread, "prompt": [{"type": "text", "text": "hello there"}]}
+            assert rpc(ws, 3, "session/prompt", prompt)["result"]["stopReason"] == "end_turn"
+            assert "error" in rpc(ws, 4, "_die", {"code": 3})
+            ws.send(json.dumps({"jsonrpc": "2.0", "id": 5, "method": "session/prompt", "params": prompt}))
+            updates = []
+            while True:
+                message = json.loads(ws.recv(timeout=30))
+                if message.get("id") == 5:
+                    break
+                if message.get("method") == "session/update":
+                    updates.append(message["params"]["update"])
+            assert message["result"]["stopReason"] == "end_turn", message
+    finally:
+        server.stop()
+    told = [u for u in updates if (u.get("_meta") or {}).get("liminal", {}).get("agentRestarted") == 3]
+    assert len(told) == 1, updates
+    if client == "notices":
+        assert told[0]["sessionUpdate"] == "notice" and told[0]["severity"] == "warning", told
+        assert "liminal started it again" in told[0]["title"] and "3" in told[0]["description"]
+        assert "agent_thought_chunk" not in [u["sessionUpdate"] for u in updates]
+    else:
+        assert told[0]["sessionUpdate"] == "agent_thought_chunk" and "exit code 3" in told[0]["content"]["text"]
+        assert "notice" not in [u["sessionUpdate"] for u in updates]
+
+
+def test_a_client_asking_for_acp_v2_is_answered_v1(tmp_path: Path) -> None:
+    """As ``liminal acp`` answers it (tests/integration/test_protocol_version_scripted.py): the
+    agent, which would answer 2, is asked for 1 (``liminal.kernel.version``)."""
+    server = serve(tmp_path, env={"AGENT_SPEAKS_V2": "1"})
+    try:
+        with server.connect() as ws:
+            answer = rpc(ws, 1, "initialize", {"protocolVersion": 2, "info": {"name": "c", "version": "1"}})
+            assert answer["result"]["protocolVersion"] == 1, answer
+            assert "result" in rpc(ws, 2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})
+    finally:
+        server.stop()

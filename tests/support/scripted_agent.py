@@ -20,6 +20,8 @@ test can compare both sides of the proxy exactly. Behaviour by method:
   error for a mode or value named ``no-such...``, as an agent refuses one it does not have).
 - ``session/list``: every session it created, loaded or resumed (remembered beside
   $AGENT_LOG_IN, so across restarts too), newest first, titled ``title of <id>``.
+- ``$AGENT_SPEAKS_V2``: ``initialize`` asking for version 2 or later is answered in v2 (version 2,
+  ``info``, ``capabilities``), as an adapter that speaks both answers; everything after is v1.
 - ``$AGENT_FAIL`` names one method that answers with an error instead;
   ``$AGENT_FAIL_RESUMED`` one that does so only for sessions opened by load or resume.
 - ``_echo``: answers with the request's params (plus ``padding`` of ``pad`` bytes if asked).
@@ -225,6 +227,12 @@ def handle(message: dict) -> None:
             capabilities.pop("close", None)
         if os.environ.get("AGENT_LIST"):
             capabilities["list"] = {}
+        asked = params.get("protocolVersion")
+        if os.environ.get("AGENT_SPEAKS_V2") and isinstance(asked, int) and asked >= 2:
+            # An agent that speaks v2 as well answers a client asking for it in v2 (codex-acp).
+            send({"jsonrpc": "2.0", "id": rpc_id, "result": {
+                "protocolVersion": 2, "info": {"name": "scripted", "version": "2"}, "capabilities": {}}})
+            return
         send({"jsonrpc": "2.0", "id": rpc_id, "result": {
             "protocolVersion": 1,
             "agentCapabilities": {"loadSession": True, "sessionCapabilities": capabilities},

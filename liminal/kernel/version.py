@@ -1,0 +1,43 @@
+"""The ACP version liminal speaks, and how a connection comes to speak it.
+
+ACP's negotiation (the same text in v1 and v2, ``protocol/v2/draft/initialization``, "Version
+Negotiation"): the client's ``initialize`` names the latest version it supports; the agent
+answers the same version if it supports it, else the latest it supports, and a client that
+cannot speak that closes the connection. One connection speaks one version after that.
+
+liminal reads and writes v1 frames on both legs: the store records v1 updates, a swap opens the
+next session with ``session/load`` or ``session/resume`` as v1 has them, replay sends v1 updates,
+a turn ends with the prompt's answer. So it is a v1 agent to its client and a v1 client to its
+agent. A client that asks for a later version is answered 1 (the agent is asked for 1, and
+answers 1 if it speaks v1 at all), and goes on in v1 or closes; an agent that speaks v2 as well
+(codex-acp) is never asked for it, so it never answers in v2 frames liminal would misread.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from liminal import log
+
+logger = log.get("liminal.version")
+
+SPOKEN = 1  # the one ACP major version liminal speaks, to the client and to the agent
+
+
+def asked_for_spoken(method: str, message: dict[str, Any], thread: str | None) -> dict[str, Any] | None:
+    """The client's ``initialize`` as liminal passes it to the agent: asking for ``SPOKEN``
+    when the client asked for a later version, else None (forwarded as sent; a version below
+    or not a number is for the agent to answer). The rest of the params pass as the client
+    wrote them; a v2 client's ``capabilities`` and ``info`` are no v1 field, and mean nothing
+    to a v1 agent."""
+    params = message.get("params")
+    if not isinstance(params, dict):
+        return None
+    asked = params.get("protocolVersion")
+    # A number in any spelling: ``2.0`` is the integer 2 to a JavaScript agent.
+    if not isinstance(asked, (int, float)) or isinstance(asked, bool) or not asked > SPOKEN:
+        return None
+    logger.info("the client asked for a later ACP version; the agent is asked for the one liminal speaks",
+                asked=asked, spoken=SPOKEN)
+    return {**message, "params": {**params, "protocolVersion": SPOKEN}}
+
