@@ -251,14 +251,7 @@ class SqliteStore:
             if not path.exists() and not create:
                 raise StoreError(f"no store at {path}")
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            # Made 0600 before SQLite opens it: its -wal and -shm files take the database's mode.
-            # Not blocking: a FIFO there would hold this open for good (ENXIO instead).
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK, 0o600)
-            try:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
-                    raise StoreError(f"cannot open {path}: not a regular file")
-            finally:
-                os.close(fd)
+            _create_private(path)
             _make_private(path)
             writer = _connect(path)
             use_fts = fts5_available() if fts is None else fts
@@ -548,6 +541,26 @@ class SqliteStore:
 
         await anyio.to_thread.run_sync(close)
         self._closed = True
+
+
+def _create_private(path: Path) -> None:
+    """A new database file made 0600 before SQLite opens it (its -wal and -shm take the
+    database's mode); an existing path checked to be a regular file, never opened.
+
+    Never opened, because closing any descriptor of the database file drops every POSIX lock
+    this process holds on it, SQLite's included (SQLite's own "how to corrupt" note, 2.2): with
+    the shared lock of this process's open stores gone, the next process to close its last
+    connection believes itself the last user, checkpoints and deletes the -wal and -shm. The
+    stores open here go on with the deleted files: they read a snapshot that never moves again,
+    and what they write goes to a file nobody else reads."""
+    try:
+        # Not blocking: a FIFO there would hold this open for good (ENXIO instead).
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NONBLOCK, 0o600)
+    except FileExistsError:
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise StoreError(f"cannot open {path}: not a regular file") from None
+        return
+    os.close(fd)  # a file no connection has open yet
 
 
 def _make_private(path: Path) -> None:

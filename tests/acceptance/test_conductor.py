@@ -149,8 +149,8 @@ def test_liminal_in_a_conductor_chain(adapter: Adapter, rig: Rig, between: bool)
     answered by liminal, the thread in the store, ``session/load`` in a new chain replayed from
     the store and the model given the whole thread after it. Between two proxies, also: the
     proxy after liminal sees liminal's MCP server (the model's tools) in the session it opens,
-    a ``session/rewind`` cuts the thread (Claude: see below for Codex), and ``session/delete``
-    removes it."""
+    a ``session/rewind`` cuts the thread (after ``liminal history`` read the store beside), and
+    ``session/delete`` removes it."""
     rig.server.script = Scenario()
     rig.home.liminal_home.mkdir(parents=True, exist_ok=True)
     (rig.home.liminal_home / "config.toml").write_text(
@@ -190,15 +190,14 @@ def test_liminal_in_a_conductor_chain(adapter: Adapter, rig: Rig, between: bool)
         servers = [s["name"] for m in opened if m.get("method") == "session/new"
                    for s in m["params"]["mcpServers"]]
         assert "liminal" in servers, opened
-        if adapter.model_api == "anthropic":
-            # With Codex the rewind here is refused about one run in two, "unknown message id",
-            # for as long as it is asked: the store's messages of the thread, after this
-            # chain's worker stored the spool the last chain's left, lack the prompt's id.
-            asked_again(again, "session/rewind", {"sessionId": thread, "toMessageId": delta},
-                        "unknown message id")
-            prompted(again, thread, "after the rewind echo")
-            seen = model_saw(rig)
-            assert "charlie" in seen and "echo" in seen and "delta" not in seen, seen[-2000:]
+        # After ``liminal threads`` and ``liminal history`` (processes that open the store and
+        # close it), the store this liminal opens for the rewind still sees what the index stores.
+        assert "after the load delta" in liminal(rig, "history", thread)
+        asked_again(again, "session/rewind", {"sessionId": thread, "toMessageId": delta},
+                    "unknown message id")
+        prompted(again, thread, "after the rewind echo")
+        seen = model_saw(rig)
+        assert "charlie" in seen and "echo" in seen and "delta" not in seen, seen[-2000:]
         asked_again(again, "session/delete", {"sessionId": thread}, "is moving")
     again.close(grace=60)
     for c in (client, again):

@@ -161,3 +161,59 @@ async def test_a_database_made_before_liminal_kept_its_own_lines_reads_and_takes
     assert [h.id for h in await reader.search("flux")] == [cli.id]
     await writer.aclose()
     await reader.aclose()
+
+
+_OTHER_PROCESS = """
+import sys, anyio
+from pathlib import Path
+from liminal.store.records import Batch
+from liminal.store.sqlite import SqliteStore
+from tests.store.test_store_contract import message
+
+async def main(path, write):
+    store = await SqliteStore.open(Path(path), create=False)
+    if write:
+        await store.write(Batch((), [message(write, "from the other process")], ()))
+    print(",".join(m.id for m in await store.messages("t1")))
+    await store.aclose()
+
+anyio.run(main, sys.argv[1], sys.argv[2])
+"""
+
+
+def _other_process(path: Path, write: str = "") -> list[str]:
+    """A store opened, used and closed by a process of its own (``liminal history``, the index
+    worker): the ids of the messages of ``t1`` it read."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", _OTHER_PROCESS, str(path), write], cwd=root,
+                          capture_output=True, text=True, check=True, timeout=60)
+    return [m for m in done.stdout.strip().split(",") if m]
+
+
+@pytest.mark.anyio
+async def test_stores_opened_one_after_another_in_a_process_keep_seeing_the_others_writes(
+        tmp_path: Path) -> None:
+    """``liminal acp`` opens the store several times (its index, its rewind, its commands); a
+    command (``liminal history``) opens and closes it beside. Each open of the file by liminal
+    itself dropped SQLite's locks of the stores already open (POSIX locks are the process's),
+    so the command's close took itself for the last user and deleted the -wal and -shm: the
+    stores open in liminal read a snapshot that never moved again (a rewind refused "unknown
+    message id" for a message the index had stored) and what they wrote went to the deleted
+    file, lost."""
+    path = tmp_path / "liminal.db"
+    first = await SqliteStore.open(path)
+    await first.write(Batch((), [message("m1", "the first turn")], ()))
+    second = await SqliteStore.open(path)
+    try:
+        assert await anyio.to_thread.run_sync(_other_process, path) == ["m1"]
+        assert await anyio.to_thread.run_sync(_other_process, path, "m2") == ["m1", "m2"]
+        for store in (first, second):
+            assert [m.id for m in await store.messages("t1")] == ["m1", "m2"]
+        await first.write(Batch((), [message("m3", "written here after")], ()))
+        assert await anyio.to_thread.run_sync(_other_process, path) == ["m1", "m2", "m3"]
+    finally:
+        await second.aclose()
+        await first.aclose()
