@@ -248,7 +248,7 @@ async def restore(port: Conversation, mover: ThreadMover, harness: Restoring, st
                          "written": why is None}, thread_id=thread)
     if moved and request.method == "session/load" and store is not None:
         await send_history(port, store, thread)
-    answer = dict(result) if isinstance(result, dict) else {}
-    if "sessionId" in answer:
-        answer["sessionId"] = thread
+    # A load's or resume's answer names no session in the schema; an agent's that does names
+    # the backing session, which the client must never see: left out, as ``reopen`` does.
+    answer = {k: v for k, v in result.items() if k != "sessionId"} if isinstance(result, dict) else {}
     port.answer_local(request.key, answer)
