@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from liminal.config import GradientSettings
-from liminal.gradient.bands import Band
 from liminal.harness.codex import gradient
 from liminal.harness.codex.live import CodexSessions
 from liminal.harness.codex.rollout import (
@@ -20,9 +19,8 @@ from liminal.harness.codex.rollout import (
     read_rollout,
     session_id_of,
 )
-from liminal.harness.tables import bands_and_largest
+from liminal.harness.tables import bands_and_largest, file_rows, rewrite_figures
 from liminal.sessionfiles import open_regular
-from liminal.units import tokens
 
 
 def detect(ref: str) -> Path | None:
@@ -73,11 +71,7 @@ def inspect(path: Path, settings: GradientSettings, largest: int = 10) -> dict[s
 def table(data: dict[str, Any]) -> str:
     out = [
         f"session   {data['session_id']}  (Codex {data['cli_version']})",
-        f"file      {data['path']} ({data['bytes']:,} bytes, {data['records']:,} records)",
-        "types     " + ", ".join(f"{k} {v}" for k, v in data["records_by_type"].items()),
-        f"turns     {data['turns']}, {data['tool_calls']} tool calls",
-        f"context   {tokens(data['context_tokens']) if data['context_tokens'] else 'unknown'} tokens "
-        "(the last token_count)",
+        *file_rows(data, "the last token_count"),
     ]
     out += bands_and_largest(data, "line")
     if not data["name_matches_id"]:
@@ -97,7 +91,6 @@ def compress(path: Path, settings: GradientSettings, new_id: str | None,
     if not dry_run:
         sessions.write(target, result.lines)
         sessions.name_like(path, new_id)
-    turns = Counter(b.value for b in result.bands)
     return {
         "harness": "codex",
         "source_session_id": rollout.session_id,
@@ -105,14 +98,6 @@ def compress(path: Path, settings: GradientSettings, new_id: str | None,
         "path": str(target),
         "written": not dry_run,
         "bytes_before": path.stat().st_size,
-        "bytes_after": sum(len(line) for line in result.lines),
-        "tokens_before": result.tokens_before,
-        "tokens_after": result.tokens_after,
-        "target_tokens": settings.target_tokens,
-        "turns": {b.value: turns.get(b.value, 0) for b in Band},
-        "records_before": len(rollout.lines),
-        "records_after": len(result.lines),
-        "recall_keys": result.recall_keys,
-        "seconds": round(time.perf_counter() - started, 4),
+        **rewrite_figures(result, settings, len(rollout.lines), started),
         "cwd": rollout.meta.get("cwd"),
     }

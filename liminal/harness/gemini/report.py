@@ -13,13 +13,11 @@ from typing import Any
 import orjson
 
 from liminal.config import GradientSettings
-from liminal.gradient.bands import Band
 from liminal.harness.gemini import chatfile, gradient, records
 from liminal.harness.gemini.chatfile import ChatFile, tool_calls
 from liminal.harness.gemini.live import GeminiSessions
-from liminal.harness.tables import bands_and_largest
+from liminal.harness.tables import bands_and_largest, file_rows, rewrite_figures
 from liminal.sessionfiles import SessionNotFound, is_session_id, open_regular, write_atomically
-from liminal.units import tokens
 
 
 def detect(ref: str) -> Path | None:
@@ -69,11 +67,7 @@ def inspect(path: Path, settings: GradientSettings, largest: int = 10) -> dict[s
 def table(data: dict[str, Any]) -> str:
     out = [
         f"session   {data['session_id']}  (Gemini CLI)",
-        f"file      {data['path']} ({data['bytes']:,} bytes, {data['records']:,} records)",
-        "types     " + ", ".join(f"{k} {v}" for k, v in data["records_by_type"].items()),
-        f"turns     {data['turns']}, {data['tool_calls']} tool calls",
-        f"context   {tokens(data['context_tokens']) if data['context_tokens'] else 'unknown'} tokens "
-        "(the last model message's input)",
+        *file_rows(data, "the last model message's input"),
     ]
     out += bands_and_largest(data, "message")
     if not data["resumes_as_written"]:
@@ -95,7 +89,6 @@ def compress(path: Path, settings: GradientSettings, new_id: str | None,
     target = GeminiSessions(settings).target_path(path, new_id)
     if not dry_run:
         write_atomically(target, result.lines)
-    turns = Counter(b.value for b in result.bands)
     return {
         "harness": "gemini",
         "source_session_id": session.session_id,
@@ -103,15 +96,7 @@ def compress(path: Path, settings: GradientSettings, new_id: str | None,
         "path": str(target),
         "written": not dry_run,
         "bytes_before": path.stat().st_size,
-        "bytes_after": sum(len(line) for line in result.lines),
-        "tokens_before": result.tokens_before,
-        "tokens_after": result.tokens_after,
-        "target_tokens": settings.target_tokens,
-        "turns": {b.value: turns.get(b.value, 0) for b in Band},
-        "records_before": len(chat.lines),
-        "records_after": len(result.lines),
-        "recall_keys": result.recall_keys,
-        "seconds": round(time.perf_counter() - started, 4),
+        **rewrite_figures(result, settings, len(chat.lines), started),
         "project": _project_of(path),
     }
 
