@@ -472,6 +472,8 @@ class MongoStore:
             gone += (await collection.delete_many(query)).deleted_count
         # Where it was and its moves (a move's record holds what its dynamic zone placed).
         gone += await MongoMoves(self._client, self._threads.database.name).forget(thread_id)
+        # A latch a dead writer left names the thread too (not a record of it: not counted).
+        await self._latches.delete_many({"_id": {"$in": backings}})
         # The thread, and a record an older liminal kept under a session of its lineage.
         # Its tombstone stays: written first (``liminal.kernel.owned``), it keeps out every record
         # of the thread still on its way while the rest goes.

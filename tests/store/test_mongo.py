@@ -294,5 +294,9 @@ async def test_merges_of_one_thread_take_turns_on_a_server_without_atomic_update
         t = await store.thread("t1")
         assert t is not None and t.backing_ids == ("b1", "b2")
         assert await store._latches.count_documents({}) == 0
+        # A latch a writer died holding names the thread: a deletion leaves none behind.
+        await store._latches.insert_one({"_id": "t1", "token": "a dead writer", "at": time.time()})
+        await store.delete_thread("t1")
+        assert await store._latches.count_documents({}) == 0
     finally:
         await store.aclose()
