@@ -160,7 +160,7 @@ class ClientLines:
             self._owed.local[key] = pending
             if method == "session/prompt" and self._ids.stamping:
                 pending.message_id = self._ids.next_id()
-            self._emit.out.local.append(LocalRequest(key, method, thread, amended))
+            self._emit.out.local.append(LocalRequest(key, method, thread, amended, self._ids.next_id()))
             self._emit.tap(Direction.CLIENT_TO_LIMINAL, Kind.REQUEST, now, line, message, thread, backing, method,
                       rpc_id)
             return None

@@ -24,6 +24,9 @@ class LocalRequest:
     method: str
     thread_id: str | None
     message: dict[str, Any]  # as the request hooks left it (``RequestHook``)
+    # The store's id of the request's own frame (``<connection>:<seq>``): once the store holds
+    # it, it holds every frame the connection had before (the index keeps their order).
+    frame_id: str | None = None
 
 
 class Local:

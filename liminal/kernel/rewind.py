@@ -11,7 +11,8 @@ cut of the session file the message was said in, ending where that message's tur
 client's thread id stays, the store keeps every turn. The message is found in the store by the
 id the client was given (``acp_message_id``); its turn in the file is counted from the file's
 end, since the turns the store saw said on a session are that file's last ones (a swap's
-rewrite or a cut starts with older turns liminal copied there). An agent message keeps the
+rewrite or a cut starts with older turns liminal copied there); so the store is read once it
+holds every frame before the request's (``indexed_before``). An agent message keeps the
 whole turn it is in: a cut inside a turn would part the model's tool calls from their results.
 A user message ends the context just before it: its answer cannot stay without it, and a
 prompt with no answer is no context a CLI's file holds.
@@ -58,6 +59,7 @@ CAPABILITY = "rewindSession"
 ADVERTISED = {"supported": True, "supportsEditPrompt": True}
 CANCEL_SECONDS = 30.0  # for the agent to answer the turn a rewind cancels
 STORE_SECONDS = 5.0  # for the store to show a message the client was just sent
+INDEX_SECONDS = 30.0  # for the index to store what the connection had before the request
 _SAID = ("user", "agent", "thought")
 
 StoreOpener = Callable[[], AbstractAsyncContextManager["Store"]]
@@ -215,6 +217,23 @@ def end_offset(cut: Cut, starts: Sequence[int], earlier: bool, size: int) -> int
     return starts[index]
 
 
+async def indexed_before(store: Store, frame_id: str | None) -> None:
+    """Until the store holds the frame ``frame_id`` (a request's own) or a later one of its
+    connection: the index stores a connection's frames in order, each with the messages it
+    ends, so every turn the client was sent before the request is in the store then. Raises
+    after ``INDEX_SECONDS`` (the index stopped, or far behind): a cut counted on fewer turns than
+    the file has keeps turns the person rewound past."""
+    if frame_id is None:
+        return
+    connection, _, seq = frame_id.rpartition(":")
+    deadline = time.monotonic() + INDEX_SECONDS
+    while not await store.frames(connection_id=connection, after_seq=int(seq) - 1, limit=1, max_bytes=1):
+        if time.monotonic() > deadline:
+            raise RewindError(jsonrpc.INTERNAL_ERROR, "liminal's store has not caught up with this "
+                              f"thread's last turns in {INDEX_SECONDS:.0f} s: not rewound (try again)")
+        await anyio.sleep(0.02)
+
+
 class Rewinding(ThreadView, ClientVoice, AgentLink, Protocol):
     """What a rewind reads of the thread, says to the client (the answer, the prompt sent on)
     and to the agent (the turn cancelled)."""
@@ -313,8 +332,11 @@ class Rewinder(Component):
         if why is not None:
             raise SwapError(why)
         await self._cancel_turn(port, thread)
-        # The index runs a little behind the frames (a turn or a load's replay that has just
-        # streamed): an id not found yet is looked for again until ``STORE_SECONDS``.
+        # The cut counts turns from the file's end, as many as the store has on the session: a
+        # turn the index has not stored yet would move the cut that many turns later.
+        await indexed_before(store, request.frame_id)
+        # An id not found yet (a load's replay that has just streamed) is looked for again
+        # until ``STORE_SECONDS``.
         deadline = time.monotonic() + STORE_SECONDS
         while True:
             try:

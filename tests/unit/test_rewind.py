@@ -211,3 +211,102 @@ def test_an_id_from_a_later_loads_replay_is_found_by_its_note() -> None:
     assert (cut.turn, cut.after) == (1, True) and cut.last is not None and cut.last.id == "c:00021"
     with pytest.raises(RewindError):
         find_cut([*live, note], "no-such-id", edit=False, is_command=is_command)
+
+
+class _LaggingStore:
+    """A store whose index is behind the frames: the last turn, and the request's own frame, are
+    stored only once the rewind has asked for frames ``lag`` times."""
+
+    moves = None
+
+    def __init__(self, turns: int, lag: int) -> None:
+        self.all = said(turns)
+        self.lag = lag
+
+    @property
+    def behind(self) -> bool:
+        return self.lag > 0
+
+    async def frames(self, **_: Any) -> list[object]:
+        self.lag -= 1
+        return [] if self.behind else [object()]
+
+    async def messages(self, thread_id: str, kind: str | None = None) -> list[MessageRecord]:
+        return self.all[:-2] if self.behind else self.all
+
+    async def liminal_turns(self, thread_id: str) -> set[str]:
+        return set()
+
+    async def thread(self, thread_id: str) -> None:
+        return None
+
+
+class _CutHarness:
+    """A file of six turns, ten bytes each: the cut's end is the offset a rewind keeps up to."""
+
+    def __init__(self) -> None:
+        self.ends: list[int] = []
+
+    def locate(self, backing: str, cwd: str | None) -> Path:
+        return Path("/nowhere") / backing
+
+    def turns(self, path: Path) -> Any:
+        from types import SimpleNamespace
+        return SimpleNamespace(starts=[0, 10, 20, 30, 40, 50], earlier=False)
+
+    def position(self, path: Path) -> int:
+        return 60
+
+    def cut(self, spans: list[tuple[Path, int, int]], current: Path, new_id: str, **_: Any) -> None:
+        self.ends += [end for _, _, end in spans]
+
+
+class _CuttingMover:
+    port = None
+
+    async def move_thread(self, thread: str, reason: str, plan: Any) -> None:
+        write = plan(Path("/nowhere") / thread)
+        write("new-session")
+
+
+async def _rewound(store: _LaggingStore, harness: _CutHarness) -> dict[str, Any]:
+    """The answer to a rewind to turn 3's agent message."""
+    import contextlib
+
+    @contextlib.asynccontextmanager
+    async def open_store() -> Any:
+        yield store
+
+    model = ThreadModel()
+    component = Rewinder(model, _CuttingMover(), harness, open_store)  # type: ignore[arg-type]
+    port = FakePort(components=[model, component])
+    initialize(port, {})
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(component.run, port)
+        port.from_client({"jsonrpc": "2.0", "id": 4, "method": "session/rewind",
+                          "params": {"sessionId": THREAD, "toMessageId": "c:00031"}})
+        with anyio.fail_after(5):
+            while not [m for m in port.to_client if m.get("id") == 4]:  # noqa: ASYNC110
+                await anyio.sleep(0.01)
+        tg.cancel_scope.cancel()
+    [answer] = [m for m in port.to_client if m.get("id") == 4]
+    return answer
+
+
+@pytest.mark.anyio
+async def test_a_rewind_waits_for_the_index_to_store_the_turns_before_it() -> None:
+    """Six turns, the sixth not stored yet when the rewind to the third comes: counted from the
+    file's end on five, the cut kept turn 4 (the model saw what the person rewound past)."""
+    harness = _CutHarness()
+    answer = await _rewound(_LaggingStore(6, lag=3), harness)
+    assert answer["result"]["lastMessageId"] == "c:00031", answer
+    assert harness.ends == [30]  # turns 1-3, up to where turn 4 starts
+
+
+@pytest.mark.anyio
+async def test_a_rewind_is_refused_while_the_index_stays_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("liminal.kernel.rewind.INDEX_SECONDS", 0.2)
+    harness = _CutHarness()
+    answer = await _rewound(_LaggingStore(6, lag=1_000_000), harness)
+    assert answer["error"]["code"] == jsonrpc.INTERNAL_ERROR and "not caught up" in answer["error"]["message"]
+    assert harness.ends == []
