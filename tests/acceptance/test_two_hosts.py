@@ -113,9 +113,10 @@ def client_of(home: Home, rig: Rig, name: str) -> AcpClient:
     return client
 
 
-def stored(liminal_home: Path, thread: str, backing: str, file: bytes, prompt: str) -> None:
-    """Wait until the store has the thread on ``backing``, every byte of its file, and the
-    turn of ``prompt``: what A wrote is in the store before A dies."""
+def stored(liminal_home: Path, thread: str, backing: str, path: Path, prompt: str) -> None:
+    """Wait until the store has the thread on ``backing``, every byte of its file at ``path``,
+    and the turn of ``prompt``: what A wrote is in the store before A dies. The file is read at
+    each look: the CLI may add a line after the turn's answer (a title, its last prompt)."""
 
     async def check(store: Any) -> str | None:
         known = await store.thread(thread)
@@ -125,8 +126,9 @@ def stored(liminal_home: Path, thread: str, backing: str, file: bytes, prompt: s
             lines = await stored_lines(store, backing)
         except Exception as exc:
             return f"lines: {exc}"
+        file = await anyio.Path(path).read_bytes()
         if b"".join(line + b"\n" for line in lines) != file:
-            return "lines differ"
+            return differ(lines, file.splitlines())
         if not any(prompt in m.text for m in await store.messages(thread, kind="user")):
             return "no prompt"
         return None
@@ -144,6 +146,15 @@ def stored(liminal_home: Path, thread: str, backing: str, file: bytes, prompt: s
                 await anyio.sleep(0.2)
 
     anyio.run(wait)
+
+
+def differ(stored: list[bytes], file: list[bytes]) -> str:
+    """Where the store's copy of a file's lines parts from the file."""
+    at = next((n for n, (a, b) in enumerate(zip(stored, file, strict=False)) if a != b), min(len(stored), len(file)))
+    return (f"lines differ: {len(stored)} stored, {len(file)} in the file, first at {at}: "
+            f"stored {stored[at][:300]!r} file {file[at][:300]!r}" if at < min(len(stored), len(file)) else
+            f"lines differ: {len(stored)} stored, {len(file)} in the file; the longer's next: "
+            f"{(stored if len(stored) > len(file) else file)[at][:300]!r}")
 
 
 def user_texts(updates: list[dict[str, Any]]) -> str:
@@ -200,7 +211,7 @@ def moved_on_a_opened_on_b(rig: Rig, a: Home, b: Home, store: str) -> None:
         assert keys
         harness = HarnessChoice(known_harnesses(GradientSettings(), env)).harness
         expected = {key: harness.recall(RecallKey.parse(key)) for key in keys}
-        stored(a.liminal_home, thread, current, path.read_bytes(), "NEXT please")
+        stored(a.liminal_home, thread, current, path, "NEXT please")
         os.killpg(a2.proc.pid, signal.SIGKILL)  # host A dies, every process of it
         a2.proc.wait(timeout=30)
 
@@ -270,7 +281,7 @@ def test_a_host_with_an_old_file_of_a_thread_opens_it_where_another_host_moved_i
             assert old is not None
             # While B runs: what Claude Code writes as it exits may come after the index
             # worker's last read (docs/architecture.md), and A needs none of it.
-            stored(b.liminal_home, thread, thread, old.read_bytes(), f"step{OLD_TURNS - 1:02d} please")
+            stored(b.liminal_home, thread, thread, old, f"step{OLD_TURNS - 1:02d} please")
         old_bytes = old.read_bytes()
 
         configure(a, store, base + 7_000, base + 4_000)
@@ -289,7 +300,7 @@ def test_a_host_with_an_old_file_of_a_thread_opens_it_where_another_host_moved_i
             before = next(v for v in reversed(rig.server.views()) if "NEXT" in v.last_user_text)
             path = find_session_file(current, str(project), a.env())
             assert path is not None
-            stored(a.liminal_home, thread, current, path.read_bytes(), "NEXT please")
+            stored(a.liminal_home, thread, current, path, "NEXT please")
             os.killpg(a1.proc.pid, signal.SIGKILL)  # host A dies, every process of it
             a1.proc.wait(timeout=30)
 
