@@ -40,10 +40,10 @@ from liminal.gradient.recall import RecallKey
 from liminal.harness.base import HarnessChoice
 from liminal.harness.known import find_session_file, known_harnesses
 from liminal.kernel.journal import SwapJournal
-from liminal.lookup.sessionlines import stored_lines
 from tests.acceptance.conftest import adapter_fixture
 from tests.acceptance.test_recall import calls_and_answers, command, keys_in, recall_every_key, said
 from tests.acceptance.test_restore import conversation
+from tests.support.handover import handed_over
 from tests.support.mongo import MONGO_SOCKET_URL, MONGO_URL, fresh_database_sync, recorded
 
 adapter = adapter_fixture(["claude-agent", "codex-zed"])
@@ -114,47 +114,9 @@ def client_of(home: Home, rig: Rig, name: str) -> AcpClient:
 
 
 def stored(liminal_home: Path, thread: str, backing: str, path: Path, prompt: str) -> None:
-    """Wait until the store has the thread on ``backing``, every byte of its file at ``path``,
-    and the turn of ``prompt``: what A wrote is in the store before A dies. The file is read at
-    each look: the CLI may add a line after the turn's answer (a title, its last prompt)."""
-
-    async def check(store: Any) -> str | None:
-        known = await store.thread(thread)
-        if known is None or not known.backing_ids or known.backing_ids[-1] != backing:
-            return f"lineage {known.backing_ids if known else None}"
-        try:
-            lines = await stored_lines(store, backing)
-        except Exception as exc:
-            return f"lines: {exc}"
-        file = await anyio.Path(path).read_bytes()
-        if b"".join(line + b"\n" for line in lines) != file:
-            return differ(lines, file.splitlines())
-        if not any(prompt in m.text for m in await store.messages(thread, kind="user")):
-            return "no prompt"
-        return None
-
-    async def wait() -> None:
-        # Every wait ends: a store call through the relay that never returned hung here 15 min.
-        with anyio.fail_after(300):
-            await waited()
-
-    async def waited() -> None:
-        async with recorded(liminal_home) as store:
-            deadline = time.monotonic() + 60
-            while (why := await check(store)) is not None:
-                assert time.monotonic() < deadline, f"the store never had what host A wrote: {why}"
-                await anyio.sleep(0.2)
-
-    anyio.run(wait)
-
-
-def differ(stored: list[bytes], file: list[bytes]) -> str:
-    """Where the store's copy of a file's lines parts from the file."""
-    at = next((n for n, (a, b) in enumerate(zip(stored, file, strict=False)) if a != b), min(len(stored), len(file)))
-    return (f"lines differ: {len(stored)} stored, {len(file)} in the file, first at {at}: "
-            f"stored {stored[at][:300]!r} file {file[at][:300]!r}" if at < min(len(stored), len(file)) else
-            f"lines differ: {len(stored)} stored, {len(file)} in the file; the longer's next: "
-            f"{(stored if len(stored) > len(file) else file)[at][:300]!r}")
+    """What A wrote (the thread on ``backing``, its file at ``path``, the turn of ``prompt``) is
+    in the store before A dies."""
+    handed_over(liminal_home, thread, prompt, lambda _: path, backing=backing, timeout=60)
 
 
 def user_texts(updates: list[dict[str, Any]]) -> str:

@@ -32,11 +32,11 @@ from fixtures.harness.acp_client import AcpError
 from fixtures.harness.adapters import Home
 from liminal.harness.known import find_session_file
 from liminal.kernel.journal import SwapJournal
-from liminal.lookup.sessionlines import stored_lines
 from tests.acceptance.conftest import adapter_fixture
 from tests.acceptance.test_recall import command, said
 from tests.acceptance.test_swap_kill import wait_for
 from tests.acceptance.test_two_hosts import client_of, host
+from tests.support.handover import handed_over
 from tests.support.mongo import MONGO_SOCKET_URL, MONGO_URL, fresh_database_sync, recorded
 
 adapter = adapter_fixture(["claude-agent", "codex-agent"])
@@ -108,41 +108,10 @@ def moves_of(journal: SwapJournal, thread: str) -> list[tuple[str, str]]:
 ROUNDS = ((0, 6), (6, 12), (12, 18), (18, 24))  # A, B, A, B: the steps each says
 
 
-def handed_over(home: Home, thread: str, project: Any, prompt: str) -> None:
-    """What ``home`` wrote is in the store (every line of the session the store has the thread
-    on, as on ``home``'s disk, and the turn of ``prompt``) before the other loads the thread.
-    Asked while ``home`` runs: what Claude Code writes as it exits may come after the index
-    worker's last read (docs/architecture.md), and the other needs none of it."""
-
-    async def check(store: Any) -> str | None:
-        from liminal.kernel.whereabouts import store_lineage
-
-        tip = (await store_lineage(store, thread))[-1]
-        path = find_session_file(tip, str(project), home.env())
-        if path is None:
-            return f"no file of {tip}"
-        try:
-            lines = await stored_lines(store, tip)
-        except Exception as exc:
-            return f"lines: {exc}"
-        if b"".join(line + b"\n" for line in lines) != path.read_bytes():
-            return "lines differ"
-        if not any(prompt in m.text for m in await store.messages(thread, kind="user")):
-            return "no prompt"
-        return None
-
-    async def wait() -> None:
-        with anyio.fail_after(120):
-            async with recorded(home.liminal_home) as store:
-                while (why := await check(store)) is not None:
-                    last[0] = why
-                    await anyio.sleep(0.2)
-
-    last = [""]
-    try:
-        anyio.run(wait)
-    except TimeoutError:
-        raise AssertionError(f"the store never had what {home.root.name} wrote: {last[0]}") from None
+def handed_over_by(home: Home, thread: str, project: Any, prompt: str) -> None:
+    """What ``home`` wrote is in the store before the other loads the thread."""
+    handed_over(home.liminal_home, thread, prompt,
+                lambda session: find_session_file(session, str(project), home.env()))
 
 
 @pytest.fixture(params=["sqlite", pytest.param("mongodb", marks=pytest.mark.skipif(
@@ -183,7 +152,7 @@ def test_two_live_sidecars_on_one_thread_lose_nothing(adapter: Adapter, rig: Rig
         for n in range(1, ROUNDS[0][1]):
             assert f"read part {n:02d}" in said(on_a, thread, f"step{n:02d} please")
             answered.append(n)
-        handed_over(a, thread, project, f"step{ROUNDS[0][1] - 1:02d} please")
+        handed_over_by(a, thread, project, f"step{ROUNDS[0][1] - 1:02d} please")
     for turn, (first, end) in enumerate(ROUNDS[1:], 1):
         home = b if turn % 2 else a
         with client_of(home, rig, f"{'ba'[turn % 2 == 0]}{turn}") as client:
@@ -192,7 +161,7 @@ def test_two_live_sidecars_on_one_thread_lose_nothing(adapter: Adapter, rig: Rig
             for n in range(first, end):
                 assert f"read part {n:02d}" in said(client, thread, f"step{n:02d} please")
                 answered.append(n)
-            handed_over(home, thread, project, f"step{end - 1:02d} please")
+            handed_over_by(home, thread, project, f"step{end - 1:02d} please")
 
     # Every move went from where the thread was: one line of sessions, both sidecars' moves on it.
     moves = sorted(moves_of(SwapJournal(a.liminal_home / "swaps.jsonl"), thread)
@@ -232,18 +201,18 @@ def test_a_sidecar_with_an_older_file_of_the_session_opens_what_the_other_added(
         thread = client.new_session(project)["sessionId"]
         for n in range(2):
             said(client, thread, f"step{n:02d} please")
-        handed_over(a, thread, project, "step01 please")
+        handed_over_by(a, thread, project, "step01 please")
     with client_of(b, rig, "b1") as client:
         client.initialize()
         client.load_session(thread, project, timeout=120)
         for n in range(2, 4):
             said(client, thread, f"step{n:02d} please")
-        handed_over(b, thread, project, "step03 please")
+        handed_over_by(b, thread, project, "step03 please")
     with client_of(a, rig, "a2") as client:
         client.initialize()
         client.load_session(thread, project, timeout=120)
         said(client, thread, "step04 please")
-        handed_over(a, thread, project, "step04 please")  # the store's lines are A's file, whole
+        handed_over_by(a, thread, project, "step04 please")  # the store's lines are A's file, whole
     order = steps_sent(rig, "step04")
     assert order == [0, 1, 2, 3, 4], (order, a.logs, b.logs)
 
@@ -276,7 +245,7 @@ def test_two_live_sidecars_moving_one_thread_at_once_make_one_move(adapter: Adap
         thread = on_a.new_session(project)["sessionId"]
         for n in range(3):
             assert f"read part {n:02d}" in said(on_a, thread, f"step{n:02d} please")
-        handed_over(a, thread, project, "step02 please")
+        handed_over_by(a, thread, project, "step02 please")
         on_b.initialize()
         on_b.load_session(thread, project, timeout=120)  # A still has it open
         answers: dict[str, str] = {}
@@ -307,7 +276,7 @@ def test_two_live_sidecars_moving_one_thread_at_once_make_one_move(adapter: Adap
         on_loser.close()
         on_winner = clients[winner]
         assert "read part 03" in said(on_winner, thread, "step03 please")  # on the new session
-        handed_over(a if winner == "a" else b, thread, project, "step03 please")
+        handed_over_by(a if winner == "a" else b, thread, project, "step03 please")
         assert lineage_in_store(a.liminal_home, thread) == [thread, moves[winner][0][1]]
     for client in clients.values():
         assert client.session_ids() == {thread}
