@@ -254,7 +254,7 @@ class MongoStore:
         self._pieces = Blobs(self._blobs, self._bulk)
         self._search = MongoSearch(self._frames, self._messages, self._sessions)
         # Where threads are: the store is shared (``liminal.store.mongomoves``).
-        self.moves: MoveLog | None = MongoMoves(client, database)
+        self.moves: MoveLog | None = MongoMoves(client, database, atomic=lambda: self.atomic_updates)
 
     @classmethod
     async def open(cls, url: str, *, timeout_ms: int = 5000, socket_timeout_ms: int = SOCKET_TIMEOUT_MS,

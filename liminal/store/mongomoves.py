@@ -14,29 +14,41 @@ conditional update of that one document, which is what makes the store the autho
 - any other end **releases** the claim.
 
 MongoDB applies each conditional update atomically. FerretDB 1.x does not (it reads, then
-writes), so there two claims at the same instant can both pass: the Redis move lease
-(``liminal.store.leases``) is what keeps two sidecars from moving one thread at once on it.
+writes): four claims at the same instant all passed. Where updates are not atomic (``atomic``
+says so), a claim, a commit and a release each hold the thread's latch
+(``liminal.store.mongolatch``, the one its merges take turns by) for their update.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from pymongo import ASCENDING, AsyncMongoClient, ReturnDocument
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from liminal.store.base import Place, StoreError
+from liminal.store.mongolatch import latched
 
 _RECORD_FIELDS = ("thread_id", "old_backing_id", "new_backing_id", "outcome", "started_at")
 
 
 class MongoMoves:
-    def __init__(self, client: AsyncMongoClient[dict[str, Any]], database: str) -> None:
+    def __init__(self, client: AsyncMongoClient[dict[str, Any]], database: str, *,
+                 atomic: Callable[[], bool] = lambda: True) -> None:
         db = client[database]
         self._places = db["places"]
         self._moves = db["moves"]
+        self._latches = db["thread_latches"]
+        self._atomic = atomic
+
+    def _alone(self, thread_id: str) -> AbstractAsyncContextManager[Any]:
+        """The block as the thread's one writer of its place, where the server needs a latch."""
+        return contextlib.nullcontext() if self._atomic() else latched(self._latches, thread_id)
 
     async def create_indexes(self) -> None:
         await self._moves.create_index([("thread_id", ASCENDING), ("started_at", ASCENDING)])
@@ -44,46 +56,53 @@ class MongoMoves:
     async def claim(self, thread_id: str, old: str, attempt: str, *, now: float,
                     stale_before: float) -> tuple[bool, str | None]:
         try:
-            for _ in range(3):  # created by another between the update and the insert: again
-                before = await self._places.find_one_and_update(
-                    {"_id": thread_id, "backing_id": old,
-                     "$or": [{"moving": None}, {"since": {"$lt": stale_before}}]},
-                    {"$set": {"moving": attempt, "since": now}, "$inc": {"rev": 1}},
-                    return_document=ReturnDocument.BEFORE)
-                if before is not None:
-                    return True, before.get("moving") or None
-                found = await self._places.find_one({"_id": thread_id})
-                if found is not None:
-                    if found.get("backing_id") != old:
-                        return False, (f"another liminal on the same store moved this thread: it "
-                                       f"is on session {found.get('backing_id')}")
-                    return False, "another liminal on the same store is moving this thread"
-                try:
-                    await self._places.insert_one({
-                        "_id": thread_id, "backing_id": old, "lineage": [old] if old != thread_id else [],
-                        "moving": attempt, "since": now, "rev": 1})
-                    return True, None
-                except DuplicateKeyError:
-                    continue
+            async with self._alone(thread_id):
+                return await self._claim(thread_id, old, attempt, now=now, stale_before=stale_before)
         except PyMongoError as exc:
             raise StoreError(str(exc)) from exc
+
+    async def _claim(self, thread_id: str, old: str, attempt: str, *, now: float,
+                     stale_before: float) -> tuple[bool, str | None]:
+        for _ in range(3):  # created by another between the update and the insert: again
+            before = await self._places.find_one_and_update(
+                {"_id": thread_id, "backing_id": old,
+                 "$or": [{"moving": None}, {"since": {"$lt": stale_before}}]},
+                {"$set": {"moving": attempt, "since": now}, "$inc": {"rev": 1}},
+                return_document=ReturnDocument.BEFORE)
+            if before is not None:
+                return True, before.get("moving") or None
+            found = await self._places.find_one({"_id": thread_id})
+            if found is not None:
+                if found.get("backing_id") != old:
+                    return False, (f"another liminal on the same store moved this thread: it "
+                                   f"is on session {found.get('backing_id')}")
+                return False, "another liminal on the same store is moving this thread"
+            try:
+                await self._places.insert_one({
+                    "_id": thread_id, "backing_id": old, "lineage": [old] if old != thread_id else [],
+                    "moving": attempt, "since": now, "rev": 1})
+                return True, None
+            except DuplicateKeyError:
+                continue
         return False, "the thread's place in the store changed at every attempt to claim it"
 
     async def commit(self, thread_id: str, old: str, attempt: str) -> bool:
         try:
-            done = await self._places.update_one(
-                {"_id": thread_id, "backing_id": old, "moving": attempt},
-                {"$set": {"backing_id": attempt, "moving": None, "since": None},
-                 "$push": {"lineage": attempt}, "$inc": {"rev": 1}})
+            async with self._alone(thread_id):
+                done = await self._places.update_one(
+                    {"_id": thread_id, "backing_id": old, "moving": attempt},
+                    {"$set": {"backing_id": attempt, "moving": None, "since": None},
+                     "$push": {"lineage": attempt}, "$inc": {"rev": 1}})
         except PyMongoError as exc:
             raise StoreError(str(exc)) from exc
         return bool(done.matched_count)
 
     async def release(self, thread_id: str, attempt: str) -> bool:
         try:
-            done = await self._places.update_one(
-                {"_id": thread_id, "moving": attempt},
-                {"$set": {"moving": None, "since": None}, "$inc": {"rev": 1}})
+            async with self._alone(thread_id):
+                done = await self._places.update_one(
+                    {"_id": thread_id, "moving": attempt},
+                    {"$set": {"moving": None, "since": None}, "$inc": {"rev": 1}})
         except PyMongoError as exc:
             raise StoreError(str(exc)) from exc
         return bool(done.matched_count)

@@ -139,3 +139,36 @@ async def test_a_deleted_thread_leaves_neither_its_place_nor_its_moves() -> None
             assert [r["thread_id"] for r in await store.moves.records()] == ["other"]
         finally:
             await store.aclose()
+
+
+@needs_mongo
+async def test_sidecars_claiming_one_thread_at_once_on_the_server_one_wins_every_time() -> None:
+    """Four sidecars, each with its own client, claim one thread from the session it is on at
+    the same moment, twenty times over: each time one claim is taken. On FerretDB 1.x, which
+    applies no update atomically, two claims read the free place and both wrote it."""
+    import anyio
+
+    async with fresh_database() as url:
+        stores = [await MongoStore.open(url) for _ in range(4)]
+        try:
+            for round_ in range(20):
+                thread = f"{round_:08d}-1111-4111-8111-111111111111"
+                first = stores[0].moves
+                assert first is not None
+                # The place exists (a move before): every claim is the conditional update.
+                assert (await first.claim(thread, thread, A, now=1.0, stale_before=0.0))[0]
+                assert await first.commit(thread, thread, A)
+                won: list[str] = []
+
+                async def claim(store: MongoStore, attempt: str, thread: str = thread) -> None:
+                    assert store.moves is not None
+                    if (await store.moves.claim(thread, A, attempt, now=100.0, stale_before=0.0))[0]:
+                        won.append(attempt)
+
+                async with anyio.create_task_group() as tasks:
+                    for n, store in enumerate(stores):
+                        tasks.start_soon(claim, store, f"attempt-{n}")
+                assert len(won) == 1, (round_, won)
+        finally:
+            for store in stores:
+                await store.aclose()
