@@ -18,6 +18,7 @@ registered with ``secret`` wherever it appears.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import sys
@@ -148,11 +149,18 @@ def _thread_died(args: threading.ExceptHookArgs) -> None:
 
 
 class _StderrProxy:
+    """``sys.stderr``, whose reader may be gone (a conductor keeps a component's stderr and
+    exits before the index worker has drained): a log line is then lost, never the process."""
+
     def write(self, text: str) -> int:
-        return sys.stderr.write(text)
+        try:
+            return sys.stderr.write(text)
+        except OSError:
+            return 0
 
     def flush(self) -> None:
-        sys.stderr.flush()
+        with contextlib.suppress(OSError):
+            sys.stderr.flush()
 
 
 def get(name: str) -> Any:

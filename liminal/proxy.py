@@ -513,7 +513,11 @@ class Proxy:
         # Through ``self.agent`` at each call: the agent process can be replaced (``replace_agent``).
         await self.client.open(self._from_client, self._on_client_eof,
                                lambda pause: self.agent.pause_reading(pause))
-        logger.info("agent started", pid=self.agent.pid, argv=self.agent.argv, connection=self.connection_id)
+        if self.agent.argv:
+            logger.info("agent started", pid=self.agent.pid, argv=self.agent.argv, connection=self.connection_id)
+        else:  # a proxy component: its successor is the conductor's to start, reached through it
+            logger.info("proxy component started; its successor is reached through the conductor",
+                        connection=self.connection_id)
         code = 0
         async with anyio.create_task_group() as tg:
             for member in self.supervisor.members:

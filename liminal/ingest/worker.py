@@ -33,6 +33,13 @@ slow server: it cannot be cancelled from here), and then the process exits regar
 SIGKILL would, losing nothing. A second signal exits at once. A worker after its proxy's
 ``close_timeout`` is sent SIGTERM, and SIGKILL if it is still there that bound later: a worker
 stuck on a store call would otherwise outlive its proxy.
+
+The worker runs in a session (and process group) of its own: what stops the proxy by its group
+(a conductor stops each component's group a second after the editor leaves and kills it two
+seconds later; a terminal's Ctrl-C) does not reach it, so what the proxy spooled is stored
+then and not at the next start. A worker whose proxy is gone that way sees its stdin end and
+drains; from then on it exits within ``DRAIN_SECONDS`` and ``EXIT_SECONDS`` whatever the store
+does, so no worker outlives its proxy unbounded.
 """
 
 from __future__ import annotations
@@ -66,6 +73,8 @@ logger = log.get("liminal.ingest.worker")
 WORKER_NICE = 10
 STOP_SECONDS = 5.0  # after SIGTERM: storing what the store takes at once
 EXIT_SECONDS = 3.0  # then a store call under way, before the process exits regardless
+# Once its stdin has ended (the proxy closed it, or is gone): storing what the spool holds.
+DRAIN_SECONDS = 300.0
 # Streamed updates alone wake the worker at most this often (it also looks by itself as often:
 # ``liminal.ingest.indexer.TAIL_POLL_SECONDS``). Each wake is a round of the worker's (read,
 # derive, one transaction), whose fixed cost was most of its CPU at one round every 50 ms.
@@ -341,8 +350,11 @@ class SpoolWriter(Component):
                    LIMINAL_CACHE_TTL_SECONDS=str(cache.ttl_seconds))
         read_end, write_end = os.pipe()
         try:
+            # A session of its own: a signal to the proxy's process group (a conductor's stop)
+            # leaves it to drain the spool; ``aclose`` still bounds it while the proxy lives.
             self._worker = await anyio.open_process(argv, stdin=read_end, env=env,
-                                                    stdout=subprocess.DEVNULL, stderr=None)
+                                                    stdout=subprocess.DEVNULL, stderr=None,
+                                                    start_new_session=True)
         finally:
             os.close(read_end)
         os.set_blocking(write_end, False)
@@ -435,9 +447,9 @@ async def _worker(spool_dir: Path, settings: Settings) -> None:
             logger.error("store unavailable; the spool waits for the next start",
                          store=describe(settings), error=str(exc))
             store_cm, store = None, UnavailableStore(str(exc))
-        # No deadline of the proxy's here: an orphaned worker drains for up to five minutes.
+        # No deadline of the proxy's here: an orphaned worker drains for up to ``DRAIN_SECONDS``.
         rewrites_path = settings.home / "rewrites.jsonl"
-        indexer = Indexer(store, spool_dir.parent, tail=spool_dir, tuning=Tuning(close_timeout=300),
+        indexer = Indexer(store, spool_dir.parent, tail=spool_dir, tuning=Tuning(close_timeout=DRAIN_SECONDS),
                           quarantine=quarantine.folder(settings.home),
                           session_files=SessionFiles(find_session_file,
                                                      lambda backing: own_bytes(rewrites_path, backing)))
@@ -454,11 +466,13 @@ async def _worker(spool_dir: Path, settings: Settings) -> None:
                 if not chunk:
                     break
                 indexer.wake()
-            await indexer.aclose()  # the proxy is done (or gone): drain, then stop
+            # The proxy is done (or gone): drain, then stop, within a bound whatever the store does.
+            _exit_after(DRAIN_SECONDS + EXIT_SECONDS, 1)
+            await indexer.aclose()
 
         async def watch_signals() -> None:
-            # An editor stopping liminal signals its whole process group: drain what the store
-            # takes at once, then stop, within a bound whatever the store does.
+            # A stop asked of the worker itself (its proxy's bounded stop, or a person): drain
+            # what the store takes at once, then stop, within a bound whatever the store does.
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                 stopping = False
                 async for signum in signals:

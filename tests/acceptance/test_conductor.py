@@ -14,10 +14,13 @@ test over both Claude and both Codex adapters in the two placements.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
+import signal
 import sys
+import threading
 import time
 import tomllib
 from pathlib import Path
@@ -27,9 +30,11 @@ import pytest
 
 from fixtures.harness import AcpClient, Adapter, Rig, Scenario
 from fixtures.harness.acp_client import CLIENT_CAPABILITIES, AcpError
+from fixtures.harness.adapters import TEE, schema_checked
 from liminal.kernel.journal import SwapJournal
 from tests.acceptance.conftest import adapter_fixture
 from tests.support.acp_thread import liminal
+from tests.support.processes import descendants
 
 REPO = Path(__file__).resolve().parents[2]
 TRIVIAL_PROXY = REPO / "tests" / "support" / "trivial_proxy.py"
@@ -49,17 +54,29 @@ def conductor() -> Path:
     return binary
 
 
+# How long the rig's sandbox outlives the conductor for what it left running: liminal's index
+# worker, which the conductor's stop does not reach, storing the spool (no longer than that).
+LINGER_SECONDS = 90
+
+
 def chain(rig: Rig, *components: list[str]) -> list[str]:
     """The conductor's command line for ``components``, the adapter last, in the rig's sandbox."""
     return rig.home.wrap([str(conductor()), "agent", *(shlex.join(c) for c in components),
-                          shlex.join(rig.adapter.command)])
+                          shlex.join(rig.adapter.command)], linger=LINGER_SECONDS)
 
 
 def liminal_component(rig: Rig) -> list[str]:
     """``liminal acp`` as a proxy component: no agent command (the conductor is its successor).
-    Its stderr to a log of the rig's (the conductor keeps a component's stderr to itself)."""
+    Its stderr to a log of the rig's (the conductor keeps a component's stderr to itself).
+    Unless ``LIMINAL_TEST_ACP_SCHEMA=0``, under ``tee.py``, its stdio (both neighbours) copied
+    to ``logs/component-N.in`` and ``.out`` for the schema check (``make_rig``), N being the
+    index of the client the chain is for."""
     log = rig.home.logs / "stderr-liminal-in-chain.log"
-    return ["sh", "-c", f'exec "$0" "$@" 2>>{shlex.quote(str(log))}', sys.executable, "-m", "liminal", "acp"]
+    command = ["sh", "-c", f'exec "$0" "$@" 2>>{shlex.quote(str(log))}', sys.executable, "-m", "liminal", "acp"]
+    if schema_checked():
+        rig.home.logs.mkdir(parents=True, exist_ok=True)
+        return [sys.executable, str(TEE), str(rig.home.logs / f"component-{len(rig.clients)}"), "--", *command]
+    return command
 
 
 def chain_client(rig: Rig, argv: list[str], env: dict[str, str] | None = None) -> AcpClient:
@@ -124,10 +141,7 @@ def prompted(client: AcpClient, thread: str, text: str) -> str:
 def asked_again(client: AcpClient, method: str, params: dict[str, Any], until_not: str,
                 timeout: float = 90) -> None:
     """``method``, asked again while liminal's answer is an error saying ``until_not``: a
-    delete while the swap manager holds the thread at a turn end to decide ("is moving"); a
-    rewind to a message the index worker has not stored yet ("unknown message id": liminal
-    looks for 5 s, and this chain's worker first stores what the last chain's left in the
-    spool, slower on a loaded machine)."""
+    delete while the swap manager holds the thread at a turn end to decide ("is moving")."""
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -137,6 +151,40 @@ def asked_again(client: AcpClient, method: str, params: dict[str, Any], until_no
             if until_not not in str(exc) or time.monotonic() > deadline:
                 raise
         time.sleep(0.5)
+
+
+def index_worker(client: AcpClient, timeout: float = 60) -> int:
+    """The pid of the chain's liminal's index worker."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = [p.pid for p in descendants(client.proc.pid) if "liminal.ingest.worker" in p.cmdline]
+        if found:
+            return found[0]
+        assert time.monotonic() < deadline, "no index worker in the chain"
+        time.sleep(0.1)
+
+
+def wait_until_gone(client: AcpClient, program: str, timeout: float = 60) -> None:
+    """Until no process the client started runs ``program`` (not as an argument: the sandbox's
+    command line names it too)."""
+    deadline = time.monotonic() + timeout
+    while ((client.argv[0] == program and client.proc.poll() is None)  # no sandbox around it
+           or any(p.cmdline.startswith(program + " ") for p in descendants(client.proc.pid))):
+        assert time.monotonic() < deadline, f"{program} still runs"
+        time.sleep(0.1)
+
+
+def stored(rig: Rig, thread: str, text: str, timeout: float = 120) -> bool:
+    """Whether ``liminal history`` (which starts no index worker) shows ``text`` in the thread
+    within ``timeout``: with the rig's sandbox, the worker has exited by the time the chain's
+    client is closed; without it, it may still be storing."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if text in liminal(rig, "history", thread):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(1.0)
 
 
 def model_saw(rig: Rig) -> str:
@@ -165,23 +213,38 @@ def test_liminal_in_a_conductor_chain(adapter: Adapter, rig: Rig, between: bool)
         prompted(client, thread, text)
     context = client.prompt(thread, "/context", timeout=180)
     assert context.stop_reason == "end_turn" and "Context:" in context.text, rig.stderr_tail()
-    prompted(client, thread, prompts[2])
-    wait_for_the_cli_to_write(rig, prompts[2])
-    client.close(grace=60)
+    # The index worker held (SIGSTOP) from before the last turn until the conductor has stopped
+    # the chain and exited, as a worker behind on a loaded machine is: the last turn is in the
+    # spool only, and stored only if the worker outlives the conductor's stop.
+    worker = index_worker(client)
+    os.kill(worker, signal.SIGSTOP)
+    try:
+        prompted(client, thread, prompts[2])
+        wait_for_the_cli_to_write(rig, prompts[2])
+        closing = threading.Thread(target=client.close, kwargs={"grace": 60})
+        closing.start()
+        wait_until_gone(client, str(conductor()))
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker, signal.SIGCONT)
+    closing.join()
     committed = [r for r in SwapJournal(rig.home.liminal_home / "swaps.jsonl").records()
                  if r.outcome == "committed"]
     assert committed and {r.thread_id for r in committed} == {thread}, rig.stderr_tail()
     assert thread not in {r.new_backing_id for r in committed}
+    # The thread in the store, as the command shows it, its last turn included, with no liminal
+    # started since: the conductor's stop (its process group, 1 s and 3 s after the client
+    # left) does not reach the index worker, which stores the spool and exits.
+    assert stored(rig, thread, prompts[2]), rig.stderr_tail()
+    [listed] = json.loads(liminal(rig, "threads", "--json"))
+    assert listed["id"] == thread and listed["swaps"] >= 1
+    log = (rig.home.logs / "stderr-liminal-in-chain.log").read_text(errors="replace")
+    assert "proxy component started" in log and '"agent started"' not in log, log[-2000:]
 
     again = chain_client(rig, chain_of(rig, between), env)
     again.request("initialize", {"protocolVersion": 1, "clientCapabilities": CLIENT_CAPABILITIES})
     said = said_in(again.load_session(thread, rig.home.project, timeout=120))
     assert [t for t in said if t in prompts] == prompts, said
-    # The thread in the store, as the command shows it. Not before this chain: the conductor
-    # kills the first one's index worker 3 s after the client leaves, and what it had not stored
-    # is in the spool, which this liminal's start stored (the load above was replayed from it).
-    [listed] = json.loads(liminal(rig, "threads", "--json"))
-    assert listed["id"] == thread and listed["swaps"] >= 1
     delta = prompted(again, thread, "after the load delta")
     assert all(word in model_saw(rig) for word in ("alpha", "bravo", "charlie", "delta")), rig.stderr_tail()
     if between:
@@ -192,9 +255,9 @@ def test_liminal_in_a_conductor_chain(adapter: Adapter, rig: Rig, between: bool)
         assert "liminal" in servers, opened
         # After ``liminal threads`` and ``liminal history`` (processes that open the store and
         # close it), the store this liminal opens for the rewind still sees what the index stores.
-        assert "after the load delta" in liminal(rig, "history", thread)
-        asked_again(again, "session/rewind", {"sessionId": thread, "toMessageId": delta},
-                    "unknown message id")
+        assert stored(rig, thread, "after the load delta")  # the index is a few ms behind a turn
+        # liminal's rewind waits for the index to have stored the turns before it.
+        again.request("session/rewind", {"sessionId": thread, "toMessageId": delta}, timeout=120)
         prompted(again, thread, "after the rewind echo")
         seen = model_saw(rig)
         assert "charlie" in seen and "echo" in seen and "delta" not in seen, seen[-2000:]

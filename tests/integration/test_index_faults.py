@@ -3,6 +3,7 @@ between a raw client and the scripted agent, the SQLite store on disk."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -153,14 +154,55 @@ async def test_sigkill_of_liminal_mid_stream_keeps_what_the_client_had(tmp_path:
         # Kill once the spool holds at least as many frames as the client has lines (it holds
         # the client's own requests too): nothing the client saw may be missing afterwards.
         await until(lambda: spooled_frames(home) >= had, interval=0.005)
+        worker = worker_of(proxy.process.pid)
         os.kill(proxy.process.pid, signal.SIGKILL)  # liminal only, not its process group
         await proxy.process.wait()
         # The orphaned worker drains the spool on its own (its stdin closed with its parent).
         await wait_drained(home)
+        if worker is not None:
+            await exited(worker)
     seqs = await stored_seqs(home / "liminal.db")
     missing = sorted(set(range(seqs[-1] + 1)) - set(seqs))
     assert seqs == list(range(len(seqs))), (len(seqs), missing[:10], len(missing))  # no hole, no dup
     assert len(seqs) >= had
+
+
+async def test_the_worker_outlives_a_stop_of_liminals_process_group(tmp_path: Path) -> None:
+    """A conductor stops a component by its process group: SIGTERM a second after the editor
+    left, SIGKILL two seconds later (docs/facts.md, "The conductor and proxy chains"); a
+    terminal's Ctrl-C signals the group too. The index worker, in a session of its own, is not
+    in that group: what liminal spooled is stored without another start (before, the worker died
+    with the group and the frames waited in the spool)."""
+    home = tmp_path / "liminal-home"
+    async with liminal(tmp_path) as (proxy, session):
+        await until(lambda: worker_of(proxy.process.pid) is not None, 10)
+        worker = worker_of(proxy.process.pid)
+        assert worker is not None and os.getpgid(worker) != os.getpgid(proxy.process.pid)
+        await prompt(proxy, 2, session, "chunks:200000")
+        await until(lambda: len(proxy.lines) >= 20_000)
+        had = len(proxy.lines)
+        await until(lambda: spooled_frames(home) >= had, interval=0.005)
+        os.killpg(proxy.process.pid, signal.SIGTERM)
+        await anyio.sleep(0.2)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proxy.process.pid, signal.SIGKILL)
+        await proxy.process.wait()
+        await wait_drained(home)
+        await exited(worker)  # its stdin ended with liminal: it drained, and exits
+    seqs = await stored_seqs(home / "liminal.db")
+    assert seqs == list(range(len(seqs))) and len(seqs) >= had
+
+
+async def exited(pid: int, timeout: float = 30) -> None:
+    """Until ``pid`` (no child of ours) has exited; then liminal's stderr, which it inherited,
+    has ended too."""
+    def state() -> str:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return "X"
+
+    await until(lambda: state() in ("X", "Z"), timeout, 0.05)
 
 
 async def test_a_killed_worker_is_replaced_and_nothing_is_lost(tmp_path: Path) -> None:

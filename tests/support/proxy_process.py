@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -133,6 +134,14 @@ class ProxyProcess(LineClient):
             return await self.process.wait()
 
     def kill(self) -> None:
+        """SIGKILL to liminal's process group and to its index worker, which runs in a session
+        of its own (left alive, it would hold liminal's stderr, a pipe of the test's, open)."""
+        from tests.support.processes import descendants
+
+        for process in descendants(self.process.pid):
+            if "liminal.ingest.worker" in process.cmdline:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(process.pid, signal.SIGKILL)
         try:
             os.killpg(self.process.pid, signal.SIGKILL)
         except ProcessLookupError:
