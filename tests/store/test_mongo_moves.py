@@ -150,6 +150,13 @@ async def test_sidecars_claiming_one_thread_at_once_on_the_server_one_wins_every
 
     async with fresh_database() as url:
         stores = [await MongoStore.open(url) for _ in range(4)]
+        won: list[str] = []
+
+        async def claim(store: MongoStore, thread: str, attempt: str) -> None:
+            assert store.moves is not None
+            if (await store.moves.claim(thread, A, attempt, now=100.0, stale_before=0.0))[0]:
+                won.append(attempt)
+
         try:
             for round_ in range(20):
                 thread = f"{round_:08d}-1111-4111-8111-111111111111"
@@ -158,16 +165,10 @@ async def test_sidecars_claiming_one_thread_at_once_on_the_server_one_wins_every
                 # The place exists (a move before): every claim is the conditional update.
                 assert (await first.claim(thread, thread, A, now=1.0, stale_before=0.0))[0]
                 assert await first.commit(thread, thread, A)
-                won: list[str] = []
-
-                async def claim(store: MongoStore, attempt: str, thread: str = thread) -> None:
-                    assert store.moves is not None
-                    if (await store.moves.claim(thread, A, attempt, now=100.0, stale_before=0.0))[0]:
-                        won.append(attempt)
-
+                won.clear()
                 async with anyio.create_task_group() as tasks:
                     for n, store in enumerate(stores):
-                        tasks.start_soon(claim, store, f"attempt-{n}")
+                        tasks.start_soon(claim, store, thread, f"attempt-{n}")
                 assert len(won) == 1, (round_, won)
         finally:
             for store in stores:
