@@ -85,5 +85,10 @@ def test_the_model_recalls_and_searches_through_gemini_clis_mcp_client(make_rig:
         text = tool_answer(rig)
         assert text.count(FACT) == 1, text
         client.settle()
+        # Gemini CLI asks the client before each call of an MCP server's tool (the rig's client
+        # allows once; the read_file call it ran without asking).
+        asked = [f.msg["params"]["toolCall"].get("title") for f in client.received
+                 if f.method == "session/request_permission"]
+        assert asked == ["recall (liminal MCP Server)", "search_history (liminal MCP Server)"], asked
     assert client.session_ids() == {thread}
     assert not rig.server.errors, rig.server.errors
