@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from fixtures.harness import AcpClient, ModelRequest, Rig, Scenario, Text, ToolCall
 from liminal.gradient.recall import KEY_IN_MARKER
+from tests.support.acp_thread import configure
 
 FACT = "the launch word is zanzibar-77"
 BIG = "".join(f"line {i} of the big file\n" for i in range(1500))
@@ -52,13 +53,9 @@ def test_the_model_recalls_and_searches_through_gemini_clis_mcp_client(make_rig:
                 .add("SEARCH", ToolCall("mcp_liminal_search_history", {"query": "zanzibar"}), Text("searched")))
 
     rig.server.script = scenario()
-    base = rig.overhead()
-    rig.server.script = scenario()
-    rig.home.liminal_home.mkdir(parents=True, exist_ok=True)
     # No automatic swap; /optimise rewrites to a target the big file does not fit in.
-    (rig.home.liminal_home / "config.toml").write_text(
-        f"[swap]\nhigh_tokens = 10000000\ntarget_tokens = {base + 3000}\nhold_timeout_seconds = 60\n"
-        "[gradient]\nrecent_tokens = 600\nmiddle_tokens = 40000\nsummary_tokens = 600\n")
+    configure(rig, high=10_000_000, target=3000, middle=40_000)
+    rig.server.script = scenario()
     with rig.client(via_liminal=True) as client:
         client.initialize()
         thread = str(client.new_session(rig.home.project)["sessionId"])
