@@ -1,4 +1,4 @@
-"""The dashboard over what the real Claude Code and Codex left (issue 26), read in headless Chromium as a
+"""The dashboard over what the real Claude Code, Codex and Gemini CLI left, read in headless Chromium as a
 person would, while the thread goes on through ``liminal acp``: turns that each read 2,000 lines
 until three swaps have cut the older outputs, then ``/clear MARK``, ``/undo`` and more turns.
 The thread is listed once; a cut output is found by search and its original opened by its
@@ -49,11 +49,8 @@ def recorded(running: Running, thread: str, moves: int) -> None:
 def test_the_dashboard_shows_what_liminal_did_to_a_real_thread(adapter: Adapter, rig: Rig, page: Any,
                                                               artifacts: Path) -> None:
     require_browser()
-    # Gemini CLI sends no usage_update (docs/facts.md): the store has no model call of its
-    # threads to draw, so the chart says so and the moves are read from the transcript.
-    charted = adapter.name != "gemini"
     # Gemini CLI's shell tool gives the model the first 585 lines of seq's 2,001 (docs/facts.md).
-    tail, needle = ("11999\n12000", "11998") if charted else ("10583\n10584", "10498")
+    tail, needle = ("10583\n10584", "10498") if adapter.name == "gemini" else ("11999\n12000", "11998")
     rig.server.script = scenario()
     moving(rig)
     env = rig.home.env()
@@ -80,11 +77,8 @@ def test_the_dashboard_shows_what_liminal_did_to_a_real_thread(adapter: Adapter,
 
             # An output the swaps cut: the transcript gives its key, and the key its original.
             running.enter(page, f"#/thread/{thread}")
-            if charted:
-                page.locator("#chart .move").first.wait_for(state="attached")
-                assert page.locator("#chart .move.swap").count() == 3
-            else:
-                page.locator("#chart, .card p.quiet", has_text="No model call recorded yet.").first.wait_for()
+            page.locator("#chart .move").first.wait_for(state="attached")
+            assert page.locator("#chart .move.swap").count() == 3
             cut = page.locator(".msg.tool_call .cut").first
             cut.wait_for()
             cut.locator("button.recall").click()
@@ -102,7 +96,7 @@ def test_the_dashboard_shows_what_liminal_did_to_a_real_thread(adapter: Adapter,
 
             # The person's moves, seen live on the open page.
             running.enter(page, f"#/thread/{thread}")
-            page.locator("#transcript .msg.user", has_text=FIRST).first.wait_for()
+            page.locator("#chart .move").first.wait_for(state="attached")
             page.evaluate("window.notReloaded = true")
             assert "cleared back to mark M" in said(client, thread, "/clear M")
             said(client, thread, "gamma after clear")
@@ -110,16 +104,14 @@ def test_the_dashboard_shows_what_liminal_did_to_a_real_thread(adapter: Adapter,
             assert "out of the model's context" in said(client, thread, "/undo")
             said(client, thread, "delta after undo")
             client.settle()
-            if charted:
-                page.locator('#chart .move[data-move="/undo"]').wait_for(state="attached", timeout=120_000)
+            page.locator('#chart .move[data-move="/undo"]').wait_for(state="attached", timeout=120_000)
             page.locator("#transcript .msg.user", has_text="delta after undo").wait_for(timeout=120_000)
             assert page.evaluate("window.notReloaded") is True
-        if charted:
-            drawn = [line.get_attribute("data-move") for line in page.locator("#chart .move").all()]
-            assert drawn == ["swap", "swap", "swap", "/clear M", "/undo"], drawn
-            calls = [int(line.get_attribute("data-at") or -1) for line in page.locator("#chart .move").all()]
-            assert calls == sorted(calls) and calls[0] > 0, calls
-            assert page.locator("#chart .mark").count() == 1
+        drawn = [line.get_attribute("data-move") for line in page.locator("#chart .move").all()]
+        assert drawn == ["swap", "swap", "swap", "/clear M", "/undo"], drawn
+        calls = [int(line.get_attribute("data-at") or -1) for line in page.locator("#chart .move").all()]
+        assert calls == sorted(calls) and calls[0] > 0, calls
+        assert page.locator("#chart .mark").count() == 1
         seen = {t.locator(".msg.user .text").first.inner_text(): t.get_attribute("data-seen")
                 for t in page.locator("#transcript article").all() if t.locator(".msg.user").count()}
         # /clear M took out every turn after the mark, /undo "beta two"; the rest is in context.
