@@ -153,14 +153,16 @@ _NOTES = {"liminal/swap": "_swap", "liminal/mark": "_mark", "liminal/restored": 
 def usage_point(frame: FrameRecord, message: dict[str, Any], state: _ThreadState) -> list[MessageRecord]:
     """A ``liminal/usage`` note: the context liminal read from the session file of a CLI that
     sends no ``usage_update`` (at a turn's end), a usage point of the turn that ended, as the
-    agent's would be. The same size again is no new model call (a command's turn): no point."""
+    agent's would be, though the next prompt may have come meanwhile (a look far below the
+    trigger reads the file unheld). The same size again is no new model call (a command's
+    turn): no point."""
     params = message.get("params")
     used = params.get("used") if isinstance(params, dict) else None
     if frame.thread_id is None or not isinstance(used, int) or isinstance(used, bool) or used == state.file_used:
         return []
     state.file_used = used
     return [MessageRecord(
-        id=frame.id, thread_id=frame.thread_id, turn_id=state.turn_id or state.ended_turn_id, time=frame.time,
+        id=frame.id, thread_id=frame.thread_id, turn_id=state.ended_turn_id or state.turn_id, time=frame.time,
         order=_order(frame), kind="usage", data={"used": used}, backing_id=frame.backing_id or frame.thread_id)]
 
 
