@@ -159,8 +159,9 @@ def render(out: Any, m: MessageRecord, *, full: bool = False) -> None:
         from liminal.units import tokens
 
         used, size = m.data.get("used"), m.data.get("size")
-        out.line(f"[usage] {tokens(used)} of {tokens(size)} tokens" if isinstance(used, int)
-                 and isinstance(size, int) else f"[usage] {m.data}", style="dim")
+        of = f" of {tokens(size)}" if isinstance(size, int) else ""  # (none read from a session file)
+        out.line(f"[usage] {tokens(used)}{of} tokens" if isinstance(used, int) else f"[usage] {m.data}",
+                 style="dim")
     elif m.kind == "turn_end":
         error = m.data.get("error")
         said = f": {error.get('message')}" if isinstance(error, dict) and error.get("message") else ""

@@ -107,6 +107,12 @@ class SessionFiles(Protocol):
 
     def context_tokens(self, path: Path) -> int | None: ...
 
+    @property
+    def reports_usage(self) -> bool:
+        """Whether the CLI (or its adapter) tells the context in ACP ``usage_update``s. When it
+        does not, what ``context_tokens`` reads at a turn's end is the thread's usage point in
+        the store (a ``liminal/usage`` note, never sent), which the dashboard charts."""
+
     def first_context_tokens(self, path: Path) -> int | None:
         """The context at the end of the session's first turn, as the usage its file records
         says (None: none recorded): the CLI's own prompt and a first exchange, what the cost

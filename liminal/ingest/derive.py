@@ -133,10 +133,37 @@ class _ThreadState:
     plan_id: str | None = None
     load: _Load | None = None
     said: bool = False  # a message of its history was derived here (live, or a recorded replay)
+    ended_turn_id: str | None = None  # the last turn that ended
+    file_used: int | None = None  # the last context liminal noted from the session file
 
     @property
     def loading(self) -> bool:
         return self.load is not None
+
+    def ended(self, turn_id: str) -> None:
+        self.turn_id, self.ended_turn_id = None, turn_id
+        self.tools.clear()
+
+
+# liminal's own notes for the store (never sent), by method: the Deriver's method for each.
+_NOTES = {"liminal/swap": "_swap", "liminal/mark": "_mark", "liminal/restored": "_restored",
+          "liminal/usage": "_file_usage"}
+
+
+def usage_point(frame: FrameRecord, message: dict[str, Any], state: _ThreadState) -> list[MessageRecord]:
+    """A ``liminal/usage`` note: the context liminal read from the session file of a CLI that
+    sends no ``usage_update`` (at a turn's end), a usage point of the turn that ended, as the
+    agent's would be, though the next prompt may have come meanwhile (a look far below the
+    trigger reads the file unheld). The same size again is no new model call (a command's
+    turn): no point."""
+    params = message.get("params")
+    used = params.get("used") if isinstance(params, dict) else None
+    if frame.thread_id is None or not isinstance(used, int) or isinstance(used, bool) or used == state.file_used:
+        return []
+    state.file_used = used
+    return [MessageRecord(
+        id=frame.id, thread_id=frame.thread_id, turn_id=state.ended_turn_id or state.turn_id, time=frame.time,
+        order=_order(frame), kind="usage", data={"used": used}, backing_id=frame.backing_id or frame.thread_id)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,12 +285,8 @@ class Deriver:
             elif frame.kind == "notification":
                 if frame.method == "session/update":
                     self._update(frame, message, out)
-                elif frame.method == "liminal/swap" and frame.direction == "note":
-                    self._swap(frame, message, out)
-                elif frame.method == "liminal/mark" and frame.direction == "note":
-                    self._mark(frame, message, out)
-                elif frame.method == "liminal/restored" and frame.direction == "note":
-                    self._restored(frame, message, out)
+                elif frame.direction == "note" and frame.method in _NOTES:
+                    getattr(self, _NOTES[frame.method])(frame, message, out)
             elif frame.kind == "response":
                 self._response(frame, message, out)
         except Exception as exc:
@@ -398,6 +421,11 @@ class Deriver:
         if thread_id and backing and isinstance(record, dict):
             out.threads.append(ThreadUpdate(thread_id, frame.time, cwd=_str(record.get("cwd")),
                                             backing_ids=(backing,)))
+
+    def _file_usage(self, frame: FrameRecord, message: dict[str, Any], out: Derived) -> None:
+        """The context read from the session file of a CLI that tells none (``usage_point``)."""
+        if frame.thread_id:
+            out.messages.extend(usage_point(frame, message, self._state(frame.thread_id)))
 
     # -- session/update -----------------------------------------------------------------------
 
@@ -541,8 +569,7 @@ class Deriver:
                 order=_order(frame), kind="turn_end", text="",
                 status=_str(result.get("stopReason")) or ("error" if "error" in message else None),
                 data=data, backing_id=frame.backing_id or thread_id))
-            state.turn_id = None
-            state.tools.clear()
+            state.ended(request_frame)
             out.threads.append(ThreadUpdate(thread_id, frame.time))
             return
         if "error" in message:

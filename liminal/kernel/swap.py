@@ -86,7 +86,7 @@ from liminal.kernel.swapping.steps import (
     Settled,
     SizeRead,
 )
-from liminal.kernel.threads import ThreadModel, ThreadState
+from liminal.kernel.threads import USAGE, ThreadModel, ThreadState
 from liminal.kernel.unfinished import committed_in_store, recover
 from liminal.kernel.zone import Offer
 
@@ -432,7 +432,7 @@ class SwapManager(Component):
             life = await _cache_life(self.harness, thread_id, command.path)
             return CacheLifeRead(life, faults.monotonic())  # the idle spell's clock
         if isinstance(command, ReadSize):
-            return SizeRead(await anyio.to_thread.run_sync(self.harness.context_tokens, command.path))
+            return SizeRead(await _read_size(self.harness, self._port, thread_id, command.path))
         if isinstance(command, Journal):
             attempt.tokens_before = command.tokens
             self.mover.records.ended(attempt, command.outcome, command.reason)
@@ -518,6 +518,17 @@ async def _cache_life(harness: SwapHarness, thread_id: str, path: Path) -> float
                      error=f"{type(exc).__name__}: {exc}")
         return None
 
+
+
+async def _read_size(harness: SwapHarness, port: Port | None, thread_id: str, path: Path) -> int | None:
+    """The context the session file says. A CLI that tells none over ACP (its harness's
+    ``reports_usage`` False: Gemini CLI) has it noted for the store as the thread's usage point
+    (``liminal/usage``: never sent), which the dashboard charts as it charts an agent's."""
+    tokens = await anyio.to_thread.run_sync(harness.context_tokens, path)
+    # (A harness a test gives may not say: it is taken to send usage_update, as the CLIs' do.)
+    if tokens is not None and not getattr(harness, "reports_usage", True) and port is not None:
+        port.note(USAGE, {"used": tokens}, thread_id=thread_id)
+    return tokens
 
 def _committed_log(attempt: MoveAttempt, marks: dict[type, float]) -> None:
     """Where the hold went (bench/swap.py reads these): waiting for the file, reading the

@@ -58,6 +58,7 @@ _WATCHED = kind_markers("tool_call", "tool_call_update", "usage_update", "curren
 _REMEMBERED = frozenset({"initialize", "authenticate", "session/new", "session/fork", "session/load",
                          "session/resume", "session/set_mode", "session/set_config_option"})
 OPENS = frozenset({"session/new", "session/fork", "session/load", "session/resume"})
+USAGE = "liminal/usage"  # the context read from the session file of a CLI that tells none
 RESTORED = "liminal/restored"  # the note ``liminal.kernel.restore`` writes once a load it kept opened
 # No model's window comes near this many tokens: a reading past it is not a context size.
 MAX_CONTEXT_TOKENS = 100_000_000

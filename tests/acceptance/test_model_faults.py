@@ -9,6 +9,9 @@ its prompt cache as the real one keeps it (``FakeServer.fail``, ``Rig.advance_cl
   and a ``response.failed``: the same; and its requests after the first read the prompt cache
   (``cached_tokens``), which liminal's meter and the store's records read as part of the
   context, not instead of it.
+- Gemini CLI meets a 429 (a per-minute quota, retry in a second), a 500 and a 503, one per turn,
+  and retries each; a stream cut after its first chunk it does not retry (the prompt's answer is
+  its error): the store holds what the client was sent, every tool call with its output.
 - An idle swap on a cold cache (claude-agent): turns grow the thread, then the fake's clock and
   liminal's (``clock.offset``) move past the 5-minute cache, turn after turn, until liminal's
   idle look swaps; the prompt after it reads nothing from the cache, as the real API would
@@ -30,6 +33,7 @@ from fixtures.harness import (
     OVERLOADED,
     SERVER_ERROR,
     AcpClient,
+    AcpError,
     Fault,
     Rig,
     Scenario,
@@ -46,11 +50,12 @@ from tests.support.mongo import recorded
 IDLE_LOOK = "thread idle past the cache's life"
 
 
-def scenario(turns: int) -> Scenario:
-    """Turn ``RUN<n>``: a word and a shell call, then the answer."""
+def scenario(turns: int, command: str = "echo zebra-$((40+{n}+2))") -> Scenario:
+    """Turn ``RUN<n>``: a word and a shell call whose output (not its command) says
+    ``zebra-<42+n>`` (``command`` formatted with ``n`` and ``m = 42 + n``), then the answer."""
     script = Scenario()
     for n in range(turns):
-        script.add(f"RUN{n} ", [Text("let me look first"), Shell(f"echo zebra-$((40+{n}+2))")],
+        script.add(f"RUN{n} ", [Text("let me look first"), Shell(command.format(n=n, m=42 + n))],
                    f"the tool said zebra-{42 + n}")
     return script
 
@@ -107,6 +112,46 @@ def test_claude_code_retries_an_overload_and_a_cut_stream(make_rig: Callable[...
     # adapter sends the rest of the text it had begun. Neither is liminal's to decide.)
     assert [texts[0], texts[3]] == ["let me look firstthe tool said zebra-42",
                                     "let me look firstthe tool said zebra-45"], texts
+
+
+def sent(client: AcpClient, thread: str) -> str:
+    """The agent text the client was sent for ``thread``, in order."""
+    return "".join(f.msg["params"]["update"]["content"].get("text", "") for f in client.received
+                   if f.method == "session/update" and f.msg["params"].get("sessionId") == thread
+                   and f.msg["params"]["update"].get("sessionUpdate") == "agent_message_chunk")
+
+
+def test_gemini_cli_retries_a_rate_limit_and_server_errors_and_fails_a_cut_turn(
+        make_rig: Callable[..., Rig]) -> None:
+    """A 429 (a per-minute quota, retry in a second), a 500 and a 503 are retried; a stream cut
+    after its first chunk is not (Gemini CLI 0.61.0 answers the prompt with its error,
+    "terminated"), and the thread goes on. Either way the store holds what the client was sent."""
+    rig = make_rig("gemini")
+    faults = [Fault(status=429), SERVER_ERROR, Fault(status=503), cut(after=1), None]
+    # (Gemini CLI refuses a command with ``$(...)`` in it: "Command injection detected".)
+    rig.server.script = scenario(len(faults), "printf 'zebra-%d' {m}")
+    with rig.client(via_liminal=True) as client:
+        client.initialize()
+        thread = client.new_session(rig.home.project)["sessionId"]
+        for n, fault in enumerate(faults):
+            if fault is not None:
+                rig.server.fail(fault)
+            if fault is not None and fault.after is not None:
+                with pytest.raises(AcpError, match="terminated"):
+                    client.prompt(thread, f"RUN{n} please", timeout=180)
+                continue
+            result = client.prompt(thread, f"RUN{n} please", timeout=180)
+            assert result.stop_reason == "end_turn", rig.stderr_tail()
+            assert result.text == f"let me look firstthe tool said zebra-{42 + n}", result.text
+        client.settle()
+    assert [r.fault for r in rig.server.faulted] == faults[:-1]
+    assert not rig.server.errors  # each retry a request the API takes
+    agent, tools = stored(rig, thread)
+    shown = sent(client, thread)
+    assert "".join(m.text for m in agent) == shown and shown.count("let me l") == len(faults), shown
+    assert [t.status for t in tools] == ["completed"] * (len(faults) - 1), tools
+    results = [v.tool_results[-1].text for v in rig.server.views() if v.tool_results]
+    assert [f"zebra-{42 + n}" in out for n, out in zip([0, 1, 2, 4], results, strict=True)] == [True] * 4, results
 
 
 def allow_one_retry(rig: Rig) -> None:

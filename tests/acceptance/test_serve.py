@@ -1,5 +1,5 @@
 """``liminal serve`` with the real Claude Code (and Codex, where the thread outlives its
-connection and its adapter) behind it and a real ``websockets`` client
+connection and its adapter; Gemini CLI, where it outlives its connection) behind it and a real ``websockets`` client
 (issue 15): a conversation over a WebSocket, swapped on the way; the connection dropped; a new
 connection loads the thread and gets its whole history, under the one thread id, and goes on.
 
@@ -57,7 +57,7 @@ def client(rig: Rig, url: str, token: str) -> WsAcpClient:
     return made
 
 
-@pytest.mark.parametrize("adapter", ["claude-agent", "codex-agent"], indirect=True)
+@pytest.mark.parametrize("adapter", ["claude-agent", "codex-agent", "gemini"], indirect=True)
 def test_a_thread_outlives_its_connection(adapter: Adapter, rig: Rig, tmp_path: Path) -> None:
     rig.server.script = Scenario().add("TOOL", Shell("echo tool-output-here", "Echo"), "the tool ran")
     proc, url, token = start_serve(rig)
@@ -72,6 +72,7 @@ def test_a_thread_outlives_its_connection(adapter: Adapter, rig: Rig, tmp_path: 
         committed = [s for s in SwapJournal(rig.home.liminal_home / "swaps.jsonl").records()
                      if s.outcome == "committed"]
         assert committed, (rig.home.logs / "stderr-serve.log").read_text()[-3000:]
+        assert any("tool-output-here" in r.text for v in rig.server.views() for r in v.tool_results)
 
         again = client(rig, url, token)
         again.initialize()

@@ -239,6 +239,29 @@ def test_gemini_streams_one_chunk_a_write(fake_gemini: FakeGemini) -> None:
     assert len(chunks) > 1 and all(c.startswith(b"data: ") and c.count(b"data: ") == 1 for c in chunks)
 
 
-def test_a_server_that_takes_no_faults_says_so(fake_gemini: FakeGemini) -> None:
-    with pytest.raises(NotImplementedError, match="FakeGemini takes no faults"):
-        fake_gemini.fail(OVERLOADED)
+def test_gemini_fails_as_the_api_does_and_cuts_a_stream(fake_gemini: FakeGemini) -> None:
+    """429, 500 and 503 in Google's error shape (the 429 a per-minute quota with a retry delay),
+    a stream cut after its first chunk; a request without tools (a side request) is not
+    counted."""
+    fake_gemini.script = Scenario().add("go", Text("sure thing"))
+    stream = "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+    key = f"x-goog-api-key: {FAKE_GEMINI_KEY}\r\n".encode()
+    body = {"contents": [{"role": "user", "parts": [{"text": "go"}]}],
+            "tools": [{"functionDeclarations": [{"name": "read_file"}]}]}
+    faults = [Fault(status=429), SERVER_ERROR, Fault(status=503), cut(after=1)]
+    fake_gemini.fail(*faults)
+    head, _, finished = raw_exchange(fake_gemini, stream, {"contents": body["contents"]}, key)
+    assert head.startswith(b"HTTP/1.1 200") and finished, head
+    for status, kind in [(429, "RESOURCE_EXHAUSTED"), (500, "INTERNAL"), (503, "UNAVAILABLE")]:
+        head, [raw], _ = raw_exchange(fake_gemini, stream, body, key)
+        error = json.loads(raw)["error"]
+        assert head.startswith(b"HTTP/1.1 %d" % status) and (error["code"], error["status"]) == (status, kind)
+        if status == 429:
+            assert {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1s"} in error["details"]
+    _, chunks, finished = raw_exchange(fake_gemini, stream, body, key)
+    assert not finished and len(chunks) == 1 and b'"sure' in chunks[0], chunks
+    _, chunks, finished = raw_exchange(fake_gemini, stream, body, key)
+    assert finished and len(chunks) == 2
+    assert [r.fault for r in fake_gemini.faulted] == faults
+    with pytest.raises(NotImplementedError, match="no error inside a stream"):
+        fake_gemini.fail(Fault(status=500, after=1))

@@ -278,6 +278,23 @@ def test_a_swap_note_becomes_a_swap_message_between_turns() -> None:
     assert not [m for m in derive([forged])[0].values() if m.kind == "swap"]
 
 
+def test_a_usage_note_is_a_usage_point_of_the_turn_that_ended() -> None:
+    """A CLI that sends no usage_update (Gemini CLI): the context liminal read from its session
+    file at a turn's end is a usage point of that turn; the same size again (a command's turn,
+    no model call) is none."""
+    notes = [event("note", {"jsonrpc": "2.0", "method": "liminal/usage", "params": {"used": used}},
+                   thread="sess-1", backing="sess-1", time=1002.0 + n) for n, used in enumerate((5000, 5000, 7000))]
+    # The last one read while the next prompt was under way: still the ended turn's.
+    following = event("c2a", {"jsonrpc": "2.0", "id": 7, "method": "session/prompt", "params": {
+        "sessionId": "sess-1", "prompt": [{"type": "text", "text": "next"}]}}, time=1002.5)
+    messages, _ = derive([*conversation(), *notes[:2], following, notes[2]])
+    [ended] = [m for m in messages.values() if m.kind == "turn_end"]
+    noted = sorted((m for m in messages.values() if m.kind == "usage" and "size" not in m.data), key=lambda m: m.order)
+    assert [(m.data, m.turn_id) for m in noted] == [({"used": 5000}, ended.turn_id), ({"used": 7000}, ended.turn_id)]
+    forged = event("a2c", {"jsonrpc": "2.0", "method": "liminal/usage", "params": {"used": 1}}, thread="sess-1")
+    assert not [m for m in derive([forged])[0].values() if m.kind == "usage"]
+
+
 def test_a_command_liminal_answered_and_a_mark_are_kept_with_the_conversation() -> None:
     prompt = {"jsonrpc": "2.0", "id": 9, "method": "session/prompt",
               "params": {"sessionId": "sess-1", "prompt": [{"type": "text", "text": "/mark A"}]}}

@@ -45,7 +45,7 @@ class ClaudeSessions:
     # (claude-agent-acp 0.100; docs/gradient.md): the Agent SDK's system prompt without tools and
     # its context messages (2.0k tokens), and the title request it makes for a new session (1.2k).
     side_session_tokens = 3_200
-    side_sessions = True
+    side_sessions = reports_usage = True
     prices = None  # the cost policy's default
 
     def __init__(self, settings: GradientSettings, env: Mapping[str, str] | None = None) -> None:

@@ -102,7 +102,7 @@ class CodexSessions:
     # instructions and tools, 9.4k tokens with codex-acp 0.16 and 8.6k with codex-acp 2.6 in the
     # side folder's config (which asks for no title of it: ``side_prompt``).
     side_session_tokens = 9_500
-    side_sessions = True
+    side_sessions = reports_usage = True
     prices = None  # the cost policy's default
 
     def __init__(self, settings: GradientSettings, env: Mapping[str, str] | None = None) -> None:

@@ -93,6 +93,9 @@ class GeminiSessions:
     # without storage; output at about 8 input tokens (docs/formats.md, "Cached tokens and their
     # price", names the sources and what could not be checked).
     prices = PriceRatios(read=0.10, write=1.0, output=8.0)
+    # No ``usage_update`` over ACP (the prompt's answer has the turn's token counts in
+    # ``_meta.quota``, not the context): the session file's usage is the thread's.
+    reports_usage = False
 
     def __init__(self, settings: GradientSettings, env: Mapping[str, str] | None = None) -> None:
         self.settings = settings
