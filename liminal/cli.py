@@ -128,6 +128,13 @@ def _main(argv: Sequence[str] | None) -> int:
     module = modules[args.command]
     if args.config is not None:  # handed on to the MCP server, which starts in another folder
         args.config = args.config.expanduser().absolute()
+    if os.environ.get("PYTHONPATH"):
+        # Inherited by every process liminal starts, some in another folder (an agent starts
+        # liminal's MCP server in the session's, and Gemini CLI gives it the PYTHONPATH it
+        # inherited, not the one the server's spec names): relative, it would find other code.
+        from liminal.kernel.modeltools import absolute_paths
+
+        os.environ["PYTHONPATH"] = absolute_paths(os.environ["PYTHONPATH"])
     overrides = {"home": args.home, "log_level": args.log_level}
     if hasattr(module, "overrides"):
         overrides.update(module.overrides(args))

@@ -45,13 +45,13 @@ def server_spec(home: Path, config_file: Path | None, *, thread: str | None = No
     if config_file is not None:
         args += ["--config", str(config_file)]
     args += ["--thread", thread] if thread is not None else ["--bind", nonce or ""]
-    env = [{"name": k, "value": _absolute_paths(v) if k == PASSED_ENV[0] else v}
+    env = [{"name": k, "value": absolute_paths(v) if k == PASSED_ENV[0] else v}
            for k, v in sorted(os.environ.items())
            if k == PASSED_ENV[0] or k.startswith(PASSED_ENV[1])]
     return {"name": SERVER_NAME, "command": sys.executable, "args": args, "env": env}
 
 
-def _absolute_paths(search_path: str) -> str:
+def absolute_paths(search_path: str) -> str:
     """A PYTHONPATH as this process reads it, for one that starts in another folder (the agent
     starts the server in the session's): each relative entry made absolute."""
     if not search_path:

@@ -189,6 +189,22 @@ def test_liminal_config_shows_each_value_and_its_source(
     assert set(shown) == set(config.setting_names()) - {"home"}
 
 
+def test_a_relative_python_path_is_made_absolute_for_the_processes_liminal_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An agent starts liminal's MCP server in the session's folder, and Gemini CLI gives it the
+    PYTHONPATH it inherited from liminal: relative, it would name other code there."""
+    import os
+
+    from liminal.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LIMINAL_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["src", "/already/absolute"]))
+    assert main(["config", "--json"]) == 0
+    assert os.environ["PYTHONPATH"] == os.pathsep.join([str(tmp_path / "src"), "/already/absolute"])
+
+
 @pytest.mark.parametrize("broken", ["damaged database", "unsupported scheme", "open home", "open token"])
 def test_doctor_and_the_readers_say_what_is_wrong_in_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], broken: str,
