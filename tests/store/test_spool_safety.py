@@ -453,3 +453,45 @@ async def _stored(home: Path) -> int:
             return int(db.execute("select count(*) from frames").fetchone()[0])
     except sqlite3.Error:
         return 0
+
+
+async def test_a_spool_its_old_worker_finishes_during_the_replay_is_no_failure(tmp_path: Path) -> None:
+    """A liminal killed alone (a conductor's stop) leaves its index worker draining its spool,
+    whose lock is then free: a new liminal's start replays it as an orphan at the same time.
+    The old worker removes each segment once every frame in it is stored; the replay then finds
+    the segment gone. That is no failure of the replay (its frames are in the store), and the
+    spools after it are replayed too. Before, the replay raised FileNotFoundError, which ended
+    the new liminal's indexer."""
+    from dataclasses import replace
+
+    from liminal.ingest.recovery import replay_orphans
+    from liminal.store.records import frame_id
+
+    first = SpoolDir(tmp_path / "spool" / "a")
+    assert first.acquire()
+    for f in frames(10):
+        first.append(f.seq, f)
+    segment = first.segments[0].path
+    first.release(remove_if_empty=False)
+    second = SpoolDir(tmp_path / "spool" / "b")
+    assert second.acquire()
+    for f in frames(5):
+        moved = replace(f, id=frame_id("d", f.seq), connection_id="d")
+        second.append(f.seq, moved)
+    second.release(remove_if_empty=False)
+    inner = await SqliteStore.open(tmp_path / "liminal.db")
+
+    class OldWorkerDrains(GatedStore):
+        async def write(self, batch: Batch) -> None:
+            await self.inner.write(batch)
+            if segment.exists():  # the old worker stores the whole segment, then removes it
+                await self.inner.write(Batch(frames(10), [], []))
+                segment.unlink()
+
+    with anyio.fail_after(10):
+        await replay_orphans(OldWorkerDrains(inner), tmp_path / "spool", None, batch_frames=2,
+                             retry_seconds=0.01, quarantine=tmp_path / "quarantine")
+    assert [f.seq for f in await inner.frames(connection_id="c")] == list(range(10))
+    assert [f.seq for f in await inner.frames(connection_id="d")] == list(range(5))
+    assert orphans(tmp_path / "spool", None) == []
+    await inner.aclose()
