@@ -418,11 +418,18 @@ def _exit_after(seconds: float, code: int) -> None:
     """Exit the process in ``seconds`` whatever it is doing (a thread: the event loop may be
     waiting on a store call that cannot be cancelled). The spool keeps what was not stored."""
 
-    def exit_now() -> None:
+    def say() -> None:
         logger.warning("index worker: a store call did not finish in time; exiting, the spool "
                        "keeps what was not stored", seconds=seconds)
         with contextlib.suppress(Exception):
             sys.stderr.flush()
+
+    def exit_now() -> None:
+        # Said from a thread of its own: a stderr no one reads (full) blocks the line, and the
+        # exit must not wait behind it.
+        saying = threading.Thread(target=say, daemon=True)
+        saying.start()
+        saying.join(1.0)
         os._exit(code)
 
     timer = threading.Timer(seconds, exit_now)

@@ -495,3 +495,29 @@ async def test_a_spool_its_old_worker_finishes_during_the_replay_is_no_failure(t
     assert [f.seq for f in await inner.frames(connection_id="d")] == list(range(5))
     assert orphans(tmp_path / "spool", None) == []
     await inner.aclose()
+
+
+def test_the_workers_last_bound_holds_when_its_stderr_is_full(tmp_path: Path) -> None:
+    """A worker's stderr is its proxy's (an editor's pipe, a terminal): one no one reads fills,
+    and a log line blocks, holding the stream. The bound that ends a worker whatever it is doing
+    (``_exit_after``) logged its warning on that stream first, so it blocked behind the line
+    and the process never exited."""
+    script = (
+        "import sys\n"
+        "from liminal import log\n"
+        "from liminal.ingest.worker import _exit_after\n"
+        "log.configure('info')\n"
+        "_exit_after(0.5, 7)\n"
+        "while True:\n"
+        "    sys.stderr.write('x' * 65536)\n"
+        "    sys.stderr.flush()\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert proc.wait(timeout=30) == 7
+    finally:
+        proc.kill()
+        proc.wait()
+        assert proc.stderr is not None
+        proc.stderr.close()
