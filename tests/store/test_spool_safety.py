@@ -18,7 +18,7 @@ import pytest
 
 from liminal.ingest.indexer import Indexer, Tuning
 from liminal.ingest.spool import SpoolDir, orphans, read_segment
-from liminal.store.records import Batch
+from liminal.store.records import Batch, FrameRecord
 from liminal.store.sqlite import SqliteStore
 from tests.store.test_spool import frames
 
@@ -103,13 +103,19 @@ async def test_closing_with_an_unusable_store_leaves_the_frames_in_the_spool_at_
     assert _spooled(tmp_path / "spool") == 25
 
 
-def _orphan_with(tmp_path: Path, tail: bytes) -> Path:
-    spool = SpoolDir(tmp_path / "spool" / "dead")
+def _left(folder: Path, records: list[FrameRecord]) -> Path:
+    """A spool of ``records`` its writer left (its lock free): its one segment."""
+    spool = SpoolDir(folder)
     assert spool.acquire()
-    for f in frames(5):
+    for f in records:
         spool.append(f.seq, f)
     path = spool.segments[0].path
     spool.release(remove_if_empty=False)
+    return path
+
+
+def _orphan_with(tmp_path: Path, tail: bytes) -> Path:
+    path = _left(tmp_path / "spool" / "dead", frames(5))
     with path.open("ab") as out:
         out.write(tail)
     return path
@@ -467,18 +473,8 @@ async def test_a_spool_its_old_worker_finishes_during_the_replay_is_no_failure(t
     from liminal.ingest.recovery import replay_orphans
     from liminal.store.records import frame_id
 
-    first = SpoolDir(tmp_path / "spool" / "a")
-    assert first.acquire()
-    for f in frames(10):
-        first.append(f.seq, f)
-    segment = first.segments[0].path
-    first.release(remove_if_empty=False)
-    second = SpoolDir(tmp_path / "spool" / "b")
-    assert second.acquire()
-    for f in frames(5):
-        moved = replace(f, id=frame_id("d", f.seq), connection_id="d")
-        second.append(f.seq, moved)
-    second.release(remove_if_empty=False)
+    segment = _left(tmp_path / "spool" / "a", frames(10))
+    _left(tmp_path / "spool" / "b", [replace(f, id=frame_id("d", f.seq), connection_id="d") for f in frames(5)])
     inner = await SqliteStore.open(tmp_path / "liminal.db")
 
     class OldWorkerDrains(GatedStore):
