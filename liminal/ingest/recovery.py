@@ -199,7 +199,13 @@ async def _replay(store: Store, spool: SpoolDir, batch_frames: int, retry_second
     for seg in spool.segments:
         pos = 0
         while True:
-            frames, pos = read_segment(seg.path, pos, seg.written, batch_frames, READ_BYTES)
+            try:
+                frames, pos = read_segment(seg.path, pos, seg.written, batch_frames, READ_BYTES)
+            except FileNotFoundError:
+                # Removed by a reader that stored every frame in it: the spool's own worker,
+                # draining after its writer was killed (which freed the lock taken here).
+                seg.read = seg.written
+                break
             if not frames:
                 break
             await retrying(functools.partial(stored, frames, []))

@@ -1,7 +1,8 @@
 """The local, append-only spool: where frames wait on disk until the store has them.
 
-Layout: ``$LIMINAL_HOME/spool/<name>/`` holds a ``.lock`` (``flock``ed by the live writer, so a
-restarted liminal can tell an orphan from a neighbour's spool) and segment files
+Layout: ``$LIMINAL_HOME/spool/<name>/`` holds a ``.lock`` (``flock``ed by the live writer, and
+by its index worker, which inherits the lock and drains after the writer dies, so a restarted
+liminal can tell an orphan from a neighbour's spool) and segment files
 ``<n>.spool``, where ``n`` is the writer's running count of frames at the segment's first frame:
 segments sorted by ``n`` give the frames in the order they were offered. A writer appends to one
 tail segment; frames that must go back in front of it (the inline indexer's failed or stalled
@@ -148,6 +149,11 @@ class SpoolDir:
     @property
     def owned(self) -> bool:
         return self._lock_fd is not None
+
+    @property
+    def lock_fd(self) -> int | None:
+        """The descriptor the lock is held by (a process that inherits it holds the lock too)."""
+        return self._lock_fd
 
     def release(self, *, remove_if_empty: bool = True) -> None:
         self._close_tail()

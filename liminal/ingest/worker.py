@@ -342,6 +342,12 @@ class SpoolWriter(Component):
         argv = self._worker_argv or [sys.executable, "-m", "liminal.ingest.worker"]
         argv = [*argv, str(self.spool.path), "--home", str(self.settings.home),
                 "--log-level", self.settings.log_level]
+        # The spool's lock, inherited: it stays held while the worker lives, so a new liminal
+        # started after this one was killed alone does not replay the spool as an orphan while
+        # the worker still stores it (two readers of one connection, each writing its messages).
+        lock = self.spool.lock_fd
+        if lock is not None:
+            argv += ["--lock-fd", str(lock)]
         # Its stdin is a pipe of ours: a byte is a poke, end of file means "drain and stop".
         # The settings this process resolved (flags, --config file) reach the worker as
         # environment variables, which take precedence over any config file it would read.
@@ -354,7 +360,8 @@ class SpoolWriter(Component):
             # leaves it to drain the spool; ``aclose`` still bounds it while the proxy lives.
             self._worker = await anyio.open_process(argv, stdin=read_end, env=env,
                                                     stdout=subprocess.DEVNULL, stderr=None,
-                                                    start_new_session=True)
+                                                    start_new_session=True,
+                                                    pass_fds=() if lock is None else (lock,))
         finally:
             os.close(read_end)
         os.set_blocking(write_end, False)
@@ -418,11 +425,18 @@ def _exit_after(seconds: float, code: int) -> None:
     """Exit the process in ``seconds`` whatever it is doing (a thread: the event loop may be
     waiting on a store call that cannot be cancelled). The spool keeps what was not stored."""
 
-    def exit_now() -> None:
+    def say() -> None:
         logger.warning("index worker: a store call did not finish in time; exiting, the spool "
                        "keeps what was not stored", seconds=seconds)
         with contextlib.suppress(Exception):
             sys.stderr.flush()
+
+    def exit_now() -> None:
+        # Said from a thread of its own: a stderr no one reads (full) blocks the line, and the
+        # exit must not wait behind it.
+        saying = threading.Thread(target=say, daemon=True)
+        saying.start()
+        saying.join(1.0)
         os._exit(code)
 
     timer = threading.Timer(seconds, exit_now)
@@ -430,7 +444,7 @@ def _exit_after(seconds: float, code: int) -> None:
     timer.start()
 
 
-async def _worker(spool_dir: Path, settings: Settings) -> None:
+async def _worker(spool_dir: Path, settings: Settings, lock_fd: int | None = None) -> None:
     from liminal.harness.known import find_session_file
     from liminal.ingest import quarantine
     from liminal.ingest.indexer import Indexer, Tuning
@@ -490,6 +504,9 @@ async def _worker(spool_dir: Path, settings: Settings) -> None:
         tg.cancel_scope.cancel()
     if store_cm is not None:
         await store_cm.__aexit__(None, None, None)
+    if lock_fd is not None:  # the writer's lock, inherited: let go before taking it to tidy
+        with contextlib.suppress(OSError):
+            os.close(lock_fd)
     _tidy(spool_dir)
 
 
@@ -507,6 +524,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("spool_dir", type=Path)
     parser.add_argument("--home", type=Path)
     parser.add_argument("--log-level")
+    parser.add_argument("--lock-fd", type=int)  # the spool's lock, inherited from its writer
     args = parser.parse_args(argv)
     private.tighten_umask()  # its files are as private as the proxy's (liminal.private)
     settings = config.load({"home": args.home, "log_level": args.log_level})
@@ -514,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.suppress(OSError):
         os.nice(WORKER_NICE)
     log.configure(settings.log_level)
-    anyio.run(_worker, args.spool_dir, settings, backend="asyncio")
+    anyio.run(_worker, args.spool_dir, settings, args.lock_fd, backend="asyncio")
     return 0
 
 

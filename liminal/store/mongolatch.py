@@ -41,7 +41,11 @@ async def latched(latches: AsyncCollection[dict[str, Any]], key: str) -> AsyncIt
     deadline = time.monotonic() + WAIT_SECONDS
     while True:
         try:
-            await latches.insert_one({"_id": key, "token": token, "at": time.time()})
+            # Shielded: a cancellation between the server's insert and its answer would leave
+            # the latch held, unknown to the ``finally`` below, until it goes stale. The call
+            # is bounded by the client's socket timeout.
+            with anyio.CancelScope(shield=True):
+                await latches.insert_one({"_id": key, "token": token, "at": time.time()})
             break
         except DuplicateKeyError:
             held = await latches.find_one({"_id": key})

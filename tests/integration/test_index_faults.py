@@ -193,6 +193,38 @@ async def test_the_worker_outlives_a_stop_of_liminals_process_group(tmp_path: Pa
     assert seqs == list(range(len(seqs))) and len(seqs) >= had
 
 
+async def test_a_spool_its_worker_still_drains_is_no_orphan(tmp_path: Path) -> None:
+    """liminal killed alone leaves its worker draining the spool; the spool's lock, liminal's,
+    is then free, and a new liminal's start replayed the same spool as an orphan while the old
+    worker still stored it: two derivations of one connection, the old worker's later partial
+    write of a message over the replay's whole one, the segment removed under either reader.
+    The worker holds the lock too (it inherits it) until it exits."""
+    from liminal.ingest.spool import orphans
+
+    home = tmp_path / "liminal-home"
+    async with liminal(tmp_path) as (proxy, session):
+        await until(lambda: worker_of(proxy.process.pid) is not None, 10)
+        worker = worker_of(proxy.process.pid)
+        assert worker is not None
+        await prompt(proxy, 2, session, "chunks:50000")
+        await until(lambda: len(proxy.lines) >= 5_000)
+        os.kill(worker, signal.SIGSTOP)  # draining, slowly
+        try:
+            os.kill(proxy.process.pid, signal.SIGKILL)
+            await proxy.process.wait()
+            assert spool_files(home)
+            found = orphans(home / "spool", None)
+            for spool in found:
+                spool.release(remove_if_empty=False)
+            assert [s.path for s in found] == []
+        finally:
+            os.kill(worker, signal.SIGCONT)
+        await wait_drained(home)
+        await exited(worker)
+    seqs = await stored_seqs(home / "liminal.db")
+    assert seqs == list(range(len(seqs)))
+
+
 async def exited(pid: int, timeout: float = 30) -> None:
     """Until ``pid`` (no child of ours) has exited; then liminal's stderr, which it inherited,
     has ended too."""

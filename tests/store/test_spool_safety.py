@@ -18,7 +18,7 @@ import pytest
 
 from liminal.ingest.indexer import Indexer, Tuning
 from liminal.ingest.spool import SpoolDir, orphans, read_segment
-from liminal.store.records import Batch
+from liminal.store.records import Batch, FrameRecord
 from liminal.store.sqlite import SqliteStore
 from tests.store.test_spool import frames
 
@@ -103,13 +103,19 @@ async def test_closing_with_an_unusable_store_leaves_the_frames_in_the_spool_at_
     assert _spooled(tmp_path / "spool") == 25
 
 
-def _orphan_with(tmp_path: Path, tail: bytes) -> Path:
-    spool = SpoolDir(tmp_path / "spool" / "dead")
+def _left(folder: Path, records: list[FrameRecord]) -> Path:
+    """A spool of ``records`` its writer left (its lock free): its one segment."""
+    spool = SpoolDir(folder)
     assert spool.acquire()
-    for f in frames(5):
+    for f in records:
         spool.append(f.seq, f)
     path = spool.segments[0].path
     spool.release(remove_if_empty=False)
+    return path
+
+
+def _orphan_with(tmp_path: Path, tail: bytes) -> Path:
+    path = _left(tmp_path / "spool" / "dead", frames(5))
     with path.open("ab") as out:
         out.write(tail)
     return path
@@ -453,3 +459,61 @@ async def _stored(home: Path) -> int:
             return int(db.execute("select count(*) from frames").fetchone()[0])
     except sqlite3.Error:
         return 0
+
+
+async def test_a_spool_its_old_worker_finishes_during_the_replay_is_no_failure(tmp_path: Path) -> None:
+    """A liminal killed alone (a conductor's stop) leaves its index worker draining its spool,
+    whose lock is then free: a new liminal's start replays it as an orphan at the same time.
+    The old worker removes each segment once every frame in it is stored; the replay then finds
+    the segment gone. That is no failure of the replay (its frames are in the store), and the
+    spools after it are replayed too. Before, the replay raised FileNotFoundError, which ended
+    the new liminal's indexer."""
+    from dataclasses import replace
+
+    from liminal.ingest.recovery import replay_orphans
+    from liminal.store.records import frame_id
+
+    segment = _left(tmp_path / "spool" / "a", frames(10))
+    _left(tmp_path / "spool" / "b", [replace(f, id=frame_id("d", f.seq), connection_id="d") for f in frames(5)])
+    inner = await SqliteStore.open(tmp_path / "liminal.db")
+
+    class OldWorkerDrains(GatedStore):
+        async def write(self, batch: Batch) -> None:
+            await self.inner.write(batch)
+            if segment.exists():  # the old worker stores the whole segment, then removes it
+                await self.inner.write(Batch(frames(10), [], []))
+                segment.unlink()
+
+    with anyio.fail_after(10):
+        await replay_orphans(OldWorkerDrains(inner), tmp_path / "spool", None, batch_frames=2,
+                             retry_seconds=0.01, quarantine=tmp_path / "quarantine")
+    assert [f.seq for f in await inner.frames(connection_id="c")] == list(range(10))
+    assert [f.seq for f in await inner.frames(connection_id="d")] == list(range(5))
+    assert orphans(tmp_path / "spool", None) == []
+    await inner.aclose()
+
+
+def test_the_workers_last_bound_holds_when_its_stderr_is_full(tmp_path: Path) -> None:
+    """A worker's stderr is its proxy's (an editor's pipe, a terminal): one no one reads fills,
+    and a log line blocks, holding the stream. The bound that ends a worker whatever it is doing
+    (``_exit_after``) logged its warning on that stream first, so it blocked behind the line
+    and the process never exited."""
+    script = (
+        "import sys\n"
+        "from liminal import log\n"
+        "from liminal.ingest.worker import _exit_after\n"
+        "log.configure('info')\n"
+        "_exit_after(0.5, 7)\n"
+        "while True:\n"
+        "    sys.stderr.write('x' * 65536)\n"
+        "    sys.stderr.flush()\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert proc.wait(timeout=30) == 7
+    finally:
+        proc.kill()
+        proc.wait()
+        assert proc.stderr is not None
+        proc.stderr.close()
