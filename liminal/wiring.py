@@ -131,11 +131,16 @@ def components(settings: Settings, config_file: Path | None = None,
         found.append(ReplayManager(opener))
         # session/rewind and session/edit_prompt, for an agent without its own: the store finds
         # the message, the mover moves the thread onto a cut ending there.
+        # The cut waits for the spools of a liminal that stopped, which may hold the thread's
+        # last turns.
+        from liminal.ingest import spool
         from liminal.kernel.commands import parse
         from liminal.kernel.rewind import Rewinder
 
+        spool_root = settings.home / "spool"
         found.append(Rewinder(swaps.model, swaps.mover, harness, opener,
-                              is_command=lambda text: parse(text) is not None, memory=memory))
+                              is_command=lambda text: parse(text) is not None, memory=memory,
+                              spool_behind=lambda: spool.behind(spool_root)))
     in_a_chain = argv is not None and not argv  # liminal acp with no agent command
     if not in_a_chain:
         # After the swap manager: it sees each turn end first (see liminal.kernel.recycle). Also

@@ -186,7 +186,7 @@ class Indexer(Component):
         self.store = store
         self.spool_root = spool_root
         self.quarantine = quarantine or quarantine_folder(spool_root.parent)
-        self.spool = SpoolDir(tail or spool_root / (spool_name or uuid.uuid4().hex))
+        self.spool = SpoolDir(tail or spool_root / (spool_name or uuid.uuid4().hex), writer=tail is None)
         self._tailing = tail is not None
         self.stats = IndexerStats()
         self._max = max(1, tuning.queue_frames)

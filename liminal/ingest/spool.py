@@ -2,7 +2,9 @@
 
 Layout: ``$LIMINAL_HOME/spool/<name>/`` holds a ``.lock`` (``flock``ed by the live writer, and
 by its index worker, which inherits the lock and drains after the writer dies, so a restarted
-liminal can tell an orphan from a neighbour's spool) and segment files
+liminal can tell an orphan from a neighbour's spool), a ``.writer`` (the writing process's pid,
+in decimal: a spool with segments whose writer is gone holds frames a store may still lack,
+``behind``) and segment files
 ``<n>.spool``, where ``n`` is the writer's running count of frames at the segment's first frame:
 segments sorted by ``n`` give the frames in the order they were offered. A writer appends to one
 tail segment; frames that must go back in front of it (the inline indexer's failed or stalled
@@ -52,6 +54,7 @@ READ_BYTES = 64 * 1024 * 1024
 WHOLE_BLOCK_BYTES = 8 * 1024 * 1024
 IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024  # writev's limit
 _SUFFIX = ".spool"
+_WRITER = ".writer"
 logger = log.get("liminal.ingest.spool")
 
 
@@ -120,10 +123,12 @@ class Segment:
 
 
 class SpoolDir:
-    """One connection's spool, owned (locked) by the process that writes or replays it."""
+    """One connection's spool, owned (locked) by the process that writes or replays it;
+    ``writer``: this process writes it (its pid is recorded when it takes the lock)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, writer: bool = False) -> None:
         self.path = path
+        self._writer = writer
         self._lock_fd: int | None = None
         self.segments: list[Segment] = []
         self._tail_fd: int | None = None
@@ -141,6 +146,11 @@ class SpoolDir:
             os.close(fd)
             return False
         self._lock_fd = fd
+        if self._writer:
+            try:
+                _record_writer(self.path)
+            except OSError as exc:  # a neighbour's rewind then waits on this spool, bounded
+                logger.warning("cannot record the spool's writer", spool=str(self.path), error=str(exc))
         self.segments = []
         for seg in sorted(self.path.glob(f"*{_SUFFIX}"), key=_first_seq):
             self.segments.append(Segment(seg, _first_seq(seg), seg.stat().st_size))
@@ -160,6 +170,8 @@ class SpoolDir:
         if self._lock_fd is None:
             return
         if remove_if_empty and not self.segments:
+            with contextlib.suppress(OSError):
+                (self.path / _WRITER).unlink()
             with contextlib.suppress(OSError):
                 (self.path / ".lock").unlink()
                 self.path.rmdir()
@@ -438,3 +450,42 @@ def orphans(root: Path, own: Path | None) -> list[SpoolDir]:
         except OSError:
             continue
     return found
+
+
+def _record_writer(path: Path) -> None:
+    """This process's pid as the folder's writer, replaced whole (a reader never sees half)."""
+    temporary = path / f"{_WRITER}.new"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, str(os.getpid()).encode())
+    finally:
+        os.close(fd)
+    temporary.replace(path / _WRITER)
+
+
+def writer_alive(path: Path) -> bool:
+    """The process recorded as the spool's writer is running (a folder without one: gone)."""
+    try:
+        pid = int((path / _WRITER).read_text())
+    except (OSError, ValueError):
+        return False
+    if pid <= 0:  # 0 and below name process groups, not a writer
+        return False
+    try:
+        os.kill(pid, 0)
+    except PermissionError:  # another user's process: alive
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def behind(root: Path) -> bool:
+    """Some spool under ``root`` holds segments of a writer that is gone: frames its worker
+    is still draining, or an orphan a replay is to take, which a store may not have yet. A live
+    writer's spool (this process's own, a neighbour's) always has segments and is not waited on."""
+    try:
+        folders = [path for path in root.iterdir() if path.is_dir()]
+    except OSError:
+        return False
+    return any(any(path.glob(f"*{_SUFFIX}")) and not writer_alive(path) for path in folders)

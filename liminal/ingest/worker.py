@@ -115,7 +115,7 @@ class SpoolWriter(Component):
                  shared: SharedIndexing | None = None) -> None:
         self.settings = settings
         self._shared = shared
-        self.spool = SpoolDir(settings.home / "spool" / (spool_name or uuid.uuid4().hex))
+        self.spool = SpoolDir(settings.home / "spool" / (spool_name or uuid.uuid4().hex), writer=True)
         self._flush_seconds = flush_seconds
         self._stream_poke_seconds = stream_poke_seconds
         self._urgent = False  # a frame that is not a streamed update waits in the queue

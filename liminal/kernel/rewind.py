@@ -12,8 +12,10 @@ client's thread id stays, the store keeps every turn. The message is found in th
 id the client was given (``acp_message_id``); its turn in the file is counted from the file's
 end, since the turns the store saw said on a session are that file's last ones (a swap's
 rewrite or a cut starts with older turns liminal copied there); so the store is read once it
-holds every frame before the request's (``indexed_before``). An agent message keeps the
-whole turn it is in: a cut inside a turn would part the model's tool calls from their results.
+holds every frame before the request's (``indexed_before``) and no spool of a liminal that
+stopped is left to store (``spools_drained``: after a restart, the last turns may be its). An
+agent message keeps the whole turn it is in: a cut inside a turn would part the model's tool
+calls from their results.
 A user message ends the context just before it: its answer cannot stay without it, and a
 prompt with no answer is no context a CLI's file holds.
 
@@ -234,6 +236,20 @@ async def indexed_before(store: Store, frame_id: str | None) -> None:
         await anyio.sleep(0.02)
 
 
+async def spools_drained(behind: Callable[[], bool]) -> None:
+    """Until ``behind`` (a look at the spools under the home: ``liminal.ingest.spool.behind``)
+    says no spool of a gone liminal holds frames: right after a restart, a thread's last turns
+    may be the previous process's, still in its spool (its worker draining it, or a replay of
+    it under way), which ``indexed_before`` does not wait for. Raises after ``INDEX_SECONDS``."""
+    deadline = time.monotonic() + INDEX_SECONDS
+    while await anyio.to_thread.run_sync(behind):
+        if time.monotonic() > deadline:
+            raise RewindError(jsonrpc.INTERNAL_ERROR, "liminal's store has not caught up with the "
+                              f"turns of a liminal that stopped in {INDEX_SECONDS:.0f} s: not rewound "
+                              "(try again)")
+        await anyio.sleep(0.05)
+
+
 class Rewinding(ThreadView, ClientVoice, AgentLink, Protocol):
     """What a rewind reads of the thread, says to the client (the answer, the prompt sent on)
     and to the agent (the turn cancelled)."""
@@ -244,12 +260,14 @@ class Rewinder(Component):
 
     def __init__(self, model: ThreadModel, mover: ThreadMover, harness: MoveHarness,
                  open_store: StoreOpener, *, is_command: Callable[[str], bool] = lambda text: False,
-                 memory: Memory | None = None) -> None:
+                 memory: Memory | None = None, spool_behind: Callable[[], bool] = lambda: False) -> None:
+        """``spool_behind``: a spool of a liminal that is gone holds frames (``spools_drained``)."""
         self.model = model
         self.mover = mover
         self.harness = harness
         self._open_store = open_store
         self._is_command = is_command
+        self._spool_behind = spool_behind
         self._store: Store | None = None
         self._store_cm: AbstractAsyncContextManager[Store] | None = None
         self._send, self._receive = anyio.create_memory_object_stream[LocalRequest](64)
@@ -333,7 +351,9 @@ class Rewinder(Component):
             raise SwapError(why)
         await self._cancel_turn(port, thread)
         # The cut counts turns from the file's end, as many as the store has on the session: a
-        # turn the index has not stored yet would move the cut that many turns later.
+        # turn the index has not stored yet would move the cut that many turns later: this
+        # connection's, or a stopped liminal's still spooled.
+        await spools_drained(self._spool_behind)
         await indexed_before(store, request.frame_id)
         # An id not found yet (a load's replay that has just streamed) is looked for again
         # until ``STORE_SECONDS``.

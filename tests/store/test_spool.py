@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from liminal.ingest.spool import SpoolDir, encode_columns, frame_rows, orphans, read_segment
+from liminal.ingest.spool import SpoolDir, behind, encode_columns, frame_rows, orphans, read_segment
 from liminal.store.records import FrameRecord, frame_id
 
 
@@ -371,3 +374,43 @@ def test_streamed_updates_alone_poke_the_worker_at_most_every_stream_poke_second
 
     assert spooled(3600.0) == [1, 1, 1, 1, 2]  # the prompt, then only the turn's end
     assert spooled(0.0) == [1, 2, 3, 4, 5]
+
+
+def _left(root: Path, name: str, pid: int | None) -> Path:
+    """A spool folder with one segment, its writer recorded as ``pid`` (None: no record)."""
+    spool = SpoolDir(root / name, writer=pid == os.getpid())
+    assert spool.acquire()
+    spool.append(0, frames(1)[0])
+    spool.release(remove_if_empty=False)
+    if pid is not None and pid != os.getpid():
+        (root / name / ".writer").write_text(str(pid))
+    return root / name
+
+
+def test_a_spool_of_a_gone_writer_is_behind_and_a_live_ones_is_not(tmp_path: Path) -> None:
+    """A rewind waits on a stopped liminal's spool (its worker draining it, a replay to come),
+    never on a running one's, which always has segments."""
+    root = tmp_path / "spool"
+    root.mkdir()
+    assert not behind(root) and not behind(tmp_path / "none")
+    _left(root, "own", os.getpid())
+    assert (root / "own" / ".writer").read_text() == str(os.getpid())
+    (root / "empty").mkdir()  # a gone writer's folder with no segment left: nothing to wait for
+    _left(root, "neighbour", os.getppid())
+    assert not behind(root)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          check=True, capture_output=True, text=True)
+    left = _left(root, "gone", int(gone.stdout))
+    assert behind(root)
+    for segment in left.glob("*.spool"):  # drained
+        segment.unlink()
+    assert not behind(root)
+    _left(root, "unrecorded", None)  # a writer that recorded no pid is taken as gone
+    assert behind(root)
+
+
+def test_a_released_writer_spool_leaves_no_folder(tmp_path: Path) -> None:
+    spool = SpoolDir(tmp_path / "s", writer=True)
+    assert spool.acquire()
+    spool.release()
+    assert not (tmp_path / "s").exists()

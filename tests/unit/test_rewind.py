@@ -3,6 +3,7 @@ the errors the RFD asks for, the capability advertised only for an agent without
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -269,7 +270,8 @@ class _CuttingMover:
         write("new-session")
 
 
-async def _rewound(store: _LaggingStore, harness: _CutHarness) -> dict[str, Any]:
+async def _rewound(store: _LaggingStore, harness: _CutHarness,
+                   spool_behind: Callable[[], bool] = lambda: False) -> dict[str, Any]:
     """The answer to a rewind to turn 3's agent message."""
     import contextlib
 
@@ -278,7 +280,8 @@ async def _rewound(store: _LaggingStore, harness: _CutHarness) -> dict[str, Any]
         yield store
 
     model = ThreadModel()
-    component = Rewinder(model, _CuttingMover(), harness, open_store)  # type: ignore[arg-type]
+    component = Rewinder(model, _CuttingMover(), harness, open_store,  # type: ignore[arg-type]
+                         spool_behind=spool_behind)
     port = FakePort(components=[model, component])
     initialize(port, {})
     async with anyio.create_task_group() as tg:
@@ -308,5 +311,45 @@ async def test_a_rewind_is_refused_while_the_index_stays_behind(monkeypatch: pyt
     monkeypatch.setattr("liminal.kernel.rewind.INDEX_SECONDS", 0.2)
     harness = _CutHarness()
     answer = await _rewound(_LaggingStore(6, lag=1_000_000), harness)
+    assert answer["error"]["code"] == jsonrpc.INTERNAL_ERROR and "not caught up" in answer["error"]["message"]
+    assert harness.ends == []
+
+
+class _RestartedStore(_LaggingStore):
+    """This connection's frames all stored; the last turn, the previous liminal's, stored only
+    once its spool has been looked at ``lag`` times (``_LeftSpool``)."""
+
+    async def frames(self, **_: Any) -> list[object]:
+        return [object()]
+
+
+class _LeftSpool:
+    """The spool of the liminal that stopped: frames in it until the store has them."""
+
+    def __init__(self, store: _RestartedStore) -> None:
+        self.store = store
+
+    def __call__(self) -> bool:
+        self.store.lag -= 1
+        return self.store.behind
+
+
+@pytest.mark.anyio
+async def test_a_rewind_after_a_restart_waits_for_the_stopped_liminals_spool() -> None:
+    """Right after a restart, the sixth turn (the previous liminal's) is still in its spool: counted
+    from the file's end on five, the cut kept turn 4."""
+    harness = _CutHarness()
+    store = _RestartedStore(6, lag=3)
+    answer = await _rewound(store, harness, _LeftSpool(store))
+    assert answer["result"]["lastMessageId"] == "c:00031", answer
+    assert harness.ends == [30]
+
+
+@pytest.mark.anyio
+async def test_a_rewind_is_refused_while_a_stopped_liminals_spool_stays(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("liminal.kernel.rewind.INDEX_SECONDS", 0.2)
+    harness = _CutHarness()
+    store = _RestartedStore(6, lag=1_000_000)
+    answer = await _rewound(store, harness, _LeftSpool(store))
     assert answer["error"]["code"] == jsonrpc.INTERNAL_ERROR and "not caught up" in answer["error"]["message"]
     assert harness.ends == []
