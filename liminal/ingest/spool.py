@@ -481,11 +481,34 @@ def writer_alive(path: Path) -> bool:
 
 
 def behind(root: Path) -> bool:
-    """Some spool under ``root`` holds segments of a writer that is gone: frames its worker
-    is still draining, or an orphan a replay is to take, which a store may not have yet. A live
-    writer's spool (this process's own, a neighbour's) always has segments and is not waited on."""
+    """Some spool under ``root`` holds segments of a writer that is gone, and someone is storing
+    them: its worker draining them (it holds the lock after its writer dies), or a replay that
+    took them (``orphans``). A live writer's spool (this process's own, a neighbour's) always has
+    segments, and a folder with no writer recorded is an older liminal's, alive or not: neither
+    is waited on. Nor is an orphan no one has taken (a neighbour and its worker killed after
+    this liminal's worker started): no replay here would ever store it."""
     try:
         folders = [path for path in root.iterdir() if path.is_dir()]
     except OSError:
         return False
-    return any(any(path.glob(f"*{_SUFFIX}")) and not writer_alive(path) for path in folders)
+    return any(any(path.glob(f"*{_SUFFIX}")) and (path / _WRITER).exists() and not writer_alive(path)
+               and _locked(path) for path in folders)
+
+
+def _locked(path: Path) -> bool:
+    """Someone holds the folder's lock. Asked by a shared lock taken and given back at once: a
+    replay's scan (``orphans``) that came at that instant would pass the folder by until the
+    next start, nothing lost."""
+    try:
+        fd = os.open(path / ".lock", os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # (a lock taken is let go with the descriptor)
+    return False

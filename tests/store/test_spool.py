@@ -388,8 +388,9 @@ def _left(root: Path, name: str, pid: int | None) -> Path:
 
 
 def test_a_spool_of_a_gone_writer_is_behind_and_a_live_ones_is_not(tmp_path: Path) -> None:
-    """A rewind waits on a stopped liminal's spool (its worker draining it, a replay to come),
-    never on a running one's, which always has segments."""
+    """A rewind waits on a stopped liminal's spool while someone stores it (its worker draining
+    it, a replay that took it), never on a running one's, which always has segments, nor on an
+    older liminal's, which records no writer."""
     root = tmp_path / "spool"
     root.mkdir()
     assert not behind(root) and not behind(tmp_path / "none")
@@ -401,12 +402,18 @@ def test_a_spool_of_a_gone_writer_is_behind_and_a_live_ones_is_not(tmp_path: Pat
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           check=True, capture_output=True, text=True)
     left = _left(root, "gone", int(gone.stdout))
+    assert not behind(root)  # an orphan no one has taken: no replay here would store it
+    draining = SpoolDir(left)  # its worker (or a replay) holds the lock as it stores it
+    assert draining.acquire()
     assert behind(root)
     for segment in left.glob("*.spool"):  # drained
         segment.unlink()
     assert not behind(root)
-    _left(root, "unrecorded", None)  # a writer that recorded no pid is taken as gone
-    assert behind(root)
+    draining.release(remove_if_empty=False)
+    older = SpoolDir(_left(root, "unrecorded", None))  # an older liminal's, which records no pid
+    assert older.acquire()
+    assert not behind(root)
+    older.release(remove_if_empty=False)
 
 
 def test_a_released_writer_spool_leaves_no_folder(tmp_path: Path) -> None:
