@@ -12,8 +12,8 @@ client's thread id stays, the store keeps every turn. The message is found in th
 id the client was given (``acp_message_id``); its turn in the file is counted from the file's
 end, since the turns the store saw said on a session are that file's last ones (a swap's
 rewrite or a cut starts with older turns liminal copied there); so the store is read once it
-holds every frame before the request's (``indexed_before``) and no spool of a liminal that
-stopped is left to store (``spools_drained``: after a restart, the last turns may be its). An
+holds every frame before the request's and no spool of a liminal that stopped is left to
+store (``caught_up``: after a restart, the last turns may be its). An
 agent message keeps the whole turn it is in: a cut inside a turn would part the model's tool
 calls from their results.
 A user message ends the context just before it: its answer cannot stay without it, and a
@@ -60,7 +60,6 @@ METHODS = ("session/rewind", "session/edit_prompt")
 CAPABILITY = "rewindSession"
 ADVERTISED = {"supported": True, "supportsEditPrompt": True}
 CANCEL_SECONDS = 30.0  # for the agent to answer the turn a rewind cancels
-STORE_SECONDS = 5.0  # for the store to show a message the client was just sent
 INDEX_SECONDS = 30.0  # for the index to store what the connection had before the request
 _SAID = ("user", "agent", "thought")
 
@@ -81,10 +80,6 @@ class RewindError(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
-
-
-class UnknownMessage(RewindError):
-    """No message of the thread has that id."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +106,7 @@ def find_cut(messages: Sequence[MessageRecord], target: str, *, edit: bool,
     if found is None:
         found = _replayed_as(messages, shown, target, is_command)
     if found is None:
-        raise UnknownMessage(jsonrpc.INVALID_PARAMS, f"unknown message id {target!r} in this session")
+        raise RewindError(jsonrpc.INVALID_PARAMS, f"unknown message id {target!r} in this session")
     if edit and found.kind != "user":
         raise RewindError(jsonrpc.INVALID_PARAMS,
                           f"message {target!r} is the agent's: only a user message can be edited")
@@ -219,35 +214,28 @@ def end_offset(cut: Cut, starts: Sequence[int], earlier: bool, size: int) -> int
     return starts[index]
 
 
-async def indexed_before(store: Store, frame_id: str | None) -> None:
-    """Until the store holds the frame ``frame_id`` (a request's own) or a later one of its
-    connection: the index stores a connection's frames in order, each with the messages it
-    ends, so every turn the client was sent before the request is in the store then. Raises
-    after ``INDEX_SECONDS`` (the index stopped, or far behind): a cut counted on fewer turns than
-    the file has keeps turns the person rewound past."""
-    if frame_id is None:
-        return
-    connection, _, seq = frame_id.rpartition(":")
+async def caught_up(store: Store, frame_id: str | None, spool_behind: Callable[[], bool]) -> None:
+    """Until the store has every turn the cut counts, within ``INDEX_SECONDS`` (then refused:
+    a cut counted on fewer turns than the file has keeps turns the person rewound past):
+
+    - no spool of a liminal that stopped is left to store (``spool_behind``, a look at the
+      spools under the home: ``liminal.ingest.spool.behind``): right after a restart a thread's
+      last turns may be the previous process's, its worker draining them or a replay under way;
+    - the store holds the frame ``frame_id`` (the request's own) or a later one of its
+      connection: the index stores a connection's frames in order, each with the messages it
+      ends, so every turn the client was sent before the request is in the store then."""
+    connection, _, seq = (frame_id or "").rpartition(":")
+
+    async def indexed() -> bool:
+        return frame_id is None or bool(await store.frames(
+            connection_id=connection, after_seq=int(seq) - 1, limit=1, max_bytes=1))
+
     deadline = time.monotonic() + INDEX_SECONDS
-    while not await store.frames(connection_id=connection, after_seq=int(seq) - 1, limit=1, max_bytes=1):
+    while await anyio.to_thread.run_sync(spool_behind) or not await indexed():
         if time.monotonic() > deadline:
             raise RewindError(jsonrpc.INTERNAL_ERROR, "liminal's store has not caught up with this "
                               f"thread's last turns in {INDEX_SECONDS:.0f} s: not rewound (try again)")
         await anyio.sleep(0.02)
-
-
-async def spools_drained(behind: Callable[[], bool]) -> None:
-    """Until ``behind`` (a look at the spools under the home: ``liminal.ingest.spool.behind``)
-    says no spool of a gone liminal holds frames: right after a restart, a thread's last turns
-    may be the previous process's, still in its spool (its worker draining it, or a replay of
-    it under way), which ``indexed_before`` does not wait for. Raises after ``INDEX_SECONDS``."""
-    deadline = time.monotonic() + INDEX_SECONDS
-    while await anyio.to_thread.run_sync(behind):
-        if time.monotonic() > deadline:
-            raise RewindError(jsonrpc.INTERNAL_ERROR, "liminal's store has not caught up with the "
-                              f"turns of a liminal that stopped in {INDEX_SECONDS:.0f} s: not rewound "
-                              "(try again)")
-        await anyio.sleep(0.05)
 
 
 class Rewinding(ThreadView, ClientVoice, AgentLink, Protocol):
@@ -261,7 +249,7 @@ class Rewinder(Component):
     def __init__(self, model: ThreadModel, mover: ThreadMover, harness: MoveHarness,
                  open_store: StoreOpener, *, is_command: Callable[[str], bool] = lambda text: False,
                  memory: Memory | None = None, spool_behind: Callable[[], bool] = lambda: False) -> None:
-        """``spool_behind``: a spool of a liminal that is gone holds frames (``spools_drained``)."""
+        """``spool_behind``: a spool of a liminal that is gone holds frames (``caught_up``)."""
         self.model = model
         self.mover = mover
         self.harness = harness
@@ -353,20 +341,10 @@ class Rewinder(Component):
         # The cut counts turns from the file's end, as many as the store has on the session: a
         # turn the index has not stored yet would move the cut that many turns later: this
         # connection's, or a stopped liminal's still spooled.
-        await spools_drained(self._spool_behind)
-        await indexed_before(store, request.frame_id)
-        # An id not found yet (a load's replay that has just streamed) is looked for again
-        # until ``STORE_SECONDS``.
-        deadline = time.monotonic() + STORE_SECONDS
-        while True:
-            try:
-                cut = find_cut(await store.messages(thread), target, edit=edit, is_command=self._is_command,
-                               liminals=await store.liminal_turns(thread))
-                break
-            except UnknownMessage:
-                if time.monotonic() > deadline:
-                    raise
-                await anyio.sleep(0.05)
+        await caught_up(store, request.frame_id, self._spool_behind)
+        # Every message the client was sent is in the store now: an id not found is unknown.
+        cut = find_cut(await store.messages(thread), target, edit=edit, is_command=self._is_command,
+                       liminals=await store.liminal_turns(thread))
         cwd = self.model.threads[thread].cwd if thread in self.model.threads else None
         harness, on = self.harness, port.backing_of(thread)
         scratchpad = await self.memory.scratchpad(thread)
