@@ -13,6 +13,9 @@ deterministically. A failpoint is off unless ``LIMINAL_FAILPOINTS`` names it::
   ``<name>.release`` in the same folder (or until cancelled): a test acts
   while liminal is held there (sends a prompt; holds a second sidecar at the same point), then
   lets it go on.
+- ``gate``: while the test has made ``<name>.closed`` in the same folder, write ``<name>.reached``
+  and wait until that file is gone; with none there, go on at once. A test stops liminal at the
+  next pass through a place (one with nothing half done), then lets it go on.
 - anything else is passed to the caller as the failpoint's value (``swap.resume=wrong-id``).
 
 Unset, a failpoint costs one dictionary lookup.
@@ -32,6 +35,8 @@ client yet); ``swap.corrupt_rewrite`` (a harness writes a rewrite its validator 
 ``swap.lease`` (a move of the held thread is about to ask for its lease in Redis). ``thread.lock``
 (``error``: the lock of a thread a client opens cannot be taken, as when its folder is not
 writable, which stops nothing: ``liminal.kernel.commands.opening.held_elsewhere``).
+``index.round`` (the index worker between two rounds, no transaction open: ``gate`` holds a
+worker that has fallen behind, as on a loaded machine).
 """
 
 from __future__ import annotations
@@ -76,6 +81,14 @@ async def hit(name: str) -> None:
         await (folder / f"{name}.reached").write_text(str(os.getpid()))
         while not await (folder / f"{name}.release").exists():  # noqa: ASYNC110 (a file the test makes)
             await anyio.sleep(0.02)
+        return
+    if mode == "gate":
+        folder = anyio.Path(os.environ.get("LIMINAL_FAILPOINTS_DIR", "."))
+        closed = folder / f"{name}.closed"
+        if await closed.exists():
+            await (folder / f"{name}.reached").write_text(str(os.getpid()))
+            while await closed.exists():  # noqa: ASYNC110 (a file the test removes)
+                await anyio.sleep(0.02)
         return
     if mode == "pause":
         folder = anyio.Path(os.environ.get("LIMINAL_FAILPOINTS_DIR", "."))

@@ -40,7 +40,7 @@ from typing import Any
 import anyio
 import orjson
 
-from liminal import log
+from liminal import faults, log
 from liminal.acp.events import FrameEvent
 from liminal.acp.port import Component, Frames
 from liminal.ingest import derive
@@ -309,6 +309,7 @@ class Indexer(Component):
     async def _consume(self) -> None:
         backoff = self._retry
         while True:
+            await faults.hit("index.round")
             # The last round's frames go before the next are read: held across the read, a
             # batch of large frames would be in memory twice.
             items: list[tuple[FrameRecord, dict[str, Any] | None]] = []

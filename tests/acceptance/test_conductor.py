@@ -14,11 +14,9 @@ test over both Claude and both Codex adapters in the two placements.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shlex
-import signal
 import sys
 import threading
 import time
@@ -164,6 +162,13 @@ def index_worker(client: AcpClient, timeout: float = 60) -> int:
         time.sleep(0.1)
 
 
+def wait_for_file(path: Path, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path.name} never made"
+        time.sleep(0.05)
+
+
 def wait_until_gone(client: AcpClient, program: str, timeout: float = 60) -> None:
     """Until no process the client started runs ``program`` (not as an argument: the sandbox's
     command line names it too)."""
@@ -204,7 +209,10 @@ def test_liminal_in_a_conductor_chain(adapter: Adapter, rig: Rig, between: bool)
     (rig.home.liminal_home / "config.toml").write_text(
         "[swap]\nevery_turns = 2\nhold_timeout_seconds = 60\n")
     trivial_log = rig.home.logs / "trivial-proxies.log"
-    env = {"TRIVIAL_PROXY_LOG": str(trivial_log)}
+    gate = rig.home.logs / "failpoints"
+    gate.mkdir()
+    env = {"TRIVIAL_PROXY_LOG": str(trivial_log), "LIMINAL_FAILPOINTS": "index.round=gate",
+           "LIMINAL_FAILPOINTS_DIR": str(gate)}
     prompts = ["first alpha in a chain", "second bravo", "third charlie"]
     client = chain_client(rig, chain_of(rig, between), env)
     client.request("initialize", {"protocolVersion": 1, "clientCapabilities": CLIENT_CAPABILITIES})
@@ -213,20 +221,21 @@ def test_liminal_in_a_conductor_chain(adapter: Adapter, rig: Rig, between: bool)
         prompted(client, thread, text)
     context = client.prompt(thread, "/context", timeout=180)
     assert context.stop_reason == "end_turn" and "Context:" in context.text, rig.stderr_tail()
-    # The index worker held (SIGSTOP) from before the last turn until the conductor has stopped
-    # the chain and exited, as a worker behind on a loaded machine is: the last turn is in the
-    # spool only, and stored only if the worker outlives the conductor's stop.
-    worker = index_worker(client)
-    os.kill(worker, signal.SIGSTOP)
+    # The index worker held between two rounds (no transaction open: a swap's claim still
+    # writes the store) from before the last turn until the conductor has stopped the chain and
+    # exited, as a worker behind on a loaded machine is: the last turn is in the spool only, and
+    # stored only if the worker outlives the conductor's stop.
+    index_worker(client)
+    (gate / "index.round.closed").touch()
     try:
+        wait_for_file(gate / "index.round.reached")  # it looks again every quarter second
         prompted(client, thread, prompts[2])
         wait_for_the_cli_to_write(rig, prompts[2])
         closing = threading.Thread(target=client.close, kwargs={"grace": 60})
         closing.start()
         wait_until_gone(client, str(conductor()))
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(worker, signal.SIGCONT)
+        (gate / "index.round.closed").unlink()
     closing.join()
     committed = [r for r in SwapJournal(rig.home.liminal_home / "swaps.jsonl").records()
                  if r.outcome == "committed"]
