@@ -236,9 +236,11 @@ class SideSessions(Protocol):
         """The content blocks of a side session's prompt holding liminal's request ``text``, as
         this CLI's adapter should be given it (ACP ``ContentBlock``s)."""
 
-    def forget(self, session_id: str, cwd: str) -> None:
+    def forget(self, session_id: str, cwd: str, *, closed: bool = False) -> None:
         """Remove every file the CLI keeps of a session liminal opened for itself in the folder
-        ``cwd`` (a side session: ``liminal.kernel.summaries``), so that no list shows it."""
+        ``cwd`` (a side session: ``liminal.kernel.summaries``), so that no list shows it.
+        ``closed``: the session was just closed in an agent still running, which may be tearing
+        it down still: a CLI whose teardown writes files waits for it (bounded)."""
 
 
 

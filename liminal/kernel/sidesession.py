@@ -116,6 +116,7 @@ class SideAsker:
 
     async def _forget(self, port: SidePort, process: AgentProcess | None, session: str | None,
                       folder: Path) -> None:
+        closed = False  # in an agent that goes on, which may still be tearing the session down
         if process is not None:
             port.discard_agent(process)  # its process group, the session's CLI process with it
         elif session is not None:
@@ -128,13 +129,15 @@ class SideAsker:
                 try:
                     await port.request("session/close", {"sessionId": session},
                                        timeout=CLOSE_SECONDS, private=True)
+                    closed = True
                 except Exception as exc:  # left open: memory, not a session anyone sees
                     logger.info("side session not closed", session=session, error=str(exc))
             port.end_side(session)
         self._prompting = None
         if session is not None:
             try:
-                await anyio.to_thread.run_sync(self.harness.forget, session, str(folder))
+                await anyio.to_thread.run_sync(
+                    lambda: self.harness.forget(session, str(folder), closed=closed))
             except Exception as exc:
                 logger.warning("side session's files not removed", session=session, error=str(exc))
         await anyio.to_thread.run_sync(lambda: shutil.rmtree(folder, ignore_errors=True))

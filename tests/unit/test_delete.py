@@ -147,6 +147,80 @@ def test_codex_never_has_a_row_naming_a_rollout_that_is_gone(tmp_path: Path, mon
     assert rollout_there == [True, False]
 
 
+
+@pytest.mark.parametrize("closed", [True, False])
+def test_a_closed_side_session_is_removed_after_codex_has_let_it_go(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, closed: bool) -> None:
+    """Codex tears a closed session down after answering the close: the teardown writes the
+    thread's row once more, then deletes its shell snapshot. Removed before that, the row comes
+    back naming a rollout that is gone (a full run's listing: "state db list_threads returned
+    stale rollout path"). A Codex that has ended (``closed`` false) may leave the snapshot for
+    good: nothing is waited for then."""
+    import sqlite3
+
+    import liminal.harness.codex.rollout as rollout_module
+
+    home = tmp_path / "codex"
+    env = {"CODEX_HOME": str(home), "HOME": str(tmp_path)}
+    day = home / "sessions" / "2026" / "11" / "26"
+    day.mkdir(parents=True)
+    rollout = day / f"rollout-2026-11-26T10-00-00-{THREAD}.jsonl"
+    rollout.write_text("{}\n")
+    (home / "shell_snapshots").mkdir()
+    snapshot = home / "shell_snapshots" / f"{THREAD}.123.sh"
+    snapshot.write_text("export A=1\n")
+    database = home / "state_5.sqlite"
+    with contextlib.closing(sqlite3.connect(database)) as db, db:
+        db.execute("CREATE TABLE threads (id TEXT PRIMARY KEY, rollout_path TEXT)")
+
+    def teardown() -> None:  # what Codex does with the thread after the close was answered, once
+        if not snapshot.exists():
+            return
+        with contextlib.closing(sqlite3.connect(database)) as db, db:
+            db.execute("INSERT OR REPLACE INTO threads VALUES (?, ?)", (THREAD, str(rollout)))
+        snapshot.unlink(missing_ok=True)
+
+    waits: list[float] = []
+    monkeypatch.setattr(rollout_module.time, "sleep", lambda seconds: (waits.append(seconds), teardown()))
+    CodexSessions(GradientSettings(), env=env).forget(THREAD, "/side", closed=closed)
+    if not closed:
+        assert waits == [] and not rollout.exists()
+        return
+    teardown()  # a teardown that had not happened yet happens now
+    with contextlib.closing(sqlite3.connect(database)) as db:
+        rows = [r[0] for r in db.execute("SELECT rollout_path FROM threads")]
+    assert waits and not rollout.exists() and not snapshot.exists()
+    assert rows == [], "a row naming a rollout that is gone"
+
+
+
+def test_a_codex_that_keeps_closed_threads_is_waited_on_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The adapter on Codex's app server keeps a closed thread loaded (its snapshot stays): the
+    first side session's files wait their bound, and removed, the next ones wait for nothing."""
+    import types
+
+    import liminal.harness.codex.rollout as rollout_module
+
+    home = tmp_path / "codex"
+    (home / "shell_snapshots").mkdir(parents=True)
+    clock = [0.0]
+    waits: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        clock[0] += seconds
+
+    monkeypatch.setattr(rollout_module, "time", types.SimpleNamespace(monotonic=lambda: clock[0], sleep=sleep))
+    codex = CodexSessions(GradientSettings(), env={"CODEX_HOME": str(home), "HOME": str(tmp_path)})
+    for session in (THREAD, OTHER):
+        (home / "shell_snapshots" / f"{session}.1.sh").write_text("export A=1\n")
+    codex.forget(THREAD, "/side", closed=True)
+    assert sum(waits) >= rollout_module.RELEASE_SECONDS and not (home / "shell_snapshots" / f"{THREAD}.1.sh").exists()
+    waits.clear()
+    codex.forget(OTHER, "/side", closed=True)
+    assert waits == [] and list((home / "shell_snapshots").iterdir()) == []
+
+
 def _record(thread: str, old: str, new: str | None, at: float) -> SwapRecord:
     return SwapRecord(thread_id=thread, old_backing_id=old, new_backing_id=new, outcome="committed",
                       reason="test", started_at=at, duration_s=0.1, tokens_before=None, tokens_after=None,

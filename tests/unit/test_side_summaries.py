@@ -66,7 +66,7 @@ class Harness:
     def digests(self, path: Path) -> list[TurnDigest]:
         return TURNS + LATER
 
-    def forget(self, session_id: str, cwd: str) -> None:
+    def forget(self, session_id: str, cwd: str, *, closed: bool = False) -> None:
         self.forgotten.append((session_id, cwd))
 
 

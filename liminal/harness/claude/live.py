@@ -158,7 +158,7 @@ class ClaudeSessions:
     def side_prompt(self, text: str) -> list[dict[str, Any]]:
         return [{"type": "text", "text": text}]
 
-    def forget(self, session_id: str, cwd: str) -> None:
+    def forget(self, session_id: str, cwd: str, *, closed: bool = False) -> None:
         """The session's file, its folder of large tool results, and the project folder of
         ``cwd`` once nothing else is in it."""
         if not is_session_id(session_id):

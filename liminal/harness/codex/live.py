@@ -39,6 +39,8 @@ from liminal.harness.codex.rollout import (
     read_lines,
     read_rollout,
     recorded_path,
+    released,
+    session_files,
     session_id_of,
     split,
     tail_from,
@@ -112,6 +114,10 @@ class CodexSessions:
         self._targets: dict[str, Path] = {}
         self._found: dict[str, Path] = {}
         self._name_from: dict[str, Path] = {}  # a rewrite or cut -> the rollout whose name it takes
+        # Whether this Codex lets a closed thread go (``released``): None until a closed side
+        # session has shown it. The adapter on Codex's own core tears one down within a second;
+        # the one on Codex's app server keeps it loaded, and waiting on it would wait in vain.
+        self._lets_go: bool | None = None
 
     def ceiling_at(self, window: int | None) -> int:
         """The same share of another window."""
@@ -226,9 +232,19 @@ class CodexSessions:
         return [{"type": "resource", "resource": {"uri": SIDE_REQUEST_URI, "mimeType": "text/plain",
                                                   "text": text}}]
 
-    def forget(self, session_id: str, cwd: str) -> None:
+    def forget(self, session_id: str, cwd: str, *, closed: bool = False) -> None:
         """A side session's rollout and what Codex's databases keep of it (``remove``): a row
-        naming a removed rollout is what Codex reports as stale, and it holds the request's text."""
+        naming a removed rollout is what Codex reports as stale, and it holds the request's text.
+
+        A ``closed`` one not before Codex has let the thread go (``released``): Codex tears a
+        closed session down after the close is answered, and the teardown writes the thread's
+        row once more, so a row removed before it comes back naming a rollout that is gone (the
+        next listing: "state db list_threads returned stale rollout path"). A Codex that has
+        ended may have left the snapshot behind: nothing to wait for then."""
+        if closed and self._lets_go is not False:
+            went = released(codex_home(self.env), session_id)
+            if self._lets_go is None and went is not None:
+                self._lets_go = went
         self.remove(session_id, cwd)
 
     def discard(self, rewritten: Rewritten) -> None:
@@ -239,25 +255,7 @@ class CodexSessions:
         self._name_from.pop(rewritten.new_id, None)
 
     def files(self, backing_id: str, cwd: str | None) -> list[Path]:
-        """Every rollout of the session: under ``sessions/`` (any day) and ``archived_sessions/``
-        (where codex-acp's own ``session/delete`` moves it), and a cut-short write's temp file;
-        and the snapshot of the shell's environment Codex took for it
-        (``shell_snapshots/<id>.<n>.sh``, ``.tmp-<n>`` while written; a Codex that ends without
-        its clean-up, as codex-zed at its input's end, leaves it: seen with the rig)."""
-        if not is_session_id(backing_id):
-            return []
-        home = codex_home(self.env)
-        pattern = f"rollout-*-{backing_id}.jsonl"
-        found: list[Path] = []
-        for folder in (home / "sessions", home / "archived_sessions"):
-            if folder.is_dir():
-                found += [path for path in [*folder.rglob(pattern), *folder.rglob(f".{pattern}.*.tmp")]
-                          if path.is_file() and not path.is_symlink()]
-        snapshots = home / "shell_snapshots"
-        if snapshots.is_dir():
-            found += [path for path in snapshots.glob(f"{backing_id}.*")
-                      if path.is_file() and not path.is_symlink()]
-        return found
+        return session_files(codex_home(self.env), backing_id)
 
     def remove(self, backing_id: str, cwd: str | None) -> list[Path]:
         """The rollouts (``files``), and the rows Codex's databases keep of the thread

@@ -155,6 +155,51 @@ def forget_rows(session_id: str, env: Mapping[str, str] | None = None) -> int:
     return removed
 
 
+
+def session_files(home: Path, session_id: str) -> list[Path]:
+    """Every rollout of the session in the CODEX_HOME ``home``: under ``sessions/`` (any day)
+    and ``archived_sessions/`` (where codex-acp's own ``session/delete`` moves it), and a
+    cut-short write's temp file; and the snapshot of the shell's environment Codex took for it
+    (``shell_snapshots/<id>.<n>.sh``, ``.tmp-<n>`` while written; a Codex that ends without its
+    clean-up, as codex-zed at its input's end, leaves it: seen with the rig)."""
+    if not is_session_id(session_id):
+        return []
+    pattern = f"rollout-*-{session_id}.jsonl"
+    found: list[Path] = []
+    for folder in (home / "sessions", home / "archived_sessions"):
+        if folder.is_dir():
+            found += [path for path in [*folder.rglob(pattern), *folder.rglob(f".{pattern}.*.tmp")]
+                      if path.is_file() and not path.is_symlink()]
+    snapshots = home / "shell_snapshots"
+    if snapshots.is_dir():
+        found += [path for path in snapshots.glob(f"{session_id}.*")
+                  if path.is_file() and not path.is_symlink()]
+    return found
+
+
+# How long a closed thread's files wait for Codex to let it go (seen: half a second after the
+# close was answered, on a loaded machine), and how often they look.
+RELEASE_SECONDS = 5.0
+RELEASE_POLL_SECONDS = 0.05
+
+
+def released(home: Path, session_id: str, seconds: float = RELEASE_SECONDS) -> bool | None:
+    """Whether Codex let the thread ``session_id`` go within ``seconds``: the last thing its
+    teardown does is delete the thread's shell snapshot (``shell_snapshots/<id>.*``), so the
+    snapshot gone is the thread gone. None: it had no snapshot, nothing to tell by."""
+    snapshots = home / "shell_snapshots"
+    if not is_session_id(session_id) or not any(snapshots.glob(f"{session_id}.*")):
+        return None
+    deadline = time.monotonic() + seconds
+    while any(snapshots.glob(f"{session_id}.*")):
+        if time.monotonic() >= deadline:
+            logger.info("Codex keeps a closed thread loaded: side sessions' files are removed "
+                        "without waiting for it", session=session_id)
+            return False
+        time.sleep(RELEASE_POLL_SECONDS)
+    return True
+
+
 def new_path(beside: Path, session_id: str, now: float | None = None) -> Path:
     """Where Codex itself would put a rollout of ``session_id`` started ``now``: under the
     ``sessions`` folder of the CODEX_HOME ``beside`` belongs to, in today's local date."""

@@ -312,7 +312,7 @@ class GeminiSessions:
     def side_prompt(self, text: str) -> list[dict[str, Any]]:
         return [{"type": "text", "text": text}]
 
-    def forget(self, session_id: str, cwd: str) -> None:
+    def forget(self, session_id: str, cwd: str, *, closed: bool = False) -> None:
         self.remove(session_id, cwd)
 
     # -- recall --------------------------------------------------------------------------------
