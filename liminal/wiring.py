@@ -108,8 +108,12 @@ def components(settings: Settings, config_file: Path | None = None,
 
     recalibrator = Recalibrator(swaps.model, swaps.policy, journal, harness)
     # liminal's slash commands (/mark, /clear, /fork, /undo ...): answered by liminal.
+    from liminal.ingest import spool
+
+    spool_root = settings.home / "spool"
     aids = CommandAids(preamble, home=settings.home, lock_root=lock_root(settings),
-                       recalibrated=recalibrator.settled, take_thread=take_thread)
+                       recalibrated=recalibrator.settled, take_thread=take_thread,
+                       spool_behind=lambda: spool.behind(spool_root))
     if summaries is not None:
         aids = replace(aids, anchor_of=summaries.anchor, rebuild_anchor=summaries.rebuild,
                        side_root=side_root(settings.home))
@@ -133,11 +137,9 @@ def components(settings: Settings, config_file: Path | None = None,
         # the message, the mover moves the thread onto a cut ending there.
         # The cut waits for the spools of a liminal that stopped, which may hold the thread's
         # last turns.
-        from liminal.ingest import spool
         from liminal.kernel.commands import parse
         from liminal.kernel.rewind import Rewinder
 
-        spool_root = settings.home / "spool"
         found.append(Rewinder(swaps.model, swaps.mover, harness, opener,
                               is_command=lambda text: parse(text) is not None, memory=memory,
                               spool_behind=lambda: spool.behind(spool_root)))

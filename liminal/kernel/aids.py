@@ -35,6 +35,10 @@ def _no_anchor(_thread: str) -> str | None:
     return None
 
 
+def _nothing_behind() -> bool:
+    return False
+
+
 @dataclass(frozen=True)
 class Preamble:
     # The thread's scratchpad (``liminal.kernel.memory``): none known keeps the earlier one's.
@@ -68,3 +72,6 @@ class CommandAids:
     # ``liminal.commands.acp.thread_locks``); False: another live liminal has it open. None:
     # no locks here (no store, or ``liminal serve``, which locks a connection's threads itself).
     take_thread: Callable[[str], Awaitable[bool]] | None = None
+    # Whether a liminal that stopped left a spool still being stored (``liminal.ingest.spool.behind``):
+    # its last turns are not in the store yet (``whereabouts.caught_up``).
+    spool_behind: Callable[[], bool] = _nothing_behind

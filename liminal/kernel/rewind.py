@@ -49,7 +49,7 @@ from liminal.harness.base import MoveHarness
 from liminal.kernel.memory import Memory, unknown
 from liminal.kernel.mover import SwapError, ThreadMover, Writer
 from liminal.kernel.threads import ThreadModel
-from liminal.kernel.whereabouts import moved_elsewhere
+from liminal.kernel.whereabouts import caught_up, moved_elsewhere
 from liminal.store.records import LOAD, MessageRecord, acp_message_id, conversation
 
 if TYPE_CHECKING:
@@ -214,30 +214,6 @@ def end_offset(cut: Cut, starts: Sequence[int], earlier: bool, size: int) -> int
     return starts[index]
 
 
-async def caught_up(store: Store, frame_id: str | None, spool_behind: Callable[[], bool]) -> None:
-    """Until the store has every turn the cut counts, within ``INDEX_SECONDS`` (then refused:
-    a cut counted on fewer turns than the file has keeps turns the person rewound past):
-
-    - no spool of a liminal that stopped is left to store (``spool_behind``, a look at the
-      spools under the home: ``liminal.ingest.spool.behind``): right after a restart a thread's
-      last turns may be the previous process's, its worker draining them or a replay under way;
-    - the store holds the frame ``frame_id`` (the request's own) or a later one of its
-      connection: the index stores a connection's frames in order, each with the messages it
-      ends, so every turn the client was sent before the request is in the store then."""
-    connection, _, seq = (frame_id or "").rpartition(":")
-
-    async def indexed() -> bool:
-        return frame_id is None or bool(await store.frames(
-            connection_id=connection, after_seq=int(seq) - 1, limit=1, max_bytes=1))
-
-    deadline = time.monotonic() + INDEX_SECONDS
-    while await anyio.to_thread.run_sync(spool_behind) or not await indexed():
-        if time.monotonic() > deadline:
-            raise RewindError(jsonrpc.INTERNAL_ERROR, "liminal's store has not caught up with this "
-                              f"thread's last turns in {INDEX_SECONDS:.0f} s: not rewound (try again)")
-        await anyio.sleep(0.02)
-
-
 class Rewinding(ThreadView, ClientVoice, AgentLink, Protocol):
     """What a rewind reads of the thread, says to the client (the answer, the prompt sent on)
     and to the agent (the turn cancelled)."""
@@ -341,7 +317,9 @@ class Rewinder(Component):
         # The cut counts turns from the file's end, as many as the store has on the session: a
         # turn the index has not stored yet would move the cut that many turns later: this
         # connection's, or a stopped liminal's still spooled.
-        await caught_up(store, request.frame_id, self._spool_behind)
+        if not await caught_up(store, request.frame_id, self._spool_behind, INDEX_SECONDS):
+            raise RewindError(jsonrpc.INTERNAL_ERROR, "liminal's store has not caught up with this "
+                              f"thread's last turns in {INDEX_SECONDS:.0f} s: not rewound (try again)")
         # Every message the client was sent is in the store now: an id not found is unknown.
         cut = find_cut(await store.messages(thread), target, edit=edit, is_command=self._is_command,
                        liminals=await store.liminal_turns(thread))

@@ -14,11 +14,13 @@ context is refused (``moved_elsewhere``). A store down or slow leaves the local 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import anyio
+import anyio.to_thread
 
 from liminal import log
 from liminal.store.records import DELETED
@@ -150,3 +152,32 @@ async def within_wait(tasks: TaskGroup | None, read: Callable[[], Awaitable[T]],
     if not found and not done.is_set():
         logger.warning("the store did not answer in time", what=what, seconds=seconds)
     return found[0] if found else otherwise
+
+
+async def caught_up(store: Store, frame_id: str | None, spool_behind: Callable[[], bool],
+                    seconds: float) -> bool:
+    """Whether, within ``seconds``, the store came to hold everything said before a request
+    (a command counting turns, a search of what was said):
+
+    - no spool of a liminal that stopped is left to store (``spool_behind``, a look at the
+      spools under the home: ``liminal.ingest.spool.behind``): right after a restart a thread's
+      last turns may be the previous process's, its worker draining them or a replay under way;
+    - the store holds the frame ``frame_id`` (the request's own) or a later one of its
+      connection: the index stores a connection's frames in order, each with the messages it
+      ends, so every turn the client was sent before the request is in the store then."""
+    connection, _, seq = (frame_id or "").rpartition(":")
+
+    async def indexed() -> bool:
+        return frame_id is None or bool(await store.frames(
+            connection_id=connection, after_seq=int(seq) - 1, limit=1, max_bytes=1))
+
+    deadline = time.monotonic() + seconds
+    said = False
+    while await anyio.to_thread.run_sync(spool_behind) or not await indexed():
+        if time.monotonic() > deadline:
+            return False
+        if not said:
+            logger.info("waiting for the store to hold the thread's last turns", frame=frame_id)
+            said = True
+        await anyio.sleep(0.02)
+    return True

@@ -301,3 +301,37 @@ async def test_a_memo_as_the_first_message_of_a_new_home_is_kept(tmp_path: Path)
     assert not (tmp_path / "liminal-home" / "liminal.db").exists()
     await run_liminal(tmp_path, first)
     await run_liminal(tmp_path, later)
+
+
+async def test_a_search_waits_for_the_index_to_store_the_turns_before_it(tmp_path: Path) -> None:
+    """The index runs a little behind a turn (under load, seconds): a /search right after a turn
+    found nothing of it (a full run's test_commands, on Claude Code). Here the index is held
+    between two rounds (the ``index.round`` gate) before the turn, and let go only once the
+    search is waiting for it: the search finds the turn."""
+    gate = tmp_path / "failpoints"
+    gate.mkdir()
+
+    async def body(proxy: ProxyProcess) -> None:
+        thread = await opened(proxy)
+        await said(proxy, thread, "turn alpha zebra-11")
+        (gate / "index.round.closed").touch()
+        with anyio.fail_after(30):
+            while not (gate / "index.round.reached").exists():  # noqa: ASYNC110 (the worker's file)
+                await anyio.sleep(0.02)
+        await said(proxy, thread, "turn bravo quokka-22")
+        start = len(proxy.messages())
+        await proxy.send(json.dumps({"jsonrpc": "2.0", "id": "search", "method": "session/prompt", "params": {
+            "sessionId": thread, "prompt": [{"type": "text", "text": "/search quokka-22"}]}}).encode() + b"\n")
+        waiting = b"waiting for the store to hold the thread's last turns"
+        with anyio.fail_after(30):
+            while waiting not in proxy.stderr and not [  # noqa: ASYNC110 (liminal's stderr)
+                    m for m in proxy.messages()[start:] if m.get("id") == "search"]:
+                await anyio.sleep(0.02)
+        (gate / "index.round.closed").unlink()
+        await proxy.wait_for(lambda m: m.get("id") == "search")
+        found = "".join(m["params"]["update"]["content"]["text"] for m in proxy.messages()[start:]
+                        if m.get("method") == "session/update"
+                        and m["params"]["update"].get("sessionUpdate") == "agent_message_chunk")
+        assert "you: turn bravo quokka-22" in found and "still storing" not in found, found
+
+    await run_liminal(tmp_path, body, LIMINAL_FAILPOINTS="index.round=gate", LIMINAL_FAILPOINTS_DIR=str(gate))

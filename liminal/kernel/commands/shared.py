@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 
 logger = log.get("liminal.commands")
 # A mark's name: what ``/clear MARK`` and ``/fork MARK`` are typed with.
+# How long a search of what was said waits for the index to store the turns before it: a person
+# waits for the answer; past it the search answers with what the store has, and says so.
+SAID_SECONDS = 10.0
 MARK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
@@ -79,6 +82,8 @@ class CommandContext:
         self.recalibrated: Callable[[str], Awaitable[None]] | None = aids.recalibrated
         # The lock of a thread a client opens or makes (``opening.held_elsewhere``); None: no locks.
         self.take_thread: Callable[[str], Awaitable[bool]] | None = aids.take_thread
+        # A stopped liminal's spool still being stored (``whereabouts.caught_up``).
+        self.spool_behind: Callable[[], bool] = aids.spool_behind
         # Threads deleted here: hidden from ``session/list`` while a CLI may write a file of
         # theirs again, and swept once more when liminal stops (``liminal.kernel.delete``).
         self.deleted: list[delete.Deleted] = []
@@ -100,6 +105,13 @@ class CommandContext:
             return await self.stores.store()
         except StoreOff as exc:  # said as the command's answer
             raise CommandError(str(exc)) from exc
+
+    async def caught_up(self, frame_id: str | None) -> bool:
+        """Whether the store holds everything said before the request ``frame_id`` (the index
+        runs a little behind), within ``SAID_SECONDS``; no store: nothing to wait for."""
+        if not self.stores.configured:
+            return True
+        return await whereabouts.caught_up(await self.store(), frame_id, self.spool_behind, SAID_SECONDS)
 
     async def cache(self) -> Cache | None:
         return await self.stores.cache()

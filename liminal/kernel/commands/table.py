@@ -58,6 +58,8 @@ class Command:
     # another sidecar on the store has moved the thread since (``not_moved_elsewhere``).
     on_context: bool = False
     for_model: bool = False  # the model may ask for it through its ``slash`` tool
+    # Searches what was said: run once the store holds every turn before it (``caught_up``).
+    said: bool = False
     # Answered in the background with these arguments: it waits on the model for minutes, and
     # the loads, lists and other commands the center's queue answers do not wait for it.
     slow: Callable[[str], bool] = never
@@ -80,7 +82,7 @@ _ROWS = (
     Command("optimise", contextview.optimise, None, "liminal: compress the context now (a gradient swap)",
             on_context=True),
     Command("search", search.search, "[--all] TEXT", "liminal: search what was said in this thread",
-            reads=always),
+            reads=always, said=True),
     Command("recall", search.recall, "KEY", "liminal: the full text behind a truncation marker", reads=always),
     Command("memo", memos.memo, "TEXT #tag", "liminal: keep a memo that outlives this thread"),
     Command("memos", memos.memos, "[#tag|TEXT]", "liminal: find memos", reads=always),
@@ -155,7 +157,11 @@ async def answer_prompt(c: CommandContext, request: LocalRequest) -> None:
 async def answer_command(c: CommandContext, request: LocalRequest, name: str, args: str) -> None:
     thread = request.thread_id or ""
     try:
-        text = await run_command(c, thread, name, args)
+        behind = ""
+        if name in COMMANDS and COMMANDS[name].said and not await c.caught_up(request.frame_id):
+            behind = ("\n(liminal's store is still storing this thread's last turns: what they said "
+                      "may be missing here; ask again in a moment)")
+        text = await run_command(c, thread, name, args) + behind
     except (CommandError, SwapError) as exc:
         text = f"{exc}{unchanged(name, args)}"
     except Exception as exc:  # a bug or a store down: said, and the prompt answered
