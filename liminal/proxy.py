@@ -34,6 +34,7 @@ from liminal.acp.router import LocalRequest, Router
 from liminal.config import ProxySettings
 from liminal.supervise import Supervisor
 from liminal.transport.legs import AgentLeg, AgentSide, ClientLeg, ClientSide
+from liminal.transport.versioned import VersionedClient
 
 logger = log.get("liminal.proxy")
 # An agent whose stdout has ended is given this long to exit before it is taken for dead.
@@ -370,7 +371,8 @@ class Proxy:
                 for methods, _ in component.request_hooks():
                     for method in methods:
                         self._local_by_method.setdefault(method, component.local_requested)
-        self.client = client or ClientLeg()
+        # A client that asks for ACP v2 is answered in v2 at this edge (``liminal.acp.v2``).
+        self.client = VersionedClient(client or ClientLeg(), settings.max_frame_bytes)
         # The agent's end: a process of ``agent_argv``, or one given (with an environment of its
         # own; a conductor's successor).
         self.agent: AgentSide = agent or AgentLeg(agent_argv)
@@ -595,7 +597,7 @@ class Proxy:
         (rule 7) until the client closes its input or goes, a signal comes, or it has sent
         nothing for ``DEAD_END_SECONDS`` (a client that holds its end open without a word is
         not waited on for ever). A person at a terminal was told on stderr: not waited on."""
-        if isinstance(self.client, ClientLeg) and self.client.interactive():
+        if self.client.interactive():
             return
         while not self._client_eof.is_set() and not self.client.closed:
             heard = self._client_chunks

@@ -5,12 +5,14 @@ Negotiation"): the client's ``initialize`` names the latest version it supports;
 answers the same version if it supports it, else the latest it supports, and a client that
 cannot speak that closes the connection. One connection speaks one version after that.
 
-liminal reads and writes v1 frames on both legs: the store records v1 updates, a swap opens the
-next session with ``session/load`` or ``session/resume`` as v1 has them, replay sends v1 updates,
-a turn ends with the prompt's answer. So it is a v1 agent to its client and a v1 client to its
-agent. A client that asks for a later version is answered 1 (the agent is asked for 1, and
-answers 1 if it speaks v1 at all), and goes on in v1 or closes; an agent that speaks v2 as well
-(codex-acp) is never asked for it, so it never answers in v2 frames liminal would misread.
+liminal reads and writes v1 frames behind the client's edge: the store records v1 updates, a swap
+opens the next session with ``session/load`` or ``session/resume`` as v1 has them, replay sends
+v1 updates, a turn ends with the prompt's answer. So it is a v1 client to its agent: an agent
+that speaks v2 as well (codex-acp) is never asked for it, so it never answers in v2 frames
+liminal would misread. A client that asks for v2 is answered in v2 at the edge
+(``liminal.acp.v2``), which hands liminal that client's ``initialize`` already asking for 1; one
+that asks for 3 or more is answered 2 there, and any request still asking for more than 1 here
+(a conductor's ``proxy/initialize``) has the agent asked for 1 and its answer of 1 passed on.
 """
 
 from __future__ import annotations
