@@ -42,6 +42,9 @@ Message = dict[str, Any]
 UPDATE_NAMES: dict[str, str | None] = {"tool_call": "tool_call_update", "plan": "plan_update",
                                        "current_mode_update": None}
 CLIENT_ONLY_PREFIXES = ("fs/", "terminal/")
+# A diff larger than this (old and new text) is sent as its changes alone: working out a patch of
+# megabytes would hold the event loop.
+PATCH_CHARS = 256 * 1024
 
 
 def asks_v2(message: Any) -> bool:
@@ -84,17 +87,21 @@ class V2Face:
             self._asked[key] = (method, None)
             return Out(to_liminal=[{**message, "params": v1_initialize(params)}])
         if method == "session/resume":
+            replay = params.get("replayFrom")
+            if replay is not None and _obj(replay).get("type") != "start":
+                return Out(to_client=[{"jsonrpc": "2.0", "id": message["id"], "error": {
+                    "code": jsonrpc.INVALID_PARAMS, "message": "replayFrom: only {\"type\": \"start\"} is supported"}}])
             self._asked[key] = (method, params.get("sessionId"))
-            v1 = {k: v for k, v in params.items() if k != "replayFrom"}
-            v1.setdefault("mcpServers", [])
-            replay = params.get("replayFrom") is not None
-            return Out(to_liminal=[{**message, "method": "session/load" if replay else "session/resume",
+            v1 = {**{k: v for k, v in params.items() if k != "replayFrom"},
+                  "mcpServers": v1_mcp_servers(params.get("mcpServers"))}
+            return Out(to_liminal=[{**message, "method": "session/load" if replay is not None else "session/resume",
                                     "params": v1}])
         if method == "auth/login":  # v1's ``authenticate``, the same params and answer
             return Out(to_liminal=[{**message, "method": "authenticate"}])
         if method == "session/new":
             self._asked[key] = (method, None)
-            return Out(to_liminal=[{**message, "params": {"mcpServers": [], **params}}])
+            return Out(to_liminal=[{**message, "params": {**params,
+                                                          "mcpServers": v1_mcp_servers(params.get("mcpServers"))}}])
         if method == "session/set_config_option":
             self._asked[key] = (method, None)
             v1 = {k: v for k, v in params.items() if not (k == "type" and v == "id")}
@@ -227,9 +234,9 @@ def v2_initialize(result: dict[str, Any]) -> dict[str, Any]:
         "prompt": {name: {} for name in ("image", "audio", "embeddedContext") if prompt.get(name) is True},
         "mcp": {"stdio": {}, **({"http": {}} if mcp.get("http") is True else {})},
     }
-    if "delete" in sessions:
+    if sessions.get("delete") is not None:
         session["delete"] = {}
-    if "additionalDirectories" in sessions:
+    if sessions.get("additionalDirectories") is not None:
         session["additionalDirectories"] = {}
     capabilities: dict[str, Any] = {"session": session}
     if caps.get("_meta"):
@@ -238,7 +245,7 @@ def v2_initialize(result: dict[str, Any]) -> dict[str, Any]:
     v2: dict[str, Any] = {"protocolVersion": 2, "capabilities": capabilities,
                           "info": info if isinstance(info, dict) and "name" in info and "version" in info
                           else {"name": "liminal", "version": __version__}}
-    methods = [v2_auth_method(m) for m in result.get("authMethods") or [] if isinstance(m, dict)]
+    methods = [v2_auth_method(m) for m in _list(result.get("authMethods")) if isinstance(m, dict)]
     if methods:
         v2["authMethods"] = methods
     if result.get("_meta") is not None:
@@ -264,15 +271,43 @@ def _session_result(result: dict[str, Any], keep: tuple[str, ...] = ()) -> dict[
 
 
 def v2_config_options(options: Any) -> list[Any]:
-    """v1's options (``id``) as v2's (``configId``)."""
-    return [{"configId": o["id"], **{k: v for k, v in o.items() if k != "id"}}
-            if isinstance(o, dict) and "id" in o else o for o in options or []]
+    """v1's options (``id``; a select's groups by ``group``) as v2's (``configId``, ``groupId``)."""
+    made = []
+    for option in _list(options):
+        if not isinstance(option, dict):
+            continue
+        option = {("configId" if k == "id" else k): v for k, v in option.items()}
+        if isinstance(option.get("options"), list):
+            option["options"] = [{("groupId" if k == "group" else k): v for k, v in choice.items()}
+                                 if isinstance(choice, dict) else choice for choice in option["options"]]
+        made.append(option)
+    return made
+
+
+def v1_mcp_servers(servers: Any) -> list[Any]:
+    """v2's MCP servers as v1's: a stdio server has no ``type`` and lists its ``args`` and
+    ``env``, an HTTP one its ``headers`` (v2 lets each list be left out); none is ``[]``."""
+    made = []
+    for server in _list(servers):
+        if not isinstance(server, dict):
+            continue
+        if server.get("type") in (None, "stdio"):
+            made.append({"args": [], "env": [], **{k: v for k, v in server.items() if k != "type"}})
+        elif server.get("type") in ("http", "sse"):
+            made.append({"headers": [], **server})
+        else:
+            made.append(server)
+    return made
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def v2_commands(commands: Any) -> list[Any]:
     """v1's commands as v2's: each of ``type`` ``command``, its input of ``type`` ``text``."""
     made = []
-    for command in commands or []:
+    for command in _list(commands):
         if not isinstance(command, dict):
             continue
         typed = {"type": "command", **command}
@@ -314,12 +349,15 @@ def v2_diff(item: dict[str, Any]) -> dict[str, Any]:
         return item
     old = item.get("oldText")
     old_text = old if isinstance(old, str) else ""
+    change = {"operation": "modify" if isinstance(old, str) else "add", "path": path, "fileType": "text"}
+    if len(old_text) + len(item["newText"]) > PATCH_CHARS:  # the changes alone: no patch worked out here
+        return {"type": "diff", "changes": [change], **({"_meta": item["_meta"]} if item.get("_meta") is not None else {})}
     lines = difflib.unified_diff(old_text.splitlines(keepends=True), item["newText"].splitlines(keepends=True),
                                  fromfile=path if isinstance(old, str) else "/dev/null", tofile=path)
     body = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
     made: dict[str, Any] = {
         "type": "diff",
-        "changes": [{"operation": "modify" if isinstance(old, str) else "add", "path": path, "fileType": "text"}],
+        "changes": [change],
         "patch": {"format": "git_patch", "text": f"diff --git {path} {path}\n" + body},
     }
     if item.get("_meta") is not None:

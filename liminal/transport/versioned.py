@@ -5,20 +5,30 @@ reads the client's first line. Unless it is an ``initialize`` asking for ACP 2 o
 byte passes both ways as it came, from then on without a look (one call more per read; writes
 go straight to the inner end). For a v2 client each whole line is parsed and handed to
 ``V2Face``: what it makes for liminal goes on as lines, what it makes for the client is written.
-A line that does not parse passes as it is: the router answers it as it answers any. A line
-longer than the router's cap is not gathered: its bytes pass as they come, for the router's
-framer to drop as it drops any (what waits for a newline is bounded by the cap).
+A line passes as it came (its bytes, not an encoding of them) unless the face changed its
+message: one that does not parse, that the face leaves as it is, whose id is no string or
+integer (a float may be an integer past 64 bits that orjson rounded), or whose translation
+fails (a message nested past what orjson writes) goes on untouched, for the router to answer as
+it answers any. A line longer than the router's cap is not gathered: its bytes pass as they
+come, for the router's framer to drop as it drops any (what waits for a newline is bounded by
+the cap), and an answer of the face's own waits for that line's end. At the end of the input,
+what was held for a newline goes on first.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
+from liminal import log
 from liminal.acp.v2 import Out, V2Face, asks_v2
 from liminal.transport.legs import ClientSide, OnData, OnEof, OnFlow
+
+logger = log.get("liminal.v2")
 
 FIRST_LINE_BYTES = 1 << 20  # undecided past this: not an ``initialize`` anyone sends
 
@@ -31,6 +41,15 @@ class Lines:
         self.max_line = max_line
         self._rest = bytearray()
         self._long = False  # inside a line past the cap: passed on to its end
+
+    @property
+    def long(self) -> bool:
+        return self._long
+
+    @property
+    def holding(self) -> bool:
+        """Bytes of a line wait for its newline."""
+        return bool(self._rest)
 
     def feed(self, data: bytes) -> list[tuple[bytes, bool]]:
         pieces: list[tuple[bytes, bool]] = []
@@ -65,6 +84,7 @@ class VersionedClient:
         self._read = Lines(max_line)  # a v2 client's lines
         self._written = Lines(max_line)  # liminal's lines to a v2 client
         self._max_first = min(max_line, FIRST_LINE_BYTES)
+        self._own: list[bytes] = []  # the face's answers to the agent, held inside a long line
 
     @property
     def closed(self) -> bool:
@@ -76,7 +96,17 @@ class VersionedClient:
 
     async def open(self, on_data: OnData, on_eof: OnEof, on_flow: OnFlow) -> None:
         self._deliver = on_data
-        await self.inner.open(self._received, on_eof, on_flow)
+
+        def ended() -> None:  # what waited for a newline, then the end
+            if self._first is not None:
+                held, self._first = bytes(self._first), None
+                if held:
+                    on_data(held)
+            elif self.face is not None:
+                self._read_lines(b"\n" if self._read.holding else b"")
+            on_eof()
+
+        await self.inner.open(self._received, ended, on_flow)
 
     def pause_reading(self, pause: bool) -> None:
         self.inner.pause_reading(pause)
@@ -109,15 +139,34 @@ class VersionedClient:
         assert self.face is not None and self._deliver is not None
         out: list[bytes] = []
         for piece, whole in self._read.feed(data):
-            message = _parse(piece) if whole else None
-            if message is None:
-                out.append(piece + b"\n" if whole else piece)
+            if not whole:
+                out.append(piece)
                 continue
-            made = self.face.from_client(message)
-            self._write_messages(made.to_client)
-            out += [orjson.dumps(m) + b"\n" for m in made.to_liminal]
+            made = self._translate(self.face.from_client, piece)
+            if made is None:
+                out.append(piece + b"\n")
+                continue
+            out += made.to_liminal
+            if made.to_client:
+                self.inner.write(b"".join(made.to_client))
+        if self._own and not self._read.long:
+            out += self._own
+            self._own = []
         if out:
             self._deliver(b"".join(out))
+
+    def _translate(self, turn: Callable[[dict[str, Any]], Out], line: bytes) -> Translated | None:
+        """``line``'s message turned, each side's lines; None: the line goes on as it came."""
+        message = _parse(line)
+        if message is None or not isinstance(message.get("id", 0), (str, int)):
+            return None
+        try:
+            made = turn(message)
+            return Translated([line + b"\n" if m is message else orjson.dumps(m) + b"\n" for m in made.to_liminal],
+                             [line + b"\n" if m is message else orjson.dumps(m) + b"\n" for m in made.to_client])
+        except Exception as exc:  # a message past what orjson writes, a bug: as it came
+            logger.warning("a line passed on as it came: not translated", error=f"{type(exc).__name__}: {exc}")
+            return None
 
     # -- liminal's bytes ------------------------------------------------------------------------
 
@@ -125,24 +174,32 @@ class VersionedClient:
         if self.face is None:
             self.inner.write(data)
             return
+        out: list[bytes] = []
         for piece, whole in self._written.feed(data):
-            message = _parse(piece) if whole else None
-            if message is None:
-                self.inner.write(piece + b"\n" if whole else piece)
+            made = self._translate(self.face.to_client, piece) if whole else None
+            if made is None:
+                out.append(piece + b"\n" if whole else piece)
                 continue
-            made: Out = self.face.to_client(message)
-            self._write_messages(made.to_client)
+            out += made.to_client
             if made.to_liminal:  # an answer of the face's own to the agent: after this write
-                answer = b"".join(orjson.dumps(m) + b"\n" for m in made.to_liminal)
+                answer = b"".join(made.to_liminal)
                 asyncio.get_running_loop().call_soon(self._deliver_own, answer)
+        if out:
+            self.inner.write(b"".join(out))
 
     def _deliver_own(self, data: bytes) -> None:
-        if self._deliver is not None:
+        if self._read.long:  # the router's framer is inside a line it drops: after its end
+            self._own.append(data)
+        elif self._deliver is not None:
             self._deliver(data)
 
-    def _write_messages(self, messages: list[dict[str, Any]]) -> None:
-        if messages:
-            self.inner.write(b"".join(orjson.dumps(m) + b"\n" for m in messages))
+
+@dataclass(slots=True)
+class Translated:
+    """One message turned by the face: the lines for liminal and for the client."""
+
+    to_liminal: list[bytes]
+    to_client: list[bytes]
 
 
 def _parse(line: bytes) -> dict[str, Any] | None:

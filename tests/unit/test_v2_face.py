@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -216,3 +217,100 @@ def test_lines_keep_every_byte_in_order_and_hold_at_most_the_cap(chunks: list[by
             passed += piece + b"\n" if whole else piece
         assert len(lines._rest) <= cap
     assert passed + bytes(lines._rest) == b"".join(chunks)
+
+
+def test_v2_requests_liminal_gets_in_v1s_shapes() -> None:
+    made = face()
+    new = made.from_client({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {
+        "cwd": "/w", "mcpServers": [{"type": "stdio", "name": "m", "command": "/bin/m"},
+                                    {"type": "http", "name": "h", "url": "http://127.0.0.1:1/"}]}})
+    assert new.to_liminal[0]["params"]["mcpServers"] == [
+        {"args": [], "env": [], "name": "m", "command": "/bin/m"},
+        {"headers": [], "type": "http", "name": "h", "url": "http://127.0.0.1:1/"}]
+    none = made.from_client({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": "/w", "mcpServers": None}})
+    assert none.to_liminal[0]["params"]["mcpServers"] == []
+    other = made.from_client({"jsonrpc": "2.0", "id": 3, "method": "session/resume",
+                              "params": {"sessionId": "s", "cwd": "/w", "replayFrom": {"type": "message", "id": "m"}}})
+    assert other.to_liminal == [] and other.to_client[0]["error"]["code"] == -32602
+    grouped = made.to_client({"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "s", "configOptions": [
+        {"id": "model", "name": "Model", "type": "select", "currentValue": "a",
+         "options": [{"group": "g", "name": "G", "options": [{"value": "a", "name": "A"}]}]}]}}).to_client
+    assert grouped[0]["result"]["configOptions"][0]["options"][0]["groupId"] == "g"
+    conforming([], [update({"sessionUpdate": "config_option_update",
+                            "configOptions": grouped[0]["result"]["configOptions"]})])
+    for bad in (5, "x", None, [5, None]):  # an agent's odd values: never an exception
+        made.to_client(update({"sessionUpdate": "available_commands_update", "availableCommands": bad}))
+        made.to_client(update({"sessionUpdate": "config_option_update", "configOptions": bad}))
+
+
+class _End:
+    """A client end for ``VersionedClient``: what it is given to read, what is written to it."""
+
+    closed = False
+
+    def __init__(self) -> None:
+        self.written = bytearray()
+        self.on_data: Any = None
+        self.on_eof: Any = None
+
+    async def open(self, on_data: Any, on_eof: Any, on_flow: Any) -> None:
+        self.on_data, self.on_eof = on_data, on_eof
+
+    def write(self, data: bytes) -> None:
+        self.written += data
+
+    def pause_reading(self, pause: bool) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+async def _versioned(max_line: int = 1 << 20) -> tuple[Any, _End, list[bytes], list[bool]]:
+    from liminal.transport.versioned import VersionedClient
+
+    end, got, ended = _End(), [], []
+    client = VersionedClient(end, max_line)
+    await client.open(got.append, lambda: ended.append(True), lambda pause: None)
+    return client, end, got, ended
+
+
+V2_LINE = json.dumps(V2_INITIALIZE).encode() + b"\n"
+
+
+@pytest.mark.anyio
+async def test_the_last_line_without_its_newline_still_goes_on() -> None:
+    _, end, got, ended = await _versioned()
+    end.on_data(b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}')
+    end.on_eof()
+    assert got == [b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}'] and ended
+    _, end, got, ended = await _versioned()
+    end.on_data(V2_LINE + b'{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/w"}}')
+    end.on_eof()
+    assert json.loads(b"".join(got).splitlines()[-1])["params"]["mcpServers"] == [] and ended
+
+
+@pytest.mark.anyio
+async def test_lines_the_face_cannot_take_go_on_as_they_came() -> None:
+    """An id past 64 bits (orjson reads it as a float) and a message nested past what orjson
+    writes: the bytes as sent, and the prompt beside them still goes on."""
+    _, end, got, _ = await _versioned()
+    big = b'{"jsonrpc":"2.0","id":18446744073709551617,"method":"session/new","params":{"cwd":"/w"}}'
+    deep = b'{"jsonrpc":"2.0","id":6,"method":"x","params":' + b"[" * 300 + b"]" * 300 + b"}"
+    prompt = b'{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"sessionId":"s","prompt":[{"type":"text","text":"hi"}]}}'
+    end.on_data(V2_LINE + big + b"\n" + deep + b"\n" + prompt + b"\n")
+    lines = b"".join(got).splitlines()
+    assert lines[1:] == [big, deep, prompt]
+    assert b'"state":"running"' in end.written
+
+
+@pytest.mark.anyio
+async def test_an_answer_of_the_faces_own_waits_for_the_end_of_a_line_past_the_cap() -> None:
+    client, end, got, _ = await _versioned(max_line=200)
+    end.on_data(V2_LINE + b'{"jsonrpc":"2.0","id":9,"method":"x","params":"' + b"a" * 300)  # past the cap, unended
+    client.write(b'{"jsonrpc":"2.0","id":"r1","method":"fs/read_text_file","params":{"sessionId":"s","path":"/a"}}\n')
+    await anyio.sleep(0.01)  # the face's answer is sent on the loop's next turn
+    assert b"fs/read_text_file" not in b"".join(got)
+    end.on_data(b'"}\n')
+    read = b"".join(got)
+    assert read.index(b'"}\n') < read.index(b'"id":"r1"')
