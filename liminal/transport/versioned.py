@@ -100,7 +100,10 @@ class VersionedClient:
         def ended() -> None:  # what waited for a newline, then the end
             if self._first is not None:
                 held, self._first = bytes(self._first), None
-                if held:
+                if asks_v2(_parse(held)):  # the whole input was a v2 client's initialize
+                    self.face = V2Face()
+                    self._read_lines(held + b"\n")
+                elif held:
                     on_data(held)
             elif self.face is not None:
                 self._read_lines(b"\n" if self._read.holding else b"")

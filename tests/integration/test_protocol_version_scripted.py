@@ -144,3 +144,17 @@ async def test_a_v1_client_is_answered_as_ever(tmp_path: Path) -> None:
         await proxy.close_stdin()
 
     assert await run(tmp_path, body, **ENV) == 0
+
+
+@pytest.mark.parametrize("version", [1, 2])
+async def test_a_last_line_without_its_newline_is_answered(tmp_path: Path, version: int) -> None:
+    """``printf '{...}' | liminal acp``: the client's only line has no newline, and its input
+    ends; the line is read all the same (the client's end held it waiting for a newline)."""
+    async def body(proxy: ProxyProcess) -> None:
+        params = V2_INITIALIZE if version == 2 else {"protocolVersion": 1, "clientCapabilities": {}}
+        await proxy.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}).encode())
+        await proxy.close_stdin()
+        answer = await proxy.wait_for(lambda m: m.get("id") == 1)
+        assert answer["result"]["protocolVersion"] == version, answer
+
+    assert await run(tmp_path, body, **ENV) == 0
