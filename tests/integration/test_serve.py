@@ -627,14 +627,16 @@ def test_a_restarted_agent_is_told_as_the_client_declared(tmp_path: Path, client
         assert "notice" not in [u["sessionUpdate"] for u in updates]
 
 
-def test_a_client_asking_for_acp_v2_is_answered_v1(tmp_path: Path) -> None:
+def test_a_client_asking_for_acp_v2_is_answered_v2(tmp_path: Path) -> None:
     """As ``liminal acp`` answers it (tests/integration/test_protocol_version_scripted.py): the
-    agent, which would answer 2, is asked for 1 (``liminal.kernel.version``)."""
+    client in v2 at liminal's edge (``liminal.acp.v2``), the agent, which would answer 2, asked
+    for 1 (``liminal.kernel.version``)."""
     server = serve(tmp_path, env={"AGENT_SPEAKS_V2": "1"})
     try:
         with server.connect() as ws:
             answer = rpc(ws, 1, "initialize", {"protocolVersion": 2, "info": {"name": "c", "version": "1"}})
-            assert answer["result"]["protocolVersion"] == 1, answer
-            assert "result" in rpc(ws, 2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})
+            assert answer["result"]["protocolVersion"] == 2 and "capabilities" in answer["result"], answer
+            opened = rpc(ws, 2, "session/new", {"cwd": str(tmp_path)})  # v2: mcpServers may be left out
+            assert "sessionId" in opened["result"] and "modes" not in opened["result"], opened
     finally:
         server.stop()
