@@ -34,8 +34,9 @@ from typing import Any
 
 from liminal import __version__
 from liminal.acp import jsonrpc
+from liminal.acp.message_ids import user_message_id_of
 
-SPOKEN = 1  # what liminal behind the face speaks (``liminal.kernel.version.SPOKEN``)
+SPOKEN = 1  # the one ACP major version liminal speaks behind the face, and to its agent
 Message = dict[str, Any]
 
 # What the face sends the client of each v1 update kind (None: not sent).
@@ -47,13 +48,20 @@ CLIENT_ONLY_PREFIXES = ("fs/", "terminal/")
 PATCH_CHARS = 256 * 1024
 
 
+def asked_version(message: Any) -> int | float | None:
+    """The version an ``initialize`` asks for, a number in any spelling (``2.0`` is the integer
+    2 to a JavaScript peer); None for any other message or a version that is no number."""
+    params = message.get("params") if isinstance(message, dict) else None
+    asked = params.get("protocolVersion") if isinstance(params, dict) else None
+    if not isinstance(asked, (int, float)) or isinstance(asked, bool):
+        return None
+    return asked
+
+
 def asks_v2(message: Any) -> bool:
     """Whether ``message`` is an ``initialize`` asking for ACP 2 or later."""
-    if not isinstance(message, dict) or message.get("method") != "initialize":
-        return False
-    params = message.get("params")
-    asked = params.get("protocolVersion") if isinstance(params, dict) else None
-    return isinstance(asked, (int, float)) and not isinstance(asked, bool) and asked >= 2
+    asked = asked_version(message) if isinstance(message, dict) and message.get("method") == "initialize" else None
+    return asked is not None and asked >= 2
 
 
 @dataclass(slots=True)
@@ -187,8 +195,7 @@ class V2Face:
                                            "stopReason": "error", "error": error})
             return [message, idle]
         meta = _obj(result.get("_meta"))
-        found = meta.get("userMessageId")
-        message_id = found if isinstance(found, str) else f"liminal-v2-{next(self._ids)}"
+        message_id = user_message_id_of(result) or f"liminal-v2-{next(self._ids)}"
         echo = update(prompt.session, {"sessionUpdate": "user_message", "messageId": message_id,
                                        "content": prompt.prompt})
         stop = result.get("stopReason")

@@ -20,11 +20,9 @@ from __future__ import annotations
 from typing import Any
 
 from liminal import log
+from liminal.acp.v2 import SPOKEN, asked_version
 
 logger = log.get("liminal.version")
-
-SPOKEN = 1  # the one ACP major version liminal speaks, to the client and to the agent
-
 
 def asked_for_spoken(method: str, message: dict[str, Any], thread: str | None) -> dict[str, Any] | None:
     """The client's ``initialize`` as liminal passes it to the agent: asking for ``SPOKEN``
@@ -32,14 +30,9 @@ def asked_for_spoken(method: str, message: dict[str, Any], thread: str | None) -
     or not a number is for the agent to answer). The rest of the params pass as the client
     wrote them; a v2 client's ``capabilities`` and ``info`` are no v1 field, and mean nothing
     to a v1 agent."""
-    params = message.get("params")
-    if not isinstance(params, dict):
-        return None
-    asked = params.get("protocolVersion")
-    # A number in any spelling: ``2.0`` is the integer 2 to a JavaScript agent.
-    if not isinstance(asked, (int, float)) or isinstance(asked, bool) or not asked > SPOKEN:
+    asked = asked_version(message)
+    if asked is None or not asked > SPOKEN:
         return None
     logger.info("the client asked for a later ACP version; the agent is asked for the one liminal speaks",
                 asked=asked, spoken=SPOKEN)
-    return {**message, "params": {**params, "protocolVersion": SPOKEN}}
-
+    return {**message, "params": {**message["params"], "protocolVersion": SPOKEN}}

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -149,24 +148,26 @@ class VersionedClient:
             if made is None:
                 out.append(piece + b"\n")
                 continue
-            out += made.to_liminal
-            if made.to_client:
-                self.inner.write(b"".join(made.to_client))
+            for_liminal, for_client = made
+            out += for_liminal
+            if for_client:
+                self.inner.write(b"".join(for_client))
         if self._own and not self._read.long:
             out += self._own
             self._own = []
         if out:
             self._deliver(b"".join(out))
 
-    def _translate(self, turn: Callable[[dict[str, Any]], Out], line: bytes) -> Translated | None:
-        """``line``'s message turned, each side's lines; None: the line goes on as it came."""
+    def _translate(self, turn: Callable[[dict[str, Any]], Out], line: bytes) -> tuple[list[bytes], list[bytes]] | None:
+        """``line``'s message turned: the lines for liminal, the lines for the client; None: the
+        line goes on as it came."""
         message = _parse(line)
         if message is None or not isinstance(message.get("id", 0), (str, int)):
             return None
         try:
             made = turn(message)
-            return Translated([line + b"\n" if m is message else orjson.dumps(m) + b"\n" for m in made.to_liminal],
-                             [line + b"\n" if m is message else orjson.dumps(m) + b"\n" for m in made.to_client])
+            return ([line + b"\n" if m is message else orjson.dumps(m) + b"\n" for m in made.to_liminal],
+                    [line + b"\n" if m is message else orjson.dumps(m) + b"\n" for m in made.to_client])
         except Exception as exc:  # a message past what orjson writes, a bug: as it came
             logger.warning("a line passed on as it came: not translated", error=f"{type(exc).__name__}: {exc}")
             return None
@@ -183,9 +184,10 @@ class VersionedClient:
             if made is None:
                 out.append(piece + b"\n" if whole else piece)
                 continue
-            out += made.to_client
-            if made.to_liminal:  # an answer of the face's own to the agent: after this write
-                answer = b"".join(made.to_liminal)
+            for_liminal, for_client = made
+            out += for_client
+            if for_liminal:  # an answer of the face's own to the agent: after this write
+                answer = b"".join(for_liminal)
                 asyncio.get_running_loop().call_soon(self._deliver_own, answer)
         if out:
             self.inner.write(b"".join(out))
@@ -195,14 +197,6 @@ class VersionedClient:
             self._own.append(data)
         elif self._deliver is not None:
             self._deliver(data)
-
-
-@dataclass(slots=True)
-class Translated:
-    """One message turned by the face: the lines for liminal and for the client."""
-
-    to_liminal: list[bytes]
-    to_client: list[bytes]
 
 
 def _parse(line: bytes) -> dict[str, Any] | None:

@@ -314,3 +314,22 @@ async def test_an_answer_of_the_faces_own_waits_for_the_end_of_a_line_past_the_c
     end.on_data(b'"}\n')
     read = b"".join(got)
     assert read.index(b'"}\n') < read.index(b'"id":"r1"')
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+                    max_leaves=12)
+ANY_MESSAGE = st.fixed_dictionaries({}, optional={
+    "jsonrpc": st.just("2.0"), "id": st.integers(0, 3) | st.text(max_size=2),
+    "method": st.sampled_from(["initialize", "session/prompt", "session/resume", "session/new", "session/update",
+                               "session/request_permission", "fs/read_text_file", "auth/login",
+                               "session/set_config_option", "x"]),
+    "params": JSON, "result": JSON, "error": JSON})
+
+
+@given(st.lists(st.tuples(st.booleans(), ANY_MESSAGE), max_size=12))
+def test_no_message_either_way_makes_the_face_fail(steps: list[tuple[bool, dict[str, Any]]]) -> None:
+    """Bad input never crashes the proxy: whatever either side sends, in any order."""
+    made = face()
+    for from_client, message in steps:
+        (made.from_client if from_client else made.to_client)(message)
