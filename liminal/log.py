@@ -88,26 +88,8 @@ def configure(level: str = "info", *, json: bool | None = None) -> None:
         raise ValueError(f"unknown log level {level!r} (one of {', '.join(_LEVELS)})")
     if json is None:
         json = not sys.stderr.isatty()
-    renderer: Any = (
-        structlog.processors.JSONRenderer()
-        if json
-        else structlog.dev.ConsoleRenderer(colors=True)
-    )
+    renderer = _structlog_to_stderr(number, json)
     stamp = structlog.processors.TimeStamper(fmt="iso", utc=True)
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            stamp,
-            structlog.processors.format_exc_info,
-            _redact,
-            renderer,
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(number),
-        # Looked up at every call, so tests that swap sys.stderr still capture the output.
-        logger_factory=structlog.PrintLoggerFactory(file=cast(TextIO, _StderrProxy())),
-        cache_logger_on_first_use=False,
-    )
     handler = logging.StreamHandler(cast(TextIO, _StderrProxy()))
     handler.setFormatter(structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=[structlog.stdlib.add_log_level, structlog.stdlib.add_logger_name, stamp],
@@ -124,6 +106,30 @@ def configure(level: str = "info", *, json: bool | None = None) -> None:
     root.setLevel(min(number, logging.INFO))
     logging.captureWarnings(True)
     threading.excepthook = _thread_died
+
+
+def _structlog_to_stderr(number: int, json: bool) -> Any:
+    """structlog rendering to stderr, scrubbed, from ``number`` up; the renderer."""
+    renderer: Any = (
+        structlog.processors.JSONRenderer()
+        if json
+        else structlog.dev.ConsoleRenderer(colors=True)
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            _redact,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(number),
+        # Looked up at every call, so tests that swap sys.stderr still capture the output.
+        logger_factory=structlog.PrintLoggerFactory(file=cast(TextIO, _StderrProxy())),
+        cache_logger_on_first_use=False,
+    )
+    return renderer
 
 
 class _LibraryChatter(logging.Filter):
@@ -165,3 +171,8 @@ class _StderrProxy:
 
 def get(name: str) -> Any:
     return structlog.get_logger(name)
+
+
+# Before ``configure`` too (a line logged while a process starts, or by a library user that
+# never calls it): structlog's own default prints to stdout, the protocol's, unscrubbed.
+_structlog_to_stderr(_LEVELS["info"], json=not sys.stderr.isatty())

@@ -8,6 +8,10 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from fixtures.harness.adapters import SUMMARIES_OFF
+from tests.support import ast_guard
+
+# Before anything parses: a failed test's report must not fail in the making (tests/support/ast_guard.py).
+ast_guard.install()
 
 # Property tests must not fail on a loaded 2-core machine for want of time, and in CI they run
 # the same examples every time (a flaky test blocks everyone's submissions).

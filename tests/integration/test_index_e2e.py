@@ -82,7 +82,7 @@ async def test_a_conversation_through_liminal_acp_is_recorded(
             assert await proxy.wait_exit() == 0
             tg.cancel_scope.cancel()
     finally:
-        proxy.kill()
+        await proxy.aclose()
 
     store = await open_recorded(home, store_url)
     frames = await store.frames(limit=100_000)

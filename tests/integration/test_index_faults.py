@@ -47,7 +47,7 @@ async def liminal(tmp_path: Path, *, sqlite_limit: int = 0) -> AsyncIterator[tup
             yield proxy, new["result"]["sessionId"]
             tg.cancel_scope.cancel()
     finally:
-        proxy.kill()
+        await proxy.aclose()
 
 
 async def prompt(proxy: ProxyProcess, rpc_id: int, session: str, text: str) -> None:
@@ -249,6 +249,10 @@ async def test_a_killed_worker_is_replaced_and_nothing_is_lost(tmp_path: Path) -
         await prompt(proxy, 3, session, "chunks:100 used:777")
         await answered(proxy, 3)
         await until(lambda: worker_of(proxy.process.pid) not in (None, worker), 10, 0.1)
+        # Stored by the new worker before liminal is closed: closing bounds the drain (20 s), and
+        # what it leaves in the spool is stored at the next start, so a loaded machine would
+        # fail the test without anything lost.
+        await wait_stored(home / "liminal.db", 2 + 2 + 30_002 + 103, 120)
         await proxy.close_stdin()
         assert await proxy.wait_exit() == 0
     seqs = await stored_seqs(home / "liminal.db")
@@ -281,6 +285,7 @@ async def test_a_turn_is_forwarded_whole_while_another_writer_holds_the_store(tm
         finally:
             lock.execute("ROLLBACK")
             lock.close()
+        await wait_stored(home / "liminal.db", 2 + 2 + 3 * 2 + 2000 + 20_000 * 2, 120)
         await proxy.close_stdin()
         assert await proxy.wait_exit() == 0
     seqs = await stored_seqs(home / "liminal.db")

@@ -195,7 +195,7 @@ async def test_a_stderr_no_one_reads_stalls_neither_the_agent_nor_the_client(tmp
             assert await client.wait_exit(60) == 0
             tg.cancel_scope.cancel()
     finally:
-        client.kill()
+        await client.aclose()
     found = records(bytes(client.stderr))
     dropped = [r for r in found if r.get("dropped")]
     assert dropped and all(r["logger"] == "agent" and r["level"] == "warning" for r in dropped)

@@ -41,7 +41,7 @@ async def running(tmp_path: Path, agent: Sequence[str], *options: str, **env: st
                 await process.wait()
             tg.cancel_scope.cancel()
     finally:
-        proxy.kill()
+        await proxy.aclose()
 
 
 def odd_params(i: int) -> str:

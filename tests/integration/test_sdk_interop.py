@@ -150,7 +150,7 @@ async def test_what_the_sdk_agent_writes_reaches_a_raw_client_byte_for_byte(tmp_
                 await process.wait()
             tg.cancel_scope.cancel()
     finally:
-        proxy.kill()
+        await proxy.aclose()
 
     agent_out = await anyio.Path(env["AGENT_LOG_OUT"]).read_bytes()
     agent_in = await anyio.Path(env["AGENT_LOG_IN"]).read_bytes()

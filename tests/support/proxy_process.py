@@ -147,6 +147,14 @@ class ProxyProcess(LineClient):
         except ProcessLookupError:
             pass
 
+    async def aclose(self) -> None:
+        """``kill``, then the process reaped and its pipes closed, shielded from a cancelled
+        test: its transport is closed here, while the event loop runs, not by the collector
+        later, in another test, after the loop has closed."""
+        self.kill()
+        with anyio.CancelScope(shield=True):
+            await self.process.aclose()
+
 
 async def run_liminal(home: Path, body: Callable[[ProxyProcess], Awaitable[None]], **env: str) -> int:
     """``liminal acp`` over the scripted agent keeping Claude Code session files in
@@ -166,7 +174,5 @@ async def run_liminal(home: Path, body: Callable[[ProxyProcess], Awaitable[None]
             code = await proxy.wait_exit()
             tg.cancel_scope.cancel()
     finally:
-        proxy.kill()
-        with anyio.CancelScope(shield=True):
-            await process.aclose()  # its transport closed here, not by the collector later
+        await proxy.aclose()
     return code

@@ -87,3 +87,18 @@ def test_every_line_is_scrubbed_liminals_and_a_librarys(monkeypatch: pytest.Monk
     for secret in ("abcdefghijkl0123", "abcdefghijkl4567", "abcdefghijkl89ab", "abcdefghijklcdef"):
         assert secret not in text
     assert text.count("[redacted]") >= 4  # (the traceback quotes the raising line too)
+
+
+def test_a_line_logged_before_configure_goes_to_stderr_scrubbed() -> None:
+    """A process logs before it has read its settings (a store opened by a library user, the
+    MCP server's first moments): structlog's own default wrote that line to stdout, which is
+    the protocol's (and a command's ``--json``), and did not scrub it."""
+    import subprocess
+
+    script = ("from liminal import log; "
+              "log.get('liminal.test').warning('early', auth='Bearer abcdefghijkl0123')")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert done.stdout == ""
+    assert "early" in done.stderr and "[redacted]" in done.stderr
+    assert "abcdefghijkl0123" not in done.stderr
