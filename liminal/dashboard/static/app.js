@@ -13,6 +13,9 @@ let token = sessionStorage.getItem("liminal-token") || "";
 let stamp = null; // what the server last said about the data on show
 let poller = null;
 let view = null; // {kind, ...} of the page on show
+// Which navigation is current: a page's data read for one the person has left is not shown over
+// the page they went to (a slow answer, or a live reload under way when they left).
+let visits = 0;
 const finds = new Map(); // the last search's snippets by message: shown if the message lacks the words
 
 // -- small helpers ---------------------------------------------------------------------------
@@ -75,6 +78,14 @@ function main() { return document.getElementById("main"); }
 function show(...nodes) { main().replaceChildren(...nodes.filter((n) => n !== null && n !== undefined)); }
 
 class Refused extends Error {}
+class Left extends Error {} // the person went elsewhere while the page's data was read
+
+async function pageData(path) {
+  const visit = visits;
+  const body = await api(path);
+  if (visit !== visits) throw new Left();
+  return body;
+}
 
 async function api(path) {
   const answer = await fetch(API + path, { headers: { Authorization: `Bearer ${token}` }, cache: "no-store" });
@@ -104,6 +115,7 @@ function setToken(value) {
 }
 
 function failed(err) {
+  if (err instanceof Left) return;
   if (err instanceof Refused) return askToken(err.message);
   show(el("section", { class: "card error" }, el("h1", { text: "Could not load this page" }), el("p", { text: String(err.message || err) })));
 }
@@ -152,7 +164,7 @@ const COLUMNS = [
 ];
 
 async function threadsPage(state) {
-  const rows = await api("threads" + (state.archived ? "?archived=1" : ""));
+  const rows = await pageData("threads" + (state.archived ? "?archived=1" : ""));
   const filter = el("input", { type: "search", id: "filter", placeholder: "Filter by title, folder or CLI", value: state.filter || "" });
   const archived = el("input", { type: "checkbox", id: "archived", checked: state.archived });
   const table = el("table", { class: "threads", id: "threads" });
@@ -224,7 +236,7 @@ async function threadPage(id, target, keepFrom) {
   // A live reload keeps the turns on show from the first one shown; new ones join at the end.
   const around = keepFrom !== undefined ? `?lo=${keepFrom}`
     : target ? (target.msg ? `?msg=${encodeURIComponent(target.msg)}` : `?turn=${target.turn}`) : "";
-  const data = await api(`thread/${encodeURIComponent(id)}${around}`);
+  const data = await pageData(`thread/${encodeURIComponent(id)}${around}`);
   const t = data.thread;
   const now = data.context_now;
   const s = data.savings;
@@ -561,7 +573,7 @@ async function searchPage(query) {
   clearInterval(poller); // a search's finds are of the moment: no live updates here
   document.getElementById("live").className = "";
   if (!query.trim()) return show(el("section", {}, el("h1", { text: "Search" }), el("p", { class: "quiet", text: "Type words in the box above: every thread and the memos are searched." })));
-  const found = await api(`search?q=${encodeURIComponent(query)}`);
+  const found = await pageData(`search?q=${encodeURIComponent(query)}`);
   finds.clear();
   for (const h of found.hits) if (h.message_id) finds.set(h.message_id, h.snippet);
   show(el("section", {}, el("h1", {}, "Search: ", el("q", { text: query })),
@@ -590,6 +602,9 @@ function route() {
     return route();
   }
   if (!token) return askToken("");
+  visits++;
+  clearInterval(poller); // the page left polls no more, and a poll under way reloads nothing
+  polling++;
   const parts = hash.slice(2).split("/").map(decodeURIComponent);
   window.scrollTo(0, 0);
   if (parts[0] === "thread" && parts[1]) {
