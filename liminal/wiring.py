@@ -111,9 +111,13 @@ def components(settings: Settings, config_file: Path | None = None,
     from liminal.ingest import spool
 
     spool_root = settings.home / "spool"
+
+    def spool_behind() -> bool:  # a stopped liminal's spool still being stored
+        return spool.behind(spool_root)
+
     aids = CommandAids(preamble, home=settings.home, lock_root=lock_root(settings),
                        recalibrated=recalibrator.settled, take_thread=take_thread,
-                       spool_behind=lambda: spool.behind(spool_root))
+                       spool_behind=spool_behind)
     if summaries is not None:
         aids = replace(aids, anchor_of=summaries.anchor, rebuild_anchor=summaries.rebuild,
                        side_root=side_root(settings.home))
@@ -142,7 +146,7 @@ def components(settings: Settings, config_file: Path | None = None,
 
         found.append(Rewinder(swaps.model, swaps.mover, harness, opener,
                               is_command=lambda text: parse(text) is not None, memory=memory,
-                              spool_behind=lambda: spool.behind(spool_root)))
+                              spool_behind=spool_behind))
     in_a_chain = argv is not None and not argv  # liminal acp with no agent command
     if not in_a_chain:
         # After the swap manager: it sees each turn end first (see liminal.kernel.recycle). Also

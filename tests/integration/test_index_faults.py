@@ -238,6 +238,7 @@ async def exited(pid: int, timeout: float = 30) -> None:
 
 
 async def test_a_killed_worker_is_replaced_and_nothing_is_lost(tmp_path: Path) -> None:
+    stored = 2 + 2 + 30_002 + 103  # initialize, session/new, two prompts
     home = tmp_path / "liminal-home"
     async with liminal(tmp_path) as (proxy, session):
         await until(lambda: worker_of(proxy.process.pid) is not None, 10)
@@ -252,12 +253,12 @@ async def test_a_killed_worker_is_replaced_and_nothing_is_lost(tmp_path: Path) -
         # Stored by the new worker before liminal is closed: closing bounds the drain (20 s), and
         # what it leaves in the spool is stored at the next start, so a loaded machine would
         # fail the test without anything lost.
-        await wait_stored(home / "liminal.db", 2 + 2 + 30_002 + 103, 120)
+        await wait_stored(home / "liminal.db", stored, 120)
         await proxy.close_stdin()
         assert await proxy.wait_exit() == 0
     seqs = await stored_seqs(home / "liminal.db")
     assert seqs == list(range(len(seqs)))
-    assert len(seqs) == 2 + 2 + 30_002 + 103  # initialize, session/new, two prompts
+    assert len(seqs) == stored
     assert not spool_files(home)
 
 
@@ -268,6 +269,7 @@ async def test_a_turn_is_forwarded_whole_while_another_writer_holds_the_store(tm
     waited for the store; how fast it forwards meanwhile is ``bench/forward_latency.py``'s to
     measure, not this test's."""
     home = tmp_path / "liminal-home"
+    stored = 2 + 2 + 3 * 2 + 2000 + 20_000 * 2  # three prompts
     async with liminal(tmp_path) as (proxy, session):
         await prompt(proxy, 2, session, "chunks:2000")
         await answered(proxy, 2)
@@ -285,11 +287,11 @@ async def test_a_turn_is_forwarded_whole_while_another_writer_holds_the_store(tm
         finally:
             lock.execute("ROLLBACK")
             lock.close()
-        await wait_stored(home / "liminal.db", 2 + 2 + 3 * 2 + 2000 + 20_000 * 2, 120)
+        await wait_stored(home / "liminal.db", stored, 120)
         await proxy.close_stdin()
         assert await proxy.wait_exit() == 0
     seqs = await stored_seqs(home / "liminal.db")
-    assert seqs == list(range(2 + 2 + 3 * 2 + 2000 + 20_000 * 2))
+    assert seqs == list(range(stored))
 
 
 async def test_a_stopped_index_worker_does_not_stop_forwarding(tmp_path: Path) -> None:
